@@ -1,0 +1,29 @@
+"""``vlnverse bench NAME``: run one benchmark and print its JSON figures."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+
+from . import BENCHMARKS
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register the ``bench`` subcommand."""
+    p = sub.add_parser("bench", help="run a speed benchmark and print JSON figures")
+    p.add_argument("name", choices=BENCHMARKS)
+    p.add_argument("--repeat", type=int, default=3, help="repetitions per figure (best is reported)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="also write the JSON to this file")
+    p.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ..core.io import write_json_atomic
+
+    module = importlib.import_module(f"vlnverse.benchmarks.{args.name}")
+    figures = module.run(args)
+    print(json.dumps(figures, indent=2, sort_keys=True))
+    if args.out:
+        write_json_atomic(args.out, figures)
+    return 0

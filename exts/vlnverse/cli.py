@@ -1,0 +1,59 @@
+"""The ``vlnverse`` command: one entry point, subcommands contributed by each layer.
+
+Each layer module exposes ``add_commands(subparsers)`` and keeps its heavy imports inside the
+command functions, so ``vlnverse --help`` stays fast. Any ``VLNVerseError`` is printed as one
+line and exits with status 2.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+#: Modules contributing subcommands, in help order.
+COMMAND_MODULES = (
+    "vlnverse.scenes.cli",
+    "vlnverse.tasks.cli",
+    "vlnverse.eval.cli",
+    "vlnverse.benchmarks.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full argument parser with every layer's subcommands."""
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="vlnverse", description="Physics-aware Vision-and-Language Navigation toolkit.")
+    parser.add_argument("--version", action="version", version=f"vlnverse {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module_name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        module.add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status."""
+    from .core.errors import VLNVerseError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = args.func(args)
+    except VLNVerseError as exc:
+        print(f"vlnverse: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("vlnverse: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Agent embodiment: a cylinder body with kinematic limits and a camera mount (``robots/*.yaml``)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.config import from_dict, load_yaml, require
+from ..core.errors import ConfigError, UnknownNameError
+from ..paths import robots_dir
+
+
+@dataclass
+class AgentBody:
+    """A cylinder agent moving on the floor plane (x, y, yaw).
+
+    ``holonomic=False`` means differential drive: no sideways velocity. ``camera_height`` is
+    measured from the floor; camera pitch is limited to ``[pitch_min_deg, pitch_max_deg]``.
+    """
+
+    name: str
+    height: float = 0.88
+    radius: float = 0.18
+    mass: float = 40.0
+    max_linear_speed: float = 1.0
+    max_angular_speed_deg: float = 90.0
+    max_linear_accel: float = 2.0
+    max_angular_accel_deg: float = 360.0
+    camera_height: float = 0.88
+    pitch_min_deg: float = -60.0
+    pitch_max_deg: float = 60.0
+    holonomic: bool = True
+    friction: float = 0.0
+    description: str = ""
+
+    def validate(self) -> None:
+        """Check sizes and limits are positive and the camera sits within the body's height range."""
+        for name in ("height", "radius", "mass", "max_linear_speed", "max_angular_speed_deg",
+                     "max_linear_accel", "max_angular_accel_deg"):
+            value = getattr(self, name)
+            require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
+        require(0.0 < self.camera_height <= self.height + 0.3, "camera_height",
+                f"got {self.camera_height} for body height {self.height}",
+                f"a value in (0, height + 0.3] = (0, {self.height + 0.3:.2f}]")
+        require(self.pitch_min_deg <= 0.0 <= self.pitch_max_deg and -90 <= self.pitch_min_deg
+                and self.pitch_max_deg <= 90, "pitch_min_deg/pitch_max_deg",
+                f"got [{self.pitch_min_deg}, {self.pitch_max_deg}]", "-90 <= min <= 0 <= max <= 90")
+        require(self.friction >= 0, "friction", f"got {self.friction}", "a value >= 0")
+
+    @property
+    def max_angular_speed(self) -> float:
+        """Maximum yaw rate in rad/s."""
+        return math.radians(self.max_angular_speed_deg)
+
+
+def list_bodies(folder: Path | None = None) -> list[str]:
+    """Names of the body presets in ``robots/``."""
+    return sorted(p.stem for p in (folder or robots_dir()).glob("*.yaml"))
+
+
+def load_body(name_or_path: str | Path) -> AgentBody:
+    """Load a body preset by name (``r2r_ce``) or YAML path; validated on load."""
+    path = Path(name_or_path)
+    if path.suffix not in (".yaml", ".yml"):
+        path = robots_dir() / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise UnknownNameError("body preset", str(name_or_path), list_bodies())
+    data = load_yaml(path)
+    if not isinstance(data, dict):
+        raise ConfigError("not a mapping", file=path, expected="a YAML mapping of body fields")
+    data.setdefault("name", path.stem)
+    return from_dict(AgentBody, data, file=path)
