@@ -1,0 +1,130 @@
+"""Core building blocks: configs validated on load, registries, atomic writes, body presets."""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from vlnverse.core.config import from_dict, load_config, load_yaml, parse_overrides, require
+from vlnverse.core.errors import ConfigError, UnknownNameError
+from vlnverse.core.io import atomic_dir, atomic_path, write_json_atomic
+from vlnverse.core.registry import Registry
+from vlnverse.sim.body import AgentBody, list_bodies, load_body
+
+
+@dataclasses.dataclass
+class Inner:
+    size: float = 1.0
+
+    def validate(self) -> None:
+        require(self.size > 0, "size", f"got {self.size}", "a positive number")
+
+
+@dataclasses.dataclass
+class Outer:
+    name: str
+    inner: Inner = dataclasses.field(default_factory=Inner)
+    tags: list[str] = dataclasses.field(default_factory=list)
+    seed: int | None = None
+
+
+def test_malformed_yaml_names_the_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: ok\ninner:\n  size: [1, 2\n")
+    with pytest.raises(ConfigError) as err:
+        load_yaml(bad)
+    assert str(bad) in str(err.value)
+    assert err.value.line is not None and err.value.line >= 3
+
+
+def test_nested_validation_names_file_and_dotted_field(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("name: a\ninner:\n  size: -2\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(Outer, path)
+    msg = str(err.value)
+    assert str(path) in msg and "inner.size" in msg and "positive" in msg
+
+
+def test_unknown_and_mistyped_fields_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="unknown field"):
+        from_dict(Outer, {"name": "a", "colour": 1})
+    with pytest.raises(ConfigError, match="tags"):
+        from_dict(Outer, {"name": "a", "tags": "notalist"})
+    with pytest.raises(ConfigError, match="missing required"):
+        from_dict(Outer, {})
+    cfg = from_dict(Outer, {"name": "a", "inner": {"size": 3}, "seed": None})
+    assert cfg.inner.size == 3.0 and isinstance(cfg.inner.size, float) and cfg.seed is None
+
+
+def test_overrides_parse_as_yaml_scalars(tmp_path: Path) -> None:
+    path = tmp_path / "cfg.yaml"
+    path.write_text("name: a\n")
+    cfg = load_config(Outer, path, parse_overrides(["inner.size=0.5", "seed=7"]))
+    assert cfg.inner.size == 0.5 and cfg.seed == 7
+    with pytest.raises(ConfigError):
+        parse_overrides(["novalue"])
+
+
+def test_registry_decorator_returns_class_and_lists_names() -> None:
+    reg: Registry[type] = Registry("agent")
+
+    @reg.register("b")
+    class B:
+        pass
+
+    @reg.register("a")
+    class A:
+        pass
+
+    assert B.__name__ == "B" and reg.get("b") is B and reg.names() == ["a", "b"]
+    with pytest.raises(UnknownNameError) as err:
+        reg.get("c")
+    assert "registered: a, b" in str(err.value)
+    with pytest.raises(ValueError):
+        reg.register("a")(B)
+
+
+def test_atomic_path_leaves_nothing_on_failure(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+    write_json_atomic(target, {"b": 1, "a": float("nan")})
+    assert target.read_text() == '{\n  "a": null,\n  "b": 1\n}\n'
+
+
+def test_atomic_dir_replaces_only_on_success(tmp_path: Path) -> None:
+    out = tmp_path / "data"
+    with atomic_dir(out) as tmp:
+        (tmp / "x.txt").write_text("1")
+    assert (out / "x.txt").read_text() == "1"
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_dir(out) as tmp:
+            (tmp / "y.txt").write_text("2")
+            raise KeyboardInterrupt
+    assert sorted(p.name for p in out.iterdir()) == ["x.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]
+
+
+def test_body_presets_load_and_validate(tmp_path: Path) -> None:
+    assert {"r2r_ce", "stretch", "turtlebot4"} <= set(list_bodies())
+    r2r = load_body("r2r_ce")
+    assert (r2r.height, r2r.radius) == (0.88, 0.18)
+    stretch = load_body("stretch")
+    assert (stretch.height, stretch.radius) == (1.41, 0.17)
+    assert load_body("turtlebot4").holonomic is False
+    with pytest.raises(UnknownNameError, match="r2r_ce"):
+        load_body("nope")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("radius: -0.1\n")
+    with pytest.raises(ConfigError) as err:
+        load_body(bad)
+    assert "radius" in str(err.value) and str(bad) in str(err.value)
+    bad.write_text("height: 0.5\ncamera_height: 1.5\n")
+    with pytest.raises(ConfigError, match="camera_height"):
+        load_body(bad)
+    assert isinstance(r2r, AgentBody)
