@@ -1,0 +1,276 @@
+"""Task plumbing shared by every task type: the registry, task configs, per-scene context, generators.
+
+A task type is one registered ``TaskGenerator`` subclass::
+
+    @register_task("fine_grained")
+    class FineGrained(TaskGenerator):
+        def generate(self, ctx, rng, n, split):
+            ...
+
+Its settings come from ``tasks/<name>.yaml`` (``TaskConfig``). ``SceneContext`` bundles what a
+generator needs about one scene (description, maps, planner, lazily a navigation graph, and an
+optional renderer injected by the CLI — the task layer never imports a simulator backend).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core.config import from_dict, load_config, require
+from ..core.errors import UnknownNameError
+from ..core.registry import Registry
+from ..paths import tasks_dir
+from .episode import Episode, Goal, Instruction
+from .pathing import PathPlanner, PlannedPath, StartGoal
+
+#: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
+TASKS: Registry = Registry("task")
+
+
+def register_task(name: str) -> Callable[[type], type]:
+    """Class decorator registering a ``TaskGenerator`` subclass under ``name``; returns the class."""
+
+    def decorator(cls: type) -> type:
+        cls.name = name
+        return TASKS.register(name)(cls)
+
+    return decorator
+
+
+def load_task_types() -> list[str]:
+    """Import the task-type package (filling ``TASKS``) if it exists; returns the registered names."""
+    try:
+        import vlnverse.tasks.types  # noqa: F401
+    except ModuleNotFoundError as exc:
+        if exc.name != "vlnverse.tasks.types":
+            raise
+    return TASKS.names()
+
+
+@dataclass
+class TaskConfig:
+    """Settings of one task type (``tasks/<task>.yaml``); distances in metres.
+
+    ``room_change_fraction`` is the share of episodes whose start and goal must lie in different
+    rooms; ``params`` holds task-specific settings read by the generator.
+    """
+
+    task_type: str
+    success_distance: float = 3.0
+    max_steps: int = 200
+    min_geodesic: float = 3.0
+    max_geodesic: float = 20.0
+    body: str = "r2r_ce"
+    map_resolution: float = 0.05
+    room_change_fraction: float = 0.8
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Check names are set and distances/limits are positive and ordered."""
+        require(bool(self.task_type.strip()), "task_type", "empty", "a task type name")
+        require(math.isfinite(self.success_distance) and self.success_distance > 0, "success_distance",
+                f"got {self.success_distance}", "a positive distance in metres")
+        require(self.max_steps > 0, "max_steps", f"got {self.max_steps}", "a positive integer")
+        require(math.isfinite(self.min_geodesic) and self.min_geodesic >= 0, "min_geodesic",
+                f"got {self.min_geodesic}", "a distance >= 0 m")
+        require(math.isfinite(self.max_geodesic) and self.max_geodesic > self.min_geodesic, "max_geodesic",
+                f"got {self.max_geodesic} with min_geodesic {self.min_geodesic}", "a distance > min_geodesic")
+        require(bool(self.body.strip()), "body", "empty", "a body preset name (robots/*.yaml)")
+        require(0 < self.map_resolution <= 0.5, "map_resolution", f"got {self.map_resolution}",
+                "a cell size in (0, 0.5] m")
+        require(0.0 <= self.room_change_fraction <= 1.0, "room_change_fraction",
+                f"got {self.room_change_fraction}", "a fraction in [0, 1]")
+
+
+def load_task_config(name_or_path: str | Path, overrides: dict | None = None) -> TaskConfig:
+    """Load a task config by task name (``tasks/<name>.yaml``) or by YAML path.
+
+    A registered task type without a YAML file gets the defaults. An unknown name raises
+    ``UnknownNameError`` listing the registered task types.
+    """
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml"):
+        return load_config(TaskConfig, path, overrides)
+    name = str(name_or_path)
+    candidate = tasks_dir() / f"{name}.yaml"
+    if candidate.is_file():
+        return load_config(TaskConfig, candidate, overrides)
+    if name in load_task_types():
+        data: dict[str, Any] = {"task_type": name}
+        for key, value in (overrides or {}).items():
+            data[key] = value
+        return from_dict(TaskConfig, data, file=f"<defaults for task '{name}'>")
+    raise UnknownNameError("task", name, TASKS.names())
+
+
+# --------------------------------------------------------------------------------------------
+# Per-scene context
+
+
+@dataclass
+class SceneContext:
+    """Everything a task generator needs about one scene.
+
+    ``renderer`` (optional) is a callable ``(x, y, yaw, pitch) -> RGB uint8 (H, W, 3)`` injected by
+    the caller; generators needing images must check it is set.
+    """
+
+    scene_path: Path
+    desc: Any
+    maps: Any
+    planner: PathPlanner
+    body: Any
+    renderer: Callable[..., np.ndarray] | None = None
+    _navgraph: Any = field(default=None, repr=False)
+
+    @property
+    def scene_id(self) -> str:
+        """The scene's id."""
+        return self.desc.scene_id
+
+    @property
+    def floor_z(self) -> float:
+        """Height of the floor top (z of episode positions)."""
+        return float(self.desc.floor_z)
+
+    @property
+    def room_map(self) -> np.ndarray:
+        """Room id per navigable cell (-1 elsewhere), on the planner's grid."""
+        return self.maps.room_map
+
+    @property
+    def navgraph(self):
+        """The scene's navigation graph, built on first use."""
+        if self._navgraph is None:
+            from .navgraph import build_navgraph
+
+            self._navgraph = build_navgraph(self.planner, rooms=self.desc.rooms, doors=self.desc.doors,
+                                            scene_id=self.scene_id)
+        return self._navgraph
+
+    def to_3d(self, xy) -> list[float]:
+        """A floor-level [x, y, z] list from an (x, y) point."""
+        return [float(xy[0]), float(xy[1]), self.floor_z]
+
+
+_CONTEXT_CACHE: dict[tuple, SceneContext] = {}
+
+
+def _body_key(body) -> tuple:
+    return tuple(sorted(dataclasses.asdict(body).items()))
+
+
+def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
+                       renderer: Callable[..., np.ndarray] | None = None) -> SceneContext:
+    """Load a scene, compute its maps for ``body`` (an ``AgentBody`` or preset name) and a planner.
+
+    Cached in-process per (file content hash, body, resolution); the renderer is not part of the
+    key (each call gets its own context object sharing the cached maps and planner).
+    """
+    from ..scenes.maps import compute_scene_maps
+    from ..scenes.usd_io import load_scene
+    from ..sim.body import AgentBody, load_body
+
+    if not isinstance(body, AgentBody):
+        body = load_body(body)
+    scene_path = Path(scene_path)
+    digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
+    key = (digest, _body_key(body), float(resolution))
+    ctx = _CONTEXT_CACHE.get(key)
+    if ctx is None:
+        desc = load_scene(scene_path)
+        maps = compute_scene_maps(desc, body, resolution=resolution)
+        planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
+        ctx = SceneContext(scene_path=scene_path, desc=desc, maps=maps, planner=planner, body=body)
+        _CONTEXT_CACHE[key] = ctx
+    if ctx.scene_path != scene_path or renderer is not None:
+        ctx = dataclasses.replace(ctx, scene_path=scene_path, renderer=renderer)
+    return ctx
+
+
+def context_from_description(desc, body, resolution: float = 0.05, scene_path: str | Path | None = None,
+                             renderer: Callable[..., np.ndarray] | None = None) -> SceneContext:
+    """A ``SceneContext`` for an in-memory ``SceneDescription`` (no file, no cache)."""
+    from ..scenes.maps import compute_scene_maps
+    from ..sim.body import AgentBody, load_body
+
+    if not isinstance(body, AgentBody):
+        body = load_body(body)
+    maps = compute_scene_maps(desc, body, resolution=resolution)
+    planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
+    path = Path(scene_path) if scene_path is not None else Path(desc.source_path or f"{desc.scene_id}.usda")
+    return SceneContext(scene_path=path, desc=desc, maps=maps, planner=planner, body=body, renderer=renderer)
+
+
+# --------------------------------------------------------------------------------------------
+# Generators
+
+
+class TaskGenerator:
+    """Base class of a task type: ``generate(ctx, rng, n, split)`` returns ``n`` episodes.
+
+    Subclasses set their behaviour from ``self.config`` (a ``TaskConfig``) and use the helpers
+    below for start/goal sampling, planning and episode assembly so ids and geometry are uniform.
+    """
+
+    name: str = ""
+
+    def __init__(self, config: TaskConfig | None = None):
+        self.config = config if config is not None else TaskConfig(task_type=self.name or "task")
+
+    def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """Produce ``n`` episodes for scene ``ctx`` (deterministic given ``rng``)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement generate()")
+
+    # ------------------------------------------------------------ helpers
+
+    def episode_id(self, ctx: SceneContext, index: int) -> str:
+        """Deterministic id ``"{task}-{scene_id}-{index:05d}"``."""
+        return f"{self.name or self.config.task_type}-{ctx.scene_id}-{index:05d}"
+
+    def sample_path(self, ctx: SceneContext, rng: np.random.Generator,
+                    require_room_change: bool | None = None) -> tuple[StartGoal, PlannedPath]:
+        """Sample a start/goal pair within the config's geodesic range and plan its reference path.
+
+        ``require_room_change=None`` draws it with probability ``config.room_change_fraction``.
+        """
+        if require_room_change is None:
+            require_room_change = bool(rng.random() < self.config.room_change_fraction)
+        pair = ctx.planner.sample_start_goal(rng, self.config.min_geodesic, self.config.max_geodesic,
+                                             require_room_change=require_room_change, room_map=ctx.room_map)
+        return pair, ctx.planner.shortest_path(pair.start_xy, pair.goal_xy)
+
+    def make_episode(self, ctx: SceneContext, index: int, split: str, path: PlannedPath,
+                     instructions: list[Instruction], goals: list[Goal] | None = None,
+                     geodesic_distance: float | None = None, start_yaw: float | None = None,
+                     info: dict | None = None) -> Episode:
+        """Assemble an ``Episode`` starting at the path's first waypoint, facing along it by default.
+
+        ``goals`` defaults to one goal at the path's end with the config's success distance;
+        ``geodesic_distance`` defaults to the planner's geodesic distance between the path ends.
+        """
+        start, end = path.waypoints[0], path.waypoints[-1]
+        if goals is None:
+            goals = [Goal(position=ctx.to_3d(end), radius=self.config.success_distance)]
+        if geodesic_distance is None:
+            geodesic_distance = ctx.planner.geodesic_distance(start, end)
+        return Episode(
+            episode_id=self.episode_id(ctx, index),
+            scene_id=ctx.scene_id,
+            scene_path=str(ctx.scene_path),
+            split=split,
+            task_type=self.name or self.config.task_type,
+            start_position=ctx.to_3d(start),
+            start_yaw=float(path.start_yaw if start_yaw is None else start_yaw),
+            goals=goals,
+            reference_path=[ctx.to_3d(p) for p in path.waypoints],
+            geodesic_distance=float(geodesic_distance),
+            instructions=list(instructions),
+            info=dict(info or {}),
+        )

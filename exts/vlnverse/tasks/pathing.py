@@ -1,0 +1,504 @@
+"""Shortest paths and geodesic distances on a navigable (footprint-dilated) occupancy map.
+
+The grid graph: one node per navigable cell, 8-connected, edge cost ``resolution`` for an
+orthogonal move and ``resolution·√2`` for a diagonal one; a diagonal move is allowed only when
+both orthogonal neighbours it passes are navigable (no corner cutting). The graph is built once
+per planner as a ``scipy.sparse.csr_matrix``:
+
+* ``PathPlanner.distance_field(goal)`` runs ``scipy.sparse.csgraph.dijkstra`` from the goal — the
+  field is exact for that graph, so it equals the A* cost from any start.
+* ``PathPlanner.shortest_path(a, b)`` runs A* (``heapq``, octile heuristic, neighbour tables
+  precomputed with numpy), prunes the cell path by line of sight on the navigable map and
+  resamples it densely for metrics.
+
+Coordinates follow ``OccupancyMap``: ``origin`` is the world (x, y) of the outer corner of cell
+(0, 0); rows run along +y, columns along +x; a cell's world point is its centre.
+
+Points off the navigable cells (inside a wall's dilation, off the map) are snapped to the nearest
+navigable cell centre and the straight offset is added to their distance. Unreachable → ``inf``.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from scipy import ndimage
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components, dijkstra
+
+from ..core.errors import NoNavigableSpaceError
+
+SQRT2 = math.sqrt(2.0)
+
+#: The 8 moves (d_row, d_col); diagonal moves also need (d_row, 0) and (0, d_col) navigable.
+MOVES = np.array([(0, 1), (1, 0), (0, -1), (-1, 0), (1, 1), (1, -1), (-1, 1), (-1, -1)], dtype=np.int64)
+MOVE_COSTS = np.hypot(MOVES[:, 0], MOVES[:, 1])
+
+
+def _shifted(mask: np.ndarray, dr: int, dc: int) -> np.ndarray:
+    """``out[r, c] = mask[r + dr, c + dc]`` (False outside the grid)."""
+    h, w = mask.shape
+    out = np.zeros_like(mask)
+    out[max(-dr, 0):h + min(-dr, 0), max(-dc, 0):w + min(-dc, 0)] = \
+        mask[max(dr, 0):h + min(dr, 0), max(dc, 0):w + min(dc, 0)]
+    return out
+
+
+def move_masks(free: np.ndarray) -> np.ndarray:
+    """Bool (8, H, W): ``[m, r, c]`` — may the agent move from (r, c) by ``MOVES[m]``?"""
+    masks = np.empty((len(MOVES),) + free.shape, dtype=bool)
+    for m, (dr, dc) in enumerate(MOVES):
+        ok = free & _shifted(free, dr, dc)
+        if dr and dc:  # no corner cutting
+            ok &= _shifted(free, dr, 0) & _shifted(free, 0, dc)
+        masks[m] = ok
+    return masks
+
+
+def resample_polyline(points: np.ndarray, spacing: float) -> np.ndarray:
+    """Points every ``spacing`` metres along a polyline (keeps the first and last point exactly)."""
+    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    if len(pts) < 2:
+        return pts.copy()
+    seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    cum = np.concatenate([[0.0], np.cumsum(seg)])
+    total = cum[-1]
+    if total <= 0:
+        return pts[:1].copy()
+    n = max(int(math.ceil(total / spacing)), 1)
+    s = np.linspace(0.0, total, n + 1)
+    return np.stack([np.interp(s, cum, pts[:, 0]), np.interp(s, cum, pts[:, 1])], axis=1)
+
+
+def polyline_length(points: np.ndarray) -> float:
+    """Sum of segment lengths of an (N, 2) or (N, 3) polyline."""
+    pts = np.asarray(points, dtype=float)
+    if len(pts) < 2:
+        return 0.0
+    return float(np.linalg.norm(np.diff(pts, axis=0), axis=1).sum())
+
+
+def yaw_towards(a_xy, b_xy) -> float:
+    """Heading (rad, CCW from +X) of the direction from ``a_xy`` to ``b_xy``."""
+    d = np.asarray(b_xy, dtype=float)[:2] - np.asarray(a_xy, dtype=float)[:2]
+    return float(math.atan2(d[1], d[0]))
+
+
+def path_heading(points: np.ndarray, min_length: float = 1e-6) -> float:
+    """Heading of a path's first segment of non-zero length (0 for a degenerate path)."""
+    pts = np.asarray(points, dtype=float).reshape(-1, np.shape(points)[-1])[:, :2]
+    for p in pts[1:]:
+        if np.linalg.norm(p - pts[0]) > min_length:
+            return yaw_towards(pts[0], p)
+    return 0.0
+
+
+def wrap_angle(angle):
+    """Wrap radians to [-π, π)."""
+    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi
+
+
+@dataclass
+class PlannedPath:
+    """A shortest path: the A* cell path, its line-of-sight waypoints and a dense resampling.
+
+    ``length`` is the waypoint polyline length (≤ ``grid_cost``, the A* cost on the grid graph).
+    """
+
+    waypoints: np.ndarray
+    dense: np.ndarray
+    length: float
+    grid_cost: float
+    cells: np.ndarray = field(repr=False)
+
+    @property
+    def start_yaw(self) -> float:
+        """Heading of the first waypoint segment."""
+        return path_heading(self.waypoints)
+
+    def waypoints_3d(self, z: float = 0.0) -> np.ndarray:
+        """Waypoints as (K, 3) with constant height ``z``."""
+        return np.column_stack([self.waypoints, np.full(len(self.waypoints), float(z))])
+
+
+class StartGoal(NamedTuple):
+    """A sampled start/goal pair with its geodesic distance and the goal's distance field."""
+
+    start_xy: np.ndarray
+    goal_xy: np.ndarray
+    geodesic_distance: float
+    field: "DistanceField"
+
+
+class DistanceField:
+    """Exact grid-geodesic distance (metres) from every navigable cell to one goal cell."""
+
+    def __init__(self, planner: "PathPlanner", goal_xy: np.ndarray, goal_cell: tuple[int, int], grid: np.ndarray):
+        self.planner = planner
+        self.goal_xy = np.asarray(goal_xy, dtype=float)
+        self.goal_cell = goal_cell
+        #: (H, W) float64 distances; ``inf`` on non-navigable or unreachable cells.
+        self.grid = grid
+
+    def distance(self, points) -> np.ndarray:
+        """Geodesic distance (N,) from each (N, 2) world point to the goal (snapped; ``inf`` if unreachable)."""
+        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
+        rows, cols, offset = self.planner.snap(pts)
+        return self.grid[rows, cols] + offset
+
+    def __call__(self, points) -> np.ndarray:
+        return self.distance(points)
+
+    def reachable_mask(self) -> np.ndarray:
+        """Bool (H, W): cells from which the goal can be reached."""
+        return np.isfinite(self.grid)
+
+
+class PathPlanner:
+    """A*, exact distance fields, line-of-sight checks and sampling on one navigable map.
+
+    ``navigable`` is an ``OccupancyMap`` already dilated by the agent radius (its free cells are
+    where the agent centre may stand). ``scene_id`` only names the scene in errors.
+    """
+
+    def __init__(self, navigable, *, scene_id: str = "scene", field_cache_size: int = 16):
+        self.map = navigable
+        self.scene_id = scene_id
+        self.resolution = float(navigable.resolution)
+        self.origin = np.asarray(navigable.origin, dtype=float).reshape(2)
+        self.free = np.asarray(navigable.free_mask(), dtype=bool)
+        self.shape = self.free.shape
+        if not self.free.any():
+            raise NoNavigableSpaceError(f"scene '{scene_id}': the navigable map has no free cell")
+        h, w = self.shape
+        # Compact node numbering over navigable cells only.
+        self._flat_free = np.flatnonzero(self.free)
+        self._node_of = np.full(h * w, -1, dtype=np.int64)
+        self._node_of[self._flat_free] = np.arange(len(self._flat_free))
+        self._masks = move_masks(self.free)
+        self._graph: csr_matrix | None = None
+        self._neighbours: list | None = None
+        self._components: np.ndarray | None = None
+        self._snap_index: np.ndarray | None = None
+        self._fields: OrderedDict[tuple[int, int], DistanceField] = OrderedDict()
+        self._field_cache_size = field_cache_size
+
+    # ---------------------------------------------------------------- coordinates
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of navigable cells."""
+        return len(self._flat_free)
+
+    def cell_centres(self, rows, cols) -> np.ndarray:
+        """World (x, y) centres of cells, shape (N, 2)."""
+        rows, cols = np.asarray(rows), np.asarray(cols)
+        return np.stack([self.origin[0] + (cols + 0.5) * self.resolution,
+                         self.origin[1] + (rows + 0.5) * self.resolution], axis=-1)
+
+    def _cells_raw(self, pts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rc = self.map.world_to_cell(pts)
+        return rc[:, 0], rc[:, 1]
+
+    def is_navigable(self, points) -> np.ndarray:
+        """Bool (N,): does each world point lie in a navigable cell?"""
+        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
+        rows, cols = self._cells_raw(pts)
+        h, w = self.shape
+        inside = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+        out = np.zeros(len(pts), dtype=bool)
+        out[inside] = self.free[rows[inside], cols[inside]]
+        return out
+
+    def snap(self, points) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Navigable (rows, cols) for each (N, 2) point, plus the offset (m) from point to snapped cell.
+
+        A point in a navigable cell keeps its cell (offset 0); any other point moves to the nearest
+        navigable cell centre (Euclidean distance transform) and the offset is that distance.
+        """
+        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
+        rows, cols = self._cells_raw(pts)
+        h, w = self.shape
+        r = np.clip(rows, 0, h - 1)
+        c = np.clip(cols, 0, w - 1)
+        on = (r == rows) & (c == cols) & self.free[r, c]
+        if self._snap_index is None:
+            self._snap_index = ndimage.distance_transform_edt(~self.free, return_distances=False,
+                                                              return_indices=True)
+        sr, sc = self._snap_index[0][r, c], self._snap_index[1][r, c]
+        offset = np.where(on, 0.0, np.linalg.norm(pts - self.cell_centres(sr, sc), axis=1))
+        return sr, sc, offset
+
+    def snap_point(self, xy) -> np.ndarray:
+        """The point itself if navigable, else the nearest navigable cell centre, shape (2,)."""
+        p = np.asarray(xy, dtype=float)[:2]
+        if self.is_navigable(p)[0]:
+            return p.copy()
+        r, c, _ = self.snap(p)
+        return self.cell_centres(r, c)[0]
+
+    # ---------------------------------------------------------------- graph
+
+    @property
+    def graph(self) -> csr_matrix:
+        """The grid graph over navigable cells (compact node ids), built once, vectorised."""
+        if self._graph is None:
+            h, w = self.shape
+            srcs, dsts, wts = [], [], []
+            flat = np.arange(h * w).reshape(h, w)
+            for m, (dr, dc) in enumerate(MOVES):
+                src = flat[self._masks[m]]
+                srcs.append(self._node_of[src])
+                dsts.append(self._node_of[src + dr * w + dc])
+                wts.append(np.full(len(src), MOVE_COSTS[m] * self.resolution))
+            n = self.num_nodes
+            self._graph = csr_matrix((np.concatenate(wts), (np.concatenate(srcs), np.concatenate(dsts))),
+                                     shape=(n, n))
+        return self._graph
+
+    def components(self) -> np.ndarray:
+        """(H, W) int32 connected-component label per navigable cell (-1 elsewhere)."""
+        if self._components is None:
+            _, labels = connected_components(self.graph, directed=False)
+            out = np.full(self.shape[0] * self.shape[1], -1, dtype=np.int32)
+            out[self._flat_free] = labels
+            self._components = out.reshape(self.shape)
+        return self._components
+
+    def _node(self, row: int, col: int) -> int:
+        return int(self._node_of[row * self.shape[1] + col])
+
+    # ---------------------------------------------------------------- distance fields
+
+    def distance_field(self, goal_xy) -> DistanceField:
+        """Exact geodesic distance field to ``goal_xy`` (snapped to the navigable map); cached per goal cell."""
+        goal = np.asarray(goal_xy, dtype=float)[:2]
+        r, c, _ = self.snap(goal)
+        key = (int(r[0]), int(c[0]))
+        cached = self._fields.get(key)
+        if cached is not None:
+            self._fields.move_to_end(key)
+            return cached
+        dist = dijkstra(self.graph, directed=True, indices=self._node(*key))
+        grid = np.full(self.shape[0] * self.shape[1], np.inf)
+        grid[self._flat_free] = dist
+        result = DistanceField(self, goal, key, grid.reshape(self.shape))
+        self._fields[key] = result
+        if len(self._fields) > self._field_cache_size:
+            self._fields.popitem(last=False)
+        return result
+
+    def geodesic_distance(self, a_xy, b_xy) -> float:
+        """Grid-geodesic distance (m) between two points (``inf`` if not connected)."""
+        return float(self.distance_field(b_xy).distance(np.asarray(a_xy, dtype=float)[None, :2])[0])
+
+    # ---------------------------------------------------------------- A*
+
+    def _neighbour_table(self) -> list:
+        if self._neighbours is None:
+            h, w = self.shape
+            rows, cols = np.divmod(self._flat_free, w)
+            table = np.full((self.num_nodes, len(MOVES)), -1, dtype=np.int64)
+            for m, (dr, dc) in enumerate(MOVES):
+                ok = self._masks[m][rows, cols]
+                table[ok, m] = self._node_of[self._flat_free[ok] + dr * w + dc]
+            self._neighbours = table.tolist()
+            self._node_rc = (rows.tolist(), cols.tolist())
+        return self._neighbours
+
+    def astar_cells(self, start_cell: tuple[int, int], goal_cell: tuple[int, int]) -> tuple[np.ndarray, float]:
+        """A* between two navigable cells: (cell path (P, 2) rows/cols, cost in metres).
+
+        Octile heuristic (admissible and consistent for this graph). Raises
+        ``NoNavigableSpaceError`` if the goal is unreachable.
+        """
+        nbrs = self._neighbour_table()
+        node_r, node_c = self._node_rc
+        res = self.resolution
+        costs = (MOVE_COSTS * res).tolist()
+        diag_extra = (SQRT2 - 1.0) * res
+        s, g = self._node(*start_cell), self._node(*goal_cell)
+        if s < 0 or g < 0:
+            raise NoNavigableSpaceError(f"scene '{self.scene_id}': A* endpoint not on a navigable cell")
+        gr, gc = node_r[g], node_c[g]
+
+        def h(n: int) -> float:
+            dr = abs(node_r[n] - gr)
+            dc = abs(node_c[n] - gc)
+            return res * max(dr, dc) + diag_extra * min(dr, dc)
+
+        best = {s: 0.0}
+        parent = {s: -1}
+        closed = set()
+        heap = [(h(s), 0.0, s)]
+        while heap:
+            _, cost, n = heapq.heappop(heap)
+            if n in closed:
+                continue
+            if n == g:
+                break
+            closed.add(n)
+            row = nbrs[n]
+            for m in range(8):
+                nb = row[m]
+                if nb < 0 or nb in closed:
+                    continue
+                new = cost + costs[m]
+                if new < best.get(nb, math.inf):
+                    best[nb] = new
+                    parent[nb] = n
+                    heapq.heappush(heap, (new + h(nb), new, nb))
+        else:
+            raise NoNavigableSpaceError(f"scene '{self.scene_id}': no navigable path between cells "
+                                        f"{tuple(start_cell)} and {tuple(goal_cell)}")
+        path = [g]
+        while parent[path[-1]] != -1:
+            path.append(parent[path[-1]])
+        path.reverse()
+        cells = np.array([[node_r[n], node_c[n]] for n in path], dtype=np.int64)
+        return cells, best[g]
+
+    # ---------------------------------------------------------------- line of sight
+
+    def segments_free(self, a, b) -> np.ndarray:
+        """Bool (M,): is each straight segment a[i]→b[i] entirely on navigable cells?
+
+        Samples every ≤ resolution/4 along each segment and, where consecutive samples change both
+        row and column, also checks the two cells sharing that corner (supercover), so a segment
+        never slips diagonally between two blocked cells. Off-map counts as blocked.
+        """
+        a = np.atleast_2d(np.asarray(a, dtype=float))[:, :2]
+        b = np.atleast_2d(np.asarray(b, dtype=float))[:, :2]
+        lengths = np.linalg.norm(b - a, axis=1)
+        counts = np.maximum(np.ceil(lengths / (self.resolution / 4.0)).astype(np.int64), 1) + 1
+        seg = np.repeat(np.arange(len(a)), counts)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        t = (np.arange(counts.sum()) - np.repeat(starts, counts)) / np.repeat(counts - 1, counts)
+        pts = a[seg] + t[:, None] * (b - a)[seg]
+        rows, cols = self._cells_raw(pts)
+        h, w = self.shape
+
+        def free_at(rr, cc):
+            inside = (rr >= 0) & (rr < h) & (cc >= 0) & (cc < w)
+            out = np.zeros(len(rr), dtype=bool)
+            out[inside] = self.free[rr[inside], cc[inside]]
+            return out
+
+        ok = free_at(rows, cols)
+        same_seg = seg[1:] == seg[:-1]
+        corner = same_seg & (rows[1:] != rows[:-1]) & (cols[1:] != cols[:-1])
+        idx = np.flatnonzero(corner)
+        corner_ok = free_at(rows[idx], cols[idx + 1]) & free_at(rows[idx + 1], cols[idx])
+        bad = ~ok
+        bad_seg = np.zeros(len(a), dtype=bool)
+        np.logical_or.at(bad_seg, seg[bad], True)
+        np.logical_or.at(bad_seg, seg[idx[~corner_ok]], True)
+        return ~bad_seg
+
+    def segment_free(self, a_xy, b_xy) -> bool:
+        """Is the straight segment from ``a_xy`` to ``b_xy`` entirely on navigable cells?"""
+        return bool(self.segments_free(np.asarray(a_xy)[None], np.asarray(b_xy)[None])[0])
+
+    def simplify(self, points: np.ndarray) -> np.ndarray:
+        """Line-of-sight pruning: keep a point only when the next one is not visible from the last kept.
+
+        The input is first reduced to its turning points (collinear runs are already straight).
+        """
+        pts = np.asarray(points, dtype=float).reshape(-1, 2)
+        if len(pts) <= 2:
+            return pts.copy()
+        d = np.diff(pts, axis=0)
+        d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
+        turning = np.flatnonzero(np.any(np.abs(d[1:] - d[:-1]) > 1e-9, axis=1)) + 1
+        cand = pts[np.concatenate([[0], turning, [len(pts) - 1]])]
+        kept = [0]
+        i = 0
+        n = len(cand)
+        while i < n - 1:
+            # Test every later candidate from the current anchor at once; jump to the farthest
+            # one such that it and every candidate before it are visible (greedy, conservative).
+            vis = self.segments_free(np.repeat(cand[i][None], n - i - 1, axis=0), cand[i + 1:])
+            blocked = np.flatnonzero(~vis)
+            j = i + 1 + (blocked[0] - 1 if len(blocked) else n - i - 2)
+            j = max(j, i + 1)
+            kept.append(j)
+            i = j
+        return cand[kept]
+
+    # ---------------------------------------------------------------- paths
+
+    def shortest_path(self, start_xy, goal_xy, *, dense_spacing: float = 0.1) -> PlannedPath:
+        """A* + line-of-sight simplification + dense resampling between two world points.
+
+        Endpoints off the navigable cells are snapped to the nearest navigable cell centre.
+        Raises ``NoNavigableSpaceError`` if the two are not connected.
+        """
+        start = self.snap_point(start_xy)
+        goal = self.snap_point(goal_xy)
+        sr, sc, _ = self.snap(start)
+        gr, gc, _ = self.snap(goal)
+        cells, cost = self.astar_cells((int(sr[0]), int(sc[0])), (int(gr[0]), int(gc[0])))
+        centres = self.cell_centres(cells[:, 0], cells[:, 1])
+        raw = np.concatenate([start[None], centres[1:-1], goal[None]]) if len(centres) > 1 else \
+            np.stack([start, goal])
+        waypoints = self.simplify(raw)
+        return PlannedPath(waypoints=waypoints, dense=resample_polyline(waypoints, dense_spacing),
+                           length=polyline_length(waypoints), grid_cost=float(cost), cells=cells)
+
+    # ---------------------------------------------------------------- sampling
+
+    def sample_navigable_points(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """``n`` navigable cell centres drawn uniformly (with replacement), shape (n, 2)."""
+        idx = self._flat_free[rng.integers(0, self.num_nodes, size=int(n))]
+        rows, cols = np.divmod(idx, self.shape[1])
+        return self.cell_centres(rows, cols)
+
+    def sample_start_goal(self, rng: np.random.Generator, min_geodesic: float = 3.0, max_geodesic: float = 20.0,
+                          require_room_change: bool = True, room_map: np.ndarray | None = None,
+                          max_tries: int = 50) -> StartGoal:
+        """Sample a goal cell, then a start cell whose geodesic distance lies in [min, max].
+
+        With ``require_room_change`` and a ``room_map`` (room id per cell, -1 outside rooms, on
+        this navigable grid) the start must lie in a different room than the goal, both in a
+        room. Each try costs one distance field. Raises ``NoNavigableSpaceError`` naming the scene
+        when no pair is found in ``max_tries`` goals.
+        """
+        if not (0 <= min_geodesic < max_geodesic):
+            raise ValueError(f"need 0 <= min_geodesic < max_geodesic, got {min_geodesic}, {max_geodesic}")
+        if require_room_change and room_map is not None and np.shape(room_map) != self.shape:
+            raise ValueError(f"room_map shape {np.shape(room_map)} != navigable map shape {self.shape}")
+        use_rooms = require_room_change and room_map is not None
+        components = self.components()
+        sizes = np.bincount(components[self.free])
+        # Only goals in components big enough to hold a pair at min distance are worth a field.
+        min_cells = (min_geodesic / self.resolution) ** 2 / 2.0
+        eligible = self.free & (sizes[np.maximum(components, 0)] >= min_cells)
+        if use_rooms:
+            eligible &= room_map >= 0
+        goal_cells = np.flatnonzero(eligible)
+        if len(goal_cells) == 0:
+            raise NoNavigableSpaceError(
+                f"scene '{self.scene_id}': no navigable start/goal pair with geodesic distance in "
+                f"[{min_geodesic}, {max_geodesic}] m" + (" across rooms" if use_rooms else ""))
+        for _ in range(max_tries):
+            g = int(goal_cells[rng.integers(len(goal_cells))])
+            gr, gc = divmod(g, self.shape[1])
+            goal = self.cell_centres(gr, gc)
+            fld = self.distance_field(goal)
+            ok = (fld.grid >= min_geodesic) & (fld.grid <= max_geodesic)
+            if use_rooms:
+                ok &= (room_map >= 0) & (room_map != room_map[gr, gc])
+            cand = np.flatnonzero(ok)
+            if len(cand) == 0:
+                continue
+            s = int(cand[rng.integers(len(cand))])
+            sr, sc = divmod(s, self.shape[1])
+            return StartGoal(self.cell_centres(sr, sc), goal, float(fld.grid[sr, sc]), fld)
+        raise NoNavigableSpaceError(
+            f"scene '{self.scene_id}': no navigable start/goal pair with geodesic distance in "
+            f"[{min_geodesic}, {max_geodesic}] m" + (" across rooms" if use_rooms else "")
+            + f" after {max_tries} goals")
