@@ -1,0 +1,50 @@
+"""Grounded instruction generation: Describer → Verifier → Synthesizer (VLNVerse §3, App. C).
+
+Interface for task generators (``vlnverse.tasks.types.*``)::
+
+    from vlnverse.tasks.instructions import Describer, Verifier, Synthesizer, synthesize_verified
+
+    describer = Describer.from_context(ctx)             # scene graph + room map + navigable grid
+    verifier = Verifier(ctx.maps.scene_graph)
+    synth = Synthesizer("coarse_grained")               # templates registered for that task type
+
+    facts = describer.describe_target(instance_id)      # TargetFacts (room, attributes, relation)
+    instr = synthesize_verified(lambda: synth.goal(facts, "formal", rng), verifier)
+    episode_instruction = instr.to_instruction()        # vlnverse.tasks.episode.Instruction
+
+    route = describer.describe_route(path.dense, path.waypoints, start_yaw, goal_instance=iid)
+    fine = synthesize_verified(lambda: Synthesizer("fine_grained").route(route, rng), verifier)
+
+Public types:
+
+* ``Mention(kind, span, category, instance_id, room_id, relation, subject, target, attributes)``
+  — one grounded claim (``object``/``room``/``relation``) with its ``[start, end)`` text span.
+* ``GroundedInstruction(text, mentions, style, task_type, template_ids)``.
+* ``TargetFacts``, ``RouteFacts``, ``RouteEvent``, ``ObjectRef``, ``RoomRef``, ``RelationFact``.
+* ``Describer(scene_graph, room_map, grid, landmark_radius=1.5, captioner=None)``;
+  ``FrameCaptioner`` — optional callable ``frames -> caption`` (off by default, loads nothing).
+* ``Verifier(scene_graph).check(instr) -> list[str]`` (empty = every mention supported and every
+  object/room word in the text covered by a verified mention).
+* ``Synthesizer(task_type)`` with ``goal(facts, style, rng)``, ``route(facts, rng)``,
+  ``chain(subgoals, rng)``, ``category(name, rng)``; ``synthesize_verified(make, verifier)``
+  resamples until the Verifier accepts.
+* ``Template(template_id, text, style, part)``, ``TEMPLATES`` (registry of ``TemplateSet`` by task
+  type), ``register_templates(task_type, templates)`` — new task types add their own set.
+* ``Lexicon`` (category/room-type phrases and synonyms, ``find(text)``), grammar helpers in
+  ``grammar``; ``LLMSynthesizer`` (``llm``) rewrites through an OpenAI-compatible endpoint and
+  keeps the result only if the Verifier accepts the re-extracted mentions.
+"""
+from .describer import Describer, FrameCaptioner, turn_direction
+from .graph import SceneGraphView
+from .lexicon import Lexicon
+from .synthesizer import (STYLES, TEMPLATES, InstructionError, Synthesizer, Template, TemplateSet,
+                          register_templates, synthesize_verified)
+from .types import (GroundedInstruction, Mention, ObjectRef, RelationFact, RoomRef, RouteEvent, RouteFacts,
+                    TargetFacts)
+from .verifier import Verifier
+from . import templates as _templates  # noqa: F401,E402  (registers the built-in template sets)
+
+__all__ = ["Describer", "FrameCaptioner", "turn_direction", "SceneGraphView", "Lexicon", "STYLES", "TEMPLATES",
+           "InstructionError", "Synthesizer", "Template", "TemplateSet", "register_templates",
+           "synthesize_verified", "GroundedInstruction", "Mention", "ObjectRef", "RelationFact", "RoomRef",
+           "RouteEvent", "RouteFacts", "TargetFacts", "Verifier"]

@@ -1,0 +1,267 @@
+"""Synthesizer: turns verified facts into instruction text through task-specific templates.
+
+Templates are registered per task type (``register_templates("coarse_grained", [...])``); each
+``Template`` has a style (``formal``/``natural``/``casual``), a ``part`` (which kind of clause it
+renders: ``goal``, ``exit``, ``turn_at``, ``chain3`` …) and ``{slot}`` fields. The
+``Synthesizer`` chooses among the templates whose slots the facts can fill, using the caller's
+``numpy`` generator, so the same seed gives the same text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ...core.errors import VLNVerseError
+from ...core.registry import Registry
+from .grammar import capitalize_first
+from .lexicon import Lexicon
+from .phrases import Phrase, category_phrase, object_phrase, relation_phrase, render, room_phrase, slot_names
+from .types import GroundedInstruction, RouteEvent, RouteFacts, TargetFacts
+
+STYLES = ("formal", "natural", "casual")
+
+
+class InstructionError(VLNVerseError):
+    """No instruction could be produced (no template fits the facts, or none passed the Verifier)."""
+
+
+@dataclass(frozen=True)
+class Template:
+    """One instruction template: ``text`` with ``{slot}`` fields, its style and clause ``part``."""
+
+    template_id: str
+    text: str
+    style: str = "natural"
+    part: str = "goal"
+
+    @property
+    def slots(self) -> set[str]:
+        """Slot names used by the template text."""
+        return slot_names(self.text)
+
+
+class TemplateSet:
+    """The templates of one task type; ``select`` filters by style, part and fillable slots."""
+
+    def __init__(self, task_type: str, templates: Iterable[Template]):
+        self.task_type = task_type
+        self.templates = list(templates)
+        ids = [t.template_id for t in self.templates]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"task '{task_type}': duplicate template ids {duplicates}")
+
+    def __len__(self) -> int:
+        return len(self.templates)
+
+    def styles(self) -> list[str]:
+        """Styles present in the set, in ``STYLES`` order first."""
+        present = {t.style for t in self.templates}
+        return [s for s in STYLES if s in present] + sorted(present - set(STYLES))
+
+    def select(self, part: str, style: str | None = None, available: set[str] | None = None) -> list[Template]:
+        """Templates of ``part`` (and ``style``) whose slots are all in ``available``."""
+        return [t for t in self.templates if t.part == part and (style is None or t.style == style)
+                and (available is None or t.slots <= available)]
+
+
+#: Template sets by task type.
+TEMPLATES: Registry[TemplateSet] = Registry("instruction template set")
+
+
+def register_templates(task_type: str, templates: Iterable[Template]) -> TemplateSet:
+    """Register (or extend) the template set of ``task_type``; returns the set."""
+    templates = list(templates)
+    if task_type in TEMPLATES:
+        existing = TEMPLATES.get(task_type)
+        merged = TemplateSet(task_type, existing.templates + templates)
+        TEMPLATES.register(task_type, overwrite=True)(merged)
+        return merged
+    tset = TemplateSet(task_type, templates)
+    TEMPLATES.register(task_type)(tset)
+    return tset
+
+
+def _pick(rng: np.random.Generator, items: list):
+    return items[int(rng.integers(len(items)))]
+
+
+def _finish(phrase: Phrase) -> Phrase:
+    text = phrase.text.rstrip()
+    text = capitalize_first(text)
+    if text[-1:] not in ".!?":
+        text += "."
+    return Phrase(text, phrase.mentions)
+
+
+class Synthesizer:
+    """Composes grounded instructions for one task type from its registered templates."""
+
+    def __init__(self, task_type: str, lexicon: Lexicon | None = None, templates: TemplateSet | None = None):
+        from . import templates as _builtin  # noqa: F401  (registers the built-in sets)
+
+        self.task_type = task_type
+        self.lexicon = lexicon or Lexicon()
+        self.templates = templates or TEMPLATES.get(task_type)
+
+    # ------------------------------------------------------------------ helpers
+    def _template(self, rng, part: str, style: str | None, available: set[str]) -> Template:
+        choices = self.templates.select(part, style, available)
+        if not choices:
+            raise InstructionError(f"task '{self.task_type}': no '{part}' template in style '{style}' "
+                                   f"fits the available facts {sorted(available)}")
+        return _pick(rng, choices)
+
+    def goal_slots(self, facts: TargetFacts, rng: np.random.Generator) -> dict[str, Phrase]:
+        """Slot phrases describing a goal object: ``target``, ``a_target``, ``target_noun``,
+        ``target_plain``, ``category``, ``rel``, ``room``, ``a_room``."""
+        lex = self.lexicon
+        target = facts.target
+        attrs = set(facts.distinguishing_attributes)
+        for key in ("color", "material", "size"):  # sometimes add a non-distinguishing attribute
+            if key in target.attribute_dict and key not in attrs and rng.random() < 0.35:
+                attrs.add(key)
+        variant = int(rng.integers(8))
+        slots: dict[str, Phrase] = {
+            "target": object_phrase(target, lex, attribute_keys=attrs, variant=variant),
+            "a_target": object_phrase(target, lex, determiner="a", attribute_keys=attrs, variant=variant),
+            "target_noun": object_phrase(target, lex, determiner="", attribute_keys=attrs, variant=variant),
+            "target_plain": object_phrase(target, lex, attribute_keys=(), variant=variant),
+        }
+        if facts.relation is not None:
+            slots["rel"] = relation_phrase(target, facts.relation, lex, variant=int(rng.integers(9)))
+        if facts.room is not None:
+            room_variant = int(rng.integers(4))
+            slots["room"] = room_phrase(facts.room, lex, variant=room_variant, contains=target)
+            slots["room_noun"] = room_phrase(facts.room, lex, determiner="", variant=room_variant, contains=target)
+        return slots
+
+    # ------------------------------------------------------------------ goals
+    def goal(self, facts: TargetFacts, style: str, rng: np.random.Generator, part: str = "goal") -> GroundedInstruction:
+        """A goal description (coarse-grained style) of ``facts.target`` in ``style``."""
+        slots = self.goal_slots(facts, rng)
+        tmpl = self._template(rng, part, style, set(slots))
+        phrase = _finish(render(tmpl.text, slots))
+        return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
+                                   template_ids=(tmpl.template_id,))
+
+    def category(self, category: str, rng: np.random.Generator, style: str = "natural") -> GroundedInstruction:
+        """A zero-grained instruction naming only an object category (object-goal navigation)."""
+        variant = int(rng.integers(4))
+        slots = {"a_category": category_phrase(category, self.lexicon, variant=variant),
+                 "category": category_phrase(category, self.lexicon, determiner="", variant=variant),
+                 "the_category": category_phrase(category, self.lexicon, determiner="the", variant=variant),
+                 "categories": category_phrase(category, self.lexicon, determiner="", variant=variant,
+                                               plural_form=True)}
+        tmpl = self._template(rng, "goal", style, set(slots))
+        phrase = _finish(render(tmpl.text, slots))
+        return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
+                                   template_ids=(tmpl.template_id,))
+
+    def chain(self, subgoals: list[TargetFacts], rng: np.random.Generator, style: str = "natural") -> GroundedInstruction:
+        """One instruction visiting ``subgoals`` in order ("First …, then …, and finally …")."""
+        n = len(subgoals)
+        clauses, used = [], []
+        for facts in subgoals:
+            slots = self.goal_slots(facts, rng)
+            tmpl = self._template(rng, "subgoal", None, set(slots))
+            clauses.append(render(tmpl.text, slots))
+            used.append(tmpl.template_id)
+        frame = self._template(rng, f"chain{n}", None, {f"g{i + 1}" for i in range(n)})
+        phrase = _finish(render(frame.text, {f"g{i + 1}": c for i, c in enumerate(clauses)}))
+        return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
+                                   template_ids=(frame.template_id, *used))
+
+    # ------------------------------------------------------------------ routes
+    def route(self, facts: RouteFacts, rng: np.random.Generator, style: str = "natural") -> GroundedInstruction:
+        """Step-by-step second-person instruction following the route events in order."""
+        lex = self.lexicon
+        clauses: list[Phrase] = []
+        used: list[str] = []
+
+        def clause(part: str, slots: dict[str, Phrase | str]) -> None:
+            tmpl = self._template(rng, part, None, set(slots))
+            clauses.append(render(tmpl.text, slots))
+            used.append(tmpl.template_id)
+
+        def lm(obj) -> Phrase:
+            return object_phrase(obj, lex, variant=int(rng.integers(4)))
+
+        def rm(room) -> Phrase:
+            return room_phrase(room, lex, variant=int(rng.integers(3)))
+
+        events = list(facts.events)
+        i = 0
+        while i < len(events):
+            ev = events[i]
+            nxt = events[i + 1] if i + 1 < len(events) else None
+            if ev.kind == "start":
+                leaves = any(e.kind == "enter" for e in events)
+                if ev.room is not None and leaves:
+                    clause("exit", {"room": rm(ev.room)})
+                else:
+                    clause("begin", {})
+            elif ev.kind == "turn":
+                if ev.direction == "around":
+                    clause("turn_around", {})
+                elif nxt is not None and nxt.kind == "enter" and nxt.room is not None and nxt.s - ev.s < 2.0:
+                    clause("turn_into", {"dir": ev.direction, "room": rm(nxt.room)})
+                    i += 1
+                elif ev.landmark is not None:
+                    clause("turn_at", {"dir": ev.direction, "landmark": lm(ev.landmark)})
+                else:
+                    clause("turn", {"dir": ev.direction})
+            elif ev.kind == "enter" and ev.room is not None:
+                clause("enter", {"room": rm(ev.room)})
+            elif ev.kind == "pass" and ev.landmark is not None:
+                clause("pass", {"landmark": lm(ev.landmark)})
+            elif ev.kind == "stop":
+                if ev.landmark is not None and ev.room is not None and rng.random() < 0.5:
+                    slots = {"landmark": lm(ev.landmark), "room": room_phrase(ev.room, lex, contains=ev.landmark)}
+                    clause("stop_at_in", slots)
+                elif ev.landmark is not None:
+                    clause("stop_at", {"landmark": lm(ev.landmark)})
+                elif ev.room is not None:
+                    clause("stop_in", {"room": rm(ev.room)})
+                else:
+                    clause("stop", {})
+            i += 1
+        phrase = self._join_clauses(clauses, rng)
+        return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
+                                   template_ids=tuple(used))
+
+    def _join_clauses(self, clauses: list[Phrase], rng: np.random.Generator) -> Phrase:
+        """Group clauses into sentences of 2–3 with commas/"and", linking sentences with "Then"."""
+        sentences: list[Phrase] = []
+        i = 0
+        while i < len(clauses):
+            size = min(len(clauses) - i, int(rng.integers(2, 4)))
+            group = clauses[i:i + size]
+            if len(group) == 1:
+                sent = group[0]
+            elif len(group) == 2:
+                sent = group[0] + _pick(rng, [" and ", ", then ", " and then "]) + group[1]
+            else:
+                sent = Phrase.join(group[:-1], ", ") + _pick(rng, [", and ", ", then "]) + group[-1]
+            if sentences:
+                sent = Phrase(_pick(rng, ["", "", "then ", "after that, ", "next, "])) + sent
+            sentences.append(_finish(sent))
+            i += size
+        return Phrase.join(sentences, " ")
+
+
+def synthesize_verified(make: Callable[[], GroundedInstruction], verifier, max_tries: int = 20) -> GroundedInstruction:
+    """Call ``make()`` until its instruction passes ``verifier.check``; raise after ``max_tries``."""
+    problems: list[str] = []
+    for _ in range(max_tries):
+        instruction = make()
+        problems = verifier.check(instruction)
+        if not problems:
+            return instruction
+    raise InstructionError(f"no instruction passed the verifier in {max_tries} tries; last problems: {problems}")
+
+
+__all__ = ["STYLES", "InstructionError", "Template", "TemplateSet", "TEMPLATES", "register_templates",
+           "Synthesizer", "synthesize_verified"]

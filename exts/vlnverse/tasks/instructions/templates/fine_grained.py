@@ -1,0 +1,25 @@
+"""Fine-grained (R2R-style) step clauses in a single natural, second-person style."""
+from ..synthesizer import Template, register_templates
+
+PARTS = {
+    "exit": ["exit {room}", "leave {room}", "walk out of {room}", "head out of {room}", "step out of {room}"],
+    "begin": ["walk forward", "go straight ahead", "start walking forward", "move ahead"],
+    "pass": ["walk past {landmark}", "go past {landmark}", "continue past {landmark}", "pass {landmark}",
+             "keep going past {landmark}"],
+    "turn_at": ["turn {dir} at {landmark}", "take a {dir} at {landmark}", "turn {dir} by {landmark}",
+                "make a {dir} turn near {landmark}", "go {dir} when you reach {landmark}"],
+    "turn": ["turn {dir}", "take a {dir}", "make a {dir} turn", "bear {dir}"],
+    "turn_around": ["turn around", "turn all the way around", "make a U-turn"],
+    "enter": ["enter {room}", "go into {room}", "walk into {room}", "step into {room}", "continue into {room}"],
+    "turn_into": ["turn {dir} into {room}", "take a {dir} into {room}", "go {dir} into {room}",
+                  "make a {dir} turn into {room}"],
+    "stop_at": ["stop by {landmark}", "wait next to {landmark}", "stop in front of {landmark}",
+                "stop when you reach {landmark}", "come to a stop near {landmark}", "stop at {landmark}"],
+    "stop_at_in": ["stop by {landmark} in {room}", "wait next to {landmark} in {room}",
+                   "stop at {landmark} in {room}"],
+    "stop_in": ["stop once you are in {room}", "wait inside {room}", "stop in {room}", "stop as you enter {room}"],
+    "stop": ["stop there", "wait there", "stop"],
+}
+
+register_templates("fine_grained", [Template(f"fine_{part}_{i:02d}", text, part=part)
+                                    for part, texts in PARTS.items() for i, text in enumerate(texts)])
