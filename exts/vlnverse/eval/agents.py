@@ -1,0 +1,253 @@
+"""Agents: the ``AGENTS`` registry and the baseline agents (random, forward-only, oracle, wall bumper).
+
+A new agent is one decorated class::
+
+    @register_agent("my_agent")
+    class MyAgent(Agent):
+        def act(self, observations, state):
+            return DiscreteAction.MOVE_FORWARD
+
+``reset(episode, context)`` is called at the start of each episode; ``act(observations,
+state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAction``, a
+``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
+step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.registry import Registry
+from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
+
+#: Name → agent class.
+AGENTS: Registry[type["Agent"]] = Registry("agent")
+
+
+def register_agent(name: str):
+    """Class decorator adding an agent to ``AGENTS`` under ``name``; returns the class unchanged."""
+    return AGENTS.register(name)
+
+
+@dataclass
+class AgentState:
+    """What the runner tells an agent each step besides its sensor observations.
+
+    ``pose`` is the agent's true pose and ``context`` the scene context (maps, planner):
+    privileged information that only oracle/teacher agents should read. ``goal_distance`` is
+    the geodesic distance field of the episode's goal(s) (callable on (N, 2) points).
+    """
+
+    step: int
+    pose: AgentPose
+    max_steps: int
+    success_distance: float
+    episode: Any = None
+    context: Any = None
+    goal_distance: Any = None
+    collided: bool = False
+    neighbours: list[Any] = field(default_factory=list)
+
+
+class Agent:
+    """Base class of evaluation agents. ``params`` come from the eval config's ``agent.params``."""
+
+    name = "agent"
+
+    def __init__(self, *, seed: int = 0, model: Any = None, **params: Any):
+        if params:
+            raise TypeError(f"agent '{self.name}' got unknown parameter(s) {sorted(params)}")
+        self.seed = int(seed)
+        self.model = model
+        self.outputs: list[Any] = []
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """Start a new episode."""
+        self.outputs = []
+
+    def act(self, observations: dict[str, Any], state: AgentState) -> Any:
+        """Return the next action."""
+        raise NotImplementedError
+
+    def episode_rng(self, episode: Any) -> np.random.Generator:
+        """A generator seeded by (agent seed, episode id): results do not depend on episode order."""
+        key = zlib.crc32(str(getattr(episode, "episode_id", "")).encode())
+        return np.random.default_rng([self.seed, key])
+
+
+@register_agent("random")
+class RandomAgent(Agent):
+    """Uniform random over MOVE_FORWARD / TURN_LEFT / TURN_RIGHT (seeded per episode).
+
+    STOP is allowed only from step ``min_steps`` on, and then chosen with probability
+    ``stop_prob`` per step, so the agent wanders a little before it may stop (a plain uniform
+    choice including STOP would end most episodes within a few steps).
+    """
+
+    name = "random"
+    MOVES = (DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_LEFT, DiscreteAction.TURN_RIGHT)
+
+    def __init__(self, *, min_steps: int = 20, stop_prob: float = 0.05, **kwargs: Any):
+        super().__init__(**kwargs)
+        if not 0.0 <= stop_prob <= 1.0:
+            raise ValueError(f"random agent: stop_prob must lie in [0, 1], got {stop_prob}")
+        self.min_steps = int(min_steps)
+        self.stop_prob = float(stop_prob)
+        self.rng = np.random.default_rng(self.seed)
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """Reseed from the episode id."""
+        super().reset(episode, context)
+        self.rng = self.episode_rng(episode)
+
+    def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
+        """A random movement, or STOP after ``min_steps`` with probability ``stop_prob``."""
+        draw = self.rng.random()
+        if state.step >= self.min_steps and draw < self.stop_prob:
+            return DiscreteAction.STOP
+        return self.MOVES[int(self.rng.integers(len(self.MOVES)))]
+
+
+@register_agent("forward")
+class ForwardAgent(Agent):
+    """Forward-only baseline: MOVE_FORWARD every step, STOP on the last allowed step."""
+
+    name = "forward"
+
+    def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
+        """MOVE_FORWARD until the step budget is used up."""
+        return DiscreteAction.STOP if state.step >= state.max_steps - 1 else DiscreteAction.MOVE_FORWARD
+
+
+@register_agent("oracle")
+class OracleAgent(Agent):
+    """Shortest-path follower with the discrete action set (the imitation-learning teacher).
+
+    It plans on the scene occupancy dilated by ``body radius + clearance`` (a little more than
+    the body, so it does not scrape walls under physics), follows the planned path by turning
+    toward a look-ahead point ``lookahead`` metres ahead and moving forward, replans when
+    pushed more than ``replan_distance`` off the path, and STOPs once the goal's geodesic
+    distance is below ``success_distance - stop_margin``. ``best_action(pose)`` gives the
+    teacher action for any pose.
+    """
+
+    name = "oracle"
+
+    def __init__(self, *, clearance: float = 0.1, lookahead: float = 0.6, stop_margin: float = 0.5,
+                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.clearance = float(clearance)
+        self.lookahead = float(lookahead)
+        self.stop_margin = float(stop_margin)
+        self.replan_distance = float(replan_distance)
+        self.turn_angle = math.radians(turn_angle_deg)
+        self._planner_context: Any = None
+        self.planner: Any = None
+        self.goal_distance: Any = None
+        self.goal_xy: np.ndarray | None = None
+        self.success_distance = 3.0
+        self.path: np.ndarray = np.zeros((0, 2))
+        self._progress = 0
+
+    def _planner_for(self, context: Any) -> Any:
+        """A planner on the context's occupancy grown by body radius + clearance (kept while the scene maps stay the same)."""
+        from ..tasks.pathing import PathPlanner
+
+        if self._planner_context is not context.maps:
+            radius = float(getattr(getattr(context, "body", None), "radius", 0.18))
+            navigable = context.maps.occupancy.dilate(radius + self.clearance)
+            if not navigable.free_mask().any():  # scene too tight for the extra clearance
+                navigable = context.maps.navigable
+            self._planner_context, self._planner = context.maps, PathPlanner(navigable)
+        return self._planner
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """Plan the episode's shortest path on the clearance map."""
+        super().reset(episode, context)
+        self.planner = self._planner_for(context)
+        goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
+        fields = [self.planner.distance_field(g) for g in goals]
+        self.goal_distance = lambda pts: np.min([f.distance(np.atleast_2d(pts)) for f in fields], axis=0)
+        start = np.asarray(episode.start_position[:2], dtype=float)
+        # aim at the goal whose geodesic distance from the start is smallest
+        self.goal_xy = goals[int(np.argmin([f.distance(start[None])[0] for f in fields]))]
+        self._replan(start)
+
+    def _replan(self, xy: np.ndarray) -> None:
+        self.path = np.asarray(self.planner.shortest_path(xy, self.goal_xy).dense, dtype=float)[:, :2]
+        if len(self.path) == 0:
+            self.path = np.asarray([xy, self.goal_xy], dtype=float)
+        self._progress = 0
+
+    def best_action(self, pose: AgentPose, success_distance: float | None = None) -> DiscreteAction:
+        """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
+        threshold = self.success_distance if success_distance is None else success_distance
+        xy = pose.xy
+        if float(self.goal_distance(xy[None])[0]) < threshold - self.stop_margin:
+            return DiscreteAction.STOP
+        # progress along the dense path: nearest point at or after the last progress index
+        d = np.linalg.norm(self.path[self._progress:] - xy, axis=1)
+        if d.size == 0 or d.min() > self.replan_distance:
+            self._replan(xy)
+            d = np.linalg.norm(self.path - xy, axis=1)
+        self._progress += int(np.argmin(d))
+        ahead = self.path[self._progress:]
+        along = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(ahead, axis=0), axis=1))))
+        target = ahead[min(int(np.searchsorted(along, self.lookahead)), len(ahead) - 1)]
+        if np.linalg.norm(target - xy) < 1e-6:
+            target = self.goal_xy
+        error = wrap_angle(math.atan2(target[1] - xy[1], target[0] - xy[0]) - pose.yaw)
+        if abs(error) <= self.turn_angle / 2:
+            return DiscreteAction.MOVE_FORWARD
+        return DiscreteAction.TURN_LEFT if error > 0 else DiscreteAction.TURN_RIGHT
+
+    def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
+        """``best_action`` at the true pose (privileged state)."""
+        self.success_distance = state.success_distance
+        return self.best_action(state.pose)
+
+
+@register_agent("wall_bumper")
+class WallBumperAgent(Agent):
+    """Test agent: faces the goal in a straight line and hops ``hop`` metres toward it with a
+    ``WaypointAction``, walls or not. Under Strict physics a wall in the way stops it (failure);
+    under Tel-Hop it hops through thin walls. STOPs when Euclidean-close to the goal."""
+
+    name = "wall_bumper"
+
+    def __init__(self, *, hop: float = 1.0, stop_margin: float = 0.5, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.hop = float(hop)
+        self.stop_margin = float(stop_margin)
+        self.goal_xy = np.zeros(2)
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """Remember the (first) goal."""
+        super().reset(episode, context)
+        self.goal_xy = np.asarray(episode.goals[0].position[:2], dtype=float)
+
+    def act(self, observations: dict[str, Any], state: AgentState) -> Any:
+        """Straight toward the goal, ignoring everything in between."""
+        delta = self.goal_xy - state.pose.xy
+        dist = float(np.linalg.norm(delta))
+        if dist < state.success_distance - self.stop_margin:
+            return DiscreteAction.STOP
+        dyaw = wrap_angle(math.atan2(delta[1], delta[0]) - state.pose.yaw)
+        c, s = math.cos(dyaw), math.sin(dyaw)
+        step = min(self.hop, dist)
+        return WaypointAction(dx=c * step, dy=s * step, dyaw=dyaw, timeout=10.0)
+
+
+def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0, model: Any = None) -> Agent:
+    """Instantiate the registered agent ``name`` (``UnknownNameError`` lists the names)."""
+    cls = AGENTS.get(name)
+    try:
+        return cls(seed=seed, model=model, **dict(params or {}))
+    except TypeError as exc:
+        from ..core.errors import ConfigError
+
+        raise ConfigError(str(exc), field="agent.params") from None

@@ -1,0 +1,185 @@
+"""``EvalConfig``: what ``vlnverse eval CONFIG`` runs, loaded from YAML and validated on load.
+
+Example (``tasks/eval/oracle_fine_grained_strict.yaml``)::
+
+    agent: {name: oracle}
+    task: fine_grained
+    episodes:
+      generate: {scenes: val_unseen, episodes_per_scene: 5, seed: 0}
+    collision_mode: strict
+    sensors:
+      - {name: rgb, kind: rgb, width: 224, height: 224, hfov_deg: 90}
+      - {name: depth, kind: depth, width: 224, height: 224, hfov_deg: 90}
+    out: runs/oracle_fine_grained_strict
+
+``episodes`` is either a JSONL file/folder path or a ``generate:`` block. Unset ``body``,
+``max_steps`` and ``success_distance`` come from the task config (``tasks/<task>.yaml``).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.config import load_config, parse_overrides, require
+from ..core.errors import ConfigError
+
+SENSOR_KINDS = ("rgb", "depth", "semantic", "instance")
+
+
+@dataclass
+class NamedSpec:
+    """A registry name plus constructor parameters (``agent``, ``model``)."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """The name must be non-empty."""
+        require(bool(self.name.strip()), "name", "empty", "a registered name")
+
+
+@dataclass
+class GenerateSpec:
+    """Generate episodes on the fly: ``task`` (default: the config's task) on ``scenes`` (a split
+    name, ``all``, scene ids or paths) with ``episodes_per_scene`` each, seeded."""
+
+    scenes: Any = "val_unseen"
+    episodes_per_scene: int = 5
+    seed: int = 0
+    task: str | None = None
+    max_scenes: int | None = None
+
+    def validate(self) -> None:
+        """Counts must be positive; ``scenes`` a string or a list of strings."""
+        require(self.episodes_per_scene > 0, "episodes_per_scene", f"got {self.episodes_per_scene}", "a positive integer")
+        require(isinstance(self.scenes, str) or (isinstance(self.scenes, list) and self.scenes
+                                                 and all(isinstance(s, str) for s in self.scenes)),
+                "scenes", f"got {self.scenes!r}", "a split name, 'all', or a list of scene ids/paths")
+        require(self.max_scenes is None or self.max_scenes > 0, "max_scenes", f"got {self.max_scenes}",
+                "a positive integer or null")
+
+
+@dataclass
+class EpisodeSource:
+    """Where the episodes come from: ``path`` (JSONL file or folder) or ``generate``."""
+
+    path: str | None = None
+    generate: GenerateSpec | None = None
+
+    def validate(self) -> None:
+        """Exactly one of ``path`` / ``generate``."""
+        require((self.path is None) != (self.generate is None), "path/generate",
+                "both or neither given", "exactly one of 'path' or 'generate'")
+
+
+@dataclass
+class SensorConfig:
+    """A pinhole camera for the agent (and the report's first-person frames)."""
+
+    name: str
+    kind: str = "rgb"
+    width: int = 224
+    height: int = 224
+    hfov_deg: float = 90.0
+    max_depth: float = 10.0
+
+    def validate(self) -> None:
+        """Kind known, image size and FoV sane."""
+        require(self.kind in SENSOR_KINDS, "kind", f"got {self.kind!r}", f"one of {SENSOR_KINDS}")
+        require(8 <= self.width <= 4096 and 8 <= self.height <= 4096, "width/height",
+                f"got {self.width}x{self.height}", "8..4096 pixels")
+        require(1.0 <= self.hfov_deg < 180.0, "hfov_deg", f"got {self.hfov_deg}", "degrees in [1, 180)")
+
+    def to_spec(self):
+        """The simulator's ``CameraSpec``."""
+        from ..sim.sensors import CameraSpec
+
+        return CameraSpec(name=self.name, kind=self.kind, width=self.width, height=self.height,
+                          hfov_deg=self.hfov_deg, max_depth=self.max_depth)
+
+
+@dataclass
+class ReportConfig:
+    """HTML report options: per-episode maps and first-person frames for at most ``max_episodes``."""
+
+    enabled: bool = True
+    frames: bool = True
+    max_episodes: int = 40
+    frame_width: int = 160
+
+    def validate(self) -> None:
+        """Counts must be non-negative."""
+        require(self.max_episodes >= 0, "max_episodes", f"got {self.max_episodes}", "an integer >= 0")
+        require(16 <= self.frame_width <= 1024, "frame_width", f"got {self.frame_width}", "16..1024 pixels")
+
+
+@dataclass
+class EvalConfig:
+    """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a collision mode."""
+
+    agent: NamedSpec
+    task: str
+    episodes: Any
+    model: NamedSpec | None = None
+    split: str | None = None
+    collision_mode: str = "strict"
+    mode_params: dict[str, Any] = field(default_factory=dict)
+    sensors: list[SensorConfig] = field(default_factory=lambda: [
+        SensorConfig(name="rgb", kind="rgb"), SensorConfig(name="depth", kind="depth")])
+    body: str | None = None
+    max_steps: int | None = None
+    success_distance: float | None = None
+    seed: int = 0
+    backend: str = "auto"
+    out: str = "runs/eval"
+    limit: int | None = None
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+    def validate(self) -> None:
+        """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
+        from ..core.config import from_dict
+
+        if isinstance(self.episodes, str):
+            self.episodes = EpisodeSource(path=self.episodes)
+        elif isinstance(self.episodes, dict):
+            try:
+                self.episodes = from_dict(EpisodeSource, self.episodes)
+            except ConfigError as exc:
+                raise ConfigError(exc.problem, field=f"episodes.{exc.field}" if exc.field else "episodes",
+                                  expected=exc.expected) from None
+        require(isinstance(self.episodes, EpisodeSource), "episodes", f"got {self.episodes!r}",
+                "a JSONL path or a mapping with 'path' or 'generate'")
+        require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
+        from .modes import MODES
+
+        require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",
+                f"one of {MODES.names()}")
+        require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}",
+                "a positive integer or null (task default)")
+        require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),
+                "success_distance", f"got {self.success_distance}", "a positive distance or null (task default)")
+        require(self.limit is None or self.limit > 0, "limit", f"got {self.limit}", "a positive integer or null")
+        names = [s.name for s in self.sensors]
+        require(len(names) == len(set(names)), "sensors", f"duplicate names {names}", "unique sensor names")
+        require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for ``config.json`` and resume checks)."""
+        return asdict(self)
+
+    def run_key(self) -> dict[str, Any]:
+        """The settings that must match for a run folder to be resumed (everything but ``out``,
+        ``limit`` and report options, which do not change any episode's result)."""
+        data = self.to_dict()
+        for key in ("out", "limit", "report"):
+            data.pop(key, None)
+        return data
+
+
+def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> EvalConfig:
+    """Load and validate an eval config; ``overrides`` are ``key.sub=value`` strings or a dict."""
+    if isinstance(overrides, list):
+        overrides = parse_overrides(overrides)
+    return load_config(EvalConfig, path, overrides)

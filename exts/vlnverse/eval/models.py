@@ -1,0 +1,32 @@
+"""The ``MODELS`` registry: what an agent wraps to decide (e.g. a multimodal LLM client).
+
+An eval config names a model and its parameters; the runner builds it with :func:`make_model`
+and hands it to the agent's constructor as ``model=``. A new model is one decorated class::
+
+    @register_model("my_mllm")
+    class MyMLLM:
+        def __init__(self, endpoint: str): ...
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.errors import ConfigError
+from ..core.registry import Registry
+
+#: Name → model class (or factory).
+MODELS: Registry[Any] = Registry("model")
+
+
+def register_model(name: str):
+    """Class decorator adding a model to ``MODELS`` under ``name``; returns the class unchanged."""
+    return MODELS.register(name)
+
+
+def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
+    """Instantiate the registered model ``name`` (``UnknownNameError`` lists the names)."""
+    factory = MODELS.get(name)
+    try:
+        return factory(**dict(params or {}))
+    except TypeError as exc:
+        raise ConfigError(str(exc), field="model.params") from None

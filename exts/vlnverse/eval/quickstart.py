@@ -1,0 +1,109 @@
+"""``vlnverse quickstart``: the whole pipeline on the shipped scenes in a few minutes on a CPU.
+
+It generates a small episode set per task on a couple of scenes of one split, evaluates every
+(agent, collision mode, task) combination of ``tasks/eval/quickstart.yaml`` with RGB-D sensors,
+prints one metrics table and writes, under ``--out``:
+
+- ``episodes/<task>.jsonl`` — the generated episodes (shared by every run);
+- ``<task>__<agent>__<mode>/`` — one resumable eval run folder each (see ``runner``);
+- ``summary.json`` — every run's aggregates; ``report.html`` — one self-contained report.
+
+Re-running the same command resumes: finished episodes are not run again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.config import load_config, require
+from ..core.io import write_json_atomic
+from ..paths import tasks_dir
+from .config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
+
+
+@dataclass
+class QuickstartConfig:
+    """What the quickstart evaluates (``tasks/eval/quickstart.yaml``)."""
+
+    scenes: Any = "val_unseen"
+    max_scenes: int = 2
+    tasks: list[str] = field(default_factory=lambda: ["fine_grained", "coarse_grained"])
+    episodes_per_scene: int = 3
+    agents: list[NamedSpec] = field(default_factory=lambda: [NamedSpec("oracle"), NamedSpec("random")])
+    collision_modes: list[str] = field(default_factory=lambda: ["strict", "telhop"])
+    sensors: list[SensorConfig] = field(default_factory=lambda: [
+        SensorConfig(name="rgb", kind="rgb", width=128, height=128), SensorConfig(name="depth", kind="depth", width=128, height=128)])
+    max_steps: int | None = None
+    seed: int = 0
+    report: ReportConfig = field(default_factory=lambda: ReportConfig(max_episodes=3))
+
+    def validate(self) -> None:
+        """Non-empty lists and positive counts."""
+        require(self.max_scenes > 0, "max_scenes", f"got {self.max_scenes}", "a positive integer")
+        require(self.episodes_per_scene > 0, "episodes_per_scene", f"got {self.episodes_per_scene}", "a positive integer")
+        for name in ("tasks", "agents", "collision_modes", "sensors"):
+            require(len(getattr(self, name)) > 0, name, "empty", "at least one entry")
+
+
+def default_config_path() -> Path:
+    """``tasks/eval/quickstart.yaml``."""
+    return tasks_dir() / "eval" / "quickstart.yaml"
+
+
+def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: int | None = None,
+                   config: str | Path | None = None, progress: bool = True, print_summary: bool = True) -> dict:
+    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report."""
+    from ..sim.body import load_body
+    from ..tasks.base import load_task_config
+    from ..tasks.episode import save_episodes
+    from .report import write_report
+    from .runner import generate_episodes, print_table, run_eval
+
+    path = Path(config) if config else default_config_path()
+    qs = load_config(QuickstartConfig, path) if path.is_file() else QuickstartConfig()
+    if episodes_per_scene is not None:
+        require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
+        qs.episodes_per_scene = episodes_per_scene
+    out = Path(out)
+    split = qs.scenes if isinstance(qs.scenes, str) else None
+    # 1. episodes per task, generated once and shared by every run (kept for resume)
+    episode_files = {}
+    for task in qs.tasks:
+        file = out / "episodes" / f"{task}.jsonl"
+        if not file.is_file():
+            task_cfg = load_task_config(task)
+            episodes = generate_episodes(task, qs.scenes, qs.episodes_per_scene, qs.seed, body=load_body(task_cfg.body),
+                                         split=split, max_scenes=qs.max_scenes, progress=progress)
+            save_episodes(file, episodes)
+        episode_files[task] = file
+    # 2. every combination as one resumable eval run
+    runs, rows = [], []
+    for task in qs.tasks:
+        for agent in qs.agents:
+            for mode in qs.collision_modes:
+                name = f"{task}__{agent.name}__{mode}"
+                cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_files[task])),
+                                 collision_mode=mode, sensors=list(qs.sensors), max_steps=qs.max_steps, seed=qs.seed,
+                                 out=str(out / name), report=qs.report)
+                cfg.validate()
+                summary = run_eval(cfg, progress=progress, print_summary=False)
+                records = _load_records(out / name)
+                for r in records:
+                    r["_dir"] = name
+                runs.append((f"{agent.name} / {mode} / {task}", summary, records))
+                rows.extend((f"{agent.name} · {key}", agg) for key, agg in summary["by_task"].items())
+    combined = {"runs": {label: {"run": s["run"], "overall": s["overall"]} for label, s, _ in runs},
+                "config": str(path)}
+    write_json_atomic(out / "summary.json", combined)
+    write_report(out / "report.html", runs, base_dir=out, title="vlnverse quickstart")
+    if print_summary:
+        print_table(rows, title="vlnverse quickstart")
+        print(f"wrote {out / 'summary.json'} and {out / 'report.html'}")
+    return combined
+
+
+def _load_records(run_dir: Path) -> list[dict]:
+    from .runner import EPISODES_FILE, read_finished
+
+    return read_finished(run_dir / EPISODES_FILE)

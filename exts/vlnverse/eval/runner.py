@@ -1,0 +1,506 @@
+"""The evaluation runner behind ``vlnverse eval CONFIG``.
+
+For every episode: place the agent, let it act until it STOPs, fails (Strict displacement) or
+runs out of steps, and score the trajectory with the task's metrics (geodesic NE/SR/OSR/SPL on
+the scene's navigable map). One simulator is built per scene and reused across its episodes.
+
+Output folder (``cfg.out``):
+
+- ``config.json`` — the resolved config (a resumed run must match it);
+- ``input_episodes.jsonl`` — the episodes evaluated (generated ones are kept for resume);
+- ``episodes.jsonl`` — one line per finished episode, appended and flushed as each finishes;
+  a resumed run skips the episodes already there and ignores a truncated last line;
+- ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
+- ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import time
+import traceback
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from ..core.errors import ConfigError, VLNVerseError
+from ..core.io import to_jsonable, write_json_atomic, write_jsonl_atomic
+from . import metrics as M
+from .agents import Agent, AgentState, make_agent
+from .config import EvalConfig
+from .modes import CollisionMode, make_mode
+
+log = logging.getLogger(__name__)
+
+#: Metrics every navigation episode reports (VLNVerse Tab. 5 plus sDTW and CLS).
+STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
+#: Task types whose goals must be reached in order (SR_n, SR_all).
+ORDERED_GOAL_TASKS = ("long_horizon",)
+#: Task types that also report the room success rate (goal carries a ``room_id``).
+ROOM_GOAL_TASKS = ("video_contextualized", "video_context", "vcn")
+#: Metrics that a Strict failure (or a missing STOP) forces to 0.
+SUCCESS_METRICS = ("SR", "SPL", "sDTW")
+
+EPISODES_FILE = "episodes.jsonl"
+INPUT_FILE = "input_episodes.jsonl"
+SUMMARY_FILE = "summary.json"
+CONFIG_FILE = "config.json"
+
+
+@dataclass
+class RunSettings:
+    """Per-run values resolved from the eval config and the task config."""
+
+    max_steps: int
+    success_distance: float
+    body: Any
+    resolution: float
+    task_type: str
+
+
+def resolve_settings(cfg: EvalConfig) -> RunSettings:
+    """Fill unset eval settings from the task config (``tasks/<task>.yaml``)."""
+    from ..sim.body import load_body
+    from ..tasks.base import load_task_config
+
+    task_cfg = load_task_config(cfg.task)
+    return RunSettings(max_steps=cfg.max_steps or task_cfg.max_steps,
+                       success_distance=cfg.success_distance or task_cfg.success_distance,
+                       body=load_body(cfg.body or task_cfg.body), resolution=task_cfg.map_resolution,
+                       task_type=task_cfg.task_type)
+
+
+# --------------------------------------------------------------------------------------------
+# episodes
+
+
+def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, *, body: Any,
+                      split: str | None = None, max_scenes: int | None = None, progress: bool = True) -> list:
+    """Generate ``episodes_per_scene`` episodes of ``task`` on each scene of ``scenes`` (a split
+    name, ``all``, ids or paths); each scene's generator is seeded by (seed, scene id)."""
+    from tqdm import tqdm
+
+    from ..scenes.splits import load_splits, resolve_scenes
+    from ..tasks.base import TASKS, load_scene_context, load_task_config, load_task_types
+
+    load_task_types()
+    task_cfg = load_task_config(task)
+    generator = TASKS.get(task_cfg.task_type)(task_cfg)
+    paths = resolve_scenes(scenes)
+    if max_scenes is not None:
+        paths = paths[:max_scenes]
+    if split is None:
+        split = scenes if isinstance(scenes, str) and scenes in load_splits() else "custom"
+    episodes = []
+    for path in tqdm(paths, desc=f"generate {task}", unit="scene", disable=not progress, leave=False):
+        ctx = load_scene_context(path, body, resolution=task_cfg.map_resolution)
+        rng = np.random.default_rng([int(seed), zlib.crc32(ctx.scene_id.encode())])
+        episodes.extend(generator.generate(ctx, rng, episodes_per_scene, split))
+    return episodes
+
+
+def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progress: bool = True) -> list:
+    """The run's episodes: reloaded from ``out/input_episodes.jsonl`` when resuming, else loaded
+    from ``episodes.path`` or generated, filtered to the config's task (and split), and saved."""
+    from ..tasks.episode import load_episodes, save_episodes
+
+    saved = out / INPUT_FILE
+    if saved.is_file():
+        episodes = load_episodes(saved)
+    elif cfg.episodes.path is not None:
+        path = Path(cfg.episodes.path)
+        if not path.exists():
+            raise ConfigError("episode file or folder not found", field="episodes.path", expected="an existing JSONL file/folder",
+                              file=path)
+        episodes = load_episodes(path, split=cfg.split)
+        matching = [e for e in episodes if e.task_type == settings.task_type]
+        if episodes and not matching:
+            raise ConfigError(f"no '{settings.task_type}' episodes in {path}", field="task",
+                              expected=f"one of {sorted({e.task_type for e in episodes})}")
+        episodes = matching
+    else:
+        gen = cfg.episodes.generate
+        episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
+                                     body=settings.body, split=cfg.split, max_scenes=gen.max_scenes,
+                                     progress=progress)
+    if cfg.limit is not None:
+        episodes = episodes[:cfg.limit]
+    if not episodes:
+        raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
+    if not saved.is_file():
+        save_episodes(saved, episodes)
+    return episodes
+
+
+# --------------------------------------------------------------------------------------------
+# resumable episode log
+
+
+def read_finished(path: Path) -> list[dict]:
+    """Finished episode records from ``episodes.jsonl``; a truncated/corrupt last line (a crash
+    mid-write) is cut off the file so appending can go on."""
+    if not path.is_file():
+        return []
+    raw = path.read_bytes()
+    records: list[dict] = []
+    good_end = 0
+    offset = 0
+    for line in raw.splitlines(keepends=True):
+        offset += len(line)
+        if not line.endswith(b"\n"):
+            break
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+        good_end = offset
+    if good_end != len(raw):
+        log.warning("%s: ignoring a truncated last record (%d bytes)", path, len(raw) - good_end)
+        with open(path, "r+b") as fh:
+            fh.truncate(good_end)
+    return records
+
+
+def append_record(path: Path, record: dict) -> None:
+    """Append one episode record as a single flushed and fsync'ed JSON line."""
+    line = json.dumps(to_jsonable(record), sort_keys=True, separators=(",", ":")) + "\n"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+# --------------------------------------------------------------------------------------------
+# one episode
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120]
+
+
+def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Geodesic distance to the nearest of ``goals_xy`` on the scene's navigable map."""
+    fields = [ctx.planner.distance_field(g) for g in goals_xy]
+
+    def distance(points: np.ndarray) -> np.ndarray:
+        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
+        return np.min([f.distance(pts) for f in fields], axis=0)
+
+    return distance
+
+
+def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool, failed: bool, collisions: int,
+                  actions: int, success_distance: float) -> dict[str, Any]:
+    """All metrics of one finished episode (``None`` for those that do not apply)."""
+    goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
+    reference = np.asarray(episode.reference_path, dtype=float)[:, :2]
+    ordered = episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
+    if ordered:
+        fns = [goal_distance_fn(ctx, g[None]) for g in goals_xy]
+        final_goal, final_fn = goals_xy[-1:], fns[-1]
+    else:
+        final_goal, final_fn = goals_xy, goal_distance_fn(ctx, goals_xy)
+    out = M.compute(STANDARD_METRICS, path=path_xy, goal=final_goal, reference=reference,
+                    shortest_length=float(episode.geodesic_distance), threshold=success_distance,
+                    distance_fn=final_fn, collisions=collisions, actions=actions)
+    if ordered:
+        reached = M.goals_reached(path_xy, goals_xy, success_distance, fns)
+        out["goals_reached"] = [bool(r) for r in reached]
+        out["SR"] = float(out["SR"] and reached.all())
+    room_id = episode.info.get("target_room_id", episode.goals[0].room_id)
+    if episode.task_type in ROOM_GOAL_TASKS and room_id is not None:
+        try:
+            out["RSR"] = M.rsr(path_xy, ctx.desc.room_by_id(int(room_id)).polygon)
+        except KeyError:
+            out["RSR"] = None
+    if not stopped or failed:  # success needs a STOP and no Strict failure; goals_reached keeps SR_n
+        for name in SUCCESS_METRICS:
+            out[name] = 0.0
+    return out
+
+
+def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
+    neighbours = []
+    if hasattr(mode, "neighbours") and mode.node is not None:
+        neighbours = [(n, mode._position(n)) for n in mode.neighbours()]
+    return AgentState(step=step, pose=pose, max_steps=settings.max_steps, success_distance=settings.success_distance,
+                      episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, neighbours=neighbours)
+
+
+def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Agent, settings: RunSettings) -> dict:
+    """Run one episode to its end and return its record (metrics, trajectory, actions, collisions)."""
+    from ..sim.types import AgentPose, InvalidActionError
+
+    t0 = time.perf_counter()
+    start = AgentPose(float(episode.start_position[0]), float(episode.start_position[1]), float(episode.start_yaw))
+    obs = mode.reset(start)
+    pose = sim.pose
+    agent.reset(episode, ctx)
+    goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
+    goal_fn = goal_distance_fn(ctx, goals_xy)
+    poses = [[pose.x, pose.y, pose.yaw]]
+    actions: list[Any] = []
+    collisions: list[dict] = []
+    invalid: list[dict] = []
+    termination, failure, stopped, collided = "max_steps", None, False, False
+    n_moves = 0
+    for step in range(settings.max_steps):
+        state = _state(episode, ctx, mode, pose, step, settings, goal_fn, collided)
+        try:
+            action = agent.act(obs, state)
+        except Exception as exc:  # noqa: BLE001 - an agent bug is one failed step, not a crashed run
+            invalid.append({"step": step, "action": None, "error": f"agent raised {type(exc).__name__}: {exc}"})
+            log.warning("episode %s step %d: agent raised %s", episode.episode_id, step,
+                        traceback.format_exception_only(type(exc), exc)[-1].strip())
+            actions.append(None)
+            continue
+        try:
+            outcome = mode.step(action)
+        except (InvalidActionError, TypeError, ValueError) as exc:
+            invalid.append({"step": step, "action": repr(action)[:200], "error": str(exc)})
+            log.warning("episode %s step %d: invalid action %r: %s", episode.episode_id, step, action, exc)
+            actions.append(None)
+            continue
+        actions.append(_action_name(action))
+        if outcome.stop:
+            termination, stopped = "stop", True
+            break
+        n_moves += 1
+        pose, obs, collided = outcome.pose, outcome.observations, outcome.collided
+        poses.append([pose.x, pose.y, pose.yaw])
+        if outcome.collided:
+            collisions.append({"step": step, "position": [pose.x, pose.y],
+                               "labels": sorted({c.get("label", "?") for c in outcome.contacts}),
+                               "displacement": round(float(outcome.displacement), 4)})
+        if outcome.failure:
+            termination, failure = "failure", outcome.failure
+            break
+    path_xy = np.asarray(poses, dtype=float)[:, :2]
+    metrics = score_episode(episode, ctx, path_xy, stopped=stopped, failed=failure is not None,
+                            collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance)
+    return {
+        "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
+        "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics,
+        "termination": termination, "failure": failure, "steps": len(actions), "moves": n_moves,
+        "invalid_actions": len(invalid), "invalid": invalid[:20], "trajectory": np.round(poses, 4).tolist(),
+        "actions": actions, "collisions": collisions, "agent_outputs": to_jsonable(agent.outputs),
+        "reference_path": np.round(np.asarray(episode.reference_path, dtype=float), 4).tolist(),
+        "goals": goals_xy.tolist(), "duration_s": round(time.perf_counter() - t0, 3),
+    }
+
+
+def _action_name(action: Any) -> Any:
+    name = getattr(action, "name", None)
+    if isinstance(name, str):
+        return name
+    if hasattr(action, "__dataclass_fields__"):
+        return {"type": type(action).__name__, **{k: float(getattr(action, k)) for k in action.__dataclass_fields__}}
+    return to_jsonable(action)
+
+
+# --------------------------------------------------------------------------------------------
+# report artefacts made while the simulator is alive
+
+
+def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sensor: Any, frames: bool) -> None:
+    """Top-down map (occupancy, reference, agent path, collisions) and first-person RGB frames at
+    key steps (start, middle, end, collisions); file paths are stored in ``record``."""
+    from PIL import Image
+
+    from ..sim.types import AgentPose
+
+    stem = _safe_name(record["episode_id"])
+    try:
+        from ..scenes.render_map import render_map_png
+
+        traj = np.asarray(record["trajectory"], dtype=float)
+        markers = [{"xy": traj[0, :2], "color": "tab:green", "label": "start"},
+                   *({"xy": g, "color": "tab:red", "label": "goal"} for g in record["goals"]),
+                   *({"xy": c["position"], "color": "black", "label": "collision", "marker": "x"}
+                     for c in record["collisions"])]
+        map_path = out / "maps" / f"{stem}.png"
+        render_map_png(ctx.desc, ctx.maps, map_path,
+                       paths=[{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
+                              {"xy": traj[:, :2], "color": "tab:orange", "label": "agent"}],
+                       markers=markers)
+        record["map"] = str(map_path.relative_to(out))
+    except ImportError:
+        log.warning("vlnverse.scenes.render_map is unavailable: no top-down map in the report")
+    except Exception as exc:  # noqa: BLE001 - a failed picture must not lose the episode
+        log.warning("map for %s failed: %s", record["episode_id"], exc)
+    if not frames or rgb_sensor is None:
+        return
+    traj = record["trajectory"]
+    last = len(traj) - 1
+    keys = {0: "start", last // 2: "middle", last: "end"}
+    for c in record["collisions"][:3]:
+        idx = min(last, 1 + sum(1 for a in record["actions"][:c["step"]] if a not in (None, "STOP")))
+        keys.setdefault(idx, "collision")
+    saved = []
+    for idx in sorted(keys):
+        x, y, yaw = traj[idx]
+        try:
+            image = sim.render_at(AgentPose(x, y, yaw), rgb_sensor)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("frame %d of %s failed: %s", idx, record["episode_id"], exc)
+            continue
+        rgb = image.get(rgb_sensor.name, next(iter(image.values())))
+        path = out / "frames" / stem / f"{idx:04d}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(path)
+        saved.append({"index": idx, "label": keys[idx], "file": str(path.relative_to(out))})
+    record["frames"] = saved
+
+
+# --------------------------------------------------------------------------------------------
+# summary
+
+
+def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
+    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks."""
+    def block(recs: list[dict]) -> dict[str, Any]:
+        agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
+        agg["invalid_actions"] = int(sum(r["invalid_actions"] for r in recs))
+        agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
+        flags = [r["metrics"]["goals_reached"] for r in recs if "goals_reached" in r["metrics"]]
+        if flags:
+            width = max(len(f) for f in flags)
+            table = np.array([f + [False] * (width - len(f)) for f in flags], dtype=bool)
+            agg["sr_n"] = M.sr_n(table)
+        return agg
+
+    by_task: dict[str, list[dict]] = {}
+    for r in records:
+        by_task.setdefault(f"{r['task_type']}/{run['collision_mode']}", []).append(r)
+    return {"run": run, "overall": block(records),
+            "by_task": {k: block(v) for k, v in sorted(by_task.items())}}
+
+
+TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
+
+
+def print_table(rows: Iterable[tuple[str, dict]], *, title: str = "vlnverse eval") -> None:
+    """Print a metrics table (rich) with one row per (label, aggregate block)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("run")
+    table.add_column("episodes", justify="right")
+    for name in TABLE_COLUMNS:
+        table.add_column(name, justify="right")
+    table.add_column("invalid", justify="right")
+    for label, agg in rows:
+        means = agg["means"]
+        cells = []
+        for name in TABLE_COLUMNS:
+            v = means.get(name)
+            pct = name in ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
+            cells.append("-" if v is None else (f"{100 * v:.1f}" if pct else f"{v:.2f}"))
+        table.add_row(label, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)))
+    Console().print(table)
+    Console().print("SR/OSR/SPL/nDTW/CLS/CR in %, TL/NE in metres", style="dim")
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+
+
+def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
+             agent_factory: Callable[[], Agent] | None = None) -> dict[str, Any]:
+    """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
+
+    ``agent_factory`` overrides the registry lookup (used by tests and the quickstart).
+    """
+    from tqdm import tqdm
+
+    from ..sim import make_simulator
+    from ..tasks.base import load_scene_context, load_task_types
+    from .models import make_model
+    from .report import write_report
+
+    load_task_types()
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config_path = out / CONFIG_FILE
+    key = to_jsonable(cfg.run_key())
+    if config_path.is_file():
+        previous = json.loads(config_path.read_text(encoding="utf-8"))
+        if previous.get("run_key") != key:
+            raise ConfigError("the output folder holds a run with a different config", field="out",
+                              expected="a new 'out' folder, or the same config to resume", file=config_path)
+    settings = resolve_settings(cfg)
+    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
+    agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+    episodes = resolve_episodes(cfg, settings, out, progress=progress)
+    write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
+
+    log_path = out / EPISODES_FILE
+    finished = read_finished(log_path)
+    done = {r["episode_id"] for r in finished}
+    todo = [e for e in episodes if e.episode_id not in done]
+    report_budget = max(0, cfg.report.max_episodes - sum(1 for r in finished if r.get("map") or r.get("frames")))
+    sensors = [s.to_spec() for s in cfg.sensors]
+    rgb_sensor = next((s for s in sensors if s.kind == "rgb"), None)
+    if rgb_sensor is not None and cfg.report.frames:
+        from dataclasses import replace
+
+        frame_w = cfg.report.frame_width
+        rgb_sensor = replace(rgb_sensor, name="report_rgb", width=frame_w,
+                             height=max(8, round(frame_w * rgb_sensor.height / rgb_sensor.width)))
+
+    by_scene: dict[str, list] = {}
+    for ep in todo:
+        by_scene.setdefault(str(ep.scene_path), []).append(ep)
+    t_start = time.perf_counter()
+    bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
+               unit="ep", disable=not progress)
+    try:
+        for scene_path, scene_eps in by_scene.items():
+            ctx = load_scene_context(scene_path, settings.body, resolution=settings.resolution)
+            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
+            try:
+                control = sim.control
+                params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
+                          "look_angle_deg": control.look_angle_deg, **cfg.mode_params}
+                if cfg.collision_mode == "graph":
+                    params.setdefault("navgraph", ctx.navgraph)
+                mode = make_mode(cfg.collision_mode, sim, **params)
+                for ep in scene_eps:
+                    record = run_episode(ep, ctx, sim, mode, agent, settings)
+                    record.update(agent=cfg.agent.name, collision_mode=cfg.collision_mode)
+                    if cfg.report.enabled and report_budget > 0:
+                        save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
+                        report_budget -= 1
+                    append_record(log_path, record)
+                    finished.append(record)
+                    bar.update(1)
+                    bar.set_postfix(SR=f"{np.mean([r['metrics']['SR'] for r in finished]):.2f}")
+            finally:
+                sim.close()
+    finally:
+        bar.close()
+    elapsed = time.perf_counter() - t_start
+    order = {e.episode_id: i for i, e in enumerate(episodes)}
+    finished.sort(key=lambda r: order.get(r["episode_id"], len(order)))
+    run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,
+           "collision_mode": cfg.collision_mode, "split": cfg.split, "seed": cfg.seed,
+           "max_steps": settings.max_steps, "success_distance": settings.success_distance,
+           "body": settings.body.name}
+    summary = summarize(finished, run=run)
+    summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
+                         "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None}
+    write_json_atomic(out / SUMMARY_FILE, summary)
+    if cfg.report.enabled:
+        write_report(out / "report.html", [(f"{cfg.agent.name} / {cfg.collision_mode}", summary, finished)], base_dir=out)
+    if print_summary:
+        print_table([(f"{k} ({cfg.agent.name})", v) for k, v in summary["by_task"].items()])
+        print(f"wrote {out / SUMMARY_FILE}, {out / EPISODES_FILE}" + (f", {out / 'report.html'}" if cfg.report.enabled else ""))
+    return summary
