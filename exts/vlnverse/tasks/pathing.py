@@ -60,18 +60,16 @@ def move_masks(free: np.ndarray) -> np.ndarray:
 
 
 def resample_polyline(points: np.ndarray, spacing: float) -> np.ndarray:
-    """Points every ``spacing`` metres along a polyline (keeps the first and last point exactly)."""
-    pts = np.asarray(points, dtype=float).reshape(-1, 2)
+    """Subdivide each segment into equal steps of at most ``spacing``; every vertex is kept."""
+    pts = np.asarray(points, dtype=float).reshape(-1, np.shape(points)[-1])
     if len(pts) < 2:
         return pts.copy()
     seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
-    cum = np.concatenate([[0.0], np.cumsum(seg)])
-    total = cum[-1]
-    if total <= 0:
-        return pts[:1].copy()
-    n = max(int(math.ceil(total / spacing)), 1)
-    s = np.linspace(0.0, total, n + 1)
-    return np.stack([np.interp(s, cum, pts[:, 0]), np.interp(s, cum, pts[:, 1])], axis=1)
+    steps = np.maximum(np.ceil(seg / spacing - 1e-9).astype(np.int64), 1)
+    owner = np.repeat(np.arange(len(seg)), steps)
+    t = (np.arange(steps.sum()) - np.repeat(np.cumsum(steps) - steps, steps)) / np.repeat(steps, steps)
+    out = pts[owner] + t[:, None] * (pts[owner + 1] - pts[owner])
+    return np.concatenate([out, pts[-1:]])
 
 
 def polyline_length(points: np.ndarray) -> float:
@@ -184,6 +182,7 @@ class PathPlanner:
         self._neighbours: list | None = None
         self._components: np.ndarray | None = None
         self._snap_index: np.ndarray | None = None
+        self._corners: np.ndarray | None = None
         self._fields: OrderedDict[tuple[int, int], DistanceField] = OrderedDict()
         self._field_cache_size = field_cache_size
 
@@ -367,14 +366,14 @@ class PathPlanner:
     def segments_free(self, a, b) -> np.ndarray:
         """Bool (M,): is each straight segment a[i]→b[i] entirely on navigable cells?
 
-        Samples every ≤ resolution/4 along each segment and, where consecutive samples change both
+        Samples every ≤ resolution/2 along each segment and, where consecutive samples change both
         row and column, also checks the two cells sharing that corner (supercover), so a segment
         never slips diagonally between two blocked cells. Off-map counts as blocked.
         """
         a = np.atleast_2d(np.asarray(a, dtype=float))[:, :2]
         b = np.atleast_2d(np.asarray(b, dtype=float))[:, :2]
         lengths = np.linalg.norm(b - a, axis=1)
-        counts = np.maximum(np.ceil(lengths / (self.resolution / 4.0)).astype(np.int64), 1) + 1
+        counts = np.maximum(np.ceil(lengths / (self.resolution / 2.0)).astype(np.int64), 1) + 1
         seg = np.repeat(np.arange(len(a)), counts)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         t = (np.arange(counts.sum()) - np.repeat(starts, counts)) / np.repeat(counts - 1, counts)
@@ -403,10 +402,13 @@ class PathPlanner:
         """Is the straight segment from ``a_xy`` to ``b_xy`` entirely on navigable cells?"""
         return bool(self.segments_free(np.asarray(a_xy)[None], np.asarray(b_xy)[None])[0])
 
-    def simplify(self, points: np.ndarray) -> np.ndarray:
-        """Line-of-sight pruning: keep a point only when the next one is not visible from the last kept.
+    def simplify(self, points: np.ndarray, max_exact: int = 160) -> np.ndarray:
+        """Line-of-sight pruning of a path into the shortest chain of its own points.
 
         The input is first reduced to its turning points (collinear runs are already straight).
+        Up to ``max_exact`` turning points, every pair is checked for line of sight at once and
+        the shortest visible chain is found by dynamic programming (optimal over subsequences);
+        longer paths are first pruned greedily (farthest visible point from each anchor).
         """
         pts = np.asarray(points, dtype=float).reshape(-1, 2)
         if len(pts) <= 2:
@@ -415,19 +417,101 @@ class PathPlanner:
         d = d / np.maximum(np.linalg.norm(d, axis=1, keepdims=True), 1e-12)
         turning = np.flatnonzero(np.any(np.abs(d[1:] - d[:-1]) > 1e-9, axis=1)) + 1
         cand = pts[np.concatenate([[0], turning, [len(pts) - 1]])]
-        kept = [0]
-        i = 0
-        n = len(cand)
+        if len(cand) > max_exact:
+            cand = self._greedy_prune(cand)
+        if len(cand) > max_exact:
+            return cand
+        return self._optimal_prune(cand)
+
+    def _greedy_prune(self, cand: np.ndarray) -> np.ndarray:
+        kept, i, n = [0], 0, len(cand)
         while i < n - 1:
-            # Test every later candidate from the current anchor at once; jump to the farthest
-            # one such that it and every candidate before it are visible (greedy, conservative).
             vis = self.segments_free(np.repeat(cand[i][None], n - i - 1, axis=0), cand[i + 1:])
             blocked = np.flatnonzero(~vis)
-            j = i + 1 + (blocked[0] - 1 if len(blocked) else n - i - 2)
-            j = max(j, i + 1)
-            kept.append(j)
-            i = j
+            first_blocked = blocked[0] if len(blocked) else n - i - 1
+            i = i + max(int(first_blocked), 1)
+            kept.append(i)
         return cand[kept]
+
+    def _optimal_prune(self, cand: np.ndarray) -> np.ndarray:
+        n = len(cand)
+        ii, jj = np.triu_indices(n, 1)
+        visible = np.zeros((n, n), dtype=bool)
+        visible[ii, jj] = self.segments_free(cand[ii], cand[jj])
+        visible[np.arange(n - 1), np.arange(1, n)] = True  # consecutive points are joined by the grid path
+        seg = np.linalg.norm(cand[:, None, :] - cand[None, :, :], axis=2)
+        best = np.full(n, np.inf)
+        best[0] = 0.0
+        prev = np.zeros(n, dtype=np.int64)
+        for j in range(1, n):
+            options = np.where(visible[:j, j], best[:j] + seg[:j, j], np.inf)
+            prev[j] = int(np.argmin(options))
+            best[j] = options[prev[j]]
+        chain = [n - 1]
+        while chain[-1] != 0:
+            chain.append(int(prev[chain[-1]]))
+        return cand[chain[::-1]]
+
+    def corner_cells(self) -> np.ndarray:
+        """(K, 2) world centres of navigable cells at convex obstacle corners.
+
+        A cell qualifies when a diagonal neighbour is blocked while the two orthogonal cells
+        towards it are navigable: taut (any-angle shortest) paths bend only at such cells.
+        """
+        if self._corners is None:
+            blocked = ~self.free
+            mask = np.zeros_like(self.free)
+            for dr, dc in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
+                mask |= self.free & _shifted(blocked, dr, dc) & _shifted(self.free, dr, 0) & _shifted(self.free, 0, dc)
+            rows, cols = np.nonzero(mask)
+            self._corners = self.cell_centres(rows, cols)
+        return self._corners
+
+    def refine_any_angle(self, chain: np.ndarray, max_corners: int = 250) -> np.ndarray:
+        """Shorten a collision-free polyline by re-routing it through obstacle corner cells.
+
+        Builds a visibility graph over the chain's points and the corner cells inside the ellipse
+        ``|a−c| + |c−b| ≤ L`` (``L`` = chain length: no vertex outside can shorten it; at most
+        ``max_corners`` of them, the closest to the chain), keeps only the pairs that could still
+        beat ``L``, checks their line of sight at once and returns the shortest route (Dijkstra).
+        The result is never longer than ``chain``.
+        """
+        chain = np.asarray(chain, dtype=float).reshape(-1, 2)
+        if len(chain) <= 2:
+            return chain.copy()
+        a, b = chain[0], chain[-1]
+        limit = polyline_length(chain) + 1e-9
+        corners = self.corner_cells()
+        if len(corners):
+            corners = corners[np.linalg.norm(corners - a, axis=1) + np.linalg.norm(corners - b, axis=1) < limit]
+        if len(corners) > max_corners:
+            from scipy.spatial import cKDTree
+
+            gap, _ = cKDTree(resample_polyline(chain, self.resolution)).query(corners)
+            corners = corners[np.argsort(gap, kind="stable")[:max_corners]]
+        nodes = np.concatenate([chain, corners])
+        n = len(nodes)
+        to_a = np.linalg.norm(nodes - a, axis=1)
+        to_b = np.linalg.norm(nodes - b, axis=1)
+        ii, jj = np.triu_indices(n, 1)
+        lengths = np.linalg.norm(nodes[ii] - nodes[jj], axis=1)
+        useful = np.minimum(to_a[ii] + to_b[jj], to_a[jj] + to_b[ii]) + lengths < limit
+        k = np.arange(len(chain) - 1)
+        ii, jj, lengths = ii[useful], jj[useful], lengths[useful]
+        visible = self.segments_free(nodes[ii], nodes[jj])
+        # The chain's own segments are known to be free.
+        ii = np.concatenate([ii[visible], k])
+        jj = np.concatenate([jj[visible], k + 1])
+        wts = np.concatenate([lengths[visible], np.linalg.norm(chain[k + 1] - chain[k], axis=1)])
+        graph = csr_matrix((np.maximum(wts, 1e-12), (ii, jj)), shape=(n, n))
+        dist, pred = dijkstra(graph, directed=False, indices=0, return_predecessors=True)
+        goal = len(chain) - 1
+        if not np.isfinite(dist[goal]) or dist[goal] >= limit:
+            return chain.copy()
+        route = [goal]
+        while route[-1] != 0:
+            route.append(int(pred[route[-1]]))
+        return nodes[route[::-1]]
 
     # ---------------------------------------------------------------- paths
 
@@ -445,7 +529,7 @@ class PathPlanner:
         centres = self.cell_centres(cells[:, 0], cells[:, 1])
         raw = np.concatenate([start[None], centres[1:-1], goal[None]]) if len(centres) > 1 else \
             np.stack([start, goal])
-        waypoints = self.simplify(raw)
+        waypoints = self.refine_any_angle(self.simplify(raw))
         return PlannedPath(waypoints=waypoints, dense=resample_polyline(waypoints, dense_spacing),
                            length=polyline_length(waypoints), grid_cost=float(cost), cells=cells)
 
