@@ -151,7 +151,7 @@ class SceneContext:
             from .navgraph import build_navgraph
 
             self._navgraph = build_navgraph(self.planner, rooms=self.desc.rooms, doors=self.desc.doors,
-                                            scene_id=self.scene_id)
+                                            room_map=self.room_map, scene_id=self.scene_id)
         return self._navgraph
 
     def to_3d(self, xy) -> list[float]:
