@@ -1,0 +1,293 @@
+"""SceneDescription + AgentBody → compiled MuJoCo model (via ``MjSpec``), cached by content hash.
+
+Collision layout (``contype``/``conaffinity`` bits): the agent (bit 0) collides with static
+obstacles and movable objects; floors and ceilings (bit 1 only) never touch the agent, which
+moves on slide joints in the floor plane, but do carry movable objects; geoms with
+``collides=False`` are visual only. The agent cylinder spans [``step_height``, ``height``] above
+the floor so that, like the occupancy map (``build_occupancy_map(step_height=0.15)``), objects
+lower than the step height do not block it. The agent geom is frictionless (``condim=1`` with a
+higher ``priority``, so it wins the contact's condim) and slides along walls; it is driven by
+body-frame velocity actuators (site transmission) whose force limits are mass × max accel.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ...core.errors import ConfigError, SceneError
+from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
+from ..body import AgentBody
+from .gl import import_mujoco
+
+AGENT_BODY = "vlnverse_agent"
+AGENT_GEOM = "vlnverse_agent_geom"
+AGENT_SITE = "vlnverse_agent_base"
+RENDER_CAMERA = "vlnverse_camera"
+#: Geom groups: structure 0, objects 1, agent 3 (hidden from cameras and ray casts).
+GROUP_STRUCTURE, GROUP_OBJECT, GROUP_AGENT = 0, 1, 3
+#: Density used for movable objects that declare no mass (kg/m³).
+DEFAULT_DENSITY = 400.0
+#: Labels that never block the agent (the agent moves on the floor plane).
+PLANE_LABELS = ("floor", "ceiling")
+#: Time constant of the agent's velocity servos (s): kv = mass / tau.
+SERVO_TAU = 0.04
+_CACHE_SIZE = 8
+
+
+@dataclass
+class BuiltScene:
+    """A compiled model plus the Python-side tables the backend needs (geom → label/instance)."""
+
+    model: object  # mujoco.MjModel; typed loosely so this module's signature leaks no MuJoCo type
+    labels: list[str]
+    geom_label_id: np.ndarray      # (ngeom,) int32 index into labels (0 = background)
+    geom_instance: np.ndarray      # (ngeom,) int32 instance id (-1 for the agent)
+    geom_movable: np.ndarray       # (ngeom,) bool
+    geom_blocks_agent: np.ndarray  # (ngeom,) bool: can touch the agent
+    geom_name: list[str]
+    agent_body: int
+    agent_geom: int
+    qpos_adr: np.ndarray           # (3,) qpos addresses of slide x, slide y, hinge yaw
+    dof_adr: np.ndarray            # (3,) matching dof addresses
+    actuators: np.ndarray          # (3,) forward, lateral, yaw actuator ids
+    camera: int
+    movable_bodies: dict[int, int]  # instance id → body id
+    floor_z: float
+    key: str
+
+
+_CACHE: "OrderedDict[str, BuiltScene]" = OrderedDict()
+
+
+def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, physics_dt: float,
+               label_table: Sequence[str] | None = None) -> str:
+    """SHA-1 over everything that changes the compiled model (geometry, objects, body, options)."""
+    h = hashlib.sha1()
+    h.update(repr((desc.floor_z, step_height, physics_dt, tuple(label_table or ()),
+                   sorted(vars(body).items()))).encode())
+    for g in desc.geoms:
+        h.update(repr((g.kind, g.label, g.instance_id, tuple(g.color), g.collides, g.friction)).encode())
+        h.update(np.ascontiguousarray(g.transform, dtype=np.float64).tobytes())
+        h.update(np.ascontiguousarray(g.size, dtype=np.float64).tobytes())
+        if g.kind == "mesh":
+            h.update(np.ascontiguousarray(g.vertices, dtype=np.float64).tobytes())
+            h.update(np.ascontiguousarray(g.faces, dtype=np.int64).tobytes())
+    for o in desc.objects:
+        h.update(repr((o.instance_id, o.category, tuple(o.geom_indices), o.movable, o.mass)).encode())
+    return h.hexdigest()
+
+
+def label_table_for(desc: SceneDescription, base: Sequence[str] | None = None) -> list[str]:
+    """Stable label table: ``base`` (default ``background`` + the structure labels) followed by the
+    scene's remaining labels in sorted order; index 0 is always ``background``."""
+    table = list(base) if base else ["background", *STRUCTURE_LABELS]
+    if not table or table[0] != "background":
+        table = ["background", *[t for t in table if t != "background"]]
+    known = set(table)
+    extra = sorted({g.label for g in desc.geoms} | {o.category for o in desc.objects} - known)
+    return table + [label for label in extra if label not in known]
+
+
+def _geom_volume(g: Geom) -> float:
+    if g.kind == "box":
+        return float(8 * np.prod(g.size))
+    if g.kind == "cylinder":
+        return float(math.pi * g.size[0] ** 2 * 2 * g.size[1])
+    if g.kind == "sphere":
+        return float(4 / 3 * math.pi * g.size[0] ** 3)
+    lo, hi = np.min(g.vertices, axis=0), np.max(g.vertices, axis=0)
+    return float(np.prod(np.maximum(hi - lo, 1e-3)))
+
+
+def _quat(mujoco, rot: np.ndarray) -> np.ndarray:
+    q = np.zeros(4)
+    mujoco.mju_mat2Quat(q, np.ascontiguousarray(rot, dtype=np.float64).reshape(9))
+    return q
+
+
+def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float = 0.15,
+                physics_dt: float = 0.005, label_table: Sequence[str] | None = None) -> BuiltScene:
+    """Compile ``desc`` with the agent ``body``; cached in-process by ``scene_hash``.
+
+    Raises ``SceneError`` naming the scene for unusable geometry and ``ConfigError`` for a step
+    height not below the body height.
+    """
+    if not 0.0 <= step_height < body.height:
+        raise ConfigError(f"got {step_height}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
+    key = scene_hash(desc, body, step_height=step_height, physics_dt=physics_dt, label_table=label_table)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    built = _compile(desc, body, step_height, physics_dt, label_table, key)
+    _CACHE[key] = built
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return built
+
+
+def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physics_dt: float,
+             label_table: Sequence[str] | None, key: str) -> BuiltScene:
+    mujoco = import_mujoco()
+    where = desc.source_path or f"scene '{desc.scene_id}'"
+    if not desc.geoms:
+        raise SceneError(f"{where}: no geometry to simulate")
+    labels = label_table_for(desc, label_table)
+    label_index = {name: i for i, name in enumerate(labels)}
+
+    spec = mujoco.MjSpec()
+    spec.modelname = f"vlnverse_{desc.scene_id}"
+    spec.option.timestep = physics_dt
+    spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
+    spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
+    spec.visual.headlight.specular = [0.0, 0.0, 0.0]
+    world = spec.worldbody
+    lo, hi = desc.bounds()
+    # Two key lights from above and a weak fill from below (ceilings); no shadows (cost, see notes).
+    for direction, strength in (([0.3, 0.5, -1.0], 0.35), ([-0.4, -0.2, -1.0], 0.35), ([0.1, 0.2, 1.0], 0.2)):
+        light = world.add_light(pos=[(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2] + 5.0], dir=direction,
+                                castshadow=False, diffuse=[strength] * 3, specular=[0, 0, 0])
+        if hasattr(mujoco, "mjtLightType"):
+            light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+        else:  # MuJoCo < 3.3
+            light.directional = True
+    world.add_camera(name=RENDER_CAMERA, pos=[0, 0, 1], fovy=90.0)
+
+    owner: dict[int, int] = {}
+    for obj_index, obj in enumerate(desc.objects):
+        for gi in obj.geom_indices:
+            if not 0 <= gi < len(desc.geoms):
+                raise SceneError(f"{where}: object {obj.instance_id} ({obj.category}): geom index {gi} out of range "
+                                 f"(scene has {len(desc.geoms)} geoms)")
+            owner[gi] = obj_index
+
+    geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
+
+    def add_geom(parent, index: int, g: Geom, offset: np.ndarray, mass: float | None, movable: bool) -> None:
+        name = f"g{index}"
+        kw: dict = dict(name=name, rgba=[*map(float, g.color), 1.0], friction=[g.friction, 0.005, 0.0001],
+                        pos=g.transform[:3, 3] - offset, quat=_quat(mujoco, g.transform[:3, :3]))
+        if g.kind == "box":
+            if np.any(g.size <= 0):
+                raise SceneError(f"{where}: geom {index} ({g.name or g.label}): box half extents {g.size.tolist()} must be positive")
+            kw.update(type=mujoco.mjtGeom.mjGEOM_BOX, size=g.size.tolist())
+        elif g.kind == "cylinder":
+            kw.update(type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[g.size[0], g.size[1], 0.0])
+        elif g.kind == "sphere":
+            kw.update(type=mujoco.mjtGeom.mjGEOM_SPHERE, size=[g.size[0], 0.0, 0.0])
+        else:
+            if g.vertices is None or g.faces is None or len(g.vertices) < 4:
+                raise SceneError(f"{where}: geom {index} ({g.name or g.label}): mesh needs >= 4 vertices and faces")
+            spec.add_mesh(name=f"mesh{index}", uservert=np.asarray(g.vertices, float).reshape(-1).tolist(),
+                          userface=np.asarray(g.faces, int).reshape(-1).tolist())
+            kw.update(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh{index}")
+        plane = g.label in PLANE_LABELS
+        if not g.collides:
+            kw.update(contype=0, conaffinity=0)
+        elif movable:
+            kw.update(contype=3, conaffinity=3)
+        elif plane:
+            kw.update(contype=2, conaffinity=2)
+        else:
+            kw.update(contype=1, conaffinity=3)
+        kw["group"] = GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT
+        if mass is not None:
+            kw["mass"] = mass
+        parent.add_geom(**kw)
+        geom_meta.append((name, g.label, int(g.instance_id), movable))
+
+    for i, g in enumerate(desc.geoms):
+        obj = desc.objects[owner[i]] if i in owner else None
+        if obj is None or not obj.movable:
+            add_geom(world, i, g, np.zeros(3), None, False)
+    movable_names: dict[int, str] = {}
+    for obj in desc.objects:
+        if not obj.movable or not obj.geom_indices:
+            continue
+        geoms = [desc.geoms[i] for i in obj.geom_indices]
+        volumes = np.array([_geom_volume(g) for g in geoms])
+        total_mass = obj.mass if obj.mass > 0 else DEFAULT_DENSITY * volumes.sum()
+        centre = obj.position
+        bname = f"obj{obj.instance_id}"
+        b = world.add_body(name=bname, pos=centre)
+        b.add_freejoint()
+        for gi, g, vol in zip(obj.geom_indices, geoms, volumes):
+            add_geom(b, gi, g, centre, float(total_mass * vol / volumes.sum()), True)
+        movable_names[obj.instance_id] = bname
+
+    # The agent: a cylinder on slide-x, slide-y and hinge-z joints at the origin; the pose lives in qpos.
+    agent = world.add_body(name=AGENT_BODY, pos=[0.0, 0.0, desc.floor_z])
+    for jname, jtype, axis in (("agent_x", mujoco.mjtJoint.mjJNT_SLIDE, [1, 0, 0]),
+                               ("agent_y", mujoco.mjtJoint.mjJNT_SLIDE, [0, 1, 0]),
+                               ("agent_yaw", mujoco.mjtJoint.mjJNT_HINGE, [0, 0, 1])):
+        agent.add_joint(name=jname, type=jtype, axis=axis, armature=0.0 if jtype == mujoco.mjtJoint.mjJNT_SLIDE else 0.01)
+    half = (body.height - step_height) / 2.0
+    agent.add_geom(name=AGENT_GEOM, type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[body.radius, half, 0.0],
+                   pos=[0.0, 0.0, step_height + half], mass=body.mass, condim=1, priority=1,
+                   friction=[body.friction, 0.0, 0.0], contype=1, conaffinity=1, group=GROUP_AGENT,
+                   rgba=[0.9, 0.5, 0.1, 1.0])
+    agent.add_site(name=AGENT_SITE, pos=[0.0, 0.0, 0.0])
+    inertia_z = 0.5 * body.mass * body.radius ** 2 + 0.01
+    lateral_force = body.mass * (body.max_linear_accel if body.holonomic else 9.81)
+    for aname, gear, kv, force in (
+        ("agent_forward", [1, 0, 0, 0, 0, 0], body.mass / SERVO_TAU, body.mass * body.max_linear_accel),
+        ("agent_lateral", [0, 1, 0, 0, 0, 0], body.mass / SERVO_TAU, lateral_force),
+        ("agent_yaw", [0, 0, 0, 0, 0, 1], inertia_z / SERVO_TAU, inertia_z * math.radians(body.max_angular_accel_deg)),
+    ):
+        act = spec.add_actuator(name=aname, trntype=mujoco.mjtTrn.mjTRN_SITE, target=AGENT_SITE, gear=gear)
+        act.set_to_velocity(kv=kv)
+        act.forcelimited = 1
+        act.forcerange = [-force, force]
+        act.ctrllimited = 0
+
+    try:
+        model = spec.compile()
+    except Exception as exc:  # mujoco raises ValueError with the compiler message
+        raise SceneError(f"{where}: MuJoCo could not compile the scene: {exc}") from None
+    extent = float(max(model.stat.extent, 1e-3))
+    model.vis.map.znear = 0.02 / extent
+    model.vis.map.zfar = 100.0 / extent
+
+    name_to_meta = {m[0]: m for m in geom_meta}
+    ngeom = model.ngeom
+    geom_label_id = np.zeros(ngeom, np.int32)
+    geom_instance = np.full(ngeom, -1, np.int32)
+    geom_movable = np.zeros(ngeom, bool)
+    geom_name = [""] * ngeom
+    for gid in range(ngeom):
+        meta = name_to_meta.get(model.geom(gid).name)
+        if meta is None:
+            continue
+        _, label, inst, movable = meta
+        geom_label_id[gid] = label_index[label]
+        geom_instance[gid] = inst
+        geom_movable[gid] = movable
+        geom_name[gid] = label
+    for i, g in enumerate(desc.geoms):
+        if g.name:
+            gid = model.geom(f"g{i}").id
+            geom_name[gid] = g.name
+    agent_geom = model.geom(AGENT_GEOM).id
+    blocks = (model.geom_contype & 1).astype(bool) | (model.geom_conaffinity & 1).astype(bool)
+    blocks[agent_geom] = False
+    joints = [model.joint(n) for n in ("agent_x", "agent_y", "agent_yaw")]
+    return BuiltScene(
+        model=model, labels=labels, geom_label_id=geom_label_id, geom_instance=geom_instance,
+        geom_movable=geom_movable, geom_blocks_agent=blocks, geom_name=geom_name,
+        agent_body=model.body(AGENT_BODY).id, agent_geom=agent_geom,
+        qpos_adr=np.array([int(j.qposadr[0]) for j in joints]), dof_adr=np.array([int(j.dofadr[0]) for j in joints]),
+        actuators=np.array([model.actuator(n).id for n in ("agent_forward", "agent_lateral", "agent_yaw")]),
+        camera=model.camera(RENDER_CAMERA).id,
+        movable_bodies={inst: model.body(n).id for inst, n in movable_names.items()},
+        floor_z=float(desc.floor_z), key=key,
+    )
+
+
+def clear_cache() -> None:
+    """Forget all cached compiled models."""
+    _CACHE.clear()

@@ -1,0 +1,201 @@
+"""Camera rendering for the MuJoCo backend: an OpenGL renderer (``mujoco.Renderer`` through EGL or
+OSMesa) and a ray-cast fallback built on ``mj_multiRay`` that needs no OpenGL.
+
+Both return *raw* images for one camera pose: ``rgb`` uint8 (H, W, 3), ``depth`` float32 planar
+depth in metres (``inf`` where nothing is hit) and ``geom`` int32 geom ids (-1 = background); the
+backend turns geom ids into semantic / instance images. The agent's own geom (group 3) is hidden
+from both.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Iterable
+
+import numpy as np
+
+from ..sensors import pixel_rays, vertical_fov_deg
+from .builder import GROUP_AGENT, BuiltScene
+from .gl import import_mujoco
+
+#: Background colour of the ray-cast renderer (no geometry hit).
+BACKGROUND_RGB = np.array([150, 170, 190], np.uint8)
+
+
+def _visible_groups() -> np.ndarray:
+    groups = np.ones(6, np.uint8)
+    groups[GROUP_AGENT] = 0
+    return groups
+
+
+class RaycastRenderer:
+    """Pinhole images by casting one ray per pixel centre with a single ``mj_multiRay`` call.
+
+    RGB is flat-shaded: geom colour × (0.35 + 0.65 |n · ray|) (a headlight), matching what the GL
+    renderer shows closely enough for debugging and for policies trained on depth/semantics.
+    """
+
+    name = "raycast"
+
+    def __init__(self, built: BuiltScene, model):
+        self._mj = import_mujoco()
+        self._built = built
+        self._model = model
+        self._rays: dict[tuple[int, int, float], tuple[np.ndarray, np.ndarray]] = {}
+        self._groups = _visible_groups()
+        self._rgba = (np.asarray(model.geom_rgba)[:, :3] * 255.0).astype(np.float32)
+        self.render_calls = 0
+
+    def _camera_rays(self, width: int, height: int, hfov_deg: float) -> tuple[np.ndarray, np.ndarray]:
+        key = (width, height, float(hfov_deg))
+        if key not in self._rays:
+            rays = pixel_rays(width, height, hfov_deg).reshape(-1, 3)
+            norm = np.linalg.norm(rays, axis=1)
+            self._rays[key] = (rays / norm[:, None], 1.0 / norm)  # unit rays, planar-depth factor
+        return self._rays[key]
+
+    def cast(self, data, origin: np.ndarray, directions: np.ndarray, cutoff: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cast unit ``directions`` (N, 3) from ``origin``: (distance (N,) with -1 for no hit,
+        geom id (N,), normal (N, 3))."""
+        n = len(directions)
+        geomid = np.empty(n, np.int32)
+        dist = np.empty(n, np.float64)
+        normal = np.empty(n * 3, np.float64)
+        self._mj.mj_multiRay(self._model, data, np.asarray(origin, np.float64), np.ascontiguousarray(directions, np.float64).reshape(-1),
+                             self._groups, 1, self._built.agent_body, geomid, dist, normal, n, float(cutoff))
+        return dist, geomid, normal.reshape(n, 3)
+
+    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
+               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
+        """Raw images of ``kinds`` (subset of rgb, depth, geom) from a camera at ``position`` with
+        ``rotation`` columns (forward, left, up) in the world."""
+        kinds = set(kinds)
+        unit, planar = self._camera_rays(width, height, hfov_deg)
+        forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
+        cv_to_world = np.stack([-left, -up, forward], axis=1)
+        world_dirs = unit @ cv_to_world.T
+        dist, geomid, normal = self.cast(data, position, world_dirs, cutoff)
+        self.render_calls += 1
+        hit = geomid >= 0
+        out: dict[str, np.ndarray] = {}
+        if "depth" in kinds:
+            depth = np.where(hit, dist * planar, np.inf).astype(np.float32)
+            out["depth"] = depth.reshape(height, width)
+        if "geom" in kinds:
+            out["geom"] = np.where(hit, geomid, -1).astype(np.int32).reshape(height, width)
+        if "rgb" in kinds:
+            shade = 0.35 + 0.65 * np.abs(np.einsum("ij,ij->i", normal, world_dirs))
+            colour = self._rgba[np.maximum(geomid, 0)] * shade[:, None]
+            rgb = np.where(hit[:, None], np.clip(colour, 0, 255), BACKGROUND_RGB).astype(np.uint8)
+            out["rgb"] = rgb.reshape(height, width, 3)
+        return out
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class GLRenderer:
+    """Offscreen OpenGL rendering with one ``mujoco.Renderer`` per resolution (shadows and
+    reflections off); RGB, depth and segmentation of one camera pose share one scene update."""
+
+    name = "gl"
+
+    def __init__(self, built: BuiltScene, model):
+        self._mj = import_mujoco()
+        self._built = built
+        self._model = model
+        self._renderers: dict[tuple[int, int], object] = {}
+        self._option = self._mj.MjvOption()
+        self._option.geomgroup[:] = 1
+        self._option.geomgroup[GROUP_AGENT] = 0
+        self._option.sitegroup[:] = 0
+        self.render_calls = 0
+        self._renderer(16, 16)  # fail now (no GL context) rather than at the first observation
+
+    def _renderer(self, width: int, height: int):
+        key = (width, height)
+        if key not in self._renderers:
+            vis = self._model.vis.global_
+            vis.offwidth = max(int(vis.offwidth), width)
+            vis.offheight = max(int(vis.offheight), height)
+            r = self._mj.Renderer(self._model, height=height, width=width)
+            flags = r.scene.flags
+            flags[self._mj.mjtRndFlag.mjRND_SHADOW] = 0
+            flags[self._mj.mjtRndFlag.mjRND_REFLECTION] = 0
+            flags[self._mj.mjtRndFlag.mjRND_SKYBOX] = 0
+            self._renderers[key] = r
+        return self._renderers[key]
+
+    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
+               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
+        """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
+        mj = self._mj
+        kinds = set(kinds)
+        r = self._renderer(width, height)
+        cam = self._built.camera
+        forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
+        data.cam_xpos[cam] = position
+        data.cam_xmat[cam] = np.stack([-left, up, -forward], axis=1).reshape(9)
+        self._model.cam_fovy[cam] = vertical_fov_deg(width, height, hfov_deg)
+        r.update_scene(data, camera=cam, scene_option=self._option)
+        self.render_calls += 1
+        out: dict[str, np.ndarray] = {}
+        if "rgb" in kinds:
+            out["rgb"] = r.render()
+        if "depth" in kinds:
+            r.enable_depth_rendering()
+            depth = r.render()
+            r.disable_depth_rendering()
+            far = self._model.vis.map.zfar * self._model.stat.extent
+            depth[depth >= far * 0.999] = np.inf
+            out["depth"] = depth
+        if "geom" in kinds:
+            r.enable_segmentation_rendering()
+            seg = r.render()
+            r.disable_segmentation_rendering()
+            out["geom"] = np.where(seg[..., 1] == int(mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
+        return out
+
+    def close(self) -> None:
+        """Close every ``mujoco.Renderer`` (OSMesa complains at exit otherwise)."""
+        for r in self._renderers.values():
+            r.close()
+        self._renderers.clear()
+
+
+_WARNED = False
+
+
+def make_renderer(choice: str, built: BuiltScene, model):
+    """``choice`` = gl | raycast | auto. ``auto`` tries OpenGL and falls back to ray casting with a
+    single warning per process; ``gl`` raises if no OpenGL context can be created."""
+    global _WARNED
+    if choice == "raycast":
+        return RaycastRenderer(built, model)
+    if choice not in ("gl", "auto"):
+        from ...core.errors import ConfigError
+
+        raise ConfigError(f"got {choice!r}", field="renderer", expected="one of auto, gl, raycast")
+    try:
+        return GLRenderer(built, model)
+    except Exception as exc:  # no EGL/OSMesa/PyOpenGL: any of several exception types
+        if choice == "gl":
+            from ...core.errors import VLNVerseError
+
+            raise VLNVerseError(f"renderer 'gl': cannot create an OpenGL context ({type(exc).__name__}: {exc})") from None
+        if not _WARNED:
+            warnings.warn(f"vlnverse.sim: no OpenGL context ({type(exc).__name__}: {exc}); "
+                          "using the mj_multiRay ray-cast renderer (flat-shaded RGB)", RuntimeWarning, stacklevel=3)
+            _WARNED = True
+        return RaycastRenderer(built, model)
+
+
+def lidar_scan(caster: RaycastRenderer, data, origin: np.ndarray, rotation: np.ndarray, directions: np.ndarray,
+               min_range: float, max_range: float) -> np.ndarray:
+    """Ranges (channels, beams) float32 for sensor-frame unit ``directions`` (channels, beams, 3);
+    ``inf`` where nothing lies within [min_range, max_range]."""
+    shape = directions.shape[:2]
+    world = directions.reshape(-1, 3) @ rotation.T
+    dist, geomid, _ = caster.cast(data, origin, world, max_range)
+    ok = (geomid >= 0) & (dist >= min_range) & (dist <= max_range)
+    return np.where(ok, dist, np.inf).astype(np.float32).reshape(shape)
