@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from matplotlib import patheffects
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -41,8 +42,9 @@ def _room_colours(room_ids: Sequence[int]) -> dict[int, np.ndarray]:
     from matplotlib import colormaps
 
     cmap = colormaps["tab20"]
-    order = list(range(0, 20, 2)) + list(range(1, 20, 2))  # strong hues first, then their light twins
-    return {rid: np.array(cmap(order[i % 20])[:3]) for i, rid in enumerate(sorted(room_ids))}
+    # strong hues first, then their light twins; tab20's greys (14, 15) would read as obstacles
+    order = [i for i in range(0, 20, 2) if i != 14] + [i for i in range(1, 20, 2) if i != 15]
+    return {rid: np.array(cmap(order[i % len(order)])[:3]) for i, rid in enumerate(sorted(room_ids))}
 
 
 def _tinted(rgb: np.ndarray, tint: float = 0.45) -> np.ndarray:
@@ -89,9 +91,9 @@ def _furniture_labels(desc: SceneDescription) -> list[tuple[float, float, str]]:
 
 
 def _scale_length(width_m: float) -> float:
-    """A round scale-bar length about a fifth of the map width."""
+    """A round scale-bar length of at least an eighth of the map width."""
     for length in (0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0):
-        if length >= width_m / 6:
+        if length >= width_m / 8:
             return length
     return 100.0
 
@@ -115,7 +117,8 @@ def _draw(fig: Figure, desc: SceneDescription, maps: SceneMaps, paths: Sequence[
         ax.plot(xs, ys, color=DOOR_COLOR, linewidth=3.0, solid_capstyle="butt", zorder=3)
     for x, y, text in _furniture_labels(desc):
         ax.plot([x], [y], marker=".", color="0.25", markersize=3, zorder=4)
-        ax.annotate(text, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=6, color="0.1", zorder=5)
+        ax.annotate(text, (x, y), xytext=(2, 2), textcoords="offset points", fontsize=6, color="0.1", zorder=5,
+                    path_effects=[patheffects.withStroke(linewidth=1.5, foreground="white")])
 
     handles = [Patch(facecolor=_tinted(colours[rid]), edgecolor="0.4", label=f"{room_types[rid].replace('_', ' ')} ({rid})") for rid in sorted(room_types)]
     handles += [Patch(facecolor=OCCUPIED_RGB, label="obstacle"), Patch(facecolor=UNKNOWN_RGB, label="outside"),
@@ -138,8 +141,10 @@ def _draw(fig: Figure, desc: SceneDescription, maps: SceneMaps, paths: Sequence[
 
     width = extent[1] - extent[0]
     length = _scale_length(width)
-    ax.add_artist(AnchoredSizeBar(ax.transData, length, f"{length:g} m", loc="lower right", pad=0.4,
-                                  borderpad=0.5, sep=3, frameon=True, size_vertical=width / 150, fontproperties={"size": 7}))
+    # the scale bar sits outside the map, under the legend, so it never hides anything
+    ax.add_artist(AnchoredSizeBar(ax.transData, length, f"{length:g} m", loc="lower left", pad=0.3, borderpad=0.0,
+                                  sep=3, frameon=False, size_vertical=width / 200, fontproperties={"size": 7},
+                                  bbox_to_anchor=(1.02, 0.0), bbox_transform=ax.transAxes))
     ax.set_xlim(extent[0], extent[1])
     ax.set_ylim(extent[2], extent[3])
     ax.set_aspect("equal")
