@@ -81,29 +81,47 @@ class Describer:
 
     # ------------------------------------------------------------------ targets
     def describe_target(self, instance_id: int, frames: Sequence[np.ndarray] | None = None) -> TargetFacts:
-        """Facts singling out object ``instance_id`` (its room, distinguishing attributes, a relation)."""
+        """Facts singling out object ``instance_id`` in the whole scene.
+
+        Rivals are the other objects of its category. Attributes are added (colour, size,
+        material) while they exclude rivals; naming the room type excludes rivals in rooms of
+        other types (``needs_room``); a relation to an anchor object excludes rivals without the
+        same relation to an anchor of the same category (``needs_relation``).
+        """
         view = self.view
         target = view.object_ref(instance_id)
         room_id = view.room_of(instance_id)
-        peers = [i for i, o in view.objects.items() if i != instance_id and o["category"] == target.category
-                 and view.room_of(i) == room_id]
+        room_type = target.room.room_type if target.room else None
+        rivals = [i for i, o in view.objects.items() if i != instance_id and o["category"] == target.category]
         attrs = target.attribute_dict
         distinguishing: list[str] = []
-        remaining = list(peers)
+        remaining = list(rivals)
         for key in ("color", "size", "material"):
             if not remaining or key not in attrs:
                 continue
-            excluded = [i for i in remaining if (view.objects[i].get("attributes") or {}).get(key) != attrs[key]]
-            if excluded:
+            kept = [i for i in remaining if (view.objects[i].get("attributes") or {}).get(key) == attrs[key]]
+            if len(kept) < len(remaining):
                 distinguishing.append(key)
-                remaining = [i for i in remaining if i not in excluded]
-        relation = self._pick_relation(instance_id, remaining)
-        if relation is not None and remaining:
-            remaining = [i for i in remaining if not self._shares_relation(i, relation)]
+                remaining = kept
+
+        def room_type_of(i: int) -> str | None:
+            ref = view.room_ref(view.room_of(i))
+            return ref.room_type if ref else None
+
+        same_type = [i for i in remaining if room_type_of(i) == room_type]
+        needs_room = len(same_type) < len(remaining)
+        relation = self._pick_relation(instance_id, same_type)
+        needs_relation = False
+        if relation is not None and same_type:
+            kept = [i for i in same_type if self._shares_relation(i, relation)]
+            needs_relation = len(kept) < len(same_type)
+            same_type = kept
         caption = self.captioner(frames) if (self.captioner is not None and frames is not None) else None
+        peers_in_room = sum(1 for i in rivals if view.room_of(i) == room_id)
         return TargetFacts(target=target, room=target.room, relation=relation,
-                           distinguishing_attributes=tuple(distinguishing), same_category_in_room=len(peers) + 1,
-                           unique=not remaining, caption=caption)
+                           distinguishing_attributes=tuple(distinguishing), same_category_in_room=peers_in_room + 1,
+                           unique=not same_type, needs_room=needs_room, needs_relation=needs_relation,
+                           caption=caption)
 
     def _shares_relation(self, other_id: int, fact: RelationFact) -> bool:
         """Whether ``other_id`` has the same relation to an anchor of the same category."""
@@ -200,7 +218,9 @@ class Describer:
         dist = self._box_distances(cand, dense) if len(cand) else np.zeros((0, len(dense)))
         near = dist.min(axis=1) <= self.landmark_radius if len(cand) else np.zeros(0, bool)
         closest = dist.argmin(axis=1) if len(cand) else np.zeros(0, np.int64)
-        landmark_list = sorted(((float(arc[closest[j]]), int(self._ids[cand[j]])) for j in np.flatnonzero(near)))
+        # A landmark must be in the room the path is in where it passes closest (not behind a wall).
+        landmark_list = sorted((float(arc[closest[j]]), int(self._ids[cand[j]])) for j in np.flatnonzero(near)
+                               if view.room_of(int(self._ids[cand[j]])) == int(room_ids[closest[j]]))
         landmarks = tuple(view.object_ref(iid) for _, iid in landmark_list)
 
         # Turns at interior waypoints (and an initial turn from the start heading).
@@ -223,6 +243,8 @@ class Describer:
                 lm = None
                 if len(cand):
                     d = self._box_distances(cand, pts[j][None])[:, 0]
+                    here = int(self.rooms_at(pts[j][None])[0])
+                    d[[view.room_of(int(i)) != here for i in self._ids[cand]]] = np.inf
                     k = int(np.argmin(d))
                     if d[k] <= self.landmark_radius:
                         lm = view.object_ref(int(self._ids[cand[k]]))
@@ -247,7 +269,8 @@ class Describer:
         if goal_instance is not None and goal_instance in view.objects:
             stop_lm = view.object_ref(goal_instance)
         elif len(cand):
-            d = dist[:, -1]
+            d = dist[:, -1].copy()
+            d[[view.room_of(int(i)) != int(room_ids[-1]) for i in self._ids[cand]]] = np.inf
             k = int(np.argmin(d))
             if d[k] <= self.landmark_radius:
                 stop_lm = view.object_ref(int(self._ids[cand[k]]))

@@ -105,10 +105,23 @@ class Synthesizer:
         self.task_type = task_type
         self.lexicon = lexicon or Lexicon()
         self.templates = templates or TEMPLATES.get(task_type)
+        self.templates_by_id = {t.template_id: t for t in self.templates.templates}
 
     # ------------------------------------------------------------------ helpers
-    def _template(self, rng, part: str, style: str | None, available: set[str]) -> Template:
-        choices = self.templates.select(part, style, available)
+    def _template(self, rng, part: str, style: str | None, available: set[str], *,
+                  required: tuple[set[str], ...] = (), avoid: set[str] | None = None,
+                  avoid_first_word: str | None = None) -> Template:
+        """A random template of ``part``/``style`` fillable from ``available``; each set in
+        ``required`` must intersect the template's slots; ids in ``avoid`` are used only as a
+        last resort (keeps one instruction from repeating a clause)."""
+        choices = [t for t in self.templates.select(part, style, available)
+                   if all(t.slots & need for need in required)]
+        if avoid:
+            fresh = [t for t in choices if t.template_id not in avoid]
+            choices = fresh or choices
+        if avoid_first_word:
+            varied = [t for t in choices if t.text.split(" ", 1)[0] != avoid_first_word]
+            choices = varied or choices
         if not choices:
             raise InstructionError(f"task '{self.task_type}': no '{part}' template in style '{style}' "
                                    f"fits the available facts {sorted(available)}")
@@ -139,10 +152,20 @@ class Synthesizer:
         return slots
 
     # ------------------------------------------------------------------ goals
+    @staticmethod
+    def goal_requirements(facts: TargetFacts) -> tuple[set[str], ...]:
+        """Slot groups a goal template must use so the description stays unambiguous."""
+        required = []
+        if facts.needs_room:
+            required.append({"room", "room_noun"})
+        if facts.needs_relation:
+            required.append({"rel"})
+        return tuple(required)
+
     def goal(self, facts: TargetFacts, style: str, rng: np.random.Generator, part: str = "goal") -> GroundedInstruction:
         """A goal description (coarse-grained style) of ``facts.target`` in ``style``."""
         slots = self.goal_slots(facts, rng)
-        tmpl = self._template(rng, part, style, set(slots))
+        tmpl = self._template(rng, part, style, set(slots), required=self.goal_requirements(facts))
         phrase = _finish(render(tmpl.text, slots))
         return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
                                    template_ids=(tmpl.template_id,))
@@ -166,7 +189,8 @@ class Synthesizer:
         clauses, used = [], []
         for facts in subgoals:
             slots = self.goal_slots(facts, rng)
-            tmpl = self._template(rng, "subgoal", None, set(slots))
+            tmpl = self._template(rng, "subgoal", None, set(slots), required=self.goal_requirements(facts),
+                                  avoid=set(used))
             clauses.append(render(tmpl.text, slots))
             used.append(tmpl.template_id)
         frame = self._template(rng, f"chain{n}", None, {f"g{i + 1}" for i in range(n)})
@@ -176,13 +200,20 @@ class Synthesizer:
 
     # ------------------------------------------------------------------ routes
     def route(self, facts: RouteFacts, rng: np.random.Generator, style: str = "natural") -> GroundedInstruction:
-        """Step-by-step second-person instruction following the route events in order."""
+        """Step-by-step second-person instruction following the route events in order.
+
+        A turn at the very start comes first ("Turn right and exit the bedroom"); leaving the
+        start room is said right before entering the next room when landmarks or turns come
+        first ("Walk past the bed, exit the bedroom, and enter the hallway"); no clause template
+        is repeated within one instruction while unused ones remain.
+        """
         lex = self.lexicon
         clauses: list[Phrase] = []
         used: list[str] = []
 
         def clause(part: str, slots: dict[str, Phrase | str]) -> None:
-            tmpl = self._template(rng, part, None, set(slots))
+            previous = self.templates_by_id[used[-1]].text.split(" ", 1)[0] if used else None
+            tmpl = self._template(rng, part, None, set(slots), avoid=set(used), avoid_first_word=previous)
             clauses.append(render(tmpl.text, slots))
             used.append(tmpl.template_id)
 
@@ -193,21 +224,36 @@ class Synthesizer:
             return room_phrase(room, lex, variant=int(rng.integers(3)))
 
         events = list(facts.events)
+        start = next((e for e in events if e.kind == "start"), None)
+        events = [e for e in events if e.kind != "start"]
+        initial_turns = [e for e in events if e.kind == "turn" and e.s <= 1e-9]
+        events = [e for e in events if not (e.kind == "turn" and e.s <= 1e-9)]
+        first_enter = next((k for k, e in enumerate(events) if e.kind == "enter"), None)
+        pending_exit = start.room if (start is not None and start.room is not None and first_enter is not None) else None
+
+        for ev in initial_turns:
+            clause("turn_around" if ev.direction == "around" else "turn", {} if ev.direction == "around"
+                   else {"dir": ev.direction})
+        if pending_exit is not None and first_enter == 0:
+            clause("exit", {"room": rm(pending_exit)})
+            pending_exit = None
+        elif pending_exit is None and not initial_turns:
+            clause("begin", {})
+        current_room = start.room if start is not None else None
         i = 0
         while i < len(events):
             ev = events[i]
             nxt = events[i + 1] if i + 1 < len(events) else None
-            if ev.kind == "start":
-                leaves = any(e.kind == "enter" for e in events)
-                if ev.room is not None and leaves:
-                    clause("exit", {"room": rm(ev.room)})
-                else:
-                    clause("begin", {})
-            elif ev.kind == "turn":
+            if pending_exit is not None and (ev.kind == "enter" or (nxt is not None and nxt.kind == "enter"
+                                                                    and ev.kind == "turn")):
+                clause("exit", {"room": rm(pending_exit)})
+                pending_exit = None
+            if ev.kind == "turn":
                 if ev.direction == "around":
                     clause("turn_around", {})
                 elif nxt is not None and nxt.kind == "enter" and nxt.room is not None and nxt.s - ev.s < 2.0:
                     clause("turn_into", {"dir": ev.direction, "room": rm(nxt.room)})
+                    current_room = nxt.room
                     i += 1
                 elif ev.landmark is not None:
                     clause("turn_at", {"dir": ev.direction, "landmark": lm(ev.landmark)})
@@ -215,6 +261,7 @@ class Synthesizer:
                     clause("turn", {"dir": ev.direction})
             elif ev.kind == "enter" and ev.room is not None:
                 clause("enter", {"room": rm(ev.room)})
+                current_room = ev.room
             elif ev.kind == "pass" and ev.landmark is not None:
                 clause("pass", {"landmark": lm(ev.landmark)})
             elif ev.kind == "stop":
@@ -223,7 +270,7 @@ class Synthesizer:
                     clause("stop_at_in", slots)
                 elif ev.landmark is not None:
                     clause("stop_at", {"landmark": lm(ev.landmark)})
-                elif ev.room is not None:
+                elif ev.room is not None and ev.room != current_room:
                     clause("stop_in", {"room": rm(ev.room)})
                 else:
                     clause("stop", {})

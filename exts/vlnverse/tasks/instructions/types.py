@@ -68,7 +68,9 @@ class TargetFacts:
     ``distinguishing_attributes`` are the attribute keys that tell the target apart from other
     objects of its category in its room (empty if it is the only one); ``relation`` is a
     scene-graph relation to another object, chosen to be distinguishing when possible;
-    ``unique`` says whether category + room + attributes + relation pick out exactly this object.
+    ``unique`` says whether category + room type + attributes + relation pick out exactly this
+    object in the whole scene; ``needs_room`` / ``needs_relation`` say that a description must
+    name the room / the relation to be unambiguous (templates without them are then skipped).
     """
 
     target: ObjectRef
@@ -77,6 +79,8 @@ class TargetFacts:
     distinguishing_attributes: tuple[str, ...] = ()
     same_category_in_room: int = 1
     unique: bool = True
+    needs_room: bool = False
+    needs_relation: bool = False
     caption: str | None = None
 
 

@@ -18,7 +18,8 @@ PARTS = {
     "stop_at_in": ["stop by {landmark} in {room}", "wait next to {landmark} in {room}",
                    "stop at {landmark} in {room}"],
     "stop_in": ["stop once you are in {room}", "wait inside {room}", "stop in {room}", "stop as you enter {room}"],
-    "stop": ["stop there", "wait there", "stop"],
+    "stop": ["walk a few more steps and stop", "continue a little further and stop", "stop after a few steps",
+             "go a bit further and wait there"],
 }
 
 register_templates("fine_grained", [Template(f"fine_{part}_{i:02d}", text, part=part)

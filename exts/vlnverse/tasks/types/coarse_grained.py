@@ -1,0 +1,97 @@
+"""Coarse-grained (REVERIE/SOON-style) navigation: reach a described target object.
+
+Each episode has one target object; its goal is the navigable point nearest the object
+(``object_id``, ``room_id``, ``category`` on the ``Goal``) and it carries one instruction per
+style (formal, natural, casual), all checked by the Verifier. Config ``params``:
+``styles`` (default all three), ``goal_offset`` (max distance goal point ↔ object, m, 1.0),
+``max_attempts_per_episode`` (20).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import SceneContext, TaskGenerator, register_task
+from ..episode import Episode
+from ...core.errors import ConfigError
+from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
+from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+
+
+@register_task("coarse_grained")
+class CoarseGrained(TaskGenerator):
+    """Goal-object episodes with a formal, a natural and a casual description of the target."""
+
+    #: Allowed ``params`` keys and their types.
+    PARAMS = {"styles": list, "goal_offset": (int, float), "max_attempts_per_episode": int}
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check_params(self.config, self.PARAMS)
+        known = TEMPLATES.get(self.template_task).styles()
+        bad = [s for s in self.styles if s not in known]
+        if bad or not self.styles:
+            raise ConfigError(f"styles {bad or '[]'} not available for task '{self.template_task}'",
+                              field="params.styles", expected=f"a non-empty list from {known}")
+
+    #: Template set used for the instructions (subclasses reuse the episode logic with their own).
+    template_task = "coarse_grained"
+
+    @property
+    def styles(self) -> tuple[str, ...]:
+        """Instruction styles generated per episode (``params.styles``)."""
+        return tuple(self.config.params.get("styles", STYLES))
+
+    def goal_candidates(self, ctx: SceneContext) -> list[GoalObject]:
+        """Targets that are in a room, reachable, and uniquely describable."""
+        describer, _ = pipeline(ctx)
+        return goal_objects(ctx, describer, max_offset=float(self.config.params.get("goal_offset", 1.0)))
+
+    def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """``n`` episodes on random uniquely-describable targets of the scene."""
+        candidates = self.goal_candidates(ctx)
+        if not candidates:
+            raise no_episodes_error(ctx, self.name, "no reachable, uniquely describable target object")
+        _, verifier = pipeline(ctx)
+        synth = Synthesizer(self.template_task, lexicon=verifier.lexicon)
+        episodes: list[Episode] = []
+        budget = int(self.config.params.get("max_attempts_per_episode", 20)) * max(n, 1)
+        while len(episodes) < n:
+            budget -= 1
+            if budget < 0:
+                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} episodes found with geodesic "
+                                        f"distance in [{self.config.min_geodesic}, {self.config.max_geodesic}] m")
+            goal = candidates[int(rng.integers(len(candidates)))]
+            episode = self.episode_for_goal(ctx, rng, goal, len(episodes), split, synth, verifier)
+            if episode is not None:
+                episodes.append(episode)
+        return episodes
+
+    def episode_for_goal(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, index: int,
+                         split: str, synth: Synthesizer, verifier) -> Episode | None:
+        """One episode towards ``goal`` (None when no start lies in the geodesic range)."""
+        cfg = self.config
+        change = bool(rng.random() < cfg.room_change_fraction)
+        start = sample_start(ctx, rng, goal.goal_xy, cfg.min_geodesic, cfg.max_geodesic, change)
+        if start is None:
+            return None
+        start_xy, geodesic = start
+        path = ctx.planner.shortest_path(start_xy, goal.goal_xy)
+        grounded = [synthesize_verified(lambda s=style: synth.goal(goal.facts, s, rng), verifier)
+                    for style in self.styles]
+        info = {"target": target_info(goal), "template_ids": [list(g.template_ids) for g in grounded]}
+        info.update(self.extra_info(ctx, goal))
+        episode = self.make_episode(ctx, index, split, path, [g.to_instruction() for g in grounded],
+                                    goals=[target_goal(ctx, goal, cfg.success_distance)],
+                                    geodesic_distance=geodesic, start_yaw=float(rng.uniform(-math.pi, math.pi)),
+                                    info=info)
+        return self.finish_episode(ctx, rng, goal, episode)
+
+    def extra_info(self, ctx: SceneContext, goal: GoalObject) -> dict:
+        """Task-specific ``info`` fields (none for coarse-grained)."""
+        return {}
+
+    def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, episode: Episode) -> Episode:
+        """Hook for subclasses to attach assets (images) to a finished episode."""
+        return episode

@@ -1,0 +1,64 @@
+"""Fine-grained (R2R-style) navigation: step-by-step instructions along the reference path.
+
+The Describer lists the rooms the path crosses, landmarks within 1.5 m of it, the turns at its
+waypoints (relative to the random start heading) and the end point; the Synthesizer turns them
+into second-person clauses in the natural style. Config ``params``: ``instructions_per_episode``
+(3, as in R2R), ``landmark_radius`` (1.5 m), ``max_attempts_per_episode`` (20).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..base import SceneContext, TaskGenerator, register_task
+from ..episode import Episode
+from ..instructions import Describer, Synthesizer, synthesize_verified
+from .goals import check_params, no_episodes_error, pipeline
+
+
+@register_task("fine_grained")
+class FineGrained(TaskGenerator):
+    """Start/goal pairs with step-by-step instructions naming rooms, landmarks and turns."""
+
+    #: Allowed ``params`` keys and their types.
+    PARAMS = {"instructions_per_episode": int, "landmark_radius": (int, float), "max_attempts_per_episode": int}
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check_params(self.config, self.PARAMS)
+
+    def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """``n`` episodes with ``params.instructions_per_episode`` distinct instructions each."""
+        params = self.config.params
+        _, verifier = pipeline(ctx)
+        describer = Describer.from_context(ctx, landmark_radius=float(params.get("landmark_radius", 1.5)))
+        synth = Synthesizer("fine_grained", lexicon=verifier.lexicon)
+        per_episode = int(params.get("instructions_per_episode", 3))
+        episodes: list[Episode] = []
+        budget = int(params.get("max_attempts_per_episode", 20)) * max(n, 1)
+        while len(episodes) < n:
+            budget -= 1
+            if budget < 0:
+                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} paths had describable "
+                                        "rooms or landmarks")
+            pair, path = self.sample_path(ctx, rng)
+            start_yaw = float(rng.uniform(-math.pi, math.pi))
+            facts = describer.describe_route(path.dense, path.waypoints, start_yaw)
+            if not facts.rooms and not facts.landmarks:
+                continue
+            texts: dict[str, object] = {}
+            for _ in range(per_episode * 4):
+                grounded = synthesize_verified(lambda: synth.route(facts, rng), verifier)
+                texts.setdefault(grounded.text, grounded)
+                if len(texts) == per_episode:
+                    break
+            grounded_list = list(texts.values())
+            info = {"rooms": [r.room_id for r in facts.rooms], "room_types": [r.room_type for r in facts.rooms],
+                    "landmarks": [lm.instance_id for lm in facts.landmarks],
+                    "template_ids": [list(g.template_ids) for g in grounded_list]}
+            episodes.append(self.make_episode(ctx, len(episodes), split, path,
+                                              [g.to_instruction() for g in grounded_list],
+                                              geodesic_distance=pair.geodesic_distance, start_yaw=start_yaw,
+                                              info=info))
+        return episodes

@@ -1,0 +1,117 @@
+"""Long-horizon navigation: 2–3 coarse sub-goals in distinct rooms, visited in order.
+
+``goals`` are the sub-goals in visiting order; ``reference_path`` is the concatenation of the
+per-leg shortest paths, stored separately in ``info["subgoal_paths"]`` with their lengths
+(``info["subgoal_lengths"]``, summing to the reference path's length) and geodesic distances
+(``info["subgoal_geodesics"]``, summing to ``geodesic_distance``). One instruction chains the
+sub-goal descriptions ("First …, then …, and finally …"). Config ``params``:
+``min_subgoals``/``max_subgoals`` (2/3), ``leg_min_geodesic``/``leg_max_geodesic`` (2/15 m),
+``goal_offset`` (1.0 m), ``max_attempts_per_episode`` (30).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...core.errors import ConfigError
+from ..base import SceneContext, TaskGenerator, register_task
+from ..episode import Episode
+from ..instructions import Synthesizer, synthesize_verified
+from ..pathing import PlannedPath, polyline_length
+from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+
+
+def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
+    """One path through the legs in order (shared end/start points kept once)."""
+    waypoints = np.concatenate([paths[0].waypoints] + [p.waypoints[1:] for p in paths[1:]])
+    dense = np.concatenate([paths[0].dense] + [p.dense[1:] for p in paths[1:]])
+    cells = np.concatenate([paths[0].cells] + [p.cells[1:] for p in paths[1:]])
+    return PlannedPath(waypoints=waypoints, dense=dense, length=float(sum(p.length for p in paths)),
+                       grid_cost=float(sum(p.grid_cost for p in paths)), cells=cells)
+
+
+@register_task("long_horizon")
+class LongHorizon(TaskGenerator):
+    """Chains of coarse-grained sub-goals with per-leg reference paths."""
+
+    #: Allowed ``params`` keys and their types.
+    PARAMS = {"min_subgoals": int, "max_subgoals": int, "leg_min_geodesic": (int, float),
+              "leg_max_geodesic": (int, float), "goal_offset": (int, float), "max_attempts_per_episode": int}
+
+    def __init__(self, config=None):
+        super().__init__(config)
+        check_params(self.config, self.PARAMS)
+        lo, hi = self.config.params.get("min_subgoals", 2), self.config.params.get("max_subgoals", 3)
+        if not 2 <= lo <= hi <= 3:
+            raise ConfigError(f"got min_subgoals={lo}, max_subgoals={hi}", field="params.min_subgoals/max_subgoals",
+                              expected="2 <= min_subgoals <= max_subgoals <= 3")
+
+    def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """``n`` episodes of 2–3 ordered sub-goals in pairwise distinct rooms."""
+        params = self.config.params
+        describer, verifier = pipeline(ctx)
+        candidates = goal_objects(ctx, describer, max_offset=float(params.get("goal_offset", 1.0)))
+        rooms = {g.room_id for g in candidates}
+        lo, hi = int(params.get("min_subgoals", 2)), int(params.get("max_subgoals", 3))
+        if len(rooms) < lo:
+            raise no_episodes_error(ctx, self.name, f"targets in {len(rooms)} room(s), need {lo} distinct rooms")
+        synth = Synthesizer("long_horizon", lexicon=verifier.lexicon)
+        episodes: list[Episode] = []
+        budget = int(params.get("max_attempts_per_episode", 30)) * max(n, 1)
+        while len(episodes) < n:
+            budget -= 1
+            if budget < 0:
+                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} sub-goal chains found")
+            count = int(rng.integers(lo, min(hi, len(rooms)) + 1))
+            chain = self._sample_chain(ctx, rng, candidates, count)
+            if chain is None:
+                continue
+            episodes.append(self._episode(ctx, rng, chain, len(episodes), split, synth, verifier))
+        return episodes
+
+    def _sample_chain(self, ctx: SceneContext, rng, candidates: list[GoalObject], count: int):
+        """Start point and ``count`` sub-goals in distinct rooms with every leg in the leg range."""
+        params, cfg = self.config.params, self.config
+        leg_lo = float(params.get("leg_min_geodesic", 2.0))
+        leg_hi = float(params.get("leg_max_geodesic", 15.0))
+        first = candidates[int(rng.integers(len(candidates)))]
+        start = sample_start(ctx, rng, first.goal_xy, leg_lo, leg_hi,
+                             bool(rng.random() < cfg.room_change_fraction))
+        if start is None:
+            return None
+        chain, legs = [first], [start[1]]
+        for _ in range(count - 1):
+            prev = chain[-1]
+            used = {g.room_id for g in chain}
+            field = ctx.planner.distance_field(prev.goal_xy)
+            options = [g for g in candidates if g.room_id not in used]
+            if not options:
+                return None
+            dist = field.distance(np.array([g.goal_xy for g in options]))
+            ok = np.flatnonzero((dist >= leg_lo) & (dist <= leg_hi))
+            if len(ok) == 0:
+                return None
+            k = int(ok[rng.integers(len(ok))])
+            chain.append(options[k])
+            legs.append(float(dist[k]))
+        total = sum(legs)
+        if not (cfg.min_geodesic <= total <= cfg.max_geodesic * count):
+            return None
+        return start[0], chain, legs
+
+    def _episode(self, ctx: SceneContext, rng, sampled, index: int, split: str, synth: Synthesizer, verifier) -> Episode:
+        start_xy, chain, legs = sampled
+        points = [start_xy] + [g.goal_xy for g in chain]
+        paths = [ctx.planner.shortest_path(a, b) for a, b in zip(points[:-1], points[1:])]
+        full = concatenate_paths(paths)
+        grounded = synthesize_verified(lambda: synth.chain([g.facts for g in chain], rng), verifier)
+        info = {"subgoals": [target_info(g) for g in chain],
+                "subgoal_paths": [[ctx.to_3d(p) for p in path.waypoints] for path in paths],
+                "subgoal_lengths": [float(polyline_length(path.waypoints)) for path in paths],
+                "subgoal_geodesics": [float(d) for d in legs],
+                "template_ids": [list(grounded.template_ids)]}
+        return self.make_episode(ctx, index, split, full, [grounded.to_instruction()],
+                                 goals=[target_goal(ctx, g, self.config.success_distance) for g in chain],
+                                 geodesic_distance=float(sum(legs)), start_yaw=float(rng.uniform(-math.pi, math.pi)),
+                                 info=info)

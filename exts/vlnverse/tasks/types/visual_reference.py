@@ -1,0 +1,82 @@
+"""Visual-reference navigation: coarse-grained plus an image of the goal rendered at the goal.
+
+The image is rendered by ``ctx.renderer(x, y, yaw, pitch)`` (injected by the caller; the task
+layer never imports a simulator) standing at the goal point and facing the target object, and is
+written as ``assets/<episode_id>.png`` under ``output_dir``, the folder the episode file goes to;
+``info["reference_image"]`` holds that path relative to the episode file and
+``info["reference_view"]`` the camera pose. Config ``params`` as for coarse-grained plus
+``pitch_limit_deg`` (camera pitch clamp, default 30).
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from ...core.errors import ConfigError
+from ...core.io import atomic_path
+from ..base import SceneContext, register_task
+from ..episode import Episode
+from .coarse_grained import CoarseGrained
+from .goals import GoalObject
+
+ASSET_DIR = "assets"
+
+
+def reference_view(goal_xy, target_position, camera_height: float, floor_z: float = 0.0,
+                   pitch_limit_deg: float = 30.0) -> dict:
+    """Camera pose at ``goal_xy`` looking at the target centre: ``{x, y, yaw, pitch}`` (radians)."""
+    dx = float(target_position[0]) - float(goal_xy[0])
+    dy = float(target_position[1]) - float(goal_xy[1])
+    horizontal = max(math.hypot(dx, dy), 1e-6)
+    dz = float(target_position[2]) - (floor_z + camera_height)
+    limit = math.radians(pitch_limit_deg)
+    pitch = float(np.clip(math.atan2(dz, horizontal), -limit, limit))
+    return {"x": float(goal_xy[0]), "y": float(goal_xy[1]), "yaw": math.atan2(dy, dx), "pitch": pitch}
+
+
+def save_png(path: Path, image: np.ndarray) -> Path:
+    """Write an RGB uint8 (H, W, 3) image as PNG atomically."""
+    from PIL import Image
+
+    arr = np.asarray(image)
+    if arr.ndim != 3 or arr.shape[2] not in (3, 4):
+        raise ValueError(f"renderer returned shape {arr.shape}, expected (H, W, 3) RGB")
+    if arr.dtype != np.uint8:
+        arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+    with atomic_path(path) as tmp:
+        Image.fromarray(arr[..., :3]).save(tmp, format="PNG")
+    return path
+
+
+@register_task("visual_reference")
+class VisualReference(CoarseGrained):
+    """Coarse-grained targets with a reference image of the goal view."""
+
+    template_task = "visual_reference"
+    PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float)}
+    #: Folder the episode file is written to; reference images go to ``<output_dir>/assets``.
+    output_dir: Path | None = None
+
+    def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """As coarse-grained; fails clearly when no renderer or no output folder is set."""
+        if ctx.renderer is None:
+            raise ConfigError("the visual_reference task renders a reference image at each goal and needs a "
+                              "renderer; pass one to load_scene_context(..., renderer=...)",
+                              file=ctx.scene_path, field="renderer", expected="a callable (x, y, yaw, pitch) -> RGB")
+        if self.output_dir is None:
+            raise ConfigError("the visual_reference task writes reference images beside the episode file; set "
+                              "the generator's output_dir", field="output_dir", expected="the dataset folder")
+        return super().generate(ctx, rng, n, split)
+
+    def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, episode: Episode) -> Episode:
+        """Render the goal view, save it under ``assets/`` and record it in ``info``."""
+        view = reference_view(goal.goal_xy, goal.facts.target.position, float(ctx.body.camera_height),
+                              ctx.floor_z, float(self.config.params.get("pitch_limit_deg", 30.0)))
+        image = ctx.renderer(view["x"], view["y"], view["yaw"], view["pitch"])
+        relative = f"{ASSET_DIR}/{episode.episode_id}.png"
+        save_png(Path(self.output_dir) / relative, image)
+        episode.info["reference_image"] = relative
+        episode.info["reference_view"] = view
+        return episode
