@@ -1,0 +1,199 @@
+"""The ``vlnverse scenes`` commands on a tiny USD stage built here with pxr, the maps bundle and its
+disk cache, and map pictures."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from vlnverse.cli import main
+from vlnverse.scenes.description import Door, Geom, Room, SceneDescription, SceneObject
+from vlnverse.scenes.occupancy import FREE, OCCUPIED
+
+pxr = pytest.importorskip("pxr")
+
+
+def _cube(stage, path, centre, half, label, instance_id):
+    from pxr import Gf, Sdf, UsdGeom, UsdPhysics, UsdSemantics
+
+    cube = UsdGeom.Cube.Define(stage, path)
+    cube.CreateSizeAttr(2.0)
+    xf = UsdGeom.Xformable(cube)
+    xf.AddTranslateOp().Set(Gf.Vec3d(*centre))
+    xf.AddScaleOp().Set(Gf.Vec3f(*half))
+    UsdPhysics.CollisionAPI.Apply(cube.GetPrim())
+    labels = UsdSemantics.LabelsAPI.Apply(cube.GetPrim(), "class")
+    labels.CreateLabelsAttr().Set([label])
+    cube.GetPrim().CreateAttribute("vlnverse:instanceId", Sdf.ValueTypeNames.Int).Set(instance_id)
+    return cube
+
+
+def write_stage(path):
+    """A 4 m x 3 m room: floor slab (top at z=0) and a 1.0 x 0.6 m box 'table' at (1.0, 1.0)."""
+    from pxr import Usd, UsdGeom
+
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    world = UsdGeom.Xform.Define(stage, "/World")
+    stage.SetDefaultPrim(world.GetPrim())
+    _cube(stage, "/World/Floor", (2.0, 1.5, -0.05), (2.0, 1.5, 0.05), "floor", 1)
+    _cube(stage, "/World/Table", (1.0, 1.0, 0.375), (0.5, 0.3, 0.375), "table", 2)
+    stage.GetRootLayer().Save()
+    return path
+
+
+@pytest.fixture()
+def stage(tmp_path, monkeypatch):
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    pytest.importorskip("vlnverse.scenes.usd_io")
+    return write_stage(tmp_path / "tiny.usda")
+
+
+def test_info_reports_areas_and_objects(stage, capsys):
+    assert main(["scenes", "info", str(stage), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    # 80 x 60 free cells minus the table's 20 x 12 cells, at 0.05 m
+    assert info["free_area_m2"] == pytest.approx((80 * 60 - 20 * 12) * 0.05 ** 2)
+    assert 0 < info["navigable_area_m2"] < info["free_area_m2"]
+    assert info["objects_per_category"].get("table") == 1
+    assert main(["scenes", "info", str(stage)]) == 0
+    text = capsys.readouterr().out
+    assert "navigable" in text and "table 1" in text
+
+
+def test_render_map_writes_a_picture(stage, tmp_path, capsys):
+    from PIL import Image
+
+    out = tmp_path / "maps" / "map.png"
+    assert main(["scenes", "render-map", str(stage), "--out", str(out)]) == 0
+    img = np.asarray(Image.open(out).convert("RGB"))
+    assert img.shape[0] > 200 and img.shape[1] > 300
+    assert len(np.unique(img.reshape(-1, 3), axis=0)) > 20  # not a blank canvas
+
+
+def test_export_maps_writes_every_artifact(stage, tmp_path):
+    import networkx as nx
+
+    from vlnverse.scenes.occupancy import OccupancyMap
+
+    out = tmp_path / "export"
+    assert main(["scenes", "export-maps", str(stage), "--out", str(out), "--body", "r2r_ce"]) == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["map.png", "navigable.npz", "occupancy.npz", "room_map.npz", "scene_graph.json", "summary.json"]
+    occ, nav = OccupancyMap.load(out / "occupancy.npz"), OccupancyMap.load(out / "navigable.npz")
+    assert (occ.grid == OCCUPIED).sum() == 20 * 12 and nav.radius == pytest.approx(0.18)
+    data = json.loads((out / "scene_graph.json").read_text())
+    try:
+        graph = nx.node_link_graph(data, edges="links")
+    except TypeError:
+        graph = nx.node_link_graph(data)
+    assert any(d.get("category") == "table" for _, d in graph.nodes(data=True))
+
+
+@pytest.mark.parametrize("argv_tail, needle", [
+    (["--resolution", "0"], "--resolution: got 0.0"),
+    (["--body", "no_such_robot"], "unknown body preset 'no_such_robot'"),
+])
+def test_bad_options_exit_2_with_one_line(stage, tmp_path, capsys, argv_tail, needle):
+    out = tmp_path / "bad.png"
+    assert main(["scenes", "render-map", str(stage), "--out", str(out), *argv_tail]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err
+    assert not out.exists() and not any(p.name.startswith(".bad") for p in tmp_path.iterdir())
+
+
+def test_missing_and_corrupt_files_exit_2_naming_the_file(tmp_path, capsys):
+    pytest.importorskip("vlnverse.scenes.usd_io")
+    out = tmp_path / "map.png"
+    missing = tmp_path / "nope.usda"
+    assert main(["scenes", "render-map", str(missing), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(missing) in err
+    corrupt = tmp_path / "corrupt.usda"
+    corrupt.write_text("#usda 1.0\n(\n this is not usd {{{\n")
+    assert main(["scenes", "info", str(corrupt)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(corrupt) in err
+    assert not out.exists()
+
+
+def test_no_navigable_space_exits_2(stage, tmp_path, capsys):
+    body = tmp_path / "huge.yaml"
+    body.write_text("name: huge\nradius: 2.0\nheight: 1.0\ncamera_height: 1.0\n")
+    out = tmp_path / "export"
+    assert main(["scenes", "export-maps", str(stage), "--out", str(out), "--body", str(body)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "radius 2.000 m leaves no navigable cell" in err and str(stage) in err
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ maps bundle and pictures
+def _scene():
+    def box(lo, hi, label, iid):
+        lo, hi = np.asarray(lo, float), np.asarray(hi, float)
+        t = np.eye(4)
+        t[:3, 3] = (lo + hi) / 2
+        return Geom("box", t, (hi - lo) / 2, label=label, instance_id=iid)
+
+    geoms = [box((0, 0, -0.1), (6, 3, 0), "floor", 1), box((2.95, 0, 0), (3.05, 1, 2.7), "wall", 2),
+             box((2.95, 2, 0), (3.05, 3, 2.7), "wall", 2), box((0.5, 0.5, 0), (1.5, 1.1, 0.75), "table", 3)]
+    return SceneDescription(
+        "two_rooms", geoms=geoms, source_path="two_rooms.usda",
+        objects=[SceneObject(3, "table", "/World/table", (0.5, 0.5, 0), (1.5, 1.1, 0.75), geom_indices=[3])],
+        rooms=[Room(0, "kitchen", [[0, 0], [2.95, 0], [2.95, 3], [0, 3]]),
+               Room(1, "bedroom", [[3.05, 0], [6, 0], [6, 3], [3.05, 3]])],
+        doors=[Door(0, (0, 1), (3.0, 1.5), 1.0, axis="y")])
+
+
+def test_compute_scene_maps_and_disk_cache(tmp_path, monkeypatch):
+    from vlnverse.scenes.maps import compute_scene_maps, scene_summary
+    from vlnverse.sim.body import load_body
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    body = load_body("r2r_ce")
+    maps = compute_scene_maps(_scene(), body)
+    assert maps.navigable.radius == body.radius and maps.room_map.shape == maps.occupancy.shape
+    # every navigable cell has a room; the table is in the kitchen
+    assert (maps.room_map[maps.navigable.grid == FREE] >= 0).all()
+    assert maps.scene_graph.room_of(3) == 0
+    cached = list((tmp_path / "cache" / "maps").glob("two_rooms-*.npz"))
+    assert len(cached) == 1
+    again = compute_scene_maps(_scene(), body)
+    np.testing.assert_array_equal(again.navigable.grid, maps.navigable.grid)
+    np.testing.assert_array_equal(again.room_map, maps.room_map)
+    assert again.scene_graph.to_json() == maps.scene_graph.to_json()
+    # a different body or a moved table is a different cache entry
+    moved = _scene()
+    moved.geoms[3].transform[0, 3] += 0.5
+    compute_scene_maps(moved, body)
+    compute_scene_maps(_scene(), "turtlebot4")
+    assert len(list((tmp_path / "cache" / "maps").glob("*.npz"))) == 3
+    # a corrupt cache entry is rebuilt, not trusted
+    cached[0].write_bytes(b"garbage")
+    np.testing.assert_array_equal(compute_scene_maps(_scene(), body).navigable.grid, maps.navigable.grid)
+    summary = scene_summary(_scene(), maps)
+    assert [r["room_type"] for r in summary["rooms"]] == ["kitchen", "bedroom"]
+    assert summary["door_count"] == 1 and summary["objects_per_category"] == {"table": 1}
+    assert summary["graph_edges"]["adjacent"] == 2
+
+
+def test_render_map_array_shows_rooms_overlays_and_is_deterministic(tmp_path, monkeypatch):
+    from vlnverse.scenes.maps import compute_scene_maps
+    from vlnverse.scenes.render_map import render_map_array, render_map_png
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    desc = _scene()
+    maps = compute_scene_maps(desc, "r2r_ce", cache=False)
+    plain = render_map_array(desc, maps)
+    path = [{"xy": np.array([[1.0, 2.0], [3.0, 1.5], [5.0, 1.5]]), "color": "#00ff00", "label": "reference"}]
+    marks = [{"xy": (5.0, 1.5), "marker": "x", "color": "#ff0000", "label": "stop"}]
+    drawn = render_map_array(desc, maps, paths=path, markers=marks)
+    assert plain.dtype == np.uint8 and plain.ndim == 3 and plain.shape == drawn.shape
+    green = (drawn[..., 1] > 200) & (drawn[..., 0] < 60) & (drawn[..., 2] < 60)
+    assert green.sum() > 100 and ((plain[..., 1] > 200) & (plain[..., 0] < 60) & (plain[..., 2] < 60)).sum() == 0
+    np.testing.assert_array_equal(render_map_array(desc, maps), plain)
+    out = render_map_png(desc, maps, tmp_path / "m.png", title="two rooms")
+    assert out.stat().st_size > 10_000 and [p.name for p in tmp_path.glob("*.png")] == ["m.png"]
