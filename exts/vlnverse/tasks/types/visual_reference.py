@@ -2,8 +2,9 @@
 
 The image is rendered by ``ctx.renderer(x, y, yaw, pitch)`` (injected by the caller; the task
 layer never imports a simulator) standing at the goal point and facing the target object, and is
-written as ``assets/<episode_id>.png`` under ``output_dir``, the folder the episode file goes to;
-``info["reference_image"]`` holds that path relative to the episode file and
+written as ``<assets_dir>/reference/<episode_id>.png`` (``assets_dir``: the dataset's ``assets/``
+folder; default the package cache's). ``info["reference_image"]`` holds that path relative to
+the dataset root (the folder holding ``assets/`` and the episode files) and
 ``info["reference_view"]`` the camera pose. Config ``params`` as for coarse-grained plus
 ``pitch_limit_deg`` (camera pitch clamp, default 30).
 """
@@ -20,9 +21,6 @@ from ..base import SceneContext, register_task
 from ..episode import Episode
 from .coarse_grained import CoarseGrained
 from .goals import GoalObject
-
-ASSET_DIR = "assets"
-
 
 def reference_view(goal_xy, target_position, camera_height: float, floor_z: float = 0.0,
                    pitch_limit_deg: float = 30.0) -> dict:
@@ -56,18 +54,25 @@ class VisualReference(CoarseGrained):
 
     template_task = "visual_reference"
     PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float)}
-    #: Folder the episode file is written to; reference images go to ``<output_dir>/assets``.
-    output_dir: Path | None = None
+    def __init__(self, config=None, assets_dir: str | Path | None = None):
+        super().__init__(config)
+        #: The dataset's ``assets/`` folder; reference images go to ``<assets_dir>/reference/``.
+        self.assets_dir = Path(assets_dir) if assets_dir is not None else None
+
+    def _assets(self) -> Path:
+        if self.assets_dir is not None:
+            return self.assets_dir
+        from ...paths import cache_dir
+
+        return cache_dir() / "assets"
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
-        """As coarse-grained; fails clearly when no renderer or no output folder is set."""
+        """As coarse-grained; fails clearly when the context has no renderer."""
         if ctx.renderer is None:
-            raise ConfigError("the visual_reference task renders a reference image at each goal and needs a "
-                              "renderer; pass one to load_scene_context(..., renderer=...)",
-                              file=ctx.scene_path, field="renderer", expected="a callable (x, y, yaw, pitch) -> RGB")
-        if self.output_dir is None:
-            raise ConfigError("the visual_reference task writes reference images beside the episode file; set "
-                              "the generator's output_dir", field="output_dir", expected="the dataset folder")
+            raise ConfigError(f"task 'visual_reference' renders a reference image at each goal and needs a "
+                              f"renderer for scene '{ctx.scene_id}' (run it through 'vlnverse data generate', "
+                              f"which injects the simulator's camera, or pass renderer= to load_scene_context)",
+                              field="renderer", expected="a callable (x, y, yaw, pitch) -> RGB image")
         return super().generate(ctx, rng, n, split)
 
     def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, episode: Episode) -> Episode:
@@ -75,8 +80,9 @@ class VisualReference(CoarseGrained):
         view = reference_view(goal.goal_xy, goal.facts.target.position, float(ctx.body.camera_height),
                               ctx.floor_z, float(self.config.params.get("pitch_limit_deg", 30.0)))
         image = ctx.renderer(view["x"], view["y"], view["yaw"], view["pitch"])
-        relative = f"{ASSET_DIR}/{episode.episode_id}.png"
-        save_png(Path(self.output_dir) / relative, image)
+        assets = self._assets()
+        save_png(assets / "reference" / f"{episode.episode_id}.png", image)
+        relative = f"{assets.name}/reference/{episode.episode_id}.png"
         episode.info["reference_image"] = relative
         episode.info["reference_view"] = view
         return episode
