@@ -239,7 +239,7 @@ def build_scene_graph(desc: SceneDescription) -> SceneGraph:
     surfaces = [_support_surfaces(desc, o) for o in objects]
     owner = np.concatenate([np.full(len(s), i) for i, s in enumerate(surfaces)])
     surf = np.concatenate(surfaces)
-    touches = np.abs(lo[:, 2][:, None] - surf[None, :, 4]) <= ON_TOLERANCE
+    touches = np.abs(lo[:, 2][:, None] - surf[None, :, 4]) <= ON_TOLERANCE + 1e-6  # 0.88 - 0.86 > 0.02 in floats
     covers = ((surf[None, :, 0] <= centre[:, 0, None]) & (centre[:, 0, None] <= surf[None, :, 2]) &
               (surf[None, :, 1] <= centre[:, 1, None]) & (centre[:, 1, None] <= surf[None, :, 3]))
     candidate = touches & covers & (owner[None, :] != np.arange(n)[:, None])
@@ -258,7 +258,7 @@ def build_scene_graph(desc: SceneDescription) -> SceneGraph:
     gap = np.hypot(gap_xy[..., 0], gap_xy[..., 1])
     room_arr = np.array([-1 if r is None else r for r in rooms])
     same_room = (room_arr[:, None] == room_arr[None, :]) & (room_arr[:, None] >= 0)
-    on_floor = np.abs(lo[:, 2] - z0) <= FLOOR_CONTACT
+    on_floor = np.abs(lo[:, 2] - z0) <= FLOOR_CONTACT + 1e-6
     iu, ju = np.triu_indices(n, k=1)
     linked = on_matrix[iu, ju] | on_matrix[ju, iu]
     near = same_room[iu, ju] & (gap[iu, ju] <= NEAR_DISTANCE) & ~linked
