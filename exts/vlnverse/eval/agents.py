@@ -73,6 +73,11 @@ class Agent:
         """Return the next action."""
         raise NotImplementedError
 
+    @staticmethod
+    def neighbour_xy(state: AgentState) -> np.ndarray:
+        """Positions (K, 2) of the graph-mode neighbours in ``state.neighbours``."""
+        return np.array([xy for _, xy in state.neighbours], dtype=float).reshape(-1, 2)
+
     def episode_rng(self, episode: Any) -> np.random.Generator:
         """A generator seeded by (agent seed, episode id): results do not depend on episode order."""
         key = zlib.crc32(str(getattr(episode, "episode_id", "")).encode())
@@ -109,6 +114,8 @@ class RandomAgent(Agent):
         draw = self.rng.random()
         if state.step >= self.min_steps and draw < self.stop_prob:
             return DiscreteAction.STOP
+        if state.neighbours:  # graph mode: a random neighbouring viewpoint
+            return state.neighbours[int(self.rng.integers(len(state.neighbours)))][0]
         return self.MOVES[int(self.rng.integers(len(self.MOVES)))]
 
 
@@ -119,8 +126,14 @@ class ForwardAgent(Agent):
     name = "forward"
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
-        """MOVE_FORWARD until the step budget is used up."""
-        return DiscreteAction.STOP if state.step >= state.max_steps - 1 else DiscreteAction.MOVE_FORWARD
+        """MOVE_FORWARD until the step budget is used up (graph mode: the straightest neighbour)."""
+        if state.step >= state.max_steps - 1:
+            return DiscreteAction.STOP
+        if state.neighbours:
+            delta = self.neighbour_xy(state) - state.pose.xy
+            turn = np.abs(wrap_angle(np.arctan2(delta[:, 1], delta[:, 0]) - state.pose.yaw))
+            return state.neighbours[int(np.argmin(turn))][0]
+        return DiscreteAction.MOVE_FORWARD
 
 
 @register_agent("oracle")
@@ -152,6 +165,7 @@ class OracleAgent(Agent):
         self.success_distance = 3.0
         self.path: np.ndarray = np.zeros((0, 2))
         self._progress = 0
+        self._goal_node: Any = None
 
     def _planner_for(self, context: Any) -> Any:
         """A planner on the context's occupancy grown by body radius + clearance (kept while the scene maps stay the same)."""
@@ -168,6 +182,7 @@ class OracleAgent(Agent):
     def reset(self, episode: Any, context: Any) -> None:
         """Plan the episode's shortest path on the clearance map."""
         super().reset(episode, context)
+        self._goal_node = None
         self.planner = self._planner_for(context)
         goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
         fields = [self.planner.distance_field(g) for g in goals]
@@ -201,14 +216,33 @@ class OracleAgent(Agent):
         if np.linalg.norm(target - xy) < 1e-6:
             target = self.goal_xy
         error = wrap_angle(math.atan2(target[1] - xy[1], target[0] - xy[0]) - pose.yaw)
-        if abs(error) <= self.turn_angle / 2:
+        # a little over half a turn, so that a turn that over/undershoots by a fraction of a
+        # degree under physics cannot make the agent flip between TURN_LEFT and TURN_RIGHT
+        if abs(error) <= 0.55 * self.turn_angle:
             return DiscreteAction.MOVE_FORWARD
         return DiscreteAction.TURN_LEFT if error > 0 else DiscreteAction.TURN_RIGHT
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
-        """``best_action`` at the true pose (privileged state)."""
+        """``best_action`` at the true pose (privileged state); in graph mode the neighbour
+        closest to the goal along the floor."""
         self.success_distance = state.success_distance
+        if state.neighbours:
+            return self.best_graph_action(state)
         return self.best_action(state.pose)
+
+    def best_graph_action(self, state: AgentState) -> Any:
+        """Graph mode: STOP near the goal, else the next viewpoint on the shortest graph route to
+        the viewpoint geodesically closest to the goal."""
+        if float(self.goal_distance(state.pose.xy[None])[0]) < state.success_distance - self.stop_margin:
+            return DiscreteAction.STOP
+        nav = state.context.navgraph
+        if self._goal_node is None:
+            ids = sorted(nav.graph.nodes)
+            self._goal_node = ids[int(np.argmin(self.goal_distance(nav.positions())))]
+        here = nav.nearest_node(state.pose.xy)
+        if here == self._goal_node:
+            return DiscreteAction.STOP
+        return nav.shortest_path(here, self._goal_node)[1]
 
 
 @register_agent("wall_bumper")

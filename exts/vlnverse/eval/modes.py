@@ -153,13 +153,31 @@ class TelHop(CollisionMode):
 
     ``resolve_tolerance`` (m) is how far ``teleport`` may move the agent off the target before
     it counts as a resolved collision.
+
+    With the scene's ``planner`` (a ``PathPlanner`` on the navigable map) a destination off the
+    navigable map — outside the building, or where no floor is — is first moved to the nearest
+    navigable cell; if that cell is not reachable from where the agent stands (another connected
+    component), the hop is refused and the agent stays (turning to the commanded heading). Both
+    count as a collision. Without a planner only the simulator's resolution applies.
     """
 
     name = "telhop"
 
-    def __init__(self, sim: Any, *, resolve_tolerance: float = 0.01, **params: Any):
+    def __init__(self, sim: Any, *, resolve_tolerance: float = 0.01, planner: Any = None, **params: Any):
         super().__init__(sim, **params)
         self.resolve_tolerance = float(resolve_tolerance)
+        self.planner = planner
+
+    def _reachable_destination(self, here: AgentPose, target: AgentPose) -> tuple[AgentPose, bool]:
+        """``target`` moved onto the navigable map, reachable from ``here``; flag if it was moved."""
+        if self.planner is None or self.planner.is_navigable(target.xy)[0]:
+            return target, False
+        rows, cols, _ = self.planner.snap(np.stack([target.xy, here.xy]))
+        labels = self.planner.components()[rows, cols]
+        if labels[0] != labels[1]:
+            return AgentPose(here.x, here.y, target.yaw, target.pitch), True
+        x, y = self.planner.cell_centres(rows[:1], cols[:1])[0]
+        return AgentPose(float(x), float(y), target.yaw, target.pitch), True
 
     def step(self, action: Any) -> StepOutcome:
         """Hop to the commanded pose; physics only at the destination."""
@@ -167,10 +185,11 @@ class TelHop(CollisionMode):
         if act is DiscreteAction.STOP:
             return StepOutcome(observe(self.sim), self.sim.pose, stop=True)
         target = self.target_pose(self.sim.pose, act)
-        result = self.sim.teleport(target)
+        destination, moved = self._reachable_destination(self.sim.pose, target)
+        result = self.sim.teleport(destination)
         achieved = result.achieved_pose
         moved_off = achieved.distance_to(target)
-        collided = bool(result.collided) or moved_off > self.resolve_tolerance
+        collided = moved or bool(result.collided) or moved_off > self.resolve_tolerance
         return StepOutcome(observe(self.sim), achieved, collided=collided, contacts=_contacts(result),
                            displacement=moved_off, result=result)
 

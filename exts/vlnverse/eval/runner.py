@@ -197,10 +197,18 @@ def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], n
 
 
 def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool, failed: bool, collisions: int,
-                  actions: int, success_distance: float) -> dict[str, Any]:
-    """All metrics of one finished episode (``None`` for those that do not apply)."""
+                  actions: int, success_distance: float, reference_spacing: float = 0.25) -> dict[str, Any]:
+    """All metrics of one finished episode (``None`` for those that do not apply).
+
+    The episode's reference path (its corner waypoints) is resampled every ``reference_spacing``
+    metres (the forward step) before nDTW/sDTW/CLS, so both sequences have the same point
+    density, as DTW assumes (Ilharco et al. 2019); otherwise a sparse reference would make even
+    a perfect follower score near 0. Success needs a STOP and, under Strict, no failure.
+    """
+    from ..tasks.pathing import resample_polyline
+
     goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    reference = np.asarray(episode.reference_path, dtype=float)[:, :2]
+    reference = resample_polyline(np.asarray(episode.reference_path, dtype=float)[:, :2], reference_spacing)
     ordered = episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
     if ordered:
         fns = [goal_distance_fn(ctx, g[None]) for g in goals_xy]
@@ -284,7 +292,8 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
             break
     path_xy = np.asarray(poses, dtype=float)[:, :2]
     metrics = score_episode(episode, ctx, path_xy, stopped=stopped, failed=failure is not None,
-                            collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance)
+                            collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance,
+                            reference_spacing=mode.forward_step)
     return {
         "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
         "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics,
@@ -321,15 +330,16 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
         from ..scenes.render_map import render_map_png
 
         traj = np.asarray(record["trajectory"], dtype=float)
-        markers = [{"xy": traj[0, :2], "color": "tab:green", "label": "start"},
-                   *({"xy": g, "color": "tab:red", "label": "goal"} for g in record["goals"]),
-                   *({"xy": c["position"], "color": "black", "label": "collision", "marker": "x"}
-                     for c in record["collisions"])]
+        markers = [{"xy": traj[0, :2], "color": "tab:green", "label": "start", "size": 50},
+                   {"xy": np.asarray(record["goals"]), "color": "tab:red", "marker": "*", "label": "goal", "size": 90}]
+        if record["collisions"]:
+            markers.append({"xy": np.array([c["position"] for c in record["collisions"]]), "color": "black",
+                            "marker": "x", "label": "collision", "size": 45})
         map_path = out / "maps" / f"{stem}.png"
         render_map_png(ctx.desc, ctx.maps, map_path,
                        paths=[{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
                               {"xy": traj[:, :2], "color": "tab:orange", "label": "agent"}],
-                       markers=markers)
+                       markers=markers, title=f"{record['episode_id']} ({record['termination']})", dpi=90)
         record["map"] = str(map_path.relative_to(out))
     except ImportError:
         log.warning("vlnverse.scenes.render_map is unavailable: no top-down map in the report")
@@ -414,10 +424,13 @@ def print_table(rows: Iterable[tuple[str, dict]], *, title: str = "vlnverse eval
 
 
 def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
-             agent_factory: Callable[[], Agent] | None = None) -> dict[str, Any]:
+             agent_factory: Callable[[], Agent] | None = None,
+             scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
     """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
 
-    ``agent_factory`` overrides the registry lookup (used by tests and the quickstart).
+    ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
+    ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
+    ``load_scene_context`` (e.g. for in-memory scenes).
     """
     from tqdm import tqdm
 
@@ -464,14 +477,16 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
                unit="ep", disable=not progress)
     try:
         for scene_path, scene_eps in by_scene.items():
-            ctx = load_scene_context(scene_path, settings.body, resolution=settings.resolution)
+            ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
             sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
             try:
                 control = sim.control
                 params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
                           "look_angle_deg": control.look_angle_deg, **cfg.mode_params}
                 if cfg.collision_mode == "graph":
-                    params.setdefault("navgraph", ctx.navgraph)
+                    params.setdefault("navgraph", getattr(ctx.navgraph, "graph", ctx.navgraph))
+                if cfg.collision_mode == "telhop":
+                    params.setdefault("planner", ctx.planner)
                 mode = make_mode(cfg.collision_mode, sim, **params)
                 for ep in scene_eps:
                     record = run_episode(ep, ctx, sim, mode, agent, settings)

@@ -1,0 +1,5 @@
+"""Make the hand-built test scenes importable as ``scenes``."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,30 @@
+"""Small hand-built scenes for the evaluation tests."""
+from __future__ import annotations
+
+import numpy as np
+
+from vlnverse.scenes.description import Geom, Room, SceneDescription
+
+
+def box(center, half, label, instance_id):
+    """An axis-aligned box geom (centre (3,), half extents (3,))."""
+    t = np.eye(4)
+    t[:3, 3] = center
+    return Geom("box", t, np.asarray(half, float), label=label, instance_id=instance_id, name=f"{label}_{instance_id}")
+
+
+def corridor_scene(gap_width: float = 1.0) -> SceneDescription:
+    """A 10 m × 3 m corridor (x 0..10, y 0..3) cut at x = 5 by a 0.1 m wall with a ``gap_width``
+    opening at its top end (y in [3 - gap, 3]). Walls 2.6 m high, floor top at z = 0."""
+    h = 1.3
+    geoms = [
+        box([5, 1.5, -0.05], [5.0, 1.5, 0.05], "floor", 1),
+        box([5, -0.05, h], [5.1, 0.05, h], "wall", 2),
+        box([5, 3.05, h], [5.1, 0.05, h], "wall", 3),
+        box([-0.05, 1.5, h], [0.05, 1.6, h], "wall", 4),
+        box([10.05, 1.5, h], [0.05, 1.6, h], "wall", 5),
+    ]
+    wall_len = 3.0 - gap_width
+    geoms.append(box([5.0, wall_len / 2, h], [0.05, wall_len / 2, h], "wall", 6))
+    rooms = [Room(0, "hallway", [[0, 0], [5, 0], [5, 3], [0, 3]]), Room(1, "kitchen", [[5, 0], [10, 0], [10, 3], [5, 3]])]
+    return SceneDescription("corridor", geoms=geoms, rooms=rooms)
