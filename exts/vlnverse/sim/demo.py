@@ -121,7 +121,9 @@ def demo_home(seed: int = 0, *, rooms_x: int = 3, rooms_y: int = 2, room_size: f
             x0, y0 = i * size, j * size
             desc.rooms.append(Room(rid, room_types[rid % len(room_types)],
                                    [[x0, y0], [x0 + size, y0], [x0 + size, y0 + size], [x0, y0 + size]]))
-            # Objects hug the room's corners/edges so the centre and the doorways stay clear.
+            # Objects hug the room's edges so the centre and the doorways stay clear; a draw that
+            # would overlap an earlier object in the room is dropped.
+            placed: list[tuple[np.ndarray, np.ndarray]] = []
             for _ in range(objects_per_room):
                 cat, mass, color = categories[int(rng.integers(len(categories)))]
                 half = rng.uniform([0.15, 0.15, 0.2], [0.45, 0.45, 0.5])
@@ -132,6 +134,10 @@ def demo_home(seed: int = 0, *, rooms_x: int = 3, rooms_y: int = 2, room_size: f
                 margin = t / 2 + half.max() + 0.02
                 cx, cy = [(x0 + along, y0 + margin), (x0 + along, y0 + size - margin),
                           (x0 + margin, y0 + along), (x0 + size - margin, y0 + along)][side]
+                lo_xy, hi_xy = np.array([cx, cy]) - half[:2] - 0.05, np.array([cx, cy]) + half[:2] + 0.05
+                if any(np.all(lo_xy < h) and np.all(l < hi_xy) for l, h in placed):
+                    continue
+                placed.append((lo_xy, hi_xy))
                 objects.append(BoxObject(cat, (cx, cy, half[2]), half, mass=mass, color=color))
     _add_objects(desc, objects, inst)
     desc.doors = doors

@@ -336,7 +336,7 @@ class MujocoSimulator(Simulator):
         vmax, wmax = body.max_linear_speed, body.max_angular_speed
         pos_tol, yaw_tol = cfg.position_tolerance, math.radians(cfg.yaw_tolerance_deg)
         window = max(1, int(round(cfg.stall_window * cfg.control_hz)))
-        history: list[float] = []
+        history: list[tuple[float, float, float]] = []
         pitch = self._pitch
         goal_yaw_wrapped = float(wrap_angle(goal_yaw))
 
@@ -352,8 +352,12 @@ class MujocoSimulator(Simulator):
             yaw_err = float(wrap_angle(goal_yaw - yaw))
             if dist < pos_tol and abs(yaw_err) < yaw_tol:
                 return None, "ok"
-            history.append(dist + 0.2 * abs(yaw_err))
-            if len(history) > window and history[-window - 1] - history[-1] < cfg.stall_progress:
+            # Stalled: told to move but the base moved (and turned, 0.2 m per rad) less than
+            # stall_progress over the last stall_window seconds.
+            history.append((float(q[0]), float(q[1]), yaw))
+            if len(history) > window and (math.hypot(history[-1][0] - history[-window - 1][0],
+                                                     history[-1][1] - history[-window - 1][1])
+                                          + 0.2 * abs(history[-1][2] - history[-window - 1][2])) < cfg.stall_progress:
                 return None, f"stalled {dist:.3f} m / {math.degrees(abs(yaw_err)):.1f} deg from the goal"
             c, s = math.cos(yaw), math.sin(yaw)
             ex, ey = c * err[0] + s * err[1], -s * err[0] + c * err[1]  # goal offset in the body frame
