@@ -119,6 +119,15 @@ def test_cylinder_and_sphere_discs():
     assert occupied_cells(occ) == expected_cells(inside)
 
 
+def test_lying_cylinder_footprint_is_a_rectangle():
+    # a log along y (rotated 90 deg about X): radius 0.2, length 1.0, centre (2.0, 1.5, 0.5)
+    log = Geom("cylinder", pose(2.0, 1.5, 0.5, roll=math.pi / 2), (0.2, 0.5, 0.0))
+    occ = build_occupancy_map(scene(log))
+    gx, gy = centres()
+    # no cell centre lies within 1 mm of the edges, so the 32-gon approximation is exact here
+    assert occupied_cells(occ) == expected_cells((np.abs(gx - 2.0) <= 0.2) & (np.abs(gy - 1.5) <= 0.5))
+
+
 def _cube_mesh(cx, cy, cz, h):
     verts = np.array([[sx, sy, sz] for sx in (-h, h) for sy in (-h, h) for sz in (-h, h)], dtype=float)
     faces = np.array([[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1],
