@@ -1,0 +1,132 @@
+"""``vlnverse data ...``: generate, inspect and convert navigation datasets.
+
+* ``data generate --task T --scenes SPLIT_OR_PATHS --episodes-per-scene K --seed S --out DIR``
+* ``data show FILE_OR_DIR [--split S] [--n 3]``
+* ``data export-r2r FILE_OR_DIR --out FILE.json [--split S]``
+* ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
+* ``data tasks`` lists the registered task types.
+
+Heavy imports stay inside the command functions so ``vlnverse --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``data`` and its subcommands."""
+    data = sub.add_parser("data", help="generate, inspect and convert navigation datasets")
+    dsub = data.add_subparsers(dest="data_command", metavar="SUBCOMMAND")
+    dsub.required = True
+
+    gen = dsub.add_parser("generate", help="generate episodes of one task type over a set of scenes")
+    gen.add_argument("--task", required=True, help="task type (see 'vlnverse data tasks')")
+    gen.add_argument("--scenes", required=True,
+                     help="split name (train, val_unseen, test), 'all', scene ids or USD paths (comma-separated)")
+    gen.add_argument("--episodes-per-scene", type=int, required=True, help="episodes generated per scene (>= 1)")
+    gen.add_argument("--seed", type=int, default=0, help="dataset seed (same seed, same files)")
+    gen.add_argument("--out", required=True, help="output dataset folder (replaced atomically)")
+    gen.add_argument("--body", default=None, help="agent body preset (default: the task config's, r2r_ce)")
+    gen.add_argument("--config", default=None, help="task config YAML (default: tasks/<task>.yaml)")
+    gen.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a task config field, e.g. --set max_geodesic=12 --set params.styles=[formal]")
+    gen.add_argument("--val-seen-fraction", type=float, default=0.1,
+                     help="share of train-scene episodes held out as val_seen (default 0.1)")
+    gen.add_argument("--default-split", default="train", help="split of scenes not listed in splits.json")
+    gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    gen.set_defaults(func=_generate)
+
+    show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
+    show.add_argument("path")
+    show.add_argument("--split", default=None)
+    show.add_argument("--n", type=int, default=3, help="number of episodes to print")
+    show.add_argument("--json", action="store_true", help="print the raw JSON records")
+    show.set_defaults(func=_show)
+
+    exp = dsub.add_parser("export-r2r", help="write episodes in the VLN-CE R2R JSON layout (Y-up)")
+    exp.add_argument("path", help="episode JSONL file or dataset folder")
+    exp.add_argument("--split", default=None)
+    exp.add_argument("--out", required=True)
+    exp.set_defaults(func=_export_r2r)
+
+    imp = dsub.add_parser("import-r2r", help="read a VLN-CE R2R JSON file into vlnverse JSONL")
+    imp.add_argument("path")
+    imp.add_argument("--split", required=True)
+    imp.add_argument("--task", default="fine_grained")
+    imp.add_argument("--out", required=True)
+    imp.set_defaults(func=_import_r2r)
+
+    tasks = dsub.add_parser("tasks", help="list the registered task types")
+    tasks.set_defaults(func=_tasks)
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from ..core.config import parse_overrides
+    from .dataset import generate_dataset, simulator_renderer_factory
+
+    summary = generate_dataset(args.task, args.scenes, args.episodes_per_scene, args.seed, args.out,
+                               body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
+                               val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
+                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory())
+    counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
+    stats = summary["path_length_m"]
+    print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "
+          f"path length {stats.get('mean', 0):.2f} ± {stats.get('std', 0):.2f} m")
+    return 0
+
+
+def format_episode(ep) -> str:
+    """A few readable lines describing one episode."""
+    goal = ep.goals[0]
+    lines = [f"{ep.episode_id}  [{ep.task_type}, {ep.split}]  scene {ep.scene_id}",
+             f"  start ({ep.start_position[0]:.2f}, {ep.start_position[1]:.2f}) facing "
+             f"{math.degrees(ep.start_yaw):.0f}°  →  goal ({goal.position[0]:.2f}, {goal.position[1]:.2f}) "
+             f"r={goal.radius:g}" + (f" [{goal.category}]" if goal.category else "")
+             + (f" (+{len(ep.goals) - 1} more goals)" if len(ep.goals) > 1 else ""),
+             f"  geodesic {ep.geodesic_distance:.2f} m, reference path {len(ep.reference_path)} waypoints"]
+    for ins in ep.instructions:
+        lines.append(f"  [{ins.style}] {ins.text}")
+    if ep.info:
+        lines.append(f"  info: {', '.join(sorted(ep.info))}")
+    return "\n".join(lines)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from .episode import load_episodes
+
+    episodes = load_episodes(args.path, split=args.split)
+    print(f"{len(episodes)} episodes in {args.path}")
+    for ep in episodes[:max(args.n, 0)]:
+        print(json.dumps(ep.to_dict(), sort_keys=True) if args.json else format_episode(ep))
+    return 0
+
+
+def _export_r2r(args: argparse.Namespace) -> int:
+    from .episode import load_episodes
+    from .r2r import export_r2r
+
+    episodes = load_episodes(args.path, split=args.split)
+    export_r2r(episodes, args.out)
+    print(f"exported {len(episodes)} episodes to {args.out} (VLN-CE R2R layout, Y-up)")
+    return 0
+
+
+def _import_r2r(args: argparse.Namespace) -> int:
+    from .episode import save_episodes
+    from .r2r import import_r2r
+
+    episodes = import_r2r(args.path, split=args.split, task_type=args.task)
+    save_episodes(args.out, episodes)
+    print(f"imported {len(episodes)} episodes into {args.out}")
+    return 0
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    from .base import TASKS, load_task_types
+
+    for name in load_task_types():
+        doc = (TASKS.get(name).__doc__ or "").strip().splitlines()
+        print(f"{name:22s} {doc[0] if doc else ''}")
+    return 0
