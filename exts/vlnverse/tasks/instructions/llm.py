@@ -1,0 +1,193 @@
+"""Optional LLM stage: rewrite template instructions through an OpenAI-compatible chat endpoint.
+
+Used only when a URL is configured; stdlib ``urllib`` only (no client library). The rewrite is
+re-grounded by matching the scene vocabulary (``extract_mentions``) against the facts the LLM was
+given, and kept only if the ``Verifier`` accepts it and it names nothing outside those facts;
+otherwise the verified template instruction is returned unchanged.
+"""
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, replace
+from typing import Iterable
+
+from ...core.errors import VLNVerseError
+from .lexicon import MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
+from .types import GroundedInstruction, Mention, ObjectRef, RoomRef
+from .verifier import Verifier
+
+#: Gap words between an object and a following noun phrase that express a relation.
+_RELATION_PATTERNS = (
+    ("next_to", r"(?:right )?next to|beside|alongside"),
+    ("on", r"on top of|sitting on|resting on|on|atop"),
+    ("near", r"near|close to|by|nearby"),
+    ("in", r"in|inside|within"),
+)
+_GAP = re.compile(r"^\s*,?\s*(?:(?:that|which) (?:is|are|sits|stands) )?(?:located |sitting |placed |standing )?"
+                  r"(?P<rel>" + "|".join(p for _, p in _RELATION_PATTERNS) + r")\s+(?:the|a|an|that|this)\s+"
+                  r"(?:[\w-]+\s+){0,3}$", re.IGNORECASE)
+
+
+class LLMError(VLNVerseError):
+    """The chat endpoint could not be reached or answered something unusable."""
+
+
+@dataclass
+class ChatClient:
+    """Minimal OpenAI-compatible chat client: ``POST {url}/chat/completions``.
+
+    ``url`` is the API base (``http://host:8000/v1``) or the full ``…/chat/completions`` URL.
+    """
+
+    url: str
+    model: str = "default"
+    api_key: str | None = None
+    timeout: float = 30.0
+    temperature: float = 0.7
+
+    @property
+    def endpoint(self) -> str:
+        """The full chat-completions URL."""
+        base = self.url.rstrip("/")
+        return base if base.endswith("/chat/completions") else base + "/chat/completions"
+
+    def complete(self, messages: list[dict], *, seed: int | None = None) -> str:
+        """The assistant message text for ``messages``; raises ``LLMError`` on any failure."""
+        body = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if seed is not None:
+            body["seed"] = int(seed)
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.endpoint, data=json.dumps(body).encode("utf-8"), headers=headers,
+                                         method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                data = json.loads(response.read().decode("utf-8"))
+            return str(data["choices"][0]["message"]["content"]).strip()
+        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+            raise LLMError(f"chat endpoint {self.endpoint}: {exc}") from None
+
+
+def _attribute_words(objects: Iterable[dict]) -> dict[str, tuple[str, str]]:
+    """Surface word → (attribute key, value) for every attribute value in the scene."""
+    words: dict[str, tuple[str, str]] = {}
+    for obj in objects:
+        for key, value in (obj.get("attributes") or {}).items():
+            if not isinstance(value, str):
+                continue
+            surface = {"material": MATERIAL_ADJECTIVES, "size": SIZE_ADJECTIVES}.get(key, {}).get(value, value)
+            words[surface.lower()] = (key, value)
+            words[value.lower()] = (key, value)
+    return words
+
+
+def extract_mentions(text: str, lexicon: Lexicon, objects: list[ObjectRef], rooms: list[RoomRef],
+                     attribute_words: dict[str, tuple[str, str]]) -> tuple[list[Mention], list[str]]:
+    """Re-ground free text: mentions for every vocabulary word, resolved against the given facts.
+
+    Object words resolve to the given object of that category (attribute adjectives right before
+    the noun become attribute claims); room words to the given room of that type; a relation word
+    between an object and the next object/room becomes a relation claim. Returns the mentions
+    and the words that matched no given fact (the caller rejects those).
+    """
+    mentions: list[Mention] = []
+    unresolved: list[str] = []
+    resolved: list[tuple[tuple[int, int], str]] = []  # (span, node id) in text order
+    for hit in lexicon.find(text):
+        word = text[hit.span[0]:hit.span[1]]
+        if hit.kind == "object":
+            match = next((o for o in objects if o.category in hit.names), None)
+            if match is None:
+                unresolved.append(word)
+                mentions.append(Mention("object", hit.span, category=sorted(hit.names)[0]))
+                continue
+            start = hit.span[0]
+            claims = []
+            prefix = text[max(0, start - 40):start].split()
+            for token in reversed(prefix[-3:]):
+                token = token.strip(",.;:").lower()
+                if token in attribute_words:
+                    claims.append(attribute_words[token])
+                    found = text.lower().rfind(token, 0, start)
+                    start = found if found >= 0 else start
+                else:
+                    break
+            span = (min(start, hit.span[0]), hit.span[1])
+            mentions.append(Mention("object", span, category=match.category, instance_id=match.instance_id,
+                                    attributes=tuple(sorted(set(claims)))))
+            resolved.append((hit.span, match.node_id))
+        else:
+            match = next((r for r in rooms if r.room_type in hit.names), None)
+            if match is None:
+                unresolved.append(word)
+                mentions.append(Mention("room", hit.span, category=sorted(hit.names)[0]))
+                continue
+            mentions.append(Mention("room", hit.span, category=match.room_type, room_id=match.room_id))
+            resolved.append((hit.span, match.node_id))
+    for (span_a, node_a), (span_b, node_b) in zip(resolved, resolved[1:]):
+        if not node_a.startswith("obj:"):
+            continue
+        gap = _GAP.match(text[span_a[1]:span_b[0]])
+        if gap is None:
+            continue
+        said = gap.group("rel").lower()
+        relation = next(name for name, pattern in _RELATION_PATTERNS if re.fullmatch(pattern, said, re.IGNORECASE))
+        mentions.append(Mention("relation", (span_a[0], span_b[1]), relation=relation, subject=node_a, target=node_b))
+    return mentions, unresolved
+
+
+class LLMSynthesizer:
+    """Rewrites verified template instructions with an LLM, keeping only verified rewrites."""
+
+    SYSTEM_PROMPT = ("You rewrite navigation instructions for a home robot. Keep every object, room, colour, "
+                     "material and spatial relation exactly as given; do not add any object or room that is not "
+                     "listed. Answer with the rewritten instruction only.")
+
+    def __init__(self, client: ChatClient, verifier: Verifier, max_tries: int = 2):
+        self.client = client
+        self.verifier = verifier
+        self.max_tries = max_tries
+        self.rejections: list[tuple[str, list[str]]] = []
+
+    def _facts(self, instruction: GroundedInstruction) -> tuple[list[ObjectRef], list[RoomRef]]:
+        view = self.verifier.view
+        objects = [view.object_ref(m.instance_id) for m in instruction.mentions
+                   if m.kind == "object" and m.instance_id is not None and m.instance_id in view.objects]
+        rooms = [view.room_ref(m.room_id) for m in instruction.mentions if m.kind == "room" and m.room_id is not None]
+        return objects, [r for r in rooms if r is not None]
+
+    def check_rewrite(self, text: str, instruction: GroundedInstruction) -> tuple[GroundedInstruction, list[str]]:
+        """Re-ground ``text`` against the facts of ``instruction``; returns it and its problems."""
+        objects, rooms = self._facts(instruction)
+        mentions, unresolved = extract_mentions(text, self.verifier.lexicon, objects, rooms,
+                                                _attribute_words(self.verifier.view.objects.values()))
+        rewritten = replace(instruction, text=text, mentions=mentions,
+                            template_ids=instruction.template_ids + ("llm",))
+        problems = [f"'{w}' is not among the instruction's facts" for w in unresolved]
+        problems += self.verifier.check(rewritten)
+        return rewritten, problems
+
+    def rewrite(self, instruction: GroundedInstruction, *, style: str | None = None, seed: int | None = None) -> GroundedInstruction:
+        """An LLM rewrite of ``instruction`` in ``style`` if one passes the checks, else ``instruction``."""
+        style = style or instruction.style
+        user = (f"Task: {instruction.task_type or 'navigation'}. Style: {style}.\n"
+                f"Instruction: {instruction.text}\nRewrite it.")
+        messages = [{"role": "system", "content": self.SYSTEM_PROMPT}, {"role": "user", "content": user}]
+        for attempt in range(self.max_tries):
+            try:
+                text = self.client.complete(messages, seed=None if seed is None else seed + attempt)
+            except LLMError as exc:
+                self.rejections.append(("", [str(exc)]))
+                return instruction
+            text = text.strip().strip('"').strip()
+            if not text:
+                continue
+            rewritten, problems = self.check_rewrite(text, instruction)
+            if not problems:
+                return rewritten
+            self.rejections.append((text, problems))
+        return instruction
