@@ -377,27 +377,21 @@ class FalsePremiseTask(TaskGenerator):
 
 
 def _render_pair(slots: dict, substitute: str, part: str, style: str, lexicon, rng: np.random.Generator):
-    """Render one template twice: with the real target and with ``substitute`` (same adjectives)."""
-    from ..instructions.grammar import capitalize_first, indefinite_article
-    from ..instructions.lexicon import attribute_adjectives
-    from ..instructions.phrases import Phrase, render
+    """Render one template twice: with the real target's slots and with ``substitute`` in the target
+    slots (plain noun phrase: the original's colour or material would rarely suit another object)."""
+    from ..instructions.grammar import capitalize_first
+    from ..instructions.phrases import category_phrase, render
     from ..instructions.synthesizer import TEMPLATES
-    from ..instructions.types import GroundedInstruction, Mention
+    from ..instructions.types import GroundedInstruction
 
     tset = TEMPLATES.get(TASK)
     choices = tset.select(part, style, set(slots)) or tset.select(part, None, set(slots))
     tmpl = choices[int(rng.integers(len(choices)))]
-    target_mention = slots["target"].mentions[0]
-    adjectives = attribute_adjectives(dict(target_mention.attributes), [k for k, _ in target_mention.attributes])
-    noun = " ".join(adjectives + [lexicon.object_phrase(substitute, int(rng.integers(4)))])
-
-    def absent(det: str) -> Phrase:
-        text = f"{det} {noun}".strip() if det else noun
-        return Phrase(text, [Mention("object", (0, len(text)), category=substitute, attributes=target_mention.attributes)])
-
+    variant = int(rng.integers(4))
     nf_slots = dict(slots)
-    nf_slots.update({"target": absent("the"), "a_target": absent(indefinite_article(noun)),
-                     "target_noun": absent(""), "target_plain": absent("the")})
+    nf_slots.update({name: category_phrase(substitute, lexicon, determiner=det, variant=variant)
+                     for name, det in (("target", "the"), ("a_target", "a"), ("target_noun", ""),
+                                       ("target_plain", "the"))})
     out = []
     for s in (slots, nf_slots):
         phrase = render(tmpl.text, s)
