@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, UnknownNameError
 from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -67,8 +67,10 @@ def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
         else:
             names.append(item)
     if names:
-        from ..scenes.splits import resolve_scenes
-
+        try:
+            from ..scenes.splits import resolve_scenes
+        except ModuleNotFoundError:  # no shipped splits: only paths can be resolved
+            raise UnknownNameError("scene", names[0], []) from None
         paths.extend(Path(p) for p in resolve_scenes(names if len(names) > 1 else names[0]))
     unique: list[Path] = []
     seen: set[str] = set()
@@ -150,6 +152,7 @@ def summary_png(summary: dict[str, Any]) -> bytes:
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     fig = Figure(figsize=(9, 3.4), dpi=100)
     for ax, key, label in ((fig.add_subplot(1, 2, 1), "path_length_m", "reference path length (m)"),
@@ -163,6 +166,7 @@ def summary_png(summary: dict[str, Any]) -> bytes:
             ax.legend(frameon=False)
         ax.set_xlabel(label)
         ax.set_ylabel("count")
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     counts = ", ".join(f"{k} {v}" for k, v in summary["counts"].items())
     fig.suptitle(f"{summary['task']}: {summary['total_episodes']} episodes ({counts})")
     fig.tight_layout()
