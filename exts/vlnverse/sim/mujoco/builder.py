@@ -143,6 +143,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     spec.modelname = f"vlnverse_{desc.scene_id}"
     spec.option.timestep = physics_dt
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    if hasattr(mujoco.mjtEnableBit, "mjENBL_SLEEP"):  # island sleeping: resting objects cost nothing
+        spec.option.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SLEEP)
     spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
     spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
     spec.visual.headlight.specular = [0.0, 0.0, 0.0]
@@ -215,6 +217,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         centre = obj.position
         bname = f"obj{obj.instance_id}"
         b = world.add_body(name=bname, pos=centre)
+        if hasattr(b, "sleep"):  # MuJoCo >= 3.4: resting objects start asleep and wake when touched
+            b.sleep = mujoco.mjtSleepPolicy.mjSLEEP_INIT
         b.add_freejoint()
         for gi, g, vol in zip(obj.geom_indices, geoms, volumes):
             add_geom(b, gi, g, centre, float(total_mass * vol / volumes.sum()), True)
@@ -222,6 +226,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
 
     # The agent: a cylinder on slide-x, slide-y and hinge-z joints at the origin; the pose lives in qpos.
     agent = world.add_body(name=AGENT_BODY, pos=[0.0, 0.0, desc.floor_z])
+    if hasattr(agent, "sleep"):
+        agent.sleep = mujoco.mjtSleepPolicy.mjSLEEP_NEVER
     for jname, jtype, axis in (("agent_x", mujoco.mjtJoint.mjJNT_SLIDE, [1, 0, 0]),
                                ("agent_y", mujoco.mjtJoint.mjJNT_SLIDE, [0, 1, 0]),
                                ("agent_yaw", mujoco.mjtJoint.mjJNT_HINGE, [0, 0, 1])):

@@ -1,0 +1,114 @@
+"""``vlnverse bench sim``: simulator throughput on one CPU core.
+
+Figures (best of ``--repeat`` runs): ``physics_steps_per_s`` (agent driven by a velocity command
+through the controller loop, contacts collected every step), ``discrete_actions_per_s`` (forward
+/ turn actions without rendering), ``rgb_fps`` (224² RGB), ``depth_fps`` (256² depth),
+``rgbd_agent_steps_per_s`` (discrete action + 224² RGB and 256² depth observation),
+``panoramas_per_s`` (12 views × 224², RGB + depth), ``lidar_scans_per_s`` (360-beam 2D) and
+``lidar3d_scans_per_s`` (32 × 1024), on a generated home (``--seed``) when the scene generator
+is installed, else on ``vlnverse.sim.demo.demo_home``. The process is pinned to one core and
+Mesa's llvmpipe to one thread.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Callable
+
+import numpy as np
+
+
+def _pin_to_one_core() -> int:
+    os.environ.setdefault("LP_NUM_THREADS", "1")  # llvmpipe rasteriser threads (read when GL starts)
+    if hasattr(os, "sched_setaffinity"):
+        core = min(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {core})
+        return core
+    return -1
+
+
+def _rate(fn: Callable[[], int], repeat: int, min_time: float = 0.5) -> float:
+    """Best-of-``repeat`` rate of ``fn`` (which returns how many units it did) over >= ``min_time`` s."""
+    best = 0.0
+    for _ in range(max(1, repeat)):
+        done, t0 = 0, time.perf_counter()
+        while True:
+            done += fn()
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_time:
+                break
+        best = max(best, done / elapsed)
+    return best
+
+
+def _scene(seed: int):
+    try:
+        from vlnverse.scenes.procgen import generate_home
+    except ImportError:
+        from vlnverse.sim.demo import demo_home
+
+        return demo_home(seed), "demo_home"
+    return generate_home(seed), "procgen.generate_home"
+
+
+def run(args) -> dict:
+    """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
+    from tqdm import tqdm
+
+    from vlnverse.sim import AgentPose, DiscreteAction, VelocityAction, make_sensor, make_simulator
+    from vlnverse.sim.gym_env import VLNVerseNavEnv
+
+    core = _pin_to_one_core()
+    repeat, seed = int(getattr(args, "repeat", 3)), int(getattr(args, "seed", 0))
+    scene, source = _scene(seed)
+    env = VLNVerseNavEnv(scene, "r2r_ce", sensors=[make_sensor("rgb"), make_sensor("depth")])
+    env.reset(seed=seed)
+    sim = env.sim
+    start = sim.pose
+    bare = make_simulator(scene, "r2r_ce", sensors=[])
+    bare.reset(start)
+    rng = np.random.default_rng(seed)
+    figures: dict = {"scene": scene.scene_id, "scene_source": source, "geoms": len(scene.geoms),
+                     "renderer": sim.renderer_name, "core": core, "repeat": repeat}
+
+    def physics() -> int:
+        bare.reset(start)
+        return bare.step(VelocityAction(v=0.2, omega=0.5, duration=1.0))[1].physics_steps
+
+    actions = [DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_LEFT, DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_RIGHT]
+
+    def discrete() -> int:
+        bare.reset(start)
+        for a in actions:
+            bare.step(a)
+        return len(actions)
+
+    rgb, depth = make_sensor("rgb"), make_sensor("depth")
+    pano, lidar, lidar3d = make_sensor("panorama"), make_sensor("lidar2d"), make_sensor("lidar3d", beams=1024, channels=32)
+
+    def render(spec) -> Callable[[], int]:
+        def fn() -> int:
+            yaw = float(rng.uniform(-math.pi, math.pi))
+            sim.render_at(AgentPose(start.x, start.y, yaw), spec)
+            return 1
+        return fn
+
+    def agent_steps() -> int:
+        env.reset(options={"pose": start})
+        for a in actions:
+            env.step(int(a))
+        return len(actions)
+
+    jobs = {
+        "physics_steps_per_s": physics, "discrete_actions_per_s": discrete, "rgb_fps": render(rgb),
+        "depth_fps": render(depth), "rgbd_agent_steps_per_s": agent_steps, "panoramas_per_s": render(pano),
+        "lidar_scans_per_s": render(lidar), "lidar3d_scans_per_s": render(lidar3d),
+    }
+    for name, fn in tqdm(jobs.items(), desc="bench sim", unit="figure"):
+        figures[name] = round(_rate(fn, repeat), 1)
+    figures["targets"] = {"physics_steps_per_s": 50000, "rgbd_agent_steps_per_s": 40, "panoramas_per_s": 5}
+    figures["meets_targets"] = {k: figures[k] >= v for k, v in figures["targets"].items()}
+    env.close()
+    bare.close()
+    return figures
