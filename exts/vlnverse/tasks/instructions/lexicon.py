@@ -128,6 +128,10 @@ MATERIAL_ADJECTIVES: dict[str, str] = {
     "ceramic": "ceramic", "fabric": "fabric", "leather": "leather", "plastic": "plastic",
     "stone": "stone", "marble": "marble", "porcelain": "porcelain", "wicker": "wicker",
 }
+#: Colour words recognised in free text (scene attribute values are added on top).
+COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
+               "gray", "grey", "silver", "gold", "golden", "beige", "navy", "teal", "turquoise", "cream", "tan",
+               "maroon", "ivory", "walnut", "oak", "charcoal")
 SIZE_ADJECTIVES: dict[str, str] = {"small": "small", "medium": "medium-sized", "large": "large",
                                    "big": "big", "tiny": "tiny"}
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ...core.errors import VLNVerseError
-from .lexicon import MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
+from .lexicon import COLOR_WORDS, MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
 from .types import GroundedInstruction, Mention, ObjectRef, RoomRef
 from .verifier import Verifier
 
@@ -73,8 +73,13 @@ class ChatClient:
 
 
 def _attribute_words(objects: Iterable[dict]) -> dict[str, tuple[str, str]]:
-    """Surface word → (attribute key, value) for every attribute value in the scene."""
-    words: dict[str, tuple[str, str]] = {}
+    """Surface word → (attribute key, value): common colour, material and size words plus every
+    attribute value in the scene (so "the blue mug" is a colour claim even if nothing is blue)."""
+    words: dict[str, tuple[str, str]] = {c: ("color", c) for c in COLOR_WORDS}
+    for table, key in ((MATERIAL_ADJECTIVES, "material"), (SIZE_ADJECTIVES, "size")):
+        for value, adj in table.items():  # first entry wins: "wooden" means material "wood"
+            words.setdefault(adj, (key, value))
+            words.setdefault(value, (key, value))
     for obj in objects:
         for key, value in (obj.get("attributes") or {}).items():
             if not isinstance(value, str):

@@ -37,7 +37,7 @@ CASUAL = [
     "yo, head to {room} and find {target} {rel}",
     "go find that {target_noun} {rel}",
     "{target_noun} {rel} in {room}, go check it out",
-    "that {target_noun} in {room}? go there",
+    "that {target_noun} in {room}? Go there",
     "hey, go over to {target} {rel}",
     "swing by {room}, there's {a_target} {rel}",
     "find {target}, it's {rel}",

@@ -29,11 +29,11 @@ NATURAL = [
 ]
 CASUAL = [
     "go to where this image was taken, {target_noun} {rel}",
-    "see the image? find that {target_noun} in {room}",
+    "see the image? Find that {target_noun} in {room}",
     "this spot, {target_noun} {rel}. Go",
     "find that view, it's by {target} in {room}",
     "go match the image, {target} {rel}",
-    "that {target_noun} in the image? go there",
+    "that {target_noun} in the image? Go there",
     "image is your goal, {target_noun} in {room}",
     "head to {room}, find the spot in the image",
     "yo, go find the view in the image, {target} {rel}",
