@@ -183,6 +183,7 @@ class PathPlanner:
         self._components: np.ndarray | None = None
         self._snap_index: np.ndarray | None = None
         self._corners: np.ndarray | None = None
+        self._padded: np.ndarray | None = None
         self._fields: OrderedDict[tuple[int, int], DistanceField] = OrderedDict()
         self._field_cache_size = field_cache_size
 
@@ -324,33 +325,38 @@ class PathPlanner:
         if s < 0 or g < 0:
             raise NoNavigableSpaceError(f"scene '{self.scene_id}': A* endpoint not on a navigable cell")
         gr, gc = node_r[g], node_c[g]
-
-        def h(n: int) -> float:
-            dr = abs(node_r[n] - gr)
-            dc = abs(node_c[n] - gc)
-            return res * max(dr, dc) + diag_extra * min(dr, dc)
-
-        best = {s: 0.0}
-        parent = {s: -1}
-        closed = set()
-        heap = [(h(s), 0.0, s)]
+        n_nodes = len(nbrs)
+        best = [math.inf] * n_nodes
+        parent = [-1] * n_nodes
+        closed = bytearray(n_nodes)
+        best[s] = 0.0
+        dr, dc = abs(node_r[s] - gr), abs(node_c[s] - gc)
+        heap = [(res * max(dr, dc) + diag_extra * min(dr, dc), 0.0, s)]
+        pop, push = heapq.heappop, heapq.heappush
+        moves = tuple(zip(range(8), costs))
         while heap:
-            _, cost, n = heapq.heappop(heap)
-            if n in closed:
+            _, cost, n = pop(heap)
+            if closed[n]:
                 continue
             if n == g:
                 break
-            closed.add(n)
+            closed[n] = 1
             row = nbrs[n]
-            for m in range(8):
+            for m, step in moves:
                 nb = row[m]
-                if nb < 0 or nb in closed:
+                if nb < 0 or closed[nb]:
                     continue
-                new = cost + costs[m]
-                if new < best.get(nb, math.inf):
+                new = cost + step
+                if new < best[nb]:
                     best[nb] = new
                     parent[nb] = n
-                    heapq.heappush(heap, (new + h(nb), new, nb))
+                    dr = node_r[nb] - gr
+                    dc = node_c[nb] - gc
+                    if dr < 0:
+                        dr = -dr
+                    if dc < 0:
+                        dc = -dc
+                    push(heap, (new + (res * dr + diag_extra * dc if dr > dc else res * dc + diag_extra * dr), new, nb))
         else:
             raise NoNavigableSpaceError(f"scene '{self.scene_id}': no navigable path between cells "
                                         f"{tuple(start_cell)} and {tuple(goal_cell)}")
@@ -363,40 +369,48 @@ class PathPlanner:
 
     # ---------------------------------------------------------------- line of sight
 
+    def _sample_cells(self, a: np.ndarray, b: np.ndarray, step: float):
+        """Cells (rows, cols) of points every ≤ ``step`` along each segment, and each point's segment."""
+        lengths = np.linalg.norm(b - a, axis=1)
+        counts = np.maximum(np.ceil(lengths / step).astype(np.int64), 1) + 1
+        seg = np.repeat(np.arange(len(a)), counts)
+        starts = np.cumsum(counts) - counts
+        t = (np.arange(counts.sum()) - starts[seg]) / (counts - 1)[seg]
+        pts = a[seg] + t[:, None] * (b - a)[seg]
+        rel = (pts - self.origin) / self.resolution + 1e-9  # same flooring as OccupancyMap.world_to_cell
+        h, w = self.shape
+        rows = np.clip(np.floor(rel[:, 1]).astype(np.int64), -1, h)
+        cols = np.clip(np.floor(rel[:, 0]).astype(np.int64), -1, w)
+        return rows, cols, seg
+
     def segments_free(self, a, b) -> np.ndarray:
         """Bool (M,): is each straight segment a[i]→b[i] entirely on navigable cells?
 
         Samples every ≤ resolution/2 along each segment and, where consecutive samples change both
         row and column, also checks the two cells sharing that corner (supercover), so a segment
-        never slips diagonally between two blocked cells. Off-map counts as blocked.
+        never slips diagonally between two blocked cells. Off-map counts as blocked. A coarse
+        pass (samples every 2 cells) first rejects most blocked segments cheaply.
         """
         a = np.atleast_2d(np.asarray(a, dtype=float))[:, :2]
         b = np.atleast_2d(np.asarray(b, dtype=float))[:, :2]
-        lengths = np.linalg.norm(b - a, axis=1)
-        counts = np.maximum(np.ceil(lengths / (self.resolution / 2.0)).astype(np.int64), 1) + 1
-        seg = np.repeat(np.arange(len(a)), counts)
-        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        t = (np.arange(counts.sum()) - np.repeat(starts, counts)) / np.repeat(counts - 1, counts)
-        pts = a[seg] + t[:, None] * (b - a)[seg]
-        rows, cols = self._cells_raw(pts)
-        h, w = self.shape
-
-        def free_at(rr, cc):
-            inside = (rr >= 0) & (rr < h) & (cc >= 0) & (cc < w)
-            out = np.zeros(len(rr), dtype=bool)
-            out[inside] = self.free[rr[inside], cc[inside]]
-            return out
-
-        ok = free_at(rows, cols)
-        same_seg = seg[1:] == seg[:-1]
-        corner = same_seg & (rows[1:] != rows[:-1]) & (cols[1:] != cols[:-1])
-        idx = np.flatnonzero(corner)
-        corner_ok = free_at(rows[idx], cols[idx + 1]) & free_at(rows[idx + 1], cols[idx])
-        bad = ~ok
-        bad_seg = np.zeros(len(a), dtype=bool)
-        np.logical_or.at(bad_seg, seg[bad], True)
-        np.logical_or.at(bad_seg, seg[idx[~corner_ok]], True)
-        return ~bad_seg
+        result = np.zeros(len(a), dtype=bool)
+        if len(a) == 0:
+            return result
+        if self._padded is None:
+            self._padded = np.pad(self.free, 1, constant_values=False)
+        padded = self._padded
+        rows, cols, seg = self._sample_cells(a, b, 2.0 * self.resolution)
+        alive = np.bincount(seg[~padded[rows + 1, cols + 1]], minlength=len(a)) == 0
+        todo = np.flatnonzero(alive)
+        if len(todo) == 0:
+            return result
+        rows, cols, seg = self._sample_cells(a[todo], b[todo], self.resolution / 2.0)
+        bad = ~padded[rows + 1, cols + 1]
+        idx = np.flatnonzero((seg[1:] == seg[:-1]) & (rows[1:] != rows[:-1]) & (cols[1:] != cols[:-1]))
+        corner_bad = ~(padded[rows[idx] + 1, cols[idx + 1] + 1] & padded[rows[idx + 1] + 1, cols[idx] + 1])
+        n_bad = np.bincount(seg[bad], minlength=len(todo)) + np.bincount(seg[idx[corner_bad]], minlength=len(todo))
+        result[todo] = n_bad == 0
+        return result
 
     def segment_free(self, a_xy, b_xy) -> bool:
         """Is the straight segment from ``a_xy`` to ``b_xy`` entirely on navigable cells?"""
