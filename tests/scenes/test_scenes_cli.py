@@ -12,9 +12,6 @@ from vlnverse.cli import main
 from vlnverse.scenes.description import Door, Geom, Room, SceneDescription, SceneObject
 from vlnverse.scenes.occupancy import FREE, OCCUPIED
 
-pxr = pytest.importorskip("pxr")
-
-
 def _cube(stage, path, centre, half, label, instance_id):
     from pxr import Gf, Sdf, UsdGeom, UsdPhysics, UsdSemantics
 
@@ -30,38 +27,76 @@ def _cube(stage, path, centre, half, label, instance_id):
     return cube
 
 
-def write_stage(path):
-    """A 4 m x 3 m room: floor slab (top at z=0) and a 1.0 x 0.6 m box 'table' at (1.0, 1.0)."""
-    from pxr import Usd, UsdGeom
+def write_stage(path, rooms=True):
+    """Floor 6 x 3 m (top at z=0); a wall at x=3 (0.1 m thick) with a 1 m door at y in [1, 2];
+    a 1.0 x 0.6 m 'table' box at (1.0, 1.0). Rooms/doors are recorded as in the scene contract."""
+    from pxr import Gf, Sdf, Usd, UsdGeom, Vt
 
     stage = Usd.Stage.CreateNew(str(path))
     UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
     UsdGeom.SetStageMetersPerUnit(stage, 1.0)
     world = UsdGeom.Xform.Define(stage, "/World")
     stage.SetDefaultPrim(world.GetPrim())
-    _cube(stage, "/World/Floor", (2.0, 1.5, -0.05), (2.0, 1.5, 0.05), "floor", 1)
-    _cube(stage, "/World/Table", (1.0, 1.0, 0.375), (0.5, 0.3, 0.375), "table", 2)
+    _cube(stage, "/World/Floor", (3.0, 1.5, -0.05), (3.0, 1.5, 0.05), "floor", 1)
+    _cube(stage, "/World/WallA", (3.0, 0.5, 1.35), (0.05, 0.5, 1.35), "wall", 2)
+    _cube(stage, "/World/WallB", (3.0, 2.5, 1.35), (0.05, 0.5, 1.35), "wall", 3)
+    _cube(stage, "/World/Table", (1.0, 1.0, 0.375), (0.5, 0.3, 0.375), "table", 4)
+    if rooms:
+        UsdGeom.Scope.Define(stage, "/World/Rooms")
+        for rid, rtype, poly in ((0, "kitchen", [(0, 0), (2.95, 0), (2.95, 3), (0, 3)]),
+                                 (1, "bedroom", [(3.05, 0), (6, 0), (6, 3), (3.05, 3)])):
+            prim = UsdGeom.Scope.Define(stage, f"/World/Rooms/{rtype}").GetPrim()
+            prim.CreateAttribute("vlnverse:roomId", Sdf.ValueTypeNames.Int).Set(rid)
+            prim.CreateAttribute("vlnverse:roomType", Sdf.ValueTypeNames.String).Set(rtype)
+            prim.CreateAttribute("vlnverse:polygon", Sdf.ValueTypeNames.Float2Array).Set(
+                Vt.Vec2fArray([Gf.Vec2f(x, y) for x, y in poly]))
+        UsdGeom.Scope.Define(stage, "/World/Doors")
+        door = UsdGeom.Scope.Define(stage, "/World/Doors/door_00").GetPrim()
+        door.CreateAttribute("vlnverse:doorId", Sdf.ValueTypeNames.Int).Set(0)
+        door.CreateAttribute("vlnverse:roomIds", Sdf.ValueTypeNames.Int2).Set(Gf.Vec2i(0, 1))
+        door.CreateAttribute("vlnverse:center", Sdf.ValueTypeNames.Double2).Set(Gf.Vec2d(3.0, 1.5))
+        door.CreateAttribute("vlnverse:width", Sdf.ValueTypeNames.Double).Set(1.0)
+        door.CreateAttribute("vlnverse:axis", Sdf.ValueTypeNames.String).Set("y")
     stage.GetRootLayer().Save()
     return path
+
+
+#: 120 x 60 floor cells minus 2 x 40 wall cells and 20 x 12 table cells, at 0.05 m
+FREE_M2 = (120 * 60 - 80 - 240) * 0.05 ** 2
 
 
 @pytest.fixture()
 def stage(tmp_path, monkeypatch):
     monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
-    pytest.importorskip("vlnverse.scenes.usd_io")
     return write_stage(tmp_path / "tiny.usda")
 
 
-def test_info_reports_areas_and_objects(stage, capsys):
+def test_info_reports_rooms_areas_and_objects(stage, capsys):
     assert main(["scenes", "info", str(stage), "--json"]) == 0
     info = json.loads(capsys.readouterr().out)
-    # 80 x 60 free cells minus the table's 20 x 12 cells, at 0.05 m
-    assert info["free_area_m2"] == pytest.approx((80 * 60 - 20 * 12) * 0.05 ** 2)
+    assert info["free_area_m2"] == pytest.approx(FREE_M2)
     assert 0 < info["navigable_area_m2"] < info["free_area_m2"]
-    assert info["objects_per_category"].get("table") == 1
+    assert [(r["room_id"], r["room_type"]) for r in info["rooms"]] == [(0, "kitchen"), (1, "bedroom")]
+    assert info["rooms"][0]["area_m2"] == pytest.approx(2.95 * 3)
+    # the kitchen holds the table; the door cells are split between the rooms
+    assert info["rooms"][0]["free_area_m2"] + info["rooms"][1]["free_area_m2"] == pytest.approx(FREE_M2)
+    assert info["rooms"][1]["free_area_m2"] == pytest.approx((59 * 60 + 20) * 0.05 ** 2)
+    assert info["objects_per_category"] == {"table": 1} and info["door_count"] == 1
+    assert info["graph_edges"]["adjacent"] == 2 and info["graph_edges"]["in"] == 1
     assert main(["scenes", "info", str(stage)]) == 0
     text = capsys.readouterr().out
-    assert "navigable" in text and "table 1" in text
+    assert "kitchen" in text and "table 1" in text and "navigable" in text
+
+
+@pytest.mark.filterwarnings("ignore:.*no rooms recorded \\(no prims")
+def test_info_on_a_stage_without_rooms_infers_them(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    path = write_stage(tmp_path / "bare.usda", rooms=False)
+    with pytest.warns(UserWarning, match="inferred 2 room"):
+        assert main(["scenes", "info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [r["room_type"] for r in info["rooms"]] == ["inferred", "inferred"]
+    assert sum(r["free_area_m2"] for r in info["rooms"]) == pytest.approx(FREE_M2)
 
 
 def test_render_map_writes_a_picture(stage, tmp_path, capsys):
@@ -84,7 +119,7 @@ def test_export_maps_writes_every_artifact(stage, tmp_path):
     names = sorted(p.name for p in out.iterdir())
     assert names == ["map.png", "navigable.npz", "occupancy.npz", "room_map.npz", "scene_graph.json", "summary.json"]
     occ, nav = OccupancyMap.load(out / "occupancy.npz"), OccupancyMap.load(out / "navigable.npz")
-    assert (occ.grid == OCCUPIED).sum() == 20 * 12 and nav.radius == pytest.approx(0.18)
+    assert (occ.grid == OCCUPIED).sum() == 80 + 20 * 12 and nav.radius == pytest.approx(0.18)
     data = json.loads((out / "scene_graph.json").read_text())
     try:
         graph = nx.node_link_graph(data, edges="links")
@@ -106,7 +141,6 @@ def test_bad_options_exit_2_with_one_line(stage, tmp_path, capsys, argv_tail, ne
 
 
 def test_missing_and_corrupt_files_exit_2_naming_the_file(tmp_path, capsys):
-    pytest.importorskip("vlnverse.scenes.usd_io")
     out = tmp_path / "map.png"
     missing = tmp_path / "nope.usda"
     assert main(["scenes", "render-map", str(missing), "--out", str(out)]) == 2
