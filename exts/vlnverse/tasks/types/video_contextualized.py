@@ -335,16 +335,23 @@ class VideoContextualizedTask(TaskGenerator):
         episodes: list[Episode] = []
         seen_tags: set[tuple] = set()
         kinds = list(p.kinds)
-        for attempt in range(n * p.tries_per_episode):
+        counts = dict.fromkeys(kinds, 0)
+        quota = math.ceil(n / len(kinds))  # balance the kinds; lifted once half the tries are spent
+        budget = n * p.tries_per_episode
+        for attempt in range(budget):
             if len(episodes) >= n:
                 break
-            kind = kinds[(len(episodes) + attempt) % len(kinds)]
+            if attempt == budget // 2:
+                quota = n
+            open_kinds = [k for k in kinds if counts[k] < quota] or kinds
+            kind = open_kinds[attempt % len(open_kinds)]
             start, end = sliding_windows(tour, rng, 1, min_frames=p.window_min_frames,
                                          max_frames=p.window_max_frames, length_step=p.window_step)[0]
             built = self._episode(ctx, scene, tour, (start, end), kind, rng, len(episodes), split, seen_tags)
             if built is not None:
                 built.info["video"] = video_rel
                 episodes.append(built)
+                counts[kind] += 1
         if not episodes and n > 0:
             raise NoNavigableSpaceError(f"scene '{ctx.scene_id}': no unambiguous {TASK} episode in "
                                         f"{n * p.tries_per_episode} tries (kinds {kinds})")
