@@ -1,0 +1,116 @@
+"""Scene splits: which shipped homes belong to ``train`` / ``val_unseen`` / ``test``.
+
+``scenes_usd/splits.json`` holds ``{"splits": {"train": [...], "val_unseen": [...], "test":
+[...]}}`` with scene ids (file stems of ``scenes_usd/<id>.usd``/``.usda``). The three lists
+are disjoint. As in VLNVerse there is no ``val_seen`` scene list: ``val_seen`` episodes are
+drawn from the ``train`` scenes (new start/goal pairs in seen homes).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..core.errors import ConfigError, UnknownNameError
+from ..paths import scenes_dir
+
+#: Scene splits, in the order they are listed.
+SPLIT_NAMES = ("train", "val_unseen", "test")
+#: Episode splits whose scenes come from another scene split.
+EPISODE_SPLIT_SCENES = {"val_seen": "train"}
+_SCENE_SUFFIXES = (".usd", ".usda", ".usdc")
+
+
+def splits_path() -> Path:
+    """Location of the shipped split file."""
+    return scenes_dir() / "splits.json"
+
+
+def scene_file(scene_id: str, folder: Path | None = None) -> Path | None:
+    """USD file of a shipped scene id (``.usd``, ``.usda`` or ``.usdc``), or None if absent."""
+    folder = folder or scenes_dir()
+    for suffix in _SCENE_SUFFIXES:
+        path = folder / f"{scene_id}{suffix}"
+        if path.is_file():
+            return path
+    return None
+
+
+def load_splits(path: str | Path | None = None) -> dict[str, list[str]]:
+    """Scene ids per split from ``splits.json`` (default: the shipped one), validated.
+
+    Raises ``ConfigError`` naming the file and field when it is missing or malformed, a split
+    is not a list of ids, an id appears in two splits, or an id has no USD file beside it.
+    """
+    path = Path(path) if path is not None else splits_path()
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, expected="a JSON split file")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    splits = data.get("splits") if isinstance(data, dict) else None
+    if not isinstance(splits, dict):
+        raise ConfigError("missing or not a mapping", file=path, field="splits",
+                          expected="{\"train\": [...], \"val_unseen\": [...], \"test\": [...]}")
+    unknown = sorted(set(splits) - set(SPLIT_NAMES))
+    if unknown:
+        hint = " (val_seen episodes use the train scenes)" if "val_seen" in unknown else ""
+        raise ConfigError(f"unknown split(s) {unknown}{hint}", file=path, field="splits", expected=list(SPLIT_NAMES))
+    out: dict[str, list[str]] = {}
+    seen: dict[str, str] = {}
+    for name in SPLIT_NAMES:
+        ids = splits.get(name, [])
+        if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+            raise ConfigError(f"got {ids!r}", file=path, field=f"splits.{name}", expected="a list of scene ids")
+        for scene_id in ids:
+            if scene_id in seen:
+                raise ConfigError(f"scene '{scene_id}' is in both '{seen[scene_id]}' and '{name}'", file=path,
+                                  field=f"splits.{name}", expected="disjoint splits")
+            if scene_file(scene_id, path.parent) is None:
+                raise ConfigError(f"scene '{scene_id}' has no USD file in {path.parent}", file=path,
+                                  field=f"splits.{name}", expected=f"{scene_id}.usd or {scene_id}.usda beside the split file")
+            seen[scene_id] = name
+        out[name] = list(ids)
+    return out
+
+
+def resolve_scenes(spec: str | list[str], *, splits_file: str | Path | None = None) -> list[Path]:
+    """USD paths for a split name, ``all``, ``val_seen`` (= train scenes), scene ids or file paths.
+
+    ``spec`` may be one string (comma-separated items allowed) or a list of them; the result
+    keeps the given order without duplicates. An unknown name raises ``UnknownNameError``
+    listing the splits and shipped scene ids.
+    """
+    items = [spec] if isinstance(spec, str) else list(spec)
+    items = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
+    if not items:
+        raise ConfigError("empty scene selection", field="scenes", expected="a split name, 'all', scene ids or paths")
+    split_file = Path(splits_file) if splits_file is not None else splits_path()
+    folder = split_file.parent
+    splits: dict[str, list[str]] | None = None
+
+    def get_splits() -> dict[str, list[str]]:
+        nonlocal splits
+        if splits is None:
+            splits = load_splits(split_file)
+        return splits
+
+    out: list[Path] = []
+    for item in items:
+        name = EPISODE_SPLIT_SCENES.get(item, item)
+        if name == "all":
+            ids = [i for s in SPLIT_NAMES for i in get_splits()[s]]
+            paths = [scene_file(i, folder) for i in ids]
+        elif name in SPLIT_NAMES:
+            paths = [scene_file(i, folder) for i in get_splits()[name]]
+        elif scene_file(name, folder) is not None:
+            paths = [scene_file(name, folder)]
+        elif Path(item).suffix in _SCENE_SUFFIXES and Path(item).is_file():
+            paths = [Path(item)]
+        else:
+            known = list(SPLIT_NAMES) + ["all", "val_seen"] + sorted(p.stem for p in folder.glob("*.usd*"))
+            raise UnknownNameError("scene or split", item, known)
+        for p in paths:
+            if p is not None and p not in out:
+                out.append(p)
+    return out
