@@ -70,3 +70,24 @@ def test_rooms_are_inferred_with_a_warning_when_none_are_recorded():
     xs = occ.cell_to_world(np.stack([rows, cols], axis=1))[:, 0]
     assert (rm[rows[xs < 2.9], cols[xs < 2.9]] == left).all()
     assert (rm[rows[xs > 3.1], cols[xs > 3.1]] == right).all()
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_generated_home_every_room_reachable_on_the_navigable_map(seed):
+    """Default agent (r2r_ce): each room has navigable cells, all in one 8-connected component."""
+    from scipy import ndimage
+
+    from vlnverse.scenes.maps import compute_scene_maps
+    from vlnverse.scenes.procgen import generate_home
+
+    desc = generate_home(seed)
+    maps = compute_scene_maps(desc, "r2r_ce", cache=False)
+    nav = maps.navigable.grid == FREE
+    labels, _ = ndimage.label(nav, structure=np.ones((3, 3)))
+    main = np.bincount(labels[nav]).argmax()
+    for room in desc.rooms:
+        in_room = nav & (maps.room_map == room.room_id)
+        assert in_room.sum() * 0.05 ** 2 > 0.5, f"room {room.room_id} ({room.room_type}) has no navigable space"
+        assert (labels[in_room] == main).any(), f"room {room.room_id} ({room.room_type}) unreachable"
+    # the room map covers every navigable cell of a generated home
+    assert (maps.room_map[nav] >= 0).all()
