@@ -169,3 +169,28 @@ def test_fine_grained_end_to_end(homes, tmp_path):
         ctx = load_scene_context(ep.scene_path, "r2r_ce")
         ref = np.asarray(ep.reference_path)[:, :2]
         assert np.all(ctx.planner.segments_free(ref[:-1], ref[1:]))
+
+
+def test_rendering_task_assets_land_inside_the_dataset(homes, tmp_path):
+    from vlnverse.tasks.dataset import generate_dataset
+
+    if "visual_reference" not in load_task_types():
+        pytest.skip("visual_reference task type not registered")
+    calls = []
+
+    def factory(ctx):
+        def render(x, y, yaw, pitch=0.0):
+            calls.append((x, y, yaw, pitch))
+            return np.full((16, 16, 3), 200, np.uint8)
+
+        return render, lambda: calls.append("closed")
+
+    summary = generate_dataset("visual_reference", [homes[0]], 2, 0, tmp_path / "vr", progress=False,
+                               renderer_factory=factory)
+    assert summary["total_episodes"] == 2 and calls[-1] == "closed"
+    for ep in load_episodes(tmp_path / "vr"):
+        image = tmp_path / "vr" / ep.info["reference_image"]
+        assert image.is_file() and image.read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(Exception, match="needs a renderer"):
+        generate_dataset("visual_reference", [homes[0]], 1, 0, tmp_path / "none", progress=False)
+    assert not (tmp_path / "none").exists()

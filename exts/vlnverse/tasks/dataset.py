@@ -210,7 +210,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     scene_list: dict[str, list[str]] = {}
     with atomic_dir(out_dir) as tmp:
         generator = generator_cls(task_config)
-        generator.output_dir = tmp  # tasks writing assets (images, videos) put them inside the dataset
+        # Tasks writing assets (reference images, prior videos) put them inside the dataset:
+        # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
+        generator.output_dir = tmp
+        if hasattr(generator, "assets_dir") and generator.assets_dir is None:
+            generator.assets_dir = tmp / "assets"
         bar = tqdm(scene_paths, desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
         for path in bar:
             renderer, close = None, None
