@@ -88,15 +88,50 @@ def test_info_reports_rooms_areas_and_objects(stage, capsys):
     assert "kitchen" in text and "table 1" in text and "navigable" in text
 
 
-@pytest.mark.filterwarnings("ignore:.*no rooms recorded \\(no prims")
 def test_info_on_a_stage_without_rooms_infers_them(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
     path = write_stage(tmp_path / "bare.usda", rooms=False)
-    with pytest.warns(UserWarning, match="inferred 2 room"):
-        assert main(["scenes", "info", str(path), "--json"]) == 0
-    info = json.loads(capsys.readouterr().out)
+    assert main(["scenes", "info", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    info = json.loads(captured.out)
     assert [r["room_type"] for r in info["rooms"]] == ["inferred", "inferred"]
     assert sum(r["free_area_m2"] for r in info["rooms"]) == pytest.approx(FREE_M2)
+    warning = [line for line in captured.err.splitlines() if "inferred 2 room" in line]
+    assert len(warning) == 1 and warning[0].startswith(f"vlnverse: warning: {path}")
+
+
+def _mesh_box(stage, path, lo, hi):
+    from pxr import Gf, UsdGeom, UsdPhysics, Vt
+
+    (x0, y0, z0), (x1, y1, z1) = lo, hi
+    corners = [(x0, y0, z0), (x1, y0, z0), (x1, y1, z0), (x0, y1, z0),
+               (x0, y0, z1), (x1, y0, z1), (x1, y1, z1), (x0, y1, z1)]
+    quads = [(0, 3, 2, 1), (4, 5, 6, 7), (0, 1, 5, 4), (1, 2, 6, 5), (2, 3, 7, 6), (3, 0, 4, 7)]
+    mesh = UsdGeom.Mesh.Define(stage, path)
+    mesh.CreatePointsAttr(Vt.Vec3fArray([Gf.Vec3f(*c) for c in corners]))
+    mesh.CreateFaceVertexCountsAttr([4] * 6)
+    mesh.CreateFaceVertexIndicesAttr([i for q in quads for i in q])
+    UsdPhysics.CollisionAPI.Apply(mesh.GetPrim())
+
+
+def test_third_party_mesh_stage_without_labels_or_rooms(tmp_path, monkeypatch, capsys):
+    """Meshes only, no semantics, no rooms: same free area as the box stage, two inferred rooms."""
+    from pxr import Usd, UsdGeom
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "third_party.usda"
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    UsdGeom.Xform.Define(stage, "/World")
+    _mesh_box(stage, "/World/slab", (0, 0, -0.1), (6, 3, 0))
+    _mesh_box(stage, "/World/partition_a", (2.95, 0, 0), (3.05, 1, 2.7))
+    _mesh_box(stage, "/World/partition_b", (2.95, 2, 0), (3.05, 3, 2.7))
+    _mesh_box(stage, "/World/crate", (0.5, 0.5, 0), (1.5, 1.1, 0.75))
+    stage.GetRootLayer().Save()
+    assert main(["scenes", "info", str(path), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["free_area_m2"] == pytest.approx(FREE_M2) and info["room_count"] == 2
 
 
 def test_render_map_writes_a_picture(stage, tmp_path, capsys):

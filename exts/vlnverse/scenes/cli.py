@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import warnings
 from pathlib import Path
 
 USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
@@ -75,7 +77,21 @@ def resolve_scene(spec: str) -> Path:
 
 
 def _load(args: argparse.Namespace):
-    """(scene description, maps) for the command's SCENE, body and resolution."""
+    """(scene description, maps) for the command's SCENE, body and resolution.
+
+    Warnings (guessed labels, inferred rooms, ...) are printed as one ``vlnverse: warning:``
+    line each on stderr.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return _load_quietly(args)
+        finally:
+            for w in caught:
+                print(f"vlnverse: warning: {w.message}", file=sys.stderr)
+
+
+def _load_quietly(args: argparse.Namespace):
     from ..core.errors import ConfigError
     from ..sim.body import load_body
     from .maps import compute_scene_maps
