@@ -138,11 +138,11 @@ def test_teleport_into_box_resolves_to_nearest_free_pose_with_warning(room):
         with pytest.warns(RuntimeWarning, match="nearest free pose"):
             s.reset((4.1, 4.5, 0.0))  # inside the safe (x in [3.75, 4.25])
         # Nearest free centre: the safe's east face (4.25) + radius = 4.43, i.e. 0.33 m away.
-        assert s.pose.x == pytest.approx(4.25 + RADIUS, abs=0.02)
-        assert s.pose.y == pytest.approx(4.5, abs=0.02)
+        assert s.pose.x == pytest.approx(4.25 + RADIUS, abs=0.003)
+        assert s.pose.y == pytest.approx(4.5, abs=1e-6)
         result = s.teleport((2.0, 4.4, 0.0))  # inside the crate: reported, no warning needed
         assert result.collided and {c.label for c in result.contacts} == {"crate"}
-        assert result.obstacle_displacement == pytest.approx(0.25 + RADIUS - 0.1, abs=0.02)
+        assert result.obstacle_displacement == pytest.approx(0.25 + RADIUS - 0.1, abs=0.003)
         free = s.teleport((1.0, 1.0, 0.0))
         assert not free.collided and free.obstacle_displacement == 0.0
 

@@ -13,7 +13,7 @@ the floor, pitch_deg)``; ``z=None`` means the body's ``camera_height``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -308,7 +308,3 @@ def pixel_rays(width: int, height: int, hfov_deg: float) -> np.ndarray:
     uu, vv = np.meshgrid(u, v)
     return np.stack([uu, vv, np.ones_like(uu)], axis=-1)
 
-
-def with_name(spec: SensorSpec, name: str) -> SensorSpec:
-    """A copy of ``spec`` under another name."""
-    return replace(spec, name=name)

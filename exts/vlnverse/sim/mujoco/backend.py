@@ -206,9 +206,17 @@ class MujocoSimulator(Simulator):
             n = max(8, int(math.ceil(2 * math.pi * r / RING_STEP)))
             angles = 2 * math.pi * np.arange(n) / n
             for a in angles:
-                cx, cy = x + r * math.cos(a), y + r * math.sin(a)
-                if not self._penetrating(cx, cy, yaw):
-                    return cx, cy, hits
+                c, s = math.cos(a), math.sin(a)
+                if not self._penetrating(x + r * c, y + r * s, yaw):
+                    # Bisect between the previous ring and this one along the free direction (to 1 mm).
+                    lo, hi = r - RING_STEP, r
+                    while hi - lo > 1e-3:
+                        mid = (lo + hi) / 2
+                        if self._penetrating(x + mid * c, y + mid * s, yaw):
+                            lo = mid
+                        else:
+                            hi = mid
+                    return x + hi * c, y + hi * s, hits
         raise SceneError(f"scene '{self.scene.scene_id}': no collision-free pose within {RING_MAX} m of "
                          f"({x:.3f}, {y:.3f}) for an agent of radius {self.body.radius} m")
 
