@@ -194,3 +194,25 @@ def test_rendering_task_assets_land_inside_the_dataset(homes, tmp_path):
     with pytest.raises(Exception, match="needs a renderer"):
         generate_dataset("visual_reference", [homes[0]], 1, 0, tmp_path / "none", progress=False)
     assert not (tmp_path / "none").exists()
+
+
+@pytest.mark.slow
+def test_splits_from_shipped_scenes(tmp_path):
+    from vlnverse.paths import scenes_dir
+
+    try:
+        from vlnverse.scenes.splits import load_splits
+        splits = load_splits()
+    except Exception:  # no shipped scenes in this checkout
+        pytest.skip("no scenes_usd/splits.json")
+    train, test = splits["train"][0], splits["test"][0]
+    out = tmp_path / "ds"
+    assert run("generate", "--task", "test_geometry", "--scenes", f"{train},{test}", "--episodes-per-scene", 10,
+               "--seed", 0, "--val-seen-fraction", 0.5, "--out", out, "--no-progress") == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenes"]["test"] == [test]
+    assert summary["counts"]["test"] == 10
+    assert summary["counts"]["train"] + summary["counts"]["val_seen"] == 10
+    assert summary["counts"]["val_seen"] > 0 and summary["scenes"]["val_seen"] == [train]
+    assert {e.split for e in load_episodes(out / "test.jsonl")} == {"test"}
+    assert scenes_dir().is_dir()
