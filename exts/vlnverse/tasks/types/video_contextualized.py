@@ -67,8 +67,8 @@ class VCNParams:
     camera_pitch_deg: float = 0.0
     hfov_deg: float = 90.0
     visibility_range: float = 3.0
-    window_min_frames: int = 40
-    window_max_frames: int = 160
+    window_min_frames: int = 60
+    window_max_frames: int = 400
     window_step: int = 10
     distance_margin: float = 5.0
     orientation_margin: float = 5.0
@@ -288,9 +288,10 @@ def instance_answers(visible: Iterable[int], objects: dict[int, dict]) -> list[t
 class VideoContextualizedTask(TaskGenerator):
     """VCN-Bench style episodes; needs ``ctx.renderer`` to record the prior video.
 
-    Tour videos go to ``<assets_dir>/tours/<scene_id>.npz`` (``assets_dir`` attribute, default the
-    package cache's ``assets/``); ``info["video"]`` stores that path relative to the dataset root
-    (the folder holding ``assets/``).
+    Tour videos go to ``<assets_dir>/tours/<scene_id>.npz`` (``assets_dir``: the constructor argument,
+    else ``<output_dir>/assets`` when the dataset writer sets ``output_dir``, else the cache's
+    ``assets/``); ``info["video"]`` stores that path relative to the dataset root (the folder
+    holding ``assets/``).
     """
 
     def __init__(self, config=None, assets_dir: str | Path | None = None):
@@ -299,8 +300,12 @@ class VideoContextualizedTask(TaskGenerator):
         self.assets_dir = Path(assets_dir) if assets_dir is not None else None
 
     def _assets(self) -> Path:
+        """``assets_dir``, else ``<output_dir>/assets`` (set by ``generate_dataset``), else the cache's."""
         if self.assets_dir is not None:
             return self.assets_dir
+        output_dir = getattr(self, "output_dir", None)
+        if output_dir is not None:
+            return Path(output_dir) / "assets"
         from ...paths import cache_dir
 
         return cache_dir() / "assets"
