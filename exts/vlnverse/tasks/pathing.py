@@ -8,8 +8,11 @@ per planner as a ``scipy.sparse.csr_matrix``:
 * ``PathPlanner.distance_field(goal)`` runs ``scipy.sparse.csgraph.dijkstra`` from the goal — the
   field is exact for that graph, so it equals the A* cost from any start.
 * ``PathPlanner.shortest_path(a, b)`` runs A* (``heapq``, octile heuristic, neighbour tables
-  precomputed with numpy), prunes the cell path by line of sight on the navigable map and
-  resamples it densely for metrics.
+  precomputed with numpy), prunes the cell path by line of sight on the navigable map (shortest
+  visible sub-chain), re-routes it through obstacle-corner cells where that is shorter (a local
+  visibility graph), and resamples it densely for metrics. The resulting any-angle length is
+  within a few tenths of a percent of the true shortest path; the 8-connected grid cost can be up
+  to 8.2 % longer in open space.
 
 Coordinates follow ``OccupancyMap``: ``origin`` is the world (x, y) of the outer corner of cell
 (0, 0); rows run along +y, columns along +x; a cell's world point is its centre.
