@@ -266,3 +266,14 @@ def test_render_map_array_shows_rooms_overlays_and_is_deterministic(tmp_path, mo
     np.testing.assert_array_equal(render_map_array(desc, maps), plain)
     out = render_map_png(desc, maps, tmp_path / "m.png", title="two rooms")
     assert out.stat().st_size > 10_000 and [p.name for p in tmp_path.glob("*.png")] == ["m.png"]
+
+
+def test_generate_is_deterministic_and_prints_the_paths(tmp_path, capsys):
+    for run in ("a", "b"):
+        assert main(["scenes", "generate", "--count", "1", "--seed", "3", "--out", str(tmp_path / run),
+                     "--no-progress", "--min-rooms", "4", "--max-rooms", "5"]) == 0
+    printed = capsys.readouterr().out.split()
+    assert printed == [str(tmp_path / "a" / "home_0003.usda"), str(tmp_path / "b" / "home_0003.usda")]
+    assert (tmp_path / "a" / "home_0003.usda").read_bytes() == (tmp_path / "b" / "home_0003.usda").read_bytes()
+    assert main(["scenes", "generate", "--count", "0", "--out", str(tmp_path / "c")]) == 2
+    assert "--count: got 0" in capsys.readouterr().err and not (tmp_path / "c").exists()
