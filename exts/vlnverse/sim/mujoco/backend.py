@@ -199,24 +199,30 @@ class MujocoSimulator(Simulator):
         return [int(o) for o in other]
 
     def _nearest_free(self, x: float, y: float, yaw: float) -> tuple[float, float, list[int]]:
+        """Nearest collision-free agent position to (x, y): rings ``RING_STEP`` apart outward; on the
+        first ring with free points, bisect each free direction back to the obstacle boundary
+        (1 mm) and keep the closest. Returns (x, y, geoms penetrated at the original spot)."""
         hits = self._penetrating(x, y, yaw)
         if not hits:
             return x, y, []
         for r in np.arange(RING_STEP, RING_MAX + 1e-9, RING_STEP):
             n = max(8, int(math.ceil(2 * math.pi * r / RING_STEP)))
-            angles = 2 * math.pi * np.arange(n) / n
-            for a in angles:
-                c, s = math.cos(a), math.sin(a)
-                if not self._penetrating(x + r * c, y + r * s, yaw):
-                    # Bisect between the previous ring and this one along the free direction (to 1 mm).
-                    lo, hi = r - RING_STEP, r
-                    while hi - lo > 1e-3:
-                        mid = (lo + hi) / 2
-                        if self._penetrating(x + mid * c, y + mid * s, yaw):
-                            lo = mid
-                        else:
-                            hi = mid
-                    return x + hi * c, y + hi * s, hits
+            dirs = np.stack([np.cos(2 * math.pi * np.arange(n) / n), np.sin(2 * math.pi * np.arange(n) / n)], axis=1)
+            free = [d for d in dirs if not self._penetrating(x + r * d[0], y + r * d[1], yaw)]
+            if not free:
+                continue
+            best = (r, free[0])
+            for d in free:
+                lo, hi = r - RING_STEP, r
+                while hi - lo > 1e-3:
+                    mid = (lo + hi) / 2
+                    if self._penetrating(x + mid * d[0], y + mid * d[1], yaw):
+                        lo = mid
+                    else:
+                        hi = mid
+                if hi < best[0]:
+                    best = (hi, d)
+            return x + best[0] * best[1][0], y + best[0] * best[1][1], hits
         raise SceneError(f"scene '{self.scene.scene_id}': no collision-free pose within {RING_MAX} m of "
                          f"({x:.3f}, {y:.3f}) for an agent of radius {self.body.radius} m")
 
