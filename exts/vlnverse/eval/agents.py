@@ -142,17 +142,21 @@ class OracleAgent(Agent):
 
     It plans on the scene occupancy dilated by ``body radius + clearance`` (a little more than
     the body, so it does not scrape walls under physics), follows the planned path by turning
-    toward a look-ahead point ``lookahead`` metres ahead and moving forward, replans when
+    toward the farthest path point within ``lookahead`` metres that it can reach in a straight
+    line on that map (so it never cuts corners) and moving forward, replans when
     pushed more than ``replan_distance`` off the path, and STOPs once the goal's geodesic
-    distance is below ``success_distance - stop_margin``. ``best_action(pose)`` gives the
-    teacher action for any pose.
+    distance is below ``success_distance - stop_margin``. Where the clearance closes a narrow
+    passage it plans with half the clearance, then on the plain navigable map; if ``patience``
+    actions in a row bring it no closer it STOPs (a gap too tight for 15° / 0.25 m actions).
+    ``best_action(pose)`` gives the teacher action for any pose.
     """
 
     name = "oracle"
 
-    def __init__(self, *, clearance: float = 0.1, lookahead: float = 0.6, stop_margin: float = 0.5,
-                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, **kwargs: Any):
+    def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
+                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40, **kwargs: Any):
         super().__init__(**kwargs)
+        self.patience = int(patience)
         self.clearance = float(clearance)
         self.lookahead = float(lookahead)
         self.stop_margin = float(stop_margin)
@@ -166,6 +170,8 @@ class OracleAgent(Agent):
         self.path: np.ndarray = np.zeros((0, 2))
         self._progress = 0
         self._goal_node: Any = None
+        self._fallbacks: list[Any] = []
+        self._best = (math.inf, 0)
 
     def _planner_for(self, context: Any) -> Any:
         """A planner on the context's occupancy grown by body radius + clearance (kept while the scene maps stay the same)."""
@@ -173,19 +179,22 @@ class OracleAgent(Agent):
 
         if self._planner_context is not context.maps:
             radius = float(getattr(getattr(context, "body", None), "radius", 0.18))
-            navigable = context.maps.occupancy.dilate(radius + self.clearance)
-            if not navigable.free_mask().any():  # scene too tight for the extra clearance
-                navigable = context.maps.navigable
-            self._planner_context, self._planner = context.maps, PathPlanner(navigable)
-        return self._planner
+            planners = []
+            for margin in (self.clearance, self.clearance / 2):
+                navigable = context.maps.occupancy.dilate(radius + margin)
+                if navigable.free_mask().any():
+                    planners.append(PathPlanner(navigable))
+            self._planner_context, self._fallbacks = context.maps, planners + [context.planner]
+        return self._fallbacks[0]
 
     def reset(self, episode: Any, context: Any) -> None:
         """Plan the episode's shortest path on the clearance map."""
         super().reset(episode, context)
         self._goal_node = None
+        self._best = (math.inf, 0)
         self.planner = self._planner_for(context)
         goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
-        fields = [self.planner.distance_field(g) for g in goals]
+        fields = [context.planner.distance_field(g) for g in goals]  # the metric's own geodesic
         self.goal_distance = lambda pts: np.min([f.distance(np.atleast_2d(pts)) for f in fields], axis=0)
         start = np.asarray(episode.start_position[:2], dtype=float)
         # aim at the goal whose geodesic distance from the start is smallest
@@ -193,7 +202,18 @@ class OracleAgent(Agent):
         self._replan(start)
 
     def _replan(self, xy: np.ndarray) -> None:
-        self.path = np.asarray(self.planner.shortest_path(xy, self.goal_xy).dense, dtype=float)[:, :2]
+        """Plan from ``xy`` on the clearance map; where the extra clearance closes a narrow passage,
+        fall back to the plain navigable map (then to a straight line)."""
+        from ..core.errors import NoNavigableSpaceError
+
+        self.path = np.zeros((0, 2))
+        for planner in self._fallbacks:
+            try:
+                self.path = np.asarray(planner.shortest_path(xy, self.goal_xy).dense, dtype=float)[:, :2]
+                self.planner = planner
+                break
+            except NoNavigableSpaceError:
+                continue
         if len(self.path) == 0:
             self.path = np.asarray([xy, self.goal_xy], dtype=float)
         self._progress = 0
@@ -202,7 +222,14 @@ class OracleAgent(Agent):
         """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
         threshold = self.success_distance if success_distance is None else success_distance
         xy = pose.xy
-        if float(self.goal_distance(xy[None])[0]) < threshold - self.stop_margin:
+        remaining = float(self.goal_distance(xy[None])[0])
+        if remaining < threshold - self.stop_margin:
+            return DiscreteAction.STOP
+        # give up (STOP) when ``patience`` actions brought it no 0.1 m closer: stuck in a
+        # passage too tight for the discrete action set
+        best, since = self._best
+        self._best = (remaining, 0) if remaining < best - 0.1 else (best, since + 1)
+        if self._best[1] >= self.patience:
             return DiscreteAction.STOP
         # progress along the dense path: nearest point at or after the last progress index
         d = np.linalg.norm(self.path[self._progress:] - xy, axis=1)
@@ -212,9 +239,16 @@ class OracleAgent(Agent):
         self._progress += int(np.argmin(d))
         ahead = self.path[self._progress:]
         along = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(ahead, axis=0), axis=1))))
-        target = ahead[min(int(np.searchsorted(along, self.lookahead)), len(ahead) - 1)]
+        # pursue the farthest path point within ``lookahead`` whose straight line from here stays
+        # on the clearance map: the agent never cuts a corner into a door jamb
+        cand = ahead[:max(1, int(np.searchsorted(along, self.lookahead, side="right")))]
+        free = self.planner.segments_free(np.repeat(xy[None], len(cand), axis=0), cand)
+        if free.any():
+            target = cand[np.flatnonzero(free)[-1]]
+        else:  # already within the clearance margin: head back onto the path just ahead
+            target = ahead[min(int(np.searchsorted(along, 0.3)), len(ahead) - 1)]
         if np.linalg.norm(target - xy) < 1e-6:
-            target = self.goal_xy
+            target = ahead[-1] if np.linalg.norm(ahead[-1] - xy) > 1e-6 else self.goal_xy
         error = wrap_angle(math.atan2(target[1] - xy[1], target[0] - xy[0]) - pose.yaw)
         # a little over half a turn, so that a turn that over/undershoots by a fraction of a
         # degree under physics cannot make the agent flip between TURN_LEFT and TURN_RIGHT
