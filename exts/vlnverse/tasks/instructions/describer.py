@@ -52,15 +52,18 @@ class Describer:
 
     ``room_map`` is the (H, W) int room-id grid and ``grid`` the ``OccupancyMap`` it lives on
     (anything with ``world_to_cell``/``in_bounds``); both are needed for ``describe_route``.
+    Landmarks along the path lie within ``landmark_radius`` of it (in the room it crosses there);
+    the end point may be described by a landmark up to ``end_radius`` away.
     """
 
     def __init__(self, scene_graph, room_map: np.ndarray | None = None, grid=None, *,
-                 landmark_radius: float = 1.5, min_landmark_extent: float = 0.35,
+                 landmark_radius: float = 1.5, end_radius: float = 3.0, min_landmark_extent: float = 0.35,
                  captioner: FrameCaptioner | None = None):
         self.view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
         self.room_map = room_map
         self.grid = grid
         self.landmark_radius = float(landmark_radius)
+        self.end_radius = float(end_radius)
         self.min_landmark_extent = float(min_landmark_extent)
         self.captioner = captioner
         ids = sorted(self.view.objects)
@@ -272,7 +275,7 @@ class Describer:
             d = dist[:, -1].copy()
             d[[view.room_of(int(i)) != int(room_ids[-1]) for i in self._ids[cand]]] = np.inf
             k = int(np.argmin(d))
-            if d[k] <= self.landmark_radius:
+            if d[k] <= self.end_radius:
                 stop_lm = view.object_ref(int(self._ids[cand[k]]))
         if stop_lm is not None and end_room is not None and stop_lm.room is not None \
                 and stop_lm.room.room_id != end_room.room_id:

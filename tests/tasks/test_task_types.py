@@ -1,0 +1,264 @@
+"""The six task types on generated homes: grounding checked independently of the Verifier,
+geometry of goals and sub-goal paths, object-goal coverage, reference images, determinism."""
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+
+import numpy as np
+import pytest
+
+from vlnverse.core.errors import ConfigError
+from vlnverse.scenes.procgen import generate_home
+from vlnverse.tasks.base import TASKS, TaskConfig, context_from_description, load_task_config, load_task_types
+from vlnverse.tasks.dialogue_oracle import oracle_for_episode
+from vlnverse.tasks.episode import load_episodes, save_episodes
+from vlnverse.tasks.instructions.lexicon import OBJECT_PHRASES, ROOM_PHRASES
+from vlnverse.tasks.pathing import polyline_length, resample_polyline
+
+load_task_types()
+HOME_SEEDS = (3, 11)
+N = 4
+
+
+@pytest.fixture(scope="module", params=HOME_SEEDS, ids=lambda s: f"home{s}")
+def ctx(request):
+    return context_from_description(generate_home(request.param), "r2r_ce")
+
+
+def _generate(ctx, task, seed=0, n=N, **kwargs):
+    return TASKS.get(task)(load_task_config(task), **kwargs).generate(ctx, np.random.default_rng(seed), n, "train")
+
+
+# ---------------------------------------------------------------------------------------------
+# Independent extraction of object / room words (plain regexes over the phrase tables, longest first)
+
+def _vocabulary(graph):
+    objects: dict[str, set[str]] = {}
+    rooms: dict[str, set[str]] = {}
+    categories = set(OBJECT_PHRASES) | {o["category"] for o in graph.objects()}
+    for cat in categories:
+        for phrase in OBJECT_PHRASES.get(cat, (cat.replace("_", " "),)):
+            objects.setdefault(phrase.lower(), set()).add(cat)
+    for rtype in set(ROOM_PHRASES) | {r["room_type"] for r in graph.rooms()}:
+        for phrase in ROOM_PHRASES.get(rtype, (rtype.replace("_", " "),)):
+            rooms.setdefault(phrase.lower(), set()).add(rtype)
+    return objects, rooms
+
+
+def extract_words(text: str, graph) -> tuple[list[set[str]], list[set[str]]]:
+    """Categories and room types named in ``text`` (each as the set of names its phrase can mean)."""
+    objects, rooms = _vocabulary(graph)
+    table = [(p, "object", names) for p, names in objects.items()] + [(p, "room", names) for p, names in rooms.items()]
+    table.sort(key=lambda item: -len(item[0]))
+    low = text.lower()
+    taken = np.zeros(len(low) + 1, bool)
+    hits = []
+    for phrase, kind, names in table:
+        for m in re.finditer(rf"(?<![\w-]){re.escape(phrase)}(?:s|es)?(?![\w-])", low):
+            if taken[m.start():m.end()].any():
+                continue
+            taken[m.start():m.end()] = True
+            hits.append((m.start(), kind, names))
+    # Irregular plurals used by the templates.
+    for m in re.finditer(r"\b(shelves|bookshelves)\b", low):
+        if not taken[m.start():m.end()].any():
+            hits.append((m.start(), "object", {"shelf"} if m.group(1) == "shelves" else {"bookshelf"}))
+    hits.sort(key=lambda h: h[0])
+    return [n for _, k, n in hits if k == "object"], [n for _, k, n in hits if k == "room"]
+
+
+def _assert_grounded(episode, graph, allowed_categories: set[str], allowed_rooms: set[str]):
+    scene_categories = {o["category"] for o in graph.objects()}
+    scene_rooms = {r["room_type"] for r in graph.rooms()}
+    for instruction in episode.instructions:
+        objs, rooms = extract_words(instruction.text, graph)
+        assert objs or rooms, instruction.text
+        for names in objs:
+            assert names & scene_categories, (instruction.text, names)
+            assert names & allowed_categories, (instruction.text, names, allowed_categories)
+        for names in rooms:
+            assert names & scene_rooms, (instruction.text, names)
+            assert names & allowed_rooms, (instruction.text, names, allowed_rooms)
+
+
+def _object(graph, iid):
+    return next(o for o in graph.objects() if o["instance_id"] == iid)
+
+
+def _footprint_distance(obj, points):
+    lo, hi = np.asarray(obj["bounds_min"])[:2], np.asarray(obj["bounds_max"])[:2]
+    d = np.maximum(np.maximum(lo - points, points - hi), 0.0)
+    return np.hypot(d[:, 0], d[:, 1])
+
+
+def _check_target(ctx, graph, target: dict, goal):
+    obj = _object(graph, target["instance_id"])
+    assert obj["category"] == target["category"] == goal.category
+    assert graph.room_of(obj["instance_id"]) == target["room_id"] == goal.room_id
+    assert goal.object_id == obj["instance_id"]
+    goal_xy = np.asarray(goal.position[:2])[None]
+    assert ctx.planner.is_navigable(goal_xy)[0]
+    assert _footprint_distance(obj, goal_xy)[0] <= 1.0 + 1e-9
+    rel = target.get("relation")
+    if rel:
+        edges = set(graph.relations(obj["instance_id"]))
+        reverse = set(graph.relations(rel["anchor_id"]))
+        assert (rel["relation"], f"obj:{rel['anchor_id']}") in edges or \
+            (rel["relation"] in ("near", "next_to") and (rel["relation"], f"obj:{obj['instance_id']}") in reverse)
+        assert _object(graph, rel["anchor_id"])["category"] == rel["anchor_category"]
+
+
+def _target_vocabulary(graph, target: dict) -> tuple[set[str], set[str]]:
+    cats = {target["category"]}
+    if target.get("relation"):
+        cats.add(target["relation"]["anchor_category"])
+    return cats, {target["room_type"]}
+
+
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("task", ["coarse_grained", "dialogue"])
+def test_goal_object_tasks_name_only_the_target_its_anchor_and_room(ctx, task):
+    graph = ctx.maps.scene_graph
+    episodes = _generate(ctx, task)
+    assert len(episodes) == N
+    for ep in episodes:
+        assert [i.style for i in ep.instructions] == ["formal", "natural", "casual"]
+        assert len({i.text for i in ep.instructions}) == 3
+        target = ep.info["target"] if task == "coarse_grained" else ep.info["oracle"]["target"]
+        _check_target(ctx, graph, target, ep.goals[0])
+        _assert_grounded(ep, graph, *_target_vocabulary(graph, target))
+        assert 3.0 <= ep.geodesic_distance <= 20.0
+        assert ep.geodesic_distance == pytest.approx(ctx.planner.geodesic_distance(ep.start_position[:2],
+                                                                                   ep.goals[0].position[:2]))
+
+
+def test_dialogue_oracle_answers_the_target_room(ctx):
+    graph = ctx.maps.scene_graph
+    for ep in _generate(ctx, "dialogue", seed=5, n=3):
+        oracle = oracle_for_episode(ep, ctx)
+        room_type = ep.info["oracle"]["target"]["room_type"]
+        answer = oracle.answer("Where is it?", ep.start_position, ep.start_yaw)
+        _, rooms = extract_words(answer, graph)
+        assert rooms and all(names == {room_type} or room_type in names for names in rooms), answer
+
+
+def test_fine_grained_names_rooms_on_the_path_and_landmarks_near_it(ctx):
+    graph = ctx.maps.scene_graph
+    episodes = _generate(ctx, "fine_grained")
+    objects = graph.objects()
+    for ep in episodes:
+        assert 1 <= len(ep.instructions) <= 3 and len({i.text for i in ep.instructions}) == len(ep.instructions)
+        path = resample_polyline(np.asarray(ep.reference_path)[:, :2], 0.05)
+        rows, cols, _ = ctx.planner.snap(path)
+        path_rooms = {int(r) for r in ctx.room_map[rows, cols] if r >= 0}
+        room_types = {r["room_type"] for r in graph.rooms() if r["room_id"] in path_rooms}
+        end = path[-1:]
+        near = {o["category"] for o in objects if _footprint_distance(o, path).min() <= 1.5 + 0.05
+                or _footprint_distance(o, end)[0] <= 3.0 + 0.05}
+        _assert_grounded(ep, graph, near, room_types)
+        for instruction in ep.instructions:
+            assert re.search(r"\b(left|right|around|past|into|enter|exit|leave|out of|straight|forward|ahead)\b",
+                             instruction.text.lower())
+
+
+def test_long_horizon_subgoals_are_ordered_with_additive_paths(ctx):
+    graph = ctx.maps.scene_graph
+    for ep in _generate(ctx, "long_horizon"):
+        subgoals = ep.info["subgoals"]
+        assert 2 <= len(ep.goals) <= 3 and len(subgoals) == len(ep.goals) == len(ep.info["subgoal_paths"])
+        assert len({g.room_id for g in ep.goals}) == len(ep.goals)          # pairwise distinct rooms
+        for target, goal in zip(subgoals, ep.goals):
+            _check_target(ctx, graph, target, goal)
+        legs = [np.asarray(p)[:, :2] for p in ep.info["subgoal_paths"]]
+        assert np.allclose(legs[0][0], ep.start_position[:2])
+        for leg, goal, nxt in zip(legs, ep.goals, legs[1:] + [None]):
+            assert np.allclose(leg[-1], goal.position[:2])
+            if nxt is not None:
+                assert np.allclose(nxt[0], leg[-1])
+        lengths = [polyline_length(leg) for leg in legs]
+        assert ep.info["subgoal_lengths"] == pytest.approx(lengths)
+        assert polyline_length(np.asarray(ep.reference_path)[:, :2]) == pytest.approx(sum(lengths))
+        assert ep.geodesic_distance == pytest.approx(sum(ep.info["subgoal_geodesics"]))
+        cats, rooms = set(), set()
+        for target in subgoals:
+            c, r = _target_vocabulary(graph, target)
+            cats |= c
+            rooms |= r
+        _assert_grounded(ep, graph, cats, rooms)
+        # Sub-goal targets are named in visiting order.
+        text = ep.instructions[0].text.lower()
+        objs_in_order = [names for names in extract_words(text, graph)[0]]
+        order = [next(i for i, names in enumerate(objs_in_order) if t["category"] in names) for t in subgoals]
+        assert order == sorted(order), text
+
+
+def test_object_goal_covers_every_reachable_instance(ctx):
+    graph = ctx.maps.scene_graph
+    planner = ctx.planner
+    free_xy = planner.cell_centres(*np.nonzero(planner.free))
+    for ep in _generate(ctx, "object_goal", n=6):
+        category = ep.info["category"]
+        assert len(ep.instructions) == 1
+        objs, rooms = extract_words(ep.instructions[0].text, graph)
+        assert objs and all(category in names for names in objs) and not rooms
+        reachable = {o["instance_id"] for o in graph.objects() if o["category"] == category
+                     and _footprint_distance(o, free_xy).min() <= 1.0}
+        assert {g.object_id for g in ep.goals} == reachable
+        assert all(g.category == category and g.radius == 1.0 for g in ep.goals)
+        nearest = min(planner.geodesic_distance(ep.start_position[:2], g.position[:2]) for g in ep.goals)
+        assert ep.geodesic_distance == pytest.approx(nearest)
+        assert 3.0 <= nearest <= 20.0
+
+
+def _fake_renderer(x, y, yaw, pitch):
+    img = np.zeros((24, 32, 3), np.uint8)
+    img[..., 0] = int((yaw + math.pi) / (2 * math.pi) * 255)
+    img[..., 1] = int(abs(pitch) * 100)
+    return img
+
+
+def test_visual_reference_renders_the_goal_view(ctx, tmp_path):
+    from PIL import Image
+
+    with_camera = dataclasses.replace(ctx, renderer=_fake_renderer)
+    episodes = _generate(with_camera, "visual_reference", n=2, assets_dir=tmp_path / "assets")
+    for ep in episodes:
+        rel = ep.info["reference_image"]
+        assert rel == f"assets/reference/{ep.episode_id}.png"
+        image = np.asarray(Image.open(tmp_path / rel))
+        view = ep.info["reference_view"]
+        assert image.shape == (24, 32, 3) and image[0, 0, 0] == int((view["yaw"] + math.pi) / (2 * math.pi) * 255)
+        target = np.asarray(ep.info["target"]["position"][:2])
+        bearing = math.atan2(target[1] - view["y"], target[0] - view["x"])
+        assert abs(math.remainder(bearing - view["yaw"], 2 * math.pi)) < 1e-9
+        assert (view["x"], view["y"]) == pytest.approx(tuple(ep.goals[0].position[:2]))
+    assert not list(tmp_path.rglob(".*"))       # no temporary files left behind
+
+
+def test_visual_reference_without_renderer_fails_clearly(ctx):
+    with pytest.raises(ConfigError, match="needs a renderer"):
+        _generate(ctx, "visual_reference", n=1)
+
+
+@pytest.mark.parametrize("task", ["fine_grained", "coarse_grained", "long_horizon", "dialogue", "object_goal"])
+def test_same_seed_same_episodes(ctx, task, tmp_path):
+    a = [e.to_dict() for e in _generate(ctx, task, seed=42, n=2)]
+    b = [e.to_dict() for e in _generate(ctx, task, seed=42, n=2)]
+    c = [e.to_dict() for e in _generate(ctx, task, seed=43, n=2)]
+    assert a == b and a != c
+    path = save_episodes(tmp_path / f"{task}.jsonl", _generate(ctx, task, seed=42, n=2))
+    assert [e.to_dict() for e in load_episodes(path)] == a
+
+
+def test_bad_task_params_are_named():
+    with pytest.raises(ConfigError, match="params.styles"):
+        TASKS.get("coarse_grained")(TaskConfig("coarse_grained", params={"styles": ["poetic"]}))
+    with pytest.raises(ConfigError, match="params.landmark_radiuss"):
+        TASKS.get("fine_grained")(TaskConfig("fine_grained", params={"landmark_radiuss": 2}))
+    with pytest.raises(ConfigError, match="max_subgoals"):
+        TASKS.get("long_horizon")(TaskConfig("long_horizon", params={"max_subgoals": 5}))
+    with pytest.raises(ConfigError, match="params.oracle_url"):
+        TASKS.get("dialogue")(TaskConfig("dialogue", params={"oracle": "llm"}))
