@@ -16,8 +16,9 @@ Answers are emitted only when unambiguous from the video (VCN-Bench App. B.4): a
 of the target type in the window (distractors) for every R2O kind; count — earlier rooms of the
 type are not revisited after the target's first entry; order — the anchor is the only room of its
 type and is visited once, and exactly one room of the target type lies on the asked side of it;
-distance — geodesic distances (room centroid) differ by ≥ ``distance_margin`` (5 m) from the
-runner-up; orientation — exactly one room of the type among the rooms at that extreme, and the
+distance — geodesic distances to the room centroids, from where you stand or from an anchor room
+whose type is unique in the window ("the bedroom closest to the kitchen"), differ by
+≥ ``distance_margin`` (5 m) from the runner-up; orientation — exactly one room of the type among the rooms at that extreme, and the
 target is not a corner room (not also extreme sideways). Rooms with blurry boundaries (hallways,
 entryways, balconies, ...) are never targets or anchors.
 
@@ -38,6 +39,7 @@ import numpy as np
 
 from ...core.config import from_dict, require
 from ...core.errors import ConfigError, NoNavigableSpaceError
+from ...core.io import to_jsonable
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode, Goal
 from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
@@ -375,7 +377,7 @@ class VideoContextualizedTask(TaskGenerator):
         blurry = self.params.blurry_room_types
         if kind == "instance":
             visible = np.flatnonzero(scene.visibility[s:e].any(axis=0))
-            answers = [a for a in instance_answers([scene.object_ids[i] for i in visible], scene.objects)]
+            answers = instance_answers([scene.object_ids[i] for i in visible], scene.objects)
             if not answers:
                 return None
             obj_id, keys = answers[int(rng.integers(len(answers)))]
@@ -386,10 +388,18 @@ class VideoContextualizedTask(TaskGenerator):
         elif kind == "order":
             answers = order_answers(visits, scene.room_types, blurry)
         elif kind == "distance":
-            field_ = ctx.planner.distance_field(start_xy)
-            dist = {r: float(field_.distance(scene.centroids[r][None])[0]) for r in window_rooms}
-            answers = distance_answers(window_rooms, scene.room_types, dist, margin=self.params.distance_margin,
-                                       blurry=blurry, reference="start")
+            # Reference: where you stand, or a room of the window whose type is unique in it.
+            typed = {}
+            for r in window_rooms:
+                typed.setdefault(scene.room_types[r], []).append(r)
+            anchors = [rs[0] for t, rs in typed.items() if len(rs) == 1 and t not in blurry]
+            references = ["start"] + anchors
+            reference = references[int(rng.integers(len(references)))]
+            origin = start_xy if reference == "start" else scene.centroids[reference]
+            field_ = ctx.planner.distance_field(origin)
+            dist = {r: float(field_.distance(scene.centroids[r][None])[0]) for r in window_rooms if r != reference}
+            answers = distance_answers(list(dist), scene.room_types, dist, margin=self.params.distance_margin,
+                                       blurry=blurry, reference=reference)
         else:
             polys = {r: scene.polygons[r] for r in window_rooms}
             answers = orientation_answers(polys, scene.room_types, start_yaw, margin=self.params.orientation_margin,
@@ -481,36 +491,23 @@ class VideoContextualizedTask(TaskGenerator):
             part = f"order_{d['relation']}"
         elif answer.kind == "distance":
             slots["extreme"] = Phrase("closest to" if d["extreme"] == "closest" else "farthest from")
+            if d["reference"] != "start":
+                anchor = RoomRef(d["reference"], scene.room_types[d["reference"]])
+                slots["anchor"] = room_phrase(anchor, scene.lexicon, variant=int(rng.integers(3)))
+                part = "distance_from"
         else:
             slots["side"] = Phrase(SIDES[d["side"]])
         instruction = scene.render(part, slots, rng)
         if instruction is None:
             return None
-        frames = np.flatnonzero(ctx_room_frames(scene.room_ids[s:e], answer.room_id))
+        frames = np.flatnonzero(scene.room_ids[s:e] == answer.room_id)
         info = {"target_room_id": int(answer.room_id), "target_frames": frames.tolist(),
                 "answer": {"room_id": int(answer.room_id), "room_type": answer.room_type,
-                           "category": category, **_jsonable(d)}}
+                           "category": category, **to_jsonable(d)}}
         tag = (answer.kind, answer.room_id, category, part, tuple(sorted((k, str(v)) for k, v in d.items()
                                                                            if k != "distances")))
         return self._finish(ctx, window, answer.kind, start_xy, start_yaw, self._goals(ctx, scene, instances),
                             instruction, rng, index, split, info, tag, seen_tags)
-
-
-def ctx_room_frames(room_ids: np.ndarray, room_id: int) -> np.ndarray:
-    """Boolean mask of frames whose camera stands in ``room_id``."""
-    return np.asarray(room_ids) == room_id
-
-
-def _jsonable(details: dict) -> dict:
-    out = {}
-    for k, v in details.items():
-        if isinstance(v, dict):
-            out[k] = {str(kk): float(vv) for kk, vv in v.items()}
-        elif isinstance(v, (np.integer, np.floating)):
-            out[k] = v.item()
-        else:
-            out[k] = v
-    return out
 
 
 @dataclass
