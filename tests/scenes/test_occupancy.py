@@ -153,6 +153,15 @@ def test_open_mesh_thin_wall_leaves_no_gap():
     assert set(np.nonzero(occ.grid == OCCUPIED)[1]) <= {20, 21}  # x = 1.0 is the edge of columns 20/21
 
 
+def test_sloped_open_mesh_is_clipped_to_the_band():
+    # a ramp z = x - 1 over x in [1, 3], y in [0.5, 2.5]: inside the band only for x in [1.15, 1.88]
+    verts = np.array([[1.0, 0.5, 0.0], [3.0, 0.5, 2.0], [3.0, 2.5, 2.0], [1.0, 2.5, 0.0]])
+    ramp = Geom("mesh", np.eye(4), vertices=verts, faces=np.array([[0, 1, 2], [0, 2, 3]]))
+    occ = build_occupancy_map(scene(ramp))
+    gx, gy = centres()
+    assert occupied_cells(occ) == expected_cells((gx >= 1.15) & (gx <= 1.88) & (gy >= 0.5) & (gy <= 2.5))
+
+
 def test_mesh_only_floor_and_table():
     # third-party style: floor as a mesh quad, a table top mesh (horizontal quad) inside the band
     floor = Geom("mesh", np.eye(4), vertices=np.array([[0, 0, 0], [4, 0, 0], [4, 3, 0], [0, 3, 0.]]),

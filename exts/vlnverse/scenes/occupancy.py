@@ -372,40 +372,45 @@ def _is_watertight(verts: np.ndarray, faces: np.ndarray) -> bool:
     return bool(len(counts)) and bool(np.all(counts == 2))
 
 
+_TRI_EDGES = ((0, 1), (1, 2), (2, 0))
+
+
 def _clip_triangles(tris: np.ndarray, z_lo: float, z_hi: float) -> np.ndarray:
-    """Clip world triangles ``(T, 3, 3)`` to the band; returns projected XY triangles ``(T', 3, 2)``."""
+    """Clip world triangles ``(T, 3, 3)`` to the band; returns projected XY triangles ``(T', 3, 2)``.
+
+    Vectorised: a triangle ∩ slab is a convex polygon whose corners are among the triangle's
+    corners inside the band and its edges' crossings of the two planes (at most 9 candidates);
+    the candidates are ordered by angle around their mean and fanned into triangles.
+    """
     z = tris[:, :, 2]
-    inside = (z >= z_lo).all(axis=1) & (z <= z_hi).all(axis=1)
-    outside = (z < z_lo).all(axis=1) | (z > z_hi).all(axis=1)
-    out = [tris[inside][:, :, :2]]
-    for tri in tris[~inside & ~outside]:
-        poly = list(tri)
-        for plane, keep_above in ((z_lo, True), (z_hi, False)):
-            poly = _clip_polygon(poly, plane, keep_above)
-            if len(poly) < 3:
-                break
-        if len(poly) >= 3:
-            poly2 = np.asarray(poly)[:, :2]
-            fan = np.stack([np.repeat(poly2[:1], len(poly2) - 2, axis=0), poly2[1:-1], poly2[2:]], axis=1)
-            out.append(fan)
-    return np.concatenate(out, axis=0) if out else np.zeros((0, 3, 2))
-
-
-def _clip_polygon(poly: list[np.ndarray], plane: float, keep_above: bool) -> list[np.ndarray]:
-    """Sutherland–Hodgman clip of a 3D polygon against the plane ``z = plane``."""
-    def keep(p: np.ndarray) -> bool:
-        return p[2] >= plane if keep_above else p[2] <= plane
-
-    out = []
-    for i, cur in enumerate(poly):
-        prev = poly[i - 1]
-        if keep(cur):
-            if not keep(prev):
-                out.append(prev + (plane - prev[2]) / (cur[2] - prev[2]) * (cur - prev))
-            out.append(cur)
-        elif keep(prev):
-            out.append(prev + (plane - prev[2]) / (cur[2] - prev[2]) * (cur - prev))
-    return out
+    tris = tris[~((z < z_lo).all(axis=1) | (z > z_hi).all(axis=1))]
+    if len(tris) == 0:
+        return np.zeros((0, 3, 2))
+    z = tris[:, :, 2]
+    points, valid = [tris[:, :, :2]], [(z >= z_lo) & (z <= z_hi)]
+    for i, j in _TRI_EDGES:
+        p, q = tris[:, i], tris[:, j]
+        dz = q[:, 2] - p[:, 2]
+        for plane in (z_lo, z_hi):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = (plane - p[:, 2]) / dz
+                points.append((p[:, :2] + t[:, None] * (q[:, :2] - p[:, :2]))[:, None])
+            valid.append(((dz != 0) & (t >= 0) & (t <= 1))[:, None])
+    pts = np.concatenate(points, axis=1)  # (T, 9, 2)
+    ok = np.concatenate(valid, axis=1)    # (T, 9)
+    pts = np.where(ok[:, :, None], pts, 0.0)
+    count = ok.sum(axis=1)
+    centre = pts.sum(axis=1) / np.maximum(count, 1)[:, None]
+    angle = np.arctan2(pts[:, :, 1] - centre[:, 1, None], pts[:, :, 0] - centre[:, 0, None])
+    order = np.argsort(np.where(ok, angle, np.inf), axis=1, kind="stable")
+    pts = np.take_along_axis(pts, order[:, :, None], axis=1)
+    fans = []
+    for k in range(1, pts.shape[1] - 1):
+        use = count > k + 1
+        if not use.any():
+            break
+        fans.append(np.stack([pts[use, 0], pts[use, k], pts[use, k + 1]], axis=1))
+    return np.concatenate(fans, axis=0) if fans else np.zeros((0, 3, 2))
 
 
 def _slice_segments(tris: np.ndarray, z: float) -> np.ndarray:
