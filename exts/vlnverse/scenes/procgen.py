@@ -488,31 +488,41 @@ def _place_small_objects(support: _Placed, rng: np.random.Generator) -> None:
     for s in support.model.surfaces:
         corners = np.array([[s.center[0] + sx * s.half[0], s.center[1] + sy * s.half[1]] for sx in (-1, 1) for sy in (-1, 1)])
         surfaces.append((s.z, _rect_xy(corners @ rot.T + support.position[:2]), []))
-    count = 0
     for name, prob in candidates:
-        if count >= max_items or rng.random() >= prob:
+        if len(support.children) >= max_items or rng.random() >= prob:
             continue
-        model = make_model(name, rng)
-        facing = name in _FACING_SMALL
-        yaw = support.yaw if facing else float(np.round(rng.uniform(-math.pi, math.pi), 3))
-        lo, hi = _model_extent(model)
-        corners = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]]) @ _rot(yaw).T
-        ext = _rect_xy(corners)
-        for _ in range(12):
-            z, area, used = surfaces[int(rng.integers(len(surfaces)))]
-            xlo, xhi = area[0] - ext[0], area[2] - ext[2]
-            ylo, yhi = area[1] - ext[1], area[3] - ext[3]
-            if xhi < xlo or yhi < ylo:
-                continue
-            pos = np.clip(np.round([rng.uniform(xlo, xhi), rng.uniform(ylo, yhi)], 3), [xlo, ylo], [xhi, yhi])
-            box = ext + np.tile(pos, 2)
-            if _overlaps(box + np.array([-0.02, -0.02, 0.02, 0.02]), used):
-                continue
-            used.append(box)
-            child = _Placed(model, np.array([pos[0], pos[1], z]), _wrap(yaw), support.room_id, support.group, support)
-            support.children.append(child)
-            count += 1
-            break
+        for _ in range(3 if prob >= 1.0 else 1):  # a required item gets fresh sizes if it does not fit
+            if _place_one_small(make_model(name, rng), support, surfaces, rng):
+                break
+
+
+def _place_one_small(model: ObjectModel, support: _Placed, surfaces: list, rng: np.random.Generator) -> bool:
+    """Try random poses of ``model`` on the support's free surface area; True when placed."""
+    facing = model.category.name in _FACING_SMALL
+    lo, hi = _model_extent(model)
+    local = np.array([[lo[0], lo[1]], [hi[0], lo[1]], [hi[0], hi[1]], [lo[0], hi[1]]])
+    for attempt in range(12):
+        if facing:  # screens, clocks and frames face the room like their support
+            yaw = support.yaw
+        elif attempt % 2 == 0:
+            yaw = float(np.round(rng.uniform(-math.pi, math.pi), 3))
+        else:  # roughly aligned with the support's edges (long objects fit narrow tops)
+            yaw = support.yaw + math.pi / 2 * int(rng.integers(4)) + float(np.round(rng.uniform(-0.1, 0.1), 3))
+        ext = _rect_xy(local @ _rot(yaw).T)
+        z, area, used = surfaces[int(rng.integers(len(surfaces)))]
+        xlo, xhi = area[0] - ext[0], area[2] - ext[2]
+        ylo, yhi = area[1] - ext[1], area[3] - ext[3]
+        if xhi < xlo or yhi < ylo:
+            continue
+        pos = np.clip(np.round([rng.uniform(xlo, xhi), rng.uniform(ylo, yhi)], 3), [xlo, ylo], [xhi, yhi])
+        box = ext + np.tile(pos, 2)
+        if _overlaps(box + np.array([-0.02, -0.02, 0.02, 0.02]), used):
+            continue
+        used.append(box)
+        support.children.append(_Placed(model, np.array([pos[0], pos[1], z]), _wrap(yaw), support.room_id,
+                                        support.group, support))
+        return True
+    return False
 
 
 # --------------------------------------------------------------------------- assembly
