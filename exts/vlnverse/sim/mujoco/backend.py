@@ -22,7 +22,7 @@ from ..body import AgentBody
 from ..sensors import CameraSpec, LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
 from ..types import (ActionResult, AgentPose, Contact, DiscreteAction, InvalidActionError, VelocityAction,
                      WaypointAction, wrap_angle)
-from .builder import build_model
+from .builder import SERVO_TAU, build_model
 from .gl import import_mujoco
 from .render import RaycastRenderer, lidar_scan, make_renderer
 
@@ -415,22 +415,23 @@ class MujocoSimulator(Simulator):
         target = np.array([v, lat, w])
         ticks = max(1, int(round(action.duration * cfg.control_hz)))
         # The commanded pose: the same command executed by an unobstructed body with the same
-        # acceleration limits (so free-space motion has zero obstacle displacement).
-        dt = 1.0 / cfg.control_hz
-        ideal = np.array([*self.pose.xy, self._d.qpos[self._qadr[2]]], float)
-        ideal_vel = self._velocity()
-        limits = dt * np.array([body.max_linear_accel, body.max_linear_accel, math.radians(body.max_angular_accel_deg)])
+        # body-frame velocity servos (time constant SERVO_TAU, force limits as accelerations), so
+        # free-space motion, arcs included, has (near) zero obstacle displacement.
         sub_dt = cfg.physics_dt
+        lateral_accel = body.max_linear_accel if body.holonomic else 9.81
+        acc_max = np.array([body.max_linear_accel, lateral_accel, math.radians(body.max_angular_accel_deg)])
+        ideal = np.array([*self.pose.xy, self._d.qpos[self._qadr[2]]], float)
+        ideal_vel = self._d.qvel[self._dadr].astype(float)  # world-frame vx, vy, yaw rate
 
         def command(tick: int):
             if tick >= ticks:
                 return None, "ok"
-            nonlocal ideal, ideal_vel
             for _ in range(cfg.substeps):
-                ideal_vel = ideal_vel + np.clip(target - ideal_vel, -limits / cfg.substeps, limits / cfg.substeps)
                 c, s = math.cos(ideal[2]), math.sin(ideal[2])
-                ideal = ideal + sub_dt * np.array([c * ideal_vel[0] - s * ideal_vel[1], s * ideal_vel[0] + c * ideal_vel[1],
-                                                   ideal_vel[2]])
+                body_vel = np.array([c * ideal_vel[0] + s * ideal_vel[1], -s * ideal_vel[0] + c * ideal_vel[1], ideal_vel[2]])
+                acc = np.clip((target - body_vel) / SERVO_TAU, -acc_max, acc_max)
+                ideal_vel[:] += sub_dt * np.array([c * acc[0] - s * acc[1], s * acc[0] + c * acc[1], acc[2]])
+                ideal[:] += sub_dt * ideal_vel
             return target, None
 
         pitch = self._pitch
