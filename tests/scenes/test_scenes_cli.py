@@ -277,3 +277,31 @@ def test_generate_is_deterministic_and_prints_the_paths(tmp_path, capsys):
     assert (tmp_path / "a" / "home_0003.usda").read_bytes() == (tmp_path / "b" / "home_0003.usda").read_bytes()
     assert main(["scenes", "generate", "--count", "0", "--out", str(tmp_path / "c")]) == 2
     assert "--count: got 0" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+def test_stage_without_floor_exits_2_naming_the_file(tmp_path, monkeypatch, capsys):
+    from pxr import Usd, UsdGeom
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "no_floor.usda"
+    stage = Usd.Stage.CreateNew(str(path))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    UsdGeom.Xform.Define(stage, "/World")
+    _cube(stage, "/World/Table", (1.0, 1.0, 0.375), (0.5, 0.3, 0.375), "table", 4)
+    stage.GetRootLayer().Save()
+    out = tmp_path / "out"
+    assert main(["scenes", "export-maps", str(path), "--out", str(out)]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vlnverse: error:")]
+    assert len(err) == 1 and str(path) in err[0] and "no floor" in err[0]
+    assert not out.exists()
+
+
+def test_scene_maps_for_matches_the_cli(stage, tmp_path, capsys):
+    from vlnverse.scenes.maps import scene_maps_for
+    from vlnverse.scenes.occupancy import OccupancyMap
+
+    maps = scene_maps_for(stage, "r2r_ce")
+    assert main(["scenes", "export-maps", str(stage), "--out", str(tmp_path / "e")]) == 0
+    np.testing.assert_array_equal(OccupancyMap.load(tmp_path / "e" / "navigable.npz").grid, maps.navigable.grid)
+    assert maps.occupancy.navigable_area_m2() == pytest.approx(FREE_M2)
