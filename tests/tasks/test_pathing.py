@@ -199,3 +199,12 @@ def test_heading_and_resampling_helpers():
 def test_empty_map_raises():
     with pytest.raises(NoNavigableSpaceError):
         PathPlanner(make_map(np.full((5, 5), OCCUPIED)))
+
+
+def test_sampling_finds_pairs_in_a_one_cell_wide_corridor():
+    g = np.full((5, 120), OCCUPIED, np.uint8)
+    g[2, :] = FREE  # a 12 m long, 1-cell corridor: 120 cells
+    planner = PathPlanner(make_map(g))
+    pair = planner.sample_start_goal(np.random.default_rng(0), 8.0, 12.0, require_room_change=False)
+    assert 8.0 <= pair.geodesic_distance <= 12.0
+    assert abs(pair.start_xy[0] - pair.goal_xy[0]) == pytest.approx(pair.geodesic_distance)

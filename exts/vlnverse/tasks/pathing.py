@@ -575,8 +575,9 @@ class PathPlanner:
         use_rooms = require_room_change and room_map is not None
         components = self.components()
         sizes = np.bincount(components[self.free])
-        # Only goals in components big enough to hold a pair at min distance are worth a field.
-        min_cells = (min_geodesic / self.resolution) ** 2 / 2.0
+        # Only goals in components that can hold a pair at min distance are worth a field: such a
+        # component contains a path of that length, i.e. at least min / (res·√2) + 1 cells.
+        min_cells = min_geodesic / (self.resolution * SQRT2) + 1.0
         eligible = self.free & (sizes[np.maximum(components, 0)] >= min_cells)
         if use_rooms:
             eligible &= room_map >= 0
