@@ -3,7 +3,6 @@ disk cache, and map pictures."""
 from __future__ import annotations
 
 import json
-import os
 
 import numpy as np
 import pytest
