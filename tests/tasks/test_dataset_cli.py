@@ -216,3 +216,18 @@ def test_splits_from_shipped_scenes(tmp_path):
     assert summary["counts"]["val_seen"] > 0 and summary["scenes"]["val_seen"] == [train]
     assert {e.split for e in load_episodes(out / "test.jsonl")} == {"test"}
     assert scenes_dir().is_dir()
+
+
+def test_navgraph_cli(homes, tmp_path, capsys):
+    from vlnverse.tasks.navgraph import NavGraph
+
+    assert run("navgraph", homes[0], "--out", tmp_path / "nav.json") == 0
+    assert "(connected)" in capsys.readouterr().out
+    nav = NavGraph.load(tmp_path / "nav.json")
+    ctx = load_scene_context(homes[0], "r2r_ce")
+    pos = nav.positions()
+    u, v = np.array(list(nav.graph.edges)).T
+    assert nav.is_connected() and np.all(ctx.planner.segments_free(pos[u], pos[v]))
+    kinds = {d["kind"] for _, d in nav.graph.nodes(data=True)}
+    assert {"door", "room"} <= kinds
+    assert run("navgraph", homes[0], "--out", tmp_path / "x.json", "--spacing", 4) == 2

@@ -4,6 +4,7 @@
 * ``data show FILE_OR_DIR [--split S] [--n 3]``
 * ``data export-r2r FILE_OR_DIR --out FILE.json [--split S]``
 * ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
+* ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
 * ``data tasks`` lists the registered task types.
 
 Heavy imports stay inside the command functions so ``vlnverse --help`` stays fast.
@@ -57,6 +58,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--task", default="fine_grained")
     imp.add_argument("--out", required=True)
     imp.set_defaults(func=_import_r2r)
+
+    nav = dsub.add_parser("navgraph", help="build a scene's navigation graph (viewpoints + line-of-sight edges)")
+    nav.add_argument("scene", help="scene id or USD path")
+    nav.add_argument("--out", required=True, help="output JSON file")
+    nav.add_argument("--body", default="r2r_ce")
+    nav.add_argument("--resolution", type=float, default=0.05)
+    nav.add_argument("--spacing", type=float, default=1.5, help="minimum viewpoint spacing (m)")
+    nav.add_argument("--max-edge", type=float, default=3.0, help="longest edge (m)")
+    nav.add_argument("--seed", type=int, default=0)
+    nav.set_defaults(func=_navgraph)
 
     tasks = dsub.add_parser("tasks", help="list the registered task types")
     tasks.set_defaults(func=_tasks)
@@ -120,6 +131,27 @@ def _import_r2r(args: argparse.Namespace) -> int:
     episodes = import_r2r(args.path, split=args.split, task_type=args.task)
     save_episodes(args.out, episodes)
     print(f"imported {len(episodes)} episodes into {args.out}")
+    return 0
+
+
+def _navgraph(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigError
+    from .base import load_scene_context
+    from .dataset import resolve_scene_paths
+    from .navgraph import build_navgraph
+
+    if not (0 < args.spacing <= args.max_edge):
+        raise ConfigError(f"got spacing {args.spacing}, max edge {args.max_edge}", field="--spacing/--max-edge",
+                          expected="0 < spacing <= max edge")
+    paths = resolve_scene_paths(args.scene)
+    if len(paths) != 1:
+        raise ConfigError(f"selects {len(paths)} scenes", field="scene", expected="exactly one scene")
+    ctx = load_scene_context(paths[0], args.body, resolution=args.resolution)
+    nav = build_navgraph(ctx.planner, rooms=ctx.desc.rooms, doors=ctx.desc.doors, room_map=ctx.room_map,
+                         spacing=args.spacing, max_edge=args.max_edge, seed=args.seed, scene_id=ctx.scene_id)
+    nav.save(args.out)
+    state = "connected" if nav.is_connected() else "NOT connected"
+    print(f"wrote {args.out}: {nav.num_nodes} viewpoints, {nav.graph.number_of_edges()} edges ({state})")
     return 0
 
 
