@@ -15,11 +15,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.errors import SceneError, UnknownNameError
+from ...core.errors import ConfigError, SceneError, UnknownNameError
 from ...scenes.description import SceneDescription
 from ..api import ControlConfig, Simulator
 from ..body import AgentBody
-from ..sensors import CameraSpec, LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
+from ..sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
 from ..types import (ActionResult, AgentPose, Contact, DiscreteAction, InvalidActionError, VelocityAction,
                      WaypointAction, wrap_angle)
 from .builder import SERVO_TAU, build_model
@@ -102,8 +102,8 @@ class MujocoSimulator(Simulator):
     def attach_sensor(self, spec: SensorSpec) -> None:
         validate_sensor(spec)
         if spec.name in self._sensors or spec.name == "pose":
-            raise InvalidActionError(f"a sensor named '{spec.name}' is already attached (names must be unique, "
-                                     "and 'pose' is reserved)")
+            raise ConfigError(f"a sensor named '{spec.name}' is already attached", field="sensor.name",
+                              expected="a name not in use (and not the reserved 'pose')")
         self._sensors[spec.name] = spec
         self.render_counts[spec.name] = 0
 
@@ -305,35 +305,32 @@ class MujocoSimulator(Simulator):
         start = self.pose
         touched: list[int] = []
         traj = [(start.x, start.y, start.yaw)]
-        steps = 0
-        status = f"timed out after {max_ticks} control ticks"
         sub = self.control.substeps
+
+        def tick_physics() -> None:
+            for _ in range(sub):
+                mj.mj_step(m, d)
+                if d.ncon:
+                    touched.extend(self._agent_contacts())
+            q = d.qpos[self._qadr]
+            traj.append((float(q[0]), float(q[1]), float(q[2])))
+
+        status = f"timed out after {max_ticks} control ticks"
         for tick in range(max_ticks):
             target, done = command(tick)
             if done is not None:
                 status = done
                 break
             d.ctrl[self._act] = target
-            for _ in range(sub):
-                mj.mj_step(m, d)
-                if d.ncon:
-                    touched.extend(self._agent_contacts())
-            steps += sub
-            q = d.qpos[self._qadr]
-            traj.append((float(q[0]), float(q[1]), float(q[2])))
-        if brake:
+            tick_physics()
+        if brake:  # come to rest (at most 0.5 s) so the achieved pose is where the agent stays
             d.ctrl[self._act] = 0.0
             for _ in range(int(0.5 * self.control.control_hz)):
                 v = self._velocity()
                 if abs(v[0]) < 5e-3 and abs(v[1]) < 5e-3 and abs(v[2]) < 1e-2:
                     break
-                for _ in range(sub):
-                    mj.mj_step(m, d)
-                    if d.ncon:
-                        touched.extend(self._agent_contacts())
-                steps += sub
-                q = d.qpos[self._qadr]
-                traj.append((float(q[0]), float(q[1]), float(q[2])))
+                tick_physics()
+        steps = (len(traj) - 1) * sub
         achieved = self.pose
         cmd = commanded()
         contacts = self._contacts_from(dict.fromkeys(touched))

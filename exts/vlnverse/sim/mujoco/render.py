@@ -8,7 +8,6 @@ from both.
 """
 from __future__ import annotations
 
-import math
 import warnings
 from typing import Iterable
 
