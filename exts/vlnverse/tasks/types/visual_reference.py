@@ -1,7 +1,8 @@
 """Visual-reference navigation: coarse-grained plus an image of the goal rendered at the goal.
 
 The image is rendered by ``ctx.renderer(x, y, yaw, pitch)`` (injected by the caller; the task
-layer never imports a simulator) standing at the goal point and facing the target object, and is
+layer never imports a simulator) facing the target object from a navigable point 1.2–2 m from
+it in the goal point's open space (``reference_viewpoint``; well inside the success radius), and is
 written as ``<assets_dir>/reference/<episode_id>.png`` (``assets_dir``: the dataset's ``assets/``
 folder; default the package cache's). ``info["reference_image"]`` holds that path relative to
 the dataset root (the folder holding ``assets/`` and the episode files) and
@@ -48,6 +49,26 @@ def save_png(path: Path, image: np.ndarray) -> Path:
     return path
 
 
+def reference_viewpoint(planner, goal_xy, target_position, distances=(2.0, 1.6, 1.2),
+                        angles_deg=(0.0, 30.0, -30.0, 60.0, -60.0)) -> np.ndarray:
+    """Where to stand for the reference image: a navigable point ``distances`` metres from the
+    target centre, on the target→goal-point ray (then rotated by ``angles_deg``), with a free
+    straight line to the goal point; the goal point itself when none qualifies.
+
+    Standing back keeps tall or thin targets (floor lamps, wardrobes) framed instead of filling
+    the view; the free line to the goal point keeps the viewpoint in the goal's open space.
+    """
+    goal = np.asarray(goal_xy, dtype=float)[:2]
+    centre = np.asarray(target_position, dtype=float)[:2]
+    base = math.atan2(goal[1] - centre[1], goal[0] - centre[0]) if np.hypot(*(goal - centre)) > 1e-6 else 0.0
+    cand = np.array([centre + d * np.array([math.cos(base + math.radians(a)), math.sin(base + math.radians(a))])
+                     for a in angles_deg for d in distances])
+    ok = planner.is_navigable(cand)
+    if ok.any():
+        ok[ok] = planner.segments_free(cand[ok], np.repeat(goal[None], int(ok.sum()), axis=0))
+    return cand[int(np.argmax(ok))] if ok.any() else goal
+
+
 @register_task("visual_reference")
 class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
@@ -77,7 +98,8 @@ class VisualReference(CoarseGrained):
 
     def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, episode: Episode) -> Episode:
         """Render the goal view, save it under ``assets/`` and record it in ``info``."""
-        view = reference_view(goal.goal_xy, goal.facts.target.position, float(ctx.body.camera_height),
+        stand = reference_viewpoint(ctx.planner, goal.goal_xy, goal.facts.target.position)
+        view = reference_view(stand, goal.facts.target.position, float(ctx.body.camera_height),
                               ctx.floor_z, float(self.config.params.get("pitch_limit_deg", 30.0)))
         image = ctx.renderer(view["x"], view["y"], view["yaw"], view["pitch"])
         assets = self._assets()
