@@ -207,7 +207,12 @@ class OracleAgent(Agent):
         from ..core.errors import NoNavigableSpaceError
 
         self.path = np.zeros((0, 2))
+        base = self._fallbacks[-1]
         for planner in self._fallbacks:
+            # a clearance map snaps a start near a wall to its nearest free cell, which may lie
+            # across that wall: only use it when that cell is in plain sight on the navigable map
+            if planner is not base and not base.segment_free(xy, planner.snap_point(xy)):
+                continue
             try:
                 self.path = np.asarray(planner.shortest_path(xy, self.goal_xy).dense, dtype=float)[:, :2]
                 self.planner = planner

@@ -92,7 +92,7 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
                 for r in records:
                     r["_dir"] = name
                 runs.append((f"{agent.name} / {mode} / {task}", summary, records))
-                rows.extend((f"{agent.name} · {key}", agg) for key, agg in summary["by_task"].items())
+                rows.extend(((key.split("/")[0], agent.name, mode), agg) for key, agg in summary["by_task"].items())
     combined = {"runs": {label: {"run": s["run"], "overall": s["overall"]} for label, s, _ in runs},
                 "config": str(path)}
     write_json_atomic(out / "summary.json", combined)

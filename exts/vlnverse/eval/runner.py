@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import re
 import time
 import traceback
+import warnings
 import zlib
 from collections import Counter
 from dataclasses import dataclass
@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..core.errors import ConfigError, VLNVerseError
-from ..core.io import to_jsonable, write_json_atomic, write_jsonl_atomic
+from ..core.errors import ConfigError
+from ..core.io import to_jsonable, write_json_atomic
 from . import metrics as M
 from .agents import Agent, AgentState, make_agent
 from .config import EvalConfig
@@ -248,7 +248,9 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
 
     t0 = time.perf_counter()
     start = AgentPose(float(episode.start_position[0]), float(episode.start_position[1]), float(episode.start_yaw))
-    obs = mode.reset(start)
+    with warnings.catch_warnings():  # a start touching an obstacle is moved off it: recorded, not printed
+        warnings.simplefilter("ignore", RuntimeWarning)
+        obs = mode.reset(start)
     pose = sim.pose
     agent.reset(episode, ctx)
     goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
@@ -301,7 +303,8 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
         "invalid_actions": len(invalid), "invalid": invalid[:20], "trajectory": np.round(poses, 4).tolist(),
         "actions": actions, "collisions": collisions, "agent_outputs": to_jsonable(agent.outputs),
         "reference_path": np.round(np.asarray(episode.reference_path, dtype=float), 4).tolist(),
-        "goals": goals_xy.tolist(), "duration_s": round(time.perf_counter() - t0, 3),
+        "goals": goals_xy.tolist(), "start_adjusted_m": round(start.distance_to(AgentPose(*poses[0][:2])), 4),
+        "duration_s": round(time.perf_counter() - t0, 3),
     }
 
 
@@ -394,29 +397,33 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
 
 
 TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
+TABLE_PERCENT = ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
 
 
-def print_table(rows: Iterable[tuple[str, dict]], *, title: str = "vlnverse eval") -> None:
-    """Print a metrics table (rich) with one row per (label, aggregate block)."""
+def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "vlnverse eval",
+                label_headers: tuple[str, ...] = ("task", "agent", "mode")) -> None:
+    """Print a metrics table (rich): one row per (label cells, aggregate block)."""
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # piped output: do not squeeze the table to 80 columns
     table = Table(title=title)
-    table.add_column("run")
-    table.add_column("episodes", justify="right")
+    for header in label_headers:
+        table.add_column(header, no_wrap=True)
+    table.add_column("eps", justify="right")
     for name in TABLE_COLUMNS:
-        table.add_column(name, justify="right")
+        table.add_column(name + (" %" if name in TABLE_PERCENT else " m"), justify="right")
     table.add_column("invalid", justify="right")
-    for label, agg in rows:
+    for labels, agg in rows:
         means = agg["means"]
         cells = []
         for name in TABLE_COLUMNS:
             v = means.get(name)
-            pct = name in ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
-            cells.append("-" if v is None else (f"{100 * v:.1f}" if pct else f"{v:.2f}"))
-        table.add_row(label, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)))
-    Console().print(table)
-    Console().print("SR/OSR/SPL/nDTW/CLS/CR in %, TL/NE in metres", style="dim")
+            cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
+        table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)))
+    console.print(table)
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,6 +523,6 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     if cfg.report.enabled:
         write_report(out / "report.html", [(f"{cfg.agent.name} / {cfg.collision_mode}", summary, finished)], base_dir=out)
     if print_summary:
-        print_table([(f"{k} ({cfg.agent.name})", v) for k, v in summary["by_task"].items()])
+        print_table([((k.split("/")[0], cfg.agent.name, cfg.collision_mode), v) for k, v in summary["by_task"].items()])
         print(f"wrote {out / SUMMARY_FILE}, {out / EPISODES_FILE}" + (f", {out / 'report.html'}" if cfg.report.enabled else ""))
     return summary
