@@ -253,17 +253,16 @@ class TaskGenerator:
         """Assemble an ``Episode`` starting at the path's first waypoint, facing along it by default.
 
         ``goals`` defaults to one goal at the path's end with the config's success distance;
-        ``geodesic_distance`` defaults to ``path.length``, the any-angle shortest path length (the
-        quantity Habitat's navmesh geodesic reports; the 8-connected grid field reads up to 8.2 %
-        more in open space, and is kept in ``info["grid_geodesic_distance"]``).
+        ``geodesic_distance`` defaults to ``path.grid_cost`` — the grid geodesic, equal to the
+        distance field at the start, the quantity every task type stores (the any-angle reference
+        path is up to 8.2 % shorter; see docs/tasks.md, "Two geodesics").
         """
         start, end = path.waypoints[0], path.waypoints[-1]
         if goals is None:
             goals = [Goal(position=ctx.to_3d(end), radius=self.config.success_distance)]
         info = dict(info or {})
         if geodesic_distance is None:
-            geodesic_distance = path.length
-            info.setdefault("grid_geodesic_distance", round(float(path.grid_cost), 6))
+            geodesic_distance = path.grid_cost
         return Episode(
             episode_id=self.episode_id(ctx, index),
             scene_id=ctx.scene_id,
