@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, Vt
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 
 from vlnverse.core.errors import ConfigError, SceneError
 from vlnverse.scenes.description import Geom, SceneDescription, SceneObject
@@ -74,16 +74,14 @@ def test_stage_conventions_for_isaac_sim(home, tmp_path):
     assert UsdPhysics.MassAPI(prim).GetMassAttr().Get() == pytest.approx(cup_or_chair.mass, rel=1e-6)
     child = prim.GetChildren()[0]
     assert child.HasAPI(UsdPhysics.CollisionAPI)
-    mat = UsdShade_bound(child)
+    mat = _bound_physics_material(child)
     assert UsdPhysics.MaterialAPI(mat.GetPrim()).GetDynamicFrictionAttr().Get() > 0
     walls = [p for p in stage.Traverse() if p.GetName().startswith("wall_")]
     assert walls and all(p.HasAPI(UsdPhysics.CollisionAPI) for p in walls)
     assert [str(p.GetName()) for p in stage.GetPrimAtPath("/World/Rooms").GetChildren()] == [r.name for r in home.rooms]
 
 
-def UsdShade_bound(prim):
-    from pxr import UsdShade
-
+def _bound_physics_material(prim):
     return UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial("physics")[0]
 
 
@@ -95,8 +93,9 @@ def test_hand_built_mesh_description_round_trips(tmp_path):
     m[:3, 3] = [1.0, 2.0, 0.5]
     verts = np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1]], dtype=float)
     faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
-    floor = Geom("box", np.eye(4) @ np.diag([1, 1, 1, 1]), [3, 3, 0.05], label="floor", instance_id=1, name="/World/Structure/floor")
-    floor.transform[2, 3] = -0.05
+    below = np.eye(4)
+    below[2, 3] = -0.05
+    floor = Geom("box", below, [3, 3, 0.05], label="floor", instance_id=1, name="/World/Structure/floor")
     tetra = Geom("mesh", m, label="statue", instance_id=2, vertices=verts, faces=faces, name="/World/Objects/statue/body")
     ball = Geom("sphere", np.eye(4), [0.25, 0, 0], label="statue", instance_id=2, name="/World/Objects/statue/ball")
     ball.transform[:3, 3] = [1, 2, 1.75]
