@@ -122,3 +122,20 @@ def test_shipped_home_smoke():
         _, _, _, _, info = env.step(1)
     assert math.isfinite(info["obstacle_displacement"])
     env.close()
+
+
+def test_semantic_ids_are_stable_across_generated_homes():
+    procgen = pytest.importorskip("vlnverse.scenes.procgen")
+    tables = []
+    for seed in (0, 1):
+        with make_simulator(procgen.generate_home(seed), "r2r_ce", sensors=[], renderer="raycast") as sim:
+            tables.append(sim.semantic_labels)
+    from vlnverse.sim.mujoco.builder import default_label_table
+
+    # Every generated label is a catalog category, so both homes use the same global table.
+    assert tables[0] == tables[1] == default_label_table()
+    assert tables[0][:5] == ["background", "wall", "floor", "ceiling", "door_frame"]
+    # A scene label outside the table is appended after it, never renumbering the table.
+    extra = room_scene(3.0, 3.0, objects=[BoxObject("zz_prototype", (1.5, 1.5, 0.2), (0.2, 0.2, 0.2))])
+    with make_simulator(extra, "r2r_ce", sensors=[], renderer="raycast") as sim:
+        assert sim.semantic_labels == default_label_table() + ["zz_prototype"]

@@ -82,10 +82,21 @@ def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, p
     return h.hexdigest()
 
 
+def default_label_table() -> list[str]:
+    """``background``, the structure labels, then every object category of the scene catalog in
+    sorted order: semantic ids are the same in every generated home."""
+    try:
+        from ...scenes.catalog import CATEGORIES
+    except ImportError:  # scene catalog not installed: structure labels only
+        CATEGORIES = {}
+    structure = ["background", *STRUCTURE_LABELS]
+    return structure + sorted(set(CATEGORIES) - set(structure))
+
+
 def label_table_for(desc: SceneDescription, base: Sequence[str] | None = None) -> list[str]:
-    """Stable label table: ``base`` (default ``background`` + the structure labels) followed by the
-    scene's remaining labels in sorted order; index 0 is always ``background``."""
-    table = list(base) if base else ["background", *STRUCTURE_LABELS]
+    """Label table of a scene: ``base`` (default ``default_label_table()``) followed by the scene's
+    labels missing from it, sorted; index 0 is always ``background``."""
+    table = list(base) if base else default_label_table()
     if not table or table[0] != "background":
         table = ["background", *[t for t in table if t != "background"]]
     known = set(table)
