@@ -232,3 +232,23 @@ def test_navgraph_cli(homes, tmp_path, capsys):
     kinds = {d["kind"] for _, d in nav.graph.nodes(data=True)}
     assert {"door", "room"} <= kinds
     assert run("navgraph", homes[0], "--out", tmp_path / "x.json", "--spacing", 4) == 2
+
+
+def test_task_config_validation_and_context_cache(homes, tmp_path):
+    from vlnverse.core.errors import ConfigError, UnknownNameError
+    from vlnverse.tasks.base import load_task_config
+
+    bad = tmp_path / "t.yaml"
+    bad.write_text("task_type: test_geometry\nmin_geodesic: 5.0\nmax_geodesic: 4.0\n")
+    with pytest.raises(ConfigError, match=r"t.yaml: max_geodesic: got 4.0 with min_geodesic 5.0"):
+        load_task_config(bad)
+    bad.write_text("task_type: test_geometry\nmax_steps: 0\n")
+    with pytest.raises(ConfigError, match=r"t.yaml: max_steps: got 0 \(expected a positive integer\)"):
+        load_task_config(bad)
+    assert load_task_config("test_geometry").min_geodesic == 3.0  # registered, no YAML: defaults
+    with pytest.raises(UnknownNameError, match="unknown task 'nope'"):
+        load_task_config("nope")
+    a = load_scene_context(homes[0], "r2r_ce")
+    b = load_scene_context(homes[0], "r2r_ce", renderer=lambda *p: None)
+    assert b.planner is a.planner and b.renderer is not None and a.renderer is None
+    assert load_scene_context(homes[0], "stretch").planner is not a.planner
