@@ -119,3 +119,27 @@ def test_json_round_trip_through_networkx(home, tmp_path):
     (tmp_path / "bad.json").write_text('{"graph": {"version": 99}}')
     with pytest.raises(ConfigError, match=r"bad.json: graph.version: got 99"):
         SceneGraph.load(tmp_path / "bad.json")
+
+
+def test_scene_without_rooms_gets_inferred_room_nodes(home):
+    """Same home with rooms and doors removed: rooms come from the inferred room map."""
+    import dataclasses
+
+    from vlnverse.scenes.maps import compute_scene_maps
+
+    bare = dataclasses.replace(home, rooms=[], doors=[], geoms=list(home.geoms))
+    # the home fixture has no walls between the rooms: add the wall at x = 3 with its 1 m door
+    bare.geoms += [_box_geom((2.95, 0.0, 0.0), (3.05, 1.0, 2.7), "wall", 90),
+                   _box_geom((2.95, 2.0, 0.0), (3.05, 3.0, 2.7), "wall", 90)]
+    with pytest.warns(UserWarning, match="inferred 2 room"):
+        maps = compute_scene_maps(bare, "r2r_ce", cache=False)
+    g = maps.scene_graph
+    rooms = g.rooms()
+    assert [r["room_type"] for r in rooms] == ["unknown", "unknown"] and all(r["inferred"] for r in rooms)
+    left = g.room_of(10)                          # the table (its centre sits on occupied cells)
+    right = g.room_of(20)                         # the bed
+    assert {left, right} == {0, 1} and g.room_of(12) == left and g.room_of(22) == right
+    edges = [d for _, v, d in g.graph.out_edges(f"room:{left}", data=True) if v == f"room:{right}"]
+    assert len(edges) == 1 and edges[0]["relation"] == "adjacent"
+    np.testing.assert_allclose(edges[0]["door_center"], [3.0, 1.5], atol=0.05)
+    assert edges[0]["door_width"] == pytest.approx(1.0, abs=0.05)

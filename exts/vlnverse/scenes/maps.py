@@ -26,7 +26,7 @@ from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
 
 #: Bump when occupancy/room-map/scene-graph rules change, to invalidate cached maps.
-MAPS_VERSION = 1
+MAPS_VERSION = 2
 
 #: Obstacles lower than this (m) above the floor are stepped over.
 DEFAULT_STEP_HEIGHT = 0.15
@@ -151,7 +151,8 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
     occupancy = build_occupancy_map(desc, resolution=resolution, agent_height=body.height,
                                     step_height=DEFAULT_STEP_HEIGHT)
     navigable = occupancy.dilate(body.radius)
-    maps = SceneMaps(occupancy, navigable, build_room_map(desc, occupancy), build_scene_graph(desc))
+    room_map = build_room_map(desc, occupancy)
+    maps = SceneMaps(occupancy, navigable, room_map, build_scene_graph(desc, room_map=room_map, grid=occupancy))
     if path is not None:
         try:
             _write_cache(path, maps)
@@ -188,7 +189,8 @@ def scene_summary(desc: SceneDescription, maps: SceneMaps) -> dict[str, Any]:
         inferred = sorted(set(np.unique(room_ids)) - {NO_ROOM})
         rooms = [{"room_id": int(i), "room_type": "inferred", "area_m2": None,
                   "free_area_m2": round(count(free_counts, int(i)), 3),
-                  "navigable_area_m2": round(count(nav_counts, int(i)), 3), "objects": 0} for i in inferred]
+                  "navigable_area_m2": round(count(nav_counts, int(i)), 3),
+                  "objects": len(maps.scene_graph.objects_in_room(int(i)))} for i in inferred]
     categories = Counter(o.category for o in desc.objects if o.category not in STRUCTURE_LABELS)
     h, w = maps.occupancy.shape
     return {

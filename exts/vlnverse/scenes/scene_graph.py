@@ -29,6 +29,12 @@ Edges (attribute ``relation``)
 ``adjacent`` both ways between the two rooms of every door, attributes ``door_id``,
              ``door_center`` [x, y] and ``door_width``; two doors give two edges.
 
+Scenes without recorded rooms: given the inferred room map (``room_map.infer_room_map``),
+rooms become ``unknown``-typed nodes with ``inferred=True``; an object is ``in`` the room at
+its footprint centre (or the nearest room cell within 1 m, as furniture centres sit on
+occupied cells); rooms whose free cells touch are ``adjacent`` (``door_center`` = the mean
+point of the contact, ``door_width`` its extent).
+
 The JSON export is networkx node-link data (``links`` key) with ``graph.version`` and
 ``graph.scene_id``, so ``networkx.node_link_graph(json.load(f), edges="links")`` reads it.
 """
@@ -36,7 +42,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 import numpy as np
@@ -44,6 +50,9 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_text_atomic
 from .description import STRUCTURE_LABELS, SceneDescription, SceneObject
+
+if TYPE_CHECKING:
+    from .occupancy import OccupancyMap
 
 GRAPH_VERSION = 1
 ON_TOLERANCE = 0.02
@@ -200,10 +209,69 @@ def _assign_rooms(desc: SceneDescription, objects: list[SceneObject]) -> list[in
     return [int(room[i]) if room[i] >= 0 else o.room_id for i, o in enumerate(objects)]
 
 
-def build_scene_graph(desc: SceneDescription) -> SceneGraph:
-    """Build the scene graph of ``desc`` (rules in the module docstring)."""
+def _add_inferred_rooms(g: nx.MultiDiGraph, room_map: np.ndarray, grid: "OccupancyMap", z0: float) -> None:
+    """Room nodes and ``adjacent`` edges from an inferred room map (scenes that record no rooms)."""
+    ids = np.unique(room_map[room_map >= 0])
+    if len(ids) == 0:
+        return
+    cells = np.argwhere(room_map >= 0)
+    xy = grid.cell_to_world(cells)
+    labels = room_map[cells[:, 0], cells[:, 1]]
+    half = grid.resolution / 2
+    for rid in ids:
+        pts = xy[labels == rid]
+        lo, hi = pts.min(axis=0) - half, pts.max(axis=0) + half
+        g.add_node(room_node(rid), kind="room", room_id=int(rid), room_type="unknown", name=f"room_{int(rid)}",
+                   position=[*map(float, pts.mean(axis=0)), z0], bounds_min=[float(lo[0]), float(lo[1]), z0],
+                   bounds_max=[float(hi[0]), float(hi[1]), z0 + ROOM_HEIGHT],
+                   area=round(len(pts) * grid.resolution ** 2, 6), polygon=[], inferred=True)
+    # rooms whose cells touch (4-neighbours) are adjacent; the contact's mean point stands for the door
+    a = np.concatenate([room_map[:, :-1].ravel(), room_map[:-1, :].ravel()])
+    b = np.concatenate([room_map[:, 1:].ravel(), room_map[1:, :].ravel()])
+    rows, cols = np.indices(room_map.shape)
+    mid_r = np.concatenate([rows[:, :-1].ravel(), rows[:-1, :].ravel() + 0.5])
+    mid_c = np.concatenate([cols[:, :-1].ravel() + 0.5, cols[:-1, :].ravel()])
+    touch = (a >= 0) & (b >= 0) & (a != b)
+    pairs = np.stack([np.minimum(a[touch], b[touch]), np.maximum(a[touch], b[touch])], axis=1)
+    mids = grid.cell_to_world(np.stack([mid_r[touch], mid_c[touch]], axis=1))
+    for door_id, (ra, rb) in enumerate(np.unique(pairs, axis=0) if len(pairs) else []):
+        sel = (pairs[:, 0] == ra) & (pairs[:, 1] == rb)
+        attrs = dict(relation="adjacent", door_id=door_id, door_center=mids[sel].mean(axis=0).round(6).tolist(),
+                     door_width=round(float(np.ptp(mids[sel], axis=0).max()) + grid.resolution, 6), inferred=True)
+        g.add_edge(room_node(ra), room_node(rb), **attrs)
+        g.add_edge(room_node(rb), room_node(ra), **attrs)
+
+
+def _rooms_from_map(objects: list[SceneObject], room_map: np.ndarray, grid: "OccupancyMap") -> list[int | None]:
+    """Room of each object: the inferred room at its footprint centre, else the nearest one within 1 m."""
+    from scipy import ndimage
+
+    if not objects or not (room_map >= 0).any():
+        return [None] * len(objects)
+    dist, (ri, ci) = ndimage.distance_transform_edt(room_map < 0, return_indices=True)
+    cells = grid.world_to_cell(np.array([o.position[:2] for o in objects]))
+    out: list[int | None] = []
+    for (r, c), ok in zip(cells, grid.in_bounds(cells)):
+        if ok and dist[r, c] * grid.resolution <= 1.0:
+            out.append(int(room_map[ri[r, c], ci[r, c]]))
+        else:
+            out.append(None)
+    return out
+
+
+def build_scene_graph(desc: SceneDescription, *, room_map: np.ndarray | None = None,
+                      grid: "OccupancyMap | None" = None) -> SceneGraph:
+    """Build the scene graph of ``desc`` (rules in the module docstring).
+
+    When ``desc`` records no rooms, pass the inferred ``room_map`` and the ``grid`` it lives on
+    to get ``unknown``-typed room nodes (``inferred=True``), ``in`` edges by the room map and
+    ``adjacent`` edges between rooms whose free cells touch.
+    """
     g = nx.MultiDiGraph(version=GRAPH_VERSION, scene_id=desc.scene_id)
     z0 = desc.floor_z
+    infer = not desc.rooms and room_map is not None and grid is not None
+    if infer:
+        _add_inferred_rooms(g, room_map, grid, z0)
     for r in sorted(desc.rooms, key=lambda r: r.room_id):
         lo, hi = r.polygon.min(axis=0), r.polygon.max(axis=0)
         g.add_node(room_node(r.room_id), kind="room", room_id=int(r.room_id), room_type=r.room_type,
@@ -218,7 +286,7 @@ def build_scene_graph(desc: SceneDescription) -> SceneGraph:
             g.add_edge(b, a, **attrs)
 
     objects = sorted(_scene_objects(desc), key=lambda o: o.instance_id)
-    rooms = _assign_rooms(desc, objects)
+    rooms = _rooms_from_map(objects, room_map, grid) if infer else _assign_rooms(desc, objects)
     for obj, room_id in zip(objects, rooms):
         g.add_node(object_node(obj.instance_id), kind="object", category=obj.category,
                    instance_id=int(obj.instance_id), position=obj.position.tolist(),
