@@ -6,7 +6,6 @@ rectangles, wall boxes), never through the task module's own helpers.
 from __future__ import annotations
 
 import itertools
-import math
 from pathlib import Path
 from types import SimpleNamespace
 

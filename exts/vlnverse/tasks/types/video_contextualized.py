@@ -229,12 +229,11 @@ def _centroid(polygon: np.ndarray) -> np.ndarray:
 
 
 def orientation_answers(polygons: dict[int, np.ndarray], room_types: dict[int, str], yaw: float, *,
-                        margin: float = 5.0, blurry: Iterable[str] = BLURRY_ROOM_TYPES,
-                        exclude: Iterable[int] = ()) -> list[RoomAnswer]:
+                        margin: float = 5.0, blurry: Iterable[str] = BLURRY_ROOM_TYPES) -> list[RoomAnswer]:
     """"The <type> farthest to your left" and co. for an agent facing ``yaw``: exactly one room of
     the type among the extreme rooms of that side, ≥ 2 rooms of the type in the window, and the
     target not a corner room (not extreme along either perpendicular side)."""
-    blurry, exclude = set(blurry), set(exclude)
+    blurry = set(blurry)
     per_type: dict[str, int] = {}
     for r in polygons:
         per_type[room_types[r]] = per_type.get(room_types[r], 0) + 1
@@ -248,7 +247,7 @@ def orientation_answers(polygons: dict[int, np.ndarray], room_types: dict[int, s
             if rtype in blurry or per_type[rtype] < 2 or len(hits) != 1:
                 continue
             room = hits[0]
-            if room in exclude or any(room in extremes[p] for p in _PERPENDICULAR[side]):
+            if any(room in extremes[p] for p in _PERPENDICULAR[side]):
                 continue
             out.append(RoomAnswer("orientation", room, rtype, {"side": side}))
     return out
