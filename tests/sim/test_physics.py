@@ -168,3 +168,18 @@ def test_stop_does_not_move_and_same_actions_give_same_trajectory(room):
             assert r.physics_steps == 0
             poses.append(s.pose)
     assert poses[0] == poses[1]
+
+
+def test_body_friction_makes_the_wall_grip(room):
+    import dataclasses
+
+    from vlnverse.sim import load_body
+
+    gains = {}
+    for friction in (0.0, 1.0):
+        body = dataclasses.replace(load_body("r2r_ce"), friction=friction)
+        with make_simulator(room, body, sensors=[], renderer="raycast") as s:
+            s.reset((5.75, 1.0, math.radians(45.0)))
+            s.step(VelocityAction(v=0.6, omega=0.0, duration=1.5))
+            gains[friction] = s.pose.y - 1.0
+    assert gains[0.0] > 0.45 and gains[1.0] < 0.5 * gains[0.0]

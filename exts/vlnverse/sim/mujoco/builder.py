@@ -6,7 +6,8 @@ moves on slide joints in the floor plane, but do carry movable objects; geoms wi
 ``collides=False`` are visual only. The agent cylinder spans [``step_height``, ``height``] above
 the floor so that, like the occupancy map (``build_occupancy_map(step_height=0.15)``), objects
 lower than the step height do not block it. The agent geom is frictionless (``condim=1`` with a
-higher ``priority``, so it wins the contact's condim) and slides along walls; it is driven by
+higher ``priority``, so it wins the contact's condim) and slides along walls, unless the body
+declares a ``friction`` (then ``condim=3`` with that coefficient); it is driven by
 body-frame velocity actuators (site transmission) whose force limits are mass × max accel.
 """
 from __future__ import annotations
@@ -245,8 +246,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         agent.add_joint(name=jname, type=jtype, axis=axis, armature=0.0 if jtype == mujoco.mjtJoint.mjJNT_SLIDE else 0.01)
     half = (body.height - step_height) / 2.0
     agent.add_geom(name=AGENT_GEOM, type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[body.radius, half, 0.0],
-                   pos=[0.0, 0.0, step_height + half], mass=body.mass, condim=1, priority=1,
-                   friction=[body.friction, 0.0, 0.0], contype=1, conaffinity=1, group=GROUP_AGENT,
+                   pos=[0.0, 0.0, step_height + half], mass=body.mass, condim=1 if body.friction == 0 else 3,
+                   priority=1, friction=[body.friction, 0.005, 0.0001], contype=1, conaffinity=1, group=GROUP_AGENT,
                    rgba=[0.9, 0.5, 0.1, 1.0])
     agent.add_site(name=AGENT_SITE, pos=[0.0, 0.0, 0.0])
     inertia_z = 0.5 * body.mass * body.radius ** 2 + 0.01
