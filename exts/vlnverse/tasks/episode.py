@@ -76,7 +76,7 @@ class Episode:
         """The first instruction's text (or the first goal's category for category-only tasks)."""
         if self.instructions:
             return self.instructions[0].text
-        return self.goals[0].category or "" if self.goals else ""
+        return (self.goals[0].category or "") if self.goals else ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready mapping (numpy values converted to plain Python)."""
