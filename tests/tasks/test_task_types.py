@@ -3,8 +3,11 @@ geometry of goals and sub-goal paths, object-goal coverage, reference images, de
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
 import pytest
@@ -266,3 +269,42 @@ def test_bad_task_params_are_named():
         TASKS.get("long_horizon")(TaskConfig("long_horizon", params={"max_subgoals": 5}))
     with pytest.raises(ConfigError, match="params.oracle_url"):
         TASKS.get("dialogue")(TaskConfig("dialogue", params={"oracle": "llm"}))
+
+
+class _EchoLLM(BaseHTTPRequestHandler):
+    """Fake chat endpoint: "rewrites" by prefixing the instruction, or hallucinates a piano."""
+
+    hallucinate = False
+
+    def do_POST(self):  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        original = body["messages"][1]["content"].split("Instruction: ", 1)[1].rsplit("\nRewrite it.", 1)[0]
+        reply = "Walk past the grand piano first." if self.hallucinate else "Okay. " + original
+        data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.parametrize("hallucinate", [False, True])
+def test_llm_rewrites_are_kept_only_when_verified(ctx, hallucinate):
+    _EchoLLM.hallucinate = hallucinate
+    server = HTTPServer(("127.0.0.1", 0), _EchoLLM)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = load_task_config("coarse_grained", {"params.llm_url": f"http://127.0.0.1:{server.server_address[1]}"})
+        episodes = TASKS.get("coarse_grained")(config).generate(ctx, np.random.default_rng(0), 2, "train")
+    finally:
+        server.shutdown()
+        server.server_close()
+    graph = ctx.maps.scene_graph
+    for ep in episodes:
+        texts = [i.text for i in ep.instructions]
+        assert all(t.startswith("Okay. ") for t in texts) != hallucinate
+        assert not any("piano" in t for t in texts)
+        assert [ids[-1] == "llm" for ids in ep.info["template_ids"]] == [not hallucinate] * 3
+        _assert_grounded(ep, graph, *_target_vocabulary(graph, ep.info["target"]))

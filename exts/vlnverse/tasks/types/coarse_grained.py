@@ -4,7 +4,8 @@ Each episode has one target object; its goal is the navigable point nearest the 
 (``object_id``, ``room_id``, ``category`` on the ``Goal``) and it carries one instruction per
 style (formal, natural, casual), all checked by the Verifier. Config ``params``:
 ``styles`` (default all three), ``goal_offset`` (max distance goal point ↔ object, m, 1.0),
-``max_attempts_per_episode`` (20).
+``max_attempts_per_episode`` (20), ``llm_url``/``llm_model`` (optional LLM rewrite, kept only
+when verified).
 """
 from __future__ import annotations
 
@@ -16,15 +17,17 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ...core.errors import ConfigError
 from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
-from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
 
 
 @register_task("coarse_grained")
 class CoarseGrained(TaskGenerator):
     """Goal-object episodes with a formal, a natural and a casual description of the target."""
 
+    #: The optional LLM rewrite stage (set per ``generate`` call from ``params.llm_url``).
+    _rewriter = None
     #: Allowed ``params`` keys and their types.
-    PARAMS = {"styles": list, "goal_offset": (int, float), "max_attempts_per_episode": int}
+    PARAMS = {"styles": list, "goal_offset": (int, float), "max_attempts_per_episode": int, **LLM_PARAMS}
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -55,6 +58,7 @@ class CoarseGrained(TaskGenerator):
             raise no_episodes_error(ctx, self.name, "no reachable, uniquely describable target object")
         _, verifier = pipeline(ctx)
         synth = Synthesizer(self.template_task, lexicon=verifier.lexicon)
+        self._rewriter = llm_rewriter(self.config, verifier)
         episodes: list[Episode] = []
         budget = int(self.config.params.get("max_attempts_per_episode", 20)) * max(n, 1)
         while len(episodes) < n:
@@ -78,7 +82,8 @@ class CoarseGrained(TaskGenerator):
             return None
         start_xy, geodesic = start
         path = ctx.planner.shortest_path(start_xy, goal.goal_xy)
-        grounded = [synthesize_verified(lambda s=style: synth.goal(goal.facts, s, rng), verifier)
+        grounded = [maybe_rewrite(self._rewriter, synthesize_verified(lambda s=style: synth.goal(goal.facts, s, rng),
+                                                                      verifier), rng)
                     for style in self.styles]
         info = {"target": target_info(goal), "template_ids": [list(g.template_ids) for g in grounded]}
         info.update(self.extra_info(ctx, goal))

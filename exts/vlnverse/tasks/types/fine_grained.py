@@ -3,7 +3,8 @@
 The Describer lists the rooms the path crosses, landmarks within 1.5 m of it, the turns at its
 waypoints (relative to the random start heading) and the end point; the Synthesizer turns them
 into second-person clauses in the natural style. Config ``params``: ``instructions_per_episode``
-(3, as in R2R), ``landmark_radius`` (1.5 m), ``max_attempts_per_episode`` (20).
+(3, as in R2R), ``landmark_radius`` (1.5 m), ``max_attempts_per_episode`` (20), ``llm_url``/``llm_model``
+(optional LLM rewrite, kept only when verified).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import numpy as np
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Describer, Synthesizer, synthesize_verified
-from .goals import check_params, no_episodes_error, pipeline
+from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, no_episodes_error, pipeline
 
 
 @register_task("fine_grained")
@@ -22,7 +23,8 @@ class FineGrained(TaskGenerator):
     """Start/goal pairs with step-by-step instructions naming rooms, landmarks and turns."""
 
     #: Allowed ``params`` keys and their types.
-    PARAMS = {"instructions_per_episode": int, "landmark_radius": (int, float), "max_attempts_per_episode": int}
+    PARAMS = {"instructions_per_episode": int, "landmark_radius": (int, float), "max_attempts_per_episode": int,
+              **LLM_PARAMS}
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -35,6 +37,7 @@ class FineGrained(TaskGenerator):
         describer = Describer.from_context(ctx, landmark_radius=float(params.get("landmark_radius", 1.5)))
         synth = Synthesizer("fine_grained", lexicon=verifier.lexicon)
         per_episode = int(params.get("instructions_per_episode", 3))
+        rewriter = llm_rewriter(self.config, verifier)
         episodes: list[Episode] = []
         budget = int(params.get("max_attempts_per_episode", 20)) * max(n, 1)
         while len(episodes) < n:
@@ -49,7 +52,7 @@ class FineGrained(TaskGenerator):
                 continue
             texts: dict[str, object] = {}
             for _ in range(per_episode * 4):
-                grounded = synthesize_verified(lambda: synth.route(facts, rng), verifier)
+                grounded = maybe_rewrite(rewriter, synthesize_verified(lambda: synth.route(facts, rng), verifier), rng)
                 texts.setdefault(grounded.text, grounded)
                 if len(texts) == per_episode:
                     break

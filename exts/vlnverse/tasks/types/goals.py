@@ -7,6 +7,7 @@ different room than the goal.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -14,7 +15,8 @@ import numpy as np
 
 from ...core.errors import ConfigError, NoNavigableSpaceError
 from ..episode import Goal
-from ..instructions import Describer, TargetFacts, Verifier
+from ..instructions import Describer, GroundedInstruction, TargetFacts, Verifier
+from ..instructions.llm import ChatClient, LLMSynthesizer
 
 #: Categories never used as navigation targets.
 NON_TARGETS = frozenset({"wall", "floor", "ceiling", "door_frame", "door", "window", "rug"})
@@ -153,3 +155,24 @@ def check_params(config, schema: dict[str, type | tuple[type, ...]]) -> None:
         if not ok:
             names = "/".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
             raise ConfigError(f"got {value!r}", field=f"params.{key}", expected=f"a {names}")
+
+
+#: ``params`` keys enabling the optional LLM rewrite of instructions.
+LLM_PARAMS = {"llm_url": str, "llm_model": str}
+
+
+def llm_rewriter(config, verifier: Verifier) -> LLMSynthesizer | None:
+    """The LLM rewrite stage when ``params.llm_url`` is set (API key from ``VLNVERSE_LLM_API_KEY``)."""
+    url = (config.params or {}).get("llm_url")
+    if not url:
+        return None
+    client = ChatClient(url, model=str(config.params.get("llm_model", "default")),
+                        api_key=os.environ.get("VLNVERSE_LLM_API_KEY"))
+    return LLMSynthesizer(client, verifier)
+
+
+def maybe_rewrite(rewriter: LLMSynthesizer | None, instruction: GroundedInstruction, rng) -> GroundedInstruction:
+    """``instruction`` rewritten by the LLM stage if configured and verified, else unchanged."""
+    if rewriter is None:
+        return instruction
+    return rewriter.rewrite(instruction, seed=int(rng.integers(2 ** 31)))

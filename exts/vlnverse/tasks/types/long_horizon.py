@@ -6,7 +6,8 @@ per-leg shortest paths, stored separately in ``info["subgoal_paths"]`` with thei
 (``info["subgoal_geodesics"]``, summing to ``geodesic_distance``). One instruction chains the
 sub-goal descriptions ("First …, then …, and finally …"). Config ``params``:
 ``min_subgoals``/``max_subgoals`` (2/3), ``leg_min_geodesic``/``leg_max_geodesic`` (2/15 m),
-``goal_offset`` (1.0 m), ``max_attempts_per_episode`` (30).
+``goal_offset`` (1.0 m), ``max_attempts_per_episode`` (30), ``llm_url``/``llm_model`` (optional
+LLM rewrite, kept only when verified).
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
 from ..pathing import PlannedPath, polyline_length
-from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
 
 
 def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
@@ -35,9 +36,11 @@ def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
 class LongHorizon(TaskGenerator):
     """Chains of coarse-grained sub-goals with per-leg reference paths."""
 
+    #: The optional LLM rewrite stage (set per ``generate`` call from ``params.llm_url``).
+    _rewriter = None
     #: Allowed ``params`` keys and their types.
     PARAMS = {"min_subgoals": int, "max_subgoals": int, "leg_min_geodesic": (int, float),
-              "leg_max_geodesic": (int, float), "goal_offset": (int, float), "max_attempts_per_episode": int}
+              "leg_max_geodesic": (int, float), "goal_offset": (int, float), "max_attempts_per_episode": int, **LLM_PARAMS}
 
     def __init__(self, config=None):
         super().__init__(config)
@@ -57,6 +60,7 @@ class LongHorizon(TaskGenerator):
         if len(rooms) < lo:
             raise no_episodes_error(ctx, self.name, f"targets in {len(rooms)} room(s), need {lo} distinct rooms")
         synth = Synthesizer("long_horizon", lexicon=verifier.lexicon)
+        self._rewriter = llm_rewriter(self.config, verifier)
         episodes: list[Episode] = []
         budget = int(params.get("max_attempts_per_episode", 30)) * max(n, 1)
         while len(episodes) < n:
@@ -105,7 +109,8 @@ class LongHorizon(TaskGenerator):
         points = [start_xy] + [g.goal_xy for g in chain]
         paths = [ctx.planner.shortest_path(a, b) for a, b in zip(points[:-1], points[1:])]
         full = concatenate_paths(paths)
-        grounded = synthesize_verified(lambda: synth.chain([g.facts for g in chain], rng), verifier)
+        grounded = maybe_rewrite(self._rewriter, synthesize_verified(lambda: synth.chain([g.facts for g in chain], rng),
+                                                                     verifier), rng)
         info = {"subgoals": [target_info(g) for g in chain],
                 "subgoal_paths": [[ctx.to_3d(p) for p in path.waypoints] for path in paths],
                 "subgoal_lengths": [float(polyline_length(path.waypoints)) for path in paths],
