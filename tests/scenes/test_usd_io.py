@@ -81,6 +81,17 @@ def test_stage_conventions_for_isaac_sim(home, tmp_path):
     assert [str(p.GetName()) for p in stage.GetPrimAtPath("/World/Rooms").GetChildren()] == [r.name for r in home.rooms]
 
 
+def test_openusd_validators_find_no_error(home, tmp_path):
+    """OpenUSD's validators (stage metadata, physics colliders/rigid bodies, material bindings …) pass."""
+    UsdValidation = pytest.importorskip("pxr.UsdValidation")
+    registry = UsdValidation.ValidationRegistry()
+    validators = [registry.GetOrLoadValidatorByName(m.name) for m in registry.GetAllValidatorMetadata()
+                  if "Package" not in m.name and "Usdz" not in m.name]
+    stage = Usd.Stage.Open(str(write_usd(home, tmp_path / "v.usd")))
+    errors = UsdValidation.ValidationContext(validators).Validate(stage)
+    assert [e.GetMessage() for e in errors] == []
+
+
 def _bound_physics_material(prim):
     return UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial("physics")[0]
 

@@ -170,12 +170,20 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
     if g.kind == "box":
         gprim = UsdGeom.Cube.Define(stage, path)  # default size 2: scale = half extents
         _set_xform(gprim, local, g.size)
-    elif g.kind == "cylinder":
-        gprim = UsdGeom.Cylinder.Define(stage, path)  # default radius 1, height 2, axis Z
-        _set_xform(gprim, local, np.array([g.size[0], g.size[0], g.size[1]]))
+    elif g.kind == "cylinder":  # sized by attributes: PhysX rejects non-uniformly scaled cylinders
+        gprim = UsdGeom.Cylinder.Define(stage, path)
+        r, hh = float(g.size[0]), float(g.size[1])
+        gprim.CreateRadiusAttr().Set(r)
+        gprim.CreateHeightAttr().Set(2 * hh)
+        gprim.CreateAxisAttr().Set(UsdGeom.Tokens.z)
+        gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(-r, -r, -hh), Gf.Vec3f(r, r, hh)]))
+        _set_xform(gprim, local, None)
     elif g.kind == "sphere":
-        gprim = UsdGeom.Sphere.Define(stage, path)  # default radius 1
-        _set_xform(gprim, local, np.full(3, g.size[0]))
+        gprim = UsdGeom.Sphere.Define(stage, path)
+        r = float(g.size[0])
+        gprim.CreateRadiusAttr().Set(r)
+        gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)]))
+        _set_xform(gprim, local, None)
     else:
         gprim = UsdGeom.Mesh.Define(stage, path)
         verts = np.asarray(g.vertices, dtype=float).reshape(-1, 3)
