@@ -206,9 +206,12 @@ class _Raster:
         xs = self.origin[0] + (np.arange(cols.start, cols.stop) + 0.5) * self.res
         return np.meshgrid(xs, ys)
 
-    def fill_convex(self, points: np.ndarray) -> None:
-        """Mark centres inside the convex hull of ``points (K, 2)``; a degenerate hull marks nothing."""
-        hull = _convex_hull(points)
+    def fill_convex(self, points: np.ndarray, *, ordered: bool = False) -> None:
+        """Mark centres inside the convex hull of ``points (K, 2)``; a degenerate hull marks nothing.
+
+        With ``ordered`` the points already are a counter-clockwise convex polygon (no hull taken).
+        """
+        hull = points if ordered else _convex_hull(points)
         if hull is None:
             return
         win = self._window(hull.min(axis=0), hull.max(axis=0))
@@ -434,14 +437,24 @@ def _slice_segments(tris: np.ndarray, z: float) -> np.ndarray:
     return np.take_along_axis(xy, order[:, :, None], axis=1)
 
 
-def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float) -> None:
+#: Corners of an upright box's footprint in counter-clockwise order (local x/y signs).
+_RECT_SIGNS = np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
+
+
+def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float,
+                    aabb: tuple[np.ndarray, np.ndarray] | None = None) -> None:
     """Mark the cells covered by the part of ``geom`` between ``z_lo`` and ``z_hi``."""
-    lo, hi = geom.world_aabb()
+    lo, hi = aabb if aabb is not None else geom.world_aabb()
     if hi[2] < z_lo or lo[2] > z_hi:
         return
     rot, pos = geom.transform[:3, :3], geom.transform[:3, 3]
     upright = abs(rot[2, 2]) > 1 - 1e-9
-    if geom.kind == "box":
+    if geom.kind == "box" and upright:
+        # yaw-only rotation: the footprint is the rotated rectangle whatever the band cuts off
+        corners = (_RECT_SIGNS * geom.size[:2]) @ rot[:2, :2].T + pos[:2]
+        if geom.size[0] > 0 and geom.size[1] > 0:
+            raster.fill_convex(corners if np.linalg.det(rot[:2, :2]) > 0 else corners[::-1], ordered=True)
+    elif geom.kind == "box":
         verts = (_BOX_SIGNS * geom.size) @ rot.T + pos
         raster.fill_convex(_clip_convex_to_band(verts, _BOX_EDGES, z_lo, z_hi))
     elif geom.kind == "cylinder" and upright:
@@ -477,13 +490,12 @@ def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float) -> No
 
 def floor_geoms(desc: SceneDescription) -> list[Geom]:
     """Geoms that form the walkable floor: labelled ``floor``, or colliding with their top at ``floor_z``."""
-    out = []
-    for g in desc.geoms:
-        if g.label == "floor":
-            out.append(g)
-        elif g.collides and abs(g.world_aabb()[1][2] - desc.floor_z) <= FLOOR_TOLERANCE:
-            out.append(g)
-    return out
+    return [desc.geoms[i] for i in _floor_indices(desc, [g.world_aabb() for g in desc.geoms])]
+
+
+def _floor_indices(desc: SceneDescription, aabbs: list[tuple[np.ndarray, np.ndarray]]) -> list[int]:
+    return [i for i, (g, (_, hi)) in enumerate(zip(desc.geoms, aabbs))
+            if g.label == "floor" or (g.collides and abs(hi[2] - desc.floor_z) <= FLOOR_TOLERANCE)]
 
 
 def scene_name(desc: SceneDescription) -> str:
@@ -503,29 +515,29 @@ def build_occupancy_map(desc: SceneDescription, *, resolution: float = 0.05, age
     if not (step_height >= 0 and agent_height > step_height):
         raise ConfigError(f"got agent_height={agent_height}, step_height={step_height}", file=name,
                           field="agent_height", expected="agent_height > step_height >= 0")
-    colliding = [g for g in desc.geoms if g.collides]
-    if not colliding:
+    if not any(g.collides for g in desc.geoms):
         raise SceneError(f"{name}: no collision geometry (no geom carries a collider)")
-    floors = floor_geoms(desc)
-    if not floors:
+    aabbs = [g.world_aabb() for g in desc.geoms]
+    floor_idx = _floor_indices(desc, aabbs)
+    if not floor_idx:
         raise SceneError(f"{name}: no floor (no geom labelled 'floor' and no collider with its top at "
                          f"z={desc.floor_z:g} ± {FLOOR_TOLERANCE} m)")
-    floor_ids = {id(g) for g in floors}
 
-    lo = np.min([g.world_aabb()[0][:2] for g in floors], axis=0)
-    hi = np.max([g.world_aabb()[1][:2] for g in floors], axis=0)
+    lo = np.min([aabbs[i][0][:2] for i in floor_idx], axis=0)
+    hi = np.max([aabbs[i][1][:2] for i in floor_idx], axis=0)
     origin = np.floor(lo / res + _EPS) * res - res  # snapped to the lattice, one-cell margin
     w = int(math.ceil((hi[0] - origin[0]) / res - _EPS)) + 1
     h = int(math.ceil((hi[1] - origin[1]) / res - _EPS)) + 1
 
     floor_raster = _Raster(origin, res, (h, w))
-    for g in floors:
-        _rasterise_geom(floor_raster, g, -math.inf, math.inf)
+    for i in floor_idx:
+        _rasterise_geom(floor_raster, desc.geoms[i], -math.inf, math.inf, aabbs[i])
     obstacle_raster = _Raster(origin, res, (h, w))
     z_lo, z_hi = desc.floor_z + step_height, desc.floor_z + agent_height
-    for g in colliding:
-        if id(g) not in floor_ids:
-            _rasterise_geom(obstacle_raster, g, z_lo, z_hi)
+    is_floor = set(floor_idx)
+    for i, g in enumerate(desc.geoms):
+        if g.collides and i not in is_floor:
+            _rasterise_geom(obstacle_raster, g, z_lo, z_hi, aabbs[i])
 
     grid = np.full((h, w), UNKNOWN, dtype=np.uint8)
     grid[floor_raster.mask] = FREE
