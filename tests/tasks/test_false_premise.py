@@ -6,6 +6,7 @@ rectangles, wall boxes), never through the task module's own helpers.
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -282,20 +283,33 @@ def test_absent_candidates_never_clash_with_present_objects():
     assert not {"fridge", "refrigerator", "kettle", "mug", "counter", "kitchen_counter"} & set(absent)
 
 
+def grounded(episode):
+    """The episode's first instruction with the mentions stored in ``info["mentions"]``."""
+    from vlnverse.tasks.instructions.types import GroundedInstruction, Mention
+
+    mentions = [Mention(m["kind"], tuple(m["span"]), category=m.get("category"), instance_id=m.get("instance_id"),
+                        room_id=m.get("room_id"), relation=m.get("relation"), subject=m.get("subject"),
+                        target=m.get("target"), attributes=tuple((m.get("attributes") or {}).items()))
+                for m in episode.info["mentions"]]
+    return GroundedInstruction(episode.instructions[0].text, mentions)
+
+
 def test_instructions_pass_the_verifier(ctx, episodes):
+    from vlnverse.tasks.instructions.synthesizer import TEMPLATES
     from vlnverse.tasks.instructions.verifier import Verifier
 
+    assert len(TEMPLATES.get("false_premise")) >= 30
     verifier = Verifier(ctx.maps.scene_graph)
     for e in episodes:
+        problems = verifier.check(grounded(e))
         if e.info["decision"] == FOUND:
-            from vlnverse.tasks.instructions.types import GroundedInstruction, Mention
-
-            mentions = [Mention(m["kind"], tuple(m["span"]), category=m.get("category"),
-                                instance_id=m.get("instance_id"), room_id=m.get("room_id"),
-                                relation=m.get("relation"), subject=m.get("subject"), target=m.get("target"),
-                                attributes=tuple((m.get("attributes") or {}).items()))
-                        for m in e.info["mentions"]]
-            assert verifier.check(GroundedInstruction(e.instructions[0].text, mentions)) == []
+            assert problems == []
+        else:  # anything the Verifier objects to lies in the absent object's phrase, nowhere else
+            absent = [m for m in grounded(e).mentions if m.category == e.info["absent_category"]]
+            assert len(absent) == 1 and absent[0].instance_id is None
+            a, b = absent[0].span
+            for problem in problems:
+                assert a <= int(re.search(r"' at (\d+)", problem).group(1)) < b, problem
 
 
 def test_same_seed_same_episodes_and_roundtrip(ctx, episodes, tmp_path):

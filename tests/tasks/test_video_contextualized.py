@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_false_premise import _segment_blocked, grid_home, make_context
+from test_false_premise import _segment_blocked, grid_home, grounded, make_context
 from vlnverse.core.errors import ConfigError
 from vlnverse.tasks.base import TaskConfig
 from vlnverse.tasks.tours import RoomVisit, line_of_sight, load_prior_video, object_visibility, plan_tour
@@ -280,6 +280,20 @@ def test_instance_descriptions_are_unique_among_objects_seen_in_the_video(ctx, g
             return (o.category,) + tuple(o.attributes.get("color") if k == "color" else room_type(room) for k in keys)
 
         assert [i for i in seen if sig(ctx.desc.object_by_id(i)) == sig(target)] == [target.instance_id]
+
+
+def test_instructions_pass_the_verifier(ctx, generated):
+    from vlnverse.tasks.instructions.synthesizer import TEMPLATES
+    from vlnverse.tasks.instructions.verifier import Verifier
+
+    assert len(TEMPLATES.get("video_contextualized")) >= 30
+    verifier = Verifier(ctx.maps.scene_graph)
+    _, episodes = generated
+    for e in episodes:
+        assert verifier.check(grounded(e)) == [], e.instructions[0].text
+        rooms = [m for m in grounded(e).mentions if m.kind == "room" and m.room_id == e.info["target_room_id"]]
+        if e.info["kind"] != "instance" and e.info["answer"].get("relation") not in ("next", "previous"):
+            assert rooms, "R2O instructions name the target room's type"
 
 
 def test_video_frames_are_the_renderer_at_the_tour_poses(generated):
