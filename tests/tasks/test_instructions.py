@@ -71,7 +71,8 @@ def grid_and_rooms():
 
 @pytest.mark.parametrize("word, article", [("apple", "an"), ("mug", "a"), ("umbrella", "an"), ("hour", "an"),
                                            ("university", "a"), ("one", "a"), ("TV", "a"), ("LED lamp", "an"),
-                                           ("oven", "an"), ("honest", "an"), ("ukulele", "a"), ("egg", "an")])
+                                           ("oven", "an"), ("honest", "an"), ("ukulele", "a"), ("egg", "an"),
+                                           ("U-turn", "a"), ("X-ray", "an")])
 def test_indefinite_article(word, article):
     assert indefinite_article(word) == article
 
@@ -168,7 +169,7 @@ def test_route_instruction_follows_the_events(graph, grid_and_rooms):
         fridge = min(text.find(w) for w in ("fridge", "refrigerator") if w in text)
         assert 0 <= sofa < kitchen < fridge            # landmarks and rooms in path order
         assert "left" in text and "right" not in text
-        assert text.rstrip().endswith(".") and instr.text[0].isupper()
+        assert _grammar_problems(instr.text) == [], instr.text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,6 +275,9 @@ def _grammar_problems(text: str) -> list[str]:
             problems.append(f"'{m.group(0)}'")
     if re.search(r"\b(the|a|an) (the|a|an)\b", text, re.IGNORECASE):
         problems.append("double determiner")
+    for sentence in re.split(r"(?<=[.?!]) ", text):
+        if len(re.findall(r"\bthen\b", sentence, re.IGNORECASE)) > 1:
+            problems.append(f"'then' twice in '{sentence}'")
     return problems
 
 

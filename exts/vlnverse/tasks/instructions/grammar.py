@@ -37,6 +37,8 @@ def indefinite_article(phrase: str) -> str:
     if len(word) > 1 and word.isupper():  # acronym: letter name decides ("an LCD", "a TV")
         return "an" if word[0] in _VOWEL_SOUND_LETTERS else "a"
     low = word.lower()
+    if len(low) > 1 and low[1] == "-":  # letter compounds read by letter name: "a U-turn", "an X-ray"
+        return "an" if word[0].upper() in _VOWEL_SOUND_LETTERS else "a"
     if low.startswith(_AN_EXCEPTIONS):
         return "an"
     if low.startswith(_A_EXCEPTIONS):

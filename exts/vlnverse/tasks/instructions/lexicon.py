@@ -132,6 +132,8 @@ MATERIAL_ADJECTIVES: dict[str, str] = {
 COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
                "gray", "grey", "silver", "gold", "golden", "beige", "navy", "teal", "turquoise", "cream", "tan",
                "maroon", "ivory", "walnut", "oak", "charcoal")
+#: Colours that already say "wood" ("oak bed", not "oak wooden bed").
+WOOD_TONES = frozenset({"oak", "walnut", "cherry", "mahogany", "pine", "teak", "maple", "birch", "ash", "ebony"})
 SIZE_ADJECTIVES: dict[str, str] = {"small": "small", "medium": "medium-sized", "large": "large",
                                    "big": "big", "tiny": "tiny"}
 
@@ -210,6 +212,8 @@ class Lexicon:
 def attribute_adjectives(attributes: dict, keys: Iterable[str] = ("size", "color", "material")) -> list[str]:
     """Adjectives for the selected attributes in English order (size, colour, material)."""
     out = []
+    if attributes and attributes.get("color") in WOOD_TONES and attributes.get("material") in ("wood", "wooden"):
+        keys = [k for k in keys if k != "material"]
     for key in ("size", "color", "material"):
         if key not in keys:
             continue

@@ -10,7 +10,7 @@ import string
 from dataclasses import dataclass, field
 
 from .grammar import capitalize_first, indefinite_article, plural
-from .lexicon import Lexicon, attribute_adjectives
+from .lexicon import WOOD_TONES, Lexicon, attribute_adjectives
 from .types import Mention, ObjectRef, RelationFact, RoomRef
 
 _FORMATTER = string.Formatter()
@@ -75,6 +75,8 @@ def object_phrase(obj: ObjectRef, lexicon: Lexicon, *, determiner: str = "the", 
         noun = plural(noun)
     attrs = obj.attribute_dict
     keys = tuple(k for k in ("size", "color", "material") if k in attribute_keys and k in attrs)
+    if attrs.get("color") in WOOD_TONES and attrs.get("material") in ("wood", "wooden") and "color" in keys:
+        keys = tuple(k for k in keys if k != "material")    # "the oak bed", not "the oak wooden bed"
     adjectives = attribute_adjectives(attrs, keys)
     core = " ".join(adjectives + [noun])
     if determiner in ("a", "an"):

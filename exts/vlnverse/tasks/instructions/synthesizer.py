@@ -286,14 +286,17 @@ class Synthesizer:
         while i < len(clauses):
             size = min(len(clauses) - i, int(rng.integers(2, 4)))
             group = clauses[i:i + size]
+            lead = _pick(rng, ["", "", "then ", "after that, ", "next, "]) if sentences else ""
+            # Never "Then …, then …": a sentence opened by a sequencing word links with "and".
+            pair_links = [" and "] if lead else [" and ", ", then ", " and then "]
+            last_links = [", and "] if lead else [", and ", ", then "]
             if len(group) == 1:
                 sent = group[0]
             elif len(group) == 2:
-                sent = group[0] + _pick(rng, [" and ", ", then ", " and then "]) + group[1]
+                sent = group[0] + _pick(rng, pair_links) + group[1]
             else:
-                sent = Phrase.join(group[:-1], ", ") + _pick(rng, [", and ", ", then "]) + group[-1]
-            if sentences:
-                sent = Phrase(_pick(rng, ["", "", "then ", "after that, ", "next, "])) + sent
+                sent = Phrase.join(group[:-1], ", ") + _pick(rng, last_links) + group[-1]
+            sent = Phrase(lead) + sent
             sentences.append(_finish(sent))
             i += size
         return Phrase.join(sentences, " ")
