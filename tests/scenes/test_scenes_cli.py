@@ -162,6 +162,14 @@ def test_export_maps_writes_every_artifact(stage, tmp_path):
     assert any(d.get("category") == "table" for _, d in graph.nodes(data=True))
 
 
+def test_export_maps_is_byte_identical_across_runs(stage, tmp_path, monkeypatch):
+    for run in ("a", "b"):
+        monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / f"cache_{run}"))  # no shared cache
+        assert main(["scenes", "export-maps", str(stage), "--out", str(tmp_path / run)]) == 0
+    for name in ("occupancy.npz", "navigable.npz", "room_map.npz", "scene_graph.json", "map.png", "summary.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+
+
 @pytest.mark.parametrize("argv_tail, needle", [
     (["--resolution", "0"], "--resolution: got 0.0"),
     (["--body", "no_such_robot"], "unknown body preset 'no_such_robot'"),

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import atomic_path, write_json_atomic
+from ..core.io import write_json_atomic
 from ..paths import cache_dir
 from .description import STRUCTURE_LABELS, SceneDescription
-from .occupancy import FREE, OccupancyMap, build_occupancy_map, scene_name
+from .occupancy import FREE, OccupancyMap, build_occupancy_map, scene_name, write_npz
 from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
 
@@ -57,11 +57,8 @@ class SceneMaps:
         out = Path(out_dir)
         paths = {"occupancy": self.occupancy.save(out / "occupancy.npz"),
                  "navigable": self.navigable.save(out / "navigable.npz")}
-        with atomic_path(out / "room_map.npz", suffix=".npz") as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, room_map=self.room_map, origin=self.occupancy.origin,
-                                    resolution=np.float64(self.resolution))
-        paths["room_map"] = out / "room_map.npz"
+        paths["room_map"] = write_npz(out / "room_map.npz", room_map=self.room_map, origin=self.occupancy.origin,
+                                      resolution=np.float64(self.resolution))
         paths["scene_graph"] = self.scene_graph.save(out / "scene_graph.json")
         return paths
 
@@ -117,12 +114,9 @@ def _read_cache(path: Path, source: str) -> SceneMaps | None:
 
 
 def _write_cache(path: Path, maps: SceneMaps) -> None:
-    with atomic_path(path, suffix=".npz") as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez_compressed(fh, occupancy=maps.occupancy.grid, navigable=maps.navigable.grid,
-                                room_map=maps.room_map, origin=maps.occupancy.origin,
-                                resolution=np.float64(maps.resolution), radius=np.float64(maps.navigable.radius),
-                                scene_graph=np.str_(maps.scene_graph.to_json()))
+    write_npz(path, occupancy=maps.occupancy.grid, navigable=maps.navigable.grid, room_map=maps.room_map,
+              origin=maps.occupancy.origin, resolution=np.float64(maps.resolution),
+              radius=np.float64(maps.navigable.radius), scene_graph=np.str_(maps.scene_graph.to_json()))
 
 
 def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *, cache: bool = True) -> SceneMaps:

@@ -31,7 +31,9 @@ resolution, so cell boundaries fall on round coordinates.
 """
 from __future__ import annotations
 
+import io
 import math
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,13 +149,9 @@ class OccupancyMap:
         return OccupancyMap(grid, self.resolution, self.origin.copy(), source=self.source, radius=float(radius))
 
     def save(self, path: str | Path) -> Path:
-        """Write the map as a compressed ``.npz`` atomically; returns the path."""
-        path = Path(path)
-        with atomic_path(path, suffix=".npz") as tmp:
-            with open(tmp, "wb") as fh:
-                np.savez_compressed(fh, grid=self.grid, resolution=np.float64(self.resolution),
-                                    origin=self.origin, source=np.str_(self.source), radius=np.float64(self.radius))
-        return path
+        """Write the map as a compressed ``.npz`` atomically (byte-identical for equal maps); returns the path."""
+        return write_npz(path, grid=self.grid, resolution=np.float64(self.resolution), origin=self.origin,
+                         source=np.str_(self.source), radius=np.float64(self.radius))
 
     @classmethod
     def load(cls, path: str | Path) -> "OccupancyMap":
@@ -170,6 +168,24 @@ class OccupancyMap:
             raise ConfigError(f"not an occupancy map ({exc})", file=path,
                               expected="an .npz with grid, resolution, origin") from None
         return cls(fields["grid"], float(fields["resolution"]), fields["origin"], source=source, radius=radius)
+
+
+def write_npz(path: str | Path, **arrays: np.ndarray) -> Path:
+    """Write arrays as a compressed ``.npz`` atomically, byte-identical for equal inputs.
+
+    ``numpy.savez_compressed`` stamps every member with the current time; here members carry a
+    fixed timestamp and are written in keyword order, so equal maps give equal files.
+    """
+    path = Path(path)
+    with atomic_path(path, suffix=".npz") as tmp:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            for name, value in arrays.items():
+                buf = io.BytesIO()
+                np.lib.format.write_array(buf, np.asanyarray(value), allow_pickle=False)
+                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = zipfile.ZIP_DEFLATED
+                zf.writestr(info, buf.getvalue())
+    return path
 
 
 def _check_resolution(resolution: float, source: str | None) -> float:
