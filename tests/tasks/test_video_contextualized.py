@@ -132,6 +132,7 @@ def test_count_order_answers_recomputed_from_the_tour(generated):
         seq = visit_sequence(rooms_of_frames(arrays["positions"][s:t]))
         target, ttype = e.info["target_room_id"], e.info["answer"]["room_type"]
         assert room_type(target) == ttype
+        assert seq[-1] != target, "the target is not the room you start in"
         same_type = list(dict.fromkeys(r for r in seq if room_type(r) == ttype))
         assert len(same_type) >= 2, "a distractor room of the same type must be in the video"
         if kind == "count":

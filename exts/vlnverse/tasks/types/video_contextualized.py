@@ -20,7 +20,7 @@ distance — geodesic distances to the room centroids, from where you stand or f
 whose type is unique in the window ("the bedroom closest to the kitchen"), differ by
 ≥ ``distance_margin`` (5 m) from the runner-up; orientation — exactly one room of the type among the rooms at that extreme, and the
 target is not a corner room (not also extreme sideways). Rooms with blurry boundaries (hallways,
-entryways, balconies, ...) are never targets or anchors.
+entryways, balconies, ...) are never targets or anchors, and R2O episodes never start in one.
 
 ``info`` holds ``video`` (path of the tour ``.npz``), ``window`` ``[start, end)`` (tour frames),
 ``kind``, ``target_room_id``, ``target_object_id`` (the nearest goal instance),
@@ -382,6 +382,8 @@ class VideoContextualizedTask(TaskGenerator):
             obj_id, keys = answers[int(rng.integers(len(answers)))]
             return self._instance_episode(ctx, scene, window, obj_id, keys, start_xy, start_yaw, rng, index,
                                           split, seen_tags)
+        if scene.room_types[start_room] in blurry:  # R2O episodes start in a clearly bounded room
+            return None
         if kind == "count":
             answers = count_answers(visits, scene.room_types, blurry)
         elif kind == "order":
