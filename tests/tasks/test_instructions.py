@@ -408,3 +408,20 @@ def test_llm_synthesizer_survives_an_unreachable_endpoint(graph):
     instr, verifier = _template_instruction(graph)
     llm = LLMSynthesizer(ChatClient("http://127.0.0.1:9/v1", timeout=0.5), verifier)
     assert llm.rewrite(instr) is instr and "127.0.0.1:9" in llm.rejections[0][1][0]
+
+
+def test_frame_captioner_is_off_by_default_and_only_annotates(graph, grid_and_rooms):
+    frames = [np.zeros((8, 8, 3), np.uint8)]
+    assert Describer(graph).describe_target(2, frames=frames).caption is None
+    calls = []
+
+    def captioner(seen):
+        calls.append(len(seen))
+        return "a red mug on a wooden table"
+
+    grid, room_map = grid_and_rooms
+    described = Describer(graph, room_map, grid, captioner=captioner)
+    facts = described.describe_target(2, frames=frames)
+    assert facts.caption == "a red mug on a wooden table" and calls == [1]
+    assert facts.relation.anchor.instance_id == 3            # the scene graph still decides the facts
+    assert described.describe_target(2).caption is None and calls == [1]   # no frames, no call

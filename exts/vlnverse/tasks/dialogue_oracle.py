@@ -36,7 +36,9 @@ BEHIND_DEG = 135.0
 class DialogueOracle(Protocol):
     """Answers an agent's question given its pose (position [x, y(, z)], yaw in rad CCW from +X)."""
 
-    def answer(self, question: str, agent_position, agent_yaw: float) -> str: ...
+    def answer(self, question: str, agent_position, agent_yaw: float) -> str:
+        """A short natural-language answer to ``question`` for the agent's current pose."""
+        ...
 
 
 def relative_direction(agent_xy, agent_yaw: float, point_xy) -> str:
@@ -176,7 +178,8 @@ class SceneGraphOracle:
         """How far the target is along the path."""
         if f["distance"] < 1.0:
             return f"You are right next to {self._target_phrase()}."
-        return f"{capitalize_first(self._target_phrase())} is about {f['distance']:.0f} metres away, {self._direction_phrase(f['direction'])}."
+        where = self._direction_phrase(f["direction"])
+        return f"{capitalize_first(self._target_phrase())} is about {f['distance']:.0f} metres away, {where}."
 
     def answer(self, question: str, agent_position, agent_yaw: float) -> str:
         """Answer ``question`` for an agent at ``agent_position`` facing ``agent_yaw``."""

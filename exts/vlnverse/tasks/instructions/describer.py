@@ -267,7 +267,8 @@ class Describer:
             passed_rooms.add(r)
             events.append(RouteEvent("pass", s, landmark=view.object_ref(iid)))
 
-        end_room = view.room_ref(int(room_ids[-1])) if len(room_ids) and room_ids[-1] >= 0 else (rooms[-1] if rooms else None)
+        end_room = view.room_ref(int(room_ids[-1])) if len(room_ids) and room_ids[-1] >= 0 else None
+        end_room = end_room or (rooms[-1] if rooms else None)
         stop_lm = None
         if goal_instance is not None and goal_instance in view.objects:
             stop_lm = view.object_ref(goal_instance)

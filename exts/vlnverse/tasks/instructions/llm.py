@@ -176,7 +176,8 @@ class LLMSynthesizer:
         problems += self.verifier.check(rewritten)
         return rewritten, problems
 
-    def rewrite(self, instruction: GroundedInstruction, *, style: str | None = None, seed: int | None = None) -> GroundedInstruction:
+    def rewrite(self, instruction: GroundedInstruction, *, style: str | None = None,
+                seed: int | None = None) -> GroundedInstruction:
         """An LLM rewrite of ``instruction`` in ``style`` if one passes the checks, else ``instruction``."""
         style = style or instruction.style
         user = (f"Task: {instruction.task_type or 'navigation'}. Style: {style}.\n"

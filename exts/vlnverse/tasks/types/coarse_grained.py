@@ -17,7 +17,8 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ...core.errors import ConfigError
 from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
-from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+from .goals import (LLM_PARAMS, GoalObject, check_params, goal_objects, llm_rewriter, maybe_rewrite,
+                    no_episodes_error, pipeline, sample_start, target_goal, target_info)
 
 
 @register_task("coarse_grained")

@@ -20,7 +20,8 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
 from ..pathing import PlannedPath, polyline_length
-from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, GoalObject, goal_objects, no_episodes_error, pipeline, sample_start, target_goal, target_info
+from .goals import (LLM_PARAMS, GoalObject, check_params, goal_objects, llm_rewriter, maybe_rewrite,
+                    no_episodes_error, pipeline, sample_start, target_goal, target_info)
 
 
 def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
