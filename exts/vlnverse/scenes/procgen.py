@@ -53,6 +53,9 @@ _MIN_U = int(round(MIN_ROOM_SIDE / UNIT))
 _DOOR_WIDTHS_U = (18, 20, 22)  # 0.9, 1.0, 1.1 m
 _DOOR_MARGIN_U = 6  # 0.3 m of wall kept at either end of a shared wall
 _LEAF_TYPES = ("bathroom", "closet", "laundry_room")
+_NEEDS_WIDE = ("bedroom", "living_room", "dining_room")
+_FORGIVING = ("office", "closet", "laundry_room", "bathroom", "kitchen")
+_WIDE_U = 58  # 2.9 m
 _SIZE_RANK = {"living_room": 0.0, "bedroom": 1.0, "kitchen": 1.6, "dining_room": 2.2, "office": 3.0,
               "bathroom": 4.5, "laundry_room": 5.0, "closet": 6.0}
 #: Small objects that face the room the way their support does (screens, clocks, frames).
@@ -231,6 +234,16 @@ def _assign_types(rng: np.random.Generator, rects: list[Rect], hall_idx: int | N
     out = ["hallway"] * len(rects)
     for i, t in zip(by_area, types_sorted):
         out[i] = t
+    # rooms whose furniture needs depth (a bed is ~2.1 m long plus walking space) swap with
+    # a wider room of a more forgiving type
+    def narrow(i: int) -> bool:
+        return min(rects[i][2] - rects[i][0], rects[i][3] - rects[i][1]) < _WIDE_U
+
+    for i in by_area:
+        if out[i] in _NEEDS_WIDE and narrow(i):
+            swap = next((j for j in by_area if out[j] in _FORGIVING and not narrow(j)), None)
+            if swap is not None:
+                out[i], out[swap] = out[swap], out[i]
     return out
 
 
@@ -354,13 +367,18 @@ class _RoomLayout:
         self.sides: dict[str, str] = {}  # category -> wall side it was placed on
 
     def fits(self, box: np.ndarray, clear: np.ndarray | None) -> bool:
-        """Whether a footprint (and its clear strip) fits inside the room without conflicts."""
-        inner = self.inner
-        if box[0] < inner[0] - 1e-9 or box[1] < inner[1] - 1e-9 or box[2] > inner[2] + 1e-9 or box[3] > inner[3] + 1e-9:
+        """Whether a footprint and its clear strip fit inside the room, the footprint off every
+        door zone and clear strip, the clear strip off every footprint."""
+        if not (self._inside(box) and (clear is None or self._inside(clear))):
             return False
         if _overlaps(box, self.solid) or _overlaps(box, self.keep_clear):
             return False
         return clear is None or not _overlaps(clear, self.solid)
+
+    def _inside(self, box: np.ndarray) -> bool:
+        inner = self.inner
+        return bool(box[0] >= inner[0] - 1e-9 and box[1] >= inner[1] - 1e-9 and box[2] <= inner[2] + 1e-9
+                    and box[3] <= inner[3] + 1e-9)
 
 
 _SIDE_YAW = {"S": 0.0, "N": math.pi, "W": -math.pi / 2, "E": math.pi / 2}
@@ -640,11 +658,13 @@ def _furnish(plan: _Plan, rng: np.random.Generator) -> None:
                 partner = _PREFER_OPPOSITE.get(cat.name)
                 prefer = _OPPOSITE.get(layout.sides.get(partner, ""), None) if partner else None
                 placed = None
-                # the full group first, then the main piece alone; required pieces get fresh sizes
-                for attempt in range(3 if rule.prob >= 1.0 else 1):
+                # the full group first, then the main piece alone; a required piece gets fresh
+                # sizes and, as a last resort, a narrower clear strip in front of it
+                tries = [cat.clearance] * 3 + [min(cat.clearance, 0.3)] * 2 if rule.prob >= 1.0 else [cat.clearance]
+                for clearance in tries:
                     members = _group_members(rule, rng)
                     for subset in (members, members[:1]) if len(members) > 1 else (members,):
-                        placed = _place_group(layout, subset, rng, group, cat.placement, cat.clearance, prefer)
+                        placed = _place_group(layout, subset, rng, group, cat.placement, clearance, prefer)
                         if placed is not None:
                             break
                     if placed is not None:
