@@ -247,6 +247,18 @@ def test_landmark_reference_is_the_optimal_visiting_order(ctx, episodes):
     assert checked > 0
 
 
+def test_exploration_route_is_collision_free_through_the_viewpoints(ctx, episodes):
+    for e in episodes[::2]:
+        route = np.array(e.info["reference_exploration_route"])[:, :2]
+        vps = np.array(e.info["reference_exploration_path"])[:, :2]
+        assert np.allclose(route[0], vps[0])
+        for v in vps[1:]:  # every viewpoint is a corner of the route
+            assert np.min(np.linalg.norm(route - v, axis=1)) < 1e-9
+        assert all(ctx.planner.segment_free(a, b) for a, b in zip(route[:-1], route[1:]))
+        length = float(np.linalg.norm(np.diff(route, axis=0), axis=1).sum())
+        assert length <= e.info["reference_exploration_length"] + 1e-6
+
+
 def test_exhaustive_order_beats_nearest_neighbour_on_a_line():
     # entry at x=0, targets at x=1, -2, 4 (distances |a-b|). Nearest-neighbour: 1, -2, 4 → 1+3+6 = 10.
     # Optimal: -2, 1, 4 → 2+3+3 = 8.

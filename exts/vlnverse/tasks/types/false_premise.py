@@ -23,7 +23,8 @@ Visibility is line of sight on a view-blocking grid at camera height within
 objects are dropped. ``info``: ``decision``, ``pair_id``, ``target_room_id``,
 ``named_category``, ``original_object_id``, ``absent_category`` (NOT_FOUND), ``search_mode``,
 ``reference_exploration_path`` ([x, y, z] viewpoints in visiting order, entry first),
-``reference_exploration_length``, ``room_object_ids``, ``seen_object_ids``, ``coverage``.
+``reference_exploration_length`` (geodesic, m), ``reference_exploration_route`` (collision-free
+waypoints through those viewpoints, for imitation learning), ``room_object_ids``, ``seen_object_ids``, ``coverage``.
 """
 from __future__ import annotations
 
@@ -213,6 +214,7 @@ class Exploration:
     seen: list[int]
     room_objects: list[int]
     mode: str
+    route: np.ndarray  # (M, 2) collision-free waypoints through the viewpoints, entry first
 
     @property
     def coverage(self) -> float:
@@ -239,8 +241,11 @@ def plan_exploration(planner: PathPlanner, viewpoints: np.ndarray, sees: np.ndar
         mode = "coverage"
     length = float(sum(dist[a, b] for a, b in zip(visit[:-1], visit[1:])))
     seen_cols = np.flatnonzero(sees[visit].any(axis=0))
+    route = [viewpoints[visit[0]][None, :]]
+    for a, b in zip(visit[:-1], visit[1:]):
+        route.append(planner.shortest_path(viewpoints[a], viewpoints[b]).waypoints[1:])
     return Exploration(viewpoints=viewpoints[visit], length=length, seen=[room_objects[c] for c in seen_cols],
-                       room_objects=list(room_objects), mode=mode)
+                       room_objects=list(room_objects), mode=mode, route=np.concatenate(route))
 
 
 # ------------------------------------------------------------------------------------------
@@ -359,6 +364,7 @@ class FalsePremiseTask(TaskGenerator):
             "original_object_id": int(target), "search_mode": exploration.mode,
             "reference_exploration_path": [ctx.to_3d(v) for v in exploration.viewpoints],
             "reference_exploration_length": exploration.length,
+            "reference_exploration_route": [ctx.to_3d(v) for v in exploration.route],
             "room_object_ids": [int(i) for i in room_objs], "seen_object_ids": sorted(int(i) for i in exploration.seen),
             "coverage": exploration.coverage, "entry_viewpoint": ctx.to_3d(entry_xy),
             "visibility_range": p.visibility_range, "template_id": template_id,
