@@ -128,3 +128,18 @@ def test_body_presets_load_and_validate(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="camera_height"):
         load_body(bad)
     assert isinstance(r2r, AgentBody)
+
+
+def test_atomic_outputs_get_umask_permissions(tmp_path: Path) -> None:
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    try:
+        write_json_atomic(tmp_path / "a.json", {})
+        with atomic_dir(tmp_path / "d"):
+            pass
+    finally:
+        os.umask(mask)
+    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
