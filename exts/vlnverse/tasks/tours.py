@@ -326,9 +326,9 @@ def save_prior_video(path: str | Path, frames: np.ndarray, tour: Tour, *, previe
                      preview_frames: int = 48, preview_size: int = 96, fps: float = 4.0) -> dict[str, str]:
     """Store a tour video: ``path`` (.npz: ``frames`` uint8 (N,H,W,3) + the tour arrays), atomically,
     and a GIF preview beside it (``<stem>.gif``, at most ``preview_frames`` frames). Returns the paths."""
-    path = Path(path)
-    with atomic_path(path, suffix=".npz") as tmp:
-        write_npz(tmp, {"frames": np.asarray(frames, dtype=np.uint8), **tour.to_arrays()})
+    from ..scenes.occupancy import write_npz  # atomic, byte-identical for equal arrays
+
+    path = write_npz(path, frames=np.asarray(frames, dtype=np.uint8), **tour.to_arrays())
     out = {"video": str(path)}
     if preview and len(frames):
         from PIL import Image
@@ -341,18 +341,6 @@ def save_prior_video(path: str | Path, frames: np.ndarray, tour: Tour, *, previe
                            duration=int(1000 / fps), loop=0)
         out["preview"] = str(gif)
     return out
-
-
-def write_npz(path: str | Path, arrays: dict[str, np.ndarray]) -> None:
-    """``np.savez_compressed`` with fixed zip timestamps, so equal arrays give byte-identical files."""
-    import zipfile
-
-    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-        for name, arr in arrays.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED
-            with zf.open(info, "w", force_zip64=True) as fh:
-                np.lib.format.write_array(fh, np.asanyarray(arr), allow_pickle=False)
 
 
 def load_prior_video(path: str | Path) -> tuple[np.ndarray, dict[str, np.ndarray]]:
