@@ -308,3 +308,43 @@ def test_llm_rewrites_are_kept_only_when_verified(ctx, hallucinate):
         assert not any("piano" in t for t in texts)
         assert [ids[-1] == "llm" for ids in ep.info["template_ids"]] == [not hallucinate] * 3
         _assert_grounded(ep, graph, *_target_vocabulary(graph, ep.info["target"]))
+
+
+def _described_matches(text: str, graph, target: dict) -> list[int]:
+    """Objects of the scene matching what ``text`` says about the target (independent resolver):
+    its category, any of its attribute words present, the room type named, and the relation to
+    an anchor of the named category."""
+    from vlnverse.tasks.instructions.lexicon import MATERIAL_ADJECTIVES, SIZE_ADJECTIVES
+
+    objs, rooms = extract_words(text, graph)
+    candidates = [o for o in graph.objects() if o["category"] == target["category"]]
+    for key, value in target["attributes"].items():
+        surface = {"material": MATERIAL_ADJECTIVES, "size": SIZE_ADJECTIVES}.get(key, {}).get(value, value)
+        surface = surface.replace("_", " ")
+        if re.search(rf"(?<![\w-]){re.escape(surface.lower())}(?![\w-])", text.lower()):
+            candidates = [o for o in candidates if (o.get("attributes") or {}).get(key) == value]
+    room_types = {r["room_id"]: r["room_type"] for r in graph.rooms()}
+    if rooms:
+        candidates = [o for o in candidates if room_types.get(graph.room_of(o["instance_id"])) in rooms[0]]
+    rel = target.get("relation")
+    if rel and any(rel["anchor_category"] in names for names in objs):
+        anchors = {o["instance_id"] for o in graph.objects() if o["category"] == rel["anchor_category"]}
+
+        def related(o):
+            out = {(r, n) for r, n in graph.relations(o["instance_id"])}
+            if any((rel["relation"], f"obj:{a}") in out for a in anchors):
+                return True
+            return rel["relation"] in ("near", "next_to") and any(
+                (rel["relation"], f"obj:{o['instance_id']}") in set(graph.relations(a)) for a in anchors)
+
+        candidates = [o for o in candidates if related(o)]
+    return [o["instance_id"] for o in candidates]
+
+
+@pytest.mark.parametrize("task", ["coarse_grained", "dialogue"])
+def test_goal_descriptions_single_out_the_target(ctx, task):
+    graph = ctx.maps.scene_graph
+    for ep in _generate(ctx, task, seed=9, n=6):
+        target = ep.info["target"] if task == "coarse_grained" else ep.info["oracle"]["target"]
+        for instruction in ep.instructions:
+            assert _described_matches(instruction.text, graph, target) == [target["instance_id"]], instruction.text
