@@ -308,6 +308,10 @@ def test_object_goal_and_chain_render(graph):
     assert len(texts) >= 20 and all(not _grammar_problems(t) for t in texts)
     assert all(verifier.check(og.category("mug", rng)) == [] for _ in range(20))
     assert verifier.check(og.category("piano", rng)) != []    # category absent from the scene
+    single = {og.category("mug", rng, count=1).text for _ in range(80)}
+    several = {og.category("mug", rng, count=3).text for _ in range(80)}
+    assert not any("mugs" in t for t in single) and any(t.startswith("Find the mug") for t in single)
+    assert not any(re.search(r"\b(Find|Go to) the mug\b", t) for t in several) and any("mugs" in t for t in several)
     describer, lh = Describer(graph), Synthesizer("long_horizon")
     subgoals = [describer.describe_target(i) for i in (1, 2, 6)]
     for _ in range(20):

@@ -170,14 +170,21 @@ class Synthesizer:
         return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,
                                    template_ids=(tmpl.template_id,))
 
-    def category(self, category: str, rng: np.random.Generator, style: str = "natural") -> GroundedInstruction:
-        """A zero-grained instruction naming only an object category (object-goal navigation)."""
+    def category(self, category: str, rng: np.random.Generator, style: str = "natural",
+                 count: int | None = None) -> GroundedInstruction:
+        """A zero-grained instruction naming only an object category (object-goal navigation).
+
+        With ``count`` (instances in the scene), "the X" is said only of a single instance and
+        "one of the Xs" only of several.
+        """
         variant = int(rng.integers(4))
         slots = {"a_category": category_phrase(category, self.lexicon, variant=variant),
                  "category": category_phrase(category, self.lexicon, determiner="", variant=variant),
                  "the_category": category_phrase(category, self.lexicon, determiner="the", variant=variant),
                  "categories": category_phrase(category, self.lexicon, determiner="", variant=variant,
                                                plural_form=True)}
+        if count is not None:
+            del slots["categories" if count == 1 else "the_category"]
         tmpl = self._template(rng, "goal", style, set(slots))
         phrase = _finish(render(tmpl.text, slots))
         return GroundedInstruction(phrase.text, phrase.mentions, style=style, task_type=self.task_type,

@@ -72,7 +72,7 @@ class ObjectGoal(TaskGenerator):
             start_xy = planner.cell_centres(r, c)
             which = int(np.argmin(fields[:, r, c]))
             path = planner.shortest_path(start_xy, instances[which].goal_xy)
-            grounded = synthesize_verified(lambda: synth.category(category, rng), verifier)
+            grounded = synthesize_verified(lambda: synth.category(category, rng, count=len(instances)), verifier)
             info = {"category": category, "instances": [g.instance_id for g in instances],
                     "nearest_instance": instances[which].instance_id, "template_ids": [list(grounded.template_ids)]}
             episodes.append(self.make_episode(
