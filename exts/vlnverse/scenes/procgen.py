@@ -6,7 +6,9 @@ How a home is made (all randomness from ``numpy.random.default_rng(seed)``):
    side of a corridor that becomes the hallway) is split recursively into 4–12 rectangular
    rooms, each at least 2.4 m on a side.
 2. **Room types** go to rooms by size (the largest is the living room; a kitchen and a
-   bathroom are always present; bedrooms, dining room, office, closet, laundry fill the rest).
+   bathroom are always present; bedrooms, dining room, office, closet, laundry fill the rest);
+   bedrooms, living and dining rooms narrower than 2.9 m swap with a wider room of a more
+   forgiving type.
 3. **Doors**: a random spanning tree over rooms that share a wall (hallway and living room
    preferred as hubs) plus a few extra doors, each ≥ 0.9 m wide, cut as gaps in the walls
    with a lintel (``door_frame``) above.
