@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import networkx as nx
 import numpy as np
@@ -238,6 +239,13 @@ def test_shipped_set_variety(shipped):
     assert len(room_types) >= 8
     assert all(4 <= len(h.rooms) <= 12 for h in shipped)
     assert sum(p.stat().st_size for p in resolve_scenes("all")) < 5e6
+
+
+def test_shipped_scenes_match_the_generator():
+    """scenes_usd/ is exactly what tools/generate_shipped_scenes.py produces from this code."""
+    tool = Path(__file__).resolve().parents[2] / "tools" / "generate_shipped_scenes.py"
+    run = subprocess.run([sys.executable, str(tool), "--check", "--quiet"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
 
 
 def test_generate_homes_writes_files(tmp_path):
