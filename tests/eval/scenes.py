@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vlnverse.scenes.description import Geom, Room, SceneDescription
+from vlnverse.scenes.description import Geom, Room, SceneDescription, SceneObject
 
 
 def box(center, half, label, instance_id):
@@ -13,9 +13,11 @@ def box(center, half, label, instance_id):
     return Geom("box", t, np.asarray(half, float), label=label, instance_id=instance_id, name=f"{label}_{instance_id}")
 
 
-def corridor_scene(gap_width: float = 1.0) -> SceneDescription:
+def corridor_scene(gap_width: float = 1.0, with_objects: bool = False) -> SceneDescription:
     """A 10 m × 3 m corridor (x 0..10, y 0..3) cut at x = 5 by a 0.1 m wall with a ``gap_width``
-    opening at its top end (y in [3 - gap, 3]). Walls 2.6 m high, floor top at z = 0."""
+    opening at its top end (y in [3 - gap, 3]). Walls 2.6 m high, floor top at z = 0. Room 0
+    ("hallway") is x < 5, room 1 ("kitchen") x > 5. ``with_objects`` adds a kitchen table
+    (instance 10, centre (8, 2.4)) and a cabinet (instance 11, against the end wall at (9.7, 0.5))."""
     h = 1.3
     geoms = [
         box([5, 1.5, -0.05], [5.0, 1.5, 0.05], "floor", 1),
@@ -27,4 +29,11 @@ def corridor_scene(gap_width: float = 1.0) -> SceneDescription:
     wall_len = 3.0 - gap_width
     geoms.append(box([5.0, wall_len / 2, h], [0.05, wall_len / 2, h], "wall", 6))
     rooms = [Room(0, "hallway", [[0, 0], [5, 0], [5, 3], [0, 3]]), Room(1, "kitchen", [[5, 0], [10, 0], [10, 3], [5, 3]])]
-    return SceneDescription("corridor", geoms=geoms, rooms=rooms)
+    objects = []
+    if with_objects:
+        for iid, category, centre, half in ((10, "table", (8.0, 2.4, 0.375), (0.4, 0.3, 0.375)),
+                                            (11, "cabinet", (9.7, 0.5, 0.5), (0.25, 0.4, 0.5))):
+            geoms.append(box(centre, half, category, iid))
+            lo, hi = np.subtract(centre, half), np.add(centre, half)
+            objects.append(SceneObject(iid, category, f"/World/Objects/{category}", lo, hi, [len(geoms) - 1], room_id=1))
+    return SceneDescription("corridor", geoms=geoms, objects=objects, rooms=rooms)

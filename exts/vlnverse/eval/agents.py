@@ -11,6 +11,10 @@ A new agent is one decorated class::
 state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAction``, a
 ``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
 step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
+
+Task-specific answers: on false-premise (VLN-NF) episodes an agent ends with the action
+``"FOUND"`` or ``"NOT_FOUND"`` (a STOP that states its decision); for video-contextualized goal
+identification (VCN-Bench) it sets ``self.selected_frame`` to the prior-video frame it picks.
 """
 from __future__ import annotations
 
@@ -64,10 +68,12 @@ class Agent:
         self.seed = int(seed)
         self.model = model
         self.outputs: list[Any] = []
+        self.selected_frame: int | None = None
 
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""
         self.outputs = []
+        self.selected_frame = None
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """Return the next action."""
@@ -149,14 +155,22 @@ class OracleAgent(Agent):
     passage it plans with half the clearance, then on the plain navigable map; if ``patience``
     actions in a row bring it no closer it STOPs (a gap too tight for 15° / 0.25 m actions).
     ``best_action(pose)`` gives the teacher action for any pose.
+
+    On false-premise (VLN-NF) episodes it follows the episode's reference exploration
+    (``info["reference_exploration_path"]``: the target room's entry, then the viewpoints that
+    see its objects), passing each viewpoint within ``waypoint_tolerance``, and ends with the
+    ground-truth FOUND / NOT_FOUND decision.
     """
 
     name = "oracle"
 
     def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
-                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40, **kwargs: Any):
+                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40,
+                 waypoint_tolerance: float = 0.35, **kwargs: Any):
         super().__init__(**kwargs)
         self.patience = int(patience)
+        self.waypoint_tolerance = float(waypoint_tolerance)
+        self.route: list[np.ndarray] = []
         self.clearance = float(clearance)
         self.lookahead = float(lookahead)
         self.stop_margin = float(stop_margin)
@@ -199,6 +213,11 @@ class OracleAgent(Agent):
         start = np.asarray(episode.start_position[:2], dtype=float)
         # aim at the goal whose geodesic distance from the start is smallest
         self.goal_xy = goals[int(np.argmin([f.distance(start[None])[0] for f in fields]))]
+        self.route = []
+        if episode.info.get("decision") in ("FOUND", "NOT_FOUND"):
+            self.route = [np.asarray(p[:2], dtype=float) for p in episode.info.get("reference_exploration_path", [])]
+        if self.route:
+            self.goal_xy = self.route[0]
         self._replan(start)
 
     def _replan(self, xy: np.ndarray) -> None:
@@ -227,9 +246,20 @@ class OracleAgent(Agent):
         """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
         threshold = self.success_distance if success_distance is None else success_distance
         xy = pose.xy
-        remaining = float(self.goal_distance(xy[None])[0])
-        if remaining < threshold - self.stop_margin:
-            return DiscreteAction.STOP
+        if self.route:  # exploration route: next viewpoint once this one is reached
+            while self.route and np.linalg.norm(self.route[0] - xy) < self.waypoint_tolerance:
+                self.route.pop(0)
+                if self.route:
+                    self.goal_xy = self.route[0]
+                    self._replan(xy)
+            if not self.route:
+                return DiscreteAction.STOP
+            # progress: viewpoints left, then distance to the current one along the floor
+            remaining = 1000.0 * len(self.route) + float(self._fallbacks[-1].geodesic_distance(xy, self.goal_xy))
+        else:
+            remaining = float(self.goal_distance(xy[None])[0])
+            if remaining < threshold - self.stop_margin:
+                return DiscreteAction.STOP
         # give up (STOP) when ``patience`` actions brought it no 0.1 m closer: stuck in a
         # passage too tight for the discrete action set
         best, since = self._best
@@ -262,12 +292,14 @@ class OracleAgent(Agent):
         return DiscreteAction.TURN_LEFT if error > 0 else DiscreteAction.TURN_RIGHT
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
-        """``best_action`` at the true pose (privileged state); in graph mode the neighbour
-        closest to the goal along the floor."""
+        """``best_action`` at the true pose (privileged state), or ``best_graph_action`` in graph
+        mode; on false-premise episodes it stops with the ground-truth FOUND / NOT_FOUND."""
         self.success_distance = state.success_distance
-        if state.neighbours:
-            return self.best_graph_action(state)
-        return self.best_action(state.pose)
+        action = self.best_graph_action(state) if state.neighbours else self.best_action(state.pose)
+        decision = getattr(state.episode, "info", {}).get("decision")
+        if action is DiscreteAction.STOP and decision in ("FOUND", "NOT_FOUND"):
+            return decision  # privileged: the ground-truth answer of a false-premise episode
+        return action
 
     def best_graph_action(self, state: AgentState) -> Any:
         """Graph mode: STOP near the goal, else the next viewpoint on the shortest graph route to

@@ -45,6 +45,10 @@ STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
 ORDERED_GOAL_TASKS = ("long_horizon",)
 #: Task types that also report the room success rate (goal carries a ``room_id``).
 ROOM_GOAL_TASKS = ("video_contextualized", "video_context", "vcn")
+#: Task types with a FOUND / NOT_FOUND decision and VLN-NF metrics (``info["decision"]``).
+DECISION_TASKS = ("false_premise",)
+#: Stop actions that also state a decision (VLN-NF action space).
+DECISIONS = ("FOUND", "NOT_FOUND")
 #: Metrics that a Strict failure (or a missing STOP) forces to 0.
 SUCCESS_METRICS = ("SR", "SPL", "sDTW")
 
@@ -234,6 +238,66 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     return out
 
 
+def score_decision(episode: Any, ctx: Any, poses: np.ndarray, decision: str | None, *,
+                   blocked: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
+    """VLN-NF metrics of a false-premise episode (VLN-NF Sec. 3.3): ``reach_SR`` (a visited pose
+    in the target room), ``decision_SR`` (the stated FOUND / NOT_FOUND is right), ``RD_SR``
+    (both), ``coverage`` of the room's objects seen from the in-room poses and ``REV_SPL`` with
+    the in-room path length against ``reference_exploration_length``. As in VLN-NF (panoramic
+    viewpoints) and the task's reference exploration, an object is seen from a pose when it is
+    in line of sight at camera height within the task's ``visibility_range``, in any direction."""
+    from ..tasks.tours import object_visibility
+
+    info = episode.info
+    room = ctx.desc.room_by_id(int(info["target_room_id"]))
+    expected = str(info["decision"]).upper()
+    reached = M.reach_success(poses[:, :2], room.polygon)
+    inside = room.contains(poses[:, :2])
+    room_ids = [int(i) for i in info.get("room_object_ids", [])]
+    seen: list[int] = []
+    if inside.any() and room_ids:
+        objects = [ctx.desc.object_by_id(i) for i in room_ids]
+        grid, origin = blocked
+        visible = object_visibility(grid, origin, ctx.planner.resolution, poses[inside, :2],
+                                    np.array([o.bounds_min for o in objects]), np.array([o.bounds_max for o in objects]),
+                                    max_range=float(info.get("visibility_range", 4.0)))
+        seen = [i for i, v in zip(room_ids, visible.any(axis=0)) if v]
+    coverage = M.object_coverage(seen, room_ids)
+    steps = np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1)
+    explored = float(steps[inside[:-1] & inside[1:]].sum()) if len(poses) > 1 else 0.0
+    correct = decision is not None and decision.upper() == expected
+    return {"reach_SR": reached, "decision_SR": float(correct),
+            "RD_SR": M.reach_decision_success(bool(reached), decision or "", expected),
+            "coverage": coverage, "REV_SPL": M.rev_spl(bool(reached), correct, coverage, explored,
+                                                       float(info.get("reference_exploration_length", 0.0)))}
+
+
+def score_frame_selection(episode: Any, selected_frame: int | None) -> dict[str, float]:
+    """VCN-Bench goal identification (Sec. 5.3): ``info["target_frames"]`` are the window frames
+    in the target room (room-to-object kinds) or showing the target object (``instance``), so
+    the selected frame scores Rid-SR or Oid-SR by membership."""
+    info = episode.info
+    hit = selected_frame is not None and int(selected_frame) in {int(f) for f in info.get("target_frames", [])}
+    if info.get("kind") == "instance":
+        target = int(info.get("target_object_id", -1))
+        return {"Oid_SR": M.oid_sr([target] if hit else [], target)}
+    room = int(info.get("target_room_id", -1))
+    return {"Rid_SR": M.rid_sr(room if hit else None, room)}
+
+
+_VIEW_BLOCKING: dict[int, tuple[Any, tuple[np.ndarray, np.ndarray]]] = {}
+
+
+def _view_blocking(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The scene's view-blocking grid at camera height (cached for the current scene)."""
+    from ..tasks.tours import view_blocking_grid
+
+    cached = _VIEW_BLOCKING.get(0)
+    if cached is None or cached[0] is not ctx.desc:
+        _VIEW_BLOCKING[0] = (ctx.desc, view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height))
+    return _VIEW_BLOCKING[0][1]
+
+
 def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
     neighbours = []
     if hasattr(mode, "neighbours") and mode.node is not None:
@@ -260,6 +324,7 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
     collisions: list[dict] = []
     invalid: list[dict] = []
     termination, failure, stopped, collided = "max_steps", None, False, False
+    decision: str | None = None
     n_moves = 0
     for step in range(settings.max_steps):
         state = _state(episode, ctx, mode, pose, step, settings, goal_fn, collided)
@@ -271,6 +336,11 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
                         traceback.format_exception_only(type(exc), exc)[-1].strip())
             actions.append(None)
             continue
+        if isinstance(action, str) and action.strip().upper().replace("-", "_") in DECISIONS:
+            decision = action.strip().upper().replace("-", "_")  # a STOP that states a decision
+            actions.append(decision)
+            termination, stopped = "stop", True
+            break
         try:
             outcome = mode.step(action)
         except (InvalidActionError, TypeError, ValueError) as exc:
@@ -296,9 +366,14 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
     metrics = score_episode(episode, ctx, path_xy, stopped=stopped, failed=failure is not None,
                             collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance,
                             reference_spacing=mode.forward_step)
+    if episode.task_type in DECISION_TASKS and "decision" in episode.info:
+        metrics.update(score_decision(episode, ctx, np.asarray(poses, dtype=float), decision,
+                                      blocked=_view_blocking(ctx)))
+    if getattr(agent, "selected_frame", None) is not None and "target_frames" in episode.info:
+        metrics.update(score_frame_selection(episode, agent.selected_frame))
     return {
         "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
-        "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics,
+        "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics, "decision": decision,
         "termination": termination, "failure": failure, "steps": len(actions), "moves": n_moves,
         "invalid_actions": len(invalid), "invalid": invalid[:20], "trajectory": np.round(poses, 4).tolist(),
         "actions": actions, "collisions": collisions, "agent_outputs": to_jsonable(agent.outputs),

@@ -1,0 +1,84 @@
+"""False-premise (VLN-NF) decisions and REV-SPL, and VCN goal identification, through the runner."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from scenes import corridor_scene
+from vlnverse.eval.agents import Agent, make_agent
+from vlnverse.eval.modes import make_mode
+from vlnverse.eval.runner import RunSettings, run_episode, score_frame_selection
+from vlnverse.sim import make_simulator
+from vlnverse.sim.body import load_body
+from vlnverse.sim.types import DiscreteAction
+from vlnverse.tasks.base import context_from_description
+from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+
+@pytest.fixture(scope="module")
+def kitchen():
+    ctx = context_from_description(corridor_scene(with_objects=True), load_body("r2r_ce"), 0.05, scene_path="corridor.usda")
+    sim = make_simulator(ctx.desc, ctx.body, sensors=[])
+    yield ctx, sim
+    sim.close()
+
+
+def _episode(ctx, decision: str) -> Episode:
+    """Start in the hallway; the kitchen (room 1) holds a table and a cabinet. The reference
+    exploration enters through the opening and visits one viewpoint that sees both."""
+    start, entry, view = (1.5, 1.5), (5.6, 2.5), (7.0, 1.2)
+    path = ctx.planner.shortest_path(start, entry)
+    explore = [[*entry, 0.0], [*view, 0.0]]
+    goal = Goal([8.0, 2.4, 0.0], object_id=10, category="table") if decision == "FOUND" else Goal([*entry, 0.0], room_id=1)
+    info = {"decision": decision, "target_room_id": 1, "room_object_ids": [10, 11], "visibility_range": 4.0,
+            "reference_exploration_path": explore,
+            "reference_exploration_length": math.dist(entry, view)}
+    return Episode(f"nf-{decision}", "corridor", "corridor.usda", "val", "false_premise", [*start, 0.0], 0.0, [goal],
+                   [[*p, 0.0] for p in path.waypoints], path.length, [Instruction("find the toaster in the kitchen")], info)
+
+
+SETTINGS = dict(max_steps=300, success_distance=3.0, resolution=0.05, task_type="false_premise")
+
+
+class Quitter(Agent):
+    """Declares NOT_FOUND at once, without exploring."""
+
+    def act(self, observations, state):
+        return "not-found"
+
+
+@pytest.mark.parametrize("decision", ["FOUND", "NOT_FOUND"])
+def test_oracle_explores_the_room_and_states_the_right_decision(kitchen, decision):
+    ctx, sim = kitchen
+    rec = run_episode(_episode(ctx, decision), ctx, sim, make_mode("telhop", sim, planner=ctx.planner),
+                      make_agent("oracle"), RunSettings(body=ctx.body, **SETTINGS))
+    m = rec["metrics"]
+    assert rec["termination"] == "stop" and rec["decision"] == decision and rec["actions"][-1] == decision
+    assert m["reach_SR"] == 1.0 and m["decision_SR"] == 1.0 and m["RD_SR"] == 1.0
+    assert m["coverage"] == 1.0  # both kitchen objects in line of sight from the viewpoint
+    # the oracle's in-room path (entering past the entry, then to the viewpoint) is about the reference length
+    assert m["REV_SPL"] > 0.6
+
+
+def test_premature_not_found_scores_zero(kitchen):
+    ctx, sim = kitchen
+    rec = run_episode(_episode(ctx, "NOT_FOUND"), ctx, sim, make_mode("strict", sim), Quitter(),
+                      RunSettings(body=ctx.body, **SETTINGS))
+    m = rec["metrics"]
+    assert rec["steps"] == 1 and rec["decision"] == "NOT_FOUND"
+    assert m["decision_SR"] == 1.0 and m["reach_SR"] == 0.0 and m["RD_SR"] == 0.0
+    assert m["coverage"] == 0.0 and m["REV_SPL"] == 0.0
+
+
+def test_frame_selection_scores_rid_and_oid():
+    room_ep = Episode("v0", "s", "s.usda", "val", "video_contextualized", [0, 0, 0], 0.0, [Goal([1, 1, 0], radius=1.0)],
+                      [[0, 0, 0], [1, 1, 0]], 1.4, [Instruction("go to the second bedroom you saw")],
+                      {"kind": "count", "target_frames": [12, 13, 14], "target_room_id": 4})
+    assert score_frame_selection(room_ep, 13) == {"Rid_SR": 1.0}
+    assert score_frame_selection(room_ep, 2) == {"Rid_SR": 0.0}
+    obj_ep = Episode("v1", "s", "s.usda", "val", "video_contextualized", [0, 0, 0], 0.0, [Goal([1, 1, 0], radius=1.0)],
+                     [[0, 0, 0], [1, 1, 0]], 1.4, [Instruction("go to the red mug")],
+                     {"kind": "instance", "target_frames": [40], "target_object_id": 9})
+    assert score_frame_selection(obj_ep, 40) == {"Oid_SR": 1.0}
+    assert score_frame_selection(obj_ep, None) == {"Oid_SR": 0.0}
