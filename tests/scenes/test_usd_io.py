@@ -292,3 +292,36 @@ def test_write_rejects_unknown_suffix(home, tmp_path):
     with pytest.raises(ConfigError, match=r"scene\.obj.*unsupported suffix"):
         write_usd(home, tmp_path / "scene.obj")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore::vlnverse.scenes.usd_io.SceneLoadWarning")
+def test_instanced_references_load_once_per_instance(tmp_path):
+    asset = Usd.Stage.CreateNew(str(tmp_path / "chair.usda"))
+    UsdGeom.SetStageMetersPerUnit(asset, 1.0)
+    root = UsdGeom.Xform.Define(asset, "/Chair")
+    asset.SetDefaultPrim(root.GetPrim())
+    seat = UsdGeom.Cube.Define(asset, "/Chair/seat")
+    seat.AddTranslateOp().Set(Gf.Vec3d(0, 0, 0.45))
+    seat.AddScaleOp().Set(Gf.Vec3f(0.2, 0.2, 0.02))
+    UsdPhysics.CollisionAPI.Apply(seat.GetPrim())
+    asset.GetRootLayer().Save()
+    stage = Usd.Stage.CreateNew(str(tmp_path / "room.usda"))
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    floor = UsdGeom.Cube.Define(stage, "/World/floor")
+    floor.AddTranslateOp().Set(Gf.Vec3d(0, 0, -0.05))
+    floor.AddScaleOp().Set(Gf.Vec3f(3, 3, 0.05))
+    UsdPhysics.CollisionAPI.Apply(floor.GetPrim())
+    for i, x in enumerate((1.0, -1.0)):
+        chair = UsdGeom.Xform.Define(stage, f"/World/chair_{i}")
+        chair.AddTranslateOp().Set(Gf.Vec3d(x, 0, 0))
+        chair.GetPrim().GetReferences().AddReference(str(tmp_path / "chair.usda"))
+        chair.GetPrim().SetInstanceable(True)
+        chair.GetPrim().CreateAttribute("semantic:Semantics:params:semanticData", Sdf.ValueTypeNames.String).Set("chair")
+    stage.GetRootLayer().Save()
+    desc = load_scene(tmp_path / "room.usda")
+    chairs = [o for o in desc.objects if o.category == "chair"]
+    assert [o.prim_path for o in chairs] == ["/World/chair_0", "/World/chair_1"]
+    assert chairs[0].instance_id != chairs[1].instance_id
+    np.testing.assert_allclose(chairs[0].bounds_min, [0.8, -0.2, 0.43], atol=1e-6)
+    np.testing.assert_allclose(chairs[1].bounds_max, [-0.8, 0.2, 0.47], atol=1e-6)
