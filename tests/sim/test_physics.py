@@ -183,3 +183,14 @@ def test_body_friction_makes_the_wall_grip(room):
             s.step(VelocityAction(v=0.6, omega=0.0, duration=1.5))
             gains[friction] = s.pose.y - 1.0
     assert gains[0.0] > 0.45 and gains[1.0] < 0.5 * gains[0.0]
+
+
+def test_wrap_angle_scalar_and_array_agree():
+    from vlnverse.sim import wrap_angle
+
+    angles = np.linspace(-20.0, 20.0, 401)
+    wrapped = wrap_angle(angles)
+    assert np.all((wrapped > -math.pi) & (wrapped <= math.pi))
+    np.testing.assert_allclose(np.sin(wrapped), np.sin(angles), atol=1e-12)
+    assert [wrap_angle(float(a)) for a in angles] == pytest.approx(list(wrapped), abs=1e-12)
+    assert wrap_angle(-math.pi) == math.pi

@@ -417,18 +417,26 @@ class MujocoSimulator(Simulator):
         sub_dt = cfg.physics_dt
         lateral_accel = body.max_linear_accel if body.holonomic else 9.81
         acc_max = np.array([body.max_linear_accel, lateral_accel, math.radians(body.max_angular_accel_deg)])
-        ideal = np.array([*self.pose.xy, self._d.qpos[self._qadr[2]]], float)
-        ideal_vel = self._d.qvel[self._dadr].astype(float)  # world-frame vx, vy, yaw rate
+        ideal = [*map(float, self._d.qpos[self._qadr])]  # x, y, yaw (plain floats: this runs every step)
+        ideal_vel = [*map(float, self._d.qvel[self._dadr])]  # world-frame vx, vy, yaw rate
+        (tf, tl, tw), (af, al, aw) = target.tolist(), acc_max.tolist()
 
         def command(tick: int):
             if tick >= ticks:
                 return None, "ok"
+            vx, vy, w = ideal_vel
+            x, y, yaw = ideal
             for _ in range(cfg.substeps):
-                c, s = math.cos(ideal[2]), math.sin(ideal[2])
-                body_vel = np.array([c * ideal_vel[0] + s * ideal_vel[1], -s * ideal_vel[0] + c * ideal_vel[1], ideal_vel[2]])
-                acc = np.clip((target - body_vel) / SERVO_TAU, -acc_max, acc_max)
-                ideal_vel[:] += sub_dt * np.array([c * acc[0] - s * acc[1], s * acc[0] + c * acc[1], acc[2]])
-                ideal[:] += sub_dt * ideal_vel
+                c, s = math.cos(yaw), math.sin(yaw)
+                acc_f = min(af, max(-af, (tf - (c * vx + s * vy)) / SERVO_TAU))
+                acc_l = min(al, max(-al, (tl - (-s * vx + c * vy)) / SERVO_TAU))
+                acc_w = min(aw, max(-aw, (tw - w) / SERVO_TAU))
+                vx += sub_dt * (c * acc_f - s * acc_l)
+                vy += sub_dt * (s * acc_f + c * acc_l)
+                w += sub_dt * acc_w
+                x, y, yaw = x + sub_dt * vx, y + sub_dt * vy, yaw + sub_dt * w
+            ideal_vel[:] = (vx, vy, w)
+            ideal[:] = (x, y, yaw)
             return target, None
 
         pitch = self._pitch
