@@ -370,3 +370,15 @@ def test_low_coverage_references_are_dropped():
         objs_in = [o for o in c.desc.objects if np.all((o.position[:2] >= lo) & (o.position[:2] <= hi))]
         seen = _seen_from(c.desc, np.array(e.info["reference_exploration_path"])[:, :2], objs_in, c.body.camera_height)
         assert len(seen) / len(objs_in) >= 0.85
+
+
+def test_dataset_keeps_pairs_in_one_split(tmp_path):
+    # generate_dataset holds out a share of train episodes as val_seen: pairs move together.
+    from vlnverse.tasks.dataset import generate_dataset
+
+    generate_dataset("false_premise", ["home_0001"], 8, 5, tmp_path / "ds", val_seen_fraction=0.5, progress=False)
+    splits: dict[str, set] = {}
+    for e in load_episodes(tmp_path / "ds"):
+        splits.setdefault(e.info["pair_id"], set()).add(e.split)
+    assert len(splits) == 4 and all(len(s) == 1 for s in splits.values())
+    assert {next(iter(s)) for s in splits.values()} == {"train", "val_seen"}

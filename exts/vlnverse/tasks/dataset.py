@@ -234,9 +234,12 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 if close is not None:
                     close()
             if split == "train" and val_seen_fraction > 0:
-                held_out = np.random.default_rng(split_seq).random(len(episodes)) < val_seen_fraction
-                for ep, hold in zip(episodes, held_out):
-                    if hold:
+                # One draw per episode group (false-premise pairs share info["pair_id"]; any other
+                # episode is its own group), so a pair never straddles train and val_seen.
+                groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
+                held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < val_seen_fraction))
+                for ep in episodes:
+                    if held[ep.info.get("pair_id", ep.episode_id)]:
                         ep.split = "val_seen"
             for ep in episodes:
                 by_split.setdefault(ep.split, []).append(ep)
