@@ -82,3 +82,25 @@ def test_frame_selection_scores_rid_and_oid():
                      {"kind": "instance", "target_frames": [40], "target_object_id": 9})
     assert score_frame_selection(obj_ep, 40) == {"Oid_SR": 1.0}
     assert score_frame_selection(obj_ep, None) == {"Oid_SR": 0.0}
+
+
+def test_long_horizon_oracle_visits_sub_goals_in_order(kitchen):
+    from vlnverse.eval.runner import summarize
+
+    ctx, sim = kitchen
+    start, first, last = (1.0, 1.5), (9.0, 0.6), (1.5, 0.5)  # out to the kitchen's far end and back
+    legs = [ctx.planner.shortest_path(start, first), ctx.planner.shortest_path(first, last)]
+    ref = [[*p, 0.0] for p in legs[0].waypoints] + [[*p, 0.0] for p in legs[1].waypoints[1:]]
+    ep = Episode("lh-0", "corridor", "corridor.usda", "val", "long_horizon", [*start, 0.0], 0.0,
+                 [Goal([*first, 0.0]), Goal([*last, 0.0])], ref, legs[0].length + legs[1].length,
+                 [Instruction("first go to the cabinet in the kitchen, then come back to the hallway")])
+    settings = RunSettings(max_steps=400, success_distance=3.0, body=ctx.body, resolution=0.05, task_type="long_horizon")
+    rec = run_episode(ep, ctx, sim, make_mode("telhop", sim, planner=ctx.planner), make_agent("oracle"), settings)
+    assert rec["metrics"]["goals_reached"] == [True, True] and rec["metrics"]["SR"] == 1.0
+    assert max(p[0] for p in rec["trajectory"]) > 6.0  # it really went to the kitchen first
+    # the wall bumper heads for the first goal only and stops there: sub-goal 2 never reached, SR 0
+    wall = run_episode(ep, ctx, sim, make_mode("telhop", sim, planner=ctx.planner), make_agent("wall_bumper"), settings)
+    assert wall["metrics"]["goals_reached"] == [True, False] and wall["metrics"]["SR"] == 0.0
+    summary = summarize([dict(rec, collision_mode="telhop"), dict(wall, collision_mode="telhop")],
+                        run={"collision_mode": "telhop"})
+    assert summary["overall"]["sr_n"] == {"SR_1": 1.0, "SR_2": 0.5, "SR_all": 0.5}

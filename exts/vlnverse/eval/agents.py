@@ -31,6 +31,14 @@ from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
 
+#: Task types whose goals must be reached in the listed order (success = all, in order).
+ORDERED_GOAL_TASKS = ("long_horizon",)
+
+
+def has_ordered_goals(episode: Any) -> bool:
+    """Whether ``episode``'s goals are sub-goals to visit in order (long-horizon)."""
+    return episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
+
 
 def register_agent(name: str):
     """Class decorator adding an agent to ``AGENTS`` under ``name``; returns the class unchanged."""
@@ -156,7 +164,9 @@ class OracleAgent(Agent):
     actions in a row bring it no closer it STOPs (a gap too tight for 15° / 0.25 m actions).
     ``best_action(pose)`` gives the teacher action for any pose.
 
-    On false-premise (VLN-NF) episodes it follows the episode's reference exploration
+    Routes: on long-horizon episodes it visits the sub-goals in order (each counts once its
+    geodesic distance is below ``success_distance - stop_margin``) before the final goal; on
+    false-premise (VLN-NF) episodes it follows the reference exploration
     (``info["reference_exploration_path"]``: the target room's entry, then the viewpoints that
     see its objects), passing each viewpoint within ``waypoint_tolerance``, and ends with the
     ground-truth FOUND / NOT_FOUND decision.
@@ -170,7 +180,8 @@ class OracleAgent(Agent):
         super().__init__(**kwargs)
         self.patience = int(patience)
         self.waypoint_tolerance = float(waypoint_tolerance)
-        self.route: list[np.ndarray] = []
+        self.route: list[tuple[np.ndarray, float | None]] = []
+        self._stop_after_route = False
         self.clearance = float(clearance)
         self.lookahead = float(lookahead)
         self.stop_margin = float(stop_margin)
@@ -186,6 +197,7 @@ class OracleAgent(Agent):
         self._goal_node: Any = None
         self._fallbacks: list[Any] = []
         self._best = (math.inf, 0)
+        self._final_goal: np.ndarray | None = None
 
     def _planner_for(self, context: Any) -> Any:
         """A planner on the context's occupancy grown by body radius + clearance (kept while the scene maps stay the same)."""
@@ -208,16 +220,20 @@ class OracleAgent(Agent):
         self._best = (math.inf, 0)
         self.planner = self._planner_for(context)
         goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
+        self.route, self._stop_after_route = [], False
+        if episode.info.get("decision") in ("FOUND", "NOT_FOUND"):
+            self.route = [(np.asarray(p[:2], dtype=float), self.waypoint_tolerance)
+                          for p in episode.info.get("reference_exploration_path", [])]
+            self._stop_after_route = bool(self.route)
+        elif has_ordered_goals(episode) and len(goals) > 1:
+            self.route = [(g, None) for g in goals[:-1]]  # None: the success-distance rule
+            goals = goals[-1:]
         fields = [context.planner.distance_field(g) for g in goals]  # the metric's own geodesic
         self.goal_distance = lambda pts: np.min([f.distance(np.atleast_2d(pts)) for f in fields], axis=0)
         start = np.asarray(episode.start_position[:2], dtype=float)
         # aim at the goal whose geodesic distance from the start is smallest
-        self.goal_xy = goals[int(np.argmin([f.distance(start[None])[0] for f in fields]))]
-        self.route = []
-        if episode.info.get("decision") in ("FOUND", "NOT_FOUND"):
-            self.route = [np.asarray(p[:2], dtype=float) for p in episode.info.get("reference_exploration_path", [])]
-        if self.route:
-            self.goal_xy = self.route[0]
+        self._final_goal = goals[int(np.argmin([f.distance(start[None])[0] for f in fields]))]
+        self.goal_xy = self.route[0][0] if self.route else self._final_goal
         self._replan(start)
 
     def _replan(self, xy: np.ndarray) -> None:
@@ -246,16 +262,20 @@ class OracleAgent(Agent):
         """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
         threshold = self.success_distance if success_distance is None else success_distance
         xy = pose.xy
-        if self.route:  # exploration route: next viewpoint once this one is reached
-            while self.route and np.linalg.norm(self.route[0] - xy) < self.waypoint_tolerance:
-                self.route.pop(0)
-                if self.route:
-                    self.goal_xy = self.route[0]
-                    self._replan(xy)
-            if not self.route:
+        base = self._fallbacks[-1]
+        while self.route:  # route points (sub-goals, viewpoints) in order, then the final goal
+            point, tolerance = self.route[0]
+            reach = threshold - self.stop_margin if tolerance is None else tolerance
+            if base.geodesic_distance(xy, point) >= reach:
+                break
+            self.route.pop(0)
+            if not self.route and self._stop_after_route:
                 return DiscreteAction.STOP
-            # progress: viewpoints left, then distance to the current one along the floor
-            remaining = 1000.0 * len(self.route) + float(self._fallbacks[-1].geodesic_distance(xy, self.goal_xy))
+            self.goal_xy = self.route[0][0] if self.route else self._final_goal
+            self._replan(xy)
+        if self.route:
+            # progress: route points left, then the distance to the current one along the floor
+            remaining = 1000.0 * len(self.route) + float(base.geodesic_distance(xy, self.goal_xy))
         else:
             remaining = float(self.goal_distance(xy[None])[0])
             if remaining < threshold - self.stop_margin:

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
 from . import metrics as M
-from .agents import Agent, AgentState, make_agent
+from .agents import Agent, AgentState, has_ordered_goals, make_agent
 from .config import EvalConfig
 from .modes import CollisionMode, make_mode
 
@@ -41,8 +41,6 @@ log = logging.getLogger(__name__)
 
 #: Metrics every navigation episode reports (VLNVerse Tab. 5 plus sDTW and CLS).
 STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
-#: Task types whose goals must be reached in order (SR_n, SR_all).
-ORDERED_GOAL_TASKS = ("long_horizon",)
 #: Task types that also report the room success rate (goal carries a ``room_id``).
 ROOM_GOAL_TASKS = ("video_contextualized", "video_context", "vcn")
 #: Task types with a FOUND / NOT_FOUND decision and VLN-NF metrics (``info["decision"]``).
@@ -213,7 +211,7 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
 
     goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
     reference = resample_polyline(np.asarray(episode.reference_path, dtype=float)[:, :2], reference_spacing)
-    ordered = episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
+    ordered = has_ordered_goals(episode)
     if ordered:
         fns = [goal_distance_fn(ctx, g[None]) for g in goals_xy]
         final_goal, final_fn = goals_xy[-1:], fns[-1]
