@@ -429,3 +429,21 @@ def test_frame_captioner_is_off_by_default_and_only_annotates(graph, grid_and_ro
     assert facts.caption == "a red mug on a wooden table" and calls == [1]
     assert facts.relation.anchor.instance_id == 3            # the scene graph still decides the facts
     assert described.describe_target(2).caption is None and calls == [1]   # no frames, no call
+
+
+def test_extract_mentions_reads_two_word_colours():
+    from vlnverse.tasks.instructions.llm import _attribute_words, extract_mentions
+    from vlnverse.tasks.instructions.types import ObjectRef, RoomRef
+
+    bedroom = RoomRef(4, "bedroom")
+    wardrobe = ObjectRef(73, "wardrobe", bedroom, (("color", "light_wood"), ("material", "wood")))
+    words = _attribute_words([{"attributes": {"color": "light_wood", "material": "wood"}}])
+    text = "Open the large light wood wardrobe in the bedroom."
+    mentions, unresolved = extract_mentions(text, Lexicon(), [wardrobe], [bedroom], words)
+    obj = next(m for m in mentions if m.kind == "object")
+    assert unresolved == [] and text[obj.span[0]:obj.span[1]] == "large light wood wardrobe"
+    assert sorted(obj.attributes) == [("color", "light_wood"), ("size", "large")]
+    rel = next(m for m in mentions if m.kind == "relation")
+    assert (rel.relation, rel.subject, rel.target) == ("in", "obj:73", "room:4")
+    _, unresolved = extract_mentions("Open the wardrobe next to the piano.", Lexicon(), [wardrobe], [bedroom], words)
+    assert unresolved == ["piano"]

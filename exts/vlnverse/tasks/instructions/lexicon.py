@@ -94,6 +94,17 @@ OBJECT_PHRASES: dict[str, tuple[str, ...]] = {
     "phone": ("phone",),
     "fruit_bowl": ("fruit bowl",),
     "apple": ("apple",),
+    "towel_rack": ("towel rack", "towel rail"),
+    "kitchen_cabinet": ("kitchen cabinet", "kitchen cupboard"),
+    "sideboard": ("sideboard", "buffet"),
+    "dryer": ("dryer", "tumble dryer"),
+    "laundry_basket": ("laundry basket", "hamper"),
+    "storage_shelf": ("storage shelf", "shelving unit"),
+    "keyboard": ("keyboard",),
+    "soap_dispenser": ("soap dispenser",),
+    "picture_frame": ("picture frame", "photo frame"),
+    "pot": ("pot", "cooking pot"),
+    "teapot": ("teapot",),
 }
 
 #: Spoken forms of room types (preferred form first).
@@ -131,7 +142,8 @@ MATERIAL_ADJECTIVES: dict[str, str] = {
 #: Colour words recognised in free text (scene attribute values are added on top).
 COLOR_WORDS = ("red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
                "gray", "grey", "silver", "gold", "golden", "beige", "navy", "teal", "turquoise", "cream", "tan",
-               "maroon", "ivory", "walnut", "oak", "charcoal")
+               "maroon", "ivory", "walnut", "oak", "charcoal", "olive", "terracotta", "dark gray", "dark grey",
+               "dark brown", "dark green", "light blue", "light wood", "light gray", "light grey")
 #: Colours that already say "wood" ("oak bed", not "oak wooden bed").
 WOOD_TONES = frozenset({"oak", "walnut", "cherry", "mahogany", "pine", "teak", "maple", "birch", "ash", "ebony"})
 SIZE_ADJECTIVES: dict[str, str] = {"small": "small", "medium": "medium-sized", "large": "large",

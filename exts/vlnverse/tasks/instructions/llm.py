@@ -75,7 +75,7 @@ class ChatClient:
 def _attribute_words(objects: Iterable[dict]) -> dict[str, tuple[str, str]]:
     """Surface word → (attribute key, value): common colour, material and size words plus every
     attribute value in the scene (so "the blue mug" is a colour claim even if nothing is blue)."""
-    words: dict[str, tuple[str, str]] = {c: ("color", c) for c in COLOR_WORDS}
+    words: dict[str, tuple[str, str]] = {c: ("color", c.replace(" ", "_")) for c in COLOR_WORDS}
     for table, key in ((MATERIAL_ADJECTIVES, "material"), (SIZE_ADJECTIVES, "size")):
         for value, adj in table.items():  # first entry wins: "wooden" means material "wood"
             words.setdefault(adj, (key, value))
@@ -85,8 +85,8 @@ def _attribute_words(objects: Iterable[dict]) -> dict[str, tuple[str, str]]:
             if not isinstance(value, str):
                 continue
             surface = {"material": MATERIAL_ADJECTIVES, "size": SIZE_ADJECTIVES}.get(key, {}).get(value, value)
-            words[surface.lower()] = (key, value)
-            words[value.lower()] = (key, value)
+            for form in (surface, value, value.replace("_", " ")):
+                words[form.lower()] = (key, value)
     return words
 
 
@@ -112,15 +112,17 @@ def extract_mentions(text: str, lexicon: Lexicon, objects: list[ObjectRef], room
                 continue
             start = hit.span[0]
             claims = []
-            prefix = text[max(0, start - 40):start].split()
-            for token in reversed(prefix[-3:]):
-                token = token.strip(",.;:").lower()
-                if token in attribute_words:
-                    claims.append(attribute_words[token])
-                    found = text.lower().rfind(token, 0, start)
-                    start = found if found >= 0 else start
-                else:
+            # Attribute adjectives right before the noun (two-word values such as "light wood" first).
+            tokens = [t.strip(",.;:").lower() for t in text[max(0, start - 60):start].split()]
+            while tokens:
+                pair = " ".join(tokens[-2:]) if len(tokens) >= 2 else None
+                word = pair if pair in attribute_words else tokens[-1]
+                if word not in attribute_words:
                     break
+                claims.append(attribute_words[word])
+                found = text.lower().rfind(word, 0, start)
+                start = found if found >= 0 else start
+                tokens = tokens[:-len(word.split())]
             span = (min(start, hit.span[0]), hit.span[1])
             mentions.append(Mention("object", span, category=match.category, instance_id=match.instance_id,
                                     attributes=tuple(sorted(set(claims)))))
