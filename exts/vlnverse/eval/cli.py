@@ -10,7 +10,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="evaluate an agent on a task split (resumable; writes episodes.jsonl, "
                                     "summary.json, report.html)")
     p.add_argument("config", help="eval config YAML path, or the name of one in tasks/eval/")
-    p.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random")
+    # REMAINDER so that options may also follow the overrides (argparse cannot mix them otherwise)
+    p.add_argument("overrides", nargs=argparse.REMAINDER,
+                   help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_eval)
 
@@ -43,8 +45,14 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
     from .runner import run_eval
 
-    cfg = load_eval_config(resolve_config_path(args.config), args.overrides)
-    run_eval(cfg, progress=not args.no_progress)
+    from ..core.errors import ConfigError
+
+    overrides = [o for o in args.overrides if o != "--no-progress"]
+    for item in overrides:
+        if item.startswith("-"):
+            raise ConfigError(f"unknown option '{item}'", expected="--no-progress or key=value overrides")
+    cfg = load_eval_config(resolve_config_path(args.config), overrides)
+    run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
     return 0
 
 
