@@ -137,7 +137,8 @@ class Describer:
         return False
 
     def _pick_relation(self, instance_id: int, rivals: list[int]) -> RelationFact | None:
-        """The best relation to another object: distinguishing first, then by ``TARGET_RELATIONS`` order."""
+        """The best relation to an unambiguous anchor (its category unique in its room): one that
+        excludes every rival first, then by ``TARGET_RELATIONS`` order, then anchor id."""
         view = self.view
         target_cat = view.objects[instance_id]["category"]
         candidates = []
@@ -149,15 +150,14 @@ class Describer:
             if anchor is None or anchor["category"] == target_cat or anchor["category"] in NON_LANDMARKS:
                 continue
             # The anchor must be nameable unambiguously: unique category in its room.
-            ambiguous = view.count_in_room(anchor["category"], view.room_of(anchor_id)) > 1
+            if view.count_in_room(anchor["category"], view.room_of(anchor_id)) > 1:
+                continue
             fact = RelationFact(rel, view.object_ref(anchor_id))
             distinguishes = not any(self._shares_relation(r, fact) for r in rivals)
-            candidates.append((not distinguishes, ambiguous, TARGET_RELATIONS.index(rel), anchor_id, fact))
+            candidates.append((not distinguishes, TARGET_RELATIONS.index(rel), anchor_id, fact))
         if not candidates:
             return None
-        candidates.sort(key=lambda c: c[:4])
-        best = candidates[0]
-        return None if best[1] else best[4]
+        return min(candidates, key=lambda c: c[:3])[3]
 
     # ------------------------------------------------------------------ routes
     def rooms_at(self, points: np.ndarray) -> np.ndarray:

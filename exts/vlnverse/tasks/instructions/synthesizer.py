@@ -128,8 +128,9 @@ class Synthesizer:
         return _pick(rng, choices)
 
     def goal_slots(self, facts: TargetFacts, rng: np.random.Generator) -> dict[str, Phrase]:
-        """Slot phrases describing a goal object: ``target``, ``a_target``, ``target_noun``,
-        ``target_plain``, ``category``, ``rel``, ``room``, ``a_room``."""
+        """Slot phrases describing a goal object: ``target``, ``a_target``, ``target_noun`` (with the
+        distinguishing attributes, sometimes more), ``target_plain`` (no attributes; only when none
+        are needed), ``rel`` (when a relation is known), ``room``, ``room_noun``."""
         lex = self.lexicon
         target = facts.target
         attrs = set(facts.distinguishing_attributes)
@@ -141,8 +142,9 @@ class Synthesizer:
             "target": object_phrase(target, lex, attribute_keys=attrs, variant=variant),
             "a_target": object_phrase(target, lex, determiner="a", attribute_keys=attrs, variant=variant),
             "target_noun": object_phrase(target, lex, determiner="", attribute_keys=attrs, variant=variant),
-            "target_plain": object_phrase(target, lex, attribute_keys=(), variant=variant),
         }
+        if not facts.distinguishing_attributes:   # the bare noun is only offered when it is unambiguous
+            slots["target_plain"] = object_phrase(target, lex, attribute_keys=(), variant=variant)
         if facts.relation is not None:
             slots["rel"] = relation_phrase(target, facts.relation, lex, variant=int(rng.integers(9)))
         if facts.room is not None:
