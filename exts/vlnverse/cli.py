@@ -13,6 +13,7 @@ import sys
 #: Modules contributing subcommands, in help order.
 COMMAND_MODULES = (
     "vlnverse.scenes.cli",
+    "vlnverse.sim.cli",
     "vlnverse.tasks.cli",
     "vlnverse.eval.cli",
     "vlnverse.benchmarks.cli",
