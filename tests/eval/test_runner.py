@@ -191,3 +191,25 @@ def test_baselines_score_below_the_oracle(corridor, tmp_path):
         sr[agent] = run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)["overall"]["means"]["SR"]
     assert sr["oracle"] == 1.0
     assert sr["random"] <= 0.4 and sr["forward"] <= 0.4
+
+
+def test_ctrl_c_leaves_a_resumable_run(corridor, tmp_path):
+    from vlnverse.eval.agents import OracleAgent
+
+    class Interrupted(OracleAgent):
+        """The user presses Ctrl-C while the third episode starts."""
+
+        def reset(self, episode, context):
+            if episode.episode_id == "corridor-2":
+                raise KeyboardInterrupt
+            super().reset(episode, context)
+
+    episodes_file = tmp_path / "episodes.jsonl"
+    save_episodes(episodes_file, _episodes(corridor))
+    cfg = _config(tmp_path, episodes_file, "oracle", "telhop", report=ReportConfig(enabled=False))
+    with pytest.raises(KeyboardInterrupt):
+        run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor, agent_factory=Interrupted)
+    assert len((Path(cfg.out) / EPISODES_FILE).read_text().splitlines()) == 2
+    resumed = run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert resumed["timing"]["episodes_run_now"] == len(PAIRS) - 2
+    assert resumed["overall"]["episodes"] == len(PAIRS) and resumed["overall"]["means"]["SR"] == 1.0

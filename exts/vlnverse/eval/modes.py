@@ -215,9 +215,10 @@ class Graph(CollisionMode):
         self.node: Any = None
         nodes = list(self.graph.nodes)
         self._node_ids = nodes
-        self._node_xy = np.array([self._position(n) for n in nodes], dtype=float).reshape(-1, 2)
+        self._node_xy = np.array([self.position(n) for n in nodes], dtype=float).reshape(-1, 2)
 
-    def _position(self, node: Any) -> np.ndarray:
+    def position(self, node: Any) -> np.ndarray:
+        """The (x, y) position of viewpoint ``node``."""
         data = self.graph.nodes[node]
         pos = data.get("position", data.get("pos"))
         return np.asarray(pos, dtype=float)[:2]
@@ -234,18 +235,22 @@ class Graph(CollisionMode):
     def reset(self, pose: AgentPose) -> dict[str, Any]:
         """Snap the start to the nearest viewpoint and place the agent there."""
         self.node = self.nearest_node(pose.xy)
-        x, y = self._position(self.node)
+        x, y = self.position(self.node)
         return self.sim.reset(AgentPose(float(x), float(y), pose.yaw, pose.pitch))
 
     def step(self, action: Any) -> StepOutcome:
         """Hop to the neighbouring viewpoint ``action`` (a node id) or STOP."""
         if isinstance(action, (DiscreteAction, str)) and str(getattr(action, "name", action)).upper() == "STOP":
             return StepOutcome(observe(self.sim), self.sim.pose, stop=True)
-        if action not in self.graph or not self.graph.has_edge(self.node, action):
+        try:
+            known = action in self.graph and self.graph.has_edge(self.node, action)
+        except TypeError:  # unhashable garbage
+            known = False
+        if not known:
             raise InvalidActionError(f"graph mode: {action!r} is not a neighbour of viewpoint {self.node!r} "
                                      f"(neighbours: {self.neighbours()[:12]})")
         here = self.sim.pose
-        x, y = self._position(action)
+        x, y = self.position(action)
         target = AgentPose(float(x), float(y), math.atan2(y - here.y, x - here.x), here.pitch)
         result = self.sim.teleport(target)
         self.node = action

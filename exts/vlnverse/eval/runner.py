@@ -132,13 +132,11 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
         episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
                                      body=settings.body, split=cfg.split, max_scenes=gen.max_scenes,
                                      progress=progress)
-    if cfg.limit is not None:
-        episodes = episodes[:cfg.limit]
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
     if not saved.is_file():
-        save_episodes(saved, episodes)
-    return episodes
+        save_episodes(saved, episodes)  # all of them: ``limit`` may change between resumes
+    return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
 
 # --------------------------------------------------------------------------------------------
@@ -283,23 +281,22 @@ def score_frame_selection(episode: Any, selected_frame: int | None) -> dict[str,
     return {"Rid_SR": M.rid_sr(room if hit else None, room)}
 
 
-_VIEW_BLOCKING: dict[int, tuple[Any, tuple[np.ndarray, np.ndarray]]] = {}
+_view_cache: list[Any] = [None, None]  # [scene description, its view-blocking grid]
 
 
 def _view_blocking(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The scene's view-blocking grid at camera height (cached for the current scene)."""
+    """The scene's view-blocking grid at camera height (kept for the scene being evaluated)."""
     from ..tasks.tours import view_blocking_grid
 
-    cached = _VIEW_BLOCKING.get(0)
-    if cached is None or cached[0] is not ctx.desc:
-        _VIEW_BLOCKING[0] = (ctx.desc, view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height))
-    return _VIEW_BLOCKING[0][1]
+    if _view_cache[0] is not ctx.desc:
+        _view_cache[:] = [ctx.desc, view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height)]
+    return _view_cache[1]
 
 
 def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
     neighbours = []
     if hasattr(mode, "neighbours") and mode.node is not None:
-        neighbours = [(n, mode._position(n)) for n in mode.neighbours()]
+        neighbours = [(n, mode.position(n)) for n in mode.neighbours()]
     return AgentState(step=step, pose=pose, max_steps=settings.max_steps, success_distance=settings.success_distance,
                       episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, neighbours=neighbours)
 
@@ -341,7 +338,7 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
             break
         try:
             outcome = mode.step(action)
-        except (InvalidActionError, TypeError, ValueError) as exc:
+        except InvalidActionError as exc:
             invalid.append({"step": step, "action": repr(action)[:200], "error": str(exc)})
             log.warning("episode %s step %d: invalid action %r: %s", episode.episode_id, step, action, exc)
             actions.append(None)
@@ -580,11 +577,16 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
                     bar.set_postfix(SR=f"{np.mean([r['metrics']['SR'] for r in finished]):.2f}")
             finally:
                 sim.close()
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "
+              "run the same command again to resume")
+        raise
     finally:
         bar.close()
     elapsed = time.perf_counter() - t_start
     order = {e.episode_id: i for i, e in enumerate(episodes)}
-    finished.sort(key=lambda r: order.get(r["episode_id"], len(order)))
+    finished = sorted((r for r in finished if r["episode_id"] in order), key=lambda r: order[r["episode_id"]])
     run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,
            "collision_mode": cfg.collision_mode, "split": cfg.split, "seed": cfg.seed,
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
