@@ -447,3 +447,17 @@ def test_extract_mentions_reads_two_word_colours():
     assert (rel.relation, rel.subject, rel.target) == ("in", "obj:73", "room:4")
     _, unresolved = extract_mentions("Open the wardrobe next to the piano.", Lexicon(), [wardrobe], [bedroom], words)
     assert unresolved == ["piano"]
+
+
+def test_corner_cut_into_short_segments_is_one_turn(graph, grid_and_rooms):
+    grid, room_map = grid_and_rooms
+    # Two 45-degree bends 0.4 m apart make one left turn; a 20-degree jog 3 m later makes none.
+    waypoints = np.array([[1.0, 1.0], [3.0, 1.0], [3.3, 1.3], [3.3, 3.3], [3.3 - 0.36, 4.3]])
+    dense = np.concatenate([np.linspace(a, b, max(2, int(np.hypot(*(b - a)) / 0.05)))[:-1]
+                            for a, b in zip(waypoints[:-1], waypoints[1:])] + [waypoints[-1:]])
+    route = Describer(graph, room_map, grid).describe_route(dense, waypoints, start_yaw=0.0)
+    turns = [e for e in route.events if e.kind == "turn"]
+    assert [t.direction for t in turns] == ["left"]
+    assert turns[0].s == pytest.approx(2.0, abs=0.06)
+    apart = Describer(graph, room_map, grid, turn_merge=0.2).describe_route(dense, waypoints, start_yaw=0.0)
+    assert [e.direction for e in apart.events if e.kind == "turn"] == ["left", "left"]

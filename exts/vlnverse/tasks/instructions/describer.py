@@ -53,17 +53,19 @@ class Describer:
     ``room_map`` is the (H, W) int room-id grid and ``grid`` the ``OccupancyMap`` it lives on
     (anything with ``world_to_cell``/``in_bounds``); both are needed for ``describe_route``.
     Landmarks along the path lie within ``landmark_radius`` of it (in the room it crosses there);
-    the end point may be described by a landmark up to ``end_radius`` away.
+    the end point may be described by a landmark up to ``end_radius`` away; heading changes
+    less than ``turn_merge`` metres apart along the path are merged into one turn.
     """
 
     def __init__(self, scene_graph, room_map: np.ndarray | None = None, grid=None, *,
                  landmark_radius: float = 1.5, end_radius: float = 3.0, min_landmark_extent: float = 0.35,
-                 captioner: FrameCaptioner | None = None):
+                 turn_merge: float = 1.0, captioner: FrameCaptioner | None = None):
         self.view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
         self.room_map = room_map
         self.grid = grid
         self.landmark_radius = float(landmark_radius)
         self.end_radius = float(end_radius)
+        self.turn_merge = float(turn_merge)
         self.min_landmark_extent = float(min_landmark_extent)
         self.captioner = captioner
         ids = sorted(self.view.objects)
@@ -238,11 +240,20 @@ class Describer:
                 direction = turn_direction(heading[0] - start_yaw)
                 if direction is not None:
                     turns.append((0.0, direction, None))
+            # Heading changes at the waypoints; changes closer than ``turn_merge`` metres along the
+            # path (a corner cut into several short segments) count as one turn.
+            raw: list[list] = []   # [s, delta, waypoint index]
             for j in range(1, len(heading)):
-                direction = turn_direction(heading[j] - heading[j - 1])
+                delta = float(_wrap(heading[j] - heading[j - 1]))
+                s = float(arc[np.argmin(np.hypot(*(dense - pts[j]).T))])
+                if raw and s - raw[-1][0] < self.turn_merge:
+                    raw[-1][1] += delta
+                else:
+                    raw.append([s, delta, j])
+            for s, delta, j in raw:
+                direction = turn_direction(delta)
                 if direction is None:
                     continue
-                s = float(arc[np.argmin(np.hypot(*(dense - pts[j]).T))])
                 lm = None
                 if len(cand):
                     d = self._box_distances(cand, pts[j][None])[:, 0]
