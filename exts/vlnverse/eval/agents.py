@@ -41,8 +41,14 @@ def has_ordered_goals(episode: Any) -> bool:
 
 
 def register_agent(name: str):
-    """Class decorator adding an agent to ``AGENTS`` under ``name``; returns the class unchanged."""
-    return AGENTS.register(name)
+    """Class decorator adding an agent to ``AGENTS`` under ``name`` (also set as its ``name``);
+    returns the class."""
+
+    def decorator(cls: type) -> type:
+        cls.name = name
+        return AGENTS.register(name)(cls)
+
+    return decorator
 
 
 @dataclass
@@ -107,7 +113,6 @@ class RandomAgent(Agent):
     choice including STOP would end most episodes within a few steps).
     """
 
-    name = "random"
     MOVES = (DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_LEFT, DiscreteAction.TURN_RIGHT)
 
     def __init__(self, *, min_steps: int = 20, stop_prob: float = 0.05, **kwargs: Any):
@@ -137,7 +142,6 @@ class RandomAgent(Agent):
 class ForwardAgent(Agent):
     """Forward-only baseline: MOVE_FORWARD every step, STOP on the last allowed step."""
 
-    name = "forward"
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
         """MOVE_FORWARD until the step budget is used up (graph mode: the straightest neighbour)."""
@@ -172,7 +176,6 @@ class OracleAgent(Agent):
     ground-truth FOUND / NOT_FOUND decision.
     """
 
-    name = "oracle"
 
     def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
                  replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40,
@@ -342,7 +345,6 @@ class WallBumperAgent(Agent):
     ``WaypointAction``, walls or not. Under Strict physics a wall in the way stops it (failure);
     under Tel-Hop it hops through thin walls. STOPs when Euclidean-close to the goal."""
 
-    name = "wall_bumper"
 
     def __init__(self, *, hop: float = 1.0, stop_margin: float = 0.5, **kwargs: Any):
         super().__init__(**kwargs)
@@ -372,7 +374,7 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
     cls = AGENTS.get(name)
     try:
         return cls(seed=seed, model=model, **dict(params or {}))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         from ..core.errors import ConfigError
 
         raise ConfigError(str(exc), field="agent.params") from None

@@ -28,5 +28,5 @@ def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
     factory = MODELS.get(name)
     try:
         return factory(**dict(params or {}))
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), field="model.params") from None

@@ -15,7 +15,8 @@ from typing import Any, Iterable
 from ..core.io import write_text_atomic
 
 COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
-PERCENT = {"SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR", "RSR"}
+PERCENT = {"SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR", "RSR", "reach_SR", "decision_SR", "RD_SR", "coverage",
+           "REV_SPL", "Rid_SR", "Oid_SR"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
@@ -51,12 +52,12 @@ def _summary_table(runs: list[tuple[str, dict, list[dict]]]) -> str:
     for label, summary, _ in runs:
         for task, agg in summary["by_task"].items():
             cells = "".join(f"<td>{_fmt(c, agg['means'].get(c))}</td>" for c in COLUMNS)
-            extra = ""
-            if "sr_n" in agg:
-                extra = " ".join(f"{k}={100 * v:.1f}" for k, v in agg["sr_n"].items())
+            extra = [f"{k} {_fmt(k, v)}" for k, v in agg["means"].items() if k not in COLUMNS]
+            extra += [f"{k} {100 * v:.1f}" for k, v in agg.get("sr_n", {}).items()]
+            extra = " · ".join(extra)
             rows.append(f"<tr><td>{html.escape(label)} · {html.escape(task)}</td><td>{agg['episodes']}</td>{cells}"
                         f"<td>{agg.get('invalid_actions', 0)}</td><td>{html.escape(extra)}</td></tr>")
-    return (f"<table><tr><th>run · task/mode</th><th>episodes</th>{head}<th>invalid actions</th><th>SR_n</th></tr>"
+    return (f"<table><tr><th>run · task/mode</th><th>episodes</th>{head}<th>invalid actions</th><th>task-specific</th></tr>"
             + "".join(rows) + "</table><p class='muted'>SR, OSR, SPL, nDTW, sDTW, CLS, CR in %; TL, NE in metres. "
             "NE/SR/OSR/SPL use geodesic distance on the navigable map.</p>")
 
