@@ -148,20 +148,24 @@ def test_dialogue_oracle_answers_the_target_room(ctx):
         assert rooms and all(names == {room_type} or room_type in names for names in rooms), answer
 
 
+def _route_vocabulary(ctx, ep) -> tuple[set[str], set[str]]:
+    """Categories within 1.5 m of the reference path (3 m of its end) and room types it crosses."""
+    graph = ctx.maps.scene_graph
+    path = resample_polyline(np.asarray(ep.reference_path)[:, :2], 0.05)
+    rows, cols, _ = ctx.planner.snap(path)
+    path_rooms = {int(r) for r in ctx.room_map[rows, cols] if r >= 0}
+    room_types = {r["room_type"] for r in graph.rooms() if r["room_id"] in path_rooms}
+    near = {o["category"] for o in graph.objects() if _footprint_distance(o, path).min() <= 1.5 + 0.05
+            or _footprint_distance(o, path[-1:])[0] <= 3.0 + 0.05}
+    return near, room_types
+
+
 def test_fine_grained_names_rooms_on_the_path_and_landmarks_near_it(ctx):
     graph = ctx.maps.scene_graph
     episodes = _generate(ctx, "fine_grained")
-    objects = graph.objects()
     for ep in episodes:
         assert 1 <= len(ep.instructions) <= 3 and len({i.text for i in ep.instructions}) == len(ep.instructions)
-        path = resample_polyline(np.asarray(ep.reference_path)[:, :2], 0.05)
-        rows, cols, _ = ctx.planner.snap(path)
-        path_rooms = {int(r) for r in ctx.room_map[rows, cols] if r >= 0}
-        room_types = {r["room_type"] for r in graph.rooms() if r["room_id"] in path_rooms}
-        end = path[-1:]
-        near = {o["category"] for o in objects if _footprint_distance(o, path).min() <= 1.5 + 0.05
-                or _footprint_distance(o, end)[0] <= 3.0 + 0.05}
-        _assert_grounded(ep, graph, near, room_types)
+        _assert_grounded(ep, graph, *_route_vocabulary(ctx, ep))
         for instruction in ep.instructions:
             assert re.search(r"\b(left|right|around|past|into|enter|exit|leave|out of|straight|forward|ahead)\b",
                              instruction.text.lower())
@@ -348,3 +352,30 @@ def test_goal_descriptions_single_out_the_target(ctx, task):
         target = ep.info["target"] if task == "coarse_grained" else ep.info["oracle"]["target"]
         for instruction in ep.instructions:
             assert _described_matches(instruction.text, graph, target) == [target["instance_id"]], instruction.text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [21, 22, 23])
+def test_grounding_sweep_over_more_homes(seed):
+    """Many episodes of every text task on further homes: every object/room word exists in the scene
+    and belongs to the episode's own facts."""
+    ctx = context_from_description(generate_home(seed), "r2r_ce")
+    graph = ctx.maps.scene_graph
+    counted = 0
+    for task in ("coarse_grained", "dialogue", "long_horizon", "object_goal", "fine_grained"):
+        for ep in _generate(ctx, task, seed=seed, n=8):
+            if task in ("coarse_grained", "dialogue"):
+                target = ep.info["target"] if task == "coarse_grained" else ep.info["oracle"]["target"]
+                _assert_grounded(ep, graph, *_target_vocabulary(graph, target))
+            elif task == "long_horizon":
+                cats, rooms = set(), set()
+                for target in ep.info["subgoals"]:
+                    c, r = _target_vocabulary(graph, target)
+                    cats, rooms = cats | c, rooms | r
+                _assert_grounded(ep, graph, cats, rooms)
+            elif task == "object_goal":
+                _assert_grounded(ep, graph, {ep.info["category"]}, set())
+            else:
+                _assert_grounded(ep, graph, *_route_vocabulary(ctx, ep))
+            counted += len(ep.instructions)
+    assert counted >= 8 * (3 + 3 + 1 + 1 + 1)
