@@ -379,3 +379,35 @@ def test_grounding_sweep_over_more_homes(seed):
                 _assert_grounded(ep, graph, *_route_vocabulary(ctx, ep))
             counted += len(ep.instructions)
     assert counted >= 8 * (3 + 3 + 1 + 1 + 1)
+
+
+_CROSS_PROCESS = """
+import json, sys
+import numpy as np
+from vlnverse.scenes.procgen import generate_home
+from vlnverse.tasks.base import TASKS, context_from_description, load_task_config, load_task_types
+load_task_types()
+ctx = context_from_description(generate_home(3), "r2r_ce")
+out = {}
+for task in ("fine_grained", "coarse_grained", "long_horizon", "dialogue", "object_goal"):
+    eps = TASKS.get(task)(load_task_config(task)).generate(ctx, np.random.default_rng(5), 2, "train")
+    out[task] = [e.to_dict() for e in eps]
+sys.stdout.write(json.dumps(out, sort_keys=True))
+"""
+
+
+@pytest.mark.slow
+def test_same_seed_same_bytes_across_processes(tmp_path):
+    """Hash randomisation (set/dict order of strings) must not leak into generated episodes."""
+    import os
+    import subprocess
+    import sys
+
+    outputs = []
+    for hash_seed in ("1", "2"):
+        env = dict(os.environ, PYTHONHASHSEED=hash_seed, VLNVERSE_CACHE=str(tmp_path / f"cache{hash_seed}"))
+        run = subprocess.run([sys.executable, "-c", _CROSS_PROCESS], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        outputs.append(run.stdout)
+    assert outputs[0] == outputs[1] and len(outputs[0]) > 1000
