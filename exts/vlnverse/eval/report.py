@@ -49,15 +49,17 @@ def _img(path: Path, cls: str, alt: str) -> str:
 def _summary_table(runs: list[tuple[str, dict, list[dict]]]) -> str:
     head = "".join(f"<th>{c}</th>" for c in COLUMNS)
     rows = []
-    for label, summary, _ in runs:
-        for task, agg in summary["by_task"].items():
+    for _label, summary, _records in runs:
+        agent = summary.get("run", {}).get("agent", "?")
+        for key, agg in summary["by_task"].items():
+            task, _sep, mode = key.partition("/")
             cells = "".join(f"<td>{_fmt(c, agg['means'].get(c))}</td>" for c in COLUMNS)
-            extra = [f"{k} {_fmt(k, v)}" for k, v in agg["means"].items() if k not in COLUMNS]
-            extra += [f"{k} {100 * v:.1f}" for k, v in agg.get("sr_n", {}).items()]
-            extra = " · ".join(extra)
-            rows.append(f"<tr><td>{html.escape(label)} · {html.escape(task)}</td><td>{agg['episodes']}</td>{cells}"
-                        f"<td>{agg.get('invalid_actions', 0)}</td><td>{html.escape(extra)}</td></tr>")
-    return (f"<table><tr><th>run · task/mode</th><th>episodes</th>{head}<th>invalid actions</th><th>task-specific</th></tr>"
+            extras = [f"{k} {_fmt(k, v)}" for k, v in agg["means"].items() if k not in COLUMNS]
+            extras += [f"{k} {100 * v:.1f}" for k, v in agg.get("sr_n", {}).items()]
+            rows.append(f"<tr><td>{html.escape(task)}</td><td>{html.escape(agent)}</td><td>{html.escape(mode)}</td>"
+                        f"<td>{agg['episodes']}</td>{cells}"
+                        f"<td>{agg.get('invalid_actions', 0)}</td><td>{html.escape(' · '.join(extras))}</td></tr>")
+    return (f"<table><tr><th>task</th><th>agent</th><th>mode</th><th>episodes</th>{head}<th>invalid actions</th><th>task-specific</th></tr>"
             + "".join(rows) + "</table><p class='muted'>SR, OSR, SPL, nDTW, sDTW, CLS, CR in %; TL, NE in metres. "
             "NE/SR/OSR/SPL use geodesic distance on the navigable map.</p>")
 
