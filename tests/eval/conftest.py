@@ -1,4 +1,4 @@
-"""Make the hand-built test scenes importable as ``scenes``."""
+"""Make the hand-built test scenes importable as ``eval_scenes``."""
 import sys
 from pathlib import Path
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scenes import corridor_scene
+from eval_scenes import corridor_scene
 from vlnverse.eval.agents import Agent, make_agent
 from vlnverse.eval.config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
 from vlnverse.eval.modes import make_mode

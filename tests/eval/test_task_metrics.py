@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from scenes import corridor_scene
+from eval_scenes import corridor_scene
 from vlnverse.eval.agents import Agent, make_agent
 from vlnverse.eval.modes import make_mode
 from vlnverse.eval.runner import RunSettings, run_episode, score_frame_selection
