@@ -37,6 +37,7 @@ Public types:
 from .describer import Describer, FrameCaptioner, turn_direction
 from .graph import SceneGraphView
 from .lexicon import Lexicon
+from .llm import ChatClient, LLMError, LLMSynthesizer, extract_mentions
 from .synthesizer import (STYLES, TEMPLATES, InstructionError, Synthesizer, Template, TemplateSet,
                           register_templates, synthesize_verified)
 from .types import (GroundedInstruction, Mention, ObjectRef, RelationFact, RoomRef, RouteEvent, RouteFacts,
@@ -44,7 +45,7 @@ from .types import (GroundedInstruction, Mention, ObjectRef, RelationFact, RoomR
 from .verifier import Verifier
 from . import templates as _templates  # noqa: F401,E402  (registers the built-in template sets)
 
-__all__ = ["Describer", "FrameCaptioner", "turn_direction", "SceneGraphView", "Lexicon", "STYLES", "TEMPLATES",
+__all__ = ["ChatClient", "LLMError", "LLMSynthesizer", "extract_mentions", "Describer", "FrameCaptioner", "turn_direction", "SceneGraphView", "Lexicon", "STYLES", "TEMPLATES",
            "InstructionError", "Synthesizer", "Template", "TemplateSet", "register_templates",
            "synthesize_verified", "GroundedInstruction", "Mention", "ObjectRef", "RelationFact", "RoomRef",
            "RouteEvent", "RouteFacts", "TargetFacts", "Verifier"]
