@@ -57,7 +57,9 @@ class AgentState:
 
     ``pose`` is the agent's true pose and ``context`` the scene context (maps, planner):
     privileged information that only oracle/teacher agents should read. ``goal_distance`` is
-    the geodesic distance field of the episode's goal(s) (callable on (N, 2) points).
+    the geodesic distance to the episode's goal (the nearest goal point; the last sub-goal of
+    ordered goals), callable on (N, 2) points. ``neighbours`` lists ``(node id, (x, y))`` of
+    the reachable viewpoints in graph mode (empty otherwise).
     """
 
     step: int

@@ -313,7 +313,7 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
     pose = sim.pose
     agent.reset(episode, ctx)
     goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    goal_fn = goal_distance_fn(ctx, goals_xy)
+    goal_fn = goal_distance_fn(ctx, goals_xy[-1:] if has_ordered_goals(episode) else goals_xy)
     poses = [[pose.x, pose.y, pose.yaw]]
     actions: list[Any] = []
     collisions: list[dict] = []
