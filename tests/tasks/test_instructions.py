@@ -461,3 +461,19 @@ def test_corner_cut_into_short_segments_is_one_turn(graph, grid_and_rooms):
     assert turns[0].s == pytest.approx(2.0, abs=0.06)
     apart = Describer(graph, room_map, grid, turn_merge=0.2).describe_route(dense, waypoints, start_yaw=0.0)
     assert [e.direction for e in apart.events if e.kind == "turn"] == ["left", "left"]
+
+
+def test_long_stretches_get_a_distance_clause(graph, grid_and_rooms):
+    grid, room_map = grid_and_rooms
+    waypoints = np.array([[0.5, 3.0], [9.5, 3.0]])
+    dense = np.linspace(waypoints[0], waypoints[1], 181)
+    # With a 0.6 m landmark radius the sofa (0.8 m) and the dining table (1.4 m) are not passed.
+    route = Describer(graph, room_map, grid, landmark_radius=0.6).describe_route(dense, waypoints, start_yaw=0.0)
+    assert [(e.kind, round(e.s, 1)) for e in route.events] == [("start", 0.0), ("enter", 4.5), ("stop", 9.0)]
+    assert route.events[-1].landmark.category == "counter"          # 0.7 m from the end point
+    synth, verifier = Synthesizer("fine_grained"), Verifier(graph)
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        text = synthesize_verified(lambda: synth.route(route, rng), verifier, max_tries=1).text
+        assert len(re.findall(r"about five metres", text)) == 2, text   # 4.5 m before and after the door
+        assert _grammar_problems(text) == [], text

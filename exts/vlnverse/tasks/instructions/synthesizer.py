@@ -15,7 +15,7 @@ import numpy as np
 
 from ...core.errors import VLNVerseError
 from ...core.registry import Registry
-from .grammar import capitalize_first
+from .grammar import capitalize_first, number_word
 from .lexicon import Lexicon
 from .phrases import Phrase, category_phrase, object_phrase, relation_phrase, render, room_phrase, slot_names
 from .types import GroundedInstruction, RouteEvent, RouteFacts, TargetFacts
@@ -96,8 +96,20 @@ def _finish(phrase: Phrase) -> Phrase:
     return Phrase(text, phrase.mentions)
 
 
+def distance_phrase(metres: float) -> str:
+    """``"about five metres"`` (rounded to the metre; ``"about one metre"`` below 1.5 m)."""
+    n = max(1, int(metres + 0.5))
+    return f"about {number_word(n)} metre{'s' if n != 1 else ''}"
+
+
 class Synthesizer:
-    """Composes grounded instructions for one task type from its registered templates."""
+    """Composes grounded instructions for one task type from its registered templates.
+
+    ``straight_min``: a route stretch at least this long (m) without anything to mention gets a
+    "walk straight for about N metres" clause.
+    """
+
+    straight_min = 4.0
 
     def __init__(self, task_type: str, lexicon: Lexicon | None = None, templates: TemplateSet | None = None):
         from . import templates as _builtin  # noqa: F401  (registers the built-in sets)
@@ -249,10 +261,14 @@ class Synthesizer:
         elif pending_exit is None and not initial_turns:
             clause("begin", {})
         current_room = start.room if start is not None else None
+        last_s = 0.0
         i = 0
         while i < len(events):
             ev = events[i]
             nxt = events[i + 1] if i + 1 < len(events) else None
+            if ev.s - last_s >= self.straight_min:   # a long stretch with nothing to mention
+                clause("straight", {"dist": distance_phrase(ev.s - last_s)})
+            last_s = ev.s
             if pending_exit is not None and (ev.kind == "enter" or (nxt is not None and nxt.kind == "enter"
                                                                     and ev.kind == "turn")):
                 clause("exit", {"room": rm(pending_exit)})
@@ -263,6 +279,7 @@ class Synthesizer:
                 elif nxt is not None and nxt.kind == "enter" and nxt.room is not None and nxt.s - ev.s < 2.0:
                     clause("turn_into", {"dir": ev.direction, "room": rm(nxt.room)})
                     current_room = nxt.room
+                    last_s = nxt.s
                     i += 1
                 elif ev.landmark is not None:
                     clause("turn_at", {"dir": ev.direction, "landmark": lm(ev.landmark)})

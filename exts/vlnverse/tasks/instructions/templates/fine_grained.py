@@ -1,4 +1,10 @@
-"""Fine-grained (R2R-style) step clauses in a single natural, second-person style."""
+"""Fine-grained (R2R-style) step clauses in a single natural, second-person style.
+
+Parts: ``exit``/``begin`` (leaving the start), ``pass`` (a landmark), ``turn``/``turn_at``/
+``turn_around``/``turn_into`` (heading changes, optionally at a landmark or into a room),
+``enter`` (a new room), ``straight`` (a long stretch: ``{dist}`` = "about five metres") and the
+end point ``stop_at``/``stop_at_in``/``stop_in``/``stop``.
+"""
 from ..synthesizer import Template, register_templates
 
 PARTS = {
@@ -10,7 +16,10 @@ PARTS = {
                 "make a {dir} turn near {landmark}", "go {dir} when you reach {landmark}"],
     "turn": ["turn {dir}", "take a {dir}", "make a {dir} turn", "bear {dir}"],
     "turn_around": ["turn around", "turn all the way around", "make a U-turn"],
-    "enter": ["enter {room}", "go into {room}", "walk into {room}", "step into {room}", "continue into {room}"],
+    "enter": ["enter {room}", "go into {room}", "walk into {room}", "step into {room}", "continue into {room}",
+              "go through the doorway into {room}", "pass through the door into {room}"],
+    "straight": ["walk straight for {dist}", "continue forward for {dist}", "go straight ahead for {dist}",
+                 "keep walking for {dist}"],
     "turn_into": ["turn {dir} into {room}", "take a {dir} into {room}", "go {dir} into {room}",
                   "make a {dir} turn into {room}"],
     "stop_at": ["stop by {landmark}", "wait next to {landmark}", "stop in front of {landmark}",
