@@ -249,9 +249,13 @@ def test_visual_reference_renders_the_goal_view(ctx, tmp_path):
     assert not list(tmp_path.rglob(".*"))       # no temporary files left behind
 
 
-def test_visual_reference_without_renderer_fails_clearly(ctx):
+def test_visual_reference_without_renderer_fails_clearly(ctx, tmp_path):
     with pytest.raises(ConfigError, match="needs a renderer"):
         _generate(ctx, "visual_reference", n=1)
+    depth_only = dataclasses.replace(ctx, renderer=lambda x, y, yaw, pitch: np.zeros((8, 8)))
+    with pytest.raises(ConfigError, match=r"renderer: .*shape \(8, 8\)"):
+        _generate(depth_only, "visual_reference", n=1, assets_dir=tmp_path / "assets")
+    assert not list((tmp_path / "assets").rglob("*.png"))
 
 
 @pytest.mark.parametrize("task", ["fine_grained", "coarse_grained", "long_horizon", "dialogue", "object_goal"])

@@ -41,7 +41,8 @@ def save_png(path: Path, image: np.ndarray) -> Path:
 
     arr = np.asarray(image)
     if arr.ndim != 3 or arr.shape[2] not in (3, 4):
-        raise ValueError(f"renderer returned shape {arr.shape}, expected (H, W, 3) RGB")
+        raise ConfigError(f"renderer returned an array of shape {arr.shape}", field="renderer",
+                          expected="an RGB image of shape (H, W, 3)")
     if arr.dtype != np.uint8:
         arr = np.clip(arr * (255.0 if arr.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
     with atomic_path(path) as tmp:
