@@ -139,3 +139,16 @@ def test_llm_oracle_uses_the_endpoint_and_falls_back(corridor):
     offline = LLMOracle(ChatClient("http://127.0.0.1:9/v1", timeout=0.5), oracle)
     assert offline.answer("Where is the mug?", [2.5, 0.3], 0.0) == \
         "The red mug is in the kitchen, two rooms ahead on your left."
+
+
+def test_unreachable_goal_gets_an_honest_answer():
+    grid = np.zeros((30, 60), np.uint8)
+    grid[:, 29:31] = OCCUPIED                      # a wall with no door
+    planner = PathPlanner(OccupancyMap(grid, RES, np.zeros(2), source="sealed"), scene_id="sealed")
+    room_map = np.where(np.arange(60)[None, :] < 30, 0, 1).repeat(30, axis=0).astype(np.int32)
+    target = OracleTarget(9, "mug", 1, "kitchen", np.array([5.0, 1.5]), {"color": "red"})
+    oracle = SceneGraphOracle(target, planner, room_map, {0: "bedroom", 1: "kitchen"})
+    f = oracle.facts([1.0, 1.5], math.pi)
+    assert not f["reachable"] and f["direction"] == "behind" and f["distance"] == math.inf
+    assert oracle.answer("Where is it?", [1.0, 1.5], math.pi) == \
+        "The red mug is in the kitchen, but there is no way there from where you are; it lies behind you."

@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, NoNavigableSpaceError
 from .instructions.grammar import capitalize_first, number_word
 from .instructions.lexicon import Lexicon, attribute_adjectives
 from .instructions.llm import ChatClient, LLMError
@@ -107,13 +107,19 @@ class SceneGraphOracle:
     def facts(self, agent_position, agent_yaw: float) -> dict:
         """Everything the oracle can say for this pose: room, rooms ahead, direction, distance."""
         agent = np.asarray(agent_position, dtype=float)[:2]
-        path = self.planner.shortest_path(agent, self.target.goal_xy)
+        current = int(self._room_at(agent)[0])
+        try:
+            path = self.planner.shortest_path(agent, self.target.goal_xy)
+        except NoNavigableSpaceError:   # the agent stands where the goal cannot be reached
+            return {"current_room": current, "rooms_on_path": [], "rooms_ahead": None, "reachable": False,
+                    "direction": relative_direction(agent, agent_yaw, self.target.goal_xy),
+                    "distance": float("inf"),
+                    "in_target_room": self.target.room_id is not None and current == self.target.room_id}
         rooms = self._room_at(path.dense)
         sequence: list[int] = []
         for r in rooms[rooms >= 0]:
             if not sequence or sequence[-1] != int(r):
                 sequence.append(int(r))
-        current = int(self._room_at(agent)[0])
         # Rooms ahead: transitions along the path until the target's room (0 = already there).
         if current >= 0 and (not sequence or sequence[0] != current):
             sequence.insert(0, current)
@@ -124,7 +130,7 @@ class SceneGraphOracle:
             if np.hypot(*(wp - agent)) >= 0.3:
                 direction = relative_direction(agent, agent_yaw, wp)
                 break
-        return {"current_room": current, "rooms_on_path": sequence, "rooms_ahead": ahead,
+        return {"current_room": current, "rooms_on_path": sequence, "rooms_ahead": ahead, "reachable": True,
                 "direction": direction, "distance": float(path.length),
                 "in_target_room": self.target.room_id is not None and current == self.target.room_id}
 
@@ -184,6 +190,9 @@ class SceneGraphOracle:
     def answer(self, question: str, agent_position, agent_yaw: float) -> str:
         """Answer ``question`` for an agent at ``agent_position`` facing ``agent_yaw``."""
         f = self.facts(agent_position, agent_yaw)
+        if not f["reachable"]:
+            return (f"{capitalize_first(self._target_phrase())} is in {self._room_phrase()}, but there is no way "
+                    f"there from where you are; it lies {self._direction_phrase(f['direction'])}.")
         q = question.lower()
         if re.search(r"\b(how far|distance|close|near enough|there yet)\b", q):
             return self.distance_answer(f)
