@@ -60,6 +60,7 @@ def _run(ctx, sim, agent_name, mode_name, episode, **mode_params):
         mode_params.setdefault("planner", ctx.planner)
     if mode_name == "graph":
         mode_params.setdefault("navgraph", ctx.navgraph.graph)
+        mode_params.setdefault("planner", ctx.planner)
     return run_episode(episode, ctx, sim, make_mode(mode_name, sim, **mode_params), make_agent(agent_name), settings)
 
 

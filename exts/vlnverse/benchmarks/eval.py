@@ -57,7 +57,7 @@ def run(args) -> dict:
                  "episodes_per_min": {}, "agent_steps_per_s": {}, "SR": {}}
     try:
         for name in tqdm(MODES, desc="bench eval", unit="mode"):
-            params = {"planner": ctx.planner} if name == "telhop" else {}
+            params = {"planner": ctx.planner} if name in ("telhop", "graph") else {}
             if name == "graph":
                 params["navgraph"] = ctx.navgraph.graph
             mode = make_mode(name, sim, **params)

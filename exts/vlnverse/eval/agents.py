@@ -58,8 +58,9 @@ class AgentState:
     ``pose`` is the agent's true pose and ``context`` the scene context (maps, planner):
     privileged information that only oracle/teacher agents should read. ``goal_distance`` is
     the geodesic distance to the episode's goal (the nearest goal point; the last sub-goal of
-    ordered goals), callable on (N, 2) points. ``neighbours`` lists ``(node id, (x, y))`` of
-    the reachable viewpoints in graph mode (empty otherwise).
+    ordered goals), callable on (N, 2) points. ``mode`` is the collision mode; in ``graph``
+    mode ``node`` is the current viewpoint and the valid actions are STOP and the node ids in
+    ``neighbours`` (``(node id, (x, y))`` pairs; empty in the other modes).
     """
 
     step: int
@@ -70,6 +71,8 @@ class AgentState:
     context: Any = None
     goal_distance: Any = None
     collided: bool = False
+    mode: str = "strict"
+    node: Any = None
     neighbours: list[Any] = field(default_factory=list)
 
 
@@ -135,7 +138,9 @@ class RandomAgent(Agent):
         draw = self.rng.random()
         if state.step >= self.min_steps and draw < self.stop_prob:
             return DiscreteAction.STOP
-        if state.neighbours:  # graph mode: a random neighbouring viewpoint
+        if state.mode == "graph":  # a random neighbouring viewpoint
+            if not state.neighbours:
+                return DiscreteAction.STOP
             return state.neighbours[int(self.rng.integers(len(state.neighbours)))][0]
         return self.MOVES[int(self.rng.integers(len(self.MOVES)))]
 
@@ -147,9 +152,9 @@ class ForwardAgent(Agent):
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
         """MOVE_FORWARD until the step budget is used up (graph mode: the straightest neighbour)."""
-        if state.step >= state.max_steps - 1:
+        if state.step >= state.max_steps - 1 or (state.mode == "graph" and not state.neighbours):
             return DiscreteAction.STOP
-        if state.neighbours:
+        if state.mode == "graph":
             delta = self.neighbour_xy(state) - state.pose.xy
             turn = np.abs(wrap_angle(np.arctan2(delta[:, 1], delta[:, 0]) - state.pose.yaw))
             return state.neighbours[int(np.argmin(turn))][0]
@@ -263,10 +268,9 @@ class OracleAgent(Agent):
             self.path = np.asarray([xy, self.goal_xy], dtype=float)
         self._progress = 0
 
-    def best_action(self, pose: AgentPose, success_distance: float | None = None) -> DiscreteAction:
-        """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
-        threshold = self.success_distance if success_distance is None else success_distance
-        xy = pose.xy
+    def _advance_route(self, xy: np.ndarray, threshold: float, replan: bool = True) -> bool:
+        """Drop the route points reached from ``xy`` and aim at the next one (or the final goal);
+        True when a route that ends the episode (exploration) is complete."""
         base = self._fallbacks[-1]
         while self.route:  # route points (sub-goals, viewpoints) in order, then the final goal
             point, tolerance = self.route[0]
@@ -275,9 +279,20 @@ class OracleAgent(Agent):
                 break
             self.route.pop(0)
             if not self.route and self._stop_after_route:
-                return DiscreteAction.STOP
+                return True
             self.goal_xy = self.route[0][0] if self.route else self._final_goal
-            self._replan(xy)
+            self._goal_node = None
+            if replan:
+                self._replan(xy)
+        return False
+
+    def best_action(self, pose: AgentPose, success_distance: float | None = None) -> DiscreteAction:
+        """The teacher's action at ``pose``: STOP near the goal, else turn toward / move along the path."""
+        threshold = self.success_distance if success_distance is None else success_distance
+        xy = pose.xy
+        if self._advance_route(xy, threshold):
+            return DiscreteAction.STOP
+        base = self._fallbacks[-1]
         if self.route:
             # progress: route points left, then the distance to the current one along the floor
             remaining = 1000.0 * len(self.route) + float(base.geodesic_distance(xy, self.goal_xy))
@@ -320,25 +335,33 @@ class OracleAgent(Agent):
         """``best_action`` at the true pose (privileged state), or ``best_graph_action`` in graph
         mode; on false-premise episodes it stops with the ground-truth FOUND / NOT_FOUND."""
         self.success_distance = state.success_distance
-        action = self.best_graph_action(state) if state.neighbours else self.best_action(state.pose)
+        action = self.best_graph_action(state) if state.mode == "graph" else self.best_action(state.pose)
         decision = getattr(state.episode, "info", {}).get("decision")
         if action is DiscreteAction.STOP and decision in ("FOUND", "NOT_FOUND"):
             return decision  # privileged: the ground-truth answer of a false-premise episode
         return action
 
     def best_graph_action(self, state: AgentState) -> Any:
-        """Graph mode: STOP near the goal, else the next viewpoint on the shortest graph route to
-        the viewpoint geodesically closest to the goal."""
-        if float(self.goal_distance(state.pose.xy[None])[0]) < state.success_distance - self.stop_margin:
+        """Graph mode: STOP near the goal (after any route), else the next viewpoint on the
+        shortest graph route to the viewpoint geodesically closest to the current target."""
+        import networkx as nx
+
+        xy = state.pose.xy
+        if self._advance_route(xy, state.success_distance, replan=False):
+            return DiscreteAction.STOP
+        if not self.route and float(self.goal_distance(xy[None])[0]) < state.success_distance - self.stop_margin:
             return DiscreteAction.STOP
         nav = state.context.navgraph
         if self._goal_node is None:
             ids = sorted(nav.graph.nodes)
-            self._goal_node = ids[int(np.argmin(self.goal_distance(nav.positions())))]
-        here = nav.nearest_node(state.pose.xy)
-        if here == self._goal_node:
+            target = self._fallbacks[-1].distance_field(self.goal_xy)
+            self._goal_node = ids[int(np.argmin(target.distance(nav.positions())))]
+        here = state.node if state.node is not None else nav.nearest_node(xy)
+        try:
+            route = nav.shortest_path(here, self._goal_node)
+        except nx.NetworkXNoPath:
             return DiscreteAction.STOP
-        return nav.shortest_path(here, self._goal_node)[1]
+        return DiscreteAction.STOP if len(route) < 2 else route[1]
 
 
 @register_agent("wall_bumper")

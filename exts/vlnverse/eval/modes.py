@@ -201,13 +201,17 @@ class Graph(CollisionMode):
     ``navgraph`` is a ``networkx`` graph whose nodes carry a ``position`` (x, y[, z]). A hop
     is a teleport to the neighbour, facing the direction of travel; asking for a node that is
     not a neighbour of the current one is an invalid action. A hop the simulator had to resolve
-    (destination in collision) counts as a collision.
+    (destination in collision) counts as a collision. The episode starts at the viewpoint
+    nearest to the start pose — along the floor when the scene's ``planner`` is given (so not
+    one behind a wall), else in a straight line.
     """
 
     name = "graph"
 
-    def __init__(self, sim: Any, *, navgraph: Any = None, resolve_tolerance: float = 0.01, **params: Any):
+    def __init__(self, sim: Any, *, navgraph: Any = None, resolve_tolerance: float = 0.01, planner: Any = None,
+                 **params: Any):
         super().__init__(sim, **params)
+        self.planner = planner
         if navgraph is None:
             raise ValueError("graph mode needs the scene's navigation graph (navgraph=...)")
         self.graph = navgraph
@@ -224,9 +228,13 @@ class Graph(CollisionMode):
         return np.asarray(pos, dtype=float)[:2]
 
     def nearest_node(self, xy: Any) -> Any:
-        """The graph node closest (Euclidean) to ``xy``."""
-        d = np.linalg.norm(self._node_xy - np.asarray(xy, dtype=float)[:2], axis=1)
-        return self._node_ids[int(np.argmin(d))]
+        """The graph node closest to ``xy``: geodesically with a planner, else in a straight line."""
+        xy = np.asarray(xy, dtype=float)[:2]
+        if self.planner is not None:
+            d = self.planner.distance_field(xy).distance(self._node_xy)
+            if np.isfinite(d).any():
+                return self._node_ids[int(np.argmin(d))]
+        return self._node_ids[int(np.argmin(np.linalg.norm(self._node_xy - xy, axis=1)))]
 
     def neighbours(self) -> list[Any]:
         """Node ids reachable in one hop from the current node."""

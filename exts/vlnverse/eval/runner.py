@@ -294,11 +294,12 @@ def _view_blocking(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
-    neighbours = []
-    if hasattr(mode, "neighbours") and mode.node is not None:
+    node, neighbours = getattr(mode, "node", None), []
+    if node is not None:
         neighbours = [(n, mode.position(n)) for n in mode.neighbours()]
     return AgentState(step=step, pose=pose, max_steps=settings.max_steps, success_distance=settings.success_distance,
-                      episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, neighbours=neighbours)
+                      episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, mode=mode.name,
+                      node=node, neighbours=neighbours)
 
 
 def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Agent, settings: RunSettings) -> dict:
@@ -562,7 +563,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
                           "look_angle_deg": control.look_angle_deg, **cfg.mode_params}
                 if cfg.collision_mode == "graph":
                     params.setdefault("navgraph", getattr(ctx.navgraph, "graph", ctx.navgraph))
-                if cfg.collision_mode == "telhop":
+                if cfg.collision_mode in ("telhop", "graph"):
                     params.setdefault("planner", ctx.planner)
                 mode = make_mode(cfg.collision_mode, sim, **params)
                 for ep in scene_eps:
