@@ -75,7 +75,7 @@ report: {{max_episodes: 1, frame_width: 32}}
     html = (out / "report.html").read_text()
     assert html.count("class='ep ") == 4 and "data:image/png;base64," in html
     for task in ("fine_grained", "coarse_grained"):
-        assert (out / "episodes" / f"{task}.jsonl").is_file()
+        assert (out / "episodes" / task / "summary.json").is_file()
         assert (out / f"{task}__oracle__telhop" / "episodes.jsonl").is_file()
     # a second run resumes: nothing is evaluated again and the numbers are the same
     assert main(["quickstart", "--out", str(out), "--config", str(cfg), "--no-progress"]) == 0

@@ -8,8 +8,6 @@ import pytest
 
 from vlnverse.eval.config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
 from vlnverse.eval.runner import generate_episodes, run_eval
-from vlnverse.sim.body import load_body
-from vlnverse.tasks.episode import save_episodes
 
 pytestmark = pytest.mark.slow
 
@@ -22,11 +20,9 @@ def episode_file(tmp_path_factory):
     scenes = splits["val_unseen"] + splits["test"]
     if not scenes:
         pytest.skip("no shipped scenes")
-    episodes = generate_episodes("fine_grained", scenes, 4, seed=11, body=load_body("r2r_ce"), split="eval_test",
-                                 progress=False)
+    path = tmp_path_factory.mktemp("shipped") / "fine_grained"
+    episodes = generate_episodes("fine_grained", scenes, 4, seed=11, out_dir=path, progress=False)
     assert len(episodes) == 4 * len(scenes)
-    path = tmp_path_factory.mktemp("shipped") / "episodes.jsonl"
-    save_episodes(path, episodes)
     return path
 
 

@@ -4,7 +4,7 @@ It generates a small episode set per task on a couple of scenes of one split, ev
 (agent, collision mode, task) combination of ``tasks/eval/quickstart.yaml`` with RGB-D sensors,
 prints one metrics table and writes, under ``--out``:
 
-- ``episodes/<task>.jsonl`` — the generated episodes (shared by every run);
+- ``episodes/<task>/`` — the generated episode dataset per task (shared by every run);
 - ``<task>__<agent>__<mode>/`` — one resumable eval run folder each (see ``runner``);
 - ``summary.json`` — every run's aggregates; ``report.html`` — one self-contained report.
 
@@ -54,9 +54,6 @@ def default_config_path() -> Path:
 def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: int | None = None,
                    config: str | Path | None = None, progress: bool = True, print_summary: bool = True) -> dict:
     """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report."""
-    from ..sim.body import load_body
-    from ..tasks.base import load_task_config
-    from ..tasks.episode import save_episodes
     from .report import write_report
     from .runner import generate_episodes, print_table, run_eval
 
@@ -66,24 +63,21 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
         require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
         qs.episodes_per_scene = episodes_per_scene
     out = Path(out)
-    split = qs.scenes if isinstance(qs.scenes, str) else None
     # 1. episodes per task, generated once and shared by every run (kept for resume)
-    episode_files = {}
+    episode_dirs = {}
     for task in qs.tasks:
-        file = out / "episodes" / f"{task}.jsonl"
-        if not file.is_file():
-            task_cfg = load_task_config(task)
-            episodes = generate_episodes(task, qs.scenes, qs.episodes_per_scene, qs.seed, body=load_body(task_cfg.body),
-                                         split=split, max_scenes=qs.max_scenes, progress=progress)
-            save_episodes(file, episodes)
-        episode_files[task] = file
+        folder = out / "episodes" / task
+        if not (folder / "summary.json").is_file():
+            generate_episodes(task, qs.scenes, qs.episodes_per_scene, qs.seed, folder, max_scenes=qs.max_scenes,
+                              progress=progress)
+        episode_dirs[task] = folder
     # 2. every combination as one resumable eval run
     runs, rows = [], []
     for task in qs.tasks:
         for agent in qs.agents:
             for mode in qs.collision_modes:
                 name = f"{task}__{agent.name}__{mode}"
-                cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_files[task])),
+                cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_dirs[task])),
                                  collision_mode=mode, sensors=list(qs.sensors), max_steps=qs.max_steps, seed=qs.seed,
                                  out=str(out / name), report=qs.report)
                 cfg.validate()

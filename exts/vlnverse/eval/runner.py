@@ -22,7 +22,6 @@ import re
 import time
 import traceback
 import warnings
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,34 +82,28 @@ def resolve_settings(cfg: EvalConfig) -> RunSettings:
 # episodes
 
 
-def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, *, body: Any,
-                      split: str | None = None, max_scenes: int | None = None, progress: bool = True) -> list:
-    """Generate ``episodes_per_scene`` episodes of ``task`` on each scene of ``scenes`` (a split
-    name, ``all``, ids or paths); each scene's generator is seeded by (seed, scene id)."""
-    from tqdm import tqdm
+def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, out_dir: str | Path, *,
+                      body: str | None = None, max_scenes: int | None = None, progress: bool = True) -> list:
+    """Generate a dataset of ``task`` into ``out_dir`` with the task layer's generator
+    (``vlnverse.tasks.dataset.generate_dataset``: per-scene seeding, splits from
+    ``splits.json``, assets such as reference images or prior videos rendered with the
+    simulator's camera) on ``scenes`` (a split name, ``all``, ids or paths; the first
+    ``max_scenes``), and return its episodes."""
+    from ..tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
+    from ..tasks.episode import load_episodes
 
-    from ..scenes.splits import load_splits, resolve_scenes
-    from ..tasks.base import TASKS, load_scene_context, load_task_config, load_task_types
-
-    load_task_types()
-    task_cfg = load_task_config(task)
-    generator = TASKS.get(task_cfg.task_type)(task_cfg)
-    paths = resolve_scenes(scenes)
+    paths = resolve_scene_paths(scenes)
     if max_scenes is not None:
         paths = paths[:max_scenes]
-    if split is None:
-        split = scenes if isinstance(scenes, str) and scenes in load_splits() else "custom"
-    episodes = []
-    for path in tqdm(paths, desc=f"generate {task}", unit="scene", disable=not progress, leave=False):
-        ctx = load_scene_context(path, body, resolution=task_cfg.map_resolution)
-        rng = np.random.default_rng([int(seed), zlib.crc32(ctx.scene_id.encode())])
-        episodes.extend(generator.generate(ctx, rng, episodes_per_scene, split))
-    return episodes
+    generate_dataset(task, paths, episodes_per_scene, seed, out_dir, body=body, progress=progress,
+                     renderer_factory=simulator_renderer_factory())
+    return load_episodes(out_dir)
 
 
 def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progress: bool = True) -> list:
     """The run's episodes: reloaded from ``out/input_episodes.jsonl`` when resuming, else loaded
-    from ``episodes.path`` or generated, filtered to the config's task (and split), and saved."""
+    from ``episodes.path`` or generated into ``out/dataset``, filtered to the config's task (and
+    ``split``), and saved."""
     from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
@@ -121,17 +114,18 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
         if not path.exists():
             raise ConfigError("episode file or folder not found", field="episodes.path", expected="an existing JSONL file/folder",
                               file=path)
-        episodes = load_episodes(path, split=cfg.split)
-        matching = [e for e in episodes if e.task_type == settings.task_type]
-        if episodes and not matching:
-            raise ConfigError(f"no '{settings.task_type}' episodes in {path}", field="task",
-                              expected=f"one of {sorted({e.task_type for e in episodes})}")
-        episodes = matching
+        episodes = load_episodes(path)
     else:
         gen = cfg.episodes.generate
         episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
-                                     body=settings.body, split=cfg.split, max_scenes=gen.max_scenes,
-                                     progress=progress)
+                                     out / "dataset", body=cfg.body, max_scenes=gen.max_scenes, progress=progress)
+    if cfg.split is not None:
+        episodes = [e for e in episodes if e.split == cfg.split]
+    matching = [e for e in episodes if e.task_type == settings.task_type]
+    if episodes and not matching:
+        raise ConfigError(f"no '{settings.task_type}' episodes in the episode source", field="task",
+                          expected=f"one of {sorted({e.task_type for e in episodes})}")
+    episodes = matching
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
     if not saved.is_file():
