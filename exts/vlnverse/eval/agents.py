@@ -254,10 +254,13 @@ class OracleAgent(Agent):
         self.path = np.zeros((0, 2))
         base = self._fallbacks[-1]
         for planner in self._fallbacks:
-            # a clearance map snaps a start near a wall to its nearest free cell, which may lie
-            # across that wall: only use it when that cell is in plain sight on the navigable map
-            if planner is not base and not base.segment_free(xy, planner.snap_point(xy)):
-                continue
+            # a clearance map snaps a start inside its margin to its nearest free cell, which may
+            # lie across a wall or past an obstacle: use it only when that cell is close (a step
+            # sideways at most) and in plain sight on the navigable map
+            if planner is not base:
+                snapped = planner.snap_point(xy)
+                if np.linalg.norm(snapped - xy) > 0.1 or not base.segment_free(xy, snapped):
+                    continue
             try:
                 self.path = np.asarray(planner.shortest_path(xy, self.goal_xy).dense, dtype=float)[:, :2]
                 self.planner = planner
@@ -315,12 +318,15 @@ class OracleAgent(Agent):
         ahead = self.path[self._progress:]
         along = np.concatenate(([0.0], np.cumsum(np.linalg.norm(np.diff(ahead, axis=0), axis=1))))
         # pursue the farthest path point within ``lookahead`` whose straight line from here stays
-        # on the clearance map: the agent never cuts a corner into a door jamb
+        # on the clearance map (on the navigable map while inside the clearance margin): the
+        # agent never cuts a corner into a door jamb
         cand = ahead[:max(1, int(np.searchsorted(along, self.lookahead, side="right")))]
-        free = self.planner.segments_free(np.repeat(xy[None], len(cand), axis=0), cand)
+        checker = self.planner if self.planner.is_navigable(xy)[0] else self._fallbacks[-1]
+        free = checker.segments_free(np.repeat(xy[None], len(cand), axis=0), cand)
+        free &= np.linalg.norm(cand - xy, axis=1) >= 0.5 * self.lookahead  # too close: no heading
         if free.any():
             target = cand[np.flatnonzero(free)[-1]]
-        else:  # already within the clearance margin: head back onto the path just ahead
+        else:  # a one-cell-wide passage or inside the margin: the path point ~0.3 m ahead
             target = ahead[min(int(np.searchsorted(along, 0.3)), len(ahead) - 1)]
         if np.linalg.norm(target - xy) < 1e-6:
             target = ahead[-1] if np.linalg.norm(ahead[-1] - xy) > 1e-6 else self.goal_xy
