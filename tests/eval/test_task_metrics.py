@@ -11,7 +11,6 @@ from vlnverse.eval.modes import make_mode
 from vlnverse.eval.runner import RunSettings, run_episode, score_frame_selection
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
-from vlnverse.sim.types import DiscreteAction
 from vlnverse.tasks.base import context_from_description
 from vlnverse.tasks.episode import Episode, Goal, Instruction
 
