@@ -170,7 +170,8 @@ class OracleAgent(Agent):
     toward the farthest path point within ``lookahead`` metres that it can reach in a straight
     line on that map (so it never cuts corners) and moving forward, replans when
     pushed more than ``replan_distance`` off the path, and STOPs once the goal's geodesic
-    distance is below ``success_distance - stop_margin``. Where the clearance closes a narrow
+    distance is below ``min(stop_distance, success_distance - stop_margin)`` — at the goal, as
+    a teacher should, not merely inside the success radius. Where the clearance closes a narrow
     passage it plans with half the clearance, then on the plain navigable map; if ``patience``
     actions in a row bring it no closer it STOPs (a gap too tight for 15° / 0.25 m actions).
     ``best_action(pose)`` gives the teacher action for any pose.
@@ -185,7 +186,7 @@ class OracleAgent(Agent):
 
 
     def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
-                 replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40,
+                 stop_distance: float = 0.5, replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40,
                  waypoint_tolerance: float = 0.35, **kwargs: Any):
         super().__init__(**kwargs)
         self.patience = int(patience)
@@ -195,6 +196,9 @@ class OracleAgent(Agent):
         self.clearance = float(clearance)
         self.lookahead = float(lookahead)
         self.stop_margin = float(stop_margin)
+        if not stop_distance > 0:
+            raise ValueError(f"oracle agent: stop_distance must be > 0, got {stop_distance}")
+        self.stop_distance = float(stop_distance)
         self.replan_distance = float(replan_distance)
         self.turn_angle = math.radians(turn_angle_deg)
         self._planner_context: Any = None
@@ -301,7 +305,7 @@ class OracleAgent(Agent):
             remaining = 1000.0 * len(self.route) + float(base.geodesic_distance(xy, self.goal_xy))
         else:
             remaining = float(self.goal_distance(xy[None])[0])
-            if remaining < threshold - self.stop_margin:
+            if remaining < min(self.stop_distance, threshold - self.stop_margin):
                 return DiscreteAction.STOP
         # give up (STOP) when ``patience`` actions brought it no 0.1 m closer: stuck in a
         # passage too tight for the discrete action set

@@ -198,11 +198,19 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     metres (the forward step) before nDTW/sDTW/CLS, so both sequences have the same point
     density, as DTW assumes (Ilharco et al. 2019); otherwise a sparse reference would make even
     a perfect follower score near 0. Success needs a STOP and, under Strict, no failure.
+
+    SPL's shortest length L is the length of the episode's reference path — the any-angle
+    shortest path, within 2% of the true geodesic — rather than ``episode.geodesic_distance``,
+    the 8-connected grid distance, which reads up to 8% long in open space and would inflate SPL.
+    Episodes without a reference polyline fall back to ``geodesic_distance``.
     """
     from ..tasks.pathing import resample_polyline
 
     goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    reference = resample_polyline(np.asarray(episode.reference_path, dtype=float)[:, :2], reference_spacing)
+    reference_xy = np.asarray(episode.reference_path, dtype=float)[:, :2]
+    reference = resample_polyline(reference_xy, reference_spacing)
+    shortest = (M.trajectory_length(reference_xy) if len(reference_xy) >= 2
+                else float(episode.geodesic_distance))
     ordered = has_ordered_goals(episode)
     if ordered:
         fns = [goal_distance_fn(ctx, g[None]) for g in goals_xy]
@@ -210,7 +218,7 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     else:
         final_goal, final_fn = goals_xy, goal_distance_fn(ctx, goals_xy)
     out = M.compute(STANDARD_METRICS, path=path_xy, goal=final_goal, reference=reference,
-                    shortest_length=float(episode.geodesic_distance), threshold=success_distance,
+                    shortest_length=shortest, threshold=success_distance,
                     distance_fn=final_fn, collisions=collisions, actions=actions)
     if ordered:
         reached = M.goals_reached(path_xy, goals_xy, success_distance, fns)
