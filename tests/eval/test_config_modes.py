@@ -129,3 +129,14 @@ def test_episode_log_appends_and_drops_a_truncated_last_line(tmp_path):
     assert log.read_text().endswith("}\n")  # the partial line was cut off
     append_record(log, {"episode_id": "e3", "value": 3})
     assert [json.loads(l)["value"] for l in log.read_text().splitlines()] == [0, 1, 2, 3]
+
+
+def test_mode_params_are_keyed_per_mode(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(GOOD + "mode_params: {strict: {displacement_threshold: 0.2}}\n")
+    cfg = load_eval_config(path, ["collision_mode=telhop"])  # switching modes keeps the file valid
+    assert cfg.mode_params == {"strict": {"displacement_threshold": 0.2}}
+    path.write_text(GOOD + "mode_params: {displacement_threshold: 0.2}\n")  # flat: not keyed by a mode
+    with pytest.raises(ConfigError) as err:
+        load_eval_config(path)
+    assert "mode_params.displacement_threshold" in str(err.value) and str(path) in str(err.value)

@@ -125,6 +125,8 @@ class EvalConfig:
     model: NamedSpec | None = None
     split: str | None = None
     collision_mode: str = "strict"
+    #: per-mode parameters, e.g. ``{strict: {displacement_threshold: 0.1}}``; only the selected
+    #: mode's entry is used
     mode_params: dict[str, Any] = field(default_factory=dict)
     sensors: list[SensorConfig] = field(default_factory=lambda: [
         SensorConfig(name="rgb", kind="rgb"), SensorConfig(name="depth", kind="depth")])
@@ -156,6 +158,10 @@ class EvalConfig:
 
         require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {MODES.names()}")
+        for mode, params in self.mode_params.items():  # keyed per mode, so collision_mode=... overrides work
+            require(mode in MODES, f"mode_params.{mode}", "not a collision mode",
+                    f"a mapping keyed by mode name, one of {MODES.names()}")
+            require(isinstance(params, dict), f"mode_params.{mode}", f"got {params!r}", "a mapping of parameters")
         require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}",
                 "a positive integer or null (task default)")
         require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),

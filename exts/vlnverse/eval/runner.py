@@ -562,12 +562,15 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
             try:
                 control = sim.control
                 params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
-                          "look_angle_deg": control.look_angle_deg, **cfg.mode_params}
+                          "look_angle_deg": control.look_angle_deg, **cfg.mode_params.get(cfg.collision_mode, {})}
                 if cfg.collision_mode == "graph":
                     params.setdefault("navgraph", getattr(ctx.navgraph, "graph", ctx.navgraph))
                 if cfg.collision_mode in ("telhop", "graph"):
                     params.setdefault("planner", ctx.planner)
-                mode = make_mode(cfg.collision_mode, sim, **params)
+                try:
+                    mode = make_mode(cfg.collision_mode, sim, **params)
+                except (TypeError, ValueError) as exc:
+                    raise ConfigError(str(exc), field=f"mode_params.{cfg.collision_mode}") from None
                 for ep in scene_eps:
                     record = run_episode(ep, ctx, sim, mode, agent, settings)
                     record.update(agent=cfg.agent.name, collision_mode=cfg.collision_mode)
