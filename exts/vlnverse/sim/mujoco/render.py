@@ -27,6 +27,12 @@ def _visible_groups() -> np.ndarray:
     return groups
 
 
+def _multiray_has_normal() -> bool:
+    """Whether this MuJoCo's ``mj_multiRay`` takes a ``normal`` output (added in MuJoCo 4)."""
+    mujoco = import_mujoco()
+    return int(mujoco.__version__.split(".")[0]) >= 4
+
+
 class RaycastRenderer:
     """Pinhole images by casting one ray per pixel centre with a single ``mj_multiRay`` call.
 
@@ -38,6 +44,7 @@ class RaycastRenderer:
 
     def __init__(self, built: BuiltScene, model):
         self._mj = import_mujoco()
+        self._has_normal = _multiray_has_normal()
         self._built = built
         self._model = model
         self._rays: dict[tuple[int, int, float], tuple[np.ndarray, np.ndarray]] = {}
@@ -60,9 +67,16 @@ class RaycastRenderer:
         geomid = np.empty(n, np.int32)
         dist = np.empty(n, np.float64)
         normal = np.empty(n * 3, np.float64)
-        self._mj.mj_multiRay(self._model, data, np.asarray(origin, np.float64), np.ascontiguousarray(directions, np.float64).reshape(-1),
-                             self._groups, 1, self._built.agent_body, geomid, dist, normal, n, float(cutoff))
-        return dist, geomid, normal.reshape(n, 3)
+        pnt = np.asarray(origin, np.float64)
+        vec = np.ascontiguousarray(directions, np.float64).reshape(-1)
+        if self._has_normal:  # MuJoCo >= 4: surface normals come with the hits
+            self._mj.mj_multiRay(self._model, data, pnt, vec, self._groups, 1, self._built.agent_body,
+                                 geomid, dist, normal, n, float(cutoff))
+            return dist, geomid, normal.reshape(n, 3)
+        # MuJoCo 3.x has no normal output: shade as if every surface faced the ray (headlight)
+        self._mj.mj_multiRay(self._model, data, pnt, vec, self._groups, 1, self._built.agent_body,
+                             geomid, dist, n, float(cutoff))
+        return dist, geomid, -np.asarray(directions, np.float64).reshape(n, 3)
 
     def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
                hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
@@ -101,6 +115,7 @@ class GLRenderer:
 
     def __init__(self, built: BuiltScene, model, antialias: bool = False):
         self._mj = import_mujoco()
+        self._has_normal = _multiray_has_normal()
         self._built = built
         self._model = model
         # 4× MSAA costs ~35 % of the frame time on llvmpipe and blends depth across edges: off by default.
