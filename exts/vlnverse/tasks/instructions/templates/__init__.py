@@ -6,4 +6,5 @@ table"), ``{room}`` ("the kitchen"), ``{room_noun}`` ("kitchen"). Route template
 ``{room}``, ``{landmark}``, ``{dir}`` (left/right). Chain frames use ``{g1}``…``{g3}``. Object-goal
 templates use ``{a_category}``, ``{category}``, ``{the_category}``, ``{categories}``.
 """
-from . import coarse_grained, dialogue, fine_grained, long_horizon, object_goal, visual_reference  # noqa: F401
+from . import (coarse_grained, dialogue, false_premise, fine_grained, long_horizon, object_goal,  # noqa: F401
+               video_contextualized, visual_reference)

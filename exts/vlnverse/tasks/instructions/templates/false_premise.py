@@ -29,7 +29,7 @@ LANDMARK = {
     "casual": [
         "go check {room} for that {target_noun} {rel}",
         "pretty sure I left {a_target} {rel} in {room}, can you look?",
-        "{room_noun}, {target_noun} {rel}. is it there?",
+        "{room_noun}, {target_noun} {rel}. Is it there?",
         "hey, swing by {room} and find {target} {rel}",
         "look for {target} {rel} in {room}, tell me if it's gone",
         "find me {target} {rel} in {room}, or say it ain't there",
@@ -54,7 +54,7 @@ ROOM_ONLY = {
     ],
     "casual": [
         "check {room} for {a_target}",
-        "{room_noun}, {target_noun}. there or not?",
+        "{room_noun}, {target_noun}. There or not?",
         "go see if {target} is in {room}",
         "hunt down {target} in {room}, k?",
         "dig around {room} for {a_target}",

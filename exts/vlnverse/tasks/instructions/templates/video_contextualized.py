@@ -18,7 +18,7 @@ TABLE = {
         ("natural", "Find {target} that appeared in the video, in {room}."),
         ("formal", "Navigate to {target} shown in the video."),
         ("formal", "Proceed to {target} observed in {room} during the video."),
-        ("casual", "remember {target} from the video? go there"),
+        ("casual", "remember {target} from the video? Go there"),
         ("casual", "head back to {target} in {room}, the one from the video"),
     ],
     "count": [
