@@ -143,3 +143,17 @@ def test_atomic_outputs_get_umask_permissions(tmp_path: Path) -> None:
         os.umask(mask)
     assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
     assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o755
+
+
+def test_wrap_angle_range_and_array_form() -> None:
+    import math
+
+    import numpy as np
+
+    from vlnverse.core.geometry import wrap_angle
+
+    assert wrap_angle(3 * math.pi) == math.pi and wrap_angle(-math.pi) == math.pi
+    assert wrap_angle(2 * math.pi + 0.25) == pytest.approx(0.25)
+    assert wrap_angle(-3 * math.pi / 2) == pytest.approx(math.pi / 2)
+    out = wrap_angle(np.array([0.0, -math.pi, 7.0, -7.0]))
+    assert np.allclose(out, [0.0, math.pi, 7.0 - 2 * math.pi, -7.0 + 2 * math.pi])

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.errors import ConfigError
+from ..core.geometry import wrap_angle
 from .catalog import (CATEGORIES, COLORS, DEFAULT_FLOOR_STYLE, FLOOR_STYLES, MATERIALS, ROOM_RULES,
                       SMALL_OBJECT_RULES, WALL_COLORS, Companion, FurnitureRule, ObjectModel, make_model,
                       resolve_color)
@@ -485,16 +486,10 @@ def _place_group(layout: _RoomLayout, members: list[_Member], rng: np.random.Gen
         placed = []
         for m in members:
             off = rot @ np.array(m.offset)
-            placed.append(_Placed(m.model, np.array([pos[0] + off[0], pos[1] + off[1], 0.0]), _wrap(yaw + m.yaw),
+            placed.append(_Placed(m.model, np.array([pos[0] + off[0], pos[1] + off[1], 0.0]), wrap_angle(yaw + m.yaw),
                                   layout.room_id, group_id))
         return placed
     return None
-
-
-def _wrap(yaw: float) -> float:
-    """Angle in (-π, π]."""
-    y = math.remainder(yaw, 2 * math.pi)
-    return math.pi if abs(y + math.pi) < 1e-12 else y
 
 
 def _place_small_objects(support: _Placed, rng: np.random.Generator) -> None:
@@ -539,7 +534,7 @@ def _place_one_small(model: ObjectModel, support: _Placed, surfaces: list, rng: 
         if _overlaps(box + np.array([-0.02, -0.02, 0.02, 0.02]), used):
             continue
         used.append(box)
-        support.children.append(_Placed(model, np.array([pos[0], pos[1], z]), _wrap(yaw), support.room_id,
+        support.children.append(_Placed(model, np.array([pos[0], pos[1], z]), wrap_angle(yaw), support.room_id,
                                         support.group, support))
         return True
     return False

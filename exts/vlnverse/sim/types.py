@@ -13,22 +13,12 @@ from typing import Any, Union
 import numpy as np
 
 from ..core.errors import VLNVerseError
+from ..core.geometry import wrap_angle  # noqa: F401 (part of the simulator API)
 
 
 class InvalidActionError(VLNVerseError, ValueError):
     """An action is malformed (NaN/inf, unknown name, outside the action space); raised before
     anything reaches the physics."""
-
-
-def wrap_angle(angle: float | np.ndarray) -> float | np.ndarray:
-    """Wrap an angle (or array of angles) to (-pi, pi]."""
-    if isinstance(angle, (float, int, np.floating, np.integer)):
-        a = math.fmod(float(angle) + math.pi, 2 * math.pi)
-        a = (a + 2 * math.pi if a < 0 else a) - math.pi
-        return math.pi if a == -math.pi else a
-    wrapped = np.mod(np.asarray(angle, dtype=float) + np.pi, 2 * np.pi) - np.pi
-    wrapped = np.where(wrapped == -np.pi, np.pi, wrapped)
-    return float(wrapped) if np.ndim(wrapped) == 0 else wrapped
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components, dijkstra
 
 from ..core.errors import NoNavigableSpaceError
+from ..core.geometry import wrap_angle
 
 SQRT2 = math.sqrt(2.0)
 
@@ -96,11 +97,6 @@ def path_heading(points: np.ndarray, min_length: float = 1e-6) -> float:
         if np.linalg.norm(p - pts[0]) > min_length:
             return yaw_towards(pts[0], p)
     return 0.0
-
-
-def wrap_angle(angle):
-    """Wrap radians to [-π, π)."""
-    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi
 
 
 @dataclass

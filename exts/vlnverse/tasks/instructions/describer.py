@@ -18,6 +18,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from ...core.geometry import wrap_angle
 from .graph import SceneGraphView
 from .types import ObjectRef, RelationFact, RoomRef, RouteEvent, RouteFacts, TargetFacts
 
@@ -33,13 +34,9 @@ class FrameCaptioner(Protocol):
     def __call__(self, frames: Sequence[np.ndarray]) -> str: ...
 
 
-def _wrap(angle: np.ndarray | float):
-    return (np.asarray(angle) + np.pi) % (2 * np.pi) - np.pi
-
-
 def turn_direction(delta_yaw: float, turn_deg: float = 35.0, around_deg: float = 150.0) -> str | None:
     """``left``/``right``/``around`` for a heading change (rad, CCW positive), ``None`` if straight."""
-    deg = math.degrees(float(_wrap(delta_yaw)))
+    deg = math.degrees(float(wrap_angle(delta_yaw)))
     if abs(deg) >= around_deg:
         return "around"
     if abs(deg) >= turn_deg:
@@ -244,7 +241,7 @@ class Describer:
             # path (a corner cut into several short segments) count as one turn.
             raw: list[list] = []   # [s, delta, waypoint index]
             for j in range(1, len(heading)):
-                delta = float(_wrap(heading[j] - heading[j - 1]))
+                delta = float(wrap_angle(heading[j] - heading[j - 1]))
                 s = float(arc[np.argmin(np.hypot(*(dense - pts[j]).T))])
                 if raw and s - raw[-1][0] < self.turn_merge:
                     raw[-1][1] += delta
