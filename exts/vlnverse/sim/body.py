@@ -39,9 +39,9 @@ class AgentBody:
                      "max_linear_accel", "max_angular_accel_deg"):
             value = getattr(self, name)
             require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
-        require(0.0 < self.camera_height <= self.height + 0.3, "camera_height",
+        require(0.0 < self.camera_height <= self.height, "camera_height",
                 f"got {self.camera_height} for body height {self.height}",
-                f"a value in (0, height + 0.3] = (0, {self.height + 0.3:.2f}]")
+                f"a value inside the body's height range (0, height] = (0, {self.height:.2f}]")
         require(self.pitch_min_deg <= 0.0 <= self.pitch_max_deg and -90 <= self.pitch_min_deg
                 and self.pitch_max_deg <= 90, "pitch_min_deg/pitch_max_deg",
                 f"got [{self.pitch_min_deg}, {self.pitch_max_deg}]", "-90 <= min <= 0 <= max <= 90")
