@@ -1,8 +1,8 @@
 """The ``vlnverse`` command: one entry point, subcommands contributed by each layer.
 
 Each layer module exposes ``add_commands(subparsers)`` and keeps its heavy imports inside the
-command functions, so ``vlnverse --help`` stays fast. Any ``VLNVerseError`` is printed as one
-line and exits with status 2.
+command functions, so ``vlnverse --help`` stays fast. Any ``VLNVerseError`` (or ``OSError``, e.g. an
+unwritable output path) is printed as one line and exits with status 2.
 """
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
         result = args.func(args)
     except VLNVerseError as exc:
         print(f"vlnverse: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # unwritable output folder, a file where a folder should be, disk full ...
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"vlnverse: error: {where}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("vlnverse: interrupted", file=sys.stderr)
