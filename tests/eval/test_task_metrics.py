@@ -103,3 +103,21 @@ def test_long_horizon_oracle_visits_sub_goals_in_order(kitchen):
     summary = summarize([dict(rec, collision_mode="telhop"), dict(wall, collision_mode="telhop")],
                         run={"collision_mode": "telhop"})
     assert summary["overall"]["sr_n"] == {"SR_1": 1.0, "SR_2": 0.5, "SR_all": 0.5}
+
+
+def test_sr_all_needs_a_stop_near_the_last_goal():
+    """SR_all is overall task completion: stopping within the threshold of the final goal after
+    all sub-goals (VLNVerse Sec. 4; docs: SR = SR_all). An agent that passes every sub-goal but
+    runs out of steps (no STOP, so SR = 0) reached all goals for SR_n, but did not complete."""
+    from vlnverse.eval.runner import summarize
+
+    def record(reached, sr, termination):
+        return {"task_type": "long_horizon", "termination": termination, "invalid_actions": 0,
+                "metrics": {"SR": sr, "goals_reached": reached}}
+
+    records = [record([True, True], 1.0, "stop"), record([True, True], 0.0, "max_steps"),
+               record([True, False], 0.0, "stop")]
+    block = summarize(records, run={"collision_mode": "telhop"})["overall"]
+    assert block["sr_n"]["SR_1"] == 1.0 and block["sr_n"]["SR_2"] == pytest.approx(2 / 3)
+    assert block["sr_n"]["SR_all"] == pytest.approx(1 / 3)
+    assert block["sr_n"]["SR_all"] == pytest.approx(block["means"]["SR"])

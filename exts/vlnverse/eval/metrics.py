@@ -234,14 +234,17 @@ def goals_reached(path: Any, goals: Any, threshold: float = 3.0,
     return reached
 
 
-def sr_n(reached_flags: Any) -> dict[str, float]:
+def sr_n(reached_flags: Any, final_success: Any = None) -> dict[str, float]:
     """Per-goal success for long-horizon episodes from an (E, K) boolean table (VLNVerse Tab. 8).
 
     ``SR_1 = mean_e reached[e, 1]``; for ``k > 1``,
     ``SR_k = #{e : reached[e, 1..k]} / #{e : reached[e, 1..k-1]}`` (success on goal ``k`` given
-    all earlier goals were reached); ``SR_all = #{e : reached[e, 1..K]} / E``. A conditional
-    with no eligible episode (nobody reached goal ``k-1``) is reported as 0, never NaN; an
-    empty table gives all zeros.
+    all earlier goals were reached). ``SR_all`` is overall task completion, "stopping within
+    the threshold distance of the final goal" (VLNVerse Sec. 4): with ``final_success`` (E,) —
+    each episode's SR, which needs all goals in order *and* a STOP near the last one —
+    ``SR_all = mean_e final_success[e]``; without it, ``#{e : reached[e, 1..K]} / E`` (passing
+    through every goal). A conditional with no eligible episode (nobody reached goal ``k-1``)
+    is reported as 0, never NaN; an empty table gives all zeros.
     """
     table = np.asarray(reached_flags, dtype=bool)
     if table.ndim != 2:
@@ -254,7 +257,13 @@ def sr_n(reached_flags: Any) -> dict[str, float]:
     for k in range(n_goals):
         out[f"SR_{k + 1}"] = counts[k] / eligible if eligible > 0 else 0.0
         eligible = counts[k]
-    out["SR_all"] = counts[-1] / n_ep if n_ep and n_goals else 0.0
+    if final_success is not None:
+        done = np.asarray(final_success, dtype=float).reshape(-1)
+        if done.shape[0] != n_ep:
+            raise ValueError(f"final_success has {done.shape[0]} entries for {n_ep} episodes")
+        out["SR_all"] = float(done.mean()) if n_ep else 0.0
+    else:
+        out["SR_all"] = counts[-1] / n_ep if n_ep and n_goals else 0.0
     return out
 
 

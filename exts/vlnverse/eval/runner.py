@@ -455,11 +455,13 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
         agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
         agg["invalid_actions"] = int(sum(r["invalid_actions"] for r in recs))
         agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
-        flags = [r["metrics"]["goals_reached"] for r in recs if "goals_reached" in r["metrics"]]
-        if flags:
+        ordered = [r["metrics"] for r in recs if "goals_reached" in r["metrics"]]
+        if ordered:
+            flags = [m["goals_reached"] for m in ordered]
             width = max(len(f) for f in flags)
             table = np.array([f + [False] * (width - len(f)) for f in flags], dtype=bool)
-            agg["sr_n"] = M.sr_n(table)
+            # SR_all = task completion (the episode's SR: all goals in order and a STOP at the last)
+            agg["sr_n"] = M.sr_n(table, final_success=[float(m.get("SR") or 0.0) for m in ordered])
         return agg
 
     by_task: dict[str, list[dict]] = {}
