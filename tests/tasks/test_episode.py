@@ -155,3 +155,22 @@ def test_r2r_import_errors(tmp_path):
     path.write_text('{"episodes": 3}')
     with pytest.raises(ConfigError, match="r2r.json: episodes: missing"):
         import_r2r(path, split="train")
+
+
+def test_r2r_json_gz_is_gzipped_and_round_trips(tmp_path):
+    """VLN-CE ships ``{split}.json.gz``: an export to a ``.gz`` path is gzip-compressed, and the
+    import reads gzip by content (a plain JSON file named ``.gz`` loads too)."""
+    import gzip
+
+    eps = [episode(0, split="val_unseen")]
+    path = export_r2r(eps, tmp_path / "val_unseen.json.gz")
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    assert len(data["episodes"]) == len(eps[0].instructions)
+    assert [e.episode_id for e in import_r2r(path, split="val_unseen")] == [eps[0].episode_id]
+    plain = tmp_path / "plain.json.gz"
+    plain.write_text(json.dumps(data))
+    assert [e.episode_id for e in import_r2r(plain, split="val_unseen")] == [eps[0].episode_id]
+    broken = tmp_path / "broken.json.gz"
+    broken.write_bytes(b"\x1f\x8b\x08garbage")
+    with pytest.raises(ConfigError, match="broken.json.gz"):
+        import_r2r(broken, split="val_unseen")

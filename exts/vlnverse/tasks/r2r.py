@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import write_json_atomic
+from ..core.io import to_jsonable, write_bytes_atomic, write_json_atomic
 from .episode import Episode, Goal, Instruction
 
 PAD_INDEX, UNK_INDEX = 0, 1
@@ -85,7 +85,8 @@ def build_vocab(texts: list[str]) -> dict[str, Any]:
 
 
 def export_r2r(episodes: list[Episode], path: str | Path, *, pad_to: int = 200) -> Path:
-    """Write episodes in the VLN-CE R2R layout (atomic); returns the path.
+    """Write episodes in the VLN-CE R2R layout (atomic; gzip-compressed when ``path`` ends in
+    ``.gz``, as VLN-CE's ``{split}.json.gz``); returns the path.
 
     Token lists are padded with ``PAD_INDEX`` to ``pad_to`` (VLN-CE uses 200), or to the longest
     instruction if longer. Category-only episodes (``object_goal``) use the category as the text.
@@ -109,7 +110,13 @@ def export_r2r(episodes: list[Episode], path: str | Path, *, pad_to: int = 200) 
                 "instruction": {"instruction_text": text, "instruction_tokens": tokens + [PAD_INDEX] * (width - len(tokens))},
                 "reference_path": [zup_to_habitat(p) for p in ep.reference_path],
             })
-    return write_json_atomic(path, {"episodes": records, "instruction_vocab": vocab}, indent=None)
+    data = {"episodes": records, "instruction_vocab": vocab}
+    if Path(path).suffix == ".gz":  # VLN-CE ships ``{split}.json.gz``
+        import gzip
+
+        text = json.dumps(to_jsonable(data), sort_keys=True) + "\n"
+        return write_bytes_atomic(path, gzip.compress(text.encode("utf-8"), mtime=0))
+    return write_json_atomic(path, data, indent=None)
 
 
 def _require(cond: bool, path: Path, field: str, problem: str, expected: str) -> None:
@@ -135,14 +142,16 @@ def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained")
     if not path.is_file():
         raise ConfigError("R2R file not found", file=path)
     try:
-        if path.suffix == ".gz":
+        raw = path.read_bytes()
+        if raw[:2] == b"\x1f\x8b":  # gzip by content, whatever the file is called
             import gzip
 
-            data = json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
-        else:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            raw = gzip.decompress(raw)
+        data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    except (OSError, EOFError, UnicodeDecodeError) as exc:  # corrupt gzip stream, bad bytes
+        raise ConfigError(f"unreadable R2R file: {exc}", file=path) from None
     _require(isinstance(data, dict) and isinstance(data.get("episodes"), list), path, "episodes",
              "missing", "a top-level object with an 'episodes' list")
     merged: dict[str, Episode] = {}
