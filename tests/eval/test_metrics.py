@@ -199,3 +199,17 @@ def test_bad_positions_raise():
         M.trajectory_length([[0, 0, 0, 0]])
     with pytest.raises(ValueError):
         M.navigation_error([[np.nan, 0]], [0, 0])
+
+
+def test_sr_n_with_episodes_of_different_lengths():
+    """Long-horizon episodes have 2 or 3 sub-goals: SR_3 is conditional over the episodes that
+    have a third goal, so a 2-goal episode never counts as failing a goal it does not have."""
+    flags = [[True, True], [True, True, True], [True, True, False], [True, False]]
+    out = M.sr_n(flags)
+    assert out["SR_1"] == 1.0
+    assert out["SR_2"] == pytest.approx(3 / 4)
+    assert out["SR_3"] == pytest.approx(1 / 2)  # of the two 3-goal episodes that reached goal 2
+    assert out["SR_all"] == pytest.approx(2 / 4)  # every goal of its own episode
+    # an oracle that reaches every goal of every episode scores 1 everywhere
+    assert M.sr_n([[True, True], [True, True, True]]) == {"SR_1": 1.0, "SR_2": 1.0, "SR_3": 1.0, "SR_all": 1.0}
+    assert M.sr_n([[True, True], [True, True, True]], final_success=[1.0, 0.0])["SR_all"] == 0.5

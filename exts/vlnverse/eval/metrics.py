@@ -235,35 +235,43 @@ def goals_reached(path: Any, goals: Any, threshold: float = 3.0,
 
 
 def sr_n(reached_flags: Any, final_success: Any = None) -> dict[str, float]:
-    """Per-goal success for long-horizon episodes from an (E, K) boolean table (VLNVerse Tab. 8).
+    """Per-goal success for long-horizon episodes from per-episode reached flags (VLNVerse Tab. 8).
 
-    ``SR_1 = mean_e reached[e, 1]``; for ``k > 1``,
-    ``SR_k = #{e : reached[e, 1..k]} / #{e : reached[e, 1..k-1]}`` (success on goal ``k`` given
-    all earlier goals were reached). ``SR_all`` is overall task completion, "stopping within
-    the threshold distance of the final goal" (VLNVerse Sec. 4): with ``final_success`` (E,) —
+    ``reached_flags`` is an (E, K) boolean table or a list of E flag lists of different lengths
+    (episodes with 2 or 3 sub-goals). ``SR_1 = mean_e reached[e, 1]``; for ``k > 1``,
+    ``SR_k = #{e : reached[e, 1..k]} / #{e with >= k goals : reached[e, 1..k-1]}`` (success on
+    goal ``k`` given all earlier goals were reached; an episode without a ``k``-th goal is not
+    counted for ``SR_k``). ``SR_all`` is overall task completion, "stopping within the
+    threshold distance of the final goal" (VLNVerse Sec. 4): with ``final_success`` (E,) —
     each episode's SR, which needs all goals in order *and* a STOP near the last one —
-    ``SR_all = mean_e final_success[e]``; without it, ``#{e : reached[e, 1..K]} / E`` (passing
-    through every goal). A conditional with no eligible episode (nobody reached goal ``k-1``)
-    is reported as 0, never NaN; an empty table gives all zeros.
+    ``SR_all = mean_e final_success[e]``; without it, the share of episodes that reached all
+    their goals (passing through each). A conditional with no eligible episode (nobody reached
+    goal ``k-1``) is reported as 0, never NaN; no episodes give all zeros.
     """
-    table = np.asarray(reached_flags, dtype=bool)
-    if table.ndim != 2:
-        raise ValueError(f"reached_flags must be a 2-D (episodes, goals) array, got shape {table.shape}")
-    n_ep, n_goals = table.shape
-    prefix = np.logical_and.accumulate(table, axis=1) if n_goals else table
-    counts = prefix.sum(axis=0).astype(float)  # episodes that reached goals 1..k
+    if isinstance(reached_flags, np.ndarray):
+        if reached_flags.ndim != 2:
+            raise ValueError(f"reached_flags must be a 2-D (episodes, goals) array, got shape {reached_flags.shape}")
+        rows = [list(r) for r in reached_flags.astype(bool)]
+        n_goals = reached_flags.shape[1]
+    else:
+        rows = [list(np.asarray(r, dtype=bool).reshape(-1)) for r in reached_flags]
+        n_goals = max((len(r) for r in rows), default=0)
+    n_ep = len(rows)
+    # prefix[e][k]: episode e reached goals 1..k+1 in order
+    prefix = [list(np.logical_and.accumulate(r)) if r else [] for r in rows]
     out: dict[str, float] = {}
-    eligible = float(n_ep)
     for k in range(n_goals):
-        out[f"SR_{k + 1}"] = counts[k] / eligible if eligible > 0 else 0.0
-        eligible = counts[k]
+        has_k = [p for p in prefix if len(p) > k]
+        eligible = sum(1 for p in has_k if k == 0 or p[k - 1])
+        hits = sum(1 for p in has_k if p[k])
+        out[f"SR_{k + 1}"] = hits / eligible if eligible > 0 else 0.0
     if final_success is not None:
         done = np.asarray(final_success, dtype=float).reshape(-1)
         if done.shape[0] != n_ep:
             raise ValueError(f"final_success has {done.shape[0]} entries for {n_ep} episodes")
         out["SR_all"] = float(done.mean()) if n_ep else 0.0
     else:
-        out["SR_all"] = counts[-1] / n_ep if n_ep and n_goals else 0.0
+        out["SR_all"] = sum(1 for p in prefix if p and p[-1]) / n_ep if n_ep and n_goals else 0.0
     return out
 
 

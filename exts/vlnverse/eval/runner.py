@@ -457,11 +457,10 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
         agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
         ordered = [r["metrics"] for r in recs if "goals_reached" in r["metrics"]]
         if ordered:
-            flags = [m["goals_reached"] for m in ordered]
-            width = max(len(f) for f in flags)
-            table = np.array([f + [False] * (width - len(f)) for f in flags], dtype=bool)
-            # SR_all = task completion (the episode's SR: all goals in order and a STOP at the last)
-            agg["sr_n"] = M.sr_n(table, final_success=[float(m.get("SR") or 0.0) for m in ordered])
+            # ragged: an episode with 2 sub-goals does not count for SR_3; SR_all = task completion
+            # (the episode's SR: all goals in order and a STOP near the last)
+            agg["sr_n"] = M.sr_n([m["goals_reached"] for m in ordered],
+                                 final_success=[float(m.get("SR") or 0.0) for m in ordered])
         return agg
 
     by_task: dict[str, list[dict]] = {}
