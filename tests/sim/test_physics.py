@@ -196,3 +196,25 @@ def test_wrap_angle_scalar_and_array_agree():
     np.testing.assert_allclose(np.sin(wrapped), np.sin(angles), atol=1e-12)
     assert [wrap_angle(float(a)) for a in angles] == pytest.approx(list(wrapped), abs=1e-12)
     assert wrap_angle(-math.pi) == math.pi
+
+
+@pytest.mark.parametrize("heading_deg", [30.0, 45.0, 60.0])
+def test_sliding_along_a_wall_follows_the_commanded_tangential_motion(sim, heading_deg):
+    """Pressed against a frictionless wall the agent keeps exactly the wall-parallel part of its
+    command, whatever its heading: the actuators' force limit is the same in every direction
+    (a per-axis limit in the body frame made a 30° step slide 0.02 m instead of 0.125 m and a
+    45° step slide 0.32 m, further than the 0.25 m step itself)."""
+    a = math.radians(heading_deg)
+    start_x = 6.0 - RADIUS  # touching the east wall (inner face x = 6)
+    sim.reset((start_x, 1.0, a))
+    _, result = sim.step(DiscreteAction.MOVE_FORWARD)
+    assert result.collided and {c.label for c in result.contacts} == {"wall"}
+    # within 3.5 cm of the goal's projection onto the wall (most of the force limit is spent
+    # pressing into the wall, so the slide brakes a little late); never further than the step
+    assert sim.pose.y - 1.0 == pytest.approx(0.25 * math.sin(a), abs=0.035)
+    assert sim.pose.distance_to(AgentPose(start_x, 1.0)) <= 0.25 + 0.02
+    assert 6.0 - sim.pose.x >= RADIUS - 0.01
+    sim.reset((start_x, 1.0, a))
+    _, result = sim.step(VelocityAction(v=0.6, omega=0.0, duration=1.5))
+    # the commanded (unobstructed) motion's y component is what sliding along the wall keeps
+    assert sim.pose.y - 1.0 == pytest.approx(result.commanded_pose.y - 1.0, abs=0.05)

@@ -1,7 +1,8 @@
 """``MujocoSimulator``: the embedded physics backend behind ``make_simulator(backend="mujoco")``.
 
 Physics at 200 Hz (``ControlConfig.physics_dt``), controllers at ``control_hz`` (50 Hz). The agent
-is moved only by its velocity actuators; ``teleport``/``reset`` are the only writes to its
+is moved only by its actuators (velocity servos; a holonomic body's planar servo runs here, with one
+limit on the planar force's magnitude); ``teleport``/``reset`` are the only writes to its
 position, and they resolve penetration with a ring search for the nearest free spot instead of
 letting the solver eject the agent.
 """
@@ -62,6 +63,15 @@ class MujocoSimulator(Simulator):
         self.render_counts: dict[str, int] = {}
         self._pitch = 0.0
         self._qadr, self._dadr, self._act = self._built.qpos_adr, self._built.dof_adr, self._built.actuators
+        # Holonomic bodies: the planar (forward, lateral) servo is computed here at every physics
+        # step so that its force limit applies to the force's magnitude (see ``_planar_servo``).
+        self._target = [0.0, 0.0, 0.0]
+        self._planar = body.holonomic
+        self._planar_kv = body.mass / SERVO_TAU
+        self._planar_fmax = body.mass * body.max_linear_accel
+        self._ix, self._iy, self._iyaw = (int(i) for i in self._dadr)
+        self._qyaw = int(self._qadr[2])
+        self._af, self._al, self._ayaw = (int(i) for i in self._act)
         for spec in sensors:
             self.attach_sensor(spec)
 
@@ -175,7 +185,36 @@ class MujocoSimulator(Simulator):
     def _set_agent(self, x: float, y: float, yaw: float) -> None:
         self._d.qpos[self._qadr] = (x, y, yaw)
         self._d.qvel[self._dadr] = 0.0
-        self._d.ctrl[self._act] = 0.0
+        self._set_target((0.0, 0.0, 0.0))
+
+    def _set_target(self, target) -> None:
+        """Body-frame velocity target (forward, lateral, yaw rate) of the agent's servos."""
+        self._target = [float(v) for v in target]
+        if self._planar:
+            self._d.ctrl[self._ayaw] = self._target[2]
+            self._planar_servo()
+        else:
+            self._d.ctrl[self._act] = self._target
+
+    def _planar_servo(self) -> None:
+        """Holonomic bodies: planar force = kv × (target − velocity) in the body frame, scaled down
+        to ``mass × max_linear_accel`` in magnitude; written to the forward/lateral motors. Called
+        before every physics step (MuJoCo's per-actuator limits would clip each axis separately)."""
+        d = self._d
+        qvel = d.qvel
+        vx, vy = qvel[self._ix], qvel[self._iy]
+        yaw = d.qpos[self._qyaw]
+        c, s = math.cos(yaw), math.sin(yaw)
+        kv = self._planar_kv
+        ff = kv * (self._target[0] - (c * vx + s * vy))
+        fl = kv * (self._target[1] - (c * vy - s * vx))
+        norm = math.hypot(ff, fl)
+        if norm > self._planar_fmax:
+            scale = self._planar_fmax / norm
+            ff, fl = ff * scale, fl * scale
+        ctrl = d.ctrl
+        ctrl[self._af] = ff
+        ctrl[self._al] = fl
 
     def _penetrating(self, x: float, y: float, yaw: float) -> list[int]:
         """Geom ids the agent would penetrate at (x, y) (kinematics + collision probe only)."""
@@ -307,8 +346,12 @@ class MujocoSimulator(Simulator):
         traj = [(start.x, start.y, start.yaw)]
         sub = self.control.substeps
 
+        planar = self._planar_servo if self._planar else None
+
         def tick_physics() -> None:
             for _ in range(sub):
+                if planar is not None:
+                    planar()
                 mj.mj_step(m, d)
                 if d.ncon:
                     touched.extend(self._agent_contacts())
@@ -321,10 +364,10 @@ class MujocoSimulator(Simulator):
             if done is not None:
                 status = done
                 break
-            d.ctrl[self._act] = target
+            self._set_target(target)
             tick_physics()
         if brake:  # come to rest (at most 0.5 s) so the achieved pose is where the agent stays
-            d.ctrl[self._act] = 0.0
+            self._set_target((0.0, 0.0, 0.0))
             for _ in range(int(0.5 * self.control.control_hz)):
                 v = self._velocity()
                 if abs(v[0]) < 5e-3 and abs(v[1]) < 5e-3 and abs(v[2]) < 1e-2:
@@ -420,6 +463,7 @@ class MujocoSimulator(Simulator):
         ideal = [*map(float, self._d.qpos[self._qadr])]  # x, y, yaw (plain floats: this runs every step)
         ideal_vel = [*map(float, self._d.qvel[self._dadr])]  # world-frame vx, vy, yaw rate
         (tf, tl, tw), (af, al, aw) = target.tolist(), acc_max.tolist()
+        holonomic = body.holonomic
 
         def command(tick: int):
             if tick >= ticks:
@@ -428,8 +472,14 @@ class MujocoSimulator(Simulator):
             x, y, yaw = ideal
             for _ in range(cfg.substeps):
                 c, s = math.cos(yaw), math.sin(yaw)
-                acc_f = min(af, max(-af, (tf - (c * vx + s * vy)) / SERVO_TAU))
-                acc_l = min(al, max(-al, (tl - (-s * vx + c * vy)) / SERVO_TAU))
+                acc_f = (tf - (c * vx + s * vy)) / SERVO_TAU
+                acc_l = (tl - (-s * vx + c * vy)) / SERVO_TAU
+                if holonomic:  # one limit on the planar acceleration's magnitude (``_planar_servo``)
+                    norm = math.hypot(acc_f, acc_l)
+                    if norm > af:
+                        acc_f, acc_l = acc_f * af / norm, acc_l * af / norm
+                else:
+                    acc_f, acc_l = min(af, max(-af, acc_f)), min(al, max(-al, acc_l))
                 acc_w = min(aw, max(-aw, (tw - w) / SERVO_TAU))
                 vx += sub_dt * (c * acc_f - s * acc_l)
                 vy += sub_dt * (s * acc_f + c * acc_l)

@@ -8,7 +8,9 @@ the floor so that, like the occupancy map (``build_occupancy_map(step_height=0.1
 lower than the step height do not block it. The agent geom is frictionless (``condim=1`` with a
 higher ``priority``, so it wins the contact's condim) and slides along walls, unless the body
 declares a ``friction`` (then ``condim=3`` with that coefficient); it is driven by
-body-frame velocity actuators (site transmission) whose force limits are mass × max accel.
+body-frame actuators (site transmission) whose force limits are mass × max accel: velocity servos,
+except a holonomic body's forward/lateral pair, which are motors fed by the backend's planar servo
+(one force limit on the magnitude of the planar force).
 """
 from __future__ import annotations
 
@@ -258,7 +260,12 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         ("agent_yaw", [0, 0, 0, 0, 0, 1], inertia_z / SERVO_TAU, inertia_z * math.radians(body.max_angular_accel_deg)),
     ):
         act = spec.add_actuator(name=aname, trntype=mujoco.mjtTrn.mjTRN_SITE, target=AGENT_SITE, gear=gear)
-        act.set_to_velocity(kv=kv)
+        # A holonomic body's planar servo runs in the backend (``planar_servo``): force = kv × velocity
+        # error, limited in *magnitude* (the same in every direction), applied through these two as
+        # motors. Two MuJoCo velocity servos would each clip their own axis, so a push into a wall
+        # saturating the forward one would drive a sideways slide set by the heading, not the command.
+        if not (body.holonomic and aname in ("agent_forward", "agent_lateral")):
+            act.set_to_velocity(kv=kv)
         act.forcelimited = 1
         act.forcerange = [-force, force]
         act.ctrllimited = 0
