@@ -82,6 +82,18 @@ def test_sensor_rate_renders_one_step_in_ten(room):
         assert frames[9] is not first and frames[9][8, 8] < first[8, 8]  # re-rendered closer to the wall
 
 
+def test_teleport_invalidates_rate_limited_frames(room):
+    """A teleport (Tel-Hop, resets) moves the agent without advancing the clock: a rate-limited
+    sensor must not keep returning the frame it rendered at the old pose."""
+    spec = make_sensor("depth", width=16, height=16, rate_hz=5.0)
+    with make_simulator(room, "r2r_ce", sensors=[spec], renderer="raycast") as sim:
+        before = sim.reset(FACING_EAST_WALL)["depth"]  # east wall 2 m ahead
+        sim.teleport((5.0, 3.0, 0.0))  # 1 m from the wall, same sim time
+        after = sim.get_observations()["depth"]
+        assert sim.render_counts["depth"] == 2
+        assert after[8, 8] == pytest.approx(before[8, 8] - 1.0, abs=0.02)
+
+
 def test_panorama_views_match_single_cameras(room):
     pano = PanoramaSpec(width=32, height=32, views=12)
     with make_simulator(room, "r2r_ce", sensors=[pano], renderer="raycast") as sim:

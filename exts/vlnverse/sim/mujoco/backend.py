@@ -283,7 +283,9 @@ class MujocoSimulator(Simulator):
                             trajectory=np.array([[achieved.x, achieved.y, achieved.yaw]]))
 
     def teleport(self, pose: AgentPose | Any) -> ActionResult:
-        return self._place(AgentPose.coerce(pose))
+        pose = AgentPose.coerce(pose)
+        self._frames.clear()  # the clock does not move, the agent does: no frame from the old pose
+        return self._place(pose)
 
     def reset(self, pose: AgentPose | Any) -> dict[str, np.ndarray]:
         pose = AgentPose.coerce(pose)
