@@ -139,3 +139,28 @@ def test_semantic_ids_are_stable_across_generated_homes():
     extra = room_scene(3.0, 3.0, objects=[BoxObject("zz_prototype", (1.5, 1.5, 0.2), (0.2, 0.2, 0.2))])
     with make_simulator(extra, "r2r_ce", sensors=[], renderer="raycast") as sim:
         assert sim.semantic_labels == default_label_table() + ["zz_prototype"]
+
+
+def _start_points(env, n=300):
+    env.reset(seed=0)
+    return np.array([[p.x, p.y] for p in (env.sample_start_pose() for _ in range(n))])
+
+
+def test_random_starts_avoid_enclosed_pockets():
+    """Navigable cells the agent cannot reach (the inside of a closed pen, a bathtub) are no start."""
+    pen = [BoxObject("pen_wall", c, h) for c, h in (((4.5, 3.55, 0.5), (1.05, 0.05, 0.5)), ((4.5, 5.45, 0.5), (1.05, 0.05, 0.5)),
+                                                     ((3.45, 4.5, 0.5), (0.05, 1.0, 0.5)), ((5.55, 4.5, 0.5), (0.05, 1.0, 0.5)))]
+    env = VLNVerseNavEnv(room_scene(6.0, 6.0, objects=pen), "r2r_ce", [], renderer="raycast")
+    pts = _start_points(env)
+    inside = (pts[:, 0] > 3.5) & (pts[:, 0] < 5.5) & (pts[:, 1] > 3.6) & (pts[:, 1] < 5.4)
+    assert not inside.any(), f"{inside.sum()} of {len(pts)} starts inside the closed pen"
+    env.close()
+
+
+def test_random_starts_use_the_body_height_band():
+    """A tall body (Stretch, 1.41 m) cannot start under a shelf hanging at 1.0-1.3 m."""
+    shelf = [BoxObject("shelf", (1.5, 3.0, 1.15), (1.5, 3.0, 0.15))]  # covers the west half, x < 3
+    env = VLNVerseNavEnv(room_scene(6.0, 6.0, objects=shelf), "stretch", [], renderer="raycast")
+    pts = _start_points(env)
+    assert (pts[:, 0] >= 3.0 + 0.17 - 0.01).all(), "a start under the shelf penetrates it"
+    env.close()

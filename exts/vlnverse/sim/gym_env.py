@@ -53,7 +53,8 @@ class VLNVerseNavEnv(gym.Env):
     """Drive an agent through a scene: ``reset(seed=..., options={"pose": (x, y, yaw)})``, ``step(action)``.
 
     Without a pose, ``reset`` draws a random collision-free start with ``self.np_random``: from the
-    navigable cells of ``vlnverse.scenes.maps`` when the maps layer is installed, otherwise by
+    navigable cells (the body's height band, dilated by its radius; largest connected region) of
+    ``vlnverse.scenes`` when the maps layer is installed, otherwise by
     sampling room interiors (or the scene bounds) and probing with teleports.
     ``info`` carries the ``ActionResult`` of the step (``collided``, ``obstacle_displacement``, ...).
     """
@@ -93,8 +94,18 @@ class VLNVerseNavEnv(gym.Env):
             except ImportError:
                 self._free_cells = np.zeros((0, 2))
                 return None
-            occ = build_occupancy_map(self.scene).dilate(self.body.radius)
-            rc = np.argwhere(occ.free_mask())
+            from scipy import ndimage
+
+            # the body's own height band, and only the largest connected free region: navigable
+            # pockets the agent cannot leave (inside a bathtub, a closed pen) make no start
+            occ = build_occupancy_map(self.scene, agent_height=self.body.height).dilate(self.body.radius)
+            labels, n = ndimage.label(occ.free_mask())
+            if n > 1:
+                sizes = np.bincount(labels.ravel())
+                sizes[0] = 0
+                rc = np.argwhere(labels == int(sizes.argmax()))
+            else:
+                rc = np.argwhere(labels > 0)
             self._free_cells = occ.cell_to_world(rc) if len(rc) else np.zeros((0, 2))
         return self._free_cells if len(self._free_cells) else None
 
