@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from eval_scenes import corridor_scene
@@ -121,3 +122,29 @@ def test_sr_all_needs_a_stop_near_the_last_goal():
     assert block["sr_n"]["SR_1"] == 1.0 and block["sr_n"]["SR_2"] == pytest.approx(2 / 3)
     assert block["sr_n"]["SR_all"] == pytest.approx(1 / 3)
     assert block["sr_n"]["SR_all"] == pytest.approx(block["means"]["SR"])
+
+
+def test_video_contextualized_success_is_within_1m_of_the_targets_viewpoints(kitchen):
+    """VCN-Bench App. C.1: the target's viewpoints are the points within 0.6 m around its
+    bounding box, in its room; success is stopping within 1 m (Euclidean) of any of them — on
+    any side of the object, not only near the one navigable cell closest to its centre."""
+    from vlnverse.eval.runner import score_episode
+
+    ctx, _ = kitchen
+    # the table (instance 10) spans x 7.6..8.4, y 2.1..2.7 in the kitchen (room 1)
+    goal = Goal([8.0, 2.4, 0.0], radius=1.5, object_id=10, room_id=1, category="table")
+    start = (2.0, 1.5)
+
+    def sr(end):
+        ep = Episode("vcn-0", "corridor", "corridor.usda", "val", "video_contextualized", [*start, 0.0], 0.0, [goal],
+                     [[*start, 0.0], [5.5, 2.5, 0.0], [7.2, 2.5, 0.0]], 5.3, [Instruction("Find the table.")],
+                     {"kind": "instance", "target_room_id": 1, "target_object_id": 10})
+        path = np.array([start, end], dtype=float)
+        return score_episode(ep, ctx, path, stopped=True, failed=False, collisions=0, actions=1,
+                             success_distance=1.0)["SR"]
+
+    assert sr((7.2, 2.5)) == 1.0   # beside the table's short side, 0.4 m from it
+    assert sr((8.0, 0.6)) == 1.0   # 1.5 m below it: 0.9 m from the nearest viewpoint
+    assert sr((8.0, 0.45)) == 0.0  # 1.65 m below it: 1.05 m from the nearest viewpoint
+    assert sr((6.0, 1.0)) == 0.0   # 1.94 m from the table
+    assert sr((4.5, 2.5)) == 0.0   # in the hallway, behind the wall: 3.1 m from the table

@@ -190,6 +190,42 @@ def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], n
     return distance
 
 
+#: VCN-Bench App. C.1: a target's viewpoints are sampled every ``VIEWPOINT_SPACING`` metres within
+#: ``VIEWPOINT_MARGIN`` metres around its bounding box and kept when in the target's room.
+VIEWPOINT_MARGIN = 0.6
+VIEWPOINT_SPACING = 0.1
+
+
+def object_viewpoints(ctx: Any, goals: Iterable[Any], *, margin: float = VIEWPOINT_MARGIN,
+                      spacing: float = VIEWPOINT_SPACING) -> np.ndarray:
+    """The viewpoints (V, 2) of the goal objects (VCN-Bench App. C.1): grid points every
+    ``spacing`` within ``margin`` of each object's xy bounding box, inside the object's room
+    (the goal's ``room_id``; any room when it has none). Empty when no goal names a known object."""
+    from ..tasks.types.goals import footprint_distance
+
+    out = []
+    for goal in goals:
+        if goal.object_id is None:
+            continue
+        try:
+            obj = ctx.desc.object_by_id(int(goal.object_id))
+        except KeyError:
+            continue
+        lo = np.asarray(obj.bounds_min, dtype=float)[:2] - margin
+        hi = np.asarray(obj.bounds_max, dtype=float)[:2] + margin
+        xs = np.arange(lo[0], hi[0] + 1e-9, spacing)
+        ys = np.arange(lo[1], hi[1] + 1e-9, spacing)
+        pts = np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
+        pts = pts[footprint_distance(obj.bounds_min, obj.bounds_max, pts) <= margin + 1e-9]
+        if goal.room_id is not None:
+            try:
+                pts = pts[ctx.desc.room_by_id(int(goal.room_id)).contains(pts)]
+            except KeyError:
+                pass
+        out.append(pts)
+    return np.concatenate(out) if out else np.zeros((0, 2))
+
+
 def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool, failed: bool, collisions: int,
                   actions: int, success_distance: float, reference_spacing: float = 0.25) -> dict[str, Any]:
     """All metrics of one finished episode (``None`` for those that do not apply).
@@ -203,6 +239,10 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     shortest path, within 2% of the true geodesic — rather than ``episode.geodesic_distance``,
     the 8-connected grid distance, which reads up to 8% long in open space and would inflate SPL.
     Episodes without a reference polyline fall back to ``geodesic_distance``.
+
+    Video-contextualized (VCN-Bench) episodes measure NE/SR/OSR as the Euclidean distance to the
+    nearest viewpoint of any goal object (:func:`object_viewpoints`, VCN-Bench App. C.1), with the
+    task's 1 m threshold, instead of the geodesic distance to one point near the object.
     """
     from ..tasks.pathing import resample_polyline
 
@@ -217,6 +257,9 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
         final_goal, final_fn = goals_xy[-1:], fns[-1]
     else:
         final_goal, final_fn = goals_xy, goal_distance_fn(ctx, goals_xy)
+        viewpoints = object_viewpoints(ctx, episode.goals) if episode.task_type in ROOM_GOAL_TASKS else None
+        if viewpoints is not None and len(viewpoints):
+            final_goal, final_fn = viewpoints, None  # Euclidean to the nearest viewpoint
     out = M.compute(STANDARD_METRICS, path=path_xy, goal=final_goal, reference=reference,
                     shortest_length=shortest, threshold=success_distance,
                     distance_fn=final_fn, collisions=collisions, actions=actions)
