@@ -246,3 +246,17 @@ def test_bad_input_errors():
                                     source_path="empty.usda")
     with pytest.raises(SceneError, match=r"empty.usda: no collision geometry"):
         build_occupancy_map(no_collision)
+
+
+def test_thin_obstacles_between_cell_centres_are_not_lost():
+    """A footprint that covers no cell centre (a floor lamp's pole, a towel rack's 1.5 cm bar, a
+    standing mirror) marks the cells it overlaps instead of vanishing from the map."""
+    bar = box(1.0125, 1.0, 0.4, 0.0075, 0.49, 0.1)  # x in [1.005, 1.02]: between centre columns
+    pole = Geom("cylinder", pose(2.0, 1.5, 0.75), (0.015, 0.75, 0.0), label="floor_lamp")
+    occ = build_occupancy_map(scene(bar, pole))
+    bar_cells = {(r, 21) for r in range(11, 31)}  # x cell [1.00, 1.05); y from 0.51 to 1.49
+    pole_cells = {(30, 40), (30, 41), (31, 40), (31, 41)}  # the disc straddles the corner at (2.0, 1.5)
+    assert occupied_cells(occ) == bar_cells | pole_cells
+    # and the dilated map keeps the body away from them
+    nav = occ.dilate(0.18)
+    assert not nav.is_free(np.array([[2.0, 1.5], [2.1, 1.5], [1.0125, 1.0]])).any()

@@ -19,9 +19,11 @@ polygon for tilted cylinders, and for meshes the union of the projected band-cli
 triangles and (for closed meshes) the cross-sections at the band's bottom and top.
 
 **A cell is OCCUPIED when its centre lies inside (or on the boundary of) some footprint.**
-The one exception is a zero-area footprint — a vertical plane of an open (non-watertight)
-mesh, e.g. a single-quad wall — which marks every cell its projected segment passes through,
-so that thin walls never leave gaps.
+Two exceptions keep thin obstacles on the map: a zero-area footprint — a vertical plane of an
+open (non-watertight) mesh, e.g. a single-quad wall — marks every cell its projected segment
+passes through, so that thin walls never leave gaps; and a footprint that contains no cell
+centre at all (a pole or bar thinner than a cell, lying between centres) marks every cell it
+overlaps.
 
 A cell is UNKNOWN (outside the home) when it is not occupied and its centre is not above a
 floor geom: geoms labelled ``floor``, plus any colliding geom whose top lies within
@@ -225,43 +227,48 @@ class _Raster:
         xs = self.origin[0] + (np.arange(cols.start, cols.stop) + 0.5) * self.res
         return np.meshgrid(xs, ys)
 
-    def fill_convex(self, points: np.ndarray, *, ordered: bool = False) -> None:
+    def fill_convex(self, points: np.ndarray, *, ordered: bool = False) -> bool:
         """Mark centres inside the convex hull of ``points (K, 2)``; a degenerate hull marks nothing.
 
         With ``ordered`` the points already are a counter-clockwise convex polygon (no hull taken).
+        Returns whether any cell centre was inside.
         """
         hull = points if ordered else _convex_hull(points)
         if hull is None:
-            return
+            return False
         win = self._window(hull.min(axis=0), hull.max(axis=0))
         if win is None:
-            return
+            return False
         gx, gy = self._centres(win)
         inside = np.ones(gx.shape, dtype=bool)
         tol = _EPS * max(1.0, float(np.abs(hull).max()))
         for (x0, y0), (x1, y1) in zip(hull, np.roll(hull, -1, axis=0)):
             inside &= (x1 - x0) * (gy - y0) - (y1 - y0) * (gx - x0) >= -tol * math.hypot(x1 - x0, y1 - y0)
         self.mask[win] |= inside
+        return bool(inside.any())
 
-    def fill_disc(self, centre: np.ndarray, radius: float) -> None:
-        """Mark centres within ``radius`` of ``centre (2,)``."""
+    def fill_disc(self, centre: np.ndarray, radius: float) -> bool:
+        """Mark centres within ``radius`` of ``centre (2,)``; returns whether any centre was inside."""
         if radius <= 0:
-            return
+            return False
         win = self._window(centre - radius, centre + radius)
         if win is None:
-            return
+            return False
         gx, gy = self._centres(win)
-        self.mask[win] |= (gx - centre[0]) ** 2 + (gy - centre[1]) ** 2 <= radius ** 2 + _EPS
+        inside = (gx - centre[0]) ** 2 + (gy - centre[1]) ** 2 <= radius ** 2 + _EPS
+        self.mask[win] |= inside
+        return bool(inside.any())
 
-    def fill_triangles(self, tris: np.ndarray) -> None:
-        """Mark centres inside any triangle of ``tris (T, 3, 2)`` (boundary included), all at once."""
+    def fill_triangles(self, tris: np.ndarray) -> bool:
+        """Mark centres inside any triangle of ``tris (T, 3, 2)`` (boundary included), all at once;
+        returns whether any centre was inside."""
         if len(tris) == 0:
-            return
+            return False
         area2 = _cross2(tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0])
         tris = tris[np.abs(area2) > 1e-12]
         area2 = area2[np.abs(area2) > 1e-12]
         if len(tris) == 0:
-            return
+            return False
         tris = np.where((area2 < 0)[:, None, None], tris[:, ::-1], tris)  # make all counter-clockwise
         lo, hi = tris.min(axis=1), tris.max(axis=1)
         c0 = np.maximum(np.ceil((lo[:, 0] - self.origin[0]) / self.res - 0.5 - _EPS), 0).astype(np.int64)
@@ -272,7 +279,7 @@ class _Raster:
         counts = nc * nr
         keep = counts > 0
         if not keep.any():
-            return
+            return False
         tris, c0, r0, nc, counts = tris[keep], c0[keep], r0[keep], nc[keep], counts[keep]
         tri_idx = np.repeat(np.arange(len(tris)), counts)
         local = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
@@ -288,6 +295,7 @@ class _Raster:
             length = np.hypot(edge[:, 0], edge[:, 1])
             inside &= edge[:, 0] * (py - a[:, 1]) - edge[:, 1] * (px - a[:, 0]) >= -_EPS * length
         self.mask[rows[inside], cols[inside]] = True
+        return bool(inside.any())
 
     def fill_segments(self, segs: np.ndarray) -> None:
         """Mark every cell the segments ``(S, 2, 2)`` pass through (sampled at res/4 spacing)."""
@@ -303,17 +311,18 @@ class _Raster:
         ok = (rows >= 0) & (rows < self.shape[0]) & (cols >= 0) & (cols < self.shape[1])
         self.mask[rows[ok], cols[ok]] = True
 
-    def fill_even_odd(self, segs: np.ndarray) -> None:
-        """Mark centres inside the closed loops formed by segments ``(S, 2, 2)`` (even-odd rule)."""
+    def fill_even_odd(self, segs: np.ndarray) -> bool:
+        """Mark centres inside the closed loops formed by segments ``(S, 2, 2)`` (even-odd rule);
+        returns whether any centre was inside."""
         if len(segs) == 0:
-            return
+            return False
         a, b = segs[:, 0], segs[:, 1]
         lo_y, hi_y = np.minimum(a[:, 1], b[:, 1]), np.maximum(a[:, 1], b[:, 1])
         r0 = np.maximum(np.ceil((lo_y - self.origin[1]) / self.res - 0.5), 0).astype(np.int64)
         r1 = np.minimum(np.ceil((hi_y - self.origin[1]) / self.res - 0.5) - 1, self.shape[0] - 1).astype(np.int64)
         n = np.maximum(r1 - r0 + 1, 0)  # rows whose centre y satisfies lo_y <= y < hi_y (half-open)
         if n.sum() == 0:
-            return
+            return False
         seg_idx = np.repeat(np.arange(len(segs)), n)
         rows = r0[seg_idx] + np.arange(n.sum()) - np.repeat(np.cumsum(n) - n, n)
         y = self.origin[1] + (rows + 0.5) * self.res
@@ -323,7 +332,25 @@ class _Raster:
         cols = np.clip(np.ceil((x - self.origin[0]) / self.res - 0.5), 0, self.shape[1]).astype(np.int64)
         toggles = np.zeros((self.shape[0], self.shape[1] + 1), dtype=np.int32)
         np.add.at(toggles, (rows, cols), 1)
-        self.mask |= (np.cumsum(toggles, axis=1)[:, :-1] % 2) == 1
+        inside = (np.cumsum(toggles, axis=1)[:, :-1] % 2) == 1
+        self.mask |= inside
+        return bool(inside.any())
+
+    def fill_outline(self, points: np.ndarray) -> None:
+        """Mark every cell the outline of the convex hull of ``points (K, 2)`` passes through (a
+        segment between the farthest points when the hull is degenerate). For a footprint that
+        contains no cell centre these are exactly the cells it overlaps."""
+        pts = np.unique(np.round(np.asarray(points, dtype=float).reshape(-1, 2), 12), axis=0)
+        if len(pts) == 0:
+            return
+        hull = _convex_hull(pts) if len(pts) >= 3 else None
+        if hull is not None:
+            segs = np.stack([hull, np.roll(hull, -1, axis=0)], axis=1)
+        else:
+            d = np.hypot(*(pts[:, None, :] - pts[None, :, :]).transpose(2, 0, 1))
+            i, j = np.unravel_index(int(d.argmax()), d.shape)
+            segs = np.array([[pts[i], pts[j]]])
+        self.fill_segments(segs)
 
 
 def _cross2(u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -462,7 +489,12 @@ _RECT_SIGNS = np.array([[-1.0, -1.0], [1.0, -1.0], [1.0, 1.0], [-1.0, 1.0]])
 
 def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float,
                     aabb: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-    """Mark the cells covered by the part of ``geom`` between ``z_lo`` and ``z_hi``."""
+    """Mark the cells covered by the part of ``geom`` between ``z_lo`` and ``z_hi``.
+
+    Cells are marked by their centres; a footprint that contains no cell centre at all (a thin
+    pole, bar or panel lying between centres) marks the cells it overlaps instead, so that thin
+    obstacles never vanish from the map.
+    """
     lo, hi = aabb if aabb is not None else geom.world_aabb()
     if hi[2] < z_lo or lo[2] > z_hi:
         return
@@ -471,31 +503,40 @@ def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float,
     if geom.kind == "box" and upright:
         # yaw-only rotation: the footprint is the rotated rectangle whatever the band cuts off
         corners = (_RECT_SIGNS * geom.size[:2]) @ rot[:2, :2].T + pos[:2]
-        if geom.size[0] > 0 and geom.size[1] > 0:
+        covered = geom.size[0] > 0 and geom.size[1] > 0 and \
             raster.fill_convex(corners if np.linalg.det(rot[:2, :2]) > 0 else corners[::-1], ordered=True)
+        if not covered:
+            raster.fill_outline(corners)
     elif geom.kind == "box":
         verts = (_BOX_SIGNS * geom.size) @ rot.T + pos
-        raster.fill_convex(_clip_convex_to_band(verts, _BOX_EDGES, z_lo, z_hi))
-    elif geom.kind == "cylinder" and upright:
-        raster.fill_disc(pos[:2], float(geom.size[0]))
+        pts = _clip_convex_to_band(verts, _BOX_EDGES, z_lo, z_hi)
+        if not raster.fill_convex(pts):
+            raster.fill_outline(pts)
+    elif geom.kind in ("cylinder", "sphere") and (upright or geom.kind == "sphere"):
+        r = float(geom.size[0])
+        if geom.kind == "sphere":
+            nearest_z = min(max(pos[2], z_lo), z_hi)
+            r = math.sqrt(max(r * r - (nearest_z - pos[2]) ** 2, 0.0))
+        if not raster.fill_disc(pos[:2], r):
+            ang = np.linspace(0.0, 2 * np.pi, 16, endpoint=False)
+            ring = r / math.cos(math.pi / 16)  # circumscribed 16-gon: covers the disc
+            raster.fill_outline(pos[:2] + ring * np.stack([np.cos(ang), np.sin(ang)], axis=1))
     elif geom.kind == "cylinder":
         local, edges = _prism(float(geom.size[0]), float(geom.size[1]), _CYLINDER_SIDES)
-        raster.fill_convex(_clip_convex_to_band(local @ rot.T + pos, edges, z_lo, z_hi))
-    elif geom.kind == "sphere":
-        r = float(geom.size[0])
-        nearest_z = min(max(pos[2], z_lo), z_hi)
-        raster.fill_disc(pos[:2], math.sqrt(max(r * r - (nearest_z - pos[2]) ** 2, 0.0)))
+        pts = _clip_convex_to_band(local @ rot.T + pos, edges, z_lo, z_hi)
+        if not raster.fill_convex(pts):
+            raster.fill_outline(pts)
     else:
         verts, faces = _world_mesh(geom)
         if len(faces) == 0:
             return
         tris = verts[faces]
-        raster.fill_triangles(_clip_triangles(tris, z_lo, z_hi))
+        flat = _clip_triangles(tris, z_lo, z_hi)
+        covered = raster.fill_triangles(flat)
         if _is_watertight(verts, faces):
             for z in (max(z_lo, lo[2]) + 1e-6, min(z_hi, hi[2]) - 1e-6):
-                raster.fill_even_odd(_slice_segments(tris, z))
+                covered |= raster.fill_even_odd(_slice_segments(tris, z))
         else:
-            flat = _clip_triangles(tris, z_lo, z_hi)
             area2 = np.abs(_cross2(flat[:, 1] - flat[:, 0], flat[:, 2] - flat[:, 0]))
             thin = flat[area2 <= 1e-12]
             if len(thin):
@@ -505,6 +546,10 @@ def _rasterise_geom(raster: _Raster, geom: Geom, z_lo: float, z_hi: float,
                 best = pairs[d.argmax(axis=1)]
                 segs = np.stack([thin[np.arange(len(thin)), best[:, 0]], thin[np.arange(len(thin)), best[:, 1]]], axis=1)
                 raster.fill_segments(segs)
+                covered = True
+        if not covered and len(flat):
+            raster.fill_segments(np.concatenate([np.stack([flat[:, i], flat[:, (i + 1) % 3]], axis=1)
+                                                 for i in range(3)]))
 
 
 def floor_geoms(desc: SceneDescription) -> list[Geom]:
