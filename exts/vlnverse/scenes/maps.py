@@ -26,7 +26,7 @@ from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
 
 #: Bump when occupancy/room-map/scene-graph rules change, to invalidate cached maps.
-MAPS_VERSION = 4  # bump when map semantics change (cached maps are keyed by it)
+MAPS_VERSION = 5  # bump when map semantics change (cached maps are keyed by it)
 
 #: Obstacles lower than this (m) above the floor are stepped over.
 DEFAULT_STEP_HEIGHT = 0.15

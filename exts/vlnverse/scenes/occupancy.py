@@ -130,12 +130,13 @@ class OccupancyMap:
     def dilate(self, radius: float) -> "OccupancyMap":
         """Grow OCCUPIED and UNKNOWN cells by ``radius`` metres (Euclidean disk).
 
-        Conservative by half a cell: a FREE cell stays FREE when the distance between its centre
-        and the nearest non-free cell's centre is **strictly greater** than
-        ``radius + resolution / 2`` (i.e. the disc clears that cell's edge, since an obstacle may
-        reach up to the edge of a cell whose centre it does not cover); otherwise it takes the
-        value (OCCUPIED or UNKNOWN) of that nearest non-free cell. The FREE cells of the result
-        are where the centre of a disc agent of that radius may stand. Raises
+        Conservative by one cell: a FREE cell stays FREE only when the distance between its
+        centre and the nearest non-free cell's centre is at least ``radius + resolution``.
+        Cells are marked by centre coverage, so an obstacle may reach almost to the centre of an
+        unmarked neighbour — i.e. up to (but not including) one cell beyond a marked centre —
+        and this margin guarantees the agent's disc never overlaps real geometry. Otherwise the
+        cell takes the value (OCCUPIED or UNKNOWN) of that nearest non-free cell. The FREE
+        cells of the result are where the centre of a disc agent of that radius may stand. Raises
         ``NoNavigableSpaceError`` when no FREE cell is left.
         """
         if not (math.isfinite(radius) and radius >= 0):
@@ -144,8 +145,8 @@ class OccupancyMap:
         grid = self.grid.copy()
         if (~free).any() and radius > 0:
             dist, (ri, ci) = ndimage.distance_transform_edt(free, return_indices=True)
-            reach = radius + self.resolution / 2.0
-            blocked = free & (dist * self.resolution <= reach + 1e-9)  # tolerance: 6.5 * 0.05 == 0.325
+            reach = radius + self.resolution
+            blocked = free & (dist * self.resolution < reach - 1e-9)  # tolerance: 7 * 0.05 == 0.35
             grid[blocked] = self.grid[ri[blocked], ci[blocked]]
         if not (grid == FREE).any():
             raise NoNavigableSpaceError(
