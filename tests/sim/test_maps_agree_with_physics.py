@@ -1,0 +1,40 @@
+"""The navigable map and the physics agree: at every sampled navigable cell the agent's body
+touches nothing, so a teleport there is not moved (Tel-Hop would count that as a collision)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from vlnverse.paths import scenes_dir
+from vlnverse.scenes.maps import compute_scene_maps
+from vlnverse.scenes.usd_io import load_scene
+from vlnverse.sim import AgentPose, make_simulator
+from vlnverse.sim.body import load_body
+
+
+@pytest.mark.parametrize("body_name", ["r2r_ce", "stretch"])
+@pytest.mark.parametrize("scene_id", ["home_0012", "home_0016"])
+def test_navigable_cells_are_collision_free_for_the_body(scene_id, body_name):
+    path = scenes_dir() / f"{scene_id}.usd"
+    if not path.is_file():
+        pytest.skip(f"shipped scene {path} missing")
+    body = load_body(body_name)
+    desc = load_scene(path)
+    maps = compute_scene_maps(desc, body)
+    cells = np.argwhere(maps.navigable.free_mask())[::53]
+    assert len(cells) > 20
+    sim = make_simulator(desc, body, sensors=[], renderer="raycast")
+    try:
+        moved = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for x, y in maps.navigable.cell_to_world(cells):
+                result = sim.teleport(AgentPose(float(x), float(y), 0.0))
+                shift = float(np.hypot(result.achieved_pose.x - x, result.achieved_pose.y - y))
+                if shift > 1e-4:
+                    moved.append((round(float(x), 3), round(float(y), 3), round(shift, 4)))
+    finally:
+        sim.close()
+    assert moved == []
