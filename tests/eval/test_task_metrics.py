@@ -59,6 +59,7 @@ def test_oracle_explores_the_room_and_states_the_right_decision(kitchen, decisio
     assert m["coverage"] == 1.0  # both kitchen objects in line of sight from the viewpoint
     # the oracle's in-room path (entering past the entry, then to the viewpoint) is about the reference length
     assert m["REV_SPL"] > 0.6
+    assert m["SR"] is None and m["SPL"] is None and m["sDTW"] is None  # VLN-NF: RD_SR is the success
 
 
 def test_premature_not_found_scores_zero(kitchen):

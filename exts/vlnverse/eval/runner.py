@@ -44,6 +44,8 @@ STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
 ROOM_GOAL_TASKS = ("video_contextualized", "video_context", "vcn")
 #: Task types with a FOUND / NOT_FOUND decision and VLN-NF metrics (``info["decision"]``).
 DECISION_TASKS = ("false_premise",)
+#: point-goal success metrics that do not apply to decision (VLN-NF) episodes
+POINT_SUCCESS_METRICS = ("SR", "SPL", "sDTW")
 #: Stop actions that also state a decision (VLN-NF action space).
 DECISIONS = ("FOUND", "NOT_FOUND")
 #: Metrics that a Strict failure (or a missing STOP) forces to 0.
@@ -410,6 +412,11 @@ def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Ag
     if episode.task_type in DECISION_TASKS and "decision" in episode.info:
         metrics.update(score_decision(episode, ctx, np.asarray(poses, dtype=float), decision,
                                       blocked=_view_blocking(ctx)))
+        # VLN-NF success is reaching the room AND stating the right decision (RD_SR, REV_SPL);
+        # a point-goal SR/SPL/sDTW would score a correct exploration that ends away from the
+        # goal point as a failure, so they are reported as not applicable
+        for name in POINT_SUCCESS_METRICS:
+            metrics[name] = None
     if getattr(agent, "selected_frame", None) is not None and "target_frames" in episode.info:
         metrics.update(score_frame_selection(episode, agent.selected_frame))
     return {
