@@ -141,6 +141,9 @@ def test_render_map_writes_a_picture(stage, tmp_path, capsys):
     img = np.asarray(Image.open(out).convert("RGB"))
     assert img.shape[0] > 200 and img.shape[1] > 300
     assert len(np.unique(img.reshape(-1, 3), axis=0)) > 20  # not a blank canvas
+    bad = tmp_path / "map.txt"
+    assert main(["scenes", "render-map", str(stage), "--out", str(bad)]) == 2
+    assert "--out" in capsys.readouterr().err and not bad.exists()
 
 
 def test_export_maps_writes_every_artifact(stage, tmp_path):

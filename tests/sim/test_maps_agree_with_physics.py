@@ -38,3 +38,20 @@ def test_navigable_cells_are_collision_free_for_the_body(scene_id, body_name):
     finally:
         sim.close()
     assert moved == []
+
+
+def test_a_pose_outside_the_scene_is_refused():
+    from vlnverse.sim.demo import room_scene
+    from vlnverse.sim.types import InvalidActionError
+
+    sim = make_simulator(room_scene(), "r2r_ce", sensors=[], renderer="raycast")
+    try:
+        lo, hi = sim.scene.bounds()
+        with pytest.raises(InvalidActionError, match="outside scene"):
+            sim.reset((100.0, 100.0, 0.0))
+        with pytest.raises(InvalidActionError, match="outside scene"):
+            sim.teleport((float(lo[0]) - 1.0, float(lo[1] + hi[1]) / 2, 0.0))
+        with pytest.raises(InvalidActionError, match="finite"):
+            sim.teleport((float("nan"), 1.0, 0.0))
+    finally:
+        sim.close()

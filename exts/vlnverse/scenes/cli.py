@@ -159,8 +159,11 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _render_map(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigError
     from .render_map import render_map_png
 
+    if Path(args.out).suffix.lower() != ".png":
+        raise ConfigError(f"got '{args.out}'", field="--out", expected="a .png file name")
     desc, maps = _load(args)
     print(render_map_png(desc, maps, args.out))
     return 0

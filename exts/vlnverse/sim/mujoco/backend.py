@@ -62,6 +62,8 @@ class MujocoSimulator(Simulator):
         self._frames: dict[str, tuple[float, dict[str, np.ndarray]]] = {}
         self.render_counts: dict[str, int] = {}
         self._pitch = 0.0
+        lo, hi = scene.bounds()
+        self._scene_xy_bounds = (lo[:2], hi[:2])
         self._qadr, self._dadr, self._act = self._built.qpos_adr, self._built.dof_adr, self._built.actuators
         # Holonomic bodies: the planar (forward, lateral) servo is computed here at every physics
         # step so that its force limit applies to the force's magnitude (see ``_planar_servo``).
@@ -267,6 +269,11 @@ class MujocoSimulator(Simulator):
 
     def _place(self, pose: AgentPose) -> ActionResult:
         t0 = _time.perf_counter()
+        lo, hi = self._scene_xy_bounds
+        if not (lo[0] <= pose.x <= hi[0] and lo[1] <= pose.y <= hi[1]):
+            raise InvalidActionError(
+                f"pose ({pose.x:.3f}, {pose.y:.3f}) lies outside scene '{self.scene.scene_id}' "
+                f"(x in [{lo[0]:.2f}, {hi[0]:.2f}], y in [{lo[1]:.2f}, {hi[1]:.2f}])")
         pitch = float(np.clip(pose.pitch, math.radians(self.body.pitch_min_deg), math.radians(self.body.pitch_max_deg)))
         x, y, hits = self._nearest_free(pose.x, pose.y, pose.yaw)
         self._set_agent(x, y, pose.yaw)
