@@ -149,3 +149,24 @@ def test_video_contextualized_success_is_within_1m_of_the_targets_viewpoints(kit
     assert sr((8.0, 0.45)) == 0.0  # 1.65 m below it: 1.05 m from the nearest viewpoint
     assert sr((6.0, 1.0)) == 0.0   # 1.94 m from the table
     assert sr((4.5, 2.5)) == 0.0   # in the hallway, behind the wall: 3.1 m from the table
+
+
+def test_false_premise_run_with_progress_and_table(kitchen, tmp_path, capsys):
+    """A whole run (progress bar and stdout table on) on decision episodes: SR is not applicable,
+    the table shows RD_SR / REV_SPL columns instead of crashing on the missing SR."""
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.tasks.episode import save_episodes
+
+    ctx, _ = kitchen
+    episodes_file = tmp_path / "nf.jsonl"
+    save_episodes(episodes_file, [_episode(ctx, "FOUND"), _episode(ctx, "NOT_FOUND")])
+    cfg = EvalConfig(agent=NamedSpec("oracle"), task="false_premise", episodes=EpisodeSource(path=str(episodes_file)),
+                     collision_mode="telhop", sensors=[], out=str(tmp_path / "run"),
+                     report=ReportConfig(enabled=False))
+    cfg.validate()
+    summary = run_eval(cfg, progress=True, print_summary=True, scene_loader=lambda *a: ctx)
+    means = summary["overall"]["means"]
+    assert "SR" not in means and means["RD_SR"] == 1.0 and means["reach_SR"] == 1.0
+    out = capsys.readouterr().out
+    assert "RD_SR %" in out and "REV_SPL %" in out

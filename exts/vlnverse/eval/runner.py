@@ -522,6 +522,8 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
 
 TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
 TABLE_PERCENT = ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
+#: aggregated but left out of the stdout table (in summary.json and the report)
+TABLE_HIDDEN = ("sDTW",)
 
 
 def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "vlnverse eval",
@@ -530,15 +532,21 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
     from rich.console import Console
     from rich.table import Table
 
+    rows = list(rows)
+    # task-specific rates (SR_n, RD_SR, REV_SPL, coverage, RSR, Rid_SR ...) get columns of their own
+    extras = sorted({k for _, agg in rows for k, v in agg["means"].items()
+                     if k not in TABLE_COLUMNS and k not in TABLE_HIDDEN and v is not None})
     console = Console()
-    if not console.is_terminal:
-        console = Console(width=120)  # piped output: do not squeeze the table to 80 columns
+    if not console.is_terminal:  # piped output: do not squeeze the table to 80 columns
+        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + len(extras) + 2)))
     table = Table(title=title)
     for header in label_headers:
         table.add_column(header, no_wrap=True)
     table.add_column("eps", justify="right")
     for name in TABLE_COLUMNS:
         table.add_column(name + (" %" if name in TABLE_PERCENT else " m"), justify="right")
+    for name in extras:
+        table.add_column(name + " %", justify="right")
     table.add_column("invalid", justify="right")
     for labels, agg in rows:
         means = agg["means"]
@@ -546,6 +554,7 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
         for name in TABLE_COLUMNS:
             v = means.get(name)
             cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
+        cells += ["-" if means.get(name) is None else f"{100 * means[name]:.1f}" for name in extras]
         table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)))
     console.print(table)
 
@@ -631,7 +640,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
                     append_record(log_path, record)
                     finished.append(record)
                     bar.update(1)
-                    bar.set_postfix(SR=f"{np.mean([r['metrics']['SR'] for r in finished]):.2f}")
+                    key = "RD_SR" if settings.task_type in DECISION_TASKS else "SR"  # the task's headline success
+                    scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
+                    if scores:
+                        bar.set_postfix({key: f"{np.mean(scores):.2f}"})
             finally:
                 sim.close()
     except KeyboardInterrupt:
