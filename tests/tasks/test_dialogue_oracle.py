@@ -1,10 +1,8 @@
 """Dialogue oracle on a hand-built three-room corridor: right room, rooms ahead, left/right/ahead/behind."""
 from __future__ import annotations
 
-import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from fake_chat_endpoint import chat_endpoint
 from types import SimpleNamespace
 
 import networkx as nx
@@ -107,35 +105,14 @@ def test_oracle_for_episode_rebuilds_the_oracle_from_info(corridor):
         oracle_for_episode(episode, ctx)
 
 
-class _Chat(BaseHTTPRequestHandler):
-    seen: list[dict] = []
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).seen.append(body)
-        data = json.dumps({"choices": [{"message": {"content": "Head left through the door; the mug is two "
-                                                               "rooms away in the kitchen."}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_llm_oracle_uses_the_endpoint_and_falls_back(corridor):
     oracle, _, _ = corridor
-    server = HTTPServer(("127.0.0.1", 0), _Chat)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        llm = LLMOracle(ChatClient(f"http://127.0.0.1:{server.server_address[1]}/v1"), oracle)
+    answer = "Head left through the door; the mug is two rooms away in the kitchen."
+    with chat_endpoint(lambda body: answer) as (url, requests):
+        llm = LLMOracle(ChatClient(url), oracle)
         assert llm.answer("Where is the mug?", [2.5, 0.3], 0.0).startswith("Head left through the door")
-        prompt = _Chat.seen[-1]["messages"][1]["content"]
+        prompt = requests[-1]["body"]["messages"][1]["content"]
         assert "two rooms ahead on your left" in prompt and "Where is the mug?" in prompt
-    finally:
-        server.shutdown()
-        server.server_close()
     offline = LLMOracle(ChatClient("http://127.0.0.1:9/v1", timeout=0.5), oracle)
     assert offline.answer("Where is the mug?", [2.5, 0.3], 0.0) == \
         "The red mug is in the kitchen, two rooms ahead on your left."

@@ -1,10 +1,8 @@
 """Instruction pipeline: grammar helpers, lexicon, Describer facts, Verifier, Synthesizer, LLM stage."""
 from __future__ import annotations
 
-import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from fake_chat_endpoint import chat_endpoint
 
 import networkx as nx
 import numpy as np
@@ -334,34 +332,20 @@ def test_synthesis_is_deterministic_per_seed(graph):
 # ---------------------------------------------------------------------------------------------
 # LLM stage against a local fake OpenAI-compatible endpoint
 
-class _FakeChat(BaseHTTPRequestHandler):
+class _FakeChat:
+    """Queued replies for the fake endpoint (default "Find the red mug.") and the requests seen."""
+
     replies: list[str] = []
     requests: list[dict] = []
-
-    def do_POST(self):  # noqa: N802 (http.server naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-        reply = type(self).replies.pop(0) if type(self).replies else "Find the red mug."
-        data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture()
 def fake_endpoint():
-    server = HTTPServer(("127.0.0.1", 0), _FakeChat)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    _FakeChat.replies, _FakeChat.requests = [], []
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1"
-    server.shutdown()
-    server.server_close()
+    _FakeChat.replies = []
+    with chat_endpoint(lambda body: _FakeChat.replies.pop(0) if _FakeChat.replies else "Find the red mug.") \
+            as (url, requests):
+        _FakeChat.requests = requests
+        yield url
 
 
 def _template_instruction(graph):

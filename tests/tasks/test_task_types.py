@@ -3,11 +3,9 @@ geometry of goals and sub-goal paths, object-goal coverage, reference images, de
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
+from fake_chat_endpoint import chat_endpoint
 
 import numpy as np
 import pytest
@@ -279,36 +277,16 @@ def test_bad_task_params_are_named():
         TASKS.get("dialogue")(TaskConfig("dialogue", params={"oracle": "llm"}))
 
 
-class _EchoLLM(BaseHTTPRequestHandler):
-    """Fake chat endpoint: "rewrites" by prefixing the instruction, or hallucinates a piano."""
-
-    hallucinate = False
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        original = body["messages"][1]["content"].split("Instruction: ", 1)[1].rsplit("\nRewrite it.", 1)[0]
-        reply = "Walk past the grand piano first." if self.hallucinate else "Okay. " + original
-        data = json.dumps({"choices": [{"message": {"content": reply}}]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
 @pytest.mark.parametrize("hallucinate", [False, True])
 def test_llm_rewrites_are_kept_only_when_verified(ctx, hallucinate):
-    _EchoLLM.hallucinate = hallucinate
-    server = HTTPServer(("127.0.0.1", 0), _EchoLLM)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        config = load_task_config("coarse_grained", {"params.llm_url": f"http://127.0.0.1:{server.server_address[1]}"})
+    def reply(body):
+        """"Rewrite" by prefixing the instruction, or hallucinate a piano."""
+        original = body["messages"][1]["content"].split("Instruction: ", 1)[1].rsplit("\nRewrite it.", 1)[0]
+        return "Walk past the grand piano first." if hallucinate else "Okay. " + original
+
+    with chat_endpoint(reply, path="") as (url, _):
+        config = load_task_config("coarse_grained", {"params.llm_url": url})
         episodes = TASKS.get("coarse_grained")(config).generate(ctx, np.random.default_rng(0), 2, "train")
-    finally:
-        server.shutdown()
-        server.server_close()
     graph = ctx.maps.scene_graph
     for ep in episodes:
         texts = [i.text for i in ep.instructions]
