@@ -1,7 +1,7 @@
-"""Install the ``vlnverse`` package (source in ``exts/vlnverse``) and the ``vlnverse`` command."""
+"""Install the ``vlnverse`` package (source in ``exts/vlnverse/vlnverse``, the Kit extension layout) and the ``vlnverse`` command."""
 from setuptools import find_packages, setup
 
-packages = ["vlnverse"] + [f"vlnverse.{p}" for p in find_packages("exts/vlnverse")]
+packages = find_packages("exts/vlnverse", include=["vlnverse", "vlnverse.*"])
 
 setup(
     name="vlnverse",
@@ -10,9 +10,9 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    package_dir={"vlnverse": "exts/vlnverse"},
+    package_dir={"": "exts/vlnverse"},
     packages=packages,
-    package_data={"vlnverse": ["docs/*.md"]},
+    
     install_requires=[
         # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
         "numpy>=1.26",

@@ -5,7 +5,7 @@
     python tools/generate_shipped_scenes.py --check    # exit 1 if the shipped files differ
 
 Plain argparse, no console script: also runs under Isaac Sim's ``python.sh`` once the
-repository's ``exts/`` folder is importable (it is added to ``sys.path`` below).
+repository's ``exts/vlnverse/`` folder is importable (it is added to ``sys.path`` below).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "exts"))
+sys.path.insert(0, str(ROOT / "exts" / "vlnverse"))
 
 #: Seeds of the shipped homes per split (scene id = ``home_<seed:04d>``). Chosen so that the
 #: set spans 4–11 rooms, all nine room types and all 60 object categories.

@@ -16,7 +16,7 @@ def repo_root() -> Path:
     env = os.environ.get("VLNVERSE_HOME")
     if env:
         return Path(env).resolve()
-    return PACKAGE_DIR.parent.parent
+    return PACKAGE_DIR.parent.parent.parent
 
 
 def robots_dir() -> Path:
