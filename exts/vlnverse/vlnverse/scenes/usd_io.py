@@ -32,7 +32,10 @@ from .description import STRUCTURE_LABELS, Geom, Door, Room, SceneDescription, S
 
 #: Version of the on-disk conventions written into ``customLayerData["vlnverse"]``.
 FORMAT_VERSION = 1
-USD_SUFFIXES = (".usda", ".usd", ".usdc")
+#: Every USD file suffix vlnverse reads (one list for every command); ``.usdz`` is read-only here.
+USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
+#: Suffixes ``write_usd`` can produce (text ``.usda``, crate ``.usd``/``.usdc``).
+WRITABLE_USD_SUFFIXES = (".usd", ".usda", ".usdc")
 #: Labels treated as walkable floor (in addition to ``floor``) in third-party stages.
 FLOOR_LABELS = ("floor", "floors", "ground", "ground_plane", "groundplane")
 #: Prim names too generic to serve as a label: the parent's name is used instead.
@@ -227,8 +230,8 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
 
     path = Path(path)
-    if path.suffix not in USD_SUFFIXES:
-        raise ConfigError(f"unsupported suffix '{path.suffix}'", file=path, expected=" or ".join(USD_SUFFIXES))
+    if path.suffix not in WRITABLE_USD_SUFFIXES:
+        raise ConfigError(f"unsupported suffix '{path.suffix}'", file=path, expected=" or ".join(WRITABLE_USD_SUFFIXES))
     layer = Sdf.Layer.CreateAnonymous(".usda")
     stage = Usd.Stage.Open(layer)
     UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)

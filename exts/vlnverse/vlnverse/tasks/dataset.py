@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..core.errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError
 from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -48,38 +48,14 @@ def scene_seed(seed: int, scene_id: str) -> np.random.SeedSequence:
 def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
     """Scene USD paths from a split name, ``all``, scene ids or paths (comma-separated or a list).
 
-    Existing files are taken as they are; anything else goes through
-    ``vlnverse.scenes.splits.resolve_scenes`` (unknown names raise ``UnknownNameError``).
-    Duplicates are dropped, order kept.
+    ``vlnverse.scenes.splits.resolve_scenes`` (the one scene resolver) with errors naming ``--scenes``.
     """
-    items = [s.strip() for s in scenes.split(",")] if isinstance(scenes, str) else [str(s) for s in scenes]
-    items = [s for s in items if s]
-    if not items:
+    from ..scenes.splits import resolve_scenes
+
+    items = [scenes] if isinstance(scenes, (str, Path)) else list(scenes)
+    if not any(str(s).strip(" ,") for s in items):
         raise ConfigError("no scenes given", field="--scenes", expected="a split name, 'all', scene ids or paths")
-    paths: list[Path] = []
-    names: list[str] = []
-    for item in items:
-        p = Path(item)
-        if p.suffix in (".usd", ".usda", ".usdc", ".usdz") or p.is_file():
-            if not p.is_file():
-                raise ConfigError("scene file not found", file=p, field="--scenes")
-            paths.append(p)
-        else:
-            names.append(item)
-    if names:
-        try:
-            from ..scenes.splits import resolve_scenes
-        except ModuleNotFoundError:  # no shipped splits: only paths can be resolved
-            raise UnknownNameError("scene", names[0], []) from None
-        paths.extend(Path(p) for p in resolve_scenes(names if len(names) > 1 else names[0]))
-    unique: list[Path] = []
-    seen: set[str] = set()
-    for p in paths:
-        key = str(p.resolve())
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return unique
+    return resolve_scenes(items, field="--scenes")
 
 
 def scene_splits() -> dict[str, str]:
