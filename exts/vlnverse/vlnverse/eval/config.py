@@ -138,6 +138,9 @@ class EvalConfig:
     out: str = "runs/eval"
     limit: int | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
+    #: folder(s) of custom scenes searched first for the episodes' scenes (then the dataset's own
+    #: folder, then the shipped scenes; see ``vlnverse.tasks.scene_roots``)
+    scene_root: Any = None
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
@@ -170,6 +173,9 @@ class EvalConfig:
         names = [s.name for s in self.sensors]
         require(len(names) == len(set(names)), "sensors", f"duplicate names {names}", "unique sensor names")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+        require(self.scene_root is None or isinstance(self.scene_root, str) or (
+            isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
+            "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for ``config.json`` and resume checks)."""
@@ -177,9 +183,9 @@ class EvalConfig:
 
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
-        ``limit`` and report options, which do not change any episode's result)."""
+        ``limit``, report options and ``scene_root``, which do not change any episode's result)."""
         data = self.to_dict()
-        for key in ("out", "limit", "report"):
+        for key in ("out", "limit", "report", "scene_root"):
             data.pop(key, None)
         return data
 

@@ -131,8 +131,20 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
     if not saved.is_file():
-        save_episodes(saved, episodes)  # all of them: ``limit`` may change between resumes
+        save_episodes(saved, episodes)  # all of them (portable scene paths): ``limit`` may change between resumes
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
+
+
+def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
+    """Where the run's episode scenes are looked up: ``scene_root``, the dataset's folder, the shipped scenes."""
+    from ..tasks.scene_roots import scene_roots
+
+    if cfg.episodes.path is not None:
+        source = Path(cfg.episodes.path)
+        dataset_dir = source if source.is_dir() else source.parent
+    else:
+        dataset_dir = out / "dataset"
+    return scene_roots(cfg.scene_root, dataset_dir)
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,6 +605,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
     agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
+    if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
+        from ..tasks.scene_roots import resolve_episode_scenes
+
+        episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
     write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
 
     log_path = out / EPISODES_FILE

@@ -155,13 +155,17 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
                      progress: bool = True,
-                     renderer_factory: Callable[[SceneContext], Any] | None = None) -> dict[str, Any]:
+                     renderer_factory: Callable[[SceneContext], Any] | None = None,
+                     scene_root: str | Path | list | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
     task writes, e.g. reference images) atomically; returns the summary. ``renderer_factory(ctx)``
-    returns ``(renderer, close)`` for tasks that render (see ``RENDERING_TASKS``).
+    returns ``(renderer, close)`` for tasks that render (see ``RENDERING_TASKS``). Episodes name
+    their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder or the
+    shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
     """
+    from .scene_roots import portable_scene_path
     from tqdm import tqdm
 
     if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) or episodes_per_scene < 1:
@@ -217,7 +221,10 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 for ep in episodes:
                     if held[ep.info.get("pair_id", ep.episode_id)]:
                         ep.split = "val_seen"
+            stored_path = portable_scene_path(path, out_dir, [scene_root] if isinstance(scene_root, (str, Path))
+                                              else scene_root or [])
             for ep in episodes:
+                ep.scene_path = stored_path
                 by_split.setdefault(ep.split, []).append(ep)
                 scene_list.setdefault(ep.split, [])
                 if ctx.scene_id not in scene_list[ep.split]:
