@@ -654,7 +654,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
                         save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
                         report_budget -= 1
                     append_record(log_path, record)
-                    finished.append(record)
+                    finished.append(to_jsonable(record))  # as written: a resumed run aggregates the same numbers
                     bar.update(1)
                     key = "RD_SR" if settings.task_type in DECISION_TASKS else "SR"  # the task's headline success
                     scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
@@ -676,7 +676,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
            "collision_mode": cfg.collision_mode, "split": cfg.split, "seed": cfg.seed,
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
            "body": settings.body.name}
-    summary = summarize(finished, run=run)
+    summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None}
     write_json_atomic(out / SUMMARY_FILE, summary)

@@ -86,10 +86,10 @@ def resolve_scenes(spec: str | Path | list, *, splits_file: str | Path | None = 
     """USD paths for a split name, ``all``, ``val_seen`` (= train scenes), scene ids or file paths.
 
     The one scene resolver of every command. ``spec`` may be one string (comma-separated items
-    allowed) or a list of them; the result keeps the given order without duplicates. An existing
-    file is taken as it is; an item that looks like a path (``looks_like_path``) but does not exist
-    raises ``ConfigError`` naming it and ``field``; an unknown name raises ``UnknownNameError``
-    listing the splits and shipped scene ids.
+    allowed) or a list of them; the result keeps the given order without duplicates. An item that
+    looks like a path (``looks_like_path``) must be an existing file (else ``ConfigError`` naming
+    it and ``field``); other items are split names, then scene ids, then local files; an unknown
+    name raises ``UnknownNameError`` listing the splits and shipped scene ids.
     """
     items = [spec] if isinstance(spec, (str, Path)) else list(spec)
     items = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
@@ -111,10 +111,10 @@ def resolve_scenes(spec: str | Path | list, *, splits_file: str | Path | None = 
     seen: set[Path] = set()
     for item in items:
         name = EPISODE_SPLIT_SCENES.get(item, item)
-        if Path(item).is_file():
+        if looks_like_path(item):
+            if not Path(item).is_file():
+                raise ConfigError("scene file not found", file=item, field=field)
             paths = [Path(item)]
-        elif looks_like_path(item):
-            raise ConfigError("scene file not found", file=item, field=field)
         elif name == "all":
             ids = [i for s in SPLIT_NAMES for i in get_splits()[s]]
             paths = [scene_file(i, folder()) for i in ids]
@@ -122,6 +122,8 @@ def resolve_scenes(spec: str | Path | list, *, splits_file: str | Path | None = 
             paths = [scene_file(i, folder()) for i in get_splits()[name]]
         elif scene_file(name, folder()) is not None:
             paths = [scene_file(name, folder())]
+        elif Path(item).is_file():  # a local file without a USD suffix
+            paths = [Path(item)]
         else:
             known = list(SPLIT_NAMES) + ["all", "val_seen"] + sorted(
                 p.stem for p in folder().iterdir() if p.suffix in USD_SUFFIXES)

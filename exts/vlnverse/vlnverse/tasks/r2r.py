@@ -52,10 +52,9 @@ def habitat_to_zup(p) -> list[float]:
 
 
 def yaw_to_quaternion(yaw: float) -> list[float]:
-    """vlnverse heading → Habitat rotation quaternion ``[x, y, z, w]`` about +Y (rounded: ``unit_quaternion``)."""
+    """vlnverse heading → Habitat rotation quaternion ``[x, y, z, w]`` about +Y."""
     theta = float(yaw) - math.pi / 2.0
-    w, x, y, z = unit_quaternion([math.cos(theta / 2.0), 0.0, math.sin(theta / 2.0), 0.0])
-    return [x, y, z, w]
+    return [0.0, math.sin(theta / 2.0), 0.0, math.cos(theta / 2.0)]
 
 
 def quaternion_to_yaw(q) -> float:
@@ -112,7 +111,9 @@ def export_r2r(episodes: list[Episode], path: str | Path, *, pad_to: int = 200) 
                 "instruction": {"instruction_text": text, "instruction_tokens": tokens + [PAD_INDEX] * (width - len(tokens))},
                 "reference_path": [zup_to_habitat(p) for p in ep.reference_path],
             }, LENGTH_DECIMALS))
-            records[-1]["start_rotation"] = yaw_to_quaternion(ep.start_yaw)
+            x, y, z, w = yaw_to_quaternion(ep.start_yaw)
+            w, x, y, z = unit_quaternion([w, x, y, z])  # normalised, sign fixed, 9 decimals (core.precision)
+            records[-1]["start_rotation"] = [x, y, z, w]
     data = {"episodes": records, "instruction_vocab": vocab}
     if Path(path).suffix == ".gz":  # VLN-CE ships ``{split}.json.gz``
         import gzip
