@@ -7,9 +7,12 @@ Rules (also in ``docs/tasks.md``):
   ``val_seen`` is a held-out share of the episodes of *train* scenes: each train episode moves to
   ``val_seen`` with probability ``val_seen_fraction`` (default 0.1, drawn from the scene's own
   RNG stream), so val_seen scenes are seen in training but its episodes are not.
-* **Determinism.** Scene ``s`` gets the RNG ``default_rng(SeedSequence([seed, h(s)]))`` where
-  ``h`` is a stable hash of the scene id, so adding or removing scenes never changes the others'
-  episodes, and the same seed gives byte-identical files.
+* **Determinism.** Task ``t`` on scene ``s`` gets the RNG
+  ``default_rng(SeedSequence([seed, h(s), h(t)]))`` where ``h`` is a stable hash (SHA-256, not
+  Python's salted ``hash()``), so adding or removing scenes never changes the others' episodes,
+  the same seed gives byte-identical files, and every task type samples independently: two
+  tasks sharing a sampling routine (coarse-grained, visual-reference, dialogue) never reuse
+  each other's start/goal pairs.
 * **Atomicity.** Everything is written into a temporary folder beside ``DIR`` that replaces
   ``DIR`` only when the whole run succeeded (``core.io.atomic_dir``): an interrupted or failed
   run leaves no (partial) dataset behind.
@@ -39,10 +42,20 @@ RENDERING_TASKS = ("visual_reference", "video_contextualized")
 DATASET_VERSION = 1
 
 
-def scene_seed(seed: int, scene_id: str) -> np.random.SeedSequence:
-    """The per-scene seed sequence: ``SeedSequence([seed, stable 64-bit hash of scene_id])``."""
-    digest = int.from_bytes(hashlib.sha256(scene_id.encode("utf-8")).digest()[:8], "little")
-    return np.random.SeedSequence([int(seed), digest])
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of ``text`` that is the same in every process and on every machine (SHA-256)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
+def scene_seed(seed: int, scene_id: str, task: str | None = None) -> np.random.SeedSequence:
+    """The per-scene (and per-task) seed sequence ``SeedSequence([seed, h(scene_id), h(task)])``.
+
+    ``h`` is :func:`stable_hash`; ``task=None`` leaves the task out (one stream per scene).
+    """
+    entropy = [int(seed), stable_hash(scene_id)]
+    if task is not None:
+        entropy.append(stable_hash(task))
+    return np.random.SeedSequence(entropy)
 
 
 def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
@@ -227,7 +240,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution, renderer=renderer)
             bar.set_postfix_str(ctx.scene_id)
             split = split_of.get(ctx.scene_id, default_split)
-            gen_seq, split_seq = scene_seed(seed, ctx.scene_id).spawn(2)
+            gen_seq, split_seq = scene_seed(seed, ctx.scene_id, task).spawn(2)
             try:
                 episodes = generator.generate(ctx, np.random.default_rng(gen_seq), episodes_per_scene, split)
             finally:
