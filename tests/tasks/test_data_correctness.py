@@ -5,11 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vlnverse.tasks.base import load_task_types
+from vlnverse.tasks.base import load_scene_context, load_task_config, load_task_types
 from vlnverse.tasks.dataset import generate_dataset, scene_seed, stable_hash
 from vlnverse.tasks.episode import load_episodes
+from vlnverse.tasks.types.goals import VIEWPOINT_MARGIN, footprint_distance, navigable_viewpoints
 
 TASKS = sorted(load_task_types())
+#: Goals at an object's centre: success (and the stored geodesic) use its viewpoints.
+OBJECT_CENTRED = ("video_contextualized", "false_premise")
 
 
 def _pose_renderer(x, y, yaw, pitch=0.0):
@@ -66,3 +69,32 @@ def test_no_two_task_types_share_a_start_goal_pair(datasets):
     starts = {t: {tuple(np.round(e.start_position[:2], 3)) for e in datasets[t]}
               for t in ("coarse_grained", "dialogue", "visual_reference")}
     assert not (starts["coarse_grained"] & starts["dialogue"] & starts["visual_reference"])
+
+
+def test_stored_geodesic_is_the_planner_distance_for_every_task_type(home, datasets):
+    checked = set()
+    for task, episodes in datasets.items():
+        ctx = load_scene_context(home, load_task_config(task).body)
+        planner = ctx.planner
+        for ep in episodes:
+            start = np.asarray(ep.start_position[:2])
+            end = np.asarray(ep.reference_path[-1][:2])
+            if task == "long_horizon":
+                legs = [start] + [np.asarray(g.position[:2]) for g in ep.goals]
+                expected = sum(planner.geodesic_distance(a, b) for a, b in zip(legs[:-1], legs[1:]))
+            elif task in OBJECT_CENTRED and any(g.object_id is not None for g in ep.goals):
+                points = navigable_viewpoints(ctx, ep.goals)
+                assert len(points) and planner.is_navigable(points).all()
+                expected = float(planner.distance_field(start).distance(points).min())
+                # the path ends at a navigable viewpoint: within 0.6 m of a goal object's box
+                boxes = [ctx.desc.object_by_id(int(g.object_id)) for g in ep.goals]
+                gap = min(footprint_distance(o.bounds_min, o.bounds_max, end[None])[0] for o in boxes)
+                assert gap <= VIEWPOINT_MARGIN + 1e-9 and planner.is_navigable(end[None])[0]
+            else:
+                expected = min(planner.geodesic_distance(start, g.position[:2]) for g in ep.goals)
+            assert ep.geodesic_distance == pytest.approx(expected, abs=1e-6), (task, ep.episode_id)
+            # ... and equals the A* cost of the stored reference path's endpoints
+            if task != "long_horizon":
+                assert planner.shortest_path(start, end).grid_cost == pytest.approx(ep.geodesic_distance, abs=1e-6)
+            checked.add(task)
+    assert checked == set(datasets) and len(checked) >= 8

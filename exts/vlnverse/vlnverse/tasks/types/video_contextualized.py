@@ -44,6 +44,7 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode, Goal
 from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
                      sliding_windows, view_blocking_grid)
+from .goals import footprint_distance, nearest_viewpoint
 
 TASK = "video_contextualized"
 KINDS = ("instance", "count", "order", "distance", "orientation")
@@ -424,12 +425,17 @@ class VideoContextualizedTask(TaskGenerator):
                 info: dict, tag: tuple, seen_tags: set) -> Episode | None:
         if tag in seen_tags:
             return None
-        field_ = ctx.planner.distance_field(start_xy)
-        d = field_.distance(np.array([g.position[:2] for g in goals]))
-        best = int(np.argmin(d))
-        if not (self.config.min_geodesic <= d[best] <= self.config.max_geodesic):
+        # Geodesic to the goals' navigable viewpoints (the definition success uses, App. C.1), not
+        # to the object centres (which would add the offset from the nearest navigable cell).
+        nearest = nearest_viewpoint(ctx, start_xy, goals)
+        if nearest is None:
             return None
-        path = ctx.planner.shortest_path(start_xy, goals[best].position[:2])
+        end_xy, geodesic = nearest
+        if not (self.config.min_geodesic <= geodesic <= self.config.max_geodesic):
+            return None
+        boxes = [ctx.desc.object_by_id(int(g.object_id)) for g in goals]
+        best = int(np.argmin([footprint_distance(o.bounds_min, o.bounds_max, end_xy[None])[0] for o in boxes]))
+        path = ctx.planner.shortest_path(start_xy, end_xy)
         seen_tags.add(tag)
         info.update({"kind": kind, "window": [int(window[0]), int(window[1])],
                      "target_object_id": goals[best].object_id,
@@ -439,7 +445,7 @@ class VideoContextualizedTask(TaskGenerator):
                      "template_ids": list(instruction.template_ids),
                      "mentions": [m.to_dict() for m in instruction.mentions]})
         episode = self.make_episode(ctx, index, split, path, [instruction.to_instruction()], goals=goals,
-                                    geodesic_distance=float(d[best]), start_yaw=start_yaw, info=info)
+                                    geodesic_distance=geodesic, start_yaw=start_yaw, info=info)
         episode.start_position = ctx.to_3d(start_xy)
         return episode
 
