@@ -461,3 +461,23 @@ def test_long_stretches_get_a_distance_clause(graph, grid_and_rooms):
         text = synthesize_verified(lambda: synth.route(route, rng), verifier, max_tries=1).text
         assert len(re.findall(r"about five metres", text)) == 2, text   # 4.5 m before and after the door
         assert _grammar_problems(text) == [], text
+
+
+def test_verifier_rejects_placeholders(graph):
+    """A placeholder ("unknown", "None", an unfilled slot, a raw id) never passes the Verifier."""
+    from vlnverse.tasks.instructions.verifier import placeholder_problems
+
+    text = "Find the red mug in the unknown."
+    at = text.index("unknown")
+    assert any(f"'unknown' at {at}: placeholder" in p for p in Verifier(graph).check(_mug_instruction(text)))
+
+    bad = ["Head to the unknown; the target is the cup on the table.", "Cup in the unknown. Go go go.",
+           "Go to the {room} and stop.", "Walk to room_3.", "Find the None.", "Stop at the <target>.",
+           "Go to the living_room."]
+    for text in bad:
+        assert placeholder_problems(text), text
+    assert placeholder_problems("Head to the unknown; the cup.")[0].startswith("'unknown' at 12")
+    good = ["Go to the kids' room, then find the mug on the dining table.", "Head to the room; the cup is there.",
+            "Turn left (about 90 degrees) and stop at the T-shirt."]
+    for text in good:
+        assert placeholder_problems(text) == [], text

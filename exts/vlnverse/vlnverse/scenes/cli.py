@@ -133,7 +133,8 @@ def format_summary(summary: dict) -> str:
              f"  {'id':>3}  {'type':<14} {'area m2':>8} {'free m2':>8} {'nav m2':>8} {'objects':>7}"]
     for r in summary["rooms"]:
         area = "-" if r["area_m2"] is None else f"{r['area_m2']:.2f}"
-        lines.append(f"  {r['room_id']:>3}  {r['room_type']:<14} {area:>8} {r['free_area_m2']:>8.2f} "
+        rtype = f"{r['room_type']}*" if r.get("inferred") else r["room_type"]
+        lines.append(f"  {r['room_id']:>3}  {rtype:<14} {area:>8} {r['free_area_m2']:>8.2f} "
                      f"{r['navigable_area_m2']:>8.2f} {r['objects']:>7}")
     cats = summary["objects_per_category"]
     lines.append(f"objects    {summary['object_count']} in {len(cats)} categories")
