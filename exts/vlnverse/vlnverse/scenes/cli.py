@@ -146,6 +146,14 @@ def format_summary(summary: dict) -> str:
     lines.append(f"navigable  {summary['navigable_area_m2']:.2f} m2 of {summary['free_area_m2']:.2f} m2 free "
                  f"(agent radius {summary['agent_radius_m']:.2f} m, {summary['resolution_m']} m cells, {w}x{h})")
     lines.append("graph      " + ", ".join(f"{k} {v}" for k, v in summary["graph_edges"].items()))
+    inferred = summary.get("inferred_labels") or {}
+    if inferred:
+        lines.append(f"labels     {len(inferred)} inferred from prim names (no semantic labels):")
+        items = [f"{path} → {category}" for path, category in inferred.items()]
+        for start in range(0, len(items), 4):
+            lines.append("  " + ", ".join(items[start:start + 4]))
+    if any(r.get("inferred") for r in summary["rooms"]):
+        lines.append("           * room inferred from free space, typed by its objects")
     return "\n".join(lines)
 
 

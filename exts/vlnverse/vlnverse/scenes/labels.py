@@ -22,8 +22,12 @@ Categories from names (stages without semantic labels)
    ``tv`` ...) — preferring longer runs (``coffee table`` → ``coffee_table``, not ``table``);
 4. the building structure is recognised too: ``wall``, ``partition``; ``floor``, ``ground``,
    ``slab`` → ``floor``; ``ceiling``/``roof``; ``door`` (a door leaf; ``doorframe``,
-   ``door_frame`` → ``door_frame``); ``window``; and, only as a whole name, the one-letter
-   abbreviations ``w`` (wall: ``w1``..``w4``), ``f`` (floor), ``c`` (ceiling), ``d`` (door).
+   ``door_frame`` → ``door_frame``); ``window``; and, only as the whole name of a gprim itself
+   (not of a parent group), the one-letter abbreviations ``w`` (wall: ``w1``..``w4``), ``f``
+   (floor), ``c`` (ceiling), ``d`` (door).
+
+A gprim whose own name matches nothing takes the category of its nearest ancestor whose name
+does (``/World/Table/Leg_1`` is part of the table).
 
 A name that matches nothing gives ``None`` (the geometry still counts for occupancy; it is
 just not an object).
@@ -140,10 +144,13 @@ def name_tokens(name: str) -> list[str]:
 SHORT_STRUCTURE_NAMES = {"w": "wall", "f": "floor", "c": "ceiling", "d": "door"}
 
 
-def category_from_name(name: str) -> str | None:
-    """The category a prim or mesh name stands for, or None (rules in the module docstring)."""
+def category_from_name(name: str, *, abbreviations: bool = True) -> str | None:
+    """The category a prim or mesh name stands for, or None (rules in the module docstring).
+
+    ``abbreviations=False`` ignores the one-letter structure names (for ancestors' names: a
+    group ``/W`` is no wall)."""
     tokens = name_tokens(name)
-    if len(tokens) == 1 and tokens[0] in SHORT_STRUCTURE_NAMES:
+    if abbreviations and len(tokens) == 1 and tokens[0] in SHORT_STRUCTURE_NAMES:
         return SHORT_STRUCTURE_NAMES[tokens[0]]
     cats = category_set()
     for size in (3, 2, 1):

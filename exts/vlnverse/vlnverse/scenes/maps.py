@@ -202,6 +202,8 @@ def scene_summary(desc: SceneDescription, maps: SceneMaps) -> dict[str, Any]:
         "resolution_m": maps.resolution,
         "grid_cells": [h, w],
         "graph_edges": maps.scene_graph.edge_counts(),
+        # prim path → category guessed from prim names (stages without semantic labels)
+        "inferred_labels": dict(desc.metadata.get("inferred_labels", {})),
     }
 
 
