@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 
 from vlnverse.tasks.base import load_scene_context, load_task_config, load_task_types
-from vlnverse.tasks.dataset import generate_dataset, scene_seed, stable_hash
+from vlnverse.tasks.dataset import generate_dataset, scene_seed, simulator_renderer_factory, stable_hash
 from vlnverse.tasks.episode import load_episodes
 from vlnverse.tasks.types.goals import VIEWPOINT_MARGIN, footprint_distance, navigable_viewpoints
 
 TASKS = sorted(load_task_types())
 #: Goals at an object's centre: success (and the stored geodesic) use its viewpoints.
 OBJECT_CENTRED = ("video_contextualized", "false_premise")
+#: Reference images of the visual-reference dataset (the simulator's camera, 90° hfov).
+VR_SIZE = (96, 96)
 
 
 def _pose_renderer(x, y, yaw, pitch=0.0):
@@ -43,7 +45,8 @@ def datasets(home, tmp_path_factory):
     for task in TASKS:
         if task.startswith("test_"):
             continue
-        generate_dataset(task, [home], 4, 0, out / task, progress=False, renderer_factory=_factory,
+        factory = simulator_renderer_factory(*VR_SIZE) if task == "visual_reference" else _factory
+        generate_dataset(task, [home], 4, 0, out / task, progress=False, renderer_factory=factory,
                          val_seen_fraction=0.0)
         result[task] = load_episodes(out / task)
     return result
@@ -98,3 +101,62 @@ def test_stored_geodesic_is_the_planner_distance_for_every_task_type(home, datas
                 assert planner.shortest_path(start, end).grid_cost == pytest.approx(ep.geodesic_distance, abs=1e-6)
             checked.add(task)
     assert checked == set(datasets) and len(checked) >= 8
+
+
+def test_visual_reference_targets_cover_the_threshold_rendered_again(home, datasets):
+    """Every reference view is re-rendered with a fresh simulator camera: the target's instance
+    mask covers >= 2% of the image and shows at the target's centre — as recorded."""
+    from vlnverse.tasks.types.visual_reference import MIN_MASK_FRACTION, target_visibility
+
+    ctx = load_scene_context(home, "r2r_ce")
+    camera, close = simulator_renderer_factory(*VR_SIZE)(ctx)
+    try:
+        for ep in datasets["visual_reference"]:
+            view, seen = ep.info["reference_view"], ep.info["reference_visibility"]
+            target = ep.info["target"]
+            mask = camera.instances(view["x"], view["y"], view["yaw"], view["pitch"])
+            fraction = float((mask == target["instance_id"]).mean())
+            assert fraction >= MIN_MASK_FRACTION == seen["min_mask_fraction"] == 0.02
+            assert fraction == pytest.approx(seen["mask_fraction"], abs=1e-6)
+            again = target_visibility(mask, target["instance_id"], view, target["position"],
+                                      float(ctx.body.camera_height), ctx.floor_z, 90.0)
+            assert again["centre_pixels"] == seen["centre_pixels"] >= 5
+    finally:
+        close()
+
+
+def test_visibility_of_a_hand_made_mask():
+    """3×3 centre window and fraction on a 10×10 mask, camera level with the target (centre row 5)."""
+    from vlnverse.tasks.types.visual_reference import target_visibility
+
+    mask = np.zeros((10, 10), int)
+    mask[4:7, 4:6] = 7                      # 6 pixels: 6% of the image; 6 of the 9 centre pixels
+    view = {"x": 0.0, "y": 0.0, "yaw": 0.0, "pitch": 0.0}
+    seen = target_visibility(mask, 7, view, [2.0, 0.0, 1.0], camera_height=1.0, floor_z=0.0, hfov_deg=90.0)
+    assert seen == {"mask_fraction": 0.06, "centre_pixels": 6}
+    # the target 2 m up at 2 m distance projects 45° above the axis: at the top edge (row 0), 0 pixels there
+    high = target_visibility(mask, 7, view, [2.0, 0.0, 3.0], camera_height=1.0, floor_z=0.0, hfov_deg=90.0)
+    assert high["centre_pixels"] == 0
+
+
+def test_no_instruction_repeats_a_landmark_or_holds_a_placeholder(home, datasets):
+    """Across every generated dataset: no object word (landmark) twice in one instruction, no
+    "unknown" or other placeholder."""
+    from vlnverse.tasks.instructions.lexicon import Lexicon
+    from vlnverse.tasks.instructions.verifier import placeholder_problems
+
+    ctx = load_scene_context(home, "r2r_ce")
+    graph = ctx.maps.scene_graph
+    lexicon = Lexicon({o["category"] for o in graph.objects()}, {r["room_type"] for r in graph.rooms()})
+    texts = 0
+    for task, episodes in datasets.items():
+        for ep in episodes:
+            for instruction in ep.instructions:
+                text = instruction.text
+                texts += 1
+                assert "unknown" not in text.lower() and placeholder_problems(text) == [], (task, text)
+                # a landmark phrase as said (two different potted plants may be "the white houseplant"
+                # and "the potted plant" in one long-horizon chain)
+                words = [text[h.span[0]:h.span[1]].lower() for h in lexicon.find(text) if h.kind == "object"]
+                assert len(words) == len(set(words)), (task, text)
+    assert texts >= 40

@@ -221,6 +221,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     out_dir = Path(out_dir)
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
+    shortfalls: list[dict[str, Any]] = []  # scenes that got fewer episodes than asked, and why
     with atomic_dir(out_dir) as tmp:
         generator = generator_cls(task_config)
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
@@ -241,11 +242,18 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
             bar.set_postfix_str(ctx.scene_id)
             split = split_of.get(ctx.scene_id, default_split)
             gen_seq, split_seq = scene_seed(seed, ctx.scene_id, task).spawn(2)
+            generator.shortfall = None
             try:
                 episodes = generator.generate(ctx, np.random.default_rng(gen_seq), episodes_per_scene, split)
             finally:
                 if close is not None:
                     close()
+            if len(episodes) < episodes_per_scene:
+                shortfalls.append({"scene_id": ctx.scene_id, "requested": episodes_per_scene,
+                                   "written": len(episodes),
+                                   "reason": generator.shortfall or "the generator found no more distinct episodes"})
+                tqdm.write(f"{task}: {ctx.scene_id}: wrote {len(episodes)} of {episodes_per_scene} episodes "
+                           f"({shortfalls[-1]['reason']})")
             if split == "train" and val_seen_fraction > 0:
                 # One draw per episode group (false-premise pairs share info["pair_id"]; any other
                 # episode is its own group), so a pair never straddles train and val_seen.
@@ -265,25 +273,48 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
             save_episodes(tmp / f"{split}.jsonl", eps)
         meta = {"task": task, "seed": int(seed), "episodes_per_scene": episodes_per_scene, "body": body_name,
                 "val_seen_fraction": val_seen_fraction, "config": asdict(task_config),
-                "scenes": {s: scene_list[s] for s in ordered}}
+                "scenes": {s: scene_list[s] for s in ordered},
+                "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
         summary = summarize(ordered, meta)
         write_json_atomic(tmp / "summary.json", summary)
         write_bytes_atomic(tmp / "summary.png", summary_png(summary))
     return summary
 
 
+class SimulatorCamera:
+    """The simulator's camera as a task renderer: ``camera(x, y, yaw, pitch)`` → RGB (H, W, 3)
+    uint8 and ``camera.instances(x, y, yaw, pitch)`` → instance ids (H, W) of the same view
+    (the simulator's instance camera; ray-cast where OpenGL is missing); ``hfov_deg``."""
+
+    def __init__(self, sim, width: int, height: int, hfov_deg: float):
+        from ..sim import CameraSpec
+
+        self.sim = sim
+        self.hfov_deg = float(hfov_deg)
+        self._rgb = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
+        self._ids = CameraSpec(name="reference_instance", kind="instance", width=width, height=height,
+                               hfov_deg=hfov_deg)
+
+    def _pose(self, x: float, y: float, yaw: float, pitch: float):
+        from ..sim import AgentPose
+
+        return AgentPose(float(x), float(y), float(yaw), float(pitch))
+
+    def __call__(self, x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
+        return self.sim.render_at(self._pose(x, y, yaw, pitch), self._rgb)[self._rgb.name]
+
+    def instances(self, x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
+        """Instance id of every pixel of the view (0 where nothing is hit)."""
+        return self.sim.render_at(self._pose(x, y, yaw, pitch), self._ids)[self._ids.name]
+
+
 def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``)."""
+    """A ``renderer_factory`` returning the simulator's camera (``SimulatorCamera``) and its closer."""
 
     def factory(ctx: SceneContext):
-        from ..sim import AgentPose, CameraSpec, make_simulator
+        from ..sim import make_simulator
 
-        spec = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
         sim = make_simulator(ctx.desc, ctx.body, sensors=[])
-
-        def render(x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
-            return sim.render_at(AgentPose(float(x), float(y), float(yaw), float(pitch)), spec)[spec.name]
-
-        return render, sim.close
+        return SimulatorCamera(sim, width, height, hfov_deg), sim.close
 
     return factory
