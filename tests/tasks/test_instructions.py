@@ -481,3 +481,36 @@ def test_verifier_rejects_placeholders(graph):
             "Turn left (about 90 degrees) and stop at the T-shirt."]
     for text in good:
         assert placeholder_problems(text) == [], text
+
+
+def test_every_casual_template_carries_the_target():
+    """A casual line always names what to find ("Go go go." alone says nothing)."""
+    target_slots = ("{target", "{a_target", "{object", "{a_object", "{category", "{a_category", "{the_category",
+                    "{categories", "{g1")
+    casual = [t for task in TEMPLATES.names() for t in TEMPLATES.get(task).templates
+              if getattr(t, "style", None) == "casual"]
+    assert len(casual) >= 30
+    assert [t.template_id for t in casual if not any(slot in t.text for slot in target_slots)] == []
+    assert not [t.template_id for t in casual if "go go" in t.text.lower()]
+
+
+def test_route_names_each_landmark_once(graph):
+    """The audit's case: a turn near the dining table, another turn at it, the stop by it — the
+    dining table is said once, at the stop; turns near it become plain turns."""
+    from vlnverse.tasks.instructions.types import ObjectRef, RoomRef, RouteEvent, RouteFacts
+
+    kitchen = RoomRef(1, "kitchen")
+    table = ObjectRef(3, "dining_table", room=kitchen)
+    sofa = ObjectRef(1, "sofa", room=RoomRef(0, "living_room"))
+    events = (RouteEvent("turn", 1.0, landmark=table, direction="left"),
+              RouteEvent("pass", 1.5, landmark=sofa),
+              RouteEvent("turn", 2.0, landmark=table, direction="left"),
+              RouteEvent("pass", 2.5, landmark=sofa),
+              RouteEvent("stop", 3.0, room=kitchen, landmark=table))
+    facts = RouteFacts(rooms=(kitchen,), landmarks=(table, sofa), events=events, length=3.0)
+    synth = Synthesizer("fine_grained")
+    for seed in range(30):
+        text = synth.route(facts, np.random.default_rng(seed)).text.lower()
+        assert text.count("dining table") + text.count("table") - text.count("dining table") == 1, text
+        assert text.count("sofa") + text.count("couch") == 1, text
+        assert text.count("left") == 2, text                    # both turns are still said
