@@ -108,3 +108,21 @@ def test_coarse_grained_episode_on_the_unlabelled_stage(stage, tmp_path):
         assert ep.info["target"]["room_type"] == "living_room"
         for instruction in ep.instructions:
             assert "unknown" not in instruction.text.lower()
+
+
+def test_a_generator_short_of_the_request_says_how_many_and_why(stage, tmp_path, capsys):
+    """One room and 80% of the episodes asked to change rooms: 20 requested, far fewer possible."""
+    import json as _json
+
+    out = tmp_path / "short"
+    assert main(["data", "generate", "--task", "coarse_grained", "--scenes", str(stage), "--episodes-per-scene",
+                 "20", "--seed", "0", "--out", str(out), "--no-progress",
+                 "--set", "params.max_attempts_per_episode=1"]) == 0
+    summary = _json.loads((out / "summary.json").read_text())
+    (short,) = summary["shortfall"]
+    assert short["requested"] == 20 == summary["requested_episodes"]
+    assert 0 < short["written"] == summary["total_episodes"] < 20
+    assert "attempt budget" in short["reason"]
+    text = capsys.readouterr().out
+    assert f"short of the request: {short['written']} of 20 episodes" in text
+    assert f"wrote {short['written']} of 20 episodes" in text

@@ -13,6 +13,8 @@ from vlnverse.tasks.types.goals import VIEWPOINT_MARGIN, footprint_distance, nav
 TASKS = sorted(load_task_types())
 #: Goals at an object's centre: success (and the stored geodesic) use its viewpoints.
 OBJECT_CENTRED = ("video_contextualized", "false_premise")
+#: summary.json of every generated dataset, by task
+SUMMARIES: dict[str, dict] = {}
 #: Reference images of the visual-reference dataset (the simulator's camera, 90° hfov).
 VR_SIZE = (96, 96)
 
@@ -46,8 +48,8 @@ def datasets(home, tmp_path_factory):
         if task.startswith("test_"):
             continue
         factory = simulator_renderer_factory(*VR_SIZE) if task == "visual_reference" else _factory
-        generate_dataset(task, [home], 4, 0, out / task, progress=False, renderer_factory=factory,
-                         val_seen_fraction=0.0)
+        SUMMARIES[task] = generate_dataset(task, [home], 4, 0, out / task, progress=False,
+                                           renderer_factory=factory, val_seen_fraction=0.0)
         result[task] = load_episodes(out / task)
     return result
 
@@ -160,3 +162,13 @@ def test_no_instruction_repeats_a_landmark_or_holds_a_placeholder(home, datasets
                 words = [text[h.span[0]:h.span[1]].lower() for h in lexicon.find(text) if h.kind == "object"]
                 assert len(words) == len(set(words)), (task, text)
     assert texts >= 40
+
+
+def test_summaries_report_the_request_and_the_kind_mix(datasets):
+    for task, summary in SUMMARIES.items():
+        assert summary["requested_episodes"] == 4
+        assert summary["total_episodes"] + sum(s["requested"] - s["written"] for s in summary["shortfall"]) == 4
+    vcn = SUMMARIES["video_contextualized"]
+    kinds = [e.info["kind"] for e in datasets["video_contextualized"]]
+    assert vcn["kinds"] == {k: kinds.count(k) for k in set(kinds)} and sum(vcn["kinds"].values()) == 4
+    assert "kinds" not in SUMMARIES["coarse_grained"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -145,9 +146,14 @@ def summarize(episodes_by_split: dict[str, list[Episode]], meta: dict[str, Any])
             "path_length_m": _stats([polyline_length(np.asarray(e.reference_path)) for e in eps]),
             "instruction_words": _stats([w for e in eps for w in instruction_words(e)]),
         }
+    kinds = Counter(str(e.info["kind"]) for e in all_eps if "kind" in e.info)
+    subclasses = Counter(f"{e.info['kind']}/{e.info.get('answer', {}).get('subclass', 'main')}"
+                         for e in all_eps if "kind" in e.info)
+    mix = {"kinds": dict(sorted(kinds.items())), "subclasses": dict(sorted(subclasses.items()))} if kinds else {}
     return {
         "version": DATASET_VERSION,
         **meta,
+        **mix,
         "counts": {split: len(eps) for split, eps in episodes_by_split.items()},
         "total_episodes": len(all_eps),
         "splits": per_split,

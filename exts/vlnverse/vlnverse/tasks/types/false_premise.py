@@ -280,6 +280,9 @@ class FalsePremiseTask(TaskGenerator):
             raise NoNavigableSpaceError(f"scene '{ctx.scene_id}': no {TASK} pair passed the checks in {tries} tries "
                                         f"(rooms with >= {self.params.min_room_objects} objects, an absent plausible "
                                         f"object, reference coverage >= {self.params.min_coverage})")
+        if len(episodes) < n:
+            return self.partial(ctx, episodes, n, f"only {len(episodes) // 2} distinct pair(s) passed the checks "
+                                f"in {tries} tries")
         return episodes
 
     def _pair(self, ctx: SceneContext, scene: "_Scene", rng: np.random.Generator, index: int, split: str,

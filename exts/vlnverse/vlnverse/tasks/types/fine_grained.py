@@ -43,8 +43,8 @@ class FineGrained(TaskGenerator):
         while len(episodes) < n:
             budget -= 1
             if budget < 0:
-                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} paths had describable "
-                                        "rooms or landmarks")
+                return self.partial(ctx, episodes, n, "sampled paths had no describable rooms or landmarks "
+                                    "within the attempt budget")
             pair, path = self.sample_path(ctx, rng)
             start_yaw = float(rng.uniform(-math.pi, math.pi))
             facts = describer.describe_route(path.dense, path.waypoints, start_yaw)
