@@ -15,7 +15,7 @@ import numpy as np
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Describer, Synthesizer, synthesize_verified
-from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, no_episodes_error, pipeline
+from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, pipeline
 
 
 @register_task("fine_grained")
