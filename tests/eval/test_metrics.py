@@ -67,9 +67,13 @@ def test_spl_hand_computed_and_zero_shortest_length():
     assert M.spl(path, [5, 3], shortest_length=5.0) == pytest.approx(5.0 / 7.0)
     assert M.spl(path, [5, 3], shortest_length=9.0) == pytest.approx(1.0)  # P < L is capped
     assert M.spl(path, [20, 3], shortest_length=5.0) == 0.0  # failure
-    assert M.spl([[0, 0]], [0, 0], shortest_length=0.0) == 1.0  # L = 0: SPL = S
-    assert M.spl([[0, 0], [1, 0]], [0, 0], shortest_length=0.0) == 1.0
+    # L = 0 (R2R / habitat-lab: S * 0 / max(P, 0)): 1 only if the agent stayed put and succeeded
+    assert M.spl([[0, 0]], [0, 0], shortest_length=0.0) == 1.0
+    assert M.spl([[0, 0], [0, 0], [0, 0]], [0, 0], shortest_length=0.0) == 1.0
+    assert M.spl([[0, 0], [1, 0]], [0, 0], shortest_length=0.0) == 0.0  # moved 1 m, still succeeds
+    assert M.spl([[0, 0], [4, 0], [0, 0]], [0, 0], shortest_length=0.0) == 0.0  # 4 m away and back
     assert M.spl([[0, 0], [9, 0]], [0, 0], shortest_length=0.0) == 0.0
+    assert M.spl([[9, 0]], [0, 0], shortest_length=0.0) == 0.0  # did not move but failed
     with pytest.raises(ValueError):
         M.spl(path, [5, 3], shortest_length=-1.0)
 

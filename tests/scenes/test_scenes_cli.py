@@ -93,7 +93,9 @@ def test_info_on_a_stage_without_rooms_infers_them(tmp_path, monkeypatch, capsys
     assert main(["scenes", "info", str(path), "--json"]) == 0
     captured = capsys.readouterr()
     info = json.loads(captured.out)
-    assert [r["room_type"] for r in info["rooms"]] == ["inferred", "inferred"]
+    # typed by their contents: a table says nothing about a room's use, so both are plain "room"s
+    assert [r["room_type"] for r in info["rooms"]] == ["room", "room"]
+    assert all(r["inferred"] for r in info["rooms"])
     assert sum(r["free_area_m2"] for r in info["rooms"]) == pytest.approx(FREE_M2)
     warning = [line for line in captured.err.splitlines() if "inferred 2 room" in line]
     assert len(warning) == 1 and warning[0].startswith(f"vlnverse: warning: {path}")

@@ -178,14 +178,22 @@ def test_rendering_task_assets_land_inside_the_dataset(homes, tmp_path):
 
     if "visual_reference" not in load_task_types():
         pytest.skip("visual_reference task type not registered")
+    from vlnverse.tasks.dataset import simulator_renderer_factory
+
     calls = []
 
     def factory(ctx):
-        def render(x, y, yaw, pitch=0.0):
-            calls.append((x, y, yaw, pitch))
-            return np.full((16, 16, 3), 200, np.uint8)
+        camera, close = simulator_renderer_factory(32, 32)(ctx)
 
-        return render, lambda: calls.append("closed")
+        class Recording:
+            hfov_deg = camera.hfov_deg
+            instances = staticmethod(camera.instances)
+
+            def __call__(self, x, y, yaw, pitch=0.0):
+                calls.append((x, y, yaw, pitch))
+                return camera(x, y, yaw, pitch)
+
+        return Recording(), lambda: (close(), calls.append("closed"))
 
     summary = generate_dataset("visual_reference", [homes[0]], 2, 0, tmp_path / "vr", progress=False,
                                renderer_factory=factory)

@@ -376,7 +376,7 @@ def test_dataset_keeps_pairs_in_one_split(tmp_path):
     # generate_dataset holds out a share of train episodes as val_seen: pairs move together.
     from vlnverse.tasks.dataset import generate_dataset
 
-    generate_dataset("false_premise", ["home_0001"], 8, 5, tmp_path / "ds", val_seen_fraction=0.5, progress=False)
+    generate_dataset("false_premise", ["home_0001"], 8, 6, tmp_path / "ds", val_seen_fraction=0.5, progress=False)
     splits: dict[str, set] = {}
     for e in load_episodes(tmp_path / "ds"):
         splits.setdefault(e.info["pair_id"], set()).add(e.split)

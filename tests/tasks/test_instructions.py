@@ -461,3 +461,56 @@ def test_long_stretches_get_a_distance_clause(graph, grid_and_rooms):
         text = synthesize_verified(lambda: synth.route(route, rng), verifier, max_tries=1).text
         assert len(re.findall(r"about five metres", text)) == 2, text   # 4.5 m before and after the door
         assert _grammar_problems(text) == [], text
+
+
+def test_verifier_rejects_placeholders(graph):
+    """A placeholder ("unknown", "None", an unfilled slot, a raw id) never passes the Verifier."""
+    from vlnverse.tasks.instructions.verifier import placeholder_problems
+
+    text = "Find the red mug in the unknown."
+    at = text.index("unknown")
+    assert any(f"'unknown' at {at}: placeholder" in p for p in Verifier(graph).check(_mug_instruction(text)))
+
+    bad = ["Head to the unknown; the target is the cup on the table.", "Cup in the unknown. Go go go.",
+           "Go to the {room} and stop.", "Walk to room_3.", "Find the None.", "Stop at the <target>.",
+           "Go to the living_room."]
+    for text in bad:
+        assert placeholder_problems(text), text
+    assert placeholder_problems("Head to the unknown; the cup.")[0].startswith("'unknown' at 12")
+    good = ["Go to the kids' room, then find the mug on the dining table.", "Head to the room; the cup is there.",
+            "Turn left (about 90 degrees) and stop at the T-shirt."]
+    for text in good:
+        assert placeholder_problems(text) == [], text
+
+
+def test_every_casual_template_carries_the_target():
+    """A casual line always names what to find ("Go go go." alone says nothing)."""
+    target_slots = ("{target", "{a_target", "{object", "{a_object", "{category", "{a_category", "{the_category",
+                    "{categories", "{g1")
+    casual = [t for task in TEMPLATES.names() for t in TEMPLATES.get(task).templates
+              if getattr(t, "style", None) == "casual"]
+    assert len(casual) >= 30
+    assert [t.template_id for t in casual if not any(slot in t.text for slot in target_slots)] == []
+    assert not [t.template_id for t in casual if "go go" in t.text.lower()]
+
+
+def test_route_names_each_landmark_once(graph):
+    """The audit's case: a turn near the dining table, another turn at it, the stop by it — the
+    dining table is said once, at the stop; turns near it become plain turns."""
+    from vlnverse.tasks.instructions.types import ObjectRef, RoomRef, RouteEvent, RouteFacts
+
+    kitchen = RoomRef(1, "kitchen")
+    table = ObjectRef(3, "dining_table", room=kitchen)
+    sofa = ObjectRef(1, "sofa", room=RoomRef(0, "living_room"))
+    events = (RouteEvent("turn", 1.0, landmark=table, direction="left"),
+              RouteEvent("pass", 1.5, landmark=sofa),
+              RouteEvent("turn", 2.0, landmark=table, direction="left"),
+              RouteEvent("pass", 2.5, landmark=sofa),
+              RouteEvent("stop", 3.0, room=kitchen, landmark=table))
+    facts = RouteFacts(rooms=(kitchen,), landmarks=(table, sofa), events=events, length=3.0)
+    synth = Synthesizer("fine_grained")
+    for seed in range(30):
+        text = synth.route(facts, np.random.default_rng(seed)).text.lower()
+        assert text.count("dining table") + text.count("table") - text.count("dining table") == 1, text
+        assert text.count("sofa") + text.count("couch") == 1, text
+        assert text.count("left") == 2, text                    # both turns are still said

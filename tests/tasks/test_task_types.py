@@ -225,34 +225,67 @@ def _fake_renderer(x, y, yaw, pitch):
     return img
 
 
+class _Camera:
+    """The fake RGB renderer (its pixels encode the pose) with the simulator's real instance masks."""
+
+    def __init__(self, ctx, rgb=_fake_renderer):
+        from vlnverse.tasks.dataset import SimulatorCamera
+        from vlnverse.sim import make_simulator
+
+        self.sim = make_simulator(ctx.desc, ctx.body, sensors=[])
+        self.real = SimulatorCamera(self.sim, 32, 24, 90.0)
+        self.hfov_deg, self.rgb = 90.0, rgb
+
+    def __call__(self, x, y, yaw, pitch):
+        return self.rgb(x, y, yaw, pitch)
+
+    def instances(self, x, y, yaw, pitch):
+        return self.real.instances(x, y, yaw, pitch)
+
+
 def test_visual_reference_renders_the_goal_view(ctx, tmp_path):
     from PIL import Image
 
-    with_camera = dataclasses.replace(ctx, renderer=_fake_renderer)
-    episodes = _generate(with_camera, "visual_reference", n=2, assets_dir=tmp_path / "assets")
-    for ep in episodes:
-        rel = ep.info["reference_image"]
-        assert rel == f"assets/reference/{ep.episode_id}.png"
-        image = np.asarray(Image.open(tmp_path / rel))
-        view = ep.info["reference_view"]
-        assert image.shape == (24, 32, 3) and image[0, 0, 0] == int((view["yaw"] + math.pi) / (2 * math.pi) * 255)
-        target = np.asarray(ep.info["target"]["position"][:2])
-        bearing = math.atan2(target[1] - view["y"], target[0] - view["x"])
-        assert abs(math.remainder(bearing - view["yaw"], 2 * math.pi)) < 1e-9
-        stand = np.array([[view["x"], view["y"]]])
-        assert ctx.planner.is_navigable(stand)[0]
-        assert np.hypot(*(stand[0] - ep.goals[0].position[:2])) <= ep.goals[0].radius
-        assert 1.0 <= np.hypot(*(stand[0] - target)) <= 2.0 + 1e-9 or \
-            np.allclose(stand[0], ep.goals[0].position[:2])
+    camera = _Camera(ctx)
+    try:
+        episodes = _generate(dataclasses.replace(ctx, renderer=camera), "visual_reference", n=2,
+                             assets_dir=tmp_path / "assets")
+        for ep in episodes:
+            rel = ep.info["reference_image"]
+            assert rel == f"assets/reference/{ep.episode_id}.png"
+            image = np.asarray(Image.open(tmp_path / rel))
+            view = ep.info["reference_view"]
+            assert image.shape == (24, 32, 3) and image[0, 0, 0] == int((view["yaw"] + math.pi) / (2 * math.pi) * 255)
+            target = np.asarray(ep.info["target"]["position"][:2])
+            bearing = math.atan2(target[1] - view["y"], target[0] - view["x"])
+            assert abs(math.remainder(bearing - view["yaw"], 2 * math.pi)) < 1e-9
+            stand = np.array([[view["x"], view["y"]]])
+            assert ctx.planner.is_navigable(stand)[0]
+            assert np.hypot(*(stand[0] - ep.goals[0].position[:2])) <= ep.goals[0].radius
+            assert 0.6 - 1e-9 <= np.hypot(*(stand[0] - target)) <= 2.0 + 1e-9 or \
+                np.allclose(stand[0], ep.goals[0].position[:2])
+            # the recorded visibility is the simulator's instance mask at that view
+            mask = camera.instances(view["x"], view["y"], view["yaw"], view["pitch"])
+            fraction = float((mask == ep.info["target"]["instance_id"]).mean())
+            assert ep.info["reference_visibility"]["mask_fraction"] == pytest.approx(fraction, abs=1e-6)
+            assert fraction >= 0.02 and ep.info["reference_visibility"]["centre_pixels"] >= 5
+    finally:
+        camera.sim.close()
     assert not list(tmp_path.rglob(".*"))       # no temporary files left behind
 
 
 def test_visual_reference_without_renderer_fails_clearly(ctx, tmp_path):
     with pytest.raises(ConfigError, match="needs a renderer"):
         _generate(ctx, "visual_reference", n=1)
-    depth_only = dataclasses.replace(ctx, renderer=lambda x, y, yaw, pitch: np.zeros((8, 8)))
-    with pytest.raises(ConfigError, match=r"renderer: .*shape \(8, 8\)"):
-        _generate(depth_only, "visual_reference", n=1, assets_dir=tmp_path / "assets")
+    with pytest.raises(ConfigError, match=r"renderer.instances: .*needs instance masks"):
+        _generate(dataclasses.replace(ctx, renderer=_fake_renderer), "visual_reference", n=1)
+    camera = _Camera(ctx, rgb=lambda x, y, yaw, pitch: np.zeros((8, 8)))
+    try:
+        with pytest.raises(ConfigError, match=r"renderer: .*shape \(8, 8\)"):
+            _generate(dataclasses.replace(ctx, renderer=camera), "visual_reference", n=1,
+                      assets_dir=tmp_path / "assets")
+    finally:
+        camera.sim.close()
     assert not list((tmp_path / "assets").rglob("*.png"))
 
 

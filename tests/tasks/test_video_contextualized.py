@@ -124,6 +124,7 @@ def test_start_is_the_last_frame_of_the_window(generated):
 def test_count_order_answers_recomputed_from_the_tour(generated):
     root, episodes = generated
     checked = 0
+    subclasses: set[str] = set()
     for e in episodes:
         kind = e.info["kind"]
         if kind not in ("count", "order"):
@@ -134,13 +135,32 @@ def test_count_order_answers_recomputed_from_the_tour(generated):
         assert room_type(target) == ttype
         assert seq[-1] != target, "the target is not the room you start in"
         same_type = list(dict.fromkeys(r for r in seq if room_type(r) == ttype))
-        assert len(same_type) >= 2, "a distractor room of the same type must be in the video"
-        if kind == "count":
+        subclass = e.info["answer"].get("subclass")
+        if subclass == "entry":  # the room right after the k-th entry into the room you stand in
+            k = e.info["answer"]["ordinal"]
+            entries = [i for i, r in enumerate(seq) if r == seq[-1]]
+            assert len(entries) >= 2 and e.info["answer"]["anchor_room_id"] == seq[-1]
+            assert seq[entries[k - 1] + 1] == target
+            subclasses.add(subclass)
+        elif subclass == "single_room":  # of two single rooms of different types, the one on that side
+            anchor = e.info["answer"]["anchor_room_id"]
+            assert seq.count(anchor) == 1 and sum(room_type(r) == room_type(anchor) for r in set(seq)) == 1
+            i = seq.index(anchor)
+            side, other = (seq[:i], seq[i + 1:]) if e.info["answer"]["relation"] == "before" else (seq[i + 1:], seq[:i])
+            (distractor,) = set(e.info["answer"]["choices"]) - {ttype}
+            for rtype, here, there in ((ttype, side, other), (distractor, other, side)):
+                assert len({r for r in seq if room_type(r) == rtype}) == 1
+                assert any(room_type(r) == rtype for r in here) and not any(room_type(r) == rtype for r in there)
+            assert e.info["answer"]["choices"] == sorted([ttype, distractor])
+            subclasses.add(subclass)
+        elif kind == "count":
+            assert len(same_type) >= 2, "a distractor room of the same type must be in the video"
             k = e.info["answer"]["ordinal"]
             assert same_type[k - 1] == target
             first = seq.index(target)
             assert not set(same_type[:k - 1]) & set(seq[first + 1:]), "an earlier room is revisited"
         else:
+            assert len(same_type) >= 2, "a distractor room of the same type must be in the video"
             anchor = e.info["answer"]["anchor_room_id"]
             assert seq.count(anchor) == 1
             assert sum(room_type(r) == room_type(anchor) for r in set(seq)) == 1
@@ -155,6 +175,7 @@ def test_count_order_answers_recomputed_from_the_tour(generated):
                 assert {r for r in side if room_type(r) == ttype} == {target}
         checked += 1
     assert checked >= 4
+    assert subclasses == {"entry", "single_room"}   # VCN-Bench's second Count and first Order subclasses
 
 
 def test_distance_answers_recomputed_with_a_5m_margin(ctx, generated):
@@ -293,7 +314,8 @@ def test_instructions_pass_the_verifier(ctx, generated):
     for e in episodes:
         assert verifier.check(grounded(e)) == [], e.instructions[0].text
         rooms = [m for m in grounded(e).mentions if m.kind == "room" and m.room_id == e.info["target_room_id"]]
-        if e.info["kind"] != "instance" and e.info["answer"].get("relation") not in ("next", "previous"):
+        if e.info["kind"] != "instance" and e.info["answer"].get("relation") not in ("next", "previous") \
+                and e.info["answer"].get("subclass") != "entry":  # "the room right after ..." names no type
             assert rooms, "R2O instructions name the target room's type"
 
 
@@ -415,3 +437,29 @@ def test_line_of_sight_and_visibility_on_a_grid():
     vis = object_visibility(blocked, origin, res, np.array([[0.2, 0.5]]), bmin, bmax, max_range=1.2,
                             yaws=np.array([math.pi]), hfov_deg=90.0)
     assert vis.tolist() == [[False, False, False]]
+
+
+def test_kind_quotas_follow_the_weights():
+    from vlnverse.tasks.types.video_contextualized import kind_quotas
+
+    assert kind_quotas(40, dict.fromkeys(["instance", "count", "order", "distance", "orientation"], 1.0)) == \
+        dict.fromkeys(["instance", "count", "order", "distance", "orientation"], 8)
+    assert kind_quotas(7, {"count": 2.0, "order": 1.0}) == {"count": 5, "order": 2}   # 4.67 / 2.33
+    assert kind_quotas(3, {"count": 1.0, "order": 0.0}) == {"count": 3, "order": 0}
+
+
+def test_default_mix_is_balanced_and_reported(generated):
+    _, episodes = generated
+    counts = {k: sum(e.info["kind"] == k for e in episodes) for k in ("instance", "count", "order", "distance",
+                                                                         "orientation")}
+    assert counts == dict.fromkeys(counts, 8), counts   # 40 episodes, five kinds, the scene allows all
+
+
+def test_kind_mix_from_the_config(ctx, tmp_path):
+    task = _task(tmp_path, kind_mix={"count": 3, "order": 1, "instance": 0, "distance": 0, "orientation": 0})
+    episodes = task.generate(ctx, np.random.default_rng(5), 8, "val_unseen")
+    kinds = [e.info["kind"] for e in episodes]
+    assert {k: kinds.count(k) for k in set(kinds)} == {"count": 6, "order": 2}
+    assert task.achieved_mix == {"count": 6, "order": 2}
+    with pytest.raises(ConfigError, match=r"params.kind_mix: got \{'nope': 1\}"):
+        _task(tmp_path, kind_mix={"nope": 1})

@@ -118,21 +118,28 @@ def oracle_success(path: Any, goal: Any, threshold: float = 3.0, distance_fn: Di
     return float(_goal_distances(pts, goal, distance_fn).min() < threshold)
 
 
+#: Trajectory length (m) below which an agent counts as not having moved (float noise only):
+#: SPL with ``L == 0`` is ``S`` for such an agent and 0 for any other.
+STILL_TOLERANCE = 1e-6
+
+
 @METRICS.register("SPL")
 def spl(path: Any, goal: Any, shortest_length: float, threshold: float = 3.0,
         distance_fn: DistanceFn | None = None) -> float:
     """SPL: success weighted by path length, ``S · L / max(P, L)`` (Anderson et al. 2018).
 
     ``L`` is the shortest (geodesic) start→goal length and ``P`` the agent's trajectory length.
-    If ``L == 0`` (start already at the goal) the ratio is undefined; SPL is then ``S``, i.e. any
-    successful episode scores 1, so no NaN can arise.
+    ``L == 0`` (start already at the goal) follows the reference formula, as R2R's evaluation,
+    habitat-lab's ``SPL`` measure and R2R-EnvDrop compute it: ``L / max(P, L)`` is ``0 / P = 0``
+    as soon as the agent moved (``P > 0``), however it ends; only the ``0 / 0`` case (the agent
+    did not move, ``P <= STILL_TOLERANCE``) is defined here as the limit ``S``, so no NaN arises.
     """
     if not (shortest_length >= 0 and math.isfinite(shortest_length)):
         raise ValueError(f"shortest_length must be finite and >= 0, got {shortest_length}")
     s = success(path, goal, threshold, distance_fn)
-    if shortest_length == 0.0:
-        return s
     p = trajectory_length(path)
+    if shortest_length == 0.0:
+        return s if p <= STILL_TOLERANCE else 0.0
     return float(s * shortest_length / max(p, shortest_length))
 
 
@@ -313,7 +320,7 @@ def rev_spl(reached_room: bool, decision_correct: bool, coverage: float, explora
     ``S_r`` reached the target room, ``S_d`` correct final decision, ``C`` object coverage,
     ``p`` the agent's in-room exploration length and ``ℓ`` the reference exploration length:
     exploring less than the reference is penalised by ``p/ℓ``, more by ``ℓ/p``. With ``ℓ = 0``
-    (no exploration required) the length factor is 1, as for SPL with a zero shortest path.
+    (no exploration required) the length factor is 1 (VLN-NF: nothing left to explore).
     """
     if not 0.0 <= coverage <= 1.0:
         raise ValueError(f"coverage must lie in [0, 1], got {coverage}")

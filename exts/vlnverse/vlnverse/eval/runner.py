@@ -31,6 +31,8 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
+# One definition of an object's viewpoints (VCN-Bench App. C.1), shared with the task layer.
+from ..tasks.types.goals import VIEWPOINT_MARGIN, VIEWPOINT_SPACING, object_viewpoints  # noqa: F401
 from . import metrics as M
 from .agents import Agent, AgentState, has_ordered_goals, make_agent
 from .config import EvalConfig
@@ -202,42 +204,6 @@ def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], n
         return np.min([f.distance(pts) for f in fields], axis=0)
 
     return distance
-
-
-#: VCN-Bench App. C.1: a target's viewpoints are sampled every ``VIEWPOINT_SPACING`` metres within
-#: ``VIEWPOINT_MARGIN`` metres around its bounding box and kept when in the target's room.
-VIEWPOINT_MARGIN = 0.6
-VIEWPOINT_SPACING = 0.1
-
-
-def object_viewpoints(ctx: Any, goals: Iterable[Any], *, margin: float = VIEWPOINT_MARGIN,
-                      spacing: float = VIEWPOINT_SPACING) -> np.ndarray:
-    """The viewpoints (V, 2) of the goal objects (VCN-Bench App. C.1): grid points every
-    ``spacing`` within ``margin`` of each object's xy bounding box, inside the object's room
-    (the goal's ``room_id``; any room when it has none). Empty when no goal names a known object."""
-    from ..tasks.types.goals import footprint_distance
-
-    out = []
-    for goal in goals:
-        if goal.object_id is None:
-            continue
-        try:
-            obj = ctx.desc.object_by_id(int(goal.object_id))
-        except KeyError:
-            continue
-        lo = np.asarray(obj.bounds_min, dtype=float)[:2] - margin
-        hi = np.asarray(obj.bounds_max, dtype=float)[:2] + margin
-        xs = np.arange(lo[0], hi[0] + 1e-9, spacing)
-        ys = np.arange(lo[1], hi[1] + 1e-9, spacing)
-        pts = np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
-        pts = pts[footprint_distance(obj.bounds_min, obj.bounds_max, pts) <= margin + 1e-9]
-        if goal.room_id is not None:
-            try:
-                pts = pts[ctx.desc.room_by_id(int(goal.room_id)).contains(pts)]
-            except KeyError:
-                pass
-        out.append(pts)
-    return np.concatenate(out) if out else np.zeros((0, 2))
 
 
 def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool, failed: bool, collisions: int,

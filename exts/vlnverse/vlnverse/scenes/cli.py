@@ -126,7 +126,8 @@ def format_summary(summary: dict) -> str:
              f"  {'id':>3}  {'type':<14} {'area m2':>8} {'free m2':>8} {'nav m2':>8} {'objects':>7}"]
     for r in summary["rooms"]:
         area = "-" if r["area_m2"] is None else f"{r['area_m2']:.2f}"
-        lines.append(f"  {r['room_id']:>3}  {r['room_type']:<14} {area:>8} {r['free_area_m2']:>8.2f} "
+        rtype = f"{r['room_type']}*" if r.get("inferred") else r["room_type"]
+        lines.append(f"  {r['room_id']:>3}  {rtype:<14} {area:>8} {r['free_area_m2']:>8.2f} "
                      f"{r['navigable_area_m2']:>8.2f} {r['objects']:>7}")
     cats = summary["objects_per_category"]
     lines.append(f"objects    {summary['object_count']} in {len(cats)} categories")
@@ -138,6 +139,14 @@ def format_summary(summary: dict) -> str:
     lines.append(f"navigable  {summary['navigable_area_m2']:.2f} m2 of {summary['free_area_m2']:.2f} m2 free "
                  f"(agent radius {summary['agent_radius_m']:.2f} m, {summary['resolution_m']} m cells, {w}x{h})")
     lines.append("graph      " + ", ".join(f"{k} {v}" for k, v in summary["graph_edges"].items()))
+    inferred = summary.get("inferred_labels") or {}
+    if inferred:
+        lines.append(f"labels     {len(inferred)} inferred from prim names (no semantic labels):")
+        items = [f"{path} → {category}" for path, category in inferred.items()]
+        for start in range(0, len(items), 4):
+            lines.append("  " + ", ".join(items[start:start + 4]))
+    if any(r.get("inferred") for r in summary["rooms"]):
+        lines.append("           * room inferred from free space, typed by its objects")
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
 
 #: Bump when occupancy/room-map/scene-graph rules change, to invalidate cached maps.
-MAPS_VERSION = 5  # bump when map semantics change (cached maps are keyed by it)
+MAPS_VERSION = 6  # bump when map semantics change (cached maps are keyed by it)
 
 #: Obstacles lower than this (m) above the floor are stepped over.
 DEFAULT_STEP_HEIGHT = 0.15
@@ -181,7 +181,8 @@ def scene_summary(desc: SceneDescription, maps: SceneMaps) -> dict[str, Any]:
              for r in sorted(desc.rooms, key=lambda r: r.room_id)]
     if not desc.rooms:
         inferred = sorted(set(np.unique(room_ids)) - {NO_ROOM})
-        rooms = [{"room_id": int(i), "room_type": "inferred", "area_m2": None,
+        graph_rooms = {r["room_id"]: r["room_type"] for r in maps.scene_graph.rooms()}
+        rooms = [{"room_id": int(i), "room_type": graph_rooms.get(int(i), "room"), "inferred": True, "area_m2": None,
                   "free_area_m2": round(count(free_counts, int(i)), 3),
                   "navigable_area_m2": round(count(nav_counts, int(i)), 3),
                   "objects": len(maps.scene_graph.objects_in_room(int(i)))} for i in inferred]
@@ -201,6 +202,8 @@ def scene_summary(desc: SceneDescription, maps: SceneMaps) -> dict[str, Any]:
         "resolution_m": maps.resolution,
         "grid_cells": [h, w],
         "graph_edges": maps.scene_graph.edge_counts(),
+        # prim path → category guessed from prim names (stages without semantic labels)
+        "inferred_labels": dict(desc.metadata.get("inferred_labels", {})),
     }
 
 

@@ -30,7 +30,9 @@ Edges (attribute ``relation``)
              ``door_center`` [x, y] and ``door_width``; two doors give two edges.
 
 Scenes without recorded rooms: given the inferred room map (``room_map.infer_room_map``),
-rooms become ``unknown``-typed nodes with ``inferred=True``; an object is ``in`` the room at
+rooms become nodes with ``inferred=True`` whose ``room_type`` is voted by the objects in them
+(``labels.infer_room_type``: a bed → ``bedroom``, a toilet → ``bathroom`` ...; otherwise
+``room``, never ``unknown``); an object is ``in`` the room at
 its footprint centre (or the nearest room cell within 1 m, as furniture centres sit on
 occupied cells); rooms whose free cells touch are ``adjacent`` (``door_center`` = the mean
 point of the contact, ``door_width`` its extent).
@@ -50,6 +52,7 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_text_atomic
 from .description import STRUCTURE_LABELS, SceneDescription, SceneObject
+from .labels import GENERIC_ROOM, infer_room_type
 
 if TYPE_CHECKING:
     from .occupancy import OccupancyMap
@@ -221,7 +224,7 @@ def _add_inferred_rooms(g: nx.MultiDiGraph, room_map: np.ndarray, grid: "Occupan
     for rid in ids:
         pts = xy[labels == rid]
         lo, hi = pts.min(axis=0) - half, pts.max(axis=0) + half
-        g.add_node(room_node(rid), kind="room", room_id=int(rid), room_type="unknown", name=f"room_{int(rid)}",
+        g.add_node(room_node(rid), kind="room", room_id=int(rid), room_type=GENERIC_ROOM, name=f"room_{int(rid)}",
                    position=[*map(float, pts.mean(axis=0)), z0], bounds_min=[float(lo[0]), float(lo[1]), z0],
                    bounds_max=[float(hi[0]), float(hi[1]), z0 + ROOM_HEIGHT],
                    area=round(len(pts) * grid.resolution ** 2, 6), polygon=[], inferred=True)
@@ -264,7 +267,7 @@ def build_scene_graph(desc: SceneDescription, *, room_map: np.ndarray | None = N
     """Build the scene graph of ``desc`` (rules in the module docstring).
 
     When ``desc`` records no rooms, pass the inferred ``room_map`` and the ``grid`` it lives on
-    to get ``unknown``-typed room nodes (``inferred=True``), ``in`` edges by the room map and
+    to get room nodes typed by their objects (``inferred=True``), ``in`` edges by the room map and
     ``adjacent`` edges between rooms whose free cells touch.
     """
     g = nx.MultiDiGraph(version=GRAPH_VERSION, scene_id=desc.scene_id)
@@ -295,6 +298,12 @@ def build_scene_graph(desc: SceneDescription, *, room_map: np.ndarray | None = N
                    movable=bool(obj.movable), prim_path=obj.prim_path)
         if room_id is not None and room_node(room_id) in g:
             g.add_edge(object_node(obj.instance_id), room_node(room_id), relation="in")
+    if infer:  # name inferred rooms after what they contain
+        for rid in {r for r in rooms if r is not None}:
+            node = g.nodes.get(room_node(rid))
+            if node is not None:
+                node["room_type"] = infer_room_type(o.category for o, r in zip(objects, rooms) if r == rid)
+                node["name"] = f"{node['room_type']}_{int(rid)}"
     if not objects:
         return SceneGraph(g)
 

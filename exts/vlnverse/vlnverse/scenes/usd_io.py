@@ -465,6 +465,21 @@ def _label_of(prim) -> str | None:
     return None
 
 
+def _label_from_names(prim) -> tuple[str, str] | None:
+    """(category, path of the prim whose name gave it) from the names of ``prim`` and its
+    ancestors (nearest first) through the documented lexicon (``labels.category_from_name``),
+    so a mesh ``/World/Table/Leg_1`` belongs to the table; None when no name is recognised."""
+    from .labels import category_from_name
+
+    p = prim
+    while p and not p.IsPseudoRoot():
+        category = category_from_name(p.GetName(), abbreviations=p == prim)
+        if category is not None:
+            return category, str(p.GetPath())
+        p = p.GetParent()
+    return None
+
+
 def _name_label(prim) -> str:
     """A label guessed from the prim name (or its parent's when the name is generic)."""
     for p in (prim, prim.GetParent()):
@@ -528,6 +543,7 @@ def _read_stage(path: Path) -> SceneDescription:
     geoms: list[Geom] = []
     owners: list[str | None] = []
     unlabelled = 0
+    inferred: dict[str, str] = {}  # prim path → category guessed from its name
     auto_ids: list[int] = []  # geom indices that need an instance id
     for prim, mat in zip(gprims, bound):
         collides = prim.HasAPI(UsdPhysics.CollisionAPI) if has_physics else True
@@ -547,8 +563,13 @@ def _read_stage(path: Path) -> SceneDescription:
         lab = owner_label(prim)
         if lab is None:
             unlabelled += 1
-            geom.label = _name_label(prim)
-            owner = None
+            guessed = _label_from_names(prim)
+            if guessed is not None:  # a recognised name: the category, grouped by the named prim
+                geom.label, owner = guessed
+                inferred[owner] = geom.label
+            else:                    # geometry only (occupancy), not an object
+                geom.label = _name_label(prim)
+                owner = None
         else:
             geom.label, owner = lab
         ident = instance_id_of(prim)
@@ -570,8 +591,9 @@ def _read_stage(path: Path) -> SceneDescription:
         geoms.append(geom)
         owners.append(owner if geom.label not in STRUCTURE_LABELS + FLOOR_LABELS else None)
     if unlabelled:
-        warnings.warn(f"{path}: {unlabelled} gprim(s) without semantic labels; labels guessed from prim names",
-                      SceneLoadWarning, stacklevel=3)
+        named = ", ".join(sorted(set(inferred.values()))) or "none recognised"
+        warnings.warn(f"{path}: {unlabelled} gprim(s) without semantic labels; labels inferred from prim names "
+                      f"for {len(inferred)} prim(s): {named}", SceneLoadWarning, stacklevel=3)
     if not any(g.collides for g in geoms):
         raise SceneError(f"{path}: no collision geometry (no gprim carries UsdPhysics.CollisionAPI)")
 
@@ -591,6 +613,8 @@ def _read_stage(path: Path) -> SceneDescription:
     custom = dict(stage.GetRootLayer().customLayerData or {}).get("vlnverse", {})
     desc = SceneDescription(scene_id=str(custom.get("scene_id", path.stem)), geoms=geoms, source_path=str(path),
                             metadata=dict(custom.get("metadata", {})))
+    if inferred:  # which labels were guessed (``scenes info`` reports them); not written back to USD
+        desc.metadata["inferred_labels"] = dict(sorted(inferred.items()))
     desc.rooms, desc.doors = _read_rooms_doors(stage, corr, path)
     desc.objects = _read_objects(stage, geoms, owners, desc.rooms)
     has_floor = any(g.collides for g in geoms if g.label in FLOOR_LABELS)

@@ -230,6 +230,21 @@ class TaskGenerator:
 
     # ------------------------------------------------------------ helpers
 
+    #: Why the last ``generate`` call returned fewer episodes than asked (None when it did not).
+    shortfall: str | None = None
+
+    def partial(self, ctx: SceneContext, episodes: list[Episode], n: int, reason: str) -> list[Episode]:
+        """Return the ``episodes`` found so far when fewer than ``n`` could be made, recording
+        ``reason`` in ``self.shortfall`` (the dataset summary reports it); raise
+        ``NoNavigableSpaceError`` naming the scene when there are none at all."""
+        from ..core.errors import NoNavigableSpaceError
+
+        if not episodes:
+            raise NoNavigableSpaceError(f"scene '{ctx.scene_id}' ({ctx.scene_path}): no {self.name} episode "
+                                        f"possible: {reason}")
+        self.shortfall = f"{len(episodes)} of {n}: {reason}"
+        return episodes
+
     def episode_id(self, ctx: SceneContext, index: int) -> str:
         """Deterministic id ``"{task}-{scene_id}-{index:05d}"``."""
         return f"{self.name or self.config.task_type}-{ctx.scene_id}-{index:05d}"

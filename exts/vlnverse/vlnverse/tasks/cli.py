@@ -89,6 +89,11 @@ def _generate(args: argparse.Namespace) -> int:
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "
           f"path length {stats.get('mean', 0):.2f} ± {stats.get('std', 0):.2f} m")
+    if summary.get("shortfall"):
+        short = summary["shortfall"]
+        print(f"short of the request: {summary['total_episodes']} of {summary['requested_episodes']} episodes; "
+              f"{len(short)} scene(s) gave fewer (first: {short[0]['scene_id']}: {short[0]['written']} of "
+              f"{short[0]['requested']}, {short[0]['reason']}); see 'shortfall' in summary.json")
     return 0
 
 

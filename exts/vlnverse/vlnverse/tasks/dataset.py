@@ -7,9 +7,12 @@ Rules (also in ``docs/tasks.md``):
   ``val_seen`` is a held-out share of the episodes of *train* scenes: each train episode moves to
   ``val_seen`` with probability ``val_seen_fraction`` (default 0.1, drawn from the scene's own
   RNG stream), so val_seen scenes are seen in training but its episodes are not.
-* **Determinism.** Scene ``s`` gets the RNG ``default_rng(SeedSequence([seed, h(s)]))`` where
-  ``h`` is a stable hash of the scene id, so adding or removing scenes never changes the others'
-  episodes, and the same seed gives byte-identical files.
+* **Determinism.** Task ``t`` on scene ``s`` gets the RNG
+  ``default_rng(SeedSequence([seed, h(s), h(t)]))`` where ``h`` is a stable hash (SHA-256, not
+  Python's salted ``hash()``), so adding or removing scenes never changes the others' episodes,
+  the same seed gives byte-identical files, and every task type samples independently: two
+  tasks sharing a sampling routine (coarse-grained, visual-reference, dialogue) never reuse
+  each other's start/goal pairs.
 * **Atomicity.** Everything is written into a temporary folder beside ``DIR`` that replaces
   ``DIR`` only when the whole run succeeded (``core.io.atomic_dir``): an interrupted or failed
   run leaves no (partial) dataset behind.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -39,10 +43,20 @@ RENDERING_TASKS = ("visual_reference", "video_contextualized")
 DATASET_VERSION = 1
 
 
-def scene_seed(seed: int, scene_id: str) -> np.random.SeedSequence:
-    """The per-scene seed sequence: ``SeedSequence([seed, stable 64-bit hash of scene_id])``."""
-    digest = int.from_bytes(hashlib.sha256(scene_id.encode("utf-8")).digest()[:8], "little")
-    return np.random.SeedSequence([int(seed), digest])
+def stable_hash(text: str) -> int:
+    """A 64-bit hash of ``text`` that is the same in every process and on every machine (SHA-256)."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+
+
+def scene_seed(seed: int, scene_id: str, task: str | None = None) -> np.random.SeedSequence:
+    """The per-scene (and per-task) seed sequence ``SeedSequence([seed, h(scene_id), h(task)])``.
+
+    ``h`` is :func:`stable_hash`; ``task=None`` leaves the task out (one stream per scene).
+    """
+    entropy = [int(seed), stable_hash(scene_id)]
+    if task is not None:
+        entropy.append(stable_hash(task))
+    return np.random.SeedSequence(entropy)
 
 
 def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
@@ -108,9 +122,14 @@ def summarize(episodes_by_split: dict[str, list[Episode]], meta: dict[str, Any])
             "path_length_m": _stats([polyline_length(np.asarray(e.reference_path)) for e in eps]),
             "instruction_words": _stats([w for e in eps for w in instruction_words(e)]),
         }
+    kinds = Counter(str(e.info["kind"]) for e in all_eps if "kind" in e.info)
+    subclasses = Counter(f"{e.info['kind']}/{e.info.get('answer', {}).get('subclass', 'main')}"
+                         for e in all_eps if "kind" in e.info)
+    mix = {"kinds": dict(sorted(kinds.items())), "subclasses": dict(sorted(subclasses.items()))} if kinds else {}
     return {
         "version": DATASET_VERSION,
         **meta,
+        **mix,
         "counts": {split: len(eps) for split, eps in episodes_by_split.items()},
         "total_episodes": len(all_eps),
         "splits": per_split,
@@ -188,6 +207,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     out_dir = Path(out_dir)
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
+    shortfalls: list[dict[str, Any]] = []  # scenes that got fewer episodes than asked, and why
     with atomic_dir(out_dir) as tmp:
         generator = generator_cls(task_config)
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
@@ -207,12 +227,19 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution, renderer=renderer)
             bar.set_postfix_str(ctx.scene_id)
             split = split_of.get(ctx.scene_id, default_split)
-            gen_seq, split_seq = scene_seed(seed, ctx.scene_id).spawn(2)
+            gen_seq, split_seq = scene_seed(seed, ctx.scene_id, task).spawn(2)
+            generator.shortfall = None
             try:
                 episodes = generator.generate(ctx, np.random.default_rng(gen_seq), episodes_per_scene, split)
             finally:
                 if close is not None:
                     close()
+            if len(episodes) < episodes_per_scene:
+                shortfalls.append({"scene_id": ctx.scene_id, "requested": episodes_per_scene,
+                                   "written": len(episodes),
+                                   "reason": generator.shortfall or "the generator found no more distinct episodes"})
+                tqdm.write(f"{task}: {ctx.scene_id}: wrote {len(episodes)} of {episodes_per_scene} episodes "
+                           f"({shortfalls[-1]['reason']})")
             if split == "train" and val_seen_fraction > 0:
                 # One draw per episode group (false-premise pairs share info["pair_id"]; any other
                 # episode is its own group), so a pair never straddles train and val_seen.
@@ -235,25 +262,48 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
             save_episodes(tmp / f"{split}.jsonl", eps)
         meta = {"task": task, "seed": int(seed), "episodes_per_scene": episodes_per_scene, "body": body_name,
                 "val_seen_fraction": val_seen_fraction, "config": asdict(task_config),
-                "scenes": {s: scene_list[s] for s in ordered}}
+                "scenes": {s: scene_list[s] for s in ordered},
+                "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
         summary = summarize(ordered, meta)
         write_json_atomic(tmp / "summary.json", summary)
         write_bytes_atomic(tmp / "summary.png", summary_png(summary))
     return summary
 
 
+class SimulatorCamera:
+    """The simulator's camera as a task renderer: ``camera(x, y, yaw, pitch)`` → RGB (H, W, 3)
+    uint8 and ``camera.instances(x, y, yaw, pitch)`` → instance ids (H, W) of the same view
+    (the simulator's instance camera; ray-cast where OpenGL is missing); ``hfov_deg``."""
+
+    def __init__(self, sim, width: int, height: int, hfov_deg: float):
+        from ..sim import CameraSpec
+
+        self.sim = sim
+        self.hfov_deg = float(hfov_deg)
+        self._rgb = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
+        self._ids = CameraSpec(name="reference_instance", kind="instance", width=width, height=height,
+                               hfov_deg=hfov_deg)
+
+    def _pose(self, x: float, y: float, yaw: float, pitch: float):
+        from ..sim import AgentPose
+
+        return AgentPose(float(x), float(y), float(yaw), float(pitch))
+
+    def __call__(self, x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
+        return self.sim.render_at(self._pose(x, y, yaw, pitch), self._rgb)[self._rgb.name]
+
+    def instances(self, x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
+        """Instance id of every pixel of the view (0 where nothing is hit)."""
+        return self.sim.render_at(self._pose(x, y, yaw, pitch), self._ids)[self._ids.name]
+
+
 def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``)."""
+    """A ``renderer_factory`` returning the simulator's camera (``SimulatorCamera``) and its closer."""
 
     def factory(ctx: SceneContext):
-        from ..sim import AgentPose, CameraSpec, make_simulator
+        from ..sim import make_simulator
 
-        spec = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
         sim = make_simulator(ctx.desc, ctx.body, sensors=[])
-
-        def render(x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
-            return sim.render_at(AgentPose(float(x), float(y), float(yaw), float(pitch)), spec)[spec.name]
-
-        return render, sim.close
+        return SimulatorCamera(sim, width, height, hfov_deg), sim.close
 
     return factory

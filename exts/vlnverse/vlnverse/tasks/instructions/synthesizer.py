@@ -227,6 +227,9 @@ class Synthesizer:
         start room is said right before entering the next room when landmarks or turns come
         first ("Walk past the bed, exit the bedroom, and enter the hallway"); no clause template
         is repeated within one instruction while unused ones remain.
+        Each landmark category is named at most once ("the dining table" never twice): the stop
+        landmark is kept for the stop, an earlier turn near an already named (or the stop's)
+        category becomes a plain turn, and such a pass is left out.
         """
         lex = self.lexicon
         clauses: list[Phrase] = []
@@ -245,6 +248,17 @@ class Synthesizer:
             return room_phrase(room, lex, variant=int(rng.integers(3)))
 
         events = list(facts.events)
+        stop_landmark = next((e.landmark.category for e in events if e.kind == "stop" and e.landmark is not None),
+                             None)
+        named: set[str] = set()
+
+        def fresh(obj, at_stop: bool = False) -> bool:
+            """True (and remembered) when ``obj``'s category may still be named here."""
+            if obj is None or obj.category in named or (obj.category == stop_landmark and not at_stop):
+                return False
+            named.add(obj.category)
+            return True
+
         start = next((e for e in events if e.kind == "start"), None)
         events = [e for e in events if e.kind != "start"]
         initial_turns = [e for e in events if e.kind == "turn" and e.s <= 1e-9]
@@ -281,20 +295,21 @@ class Synthesizer:
                     current_room = nxt.room
                     last_s = nxt.s
                     i += 1
-                elif ev.landmark is not None:
+                elif fresh(ev.landmark):
                     clause("turn_at", {"dir": ev.direction, "landmark": lm(ev.landmark)})
                 else:
                     clause("turn", {"dir": ev.direction})
             elif ev.kind == "enter" and ev.room is not None:
                 clause("enter", {"room": rm(ev.room)})
                 current_room = ev.room
-            elif ev.kind == "pass" and ev.landmark is not None:
+            elif ev.kind == "pass" and fresh(ev.landmark):
                 clause("pass", {"landmark": lm(ev.landmark)})
             elif ev.kind == "stop":
-                if ev.landmark is not None and ev.room is not None and rng.random() < 0.5:
+                named_stop = fresh(ev.landmark, at_stop=True)
+                if named_stop and ev.room is not None and rng.random() < 0.5:
                     slots = {"landmark": lm(ev.landmark), "room": room_phrase(ev.room, lex, contains=ev.landmark)}
                     clause("stop_at_in", slots)
-                elif ev.landmark is not None:
+                elif named_stop:
                     clause("stop_at", {"landmark": lm(ev.landmark)})
                 elif ev.room is not None and ev.room != current_room:
                     clause("stop_in", {"room": rm(ev.room)})

@@ -8,9 +8,29 @@ LLM rewrite adding an unsupported object) is caught even when no mention claims 
 """
 from __future__ import annotations
 
+import re
+
+from ...scenes.labels import GENERIC_ROOM
 from .graph import SceneGraphView
 from .lexicon import Lexicon
 from .types import MENTION_KINDS, SYMMETRIC_RELATIONS, GroundedInstruction, Mention
+
+
+#: What a placeholder looks like in generated text: filler words standing in for a missing
+#: name, unfilled template slots (``{room}``, ``<obj>``, ``[target]``, ``$x``) and raw
+#: identifiers (``room_3``, ``obj:12``, ``living_room``) that never belong in an instruction.
+PLACEHOLDER_PATTERN = re.compile(
+    r"(?<![\w-])(unknown|unnamed|unlabel(?:l)?ed|undefined|none|null|nan|n/a|todo|tbd|xxx|placeholder)(?![\w-])"
+    r"|\{[^{}]*\}|<[^<>]*>|\[[^\[\]]*\]|\$\w+"
+    r"|\b(?:room|obj|object)[_:]\d+\b|\b[a-z]+_[a-z_]+\b",
+    re.IGNORECASE)
+
+
+def placeholder_problems(text: str) -> list[str]:
+    """One problem per placeholder in ``text`` (``unknown``, ``None``, ``{slot}``, ``room_3``,
+    ``living_room`` ...): an instruction containing any of them is rejected by the Verifier."""
+    return [f"'{m.group(0)}' at {m.start()}: placeholder in the instruction text"
+            for m in PLACEHOLDER_PATTERN.finditer(text)]
 
 
 def _node_kind_id(node: str | None) -> tuple[str, int] | None:
@@ -104,9 +124,10 @@ class Verifier:
 
     # ------------------------------------------------------------------ whole instruction
     def check(self, instruction: GroundedInstruction) -> list[str]:
-        """All problems of an instruction: unsupported mentions and uncovered vocabulary words."""
+        """All problems of an instruction: placeholders (``placeholder_problems``), unsupported
+        mentions and uncovered vocabulary words."""
         text = instruction.text
-        problems: list[str] = []
+        problems: list[str] = placeholder_problems(text)
         verified: list[Mention] = []
         for mention in instruction.mentions:
             found = self.check_mention(mention, text)
@@ -116,6 +137,8 @@ class Verifier:
         for hit in self.lexicon.find(text):
             covered = any(m.kind == hit.kind and m.category in hit.names
                           and m.span[0] <= hit.span[0] and hit.span[1] <= m.span[1] for m in verified)
+            if not covered and hit.kind == "room" and hit.names == {GENERIC_ROOM}:
+                continue  # the plain noun "room" ("which room it is in") claims nothing by itself
             if not covered:
                 problems.append(f"'{text[hit.span[0]:hit.span[1]]}' at {hit.span[0]}: {hit.kind} word not "
                                 f"supported by any verified mention")

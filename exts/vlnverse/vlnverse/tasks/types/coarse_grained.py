@@ -61,17 +61,26 @@ class CoarseGrained(TaskGenerator):
         synth = Synthesizer(self.template_task, lexicon=verifier.lexicon)
         self._rewriter = llm_rewriter(self.config, verifier)
         episodes: list[Episode] = []
+        self.rejected_targets: set[int] = set()  # targets finish_episode ruled out for good
         budget = int(self.config.params.get("max_attempts_per_episode", 20)) * max(n, 1)
         while len(episodes) < n:
             budget -= 1
-            if budget < 0:
-                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} episodes found with geodesic "
-                                        f"distance in [{self.config.min_geodesic}, {self.config.max_geodesic}] m")
+            if budget < 0 or not candidates:
+                return self.partial(ctx, episodes, n, self.shortfall_reason(candidates))
             goal = candidates[int(rng.integers(len(candidates)))]
             episode = self.episode_for_goal(ctx, rng, goal, len(episodes), split, synth, verifier)
             if episode is not None:
                 episodes.append(episode)
+            elif goal.instance_id in self.rejected_targets:
+                candidates = [c for c in candidates if c.instance_id not in self.rejected_targets]
         return episodes
+
+    def shortfall_reason(self, candidates: list[GoalObject]) -> str:
+        """Why fewer episodes than asked were found (for the dataset summary)."""
+        rejected = len(getattr(self, "rejected_targets", ()))
+        why = (f"no start within geodesic distance [{self.config.min_geodesic}, {self.config.max_geodesic}] m "
+               f"of the {len(candidates)} remaining target(s) in the attempt budget")
+        return why + (f"; {rejected} target(s) rejected by {self.name}" if rejected else "")
 
     def episode_for_goal(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, index: int,
                          split: str, synth: Synthesizer, verifier) -> Episode | None:

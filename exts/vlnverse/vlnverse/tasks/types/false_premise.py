@@ -40,6 +40,7 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode, Goal
 from ..pathing import PathPlanner
 from ..tours import object_visibility, view_blocking_grid
+from .goals import nearest_viewpoint
 
 TASK = "false_premise"
 FOUND, NOT_FOUND = "FOUND", "NOT_FOUND"
@@ -279,6 +280,9 @@ class FalsePremiseTask(TaskGenerator):
             raise NoNavigableSpaceError(f"scene '{ctx.scene_id}': no {TASK} pair passed the checks in {tries} tries "
                                         f"(rooms with >= {self.params.min_room_objects} objects, an absent plausible "
                                         f"object, reference coverage >= {self.params.min_coverage})")
+        if len(episodes) < n:
+            return self.partial(ctx, episodes, n, f"only {len(episodes) // 2} distinct pair(s) passed the checks "
+                                f"in {tries} tries")
         return episodes
 
     def _pair(self, ctx: SceneContext, scene: "_Scene", rng: np.random.Generator, index: int, split: str,
@@ -354,9 +358,13 @@ class FalsePremiseTask(TaskGenerator):
         entry_xy = viewpoints[entry]
         room_goal = Goal(position=ctx.to_3d(entry_xy), radius=goal_radius, object_id=None, room_id=int(room_id),
                          category=None)
-        d_found = ctx.planner.distance_field(start).distance(np.array([g.position[:2] for g in found_goals]))
-        best = int(np.argmin(d_found))
-        found_path = ctx.planner.shortest_path(start, found_goals[best].position[:2])
+        # Geodesic to the instances' navigable viewpoints (the definition success uses), not to
+        # their centres (which would add the straight offset from the nearest navigable cell).
+        nearest = nearest_viewpoint(ctx, start, found_goals)
+        if nearest is None:
+            return None
+        found_end, found_geodesic = nearest
+        found_path = ctx.planner.shortest_path(start, found_end)
         room_path = ctx.planner.shortest_path(start, entry_xy)
         pair_id = f"{ctx.scene_id}-pair{index // 2:05d}"
         common = {
@@ -371,7 +379,7 @@ class FalsePremiseTask(TaskGenerator):
         }
         yaw = float(room_path.start_yaw)
         found_ep = self.make_episode(ctx, index, split, found_path, [found_text.to_instruction()], goals=found_goals,
-                                     geodesic_distance=float(d_found[best]), start_yaw=yaw,
+                                     geodesic_distance=found_geodesic, start_yaw=yaw,
                                      info={**common, "decision": FOUND, "named_category": category,
                                            "mentions": [m.to_dict() for m in found_text.mentions]})
         nf_ep = self.make_episode(ctx, index + 1, split, room_path, [nf_text.to_instruction()], goals=[room_goal],

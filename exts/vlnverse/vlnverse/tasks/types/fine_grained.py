@@ -15,7 +15,7 @@ import numpy as np
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Describer, Synthesizer, synthesize_verified
-from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, no_episodes_error, pipeline
+from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, pipeline
 
 
 @register_task("fine_grained")
@@ -43,8 +43,8 @@ class FineGrained(TaskGenerator):
         while len(episodes) < n:
             budget -= 1
             if budget < 0:
-                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} paths had describable "
-                                        "rooms or landmarks")
+                return self.partial(ctx, episodes, n, "sampled paths had no describable rooms or landmarks "
+                                    "within the attempt budget")
             pair, path = self.sample_path(ctx, rng)
             start_yaw = float(rng.uniform(-math.pi, math.pi))
             facts = describer.describe_route(path.dense, path.waypoints, start_yaw)

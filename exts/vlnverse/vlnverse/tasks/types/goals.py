@@ -47,6 +47,89 @@ def footprint_distance(bounds_min, bounds_max, points: np.ndarray) -> np.ndarray
     return np.hypot(d[:, 0], d[:, 1])
 
 
+#: VCN-Bench App. C.1: a target's viewpoints are sampled every ``VIEWPOINT_SPACING`` metres within
+#: ``VIEWPOINT_MARGIN`` metres around its bounding box and kept when in the target's room.
+VIEWPOINT_MARGIN = 0.6
+VIEWPOINT_SPACING = 0.1
+
+
+def _viewpoint_filter(ctx, goal, points: np.ndarray, margin: float) -> np.ndarray:
+    """``points`` within ``margin`` of the goal object's xy box and inside its room (the goal's
+    ``room_id``; any room when it has none); empty when the goal names no known object."""
+    try:
+        obj = ctx.desc.object_by_id(int(goal.object_id))
+    except (KeyError, TypeError):
+        return np.zeros((0, 2))
+    points = points[footprint_distance(obj.bounds_min, obj.bounds_max, points) <= margin + 1e-9]
+    if goal.room_id is not None:
+        try:
+            points = points[ctx.desc.room_by_id(int(goal.room_id)).contains(points)]
+        except KeyError:
+            pass
+    return points
+
+
+def object_viewpoints(ctx, goals: Iterable, *, margin: float = VIEWPOINT_MARGIN,
+                      spacing: float = VIEWPOINT_SPACING) -> np.ndarray:
+    """The viewpoints (V, 2) of the goal objects (VCN-Bench App. C.1): grid points every
+    ``spacing`` within ``margin`` of each object's xy bounding box, inside the object's room
+    (the goal's ``room_id``; any room when it has none). Empty when no goal names a known object."""
+    out = []
+    for goal in goals:
+        if goal.object_id is None:
+            continue
+        try:
+            obj = ctx.desc.object_by_id(int(goal.object_id))
+        except KeyError:
+            continue
+        lo = np.asarray(obj.bounds_min, dtype=float)[:2] - margin
+        hi = np.asarray(obj.bounds_max, dtype=float)[:2] + margin
+        xs = np.arange(lo[0], hi[0] + 1e-9, spacing)
+        ys = np.arange(lo[1], hi[1] + 1e-9, spacing)
+        out.append(_viewpoint_filter(ctx, goal, np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2), margin))
+    return np.concatenate(out) if out else np.zeros((0, 2))
+
+
+def navigable_viewpoints(ctx, goals: Iterable, *, margin: float = VIEWPOINT_MARGIN) -> np.ndarray:
+    """Navigable cell centres (V, 2) that are viewpoints of the goal objects — the definition of
+    :func:`object_viewpoints` applied to the planner's navigable cells — so geodesic distances to
+    an object goal are exact planner distances. Goals naming no object contribute their position."""
+    planner = ctx.planner
+    out = []
+    for goal in goals:
+        if goal.object_id is None:
+            out.append(np.asarray(goal.position, dtype=float)[None, :2])
+            continue
+        try:
+            obj = ctx.desc.object_by_id(int(goal.object_id))
+        except KeyError:
+            out.append(np.asarray(goal.position, dtype=float)[None, :2])
+            continue
+        lo = np.asarray(obj.bounds_min, float)[:2] - margin
+        hi = np.asarray(obj.bounds_max, float)[:2] + margin
+        rc = planner.map.world_to_cell(np.array([lo, hi]))
+        r0, c0 = np.maximum(rc.min(axis=0), 0)
+        r1, c1 = np.minimum(rc.max(axis=0) + 1, planner.shape)
+        if r0 >= r1 or c0 >= c1:
+            continue
+        rows, cols = np.nonzero(planner.free[r0:r1, c0:c1])
+        out.append(_viewpoint_filter(ctx, goal, planner.cell_centres(rows + r0, cols + c0), margin))
+    return np.concatenate(out) if out else np.zeros((0, 2))
+
+
+def nearest_viewpoint(ctx, start_xy, goals: Iterable) -> tuple[np.ndarray, float] | None:
+    """The goals' navigable viewpoint geodesically nearest ``start_xy`` and its exact grid
+    distance (the planner's A* cost to it); None when no viewpoint is reachable."""
+    points = navigable_viewpoints(ctx, goals)
+    if len(points) == 0:
+        return None
+    d = ctx.planner.distance_field(start_xy).distance(points)
+    k = int(np.argmin(d))
+    if not np.isfinite(d[k]):
+        return None
+    return points[k], float(d[k])
+
+
 def goal_point(ctx, obj: dict, max_offset: float = 1.0) -> np.ndarray | None:
     """The navigable point nearest an object's footprint, or None if none lies within ``max_offset``.
 

@@ -67,7 +67,8 @@ class LongHorizon(TaskGenerator):
         while len(episodes) < n:
             budget -= 1
             if budget < 0:
-                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} sub-goal chains found")
+                return self.partial(ctx, episodes, n, "no further sub-goal chain in distinct rooms within the "
+                                    "attempt budget")
             count = int(rng.integers(lo, min(hi, len(rooms)) + 1))
             chain = self._sample_chain(ctx, rng, candidates, count)
             if chain is None:

@@ -54,8 +54,8 @@ class ObjectGoal(TaskGenerator):
         while len(episodes) < n:
             budget -= 1
             if budget < 0:
-                raise no_episodes_error(ctx, self.name, f"only {len(episodes)} of {n} starts found with geodesic "
-                                        f"distance in [{cfg.min_geodesic}, {cfg.max_geodesic}] m to a category")
+                return self.partial(ctx, episodes, n, f"no further start with geodesic distance in "
+                                    f"[{cfg.min_geodesic}, {cfg.max_geodesic}] m to a category within the attempt budget")
             category = categories[int(rng.integers(len(categories)))]
             instances = groups[category]
             fields = np.stack([planner.distance_field(g.goal_xy).grid for g in instances])

@@ -8,14 +8,28 @@ video covers both the start and the destination. Five instruction kinds:
 * ``instance`` — an object seen in the video, described (category, colour, room type) so that it
   is the only visible object matching the description;
 * room-to-object (R2O) kinds name a room through the video, then an object category to locate in
-  it: ``count`` ("the second bedroom you saw"), ``order`` ("the bedroom you visited after the
-  kitchen", "the room right after the kitchen"), ``distance`` ("the bathroom closest to you"),
-  ``orientation`` ("the bedroom farthest to your left").
+  it: ``count`` ("the second bedroom you saw"; subclass ``entry``: "the room right after your
+  second entry into the room you are in now"), ``order`` ("the bedroom you visited after the
+  kitchen", "the room right after the kitchen"; subclass ``single_room``: "of the bathroom and
+  the living room, the one you visited before the kitchen"), ``distance`` ("the bathroom closest
+  to you"), ``orientation`` ("the bedroom farthest to your left"). Count and Order pick a
+  subclass uniformly among those the window allows (``answer.subclass``).
+
+**Kind mix.** ``params.kind_mix`` (kind → weight; default equal weights over ``kinds``) sets
+per-kind quotas of the ``n`` episodes (largest remainder); tries cycle through the kinds still
+under quota, and the quotas are lifted once half the tries are spent (a scene that cannot
+host a kind fills up with the others). The achieved mix is ``generator.achieved_mix`` and the
+dataset summary's ``kinds``.
 
 Answers are emitted only when unambiguous from the video (VCN-Bench App. B.4): at least two rooms
 of the target type in the window (distractors) for every R2O kind; count — earlier rooms of the
-type are not revisited after the target's first entry; order — the anchor is the only room of its
+type are not revisited after the target's first entry; count ``entry`` (VCN-Bench App. B.4, second
+Count subclass) — the room you stand in was entered at least twice in the window and the target
+is the room of the visit right after its k-th entry; order — the anchor is the only room of its
 type and is visited once, and exactly one room of the target type lies on the asked side of it;
+order ``single_room`` (first Order subclass) — the target's type has exactly one room in the
+window, all its visits on the asked side of the anchor, and a listed distractor type (also a
+single room) lies wholly on the other side;
 distance — geodesic distances to the room centroids, from where you stand or from an anchor room
 whose type is unique in the window ("the bedroom closest to the kitchen"), differ by
 ≥ ``distance_margin`` (5 m) from the runner-up; orientation — exactly one room of the type among the rooms at that extreme, and the
@@ -44,6 +58,7 @@ from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode, Goal
 from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
                      sliding_windows, view_blocking_grid)
+from .goals import footprint_distance, nearest_viewpoint
 
 TASK = "video_contextualized"
 KINDS = ("instance", "count", "order", "distance", "orientation")
@@ -63,6 +78,7 @@ class VCNParams:
     """Task-specific settings (``params:`` of ``tasks/video_contextualized.yaml``)."""
 
     kinds: list[str] = field(default_factory=lambda: list(KINDS))
+    kind_mix: dict[str, float] = field(default_factory=dict)
     tour_spacing: float = 0.5
     spin_frames: int = 8
     frame_size: int = 128
@@ -83,6 +99,11 @@ class VCNParams:
         """Check kinds are known and sizes/margins positive."""
         unknown = sorted(set(self.kinds) - set(KINDS))
         require(bool(self.kinds) and not unknown, "kinds", f"got {self.kinds}", f"a non-empty subset of {list(KINDS)}")
+        bad_mix = {k: w for k, w in self.kind_mix.items()
+                   if k not in self.kinds or isinstance(w, bool) or not isinstance(w, (int, float))
+                   or not math.isfinite(w) or w < 0}
+        require(not bad_mix and (not self.kind_mix or sum(self.kind_mix.values()) > 0), "kind_mix",
+                f"got {self.kind_mix}", f"weights >= 0 (not all 0) for kinds among {self.kinds}")
         for name in ("tour_spacing", "hfov_deg", "visibility_range", "distance_margin", "orientation_margin"):
             value = getattr(self, name)
             require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
@@ -105,6 +126,32 @@ class RoomAnswer:
     room_id: int
     room_type: str
     details: dict = field(default_factory=dict, hash=False, compare=False)
+
+
+def kind_quotas(n: int, weights: dict[str, float]) -> dict[str, int]:
+    """Episodes per kind for ``n`` episodes in proportion to ``weights`` (largest remainder,
+    ties in the order given); equal weights give a balanced mix."""
+    total = sum(weights.values())
+    if total <= 0:
+        return dict.fromkeys(weights, 0)
+    exact = {k: n * w / total for k, w in weights.items()}
+    quotas = {k: int(math.floor(v)) for k, v in exact.items()}
+    order = sorted(weights, key=lambda k: -(exact[k] - quotas[k]))
+    for k in order[:n - sum(quotas.values())]:
+        quotas[k] += 1
+    return quotas
+
+
+def _one_subclass(answers: list[RoomAnswer], rng: np.random.Generator) -> list[RoomAnswer]:
+    """The answers of one subclass, drawn uniformly among the subclasses present (``details.subclass``;
+    none = the main subclass), so a rarer subclass is not drowned by a frequent one."""
+    groups: dict[str, list[RoomAnswer]] = {}
+    for a in answers:
+        groups.setdefault(a.details.get("subclass", "main"), []).append(a)
+    if not groups:
+        return []
+    names = sorted(groups)
+    return groups[names[int(rng.integers(len(names)))]]
 
 
 def _typed_rooms(visits, room_types: dict[int, str]) -> dict[str, list[int]]:
@@ -132,6 +179,57 @@ def count_answers(visits, room_types: dict[int, str], blurry: Iterable[str] = BL
             if any(v.room_id in earlier for v in visits[first[room] + 1:]):
                 continue
             out.append(RoomAnswer("count", room, rtype, {"ordinal": k}))
+    return out
+
+
+def count_entry_answers(visits, room_types: dict[int, str], current_room: int,
+                        blurry: Iterable[str] = BLURRY_ROOM_TYPES) -> list[RoomAnswer]:
+    """"The room right after your k-th entry into the room you are in now" (VCN-Bench's second
+    Count subclass): the current room was entered at least twice in the window; for each entry k
+    followed by another visit, the target is that visit's room (not of a blurry type)."""
+    blurry = set(blurry)
+    entries = [i for i, v in enumerate(visits) if v.room_id == current_room]
+    if len(entries) < 2:
+        return []
+    out = []
+    for k, i in enumerate(entries, start=1):
+        if i + 1 < len(visits):
+            room = visits[i + 1].room_id
+            if room_types[room] not in blurry and room != current_room:
+                out.append(RoomAnswer("count", room, room_types[room],
+                                      {"subclass": "entry", "ordinal": k, "anchor_room_id": current_room}))
+    return out
+
+
+def order_single_room_answers(visits, room_types: dict[int, str],
+                              blurry: Iterable[str] = BLURRY_ROOM_TYPES) -> list[RoomAnswer]:
+    """VCN-Bench's first Order subclass, rooms of different types: "of the bathroom and the living
+    room, go to the one you visited before the kitchen". The anchor is visited once and is the only
+    room of its type; the target's type has one room in the window, visited only on the asked side
+    of the anchor; the distractor (first such type in order of appearance) likewise only on the
+    other side. ``choices`` lists both types alphabetically."""
+    blurry = set(blurry)
+    typed = _typed_rooms(visits, room_types)
+    single = [t for t, rooms in typed.items() if len(rooms) == 1 and t not in blurry]
+    out = []
+    for i, anchor_visit in enumerate(visits):
+        anchor = anchor_visit.room_id
+        atype = room_types[anchor]
+        if atype in blurry or len(typed[atype]) != 1 or sum(v.room_id == anchor for v in visits) != 1:
+            continue
+        before = {room_types[v.room_id] for v in visits[:i]}
+        after = {room_types[v.room_id] for v in visits[i + 1:]}
+        only = {"before": [t for t in single if t != atype and t in before and t not in after],
+                "after": [t for t in single if t != atype and t in after and t not in before]}
+        for relation, other in (("before", "after"), ("after", "before")):
+            if not only[other]:
+                continue
+            distractor = only[other][0]
+            for rtype in only[relation]:
+                out.append(RoomAnswer("order", typed[rtype][0], rtype,
+                                      {"subclass": "single_room", "relation": relation, "anchor_room_id": anchor,
+                                       "choices": sorted([rtype, distractor]),
+                                       "distractor_room_id": typed[distractor][0]}))
     return out
 
 
@@ -342,14 +440,15 @@ class VideoContextualizedTask(TaskGenerator):
         seen_tags: set[tuple] = set()
         kinds = list(p.kinds)
         counts = dict.fromkeys(kinds, 0)
-        quota = math.ceil(n / len(kinds))  # balance the kinds; lifted once half the tries are spent
+        quotas = kind_quotas(n, {k: float(p.kind_mix.get(k, 1.0 if not p.kind_mix else 0.0)) for k in kinds})
+        kinds = [k for k in kinds if quotas[k] > 0] or kinds
         budget = n * p.tries_per_episode
         for attempt in range(budget):
             if len(episodes) >= n:
                 break
-            if attempt == budget // 2:
-                quota = n
-            open_kinds = [k for k in kinds if counts[k] < quota] or kinds
+            if attempt == budget // 2:  # lift the quotas: fill up with the kinds the scene allows
+                quotas = dict.fromkeys(kinds, n)
+            open_kinds = [k for k in kinds if counts[k] < quotas[k]] or kinds
             kind = open_kinds[attempt % len(open_kinds)]
             start, end = sliding_windows(tour, rng, 1, min_frames=p.window_min_frames,
                                          max_frames=p.window_max_frames, length_step=p.window_step)[0]
@@ -358,9 +457,14 @@ class VideoContextualizedTask(TaskGenerator):
                 built.info["video"] = video_rel
                 episodes.append(built)
                 counts[kind] += 1
+        self.achieved_mix = {k: counts[k] for k in kinds}
         if not episodes and n > 0:
             raise NoNavigableSpaceError(f"scene '{ctx.scene_id}': no unambiguous {TASK} episode in "
                                         f"{n * p.tries_per_episode} tries (kinds {kinds})")
+        if len(episodes) < n:
+            mix = ", ".join(f"{k} {c}" for k, c in self.achieved_mix.items())
+            return self.partial(ctx, episodes, n, f"the tour's windows admit no further distinct unambiguous "
+                                f"episode in {budget} tries (achieved mix: {mix})")
         return episodes
 
     # ------------------------------------------------------------------ per episode
@@ -385,9 +489,11 @@ class VideoContextualizedTask(TaskGenerator):
         if scene.room_types[start_room] in blurry:  # R2O episodes start in a clearly bounded room
             return None
         if kind == "count":
-            answers = count_answers(visits, scene.room_types, blurry)
+            answers = _one_subclass(count_answers(visits, scene.room_types, blurry)
+                                    + count_entry_answers(visits, scene.room_types, start_room, blurry), rng)
         elif kind == "order":
-            answers = order_answers(visits, scene.room_types, blurry)
+            answers = _one_subclass(order_answers(visits, scene.room_types, blurry)
+                                    + order_single_room_answers(visits, scene.room_types, blurry), rng)
         elif kind == "distance":
             # Reference: where you stand, or a room of the window whose type is unique in it.
             typed = {}
@@ -424,12 +530,17 @@ class VideoContextualizedTask(TaskGenerator):
                 info: dict, tag: tuple, seen_tags: set) -> Episode | None:
         if tag in seen_tags:
             return None
-        field_ = ctx.planner.distance_field(start_xy)
-        d = field_.distance(np.array([g.position[:2] for g in goals]))
-        best = int(np.argmin(d))
-        if not (self.config.min_geodesic <= d[best] <= self.config.max_geodesic):
+        # Geodesic to the goals' navigable viewpoints (the definition success uses, App. C.1), not
+        # to the object centres (which would add the offset from the nearest navigable cell).
+        nearest = nearest_viewpoint(ctx, start_xy, goals)
+        if nearest is None:
             return None
-        path = ctx.planner.shortest_path(start_xy, goals[best].position[:2])
+        end_xy, geodesic = nearest
+        if not (self.config.min_geodesic <= geodesic <= self.config.max_geodesic):
+            return None
+        boxes = [ctx.desc.object_by_id(int(g.object_id)) for g in goals]
+        best = int(np.argmin([footprint_distance(o.bounds_min, o.bounds_max, end_xy[None])[0] for o in boxes]))
+        path = ctx.planner.shortest_path(start_xy, end_xy)
         seen_tags.add(tag)
         info.update({"kind": kind, "window": [int(window[0]), int(window[1])],
                      "target_object_id": goals[best].object_id,
@@ -439,7 +550,7 @@ class VideoContextualizedTask(TaskGenerator):
                      "template_ids": list(instruction.template_ids),
                      "mentions": [m.to_dict() for m in instruction.mentions]})
         episode = self.make_episode(ctx, index, split, path, [instruction.to_instruction()], goals=goals,
-                                    geodesic_distance=float(d[best]), start_yaw=start_yaw, info=info)
+                                    geodesic_distance=geodesic, start_yaw=start_yaw, info=info)
         episode.start_position = ctx.to_3d(start_xy)
         return episode
 
@@ -486,10 +597,18 @@ class VideoContextualizedTask(TaskGenerator):
         part = answer.kind
         if answer.kind == "count":
             slots["ordinal"] = Phrase(ordinal_word(d["ordinal"]))
+            if d.get("subclass") == "entry":
+                part = "count_entry"
         elif answer.kind == "order":
             anchor = RoomRef(d["anchor_room_id"], scene.room_types[d["anchor_room_id"]])
             slots["anchor"] = room_phrase(anchor, scene.lexicon, variant=int(rng.integers(3)))
             part = f"order_{d['relation']}"
+            if d.get("subclass") == "single_room":
+                part = f"order_single_{d['relation']}"
+                rooms = {answer.room_type: answer.room_id, scene.room_types[d["distractor_room_id"]]:
+                         d["distractor_room_id"]}
+                for slot, rtype in zip(("choice_a", "choice_b"), d["choices"]):
+                    slots[slot] = room_phrase(RoomRef(rooms[rtype], rtype), scene.lexicon, variant=0)
         elif answer.kind == "distance":
             slots["extreme"] = Phrase("closest to" if d["extreme"] == "closest" else "farthest from")
             if d["reference"] != "start":

@@ -1,13 +1,27 @@
 """Visual-reference navigation: coarse-grained plus an image of the goal rendered at the goal.
 
 The image is rendered by ``ctx.renderer(x, y, yaw, pitch)`` (injected by the caller; the task
-layer never imports a simulator) facing the target object from a navigable point 1.2–2 m from
-it in the goal point's open space (``reference_viewpoint``; well inside the success radius), and is
-written as ``<assets_dir>/reference/<episode_id>.png`` (``assets_dir``: the dataset's ``assets/``
-folder; default the package cache's). ``info["reference_image"]`` holds that path relative to
-the dataset root (the folder holding ``assets/`` and the episode files) and
-``info["reference_view"]`` the camera pose. Config ``params`` as for coarse-grained plus
-``pitch_limit_deg`` (camera pitch clamp, default 30).
+layer never imports a simulator) facing the target object from a navigable point near it in
+the goal point's open space, and is written as ``<assets_dir>/reference/<episode_id>.png``
+(``assets_dir``: the dataset's ``assets/`` folder; default the package cache's).
+
+**The target is visible, rendered, not assumed.** The renderer must also draw instance masks
+(``ctx.renderer.instances(x, y, yaw, pitch)`` → (H, W) instance ids, same camera, and
+``ctx.renderer.hfov_deg``; ``dataset.simulator_renderer_factory`` provides both from the
+simulator's instance camera, ray-cast where OpenGL is missing). Candidate viewpoints are tried
+in order (``reference_viewpoints``: 2.0, 1.6, 1.2, 0.9, 0.6 m from the target centre, on the
+target→goal-point ray and rotated ±30°, ±60°) and the first one is kept whose rendered view
+
+* shows the target's instance on at least ``min_mask_fraction`` of the pixels (default 0.02), and
+* is not occluded at its centre: at least 5 of the 9 pixels around the projection of the
+  target's centre belong to the target.
+
+A target with no such view is rejected (the generator samples another target).
+``info["reference_image"]`` holds the image path relative to the dataset root,
+``info["reference_view"]`` the camera pose and ``info["reference_visibility"]`` the measured
+``mask_fraction``, ``centre_pixels`` (of 9) and the ``min_mask_fraction`` threshold. Config
+``params`` as for coarse-grained plus ``pitch_limit_deg`` (camera pitch clamp, default 30) and
+``min_mask_fraction``.
 """
 from __future__ import annotations
 
@@ -50,24 +64,63 @@ def save_png(path: Path, image: np.ndarray) -> Path:
     return path
 
 
-def reference_viewpoint(planner, goal_xy, target_position, distances=(2.0, 1.6, 1.2),
-                        angles_deg=(0.0, 30.0, -30.0, 60.0, -60.0)) -> np.ndarray:
-    """Where to stand for the reference image: a navigable point ``distances`` metres from the
-    target centre, on the target→goal-point ray (then rotated by ``angles_deg``), with a free
-    straight line to the goal point; the goal point itself when none qualifies.
+#: Default share of the reference image the target's instance mask must cover.
+MIN_MASK_FRACTION = 0.02
+#: Pixels (of the 3×3 window around the target centre's projection) that must show the target.
+CENTRE_PIXELS = 5
 
-    Standing back keeps tall or thin targets (floor lamps, wardrobes) framed instead of filling
-    the view; the free line to the goal point keeps the viewpoint in the goal's open space.
+
+def reference_viewpoints(planner, goal_xy, target_position, distances=(2.0, 1.6, 1.2, 0.9, 0.6),
+                         angles_deg=(0.0, 30.0, -30.0, 60.0, -60.0)) -> np.ndarray:
+    """Candidate places (K, 2) to stand for the reference image, best first: navigable points
+    ``distances`` metres from the target centre on the target→goal-point ray (then rotated by
+    ``angles_deg``) with a free straight line to the goal point, then the goal point itself.
+
+    Standing back keeps tall targets framed; the closer ones make small targets big enough; the
+    free line to the goal point keeps the viewpoint in the goal's open space.
     """
     goal = np.asarray(goal_xy, dtype=float)[:2]
     centre = np.asarray(target_position, dtype=float)[:2]
     base = math.atan2(goal[1] - centre[1], goal[0] - centre[0]) if np.hypot(*(goal - centre)) > 1e-6 else 0.0
     cand = np.array([centre + d * np.array([math.cos(base + math.radians(a)), math.sin(base + math.radians(a))])
-                     for a in angles_deg for d in distances])
+                     for d in distances for a in angles_deg])
     ok = planner.is_navigable(cand)
     if ok.any():
         ok[ok] = planner.segments_free(cand[ok], np.repeat(goal[None], int(ok.sum()), axis=0))
-    return cand[int(np.argmax(ok))] if ok.any() else goal
+    return np.concatenate([cand[ok], goal[None]])
+
+
+def reference_viewpoint(planner, goal_xy, target_position, distances=(2.0, 1.6, 1.2),
+                        angles_deg=(0.0, 30.0, -30.0, 60.0, -60.0)) -> np.ndarray:
+    """The first of ``reference_viewpoints`` (the goal point when none qualifies)."""
+    return reference_viewpoints(planner, goal_xy, target_position, distances, angles_deg)[0]
+
+
+def target_visibility(mask: np.ndarray, instance_id: int, view: dict, target_position, camera_height: float,
+                      floor_z: float, hfov_deg: float) -> dict:
+    """How well a rendered instance ``mask`` (H, W) shows ``instance_id`` from ``view``:
+    ``mask_fraction`` (share of pixels) and ``centre_pixels`` (of the 3×3 window around the
+    projection of the target centre, how many show the target; 0 when it projects outside)."""
+    mask = np.asarray(mask)
+    if mask.ndim != 2:
+        raise ConfigError(f"renderer.instances returned an array of shape {mask.shape}", field="renderer",
+                          expected="instance ids of shape (H, W)")
+    h, w = mask.shape
+    hit = mask == int(instance_id)
+    fraction = float(hit.mean())
+    # camera frame: the yaw points at the target, so it projects on the centre column; its row
+    # follows from the elevation relative to the (clamped) pitch, square pixels, focal from hfov.
+    dx, dy = float(target_position[0]) - view["x"], float(target_position[1]) - view["y"]
+    elevation = math.atan2(float(target_position[2]) - (floor_z + camera_height), max(math.hypot(dx, dy), 1e-6))
+    offset = elevation - view["pitch"]
+    centre = 0
+    if abs(offset) < math.pi / 2:
+        focal = (w / 2) / math.tan(math.radians(hfov_deg) / 2)
+        row = int(math.floor(h / 2 - focal * math.tan(offset)))
+        col = w // 2
+        if 0 <= row < h:
+            centre = int(hit[max(row - 1, 0):row + 2, max(col - 1, 0):col + 2].sum())
+    return {"mask_fraction": round(fraction, 6), "centre_pixels": centre}
 
 
 @register_task("visual_reference")
@@ -75,11 +128,22 @@ class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
 
     template_task = "visual_reference"
-    PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float)}
+    PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float), "min_mask_fraction": (int, float)}
+
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)
         #: The dataset's ``assets/`` folder; reference images go to ``<assets_dir>/reference/``.
         self.assets_dir = Path(assets_dir) if assets_dir is not None else None
+        fraction = self.min_mask_fraction
+        if not 0.0 < fraction < 1.0:
+            raise ConfigError(f"got {fraction}", field="params.min_mask_fraction", expected="a fraction in (0, 1)")
+        #: Reference view per (scene, target): (view, visibility) or None when none shows it.
+        self._views: dict[tuple[str, int], tuple[dict, dict] | None] = {}
+
+    @property
+    def min_mask_fraction(self) -> float:
+        """Share of the reference image the target must cover (``params.min_mask_fraction``)."""
+        return float(self.config.params.get("min_mask_fraction", MIN_MASK_FRACTION))
 
     def _assets(self) -> Path:
         if self.assets_dir is not None:
@@ -95,17 +159,48 @@ class VisualReference(CoarseGrained):
                               f"renderer for scene '{ctx.scene_id}' (run it through 'vlnverse data generate', "
                               f"which injects the simulator's camera, or pass renderer= to load_scene_context)",
                               field="renderer", expected="a callable (x, y, yaw, pitch) -> RGB image")
+        if not callable(getattr(ctx.renderer, "instances", None)):
+            raise ConfigError(f"task 'visual_reference' checks that the target is visible in each reference image "
+                              f"and needs instance masks for scene '{ctx.scene_id}'", field="renderer.instances",
+                              expected="a method (x, y, yaw, pitch) -> (H, W) instance ids, as "
+                                       "dataset.simulator_renderer_factory provides")
         return super().generate(ctx, rng, n, split)
 
-    def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject, episode: Episode) -> Episode:
-        """Render the goal view, save it under ``assets/`` and record it in ``info``."""
-        stand = reference_viewpoint(ctx.planner, goal.goal_xy, goal.facts.target.position)
-        view = reference_view(stand, goal.facts.target.position, float(ctx.body.camera_height),
-                              ctx.floor_z, float(self.config.params.get("pitch_limit_deg", 30.0)))
+    def goal_view(self, ctx: SceneContext, goal: GoalObject) -> tuple[dict, dict] | None:
+        """The reference view of ``goal`` and its measured visibility: the first candidate of
+        ``reference_viewpoints`` whose rendered instance mask passes both checks (module
+        docstring); None when none does. Cached per scene and target."""
+        key = (ctx.scene_id, int(goal.instance_id))
+        if key not in self._views:
+            target = goal.facts.target
+            height = float(ctx.body.camera_height)
+            hfov = float(getattr(ctx.renderer, "hfov_deg", 90.0))
+            limit = float(self.config.params.get("pitch_limit_deg", 30.0))
+            found = None
+            for stand in reference_viewpoints(ctx.planner, goal.goal_xy, target.position):
+                view = reference_view(stand, target.position, height, ctx.floor_z, limit)
+                mask = ctx.renderer.instances(view["x"], view["y"], view["yaw"], view["pitch"])
+                seen = target_visibility(mask, target.instance_id, view, target.position, height, ctx.floor_z, hfov)
+                if seen["mask_fraction"] >= self.min_mask_fraction and seen["centre_pixels"] >= CENTRE_PIXELS:
+                    found = (view, {**seen, "min_mask_fraction": self.min_mask_fraction})
+                    break
+            self._views[key] = found
+        return self._views[key]
+
+    def finish_episode(self, ctx: SceneContext, rng: np.random.Generator, goal: GoalObject,
+                       episode: Episode) -> Episode | None:
+        """Render the goal view, save it under ``assets/`` and record it in ``info``; None
+        (the target is rejected) when no viewpoint shows the target clearly."""
+        chosen = self.goal_view(ctx, goal)
+        if chosen is None:
+            self.rejected_targets.add(int(goal.instance_id))
+            return None
+        view, seen = chosen
         image = ctx.renderer(view["x"], view["y"], view["yaw"], view["pitch"])
         assets = self._assets()
         save_png(assets / "reference" / f"{episode.episode_id}.png", image)
         relative = f"{assets.name}/reference/{episode.episode_id}.png"
         episode.info["reference_image"] = relative
         episode.info["reference_view"] = view
+        episode.info["reference_visibility"] = seen
         return episode

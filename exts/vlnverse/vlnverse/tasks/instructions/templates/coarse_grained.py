@@ -42,7 +42,7 @@ CASUAL = [
     "swing by {room}, there's {a_target} {rel}",
     "find {target}, it's {rel}",
     "go to {target}, thanks",
-    "{target_noun} in {room}. Go go go",
+    "{target_noun} in {room}, go find it",
     "need you at {target} {rel} in {room}",
     "just go find {target}",
 ]

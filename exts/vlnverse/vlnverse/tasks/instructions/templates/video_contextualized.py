@@ -6,6 +6,10 @@ Parts and slots (every R2O template ends by naming an object category to locate 
 * ``count``: ``{ordinal}`` ("second"), ``{room_noun}`` ("bedroom"), ``{object}`` / ``{a_object}``;
 * ``order_after`` / ``order_before``: ``{room_noun}``, ``{anchor}`` ("the kitchen"), ``{object}``;
 * ``order_next`` / ``order_previous``: ``{anchor}``, ``{object}`` (the room right after / before);
+* ``count_entry``: ``{ordinal}``, ``{object}`` / ``{a_object}`` (the room after the k-th entry into
+  the current room);
+* ``order_single_before`` / ``order_single_after``: ``{choice_a}``, ``{choice_b}`` (two rooms of
+  different types), ``{anchor}``, ``{object}``;
 * ``distance``: ``{extreme}`` ("closest to"/"farthest from"), ``{room_noun}``, ``{object}`` — from where
   you stand; ``distance_from``: the same measured from ``{anchor}``;
 * ``orientation``: ``{side}`` ("farthest to your left"), ``{room_noun}``, ``{object}``.
@@ -26,6 +30,27 @@ TABLE = {
         ("formal", "Proceed to the {ordinal} {room_noun} visited in the video and locate {object}."),
         ("natural", "Think about the video: head to the {ordinal} {room_noun} you walked into, then find {object}."),
         ("casual", "the {ordinal} {room_noun} from the video, go there and find {a_object}"),
+    ],
+    "count_entry": [
+        ("natural", "Go to the room you entered right after your {ordinal} entry into the room you are in now, "
+                    "in the video, and find {object}."),
+        ("formal", "Proceed to the room visited immediately following the {ordinal} entry into the current room "
+                   "in the video. Locate {object}."),
+        ("casual", "the room right after your {ordinal} time in here in the video, go find {a_object} there"),
+    ],
+    "order_single_before": [
+        ("natural", "Of {choice_a} and {choice_b}, go to the one you visited before {anchor} in the video and "
+                    "find {object}."),
+        ("formal", "Go to the room that was visited before {anchor} in the video: {choice_a} or {choice_b}. "
+                   "Locate {object}."),
+        ("casual", "{choice_a} or {choice_b}, whichever came before {anchor} in the video, find {object} there"),
+    ],
+    "order_single_after": [
+        ("natural", "Of {choice_a} and {choice_b}, go to the one you visited after {anchor} in the video and "
+                    "find {object}."),
+        ("formal", "Go to the room that was visited after {anchor} in the video: {choice_a} or {choice_b}. "
+                   "Locate {object}."),
+        ("casual", "{choice_a} or {choice_b}, whichever came after {anchor} in the video, find {object} there"),
     ],
     "order_after": [
         ("natural", "Go to the {room_noun} you visited after {anchor} in the video and find {object}."),

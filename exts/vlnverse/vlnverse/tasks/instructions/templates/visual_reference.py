@@ -35,7 +35,7 @@ CASUAL = [
     "go match the image, {target} {rel}",
     "that {target_noun} in the image? Go there",
     "image is your goal, {target_noun} in {room}",
-    "head to {room}, find the spot in the image",
+    "head to {room}, find {target} from the image",
     "yo, go find the view in the image, {target} {rel}",
     "check the image and go to {target}",
     "go stand where the image was taken, by {target}",
