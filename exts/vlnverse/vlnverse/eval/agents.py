@@ -218,7 +218,7 @@ class OracleAgent(Agent):
         from ..tasks.pathing import PathPlanner
 
         if self._planner_context is not context.maps:
-            radius = float(getattr(getattr(context, "body", None), "radius", 0.18))
+            radius = float(context.body.radius)
             planners = []
             for margin in (self.clearance, self.clearance / 2):
                 navigable = context.maps.occupancy.dilate(radius + margin)

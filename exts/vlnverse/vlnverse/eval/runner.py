@@ -68,7 +68,7 @@ class RunSettings:
 
 def resolve_settings(cfg: EvalConfig) -> RunSettings:
     """Fill unset eval settings from the task config (``tasks/<task>.yaml``)."""
-    from ..sim.body import load_body
+    from ..core.body import load_body
     from ..tasks.base import load_task_config
 
     task_cfg = load_task_config(cfg.task)
