@@ -22,6 +22,7 @@ simulator for a scene's episodes) as a function with no module state, for parall
 from __future__ import annotations
 
 import logging
+import math
 import time
 import traceback
 import warnings
@@ -181,7 +182,8 @@ class Rollout:
         return AgentState(step=self.steps, pose=self._pose, max_steps=self.settings.max_steps,
                           success_distance=self.settings.success_distance, episode=self.episode, context=self.ctx,
                           goal_distance=self.goal_distance, collided=self._collided, mode=mode.name, node=node,
-                          neighbours=neighbours)
+                          neighbours=neighbours, forward_step=mode.forward_step,
+                          turn_angle_deg=math.degrees(mode.turn_angle))
 
     def _require_started(self) -> None:
         if not self._started:
