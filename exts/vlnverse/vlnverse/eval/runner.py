@@ -300,11 +300,13 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     """
     from tqdm import tqdm
 
+    from ..core.plugins import load_plugins
     from ..tasks.base import load_task_types
     from ..tasks.scoring import scoring_for
     from .models import make_model
     from .report import write_report
 
+    load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -46,7 +46,11 @@ def register_task(name: str) -> Callable[[type], type]:
 
 
 def load_task_types() -> list[str]:
-    """Import the task-type package (filling ``TASKS``) if it exists; returns the registered names."""
+    """Import the task-type package (filling ``TASKS``) if it exists, and the installed
+    ``vlnverse.plugins`` entry points; returns the registered names."""
+    from ..core.plugins import load_entry_point_plugins
+
+    load_entry_point_plugins()
     try:
         import vlnverse.tasks.types  # noqa: F401
     except ModuleNotFoundError as exc:
