@@ -258,11 +258,11 @@ def test_visual_reference_renders_the_goal_view(ctx, tmp_path):
             assert image.shape == (24, 32, 3) and image[0, 0, 0] == int((view["yaw"] + math.pi) / (2 * math.pi) * 255)
             target = np.asarray(ep.info["target"]["position"][:2])
             bearing = math.atan2(target[1] - view["y"], target[0] - view["x"])
-            assert abs(math.remainder(bearing - view["yaw"], 2 * math.pi)) < 1e-9
+            assert abs(math.remainder(bearing - view["yaw"], 2 * math.pi)) < 1e-5  # views are stored at the 1e-6 written precision
             stand = np.array([[view["x"], view["y"]]])
             assert ctx.planner.is_navigable(stand)[0]
             assert np.hypot(*(stand[0] - ep.goals[0].position[:2])) <= ep.goals[0].radius
-            assert 0.6 - 1e-9 <= np.hypot(*(stand[0] - target)) <= 2.0 + 1e-9 or \
+            assert 0.6 - 1e-5 <= np.hypot(*(stand[0] - target)) <= 2.0 + 1e-5 or \
                 np.allclose(stand[0], ep.goals[0].position[:2])
             # the recorded visibility is the simulator's instance mask at that view
             mask = camera.instances(view["x"], view["y"], view["yaw"], view["pitch"])

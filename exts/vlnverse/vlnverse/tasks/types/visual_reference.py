@@ -26,27 +26,32 @@ A target with no such view is rejected (the generator samples another target).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ...core.config import require
 from ...core.errors import ConfigError
 from ...core.io import atomic_path
+from ...core.precision import ANGLE_DECIMALS, LENGTH_DECIMALS, round_float
 from ..base import SceneContext, register_task
 from ..episode import Episode
-from .coarse_grained import CoarseGrained
+from .coarse_grained import CoarseGrained, CoarseGrainedParams
 from .goals import GoalObject
 
 def reference_view(goal_xy, target_position, camera_height: float, floor_z: float = 0.0,
                    pitch_limit_deg: float = 30.0) -> dict:
-    """Camera pose at ``goal_xy`` looking at the target centre: ``{x, y, yaw, pitch}`` (radians)."""
+    """Camera pose at ``goal_xy`` looking at the target centre: ``{x, y, yaw, pitch}`` (radians),
+    rounded to the precision episodes are written with, so the stored view is the one rendered."""
     dx = float(target_position[0]) - float(goal_xy[0])
     dy = float(target_position[1]) - float(goal_xy[1])
     horizontal = max(math.hypot(dx, dy), 1e-6)
     dz = float(target_position[2]) - (floor_z + camera_height)
     limit = math.radians(pitch_limit_deg)
     pitch = float(np.clip(math.atan2(dz, horizontal), -limit, limit))
-    return {"x": float(goal_xy[0]), "y": float(goal_xy[1]), "yaw": math.atan2(dy, dx), "pitch": pitch}
+    return {"x": round_float(goal_xy[0], LENGTH_DECIMALS), "y": round_float(goal_xy[1], LENGTH_DECIMALS),
+            "yaw": round_float(math.atan2(dy, dx), ANGLE_DECIMALS), "pitch": round_float(pitch, ANGLE_DECIMALS)}
 
 
 def save_png(path: Path, image: np.ndarray) -> Path:
@@ -123,27 +128,43 @@ def target_visibility(mask: np.ndarray, instance_id: int, view: dict, target_pos
     return {"mask_fraction": round(fraction, 6), "centre_pixels": centre}
 
 
+@dataclass
+class VisualReferenceParams(CoarseGrainedParams):
+    """``params`` of ``tasks/visual_reference.yaml``: the coarse-grained ones plus the largest
+    camera pitch (degrees) of the reference image."""
+
+    pitch_limit_deg: float = 30.0
+    min_mask_fraction: float = MIN_MASK_FRACTION
+
+    def validate(self) -> None:
+        """The coarse-grained checks, a pitch limit in (0, 90] degrees and a mask share in (0, 1)."""
+        super().validate()
+        require(0.0 < self.pitch_limit_deg <= 90.0, "pitch_limit_deg", f"got {self.pitch_limit_deg}",
+                "an angle in (0, 90] degrees")
+        require(0.0 < self.min_mask_fraction < 1.0, "min_mask_fraction", f"got {self.min_mask_fraction}",
+                "a fraction in (0, 1)")
+
+
 @register_task("visual_reference")
 class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
 
+    needs_renderer = True
+
     template_task = "visual_reference"
-    PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float), "min_mask_fraction": (int, float)}
+    Params = VisualReferenceParams
 
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)
         #: The dataset's ``assets/`` folder; reference images go to ``<assets_dir>/reference/``.
         self.assets_dir = Path(assets_dir) if assets_dir is not None else None
-        fraction = self.min_mask_fraction
-        if not 0.0 < fraction < 1.0:
-            raise ConfigError(f"got {fraction}", field="params.min_mask_fraction", expected="a fraction in (0, 1)")
         #: Reference view per (scene, target): (view, visibility) or None when none shows it.
         self._views: dict[tuple[str, int], tuple[dict, dict] | None] = {}
 
     @property
     def min_mask_fraction(self) -> float:
         """Share of the reference image the target must cover (``params.min_mask_fraction``)."""
-        return float(self.config.params.get("min_mask_fraction", MIN_MASK_FRACTION))
+        return float(self.params.min_mask_fraction)
 
     def _assets(self) -> Path:
         if self.assets_dir is not None:
@@ -175,7 +196,7 @@ class VisualReference(CoarseGrained):
             target = goal.facts.target
             height = float(ctx.body.camera_height)
             hfov = float(getattr(ctx.renderer, "hfov_deg", 90.0))
-            limit = float(self.config.params.get("pitch_limit_deg", 30.0))
+            limit = self.params.pitch_limit_deg
             found = None
             for stand in reference_viewpoints(ctx.planner, goal.goal_xy, target.position):
                 view = reference_view(stand, target.position, height, ctx.floor_z, limit)
