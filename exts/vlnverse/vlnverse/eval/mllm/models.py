@@ -284,15 +284,23 @@ class OpenAIChatModel(ChatModel):
             pass
         return min(delay, self.max_backoff)
 
+    def _request(self, messages: list[dict[str, str]], images: list[bytes]) -> tuple[Any, int, int]:
+        """One chat-completions request: (content, prompt tokens, completion tokens)."""
+        resp = self.client.chat.completions.create(model=self.model, messages=openai_messages(messages, images, self.image_detail),
+                                                   **self.params)
+        usage = getattr(resp, "usage", None)
+        choice = resp.choices[0] if getattr(resp, "choices", None) else None
+        return (getattr(getattr(choice, "message", None), "content", None),
+                int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
         oa = self._openai
-        payload = openai_messages(messages, images, self.image_detail)
         requests = 0
         last_kind, last_error, last_exc = "unreachable", "", None
         for attempt in range(self.max_retries + 1):
             requests += 1
             try:
-                resp = self.client.chat.completions.create(model=self.model, messages=payload, **self.params)
+                content, n_in, n_out = self._request(messages, images)
             except oa.APITimeoutError as exc:
                 last_kind, last_error, last_exc = "timeout", str(exc), exc
             except oa.APIConnectionError as exc:
@@ -305,11 +313,7 @@ class OpenAIChatModel(ChatModel):
                 else:  # 4xx: the request itself is wrong (e.g. an image the server rejects)
                     return Generation(error_kind="rejected", error=str(exc), requests=requests)
             else:
-                usage = getattr(resp, "usage", None)
-                choice = resp.choices[0] if getattr(resp, "choices", None) else None
-                content = getattr(getattr(choice, "message", None), "content", None)
-                gen = Generation(requests=requests, prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-                                 completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0))
+                gen = Generation(requests=requests, prompt_tokens=n_in, completion_tokens=n_out)
                 if not isinstance(content, str):
                     gen.error_kind, gen.error = "non_text", f"answer content is {type(content).__name__}, not text"
                 else:
@@ -338,11 +342,10 @@ class OllamaModel(OpenAIChatModel):
         kwargs.setdefault("api_key_env", None)
         super().__init__(model=model, base_url=base_url or default, **kwargs)
 
-    def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
+    def _request(self, messages: list[dict[str, str]], images: list[bytes]) -> tuple[Any, int, int]:
+        """Native ``/api/chat`` through the same client (its retries and errors), else the OpenAI API."""
         if self.api == "openai":
-            return super()._complete(messages, images)
-        import httpx  # the openai client's own HTTP library
-
+            return super()._request(messages, images)
         msgs = [dict(m) for m in messages]
         if images:
             last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
@@ -350,30 +353,11 @@ class OllamaModel(OpenAIChatModel):
         body = {"model": self.model, "messages": msgs, "stream": False,
                 "options": {"temperature": self.params["temperature"], "num_predict": self.params["max_tokens"],
                             **({"seed": self.params["seed"]} if "seed" in self.params else {})}}
-        requests, kind, error = 0, "unreachable", ""
-        for attempt in range(self.max_retries + 1):
-            requests += 1
-            try:
-                r = httpx.post(self.base_url.rstrip("/") + "/api/chat", json=body, timeout=self.client.timeout)
-            except httpx.TimeoutException as exc:
-                kind, error = "timeout", str(exc)
-            except httpx.HTTPError as exc:
-                kind, error = "unreachable", f"{exc} ({self.base_url})"
-            else:
-                if r.status_code == 200:
-                    data = r.json()
-                    content = (data.get("message") or {}).get("content")
-                    if not isinstance(content, str):
-                        return Generation(error_kind="non_text", error="no text content", requests=requests)
-                    return Generation(text=content, requests=requests, prompt_tokens=int(data.get("prompt_eval_count", 0)),
-                                      completion_tokens=int(data.get("eval_count", 0)))
-                kind = "rate_limit" if r.status_code == 429 else "server_error" if r.status_code >= 500 else "rejected"
-                error = f"HTTP {r.status_code}: {r.text[:200]}"
-                if kind == "rejected":
-                    break
-            if attempt < self.max_retries:
-                time.sleep(min(self.backoff * 2 ** attempt, self.max_backoff))
-        return Generation(error_kind=kind, error=error, requests=requests)
+        data = self.client.post("/api/chat", body=body, cast_to=object)
+        if not isinstance(data, dict):
+            return None, 0, 0
+        return ((data.get("message") or {}).get("content"), int(data.get("prompt_eval_count", 0) or 0),
+                int(data.get("eval_count", 0) or 0))
 
 
 @register_model("transformers")

@@ -1,0 +1,222 @@
+"""The eight VLN-MME agents end to end against a real local OpenAI-compatible server: graph mode on
+cached views (no simulator) and Tel-Hop with rendered views; re-prompts, generation errors, the
+response cache (a rerun sends no request) and the API key never written anywhere."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("openai", reason="the 'openai' package (extra [mllm]) is not installed")
+
+from eval_scenes import corridor_scene  # noqa: E402
+from mllm_server import message_text, openai_server  # noqa: E402
+from vlnverse.eval.agents import make_agent  # noqa: E402
+from vlnverse.eval.mllm.agents import VARIANTS  # noqa: E402
+from vlnverse.eval.mllm.cache import ViewCache, ViewpointSimulator, build_scene_cache  # noqa: E402
+from vlnverse.eval.mllm.views import make_candidates, stitch  # noqa: E402
+from vlnverse.eval.models import make_model  # noqa: E402
+from vlnverse.eval.modes import make_mode  # noqa: E402
+from vlnverse.eval.runner import RunSettings, run_episode, summarize  # noqa: E402
+from vlnverse.sim import make_simulator  # noqa: E402
+from vlnverse.sim.body import load_body  # noqa: E402
+from vlnverse.tasks.base import context_from_description  # noqa: E402
+from vlnverse.tasks.episode import Episode, Goal, Instruction  # noqa: E402
+
+KEY = "sk-agent-test-5c1d9e2f7a3b"
+SIZE = 32
+
+
+@pytest.fixture(scope="module")
+def corridor():
+    return context_from_description(corridor_scene(), load_body("r2r_ce"), 0.05, scene_path="corridor.usda")
+
+
+@pytest.fixture(scope="module")
+def view_cache(corridor, tmp_path_factory):
+    root = tmp_path_factory.mktemp("views")
+    first = build_scene_cache(corridor, root, size=SIZE)
+    assert first["rendered"] == first["viewpoints"] == corridor.navgraph.num_nodes
+    assert build_scene_cache(corridor, root, size=SIZE)["rendered"] == 0  # already there
+    return root
+
+
+def _episode(ctx):
+    path = ctx.planner.shortest_path((1.3, 1.5), (9.0, 1.5))
+    return Episode("corridor-mllm", "corridor", "corridor.usda", "test", "fine_grained", [1.3, 1.5, 0.0], 0.0,
+                   [Goal([9.0, 1.5, 0.0])], [[*p, 0.0] for p in path.waypoints], path.length,
+                   [Instruction("walk through the opening to the far end of the corridor and stop")])
+
+
+def navigator(body, n):
+    """A deterministic model: malformed first, then markers in the variant's format, then STOP."""
+    system = message_text(body["messages"][0])
+    last = message_text(body["messages"][-1])
+    cot = "<Reasoning>" in system
+    refl = "Final Decision" in system
+    if last.startswith("Your answer could not be used"):
+        return {"text": "Sorry. **Action:** 1"}
+    if last.startswith("You decided to revise"):
+        return {"text": "Action: 2"}
+    steps = last.count("\nStep ")
+    if "none yet" in last:
+        return {"text": "The corridor continues; I am not sure yet."}  # malformed: no action
+    if steps >= 3:
+        action = "STOP"
+    else:
+        action = "1"
+    text = (f"<Reasoning>Step {steps}: follow the corridor.</Reasoning>\n" if cot else "") + f"Action: {action}"
+    if refl:
+        decision = "revise" if steps == 1 else "keep"
+        text += f"\n<Reflection>Checked against the history.</Reflection>\nFinal Decision: {decision}"
+    return {"text": text}
+
+
+def _agent(name, url, tmp, cache_dir, **kw):
+    model = make_model("openai", {"model": "nav-vlm", "base_url": url, "api_key_env": "VLNV_AGENT_KEY",
+                                  "cache": str(cache_dir) if cache_dir else False, "backoff": 0.01, "max_retries": 1, "timeout": 5.0})
+    return make_agent(name, {"image_dir": str(tmp / "images"), "view_size": SIZE, **kw}, model=model)
+
+
+def _settings(ctx, max_steps=8):
+    return RunSettings(max_steps=max_steps, success_distance=3.0, body=ctx.body, resolution=0.05, task_type="fine_grained")
+
+
+def _check_record(rec, name, n_requests_max=None):
+    assert rec["termination"] == "stop", (name, rec["invalid"])
+    assert rec["actions"][-1] == "STOP" and rec["moves"] == 3
+    steps = rec["agent_outputs"]
+    assert len(steps) == 4
+    first = steps[0]
+    assert first["generation"]["reprompts"] == 1 and first["attempts"][0]["parsed"]["error_kind"] == "malformed"
+    assert "system_prompt" in first and "Instruction: walk through the opening" in first["prompt"]
+    assert Path(first["image"]).is_file() and len(first["image_sha256"]) == 64
+    assert first["candidates"] and first["candidates"][0]["marker"] == 1
+    if "reflection" in name:
+        assert steps[1]["generation"].get("revised") and steps[1]["attempts"][-1]["raw"] == "Action: 2"
+    if name.startswith("mapgpt"):
+        assert "Map: Place 0 is connected with" in steps[1]["prompt"] and "Visited places: 0, 1" in steps[1]["prompt"]
+    else:
+        assert "Step 1: turned" in steps[1]["prompt"] and "Map:" not in steps[1]["prompt"]
+
+
+def test_eight_variants_graph_mode_from_cached_views(corridor, view_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    assert len(VARIANTS) == 8
+    episode = _episode(corridor)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+    records = {}
+    with openai_server(navigator) as (url, reqs):
+        for name in VARIANTS:
+            agent = _agent(name, url, tmp_path, tmp_path / "responses")
+            rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor))
+            _check_record(rec, name)
+            assert rec["agent_outputs"][0]["observation"]["source"] == "observations"  # served from disk
+            records[name] = rec
+        sent = len(reqs)
+        assert all(r["auth"] == f"Bearer {KEY}" for r in reqs)
+        # a second identical run is answered from the response cache: no request at all
+        for name in VARIANTS:
+            rec = run_episode(episode, corridor, sim, make_mode("graph", sim, navgraph=corridor.navgraph.graph,
+                                                                planner=corridor.planner),
+                              _agent(name, url, tmp_path, tmp_path / "responses"), _settings(corridor))
+            assert rec["trajectory"] == records[name]["trajectory"] and rec["actions"] == records[name]["actions"]
+            assert all(a["cached"] for s in rec["agent_outputs"] for a in s["attempts"])
+        assert len(reqs) == sent
+    summary = summarize(list(records.values()), run={"collision_mode": "graph"})
+    gen = summary["overall"]["generation"]
+    assert gen["steps"] == 32 and gen["reprompts"] == 8 + 4 and gen["requests"] == sent
+    assert gen["generation_errors"] == {} and gen["cache_hits"] == 0 and gen["prompt_tokens"] > 0
+    for folder in (tmp_path, view_cache):
+        for f in folder.rglob("*"):
+            if f.is_file():
+                assert KEY.encode() not in f.read_bytes(), f
+    assert KEY not in json.dumps(list(records.values()))
+
+
+def test_eight_variants_in_telhop_with_rendered_views(corridor, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    episode = _episode(corridor)
+    sim = make_simulator(corridor.desc, corridor.body, sensors=[])
+    try:
+        with openai_server(navigator) as (url, reqs):
+            for name in VARIANTS:
+                mode = make_mode("telhop", sim, planner=corridor.planner)
+                agent = _agent(name, url, tmp_path, tmp_path / "responses", views="render")
+                rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor))
+                _check_record(rec, name)
+                assert all(isinstance(a, dict) and a["type"] == "WaypointAction" for a in rec["actions"][:-1])
+                assert rec["agent_outputs"][1]["observation"]["source"] == "render"
+                # every hop lands on the chosen viewpoint
+                target = rec["agent_outputs"][0]["candidates"][0]["xy"]
+                assert rec["trajectory"][1][:2] == pytest.approx(target, abs=0.02)
+                agent._renderer.close()
+    finally:
+        sim.close()
+
+
+def test_generation_errors_are_recorded_not_raised(corridor, view_cache, tmp_path, monkeypatch):
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    episode = _episode(corridor)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+
+    def reply(body, n):
+        if n in (2, 3):  # step 1: the request and its one retry fail
+            return {"status": 500}
+        return {"text": "Action: 42" if n % 2 else "I would rather not say."}
+
+    with openai_server(reply) as (url, reqs):
+        agent = _agent("navgpt", url, tmp_path, False, max_reprompts=1)
+        rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=3))
+    assert rec["termination"] == "max_steps" and rec["invalid_actions"] == 3
+    assert all("GenerationError" in i["error"] for i in rec["invalid"])
+    kinds = [s["generation"]["error_kind"] for s in rec["agent_outputs"]]
+    assert kinds == ["invalid_marker", "server_error", "invalid_marker"]
+    first = rec["agent_outputs"][0]["attempts"]
+    assert first[1]["parsed"]["error"].startswith("marker 42 does not exist")
+    summary = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
+    assert sum(summary["generation_errors"].values()) == 3
+
+
+def test_stitched_markers_follow_the_candidates():
+    views = np.zeros((4, 64, 64, 3), np.uint8)
+    for g in range(4):
+        views[g, :, :, g % 3] = 60 + 40 * g  # east, north, west, south tinted differently
+    cands = make_candidates((0.0, 0.0), math.pi / 2, [("a", (0.0, 2.0)), ("b", (-2.0, 0.0)), ("c", (2.0, 0.0))])
+    assert [(c.marker, c.target, c.direction) for c in cands] == [(1, "b", "left"), (2, "a", "front"), (3, "c", "right")]
+    image = stitch(views, math.pi / 2 + 0.1, cands, label_height=10)
+    assert image.shape == (74, 256, 3)
+    # facing north: Left = west (view 2), Front = north (1), Right = east (0), Back = south (3)
+    for slot, g in enumerate((2, 1, 0, 3)):
+        assert np.array_equal(image[12, slot * 64 + 2], views[g, 2, 2])
+    green = (image[..., 1] > 150) & (image[..., 0] < 100)
+    cols = np.flatnonzero(green.any(axis=0))
+    assert {int(c) // 64 for c in cols} == {0, 1, 2}  # one marker in each of Left, Front, Right; none Back
+
+
+def test_view_cache_reads_what_was_rendered(corridor, view_cache):
+    cache = ViewCache(view_cache)
+    node = sorted(corridor.navgraph.graph.nodes)[0]
+    xy = corridor.navgraph.graph.nodes[node]["position"]
+    views = cache.views_at("corridor", node, xy)
+    assert views.shape == (4, SIZE, SIZE, 3) and views.dtype == np.uint8
+    assert cache.views_at("corridor", node, (xy[0] + 0.5, xy[1])) is None
+    from vlnverse.eval.mllm.views import ViewRenderer
+
+    renderer = ViewRenderer(SIZE)
+    try:
+        assert np.array_equal(renderer.render(corridor.desc, corridor.body, xy), views)
+    finally:
+        renderer.close()
+
+
+def test_agent_without_model_is_a_config_error():
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="needs a model"):
+        make_agent("mapgpt_cot")
