@@ -30,8 +30,9 @@ setup(
     ],
     extras_require={
         "learn": ["torch>=2.7"],
+        "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
-        "test": ["pytest>=8.0"],
+        "test": ["pytest>=8.0", "openai>=1.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )

@@ -220,3 +220,51 @@ def test_agent_without_model_is_a_config_error():
 
     with pytest.raises(ConfigError, match="needs a model"):
         make_agent("mapgpt_cot")
+
+
+def test_run_eval_simulator_free_rerun_is_free_and_key_free(corridor, view_cache, tmp_path, monkeypatch):
+    from vlnverse.eval.config import load_eval_config
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.tasks.episode import save_episodes
+
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(view_cache))
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "user_cache"))  # response cache and saved images
+    episodes_file = tmp_path / "episodes.jsonl"
+    save_episodes(episodes_file, [_episode(corridor)])
+    with openai_server(navigator) as (url, reqs):
+        summaries = []
+        for run in ("first", "second"):
+            (tmp_path / f"{run}.yaml").write_text(
+                f"agent: {{name: mapgpt_cot_reflection, params: {{max_reprompts: 2}}}}\n"
+                f"model: {{name: openai, params: {{model: nav-vlm, base_url: '{url}', api_key_env: VLNV_AGENT_KEY}}}}\n"
+                f"task: fine_grained\nepisodes: {episodes_file}\ncollision_mode: graph\nbackend: viewpoints\n"
+                f"max_steps: 8\nout: {tmp_path / run}\nreport: {{max_episodes: 1, frame_width: 32}}\n")
+            cfg = load_eval_config(tmp_path / f"{run}.yaml")
+            summaries.append(run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor))
+            if run == "first":
+                sent = len(reqs)
+        assert sent > 0 and len(reqs) == sent  # the second run sent nothing
+    first, second = (s["overall"]["generation"] for s in summaries)
+    assert first["requests"] == sent and first["cache_hits"] == 0
+    assert second["requests"] == 0 and second["cache_hits"] == sent
+    assert summaries[0]["overall"]["means"] == summaries[1]["overall"]["means"]
+    assert summaries[0]["overall"]["terminations"] == {"stop": 1}
+    assert (tmp_path / "first" / "report.html").is_file()
+    written = [f for f in tmp_path.rglob("*") if f.is_file() and not f.name.endswith(".yaml")]
+    assert len(written) > 10
+    assert not [f for f in written if KEY.encode() in f.read_bytes()]
+
+
+def test_cache_build_cli(tmp_path, capsys):
+    from vlnverse.cli import main
+
+    assert main(["cache", "build", "--scenes", "home_0014", "--size", "32", "--out", str(tmp_path), "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    manifest = json.loads((tmp_path / "home_0014" / "manifest.json").read_text())
+    assert printed["viewpoints"] == printed["rendered"] == len(manifest["nodes"]) > 5
+    assert manifest["views"] == ["east", "north", "west", "south"] and manifest["size"] == 32
+    node = next(iter(manifest["nodes"]))
+    assert ViewCache(tmp_path).views("home_0014", int(node)).shape == (4, 32, 32, 3)
+    assert main(["cache", "build", "--scenes", "home_0014", "--size", "8", "--out", str(tmp_path)]) == 2
+    assert "--size: got 8 (expected 16..2048 pixels)" in capsys.readouterr().err
