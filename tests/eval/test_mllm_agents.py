@@ -268,3 +268,50 @@ def test_cache_build_cli(tmp_path, capsys):
     assert ViewCache(tmp_path).views("home_0014", int(node)).shape == (4, 32, 32, 3)
     assert main(["cache", "build", "--scenes", "home_0014", "--size", "8", "--out", str(tmp_path)]) == 2
     assert "--size: got 8 (expected 16..2048 pixels)" in capsys.readouterr().err
+
+
+def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path):
+    """VCN-Bench: after STOP the agent names a prior-video frame; dialogue: bounded questions."""
+    from vlnverse.eval.runner import score_frame_selection
+
+    frames = np.zeros((30, 8, 8, 3), np.uint8)
+    np.savez(tmp_path / "tour.npz", frames=frames)
+    episode = _episode(corridor)
+    episode.info.update({"video": "tour.npz", "window": [10, 26], "target_frames": [12, 13], "kind": "room",
+                         "target_room_id": 1})
+    answers = ["Action: 1", "Action: STOP", "It is the kitchen.", "Frame: twelve"]
+    model = make_model("scripted", {"answers": answers})
+    agent = make_agent("navgpt", {"image_dir": str(tmp_path / "img"), "video_root": str(tmp_path),
+                                  "view_cache": str(view_cache), "view_size": SIZE}, model=model)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+    rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor))
+    assert rec["termination"] == "stop" and agent.selected_frame == 12
+    ident = rec["agent_outputs"][-1]["goal_identification"]
+    assert ident["frames"][0] == 0 and ident["frames"][-1] == 15 and len(ident["attempts"]) == 2
+    assert rec["metrics"]["Rid_SR"] == score_frame_selection(episode, 12)["Rid_SR"] == 1.0
+
+    class Oracle:
+        def answer(self, question, xy, yaw):
+            return "The kitchen is ahead of you."
+
+    model = make_model("scripted", {"answers": ["Question: where is the kitchen?"] * 3 + ["Action: STOP"]})
+    agent = make_agent("mapgpt", {"image_dir": str(tmp_path / "img"), "max_questions": 2}, model=model)
+    agent.reset(_episode(corridor), corridor)
+    agent._oracle = Oracle()
+    node = sorted(corridor.navgraph.graph.nodes)[0]
+    xy = corridor.navgraph.graph.nodes[node]["position"]
+    from vlnverse.eval.agents import AgentState
+    from vlnverse.sim.types import AgentPose
+
+    state = AgentState(step=0, pose=AgentPose(xy[0], xy[1], 0.0), max_steps=5, success_distance=3.0, context=corridor,
+                       mode="graph", node=node,
+                       neighbours=[(n, corridor.navgraph.graph.nodes[n]["position"]) for n in corridor.navgraph.graph.neighbors(node)])
+    obs = {"views_rgb": ViewCache(view_cache).views("corridor", node)}
+    # two questions answered, the third is refused (budget), re-prompted, then STOP
+    from vlnverse.sim.types import DiscreteAction
+
+    assert agent.act(obs, state) is DiscreteAction.STOP
+    step = agent.outputs[-1]
+    assert [a.get("oracle_answer") for a in step["attempts"][:2]] == ["The kitchen is ahead of you."] * 2
+    assert step["attempts"][2]["parsed"]["error_kind"] == "malformed" and agent.questions == 2

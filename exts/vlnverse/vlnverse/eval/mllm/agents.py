@@ -92,7 +92,13 @@ class MLLMAgent(Agent):
     build``; default the user cache), ``image_dir`` (where the stitched images are saved;
     default ``<VLNVERSE_CACHE>/mllm_images``), ``view_size`` (pixels of a rendered view),
     ``caption_model`` (``{name, params}`` of a ``MODELS`` entry that describes each view in one
-    sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode).
+    sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode),
+    ``video_root`` (folder that relative prior-video paths of VCN-Bench episodes start from;
+    default the working folder) and ``video_frames`` (window frames shown for goal identification).
+
+    Video-contextualized (VCN-Bench) episodes: when the agent stops, it shows the model
+    ``video_frames`` evenly spaced frames of the prior-video window and asks which frame shows
+    the goal (``Frame: <index>``); the answer becomes ``selected_frame`` (Rid-SR / Oid-SR).
     """
 
     memory = "history"
@@ -101,7 +107,7 @@ class MLLMAgent(Agent):
 
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
-                 max_questions: int = 3, **kwargs: Any):
+                 max_questions: int = 3, video_root: str | None = None, video_frames: int = 8, **kwargs: Any):
         super().__init__(**kwargs)
         if self.model is None:
             raise ValueError(f"agent '{self.name}' needs a model: set 'model: {{name: openai, params: {{...}}}}' "
@@ -115,6 +121,10 @@ class MLLMAgent(Agent):
         from ...paths import cache_dir
 
         self.max_reprompts, self.max_questions = int(max_reprompts), int(max_questions)
+        if video_frames < 1:
+            raise ValueError(f"agent '{self.name}': video_frames must be >= 1, got {video_frames}")
+        self.video_root = Path(video_root) if video_root else Path.cwd()
+        self.video_frames = int(video_frames)
         self.views_source = views
         self.view_cache_root = Path(view_cache) if view_cache else cache_dir() / "views"
         self.image_dir = Path(image_dir) if image_dir else cache_dir() / "mllm_images"
@@ -152,6 +162,23 @@ class MLLMAgent(Agent):
             except Exception as exc:  # noqa: BLE001 - no oracle: questions are simply not offered
                 log.info("no dialogue oracle for %s: %s", getattr(episode, "episode_id", "?"), exc)
         self._decisions = "decision" in getattr(episode, "info", {}) or getattr(episode, "task_type", "") == "false_premise"
+        self._video: tuple[np.ndarray, np.ndarray] | None = None  # (shown frames, their window indices)
+        info = getattr(episode, "info", {})
+        if "video" in info and "window" in info:
+            from ...tasks.tours import load_prior_video
+
+            path = Path(info["video"])
+            path = path if path.is_absolute() else self.video_root / path
+            try:
+                frames, _ = load_prior_video(path)
+            except VLNVerseError as exc:
+                log.warning("episode %s: no goal identification (%s)", getattr(episode, "episode_id", "?"), exc)
+            else:
+                start, end = (int(v) for v in info["window"])
+                window = frames[start:end]
+                if len(window):
+                    idx = np.unique(np.linspace(0, len(window) - 1, min(self.video_frames, len(window))).round().astype(int))
+                    self._video = (window[idx], idx)
 
     # -- observation --------------------------------------------------------------------------------
 
@@ -365,6 +392,8 @@ class MLLMAgent(Agent):
             return parsed.kind.upper()
         if parsed.kind != "move":
             record["action"] = "STOP"
+            if self._video is not None:
+                self._identify_goal(record)
             return DiscreteAction.STOP
         c = by_marker[parsed.marker]
         record["action"] = {"marker": c.marker, "target": c.target}
@@ -384,6 +413,39 @@ class MLLMAgent(Agent):
             return c.target
         rel, dist = c.relative_heading, c.distance
         return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
+
+
+    def identify_goal_prompt(self, shown: np.ndarray) -> str:
+        """The goal-identification question over the shown prior-video frames."""
+        listing = ", ".join(f"image {k + 1} = frame {int(i)}" for k, i in enumerate(shown))
+        return (f"Instruction: {getattr(self.episode, 'instruction_text', '')}\n"
+                f"The images are frames of the video you watched before navigating ({listing}). "
+                "Which frame shows the goal of the instruction? Answer 'Frame: <frame index>'.")
+
+    def _identify_goal(self, record: dict) -> None:
+        """VCN-Bench goal identification: ask for the prior-video frame showing the goal; sets ``selected_frame``."""
+        frames, idx = self._video
+        messages = [{"role": "user", "content": self.identify_goal_prompt(idx)}]
+        n_window = int(idx[-1]) + 1
+        entry: dict[str, Any] = {"prompt": messages[0]["content"], "frames": [int(i) for i in idx], "attempts": []}
+        record["goal_identification"] = entry
+        for _ in range(self.max_reprompts + 1):
+            gen = self.model.generate(messages, list(frames))
+            for key, value in (("requests", gen.requests), ("cache_hits", int(gen.cached)), ("calls", 1),
+                               ("prompt_tokens", gen.prompt_tokens), ("completion_tokens", gen.completion_tokens)):
+                record["generation"][key] += value
+            parsed = parse_action(gen.text, [], frames=n_window) if gen.ok else None
+            entry["attempts"].append({"raw": gen.text, "parsed": parsed.to_dict() if parsed else None,
+                                      **({"error": gen.error_kind} if not gen.ok else {})})
+            if parsed is not None and parsed.kind == "frame":
+                self.selected_frame = parsed.frame
+                entry["selected_frame"] = parsed.frame
+                return
+            if not gen.ok and gen.error_kind not in ("empty", "non_text"):
+                return
+            messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
+                         {"role": "user", "content": f"Your answer could not be used: "
+                                                     f"{parsed.error if parsed else 'empty'}. Answer 'Frame: <index>'."}]
 
 
 #: the eight VLN-MME agent variants: name -> (memory, CoT, reflection)
