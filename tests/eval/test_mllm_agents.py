@@ -315,3 +315,17 @@ def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path
     step = agent.outputs[-1]
     assert [a.get("oracle_answer") for a in step["attempts"][:2]] == ["The kitchen is ahead of you."] * 2
     assert step["attempts"][2]["parsed"]["error_kind"] == "malformed" and agent.questions == 2
+
+
+def test_view_captions_enter_the_prompt(corridor, view_cache, tmp_path):
+    model = make_model("scripted", {"answers": ["Action: 1", "Action: STOP"]})
+    agent = make_agent("mapgpt", {"image_dir": str(tmp_path / "img"), "view_cache": str(view_cache),
+                                  "caption_model": {"name": "scripted", "params": {"answers": ["A grey corridor."]}}},
+                       model=model)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+    rec = run_episode(_episode(corridor), corridor, sim, mode, agent, _settings(corridor))
+    first, second = rec["agent_outputs"]
+    assert "Views: Front: A grey corridor.; Left: A grey corridor." in first["prompt"]
+    assert "saw A grey corridor." in second["prompt"] and "Place 0: A grey corridor." in second["prompt"]
+    assert agent.captioner.calls == 8  # four views at each of the two viewpoints, once each

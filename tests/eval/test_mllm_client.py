@@ -157,3 +157,34 @@ def test_scripted_model_answers_in_turn():
     cyc = make_model("scripted", {"answers": ["a", "b"], "cycle": True})
     assert [cyc.generate(HELLO).text for _ in range(3)] == ["a", "b", "a"]
     assert message_text({"content": [{"type": "text", "text": "x"}]}) == "x"
+
+
+def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
+    import logging
+    import threading
+
+    active, peak = [0], [0]
+    lock = threading.Lock()
+
+    def reply(body, n):
+        with lock:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+        import time
+
+        time.sleep(0.15)
+        with lock:
+            active[0] -= 1
+        return {"status": 503} if n == 0 else {"text": "Action: 1"}
+
+    caplog.set_level(logging.DEBUG)
+    with openai_server(reply) as (url, reqs):
+        model = _model(url, key_env, False, max_concurrency=2)
+        threads = [threading.Thread(target=model.generate, args=(HELLO,)) for _ in range(5)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(reqs) == 6 and peak[0] == 2  # 5 calls + one retry, never more than 2 at once
+    assert model.usage_summary()["requests"] == 6
+    assert "retry 1" in caplog.text and KEY not in caplog.text
