@@ -55,6 +55,8 @@ CASES = [
     ("Reasoning: 1) progress: passed the kitchen. 2) next: enter the hallway.\nPrediction: the hallway is at 4.\nAction: 4",
      "move", 4),
     ("action : 1\n\nExplanation: this leads to the stairs (marker 3 is a dead end).", "move", 1),
+    ("<Reasoning>The sofa is behind me, so I go ahead.\nAction: 2", "move", 2),  # unclosed tag
+    ("<Reasoning>Maybe marker 4?</Reasoning> Action: 3", "move", 3),
 ]
 
 

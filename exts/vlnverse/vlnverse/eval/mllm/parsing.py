@@ -149,8 +149,11 @@ def parse_action(text: Any, markers: Sequence[int] = (), directions: dict[str, S
                 out.reflection = value
             else:
                 out.reasoning = out.reasoning or value
-            # drop the tagged block so its prose cannot be taken for the action
-            text = pattern.sub(" ", text) if name != "reflection" or _ACTION.search(pattern.sub(" ", text)) else text
+            # drop the tagged block so its prose cannot be taken for the action (unless the
+            # action is only inside it, e.g. an unclosed tag)
+            stripped = pattern.sub(" ", text)
+            if _ACTION.search(stripped) or not _ACTION.search(text):
+                text = stripped
     d = _DECISION.search(text)
     if d:
         out.decision = d.group(1).lower()
