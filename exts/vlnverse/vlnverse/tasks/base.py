@@ -22,12 +22,14 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY, as_body
 from ..core.config import from_dict, load_config, require
 from ..core.errors import UnknownNameError
 from ..core.registry import Registry
 from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
+from .scoring import DEFAULT_SCORING, TaskScoring
 
 #: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
 TASKS: Registry = Registry("task")
@@ -44,7 +46,11 @@ def register_task(name: str) -> Callable[[type], type]:
 
 
 def load_task_types() -> list[str]:
-    """Import the task-type package (filling ``TASKS``) if it exists; returns the registered names."""
+    """Import the task-type package (filling ``TASKS``) if it exists, and the installed
+    ``vlnverse.plugins`` entry points; returns the registered names."""
+    from ..core.plugins import load_entry_point_plugins
+
+    load_entry_point_plugins()
     try:
         import vlnverse.tasks.types  # noqa: F401
     except ModuleNotFoundError as exc:
@@ -66,7 +72,7 @@ class TaskConfig:
     max_steps: int = 200
     min_geodesic: float = 3.0
     max_geodesic: float = 20.0
-    body: str = "r2r_ce"
+    body: str = DEFAULT_BODY
     map_resolution: float = 0.05
     room_change_fraction: float = 0.8
     params: dict[str, Any] = field(default_factory=dict)
@@ -175,10 +181,7 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
     """
     from ..scenes.maps import compute_scene_maps
     from ..scenes.usd_io import load_scene
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     scene_path = Path(scene_path)
     digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
     key = (digest, _body_key(body), float(resolution))
@@ -198,10 +201,7 @@ def context_from_description(desc, body, resolution: float = 0.05, scene_path: s
                              renderer: Callable[..., np.ndarray] | None = None) -> SceneContext:
     """A ``SceneContext`` for an in-memory ``SceneDescription`` (no file, no cache)."""
     from ..scenes.maps import compute_scene_maps
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     maps = compute_scene_maps(desc, body, resolution=resolution)
     planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
     path = Path(scene_path) if scene_path is not None else Path(desc.source_path or f"{desc.scene_id}.usda")
@@ -217,9 +217,16 @@ class TaskGenerator:
 
     Subclasses set their behaviour from ``self.config`` (a ``TaskConfig``) and use the helpers
     below for start/goal sampling, planning and episode assembly so ids and geometry are uniform.
+    ``scoring`` declares how the evaluator scores the task's episodes (``TaskScoring``: ordered
+    goals, a FOUND / NOT_FOUND decision, frame selection, goal region, its own metrics and
+    success rule); ``needs_renderer``: generation renders images (``ctx.renderer`` must be set);
+    ``instruction_optional``: its episodes may carry no instruction (the goal category is it).
     """
 
     name: str = ""
+    scoring: TaskScoring = DEFAULT_SCORING
+    needs_renderer: bool = False
+    instruction_optional: bool = False
 
     def __init__(self, config: TaskConfig | None = None):
         self.config = config if config is not None else TaskConfig(task_type=self.name or "task")
