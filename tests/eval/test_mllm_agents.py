@@ -272,11 +272,12 @@ def test_cache_build_cli(tmp_path, capsys):
 
 def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path):
     """VCN-Bench: after STOP the agent names a prior-video frame; dialogue: bounded questions."""
-    from vlnverse.eval.runner import score_frame_selection
+    from vlnverse.eval.scoring import score_frame_selection
 
     frames = np.zeros((30, 8, 8, 3), np.uint8)
     np.savez(tmp_path / "tour.npz", frames=frames)
     episode = _episode(corridor)
+    episode.task_type = "video_contextualized"
     episode.info.update({"video": "tour.npz", "window": [10, 26], "target_frames": [12, 13], "kind": "room",
                          "target_room_id": 1})
     answers = ["Action: 1", "Action: STOP", "It is the kitchen.", "Frame: twelve"]
@@ -286,9 +287,10 @@ def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path
     sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
     mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
     rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor))
-    assert rec["termination"] == "stop" and agent.selected_frame == 12
-    ident = rec["agent_outputs"][-1]["goal_identification"]
+    assert rec["termination"] == "stop" and rec["actions"][-2:] == [{"type": "SelectFrame", "frame": 12}, "STOP"]
+    ident = rec["agent_outputs"][-2]["goal_identification"]
     assert ident["frames"][0] == 0 and ident["frames"][-1] == 15 and len(ident["attempts"]) == 2
+    assert model.calls == 4  # the STOP after the selection asks nothing
     assert rec["metrics"]["Rid_SR"] == score_frame_selection(episode, 12)["Rid_SR"] == 1.0
 
     class Oracle:
@@ -329,3 +331,26 @@ def test_view_captions_enter_the_prompt(corridor, view_cache, tmp_path):
     assert "Views: Front: A grey corridor.; Left: A grey corridor." in first["prompt"]
     assert "saw A grey corridor." in second["prompt"] and "Place 0: A grey corridor." in second["prompt"]
     assert agent.captioner.calls == 8  # four views at each of the two viewpoints, once each
+
+
+def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_path):
+    from vlnverse.eval.agents import AgentState
+    from vlnverse.sim.types import AgentPose
+    from vlnverse.tasks.actions import Decision
+
+    episode = _episode(corridor)
+    episode.task_type = "false_premise"
+    episode.info["decision"] = "FOUND"  # the evaluator's key; the agent only learns the action space
+    model = make_model("scripted", {"answers": ["Action: STOP", "Action: not found"]})
+    agent = make_agent("navgpt_cot", {"image_dir": str(tmp_path / "img")}, model=model)
+    agent.reset(episode, corridor)
+    assert "FOUND or NOT_FOUND" in agent.system_prompt()
+    node = sorted(corridor.navgraph.graph.nodes)[0]
+    g = corridor.navgraph.graph
+    state = AgentState(step=0, pose=AgentPose(*g.nodes[node]["position"], 0.0), max_steps=5, success_distance=3.0,
+                       context=corridor, mode="graph", node=node,
+                       neighbours=[(n, g.nodes[n]["position"]) for n in g.neighbors(node)])
+    action = agent.act({"views_rgb": ViewCache(view_cache).views("corridor", node)}, state)
+    assert action is Decision.NOT_FOUND
+    step = agent.outputs[-1]
+    assert step["attempts"][0]["parsed"]["error_kind"] == "not_allowed" and step["action"] == "NOT_FOUND"

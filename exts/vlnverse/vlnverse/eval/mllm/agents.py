@@ -39,6 +39,7 @@ import numpy as np
 
 from ...core.errors import VLNVerseError
 from ...sim.types import DiscreteAction, WaypointAction
+from ...tasks.actions import Decision, SelectFrame
 from ..agents import Agent, AgentState, register_agent
 from .models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
@@ -96,9 +97,11 @@ class MLLMAgent(Agent):
     ``video_root`` (folder that relative prior-video paths of VCN-Bench episodes start from;
     default the working folder) and ``video_frames`` (window frames shown for goal identification).
 
-    Video-contextualized (VCN-Bench) episodes: when the agent stops, it shows the model
-    ``video_frames`` evenly spaced frames of the prior-video window and asks which frame shows
-    the goal (``Frame: <index>``); the answer becomes ``selected_frame`` (Rid-SR / Oid-SR).
+    Goal identification (VCN-Bench, task types whose scoring declares ``frame_selection``): when
+    the agent stops, it shows the model ``video_frames`` evenly spaced frames of the prior-video
+    window and asks which frame shows the goal (``Frame: <index>``); it returns that answer as
+    ``SelectFrame(index)`` (a step that does not move), then STOP. Decision tasks (VLN-NF) end
+    with ``Decision.FOUND`` / ``Decision.NOT_FOUND`` instead of STOP.
     """
 
     memory = "history"
@@ -161,10 +164,14 @@ class MLLMAgent(Agent):
                 self._oracle = oracle_for_episode(episode, context)
             except Exception as exc:  # noqa: BLE001 - no oracle: questions are simply not offered
                 log.info("no dialogue oracle for %s: %s", getattr(episode, "episode_id", "?"), exc)
-        self._decisions = "decision" in getattr(episode, "info", {}) or getattr(episode, "task_type", "") == "false_premise"
+        from ...tasks.scoring import scoring_for
+
+        scoring = scoring_for(getattr(episode, "task_type", ""))
+        self._decisions = scoring.applies_decision(episode)  # FOUND / NOT_FOUND instead of STOP
         self._video: tuple[np.ndarray, np.ndarray] | None = None  # (shown frames, their window indices)
+        self._pending_stop = False
         info = getattr(episode, "info", {})
-        if "video" in info and "window" in info:
+        if scoring.frame_selection and "video" in info and "window" in info:
             from ...tasks.tours import load_prior_video
 
             path = Path(info["video"])
@@ -313,6 +320,10 @@ class MLLMAgent(Agent):
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """Prompt the model with the step's observation and return the parsed action."""
+        if self._pending_stop:  # the frame was selected last step: now the STOP it preceded
+            self._pending_stop = False
+            self.outputs.append({"step": state.step, "action": "STOP", "after_frame_selection": True})
+            return DiscreteAction.STOP
         record: dict[str, Any] = {"step": state.step, "generation": {"requests": 0, "cache_hits": 0, "prompt_tokens": 0,
                                                                      "completion_tokens": 0, "latency_ms": 0.0,
                                                                      "calls": 0, "reprompts": 0, "error_kind": None}}
@@ -389,11 +400,14 @@ class MLLMAgent(Agent):
         """The runner action for a parsed decision; updates the history and the map."""
         if parsed.kind in ("found", "not_found"):
             record["action"] = parsed.kind.upper()
-            return parsed.kind.upper()
+            return Decision.parse(parsed.kind)
         if parsed.kind != "move":
             record["action"] = "STOP"
             if self._video is not None:
-                self._identify_goal(record)
+                frame = self._identify_goal(record)
+                if frame is not None:  # answer first (a step that does not move), then STOP
+                    self._pending_stop = True
+                    return SelectFrame(frame)
             return DiscreteAction.STOP
         c = by_marker[parsed.marker]
         record["action"] = {"marker": c.marker, "target": c.target}
@@ -422,8 +436,8 @@ class MLLMAgent(Agent):
                 f"The images are frames of the video you watched before navigating ({listing}). "
                 "Which frame shows the goal of the instruction? Answer 'Frame: <frame index>'.")
 
-    def _identify_goal(self, record: dict) -> None:
-        """VCN-Bench goal identification: ask for the prior-video frame showing the goal; sets ``selected_frame``."""
+    def _identify_goal(self, record: dict) -> int | None:
+        """VCN-Bench goal identification: the prior-video frame the model says shows the goal (None: no valid answer)."""
         frames, idx = self._video
         messages = [{"role": "user", "content": self.identify_goal_prompt(idx)}]
         n_window = int(idx[-1]) + 1
@@ -438,14 +452,14 @@ class MLLMAgent(Agent):
             entry["attempts"].append({"raw": gen.text, "parsed": parsed.to_dict() if parsed else None,
                                       **({"error": gen.error_kind} if not gen.ok else {})})
             if parsed is not None and parsed.kind == "frame":
-                self.selected_frame = parsed.frame
                 entry["selected_frame"] = parsed.frame
-                return
+                return parsed.frame
             if not gen.ok and gen.error_kind not in ("empty", "non_text"):
-                return
+                return None
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
                          {"role": "user", "content": f"Your answer could not be used: "
                                                      f"{parsed.error if parsed else 'empty'}. Answer 'Frame: <index>'."}]
+        return None
 
 
 #: the eight VLN-MME agent variants: name -> (memory, CoT, reflection)

@@ -378,8 +378,8 @@ class TransformersVLM(ChatModel):
             raise ConfigError("no model folder (config.json and weights) here", file=folder,
                               field="model.params.path", expected="a local Hugging Face model folder; nothing is downloaded")
         try:
+            import transformers  # first: it is the one usually missing (torch is a slow import)
             import torch
-            import transformers
         except ImportError:
             raise ConfigError("the 'transformers' package is not installed", field="model.name",
                               expected="pip install transformers (the 'transformers' model loads local weights only)") from None
