@@ -47,8 +47,9 @@ setup(
     install_requires=list(manifest["python"]["pipapi"]["requirements"]),
     extras_require={
         "learn": ["torch>=2.7"],
+        "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
-        "test": ["pytest>=8.0"],
+        "test": ["pytest>=8.0", "openai>=1.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )

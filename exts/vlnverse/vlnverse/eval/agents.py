@@ -424,3 +424,6 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
         from ..core.errors import ConfigError
 
         raise ConfigError(str(exc), field="agent.params") from None
+
+
+from .mllm import agents as _mllm_agents  # noqa: E402,F401 - registers the eight VLN-MME agents

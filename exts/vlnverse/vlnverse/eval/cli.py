@@ -25,6 +25,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
     q.set_defaults(func=_quickstart)
 
+    from .mllm.cli import add_commands as add_cache_commands
+
+    add_cache_commands(sub)  # vlnverse cache build
+
 
 def resolve_config_path(name: str) -> Path:
     """A config path as given, else ``tasks/eval/<name>.yaml``; unknown names list the shipped configs."""

@@ -30,3 +30,6 @@ def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
         return factory(**dict(params or {}))
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc), field="model.params") from None
+
+
+from .mllm import models as _mllm_models  # noqa: E402,F401 - registers openai, ollama, transformers, scripted

@@ -249,6 +249,11 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
             # (the episode's SR: all goals in order and a STOP near the last)
             agg["sr_n"] = M.sr_n([m["goals_reached"] for m in ordered],
                                  final_success=[float(m.get("SR") or 0.0) for m in ordered])
+        from .mllm.agents import generation_summary
+
+        generation = generation_summary(recs)  # MLLM agents: errors by kind, re-prompts, tokens, cache hits
+        if generation is not None:
+            agg["generation"] = generation
         return agg
 
     by_task: dict[str, list[dict]] = {}

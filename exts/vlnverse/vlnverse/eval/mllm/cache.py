@@ -1,0 +1,259 @@
+"""Cached, simulator-free observations (VLN-MME Sec. 3.3 "space for time").
+
+``vlnverse cache build --scenes SPLIT`` renders the four global 90° views (east, north, west,
+south) at every navigation-graph viewpoint of each scene once and stores them as one PNG strip
+per viewpoint::
+
+    <root>/<scene_id>/manifest.json      # version, view size, FoV, camera height, viewpoint positions
+    <root>/<scene_id>/<node>.png         # (H, 4 W, 3): east | north | west | south
+
+The ``viewpoints`` simulator backend (registered here in ``vlnverse.sim.BACKENDS``) then serves
+graph-mode evaluation from disk with no physics and no rendering: ``backend: viewpoints`` in an
+eval config; its observations are ``views_rgb`` (4, H, W, 3) and ``pose``. The root is
+``VLNVERSE_VIEW_CACHE`` or ``<VLNVERSE_CACHE>/views``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from ...core.errors import ConfigError
+from ...core.io import write_json_atomic
+from ...sim.api import BACKENDS, ControlConfig, Simulator
+from ...sim.types import ActionResult, AgentPose, InvalidActionError
+
+CACHE_VERSION = 1
+#: viewpoints farther than this from the asked position are not served (metres)
+MATCH_TOLERANCE = 0.05
+
+
+def default_view_cache() -> Path:
+    """``VLNVERSE_VIEW_CACHE`` or ``<VLNVERSE_CACHE>/views``."""
+    env = os.environ.get("VLNVERSE_VIEW_CACHE")
+    if env:
+        return Path(env)
+    from ...paths import cache_dir
+
+    return cache_dir() / "views"
+
+
+class ViewCache:
+    """Read access to a view cache folder (manifests are read once per scene)."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root is not None else default_view_cache()
+        self._manifests: dict[str, dict | None] = {}
+
+    def manifest(self, scene_id: str) -> dict | None:
+        """The scene's manifest, or None when the scene is not cached."""
+        if scene_id not in self._manifests:
+            path = self.root / scene_id / "manifest.json"
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except FileNotFoundError:
+                data = None
+            except (OSError, json.JSONDecodeError) as exc:
+                raise ConfigError(f"unreadable view cache manifest ({exc})", file=path,
+                                  expected="a file written by 'vlnverse cache build'") from None
+            if data is not None and data.get("version") != CACHE_VERSION:
+                raise ConfigError(f"got {data.get('version')!r}", file=path, field="version", expected=CACHE_VERSION)
+            if data is not None:
+                data["_xy"] = {int(k): np.asarray(v, dtype=float) for k, v in data["nodes"].items()}
+            self._manifests[scene_id] = data
+        return self._manifests[scene_id]
+
+    def views(self, scene_id: str, node: int) -> np.ndarray:
+        """(4, H, W, 3) uint8 views of viewpoint ``node`` (east, north, west, south)."""
+        from PIL import Image
+
+        with Image.open(self.root / scene_id / f"{int(node)}.png") as im:
+            strip = np.asarray(im.convert("RGB"))
+        w = strip.shape[1] // 4
+        return strip.reshape(strip.shape[0], 4, w, 3).transpose(1, 0, 2, 3)
+
+    def views_at(self, scene_id: str, node: Any, xy: Any) -> np.ndarray | None:
+        """The views of ``node`` if cached and ``xy`` stands on it (within ``MATCH_TOLERANCE``), else None."""
+        manifest = self.manifest(scene_id)
+        if manifest is None or node is None:
+            return None
+        pos = manifest["_xy"].get(int(node))
+        if pos is None or np.linalg.norm(pos - np.asarray(xy, dtype=float)[:2]) > MATCH_TOLERANCE:
+            return None
+        return self.views(scene_id, int(node))
+
+    def nearest(self, scene_id: str, xy: Any) -> int | None:
+        """The cached viewpoint at ``xy`` (within ``MATCH_TOLERANCE``), or None."""
+        manifest = self.manifest(scene_id)
+        if manifest is None:
+            return None
+        ids = list(manifest["_xy"])
+        d = np.linalg.norm(np.array([manifest["_xy"][i] for i in ids]) - np.asarray(xy, dtype=float)[:2], axis=1)
+        k = int(np.argmin(d))
+        return ids[k] if d[k] <= MATCH_TOLERANCE else None
+
+
+def build_scene_cache(ctx: Any, root: str | Path, *, size: int = 224, hfov_deg: float = 90.0,
+                      progress: bool = False) -> dict[str, Any]:
+    """Render and store the views of every viewpoint of ``ctx``'s navigation graph (skipping those
+    already stored with the same settings); returns counts and timing."""
+    from PIL import Image
+    from tqdm import tqdm
+
+    from ...core.io import atomic_path
+    from .views import ViewRenderer
+
+    folder = Path(root) / ctx.scene_id
+    nav = ctx.navgraph
+    nodes = {int(n): [round(float(v), 4) for v in nav.graph.nodes[n]["position"][:2]] for n in sorted(nav.graph.nodes)}
+    manifest = {"version": CACHE_VERSION, "scene_id": ctx.scene_id, "size": int(size), "hfov_deg": float(hfov_deg),
+                "camera_height": float(ctx.body.camera_height), "views": ["east", "north", "west", "south"],
+                "nodes": {str(k): v for k, v in nodes.items()}}
+    old = None
+    try:
+        old = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        pass
+    same = old is not None and {k: v for k, v in old.items() if k != "nodes"} == {k: v for k, v in manifest.items() if k != "nodes"}
+    renderer = ViewRenderer(size, hfov_deg)
+    rendered, t_render = 0, 0.0
+    try:
+        for node, xy in tqdm(nodes.items(), desc=f"cache {ctx.scene_id}", unit="vp", disable=not progress):
+            path = folder / f"{node}.png"
+            if same and path.is_file() and old["nodes"].get(str(node)) == xy:
+                continue
+            t0 = time.perf_counter()
+            views = renderer.render(ctx.desc, ctx.body, xy)
+            t_render += time.perf_counter() - t0
+            with atomic_path(path) as tmp:
+                Image.fromarray(np.concatenate(list(views), axis=1)).save(tmp, format="PNG")
+            rendered += 1
+    finally:
+        renderer.close()
+    write_json_atomic(folder / "manifest.json", manifest)
+    return {"scene_id": ctx.scene_id, "viewpoints": len(nodes), "rendered": rendered,
+            "render_ms_per_viewpoint": round(1000 * t_render / rendered, 2) if rendered else None}
+
+
+def build_cache(scenes: Any, root: str | Path | None = None, *, size: int = 224, hfov_deg: float = 90.0,
+                body: str = "r2r_ce", progress: bool = True) -> dict[str, Any]:
+    """``vlnverse cache build``: cache every scene of ``scenes`` (a split name, ``all``, ids or paths)."""
+    from ...sim.body import load_body
+    from ...tasks.base import load_scene_context
+    from ...tasks.dataset import resolve_scene_paths
+
+    root = Path(root) if root is not None else default_view_cache()
+    agent_body = load_body(body)
+    out = []
+    for path in resolve_scene_paths(scenes):
+        ctx = load_scene_context(path, agent_body)
+        out.append(build_scene_cache(ctx, root, size=size, hfov_deg=hfov_deg, progress=progress))
+    summary = {"root": str(root), "scenes": out, "viewpoints": sum(s["viewpoints"] for s in out),
+               "rendered": sum(s["rendered"] for s in out)}
+    write_json_atomic(root / "build_summary.json", summary)
+    return summary
+
+
+class ViewpointSimulator(Simulator):
+    """Simulator-free backend for graph mode: the agent hops between cached viewpoints.
+
+    No physics, no rendering: ``teleport`` moves the pose (a hop along a navigation-graph edge,
+    collision-free by construction), ``get_observations`` reads the cached views of the viewpoint
+    the agent stands on (``views_rgb``, plus ``pose``). Discrete / velocity actions are invalid.
+    """
+
+    def __init__(self, scene: Any, body: Any, *, sensors: Iterable[Any] = (), control: Any = None,
+                 cache: str | Path | None = None):
+        self.scene, self.body = scene, body
+        self.control = control or ControlConfig()
+        self.cache = ViewCache(cache)
+        if self.cache.manifest(scene.scene_id) is None:
+            raise ConfigError(f"no cached views of scene {scene.scene_id!r} in {self.cache.root}", field="backend",
+                              expected="run 'vlnverse cache build' for the split first")
+        self._sensors = {s.name: s for s in sensors}
+        self._pose = AgentPose(0.0, 0.0, 0.0)
+        self._time = 0.0
+        self.access_s: list[float] = []
+
+    def reset(self, pose: Any) -> dict[str, np.ndarray]:
+        """Place the agent at ``pose`` (a viewpoint for observations to exist)."""
+        self._pose, self._time = AgentPose.coerce(pose), 0.0
+        return self.get_observations()
+
+    def step(self, action: Any) -> tuple[dict[str, np.ndarray], ActionResult]:
+        """Not supported: the cached mode only hops between viewpoints (graph collision mode)."""
+        raise InvalidActionError("the 'viewpoints' backend only supports graph mode (hops between viewpoints)")
+
+    def teleport(self, pose: Any) -> ActionResult:
+        """Move to ``pose`` (no collision checks: graph edges are collision-free)."""
+        target = AgentPose.coerce(pose)
+        self._pose = target
+        return ActionResult(action="teleport", commanded_pose=target, achieved_pose=target)
+
+    @property
+    def pose(self) -> AgentPose:
+        """The agent's pose."""
+        return self._pose
+
+    @property
+    def time(self) -> float:
+        """Always 0: no simulation clock."""
+        return self._time
+
+    @property
+    def semantic_labels(self) -> list[str]:
+        """No semantic sensor: empty."""
+        return []
+
+    def attach_sensor(self, spec: Any) -> None:
+        """Sensors are recorded but not rendered (the cached views are the observation)."""
+        self._sensors[spec.name] = spec
+
+    def detach_sensor(self, name: str) -> None:
+        """Forget sensor ``name``."""
+        self._sensors.pop(name, None)
+
+    @property
+    def sensors(self) -> dict[str, Any]:
+        """Attached (unrendered) sensor specs."""
+        return dict(self._sensors)
+
+    def get_observations(self) -> dict[str, np.ndarray]:
+        """``views_rgb`` of the viewpoint under the agent (absent off the viewpoints) and ``pose``."""
+        t0 = time.perf_counter()
+        obs: dict[str, np.ndarray] = {}
+        node = self.cache.nearest(self.scene.scene_id, self._pose.xy)
+        if node is not None:
+            obs["views_rgb"] = self.cache.views(self.scene.scene_id, node)
+        obs["pose"] = np.array([self._pose.x, self._pose.y, self._pose.yaw, self._pose.pitch], np.float32)
+        self.access_s.append(time.perf_counter() - t0)
+        return obs
+
+    def render_at(self, pose: Any, spec: Any) -> dict[str, np.ndarray]:
+        """The cached view nearest to ``pose``'s heading, resized to ``spec`` (report frames)."""
+        from PIL import Image
+
+        from .views import snapped_front
+
+        pose = AgentPose.coerce(pose)
+        node = self.cache.nearest(self.scene.scene_id, pose.xy)
+        if node is None:
+            raise InvalidActionError(f"no cached viewpoint at ({pose.x:.2f}, {pose.y:.2f})")
+        view = self.cache.views(self.scene.scene_id, node)[snapped_front(pose.yaw)]
+        size = (int(getattr(spec, "width", view.shape[1])), int(getattr(spec, "height", view.shape[0])))
+        return {spec.name: np.asarray(Image.fromarray(view).resize(size))}
+
+    def object_positions(self) -> dict[int, np.ndarray]:
+        """Object centres from the scene description."""
+        return {o.instance_id: (np.asarray(o.bounds_min) + np.asarray(o.bounds_max)) / 2 for o in self.scene.objects}
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+if "viewpoints" not in BACKENDS:
+    BACKENDS.register("viewpoints")("vlnverse.eval.mllm.cache:ViewpointSimulator")

@@ -1,0 +1,33 @@
+"""``vlnverse cache build``: pre-render the four views at every navigation-graph viewpoint of a split."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``cache build``."""
+    p = sub.add_parser("cache", help="simulator-free observation cache for graph-mode MLLM agents")
+    csub = p.add_subparsers(dest="cache_command", metavar="ACTION")
+    csub.required = True
+    b = csub.add_parser("build", help="render the four 90-degree views at every navigation-graph viewpoint of "
+                                      "the scenes once (then evaluate with backend=viewpoints, no simulator)")
+    b.add_argument("--scenes", default="val_unseen", help="split name, 'all', or scene ids/paths (comma-separated)")
+    b.add_argument("--out", default=None, help="cache folder (default: $VLNVERSE_VIEW_CACHE or <VLNVERSE_CACHE>/views)")
+    b.add_argument("--size", type=int, default=224, help="view width = height in pixels (default 224)")
+    b.add_argument("--hfov", type=float, default=90.0, help="horizontal field of view of a view (default 90)")
+    b.add_argument("--body", default="r2r_ce", help="agent body preset (camera height; default r2r_ce)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.set_defaults(func=_build)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from ...core.errors import ConfigError
+    from .cache import build_cache
+
+    if not 16 <= args.size <= 2048:
+        raise ConfigError(f"got {args.size}", field="--size", expected="16..2048 pixels")
+    summary = build_cache(args.scenes, args.out, size=args.size, hfov_deg=args.hfov, body=args.body,
+                          progress=not args.no_progress)
+    print(json.dumps({k: summary[k] for k in ("root", "viewpoints", "rendered")}, indent=2))
+    return 0

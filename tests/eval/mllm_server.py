@@ -1,0 +1,72 @@
+"""A local OpenAI chat-completions server for the MLLM tests (127.0.0.1 only, never the internet).
+
+``reply(body, n)`` gets the request JSON and its 0-based count and returns a dict: ``text`` (the
+answer; ``None`` sends a null content), ``status`` (HTTP status, default 200), ``sleep`` (seconds
+to wait before answering), ``headers`` (extra response headers). Also answers Ollama's native
+``/api/chat``.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable, Iterator
+
+
+def message_text(message: dict) -> str:
+    """The text of a chat message whose content is a string or a list of parts."""
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+
+
+@contextlib.contextmanager
+def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, list[dict]]]:
+    """Serve chat completions; yields (base URL ending in /v1, list of received requests)."""
+    requests: list[dict] = []
+    lock = threading.Lock()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server naming)
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with lock:
+                n = len(requests)
+                requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+            spec = reply(body, n)
+            time.sleep(spec.get("sleep", 0.0))
+            status = spec.get("status", 200)
+            if status != 200:
+                data = json.dumps({"error": {"message": spec.get("text") or f"status {status}", "type": "test"}}).encode()
+            elif self.path.endswith("/api/chat"):
+                data = json.dumps({"message": {"role": "assistant", "content": spec.get("text")},
+                                   "prompt_eval_count": 11, "eval_count": 3}).encode()
+            else:
+                data = json.dumps({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                                   "choices": [{"index": 0, "finish_reason": "stop",
+                                                "message": {"role": "assistant", "content": spec.get("text")}}],
+                                   "usage": {"prompt_tokens": 100 + n, "completion_tokens": 7, "total_tokens": 107 + n}}).encode()
+            try:
+                self.send_response(status)
+                for k, v in spec.get("headers", {}).items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout test)
+                pass
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
+    finally:
+        server.shutdown()
+        server.server_close()
