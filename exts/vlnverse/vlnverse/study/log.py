@@ -1,9 +1,10 @@
 """Per-episode trajectory logs of a study: one CSV per participant and episode, one row per tick.
 
 ``DIR/participants/<pid>/<episode_id>.csv`` holds ``t`` (s of driving since the episode began),
-``wall_time`` (Unix s), ``x``, ``y`` (m), ``yaw``, ``pitch`` (rad), ``action`` (the keys held:
-``forward``, ``back``, ``left``, ``right``, ``look_up``, ``look_down`` joined by ``+``, or ``idle``)
-and ``collided`` (0/1: contact during the tick). Every row is written and flushed as it is made,
+``wall_time`` (Unix s), ``x``, ``y`` (m), ``yaw``, ``pitch`` (rad) sampled at that instant,
+``action`` (the keys held then, applied over the next tick: ``forward``, ``back``, ``left``,
+``right``, ``look_up``, ``look_down`` joined by ``+``, or ``idle``) and ``collided`` (0/1: contact
+during the tick that ended at this row). Every row is written and flushed as it is made,
 so a closed tab or a killed server loses nothing logged. When the episode ends,
 ``<episode_id>.json`` records how (``termination``: stop | failure | max_steps | ended) and the
 collision mode.

@@ -220,3 +220,38 @@ def serve(store: StudyStore, host: str = "127.0.0.1", port: int = 8765) -> None:
     print(f"vlnverse study: {len(store.order)} episodes, writing to {store.out}\n"
           f"open http://{shown}:{port}/ in a browser (Ctrl+C stops)", flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", ws_ping_interval=5, ws_ping_timeout=10)
+
+
+class BackgroundServer:
+    """Run an ASGI ``app`` with uvicorn in a daemon thread (tests, benchmarks); a context manager
+    that yields the base URL and stops the server on exit."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        import socket
+
+        import uvicorn
+
+        if port == 0:
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+        self.url = f"http://{host}:{port}"
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._thread = None
+
+    def __enter__(self) -> str:
+        import threading
+        import time
+
+        self._thread = threading.Thread(target=self._server.run, name="uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the server at {self.url} did not start")
+            time.sleep(0.05)
+        return self.url
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.should_exit = True
+        self._thread.join(15)

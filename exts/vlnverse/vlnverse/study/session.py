@@ -221,10 +221,12 @@ class ParticipantDriver:
         else:
             self._t = 0.0
         self._last_look = -math.inf
+        self._coasting = self._collided = False
         self._send_frame(obs)
         self.on_event({"type": "ready", "episode_id": episode_id, "t": round(self._t, 3)})
 
     def _tick(self) -> None:
+        """Wait for the tick's deadline, log the pose sampled there, then apply the held keys."""
         from ..sim.types import DiscreteAction, VelocityAction
 
         cfg, dt = self.cfg, self.cfg.log_interval_s
@@ -235,19 +237,27 @@ class ParticipantDriver:
         v = cfg.linear_speed * (("forward" in keys) - (cfg.allow_backward and "back" in keys))
         omega = math.radians(cfg.angular_speed_deg) * (("left" in keys) - ("right" in keys))
         look = ("look_up" in keys) - ("look_down" in keys)
+        pose = self._sim.pose
+        action = "+".join(k for k in KEYS if k in keys and (k != "back" or cfg.allow_backward)) or IDLE
         now = time.perf_counter()
+        self.ticks.append(now)
+        self._log.write(LogRow(self._t, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action, self._collided))
+        self._t += dt
         results = []
         if v or omega:
             results.append(self._rollout.step(VelocityAction(float(v), float(omega), dt)))
+            self._coasting = True
+        elif self._coasting and not self._rollout.done:
+            # keys released: brake to rest (the base keeps its momentum otherwise) and stop
+            # stepping once a tick moves it less than 1 mm and 0.1 degree
+            results.append(self._rollout.step(VelocityAction(0.0, 0.0, dt)))
+            after = results[-1].pose
+            self._coasting = (after.distance_to(pose) > 1e-3
+                              or abs(math.remainder(after.yaw - pose.yaw, math.tau)) > math.radians(0.1))
         if look and now - self._last_look >= cfg.look_repeat_s and not self._rollout.done:
             self._last_look = now
             results.append(self._rollout.step(DiscreteAction.LOOK_UP if look > 0 else DiscreteAction.LOOK_DOWN))
-        pose = self._sim.pose
-        action = "+".join(k for k in KEYS if k in keys and (k != "back" or cfg.allow_backward)) or IDLE
-        self.ticks.append(time.perf_counter())
-        self._log.write(LogRow(self._t, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action,
-                               any(r.collided for r in results)))
-        self._t += dt
+        self._collided = any(r.collided for r in results)
         if results:
             self._send_frame(results[-1].observations)
         self._next += dt

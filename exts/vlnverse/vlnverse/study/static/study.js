@@ -65,6 +65,7 @@ function connect() {
       $("status").textContent = msg.termination === "failure" ? "episode ended: collision (" + (msg.failure || "") + ")" : "episode ended";
     }
     else if (msg.type === "complete") message("Thank you!", `You finished all ${msg.total} episodes. You may close this tab.`);
+    else if (msg.type === "ready") $("status").textContent = driving ? "driving" : "ready";
     else if (msg.type === "error") $("status").textContent = "error: " + msg.message;
   };
   ws.onopen = () => { $("status").textContent = "connected"; };
@@ -78,7 +79,7 @@ $("login-form").addEventListener("submit", (ev) => {
   pid = value; sessionStorage.setItem("vlnverse-pid", pid); connect();
 });
 $("agree").addEventListener("click", () => send({ type: "consent" }));
-$("modal-go").addEventListener("click", () => { closeModal(); driving = true; send({ type: "start" }); $("status").textContent = "driving"; });
+$("modal-go").addEventListener("click", () => { closeModal(); driving = true; send({ type: "start" }); $("status").textContent = "loading the scene…"; });
 $("modal-end").addEventListener("click", () => { closeModal(); send({ type: "end" }); });
 $("show-instruction").addEventListener("click", (ev) => {
   ev.preventDefault(); if (!episode) return;
