@@ -22,6 +22,7 @@ def _drive(store, pid, episode, xy, termination="stop"):
     log.close()
     if termination:
         write_episode_end(store.folder(pid), episode.episode_id, termination=termination, collision_mode="strict")
+    return pts
 
 
 def test_resample_by_arc_length():
@@ -34,7 +35,7 @@ def test_human_row_mean_and_spread_over_participants(tmp_path, study_episodes, c
     store = StudyStore(tmp_path, StudyConfig(), study_episodes)
     ep = store.episodes[store.order[0]]
     ref = np.asarray(ep.reference_path)[:, :2]
-    _drive(store, "P1", ep, ref)                                  # follows the reference, stops at the goal
+    driven = _drive(store, "P1", ep, ref)                                # follows the reference, stops at the goal
     _drive(store, "P2", ep, [ref[0], ref[0] + [0.01, 0.0]])       # stops at the start
     _drive(store, "P3", ep, ref, termination=None)                # tab closed, never ended: unfinished
     bad = store.folder("P4") / f"{ep.episode_id}.csv"
@@ -50,7 +51,7 @@ def test_human_row_mean_and_spread_over_participants(tmp_path, study_episodes, c
     assert row["participants"] == 2
     assert row["per_participant"]["P1"]["SR"] == 1.0 and row["per_participant"]["P2"]["SR"] == 0.0
     assert row["mean"]["SR"] == 0.5 and row["std"]["SR"] == 0.5
-    length = float(np.sum(np.linalg.norm(np.diff(ref, axis=0), axis=1)))
+    length = float(np.sum(np.linalg.norm(np.diff(driven, axis=0), axis=1)))  # the logged path's length
     assert row["per_participant"]["P1"]["TL"] == pytest.approx(length, abs=1e-3)
     assert row["per_participant"]["P1"]["SPL"] == pytest.approx(1.0, abs=1e-3)
     assert row["per_participant"]["P1"]["nDTW"] > 0.95
