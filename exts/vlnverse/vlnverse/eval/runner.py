@@ -20,8 +20,6 @@ import logging
 import os
 import re
 import time
-import traceback
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,9 +30,9 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
 from . import metrics as M
-from .agents import Agent, AgentState, has_ordered_goals, make_agent
+from .agents import Agent, has_ordered_goals, make_agent
 from .config import EvalConfig
-from .modes import CollisionMode, make_mode
+from .rollout import Rollout, StepResult, action_name, goal_distance_fn, run_episode, run_scene  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +68,7 @@ class RunSettings:
 
 def resolve_settings(cfg: EvalConfig) -> RunSettings:
     """Fill unset eval settings from the task config (``tasks/<task>.yaml``)."""
-    from ..sim.body import load_body
+    from ..core.body import load_body
     from ..tasks.base import load_task_config
 
     task_cfg = load_task_config(cfg.task)
@@ -179,17 +177,6 @@ def append_record(path: Path, record: dict) -> None:
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120]
-
-
-def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """Geodesic distance to the nearest of ``goals_xy`` on the scene's navigable map."""
-    fields = [ctx.planner.distance_field(g) for g in goals_xy]
-
-    def distance(points: np.ndarray) -> np.ndarray:
-        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
-        return np.min([f.distance(pts) for f in fields], axis=0)
-
-    return distance
 
 
 #: VCN-Bench App. C.1: a target's viewpoints are sampled every ``VIEWPOINT_SPACING`` metres within
@@ -328,116 +315,39 @@ def score_frame_selection(episode: Any, selected_frame: int | None) -> dict[str,
     return {"Rid_SR": M.rid_sr(room if hit else None, room)}
 
 
-_view_cache: list[Any] = [None, None]  # [scene description, its view-blocking grid]
-
-
-def _view_blocking(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The scene's view-blocking grid at camera height (kept for the scene being evaluated)."""
+def view_blocking(ctx: Any, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The scene's view-blocking grid at camera height; kept in ``cache`` (a per-scene dict,
+    e.g. a :class:`~vlnverse.eval.rollout.Rollout`'s ``scene_cache``) when one is given."""
     from ..tasks.tours import view_blocking_grid
 
-    if _view_cache[0] is not ctx.desc:
-        _view_cache[:] = [ctx.desc, view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height)]
-    return _view_cache[1]
+    key = ("view_blocking", id(ctx.desc), ctx.planner.resolution, ctx.body.camera_height)
+    if cache is not None and key in cache:
+        return cache[key]
+    grid = view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height)
+    if cache is not None:
+        cache[key] = grid
+    return grid
 
 
-def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
-    node, neighbours = getattr(mode, "node", None), []
-    if node is not None:
-        neighbours = [(n, mode.position(n)) for n in mode.neighbours()]
-    return AgentState(step=step, pose=pose, max_steps=settings.max_steps, success_distance=settings.success_distance,
-                      episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, mode=mode.name,
-                      node=node, neighbours=neighbours)
-
-
-def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Agent, settings: RunSettings) -> dict:
-    """Run one episode to its end and return its record (metrics, trajectory, actions, collisions)."""
-    from ..sim.types import AgentPose, InvalidActionError
-
-    t0 = time.perf_counter()
-    start = AgentPose(float(episode.start_position[0]), float(episode.start_position[1]), float(episode.start_yaw))
-    with warnings.catch_warnings():  # a start touching an obstacle is moved off it: recorded, not printed
-        warnings.simplefilter("ignore", RuntimeWarning)
-        obs = mode.reset(start)
-    pose = sim.pose
-    agent.reset(episode, ctx)
-    goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    goal_fn = goal_distance_fn(ctx, goals_xy[-1:] if has_ordered_goals(episode) else goals_xy)
-    poses = [[pose.x, pose.y, pose.yaw]]
-    actions: list[Any] = []
-    collisions: list[dict] = []
-    invalid: list[dict] = []
-    termination, failure, stopped, collided = "max_steps", None, False, False
-    decision: str | None = None
-    n_moves = 0
-    for step in range(settings.max_steps):
-        state = _state(episode, ctx, mode, pose, step, settings, goal_fn, collided)
-        try:
-            action = agent.act(obs, state)
-        except Exception as exc:  # noqa: BLE001 - an agent bug is one failed step, not a crashed run
-            invalid.append({"step": step, "action": None, "error": f"agent raised {type(exc).__name__}: {exc}"})
-            log.warning("episode %s step %d: agent raised %s", episode.episode_id, step,
-                        traceback.format_exception_only(type(exc), exc)[-1].strip())
-            actions.append(None)
-            continue
-        if isinstance(action, str) and action.strip().upper().replace("-", "_") in DECISIONS:
-            decision = action.strip().upper().replace("-", "_")  # a STOP that states a decision
-            actions.append(decision)
-            termination, stopped = "stop", True
-            break
-        try:
-            outcome = mode.step(action)
-        except InvalidActionError as exc:
-            invalid.append({"step": step, "action": repr(action)[:200], "error": str(exc)})
-            log.warning("episode %s step %d: invalid action %r: %s", episode.episode_id, step, action, exc)
-            actions.append(None)
-            continue
-        actions.append(_action_name(action))
-        if outcome.stop:
-            termination, stopped = "stop", True
-            break
-        n_moves += 1
-        pose, obs, collided = outcome.pose, outcome.observations, outcome.collided
-        poses.append([pose.x, pose.y, pose.yaw])
-        if outcome.collided:
-            collisions.append({"step": step, "position": [pose.x, pose.y],
-                               "labels": sorted({c.get("label", "?") for c in outcome.contacts}),
-                               "displacement": round(float(outcome.displacement), 4)})
-        if outcome.failure:
-            termination, failure = "failure", outcome.failure
-            break
-    path_xy = np.asarray(poses, dtype=float)[:, :2]
-    metrics = score_episode(episode, ctx, path_xy, stopped=stopped, failed=failure is not None,
-                            collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance,
-                            reference_spacing=mode.forward_step)
+def score_episode_metrics(rollout: Any) -> dict[str, Any]:
+    """All metrics of a rollout's episode: the navigation metrics plus the task's own
+    (VLN-NF decision metrics, VCN-Bench goal identification)."""
+    episode, ctx, settings = rollout.episode, rollout.ctx, rollout.settings
+    path_xy = np.asarray(rollout.poses, dtype=float)[:, :2]
+    metrics = score_episode(episode, ctx, path_xy, stopped=rollout.stopped, failed=rollout.failure is not None,
+                            collisions=len(rollout.collisions), actions=rollout.moves,
+                            success_distance=settings.success_distance, reference_spacing=rollout.mode.forward_step)
     if episode.task_type in DECISION_TASKS and "decision" in episode.info:
-        metrics.update(score_decision(episode, ctx, np.asarray(poses, dtype=float), decision,
-                                      blocked=_view_blocking(ctx)))
+        metrics.update(score_decision(episode, ctx, np.asarray(rollout.poses, dtype=float), rollout.decision,
+                                      blocked=view_blocking(ctx, rollout.scene_cache)))
         # VLN-NF success is reaching the room AND stating the right decision (RD_SR, REV_SPL);
         # a point-goal SR/SPL/sDTW would score a correct exploration that ends away from the
         # goal point as a failure, so they are reported as not applicable
         for name in POINT_SUCCESS_METRICS:
             metrics[name] = None
-    if getattr(agent, "selected_frame", None) is not None and "target_frames" in episode.info:
-        metrics.update(score_frame_selection(episode, agent.selected_frame))
-    return {
-        "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
-        "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics, "decision": decision,
-        "termination": termination, "failure": failure, "steps": len(actions), "moves": n_moves,
-        "invalid_actions": len(invalid), "invalid": invalid[:20], "trajectory": np.round(poses, 4).tolist(),
-        "actions": actions, "collisions": collisions, "agent_outputs": to_jsonable(agent.outputs),
-        "reference_path": np.round(np.asarray(episode.reference_path, dtype=float), 4).tolist(),
-        "goals": goals_xy.tolist(), "start_adjusted_m": round(start.distance_to(AgentPose(*poses[0][:2])), 4),
-        "duration_s": round(time.perf_counter() - t0, 3),
-    }
-
-
-def _action_name(action: Any) -> Any:
-    name = getattr(action, "name", None)
-    if isinstance(name, str):
-        return name
-    if hasattr(action, "__dataclass_fields__"):
-        return {"type": type(action).__name__, **{k: float(getattr(action, k)) for k in action.__dataclass_fields__}}
-    return to_jsonable(action)
+    if rollout.selected_frame is not None and "target_frames" in episode.info:
+        metrics.update(score_frame_selection(episode, rollout.selected_frame))
+    return metrics
 
 
 # --------------------------------------------------------------------------------------------
@@ -574,8 +484,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     """
     from tqdm import tqdm
 
-    from ..sim import make_simulator
-    from ..tasks.base import load_scene_context, load_task_types
+    from ..tasks.base import load_task_types
     from .models import make_model
     from .report import write_report
 
@@ -615,37 +524,28 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     t_start = time.perf_counter()
     bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
                unit="ep", disable=not progress)
+    budget = [report_budget]
+
+    def visuals(record: dict, ctx: Any, sim: Any) -> None:
+        if cfg.report.enabled and budget[0] > 0:
+            save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
+            budget[0] -= 1
+
+    def on_record(record: dict) -> None:
+        append_record(log_path, record)
+        finished.append(record)
+        bar.update(1)
+        key = "RD_SR" if settings.task_type in DECISION_TASKS else "SR"  # the task's headline success
+        scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
+        if scores:
+            bar.set_postfix({key: f"{np.mean(scores):.2f}"})
+
     try:
         for scene_path, scene_eps in by_scene.items():
-            ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
-            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
-            try:
-                control = sim.control
-                params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
-                          "look_angle_deg": control.look_angle_deg, **cfg.mode_params.get(cfg.collision_mode, {})}
-                if cfg.collision_mode == "graph":
-                    params.setdefault("navgraph", getattr(ctx.navgraph, "graph", ctx.navgraph))
-                if cfg.collision_mode in ("telhop", "graph"):
-                    params.setdefault("planner", ctx.planner)
-                try:
-                    mode = make_mode(cfg.collision_mode, sim, **params)
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(str(exc), field=f"mode_params.{cfg.collision_mode}") from None
-                for ep in scene_eps:
-                    record = run_episode(ep, ctx, sim, mode, agent, settings)
-                    record.update(agent=cfg.agent.name, collision_mode=cfg.collision_mode)
-                    if cfg.report.enabled and report_budget > 0:
-                        save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
-                        report_budget -= 1
-                    append_record(log_path, record)
-                    finished.append(record)
-                    bar.update(1)
-                    key = "RD_SR" if settings.task_type in DECISION_TASKS else "SR"  # the task's headline success
-                    scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
-                    if scores:
-                        bar.set_postfix({key: f"{np.mean(scores):.2f}"})
-            finally:
-                sim.close()
+            run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
+                      mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
+                      scene_loader=scene_loader, extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
+                      visuals=visuals, on_record=on_record)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY, as_body
 from ..core.config import from_dict, load_config, require
 from ..core.errors import UnknownNameError
 from ..core.registry import Registry
@@ -66,7 +67,7 @@ class TaskConfig:
     max_steps: int = 200
     min_geodesic: float = 3.0
     max_geodesic: float = 20.0
-    body: str = "r2r_ce"
+    body: str = DEFAULT_BODY
     map_resolution: float = 0.05
     room_change_fraction: float = 0.8
     params: dict[str, Any] = field(default_factory=dict)
@@ -175,10 +176,7 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
     """
     from ..scenes.maps import compute_scene_maps
     from ..scenes.usd_io import load_scene
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     scene_path = Path(scene_path)
     digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
     key = (digest, _body_key(body), float(resolution))
@@ -198,10 +196,7 @@ def context_from_description(desc, body, resolution: float = 0.05, scene_path: s
                              renderer: Callable[..., np.ndarray] | None = None) -> SceneContext:
     """A ``SceneContext`` for an in-memory ``SceneDescription`` (no file, no cache)."""
     from ..scenes.maps import compute_scene_maps
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     maps = compute_scene_maps(desc, body, resolution=resolution)
     planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
     path = Path(scene_path) if scene_path is not None else Path(desc.source_path or f"{desc.scene_id}.usda")

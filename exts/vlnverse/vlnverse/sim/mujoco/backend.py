@@ -40,14 +40,14 @@ KP_ANGULAR = 8.0
 class MujocoSimulator(Simulator):
     """MuJoCo implementation of ``Simulator`` (see ``vlnverse.sim.api``).
 
-    Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default 0.15: obstacles lower
+    Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default the body's ``step_height``: obstacles lower
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
     order fixes the semantic ids; scene labels not in it are appended sorted); ``antialias``
     (4× MSAA for GL RGB, default off: ~35 % slower on llvmpipe).
     """
 
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
-                 control: ControlConfig, renderer: str = "auto", step_height: float = 0.15,
+                 control: ControlConfig, renderer: str = "auto", step_height: float | None = None,
                  label_table: list[str] | None = None, antialias: bool = False):
         self._mj = import_mujoco()
         self.scene, self.body, self.control = scene, body, control
