@@ -16,7 +16,6 @@ import queue
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -37,50 +36,6 @@ def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
     buf = io.BytesIO()
     Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(buf, "JPEG", quality=int(quality))
     return buf.getvalue()
-
-
-def open_rollout(episode: Any, ctx: Any, sim: Any, mode: Any, settings: Any) -> Any:
-    """The evaluation's ``Rollout`` for one episode (``vlnverse.eval.rollout``)."""
-    try:
-        from ..eval.rollout import Rollout
-    except ImportError:  # the rollout seam has not landed on this branch yet
-        return _ModeRollout(episode, sim, mode, settings)
-    return Rollout(episode, ctx, sim, mode, settings)
-
-
-@dataclass
-class _StepResult:
-    observations: dict
-    pose: Any
-    collided: bool
-    done: bool
-    termination: str | None
-    info: dict = field(default_factory=dict)
-
-
-class _ModeRollout:
-    """Stand-in with the ``Rollout`` interface (reset/step/done) until ``vlnverse.eval.rollout``
-    exists: the collision mode's rules, the step budget and the failure ending."""
-
-    def __init__(self, episode: Any, sim: Any, mode: Any, settings: Any):
-        self.episode, self.sim, self.mode, self.settings = episode, sim, mode, settings
-        self.steps, self.done = 0, False
-
-    def reset(self) -> dict:
-        from ..sim.types import AgentPose
-
-        e = self.episode
-        self.steps, self.done = 0, False
-        return self.mode.reset(AgentPose(float(e.start_position[0]), float(e.start_position[1]), float(e.start_yaw)))
-
-    def step(self, action: Any) -> _StepResult:
-        out = self.mode.step(action)
-        self.steps += 1
-        termination = "stop" if out.stop else "failure" if out.failure else (
-            "max_steps" if self.steps >= self.settings.max_steps else None)
-        self.done = termination is not None
-        return _StepResult(out.observations, out.pose, out.collided, self.done, termination,
-                           {"failure": out.failure, "displacement": out.displacement})
 
 
 class ParticipantDriver:
@@ -178,7 +133,7 @@ class ParticipantDriver:
             self._finish(cmd[1], episode_id=cmd[2])
 
     def _load(self, episode_id: str) -> None:
-        from ..eval.modes import make_mode
+        from ..eval.rollout import Rollout, scene_mode
         from ..eval.runner import RunSettings
         from ..sim import make_simulator
         from ..sim.body import load_body
@@ -197,18 +152,13 @@ class ParticipantDriver:
             size = self.cfg.image_size
             self._sim = make_simulator(ctx.desc, body, sensors=[CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)])
             self._scene = (str(episode.scene_path), body.name)
-        control = self._sim.control
-        params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
-                  "look_angle_deg": control.look_angle_deg}
-        if self.cfg.collision_mode == "telhop":
-            params["planner"] = ctx.planner
-        mode = make_mode(self.cfg.collision_mode, self._sim, **params)
+        mode = scene_mode(self.cfg.collision_mode, self._sim, ctx)
         settings = RunSettings(max_steps=int(math.ceil(self.cfg.max_episode_s / self.cfg.log_interval_s)),
                                success_distance=task_cfg.success_distance, body=body,
                                resolution=task_cfg.map_resolution, task_type=episode.task_type)
         self._end_log()
         self._episode = episode
-        self._rollout = open_rollout(episode, ctx, self._sim, mode, settings)
+        self._rollout = Rollout(episode, ctx, self._sim, mode, settings)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             obs = self._rollout.reset()
@@ -281,6 +231,10 @@ class ParticipantDriver:
             return  # nothing running, or already ended
         if self._episode is not None and self._episode.episode_id == episode_id:
             driving_s = self._t
+            if termination == "stop" and not self._rollout.done:
+                from ..sim.types import DiscreteAction
+
+                self._rollout.step(DiscreteAction.STOP)  # the participant's Enter is the episode's STOP
         else:  # ending an episode whose simulator is gone (interrupted, then abandoned)
             csv_path = folder / f"{safe_name(episode_id)}.csv"
             rows = read_rows(csv_path) if csv_path.is_file() else []
