@@ -96,7 +96,10 @@ function go(n) { step = Math.max(0, Math.min(+$("step").max, n)); render(); }
 $("prev").onclick = () => go(step - 1);
 $("next").onclick = () => go(step + 1);
 $("step").oninput = () => go(+$("step").value);
-$("jump-off").onclick = () => { if (current && current.data.left_reference_step !== null) go(current.data.left_reference_step); };
+$("jump-off").onclick = () => {  // the earliest step where a shown episode left its reference path
+  const offs = [current, other].filter((p) => p && p.data.left_reference_step !== null).map((p) => p.data.left_reference_step);
+  if (offs.length) go(Math.min(...offs));
+};
 document.addEventListener("keydown", (ev) => {
   if (ev.target.tagName === "SELECT") return;
   if (ev.key === "ArrowLeft") go(step - 1); else if (ev.key === "ArrowRight") go(step + 1);
