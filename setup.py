@@ -12,7 +12,7 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "exts/vlnverse"},
     packages=packages,
-    
+    package_data={"vlnverse.study": ["static/*"]},
     install_requires=[
         # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
         "numpy>=1.26",
@@ -31,7 +31,9 @@ setup(
     extras_require={
         "learn": ["torch>=2.7"],
         "ray": ["ray>=2.40"],
-        "test": ["pytest>=8.0"],
+        "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],
+        # the study/viewer browser tests drive Debian's chromium through Playwright (no browser download)
+        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )

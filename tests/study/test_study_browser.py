@@ -6,6 +6,8 @@ import math
 import numpy as np
 import pytest
 
+pytest.importorskip("fastapi", reason="the study extra is not installed (pip install -e '.[study]')")
+
 from vlnverse.study.assign import StudyStore
 from vlnverse.study.config import StudyConfig
 from vlnverse.study.log import read_episode_end, read_rows

@@ -68,3 +68,30 @@ def test_score_refuses_a_folder_that_is_not_a_study(tmp_path):
 
     with pytest.raises(ConfigError, match="not a study folder"):
         score_study(tmp_path)
+
+
+def test_study_config_example_loads_and_bad_values_name_the_field(tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.paths import tasks_dir
+    from vlnverse.study.config import load_study_config
+
+    cfg = load_study_config(tasks_dir() / "study" / "example.yaml")
+    assert cfg.episodes_per_participant == 50 and "no personal data" in cfg.consent_text
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("episodes_per_participant: 0\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: episodes_per_participant: got 0 \(expected an integer >= 1\)"):
+        load_study_config(bad)
+    bad.write_text("collision_mode: graph\n")
+    with pytest.raises(ConfigError, match="collision_mode"):
+        load_study_config(bad)
+
+
+def test_assignment_is_balanced_seeded_and_avoids_seen_scenes(tmp_path, study_episodes):
+    store = StudyStore(tmp_path, StudyConfig(episodes_per_participant=2, seed=1), study_episodes)
+    a, b = store.assignment("A")["episodes"], store.assignment("B")["episodes"]
+    assert len(a) == 2 and len(b) == 2
+    assert len(set(a) | set(b)) == 3  # the least-assigned episodes go first: 3 episodes, 4 slots
+    again = StudyStore(tmp_path / "other", StudyConfig(episodes_per_participant=2, seed=1), study_episodes)
+    assert again.assignment("A")["episodes"] == a  # same seed and id, same draw
+    more = store.extend("A")  # a new batch comes only from scenes A has not seen (none left here)
+    assert more["episodes"] == a

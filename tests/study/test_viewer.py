@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+pytest.importorskip("fastapi", reason="the study extra is not installed (pip install -e '.[study]')")
+
 from vlnverse.study.viewer import Viewer, create_viewer_app, distance_to_polyline, left_reference_step, timeline
 
 

@@ -28,7 +28,19 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     v.set_defaults(func=_view)
 
 
+def require_web_stack() -> None:
+    """Raise a one-line error when the web packages of the ``study`` extra are missing."""
+    import importlib.util
+
+    from ..core.errors import VLNVerseError
+
+    missing = [m for m in ("fastapi", "uvicorn", "websockets") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise VLNVerseError(f"{', '.join(missing)} not installed: pip install 'vlnverse[study]'")
+
+
 def _serve(args: argparse.Namespace) -> int:
+    require_web_stack()
     from .assign import StudyStore
     from .config import load_study_config
     from .server import serve
@@ -46,6 +58,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
+    require_web_stack()
     from .viewer import serve_viewer
 
     serve_viewer(args.runs, args.host, args.port)
