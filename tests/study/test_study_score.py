@@ -95,3 +95,21 @@ def test_assignment_is_balanced_seeded_and_avoids_seen_scenes(tmp_path, study_ep
     assert again.assignment("A")["episodes"] == a  # same seed and id, same draw
     more = store.extend("A")  # a new batch comes only from scenes A has not seen (none left here)
     assert more["episodes"] == a
+
+
+def test_driver_closes_its_simulator_when_idle(tmp_path, study_episodes):
+    import time
+
+    from vlnverse.study.session import ParticipantDriver
+
+    store = StudyStore(tmp_path, StudyConfig(idle_timeout_s=0.5), study_episodes)
+    events, frames = [], []
+    driver = ParticipantDriver(store, "IDLE1", on_frame=frames.append, on_event=events.append)
+    driver.start(store.current("IDLE1"))
+    deadline = time.monotonic() + 60
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert events[0]["type"] == "ready" and frames and frames[0][:2] == b"\xff\xd8"  # a JPEG
+    driver.pause()
+    driver.join(10)
+    assert not driver.alive and driver._sim is None  # idle: thread ended, simulator closed
