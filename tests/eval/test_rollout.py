@@ -21,6 +21,7 @@ from vlnverse.sim.types import DiscreteAction
 from vlnverse.tasks.actions import Decision, SelectFrame
 from vlnverse.tasks.base import context_from_description
 from vlnverse.tasks.episode import Episode, Goal, Instruction
+from vlnverse.tasks.scoring import TaskScoring
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +123,7 @@ def test_step_results_budget_and_invalid_actions(corridor, sim):
 def test_typed_decision_and_frame_selection(corridor, sim):
     info = {"target_frames": [4, 5], "kind": "room_to_object", "target_room_id": 1}
     rollout = Rollout(_episode(corridor, info=info), corridor, sim, make_mode("telhop", sim, planner=corridor.planner),
-                      _settings(corridor))
+                      _settings(corridor), task=TaskScoring(frame_selection=True))
     rollout.reset()
     picked = rollout.step(SelectFrame(5))
     assert not picked.done and picked.info == {"selected_frame": 5} and picked.pose == rollout.pose

@@ -54,7 +54,7 @@ def run(args: Any) -> dict[str, Any]:
     """Measure the figures above; ``args.repeat`` repetitions (best kept), ``args.seed`` for scenes/pairs."""
     from ..scenes.procgen import generate_home
     from ..tasks.base import TASKS, context_from_description, load_task_config, load_task_types
-    from ..tasks.dataset import RENDERING_TASKS, simulator_renderer_factory
+    from ..tasks.dataset import simulator_renderer_factory
     from ..tasks.pathing import PathPlanner
 
     repeat = int(getattr(args, "repeat", 3))
@@ -104,7 +104,7 @@ def run(args: Any) -> dict[str, Any]:
                 gen = TASKS.get(name)(load_task_config(name))
                 gen.output_dir = Path(tmp) / name
                 task_ctx, close = ctx, None
-                if name in RENDERING_TASKS:
+                if TASKS.get(name).needs_renderer:
                     renderer, close = simulator_renderer_factory(128, 128)(ctx)
                     task_ctx = context_from_description(desc, DEFAULT_BODY, renderer=renderer)
                 try:

@@ -12,9 +12,11 @@ state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAc
 ``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
 step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
 
-Task-specific answers: on false-premise (VLN-NF) episodes an agent ends with the action
-``"FOUND"`` or ``"NOT_FOUND"`` (a STOP that states its decision); for video-contextualized goal
-identification (VCN-Bench) it sets ``self.selected_frame`` to the prior-video frame it picks.
+Task-level answers are typed actions (``vlnverse.tasks.actions``): on decision (VLN-NF
+false-premise) episodes an agent ends with ``Decision.FOUND`` or ``Decision.NOT_FOUND`` (a STOP
+that states its decision; the names as strings are accepted too); for goal identification
+(VCN-Bench) it returns ``SelectFrame(i)``, the prior-video frame it picks (a step that does not
+move the agent). The episode's task type declares which of them it scores.
 """
 from __future__ import annotations
 
@@ -28,17 +30,12 @@ import numpy as np
 from ..core.registry import Registry
 from ..sim.api import ControlConfig
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
+from ..tasks.actions import Decision, SelectFrame  # noqa: F401  (the task-level answers agents return)
+from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for agents)
 
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
 
-#: Task types whose goals must be reached in the listed order (success = all, in order).
-ORDERED_GOAL_TASKS = ("long_horizon",)
-
-
-def has_ordered_goals(episode: Any) -> bool:
-    """Whether ``episode``'s goals are sub-goals to visit in order (long-horizon)."""
-    return episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
 
 
 def register_agent(name: str):
@@ -92,12 +89,10 @@ class Agent:
         self.seed = int(seed)
         self.model = model
         self.outputs: list[Any] = []
-        self.selected_frame: int | None = None
 
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""
         self.outputs = []
-        self.selected_frame = None
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """Return the next action."""
@@ -250,7 +245,7 @@ class OracleAgent(Agent):
         self.planner = self._planner_for(context)
         goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
         self.route, self._stop_after_route = [], False
-        if episode.info.get("decision") in ("FOUND", "NOT_FOUND"):
+        if Decision.parse(episode.info.get("decision")) is not None:
             self.route = [(np.asarray(p[:2], dtype=float), self.waypoint_tolerance)
                           for p in episode.info.get("reference_exploration_path", [])]
             self._stop_after_route = bool(self.route)
@@ -362,9 +357,9 @@ class OracleAgent(Agent):
         self.success_distance = state.success_distance
         self.use_control(state)
         action = self.best_graph_action(state) if state.mode == "graph" else self.best_action(state.pose)
-        decision = getattr(state.episode, "info", {}).get("decision")
-        if action is DiscreteAction.STOP and decision in ("FOUND", "NOT_FOUND"):
-            return decision  # privileged: the ground-truth answer of a false-premise episode
+        decision = Decision.parse(getattr(state.episode, "info", {}).get("decision"))
+        if action is DiscreteAction.STOP and decision is not None:
+            return decision  # privileged: the ground-truth answer of a decision (false-premise) episode
         return action
 
     def best_graph_action(self, state: AgentState) -> Any:

@@ -32,7 +32,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.io import to_jsonable
-from .agents import Agent, AgentState, has_ordered_goals
+from ..tasks.scoring import TaskScoring, has_ordered_goals, scoring_for
+from .agents import Agent, AgentState
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +88,17 @@ class Rollout:
     """One episode under one collision mode: the same rules the runner applies.
 
     ``agent`` (optional) is reset with the episode and its ``outputs`` go into the record;
-    without one, whatever the driver appends to :attr:`outputs` does. ``task`` is the episode's
-    task scorer (default: the registered scorer of ``episode.task_type``).
+    without one, whatever the driver appends to :attr:`outputs` does. ``task`` says how the
+    episode is scored: a :class:`~vlnverse.tasks.scoring.TaskScoring`, a task generator or a task
+    name (default: the declaration of ``episode.task_type``), kept as :attr:`scoring`.
+    ``scene_cache`` is a dict shared by the rollouts of one scene (view-blocking grids ...).
     """
 
     def __init__(self, episode: Any, ctx: Any, sim: Any, mode: Any, settings: Any, *, task: Any = None,
                  hooks: Iterable[Any] = (), agent: Agent | None = None, scene_cache: dict | None = None):
         self.episode, self.ctx, self.sim, self.mode, self.settings = episode, ctx, sim, mode, settings
         self.task = task
+        self.scoring: TaskScoring = scoring_for(episode.task_type if task is None else task)
         self.agent = agent
         self.hooks: list[Any] = list(hooks)
         self.scene_cache = scene_cache if scene_cache is not None else {}
@@ -262,10 +266,10 @@ class Rollout:
 
     def metrics(self) -> dict[str, Any]:
         """The episode's metrics so far (final once :attr:`done`), as the task scores them."""
-        from .runner import score_episode_metrics
+        from .scoring import score_rollout
 
         self._require_started()
-        return score_episode_metrics(self)
+        return score_rollout(self)
 
     def record(self) -> dict[str, Any]:
         """The episode record the runner writes (metrics, trajectory, actions, collisions ...).

@@ -29,6 +29,7 @@ from ..core.registry import Registry
 from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
+from .scoring import DEFAULT_SCORING, TaskScoring
 
 #: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
 TASKS: Registry = Registry("task")
@@ -45,7 +46,11 @@ def register_task(name: str) -> Callable[[type], type]:
 
 
 def load_task_types() -> list[str]:
-    """Import the task-type package (filling ``TASKS``) if it exists; returns the registered names."""
+    """Import the task-type package (filling ``TASKS``) if it exists, and the installed
+    ``vlnverse.plugins`` entry points; returns the registered names."""
+    from ..core.plugins import load_entry_point_plugins
+
+    load_entry_point_plugins()
     try:
         import vlnverse.tasks.types  # noqa: F401
     except ModuleNotFoundError as exc:
@@ -212,9 +217,16 @@ class TaskGenerator:
 
     Subclasses set their behaviour from ``self.config`` (a ``TaskConfig``) and use the helpers
     below for start/goal sampling, planning and episode assembly so ids and geometry are uniform.
+    ``scoring`` declares how the evaluator scores the task's episodes (``TaskScoring``: ordered
+    goals, a FOUND / NOT_FOUND decision, frame selection, goal region, its own metrics and
+    success rule); ``needs_renderer``: generation renders images (``ctx.renderer`` must be set);
+    ``instruction_optional``: its episodes may carry no instruction (the goal category is it).
     """
 
     name: str = ""
+    scoring: TaskScoring = DEFAULT_SCORING
+    needs_renderer: bool = False
+    instruction_optional: bool = False
 
     def __init__(self, config: TaskConfig | None = None):
         self.config = config if config is not None else TaskConfig(task_type=self.name or "task")

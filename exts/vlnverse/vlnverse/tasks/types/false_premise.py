@@ -37,6 +37,7 @@ import numpy as np
 from ...core.config import from_dict, require
 from ...core.errors import NoNavigableSpaceError
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode, Goal
 from ..pathing import PathPlanner
 from ..tours import object_visibility, view_blocking_grid
@@ -256,6 +257,9 @@ def plan_exploration(planner: PathPlanner, viewpoints: np.ndarray, sees: np.ndar
 class FalsePremiseTask(TaskGenerator):
     """VLN-NF style pairs; ``generate(ctx, rng, n, split)`` returns ``n`` episodes (``n // 2`` pairs,
     plus one FOUND episode when ``n`` is odd), each pair FOUND first."""
+
+    #: VLN-NF: reach the target room and state FOUND / NOT_FOUND (RD_SR, REV_SPL, coverage)
+    scoring = TaskScoring(decision=True, headline="RD_SR")
 
     def __init__(self, config=None):
         super().__init__(config)

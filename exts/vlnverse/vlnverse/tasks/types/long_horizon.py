@@ -17,6 +17,7 @@ import numpy as np
 
 from ...core.errors import ConfigError
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
 from ..pathing import PlannedPath, polyline_length
@@ -36,6 +37,9 @@ def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
 @register_task("long_horizon")
 class LongHorizon(TaskGenerator):
     """Chains of coarse-grained sub-goals with per-leg reference paths."""
+
+    #: success = every sub-goal reached in order and a STOP near the last (SR_n per sub-goal)
+    scoring = TaskScoring(ordered_goals=True)
 
     #: The optional LLM rewrite stage (set per ``generate`` call from ``params.llm_url``).
     _rewriter = None

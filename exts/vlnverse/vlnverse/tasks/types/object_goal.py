@@ -22,6 +22,8 @@ from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pi
 class ObjectGoal(TaskGenerator):
     """Category-only episodes whose goals are all instances of the category."""
 
+    instruction_optional = True
+
     #: Allowed ``params`` keys and their types.
     PARAMS = {"goal_offset": (int, float), "categories": list, "max_attempts_per_episode": int}
 

@@ -41,6 +41,7 @@ from ...core.config import from_dict, require
 from ...core.errors import ConfigError, NoNavigableSpaceError
 from ...core.io import to_jsonable
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode, Goal
 from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
                      sliding_windows, view_blocking_grid)
@@ -294,6 +295,10 @@ class VideoContextualizedTask(TaskGenerator):
     ``assets/``); ``info["video"]`` stores that path relative to the dataset root (the folder
     holding ``assets/``).
     """
+
+    #: VCN-Bench: success near a goal object's viewpoints (App. C.1), RSR, goal identification
+    scoring = TaskScoring(goal_region="object_viewpoints", room_success=True, frame_selection=True)
+    needs_renderer = True
 
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)

@@ -74,6 +74,8 @@ def reference_viewpoint(planner, goal_xy, target_position, distances=(2.0, 1.6, 
 class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
 
+    needs_renderer = True
+
     template_task = "visual_reference"
     PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float)}
     def __init__(self, config=None, assets_dir: str | Path | None = None):
