@@ -1,7 +1,8 @@
 """``vlnverse study score DIR``: the human row per task, with the evaluation's metrics and table.
 
-Each ended episode's CSV is scored by the runner's own scoring (``vlnverse.eval.runner.score_episode``:
-geodesic NE/SR/OSR/SPL on the scene's navigable map, nDTW/sDTW/CLS against the reference, CR)
+Each ended episode's CSV is scored by the evaluation's own scoring (``vlnverse.eval.scoring.score_rollout``
+on the replayed log: geodesic NE/SR/OSR/SPL on the scene's navigable map, nDTW/sDTW/CLS against the
+reference, CR, and whatever the task type declares)
 under the episode's collision mode: success needs the participant's Enter (a STOP) and, under
 Strict, no failure. TL, NE, SR, OSR and SPL use the logged path (one pose per 50 ms); nDTW, sDTW
 and CLS use it resampled every ``forward_step`` metres along the way it went — the density of
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +46,37 @@ def resample_by_arc_length(xy: np.ndarray, spacing: float) -> np.ndarray:
     return np.stack([np.interp(at, s, xy[:, 0]), np.interp(at, s, xy[:, 1])], axis=1)
 
 
+@dataclass
+class RecordedRollout:
+    """A finished episode replayed from its log, with the attributes the evaluation's scoring
+    reads from a live ``Rollout`` (``vlnverse.eval.scoring.score_rollout``)."""
+
+    episode: Any
+    ctx: Any
+    settings: Any
+    mode: Any
+    poses: list
+    stopped: bool
+    failure: str | None
+    collisions: list
+    moves: int
+    decision: str | None = None
+    selected_frame: int | None = None
+    scene_cache: dict = field(default_factory=dict)
+
+    @property
+    def scoring(self) -> Any:
+        """The episode's task scoring declaration."""
+        from ..tasks.scoring import scoring_for
+
+        return scoring_for(self.episode.task_type)
+
+
 def score_csv(path: Path, episode: Any, end: dict, *, forward_step: float = 0.25) -> dict:
     """The runner-style record of one participant's episode (metrics, trajectory, collisions)."""
-    from ..eval.runner import score_episode
+    from types import SimpleNamespace
+
+    from ..eval.scoring import score_rollout
     from ..sim.body import load_body
     from ..tasks.base import load_scene_context, load_task_config
 
@@ -55,15 +85,19 @@ def score_csv(path: Path, episode: Any, end: dict, *, forward_step: float = 0.25
         raise ConfigError("no logged rows", file=path, expected="at least one row after the header")
     task_cfg = load_task_config(episode.task_type)
     ctx = load_scene_context(episode.scene_path, load_body(task_cfg.body), task_cfg.map_resolution)
-    xy = np.array([[r.x, r.y] for r in rows], dtype=float)
-    keep = np.r_[True, np.linalg.norm(np.diff(xy, axis=0), axis=1) > 1e-6]
+    poses = np.array([[r.x, r.y, r.yaw] for r in rows], dtype=float)
+    keep = np.r_[True, np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1) > 1e-6]
     moving = [r for r in rows if r.action != IDLE]
     hits = [(i, r) for i, r in enumerate(rows) if r.collided]
-    kwargs = dict(stopped=end["termination"] == "stop", failed=end["termination"] == "failure",
-                  collisions=len(hits), actions=max(1, len(moving)), success_distance=task_cfg.success_distance,
-                  reference_spacing=forward_step)
-    metrics = score_episode(episode, ctx, xy[keep], **kwargs)
-    sparse = score_episode(episode, ctx, resample_by_arc_length(xy[keep], forward_step), **kwargs)
+    replay = RecordedRollout(episode, ctx, SimpleNamespace(success_distance=task_cfg.success_distance),
+                             SimpleNamespace(forward_step=forward_step), poses[keep].tolist(),
+                             stopped=end["termination"] == "stop",
+                             failure=(end.get("failure") or "failure") if end["termination"] == "failure" else None,
+                             collisions=[{"step": i} for i, _ in hits], moves=max(1, len(moving)))
+    metrics = score_rollout(replay)
+    sparse_xy = resample_by_arc_length(poses[keep, :2], forward_step)
+    replay.poses = np.c_[sparse_xy, np.zeros(len(sparse_xy))].tolist()
+    sparse = score_rollout(replay)
     metrics.update({k: sparse[k] for k in DENSITY_METRICS if k in sparse})
     return {
         "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
