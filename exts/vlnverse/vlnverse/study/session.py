@@ -150,7 +150,10 @@ class ParticipantDriver:
             self._sim = None
         if self._sim is None:
             size = self.cfg.image_size
-            self._sim = make_simulator(ctx.desc, body, sensors=[CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)])
+            # no sensor on the rig: physics steps stay cheap, and the view is rendered after the
+            # tick's row is logged, only when there is time (logging has priority over frames)
+            self._sim = make_simulator(ctx.desc, body, sensors=[])
+            self._camera = CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)
             self._scene = (str(episode.scene_path), body.name)
         mode = scene_mode(self.cfg.collision_mode, self._sim, ctx)
         settings = RunSettings(max_steps=int(math.ceil(self.cfg.max_episode_s / self.cfg.log_interval_s)),
@@ -161,18 +164,18 @@ class ParticipantDriver:
         self._rollout = Rollout(episode, ctx, self._sim, mode, settings)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            obs = self._rollout.reset()
+            self._rollout.reset()
         self._log = EpisodeLog(self.store.folder(self.pid) / f"{safe_name(episode_id)}.csv")
         last = self._log.last
         if last is not None:  # resume at the last logged pose
             self._sim.teleport(AgentPose(last.x, last.y, last.yaw, last.pitch))
-            obs = self._sim.get_observations()
             self._t = last.t + self.cfg.log_interval_s
         else:
             self._t = 0.0
         self._last_look = -math.inf
         self._coasting = self._collided = False
-        self._send_frame(obs)
+        self._skipped = 0
+        self._send_frame()
         self.on_event({"type": "ready", "episode_id": episode_id, "t": round(self._t, 3)})
 
     def _tick(self) -> None:
@@ -208,19 +211,26 @@ class ParticipantDriver:
             self._last_look = now
             results.append(self._rollout.step(DiscreteAction.LOOK_UP if look > 0 else DiscreteAction.LOOK_DOWN))
         self._collided = any(r.collided for r in results)
-        if results:
-            self._send_frame(results[-1].observations)
         self._next += dt
+        if results:
+            # render only with time to spare before the next row; at least every 5th tick
+            if self._next - time.perf_counter() > 0.4 * dt or self._skipped >= 4:
+                self._send_frame()
+            else:
+                self._skipped += 1
+        elif self._skipped:  # standing still: catch up on the frame that was skipped
+            self._send_frame()
         if time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
             self._next = time.perf_counter()
         done = next((r for r in results if r.done), None)
         if done is not None:
             self._finish(done.termination or "stop", failure=done.info.get("failure"))
 
-    def _send_frame(self, obs: dict) -> None:
-        rgb = obs.get("rgb")
-        if rgb is not None:
-            self.on_frame(encode_jpeg(rgb, self.cfg.jpeg_quality))
+    def _send_frame(self) -> None:
+        """Render the first-person RGB view at the current pose and hand it on as a JPEG."""
+        self._skipped = 0
+        image = self._sim.render_at(self._sim.pose, self._camera)
+        self.on_frame(encode_jpeg(image.get(self._camera.name, next(iter(image.values()))), self.cfg.jpeg_quality))
 
     def _finish(self, termination: str, failure: str | None = None, episode_id: str | None = None) -> None:
         from .log import read_episode_end, read_rows
