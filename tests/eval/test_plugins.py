@@ -140,3 +140,46 @@ def test_installed_entry_point_plugins_and_a_bad_plugin(workspace, tmp_path):
                      f"out={tmp_path / 'bad'}"], tmp_path, tmp_path)
     assert bad.returncode == 2
     assert bad.stderr.strip().count("\n") == 0 and "plugins[0]" in bad.stderr and "no_such_pkg" in bad.stderr
+
+
+def test_registry_decorators_return_the_class():
+    from vlnverse.eval.agents import AGENTS, Agent, register_agent
+    from vlnverse.eval.models import MODELS, register_model
+    from vlnverse.tasks.base import TASKS, TaskGenerator, register_task
+
+    class A(Agent):
+        pass
+
+    class T(TaskGenerator):
+        pass
+
+    class M:
+        pass
+
+    try:
+        assert register_agent("toy_returned_agent")(A) is A and AGENTS.get("toy_returned_agent") is A
+        assert register_task("toy_returned_task")(T) is T and TASKS.get("toy_returned_task") is T
+        assert register_model("toy_returned_model")(M) is M and MODELS.get("toy_returned_model") is M
+    finally:
+        for registry, name in ((AGENTS, "toy_returned_agent"), (TASKS, "toy_returned_task"),
+                               (MODELS, "toy_returned_model")):
+            registry._items.pop(name, None)
+
+
+def test_plugins_from_the_environment_for_any_command(workspace, tmp_path):
+    """``VLNVERSE_PLUGINS`` makes a plug-in task type visible to ``vlnverse data generate`` too."""
+    root, _ = workspace
+    scene = root / "open_corridor.usda"
+    env_run = _vlnverse_env(["data", "generate", "--task", "toy_reach_kitchen", "--scenes", str(scene),
+                             "--episodes-per-scene", "2", "--out", str(tmp_path / "data"), "--no-progress"],
+                            tmp_path, root, {"VLNVERSE_PLUGINS": "my_pkg.agents"})
+    assert env_run.returncode == 0, env_run.stderr
+    lines = [json.loads(line) for f in (tmp_path / "data").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(lines) == 2 and {e["task_type"] for e in lines} == {"toy_reach_kitchen"}
+
+
+def _vlnverse_env(args, cwd, extra_path, env_extra):
+    env = dict(os.environ, **env_extra)
+    env["PYTHONPATH"] = os.pathsep.join([str(extra_path), str(PACKAGE_ROOT), env.get("PYTHONPATH", "")])
+    return subprocess.run([sys.executable, "-m", "vlnverse", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)

@@ -11,7 +11,9 @@ A plug-in is an ordinary module whose import runs ``@register_agent`` / ``@regis
       [project.entry-points."vlnverse.plugins"]
       my_agents = "my_pkg.agents"
 
-  and are loaded by :func:`load_entry_point_plugins` (the evaluator and the task registry call it).
+  and are loaded by :func:`load_entry_point_plugins` (the evaluator and the task registry call it);
+- for any command (``vlnverse data generate``, ``vlnverse bench`` ...), the environment variable
+  :data:`PLUGINS_ENV` (``VLNVERSE_PLUGINS=my_pkg.agents,my_pkg.tasks``) is read at the same time.
 
 Each module is imported once per process; a module that cannot be imported raises
 ``ConfigError`` naming it.
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -28,6 +31,8 @@ from .errors import ConfigError
 
 #: Entry-point group scanned for installed plug-ins.
 ENTRY_POINT_GROUP = "vlnverse.plugins"
+#: Environment variable listing plug-in modules (comma-separated), loaded with the entry points.
+PLUGINS_ENV = "VLNVERSE_PLUGINS"
 
 _loaded: dict[str, object] = {}
 _entry_points_loaded = False
@@ -75,8 +80,8 @@ def load_plugins(specs: Iterable[str] | str | None, *, field: str = "plugins", e
 
 
 def load_entry_point_plugins() -> list[str]:
-    """Import every module registered in the :data:`ENTRY_POINT_GROUP` entry-point group (once
-    per process); returns the entry-point names loaded now."""
+    """Import every module registered in the :data:`ENTRY_POINT_GROUP` entry-point group and
+    those listed in :data:`PLUGINS_ENV` (once per process); returns the names loaded now."""
     global _entry_points_loaded
     if _entry_points_loaded:
         return []
@@ -91,7 +96,10 @@ def load_entry_point_plugins() -> list[str]:
             raise ConfigError(f"plug-in entry point '{ep.name} = {ep.value}' failed to load: {exc}",
                               field=ENTRY_POINT_GROUP, expected="an importable module") from None
         names.append(ep.name)
-    return names
+    listed = [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+    for module in listed:
+        load_plugin(module, field=PLUGINS_ENV)
+    return names + listed
 
 
-__all__ = ["ENTRY_POINT_GROUP", "load_entry_point_plugins", "load_plugin", "load_plugins"]
+__all__ = ["ENTRY_POINT_GROUP", "PLUGINS_ENV", "load_entry_point_plugins", "load_plugin", "load_plugins"]

@@ -34,7 +34,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import from_dict, require
+from ...core.config import require
 from ...core.errors import NoNavigableSpaceError
 from ..base import SceneContext, TaskGenerator, register_task
 from ..scoring import TaskScoring
@@ -261,10 +261,7 @@ class FalsePremiseTask(TaskGenerator):
     #: VLN-NF: reach the target room and state FOUND / NOT_FOUND (RD_SR, REV_SPL, coverage)
     scoring = TaskScoring(decision=True, headline="RD_SR")
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.params = from_dict(FalsePremiseParams, dict(self.config.params), file=f"tasks/{TASK}.yaml",
-                                prefix="params")
+    Params = FalsePremiseParams
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Sample target rooms/objects, verify absent substitutes, plan references, keep covered pairs."""

@@ -37,7 +37,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import from_dict, require
+from ...core.config import require
 from ...core.errors import ConfigError, NoNavigableSpaceError
 from ...core.io import to_jsonable
 from ..base import SceneContext, TaskGenerator, register_task
@@ -299,10 +299,10 @@ class VideoContextualizedTask(TaskGenerator):
     #: VCN-Bench: success near a goal object's viewpoints (App. C.1), RSR, goal identification
     scoring = TaskScoring(goal_region="object_viewpoints", room_success=True, frame_selection=True)
     needs_renderer = True
+    Params = VCNParams
 
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)
-        self.params = from_dict(VCNParams, dict(self.config.params), file=f"tasks/{TASK}.yaml", prefix="params")
         self.assets_dir = Path(assets_dir) if assets_dir is not None else None
 
     def _assets(self) -> Path:
