@@ -41,7 +41,8 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "exts/vlnverse", **resource_packages},
     packages=packages + list(resource_packages),
-    package_data={f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()},
+    package_data={"vlnverse.study": ["static/*"],
+                  **{f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()}},
     include_package_data=False,
     # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
     install_requires=list(manifest["python"]["pipapi"]["requirements"]),
@@ -49,7 +50,10 @@ setup(
         "learn": ["torch>=2.7"],
         "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
-        "test": ["pytest>=8.0", "openai>=1.40"],
+        "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],
+        # the study/viewer browser tests drive Debian's chromium through Playwright (no browser download)
+        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40",
+                 "openai>=1.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )

@@ -51,7 +51,7 @@ def test_resolver_sees_relative_imports():
 
 
 def test_simulator_layer_knows_no_tasks_or_evaluation():
-    assert _offenders("sim", ("vlnverse.tasks", "vlnverse.eval")) == []
+    assert _offenders("sim", ("vlnverse.tasks", "vlnverse.eval", "vlnverse.study")) == []
 
 
 def test_environment_layer_knows_no_backend_tasks_or_evaluation():

@@ -1,0 +1,137 @@
+"""A study's folder and the per-participant assignment of episodes.
+
+``DIR/episodes.jsonl`` — the study's episodes (copied from ``--episodes`` on the first start; a
+later start must name the same episodes); ``DIR/study.json`` — the config;
+``DIR/participants/<pid>/assignment.json`` — that participant's episode ids in order, the scenes
+they have seen and when they consented; their CSV logs lie beside it (see :mod:`.log`).
+
+Assignment (VLNVerse App. D): each participant gets a randomised subset of
+``episodes_per_participant`` episodes from scenes they have not seen in an earlier batch; the
+least-assigned episodes are drawn first so that episodes are balanced across participants. The
+draw is seeded by the study seed and the participant id.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.errors import ConfigError
+from ..core.io import to_jsonable, write_json_atomic
+from .config import StudyConfig
+from .log import check_participant_id, read_episode_end
+
+EPISODES_FILE = "episodes.jsonl"
+STUDY_FILE = "study.json"
+PARTICIPANTS = "participants"
+
+
+class StudyStore:
+    """The study folder: episodes, participants' assignments and their progress (thread-safe)."""
+
+    def __init__(self, out: str | Path, config: StudyConfig, episodes_file: str | Path | None = None):
+        from ..tasks.episode import load_episodes, save_episodes
+
+        self.out = Path(out)
+        self.config = config
+        self._lock = threading.RLock()
+        saved = self.out / EPISODES_FILE
+        if episodes_file is not None:
+            src = Path(episodes_file)
+            if not src.exists():
+                raise ConfigError("episode file not found", file=src, field="--episodes", expected="an episode JSONL file or folder")
+            episodes = load_episodes(src)
+            if saved.is_file():
+                before = [e.episode_id for e in load_episodes(saved)]
+                if before != [e.episode_id for e in episodes]:
+                    raise ConfigError("the study folder holds a study with other episodes", file=saved,
+                                      field="--out", expected="a new folder, or the same --episodes to continue")
+            else:
+                save_episodes(saved, episodes)
+        elif saved.is_file():
+            episodes = load_episodes(saved)
+        else:
+            raise ConfigError("no episodes: the folder holds no study", file=self.out,
+                              field="--episodes", expected="an episode file for a new study")
+        if not episodes:
+            raise ConfigError("no episodes", file=saved, expected="at least one episode")
+        self.episodes = {e.episode_id: e for e in episodes}
+        self.order = [e.episode_id for e in episodes]
+        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes)})
+
+    # ------------------------------------------------------------------ participants
+
+    def folder(self, pid: str) -> Path:
+        """``DIR/participants/<pid>``."""
+        return self.out / PARTICIPANTS / check_participant_id(pid)
+
+    def participants(self) -> list[str]:
+        """Ids of every participant with an assignment."""
+        root = self.out / PARTICIPANTS
+        return sorted(p.name for p in root.iterdir() if (p / "assignment.json").is_file()) if root.is_dir() else []
+
+    def assignment(self, pid: str) -> dict[str, Any]:
+        """The participant's assignment, drawn on first use (see the module docstring)."""
+        with self._lock:
+            path = self.folder(pid) / "assignment.json"
+            if path.is_file():
+                return json.loads(path.read_text(encoding="utf-8"))
+            record = {"participant": pid, "episodes": self._draw(pid, seen=set()), "consented_at": None,
+                      "created_at": round(time.time(), 3)}
+            record["seen_scenes"] = sorted({self.episodes[e].scene_id for e in record["episodes"]})
+            write_json_atomic(path, record)
+            return record
+
+    def extend(self, pid: str) -> dict[str, Any]:
+        """Give a participant who finished their batch a new one from scenes they have not seen."""
+        with self._lock:
+            record = self.assignment(pid)
+            more = self._draw(pid, seen=set(record["seen_scenes"]), batch=len(record["episodes"]))
+            record["episodes"] += more
+            record["seen_scenes"] = sorted(set(record["seen_scenes"]) | {self.episodes[e].scene_id for e in more})
+            write_json_atomic(self.folder(pid) / "assignment.json", record)
+            return record
+
+    def consent(self, pid: str) -> None:
+        """Record that ``pid`` agreed to the consent text (the time only)."""
+        with self._lock:
+            record = self.assignment(pid)
+            if not record.get("consented_at"):
+                record["consented_at"] = round(time.time(), 3)
+                write_json_atomic(self.folder(pid) / "assignment.json", record)
+
+    def _counts(self) -> dict[str, int]:
+        counts = dict.fromkeys(self.order, 0)
+        for other in self.participants():
+            for eid in json.loads((self.out / PARTICIPANTS / other / "assignment.json").read_text(encoding="utf-8"))["episodes"]:
+                if eid in counts:
+                    counts[eid] += 1
+        return counts
+
+    def _draw(self, pid: str, *, seen: set[str], batch: int = 0) -> list[str]:
+        rng = np.random.default_rng([self.config.seed, zlib.crc32(pid.encode()), batch])
+        candidates = [e for e in self.order if self.episodes[e].scene_id not in seen]
+        counts = self._counts()
+        tiebreak = rng.permutation(len(candidates))
+        ranked = sorted(range(len(candidates)), key=lambda i: (counts[candidates[i]], tiebreak[i]))
+        chosen = [candidates[i] for i in ranked[: self.config.episodes_per_participant]]
+        return [chosen[i] for i in rng.permutation(len(chosen))]
+
+    # ------------------------------------------------------------------ progress
+
+    def progress(self, pid: str) -> tuple[int, int]:
+        """(episodes ended, episodes assigned) of a participant."""
+        record = self.assignment(pid)
+        folder = self.folder(pid)
+        return sum(1 for e in record["episodes"] if read_episode_end(folder, e) is not None), len(record["episodes"])
+
+    def current(self, pid: str) -> str | None:
+        """The participant's first assigned episode that has not ended (None when all have)."""
+        record = self.assignment(pid)
+        folder = self.folder(pid)
+        return next((e for e in record["episodes"] if read_episode_end(folder, e) is None), None)

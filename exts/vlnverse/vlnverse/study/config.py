@@ -1,0 +1,74 @@
+"""The study config (YAML): consent text, workload, collision mode, controls and stream settings."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..core.config import from_dict, load_yaml, require
+
+DEFAULT_CONSENT = (
+    "You are invited to take part in a navigation study. You will read short directions and drive a "
+    "virtual robot through simulated homes with the keyboard. Only the participant id you enter and "
+    "the robot's movements are recorded; no personal data is stored. You may stop at any time. "
+    "By pressing 'I agree' you consent to take part."
+)
+
+
+@dataclass
+class StudyConfig:
+    """Settings of one human study (``--config study.yaml``; every field optional).
+
+    ``episodes_per_participant``: size of each participant's randomised subset (VLNVerse App. D:
+    about 50). ``collision_mode``: ``strict`` or ``telhop``, the rules the runner applies.
+    ``linear_speed`` (m/s) and ``angular_speed_deg`` (°/s) are the speeds a held key drives at
+    (clipped to the body's limits); ``look_repeat_s`` is the interval between camera tilts while
+    Q/E is held. ``log_interval_s`` is the logging and streaming period (50 ms in the paper).
+    ``idle_timeout_s``: a participant's simulator is closed after this long without a connection.
+    ``max_episode_s``: driving time after which an episode ends as ``max_steps``.
+    """
+
+    title: str = "vlnverse navigation study"
+    consent_text: str = DEFAULT_CONSENT
+    episodes_per_participant: int = 50
+    collision_mode: str = "strict"
+    body: str | None = None
+    seed: int = 0
+    image_size: int = 224
+    hfov_deg: float = 90.0
+    jpeg_quality: int = 80
+    log_interval_s: float = 0.05
+    linear_speed: float = 0.5
+    angular_speed_deg: float = 60.0
+    allow_backward: bool = True
+    look_repeat_s: float = 0.25
+    idle_timeout_s: float = 300.0
+    max_episode_s: float = 600.0
+
+    def validate(self) -> None:
+        """Raise ``ConfigError`` naming the field for any invalid value."""
+        require(isinstance(self.consent_text, str) and self.consent_text.strip() != "", "consent_text",
+                "is empty", "the consent text shown before the study")
+        require(self.episodes_per_participant >= 1, "episodes_per_participant",
+                f"got {self.episodes_per_participant}", "an integer >= 1")
+        require(self.collision_mode in ("strict", "telhop"), "collision_mode", f"got {self.collision_mode!r}",
+                "strict or telhop")
+        require(16 <= self.image_size <= 1024, "image_size", f"got {self.image_size}", "16..1024 pixels")
+        require(0 < self.hfov_deg < 180, "hfov_deg", f"got {self.hfov_deg}", "0 < hfov_deg < 180")
+        require(1 <= self.jpeg_quality <= 100, "jpeg_quality", f"got {self.jpeg_quality}", "1..100")
+        for name in ("log_interval_s", "linear_speed", "angular_speed_deg", "look_repeat_s", "idle_timeout_s",
+                     "max_episode_s"):
+            value = float(getattr(self, name))
+            require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
+        require(0.01 <= self.log_interval_s <= 1.0, "log_interval_s", f"got {self.log_interval_s}", "0.01..1 s")
+
+
+def load_study_config(path: str | Path | None) -> StudyConfig:
+    """The study config at ``path`` (validated), or the defaults when ``path`` is None."""
+    if path is None:
+        return StudyConfig()
+    from ..core.errors import ConfigError
+
+    if not Path(path).is_file():
+        raise ConfigError("study config not found", file=path, expected="an existing YAML file")
+    return from_dict(StudyConfig, load_yaml(path) or {}, file=path)

@@ -1,0 +1,257 @@
+"""The study web app (FastAPI + WebSocket): ``vlnverse study serve --episodes FILE --out DIR``.
+
+``GET /`` serves the page (plain HTML/JS in ``static/``); ``/ws?pid=ID`` is the participant's
+socket. Messages from the page (JSON): ``consent``, ``start`` (begin or resume the current
+episode after its instruction pop-up), ``keys`` (the set of held keys), ``finish`` (Enter),
+``end`` (give up an interrupted episode). From the server: ``welcome``, ``episode``,
+``episode_end``, ``complete``, ``refused``, ``error`` (JSON) and JPEG frames (binary).
+One socket per participant: a second tab is refused with a message. When the socket drops the
+driver pauses (the CSV ends at the last pose); reconnecting offers to resume or end the episode.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from fastapi import WebSocket  # module level: FastAPI resolves the endpoint's annotation from here
+
+from .assign import StudyStore
+from .log import PARTICIPANT_ID, safe_name
+from .session import KEYS, ParticipantDriver
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).parent / "static"
+
+
+def message_page(title: str, message: str, status: int = 404) -> Any:
+    """A small HTML page for errors (unknown episode, run folder or path), never a stack trace."""
+    from fastapi.responses import HTMLResponse
+
+    return HTMLResponse(
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(title)}</title>"
+        f"<link rel='stylesheet' href='/static/style.css'></head><body><main class='card'>"
+        f"<h1>{escape(title)}</h1><p>{escape(message)}</p><p><a href='/'>Back to the start page</a></p>"
+        f"</main></body></html>", status_code=status)
+
+
+def add_error_pages(app: Any) -> None:
+    """Serve unknown paths and HTTP errors as :func:`message_page`."""
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request, exc):  # noqa: ANN001
+        if request.url.path.startswith("/api/"):
+            from fastapi.responses import JSONResponse
+
+            return JSONResponse({"error": str(exc.detail)}, status_code=exc.status_code)
+        title = "Not found" if exc.status_code == 404 else f"Error {exc.status_code}"
+        detail = exc.detail if exc.detail and exc.detail != "Not Found" else f"There is nothing at {request.url.path}."
+        return message_page(title, str(detail), exc.status_code)
+
+
+class StudyServer:
+    """State shared by the sockets: the store, the participants connected now and their drivers."""
+
+    def __init__(self, store: StudyStore):
+        self.store = store
+        self.connected: set[str] = set()
+        self.drivers: dict[str, ParticipantDriver] = {}
+        self._lock = asyncio.Lock()
+
+    def episode_message(self, pid: str) -> dict:
+        """The participant's next message: their current episode (resumed or new), or ``complete``."""
+        from .log import read_rows
+
+        done, total = self.store.progress(pid)
+        eid = self.store.current(pid)
+        if eid is None:
+            return {"type": "complete", "done": done, "total": total}
+        episode = self.store.episodes[eid]
+        csv_path = self.store.folder(pid) / f"{safe_name(eid)}.csv"
+        rows = read_rows(csv_path) if csv_path.is_file() else []
+        return {"type": "episode", "episode_id": eid, "instruction": episode.instruction_text,
+                "task_type": episode.task_type, "index": done + 1, "total": total,
+                "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
+
+    async def handle(self, ws: Any) -> None:
+        """Serve one participant's socket until it closes."""
+        from starlette.websockets import WebSocketDisconnect
+
+        await ws.accept()
+        pid = ws.query_params.get("pid", "")
+        if not PARTICIPANT_ID.match(pid):
+            await ws.send_json({"type": "refused", "message": "Enter a participant id of 1-40 letters, digits, '_' or '-'."})
+            await ws.close(code=4400)
+            return
+        async with self._lock:
+            if pid in self.connected:
+                await ws.send_json({"type": "refused", "message": f"Participant {pid} is already connected in another "
+                                                                  "tab or window. Close this tab and continue there."})
+                await ws.close(code=4409)
+                return
+            self.connected.add(pid)
+        loop = asyncio.get_running_loop()
+        outbox: asyncio.Queue = asyncio.Queue()
+        latest: dict[str, Any] = {"frame": None}
+        wake = asyncio.Event()
+
+        def put_frame(data: bytes) -> None:  # keep only the newest frame: a slow client never queues frames
+            latest["frame"] = data
+            wake.set()
+
+        def put_event(event: dict) -> None:
+            outbox.put_nowait(event)
+            wake.set()
+
+        def on_frame(data: bytes) -> None:
+            loop.call_soon_threadsafe(put_frame, data)
+
+        def on_event(event: dict) -> None:
+            loop.call_soon_threadsafe(put_event, event)
+
+        driver = self.drivers.get(pid)
+        if driver is None or not driver.alive:
+            driver = self.drivers[pid] = ParticipantDriver(self.store, pid, on_frame=on_frame, on_event=on_event)
+        else:
+            driver.on_frame, driver.on_event = on_frame, on_event
+
+        async def sender() -> None:
+            while True:
+                await wake.wait()
+                wake.clear()
+                while not outbox.empty():
+                    event = outbox.get_nowait()
+                    await ws.send_json(event)
+                    if event["type"] == "episode_end":
+                        await ws.send_json(self.episode_message(pid))
+                frame, latest["frame"] = latest["frame"], None
+                if frame is not None:
+                    await ws.send_bytes(frame)
+
+        task = asyncio.create_task(sender())
+        try:
+            record = self.store.assignment(pid)
+            done, total = self.store.progress(pid)
+            await ws.send_json({"type": "welcome", "participant": pid, "title": self.store.config.title,
+                                "consent": self.store.config.consent_text, "consented": bool(record.get("consented_at")),
+                                "done": done, "total": total, "allow_backward": self.store.config.allow_backward})
+            while True:
+                msg = json.loads(await ws.receive_text())
+                kind = msg.get("type")
+                if kind == "consent":
+                    self.store.consent(pid)
+                    put_event(self.episode_message(pid))
+                elif kind == "next":
+                    put_event(self.episode_message(pid))
+                elif kind == "start":
+                    eid = self.store.current(pid)
+                    if eid is not None:
+                        driver.start(eid)
+                elif kind == "keys":
+                    driver.keys = frozenset(k for k in msg.get("keys", []) if k in KEYS)
+                elif kind in ("finish", "end"):
+                    eid = self.store.current(pid)
+                    if eid is not None:
+                        driver.finish(eid, "stop" if kind == "finish" else "ended")
+        except (WebSocketDisconnect, RuntimeError, json.JSONDecodeError):
+            pass
+        finally:
+            driver.pause()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+            async with self._lock:
+                self.connected.discard(pid)
+
+    def close(self) -> None:
+        """Close every participant's simulator."""
+        for driver in self.drivers.values():
+            driver.close()
+        for driver in self.drivers.values():
+            driver.join(5.0)
+
+
+def create_app(store: StudyStore) -> Any:
+    """The FastAPI app of a study."""
+    from fastapi import FastAPI
+    from fastapi.responses import FileResponse, JSONResponse
+    from fastapi.staticfiles import StaticFiles
+
+    server = StudyServer(store)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):  # noqa: ANN001
+        yield
+        server.close()
+
+    app = FastAPI(title=store.config.title, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.state.server = server
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    add_error_pages(app)
+
+    @app.get("/")
+    async def index():
+        return FileResponse(STATIC / "study.html")
+
+    @app.get("/api/status")
+    async def status():
+        return JSONResponse({"episodes": len(store.order), "participants": store.participants(),
+                             "connected": sorted(server.connected),
+                             "simulators": sorted(p for p, d in server.drivers.items() if d.alive)})
+
+    @app.websocket("/ws")
+    async def socket(ws: WebSocket):
+        await server.handle(ws)
+
+    return app
+
+
+def serve(store: StudyStore, host: str = "127.0.0.1", port: int = 8765) -> None:
+    """Run the study app until interrupted (prints its URL)."""
+    import uvicorn
+
+    app = create_app(store)
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    print(f"vlnverse study: {len(store.order)} episodes, writing to {store.out}\n"
+          f"open http://{shown}:{port}/ in a browser (Ctrl+C stops)", flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", ws_ping_interval=5, ws_ping_timeout=10)
+
+
+class BackgroundServer:
+    """Run an ASGI ``app`` with uvicorn in a daemon thread (tests, benchmarks); a context manager
+    that yields the base URL and stops the server on exit."""
+
+    def __init__(self, app: Any, host: str = "127.0.0.1", port: int = 0):
+        import socket
+
+        import uvicorn
+
+        if port == 0:
+            with socket.socket() as s:
+                s.bind((host, 0))
+                port = s.getsockname()[1]
+        self.url = f"http://{host}:{port}"
+        self._server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        self._thread = None
+
+    def __enter__(self) -> str:
+        import threading
+        import time
+
+        self._thread = threading.Thread(target=self._server.run, name="uvicorn", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started:
+            if time.monotonic() > deadline or not self._thread.is_alive():
+                raise RuntimeError(f"the server at {self.url} did not start")
+            time.sleep(0.05)
+        return self.url
+
+    def __exit__(self, *exc: Any) -> None:
+        self._server.should_exit = True
+        self._thread.join(15)

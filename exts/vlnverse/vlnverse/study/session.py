@@ -1,0 +1,263 @@
+"""One participant's driving session: a simulator owned by one thread, stepped every tick.
+
+The tick (``log_interval_s``, 50 ms) reads the keys the browser says are held, turns them into
+one ``VelocityAction`` lasting one tick (plus a camera tilt at most every ``look_repeat_s``),
+steps the episode's rollout — the same object and collision rules the evaluation runner
+uses — logs one CSV row and hands a JPEG of the first-person RGB view to the socket. Keys are
+state, not events: holding a key drives at the configured speed and never queues actions.
+The thread exits (closing the simulator) after ``idle_timeout_s`` without a command.
+"""
+from __future__ import annotations
+
+import io
+import logging
+import math
+import queue
+import threading
+import time
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from .assign import StudyStore
+from .log import IDLE, EpisodeLog, LogRow, safe_name, write_episode_end
+
+log = logging.getLogger(__name__)
+
+#: Key names the page sends (the page maps W/↑, S/↓, A/←, D/→, Q, E onto them).
+KEYS = ("forward", "back", "left", "right", "look_up", "look_down")
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
+    """JPEG bytes of an RGB uint8 image."""
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(buf, "JPEG", quality=int(quality))
+    return buf.getvalue()
+
+
+class ParticipantDriver:
+    """The simulator thread of one participant.
+
+    ``on_frame(jpeg_bytes)`` and ``on_event(dict)`` are called from the driver's thread (the
+    server forwards them to the socket). Commands: :meth:`start`, :meth:`pause`,
+    :meth:`finish`, :meth:`close`; :attr:`keys` is replaced by the socket handler.
+    """
+
+    def __init__(self, store: StudyStore, pid: str, *, on_frame: Callable[[bytes], None],
+                 on_event: Callable[[dict], None]):
+        self.store, self.pid, self.cfg = store, pid, store.config
+        self.on_frame, self.on_event = on_frame, on_event
+        self.keys: frozenset[str] = frozenset()
+        self.ticks: list[float] = []  # monotonic time of every logged row (for the bench)
+        self._commands: queue.Queue = queue.Queue()
+        self._sim = self._scene = None
+        self._episode = self._rollout = self._log = None
+        self._driving = False
+        self._thread = threading.Thread(target=self._run, name=f"study-{pid}", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ commands (any thread)
+
+    def start(self, episode_id: str) -> None:
+        """Load (or resume) ``episode_id`` and start driving."""
+        self._commands.put(("start", episode_id))
+
+    def pause(self) -> None:
+        """Stop stepping (socket gone); the log keeps the last pose."""
+        self.keys = frozenset()
+        self._commands.put(("pause",))
+
+    def finish(self, episode_id: str, termination: str = "stop") -> None:
+        """End ``episode_id`` (``stop``: the participant pressed Enter; ``ended``: an interrupted
+        episode the participant chose not to resume)."""
+        self._commands.put(("finish", termination, episode_id))
+
+    def close(self) -> None:
+        """End the thread and close the simulator."""
+        self._commands.put(("close",))
+
+    @property
+    def alive(self) -> bool:
+        """Whether the driver thread still runs."""
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end."""
+        self._thread.join(timeout)
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        try:
+            while True:
+                if self._driving:
+                    self._tick()
+                    try:
+                        cmd = self._commands.get_nowait()
+                    except queue.Empty:
+                        continue
+                else:
+                    try:
+                        cmd = self._commands.get(timeout=self.cfg.idle_timeout_s)
+                    except queue.Empty:
+                        log.info("participant %s idle for %.0f s: simulator closed", self.pid, self.cfg.idle_timeout_s)
+                        return
+                if cmd[0] == "close":
+                    return
+                try:
+                    self._handle(cmd)
+                except Exception as exc:  # noqa: BLE001 - report to the page, keep the thread
+                    log.exception("participant %s: %s failed", self.pid, cmd[0])
+                    self._driving = False
+                    self.on_event({"type": "error", "message": f"{cmd[0]} failed: {exc}"})
+        finally:
+            self._end_log()
+            if self._sim is not None:
+                self._sim.close()
+                self._sim = None
+
+    def _handle(self, cmd: tuple) -> None:
+        if cmd[0] == "start":
+            self._load(cmd[1])
+            self._driving = True
+            self._next = time.perf_counter()
+        elif cmd[0] == "pause":
+            self._driving = False
+            if self._log is not None:
+                self._log.close()
+                self._log = None
+        elif cmd[0] == "finish":
+            self._finish(cmd[1], episode_id=cmd[2])
+
+    def _load(self, episode_id: str) -> None:
+        from ..eval.rollout import Rollout, scene_mode
+        from ..eval.runner import RunSettings
+        from ..sim import make_simulator
+        from ..sim.body import load_body
+        from ..sim.sensors import CameraSpec
+        from ..sim.types import AgentPose
+        from ..tasks.base import load_scene_context, load_task_config
+
+        episode = self.store.episodes[episode_id]
+        task_cfg = load_task_config(episode.task_type)
+        body = load_body(self.cfg.body or task_cfg.body)
+        ctx = load_scene_context(episode.scene_path, body, task_cfg.map_resolution)
+        if self._scene != (str(episode.scene_path), body.name) and self._sim is not None:
+            self._sim.close()
+            self._sim = None
+        if self._sim is None:
+            size = self.cfg.image_size
+            # no sensor on the rig: physics steps stay cheap, and the view is rendered after the
+            # tick's row is logged, only when there is time (logging has priority over frames)
+            self._sim = make_simulator(ctx.desc, body, sensors=[])
+            self._camera = CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)
+            self._scene = (str(episode.scene_path), body.name)
+        mode = scene_mode(self.cfg.collision_mode, self._sim, ctx)
+        settings = RunSettings(max_steps=int(math.ceil(self.cfg.max_episode_s / self.cfg.log_interval_s)),
+                               success_distance=task_cfg.success_distance, body=body,
+                               resolution=task_cfg.map_resolution, task_type=episode.task_type)
+        self._end_log()
+        self._episode = episode
+        self._rollout = Rollout(episode, ctx, self._sim, mode, settings)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            self._rollout.reset()
+        self._log = EpisodeLog(self.store.folder(self.pid) / f"{safe_name(episode_id)}.csv")
+        last = self._log.last
+        if last is not None:  # resume at the last logged pose
+            self._sim.teleport(AgentPose(last.x, last.y, last.yaw, last.pitch))
+            self._t = last.t + self.cfg.log_interval_s
+        else:
+            self._t = 0.0
+        self._last_look = -math.inf
+        self._coasting = self._collided = False
+        self._skipped = 0
+        self._send_frame()
+        self.on_event({"type": "ready", "episode_id": episode_id, "t": round(self._t, 3)})
+
+    def _tick(self) -> None:
+        """Wait for the tick's deadline, log the pose sampled there, then apply the held keys."""
+        from ..sim.types import DiscreteAction, VelocityAction
+
+        cfg, dt = self.cfg, self.cfg.log_interval_s
+        delay = self._next - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        keys = self.keys
+        v = cfg.linear_speed * (("forward" in keys) - (cfg.allow_backward and "back" in keys))
+        omega = math.radians(cfg.angular_speed_deg) * (("left" in keys) - ("right" in keys))
+        look = ("look_up" in keys) - ("look_down" in keys)
+        pose = self._sim.pose
+        action = "+".join(k for k in KEYS if k in keys and (k != "back" or cfg.allow_backward)) or IDLE
+        now = time.perf_counter()
+        self.ticks.append(now)
+        self._log.write(LogRow(self._t, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action, self._collided))
+        self._t += dt
+        results = []
+        if v or omega:
+            results.append(self._rollout.step(VelocityAction(float(v), float(omega), dt)))
+            self._coasting = True
+        elif self._coasting and not self._rollout.done:
+            # keys released: brake to rest (the base keeps its momentum otherwise) and stop
+            # stepping once a tick moves it less than 1 mm and 0.1 degree
+            results.append(self._rollout.step(VelocityAction(0.0, 0.0, dt)))
+            after = results[-1].pose
+            self._coasting = (after.distance_to(pose) > 1e-3
+                              or abs(math.remainder(after.yaw - pose.yaw, math.tau)) > math.radians(0.1))
+        if look and now - self._last_look >= cfg.look_repeat_s and not self._rollout.done:
+            self._last_look = now
+            results.append(self._rollout.step(DiscreteAction.LOOK_UP if look > 0 else DiscreteAction.LOOK_DOWN))
+        self._collided = any(r.collided for r in results)
+        self._next += dt
+        if results:
+            # render only with time to spare before the next row; at least every 5th tick
+            if self._next - time.perf_counter() > 0.4 * dt or self._skipped >= 4:
+                self._send_frame()
+            else:
+                self._skipped += 1
+        elif self._skipped:  # standing still: catch up on the frame that was skipped
+            self._send_frame()
+        if time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
+            self._next = time.perf_counter()
+        done = next((r for r in results if r.done), None)
+        if done is not None:
+            self._finish(done.termination or "stop", failure=done.info.get("failure"))
+
+    def _send_frame(self) -> None:
+        """Render the first-person RGB view at the current pose and hand it on as a JPEG."""
+        self._skipped = 0
+        image = self._sim.render_at(self._sim.pose, self._camera)
+        self.on_frame(encode_jpeg(image.get(self._camera.name, next(iter(image.values()))), self.cfg.jpeg_quality))
+
+    def _finish(self, termination: str, failure: str | None = None, episode_id: str | None = None) -> None:
+        from .log import read_episode_end, read_rows
+
+        episode_id = episode_id or (self._episode.episode_id if self._episode is not None else None)
+        folder = self.store.folder(self.pid)
+        if episode_id is None or read_episode_end(folder, episode_id) is not None:
+            return  # nothing running, or already ended
+        if self._episode is not None and self._episode.episode_id == episode_id:
+            driving_s = self._t
+            if termination == "stop" and not self._rollout.done:
+                from ..sim.types import DiscreteAction
+
+                self._rollout.step(DiscreteAction.STOP)  # the participant's Enter is the episode's STOP
+        else:  # ending an episode whose simulator is gone (interrupted, then abandoned)
+            csv_path = folder / f"{safe_name(episode_id)}.csv"
+            rows = read_rows(csv_path) if csv_path.is_file() else []
+            driving_s = rows[-1].t if rows else 0.0
+        self._driving = False
+        self._end_log()
+        write_episode_end(folder, episode_id, termination=termination, collision_mode=self.cfg.collision_mode,
+                          failure=failure, driving_s=driving_s)
+        self._episode = self._rollout = None
+        self.on_event({"type": "episode_end", "episode_id": episode_id, "termination": termination,
+                       "failure": failure})
+
+    def _end_log(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None

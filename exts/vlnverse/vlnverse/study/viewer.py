@@ -1,0 +1,317 @@
+"""``vlnverse view RUN_DIR [RUN_DIR ...]``: an episode visualizer for evaluation runs and study sessions.
+
+A run folder is either an evaluation output (``episodes.jsonl`` records, ``summary.json``,
+``input_episodes.jsonl``, report ``frames/``) or a study folder (``study.json``; its CSVs are
+scored with :func:`vlnverse.study.score.score_records`). The page lets one choose run, task,
+split and episode, then step through it: the first-person view at that step (the run's report
+frame when one was saved there, else rendered by the simulator at the recorded pose), the
+top-down map with the reference and agent paths (``vlnverse.scenes.render_map``), the action,
+collisions, the agent's outputs (an MLLM's prompt, images and raw reply, from
+``agent_outputs``), the first step where the agent left the reference path (farther than
+``--off-path`` metres from it) and the episode's metrics; a second run can be shown beside it
+on the same episode. Simulator and map work run on one worker thread (GL contexts are
+per thread); pictures are cached.
+"""
+from __future__ import annotations
+
+import io
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import Request  # module level: FastAPI resolves endpoint annotations from here
+
+from ..core.errors import ConfigError
+
+#: Default distance (m) from the reference path beyond which the agent has left it.
+OFF_PATH_M = 1.0
+DECISIONS = ("STOP", "FOUND", "NOT_FOUND")
+
+
+def distance_to_polyline(points: np.ndarray, polyline: np.ndarray) -> np.ndarray:
+    """Distance (m) of each point (N, 2) to the nearest point of the polyline (M, 2)."""
+    p = np.asarray(points, dtype=float)[:, None, :2]
+    line = np.asarray(polyline, dtype=float)[:, :2]
+    if len(line) == 1:
+        return np.linalg.norm(p[:, 0] - line[0], axis=1)
+    a, b = line[:-1][None], line[1:][None]
+    ab = b - a
+    t = np.clip(np.sum((p - a) * ab, axis=2) / np.maximum(np.sum(ab * ab, axis=2), 1e-12), 0.0, 1.0)
+    return np.min(np.linalg.norm(p - (a + t[..., None] * ab), axis=2), axis=1)
+
+
+def timeline(record: dict) -> list[dict]:
+    """One entry per step of a record: the pose after it, the action, whether it collided and
+    the agent's output for it. Eval records start with the start pose (action ``None``); study
+    records have one entry per logged 50 ms row."""
+    traj = record["trajectory"]
+    outputs = record.get("agent_outputs") or []
+    actions = record.get("actions") or []
+    per_step = isinstance(outputs, list) and len(outputs) == len(actions) and len(actions) > 0
+    if record.get("agent") == "human":
+        pitch = record.get("pitch") or [0.0] * len(traj)
+        hit = {c["step"] for c in record.get("collisions", [])}
+        return [{"pose": [*traj[i][:3], pitch[i]], "action": actions[i], "collided": i in hit,
+                 "t": (record.get("times") or [None] * len(traj))[i]} for i in range(len(traj))]
+    hit = {c["step"] for c in record.get("collisions", [])}
+    frames = {f["index"]: f["file"] for f in record.get("frames") or []}
+    steps = [{"pose": [*traj[0][:3], 0.0], "action": None, "collided": False, "frame": frames.get(0)}]
+    moves = 0
+    for j, action in enumerate(actions):
+        moved = action is not None and action not in DECISIONS and not (isinstance(action, dict) and action.get("type") == "SelectFrame")
+        if moved and moves + 1 < len(traj):
+            moves += 1
+        entry = {"pose": [*traj[moves][:3], 0.0], "action": action, "collided": j in hit,
+                 "frame": frames.get(moves) if moved else None}
+        if per_step:
+            entry["output"] = outputs[j]
+        steps.append(entry)
+    return steps
+
+
+def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> int | None:
+    """Index of the first step whose pose is farther than ``threshold`` from the reference path."""
+    if not steps or reference is None or len(reference) == 0:
+        return None
+    d = distance_to_polyline(np.array([s["pose"][:2] for s in steps]), np.asarray(reference))
+    off = np.flatnonzero(d > threshold)
+    return int(off[0]) if len(off) else None
+
+
+class Run:
+    """One run folder: its records (by key), the episodes they came from, its summary."""
+
+    def __init__(self, index: int, path: str | Path):
+        from ..tasks.episode import load_episodes
+
+        self.index, self.path = index, Path(path)
+        if not self.path.is_dir():
+            raise ConfigError("run folder not found", file=self.path, expected="an eval output or study folder")
+        self.name = self.path.name
+        if (self.path / "study.json").is_file():
+            from .score import score_records
+
+            self.kind = "study"
+            records, self.skipped = score_records(self.path)
+            self.records = {f"{r['participant']}/{r['episode_id']}": r for r in records}
+            episodes_file = self.path / "episodes.jsonl"
+            self.summary = None
+        elif (self.path / "episodes.jsonl").is_file():
+            from ..eval.runner import read_finished
+
+            self.kind, self.skipped = "eval", None
+            self.records = {r["episode_id"]: r for r in read_finished(self.path / "episodes.jsonl")}
+            episodes_file = self.path / "input_episodes.jsonl"
+            summary = self.path / "summary.json"
+            self.summary = json.loads(summary.read_text(encoding="utf-8")) if summary.is_file() else None
+        else:
+            raise ConfigError("not a run folder", file=self.path,
+                              expected="episodes.jsonl (vlnverse eval) or study.json (vlnverse study serve)")
+        self.episodes = {e.episode_id: e for e in load_episodes(episodes_file)} if episodes_file.is_file() else {}
+
+    def listing(self) -> dict:
+        """What the page's pickers need."""
+        eps = []
+        for key, r in self.records.items():
+            eps.append({"key": key, "episode_id": r["episode_id"], "task_type": r["task_type"], "split": r["split"],
+                        "participant": r.get("participant"), "termination": r["termination"],
+                        "SR": r["metrics"].get("SR")})
+        agent = (self.summary or {}).get("run", {}).get("agent") if self.kind == "eval" else "human"
+        return {"index": self.index, "name": self.name, "path": str(self.path), "kind": self.kind, "agent": agent,
+                "episodes": eps, "skipped": self.skipped}
+
+
+class Viewer:
+    """The runs and the rendering worker behind the viewer app."""
+
+    def __init__(self, run_dirs: list[str | Path], *, off_path: float = OFF_PATH_M):
+        self.runs = [Run(i, p) for i, p in enumerate(run_dirs)]
+        self.off_path = off_path
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-render")
+        self._sims: dict[str, Any] = {}
+        self._pictures: dict[tuple, bytes] = {}
+
+    def run(self, index: int) -> Run:
+        """Run ``index`` (``KeyError`` when there is none)."""
+        if not 0 <= index < len(self.runs):
+            raise KeyError(f"no run {index}: the viewer has runs 0..{len(self.runs) - 1}")
+        return self.runs[index]
+
+    def record(self, index: int, key: str) -> tuple[Run, dict]:
+        """Run and record of an episode (``KeyError`` naming what is unknown)."""
+        run = self.run(index)
+        if key not in run.records:
+            raise KeyError(f"run {run.name} has no episode '{key}'")
+        return run, run.records[key]
+
+    def episode_view(self, index: int, key: str, off_path: float | None = None) -> dict:
+        """The record with its step timeline, the first off-reference step and file URLs."""
+        run, record = self.record(index, key)
+        steps = timeline(record)
+        threshold = self.off_path if off_path is None else off_path
+        for s in steps:
+            if s.get("frame"):
+                s["frame"] = f"/runs/{index}/files/{s['frame']}"
+        outputs = record.get("agent_outputs")
+        return {"run": run.name, "kind": run.kind, "key": key, "episode_id": record["episode_id"],
+                "task_type": record["task_type"], "split": record["split"], "instruction": record.get("instruction"),
+                "metrics": record["metrics"], "termination": record["termination"], "failure": record.get("failure"),
+                "participant": record.get("participant"), "steps": steps, "off_path_m": threshold,
+                "left_reference_step": left_reference_step(steps, record.get("reference_path"), threshold),
+                "agent_outputs": None if steps and "output" in steps[-1] else outputs,
+                "collisions": len(record.get("collisions", [])), "has_scene": record["episode_id"] in run.episodes}
+
+    # ------------------------------------------------------------------ pictures (worker thread)
+
+    def _context(self, run: Run, episode_id: str):
+        from ..sim.body import load_body
+        from ..tasks.base import load_scene_context, load_task_config
+
+        episode = run.episodes.get(episode_id)
+        if episode is None:
+            raise KeyError(f"run {run.name} does not hold episode '{episode_id}' in its input episodes")
+        cfg = load_task_config(episode.task_type)
+        body = load_body(cfg.body)
+        return episode, load_scene_context(episode.scene_path, body, cfg.map_resolution), body
+
+    def _map_png(self, index: int, key: str, step: int) -> bytes:
+        from PIL import Image
+
+        from ..scenes.render_map import render_map_array
+
+        run, record = self.record(index, key)
+        _, ctx, _ = self._context(run, record["episode_id"])
+        steps = timeline(record)
+        step = max(0, min(step, len(steps) - 1))
+        xy = np.array([s["pose"][:2] for s in steps])
+        here = steps[step]["pose"]
+        markers = [{"xy": xy[0], "color": "tab:green", "label": "start", "size": 50},
+                   {"xy": np.asarray(record["goals"])[:, :2], "color": "tab:red", "marker": "*", "label": "goal", "size": 90}]
+        hits = [s["pose"][:2] for s in steps[: step + 1] if s["collided"]]
+        if hits:
+            markers.append({"xy": np.array(hits), "color": "black", "marker": "x", "label": "collision", "size": 40})
+        off = left_reference_step(steps, record.get("reference_path"), self.off_path)
+        if off is not None and off <= step:
+            markers.append({"xy": xy[off], "color": "magenta", "marker": "D", "label": "left the reference", "size": 45})
+        markers.append({"xy": np.array(here[:2]), "color": "tab:orange", "marker": "o", "label": f"step {step}", "size": 110})
+        paths = [{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
+                 {"xy": xy, "color": "#f5c08a", "label": "agent (whole)", "linewidth": 1.2},
+                 {"xy": xy[: step + 1], "color": "tab:orange", "label": "agent", "linewidth": 2.5}]
+        image = render_map_array(ctx.desc, ctx.maps, paths=paths, markers=markers, dpi=90)
+        buf = io.BytesIO()
+        Image.fromarray(image).save(buf, "PNG")
+        return buf.getvalue()
+
+    def _view_jpeg(self, index: int, key: str, step: int) -> bytes:
+        from ..sim import make_simulator
+        from ..sim.sensors import CameraSpec
+        from ..sim.types import AgentPose
+        from .session import encode_jpeg
+
+        run, record = self.record(index, key)
+        episode, ctx, body = self._context(run, record["episode_id"])
+        steps = timeline(record)
+        x, y, yaw, pitch = steps[max(0, min(step, len(steps) - 1))]["pose"]
+        spec = CameraSpec("view", "rgb", 224, 224, 90.0)
+        scene = str(episode.scene_path)
+        if scene not in self._sims:
+            for old in list(self._sims)[:-1]:  # keep at most two scenes' simulators
+                self._sims.pop(old).close()
+            self._sims[scene] = make_simulator(ctx.desc, body, sensors=[])
+        image = self._sims[scene].render_at(AgentPose(x, y, yaw, pitch), spec)
+        return encode_jpeg(image.get("view", next(iter(image.values()))), 85)
+
+    def picture(self, kind: str, index: int, key: str, step: int) -> bytes:
+        """A map PNG or a first-person JPEG of one step (cached; made on the worker thread)."""
+        cache_key = (kind, index, key, step)
+        if cache_key not in self._pictures:
+            fn = self._map_png if kind == "map" else self._view_jpeg
+            self._pictures[cache_key] = self._pool.submit(fn, index, key, step).result()
+            if len(self._pictures) > 512:
+                self._pictures.pop(next(iter(self._pictures)))
+        return self._pictures[cache_key]
+
+    def close(self) -> None:
+        """Close the simulators and the worker."""
+        def close_all():
+            for sim in self._sims.values():
+                sim.close()
+            self._sims.clear()
+
+        self._pool.submit(close_all).result()
+        self._pool.shutdown()
+
+
+def create_viewer_app(viewer: Viewer) -> Any:
+    """The FastAPI app of the visualizer."""
+    import contextlib
+
+    from fastapi import FastAPI, HTTPException
+    from fastapi.responses import FileResponse, JSONResponse, Response
+    from fastapi.staticfiles import StaticFiles
+
+    from .server import STATIC, add_error_pages
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app):  # noqa: ANN001
+        yield
+        viewer.close()
+
+    app = FastAPI(title="vlnverse view", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    add_error_pages(app)
+
+    def _lookup(fn, *args):
+        try:
+            return fn(*args)
+        except KeyError as exc:
+            raise HTTPException(404, exc.args[0] if exc.args else str(exc)) from None
+
+    @app.get("/")
+    async def index():
+        return FileResponse(STATIC / "viewer.html")
+
+    @app.get("/run/{index}/{key:path}")
+    def episode_page(index: int, key: str):
+        _lookup(viewer.record, index, key)
+        return FileResponse(STATIC / "viewer.html")
+
+    @app.get("/api/runs")
+    def runs():
+        return JSONResponse([r.listing() for r in viewer.runs])
+
+    @app.get("/api/runs/{index}/episode")
+    def episode(index: int, key: str, off_path: float | None = None):
+        return JSONResponse(json.loads(json.dumps(_lookup(viewer.episode_view, index, key, off_path), default=str)))
+
+    @app.get("/api/runs/{index}/map.png")
+    def map_png(index: int, key: str, step: int = 0):
+        return Response(_lookup(viewer.picture, "map", index, key, step), media_type="image/png")
+
+    @app.get("/api/runs/{index}/view.jpg")
+    def view_jpg(index: int, key: str, step: int = 0):
+        return Response(_lookup(viewer.picture, "view", index, key, step), media_type="image/jpeg")
+
+    @app.get("/runs/{index}/files/{path:path}")
+    def run_file(index: int, path: str, request: Request):
+        run = _lookup(viewer.run, index)
+        target = (run.path / path).resolve()
+        if run.path.resolve() not in target.parents or not target.is_file():
+            raise HTTPException(404, f"run {run.name} has no file '{path}'")
+        return FileResponse(target)
+
+    return app
+
+
+def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8766) -> None:
+    """Load the runs and serve the visualizer until interrupted (prints its URL)."""
+    import uvicorn
+
+    viewer = Viewer(run_dirs)
+    total = sum(len(r.records) for r in viewer.runs)
+    shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
+    print(f"vlnverse view: {len(viewer.runs)} run(s), {total} episodes\n"
+          f"open http://{shown}:{port}/ in a browser (Ctrl+C stops)", flush=True)
+    uvicorn.run(create_viewer_app(viewer), host=host, port=port, log_level="warning")

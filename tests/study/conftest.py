@@ -1,0 +1,56 @@
+"""Fixtures for the study and viewer tests: a few real episodes on a shipped home, a headless
+Chromium (Debian's ``chromium`` through Playwright), and a folder for screenshots."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CHROMIUM = os.environ.get("VLNVERSE_CHROMIUM", "/usr/bin/chromium")
+
+
+@pytest.fixture(scope="session")
+def study_episodes(tmp_path_factory) -> Path:
+    """Three fine-grained episodes on the first shipped test home, as a JSONL file."""
+    from vlnverse.scenes.splits import resolve_scenes
+    from vlnverse.tasks.base import TASKS, load_scene_context, load_task_config, load_task_types
+    from vlnverse.tasks.episode import save_episodes
+
+    load_task_types()
+    cfg = load_task_config("fine_grained")
+    ctx = load_scene_context(resolve_scenes("test")[0], cfg.body, cfg.map_resolution)
+    episodes = TASKS.get("fine_grained")(cfg).generate(ctx, np.random.default_rng(0), 3, "test")
+    path = tmp_path_factory.mktemp("study-episodes") / "episodes.jsonl"
+    save_episodes(path, episodes)
+    return path
+
+
+@pytest.fixture(scope="session")
+def artifacts(tmp_path_factory) -> Path:
+    """Where screenshots go: ``$VLNVERSE_TEST_ARTIFACTS/study`` or a pytest temp folder."""
+    root = os.environ.get("VLNVERSE_TEST_ARTIFACTS")
+    folder = Path(root) / "study" if root else tmp_path_factory.mktemp("artifacts")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium; the tests skip (with the reason) when it cannot start."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("playwright is not installed (pip install playwright)")
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as pw:
+        try:
+            chromium = pw.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                          args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
+        except Exception as exc:  # noqa: BLE001 - any launch failure is a reason to skip
+            pytest.skip(f"Chromium did not start: {str(exc).splitlines()[0]}")
+        yield chromium
+        chromium.close()
