@@ -116,6 +116,20 @@ class ReportConfig:
 
 
 @dataclass
+class RenderConfig:
+    """Rendering options: ``quality`` = fast | default | high (``vlnverse.sim.types.RENDER_QUALITIES``)."""
+
+    quality: str = "default"
+
+    def validate(self) -> None:
+        """Quality must name a preset."""
+        from ..sim.types import RENDER_QUALITIES
+
+        require(self.quality in RENDER_QUALITIES, "quality", f"got {self.quality!r}",
+                "one of " + ", ".join(RENDER_QUALITIES))
+
+
+@dataclass
 class EvalConfig:
     """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a collision mode."""
 
@@ -138,6 +152,7 @@ class EvalConfig:
     out: str = "runs/eval"
     limit: int | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
+    render: RenderConfig = field(default_factory=RenderConfig)
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""

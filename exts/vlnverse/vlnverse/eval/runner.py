@@ -618,7 +618,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     try:
         for scene_path, scene_eps in by_scene.items():
             ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
-            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
+            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend,
+                                 quality=cfg.render.quality)
             try:
                 control = sim.control
                 params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,

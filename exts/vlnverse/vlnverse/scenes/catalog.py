@@ -45,6 +45,22 @@ TONES = {"dark": "black", "light": "white", "metal": "silver", "leaf": "green", 
          "soil": "dark_brown", "wood": "oak", "mattress": "white", "glass": "light_blue"}
 
 
+#: Visual material kind (``scenes.textures.LOOKS``) of an object's physics material.
+VISUAL_KIND = {"wood": "wood", "metal": "metal", "fabric": "fabric", "leather": "leather", "plastic": "plastic",
+               "ceramic": "ceramic", "glass": "glass", "marble": "marble", "paper": "paper", "stone": "marble",
+               "plaster": "plaster"}
+#: Visual material kind of accent tones (``None``: the object's own material).
+TONE_KIND = {"metal": "metal", "leaf": "leaf", "screen": "glass", "soil": "stone", "wood": "wood",
+             "mattress": "fabric", "glass": "glass", "dark": None, "light": None, "main": None}
+
+
+def part_material(tone: str, material: str, color: str) -> str:
+    """Semantic visual material name (``<kind>_<colour>``) of a part with ``tone`` on an object made
+    of ``material`` with main colour ``color``."""
+    kind = TONE_KIND.get(tone) or VISUAL_KIND.get(material, "plastic")
+    return f"{kind}_{color if tone == 'main' else TONES[tone]}"
+
+
 @dataclass(frozen=True)
 class Part:
     """One primitive of an object model in the object's local frame.

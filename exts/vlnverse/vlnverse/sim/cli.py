@@ -40,6 +40,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--random", type=int, default=None, metavar="N", help="N random moves/turns (seeded)")
     d.add_argument("--seed", type=int, default=0, help="seed of the start pose and random actions")
     d.add_argument("--renderer", choices=("auto", "gl", "raycast"), default="auto")
+    d.add_argument("--quality", choices=("fast", "default", "high"), default="default",
+                   help="render preset (render.quality): fast = flat colours, default = textures, lights and "
+                        "anti-aliasing, high = plus shadows and reflections")
     d.add_argument("--width", type=int, default=224)
     d.add_argument("--height", type=int, default=224)
     d.add_argument("--out", required=True, help="output folder (replaced atomically)")
@@ -146,7 +149,8 @@ def _drive(args: argparse.Namespace) -> int:
     desc = load_scene(scene_path)
     size = dict(width=args.width, height=args.height)
     env = VLNVerseNavEnv(desc, args.body, [make_sensor("rgb", **size), make_sensor("depth", **size),
-                                           make_sensor("semantic", **size)], renderer=args.renderer)
+                                           make_sensor("semantic", **size)], renderer=args.renderer,
+                         quality=args.quality)
     try:
         obs, _ = env.reset(seed=args.seed, options={"pose": pose})
         frames = [_frame_png(obs)]
@@ -159,7 +163,8 @@ def _drive(args: argparse.Namespace) -> int:
         path_length = float(sum(np.linalg.norm(np.diff(np.asarray(r["trajectory"])[:, :2], axis=0), axis=1).sum()
                                 for r in records))
         summary = {
-            "scene": str(scene_path), "body": env.body.name, "renderer": env.sim.renderer_name, "seed": args.seed,
+            "scene": str(scene_path), "body": env.body.name, "renderer": env.sim.renderer_name, "quality": args.quality,
+            "seed": args.seed,
             "start_pose": start.to_dict(), "final_pose": env.sim.pose.to_dict(), "actions": len(records),
             "collisions": sum(r["collided"] for r in records),
             "max_obstacle_displacement": max((r["obstacle_displacement"] for r in records), default=0.0),
