@@ -584,7 +584,7 @@ def _assemble(plan: _Plan) -> SceneDescription:
         add(_box_geom([(x0 + x1) / 2, (y0 + y1) / 2, H + CEILING_THICKNESS / 2],
                       [(x1 - x0) / 2 + WALL_THICKNESS / 2, (y1 - y0) / 2 + WALL_THICKNESS / 2, CEILING_THICKNESS / 2],
                       label="ceiling", instance_id=next_id, color=COLORS["white"], friction=MATERIALS["plaster"],
-                      name=f"/World/Structure/Ceilings/ceiling_{rid:02d}", material="plaster_white"))
+                      name=f"/World/Structure/Ceilings/ceiling_{rid:02d}", material="paint_white"))
         next_id += 1
     for k, (axis, line, a, b) in enumerate(_wall_pieces(plan.rects, plan.doors)):
         c = line * UNIT
@@ -745,7 +745,7 @@ def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: in
             top = min(WINDOW_TOP, H - 0.25)
             pane = _wall_box(side, line, a, b, WINDOW_SILL, top, 0.0, 0.01)
             desc.geoms.append(Geom("box", _translation(pane[0]), pane[1], label="window", instance_id=next_id,
-                                   color=(0.80, 0.90, 1.0), collides=False, name=f"{base}/window_{k}_glass",
+                                   color=(0.55, 0.72, 0.92), collides=False, name=f"{base}/window_{k}_glass",
                                    material="window"))
             f, d = 0.05, 0.04
             frame = [_wall_box(side, line, a - f, b + f, WINDOW_SILL - f, WINDOW_SILL, 0.0, d + 0.03),

@@ -8,8 +8,8 @@ per kind with numpy only and quantised to uint8, so the same kind gives byte-ide
 every machine. They are small (``TEXTURE_SIZE``² pixels) and shared by every home.
 
 Kinds: wood (planks with grain), parquet, tile (square tiles with grout), carpet, fabric (weave),
-leather, plaster, wallpaper (stripes), marble (veins), stone (mottled), metal (brushed),
-ceramic, plastic, glass, paper, leaf, emissive ``light`` and ``window`` (daylight).
+leather, plaster, paint (ceilings), wallpaper (stripes), marble (veins), stone (mottled), metal (brushed),
+ceramic, plastic, glass, paper, leaf, emissive ``light``, ``lampshade`` and ``window`` (daylight).
 """
 from __future__ import annotations
 
@@ -50,6 +50,8 @@ LOOKS: dict[str, MaterialLook] = {
     "fabric": MaterialLook("fabric", 0.25, 0.9, 0.0, 0.05),
     "leather": MaterialLook("leather", 0.4, 0.45, 0.0, 0.35),
     "plaster": MaterialLook("plaster", 2.0, 0.9, 0.0, 0.05),
+    # ceilings: plaster with a little self-illumination standing in for light bounced off the floor
+    "paint": MaterialLook("plaster", 2.0, 0.9, 0.0, 0.05, emission=0.25),
     "wallpaper": MaterialLook("wallpaper", 0.7, 0.85, 0.0, 0.05),
     "marble": MaterialLook("marble", 1.0, 0.2, 0.0, 0.6),
     "stone": MaterialLook("stone", 0.8, 0.6, 0.0, 0.25),
@@ -60,11 +62,12 @@ LOOKS: dict[str, MaterialLook] = {
     "paper": MaterialLook(None, 1.0, 0.8, 0.0, 0.1),
     "leaf": MaterialLook("leaf", 0.2, 0.6, 0.0, 0.2),
     "art": MaterialLook("art", 1.0, 0.6, 0.0, 0.1),
+    "lampshade": MaterialLook("fabric", 0.25, 0.9, 0.0, 0.05, emission=0.45),
     "light": MaterialLook(None, 1.0, 0.5, 0.0, 0.0, emission=0.8),
-    "window": MaterialLook(None, 1.0, 0.1, 0.0, 0.5, emission=0.45),
+    "window": MaterialLook(None, 1.0, 0.1, 0.0, 0.5, emission=0.35),
 }
 #: Material kinds used when a geom carries none (e.g. a third-party stage), by label.
-DEFAULT_KIND_BY_LABEL = {"floor": "wood", "wall": "plaster", "ceiling": "plaster", "door_frame": "wood"}
+DEFAULT_KIND_BY_LABEL = {"floor": "wood", "wall": "plaster", "ceiling": "paint", "door_frame": "wood"}
 
 
 def material_kind(name: str) -> str:

@@ -4,7 +4,9 @@ Commands::
 
     vlnverse sim info [--json]
     vlnverse sim drive SCENE [--body r2r_ce] [--pose X,Y,YAW] [--actions F*4,L,F | --random N]
-                       [--seed S] [--renderer auto|gl|raycast] [--width 224 --height 224] --out DIR
+                       [--seed S] [--renderer auto|gl|raycast] [--quality fast|default|high]
+                       [--width 224 --height 224] --out DIR
+    vlnverse scenes gallery SCENE[,SCENE...|SPLIT] --out DIR [--rooms 3] [--quality Q ...]
 
 SCENE is a USD file or the id of a shipped scene. ``drive`` writes ``steps.jsonl`` (one
 ``ActionResult`` per action), ``summary.json`` and ``frames/step_NNNN.png`` (RGB | depth |
@@ -48,6 +50,43 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--out", required=True, help="output folder (replaced atomically)")
     d.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     d.set_defaults(func=_drive)
+    _add_gallery_command(sub)
+
+
+def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
+    """``vlnverse scenes gallery`` renders through the simulator, so this layer contributes it to the
+    ``scenes`` command (the scenes layer knows no simulator)."""
+    scenes = sub.choices.get("scenes")
+    if scenes is None:
+        return
+    ssub = next(a for a in scenes._actions if isinstance(a, argparse._SubParsersAction))
+    g = ssub.add_parser("gallery", help="contact sheet (PNG + JSON) of first-person views of homes at each "
+                                        "render preset, with the frame rate each achieved")
+    g.add_argument("scene", metavar="SCENE", help="USD file(s), scene id(s) or a split name (comma-separated)")
+    g.add_argument("--out", required=True, help="output folder (gallery.png, gallery.json)")
+    g.add_argument("--rooms", type=int, default=3, help="views per home, one per room, largest rooms first")
+    g.add_argument("--width", type=int, default=224)
+    g.add_argument("--height", type=int, default=224)
+    g.add_argument("--quality", action="append", choices=("fast", "default", "high"), default=None,
+                   help="preset(s) to show (repeatable; default: all three)")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    g.set_defaults(func=_gallery)
+
+
+def _gallery(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigError
+    from ..scenes.splits import resolve_scenes
+    from .gallery import render_gallery
+    from .types import RENDER_QUALITIES
+
+    if args.rooms < 1:
+        raise ConfigError(f"got {args.rooms}", field="--rooms", expected="an integer >= 1")
+    paths = [Path(args.scene)] if Path(args.scene).suffix.startswith(".usd") else resolve_scenes(args.scene)
+    summary = render_gallery(paths, args.out, rooms=args.rooms, width=args.width, height=args.height,
+                             qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress)
+    fps = ", ".join(f"{q} {v['fps']}" for q, v in summary["presets"].items())
+    print(f"wrote {Path(args.out) / 'gallery.png'} ({len(summary['views'])} views; frames/s: {fps})")
+    return 0
 
 
 def parse_actions(text: str) -> list[str]:

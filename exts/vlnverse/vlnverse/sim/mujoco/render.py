@@ -8,6 +8,7 @@ from both.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Iterable
 
@@ -134,6 +135,25 @@ def antialias(rgb: np.ndarray, threshold: float = 12.0, span: float = 48.0) -> n
     return img.astype(np.uint8)
 
 
+#: Geom group that culled geoms are moved to while a frame is drawn (never shown).
+CULL_GROUP = 5
+
+
+def frustum_visible(centres: np.ndarray, radii: np.ndarray, position: np.ndarray, rotation: np.ndarray,
+                    hfov_deg: float, vfov_deg: float) -> np.ndarray:
+    """Whether each bounding sphere (``centres`` (N, 3), ``radii`` (N,)) touches the view frustum of
+    a camera at ``position`` with ``rotation`` columns (forward, left, up); conservative."""
+    rel = centres - position
+    fwd = rel @ rotation[:, 0]
+    side = np.abs(rel @ rotation[:, 1])
+    vert = np.abs(rel @ rotation[:, 2])
+    th, tv = math.tan(math.radians(hfov_deg) / 2), math.tan(math.radians(vfov_deg) / 2)
+    # distance of the centre outside each side plane, compared with the radius
+    ok_h = (side - fwd * th) / math.sqrt(1 + th * th) <= radii
+    ok_v = (vert - fwd * tv) / math.sqrt(1 + tv * tv) <= radii
+    return (fwd >= -radii) & ok_h & ok_v
+
+
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
 ACTIVE_ROOM_LIGHTS = 2
 
@@ -168,9 +188,14 @@ class GLRenderer:
         self._room_lights = np.array([i for i, n in enumerate(names) if n.startswith(ROOM_LIGHT_PREFIX)], int)
         self._room_light_pos = np.asarray(model.light_pos)[self._room_lights].copy() if len(self._room_lights) else None
         self._renderers: dict[tuple[int, int, bool], object] = {}
+        # Frustum culling: geoms whose bounding sphere lies outside the view move to a hidden
+        # group for the draw (rendering cost follows the geoms drawn, not the scene size).
+        self._group = np.asarray(model.geom_group).copy()
+        self._cullable = (np.asarray(model.geom_rbound) > 0) & (self._group != GROUP_AGENT)
         self._option = self._mj.MjvOption()
         self._option.geomgroup[:] = 1
         self._option.geomgroup[GROUP_AGENT] = 0
+        self._option.geomgroup[CULL_GROUP] = 0
         self._option.sitegroup[:] = 0
         self.render_calls = 0
         self._renderer(16, 16, True)  # fail now (no GL context) rather than at the first observation
@@ -209,18 +234,27 @@ class GLRenderer:
         forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
         data.cam_xpos[cam] = position
         data.cam_xmat[cam] = np.stack([-left, up, -forward], axis=1).reshape(9)
-        self._model.cam_fovy[cam] = vertical_fov_deg(width, height, hfov_deg)
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        self._model.cam_fovy[cam] = vfov
         self.render_calls += 1
         out: dict[str, np.ndarray] = {}
         updated = None
+        visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
+        hidden = self._cullable & ~visible
+        groups = self._model.geom_group
         if "rgb" in kinds:
             self._light_rooms_near(position)
             updated = self._renderer(width, height, True)
+            if self.quality != "high":  # with shadows, geoms out of view still cast into it
+                groups[hidden] = CULL_GROUP
             updated.update_scene(data, camera=cam, scene_option=self._option)
+            groups[:] = self._group
             out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
         r = self._renderer(width, height, False)
         if kinds - {"rgb"} and r is not updated:
+            groups[hidden] = CULL_GROUP
             r.update_scene(data, camera=cam, scene_option=self._option)
+            groups[:] = self._group
         if "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
