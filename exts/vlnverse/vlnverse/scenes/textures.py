@@ -193,15 +193,13 @@ def texture_file_name(kind: str) -> str:
 
 
 def write_textures(folder: str | Path, kinds) -> list[Path]:
-    """Write the PNG of each textured kind in ``kinds`` under ``folder/textures`` (atomically, only
-    when missing or different); returns their paths."""
+    """Write the PNG of each texture the material ``kinds`` use under ``folder/textures`` (atomically,
+    only when missing or different); returns their paths, sorted."""
     from ..core.io import atomic_path
 
     out = []
-    for kind in sorted(set(kinds)):
-        tex = LOOKS[kind].texture if kind in LOOKS else None
-        if tex is None:
-            continue
+    textures = {LOOKS[k].texture for k in kinds if k in LOOKS} - {None}
+    for tex in sorted(textures):
         path = Path(folder) / texture_file_name(tex)
         data = png_bytes(texture_array(tex))
         if not (path.exists() and path.read_bytes() == data):

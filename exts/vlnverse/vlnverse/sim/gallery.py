@@ -59,14 +59,16 @@ def room_views(desc, body: str = "r2r_ce", rooms: int = 3) -> list[tuple[str, Ag
 
 def image_stats(rgb: np.ndarray) -> dict[str, float]:
     """Mean luminance (0–255), distinct colours (after 5-bit quantisation) and local contrast (mean
-    absolute difference between horizontal and vertical neighbours' luminance) of an RGB frame."""
+    absolute difference between neighbouring pixels' luminance, relative to the mean luminance) of
+    an RGB frame."""
     img = rgb.astype(np.float32)
     luma = img @ np.array([0.299, 0.587, 0.114], np.float32)
     q = (rgb >> 3).astype(np.int32)
     codes = (q[..., 0] << 10) | (q[..., 1] << 5) | q[..., 2]
     contrast = (np.abs(np.diff(luma, axis=0)).mean() + np.abs(np.diff(luma, axis=1)).mean()) / 2
+    contrast /= max(float(luma.mean()), 1.0)
     return {"mean_luminance": round(float(luma.mean()), 2), "distinct_colours": int(len(np.unique(codes))),
-            "local_contrast": round(float(contrast), 3)}
+            "local_contrast": round(float(contrast), 5)}
 
 
 def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int = 3, width: int = 224,

@@ -198,6 +198,8 @@ class GLRenderer:
         self._option.geomgroup[CULL_GROUP] = 0
         self._option.sitegroup[:] = 0
         self.render_calls = 0
+        #: Geoms handed to OpenGL for the last frame (after culling): what rendering cost follows.
+        self.last_drawn = 0
         self._renderer(16, 16, True)  # fail now (no GL context) rather than at the first observation
 
     def _renderer(self, width: int, height: int, rgb: bool):
@@ -249,12 +251,14 @@ class GLRenderer:
                 groups[hidden] = CULL_GROUP
             updated.update_scene(data, camera=cam, scene_option=self._option)
             groups[:] = self._group
+            self.last_drawn = int(updated.scene.ngeom)
             out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
         r = self._renderer(width, height, False)
         if kinds - {"rgb"} and r is not updated:
             groups[hidden] = CULL_GROUP
             r.update_scene(data, camera=cam, scene_option=self._option)
             groups[:] = self._group
+            self.last_drawn = int(r.scene.ngeom)
         if "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
