@@ -201,7 +201,7 @@ def _visual_material(stage, g: Geom, cache: dict[Any, Any]):
     else:
         reader = UsdShade.Shader.Define(stage, f"{path}/TexCoords")
         reader.CreateIdAttr("UsdPrimvarReader_float2")
-        reader.CreateInput("varname", Sdf.ValueTypeNames.Token).Set("st")
+        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
         tex = UsdShade.Shader.Define(stage, f"{path}/Texture")
         tex.CreateIdAttr("UsdUVTexture")
         tex.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(Sdf.AssetPath(texture_file_name(look.texture)))

@@ -81,7 +81,7 @@ def _gallery(args: argparse.Namespace) -> int:
 
     if args.rooms < 1:
         raise ConfigError(f"got {args.rooms}", field="--rooms", expected="an integer >= 1")
-    paths = [Path(args.scene)] if Path(args.scene).suffix.startswith(".usd") else resolve_scenes(args.scene)
+    paths = resolve_scenes(args.scene)
     summary = render_gallery(paths, args.out, rooms=args.rooms, width=args.width, height=args.height,
                              qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress)
     fps = ", ".join(f"{q} {v['fps']}" for q, v in summary["presets"].items())

@@ -19,6 +19,8 @@ ROOM_LIGHT_RGB = np.array([1.0, 0.94, 0.84])
 ROOM_LIGHT_DIFFUSE = 0.9
 ROOM_LIGHT_ATTENUATION = [1.0, 0.0, 0.06]
 SUN_DIRECTION = [0.45, 0.3, -0.55]
+#: Half-angle (degrees) of the room lights' cone at ``high`` (where they are shadow-casting spots).
+ROOM_LIGHT_SHADOW_CUTOFF = 80.0
 
 
 def add_lights(spec, desc: SceneDescription, quality: str) -> None:
@@ -28,7 +30,7 @@ def add_lights(spec, desc: SceneDescription, quality: str) -> None:
     spec.visual.headlight.ambient = [0.48, 0.48, 0.49]
     spec.visual.headlight.diffuse = [0.25, 0.25, 0.25]
     spec.visual.headlight.specular = [0.05, 0.05, 0.05]
-    spec.visual.quality.shadowsize = 2048
+    spec.visual.quality.shadowsize = 1024
     shadows = quality == "high"
     lo, hi = desc.bounds()
     sun = spec.worldbody.add_light(name=SUN_LIGHT, pos=[(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2] + 6.0],
@@ -37,9 +39,16 @@ def add_lights(spec, desc: SceneDescription, quality: str) -> None:
     sun.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
     for rid, pos in room_light_positions(desc):
         light = spec.worldbody.add_light(name=f"{ROOM_LIGHT_PREFIX}{rid}", pos=list(pos), dir=[0, 0, -1],
-                                         castshadow=shadows, diffuse=list(ROOM_LIGHT_RGB * ROOM_LIGHT_DIFFUSE),
+                                         castshadow=shadows,
+                                         diffuse=list(ROOM_LIGHT_RGB * ROOM_LIGHT_DIFFUSE * (0.4 if shadows else 1.0)),
                                          specular=[0.25, 0.25, 0.25], attenuation=ROOM_LIGHT_ATTENUATION)
-        light.type = mujoco.mjtLightType.mjLIGHT_POINT
+        if shadows:  # MuJoCo casts shadows from spot lights: a wide downward cone covers the room
+            # (a spot is not dimmed off-axis like MuJoCo's point light, hence the lower diffuse above)
+            light.type = mujoco.mjtLightType.mjLIGHT_SPOT
+            light.cutoff = ROOM_LIGHT_SHADOW_CUTOFF
+            light.exponent = 0.0
+        else:
+            light.type = mujoco.mjtLightType.mjLIGHT_POINT
         light.bulbradius = 0.1
 
 
