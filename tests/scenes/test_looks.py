@@ -122,3 +122,38 @@ def test_usd_carries_preview_surface_materials_and_resolvable_textures(home, tmp
     assert again.read_bytes() == path.read_bytes()
     for tex in (tmp_path / "textures").iterdir():
         assert (tmp_path / "again" / "textures" / tex.name).read_bytes() == tex.read_bytes()
+
+
+def test_colour_varies_per_instance_around_the_named_colour(home):
+    from vlnverse.scenes.catalog import COLORS
+
+    by_name: dict[str, list[tuple]] = {}
+    for obj in home.objects:
+        named = np.asarray(COLORS[obj.attributes["color"]])
+        cols = [np.asarray(home.geoms[i].color) for i in obj.geom_indices]
+        nearest = min(cols, key=lambda c: float(np.abs(c - named).max()))
+        assert np.allclose(nearest, named, rtol=0.1, atol=0.01), (obj.category, nearest, named)
+        by_name.setdefault(obj.attributes["color"], []).append(tuple(nearest))
+    # two instances of one named colour get two shades
+    assert any(len(set(cols)) > 1 for cols in by_name.values() if len(cols) >= 2)
+    walls = {g.color for g in home.geoms if g.label == "wall"}
+    assert len(walls) == 1  # paint stays uniform
+
+
+def test_shipped_homes_carry_materials_with_resolvable_textures():
+    """Every gprim of every shipped home is bound to a UsdPreviewSurface material whose texture
+    files resolve from the file's folder (``scenes_usd/textures``)."""
+    from pxr import Sdf, Usd, UsdGeom, UsdShade
+
+    from vlnverse.scenes.splits import resolve_scenes
+
+    for path in resolve_scenes("all"):
+        stage = Usd.Stage.Open(str(path))
+        gprims = [p for p in stage.Traverse() if p.IsA(UsdGeom.Gprim)]
+        bound, _ = UsdShade.MaterialBindingAPI.ComputeBoundMaterials(gprims)
+        assert all(bound), f"{path.name}: gprims without a visual material"
+        for prim in stage.Traverse():
+            sh = UsdShade.Shader(prim)
+            if prim.IsA(UsdShade.Shader) and sh.GetIdAttr().Get() == "UsdUVTexture":
+                asset = sh.GetInput("file").Get().path
+                assert Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset)).is_file(), (path, asset)

@@ -620,6 +620,7 @@ def _assemble(plan: _Plan) -> SceneDescription:
                                         mass=cat.mass_for(obj.model.dims), room_id=obj.room_id,
                                         attributes=obj.model.attributes))
         next_id += 1
+    _vary_colours(desc, plan.seed)
     desc.metadata = {"generator": "vlnverse.scenes.procgen", "generator_version": GENERATOR_VERSION,
                      "seed": int(plan.seed), "wall_height": float(H)}
     return desc
@@ -792,6 +793,27 @@ def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: in
                 next_id += 1
                 break
     return next_id
+
+
+#: Labels whose colour stays exactly the named one (paint is uniform; glass and lights glow).
+_UNVARIED = ("wall", "ceiling", "door_frame", "skirting", "window", "ceiling_light", "painting")
+#: Largest per-instance brightness change (fraction) and per-channel tint change.
+COLOUR_VARIATION, TINT_VARIATION = 0.07, 0.02
+
+
+def _vary_colours(desc: SceneDescription, seed: int) -> None:
+    """Per-instance colour variation (two oak chairs are not the exact same oak): every geom of an
+    instance is scaled by one brightness factor and tint drawn from ``[seed, 14, instance_id]``,
+    rounded to 4 decimals; paint, glass and lights keep their colour."""
+    factors: dict[int, np.ndarray] = {}
+    for g in desc.geoms:
+        if g.label in _UNVARIED:
+            continue
+        if g.instance_id not in factors:
+            rng = np.random.default_rng([seed, 14, g.instance_id])
+            factors[g.instance_id] = (1 + rng.uniform(-COLOUR_VARIATION, COLOUR_VARIATION)) * (
+                1 + rng.uniform(-TINT_VARIATION, TINT_VARIATION, 3))
+        g.color = tuple(round(float(c), 4) for c in np.clip(np.asarray(g.color) * factors[g.instance_id], 0.0, 1.0))
 
 
 def _translation(p) -> np.ndarray:
