@@ -4,7 +4,8 @@ For each home, up to ``rooms`` rooms (largest first) get one view: the navigable
 room's centre (the agent's footprint fits there), at camera height, facing the direction with the
 deepest view (the median depth of eight candidate headings, so the camera looks into the room,
 not at a wall). Every view is rendered at each preset (``fast``, ``default``, ``high``); the sheet
-has one row per preset, labelled with the frame rate it achieved over those views. Written:
+has one row per preset, labelled with the frame rate it achieved over those views (the presets
+take turns view set by view set, so machine load hits them alike). Written:
 ``gallery.png`` (the sheet) and ``gallery.json`` (poses, per-preset frames/s, mean luminance and
 distinct colours per view), each atomically.
 """
@@ -89,24 +90,33 @@ def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int 
     rows: dict[str, list[np.ndarray]] = {}
     summary: dict[str, Any] = {"width": width, "height": height, "views": [
         {"scene": sid, "room": name, "pose": pose.to_dict()} for sid, name, pose in columns], "presets": {}}
-    bar = tqdm(total=len(qualities) * len(columns), desc="gallery", unit="view", disable=not progress)
+    bar = tqdm(total=len(homes), desc="gallery", unit="home", disable=not progress)
+    seconds = {q: 0.0 for q in qualities}
+    count = {q: 0 for q in qualities}
     for q in qualities:
-        frames, seconds, count = [], 0.0, 0
-        for desc, views in homes:
-            with make_simulator(desc, body, sensors=[], quality=q) as sim:
+        rows[q] = []
+    for desc, views in homes:
+        sims = {q: make_simulator(desc, body, sensors=[], quality=q) for q in qualities}
+        try:
+            for q, sim in sims.items():
                 for _, pose in views:
-                    sim.render_at(pose, spec)  # warm-up (context, textures)
+                    rows[q].append(sim.render_at(pose, spec)["rgb"])  # also warms up context and textures
+            # presets take turns, so that load from other processes hits them alike
+            for _ in range(repeat):
+                for q, sim in sims.items():
                     t0 = time.perf_counter()
-                    for _ in range(repeat):
-                        rgb = sim.render_at(pose, spec)["rgb"]
-                    seconds += time.perf_counter() - t0
-                    count += repeat
-                    frames.append(rgb)
-                    bar.update(1)
-        rows[q] = frames
-        summary["presets"][q] = {"fps": round(count / max(seconds, 1e-9), 1),
-                                 "views": [image_stats(f) for f in frames]}
+                    for _, pose in views:
+                        sim.render_at(pose, spec)
+                    seconds[q] += time.perf_counter() - t0
+                    count[q] += len(views)
+        finally:
+            for sim in sims.values():
+                sim.close()
+        bar.update(1)
     bar.close()
+    for q in qualities:
+        summary["presets"][q] = {"fps": round(count[q] / max(seconds[q], 1e-9), 1),
+                                 "views": [image_stats(f) for f in rows[q]]}
     out = Path(out)
     sheet = _contact_sheet(rows, summary, columns)
     with atomic_path(out / "gallery.png") as tmp:
