@@ -385,7 +385,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
             run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
                       mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
                       scene_loader=scene_loader, extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
-                      visuals=visuals, on_record=on_record)
+                      visuals=visuals, on_record=on_record, quality=cfg.render.quality)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "
