@@ -59,6 +59,12 @@ class LongHorizonParams(LLMParams):
                 "an integer >= 1")
 
 
+def _named_categories(goal: GoalObject) -> set[str]:
+    """Object categories a sub-goal's description names: its target and its relation's anchor."""
+    facts = goal.facts
+    return {facts.target.category} | ({facts.relation.anchor.category} if facts.relation is not None else set())
+
+
 @register_task("long_horizon")
 class LongHorizon(TaskGenerator):
     """Chains of coarse-grained sub-goals with per-leg reference paths."""
@@ -96,7 +102,9 @@ class LongHorizon(TaskGenerator):
         return episodes
 
     def _sample_chain(self, ctx: SceneContext, rng, candidates: list[GoalObject], count: int):
-        """Start point and ``count`` sub-goals in distinct rooms with every leg in the leg range."""
+        """Start point and ``count`` sub-goals in distinct rooms with every leg in the leg range;
+        no object category (target or relation anchor) is named by two sub-goals, so a landmark
+        never repeats within the chain's instruction."""
         params, cfg = self.params, self.config
         leg_lo, leg_hi = params.leg_min_geodesic, params.leg_max_geodesic
         first = candidates[int(rng.integers(len(candidates)))]
@@ -108,8 +116,9 @@ class LongHorizon(TaskGenerator):
         for _ in range(count - 1):
             prev = chain[-1]
             used = {g.room_id for g in chain}
+            named = set().union(*(_named_categories(g) for g in chain))
             field = ctx.planner.distance_field(prev.goal_xy)
-            options = [g for g in candidates if g.room_id not in used]
+            options = [g for g in candidates if g.room_id not in used and not (_named_categories(g) & named)]
             if not options:
                 return None
             dist = field.distance(np.array([g.goal_xy for g in options]))
