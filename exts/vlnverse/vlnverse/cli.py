@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "vlnverse.sim.cli",
     "vlnverse.tasks.cli",
     "vlnverse.eval.cli",
+    "vlnverse.learn.cli",
     "vlnverse.benchmarks.cli",
 )
 

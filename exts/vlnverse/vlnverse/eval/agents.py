@@ -30,6 +30,9 @@ from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
 
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
+#: Agents defined in optional layers: name → module imported on first use (so that, e.g., torch
+#: is loaded only when the ``policy`` agent is asked for).
+LAZY_AGENTS = {"policy": "vlnverse.learn.agent"}
 
 #: Task types whose goals must be reached in the listed order (success = all, in order).
 ORDERED_GOAL_TASKS = ("long_horizon",)
@@ -406,6 +409,10 @@ class WallBumperAgent(Agent):
 
 def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0, model: Any = None) -> Agent:
     """Instantiate the registered agent ``name`` (``UnknownNameError`` lists the names)."""
+    if name not in AGENTS and name in LAZY_AGENTS:
+        import importlib
+
+        importlib.import_module(LAZY_AGENTS[name])
     cls = AGENTS.get(name)
     try:
         return cls(seed=seed, model=model, **dict(params or {}))
