@@ -60,7 +60,7 @@ def small_config(out, episodes_file, policy="cma", **overrides):
                         {"name": "depth", "kind": "depth", "width": 32, "height": 32}],
             "il": {"epochs": 60, "batch_size": 4, "lr": 0.003, "inflection_weight": "auto"},
             "validation": {"every": 20, "metric": "SR"},
-            "cache": {"dir": str(Path(out).parent / "cache")}, "device": "cpu", "seed": 0, "out": str(out)}
+            "cache": {"dir": str(Path(out).parent / "cache")}, "device": "cpu", "threads": 1, "seed": 0, "out": str(out)}
     for key, value in overrides.items():
         node = data
         parts = key.split("__")

@@ -151,6 +151,8 @@ class TrainConfig:
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     device: str = "auto"
+    #: CPU threads for torch (null: torch's default); 1 is fastest on a busy shared machine
+    threads: int | None = None
     seed: int = 0
     backend: str = "auto"
     out: str = "runs/train"
@@ -182,6 +184,7 @@ class TrainConfig:
                 "auto, cpu or cuda[:N]")
         require(self.validation.split is None or self.validation.split in self.val, "validation.split",
                 f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
+        require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
 
     def to_dict(self) -> dict[str, Any]:
@@ -198,7 +201,7 @@ class TrainConfig:
     def run_key(self) -> dict[str, Any]:
         """Settings that must match to resume a run folder (everything but ``out``, ``device`` and ``validation``)."""
         data = self.to_dict()
-        for key in ("out", "device", "validation", "cache"):
+        for key in ("out", "device", "threads", "validation", "cache"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
         return data

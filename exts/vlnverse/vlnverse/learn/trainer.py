@@ -315,10 +315,10 @@ class Trainer:
                     steps = float(valid.sum())
                     samples += int(steps)
                     seconds += dt
-                    tot_loss += float(loss) * steps
+                    tot_loss += loss.item() * steps
                     tot_correct += correct
                     tot_steps += steps
-                    bar.set_postfix(loss=f"{float(loss):.3f}", acc=f"{correct / max(steps, 1):.2f}")
+                    bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{correct / max(steps, 1):.2f}")
                     if self.global_step % cfg.il.checkpoint_every == 0:
                         self._save(self.last_path, position=(position or self._il_position)(epoch, b + 1))
                 except KeyboardInterrupt:
@@ -391,6 +391,8 @@ class Trainer:
 
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
+        if self.cfg.threads is not None:
+            torch.set_num_threads(self.cfg.threads)
         resume = self._check_run_folder()
         train, self.val_episodes = self._episodes()
         self.train_episodes = train
