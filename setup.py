@@ -29,7 +29,7 @@ setup(
         "rich>=13.0",
     ],
     extras_require={
-        "learn": ["torch>=2.7"],
+        "learn": ["torch>=2.7", "tensorboard>=2.14"],
         "ray": ["ray>=2.40"],
         "test": ["pytest>=8.0"],
     },

@@ -63,6 +63,9 @@ class ILConfig:
     inflection_weight: Any = "auto"
     grad_clip: float = 1.0
     checkpoint_every: int = 50
+    #: wall-clock budget of one training phase in seconds (null: none); training stops at the
+    #: first batch past it, saving the checkpoint and data position
+    max_seconds: float | None = None
 
     def validate(self) -> None:
         """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""
@@ -73,6 +76,8 @@ class ILConfig:
                                                      and not isinstance(self.inflection_weight, bool)
                                                      and self.inflection_weight >= 1),
                 "inflection_weight", f"got {self.inflection_weight!r}", "'auto' or a number >= 1 (1 = off)")
+        require(self.max_seconds is None or self.max_seconds > 0, "max_seconds", f"got {self.max_seconds}",
+                "a positive number of seconds or null")
         require(self.checkpoint_every > 0, "checkpoint_every", f"got {self.checkpoint_every}", "a positive integer")
 
 

@@ -286,7 +286,11 @@ class Trainer:
         bs = cfg.il.batch_size
         n_batches = math.ceil(len(data) / bs)
         samples, seconds, last = 0, 0.0, {}
+        t_phase = time.perf_counter()
+        out_of_time = False
         for epoch in range(start[0], epochs):
+            if out_of_time:
+                break
             order = data.order(cfg.seed + 1000 * round_, epoch)
             first = start[1] if epoch == start[0] else 0
             bar = tqdm(range(first, n_batches), desc=f"{phase} epoch {epoch + 1}/{epochs}", unit="batch",
@@ -294,6 +298,12 @@ class Trainer:
             tot_loss = tot_correct = tot_steps = 0.0
             self.policy.train()
             for b in bar:
+                if cfg.il.max_seconds is not None and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                    self.report(f"{phase}: time budget il.max_seconds={cfg.il.max_seconds} used up at epoch "
+                                f"{epoch + 1} batch {b + 1}")
+                    self._save(self.last_path, position=(position or self._il_position)(epoch, b))
+                    out_of_time = True
+                    break
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
@@ -327,14 +337,18 @@ class Trainer:
                                 "command again to resume")
                     raise
             bar.close()
-            last = {"loss": tot_loss / max(tot_steps, 1), "accuracy": tot_correct / max(tot_steps, 1)}
-            self.logger.log(self.global_step, phase=phase, round=round_, epoch=epoch + 1, loss=last["loss"],
-                            accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
+            if tot_steps:
+                last = {"loss": tot_loss / tot_steps, "accuracy": tot_correct / tot_steps}
+                self.logger.log(self.global_step, phase=phase, round=round_, epoch=epoch + 1, loss=last["loss"],
+                                accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
+            if out_of_time:
+                break
             self._save(self.last_path, position=(position or self._il_position)(epoch + 1, 0))
             if phase == "il" and (epoch + 1) % cfg.validation.every == 0:
-                self._validate_and_keep(f"epoch_{epoch + 1:03d}", last["accuracy"],
+                self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
                                         position=(position or self._il_position)(epoch + 1, 0))
-        return {"samples": samples, "seconds": round(seconds, 3),
+        return {"samples": samples, "seconds": round(seconds, 3), "stopped_by_budget": out_of_time,
+                "loss": None, "accuracy": None,
                 "samples_per_s": round(samples / seconds, 2) if seconds else None, **last}
 
     def _il_position(self, epoch: int, batch: int) -> dict[str, Any]:
@@ -372,7 +386,7 @@ class Trainer:
                                                                               ("SR", "SPL", "nDTW", "NE", "OSR")}, **log_extra)
             self.report(f"[{tag}] {name}: SR {m.get('SR', 0):.3f} SPL {m.get('SPL', 0):.3f} nDTW {m.get('nDTW', 0):.3f}")
         value = accuracy if cfg.validation.metric == "accuracy" or split is None else results[split].get(cfg.validation.metric)
-        self.summary.setdefault("validation", []).append({"tag": tag, "train_accuracy": round(accuracy, 4), **results})
+        self.summary.setdefault("validation", []).append({"tag": tag, "train_accuracy": accuracy, **results})
         if value is None:
             return results
         better = (self.best["value"] is None or
@@ -499,11 +513,11 @@ class Trainer:
             stats = self.train_epochs(batches, epochs=cfg.dagger.epochs, coef=coef, phase="dagger", round_=r,
                                       position=position)
             done_pos = {"phase": "dagger", "round": r, "aggregate_episodes": len(aggregate)}
-            info.update(train_samples_per_s=stats["samples_per_s"], train_accuracy=round(stats["accuracy"], 4),
-                        train_loss=round(stats["loss"], 6))
+            info.update(train_samples_per_s=stats["samples_per_s"], train_accuracy=stats["accuracy"],
+                        train_loss=stats["loss"])
             self._save(self.last_path, position=done_pos)
             self._save(self.out / f"round_{r:02d}.pt", position=done_pos)
-            info["validation"] = self._validate_and_keep(f"round_{r:02d}", stats["accuracy"], position=done_pos)
+            info["validation"] = self._validate_and_keep(f"round_{r:02d}", stats["accuracy"] or 0.0, position=done_pos)
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(to_jsonable(info)) + "\n")
             rounds.append(info)
