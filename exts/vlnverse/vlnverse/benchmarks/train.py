@@ -63,7 +63,7 @@ def run(args) -> dict:
         from vlnverse.tasks.episode import save_episodes
 
         eps = resolve_split(episode_source(source, name), split=split, task_type="fine_grained", task="fine_grained",
-                            body=None, out=work / "il", field=name, progress=False)
+                            body=None, cache_dir=work / "cache", field=name, progress=False)
         eps = eps[:20]
         save_episodes(work / f"{name}.jsonl", eps)
         splits[name] = len(eps)

@@ -162,14 +162,17 @@ def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Ten
 # -------------------------------------------------------------------------------------------- episodes
 
 
-def _generated(spec: Any, task: str, body: str | None, out: Path, progress: bool) -> list:
+def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress: bool) -> list:
+    """Generated episodes, kept in the cache (``<cache dir>/datasets/<key hash>``) and reused."""
     from ..eval.runner import generate_episodes
     from ..tasks.episode import load_episodes
 
     gen = spec.generate
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
            "max_scenes": gen.max_scenes, "body": body}
-    folder = out / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    from .cache import cache_root
+
+    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     if (folder / "done.json").is_file():
         return load_episodes(folder)
     if folder.exists():
@@ -180,7 +183,7 @@ def _generated(spec: Any, task: str, body: str | None, out: Path, progress: bool
     return episodes
 
 
-def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, out: Path,
+def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
                   field: str, progress: bool) -> list:
     """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
     any episode carries that split; none left is a ``ConfigError`` naming ``field``."""
@@ -192,7 +195,7 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
                               expected="an existing JSONL file/folder")
         episodes = load_episodes(source.path)
     else:
-        episodes = _generated(source, task, body, out, progress)
+        episodes = _generated(source, task, body, cache_dir, progress)
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
         episodes = [e for e in episodes if e.split == split]
@@ -249,7 +252,8 @@ class Trainer:
 
     def _episodes(self) -> tuple[list, dict[str, list]]:
         cfg = self.cfg
-        common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, out=self.out, progress=self.progress)
+        common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
+                      progress=self.progress)
         train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
         val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
         return train, val
