@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..core.body import as_body
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
@@ -32,9 +33,6 @@ from .pathing import polyline_length
 
 #: Order in which split files are listed in summaries.
 SPLIT_ORDER = ("train", "val_seen", "val_unseen", "test")
-
-#: Task types that render images (reference images, prior videos) and need a renderer.
-RENDERING_TASKS = ("visual_reference", "video_contextualized")
 
 DATASET_VERSION = 1
 
@@ -184,7 +182,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
     task writes, e.g. reference images) atomically; returns the summary. ``renderer_factory(ctx)``
-    returns ``(renderer, close)`` for tasks that render (see ``RENDERING_TASKS``).
+    returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``).
     """
     from tqdm import tqdm
 
@@ -201,7 +199,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     if task_config.task_type != task:
         raise ConfigError(f"config is for task '{task_config.task_type}'", file=None if isinstance(config, TaskConfig)
                           else config, field="task_type", expected=f"'{task}'")
-    body_name = body or task_config.body
+    body_obj = as_body(body or task_config.body)  # loaded once, passed on as an object
+    body_name = body_obj.name
     scene_paths = resolve_scene_paths(scenes)
     split_of = scene_splits()
 
@@ -218,13 +217,13 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         bar = tqdm(scene_paths, desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
         for path in bar:
             renderer, close = None, None
-            ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution)
-            if task in RENDERING_TASKS or getattr(generator_cls, "needs_renderer", False):
+            ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
+            if generator_cls.needs_renderer:
                 if renderer_factory is None:
                     raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
                                       expected="a renderer factory (the CLI uses the simulator's camera)")
                 renderer, close = renderer_factory(ctx)
-                ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution, renderer=renderer)
+                ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
             bar.set_postfix_str(ctx.scene_id)
             split = split_of.get(ctx.scene_id, default_split)
             gen_seq, split_seq = scene_seed(seed, ctx.scene_id).spawn(2)

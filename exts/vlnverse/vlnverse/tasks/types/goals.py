@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ...core.errors import ConfigError, NoNavigableSpaceError
+from ...core.errors import NoNavigableSpaceError
 from ..episode import Goal
 from ..instructions import Describer, GroundedInstruction, TargetFacts, Verifier
 from ..instructions.llm import ChatClient, LLMSynthesizer
@@ -143,30 +143,20 @@ def no_episodes_error(ctx, task: str, reason: str) -> NoNavigableSpaceError:
     return NoNavigableSpaceError(f"scene '{ctx.scene_id}' ({ctx.scene_path}): no {task} episode possible: {reason}")
 
 
-def check_params(config, schema: dict[str, type | tuple[type, ...]]) -> None:
-    """Reject unknown or mistyped ``params`` keys of a task config with a ``ConfigError``."""
-    for key, value in (config.params or {}).items():
-        if key not in schema:
-            raise ConfigError(f"unknown parameter for task '{config.task_type}'", field=f"params.{key}",
-                              expected=f"one of {sorted(schema)}")
-        expected = schema[key]
-        ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in
-                                                  (expected if isinstance(expected, tuple) else (expected,)))
-        if not ok:
-            names = "/".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-            raise ConfigError(f"got {value!r}", field=f"params.{key}", expected=f"a {names}")
+@dataclass
+class LLMParams:
+    """``params`` enabling the optional LLM rewrite of instructions (shared by several task types)."""
+
+    llm_url: str | None = None
+    llm_model: str = "default"
 
 
-#: ``params`` keys enabling the optional LLM rewrite of instructions.
-LLM_PARAMS = {"llm_url": str, "llm_model": str}
-
-
-def llm_rewriter(config, verifier: Verifier) -> LLMSynthesizer | None:
+def llm_rewriter(params: LLMParams, verifier: Verifier) -> LLMSynthesizer | None:
     """The LLM rewrite stage when ``params.llm_url`` is set (API key from ``VLNVERSE_LLM_API_KEY``)."""
-    url = (config.params or {}).get("llm_url")
+    url = params.llm_url
     if not url:
         return None
-    client = ChatClient(url, model=str(config.params.get("llm_model", "default")),
+    client = ChatClient(url, model=str(params.llm_model),
                         api_key=os.environ.get("VLNVERSE_LLM_API_KEY"))
     return LLMSynthesizer(client, verifier)
 
