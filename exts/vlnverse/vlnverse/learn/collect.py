@@ -4,7 +4,8 @@
 truth for the correct discrete action) and optionally a learner: at every visited state it records
 the sensor frames, the teacher's label and the pose, then executes the teacher's action with
 probability ``beta`` and the learner's otherwise (β = 1: teacher forcing for the observation
-cache; β = p^round: DAgger). Episodes run under the runner's collision mode rules (Strict, Tel-Hop).
+cache; β = p^round: DAgger). Episodes run through the runner's ``run_scene`` / ``Rollout`` (the
+same collision-mode rules as evaluation); a rollout hook writes each finished episode to the store.
 """
 from __future__ import annotations
 
@@ -47,6 +48,7 @@ class TeacherForcingAgent(Agent):
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
         """Label the state with the teacher, pick the executed action, record the step."""
         self.teacher.success_distance = state.success_distance
+        self.teacher.use_control(state)  # the turn size in force, as the oracle agent does
         label = DiscreteAction(self.teacher.best_action(state.pose))
         proposal = self.learner.propose(observations) if self.learner is not None else None
         executed = label if proposal is None or self.rng.random() < self.beta else DiscreteAction(proposal)
@@ -59,53 +61,45 @@ class TeacherForcingAgent(Agent):
         return executed
 
 
-def make_mode_for(sim: Any, ctx: Any, collision_mode: str, mode_params: dict[str, Any] | None = None) -> Any:
-    """The runner's collision mode over ``sim`` (control steps from the simulator, the planner for Tel-Hop)."""
-    from ..eval.modes import make_mode
+class StoreEpisodes:
+    """Rollout hook: on each episode's end, append the ``TeacherForcingAgent``'s recorded steps to ``store``."""
 
-    control = sim.control
-    params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
-              "look_angle_deg": control.look_angle_deg, **(mode_params or {}).get(collision_mode, {})}
-    if collision_mode in ("telhop", "graph"):
-        params.setdefault("planner", ctx.planner)
-    return make_mode(collision_mode, sim, **params)
+    def __init__(self, agent: TeacherForcingAgent, store: Any):
+        self.agent, self.store = agent, store
+        self.steps = 0
+
+    def on_episode_end(self, rollout: Any, record: dict) -> None:
+        """Write the episode's steps."""
+        self.store.add_episode(rollout.episode.episode_id, rollout.episode.instruction_text, self.agent.steps)
+        self.steps += len(self.agent.steps)
 
 
 def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str, store: Any,
             scene_loader: Callable[[str, Any, float], Any] | None = None, mode_params: dict | None = None,
             learner: Any = None, beta: float = 1.0, seed: int = 0, backend: str = "auto",
             progress: bool = True, desc: str = "collect") -> dict[str, Any]:
-    """Run ``episodes`` with a ``TeacherForcingAgent`` and append every visited step to ``store``;
-    returns ``{"episodes", "steps", "seconds", "steps_per_s", "records"}`` (records: the runner's
-    episode records)."""
+    """Run ``episodes`` with a ``TeacherForcingAgent`` through the runner's ``run_scene`` (one
+    simulator per scene, the rollout seam) and append every visited step to ``store`` (a
+    ``StoreEpisodes`` hook); returns ``{"episodes", "steps", "seconds", "steps_per_s", "records"}``."""
     from tqdm import tqdm
 
-    from ..eval.runner import run_episode
-    from ..sim import make_simulator
-    from ..tasks.base import load_scene_context
+    from ..eval.rollout import run_scene
 
     agent = TeacherForcingAgent(learner=learner, beta=beta, sensors=tuple(s.name for s in sensors), seed=seed)
+    writer = StoreEpisodes(agent, store)
     by_scene: dict[str, list] = {}
     for ep in episodes:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
-    steps, records, t0 = 0, [], time.perf_counter()
+    records: list[dict] = []
+    t0 = time.perf_counter()
     bar = tqdm(total=len(episodes), desc=desc, unit="ep", disable=not progress)
     try:
         for scene_path, scene_eps in by_scene.items():
-            ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
-            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=backend)
-            try:
-                mode = make_mode_for(sim, ctx, collision_mode, mode_params)
-                for ep in scene_eps:
-                    record = run_episode(ep, ctx, sim, mode, agent, settings)
-                    store.add_episode(ep.episode_id, ep.instruction_text, agent.steps)
-                    steps += len(agent.steps)
-                    records.append(record)
-                    bar.update(1)
-            finally:
-                sim.close()
+            run_scene(scene_path, scene_eps, settings, agent, collision_mode=collision_mode,
+                      mode_params=(mode_params or {}).get(collision_mode, {}), sensors=sensors, backend=backend,
+                      scene_loader=scene_loader, hooks=[writer], on_record=lambda r: (records.append(r), bar.update(1)))
     finally:
         bar.close()
     seconds = time.perf_counter() - t0
-    return {"episodes": len(records), "steps": steps, "seconds": round(seconds, 3),
-            "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": records}
+    return {"episodes": len(records), "steps": writer.steps, "seconds": round(seconds, 3),
+            "steps_per_s": round(writer.steps / seconds, 2) if seconds > 0 else None, "records": records}

@@ -124,7 +124,7 @@ class VLNEnv(gym.Env):
     def _load_scene(self, scene_path: str) -> None:
         from ..sim import make_simulator
         from ..tasks.base import load_scene_context
-        from .collect import make_mode_for
+        from ..eval.rollout import scene_mode
 
         if self._scene == scene_path:
             return
@@ -133,7 +133,7 @@ class VLNEnv(gym.Env):
         s = self.settings
         self.context = (self.scene_loader or load_scene_context)(scene_path, s.body, s.resolution)
         self.sim = make_simulator(self.context.desc, s.body, sensors=self.sensor_specs, backend=self.backend)
-        self.mode = make_mode_for(self.sim, self.context, self.collision_mode, self.mode_params)
+        self.mode = scene_mode(self.collision_mode, self.sim, self.context, self.mode_params.get(self.collision_mode, {}))
         self._scene = scene_path
         space = self.observation_space.spaces  # the semantic/instance bounds need the loaded scene
         for spec in self.sensor_specs:
@@ -158,8 +158,8 @@ class VLNEnv(gym.Env):
         """Start an episode (``options["episode"]``: index or id; default: a seeded draw)."""
         import warnings
 
-        from ..eval.agents import has_ordered_goals
-        from ..eval.runner import goal_distance_fn
+        from ..eval.rollout import goal_distance_fn
+        from ..tasks.scoring import has_ordered_goals
 
         super().reset(seed=seed)
         choice = (options or {}).get("episode")
