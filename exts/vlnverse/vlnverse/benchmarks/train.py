@@ -64,7 +64,7 @@ def run(args) -> dict:
 
         eps = resolve_split(episode_source(source, name), split=split, task_type="fine_grained", task="fine_grained",
                             body=None, cache_dir=work / "cache", field=name, progress=False)
-        eps = eps[:20]
+        eps = eps[:max(4, min(20, int(budget / 60)))]  # the eval share of the budget
         save_episodes(work / f"{name}.jsonl", eps)
         splits[name] = len(eps)
     agents = {"random": NamedSpec("random"), "forward": NamedSpec("forward"),
