@@ -482,6 +482,10 @@ class Trainer:
             start_round = int(pos["round"]) + 1
             aggregate = StepStore(agg_root)
             truncate_store(aggregate, int(pos["aggregate_episodes"]))
+            # an unfinished round restarts from the weights its collection used
+            restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
+            self.policy.load_state_dict(read_checkpoint(restart)["state_dict"])
+            self.report(f"DAgger: resuming at round {start_round} from {restart}")
         else:
             aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
                                          chunk_frames=cfg.cache.chunk_frames)
