@@ -39,6 +39,10 @@ def run(args) -> dict:
     per_scene = max(3, int(budget / 100))
     work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-train-"))
     t_start = time.perf_counter()
+    import shutil
+
+    for stale in ("cache/obs", "il", "dagger", "eval"):  # measure a fresh cache and run (generated episodes are reused)
+        shutil.rmtree(work / stale, ignore_errors=True)
     base = {"policy": {"name": "cma", "params": {"hidden_size": 128}}, "task": "fine_grained",
             "train": {"generate": {"scenes": "train", "episodes_per_scene": per_scene, "seed": args.seed}},
             "train_split": "train", "collision_mode": "telhop", "sensors": SENSORS, "threads": 1,
