@@ -5,7 +5,6 @@ import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from conftest import make_episodes, small_config
