@@ -54,7 +54,7 @@ def run(args) -> dict:
     n_train = il["il"]["episodes"]
     dagger_cfg = {**base, "mode": "dagger", "init": ckpt, "out": str(work / "dagger"),
                   "il": {**base["il"], "max_seconds": 0.15 * budget},
-                  "dagger": {"rounds": 1, "p": 0.75, "epochs": 1000, "episodes": max(2, n_train // 4)}}
+                  "dagger": {"rounds": 1, "p": 0.75, "epochs": 1000, "episodes": max(2, n_train // 8)}}
     dagger = run_training(from_dict(TrainConfig, dagger_cfg), progress=True)
     (round_info,) = dagger["dagger"]
 
@@ -68,7 +68,7 @@ def run(args) -> dict:
 
         eps = resolve_split(episode_source(source, name), split=split, task_type="fine_grained", task="fine_grained",
                             body=None, cache_dir=work / "cache", field=name, progress=False)
-        eps = eps[:max(4, min(20, int(budget / 60)))]  # the eval share of the budget
+        eps = eps[:max(4, min(20, int(budget / 120)))]  # the eval share of the budget
         save_episodes(work / f"{name}.jsonl", eps)
         splits[name] = len(eps)
     agents = {"random": NamedSpec("random"), "forward": NamedSpec("forward"),
