@@ -61,3 +61,27 @@ def test_local_pretrained_weights_load_and_missing_files_are_errors(tmp_path):
         build_policy("seq2seq", {"depth_encoder": {"type": "resnet18"}}, _vocab(), SENSORS)
     with pytest.raises(ConfigError, match="policy.params"):
         build_policy("seq2seq", {"hidden": 3}, _vocab(), SENSORS)
+
+
+def test_policy_agent_names_the_expected_sensor_rig():
+    import numpy as np
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.agent import PolicyAgent
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    policy = build_policy("seq2seq", {"hidden_size": 16}, _vocab(), SENSORS)
+    policy.max_instruction_length = 8
+    agent = PolicyAgent(policy=policy)
+    episode = Episode("e", "s", "s.usda", "train", "fine_grained", [0, 0, 0], 0.0, [Goal([1, 0, 0])],
+                      [[0, 0, 0], [1, 0, 0]], 1.0, [Instruction("walk to the zebra")])
+    agent.reset(episode, None)
+    good = {"rgb": np.zeros((16, 16, 3), np.uint8), "depth": np.ones((16, 16), np.float32)}
+    assert 0 <= int(agent.propose(good)) < 6
+    with pytest.raises(ConfigError, match=r"sensor 'rgb' gives \[32, 32, 3\].*shape \[16, 16, 3\]"):
+        agent.propose({**good, "rgb": np.zeros((32, 32, 3), np.uint8)})
+    with pytest.raises(ConfigError, match="observation 'depth' missing"):
+        agent.propose({"rgb": good["rgb"]})
+    with pytest.raises(ConfigError, match="exactly one of checkpoint / policy"):
+        PolicyAgent()
