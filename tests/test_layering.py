@@ -5,7 +5,9 @@
   evaluation (the agent body is a core type, ``vlnverse.core.body``);
 * the task layer (``vlnverse.tasks``) never imports a backend (``vlnverse.sim.mujoco``, MuJoCo,
   Isaac Sim) — it may only use the backend-neutral ``vlnverse.sim`` API;
-* nothing imports Isaac Sim at module level.
+* nothing imports Isaac Sim at module level;
+* only the learning layer (``vlnverse.learn``) imports torch, and its registrations (CLI, ``policy``
+  agent, gym env) do not import it.
 """
 from __future__ import annotations
 
@@ -77,3 +79,24 @@ def test_no_module_level_isaac_import():
 
 def test_evaluation_uses_only_the_backend_neutral_simulator_api():
     assert _offenders("eval", ("vlnverse.sim.mujoco", "mujoco", "isaacsim", "omni")) == []
+
+
+def test_only_the_learning_layer_imports_torch():
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "learn":
+            continue
+        offenders += [f"{rel}: {n}" for n in _imports(path) if n.split(".")[0] in ("torch", "torchvision", "tensorboard")]
+    assert offenders == []
+
+
+def test_learning_layer_entry_points_do_not_import_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys, gymnasium, vlnverse.learn, vlnverse.learn.cli, vlnverse.learn.agent, vlnverse.learn.config, "
+            "vlnverse.learn.gym_env, vlnverse.cli; vlnverse.cli.build_parser(); "
+            "assert 'vlnverse/VLN-v0' in gymnasium.registry; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "vlnverse.tasks.cli",
     "vlnverse.eval.cli",
     "vlnverse.study.cli",
+    "vlnverse.learn.cli",
     "vlnverse.benchmarks.cli",
 )
 

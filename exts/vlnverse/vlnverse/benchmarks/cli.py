@@ -15,6 +15,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, default=3, help="repetitions per figure (best is reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="also write the JSON to this file")
+    p.add_argument("--budget", type=float, default=None, help="CPU budget in seconds, for benchmarks that take one "
+                                                             "(train: default 1200)")
     p.set_defaults(func=_run)
 
 

@@ -35,6 +35,9 @@ from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for ag
 
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
+#: Agents defined in optional layers: name → module imported on first use (so that, e.g., torch
+#: is loaded only when the ``policy`` agent is asked for).
+LAZY_AGENTS = {"policy": "vlnverse.learn.agent"}
 
 
 
@@ -417,6 +420,10 @@ class WallBumperAgent(Agent):
 
 def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0, model: Any = None) -> Agent:
     """Instantiate the registered agent ``name`` (``UnknownNameError`` lists the names)."""
+    if name not in AGENTS and name in LAZY_AGENTS:
+        import importlib
+
+        importlib.import_module(LAZY_AGENTS[name])
     cls = AGENTS.get(name)
     try:
         return cls(seed=seed, model=model, **dict(params or {}))

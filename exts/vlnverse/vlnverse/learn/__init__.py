@@ -1,0 +1,39 @@
+"""Learning layer: learned VLN policies trained by imitation (offline IL from an observation cache,
+online DAgger in the physics simulator), and the gymnasium environment ``vlnverse/VLN-v0``.
+
+torch is needed only here (the ``[learn]`` extra); nothing outside ``vlnverse.learn`` imports it,
+and importing this package does not import torch either:
+
+- ``vocab`` — tokenizer and ``Vocabulary`` (PAD / UNK), saved in every checkpoint;
+- ``config`` — ``TrainConfig`` (``vlnverse train CONFIG``; configs in ``tasks/train/``);
+- ``store`` — the chunked, memory-mapped on-disk step store (observation cache, DAgger aggregate);
+- ``collect`` — teacher-labelled rollouts through the eval runner (the oracle's ``best_action``);
+- ``policies`` — the ``POLICIES`` registry: ``seq2seq`` and ``cma`` (VLN-CE) [torch];
+- ``trainer`` — offline IL and DAgger trainers, checkpoints [torch];
+- ``agent`` — the ``policy`` eval agent wrapping any checkpoint (torch imported on use);
+- ``gym_env`` — ``gymnasium.make("vlnverse/VLN-v0", ...)`` and ``make_vec_env``.
+
+See ``docs/learning.md``.
+"""
+from __future__ import annotations
+
+#: Bumped whenever the learning layer changes what it caches or how checkpoints are read: part of
+#: every cache key and checkpoint.
+LEARN_VERSION = 1
+
+
+def code_version() -> str:
+    """``<package version>+learn<LEARN_VERSION>``: stored in caches and checkpoints."""
+    from .. import __version__
+
+    return f"{__version__}+learn{LEARN_VERSION}"
+
+
+def _register_gym_env() -> None:
+    import gymnasium
+
+    if "vlnverse/VLN-v0" not in gymnasium.registry:
+        gymnasium.register(id="vlnverse/VLN-v0", entry_point="vlnverse.learn.gym_env:VLNEnv")
+
+
+_register_gym_env()

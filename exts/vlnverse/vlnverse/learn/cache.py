@@ -1,0 +1,74 @@
+"""The observation cache: teacher-forced rollouts rendered once into a ``StepStore`` and reused.
+
+A cache folder is ``<cache dir>/obs/<key hash>``; the key covers the episodes (ids, starts, goals,
+reference paths, instructions), the sensor rig, the body, the collision mode and its parameters,
+the step limits and the code version (``vlnverse.learn.code_version()``), so any change makes a
+new cache. A cache that is missing, was interrupted, or lost a chunk file is rebuilt, and the log
+says why. Its size and render rate (frames/s) are reported.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any, Callable
+
+from . import code_version
+from .store import StepStore, sensor_layout
+
+log = logging.getLogger(__name__)
+
+
+def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None) -> dict[str, Any]:
+    """The cache key (JSON-ready)."""
+    digest = hashlib.sha256()
+    for ep in episodes:
+        digest.update(json.dumps({k: v for k, v in ep.to_dict().items() if k != "info"}, sort_keys=True).encode())
+    return {"episodes_sha256": digest.hexdigest(), "episodes": len(episodes), "sensors": sensor_layout(sensors),
+            "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
+            "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
+            "code_version": code_version()}
+
+
+def cache_root(base: str | Path | None) -> Path:
+    """``base`` or ``$VLNVERSE_CACHE/learn``."""
+    from ..paths import cache_dir
+
+    return Path(base) if base else cache_dir() / "learn"
+
+
+def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
+                  base_dir: str | Path | None = None, chunk_frames: int = 512,
+                  scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
+                  report: Callable[[str], None] = print) -> tuple[StepStore, dict[str, Any]]:
+    """The observation cache of ``episodes`` (built when missing or stale); returns the store and
+    its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built)."""
+    from .collect import collect
+
+    key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params)
+    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    root = cache_root(base_dir) / "obs" / name
+    store = StepStore(root)
+    problem = store.check() if root.exists() else "missing"
+    if problem is None and store.manifest.get("key") != key:
+        problem = "its key does not match"
+    if problem is None:
+        stats = {"status": "reused", "path": str(root), "frames": store.num_steps, "episodes": len(store),
+                 "bytes": store.size_bytes()}
+        report(f"observation cache: reusing {root} ({stats['frames']} frames, {stats['bytes'] / 1e6:.1f} MB)")
+        return store, stats
+    status = "built" if problem == "missing" else "rebuilt"
+    if status == "rebuilt":
+        report(f"observation cache at {root} is stale ({problem}): rebuilding")
+    store = StepStore.create(root, key=key, sensors=sensor_layout(sensors), chunk_frames=chunk_frames)
+    result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,
+                     scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
+                     desc="render cache")
+    store.close()
+    stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),
+             "bytes": store.size_bytes(), "seconds": result["seconds"], "frames_per_s": result["steps_per_s"],
+             "teacher_SR": round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)}
+    report(f"observation cache: {status} {root}: {stats['frames']} frames of {stats['episodes']} episodes, "
+           f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s (teacher SR {stats['teacher_SR']:.2f})")
+    return store, stats

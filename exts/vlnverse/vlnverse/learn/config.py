@@ -1,0 +1,237 @@
+"""``TrainConfig``: what ``vlnverse train CONFIG [key=value ...]`` runs, loaded from YAML and validated.
+
+Example (``tasks/train/cma_fine_grained.yaml``)::
+
+    policy: {name: cma, params: {hidden_size: 256}}
+    task: fine_grained
+    train: {generate: {scenes: train, episodes_per_scene: 20, seed: 0}}
+    train_split: train
+    val: {val_unseen: {generate: {scenes: val_unseen, episodes_per_scene: 5, seed: 1}}}
+    collision_mode: telhop
+    sensors:
+      - {name: rgb, kind: rgb, width: 64, height: 64}
+      - {name: depth, kind: depth, width: 64, height: 64}
+    il: {epochs: 10, batch_size: 8, lr: 0.00025, inflection_weight: auto}
+    out: runs/train/cma_fine_grained
+
+``mode=dagger init=CHECKPOINT`` switches to online DAgger fine-tuning from a checkpoint.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..core.config import from_dict, load_config, parse_overrides, require
+from ..core.errors import ConfigError
+from ..eval.config import EpisodeSource, NamedSpec, SensorConfig
+
+#: Training modes.
+TRAIN_MODES = ("il", "dagger")
+#: Collision modes a discrete policy is trained in.
+TRAIN_COLLISION_MODES = ("strict", "telhop")
+#: Metrics a checkpoint can be selected by (higher is better, except NE and TL).
+SELECTION_METRICS = ("SR", "SPL", "nDTW", "sDTW", "OSR", "CLS", "NE", "accuracy")
+
+
+def episode_source(value: Any, name: str) -> EpisodeSource:
+    """An ``EpisodeSource`` from a path string or a mapping with ``path`` / ``generate``."""
+    if isinstance(value, EpisodeSource):
+        return value
+    if isinstance(value, str):
+        value = {"path": value}
+    if not isinstance(value, dict):
+        raise ConfigError(f"got {value!r}", field=name, expected="a JSONL path or a mapping with 'path' or 'generate'")
+    try:
+        return from_dict(EpisodeSource, value)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, field=f"{name}.{exc.field}" if exc.field else name, expected=exc.expected) from None
+
+
+@dataclass
+class ILConfig:
+    """Offline imitation learning: ``epochs`` over the cached teacher episodes, ``batch_size``
+    episodes per batch, Adam with ``lr``; ``inflection_weight``: ``auto`` (VLN-CE: total steps /
+    inflection steps of the training data), a number >= 1, or 1 (off); ``checkpoint_every``
+    batches the last checkpoint (and data position) is saved for resuming."""
+
+    epochs: int = 10
+    batch_size: int = 4
+    lr: float = 2.5e-4
+    weight_decay: float = 0.0
+    inflection_weight: Any = "auto"
+    grad_clip: float = 1.0
+    checkpoint_every: int = 50
+    #: wall-clock budget of one training phase in seconds (null: none); training stops at the
+    #: first batch past it, saving the checkpoint and data position
+    max_seconds: float | None = None
+
+    def validate(self) -> None:
+        """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""
+        require(self.epochs > 0, "epochs", f"got {self.epochs}", "a positive integer")
+        require(self.batch_size > 0, "batch_size", f"got {self.batch_size}", "a positive integer")
+        require(math.isfinite(self.lr) and self.lr > 0, "lr", f"got {self.lr}", "a positive number")
+        require(self.inflection_weight == "auto" or (isinstance(self.inflection_weight, (int, float))
+                                                     and not isinstance(self.inflection_weight, bool)
+                                                     and self.inflection_weight >= 1),
+                "inflection_weight", f"got {self.inflection_weight!r}", "'auto' or a number >= 1 (1 = off)")
+        require(self.max_seconds is None or self.max_seconds > 0, "max_seconds", f"got {self.max_seconds}",
+                "a positive number of seconds or null")
+        require(self.checkpoint_every > 0, "checkpoint_every", f"got {self.checkpoint_every}", "a positive integer")
+
+
+@dataclass
+class DaggerConfig:
+    """Online DAgger: ``rounds`` rounds; in round r (1-based) the executed action is the teacher's
+    with probability β = p^r, else the policy's; each round's steps (all labelled by the teacher)
+    join the on-disk aggregate, then the policy trains ``epochs`` epochs on the aggregate (plus the
+    offline teacher cache when ``include_teacher_data``). ``episodes``: per round (null: all)."""
+
+    rounds: int = 1
+    p: float = 0.75
+    epochs: int = 2
+    episodes: int | None = None
+    include_teacher_data: bool = True
+
+    def validate(self) -> None:
+        """Positive counts, p in [0, 1]."""
+        require(self.rounds > 0, "rounds", f"got {self.rounds}", "a positive integer")
+        require(0.0 <= self.p <= 1.0, "p", f"got {self.p}", "a probability in [0, 1]")
+        require(self.epochs > 0, "epochs", f"got {self.epochs}", "a positive integer")
+        require(self.episodes is None or self.episodes > 0, "episodes", f"got {self.episodes}", "a positive integer or null")
+
+
+@dataclass
+class ValidationConfig:
+    """Validation through the eval runner every ``every`` epochs (DAgger: every round) on the
+    ``split`` named in ``val`` (default: the first), at most ``limit`` episodes; the best checkpoint
+    is kept by ``metric``."""
+
+    every: int = 1
+    metric: str = "SR"
+    split: str | None = None
+    limit: int | None = 20
+
+    def validate(self) -> None:
+        """Known metric, positive counts."""
+        require(self.every > 0, "every", f"got {self.every}", "a positive integer")
+        require(self.metric in SELECTION_METRICS, "metric", f"got {self.metric!r}", f"one of {SELECTION_METRICS}")
+        require(self.limit is None or self.limit > 0, "limit", f"got {self.limit}", "a positive integer or null")
+
+
+@dataclass
+class CacheConfig:
+    """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk file."""
+
+    dir: str | None = None
+    chunk_frames: int = 512
+
+    def validate(self) -> None:
+        """Positive chunk size."""
+        require(self.chunk_frames > 0, "chunk_frames", f"got {self.chunk_frames}", "a positive integer")
+
+
+@dataclass
+class TrainConfig:
+    """One training run (see the module docstring)."""
+
+    policy: NamedSpec
+    task: str
+    train: Any
+    train_split: str | None = None
+    val: dict[str, Any] = field(default_factory=dict)
+    collision_mode: str = "telhop"
+    mode_params: dict[str, Any] = field(default_factory=dict)
+    sensors: list[SensorConfig] = field(default_factory=lambda: [
+        SensorConfig(name="rgb", kind="rgb", width=64, height=64), SensorConfig(name="depth", kind="depth", width=64, height=64)])
+    body: str | None = None
+    max_steps: int | None = None
+    success_distance: float | None = None
+    max_instruction_length: int = 80
+    mode: str = "il"
+    init: str | None = None
+    il: ILConfig = field(default_factory=ILConfig)
+    dagger: DaggerConfig = field(default_factory=DaggerConfig)
+    validation: ValidationConfig = field(default_factory=ValidationConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    device: str = "auto"
+    #: CPU threads for torch (null: torch's default); 1 is fastest on a busy shared machine
+    threads: int | None = None
+    seed: int = 0
+    backend: str = "auto"
+    out: str = "runs/train"
+
+    def validate(self) -> None:
+        """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
+        from .policies_registry import policy_names
+
+        require(self.policy.name in policy_names(), "policy.name", f"got {self.policy.name!r}", f"one of {policy_names()}")
+        require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
+        self.train = episode_source(self.train, "train")
+        require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
+        self.val = {str(k): episode_source(v, f"val.{k}") for k, v in self.val.items()}
+        require(self.collision_mode in TRAIN_COLLISION_MODES, "collision_mode", f"got {self.collision_mode!r}",
+                f"one of {TRAIN_COLLISION_MODES} (a discrete policy)")
+        require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")
+        require(self.mode != "dagger" or bool(self.init), "init", "mode=dagger needs a checkpoint",
+                "init=PATH of an IL checkpoint")
+        require(self.init is None or Path(self.init).is_file(), "init", f"no such file: {self.init}", "a checkpoint file")
+        require(self.max_instruction_length > 0, "max_instruction_length", f"got {self.max_instruction_length}",
+                "a positive integer")
+        require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}", "a positive integer or null")
+        require(self.success_distance is None or self.success_distance > 0, "success_distance",
+                f"got {self.success_distance}", "a positive distance or null")
+        kinds = [s.kind for s in self.sensors]
+        require(all(k in ("rgb", "depth") for k in kinds) and 1 <= len(kinds) <= 2 and len(set(kinds)) == len(kinds),
+                "sensors", f"got kinds {kinds}", "one rgb and/or one depth camera")
+        require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", f"got {self.device!r}",
+                "auto, cpu or cuda[:N]")
+        require(self.validation.split is None or self.validation.split in self.val, "validation.split",
+                f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
+        require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
+        require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (stored in checkpoints and ``config.json``)."""
+        from ..core.io import to_jsonable
+
+        return to_jsonable(asdict(self))
+
+    def model_key(self) -> dict[str, Any]:
+        """What a checkpoint's model depends on: the policy and its inputs (sensor rig, instruction length)."""
+        data = self.to_dict()
+        return {k: data[k] for k in ("policy", "sensors", "max_instruction_length")}
+
+    def run_key(self) -> dict[str, Any]:
+        """Settings that must match to resume a run folder (everything but ``out``, ``device`` and ``validation``)."""
+        data = self.to_dict()
+        for key in ("out", "device", "threads", "validation", "cache"):
+            data.pop(key, None)
+        data["il"].pop("checkpoint_every", None)
+        return data
+
+    def sensor_specs(self) -> list:
+        """The simulator's ``CameraSpec`` list."""
+        return [s.to_spec() for s in self.sensors]
+
+
+def resolve_train_config_path(name: str) -> Path:
+    """A config path as given, else ``tasks/train/<name>.yaml``; unknown names list the shipped ones."""
+    from ..core.errors import UnknownNameError
+    from ..paths import tasks_dir
+
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        return path
+    candidate = tasks_dir() / "train" / f"{name}.yaml"
+    if candidate.is_file():
+        return candidate
+    raise UnknownNameError("train config", name, sorted(p.stem for p in (tasks_dir() / "train").glob("*.yaml")))
+
+
+def load_train_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
+    """Load and validate a train config; ``overrides`` are ``key.sub=value`` strings or a dict."""
+    if isinstance(overrides, list):
+        overrides = parse_overrides(overrides)
+    return load_config(TrainConfig, path, overrides)

@@ -1,0 +1,240 @@
+"""``vlnverse/VLN-v0``: a gymnasium environment for VLN episodes (``import vlnverse.learn`` registers it).
+
+    import gymnasium, vlnverse.learn
+    env = gymnasium.make("vlnverse/VLN-v0", episodes="data/fine_grained/train.jsonl",
+                         sensors=[{"name": "rgb", "kind": "rgb", "width": 64, "height": 64}])
+    vec = vlnverse.learn.gym_env.make_vec_env(4, episodes=...)   # batch collection
+
+Observation (``Dict``): each sensor of the rig (RGB uint8 (H, W, 3), depth float32 (H, W) in
+metres), ``pose`` (float32 [x, y, yaw, pitch], as the task-agnostic ``sim`` env), the
+instruction as ``instruction_tokens`` (int64 ids of the vocabulary, zero-padded) and as
+``instruction`` text. Actions: ``Discrete(6)``, the VLN-CE actions (``DiscreteAction`` values).
+Motion follows the eval runner's collision modes (Strict: a large displacement ends the episode
+as a failure; Tel-Hop: moves are resolved on the navigable map).
+
+Reward per step (``info`` carries its parts):
+
+    reward = (d_before - d_after)               geodesic progress toward the goal (metres)
+             - collision_penalty * collided     (default 0.1)
+             + success_bonus * success          on STOP within ``success_distance`` (default 2.5)
+
+so with ``collision_penalty = success_bonus = 0`` the rewards of an episode sum to the geodesic
+distance covered toward the goal, d_start - d_end. ``terminated`` on STOP or a Strict failure,
+``truncated`` at ``max_steps``. The task-agnostic ``vlnverse.sim`` env (reward 0) stays in the
+simulator layer; this env adds the task (episodes, goals, instructions) on top of the same
+simulator and the runner's collision modes.
+"""
+from __future__ import annotations
+
+import string
+from pathlib import Path
+from typing import Any, Callable
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from ..core.errors import ConfigError
+from ..sim.types import AgentPose, DiscreteAction
+from .vocab import Vocabulary
+
+TEXT_CHARSET = "".join(c for c in string.printable if c not in "\t\n\r\x0b\x0c")
+TEXT_MAX = 4096
+
+
+def _sensor_configs(sensors: Any) -> list:
+    from ..core.config import from_dict
+    from ..eval.config import SensorConfig
+
+    if sensors is None:
+        return [SensorConfig("rgb", "rgb", 64, 64), SensorConfig("depth", "depth", 64, 64)]
+    out = []
+    for i, s in enumerate(sensors):
+        if isinstance(s, SensorConfig):
+            out.append(s)
+        elif isinstance(s, dict):
+            try:
+                out.append(from_dict(SensorConfig, s))
+            except ConfigError as exc:
+                raise ConfigError(exc.problem, field=f"sensors[{i}].{exc.field}", expected=exc.expected) from None
+        else:
+            raise ConfigError(f"got {s!r}", field=f"sensors[{i}]", expected="a mapping name/kind/width/height")
+    return out
+
+
+class VLNEnv(gym.Env):
+    """A VLN episode per ``reset`` (see the module docstring).
+
+    ``episodes``: a JSONL path/folder or a list of ``Episode``; ``reset(options={"episode": i})``
+    picks episode ``i`` (an index or an id), else one is drawn with the env's seeded generator.
+    """
+
+    metadata = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, episodes: Any, *, sensors: Any = None, collision_mode: str = "telhop",
+                 task: str | None = None, body: str | None = None, max_steps: int | None = None,
+                 success_distance: float | None = None, vocab: Vocabulary | dict | None = None,
+                 max_instruction_length: int = 80, success_bonus: float = 2.5, collision_penalty: float = 0.1,
+                 mode_params: dict | None = None, scene_loader: Callable | None = None, backend: str = "auto",
+                 render_mode: str | None = None):
+        from ..eval.config import EpisodeSource, EvalConfig, NamedSpec
+        from ..eval.runner import resolve_settings
+        from ..sim.gym_env import observation_space_for
+        from ..tasks.episode import load_episodes
+
+        if isinstance(episodes, (str, Path)):
+            if not Path(episodes).exists():
+                raise ConfigError("episode file or folder not found", field="episodes", file=episodes)
+            episodes = load_episodes(episodes)
+        self.episodes = list(episodes or [])
+        if not self.episodes:
+            raise ConfigError("no episodes", field="episodes", expected="a non-empty episode list or JSONL path")
+        if collision_mode not in ("strict", "telhop"):
+            raise ConfigError(f"got {collision_mode!r}", field="collision_mode", expected="strict or telhop")
+        if render_mode not in (None, "rgb_array"):
+            raise ConfigError(f"got {render_mode!r}", field="render_mode", expected="None or 'rgb_array'")
+        self.sensor_configs = _sensor_configs(sensors)
+        ecfg = EvalConfig(agent=NamedSpec("env"), task=task or self.episodes[0].task_type, episodes=EpisodeSource(path="-"),
+                          collision_mode=collision_mode, sensors=self.sensor_configs, body=body, max_steps=max_steps,
+                          success_distance=success_distance)
+        ecfg.validate()
+        self.settings = resolve_settings(ecfg)
+        self.collision_mode, self.mode_params, self.backend = collision_mode, mode_params or {}, backend
+        self.scene_loader, self.render_mode = scene_loader, render_mode
+        self.success_bonus, self.collision_penalty = float(success_bonus), float(collision_penalty)
+        if isinstance(vocab, dict):
+            vocab = Vocabulary.from_dict(vocab)
+        self.vocab = vocab or Vocabulary.build(e.instruction_text for e in self.episodes)
+        self.max_instruction_length = int(max_instruction_length)
+        self.sensor_specs = [s.to_spec() for s in self.sensor_configs]
+        space = observation_space_for(self.sensor_specs, 1, 0).spaces
+        space["instruction_tokens"] = spaces.Box(0, len(self.vocab) - 1, (self.max_instruction_length,), np.int64)
+        space["instruction"] = spaces.Text(TEXT_MAX, min_length=0, charset=TEXT_CHARSET)
+        self.observation_space = spaces.Dict(space)
+        self.action_space = spaces.Discrete(len(DiscreteAction))
+        self.sim = self.mode = self.context = self.episode = None
+        self._scene: str | None = None
+        self._obs: dict[str, Any] = {}
+        self._distance = 0.0
+        self._steps = 0
+        self._goal_fn: Any = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _load_scene(self, scene_path: str) -> None:
+        from ..sim import make_simulator
+        from ..tasks.base import load_scene_context
+        from ..eval.rollout import scene_mode
+
+        if self._scene == scene_path:
+            return
+        if self.sim is not None:
+            self.sim.close()
+        s = self.settings
+        self.context = (self.scene_loader or load_scene_context)(scene_path, s.body, s.resolution)
+        self.sim = make_simulator(self.context.desc, s.body, sensors=self.sensor_specs, backend=self.backend)
+        self.mode = scene_mode(self.collision_mode, self.sim, self.context, self.mode_params.get(self.collision_mode, {}))
+        self._scene = scene_path
+        space = self.observation_space.spaces  # the semantic/instance bounds need the loaded scene
+        for spec in self.sensor_specs:
+            if spec.kind in ("semantic", "instance"):
+                from ..sim.gym_env import observation_space_for
+
+                space[spec.name] = observation_space_for([spec], len(self.sim.semantic_labels),
+                                                         max([g.instance_id for g in self.context.desc.geoms] + [0]))[spec.name]
+
+    def _observation(self, sensor_obs: dict[str, Any]) -> dict[str, Any]:
+        pose = self.sim.pose
+        out = {name: np.array(sensor_obs[name]) for name in self.observation_space.spaces if name in sensor_obs}
+        out["pose"] = np.array([pose.x, pose.y, pose.yaw, getattr(self.sim, "camera_pitch", 0.0) or 0.0], dtype=np.float32)
+        text = self.episode.instruction_text
+        out["instruction"] = "".join(c if c in TEXT_CHARSET else "?" for c in text)[:TEXT_MAX]
+        out["instruction_tokens"] = self.vocab.encode(text, self.max_instruction_length)
+        return out
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode (``options["episode"]``: index or id; default: a seeded draw)."""
+        import warnings
+
+        from ..eval.rollout import goal_distance_fn
+        from ..tasks.scoring import has_ordered_goals
+
+        super().reset(seed=seed)
+        choice = (options or {}).get("episode")
+        if choice is None:
+            index = int(self.np_random.integers(len(self.episodes)))
+        elif isinstance(choice, str):
+            ids = [e.episode_id for e in self.episodes]
+            if choice not in ids:
+                raise ConfigError(f"unknown episode id {choice!r}", field="options.episode", expected="an episode id")
+            index = ids.index(choice)
+        else:
+            index = int(choice)
+            if not 0 <= index < len(self.episodes):
+                raise ConfigError(f"episode index {index} out of range", field="options.episode",
+                                  expected=f"0..{len(self.episodes) - 1}")
+        self.episode = ep = self.episodes[index]
+        self._load_scene(str(ep.scene_path))
+        goals = np.array([g.position[:2] for g in ep.goals], dtype=float)
+        self._goal_fn = goal_distance_fn(self.context, goals[-1:] if has_ordered_goals(ep) else goals)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sensor_obs = self.mode.reset(AgentPose(float(ep.start_position[0]), float(ep.start_position[1]),
+                                                   float(ep.start_yaw)))
+        self._obs = self._observation(sensor_obs)
+        self._distance = float(self._goal_fn(self.sim.pose.xy[None])[0])
+        self._steps = 0
+        return _copy(self._obs), {"episode_id": ep.episode_id, "distance_to_goal": self._distance}
+
+    def step(self, action: Any):
+        """Apply a VLN-CE action; reward = progress - collision penalty (+ success bonus on STOP)."""
+        if self.episode is None:
+            raise RuntimeError("call reset() before step()")
+        if isinstance(action, np.ndarray):
+            action = action.item()
+        outcome = self.mode.step(DiscreteAction.coerce(action))
+        self._steps += 1
+        info: dict[str, Any] = {"episode_id": self.episode.episode_id, "collided": bool(outcome.collided),
+                                "failure": outcome.failure}
+        if outcome.stop:
+            success = self._distance < self.settings.success_distance
+            reward = self.success_bonus * success
+            info.update(progress=0.0, success=bool(success), distance_to_goal=self._distance)
+            return _copy(self._obs), float(reward), True, False, info
+        self._obs = self._observation(outcome.observations)
+        distance = float(self._goal_fn(outcome.pose.xy[None])[0])
+        progress = self._distance - distance
+        self._distance = distance
+        reward = progress - self.collision_penalty * bool(outcome.collided)
+        info.update(progress=progress, success=False, distance_to_goal=distance)
+        terminated = outcome.failure is not None
+        truncated = not terminated and self._steps >= self.settings.max_steps
+        return _copy(self._obs), float(reward), terminated, truncated, info
+
+    def render(self):
+        """The first RGB sensor's current frame (``render_mode="rgb_array"``)."""
+        for spec in self.sensor_specs:
+            if spec.kind == "rgb" and spec.name in self._obs:
+                return np.asarray(self._obs[spec.name])
+        return None
+
+    def close(self):
+        """Release the simulator."""
+        if self.sim is not None:
+            self.sim.close()
+            self.sim, self._scene = None, None
+
+
+def _copy(obs: dict[str, Any]) -> dict[str, Any]:
+    """Fresh arrays (users keep what an env returns)."""
+    return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in obs.items()}
+
+
+def make_vec_env(num_envs: int, **kwargs: Any) -> gym.vector.VectorEnv:
+    """``num_envs`` synchronous copies of ``vlnverse/VLN-v0`` (each with its own simulator) for
+    batch collection; ``kwargs`` go to ``VLNEnv``."""
+    if num_envs < 1:
+        raise ConfigError(f"got {num_envs}", field="num_envs", expected="a positive integer")
+    return gym.vector.SyncVectorEnv([lambda: VLNEnv(**kwargs) for _ in range(num_envs)])

@@ -1,0 +1,332 @@
+"""Seq2Seq and CMA policies as in VLN-CE (Krantz et al. 2020), in the ``POLICIES`` registry.
+
+Both read the instruction (word embeddings + LSTM), an RGB and a depth encoder, and the previous
+action (embedding of 7 ids: 0 = episode start, 1 + action), and score the six VLN-CE actions
+(STOP, MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, LOOK_UP, LOOK_DOWN = ``DiscreteAction`` values).
+
+- ``seq2seq``: one GRU over [instruction summary, RGB feature, depth feature, previous action];
+- ``cma``: a state GRU over [RGB, depth, previous action]; its state attends over the instruction
+  (bidirectional LSTM outputs); that text context attends over the RGB and depth spatial
+  features; a second GRU over all of them gives the action logits (cross-modal attention).
+
+Visual encoders are small CNNs trained from scratch by default. ``rgb_encoder: {type: resnet18,
+weights: PATH}`` uses a torchvision ResNet (weights loaded from a local file only); ``weights`` on
+the CNN encoders and ``instruction_encoder.embeddings`` (a GloVe-format text file) load local
+pretrained parameters. Nothing downloads; without a path the policy says it trains from scratch.
+"""
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..core.errors import ConfigError
+from ..core.registry import Registry
+from .vocab import PAD_ID, Vocabulary
+
+log = logging.getLogger(__name__)
+
+NUM_ACTIONS = 6
+#: previous-action ids: 0 = no previous action (episode start), 1 + DiscreteAction value
+START_ACTION = 0
+
+POLICIES: Registry[type["VLNPolicy"]] = Registry("policy")
+
+
+def _local_file(path: Any, field: str) -> Path:
+    p = Path(str(path)).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"no such file: {p}", field=field, expected="a local weights file (nothing is downloaded)")
+    return p
+
+
+class CNNEncoder(nn.Module):
+    """A small CNN (3 strided convolutions) → spatial features (C, 4, 4) and a global vector."""
+
+    def __init__(self, in_channels: int, out_dim: int = 128, channels: int = 32, weights: str | None = None,
+                 field: str = "encoder", notes: list[str] | None = None):
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(in_channels, channels, 5, stride=2, padding=2), nn.ReLU(inplace=True),
+            nn.Conv2d(channels, 2 * channels, 3, stride=2, padding=1), nn.ReLU(inplace=True),
+            nn.Conv2d(2 * channels, 2 * channels, 3, stride=2, padding=1), nn.ReLU(inplace=True),
+            nn.AdaptiveAvgPool2d((4, 4)))
+        self.spatial_channels = 2 * channels
+        self.fc = nn.Sequential(nn.Flatten(), nn.Linear(2 * channels * 16, out_dim), nn.ReLU(inplace=True))
+        self.out_dim = out_dim
+        if weights:
+            state = torch.load(_local_file(weights, f"{field}.weights"), map_location="cpu", weights_only=True)
+            self.load_state_dict(state)
+            _note(notes, f"{field}: loaded pretrained weights from {weights}")
+        else:
+            _note(notes, f"{field}: no pretrained weights given ({field}.weights): small CNN trained from scratch")
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, C, H, W) → spatial (N, C', 16), global (N, out_dim)."""
+        s = self.net(x)
+        return s.flatten(2), self.fc(s)
+
+
+class ResNetEncoder(nn.Module):
+    """A torchvision ResNet trunk (``resnet18`` / ``resnet50``), weights from a local file only."""
+
+    def __init__(self, arch: str, out_dim: int = 128, weights: str | None = None, frozen: bool = True,
+                 field: str = "rgb_encoder", notes: list[str] | None = None):
+        super().__init__()
+        try:
+            import torchvision
+        except ModuleNotFoundError:
+            raise ConfigError("needs torchvision (pip install torchvision matching torch)", field=f"{field}.type",
+                              expected="cnn, or install torchvision") from None
+        if not hasattr(torchvision.models, arch):
+            raise ConfigError(f"unknown architecture {arch!r}", field=f"{field}.type", expected="cnn, resnet18 or resnet50")
+        net = getattr(torchvision.models, arch)(weights=None)
+        if weights:
+            state = torch.load(_local_file(weights, f"{field}.weights"), map_location="cpu", weights_only=True)
+            net.load_state_dict(state)
+            _note(notes, f"{field}: loaded {arch} weights from {weights}")
+        else:
+            _note(notes, f"{field}: no pretrained weights given ({field}.weights): {arch} randomly initialised")
+        self.trunk = nn.Sequential(*list(net.children())[:-2], nn.AdaptiveAvgPool2d((4, 4)))
+        if frozen and weights:
+            for p in self.trunk.parameters():
+                p.requires_grad_(False)
+        self.spatial_channels = net.fc.in_features
+        self.fc = nn.Sequential(nn.Flatten(), nn.Linear(self.spatial_channels * 16, out_dim), nn.ReLU(inplace=True))
+        self.out_dim = out_dim
+        self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
+        self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(N, 3, H, W) in [0, 1] → spatial (N, C, 16), global (N, out_dim)."""
+        s = self.trunk((x - self.mean) / self.std)
+        return s.flatten(2), self.fc(s)
+
+
+def _note(notes: list[str] | None, text: str) -> None:
+    if notes is not None:
+        notes.append(text)
+
+
+def make_visual_encoder(spec: dict[str, Any] | None, in_channels: int, field: str, notes: list[str]) -> nn.Module:
+    """An encoder from ``{type: cnn|resnet18|resnet50, out_dim, channels, weights, frozen}``."""
+    spec = dict(spec or {})
+    kind = spec.pop("type", "cnn")
+    allowed = {"cnn": {"out_dim", "channels", "weights"}, "resnet18": {"out_dim", "weights", "frozen"},
+               "resnet50": {"out_dim", "weights", "frozen"}}
+    if kind not in allowed:
+        raise ConfigError(f"got {kind!r}", field=f"{field}.type", expected=f"one of {sorted(allowed)}")
+    unknown = set(spec) - allowed[kind]
+    if unknown:
+        raise ConfigError(f"unknown key(s) {sorted(unknown)}", field=field, expected=f"keys among {sorted(allowed[kind])}")
+    if kind == "cnn":
+        return CNNEncoder(in_channels, field=field, notes=notes, **spec)
+    if in_channels != 3:
+        raise ConfigError(f"{kind} reads RGB only", field=f"{field}.type", expected="cnn for depth")
+    return ResNetEncoder(kind, field=field, notes=notes, **spec)
+
+
+class InstructionEncoder(nn.Module):
+    """Word embeddings + LSTM over the token ids (padding id 0 masked)."""
+
+    def __init__(self, vocab: Vocabulary, embedding_size: int = 50, hidden_size: int = 128, bidirectional: bool = False,
+                 embeddings: str | None = None, notes: list[str] | None = None):
+        super().__init__()
+        self.embedding = nn.Embedding(len(vocab), embedding_size, padding_idx=PAD_ID)
+        if embeddings:
+            found = _load_glove(self.embedding, vocab, _local_file(embeddings, "instruction_encoder.embeddings"))
+            _note(notes, f"instruction_encoder: {found} of {len(vocab)} words from pretrained embeddings {embeddings}")
+        else:
+            _note(notes, "instruction_encoder: no pretrained embeddings given (instruction_encoder.embeddings): "
+                         "trained from scratch")
+        self.lstm = nn.LSTM(embedding_size, hidden_size, batch_first=True, bidirectional=bidirectional)
+        self.out_dim = hidden_size * (2 if bidirectional else 1)
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, L) ids → outputs (B, L', D), mask (B, L'), final summary (B, D)."""
+        lengths = (tokens != PAD_ID).sum(1).clamp(min=1)
+        packed = nn.utils.rnn.pack_padded_sequence(self.embedding(tokens), lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        out, (h, _) = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True)
+        mask = torch.arange(out.shape[1], device=tokens.device)[None] < lengths[:, None]
+        summary = torch.cat([h[-2], h[-1]], dim=1) if self.lstm.bidirectional else h[-1]
+        return out, mask, summary
+
+
+def _load_glove(embedding: nn.Embedding, vocab: Vocabulary, path: Path) -> int:
+    """Copy vectors of a GloVe-format text file (``word v1 v2 ...``) into ``embedding``; returns words found."""
+    found = 0
+    dim = embedding.embedding_dim
+    with open(path, encoding="utf-8") as fh, torch.no_grad():
+        for lineno, line in enumerate(fh, 1):
+            parts = line.rstrip().split(" ")
+            if parts[0] in vocab.index:
+                if len(parts) - 1 != dim:
+                    raise ConfigError(f"vector of size {len(parts) - 1}", file=path, line=lineno,
+                                      field="instruction_encoder.embedding_size", expected=str(dim))
+                embedding.weight[vocab.index[parts[0]]] = torch.tensor([float(v) for v in parts[1:]])
+                found += 1
+    return found
+
+
+class VLNPolicy(nn.Module):
+    """Base class: instruction + RGB-D + previous action → action logits, one step at a time.
+
+    ``step`` is the single definition of the recurrence; training unrolls it over padded episode
+    batches (``forward_sequence``) and the eval agent calls it once per step, so both see the
+    same computation.
+    """
+
+    name = "policy"
+
+    def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
+                 action_embedding_size: int = 32, instruction_encoder: dict | None = None,
+                 rgb_encoder: dict | None = None, depth_encoder: dict | None = None, max_depth: float = 10.0):
+        super().__init__()
+        self.notes: list[str] = []
+        self.vocab = vocab
+        self.sensors = sensors
+        self.rgb_name = next((s["name"] for s in sensors if s["kind"] == "rgb"), None)
+        self.depth_name = next((s["name"] for s in sensors if s["kind"] == "depth"), None)
+        self.hidden_size, self.max_depth = int(hidden_size), float(max_depth)
+        self.instruction = InstructionEncoder(vocab, notes=self.notes, **self._instruction_defaults(instruction_encoder))
+        self.rgb = make_visual_encoder(rgb_encoder, 3, "rgb_encoder", self.notes) if self.rgb_name else None
+        self.depth = make_visual_encoder(depth_encoder, 1, "depth_encoder", self.notes) if self.depth_name else None
+        self.prev_action = nn.Embedding(NUM_ACTIONS + 1, action_embedding_size)
+        self.visual_dim = (self.rgb.out_dim if self.rgb else 0) + (self.depth.out_dim if self.depth else 0)
+
+    def _instruction_defaults(self, spec: dict | None) -> dict:
+        return dict(spec or {})
+
+    # -------------------------------------------------------------- inputs
+
+    def encode_frames(self, frames: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """Raw frames (N, H, W, 3) uint8 RGB / (N, H, W) depth in metres → per-encoder (spatial, global)."""
+        out = {}
+        if self.rgb is not None:
+            x = frames[self.rgb_name].float().permute(0, 3, 1, 2) / 255.0
+            out["rgb"] = self.rgb(x)
+        if self.depth is not None:
+            d = frames[self.depth_name].float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
+            out["depth"] = self.depth(d.unsqueeze(1))
+        return out
+
+    def initial_state(self, batch: int, device: Any = None) -> torch.Tensor:
+        """Zero recurrent state (B, layers, hidden)."""
+        return torch.zeros(batch, self.num_layers, self.hidden_size, device=device)
+
+    num_layers = 1
+
+    def step(self, instruction: tuple, visual: dict, prev_action: torch.Tensor, hidden: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: (logits (B, 6), new hidden)."""
+        raise NotImplementedError
+
+    def forward_sequence(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
+                         ) -> torch.Tensor:
+        """Logits (B, T, 6) for padded episodes: frames (B, T, ...), previous-action ids (B, T)."""
+        b, t = prev_actions.shape
+        instruction = self.instruction(tokens)
+        flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
+        visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
+        hidden = self.initial_state(b, prev_actions.device)
+        logits = []
+        for i in range(t):
+            step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
+            out, hidden = self.step(instruction, step_visual, prev_actions[:, i], hidden)
+            logits.append(out)
+        return torch.stack(logits, dim=1)
+
+    def _visual_globals(self, visual: dict) -> list[torch.Tensor]:
+        return [visual[k][1] for k in ("rgb", "depth") if k in visual]
+
+
+@POLICIES.register("seq2seq")
+class Seq2SeqPolicy(VLNPolicy):
+    """VLN-CE Seq2Seq: a single GRU over [instruction LSTM state, RGB, depth, previous action]."""
+
+    name = "seq2seq"
+
+    def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], **params: Any):
+        super().__init__(vocab, sensors, **params)
+        in_dim = self.instruction.out_dim + self.visual_dim + self.prev_action.embedding_dim
+        self.gru = nn.GRUCell(in_dim, self.hidden_size)
+        self.head = nn.Linear(self.hidden_size, NUM_ACTIONS)
+
+    def step(self, instruction, visual, prev_action, hidden):
+        """See ``VLNPolicy.step``."""
+        x = torch.cat([instruction[2], *self._visual_globals(visual), self.prev_action(prev_action)], dim=1)
+        h = self.gru(x, hidden[:, 0])
+        return self.head(h), h.unsqueeze(1)
+
+
+def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Scaled dot-product attention of (B, D) queries over (B, N, D) keys → (B, Dv)."""
+    scores = torch.einsum("bd,bnd->bn", query, keys) / math.sqrt(keys.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.einsum("bn,bnd->bd", F.softmax(scores, dim=1), values)
+
+
+@POLICIES.register("cma")
+class CMAPolicy(VLNPolicy):
+    """VLN-CE cross-modal attention policy (see the module docstring)."""
+
+    name = "cma"
+    num_layers = 2
+
+    def _instruction_defaults(self, spec: dict | None) -> dict:
+        return {"bidirectional": True, **(spec or {})}
+
+    def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, attention_size: int = 128, **params: Any):
+        super().__init__(vocab, sensors, **params)
+        h, a, text = self.hidden_size, int(attention_size), self.instruction.out_dim
+        act = self.prev_action.embedding_dim
+        self.state_gru = nn.GRUCell(self.visual_dim + act, h)
+        self.text_query = nn.Linear(h, text)
+        self.visual_keys = nn.ModuleDict()
+        self.visual_query = nn.ModuleDict()
+        attended = 0
+        for key, enc in (("rgb", self.rgb), ("depth", self.depth)):
+            if enc is not None:
+                self.visual_keys[key] = nn.Conv1d(enc.spatial_channels, a, 1)
+                self.visual_query[key] = nn.Linear(text, a)
+                attended += enc.spatial_channels
+        self.second_gru = nn.GRUCell(h + text + attended + act, h)
+        self.head = nn.Linear(h + text, NUM_ACTIONS)
+
+    def step(self, instruction, visual, prev_action, hidden):
+        """See ``VLNPolicy.step``."""
+        ctx, mask, _ = instruction
+        prev = self.prev_action(prev_action)
+        h1 = self.state_gru(torch.cat([*self._visual_globals(visual), prev], dim=1), hidden[:, 0])
+        text = _attend(self.text_query(h1), ctx, ctx, mask)
+        attended = []
+        for key in ("rgb", "depth"):
+            if key in visual:
+                spatial = visual[key][0]  # (B, C, 16)
+                keys = self.visual_keys[key](spatial).transpose(1, 2)
+                attended.append(_attend(self.visual_query[key](text), keys, spatial.transpose(1, 2)))
+        h2 = self.second_gru(torch.cat([h1, text, *attended, prev], dim=1), hidden[:, 1])
+        return self.head(torch.cat([h2, text], dim=1)), torch.stack([h1, h2], dim=1)
+
+
+def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: list[dict[str, Any]]) -> VLNPolicy:
+    """Instantiate the registered policy ``name``; bad parameters are a ``ConfigError``."""
+    cls = POLICIES.get(name)
+    try:
+        return cls(vocab, sensors, **dict(params or {}))
+    except TypeError as exc:
+        raise ConfigError(str(exc), field="policy.params") from None
+
+
+def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, torch.Tensor]:
+    """numpy frames → tensors on ``device`` (depth float16 → float32)."""
+    return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in frames.items()}

@@ -1,0 +1,13 @@
+"""Names of the registered policies, known without importing torch (the classes live in ``policies``)."""
+from __future__ import annotations
+
+#: Policy name → short description; ``vlnverse.learn.policies.POLICIES`` holds the classes.
+POLICY_NAMES = {
+    "seq2seq": "VLN-CE Seq2Seq: instruction LSTM + RGB/depth CNNs + previous action -> one GRU",
+    "cma": "VLN-CE cross-modal attention: two GRUs with instruction and visual attention",
+}
+
+
+def policy_names() -> list[str]:
+    """Registered policy names, sorted."""
+    return sorted(POLICY_NAMES)

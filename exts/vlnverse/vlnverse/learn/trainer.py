@@ -1,0 +1,548 @@
+"""Trainers behind ``vlnverse train``: offline imitation learning (IL) from the observation cache,
+and online DAgger in the physics simulator.
+
+Run folder (``cfg.out``): ``config.json`` (a resumed run must match it), ``last.pt`` (weights,
+optimizer, data position; saved every ``il.checkpoint_every`` batches, at each epoch end and on
+Ctrl-C), ``best.pt`` (best validation ``validation.metric``), ``train_log.csv`` and TensorBoard
+events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/`` (the eval
+runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
+``dagger.jsonl`` (β, collected and aggregated steps per round) and ``summary.json``.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+import warnings
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..core.errors import ConfigError, VLNVerseError
+from ..core.io import to_jsonable, write_json_atomic
+from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
+from .config import TrainConfig
+from .policies import build_policy
+from .store import StepStore, sensor_layout, truncate_store
+from .vocab import Vocabulary
+
+log = logging.getLogger(__name__)
+
+LOWER_IS_BETTER = ("NE", "TL")
+LOG_COLUMNS = ("time", "phase", "round", "epoch", "batch", "global_step", "loss", "accuracy", "samples_per_s",
+               "beta", "collected_steps", "aggregated_steps", "env_steps_per_s", "val_split", "val_SR", "val_SPL",
+               "val_nDTW", "val_NE", "val_OSR")
+
+
+class TrainingError(VLNVerseError):
+    """Training cannot go on (NaN loss, no data); the message says what was kept."""
+
+
+# -------------------------------------------------------------------------------------------- logging
+
+
+class RunLogger:
+    """Appends rows to ``train_log.csv`` and scalars to TensorBoard (when installed)."""
+
+    def __init__(self, out: Path, report: Callable[[str], None] = print):
+        self.path = out / "train_log.csv"
+        new = not self.path.is_file()
+        self._fh = open(self.path, "a", newline="", encoding="utf-8")
+        self._csv = csv.DictWriter(self._fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+        if new:
+            self._csv.writeheader()
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self.tb = SummaryWriter(str(out / "tb"))
+        except (ImportError, ModuleNotFoundError):
+            self.tb = None
+            warnings.warn("tensorboard is not installed: logging to train_log.csv only (pip install tensorboard)",
+                          RuntimeWarning, stacklevel=2)
+
+    def log(self, global_step: int, **values: Any) -> None:
+        """One CSV row; numeric values also go to TensorBoard under ``<phase>/<name>``."""
+        row = {"time": round(time.time(), 3), "global_step": global_step, **values}
+        self._csv.writerow({k: (round(v, 6) if isinstance(v, float) else v) for k, v in row.items()})
+        self._fh.flush()
+        if self.tb is not None:
+            phase = values.get("phase", "train")
+            for k, v in values.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in ("round", "epoch", "batch"):
+                    self.tb.add_scalar(f"{phase}/{k}", v, global_step)
+            self.tb.flush()
+
+    def close(self) -> None:
+        """Close the files."""
+        self._fh.close()
+        if self.tb is not None:
+            self.tb.close()
+
+
+# -------------------------------------------------------------------------------------------- data
+
+
+def inflection_weights(labels: np.ndarray, coef: float) -> np.ndarray:
+    """VLN-CE inflection weighting: ``coef`` at the first step and wherever the teacher action
+    changes from the previous step, 1 elsewhere."""
+    w = np.ones(len(labels), dtype=np.float32)
+    if len(labels):
+        change = np.concatenate([[True], labels[1:] != labels[:-1]])
+        w[change] = coef
+    return w
+
+
+def inflection_coefficient(stores: list[StepStore]) -> float:
+    """Total steps / inflection steps of the data (VLN-CE's ``inflection_weight_coef``)."""
+    steps = inflections = 0
+    for store in stores:
+        for i in range(len(store)):
+            e = store.episodes[i]
+            labels = np.asarray(store._array(e["chunk"], "label")[e["start"]:e["start"] + e["length"]])
+            steps += len(labels)
+            inflections += int(inflection_weights(labels, 2.0).sum() - len(labels))
+    return float(steps / inflections) if inflections else 1.0
+
+
+class EpisodeBatches:
+    """Padded batches of whole episodes from one or more stores, in a seeded order per epoch."""
+
+    def __init__(self, stores: list[StepStore], vocab: Vocabulary, max_length: int, sensors: list[dict[str, Any]]):
+        self.stores, self.vocab, self.max_length, self.sensors = stores, vocab, max_length, sensors
+        self.items = [(s, i) for s in stores for i in range(len(s))]
+        if not self.items:
+            raise TrainingError("no training steps: the episode stores are empty")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def order(self, seed: int, epoch: int) -> np.ndarray:
+        """The epoch's episode order (depends only on seed and epoch: resumable)."""
+        return np.random.default_rng([seed, epoch]).permutation(len(self.items))
+
+    def batch(self, indices: np.ndarray, coef: float, device: Any) -> dict[str, Any]:
+        """Tensors of a batch: tokens (B, L), frames (B, T, ...), prev (B, T), labels, weights, mask."""
+        eps = [self.items[i][0].episode(self.items[i][1]) for i in indices]
+        t = max(e["length"] for e in eps)
+        b = len(eps)
+        frames = {}
+        for spec in self.sensors:
+            arr = np.zeros((b, t, *spec["shape"]), dtype=eps[0][spec["name"]].dtype)
+            for j, e in enumerate(eps):
+                arr[j, :e["length"]] = e[spec["name"]]
+            frames[spec["name"]] = torch.from_numpy(arr).to(device)
+        prev = np.zeros((b, t), dtype=np.int64)
+        labels = np.zeros((b, t), dtype=np.int64)
+        weights = np.zeros((b, t), dtype=np.float32)
+        for j, e in enumerate(eps):
+            n = e["length"]
+            prev[j, 1:n] = 1 + e["executed"][:-1].astype(np.int64)
+            labels[j, :n] = e["label"]
+            weights[j, :n] = inflection_weights(e["label"], coef)
+        tokens = np.stack([self.vocab.encode(e["instruction"], self.max_length) for e in eps])
+        return {"tokens": torch.from_numpy(tokens).to(device), "frames": frames, "prev": torch.from_numpy(prev).to(device),
+                "labels": torch.from_numpy(labels).to(device), "weights": torch.from_numpy(weights).to(device),
+                "steps": int(sum(e["length"] for e in eps))}
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1)
+    return (ce * w).sum() / w.sum().clamp(min=1e-8)
+
+
+# -------------------------------------------------------------------------------------------- episodes
+
+
+def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress: bool) -> list:
+    """Generated episodes, kept in the cache (``<cache dir>/datasets/<key hash>``) and reused."""
+    from ..eval.runner import generate_episodes
+    from ..tasks.episode import load_episodes
+
+    gen = spec.generate
+    key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
+           "max_scenes": gen.max_scenes, "body": body}
+    from .cache import cache_root
+
+    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    if (folder / "done.json").is_file():
+        return load_episodes(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    episodes = generate_episodes(key["task"], gen.scenes, gen.episodes_per_scene, gen.seed, folder, body=body,
+                                 max_scenes=gen.max_scenes, progress=progress)
+    write_json_atomic(folder / "done.json", key)
+    return episodes
+
+
+def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
+                  field: str, progress: bool) -> list:
+    """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
+    any episode carries that split; none left is a ``ConfigError`` naming ``field``."""
+    from ..tasks.episode import load_episodes
+
+    if source.path is not None:
+        if not Path(source.path).exists():
+            raise ConfigError("episode file or folder not found", field=f"{field}.path", file=source.path,
+                              expected="an existing JSONL file/folder")
+        episodes = load_episodes(source.path)
+    else:
+        episodes = _generated(source, task, body, cache_dir, progress)
+    episodes = [e for e in episodes if e.task_type == task_type]
+    if split is not None and any(e.split == split for e in episodes):
+        episodes = [e for e in episodes if e.split == split]
+    elif split is not None and episodes and field == "train":
+        raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
+    if not episodes:
+        raise ConfigError(f"empty split: no '{task_type}' episodes", field=field, expected="at least one episode")
+    return episodes
+
+
+# -------------------------------------------------------------------------------------------- trainer
+
+
+class Trainer:
+    """Runs one ``TrainConfig`` (``mode: il`` or ``mode: dagger``); see the module docstring."""
+
+    def __init__(self, cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,
+                 report: Callable[[str], None] = print):
+        from ..eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
+        from ..eval.runner import resolve_settings
+
+        self.cfg, self.scene_loader, self.progress, self.report = cfg, scene_loader, progress, report
+        self.out = Path(cfg.out)
+        self.eval_template = EvalConfig(agent=NamedSpec("policy"), task=cfg.task, episodes=EpisodeSource(path="-"),
+                                        collision_mode=cfg.collision_mode, mode_params=cfg.mode_params,
+                                        sensors=list(cfg.sensors), body=cfg.body, max_steps=cfg.max_steps,
+                                        success_distance=cfg.success_distance, seed=cfg.seed, backend=cfg.backend,
+                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False))
+        self.settings = resolve_settings(self.eval_template)
+        self.sensor_specs = cfg.sensor_specs()
+        self.layout = sensor_layout(self.sensor_specs)
+        self.device = resolve_device(cfg.device)
+        self.last_path, self.best_path = self.out / "last.pt", self.out / "best.pt"
+        self.policy: Any = None
+        self.optimizer: Any = None
+        self.best: dict[str, Any] = {"metric": cfg.validation.metric, "value": None, "tag": None}
+        self.global_step = 0
+        self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device)}
+
+    # ---------------------------------------------------------------- setup
+
+    def _check_run_folder(self) -> bool:
+        """Whether this is a resume; a folder holding another config is a ``ConfigError``."""
+        path = self.out / "config.json"
+        key = to_jsonable(self.cfg.run_key())
+        if path.is_file():
+            previous = json.loads(path.read_text(encoding="utf-8"))
+            if previous.get("run_key") != key:
+                raise ConfigError("the output folder holds a run with a different config", field="out", file=path,
+                                  expected="a new 'out' folder, or the same config to resume")
+        self.out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {"run_key": key, "config": self.cfg.to_dict()})
+        return self.last_path.is_file()
+
+    def _episodes(self) -> tuple[list, dict[str, list]]:
+        cfg = self.cfg
+        common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
+                      progress=self.progress)
+        train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
+        val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
+        return train, val
+
+    def _new_optimizer(self) -> None:
+        self.optimizer = torch.optim.Adam([p for p in self.policy.parameters() if p.requires_grad], lr=self.cfg.il.lr,
+                                          weight_decay=self.cfg.il.weight_decay)
+
+    def _save(self, path: Path, **extra: Any) -> None:
+        save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={
+            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+            "best": self.best, "global_step": self.global_step, **extra})
+
+    def _teacher_store(self, train: list) -> StepStore:
+        from .cache import teacher_cache
+
+        store, stats = teacher_cache(train, sensors=self.sensor_specs, settings=self.settings,
+                                     collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
+                                     base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
+                                     scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
+                                     report=self.report)
+        self.summary["cache"] = stats
+        return store
+
+    # ---------------------------------------------------------------- training epochs
+
+    def train_epochs(self, data: EpisodeBatches, *, epochs: int, coef: float, phase: str, start: tuple[int, int] = (0, 0),
+                     round_: int = 0, position: Callable[[int, int], dict] | None = None) -> dict[str, Any]:
+        """Train ``epochs`` epochs over ``data`` from ``start`` = (epoch, batch); validates every
+        ``validation.every`` epochs (IL phase). Returns throughput and the last epoch's loss/accuracy."""
+        from tqdm import tqdm
+
+        cfg = self.cfg
+        bs = cfg.il.batch_size
+        n_batches = math.ceil(len(data) / bs)
+        samples, seconds, last = 0, 0.0, {}
+        t_phase = time.perf_counter()
+        out_of_time = False
+        for epoch in range(start[0], epochs):
+            if out_of_time:
+                break
+            order = data.order(cfg.seed + 1000 * round_, epoch)
+            first = start[1] if epoch == start[0] else 0
+            bar = tqdm(range(first, n_batches), desc=f"{phase} epoch {epoch + 1}/{epochs}", unit="batch",
+                       disable=not self.progress)
+            tot_loss = tot_correct = tot_steps = 0.0
+            self.policy.train()
+            for b in bar:
+                if cfg.il.max_seconds is not None and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                    self.report(f"{phase}: time budget il.max_seconds={cfg.il.max_seconds} used up at epoch "
+                                f"{epoch + 1} batch {b + 1}")
+                    self._save(self.last_path, position=(position or self._il_position)(epoch, b))
+                    out_of_time = True
+                    break
+                try:
+                    t0 = time.perf_counter()
+                    batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
+                    logits = self.policy.forward_sequence(batch["tokens"], batch["frames"], batch["prev"])
+                    loss = sequence_loss(logits, batch["labels"], batch["weights"])
+                    if not torch.isfinite(loss):
+                        raise TrainingError(
+                            f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "
+                            f"the last good checkpoint is kept at {self.last_path} (lower il.lr or check the data)")
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    if cfg.il.grad_clip > 0:
+                        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.il.grad_clip)
+                    self.optimizer.step()
+                    self.global_step += 1
+                    dt = time.perf_counter() - t0
+                    valid = batch["weights"] > 0
+                    correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
+                    steps = float(valid.sum())
+                    samples += int(steps)
+                    seconds += dt
+                    tot_loss += loss.item() * steps
+                    tot_correct += correct
+                    tot_steps += steps
+                    bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{correct / max(steps, 1):.2f}")
+                    if self.global_step % cfg.il.checkpoint_every == 0:
+                        self._save(self.last_path, position=(position or self._il_position)(epoch, b + 1))
+                except KeyboardInterrupt:
+                    self._save(self.last_path, position=(position or self._il_position)(epoch, b))
+                    self.report(f"interrupted: saved {self.last_path} at epoch {epoch + 1} batch {b + 1}; run the same "
+                                "command again to resume")
+                    raise
+            bar.close()
+            if tot_steps:
+                last = {"loss": tot_loss / tot_steps, "accuracy": tot_correct / tot_steps}
+                self.logger.log(self.global_step, phase=phase, round=round_, epoch=epoch + 1, loss=last["loss"],
+                                accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
+            if out_of_time:
+                break
+            self._save(self.last_path, position=(position or self._il_position)(epoch + 1, 0))
+            if phase == "il" and (epoch + 1) % cfg.validation.every == 0:
+                self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
+                                        position=(position or self._il_position)(epoch + 1, 0))
+        return {"samples": samples, "seconds": round(seconds, 3), "stopped_by_budget": out_of_time,
+                "loss": None, "accuracy": None,
+                "samples_per_s": round(samples / seconds, 2) if seconds else None, **last}
+
+    def _il_position(self, epoch: int, batch: int) -> dict[str, Any]:
+        return {"phase": "il", "epoch": epoch, "batch": batch}
+
+    # ---------------------------------------------------------------- validation
+
+    def validate(self, tag: str) -> dict[str, dict[str, Any]]:
+        """Run the eval runner on each ``val`` split with the current weights; metrics per split."""
+        from ..eval.config import EpisodeSource
+        from ..eval.runner import run_eval
+        from ..tasks.episode import save_episodes
+        from .agent import PolicyAgent
+
+        results = {}
+        for name, episodes in self.val_episodes.items():
+            path = self.out / "val_episodes" / f"{name}.jsonl"
+            if not path.is_file():
+                save_episodes(path, episodes)
+            ecfg = _replace(self.eval_template, episodes=EpisodeSource(path=str(path)), out=str(self.out / "val" / tag / name))
+            ecfg.agent.params = {"checkpoint": str(self.last_path)}
+            if Path(ecfg.out).exists():
+                shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
+            summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
+                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device)))
+            results[name] = summary["overall"]["means"]
+        return results
+
+    def _validate_and_keep(self, tag: str, accuracy: float, *, position: dict, **log_extra: Any) -> dict | None:
+        cfg = self.cfg
+        results = self.validate(tag) if self.val_episodes else {}
+        split = cfg.validation.split or next(iter(results), None)
+        for name, m in results.items():
+            self.logger.log(self.global_step, phase="val", val_split=name, **{f"val_{k}": m.get(k) for k in
+                                                                              ("SR", "SPL", "nDTW", "NE", "OSR")}, **log_extra)
+            self.report(f"[{tag}] {name}: SR {m.get('SR', 0):.3f} SPL {m.get('SPL', 0):.3f} nDTW {m.get('nDTW', 0):.3f}")
+        value = accuracy if cfg.validation.metric == "accuracy" or split is None else results[split].get(cfg.validation.metric)
+        self.summary.setdefault("validation", []).append({"tag": tag, "train_accuracy": accuracy, **results})
+        if value is None:
+            return results
+        better = (self.best["value"] is None or
+                  (value < self.best["value"] if cfg.validation.metric in LOWER_IS_BETTER else value > self.best["value"]))
+        if better:
+            self.best = {"metric": cfg.validation.metric, "value": float(value), "tag": tag, "split": split}
+            self._save(self.best_path, position=position)
+            self._save(self.last_path, position=position)
+        return results
+
+    # ---------------------------------------------------------------- runs
+
+    def run(self) -> dict[str, Any]:
+        """Run the configured mode; returns (and writes) ``summary.json``."""
+        import random
+
+        torch.manual_seed(self.cfg.seed)
+        random.seed(self.cfg.seed)
+        if self.cfg.threads is not None:
+            torch.set_num_threads(self.cfg.threads)
+        resume = self._check_run_folder()
+        train, self.val_episodes = self._episodes()
+        self.train_episodes = train
+        self.logger = RunLogger(self.out, self.report)
+        try:
+            result = self._run_dagger(train, resume) if self.cfg.mode == "dagger" else self._run_il(train, resume)
+        finally:
+            self.logger.close()
+        self.summary.update(result, best=self.best, checkpoint=str(self.best_path if self.best_path.is_file() else self.last_path))
+        write_json_atomic(self.out / "summary.json", to_jsonable(self.summary))
+        return self.summary
+
+    def _build_or_resume(self, vocab: Vocabulary, init: dict | None) -> dict[str, Any] | None:
+        """Policy + optimizer, from ``last.pt`` when resuming (returns its dict), else new / from ``init``."""
+        cfg = self.cfg
+        if self.last_path.is_file():
+            data = read_checkpoint(self.last_path, expected_policy=cfg.policy.name)
+            self.policy = policy_from_checkpoint(data, path=self.last_path, device=self.device)
+            self._new_optimizer()
+            if data.get("optimizer"):
+                self.optimizer.load_state_dict(data["optimizer"])
+            self.best, self.global_step = data.get("best", self.best), int(data.get("global_step", 0))
+            self.report(f"resuming from {self.last_path} at {data.get('position')}")
+            return data
+        if init is not None:
+            self.policy = policy_from_checkpoint(init, path=cfg.init, device=self.device)
+        else:
+            self.policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, self.layout).to(self.device)
+            self.policy.max_instruction_length = cfg.max_instruction_length
+            for note in self.policy.notes:
+                self.report(note)
+        self._new_optimizer()
+        return None
+
+    def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
+        cfg = self.cfg
+        store = self._teacher_store(train)
+        vocab = Vocabulary.build(e.instruction_text for e in train)
+        data = self._build_or_resume(vocab, None)
+        start = (0, 0)
+        if data is not None:
+            pos = data.get("position") or {}
+            start = (int(pos.get("epoch", 0)), int(pos.get("batch", 0)))
+        coef = inflection_coefficient([store]) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
+        batches = EpisodeBatches([store], self.policy.vocab, cfg.max_instruction_length, self.layout)
+        self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
+                    f"inflection weight {coef:.2f}, device {self.device}")
+        stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
+        return {"il": {**stats, "inflection_weight": coef, "episodes": len(batches), "steps": store.num_steps}}
+
+    def _run_dagger(self, train: list, resume: bool) -> dict[str, Any]:
+        from .agent import PolicyAgent
+        from .collect import collect
+
+        cfg = self.cfg
+        init = read_checkpoint(cfg.init, expected_policy=cfg.policy.name)
+        mine = to_jsonable(cfg.model_key())
+        theirs = {k: init["config"].get(k) for k in mine}
+        if theirs != mine:
+            diff = sorted(k for k in mine if mine[k] != theirs[k])
+            raise ConfigError(f"the init checkpoint was trained with different {diff}: {[theirs[k] for k in diff]}",
+                              field=diff[0], file=cfg.init, expected=f"{[mine[k] for k in diff]} as in this config")
+        data = self._build_or_resume(None, init)
+        stores = [self._teacher_store(train)] if cfg.dagger.include_teacher_data else []
+        agg_root = self.out / "dagger_aggregate"
+        start_round = 1
+        if data is not None and (data.get("position") or {}).get("phase") == "dagger":
+            pos = data["position"]
+            start_round = int(pos["round"]) + 1
+            aggregate = StepStore(agg_root)
+            truncate_store(aggregate, int(pos["aggregate_episodes"]))
+            # an unfinished round restarts from the weights its collection used
+            restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
+            self.policy.load_state_dict(read_checkpoint(restart)["state_dict"])
+            self.report(f"DAgger: resuming at round {start_round} from {restart}")
+        else:
+            aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
+                                         chunk_frames=cfg.cache.chunk_frames)
+        rounds = []
+        log_path = self.out / "dagger.jsonl"
+        for r in range(start_round, cfg.dagger.rounds + 1):
+            beta = cfg.dagger.p ** r
+            rng = np.random.default_rng([cfg.seed, r])
+            episodes = train if cfg.dagger.episodes is None or cfg.dagger.episodes >= len(train) else \
+                [train[i] for i in sorted(rng.choice(len(train), cfg.dagger.episodes, replace=False))]
+            learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device))
+            self.policy.eval()
+            got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
+                          store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
+                          beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
+                          desc=f"dagger round {r} (beta {beta:.3f})")
+            aggregate.close()
+            info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
+                    "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),
+                    "env_steps_per_s": got["steps_per_s"],
+                    "collection_SR": round(float(np.mean([rec["metrics"]["SR"] or 0.0 for rec in got["records"]])), 4)}
+            self.report(f"DAgger round {r}: beta {beta:.3f}, collected {got['steps']} steps "
+                        f"({got['steps_per_s']} env steps/s), aggregate {aggregate.num_steps} steps")
+            self.logger.log(self.global_step, phase="dagger", round=r, beta=beta, collected_steps=got["steps"],
+                            aggregated_steps=aggregate.num_steps, env_steps_per_s=got["steps_per_s"])
+            all_stores = stores + [aggregate]
+            coef = inflection_coefficient(all_stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
+            batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout)
+
+            def position(epoch: int, batch: int, r: int = r) -> dict:  # mid-round: the round restarts on resume
+                return {"phase": "dagger", "round": r - 1, "aggregate_episodes": len(aggregate) - got["episodes"]}
+
+            stats = self.train_epochs(batches, epochs=cfg.dagger.epochs, coef=coef, phase="dagger", round_=r,
+                                      position=position)
+            done_pos = {"phase": "dagger", "round": r, "aggregate_episodes": len(aggregate)}
+            info.update(train_samples_per_s=stats["samples_per_s"], train_accuracy=stats["accuracy"],
+                        train_loss=stats["loss"])
+            self._save(self.last_path, position=done_pos)
+            self._save(self.out / f"round_{r:02d}.pt", position=done_pos)
+            info["validation"] = self._validate_and_keep(f"round_{r:02d}", stats["accuracy"] or 0.0, position=done_pos)
+            with open(log_path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(to_jsonable(info)) + "\n")
+            rounds.append(info)
+        return {"dagger": rounds}
+
+
+def _replace(cfg: Any, **changes: Any) -> Any:
+    """A copy of a config dataclass with ``changes`` (the agent spec copied too)."""
+    import copy
+    from dataclasses import replace
+
+    out = replace(cfg, **changes)
+    out.agent = copy.deepcopy(cfg.agent)
+    return out
+
+
+def run_training(cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,
+                 report: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run ``cfg`` (IL or DAgger); returns the summary (also ``<out>/summary.json``)."""
+    return Trainer(cfg, scene_loader=scene_loader, progress=progress, report=report).run()

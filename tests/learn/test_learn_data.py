@@ -1,0 +1,80 @@
+"""Vocabulary, the chunked step store and the observation cache (teacher labels = best_action)."""
+from __future__ import annotations
+
+import numpy as np
+
+from conftest import make_episodes
+
+
+def test_vocabulary_maps_unknown_words_to_unk_and_round_trips():
+    from vlnverse.learn.vocab import UNK_ID, Vocabulary, tokenize
+
+    vocab = Vocabulary.build(["Walk to the sofa.", "walk past the table"])
+    assert tokenize("Walk to the sofa.") == ["walk", "to", "the", "sofa", "."]
+    ids = vocab.encode("walk to the piano", 6)
+    assert ids.tolist()[:4] == [vocab.index["walk"], vocab.index["to"], vocab.index["the"], UNK_ID]
+    assert ids.tolist()[4:] == [0, 0]
+    assert Vocabulary.from_dict(vocab.to_dict()).words == vocab.words
+    assert vocab.encode("", 3).tolist() == [UNK_ID, 0, 0]
+
+
+def test_step_store_writes_chunks_and_reads_them_memory_mapped(tmp_path):
+    from vlnverse.learn.store import StepStore, truncate_store
+
+    layout = [{"name": "rgb", "kind": "rgb", "shape": [4, 4, 3]}, {"name": "depth", "kind": "depth", "shape": [4, 4]}]
+    store = StepStore.create(tmp_path / "s", key={"k": 1}, sensors=layout, chunk_frames=5)
+    rng = np.random.default_rng(0)
+    written = []
+    for e, n in enumerate((3, 4, 2)):
+        steps = [{"rgb": rng.integers(0, 255, (4, 4, 3), dtype=np.uint8), "depth": rng.random((4, 4)).astype(np.float32),
+                  "label": int(rng.integers(6)), "executed": 1, "pose": np.array([e, t, 0.0])} for t in range(n)]
+        written.append(steps)
+        store.add_episode(f"ep{e}", f"instruction {e}", steps)
+    store.close()
+    again = StepStore(tmp_path / "s")
+    assert again.check() is None and again.num_steps == 9 and len(again) == 3
+    assert [e["chunk"] for e in again.episodes] == [0, 1, 2]  # 3 + 4 > 5: an episode never spans two chunks
+    ep = again.episode(1)
+    assert np.array_equal(ep["rgb"], np.stack([s["rgb"] for s in written[1]]))
+    assert np.allclose(ep["depth"], np.stack([s["depth"] for s in written[1]]), atol=1e-3)  # float16
+    assert isinstance(again._array(1, "rgb"), np.memmap)
+    truncate_store(again, 2)
+    assert len(StepStore(tmp_path / "s")) == 2 and StepStore(tmp_path / "s").check() is None
+
+
+def _settings(ctx):
+    from vlnverse.eval.runner import RunSettings
+
+    return RunSettings(max_steps=60, success_distance=1.5, body=ctx.body, resolution=0.05, task_type="fine_grained")
+
+
+def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor, tmp_path):
+    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.learn.cache import teacher_cache
+    from vlnverse.sim.sensors import CameraSpec
+    from vlnverse.sim.types import AgentPose
+
+    episodes = make_episodes(corridor)[:2]
+    sensors = [CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16)]
+    said = []
+    kw = dict(sensors=sensors, settings=_settings(corridor), collision_mode="telhop", base_dir=tmp_path,
+              scene_loader=lambda *a: corridor, progress=False, report=said.append, chunk_frames=32)
+    store, stats = teacher_cache(episodes, **kw)
+    assert stats["status"] == "built" and stats["frames"] == store.num_steps > 20 and stats["frames_per_s"] > 0
+    assert stats["teacher_SR"] == 1.0 and stats["bytes"] > 0
+    # labels are the oracle's best_action at the recorded poses (a fresh teacher replayed in order)
+    for i, ep in enumerate(episodes):
+        rec = store.episode(i)
+        teacher = OracleAgent()
+        teacher.reset(ep, corridor)
+        teacher.success_distance = 1.5
+        replay = [int(teacher.best_action(AgentPose(*p))) for p in rec["pose"].astype(float)]
+        assert replay == rec["label"].tolist() and rec["label"][-1] == 0  # ends with STOP
+        assert np.array_equal(rec["executed"], rec["label"])  # beta = 1: the teacher drives
+    _, again = teacher_cache(episodes, **kw)
+    assert again["status"] == "reused" and "reusing" in said[-1]
+    next((store.root / "chunks").glob("*.rgb.npy")).unlink()
+    _, rebuilt = teacher_cache(episodes, **kw)
+    assert rebuilt["status"] == "rebuilt" and "stale" in said[-2] and "missing" in said[-2]
+    _, other = teacher_cache(episodes, **{**kw, "sensors": sensors[:1]})  # another rig: another cache
+    assert other["status"] == "built" and other["path"] != rebuilt["path"]

@@ -1,0 +1,87 @@
+"""Policy construction: the registry, the six VLN-CE actions, local pretrained weights (never downloaded)."""
+from __future__ import annotations
+
+import pytest
+
+SENSORS = [{"name": "rgb", "kind": "rgb", "shape": [16, 16, 3]}, {"name": "depth", "kind": "depth", "shape": [16, 16]}]
+
+
+def _vocab():
+    from vlnverse.learn.vocab import Vocabulary
+
+    return Vocabulary.build(["walk to the sofa", "turn left at the table"])
+
+
+@pytest.mark.parametrize("name", ["seq2seq", "cma"])
+def test_policies_score_the_six_vlnce_actions_and_batch_equals_stepwise(name):
+    import torch
+
+    from vlnverse.learn.policies import NUM_ACTIONS, POLICIES, build_policy
+    from vlnverse.learn.policies_registry import policy_names
+    from vlnverse.sim.types import DiscreteAction
+
+    assert sorted(POLICIES.names()) == policy_names() and NUM_ACTIONS == len(DiscreteAction) == 6
+    torch.manual_seed(0)
+    policy = build_policy(name, {"hidden_size": 32}, _vocab(), SENSORS).eval()
+    tokens = torch.tensor([[2, 3, 4, 0], [5, 6, 1, 7]])
+    frames = {"rgb": torch.randint(0, 255, (2, 5, 16, 16, 3), dtype=torch.uint8),
+              "depth": (torch.rand(2, 5, 16, 16) * 5).half()}
+    prev = torch.tensor([[0, 2, 2, 3, 1], [0, 1, 1, 4, 6]])
+    with torch.no_grad():
+        seq = policy.forward_sequence(tokens, frames, prev)
+        instruction = policy.instruction(tokens)
+        hidden = policy.initial_state(2)
+        for t in range(5):  # the agent's step-by-step path computes the same logits
+            visual = policy.encode_frames({k: v[:, t] for k, v in frames.items()})
+            logits, hidden = policy.step(instruction, visual, prev[:, t], hidden)
+            assert torch.allclose(logits, seq[:, t], atol=1e-5)
+    assert seq.shape == (2, 5, 6)
+    assert any("trained from scratch" in n for n in policy.notes)
+
+
+def test_local_pretrained_weights_load_and_missing_files_are_errors(tmp_path):
+    import torch
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.policies import CNNEncoder, build_policy
+
+    donor = CNNEncoder(3, out_dim=128)
+    torch.save(donor.state_dict(), tmp_path / "rgb.pt")
+    (tmp_path / "glove.txt").write_text("sofa " + " ".join(["0.5"] * 50) + "\nzebra " + " ".join(["1"] * 50) + "\n")
+    params = {"rgb_encoder": {"type": "cnn", "weights": str(tmp_path / "rgb.pt")},
+              "instruction_encoder": {"embeddings": str(tmp_path / "glove.txt")}}
+    policy = build_policy("cma", params, _vocab(), SENSORS)
+    assert torch.equal(policy.rgb.net[0].weight, donor.net[0].weight)
+    assert torch.all(policy.instruction.embedding.weight[policy.vocab.index["sofa"]] == 0.5)
+    assert any("loaded pretrained weights" in n for n in policy.notes)
+    assert any("1 of" in n and "pretrained embeddings" in n for n in policy.notes)
+    with pytest.raises(ConfigError, match="rgb_encoder.weights.*no such file"):
+        build_policy("cma", {"rgb_encoder": {"weights": str(tmp_path / "none.pt")}}, _vocab(), SENSORS)
+    with pytest.raises(ConfigError, match="depth_encoder.type"):
+        build_policy("seq2seq", {"depth_encoder": {"type": "resnet18"}}, _vocab(), SENSORS)
+    with pytest.raises(ConfigError, match="policy.params"):
+        build_policy("seq2seq", {"hidden": 3}, _vocab(), SENSORS)
+
+
+def test_policy_agent_names_the_expected_sensor_rig():
+    import numpy as np
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.agent import PolicyAgent
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    policy = build_policy("seq2seq", {"hidden_size": 16}, _vocab(), SENSORS)
+    policy.max_instruction_length = 8
+    agent = PolicyAgent(policy=policy)
+    episode = Episode("e", "s", "s.usda", "train", "fine_grained", [0, 0, 0], 0.0, [Goal([1, 0, 0])],
+                      [[0, 0, 0], [1, 0, 0]], 1.0, [Instruction("walk to the zebra")])
+    agent.reset(episode, None)
+    good = {"rgb": np.zeros((16, 16, 3), np.uint8), "depth": np.ones((16, 16), np.float32)}
+    assert 0 <= int(agent.propose(good)) < 6
+    with pytest.raises(ConfigError, match=r"sensor 'rgb' gives \[32, 32, 3\].*shape \[16, 16, 3\]"):
+        agent.propose({**good, "rgb": np.zeros((32, 32, 3), np.uint8)})
+    with pytest.raises(ConfigError, match="observation 'depth' missing"):
+        agent.propose({"rgb": good["rgb"]})
+    with pytest.raises(ConfigError, match="exactly one of checkpoint / policy"):
+        PolicyAgent()

@@ -1,0 +1,228 @@
+"""IL and DAgger trainers, checkpoints and the ``policy`` eval agent on the corridor scene (CPU, 16-32 px)."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_episodes, small_config
+
+TINY = dict(il__epochs=2, il__batch_size=2, il__lr=0.003, validation__every=2, validation__limit=2, max_steps=40,
+            sensors=[{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},
+                     {"name": "depth", "kind": "depth", "width": 16, "height": 16}])
+
+
+def _train(cfg, corridor, **kw):
+    from vlnverse.learn.trainer import run_training
+
+    return run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None, **kw)
+
+
+@pytest.fixture(scope="module")
+def il_run(corridor, episodes_file, tmp_path_factory):
+    out = tmp_path_factory.mktemp("il") / "run"
+    cfg = small_config(out, episodes_file, policy="seq2seq", **TINY)
+    return cfg, _train(cfg, corridor)
+
+
+def _actions(agent, corridor, episodes):
+    from vlnverse.eval.modes import make_mode
+    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.sim import make_simulator
+    from vlnverse.sim.sensors import CameraSpec
+
+    sim = make_simulator(corridor.desc, corridor.body, sensors=[CameraSpec("rgb", "rgb", 16, 16),
+                                                                 CameraSpec("depth", "depth", 16, 16)])
+    try:
+        settings = RunSettings(max_steps=30, success_distance=1.5, body=corridor.body, resolution=0.05,
+                               task_type="fine_grained")
+        mode = make_mode("telhop", sim, planner=corridor.planner)
+        return [run_episode(ep, corridor, sim, mode, agent, settings)["actions"] for ep in episodes]
+    finally:
+        sim.close()
+
+
+def test_il_run_writes_checkpoints_logs_and_validation(il_run):
+    cfg, summary = il_run
+    out = Path(cfg.out)
+    assert (out / "last.pt").is_file() and (out / "best.pt").is_file() and summary["best"]["tag"] == "epoch_002"
+    rows = list(csv.DictReader(open(out / "train_log.csv")))
+    assert [r["epoch"] for r in rows if r["phase"] == "il"] == ["1", "2"]
+    assert any(r["phase"] == "val" and r["val_SR"] != "" for r in rows)
+    assert summary["il"]["samples_per_s"] > 0 and summary["il"]["inflection_weight"] > 1.0
+    assert summary["cache"]["status"] in ("built", "reused")
+    assert (out / "val" / "epoch_002" / "train" / "summary.json").is_file()  # through the eval runner
+
+
+def test_checkpoint_reload_gives_identical_actions_and_checks_type(il_run, corridor, tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
+
+    cfg, _ = il_run
+    path = Path(cfg.out) / "best.pt"
+    data = read_checkpoint(path)
+    assert data["policy"] == "seq2seq" and data["vocab"]["words"] and data["config"]["policy"]["name"] == "seq2seq"
+    assert data["code_version"].endswith("+learn1")
+    from vlnverse.learn.agent import PolicyAgent
+
+    in_memory = PolicyAgent(policy=policy_from_checkpoint(data))
+    reloaded = make_agent("policy", {"checkpoint": str(path)})  # the eval registry, loaded lazily
+    episodes = make_episodes(corridor)[:2]
+    assert _actions(in_memory, corridor, episodes) == _actions(reloaded, corridor, episodes)
+    with pytest.raises(ConfigError, match="'seq2seq' policy"):
+        read_checkpoint(path, expected_policy="cma")
+    with pytest.raises(ConfigError, match="checkpoint not found"):
+        make_agent("policy", {"checkpoint": str(tmp_path / "nope.pt")})
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="not a readable checkpoint"):
+        read_checkpoint(tmp_path / "junk.pt")
+
+
+def test_one_dagger_round_changes_weights_logs_beta_and_teacher_labels(il_run, corridor, episodes_file, tmp_path):
+    import torch
+
+    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.learn.store import StepStore
+    from vlnverse.sim.types import AgentPose
+
+    cfg_il, _ = il_run
+    init = Path(cfg_il.out) / "best.pt"
+    cfg = small_config(tmp_path / "dagger", episodes_file, policy="seq2seq", mode="dagger", init=str(init),
+                       dagger={"rounds": 1, "p": 0.5, "epochs": 1}, **TINY)
+    summary = _train(cfg, corridor)
+    (info,) = summary["dagger"]
+    assert info["beta"] == 0.5 and info["aggregated_steps"] == info["collected_steps"] > 0
+    log = [json.loads(line) for line in open(tmp_path / "dagger" / "dagger.jsonl")]
+    assert log[0]["beta"] == 0.5 and log[0]["aggregated_steps"] == info["aggregated_steps"]
+    rows = [r for r in csv.DictReader(open(tmp_path / "dagger" / "train_log.csv")) if r["phase"] == "dagger" and r["beta"]]
+    assert float(rows[0]["beta"]) == 0.5 and int(rows[0]["aggregated_steps"]) == info["aggregated_steps"]
+    before, after = read_checkpoint(init)["state_dict"], read_checkpoint(tmp_path / "dagger" / "last.pt")["state_dict"]
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    store = StepStore(tmp_path / "dagger" / "dagger_aggregate")
+    assert store.num_steps == info["aggregated_steps"]
+    episodes = {e.episode_id: e for e in make_episodes(corridor)}
+    mixed = 0
+    for i in range(len(store)):
+        rec = store.episode(i)
+        teacher = OracleAgent()
+        teacher.reset(episodes[rec["episode_id"]], corridor)
+        teacher.success_distance = 1.5
+        assert [int(teacher.best_action(AgentPose(*p))) for p in rec["pose"].astype(float)] == rec["label"].tolist()
+        mixed += int((rec["executed"] != rec["label"]).sum())
+    assert mixed > 0  # the policy drove some steps (beta 0.5 on a barely trained policy)
+
+
+def test_dagger_refuses_an_init_checkpoint_of_another_policy_or_rig(il_run, corridor, episodes_file, tmp_path):
+    from vlnverse.core.errors import ConfigError
+
+    init = str(Path(il_run[0].out) / "best.pt")
+    cfg = small_config(tmp_path / "a", episodes_file, policy="cma", mode="dagger", init=init, **TINY)
+    with pytest.raises(ConfigError, match="'seq2seq' policy"):
+        _train(cfg, corridor)
+    other = {**TINY, "sensors": TINY["sensors"][:1]}
+    cfg = small_config(tmp_path / "b", episodes_file, policy="seq2seq", mode="dagger", init=init, **other)
+    with pytest.raises(ConfigError, match="different"):
+        _train(cfg, corridor)
+
+
+def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tmp_path, monkeypatch):
+    import torch
+
+    from vlnverse.learn import trainer as T
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    kw = {**TINY, "il__epochs": 2, "il__batch_size": 1, "validation__every": 5, "val": {}}
+    _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
+    calls = {"n": 0}
+    original = T.EpisodeBatches.batch
+
+    def interrupting(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 6:  # epoch 2, batch 2
+            raise KeyboardInterrupt
+        return original(self, *a, **k)
+
+    cfg = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw)
+    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        _train(cfg, corridor)
+    assert read_checkpoint(tmp_path / "cut" / "last.pt")["position"] == {"phase": "il", "epoch": 1, "batch": 1}
+    monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    _train(cfg, corridor)
+    a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
+    b = read_checkpoint(tmp_path / "cut" / "last.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)  # deterministic on CPU, resumed at the data position
+    changed = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **{**kw, "il__lr": 0.01})
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="different config"):
+        _train(changed, corridor)
+
+
+def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corridor, episodes_file, tmp_path, monkeypatch):
+    import torch
+
+    from vlnverse.learn import trainer as T
+
+    original, calls = T.sequence_loss, {"n": 0}
+
+    def poisoned(*a):
+        calls["n"] += 1
+        return original(*a) * (float("nan") if calls["n"] == 3 else 1.0)
+
+    monkeypatch.setattr(T, "sequence_loss", poisoned)
+    cfg = small_config(tmp_path / "nan", episodes_file, policy="seq2seq", **{**TINY, "val": {}})
+    with pytest.raises(T.TrainingError, match=r"loss is nan at epoch 2 batch 1.*last good checkpoint is kept"):
+        _train(cfg, corridor)
+    assert (tmp_path / "nan" / "last.pt").is_file()
+    assert torch.load(tmp_path / "nan" / "last.pt", weights_only=False)["position"]["epoch"] == 1
+
+
+def test_bad_configs_are_one_line_errors(episodes_file, tmp_path, corridor):
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="policy.name"):
+        small_config(tmp_path / "x", episodes_file, policy="transformer")
+    with pytest.raises(ConfigError, match="init.*mode=dagger needs a checkpoint"):
+        small_config(tmp_path / "x", episodes_file, mode="dagger")
+    with pytest.raises(ConfigError, match="inflection_weight"):
+        small_config(tmp_path / "x", episodes_file, il__inflection_weight=0.5)
+    with pytest.raises(ConfigError, match="collision_mode"):
+        small_config(tmp_path / "x", episodes_file, collision_mode="graph")
+    cfg = small_config(tmp_path / "x", episodes_file, train_split="val_unseen")
+    with pytest.raises(ConfigError, match="train_split"):
+        _train(cfg, corridor)
+
+
+def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
+    from vlnverse.cli import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("policy: {name: cma}\ntask: fine_grained\ntrain: x.jsonl\nil: {epochs: 0}\n")
+    assert main(["train", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "il.epochs" in err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy,epochs,lr", [("seq2seq", 40, 0.003), ("cma", 100, 0.006)])
+def test_policy_overfits_four_episodes(policy, epochs, lr, corridor, episodes_file, tmp_path):
+    """Teacher-action accuracy >= 95% and SR >= 0.75 on the 4 training episodes, through run_eval."""
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+    from vlnverse.eval.runner import run_eval
+
+    cfg = small_config(tmp_path / policy, episodes_file, policy=policy, il__epochs=epochs, il__batch_size=1, il__lr=lr,
+                       validation__every=epochs, val={})
+    summary = _train(cfg, corridor)
+    assert summary["il"]["accuracy"] >= 0.95
+    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(tmp_path / policy / "last.pt")}), task="fine_grained",
+                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
+                      sensors=[SensorConfig("rgb", "rgb", 32, 32), SensorConfig("depth", "depth", 32, 32)],
+                      max_steps=80, success_distance=1.5, out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
+    ecfg.validate()
+    result = run_eval(ecfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert result["overall"]["episodes"] == 4 and result["overall"]["means"]["SR"] >= 0.75
