@@ -1,10 +1,21 @@
-"""Atomic file output: nothing half-written is ever left behind."""
+"""Atomic file output: nothing half-written is ever left behind, and nothing not ours is removed.
+
+Output folders (every command taking ``--out DIR``) go through :func:`claim_output_dir` (commands
+that add to their folder, e.g. a resumable eval run) or :func:`replace_output_dir` (commands that
+write the whole folder, e.g. a dataset). Both refuse ``.``, an ancestor of the working folder, a
+symbolic link, a file, and a non-empty folder without our marker file (``OWNER_MARKER``), so a
+mistyped ``--out`` never destroys anything. Replacing our own folder builds the new one beside it
+and swaps the two; entries in the old folder that the command did not write are carried over.
+"""
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
 import shutil
+import socket
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -35,6 +46,173 @@ def atomic_path(path: str | Path, *, suffix: str | None = None) -> Iterator[Path
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+#: The file marking a folder as a vlnverse output folder (JSON: the command and the entries it wrote).
+OWNER_MARKER = ".vlnverse-output.json"
+#: Name fragments of our hidden temporary folders beside an output folder (cleaned after a crash).
+_TMP_TAG, _OLD_TAG = ".vlnverse-tmp", ".vlnverse-old"
+
+
+def _read_marker(folder: Path) -> dict | None:
+    marker = folder / OWNER_MARKER
+    if not marker.is_file():
+        return None
+    try:
+        data = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def check_output_dir(path: str | Path, *, command: str) -> Path:
+    """Refuse an ``--out`` folder that this command may not write into; return it as a ``Path``.
+
+    Refused (``ConfigError`` naming ``--out``): ``.`` or any ancestor of the working folder, a
+    symbolic link, an existing non-folder, and a non-empty folder that holds no ``OWNER_MARKER``
+    or one written by a different command.
+    """
+    from .errors import ConfigError
+
+    path = Path(path)
+    if not str(path).strip():
+        raise ConfigError("empty", field="--out", expected="an output folder")
+    resolved = path.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        raise ConfigError(f"'{path}' is the working folder or one of its ancestors", field="--out",
+                          expected="a new or empty folder, or one this command wrote before")
+    if path.is_symlink():
+        raise ConfigError(f"'{path}' is a symbolic link", field="--out", expected="a plain folder")
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"'{path}' exists and is not a folder", field="--out", expected="a folder")
+    if path.is_dir() and any(path.iterdir()):
+        marker = _read_marker(path)
+        if marker is None:
+            raise ConfigError(f"'{path}' is not empty and was not written by vlnverse (no {OWNER_MARKER})",
+                              field="--out", expected="a new or empty folder, or one this command wrote before")
+        if marker.get("command") != command:
+            raise ConfigError(f"'{path}' holds the output of 'vlnverse {marker.get('command', '?')}'", field="--out",
+                              expected=f"a new or empty folder, or one 'vlnverse {command}' wrote before")
+    return path
+
+
+def _write_marker(folder: Path, command: str, entries: list[str] | None = None) -> None:
+    data = {"command": command, "tool": "vlnverse"}
+    if entries is not None:
+        data["entries"] = sorted(entries)
+    write_text_atomic(folder / OWNER_MARKER, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def claim_output_dir(path: str | Path, *, command: str) -> Path:
+    """Check ``path`` (:func:`check_output_dir`), create it and mark it as this command's output.
+
+    For commands that add to their folder (a resumable eval run, ``scenes generate``)."""
+    path = check_output_dir(path, command=command)
+    path.mkdir(parents=True, exist_ok=True)
+    if _read_marker(path) is None:
+        _write_marker(path, command)
+    return path
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _temp_name(path: Path, tag: str) -> str:
+    return f".{path.name}{tag}.{socket.gethostname()}.{os.getpid()}."
+
+
+def _carry_over(previous: Path, path: Path) -> bool:
+    """Move the entries of ``previous`` (an old output folder) that its marker does not list into
+    ``path``; True when nothing but our own output is left in ``previous``."""
+    owned = set((_read_marker(previous) or {}).get("entries", [])) | {OWNER_MARKER}
+    clean = True
+    for entry in previous.iterdir():
+        if entry.name in owned:
+            continue
+        if os.path.lexists(path / entry.name):
+            clean = False  # the new output has an entry of that name: leave the old folder in place
+            continue
+        os.replace(entry, path / entry.name)
+    return clean
+
+
+def clean_stale_temps(path: str | Path) -> list[Path]:
+    """Tidy our hidden temporary folders beside ``path`` left by a killed process (same host,
+    process gone, our marker inside): an unfinished new folder is removed; a swapped-out old one
+    is put back if ``path`` is missing, else its entries we did not write move into ``path`` and it
+    is removed. Returns the removed folders."""
+    path = Path(path)
+    removed: list[Path] = []
+    if not path.parent.is_dir():
+        return removed
+    host = socket.gethostname()
+    for tag in (_TMP_TAG, _OLD_TAG):
+        prefix = f".{path.name}{tag}.{host}."
+        for cand in path.parent.glob(f".{glob_escape(path.name)}{tag}.*"):
+            if not cand.name.startswith(prefix) or not cand.is_dir() or cand.is_symlink():
+                continue
+            pid = cand.name[len(prefix):].split(".", 1)[0]
+            if not pid.isdigit() or _pid_alive(int(pid)) or _read_marker(cand) is None:
+                continue
+            previous = cand / "previous"
+            if tag == _OLD_TAG and previous.is_dir():
+                if not path.exists():
+                    os.replace(previous, path)
+                elif not _carry_over(previous, path):
+                    continue
+            shutil.rmtree(cand, ignore_errors=True)
+            removed.append(cand)
+    return removed
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob metacharacters escaped."""
+    import glob
+
+    return glob.escape(name)
+
+
+@contextlib.contextmanager
+def replace_output_dir(path: str | Path, *, command: str) -> Iterator[Path]:
+    """Yield a fresh temporary folder beside ``path``; on success it becomes ``path``.
+
+    ``path`` is checked first (:func:`check_output_dir`). If it exists (ours), the two are
+    swapped by renames and the old one is removed afterwards; entries of the old folder that this
+    command did not write (not listed in its marker) move into the new one, so nothing else is
+    lost. A failed block leaves ``path`` untouched. Temporaries of killed runs are cleaned first.
+    """
+    path = check_output_dir(path, command=command)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale_temps(path)
+    tmp = Path(tempfile.mkdtemp(prefix=_temp_name(path, _TMP_TAG), dir=path.parent))
+    try:
+        _write_marker(tmp, command)  # marks the temporary as ours (for crash cleanup)
+        yield tmp
+        written = [p.name for p in tmp.iterdir() if p.name != OWNER_MARKER]
+        _write_marker(tmp, command, written)
+        os.chmod(tmp, 0o777 & ~_umask())
+        old = None
+        if path.is_dir() and any(path.iterdir()):
+            check_output_dir(path, command=command)  # still ours (another process may have written there)
+            old = Path(tempfile.mkdtemp(prefix=_temp_name(path, _OLD_TAG), dir=path.parent))
+            _write_marker(old, command)
+            os.replace(path, old / "previous")
+        elif path.is_dir():
+            path.rmdir()  # empty
+        os.replace(tmp, path)
+        if old is not None and _carry_over(old / "previous", path):
+            shutil.rmtree(old, ignore_errors=True)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -98,3 +276,40 @@ def write_jsonl_atomic(path: str | Path, records: list[Any]) -> Path:
     """Write one JSON object per line (sorted keys, compact) atomically."""
     lines = [json.dumps(to_jsonable(r), sort_keys=True, separators=(",", ":")) for r in records]
     return write_text_atomic(path, "".join(line + "\n" for line in lines))
+
+
+#: The lock file inside a folder held by :func:`folder_lock`.
+LOCK_FILE = ".vlnverse.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | Path) -> Iterator[Path]:
+    """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.vlnverse.lock`` for the block.
+
+    A second holder is refused at once with a one-line ``VLNVerseError`` naming the holder (pid
+    and host, written into the lock file). The OS releases the lock on any exit, ``kill -9``
+    included, so a stale lock file never blocks a later run.
+    """
+    from .errors import VLNVerseError
+
+    folder = Path(folder)
+    lock_path = folder / LOCK_FILE
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                raise
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            raise VLNVerseError(f"{folder}: in use by {holder} (one run per output folder; wait for it "
+                                "to finish or choose another 'out')") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        try:
+            yield lock_path
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import load_config, require
-from ..core.io import write_json_atomic
+from ..core.io import claim_output_dir, write_json_atomic
 from ..paths import tasks_dir
 from .config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
 
@@ -62,7 +62,7 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
     if episodes_per_scene is not None:
         require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
         qs.episodes_per_scene = episodes_per_scene
-    out = Path(out)
+    out = claim_output_dir(out, command="quickstart")
     # 1. episodes per task, generated once and shared by every run (kept for resume)
     episode_dirs = {}
     for task in qs.tasks:

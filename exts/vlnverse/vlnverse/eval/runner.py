@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import to_jsonable, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, to_jsonable, write_json_atomic
 from . import metrics as M
 from .agents import Agent, AgentState, has_ordered_goals, make_agent
 from .config import EvalConfig
@@ -109,7 +109,7 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
-    if saved.is_file():
+    if saved.is_file() and (out / CONFIG_FILE).is_file():  # without a config record: a failed start
         episodes = load_episodes(saved)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
@@ -164,8 +164,30 @@ def read_finished(path: Path) -> list[dict]:
     return records
 
 
+#: The config record of a run that has not written an episode yet (see ``stage_config_record``).
+PENDING_CONFIG_FILE = ".config.pending.json"
+
+
+def stage_config_record(out: Path, record: dict) -> None:
+    """Stage the run's config record; it becomes ``config.json`` with the first episode record
+    (``commit_config_record``), so a config that fails at run time (a bad ``mode_params`` value,
+    a scene that does not load) leaves no record behind and the corrected config is not refused."""
+    if (out / CONFIG_FILE).is_file():
+        return
+    write_json_atomic(out / PENDING_CONFIG_FILE, record)
+
+
+def commit_config_record(out: Path) -> None:
+    """Promote the staged config record to ``config.json`` (no-op when there is none)."""
+    pending = out / PENDING_CONFIG_FILE
+    if pending.is_file() and not (out / CONFIG_FILE).is_file():
+        os.replace(pending, out / CONFIG_FILE)
+
+
 def append_record(path: Path, record: dict) -> None:
-    """Append one episode record as a single flushed and fsync'ed JSON line."""
+    """Append one episode record as a single flushed and fsync'ed JSON line (committing the
+    run's staged config record first)."""
+    commit_config_record(path.parent)
     line = json.dumps(to_jsonable(record), sort_keys=True, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
@@ -563,10 +585,22 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
 # the run
 
 
-def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
-             agent_factory: Callable[[], Agent] | None = None,
-             scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
+
+    ``cfg.out`` must be new, empty or an eval folder (``core.io.claim_output_dir``) and is locked
+    for the run (``core.io.folder_lock``): a second run on the same folder is refused.
+    Keyword arguments: see ``run_eval_locked``.
+    """
+    out = claim_output_dir(cfg.out, command="eval")
+    with folder_lock(out):
+        return run_eval_locked(cfg, **kwargs)
+
+
+def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
+                    agent_factory: Callable[[], Agent] | None = None,
+                    scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+    """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -581,7 +615,6 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
 
     load_task_types()
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     config_path = out / CONFIG_FILE
     key = to_jsonable(cfg.run_key())
     if config_path.is_file():
@@ -593,7 +626,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
     agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
-    write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
+    stage_config_record(out, {"run_key": key, "config": cfg.to_dict()})
 
     log_path = out / EPISODES_FILE
     finished = read_finished(log_path)
@@ -654,6 +687,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     finally:
         bar.close()
     elapsed = time.perf_counter() - t_start
+    commit_config_record(out)
     order = {e.episode_id: i for i, e in enumerate(episodes)}
     finished = sorted((r for r in finished if r["episode_id"] in order), key=lambda r: order[r["episode_id"]])
     run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,

@@ -111,6 +111,7 @@ def _generate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..core.errors import ConfigError
+    from ..core.io import claim_output_dir
     from .procgen import generate_home
     from .usd_io import write_usd
 
@@ -118,7 +119,7 @@ def _generate(args: argparse.Namespace) -> int:
         raise ConfigError(f"got {args.count}", field="--count", expected="an integer >= 1")
     if args.seed < 0:
         raise ConfigError(f"got {args.seed}", field="--seed", expected="an integer >= 0")
-    out = Path(args.out)
+    out = claim_output_dir(args.out, command="scenes generate")
     for seed in tqdm(range(args.seed, args.seed + args.count), desc="homes", unit="home", disable=args.no_progress):
         desc = generate_home(seed, min_rooms=args.min_rooms, max_rooms=args.max_rooms)
         path = write_usd(desc, out / f"{desc.scene_id}.{args.format}")
@@ -170,11 +171,13 @@ def _render_map(args: argparse.Namespace) -> int:
 
 
 def _export_maps(args: argparse.Namespace) -> int:
+    from ..core.io import check_output_dir, claim_output_dir
     from .maps import write_summary
     from .render_map import render_map_png
 
+    check_output_dir(args.out, command="scenes export-maps")
     desc, maps = _load(args)
-    out = Path(args.out)
+    out = claim_output_dir(args.out, command="scenes export-maps")
     written = list(maps.save(out).values())
     written.append(render_map_png(desc, maps, out / "map.png"))
     written.append(write_summary(out / "summary.json", desc, maps))

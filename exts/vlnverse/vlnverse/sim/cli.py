@@ -130,12 +130,13 @@ def _drive(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm import tqdm
 
-    from ..core.io import atomic_dir, to_jsonable
+    from ..core.io import check_output_dir, replace_output_dir, to_jsonable
     from ..scenes.splits import resolve_scenes
     from ..scenes.usd_io import load_scene
     from .gym_env import VLNVerseNavEnv
     from .sensors import make_sensor
 
+    check_output_dir(args.out, command="sim drive")  # refuse before any work
     actions = parse_actions(args.actions) if args.actions else None
     if actions is None:
         rng = np.random.default_rng(args.seed)
@@ -167,7 +168,7 @@ def _drive(args: argparse.Namespace) -> int:
         }
     finally:
         env.close()
-    with atomic_dir(args.out) as tmp:
+    with replace_output_dir(args.out, command="sim drive") as tmp:
         (tmp / "frames").mkdir()
         for i, png in enumerate(frames):
             (tmp / "frames" / f"step_{i:04d}.png").write_bytes(png)

@@ -11,8 +11,10 @@ Rules (also in ``docs/tasks.md``):
   ``h`` is a stable hash of the scene id, so adding or removing scenes never changes the others'
   episodes, and the same seed gives byte-identical files.
 * **Atomicity.** Everything is written into a temporary folder beside ``DIR`` that replaces
-  ``DIR`` only when the whole run succeeded (``core.io.atomic_dir``): an interrupted or failed
-  run leaves no (partial) dataset behind.
+  ``DIR`` only when the whole run succeeded (``core.io.replace_output_dir``): an interrupted or
+  failed run leaves no (partial) dataset behind. ``DIR`` must be new, empty or a dataset folder
+  written before (marker file); ``.``, an ancestor of the working folder or any other non-empty
+  folder is refused, and files in ``DIR`` that the generator did not write are kept.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError, UnknownNameError
-from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
+from ..core.io import replace_output_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
 from .pathing import polyline_length
@@ -208,7 +210,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     out_dir = Path(out_dir)
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
-    with atomic_dir(out_dir) as tmp:
+    with replace_output_dir(out_dir, command="data generate") as tmp:
         generator = generator_cls(task_config)
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
         # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
