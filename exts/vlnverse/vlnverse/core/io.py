@@ -50,6 +50,8 @@ def atomic_path(path: str | Path, *, suffix: str | None = None) -> Iterator[Path
 
 #: The file marking a folder as a vlnverse output folder (JSON: the command and the entries it wrote).
 OWNER_MARKER = ".vlnverse-output.json"
+#: The lock file inside a folder held by :func:`folder_lock`.
+LOCK_FILE = ".vlnverse.lock"
 #: Name fragments of our hidden temporary folders beside an output folder (cleaned after a crash).
 _TMP_TAG, _OLD_TAG = ".vlnverse-tmp", ".vlnverse-old"
 
@@ -65,34 +67,35 @@ def _read_marker(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else {}
 
 
-def check_output_dir(path: str | Path, *, command: str) -> Path:
+def check_output_dir(path: str | Path, *, command: str, field: str = "--out") -> Path:
     """Refuse an ``--out`` folder that this command may not write into; return it as a ``Path``.
 
     Refused (``ConfigError`` naming ``--out``): ``.`` or any ancestor of the working folder, a
     symbolic link, an existing non-folder, and a non-empty folder that holds no ``OWNER_MARKER``
-    or one written by a different command.
+    or one written by a different command (a folder holding only our lock file counts as empty).
+    ``field`` names the setting in the message (``--out``, or ``out`` in an eval config).
     """
     from .errors import ConfigError
 
     path = Path(path)
     if not str(path).strip():
-        raise ConfigError("empty", field="--out", expected="an output folder")
+        raise ConfigError("empty", field=field, expected="an output folder")
     resolved = path.resolve()
     cwd = Path.cwd().resolve()
     if resolved == cwd or resolved in cwd.parents:
-        raise ConfigError(f"'{path}' is the working folder or one of its ancestors", field="--out",
+        raise ConfigError(f"'{path}' is the working folder or one of its ancestors", field=field,
                           expected="a new or empty folder, or one this command wrote before")
     if path.is_symlink():
-        raise ConfigError(f"'{path}' is a symbolic link", field="--out", expected="a plain folder")
+        raise ConfigError(f"'{path}' is a symbolic link", field=field, expected="a plain folder")
     if path.exists() and not path.is_dir():
-        raise ConfigError(f"'{path}' exists and is not a folder", field="--out", expected="a folder")
-    if path.is_dir() and any(path.iterdir()):
+        raise ConfigError(f"'{path}' exists and is not a folder", field=field, expected="a folder")
+    if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
         marker = _read_marker(path)
         if marker is None:
             raise ConfigError(f"'{path}' is not empty and was not written by vlnverse (no {OWNER_MARKER})",
-                              field="--out", expected="a new or empty folder, or one this command wrote before")
+                              field=field, expected="a new or empty folder, or one this command wrote before")
         if marker.get("command") != command:
-            raise ConfigError(f"'{path}' holds the output of 'vlnverse {marker.get('command', '?')}'", field="--out",
+            raise ConfigError(f"'{path}' holds the output of 'vlnverse {marker.get('command', '?')}'", field=field,
                               expected=f"a new or empty folder, or one 'vlnverse {command}' wrote before")
     return path
 
@@ -104,11 +107,11 @@ def _write_marker(folder: Path, command: str, entries: list[str] | None = None) 
     write_text_atomic(folder / OWNER_MARKER, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
-def claim_output_dir(path: str | Path, *, command: str) -> Path:
+def claim_output_dir(path: str | Path, *, command: str, field: str = "--out") -> Path:
     """Check ``path`` (:func:`check_output_dir`), create it and mark it as this command's output.
 
     For commands that add to their folder (a resumable eval run, ``scenes generate``)."""
-    path = check_output_dir(path, command=command)
+    path = check_output_dir(path, command=command, field=field)
     path.mkdir(parents=True, exist_ok=True)
     if _read_marker(path) is None:
         _write_marker(path, command)
@@ -276,10 +279,6 @@ def write_jsonl_atomic(path: str | Path, records: list[Any]) -> Path:
     """Write one JSON object per line (sorted keys, compact) atomically."""
     lines = [json.dumps(to_jsonable(r), sort_keys=True, separators=(",", ":")) for r in records]
     return write_text_atomic(path, "".join(line + "\n" for line in lines))
-
-
-#: The lock file inside a folder held by :func:`folder_lock`.
-LOCK_FILE = ".vlnverse.lock"
 
 
 @contextlib.contextmanager

@@ -592,7 +592,7 @@ def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     for the run (``core.io.folder_lock``): a second run on the same folder is refused.
     Keyword arguments: see ``run_eval_locked``.
     """
-    out = claim_output_dir(cfg.out, command="eval")
+    out = claim_output_dir(cfg.out, command="eval", field="out")
     with folder_lock(out):
         return run_eval_locked(cfg, **kwargs)
 

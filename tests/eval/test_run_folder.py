@@ -1,0 +1,61 @@
+"""An evaluation folder is owned, locked and keeps its records (issue 10, defects 2, 3 and 9)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from test_runner import _config, _episodes, corridor  # noqa: F401 - the corridor fixture
+from vlnverse.core.errors import ConfigError, VLNVerseError
+from vlnverse.core.io import folder_lock
+from vlnverse.eval.config import ReportConfig
+from vlnverse.eval.runner import CONFIG_FILE, EPISODES_FILE, run_eval
+from vlnverse.tasks.episode import save_episodes
+
+PKG = str(Path(__file__).resolve().parents[2] / "exts" / "vlnverse")
+
+
+def _cfg(tmp_path, corridor, agent="oracle", mode="telhop", n=2, **kw):
+    episodes_file = tmp_path / "episodes.jsonl"
+    save_episodes(episodes_file, _episodes(corridor)[:n])
+    return _config(tmp_path, episodes_file, agent, mode, report=ReportConfig(enabled=False), **kw)
+
+
+def test_a_second_run_on_a_locked_folder_is_refused_naming_the_holder(corridor, tmp_path):
+    cfg = _cfg(tmp_path, corridor)
+    out = Path(cfg.out)
+    out.mkdir()
+    with folder_lock(out):
+        with pytest.raises(VLNVerseError) as err:
+            run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+        assert f"pid {os.getpid()}" in str(err.value) and "\n" not in str(err.value)
+        assert not (out / EPISODES_FILE).exists() and not (out / CONFIG_FILE).exists()
+    # released: the run goes ahead
+    run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert len((out / EPISODES_FILE).read_text().splitlines()) == 2
+
+
+def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
+    code = ("import os, signal, sys\nfrom vlnverse.core.io import folder_lock\n"
+            "with folder_lock(sys.argv[1]):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env={**os.environ, "PYTHONPATH": PKG})
+    assert run.returncode == -signal.SIGKILL
+    with folder_lock(tmp_path):
+        pass
+
+
+def test_a_config_failing_at_run_time_writes_no_config_record(corridor, tmp_path):
+    bad = _cfg(tmp_path, corridor, mode="strict", mode_params={"strict": {"no_such_parameter": 1}})
+    with pytest.raises(ConfigError, match="mode_params.strict"):
+        run_eval(bad, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    out = Path(bad.out)
+    assert not (out / CONFIG_FILE).exists() and not (out / EPISODES_FILE).exists()
+    fixed = _cfg(tmp_path, corridor, mode="strict", mode_params={"strict": {"displacement_threshold": 0.2}})
+    summary = run_eval(fixed, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert summary["overall"]["episodes"] == 2
+    assert json.loads((out / CONFIG_FILE).read_text())["config"]["mode_params"] == {"strict": {"displacement_threshold": 0.2}}
