@@ -59,3 +59,26 @@ def test_a_config_failing_at_run_time_writes_no_config_record(corridor, tmp_path
     summary = run_eval(fixed, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     assert summary["overall"]["episodes"] == 2
     assert json.loads((out / CONFIG_FILE).read_text())["config"]["mode_params"] == {"strict": {"displacement_threshold": 0.2}}
+
+
+def test_resume_keeps_every_valid_record_and_sets_bad_lines_aside(corridor, tmp_path, caplog):
+    cfg = _cfg(tmp_path, corridor, n=5)
+    full = run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    log_path = Path(cfg.out) / EPISODES_FILE
+    lines = log_path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 5
+    bad = [b'{"episode_id": "corridor-1", "metr\n', b"\xff\xfe not utf-8\n", b'{"x": ' + b"9" * 5000 + b"}\n"]
+    # corrupt lines in the middle, a repeated record, and a truncated last line
+    log_path.write_bytes(lines[0] + bad[0] + lines[1] + bad[1] + lines[2] + bad[2] + lines[0] + lines[3]
+                         + lines[4][:40])
+    with caplog.at_level("WARNING"):
+        resumed = run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert resumed["timing"]["episodes_run_now"] == 1  # only the truncated fifth is run again
+    new_lines = log_path.read_bytes().splitlines(keepends=True)
+    assert new_lines[:4] == [lines[0], lines[1], lines[2], lines[3]]  # verbatim
+    assert json.loads(new_lines[4])["episode_id"] == "corridor-4"
+    side = (Path(cfg.out) / "episodes.rejected.jsonl").read_bytes()
+    assert side == bad[0] + bad[1] + bad[2] + lines[0] + lines[4][:40] + b"\n"
+    assert "line(s) 2, 4, 6, 7, 9" in caplog.text
+    full.pop("timing"), resumed.pop("timing")
+    assert resumed == full

@@ -9,7 +9,8 @@ Output folder (``cfg.out``):
 - ``config.json`` — the resolved config (a resumed run must match it);
 - ``input_episodes.jsonl`` — the episodes evaluated (generated ones are kept for resume);
 - ``episodes.jsonl`` — one line per finished episode, appended and flushed as each finishes;
-  a resumed run skips the episodes already there and ignores a truncated last line;
+  a resumed run skips the episodes already there; a line that is not a valid record (a truncated
+  last line after a crash, a corrupt line) moves verbatim to ``episodes.rejected.jsonl``;
 - ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
 - ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
 """
@@ -30,7 +31,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import claim_output_dir, folder_lock, to_jsonable, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, to_jsonable, write_bytes_atomic, write_json_atomic
 from . import metrics as M
 from .agents import Agent, AgentState, has_ordered_goals, make_agent
 from .config import EvalConfig
@@ -139,28 +140,56 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
 # resumable episode log
 
 
+#: Lines of ``episodes.jsonl`` that are not valid records are moved here, verbatim (see ``read_finished``).
+REJECTED_FILE = "episodes.rejected.jsonl"
+
+
+def _parse_record(line: bytes) -> dict | None:
+    """One episode record from a log line, or None when it is not one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON, non-UTF-8 bytes, 5000-digit numbers, deep nesting
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("episode_id"), str) \
+            or not isinstance(record.get("metrics"), dict):
+        return None
+    return record
+
+
 def read_finished(path: Path) -> list[dict]:
-    """Finished episode records from ``episodes.jsonl``; a truncated/corrupt last line (a crash
-    mid-write) is cut off the file so appending can go on."""
+    """Finished episode records from ``episodes.jsonl``, keeping every valid one.
+
+    A line that is not a valid record (a crash mid-write, a corrupt or hand-edited line) or that
+    repeats an episode already recorded is moved, verbatim, to ``episodes.rejected.jsonl`` beside
+    it; the log is rewritten atomically without it and a warning names the line numbers."""
     if not path.is_file():
         return []
     raw = path.read_bytes()
     records: list[dict] = []
-    good_end = 0
-    offset = 0
-    for line in raw.splitlines(keepends=True):
-        offset += len(line)
-        if not line.endswith(b"\n"):
-            break
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-        good_end = offset
-    if good_end != len(raw):
-        log.warning("%s: ignoring a truncated last record (%d bytes)", path, len(raw) - good_end)
-        with open(path, "r+b") as fh:
-            fh.truncate(good_end)
+    kept: list[bytes] = []
+    rejected: list[tuple[int, bytes]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        if not line.strip():
+            continue
+        record = _parse_record(line)
+        if record is None or record["episode_id"] in seen:
+            rejected.append((number, line))
+            continue
+        seen.add(record["episode_id"])
+        records.append(record)
+        kept.append(line if line.endswith(b"\n") else line + b"\n")
+    if rejected or b"".join(kept) != raw:
+        if rejected:
+            side = path.with_name(REJECTED_FILE)
+            with open(side, "ab") as fh:
+                fh.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for _, line in rejected))
+                fh.flush()
+                os.fsync(fh.fileno())
+            numbers = ", ".join(str(n) for n, _ in rejected[:20]) + (" ..." if len(rejected) > 20 else "")
+            log.warning("%s: %d invalid or repeated record(s) at line(s) %s moved to %s; %d valid record(s) kept",
+                        path, len(rejected), numbers, side, len(records))
+        write_bytes_atomic(path, b"".join(kept))
     return records
 
 
