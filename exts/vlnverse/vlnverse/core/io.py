@@ -14,9 +14,11 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import socket
 import tempfile
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -312,3 +314,34 @@ def folder_lock(folder: str | Path) -> Iterator[Path]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+#: Query parameters whose values are secrets (case-insensitive substrings of the name).
+_SECRET_QUERY_NAMES = ("key", "token", "secret", "password", "passwd", "auth", "sig", "credential")
+
+
+def redact_url(url: str) -> str:
+    """``url`` without credentials: userinfo (``user:key@``) is dropped and the values of query
+    parameters that look like secrets (``api_key``, ``token``, ...) become ``REDACTED``."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<unparsable URL>"
+    netloc = parts.netloc.rsplit("@", 1)[-1]
+    query = urllib.parse.urlencode([(k, "REDACTED" if any(n in k.lower() for n in _SECRET_QUERY_NAMES) else v)
+                                    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True)])
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def redact_secrets(obj):
+    """A copy of a JSON-like ``obj`` safe to write: every string that is a URL goes through
+    ``redact_url`` and values under keys naming a secret (``api_key``, ``token``, ...) are dropped."""
+    if isinstance(obj, dict):
+        return {k: ("REDACTED" if isinstance(k, str) and any(n in k.lower() for n in ("api_key", "apikey", "token",
+                                                                                     "secret", "password"))
+                    and obj[k] else redact_secrets(v)) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [redact_secrets(v) for v in obj]
+    if isinstance(obj, str) and re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", obj):
+        return redact_url(obj)
+    return obj

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import claim_output_dir, folder_lock, to_jsonable, write_bytes_atomic, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
 from . import metrics as M
 from .agents import Agent, AgentState, has_ordered_goals, make_agent
 from .config import EvalConfig
@@ -645,7 +645,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     load_task_types()
     out = Path(cfg.out)
     config_path = out / CONFIG_FILE
-    key = to_jsonable(cfg.run_key())
+    key = redact_secrets(to_jsonable(cfg.run_key()))  # never a key from a URL in a file
     if config_path.is_file():
         previous = json.loads(config_path.read_text(encoding="utf-8"))
         if previous.get("run_key") != key:
@@ -655,7 +655,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
     agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
-    stage_config_record(out, {"run_key": key, "config": cfg.to_dict()})
+    stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
 
     log_path = out / EPISODES_FILE
     finished = read_finished(log_path)

@@ -85,6 +85,10 @@ def _generate(args: argparse.Namespace) -> int:
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "
           f"path length {stats.get('mean', 0):.2f} ± {stats.get('std', 0):.2f} m")
+    fallbacks = sum((summary.get("warnings") or {}).values())
+    if fallbacks:
+        print(f"warning: {fallbacks} LLM rewrite(s) fell back to the template instruction "
+              f"({', '.join(f'{k} {v}' for k, v in summary['warnings'].items())}; see summary.json)")
     return 0
 
 

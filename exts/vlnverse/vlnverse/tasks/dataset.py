@@ -27,9 +27,10 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError, UnknownNameError
-from ..core.io import replace_output_dir, write_bytes_atomic, write_json_atomic
+from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
+from .instructions.llm import collect_llm_warnings
 from .pathing import polyline_length
 
 #: Order in which split files are listed in summaries.
@@ -210,7 +211,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     out_dir = Path(out_dir)
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
-    with replace_output_dir(out_dir, command="data generate") as tmp:
+    with replace_output_dir(out_dir, command="data generate") as tmp, collect_llm_warnings() as llm_warnings:
         generator = generator_cls(task_config)
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
         # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
@@ -253,8 +254,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         for split, eps in ordered.items():
             save_episodes(tmp / f"{split}.jsonl", eps)
         meta = {"task": task, "seed": int(seed), "episodes_per_scene": episodes_per_scene, "body": body_name,
-                "val_seen_fraction": val_seen_fraction, "config": asdict(task_config),
+                "val_seen_fraction": val_seen_fraction, "config": redact_secrets(asdict(task_config)),
                 "scenes": {s: scene_list[s] for s in ordered}}
+        if llm_warnings or (task_config.params or {}).get("llm_url"):
+            # fallbacks of the optional LLM stage (endpoint errors, rejected rewrites): template kept
+            meta["warnings"] = dict(sorted(llm_warnings.items()))
         summary = summarize(ordered, meta)
         write_json_atomic(tmp / "summary.json", summary)
         write_bytes_atomic(tmp / "summary.png", summary_png(summary))
