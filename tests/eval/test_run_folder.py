@@ -82,3 +82,22 @@ def test_resume_keeps_every_valid_record_and_sets_bad_lines_aside(corridor, tmp_
     assert "line(s) 2, 4, 6, 7, 9" in caplog.text
     full.pop("timing"), resumed.pop("timing")
     assert resumed == full
+
+
+@pytest.mark.parametrize("field, where", [("goals[0].position", (640.0, 1.5)), ("start_position", (5.0, -30.0))])
+def test_an_episode_outside_the_scene_is_rejected_naming_file_and_line(corridor, tmp_path, field, where):
+    from vlnverse.tasks.episode import Goal
+
+    episodes = _episodes(corridor)[:3]
+    if field == "start_position":
+        episodes[2].start_position = [*where, 0.0]
+    else:
+        episodes[2].goals = [Goal([*where, 0.0])]
+    episodes_file = tmp_path / "far.jsonl"
+    save_episodes(episodes_file, episodes)
+    cfg = _config(tmp_path, episodes_file, "oracle", "telhop", report=ReportConfig(enabled=False))
+    with pytest.raises(ConfigError) as err:
+        run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    message = str(err.value)
+    assert message.startswith(f"{episodes_file}:3: {field}: episode 'corridor-2'") and "outside scene" in message
+    assert not (Path(cfg.out) / EPISODES_FILE).exists()  # nothing was scored

@@ -136,6 +136,39 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
 
+#: How far beyond the navigable area's bounding box a start (m) may lie; a goal may lie its
+#: success radius (at least ``GOAL_BOUNDS_MARGIN``) beyond it (objects stand on furniture, by walls).
+START_BOUNDS_MARGIN = 0.5
+GOAL_BOUNDS_MARGIN = 1.0
+
+
+def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
+    """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
+    around its navigable cells): a ``ConfigError`` names the episode file, line and field.
+
+    Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
+    from ..scenes.occupancy import FREE
+
+    nav = ctx.maps.navigable
+    cells = np.argwhere(nav.grid == FREE)
+    if cells.size == 0:
+        return  # load_scene_context already refuses a scene without navigable space
+    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
+    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    for ep in episodes:
+        file, line = getattr(ep, "source", None) or (None, None)
+        checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
+        checks += [(f"goals[{i}].position", g.position, max(GOAL_BOUNDS_MARGIN, float(g.radius)))
+                   for i, g in enumerate(ep.goals)]
+        for field_name, pos, margin in checks:
+            xy = np.asarray(pos, dtype=float)[:2]
+            if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
+                raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
+                                  f"'{ctx.scene_id}'", file=file, line=line, field=field_name,
+                                  expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
+                                           f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
+
+
 # --------------------------------------------------------------------------------------------
 # resumable episode log
 
@@ -680,6 +713,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     try:
         for scene_path, scene_eps in by_scene.items():
             ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
+            check_episode_bounds(scene_eps, ctx)
             sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
             try:
                 control = sim.control

@@ -70,6 +70,8 @@ class Episode:
     instructions: list[Instruction]
     info: dict[str, Any] = field(default_factory=dict)
     version: int = EPISODE_VERSION
+    #: where the episode was read from, ``(file, line)`` (for error messages; not written)
+    source: tuple[str, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def instruction_text(self) -> str:
@@ -249,6 +251,7 @@ def _read_jsonl(path: Path, split: str | None) -> list[Episode]:
                 raise ConfigError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=lineno,
                                   expected="one JSON object per line") from None
             episode = _parse_episode(data, file=path, line=lineno)
+            episode.source = (str(path), lineno)
             if episode.episode_id in seen:
                 raise ConfigError(f"duplicate episode id '{episode.episode_id}' (first on line "
                                   f"{seen[episode.episode_id]})", file=path, line=lineno, field="episode_id")
