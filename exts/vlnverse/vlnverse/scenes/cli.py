@@ -66,6 +66,8 @@ def resolve_scene(spec: str) -> Path:
     path = Path(spec)
     if path.is_file():
         return path
+    if path.is_dir():
+        raise SceneError(f"{spec}: is a folder, not a scene file (expected a .usd/.usda/.usdc file or a scene id)")
     if path.suffix.lower() in USD_SUFFIXES or path.parent != Path("."):
         raise SceneError(f"{spec}: file not found")
     from .splits import resolve_scenes
@@ -98,8 +100,11 @@ def _load_quietly(args: argparse.Namespace):
     from .usd_io import load_scene
 
     path = resolve_scene(args.scene)
-    if not args.resolution > 0:
-        raise ConfigError(f"got {args.resolution}", file=path, field="--resolution", expected="a cell size > 0 m")
+    from .occupancy import MAX_RESOLUTION, MIN_RESOLUTION
+
+    if not MIN_RESOLUTION <= args.resolution <= MAX_RESOLUTION:
+        raise ConfigError(f"got {args.resolution}", file=path, field="--resolution",
+                          expected=f"a cell size in [{MIN_RESOLUTION}, {MAX_RESOLUTION}] m")
     body = load_body(args.body)
     desc = load_scene(path)
     if not desc.source_path:

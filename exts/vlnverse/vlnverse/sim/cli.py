@@ -136,7 +136,10 @@ def _drive(args: argparse.Namespace) -> int:
     from .gym_env import VLNVerseNavEnv
     from .sensors import make_sensor
 
+    from ..core.config import check_seed
+
     check_output_dir(args.out, command="sim drive")  # refuse before any work
+    check_seed(args.seed, "--seed")
     actions = parse_actions(args.actions) if args.actions else None
     if actions is None:
         rng = np.random.default_rng(args.seed)

@@ -82,8 +82,8 @@ class TaskConfig:
         require(math.isfinite(self.max_geodesic) and self.max_geodesic > self.min_geodesic, "max_geodesic",
                 f"got {self.max_geodesic} with min_geodesic {self.min_geodesic}", "a distance > min_geodesic")
         require(bool(self.body.strip()), "body", "empty", "a body preset name (robots/*.yaml)")
-        require(0 < self.map_resolution <= 0.5, "map_resolution", f"got {self.map_resolution}",
-                "a cell size in (0, 0.5] m")
+        require(0.01 <= self.map_resolution <= 0.5, "map_resolution", f"got {self.map_resolution}",
+                "a cell size in [0.01, 0.5] m")
         require(0.0 <= self.room_change_fraction <= 1.0, "room_change_fraction",
                 f"got {self.room_change_fraction}", "a fraction in [0, 1]")
 

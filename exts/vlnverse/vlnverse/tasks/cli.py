@@ -144,6 +144,9 @@ def _navgraph(args: argparse.Namespace) -> int:
     from .dataset import resolve_scene_paths
     from .navgraph import build_navgraph
 
+    from ..core.config import check_seed
+
+    check_seed(args.seed, "--seed")
     if not (0 < args.spacing <= args.max_edge):
         raise ConfigError(f"got spacing {args.spacing}, max edge {args.max_edge}", field="--spacing/--max-edge",
                           expected="0 < spacing <= max edge")

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..core.config import check_seed, short
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
@@ -40,6 +41,9 @@ SPLIT_ORDER = ("train", "val_seen", "val_unseen", "test")
 RENDERING_TASKS = ("visual_reference", "video_contextualized")
 
 DATASET_VERSION = 1
+
+#: The most episodes one call generates per scene (``--episodes-per-scene``; docs/reliability.md).
+MAX_EPISODES_PER_SCENE = 10_000
 
 
 def scene_seed(seed: int, scene_id: str) -> np.random.SeedSequence:
@@ -178,6 +182,16 @@ def summary_png(summary: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _task_config_source(task: str, config: Any) -> str:
+    """The file a task config came from (for error messages)."""
+    from ..paths import tasks_dir
+
+    if config is not None and not isinstance(config, TaskConfig):
+        return str(config)
+    candidate = tasks_dir() / f"{task}.yaml"
+    return str(candidate) if candidate.is_file() and config is None else f"<config of task '{task}'>"
+
+
 def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per_scene: int, seed: int,
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
@@ -191,8 +205,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     """
     from tqdm import tqdm
 
-    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) or episodes_per_scene < 1:
-        raise ConfigError(f"got {episodes_per_scene!r}", field="--episodes-per-scene", expected="an integer >= 1")
+    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) \
+            or not 1 <= episodes_per_scene <= MAX_EPISODES_PER_SCENE:
+        raise ConfigError(f"got {short(episodes_per_scene)}", field="--episodes-per-scene",
+                          expected=f"an integer in 1..{MAX_EPISODES_PER_SCENE}")
+    check_seed(seed, "--seed")
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     load_task_types()
@@ -212,7 +229,10 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
     with replace_output_dir(out_dir, command="data generate") as tmp, collect_llm_warnings() as llm_warnings:
-        generator = generator_cls(task_config)
+        try:
+            generator = generator_cls(task_config)  # checks params.*
+        except ConfigError as exc:
+            raise exc.in_file(_task_config_source(task, config)) from None
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
         # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
         generator.output_dir = tmp

@@ -7,12 +7,15 @@ different room than the goal.
 """
 from __future__ import annotations
 
+import math
+
 import os
 from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 
+from ...core.config import short
 from ...core.errors import ConfigError, NoNavigableSpaceError
 from ..episode import Goal
 from ..instructions import Describer, GroundedInstruction, TargetFacts, Verifier
@@ -143,6 +146,17 @@ def no_episodes_error(ctx, task: str, reason: str) -> NoNavigableSpaceError:
     return NoNavigableSpaceError(f"scene '{ctx.scene_id}' ({ctx.scene_path}): no {task} episode possible: {reason}")
 
 
+#: Allowed ranges of numeric ``params`` (any other numeric parameter must be finite). Counts are
+#: capped so that a typo cannot make generation run for days; distances are metres.
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
+    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
+    "min_subgoals": (1, 10), "max_subgoals": (1, 10),
+    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
+    "pitch_limit_deg": (0.0, 90.0),
+}
+
+
 def check_params(config, schema: dict[str, type | tuple[type, ...]]) -> None:
     """Reject unknown or mistyped ``params`` keys of a task config with a ``ConfigError``."""
     for key, value in (config.params or {}).items():
@@ -154,7 +168,12 @@ def check_params(config, schema: dict[str, type | tuple[type, ...]]) -> None:
                                                   (expected if isinstance(expected, tuple) else (expected,)))
         if not ok:
             names = "/".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-            raise ConfigError(f"got {value!r}", field=f"params.{key}", expected=f"a {names}")
+            raise ConfigError(f"got {short(value)}", field=f"params.{key}", expected=f"a {names}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            lo, hi = PARAM_RANGES.get(key, (-math.inf, math.inf))
+            if not (math.isfinite(value) and lo <= value <= hi):
+                span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) and math.isfinite(hi) else "finite"
+                raise ConfigError(f"got {short(value)}", field=f"params.{key}", expected=f"a number {span}")
 
 
 #: ``params`` keys enabling the optional LLM rewrite of instructions.
