@@ -134,6 +134,9 @@ CASES = {
     "eval agent params": (["eval", "{d}/eval_agent.yaml", "--no-progress"], "eval_agent.yaml: agent.params"),
     "eval sensor limits": (["eval", "{d}/eval_sensor.yaml"], "eval_sensor.yaml: sensors[0].max_depth"),
     "eval start outside": (["eval", "{d}/eval_far.yaml", "--no-progress"], "eps_far.jsonl:1: start_position"),
+    "drive start outside": (["sim", "drive", str(SCENE), "--pose", "999,999,0", "--out", "{d}/o12"],
+                            "home_0014.usd: --pose: pose (999.000, 999.000) lies outside scene"),
+    "drive scene is a folder": (["sim", "drive", "{d}/scene_dir.usd", "--out", "{d}/o13"], "is a folder"),
     "body mass huge": (GEN + ["--episodes-per-scene", "1", "--body", "{d}/heavy.yaml", "--out", "{d}/o11"],
                        "heavy.yaml: mass"),
 }

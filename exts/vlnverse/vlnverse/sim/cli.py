@@ -146,13 +146,21 @@ def _drive(args: argparse.Namespace) -> int:
         n = 20 if args.random is None else args.random
         actions = list(rng.choice(["MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"], size=n, p=[0.6, 0.2, 0.2]))
     pose = _parse_pose(args.pose) if args.pose else None
+    from ..core.errors import ConfigError, SceneError
+    from .types import InvalidActionError
+
+    if Path(args.scene).is_dir():
+        raise SceneError(f"{args.scene}: is a folder, not a scene file (expected a .usd/.usda/.usdc file or a scene id)")
     scene_path = Path(args.scene) if Path(args.scene).suffix.startswith(".usd") else resolve_scenes(args.scene)[0]
     desc = load_scene(scene_path)
     size = dict(width=args.width, height=args.height)
     env = VLNVerseNavEnv(desc, args.body, [make_sensor("rgb", **size), make_sensor("depth", **size),
                                            make_sensor("semantic", **size)], renderer=args.renderer)
     try:
-        obs, _ = env.reset(seed=args.seed, options={"pose": pose})
+        try:
+            obs, _ = env.reset(seed=args.seed, options={"pose": pose})
+        except InvalidActionError as exc:  # a start pose outside the scene
+            raise ConfigError(str(exc), file=scene_path, field="--pose") from None
         frames = [_frame_png(obs)]
         records = []
         start = env.sim.pose
