@@ -9,7 +9,8 @@ import pytest
 from eval_scenes import corridor_scene
 from vlnverse.eval.agents import Agent, make_agent
 from vlnverse.eval.modes import make_mode
-from vlnverse.eval.runner import RunSettings, run_episode, score_frame_selection
+from vlnverse.eval.runner import RunSettings, run_episode
+from vlnverse.eval.scoring import score_frame_selection
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.tasks.base import context_from_description
@@ -129,7 +130,7 @@ def test_video_contextualized_success_is_within_1m_of_the_targets_viewpoints(kit
     """VCN-Bench App. C.1: the target's viewpoints are the points within 0.6 m around its
     bounding box, in its room; success is stopping within 1 m (Euclidean) of any of them — on
     any side of the object, not only near the one navigable cell closest to its centre."""
-    from vlnverse.eval.runner import score_episode
+    from vlnverse.eval.scoring import score_episode
 
     ctx, _ = kitchen
     # the table (instance 10) spans x 7.6..8.4, y 2.1..2.7 in the kitchen (room 1)

@@ -40,7 +40,7 @@ def run(args) -> dict:
     from vlnverse.eval.modes import make_mode
     from vlnverse.eval.runner import RunSettings, run_episode
     from vlnverse.sim import make_simulator
-    from vlnverse.sim.body import load_body
+    from vlnverse.core.body import load_body
     from vlnverse.sim.sensors import CameraSpec
     from vlnverse.tasks.base import TASKS, load_task_config, load_task_types
 

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY, R2R_CE
+
 
 def _best_rate(fn, count: int, repeat: int) -> float:
     best = np.inf
@@ -45,14 +47,14 @@ def _home_like_map(size: int = 400, seed: int = 0):
     for _ in range(60):
         r, c = rng.integers(5, size - 25, 2)
         grid[r:r + rng.integers(8, 20), c:c + rng.integers(8, 20)] = OCCUPIED
-    return OccupancyMap(grid, 0.05, np.zeros(2)).dilate(0.18)
+    return OccupancyMap(grid, 0.05, np.zeros(2)).dilate(R2R_CE.radius)
 
 
 def run(args: Any) -> dict[str, Any]:
     """Measure the figures above; ``args.repeat`` repetitions (best kept), ``args.seed`` for scenes/pairs."""
     from ..scenes.procgen import generate_home
     from ..tasks.base import TASKS, context_from_description, load_task_config, load_task_types
-    from ..tasks.dataset import RENDERING_TASKS, simulator_renderer_factory
+    from ..tasks.dataset import simulator_renderer_factory
     from ..tasks.pathing import PathPlanner
 
     repeat = int(getattr(args, "repeat", 3))
@@ -61,7 +63,7 @@ def run(args: Any) -> dict[str, Any]:
 
     # Paths on a generated home.
     desc = generate_home(seed, scene_id=f"bench_{seed}", min_rooms=6, max_rooms=8)
-    ctx = context_from_description(desc, "r2r_ce")
+    ctx = context_from_description(desc, DEFAULT_BODY)
     rng = np.random.default_rng(seed)
     pairs = [ctx.planner.sample_start_goal(rng, 3.0, 20.0, require_room_change=False) for _ in range(20)]
     ctx.planner.shortest_path(pairs[0].start_xy, pairs[0].goal_xy)  # neighbour tables, corner cells
@@ -102,9 +104,9 @@ def run(args: Any) -> dict[str, Any]:
                 gen = TASKS.get(name)(load_task_config(name))
                 gen.output_dir = Path(tmp) / name
                 task_ctx, close = ctx, None
-                if name in RENDERING_TASKS:
+                if TASKS.get(name).needs_renderer:
                     renderer, close = simulator_renderer_factory(128, 128)(ctx)
-                    task_ctx = context_from_description(desc, "r2r_ce", renderer=renderer)
+                    task_ctx = context_from_description(desc, DEFAULT_BODY, renderer=renderer)
                 try:
                     gen.generate(task_ctx, np.random.default_rng(seed), 1, "train")  # warm caches
                     counter = iter(range(10 ** 6))

@@ -32,10 +32,10 @@ def run(args) -> dict:
     from ..scenes.room_map import build_room_map
     from ..scenes.scene_graph import build_scene_graph
     from ..scenes.usd_io import load_scene, write_usd
-    from ..sim.body import load_body
+    from ..core.body import DEFAULT_BODY, load_body
 
     repeat, seed = int(getattr(args, "repeat", 3)), int(getattr(args, "seed", 0))
-    body = load_body("r2r_ce")
+    body = load_body(DEFAULT_BODY)
     figures: dict[str, Any] = {"seed": seed, "repeat": repeat, "body": body.name, "resolution_m": 0.05}
     steps = tqdm(total=7, desc="bench scenes", unit="stage")
 

@@ -18,6 +18,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY
+
 
 def _pin_to_one_core() -> int:
     os.environ.setdefault("LP_NUM_THREADS", "1")  # llvmpipe rasteriser threads (read when GL starts)
@@ -62,11 +64,11 @@ def run(args) -> dict:
     core = _pin_to_one_core()
     repeat, seed = int(getattr(args, "repeat", 3)), int(getattr(args, "seed", 0))
     scene, source = _scene(seed)
-    env = VLNVerseNavEnv(scene, "r2r_ce", sensors=[make_sensor("rgb"), make_sensor("depth")])
+    env = VLNVerseNavEnv(scene, DEFAULT_BODY, sensors=[make_sensor("rgb"), make_sensor("depth")])
     env.reset(seed=seed)
     sim = env.sim
     start = sim.pose
-    bare = make_simulator(scene, "r2r_ce", sensors=[])
+    bare = make_simulator(scene, DEFAULT_BODY, sensors=[])
     bare.reset(start)
     rng = np.random.default_rng(seed)
     figures: dict = {"scene": scene.scene_id, "scene_source": source, "geoms": len(scene.geoms),

@@ -12,9 +12,11 @@ state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAc
 ``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
 step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
 
-Task-specific answers: on false-premise (VLN-NF) episodes an agent ends with the action
-``"FOUND"`` or ``"NOT_FOUND"`` (a STOP that states its decision); for video-contextualized goal
-identification (VCN-Bench) it sets ``self.selected_frame`` to the prior-video frame it picks.
+Task-level answers are typed actions (``vlnverse.tasks.actions``): on decision (VLN-NF
+false-premise) episodes an agent ends with ``Decision.FOUND`` or ``Decision.NOT_FOUND`` (a STOP
+that states its decision; the names as strings are accepted too); for goal identification
+(VCN-Bench) it returns ``SelectFrame(i)``, the prior-video frame it picks (a step that does not
+move the agent). The episode's task type declares which of them it scores.
 """
 from __future__ import annotations
 
@@ -26,18 +28,14 @@ from typing import Any
 import numpy as np
 
 from ..core.registry import Registry
+from ..sim.api import ControlConfig
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
+from ..tasks.actions import Decision, SelectFrame  # noqa: F401  (the task-level answers agents return)
+from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for agents)
 
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
 
-#: Task types whose goals must be reached in the listed order (success = all, in order).
-ORDERED_GOAL_TASKS = ("long_horizon",)
-
-
-def has_ordered_goals(episode: Any) -> bool:
-    """Whether ``episode``'s goals are sub-goals to visit in order (long-horizon)."""
-    return episode.task_type in ORDERED_GOAL_TASKS or bool(episode.info.get("ordered_goals"))
 
 
 def register_agent(name: str):
@@ -60,7 +58,9 @@ class AgentState:
     the geodesic distance to the episode's goal (the nearest goal point; the last sub-goal of
     ordered goals), callable on (N, 2) points. ``mode`` is the collision mode; in ``graph``
     mode ``node`` is the current viewpoint and the valid actions are STOP and the node ids in
-    ``neighbours`` (``(node id, (x, y))`` pairs; empty in the other modes).
+    ``neighbours`` (``(node id, (x, y))`` pairs; empty in the other modes). ``forward_step`` (m)
+    and ``turn_angle_deg`` are the discrete action sizes in force (the simulator's
+    ``ControlConfig``, as the collision mode applies them).
     """
 
     step: int
@@ -74,6 +74,8 @@ class AgentState:
     mode: str = "strict"
     node: Any = None
     neighbours: list[Any] = field(default_factory=list)
+    forward_step: float = ControlConfig.forward_step
+    turn_angle_deg: float = ControlConfig.turn_angle_deg
 
 
 class Agent:
@@ -87,12 +89,10 @@ class Agent:
         self.seed = int(seed)
         self.model = model
         self.outputs: list[Any] = []
-        self.selected_frame: int | None = None
 
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""
         self.outputs = []
-        self.selected_frame = None
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """Return the next action."""
@@ -174,7 +174,10 @@ class OracleAgent(Agent):
     a teacher should, not merely inside the success radius. Where the clearance closes a narrow
     passage it plans with half the clearance, then on the plain navigable map; if ``patience``
     actions in a row bring it no closer it STOPs (a gap too tight for 15° / 0.25 m actions).
-    ``best_action(pose)`` gives the teacher action for any pose.
+    ``best_action(pose)`` gives the teacher action for any pose. Its turn size is the one in
+    force (``state.turn_angle_deg``: the simulator's ``ControlConfig``), read at every ``act``;
+    a driver calling ``best_action`` without ``act`` sets it with ``use_control(control)``.
+    ``turn_angle_deg`` overrides it (a teacher deliberately out of step with the simulator).
 
     Routes: on long-horizon episodes it visits the sub-goals in order (each counts once its
     geodesic distance is below ``success_distance - stop_margin``) before the final goal; on
@@ -186,7 +189,7 @@ class OracleAgent(Agent):
 
 
     def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
-                 stop_distance: float = 0.5, replan_distance: float = 0.4, turn_angle_deg: float = 15.0, patience: int = 40,
+                 stop_distance: float = 0.5, replan_distance: float = 0.4, turn_angle_deg: float | None = None, patience: int = 40,
                  waypoint_tolerance: float = 0.35, **kwargs: Any):
         super().__init__(**kwargs)
         self.patience = int(patience)
@@ -200,7 +203,8 @@ class OracleAgent(Agent):
             raise ValueError(f"oracle agent: stop_distance must be > 0, got {stop_distance}")
         self.stop_distance = float(stop_distance)
         self.replan_distance = float(replan_distance)
-        self.turn_angle = math.radians(turn_angle_deg)
+        self._turn_override = None if turn_angle_deg is None else math.radians(float(turn_angle_deg))
+        self.turn_angle = math.radians(ControlConfig.turn_angle_deg) if turn_angle_deg is None else self._turn_override
         self._planner_context: Any = None
         self.planner: Any = None
         self.goal_distance: Any = None
@@ -213,12 +217,18 @@ class OracleAgent(Agent):
         self._best = (math.inf, 0)
         self._final_goal: np.ndarray | None = None
 
+    def use_control(self, control: Any) -> None:
+        """Take the turn size from ``control`` (a ``ControlConfig``, or an ``AgentState``) unless
+        ``turn_angle_deg`` was given."""
+        if self._turn_override is None:
+            self.turn_angle = math.radians(float(control.turn_angle_deg))
+
     def _planner_for(self, context: Any) -> Any:
         """A planner on the context's occupancy grown by body radius + clearance (kept while the scene maps stay the same)."""
         from ..tasks.pathing import PathPlanner
 
         if self._planner_context is not context.maps:
-            radius = float(getattr(getattr(context, "body", None), "radius", 0.18))
+            radius = float(context.body.radius)
             planners = []
             for margin in (self.clearance, self.clearance / 2):
                 navigable = context.maps.occupancy.dilate(radius + margin)
@@ -235,7 +245,7 @@ class OracleAgent(Agent):
         self.planner = self._planner_for(context)
         goals = np.array([g.position[:2] for g in episode.goals], dtype=float)
         self.route, self._stop_after_route = [], False
-        if episode.info.get("decision") in ("FOUND", "NOT_FOUND"):
+        if Decision.parse(episode.info.get("decision")) is not None:
             self.route = [(np.asarray(p[:2], dtype=float), self.waypoint_tolerance)
                           for p in episode.info.get("reference_exploration_path", [])]
             self._stop_after_route = bool(self.route)
@@ -345,10 +355,11 @@ class OracleAgent(Agent):
         """``best_action`` at the true pose (privileged state), or ``best_graph_action`` in graph
         mode; on false-premise episodes it stops with the ground-truth FOUND / NOT_FOUND."""
         self.success_distance = state.success_distance
+        self.use_control(state)
         action = self.best_graph_action(state) if state.mode == "graph" else self.best_action(state.pose)
-        decision = getattr(state.episode, "info", {}).get("decision")
-        if action is DiscreteAction.STOP and decision in ("FOUND", "NOT_FOUND"):
-            return decision  # privileged: the ground-truth answer of a false-premise episode
+        decision = Decision.parse(getattr(state.episode, "info", {}).get("decision"))
+        if action is DiscreteAction.STOP and decision is not None:
+            return decision  # privileged: the ground-truth answer of a decision (false-premise) episode
         return action
 
     def best_graph_action(self, state: AgentState) -> Any:

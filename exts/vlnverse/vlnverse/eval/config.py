@@ -142,6 +142,9 @@ class EvalConfig:
     out: str = "runs/eval"
     limit: int | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
+    #: modules imported before the run (they register agents, task types, models ...):
+    #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
+    plugins: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
@@ -184,15 +187,32 @@ class EvalConfig:
 
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
-        ``limit`` and report options, which do not change any episode's result)."""
+        ``limit``, report options and ``plugins``, which do not change any episode's result)."""
         data = self.to_dict()
-        for key in ("out", "limit", "report"):
+        for key in ("out", "limit", "report", "plugins"):
             data.pop(key, None)
         return data
 
 
 def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> EvalConfig:
-    """Load and validate an eval config; ``overrides`` are ``key.sub=value`` strings or a dict."""
+    """Load and validate an eval config; ``overrides`` are ``key.sub=value`` strings or a dict.
+
+    Its ``plugins`` (and the installed ``vlnverse.plugins`` entry points) are imported first, so
+    the agents, task types, models and collision modes they register validate like built-in ones.
+    """
+    from ..core.config import load_yaml
+    from ..core.plugins import load_plugins
+
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
+    plugins = (overrides or {}).get("plugins")
+    if plugins is None:
+        raw = load_yaml(path)
+        plugins = raw.get("plugins") if isinstance(raw, dict) else None
+    if plugins is not None and not (isinstance(plugins, list) and all(isinstance(p, str) for p in plugins)):
+        raise ConfigError(f"got {plugins!r}", file=path, field="plugins", expected="a list of module names, e.g. [my_pkg.agents]")
+    try:
+        load_plugins(plugins)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, file=path, field=exc.field, expected=exc.expected) from None
     return load_config(EvalConfig, path, overrides)

@@ -21,8 +21,6 @@ import logging
 import os
 import re
 import time
-import traceback
-import warnings
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,24 +31,11 @@ import numpy as np
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
 from . import metrics as M
-from .agents import Agent, AgentState, has_ordered_goals, make_agent
+from .agents import Agent, make_agent
 from .config import EvalConfig
-from .modes import CollisionMode, make_mode
+from .rollout import Rollout, StepResult, action_name, goal_distance_fn, run_episode, run_scene  # noqa: F401
 
 log = logging.getLogger(__name__)
-
-#: Metrics every navigation episode reports (VLNVerse Tab. 5 plus sDTW and CLS).
-STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
-#: Task types that also report the room success rate (goal carries a ``room_id``).
-ROOM_GOAL_TASKS = ("video_contextualized", "video_context", "vcn")
-#: Task types with a FOUND / NOT_FOUND decision and VLN-NF metrics (``info["decision"]``).
-DECISION_TASKS = ("false_premise",)
-#: point-goal success metrics that do not apply to decision (VLN-NF) episodes
-POINT_SUCCESS_METRICS = ("SR", "SPL", "sDTW")
-#: Stop actions that also state a decision (VLN-NF action space).
-DECISIONS = ("FOUND", "NOT_FOUND")
-#: Metrics that a Strict failure (or a missing STOP) forces to 0.
-SUCCESS_METRICS = ("SR", "SPL", "sDTW")
 
 EPISODES_FILE = "episodes.jsonl"
 INPUT_FILE = "input_episodes.jsonl"
@@ -71,7 +56,7 @@ class RunSettings:
 
 def resolve_settings(cfg: EvalConfig) -> RunSettings:
     """Fill unset eval settings from the task config (``tasks/<task>.yaml``)."""
-    from ..sim.body import load_body
+    from ..core.body import load_body
     from ..tasks.base import load_task_config
 
     task_cfg = load_task_config(cfg.task)
@@ -169,6 +154,20 @@ def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
                                            f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
 
 
+def bounds_checked(scene_loader: Callable[[str, Any, float], Any] | None,
+                   episodes: list) -> Callable[[str, Any, float], Any]:
+    """``scene_loader`` (default ``load_scene_context``) that also runs ``check_episode_bounds``
+    on ``episodes`` once their scene is loaded."""
+    def load(scene_path: str, body: Any, resolution: float) -> Any:
+        from ..tasks.base import load_scene_context
+
+        ctx = (scene_loader or load_scene_context)(scene_path, body, resolution)
+        check_episode_bounds(episodes, ctx)
+        return ctx
+
+    return load
+
+
 # --------------------------------------------------------------------------------------------
 # resumable episode log
 
@@ -263,265 +262,6 @@ def append_record(path: Path, record: dict) -> None:
 
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120]
-
-
-def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """Geodesic distance to the nearest of ``goals_xy`` on the scene's navigable map."""
-    fields = [ctx.planner.distance_field(g) for g in goals_xy]
-
-    def distance(points: np.ndarray) -> np.ndarray:
-        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
-        return np.min([f.distance(pts) for f in fields], axis=0)
-
-    return distance
-
-
-#: VCN-Bench App. C.1: a target's viewpoints are sampled every ``VIEWPOINT_SPACING`` metres within
-#: ``VIEWPOINT_MARGIN`` metres around its bounding box and kept when in the target's room.
-VIEWPOINT_MARGIN = 0.6
-VIEWPOINT_SPACING = 0.1
-
-
-def object_viewpoints(ctx: Any, goals: Iterable[Any], *, margin: float = VIEWPOINT_MARGIN,
-                      spacing: float = VIEWPOINT_SPACING) -> np.ndarray:
-    """The viewpoints (V, 2) of the goal objects (VCN-Bench App. C.1): grid points every
-    ``spacing`` within ``margin`` of each object's xy bounding box, inside the object's room
-    (the goal's ``room_id``; any room when it has none). Empty when no goal names a known object."""
-    from ..tasks.types.goals import footprint_distance
-
-    out = []
-    for goal in goals:
-        if goal.object_id is None:
-            continue
-        try:
-            obj = ctx.desc.object_by_id(int(goal.object_id))
-        except KeyError:
-            continue
-        lo = np.asarray(obj.bounds_min, dtype=float)[:2] - margin
-        hi = np.asarray(obj.bounds_max, dtype=float)[:2] + margin
-        xs = np.arange(lo[0], hi[0] + 1e-9, spacing)
-        ys = np.arange(lo[1], hi[1] + 1e-9, spacing)
-        pts = np.stack(np.meshgrid(xs, ys), axis=-1).reshape(-1, 2)
-        pts = pts[footprint_distance(obj.bounds_min, obj.bounds_max, pts) <= margin + 1e-9]
-        if goal.room_id is not None:
-            try:
-                pts = pts[ctx.desc.room_by_id(int(goal.room_id)).contains(pts)]
-            except KeyError:
-                pass
-        out.append(pts)
-    return np.concatenate(out) if out else np.zeros((0, 2))
-
-
-def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool, failed: bool, collisions: int,
-                  actions: int, success_distance: float, reference_spacing: float = 0.25) -> dict[str, Any]:
-    """All metrics of one finished episode (``None`` for those that do not apply).
-
-    The episode's reference path (its corner waypoints) is resampled every ``reference_spacing``
-    metres (the forward step) before nDTW/sDTW/CLS, so both sequences have the same point
-    density, as DTW assumes (Ilharco et al. 2019); otherwise a sparse reference would make even
-    a perfect follower score near 0. Success needs a STOP and, under Strict, no failure.
-
-    SPL's shortest length L is the length of the episode's reference path — the any-angle
-    shortest path, within 2% of the true geodesic — rather than ``episode.geodesic_distance``,
-    the 8-connected grid distance, which reads up to 8% long in open space and would inflate SPL.
-    Episodes without a reference polyline fall back to ``geodesic_distance``.
-
-    Video-contextualized (VCN-Bench) episodes measure NE/SR/OSR as the Euclidean distance to the
-    nearest viewpoint of any goal object (:func:`object_viewpoints`, VCN-Bench App. C.1), with the
-    task's 1 m threshold, instead of the geodesic distance to one point near the object.
-    """
-    from ..tasks.pathing import resample_polyline
-
-    goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    reference_xy = np.asarray(episode.reference_path, dtype=float)[:, :2]
-    reference = resample_polyline(reference_xy, reference_spacing)
-    shortest = (M.trajectory_length(reference_xy) if len(reference_xy) >= 2
-                else float(episode.geodesic_distance))
-    ordered = has_ordered_goals(episode)
-    if ordered:
-        fns = [goal_distance_fn(ctx, g[None]) for g in goals_xy]
-        final_goal, final_fn = goals_xy[-1:], fns[-1]
-    else:
-        final_goal, final_fn = goals_xy, goal_distance_fn(ctx, goals_xy)
-        viewpoints = object_viewpoints(ctx, episode.goals) if episode.task_type in ROOM_GOAL_TASKS else None
-        if viewpoints is not None and len(viewpoints):
-            final_goal, final_fn = viewpoints, None  # Euclidean to the nearest viewpoint
-    out = M.compute(STANDARD_METRICS, path=path_xy, goal=final_goal, reference=reference,
-                    shortest_length=shortest, threshold=success_distance,
-                    distance_fn=final_fn, collisions=collisions, actions=actions)
-    if ordered:
-        reached = M.goals_reached(path_xy, goals_xy, success_distance, fns)
-        out["goals_reached"] = [bool(r) for r in reached]
-        out["SR"] = float(out["SR"] and reached.all())
-    room_id = episode.info.get("target_room_id", episode.goals[0].room_id)
-    if episode.task_type in ROOM_GOAL_TASKS and room_id is not None:
-        try:
-            out["RSR"] = M.rsr(path_xy, ctx.desc.room_by_id(int(room_id)).polygon)
-        except KeyError:
-            out["RSR"] = None
-    if not stopped or failed:  # success needs a STOP and no Strict failure; goals_reached keeps SR_n
-        for name in SUCCESS_METRICS:
-            out[name] = 0.0
-    return out
-
-
-def score_decision(episode: Any, ctx: Any, poses: np.ndarray, decision: str | None, *,
-                   blocked: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
-    """VLN-NF metrics of a false-premise episode (VLN-NF Sec. 3.3): ``reach_SR`` (a visited pose
-    in the target room), ``decision_SR`` (the stated FOUND / NOT_FOUND is right), ``RD_SR``
-    (both), ``coverage`` of the room's objects seen from the in-room poses and ``REV_SPL`` with
-    the in-room path length against ``reference_exploration_length``. As in VLN-NF (panoramic
-    viewpoints) and the task's reference exploration, an object is seen from a pose when it is
-    in line of sight at camera height within the task's ``visibility_range``, in any direction."""
-    from ..tasks.tours import object_visibility
-
-    info = episode.info
-    room = ctx.desc.room_by_id(int(info["target_room_id"]))
-    expected = str(info["decision"]).upper()
-    reached = M.reach_success(poses[:, :2], room.polygon)
-    inside = room.contains(poses[:, :2])
-    room_ids = [int(i) for i in info.get("room_object_ids", [])]
-    seen: list[int] = []
-    if inside.any() and room_ids:
-        objects = [ctx.desc.object_by_id(i) for i in room_ids]
-        grid, origin = blocked
-        visible = object_visibility(grid, origin, ctx.planner.resolution, poses[inside, :2],
-                                    np.array([o.bounds_min for o in objects]), np.array([o.bounds_max for o in objects]),
-                                    max_range=float(info.get("visibility_range", 4.0)))
-        seen = [i for i, v in zip(room_ids, visible.any(axis=0)) if v]
-    coverage = M.object_coverage(seen, room_ids)
-    steps = np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1)
-    explored = float(steps[inside[:-1] & inside[1:]].sum()) if len(poses) > 1 else 0.0
-    correct = decision is not None and decision.upper() == expected
-    return {"reach_SR": reached, "decision_SR": float(correct),
-            "RD_SR": M.reach_decision_success(bool(reached), decision or "", expected),
-            "coverage": coverage, "REV_SPL": M.rev_spl(bool(reached), correct, coverage, explored,
-                                                       float(info.get("reference_exploration_length", 0.0)))}
-
-
-def score_frame_selection(episode: Any, selected_frame: int | None) -> dict[str, float]:
-    """VCN-Bench goal identification (Sec. 5.3): ``info["target_frames"]`` are the window frames
-    in the target room (room-to-object kinds) or showing the target object (``instance``), so
-    the selected frame scores Rid-SR or Oid-SR by membership."""
-    info = episode.info
-    hit = selected_frame is not None and int(selected_frame) in {int(f) for f in info.get("target_frames", [])}
-    if info.get("kind") == "instance":
-        target = int(info.get("target_object_id", -1))
-        return {"Oid_SR": M.oid_sr([target] if hit else [], target)}
-    room = int(info.get("target_room_id", -1))
-    return {"Rid_SR": M.rid_sr(room if hit else None, room)}
-
-
-_view_cache: list[Any] = [None, None]  # [scene description, its view-blocking grid]
-
-
-def _view_blocking(ctx: Any) -> tuple[np.ndarray, np.ndarray]:
-    """The scene's view-blocking grid at camera height (kept for the scene being evaluated)."""
-    from ..tasks.tours import view_blocking_grid
-
-    if _view_cache[0] is not ctx.desc:
-        _view_cache[:] = [ctx.desc, view_blocking_grid(ctx.desc, ctx.planner.resolution, ctx.body.camera_height)]
-    return _view_cache[1]
-
-
-def _state(episode, ctx, mode, pose, step, settings, goal_fn, collided) -> AgentState:
-    node, neighbours = getattr(mode, "node", None), []
-    if node is not None:
-        neighbours = [(n, mode.position(n)) for n in mode.neighbours()]
-    return AgentState(step=step, pose=pose, max_steps=settings.max_steps, success_distance=settings.success_distance,
-                      episode=episode, context=ctx, goal_distance=goal_fn, collided=collided, mode=mode.name,
-                      node=node, neighbours=neighbours)
-
-
-def run_episode(episode: Any, ctx: Any, sim: Any, mode: CollisionMode, agent: Agent, settings: RunSettings) -> dict:
-    """Run one episode to its end and return its record (metrics, trajectory, actions, collisions)."""
-    from ..sim.types import AgentPose, InvalidActionError
-
-    t0 = time.perf_counter()
-    start = AgentPose(float(episode.start_position[0]), float(episode.start_position[1]), float(episode.start_yaw))
-    with warnings.catch_warnings():  # a start touching an obstacle is moved off it: recorded, not printed
-        warnings.simplefilter("ignore", RuntimeWarning)
-        obs = mode.reset(start)
-    pose = sim.pose
-    agent.reset(episode, ctx)
-    goals_xy = np.array([g.position[:2] for g in episode.goals], dtype=float)
-    goal_fn = goal_distance_fn(ctx, goals_xy[-1:] if has_ordered_goals(episode) else goals_xy)
-    poses = [[pose.x, pose.y, pose.yaw]]
-    actions: list[Any] = []
-    collisions: list[dict] = []
-    invalid: list[dict] = []
-    termination, failure, stopped, collided = "max_steps", None, False, False
-    decision: str | None = None
-    n_moves = 0
-    for step in range(settings.max_steps):
-        state = _state(episode, ctx, mode, pose, step, settings, goal_fn, collided)
-        try:
-            action = agent.act(obs, state)
-        except Exception as exc:  # noqa: BLE001 - an agent bug is one failed step, not a crashed run
-            invalid.append({"step": step, "action": None, "error": f"agent raised {type(exc).__name__}: {exc}"})
-            log.warning("episode %s step %d: agent raised %s", episode.episode_id, step,
-                        traceback.format_exception_only(type(exc), exc)[-1].strip())
-            actions.append(None)
-            continue
-        if isinstance(action, str) and action.strip().upper().replace("-", "_") in DECISIONS:
-            decision = action.strip().upper().replace("-", "_")  # a STOP that states a decision
-            actions.append(decision)
-            termination, stopped = "stop", True
-            break
-        try:
-            outcome = mode.step(action)
-        except InvalidActionError as exc:
-            invalid.append({"step": step, "action": repr(action)[:200], "error": str(exc)})
-            log.warning("episode %s step %d: invalid action %r: %s", episode.episode_id, step, action, exc)
-            actions.append(None)
-            continue
-        actions.append(_action_name(action))
-        if outcome.stop:
-            termination, stopped = "stop", True
-            break
-        n_moves += 1
-        pose, obs, collided = outcome.pose, outcome.observations, outcome.collided
-        poses.append([pose.x, pose.y, pose.yaw])
-        if outcome.collided:
-            collisions.append({"step": step, "position": [pose.x, pose.y],
-                               "labels": sorted({c.get("label", "?") for c in outcome.contacts}),
-                               "displacement": round(float(outcome.displacement), 4)})
-        if outcome.failure:
-            termination, failure = "failure", outcome.failure
-            break
-    path_xy = np.asarray(poses, dtype=float)[:, :2]
-    metrics = score_episode(episode, ctx, path_xy, stopped=stopped, failed=failure is not None,
-                            collisions=len(collisions), actions=n_moves, success_distance=settings.success_distance,
-                            reference_spacing=mode.forward_step)
-    if episode.task_type in DECISION_TASKS and "decision" in episode.info:
-        metrics.update(score_decision(episode, ctx, np.asarray(poses, dtype=float), decision,
-                                      blocked=_view_blocking(ctx)))
-        # VLN-NF success is reaching the room AND stating the right decision (RD_SR, REV_SPL);
-        # a point-goal SR/SPL/sDTW would score a correct exploration that ends away from the
-        # goal point as a failure, so they are reported as not applicable
-        for name in POINT_SUCCESS_METRICS:
-            metrics[name] = None
-    if getattr(agent, "selected_frame", None) is not None and "target_frames" in episode.info:
-        metrics.update(score_frame_selection(episode, agent.selected_frame))
-    return {
-        "episode_id": episode.episode_id, "scene_id": episode.scene_id, "task_type": episode.task_type,
-        "split": episode.split, "instruction": episode.instruction_text, "metrics": metrics, "decision": decision,
-        "termination": termination, "failure": failure, "steps": len(actions), "moves": n_moves,
-        "invalid_actions": len(invalid), "invalid": invalid[:20], "trajectory": np.round(poses, 4).tolist(),
-        "actions": actions, "collisions": collisions, "agent_outputs": to_jsonable(agent.outputs),
-        "reference_path": np.round(np.asarray(episode.reference_path, dtype=float), 4).tolist(),
-        "goals": goals_xy.tolist(), "start_adjusted_m": round(start.distance_to(AgentPose(*poses[0][:2])), 4),
-        "duration_s": round(time.perf_counter() - t0, 3),
-    }
-
-
-def _action_name(action: Any) -> Any:
-    name = getattr(action, "name", None)
-    if isinstance(name, str):
-        return name
-    if hasattr(action, "__dataclass_fields__"):
-        return {"type": type(action).__name__, **{k: float(getattr(action, k)) for k in action.__dataclass_fields__}}
-    return to_jsonable(action)
 
 
 # --------------------------------------------------------------------------------------------
@@ -670,11 +410,13 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     """
     from tqdm import tqdm
 
-    from ..sim import make_simulator
-    from ..tasks.base import load_scene_context, load_task_types
+    from ..core.plugins import load_plugins
+    from ..tasks.base import load_task_types
+    from ..tasks.scoring import scoring_for
     from .models import make_model
     from .report import write_report
 
+    load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
     config_path = out / CONFIG_FILE
@@ -710,38 +452,28 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     t_start = time.perf_counter()
     bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
                unit="ep", disable=not progress)
+    budget = [report_budget]
+
+    def visuals(record: dict, ctx: Any, sim: Any) -> None:
+        if cfg.report.enabled and budget[0] > 0:
+            save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
+            budget[0] -= 1
+
+    def on_record(record: dict) -> None:
+        append_record(log_path, record)
+        finished.append(record)
+        bar.update(1)
+        key = scoring_for(settings.task_type).headline  # the task's headline success
+        scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
+        if scores:
+            bar.set_postfix({key: f"{np.mean(scores):.2f}"})
+
     try:
         for scene_path, scene_eps in by_scene.items():
-            ctx = (scene_loader or load_scene_context)(scene_path, settings.body, settings.resolution)
-            check_episode_bounds(scene_eps, ctx)
-            sim = make_simulator(ctx.desc, settings.body, sensors=sensors, backend=cfg.backend)
-            try:
-                control = sim.control
-                params = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
-                          "look_angle_deg": control.look_angle_deg, **cfg.mode_params.get(cfg.collision_mode, {})}
-                if cfg.collision_mode == "graph":
-                    params.setdefault("navgraph", getattr(ctx.navgraph, "graph", ctx.navgraph))
-                if cfg.collision_mode in ("telhop", "graph"):
-                    params.setdefault("planner", ctx.planner)
-                try:
-                    mode = make_mode(cfg.collision_mode, sim, **params)
-                except (TypeError, ValueError) as exc:
-                    raise ConfigError(str(exc), field=f"mode_params.{cfg.collision_mode}") from None
-                for ep in scene_eps:
-                    record = run_episode(ep, ctx, sim, mode, agent, settings)
-                    record.update(agent=cfg.agent.name, collision_mode=cfg.collision_mode)
-                    if cfg.report.enabled and report_budget > 0:
-                        save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
-                        report_budget -= 1
-                    append_record(log_path, record)
-                    finished.append(record)
-                    bar.update(1)
-                    key = "RD_SR" if settings.task_type in DECISION_TASKS else "SR"  # the task's headline success
-                    scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
-                    if scores:
-                        bar.set_postfix({key: f"{np.mean(scores):.2f}"})
-            finally:
-                sim.close()
+            run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
+                      mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
+                      scene_loader=bounds_checked(scene_loader, scene_eps), extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
+                      visuals=visuals, on_record=on_record)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

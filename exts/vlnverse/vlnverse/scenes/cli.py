@@ -19,6 +19,8 @@ import sys
 import warnings
 from pathlib import Path
 
+from ..core.body import DEFAULT_BODY
+
 USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
 
 
@@ -40,7 +42,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     def scene_args(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("scene", metavar="SCENE", help="a USD file or a shipped scene id")
-        parser.add_argument("--body", default="r2r_ce", help="agent body preset (robots/*.yaml) or YAML path")
+        parser.add_argument("--body", default=DEFAULT_BODY, help="agent body preset (robots/*.yaml) or YAML path")
         parser.add_argument("--resolution", type=float, default=0.05, help="map cell size in metres")
 
     i = ssub.add_parser("info", help="rooms, object counts, navigable area, doors and graph edges of a scene")
@@ -95,7 +97,7 @@ def _load(args: argparse.Namespace):
 
 def _load_quietly(args: argparse.Namespace):
     from ..core.errors import ConfigError
-    from ..sim.body import load_body
+    from ..core.body import load_body
     from .maps import compute_scene_maps
     from .usd_io import load_scene
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY, R2R_CE, as_body
 from ..core.errors import ConfigError
 from ..core.io import write_json_atomic
 from ..paths import cache_dir
@@ -28,8 +29,8 @@ from .scene_graph import SceneGraph, build_scene_graph
 #: Bump when occupancy/room-map/scene-graph rules change, to invalidate cached maps.
 MAPS_VERSION = 5  # bump when map semantics change (cached maps are keyed by it)
 
-#: Obstacles lower than this (m) above the floor are stepped over.
-DEFAULT_STEP_HEIGHT = 0.15
+#: The default body's step height (m): lower obstacles are stepped over (each body has its own).
+DEFAULT_STEP_HEIGHT = R2R_CE.step_height
 
 
 @dataclass
@@ -94,8 +95,8 @@ def scene_content_hash(desc: SceneDescription) -> str:
     return h.hexdigest()
 
 
-def _cache_path(desc: SceneDescription, radius: float, height: float, resolution: float) -> Path:
-    key = f"v{MAPS_VERSION}|{scene_content_hash(desc)}|{radius!r}|{height!r}|{resolution!r}|{DEFAULT_STEP_HEIGHT!r}"
+def _cache_path(desc: SceneDescription, radius: float, height: float, resolution: float, step_height: float) -> Path:
+    key = f"v{MAPS_VERSION}|{scene_content_hash(desc)}|{radius!r}|{height!r}|{resolution!r}|{step_height!r}"
     return cache_dir() / "maps" / f"{desc.scene_id}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz"
 
 
@@ -127,10 +128,7 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
     ``SceneError`` (no floor / no collision geometry) or ``NoNavigableSpaceError`` (the
     radius leaves no free cell), each naming the scene file.
     """
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     source = scene_name(desc)
     path = None
     if cache:
@@ -138,12 +136,12 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
             res_key = float(resolution)
         except (TypeError, ValueError):
             raise ConfigError(f"got {resolution!r}", file=source, field="resolution", expected="a cell size > 0 m") from None
-        path = _cache_path(desc, float(body.radius), float(body.height), res_key)
+        path = _cache_path(desc, float(body.radius), float(body.height), res_key, float(body.step_height))
         cached = _read_cache(path, source)
         if cached is not None:
             return cached
     occupancy = build_occupancy_map(desc, resolution=resolution, agent_height=body.height,
-                                    step_height=DEFAULT_STEP_HEIGHT)
+                                    step_height=body.step_height)
     navigable = occupancy.dilate(body.radius)
     room_map = build_room_map(desc, occupancy)
     maps = SceneMaps(occupancy, navigable, room_map, build_scene_graph(desc, room_map=room_map, grid=occupancy))
@@ -155,7 +153,7 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
     return maps
 
 
-def scene_maps_for(path: str | Path, body="r2r_ce", resolution: float = 0.05, *, cache: bool = True) -> SceneMaps:
+def scene_maps_for(path: str | Path, body=DEFAULT_BODY, resolution: float = 0.05, *, cache: bool = True) -> SceneMaps:
     """Load the USD scene at ``path`` (``usd_io.load_scene``) and compute its maps for ``body``."""
     from .usd_io import load_scene
 

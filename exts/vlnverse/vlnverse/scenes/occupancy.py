@@ -43,6 +43,7 @@ import numpy as np
 from scipy import ndimage
 from scipy.spatial import ConvexHull, QhullError
 
+from ..core.body import R2R_CE
 from ..core.errors import ConfigError, NoNavigableSpaceError, SceneError
 from ..core.io import atomic_path
 from .description import Geom, SceneDescription
@@ -573,8 +574,8 @@ def scene_name(desc: SceneDescription) -> str:
     return str(desc.source_path) if desc.source_path else f"scene '{desc.scene_id}'"
 
 
-def build_occupancy_map(desc: SceneDescription, *, resolution: float = 0.05, agent_height: float = 0.88,
-                        step_height: float = 0.15) -> OccupancyMap:
+def build_occupancy_map(desc: SceneDescription, *, resolution: float = 0.05, agent_height: float = R2R_CE.height,
+                        step_height: float = R2R_CE.step_height) -> OccupancyMap:
     """Rasterise ``desc``'s collision geometry in the agent's height band (see the module docstring).
 
     Raises ``ConfigError`` for ``resolution <= 0`` or a band with ``agent_height <= step_height``,

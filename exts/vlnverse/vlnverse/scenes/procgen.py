@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.body import R2R_CE
 from ..core.errors import ConfigError
 from ..core.geometry import wrap_angle
 from .catalog import (CATEGORIES, COLORS, DEFAULT_FLOOR_STYLE, FLOOR_STYLES, MATERIALS, ROOM_RULES,
@@ -50,7 +51,7 @@ MIN_ROOM_SIDE = 2.4
 #: Free depth kept on both sides of every door (m).
 DOOR_CLEARANCE = 1.0
 #: Radius of the default agent (r2r_ce) used for the reachability check (m).
-REACHABILITY_RADIUS = 0.18
+REACHABILITY_RADIUS = R2R_CE.radius
 
 _MIN_U = int(round(MIN_ROOM_SIDE / UNIT))
 _DOOR_WIDTHS_U = (18, 20, 22)  # 0.9, 1.0, 1.1 m

@@ -20,7 +20,7 @@ from ..core.config import require, validate
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
 from ..scenes.description import SceneDescription
-from .body import AgentBody, load_body
+from .body import DEFAULT_BODY, AgentBody, as_body
 from .sensors import SensorSpec, default_sensors, validate_sensor
 from .types import Action, ActionResult, AgentPose
 
@@ -165,7 +165,7 @@ if importlib.util.find_spec("isaacsim") is not None and importlib.util.find_spec
     BACKENDS.register("isaac")("vlnverse.sim.isaac:IsaacSimulator")  # pragma: no cover - needs Isaac Sim
 
 
-def make_simulator(scene: SceneDescription, body: AgentBody | str = "r2r_ce",
+def make_simulator(scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY,
                    sensors: Iterable[SensorSpec] | None = None, backend: str = "auto",
                    control: ControlConfig | dict | None = None, **options: Any) -> Simulator:
     """Build a simulator for ``scene`` with ``body`` (an ``AgentBody`` or preset name) and
@@ -176,8 +176,7 @@ def make_simulator(scene: SceneDescription, body: AgentBody | str = "r2r_ce",
     """
     if not isinstance(scene, SceneDescription):
         raise ConfigError(f"got {type(scene).__name__}", field="scene", expected="a SceneDescription")
-    if isinstance(body, str):
-        body = load_body(body)
+    body = as_body(body)
     validate(body)
     if control is None:
         control = ControlConfig()

@@ -17,6 +17,8 @@ import json
 import math
 from pathlib import Path
 
+from ..core.body import DEFAULT_BODY
+
 #: Short names accepted by ``--actions``.
 ACTION_ABBREVIATIONS = {"S": "STOP", "F": "MOVE_FORWARD", "L": "TURN_LEFT", "R": "TURN_RIGHT", "U": "LOOK_UP",
                         "D": "LOOK_DOWN"}
@@ -32,7 +34,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     i.set_defaults(func=_info)
     d = ssub.add_parser("drive", help="run discrete actions through physics; write results and frames")
     d.add_argument("scene", help="USD file or shipped scene id")
-    d.add_argument("--body", default="r2r_ce", help="body preset name or YAML path")
+    d.add_argument("--body", default=DEFAULT_BODY, help="body preset name or YAML path")
     d.add_argument("--pose", default=None, help="start pose X,Y[,YAW_DEG] (default: random navigable start)")
     group = d.add_mutually_exclusive_group()
     group.add_argument("--actions", default=None,
@@ -95,7 +97,7 @@ def _info(args: argparse.Namespace) -> int:
 
     bodies = {name: vars(load_body(name)) for name in list_bodies()}
     info = {"bodies": bodies, "sensor_presets": SENSORS.names(), "backends": BACKENDS.names()}
-    with make_simulator(room_scene(2.0, 2.0), "r2r_ce", sensors=[]) as sim:
+    with make_simulator(room_scene(2.0, 2.0), DEFAULT_BODY, sensors=[]) as sim:
         info["renderer"] = sim.renderer_name
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))

@@ -17,7 +17,7 @@ from gymnasium import spaces
 from ..core.errors import ConfigError
 from ..scenes.description import SceneDescription
 from .api import ControlConfig, make_simulator
-from .body import AgentBody, load_body
+from .body import DEFAULT_BODY, AgentBody, as_body
 from .sensors import CameraSpec, LidarSpec, PanoramaSpec, SensorSpec, default_sensors
 from .types import ActionResult, AgentPose, DiscreteAction, InvalidActionError, VelocityAction
 
@@ -61,14 +61,14 @@ class VLNVerseNavEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, scene: SceneDescription, body: AgentBody | str = "r2r_ce", sensors: list[SensorSpec] | None = None,
+    def __init__(self, scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY, sensors: list[SensorSpec] | None = None,
                  *, action_mode: str = "discrete", velocity_duration: float = 0.25, render_mode: str | None = None,
                  control: ControlConfig | dict | None = None, **sim_options: Any):
         if action_mode not in ("discrete", "velocity"):
             raise ConfigError(f"got {action_mode!r}", field="action_mode", expected="discrete or velocity")
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"got {render_mode!r}", field="render_mode", expected="None or 'rgb_array'")
-        self.body = load_body(body) if isinstance(body, str) else body
+        self.body = as_body(body)
         self.scene = scene
         self.sim = make_simulator(scene, self.body, default_sensors() if sensors is None else sensors,
                                   control=control, **sim_options)
@@ -90,15 +90,16 @@ class VLNVerseNavEnv(gym.Env):
         """World (x, y) of navigable cells from the maps layer, or ``None`` when unavailable."""
         if self._free_cells is None:
             try:
-                from ..scenes.occupancy import build_occupancy_map
+                from ..scenes.maps import compute_scene_maps
             except ImportError:
                 self._free_cells = np.zeros((0, 2))
                 return None
             from scipy import ndimage
 
-            # the body's own height band, and only the largest connected free region: navigable
+            # the scene's navigable map for this body, from the same (disk-cached) maps as the
+            # task and evaluation layers, and only its largest connected free region: navigable
             # pockets the agent cannot leave (inside a bathtub, a closed pen) make no start
-            occ = build_occupancy_map(self.scene, agent_height=self.body.height).dilate(self.body.radius)
+            occ = compute_scene_maps(self.scene, self.body).navigable
             labels, n = ndimage.label(occ.free_mask())
             if n > 1:
                 sizes = np.bincount(labels.ravel())

@@ -18,16 +18,18 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
+from ..core.body import DEFAULT_BODY, as_body
 from ..core.config import from_dict, load_config, require
-from ..core.errors import UnknownNameError
+from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
 from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
+from .scoring import DEFAULT_SCORING, TaskScoring
 
 #: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
 TASKS: Registry = Registry("task")
@@ -44,7 +46,11 @@ def register_task(name: str) -> Callable[[type], type]:
 
 
 def load_task_types() -> list[str]:
-    """Import the task-type package (filling ``TASKS``) if it exists; returns the registered names."""
+    """Import the task-type package (filling ``TASKS``) if it exists, and the installed
+    ``vlnverse.plugins`` entry points; returns the registered names."""
+    from ..core.plugins import load_entry_point_plugins
+
+    load_entry_point_plugins()
     try:
         import vlnverse.tasks.types  # noqa: F401
     except ModuleNotFoundError as exc:
@@ -66,7 +72,7 @@ class TaskConfig:
     max_steps: int = 200
     min_geodesic: float = 3.0
     max_geodesic: float = 20.0
-    body: str = "r2r_ce"
+    body: str = DEFAULT_BODY
     map_resolution: float = 0.05
     room_change_fraction: float = 0.8
     params: dict[str, Any] = field(default_factory=dict)
@@ -93,20 +99,30 @@ def load_task_config(name_or_path: str | Path, overrides: dict | None = None) ->
 
     A registered task type without a YAML file gets the defaults. An unknown name raises
     ``UnknownNameError`` listing the registered task types.
+    Its ``params`` are validated against the task type's ``Params`` dataclass on load (errors
+    name the file and ``params.<key>``).
     """
     path = Path(name_or_path)
     if path.suffix in (".yaml", ".yml"):
-        return load_config(TaskConfig, path, overrides)
+        return _checked_params(load_config(TaskConfig, path, overrides), path)
     name = str(name_or_path)
     candidate = tasks_dir() / f"{name}.yaml"
     if candidate.is_file():
-        return load_config(TaskConfig, candidate, overrides)
+        return _checked_params(load_config(TaskConfig, candidate, overrides), candidate)
     if name in load_task_types():
         data: dict[str, Any] = {"task_type": name}
         for key, value in (overrides or {}).items():
             data[key] = value
-        return from_dict(TaskConfig, data, file=f"<defaults for task '{name}'>")
+        source = f"<defaults for task '{name}'>"
+        return _checked_params(from_dict(TaskConfig, data, file=source), source)
     raise UnknownNameError("task", name, TASKS.names())
+
+
+def _checked_params(config: TaskConfig, file: Any) -> TaskConfig:
+    """``config`` after parsing its ``params`` with its (registered) task type's ``Params``."""
+    if config.task_type in TASKS or config.task_type in load_task_types():
+        TASKS.get(config.task_type).parse_params(config, file=file)
+    return config
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,10 +191,7 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
     """
     from ..scenes.maps import compute_scene_maps
     from ..scenes.usd_io import load_scene
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     scene_path = Path(scene_path)
     digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
     key = (digest, _body_key(body), float(resolution))
@@ -198,10 +211,7 @@ def context_from_description(desc, body, resolution: float = 0.05, scene_path: s
                              renderer: Callable[..., np.ndarray] | None = None) -> SceneContext:
     """A ``SceneContext`` for an in-memory ``SceneDescription`` (no file, no cache)."""
     from ..scenes.maps import compute_scene_maps
-    from ..sim.body import AgentBody, load_body
-
-    if not isinstance(body, AgentBody):
-        body = load_body(body)
+    body = as_body(body)
     maps = compute_scene_maps(desc, body, resolution=resolution)
     planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
     path = Path(scene_path) if scene_path is not None else Path(desc.source_path or f"{desc.scene_id}.usda")
@@ -212,17 +222,73 @@ def context_from_description(desc, body, resolution: float = 0.05, scene_path: s
 # Generators
 
 
+@dataclass
+class NoParams:
+    """The parameters of a task type that takes none (any ``params`` key is an error)."""
+
+
+#: Allowed ranges of numeric task ``params`` (docs/reliability.md); every other numeric parameter
+#: must be finite. Counts are capped so that a typo cannot make generation run for days.
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
+    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
+    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
+    "pitch_limit_deg": (0.0, 90.0),
+}
+
+
+def check_param_ranges(params: Any, *, file: Any = None) -> None:
+    """Every numeric field of a task's ``Params`` object finite and within ``PARAM_RANGES``."""
+    import math
+
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        lo, hi = PARAM_RANGES.get(f.name, (-math.inf, math.inf))
+        if not (math.isfinite(value) and lo <= value <= hi):
+            span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) else "finite"
+            raise ConfigError(f"got {value}", file=file, field=f"params.{f.name}", expected=f"a number {span}")
+
+
 class TaskGenerator:
     """Base class of a task type: ``generate(ctx, rng, n, split)`` returns ``n`` episodes.
 
     Subclasses set their behaviour from ``self.config`` (a ``TaskConfig``) and use the helpers
     below for start/goal sampling, planning and episode assembly so ids and geometry are uniform.
+    ``scoring`` declares how the evaluator scores the task's episodes (``TaskScoring``: ordered
+    goals, a FOUND / NOT_FOUND decision, frame selection, goal region, its own metrics and
+    success rule); ``needs_renderer``: generation renders images (``ctx.renderer`` must be set);
+    ``instruction_optional``: its episodes may carry no instruction (the goal category is it).
+    ``Params`` is the task type's parameters dataclass: ``config.params`` parsed into it
+    (validated) is ``self.params``.
     """
 
     name: str = ""
+    scoring: TaskScoring = DEFAULT_SCORING
+    needs_renderer: bool = False
+    instruction_optional: bool = False
+    Params: ClassVar[type] = NoParams
 
     def __init__(self, config: TaskConfig | None = None):
         self.config = config if config is not None else TaskConfig(task_type=self.name or "task")
+        self.params = self.parse_params(self.config)
+
+    @classmethod
+    def parse_params(cls, config: TaskConfig, *, file: Any = None) -> Any:
+        """``config.params`` as a validated ``Params`` object; an unknown key, a wrong type or a
+        failed check raises ``ConfigError`` naming ``file`` (default ``tasks/<task>.yaml``) and
+        ``params.<key>``."""
+        file = file if file is not None else f"tasks/{config.task_type}.yaml"
+        params = dict(config.params or {})
+        known = {f.name for f in dataclasses.fields(cls.Params) if f.init}
+        for key in params:
+            if key not in known:
+                raise ConfigError(f"unknown field(s) ['{key}'] for task '{config.task_type}'", file=file, field=f"params.{key}",
+                                  expected=f"one of {sorted(known)}" if known else "no parameters")
+        parsed = from_dict(cls.Params, params, file=file, prefix="params")
+        check_param_ranges(parsed, file=file)
+        return parsed
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Produce ``n`` episodes for scene ``ctx`` (deterministic given ``rng``)."""

@@ -15,6 +15,8 @@ import argparse
 import json
 import math
 
+from ..core.body import DEFAULT_BODY
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``data`` and its subcommands."""
@@ -29,7 +31,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--episodes-per-scene", type=int, required=True, help="episodes generated per scene (>= 1)")
     gen.add_argument("--seed", type=int, default=0, help="dataset seed (same seed, same files)")
     gen.add_argument("--out", required=True, help="output dataset folder (replaced atomically)")
-    gen.add_argument("--body", default=None, help="agent body preset (default: the task config's, r2r_ce)")
+    gen.add_argument("--body", default=None, help="agent body preset (default: the task config's)")
     gen.add_argument("--config", default=None, help="task config YAML (default: tasks/<task>.yaml)")
     gen.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a task config field, e.g. --set max_geodesic=12 --set params.styles=[formal]")
@@ -62,7 +64,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     nav = dsub.add_parser("navgraph", help="build a scene's navigation graph (viewpoints + line-of-sight edges)")
     nav.add_argument("scene", help="scene id or USD path")
     nav.add_argument("--out", required=True, help="output JSON file")
-    nav.add_argument("--body", default="r2r_ce")
+    nav.add_argument("--body", default=DEFAULT_BODY)
     nav.add_argument("--resolution", type=float, default=0.05)
     nav.add_argument("--spacing", type=float, default=1.5, help="minimum viewpoint spacing (m)")
     nav.add_argument("--max-edge", type=float, default=3.0, help="longest edge (m)")

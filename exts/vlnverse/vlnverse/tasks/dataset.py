@@ -37,9 +37,6 @@ from .pathing import polyline_length
 #: Order in which split files are listed in summaries.
 SPLIT_ORDER = ("train", "val_seen", "val_unseen", "test")
 
-#: Task types that render images (reference images, prior videos) and need a renderer.
-RENDERING_TASKS = ("visual_reference", "video_contextualized")
-
 DATASET_VERSION = 1
 
 #: The most episodes one call generates per scene (``--episodes-per-scene``; docs/reliability.md).
@@ -201,7 +198,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
     task writes, e.g. reference images) atomically; returns the summary. ``renderer_factory(ctx)``
-    returns ``(renderer, close)`` for tasks that render (see ``RENDERING_TASKS``).
+    returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``).
     """
     from tqdm import tqdm
 
@@ -242,7 +239,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         for path in bar:
             renderer, close = None, None
             ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution)
-            if task in RENDERING_TASKS or getattr(generator_cls, "needs_renderer", False):
+            if generator_cls.needs_renderer:
                 if renderer_factory is None:
                     raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
                                       expected="a renderer factory (the CLI uses the simulator's camera)")

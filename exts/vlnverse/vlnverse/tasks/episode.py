@@ -20,8 +20,6 @@ from ..core.io import to_jsonable, write_jsonl_atomic
 #: Current episode record version; loading rejects any other.
 EPISODE_VERSION = 1
 
-#: Task types whose episodes may carry no instruction text (the goal category is the instruction).
-CATEGORY_ONLY_TASKS = ("object_goal",)
 
 
 @dataclass
@@ -143,6 +141,15 @@ _REQUIRED = ("episode_id", "scene_id", "scene_path", "split", "task_type", "star
 _KNOWN = set(_REQUIRED) | {"info", "version"}
 
 
+def _instruction_optional(task_type: str) -> bool:
+    """Whether ``task_type``'s generator declares its episodes may carry no instruction text."""
+    from .base import TASKS, load_task_types
+
+    if task_type not in TASKS:
+        load_task_types()
+    return task_type in TASKS and bool(getattr(TASKS.get(task_type), "instruction_optional", False))
+
+
 def _parse_episode(data: Any, *, file: Any, line: int | None) -> Episode:
     if not isinstance(data, dict):
         raise _fail(f"got {type(data).__name__}", None, "a JSON object (one episode)", file, line)
@@ -199,7 +206,7 @@ def _parse_episode(data: Any, *, file: Any, line: int | None) -> Episode:
                                         style=_string(ins.get("style", "natural"), f"{name}.style", file, line),
                                         language=_string(ins.get("language", "en"), f"{name}.language", file, line)))
     if not instructions:
-        if task_type not in CATEGORY_ONLY_TASKS:
+        if not _instruction_optional(task_type):
             raise _fail("empty", "instructions", "at least one instruction", file, line)
         if not goals[0].category:
             raise _fail("no instruction and no goal category", "instructions",

@@ -4,7 +4,9 @@ Physics at 200 Hz (``ControlConfig.physics_dt``), controllers at ``control_hz`` 
 is moved only by its actuators (velocity servos; a holonomic body's planar servo runs here, with one
 limit on the planar force's magnitude); ``teleport``/``reset`` are the only writes to its
 position, and they resolve penetration with a ring search for the nearest free spot instead of
-letting the solver eject the agent.
+letting the solver eject the agent. What to command (go-to profiles, stall detection, the velocity
+reference, the planar servo force, the de-penetration search) is the backend-neutral
+``vlnverse.sim.controller``; this module only talks to MuJoCo.
 """
 from __future__ import annotations
 
@@ -16,10 +18,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.errors import ConfigError, SceneError, UnknownNameError
+from ...core.errors import ConfigError, UnknownNameError
 from ...scenes.description import SceneDescription
 from ..api import ControlConfig, Simulator
 from ..body import AgentBody
+from ..controller import (RING_MAX, RING_STEP, GoToController, ReferenceServo, clip_velocity, nearest_free,
+                          planar_servo_force)
 from ..sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
 from ..types import (ActionResult, AgentPose, Contact, DiscreteAction, InvalidActionError, VelocityAction,
                      WaypointAction, wrap_angle)
@@ -29,25 +33,19 @@ from .render import RaycastRenderer, lidar_scan, make_renderer
 
 #: Penetration deeper than this (m) counts as "inside an obstacle" for teleports.
 PENETRATION_TOL = 1e-3
-#: Ring spacing (m) and maximum radius (m) of the nearest-free-pose search.
-RING_STEP = 0.02
-RING_MAX = 3.0
-#: Proportional gains of the closed-loop controller near its goal (1/s).
-KP_LINEAR = 8.0
-KP_ANGULAR = 8.0
 
 
 class MujocoSimulator(Simulator):
     """MuJoCo implementation of ``Simulator`` (see ``vlnverse.sim.api``).
 
-    Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default 0.15: obstacles lower
+    Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default the body's ``step_height``: obstacles lower
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
     order fixes the semantic ids; scene labels not in it are appended sorted); ``antialias``
     (4× MSAA for GL RGB, default off: ~35 % slower on llvmpipe).
     """
 
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
-                 control: ControlConfig, renderer: str = "auto", step_height: float = 0.15,
+                 control: ControlConfig, renderer: str = "auto", step_height: float | None = None,
                  label_table: list[str] | None = None, antialias: bool = False):
         self._mj = import_mujoco()
         self.scene, self.body, self.control = scene, body, control
@@ -204,16 +202,8 @@ class MujocoSimulator(Simulator):
         before every physics step (MuJoCo's per-actuator limits would clip each axis separately)."""
         d = self._d
         qvel = d.qvel
-        vx, vy = qvel[self._ix], qvel[self._iy]
-        yaw = d.qpos[self._qyaw]
-        c, s = math.cos(yaw), math.sin(yaw)
-        kv = self._planar_kv
-        ff = kv * (self._target[0] - (c * vx + s * vy))
-        fl = kv * (self._target[1] - (c * vy - s * vx))
-        norm = math.hypot(ff, fl)
-        if norm > self._planar_fmax:
-            scale = self._planar_fmax / norm
-            ff, fl = ff * scale, fl * scale
+        ff, fl = planar_servo_force(self._target[0], self._target[1], qvel[self._ix], qvel[self._iy],
+                                    d.qpos[self._qyaw], self._planar_kv, self._planar_fmax)
         ctrl = d.ctrl
         ctrl[self._af] = ff
         ctrl[self._al] = fl
@@ -240,32 +230,15 @@ class MujocoSimulator(Simulator):
         return [int(o) for o in other]
 
     def _nearest_free(self, x: float, y: float, yaw: float) -> tuple[float, float, list[int]]:
-        """Nearest collision-free agent position to (x, y): rings ``RING_STEP`` apart outward; on the
-        first ring with free points, bisect each free direction back to the obstacle boundary
-        (1 mm) and keep the closest. Returns (x, y, geoms penetrated at the original spot)."""
+        """Nearest collision-free agent position to (x, y) (``controller.nearest_free`` with this
+        scene's penetration probe). Returns (x, y, geoms penetrated at the original spot)."""
         hits = self._penetrating(x, y, yaw)
         if not hits:
             return x, y, []
-        for r in np.arange(RING_STEP, RING_MAX + 1e-9, RING_STEP):
-            n = max(8, int(math.ceil(2 * math.pi * r / RING_STEP)))
-            dirs = np.stack([np.cos(2 * math.pi * np.arange(n) / n), np.sin(2 * math.pi * np.arange(n) / n)], axis=1)
-            free = [d for d in dirs if not self._penetrating(x + r * d[0], y + r * d[1], yaw)]
-            if not free:
-                continue
-            best = (r, free[0])
-            for d in free:
-                lo, hi = r - RING_STEP, r
-                while hi - lo > 1e-3:
-                    mid = (lo + hi) / 2
-                    if self._penetrating(x + mid * d[0], y + mid * d[1], yaw):
-                        lo = mid
-                    else:
-                        hi = mid
-                if hi < best[0]:
-                    best = (hi, d)
-            return x + best[0] * best[1][0], y + best[0] * best[1][1], hits
-        raise SceneError(f"scene '{self.scene.scene_id}': no collision-free pose within {RING_MAX} m of "
-                         f"({x:.3f}, {y:.3f}) for an agent of radius {self.body.radius} m")
+        fx, fy = nearest_free(x, y, lambda px, py: bool(self._penetrating(px, py, yaw)), ring_step=RING_STEP,
+                              ring_max=RING_MAX, where=f"scene '{self.scene.scene_id}'",
+                              subject=f"an agent of radius {self.body.radius} m")
+        return fx, fy, hits
 
     def _place(self, pose: AgentPose) -> ActionResult:
         t0 = _time.perf_counter()
@@ -392,118 +365,41 @@ class MujocoSimulator(Simulator):
                             wall_time=_time.perf_counter() - t0, trajectory=np.array(traj))
 
     def _goto(self, name: str, goal_xy: np.ndarray, goal_yaw: float, timeout: float) -> ActionResult:
-        """Closed-loop go-to-pose with trapezoidal speed profiles, stall and timeout detection."""
-        body, cfg = self.body, self.control
-        # Plan with half the actuators' acceleration so the servos (time constant SERVO_TAU) keep up
-        # while braking; the force limits still cap the true acceleration at the body's maximum.
-        a_lin, a_ang = 0.5 * body.max_linear_accel, 0.5 * math.radians(body.max_angular_accel_deg)
-        vmax, wmax = body.max_linear_speed, body.max_angular_speed
-        pos_tol, yaw_tol = cfg.position_tolerance, math.radians(cfg.yaw_tolerance_deg)
-        window = max(1, int(round(cfg.stall_window * cfg.control_hz)))
-        history: list[tuple[float, float, float]] = []
+        """Closed-loop go-to-pose (``controller.GoToController``: trapezoidal speed profiles, stall
+        detection) until the goal, a stall or the timeout."""
+        controller = GoToController(self.body, self.control, goal_xy, goal_yaw)
         pitch = self._pitch
         goal_yaw_wrapped = float(wrap_angle(goal_yaw))
 
-        def profile(err: float, amax: float, vcap: float, kp: float) -> float:
-            mag = min(vcap, math.sqrt(2.0 * amax * abs(err)), kp * abs(err))
-            return math.copysign(mag, err)
-
         def command(tick: int):
             q = self._d.qpos[self._qadr]
-            yaw = float(q[2])
-            err = goal_xy - q[:2]
-            dist = float(np.hypot(*err))
-            yaw_err = float(wrap_angle(goal_yaw - yaw))
-            if dist < pos_tol and abs(yaw_err) < yaw_tol:
-                return None, "ok"
-            # Stalled: told to move but the base moved (and turned, 0.2 m per rad) less than
-            # stall_progress over the last stall_window seconds.
-            history.append((float(q[0]), float(q[1]), yaw))
-            if len(history) > window and (math.hypot(history[-1][0] - history[-window - 1][0],
-                                                     history[-1][1] - history[-window - 1][1])
-                                          + 0.2 * abs(history[-1][2] - history[-window - 1][2])) < cfg.stall_progress:
-                return None, f"stalled {dist:.3f} m / {math.degrees(abs(yaw_err)):.1f} deg from the goal"
-            c, s = math.cos(yaw), math.sin(yaw)
-            ex, ey = c * err[0] + s * err[1], -s * err[0] + c * err[1]  # goal offset in the body frame
-            if body.holonomic:
-                speed = profile(dist, a_lin, vmax, KP_LINEAR) if dist >= pos_tol else 0.0
-                vx, vy = (speed * ex / dist, speed * ey / dist) if dist > 1e-9 else (0.0, 0.0)
-                w = profile(yaw_err, a_ang, wmax, KP_ANGULAR)
-            else:
-                vy = 0.0
-                if dist >= max(pos_tol, 0.05):
-                    heading_err = math.atan2(ey, ex)
-                    if abs(heading_err) > math.pi / 2:  # goal behind: reverse rather than spin round
-                        heading_err = float(wrap_angle(heading_err - math.pi))
-                        direction = -1.0
-                    else:
-                        direction = 1.0
-                    w = profile(heading_err, a_ang, wmax, KP_ANGULAR)
-                    vx = direction * abs(profile(dist, a_lin, vmax, KP_LINEAR)) * max(0.0, math.cos(heading_err)) ** 4 \
-                        if abs(heading_err) < 0.35 else 0.0
-                else:
-                    vx = profile(ex, a_lin, vmax, KP_LINEAR) if abs(ex) >= pos_tol else 0.0
-                    w = profile(yaw_err, a_ang, wmax, KP_ANGULAR)
-            return np.array([vx, vy, w]), None
+            return controller.command(float(q[0]), float(q[1]), float(q[2]))
 
-        max_ticks = max(1, int(math.ceil(timeout * cfg.control_hz)))
+        max_ticks = max(1, int(math.ceil(timeout * self.control.control_hz)))
         return self._run(name, command, max_ticks,
                          lambda: AgentPose(float(goal_xy[0]), float(goal_xy[1]), goal_yaw_wrapped, pitch), brake=True)
 
     def _velocity_action(self, action: VelocityAction) -> ActionResult:
-        body, cfg = self.body, self.control
-        if not body.holonomic and action.lateral != 0.0:
-            raise InvalidActionError(f"VelocityAction.lateral = {action.lateral}: body '{body.name}' is differential "
-                                     "drive (holonomic: false) and cannot move sideways; expected 0")
-        v = float(np.clip(action.v, -body.max_linear_speed, body.max_linear_speed))
-        lat = float(np.clip(action.lateral, -body.max_linear_speed, body.max_linear_speed))
-        speed = math.hypot(v, lat)
-        if speed > body.max_linear_speed:
-            v, lat = v * body.max_linear_speed / speed, lat * body.max_linear_speed / speed
-        w = float(np.clip(action.omega, -body.max_angular_speed, body.max_angular_speed))
-        target = np.array([v, lat, w])
+        """Hold the (clipped) body-frame velocity for ``action.duration``; the commanded pose is
+        the unobstructed reference (``controller.ReferenceServo``) with the same servos."""
+        cfg = self.control
+        target, was_clipped = clip_velocity(self.body, action)
         ticks = max(1, int(round(action.duration * cfg.control_hz)))
-        # The commanded pose: the same command executed by an unobstructed body with the same
-        # body-frame velocity servos (time constant SERVO_TAU, force limits as accelerations), so
-        # free-space motion, arcs included, has (near) zero obstacle displacement.
-        sub_dt = cfg.physics_dt
-        lateral_accel = body.max_linear_accel if body.holonomic else 9.81
-        acc_max = np.array([body.max_linear_accel, lateral_accel, math.radians(body.max_angular_accel_deg)])
-        ideal = [*map(float, self._d.qpos[self._qadr])]  # x, y, yaw (plain floats: this runs every step)
-        ideal_vel = [*map(float, self._d.qvel[self._dadr])]  # world-frame vx, vy, yaw rate
-        (tf, tl, tw), (af, al, aw) = target.tolist(), acc_max.tolist()
-        holonomic = body.holonomic
+        reference = ReferenceServo(self.body, cfg, target, tuple(self._d.qpos[self._qadr]),
+                                   tuple(self._d.qvel[self._dadr]), SERVO_TAU)
 
         def command(tick: int):
             if tick >= ticks:
                 return None, "ok"
-            vx, vy, w = ideal_vel
-            x, y, yaw = ideal
-            for _ in range(cfg.substeps):
-                c, s = math.cos(yaw), math.sin(yaw)
-                acc_f = (tf - (c * vx + s * vy)) / SERVO_TAU
-                acc_l = (tl - (-s * vx + c * vy)) / SERVO_TAU
-                if holonomic:  # one limit on the planar acceleration's magnitude (``_planar_servo``)
-                    norm = math.hypot(acc_f, acc_l)
-                    if norm > af:
-                        acc_f, acc_l = acc_f * af / norm, acc_l * af / norm
-                else:
-                    acc_f, acc_l = min(af, max(-af, acc_f)), min(al, max(-al, acc_l))
-                acc_w = min(aw, max(-aw, (tw - w) / SERVO_TAU))
-                vx += sub_dt * (c * acc_f - s * acc_l)
-                vy += sub_dt * (s * acc_f + c * acc_l)
-                w += sub_dt * acc_w
-                x, y, yaw = x + sub_dt * vx, y + sub_dt * vy, yaw + sub_dt * w
-            ideal_vel[:] = (vx, vy, w)
-            ideal[:] = (x, y, yaw)
+            reference.advance()
             return target, None
 
         pitch = self._pitch
-        clipped = "" if np.allclose(target, [action.v, action.lateral, action.omega]) else " (clipped to body limits)"
         result = self._run(repr(action), command, ticks + 1,
-                           lambda: AgentPose(float(ideal[0]), float(ideal[1]), float(wrap_angle(ideal[2])), pitch),
+                           lambda: AgentPose(float(reference.ideal[0]), float(reference.ideal[1]),
+                                             float(wrap_angle(reference.ideal[2])), pitch),
                            brake=False)
-        result.message += clipped
+        result.message += " (clipped to body limits)" if was_clipped else ""
         return result
 
     def _look(self, act: DiscreteAction) -> ActionResult:

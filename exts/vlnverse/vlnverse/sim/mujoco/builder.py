@@ -4,7 +4,7 @@ Collision layout (``contype``/``conaffinity`` bits): the agent (bit 0) collides 
 obstacles and movable objects; floors and ceilings (bit 1 only) never touch the agent, which
 moves on slide joints in the floor plane, but do carry movable objects; geoms with
 ``collides=False`` are visual only. The agent cylinder spans [``step_height``, ``height``] above
-the floor so that, like the occupancy map (``build_occupancy_map(step_height=0.15)``), objects
+the floor so that, like the occupancy map (``build_occupancy_map(step_height=body.step_height)``), objects
 lower than the step height do not block it. The agent geom is frictionless (``condim=1`` with a
 higher ``priority``, so it wins the contact's condim) and slides along walls, unless the body
 declares a ``friction`` (then ``condim=3`` with that coefficient); it is driven by
@@ -124,13 +124,14 @@ def _quat(mujoco, rot: np.ndarray) -> np.ndarray:
     return q
 
 
-def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float = 0.15,
+def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float | None = None,
                 physics_dt: float = 0.005, label_table: Sequence[str] | None = None) -> BuiltScene:
     """Compile ``desc`` with the agent ``body``; cached in-process by ``scene_hash``.
 
     Raises ``SceneError`` naming the scene for unusable geometry and ``ConfigError`` for a step
     height not below the body height.
     """
+    step_height = body.step_height if step_height is None else step_height
     if not 0.0 <= step_height < body.height:
         raise ConfigError(f"got {step_height}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
     key = scene_hash(desc, body, step_height=step_height, physics_dt=physics_dt, label_table=label_table)

@@ -10,15 +10,33 @@ when verified).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
+from ...core.config import require
 from ...core.errors import ConfigError
 from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
-from .goals import (LLM_PARAMS, GoalObject, check_params, goal_objects, llm_rewriter, maybe_rewrite,
+from .goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
                     no_episodes_error, pipeline, sample_start, target_goal, target_info)
+
+
+@dataclass
+class CoarseGrainedParams(LLMParams):
+    """``params`` of ``tasks/coarse_grained.yaml``: instruction ``styles``, how far the goal point
+    may lie from its object (``goal_offset``, m) and the sampling budget per episode."""
+
+    styles: list[str] = field(default_factory=lambda: list(STYLES))
+    goal_offset: float = 1.0
+    max_attempts_per_episode: int = 20
+
+    def validate(self) -> None:
+        """Offsets and budgets must be positive."""
+        require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
+        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
+                "an integer >= 1")
 
 
 @register_task("coarse_grained")
@@ -27,12 +45,10 @@ class CoarseGrained(TaskGenerator):
 
     #: The optional LLM rewrite stage (set per ``generate`` call from ``params.llm_url``).
     _rewriter = None
-    #: Allowed ``params`` keys and their types.
-    PARAMS = {"styles": list, "goal_offset": (int, float), "max_attempts_per_episode": int, **LLM_PARAMS}
+    Params = CoarseGrainedParams
 
     def __init__(self, config=None):
         super().__init__(config)
-        check_params(self.config, self.PARAMS)
         known = TEMPLATES.get(self.template_task).styles()
         bad = [s for s in self.styles if s not in known]
         if bad or not self.styles:
@@ -45,12 +61,12 @@ class CoarseGrained(TaskGenerator):
     @property
     def styles(self) -> tuple[str, ...]:
         """Instruction styles generated per episode (``params.styles``)."""
-        return tuple(self.config.params.get("styles", STYLES))
+        return tuple(self.params.styles)
 
     def goal_candidates(self, ctx: SceneContext) -> list[GoalObject]:
         """Targets that are in a room, reachable, and uniquely describable."""
         describer, _ = pipeline(ctx)
-        return goal_objects(ctx, describer, max_offset=float(self.config.params.get("goal_offset", 1.0)))
+        return goal_objects(ctx, describer, max_offset=self.params.goal_offset)
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """``n`` episodes on random uniquely-describable targets of the scene."""
@@ -59,9 +75,9 @@ class CoarseGrained(TaskGenerator):
             raise no_episodes_error(ctx, self.name, "no reachable, uniquely describable target object")
         _, verifier = pipeline(ctx)
         synth = Synthesizer(self.template_task, lexicon=verifier.lexicon)
-        self._rewriter = llm_rewriter(self.config, verifier)
+        self._rewriter = llm_rewriter(self.params, verifier)
         episodes: list[Episode] = []
-        budget = int(self.config.params.get("max_attempts_per_episode", 20)) * max(n, 1)
+        budget = self.params.max_attempts_per_episode * max(n, 1)
         while len(episodes) < n:
             budget -= 1
             if budget < 0:

@@ -8,10 +8,31 @@ coarse-grained plus ``oracle`` (``scene_graph`` or ``llm``) and, for ``llm``, ``
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ...core.errors import ConfigError
 from ..base import SceneContext, register_task
-from .coarse_grained import CoarseGrained
+from .coarse_grained import CoarseGrained, CoarseGrainedParams
 from .goals import GoalObject, target_info
+
+
+@dataclass
+class DialogueParams(CoarseGrainedParams):
+    """``params`` of ``tasks/dialogue.yaml``: the coarse-grained ones plus the ``oracle`` that
+    answers the agent's questions (``scene_graph`` or ``llm`` at ``oracle_url``)."""
+
+    oracle: str = "scene_graph"
+    oracle_url: str | None = None
+    oracle_model: str | None = None
+
+    def validate(self) -> None:
+        """A known oracle; the LLM oracle needs an endpoint."""
+        super().validate()
+        if self.oracle not in ("scene_graph", "llm"):
+            raise ConfigError(f"unknown oracle '{self.oracle}'", field="oracle", expected="scene_graph or llm")
+        if self.oracle == "llm" and not self.oracle_url:
+            raise ConfigError("the llm oracle needs an endpoint", field="oracle_url",
+                              expected="an OpenAI-compatible base URL")
 
 
 @register_task("dialogue")
@@ -19,22 +40,13 @@ class Dialogue(CoarseGrained):
     """Coarse-grained targets, dialogue-style instructions, oracle data in ``info["oracle"]``."""
 
     template_task = "dialogue"
-    PARAMS = {**CoarseGrained.PARAMS, "oracle": str, "oracle_url": str, "oracle_model": str}
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        kind = self.config.params.get("oracle", "scene_graph")
-        if kind not in ("scene_graph", "llm"):
-            raise ConfigError(f"unknown oracle '{kind}'", field="params.oracle", expected="scene_graph or llm")
-        if kind == "llm" and not self.config.params.get("oracle_url"):
-            raise ConfigError("the llm oracle needs an endpoint", field="params.oracle_url",
-                              expected="an OpenAI-compatible base URL")
+    Params = DialogueParams
 
     def extra_info(self, ctx: SceneContext, goal: GoalObject) -> dict:
         """The oracle's settings and the target data it answers from."""
-        params = self.config.params
-        oracle = {"type": str(params.get("oracle", "scene_graph")), "target": target_info(goal)}
+        params = self.params
+        oracle = {"type": params.oracle, "target": target_info(goal)}
         if oracle["type"] == "llm":
-            oracle["url"] = params.get("oracle_url")
-            oracle["model"] = params.get("oracle_model")
+            oracle["url"] = params.oracle_url
+            oracle["model"] = params.oracle_model
         return {"oracle": oracle}

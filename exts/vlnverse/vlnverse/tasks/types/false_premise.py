@@ -34,9 +34,10 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import from_dict, require
+from ...core.config import require
 from ...core.errors import NoNavigableSpaceError
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode, Goal
 from ..pathing import PathPlanner
 from ..tours import object_visibility, view_blocking_grid
@@ -257,10 +258,10 @@ class FalsePremiseTask(TaskGenerator):
     """VLN-NF style pairs; ``generate(ctx, rng, n, split)`` returns ``n`` episodes (``n // 2`` pairs,
     plus one FOUND episode when ``n`` is odd), each pair FOUND first."""
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        self.params = from_dict(FalsePremiseParams, dict(self.config.params), file=f"tasks/{TASK}.yaml",
-                                prefix="params")
+    #: VLN-NF: reach the target room and state FOUND / NOT_FOUND (RD_SR, REV_SPL, coverage)
+    scoring = TaskScoring(decision=True, headline="RD_SR")
+
+    Params = FalsePremiseParams
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Sample target rooms/objects, verify absent substitutes, plan references, keep covered pairs."""

@@ -9,37 +9,51 @@ into second-person clauses in the natural style. Config ``params``: ``instructio
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.config import require
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Describer, Synthesizer, synthesize_verified
-from .goals import LLM_PARAMS, check_params, llm_rewriter, maybe_rewrite, no_episodes_error, pipeline
+from .goals import LLMParams, llm_rewriter, maybe_rewrite, no_episodes_error, pipeline
+
+
+@dataclass
+class FineGrainedParams(LLMParams):
+    """``params`` of ``tasks/fine_grained.yaml``: distinct instructions per episode, the radius
+    (m) within which landmarks are named, and the sampling budget per episode."""
+
+    instructions_per_episode: int = 3
+    landmark_radius: float = 1.5
+    max_attempts_per_episode: int = 20
+
+    def validate(self) -> None:
+        """Counts and radii must be positive."""
+        require(self.instructions_per_episode >= 1, "instructions_per_episode", f"got {self.instructions_per_episode}",
+                "an integer >= 1")
+        require(self.landmark_radius > 0, "landmark_radius", f"got {self.landmark_radius}", "a distance > 0 m")
+        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
+                "an integer >= 1")
 
 
 @register_task("fine_grained")
 class FineGrained(TaskGenerator):
     """Start/goal pairs with step-by-step instructions naming rooms, landmarks and turns."""
 
-    #: Allowed ``params`` keys and their types.
-    PARAMS = {"instructions_per_episode": int, "landmark_radius": (int, float), "max_attempts_per_episode": int,
-              **LLM_PARAMS}
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check_params(self.config, self.PARAMS)
+    Params = FineGrainedParams
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """``n`` episodes with ``params.instructions_per_episode`` distinct instructions each."""
-        params = self.config.params
+        params = self.params
         _, verifier = pipeline(ctx)
-        describer = Describer.from_context(ctx, landmark_radius=float(params.get("landmark_radius", 1.5)))
+        describer = Describer.from_context(ctx, landmark_radius=params.landmark_radius)
         synth = Synthesizer("fine_grained", lexicon=verifier.lexicon)
-        per_episode = int(params.get("instructions_per_episode", 3))
-        rewriter = llm_rewriter(self.config, verifier)
+        per_episode = params.instructions_per_episode
+        rewriter = llm_rewriter(params, verifier)
         episodes: list[Episode] = []
-        budget = int(params.get("max_attempts_per_episode", 20)) * max(n, 1)
+        budget = params.max_attempts_per_episode * max(n, 1)
         while len(episodes) < n:
             budget -= 1
             if budget < 0:

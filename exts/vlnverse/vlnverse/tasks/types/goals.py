@@ -7,16 +7,13 @@ different room than the goal.
 """
 from __future__ import annotations
 
-import math
-
 import os
 from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
 
-from ...core.config import short
-from ...core.errors import ConfigError, NoNavigableSpaceError
+from ...core.errors import NoNavigableSpaceError
 from ..episode import Goal
 from ..instructions import Describer, GroundedInstruction, TargetFacts, Verifier
 from ..instructions.llm import ChatClient, LLMSynthesizer
@@ -146,46 +143,20 @@ def no_episodes_error(ctx, task: str, reason: str) -> NoNavigableSpaceError:
     return NoNavigableSpaceError(f"scene '{ctx.scene_id}' ({ctx.scene_path}): no {task} episode possible: {reason}")
 
 
-#: Allowed ranges of numeric ``params`` (any other numeric parameter must be finite). Counts are
-#: capped so that a typo cannot make generation run for days; distances are metres.
-PARAM_RANGES: dict[str, tuple[float, float]] = {
-    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
-    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
-    "min_subgoals": (1, 10), "max_subgoals": (1, 10),
-    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
-    "pitch_limit_deg": (0.0, 90.0),
-}
+@dataclass
+class LLMParams:
+    """``params`` enabling the optional LLM rewrite of instructions (shared by several task types)."""
+
+    llm_url: str | None = None
+    llm_model: str = "default"
 
 
-def check_params(config, schema: dict[str, type | tuple[type, ...]]) -> None:
-    """Reject unknown or mistyped ``params`` keys of a task config with a ``ConfigError``."""
-    for key, value in (config.params or {}).items():
-        if key not in schema:
-            raise ConfigError(f"unknown parameter for task '{config.task_type}'", field=f"params.{key}",
-                              expected=f"one of {sorted(schema)}")
-        expected = schema[key]
-        ok = isinstance(value, expected) and not (isinstance(value, bool) and bool not in
-                                                  (expected if isinstance(expected, tuple) else (expected,)))
-        if not ok:
-            names = "/".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-            raise ConfigError(f"got {short(value)}", field=f"params.{key}", expected=f"a {names}")
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            lo, hi = PARAM_RANGES.get(key, (-math.inf, math.inf))
-            if not (math.isfinite(value) and lo <= value <= hi):
-                span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) and math.isfinite(hi) else "finite"
-                raise ConfigError(f"got {short(value)}", field=f"params.{key}", expected=f"a number {span}")
-
-
-#: ``params`` keys enabling the optional LLM rewrite of instructions.
-LLM_PARAMS = {"llm_url": str, "llm_model": str}
-
-
-def llm_rewriter(config, verifier: Verifier) -> LLMSynthesizer | None:
+def llm_rewriter(params: LLMParams, verifier: Verifier) -> LLMSynthesizer | None:
     """The LLM rewrite stage when ``params.llm_url`` is set (API key from ``VLNVERSE_LLM_API_KEY``)."""
-    url = (config.params or {}).get("llm_url")
+    url = params.llm_url
     if not url:
         return None
-    client = ChatClient(url, model=str(config.params.get("llm_model", "default")),
+    client = ChatClient(url, model=str(params.llm_model),
                         api_key=os.environ.get("VLNVERSE_LLM_API_KEY"))
     return LLMSynthesizer(client, verifier)
 

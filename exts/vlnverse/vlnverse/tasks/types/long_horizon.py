@@ -12,15 +12,17 @@ LLM rewrite, kept only when verified).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.errors import ConfigError
+from ...core.config import require
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
 from ..pathing import PlannedPath, polyline_length
-from .goals import (LLM_PARAMS, GoalObject, check_params, goal_objects, llm_rewriter, maybe_rewrite,
+from .goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
                     no_episodes_error, pipeline, sample_start, target_goal, target_info)
 
 
@@ -33,37 +35,54 @@ def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
                        grid_cost=float(sum(p.grid_cost for p in paths)), cells=cells)
 
 
+@dataclass
+class LongHorizonParams(LLMParams):
+    """``params`` of ``tasks/long_horizon.yaml``: 2–3 sub-goals per episode, each leg's geodesic
+    range (m), the goal point's largest offset from its object (m), the sampling budget."""
+
+    min_subgoals: int = 2
+    max_subgoals: int = 3
+    leg_min_geodesic: float = 2.0
+    leg_max_geodesic: float = 15.0
+    goal_offset: float = 1.0
+    max_attempts_per_episode: int = 30
+
+    def validate(self) -> None:
+        """2 <= min_subgoals <= max_subgoals <= 3 and an ordered, positive leg range."""
+        require(2 <= self.min_subgoals <= self.max_subgoals <= 3, "min_subgoals/max_subgoals",
+                f"got min_subgoals={self.min_subgoals}, max_subgoals={self.max_subgoals}",
+                "2 <= min_subgoals <= max_subgoals <= 3")
+        require(0 <= self.leg_min_geodesic < self.leg_max_geodesic, "leg_min_geodesic/leg_max_geodesic",
+                f"got [{self.leg_min_geodesic}, {self.leg_max_geodesic}]", "0 <= min < max (m)")
+        require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
+        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
+                "an integer >= 1")
+
+
 @register_task("long_horizon")
 class LongHorizon(TaskGenerator):
     """Chains of coarse-grained sub-goals with per-leg reference paths."""
 
+    #: success = every sub-goal reached in order and a STOP near the last (SR_n per sub-goal)
+    scoring = TaskScoring(ordered_goals=True)
+
     #: The optional LLM rewrite stage (set per ``generate`` call from ``params.llm_url``).
     _rewriter = None
-    #: Allowed ``params`` keys and their types.
-    PARAMS = {"min_subgoals": int, "max_subgoals": int, "leg_min_geodesic": (int, float),
-              "leg_max_geodesic": (int, float), "goal_offset": (int, float), "max_attempts_per_episode": int, **LLM_PARAMS}
-
-    def __init__(self, config=None):
-        super().__init__(config)
-        check_params(self.config, self.PARAMS)
-        lo, hi = self.config.params.get("min_subgoals", 2), self.config.params.get("max_subgoals", 3)
-        if not 2 <= lo <= hi <= 3:
-            raise ConfigError(f"got min_subgoals={lo}, max_subgoals={hi}", field="params.min_subgoals/max_subgoals",
-                              expected="2 <= min_subgoals <= max_subgoals <= 3")
+    Params = LongHorizonParams
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """``n`` episodes of 2–3 ordered sub-goals in pairwise distinct rooms."""
-        params = self.config.params
+        params = self.params
         describer, verifier = pipeline(ctx)
-        candidates = goal_objects(ctx, describer, max_offset=float(params.get("goal_offset", 1.0)))
+        candidates = goal_objects(ctx, describer, max_offset=params.goal_offset)
         rooms = {g.room_id for g in candidates}
-        lo, hi = int(params.get("min_subgoals", 2)), int(params.get("max_subgoals", 3))
+        lo, hi = params.min_subgoals, params.max_subgoals
         if len(rooms) < lo:
             raise no_episodes_error(ctx, self.name, f"targets in {len(rooms)} room(s), need {lo} distinct rooms")
         synth = Synthesizer("long_horizon", lexicon=verifier.lexicon)
-        self._rewriter = llm_rewriter(self.config, verifier)
+        self._rewriter = llm_rewriter(params, verifier)
         episodes: list[Episode] = []
-        budget = int(params.get("max_attempts_per_episode", 30)) * max(n, 1)
+        budget = params.max_attempts_per_episode * max(n, 1)
         while len(episodes) < n:
             budget -= 1
             if budget < 0:
@@ -77,9 +96,8 @@ class LongHorizon(TaskGenerator):
 
     def _sample_chain(self, ctx: SceneContext, rng, candidates: list[GoalObject], count: int):
         """Start point and ``count`` sub-goals in distinct rooms with every leg in the leg range."""
-        params, cfg = self.config.params, self.config
-        leg_lo = float(params.get("leg_min_geodesic", 2.0))
-        leg_hi = float(params.get("leg_max_geodesic", 15.0))
+        params, cfg = self.params, self.config
+        leg_lo, leg_hi = params.leg_min_geodesic, params.leg_max_geodesic
         first = candidates[int(rng.integers(len(candidates)))]
         start = sample_start(ctx, rng, first.goal_xy, leg_lo, leg_hi,
                              bool(rng.random() < cfg.room_change_fraction))

@@ -9,33 +9,50 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
+from ...core.config import require
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
-from .goals import check_params, GoalObject, goal_objects, no_episodes_error, pipeline, target_goal
+from .goals import GoalObject, goal_objects, no_episodes_error, pipeline, target_goal
+
+
+@dataclass
+class ObjectGoalParams:
+    """``params`` of ``tasks/object_goal.yaml``: the goal point's largest offset from its object
+    (m), the allowed goal ``categories`` (all when unset) and the sampling budget per episode."""
+
+    goal_offset: float = 1.0
+    categories: list[str] | None = None
+    max_attempts_per_episode: int = 20
+
+    def validate(self) -> None:
+        """A positive offset and budget; a non-empty category list when given."""
+        require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
+        require(self.categories is None or len(self.categories) > 0, "categories", "empty",
+                "a non-empty list of categories, or unset for all")
+        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
+                "an integer >= 1")
 
 
 @register_task("object_goal")
 class ObjectGoal(TaskGenerator):
     """Category-only episodes whose goals are all instances of the category."""
 
-    #: Allowed ``params`` keys and their types.
-    PARAMS = {"goal_offset": (int, float), "categories": list, "max_attempts_per_episode": int}
+    instruction_optional = True
 
-    def __init__(self, config=None):
-        super().__init__(config)
-        check_params(self.config, self.PARAMS)
+    Params = ObjectGoalParams
 
     def instances_by_category(self, ctx: SceneContext) -> dict[str, list[GoalObject]]:
         """Reachable instances (goal point within ``goal_offset``) grouped by category."""
         describer, _ = pipeline(ctx)
-        allowed = self.config.params.get("categories")
+        allowed = self.params.categories
         groups: dict[str, list[GoalObject]] = defaultdict(list)
         for goal in goal_objects(ctx, describer, require_unique=False, categories=allowed,
-                                 max_offset=float(self.config.params.get("goal_offset", 1.0))):
+                                 max_offset=self.params.goal_offset):
             groups[goal.facts.target.category].append(goal)
         return dict(sorted(groups.items()))
 
@@ -50,7 +67,7 @@ class ObjectGoal(TaskGenerator):
         synth = Synthesizer("object_goal", lexicon=verifier.lexicon)
         planner = ctx.planner
         episodes: list[Episode] = []
-        budget = int(cfg.params.get("max_attempts_per_episode", 20)) * max(n, 1)
+        budget = self.params.max_attempts_per_episode * max(n, 1)
         while len(episodes) < n:
             budget -= 1
             if budget < 0:

@@ -37,10 +37,11 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import from_dict, require
+from ...core.config import require
 from ...core.errors import ConfigError, NoNavigableSpaceError
 from ...core.io import to_jsonable
 from ..base import SceneContext, TaskGenerator, register_task
+from ..scoring import TaskScoring
 from ..episode import Episode, Goal
 from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
                      sliding_windows, view_blocking_grid)
@@ -295,9 +296,13 @@ class VideoContextualizedTask(TaskGenerator):
     holding ``assets/``).
     """
 
+    #: VCN-Bench: success near a goal object's viewpoints (App. C.1), RSR, goal identification
+    scoring = TaskScoring(goal_region="object_viewpoints", room_success=True, frame_selection=True)
+    needs_renderer = True
+    Params = VCNParams
+
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)
-        self.params = from_dict(VCNParams, dict(self.config.params), file=f"tasks/{TASK}.yaml", prefix="params")
         self.assets_dir = Path(assets_dir) if assets_dir is not None else None
 
     def _assets(self) -> Path:

@@ -12,6 +12,7 @@ the dataset root (the folder holding ``assets/`` and the episode files) and
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +21,7 @@ from ...core.errors import ConfigError
 from ...core.io import atomic_path
 from ..base import SceneContext, register_task
 from ..episode import Episode
-from .coarse_grained import CoarseGrained
+from .coarse_grained import CoarseGrained, CoarseGrainedParams
 from .goals import GoalObject
 
 def reference_view(goal_xy, target_position, camera_height: float, floor_z: float = 0.0,
@@ -70,12 +71,22 @@ def reference_viewpoint(planner, goal_xy, target_position, distances=(2.0, 1.6, 
     return cand[int(np.argmax(ok))] if ok.any() else goal
 
 
+@dataclass
+class VisualReferenceParams(CoarseGrainedParams):
+    """``params`` of ``tasks/visual_reference.yaml``: the coarse-grained ones plus the largest
+    camera pitch (degrees) of the reference image."""
+
+    pitch_limit_deg: float = 30.0
+
+
 @register_task("visual_reference")
 class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
 
+    needs_renderer = True
+
     template_task = "visual_reference"
-    PARAMS = {**CoarseGrained.PARAMS, "pitch_limit_deg": (int, float)}
+    Params = VisualReferenceParams
     def __init__(self, config=None, assets_dir: str | Path | None = None):
         super().__init__(config)
         #: The dataset's ``assets/`` folder; reference images go to ``<assets_dir>/reference/``.
@@ -101,7 +112,7 @@ class VisualReference(CoarseGrained):
         """Render the goal view, save it under ``assets/`` and record it in ``info``."""
         stand = reference_viewpoint(ctx.planner, goal.goal_xy, goal.facts.target.position)
         view = reference_view(stand, goal.facts.target.position, float(ctx.body.camera_height),
-                              ctx.floor_z, float(self.config.params.get("pitch_limit_deg", 30.0)))
+                              ctx.floor_z, self.params.pitch_limit_deg)
         image = ctx.renderer(view["x"], view["y"], view["yaw"], view["pitch"])
         assets = self._assets()
         save_png(assets / "reference" / f"{episode.episode_id}.png", image)
