@@ -33,16 +33,18 @@ GENERATE = ["data", "generate", "--task", "fine_grained", "--scenes", "home_0014
             "--no-progress", "--out"]
 
 
-@pytest.mark.parametrize("argv", [GENERATE, ["sim", "drive", "home_0014", "--random", "2", "--no-progress", "--out"],
-                                  ["scenes", "generate", "--count", "1", "--no-progress", "--out"]])
-def test_out_dot_and_ancestors_are_refused_and_nothing_is_touched(tmp_path, argv):
+@pytest.mark.parametrize("argv, every_form", [
+    (GENERATE, True), (["sim", "drive", "home_0014", "--random", "2", "--no-progress", "--out"], False),
+    (["scenes", "generate", "--count", "1", "--no-progress", "--out"], False)])
+def test_out_dot_and_ancestors_are_refused_and_nothing_is_touched(tmp_path, argv, every_form):
     parent = tmp_path / "parent"
     child = parent / "child"
     child.mkdir(parents=True)
     (parent / "keep").write_text("mine")
     (child / "keep").write_text("mine too")
     before = _tree(tmp_path)
-    for out, cwd in ((".", child), ("..", child), (str(parent), child), (str(tmp_path / "parent" / "."), parent)):
+    forms = ((".", child), ("..", child), (str(parent), child), (str(tmp_path / "parent" / "."), parent))
+    for out, cwd in forms if every_form else forms[1:2]:
         run = _cli(argv + [out], cwd)
         assert run.returncode == 2, run.stderr
         lines = run.stderr.strip().splitlines()
