@@ -180,3 +180,16 @@ def test_a_key_in_the_url_is_never_written(tmp_path):
     assert "sk-QUERY" not in text and "sk-USERINFO" not in text
     assert summary["config"]["params"]["llm_url"].endswith("/v1?api_key=REDACTED&org=lab")
     assert summary["warnings"]["llm_errors"] >= 1  # every fallback is counted
+
+
+def test_a_dialogue_dataset_keeps_no_key_from_the_oracle_url(tmp_path):
+    from vlnverse.tasks.dataset import generate_dataset
+    from vlnverse.tasks.episode import load_episodes
+
+    url = "http://me:sk-USERINFO@127.0.0.1:9/v1?api_key=sk-QUERY"
+    generate_dataset("dialogue", "home_0014", 1, 0, tmp_path / "ds", progress=False,
+                     overrides={"params.oracle": "llm", "params.oracle_url": url})
+    text = "".join(p.read_text() for p in (tmp_path / "ds").glob("*.json*"))
+    assert "sk-QUERY" not in text and "sk-USERINFO" not in text
+    (episode,) = load_episodes(tmp_path / "ds")
+    assert episode.info["oracle"]["url"] == "http://127.0.0.1:9/v1?api_key=REDACTED"
