@@ -129,3 +129,30 @@ def test_an_old_folder_swapped_out_by_a_killed_run_is_restored(tmp_path):
     os.replace(out, old / "previous")
     assert clean_stale_temps(out) == [old]
     assert (out / "train.jsonl").read_text() == "v1" and not old.exists()
+
+
+def test_a_run_folder_from_before_the_marker_is_still_ours(tmp_path):
+    old_run = tmp_path / "run"
+    old_run.mkdir()
+    (old_run / "config.json").write_text('{"run_key": {}, "config": {}}')
+    (old_run / "episodes.jsonl").write_text("")
+    assert claim_output_dir(old_run, command="eval") == old_run and (old_run / OWNER_MARKER).is_file()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "config.json").write_text('{"something": "else"}')
+    with pytest.raises(ConfigError, match="not written by vlnverse"):
+        claim_output_dir(other, command="eval")
+
+
+def test_a_dataset_from_before_the_marker_is_replaced_without_stale_splits(tmp_path):
+    out = tmp_path / "ds"
+    out.mkdir()
+    (out / "summary.json").write_text('{"version": 1, "task": "t", "counts": {}, "total_episodes": 0}')
+    (out / "val_seen.jsonl").write_text("old\n")
+    (out / "notes.md").write_text("mine")
+    with replace_output_dir(out, command="data generate") as tmp:
+        (tmp / "train.jsonl").write_text("new\n")
+        (tmp / "summary.json").write_text("{}")
+    names = sorted(p.name for p in out.iterdir() if p.name != OWNER_MARKER)
+    assert names == ["notes.md", "summary.json", "train.jsonl"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ds"]

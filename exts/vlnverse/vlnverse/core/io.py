@@ -20,7 +20,7 @@ import socket
 import tempfile
 import urllib.parse
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 
 def _umask() -> int:
@@ -69,6 +69,34 @@ def _read_marker(folder: Path) -> dict | None:
     return data if isinstance(data, dict) else {}
 
 
+#: Recognisers of output folders written before the marker file existed, by command: a folder
+#: without a marker that one of these accepts is taken as that command's own (and then marked).
+LEGACY_OUTPUTS: dict[str, Callable[[Path], bool]] = {}
+
+
+def _summary_has(folder: Path, name: str, keys: tuple[str, ...]) -> bool:
+    try:
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return False
+    return isinstance(data, dict) and all(k in data for k in keys)
+
+
+LEGACY_OUTPUTS.update({
+    "eval": lambda d: _summary_has(d, "config.json", ("run_key", "config")),
+    "quickstart": lambda d: _summary_has(d, "summary.json", ("runs", "config")),
+    "data generate": lambda d: _summary_has(d, "summary.json", ("version", "task", "counts", "total_episodes")),
+    "sim drive": lambda d: _summary_has(d, "summary.json", ("scene", "body", "actions", "final_pose")),
+})
+
+
+#: What a command writing its whole folder wrote before the marker listed its entries (patterns).
+LEGACY_ENTRIES: dict[str, tuple[str, ...]] = {
+    "data generate": ("*.jsonl", "summary.json", "summary.png", "assets"),
+    "sim drive": ("frames", "steps.jsonl", "summary.json"),
+}
+
+
 def check_output_dir(path: str | Path, *, command: str, field: str = "--out") -> Path:
     """Refuse an ``--out`` folder that this command may not write into; return it as a ``Path``.
 
@@ -93,6 +121,8 @@ def check_output_dir(path: str | Path, *, command: str, field: str = "--out") ->
         raise ConfigError(f"'{path}' exists and is not a folder", field=field, expected="a folder")
     if path.is_dir() and any(p.name != LOCK_FILE for p in path.iterdir()):
         marker = _read_marker(path)
+        if marker is None and LEGACY_OUTPUTS.get(command, lambda d: False)(path):
+            marker = {"command": command}  # written by an earlier vlnverse version
         if marker is None:
             raise ConfigError(f"'{path}' is not empty and was not written by vlnverse (no {OWNER_MARKER})",
                               field=field, expected="a new or empty folder, or one this command wrote before")
@@ -134,13 +164,17 @@ def _temp_name(path: Path, tag: str) -> str:
     return f".{path.name}{tag}.{socket.gethostname()}.{os.getpid()}."
 
 
-def _carry_over(previous: Path, path: Path) -> bool:
+def _carry_over(previous: Path, path: Path, command: str = "") -> bool:
     """Move the entries of ``previous`` (an old output folder) that its marker does not list into
     ``path``; True when nothing but our own output is left in ``previous``."""
-    owned = set((_read_marker(previous) or {}).get("entries", [])) | {OWNER_MARKER}
+    import fnmatch
+
+    marker = _read_marker(previous) or {}
+    owned = set(marker.get("entries", [])) | {OWNER_MARKER}
+    patterns = () if "entries" in marker else LEGACY_ENTRIES.get(command, ())
     clean = True
     for entry in previous.iterdir():
-        if entry.name in owned:
+        if entry.name in owned or any(fnmatch.fnmatchcase(entry.name, p) for p in patterns):
             continue
         if os.path.lexists(path / entry.name):
             clean = False  # the new output has an entry of that name: leave the old folder in place
@@ -171,7 +205,7 @@ def clean_stale_temps(path: str | Path) -> list[Path]:
             if tag == _OLD_TAG and previous.is_dir():
                 if not path.exists():
                     os.replace(previous, path)
-                elif not _carry_over(previous, path):
+                elif not _carry_over(previous, path, (_read_marker(cand) or {}).get("command", "")):
                     continue
             shutil.rmtree(cand, ignore_errors=True)
             removed.append(cand)
@@ -213,7 +247,7 @@ def replace_output_dir(path: str | Path, *, command: str) -> Iterator[Path]:
         elif path.is_dir():
             path.rmdir()  # empty
         os.replace(tmp, path)
-        if old is not None and _carry_over(old / "previous", path):
+        if old is not None and _carry_over(old / "previous", path, command):
             shutil.rmtree(old, ignore_errors=True)
     finally:
         if tmp.exists():
