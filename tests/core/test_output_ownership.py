@@ -156,3 +156,14 @@ def test_a_dataset_from_before_the_marker_is_replaced_without_stale_splits(tmp_p
     names = sorted(p.name for p in out.iterdir() if p.name != OWNER_MARKER)
     assert names == ["notes.md", "summary.json", "train.jsonl"]
     assert [p.name for p in tmp_path.iterdir()] == ["ds"]
+
+
+def test_a_temporary_file_of_a_killed_writer_is_cleaned(tmp_path):
+    code = ("import os, signal, sys\nfrom vlnverse.core.io import atomic_path\n"
+            "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)\n")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "summary.json")], env={**os.environ, "PYTHONPATH": PKG})
+    assert run.returncode == -signal.SIGKILL and len(list(tmp_path.iterdir())) == 1
+    from vlnverse.core.io import write_text_atomic
+
+    write_text_atomic(tmp_path / "summary.json", "{}")
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]

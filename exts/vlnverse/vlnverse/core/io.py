@@ -37,7 +37,9 @@ def atomic_path(path: str | Path, *, suffix: str | None = None) -> Iterator[Path
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=suffix or path.suffix or ".tmp", dir=path.parent)
+    _clean_stale_files(path)
+    fd, tmp = tempfile.mkstemp(prefix=_temp_name(Path(path.stem), _TMP_TAG), suffix=suffix or path.suffix or ".tmp",
+                               dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
     try:
@@ -252,6 +254,20 @@ def replace_output_dir(path: str | Path, *, command: str) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _clean_stale_files(path: Path) -> None:
+    """Remove temporary files of ``atomic_path`` for ``path`` left by killed processes (same host)."""
+    prefix = f".{path.stem}{_TMP_TAG}.{socket.gethostname()}."
+    try:
+        candidates = list(path.parent.glob(glob_escape(prefix) + "*"))
+    except OSError:
+        return
+    for cand in candidates:
+        pid = cand.name[len(prefix):].split(".", 1)[0]
+        if cand.is_file() and not cand.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+            with contextlib.suppress(OSError):
+                cand.unlink()
 
 
 @contextlib.contextmanager
