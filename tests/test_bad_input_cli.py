@@ -137,6 +137,10 @@ CASES = {
     "drive start outside": (["sim", "drive", str(SCENE), "--pose", "999,999,0", "--out", "{d}/o12"],
                             "home_0014.usd: --pose: pose (999.000, 999.000) lies outside scene"),
     "drive scene is a folder": (["sim", "drive", "{d}/scene_dir.usd", "--out", "{d}/o13"], "is a folder"),
+    "drive negative random": (["sim", "drive", str(SCENE), "--random", "-5", "--out", "{d}/o14"], "--random"),
+    "drive too many actions": (["sim", "drive", str(SCENE), "--actions", "F*1000000000", "--out", "{d}/o15"],
+                               "--actions"),
+    "scenes generate huge count": (["scenes", "generate", "--count", "1000000000", "--out", "{d}/o16"], "--count"),
     "body mass huge": (GEN + ["--episodes-per-scene", "1", "--body", "{d}/heavy.yaml", "--out", "{d}/o11"],
                        "heavy.yaml: mass"),
 }

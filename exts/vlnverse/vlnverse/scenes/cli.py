@@ -122,8 +122,8 @@ def _generate(args: argparse.Namespace) -> int:
     from .procgen import generate_home
     from .usd_io import write_usd
 
-    if args.count < 1:
-        raise ConfigError(f"got {args.count}", field="--count", expected="an integer >= 1")
+    if not 1 <= args.count <= 10_000:
+        raise ConfigError(f"got {args.count}", field="--count", expected="an integer in 1..10000")
     if args.seed < 0:
         raise ConfigError(f"got {args.seed}", field="--seed", expected="an integer >= 0")
     out = claim_output_dir(args.out, command="scenes generate")

@@ -49,6 +49,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.set_defaults(func=_drive)
 
 
+#: The most actions one ``sim drive`` runs (each writes a PNG frame).
+MAX_DRIVE_ACTIONS = 10_000
+
+
 def parse_actions(text: str) -> list[str]:
     """``"F*2,TURN_LEFT,r"`` → ``["MOVE_FORWARD", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"]``;
     raises ``ConfigError`` naming the bad item."""
@@ -69,7 +73,10 @@ def parse_actions(text: str) -> list[str]:
         except ValueError:
             repeat = 0
         if repeat < 1:
-            raise ConfigError(f"bad repeat in '{item}'", field="--actions", expected="NAME*N with N >= 1")
+            raise ConfigError(f"bad repeat in '{item[:40]}'", field="--actions", expected="NAME*N with N >= 1")
+        if len(out) + repeat > MAX_DRIVE_ACTIONS:
+            raise ConfigError(f"more than {MAX_DRIVE_ACTIONS} actions", field="--actions",
+                              expected=f"at most {MAX_DRIVE_ACTIONS} actions (each writes a frame)")
         out += [name] * repeat
     if not out:
         raise ConfigError("no actions given", field="--actions", expected="at least one action")
@@ -139,6 +146,7 @@ def _drive(args: argparse.Namespace) -> int:
     from .sensors import make_sensor
 
     from ..core.config import check_seed
+    from ..core.errors import ConfigError
 
     check_output_dir(args.out, command="sim drive")  # refuse before any work
     check_seed(args.seed, "--seed")
@@ -146,9 +154,11 @@ def _drive(args: argparse.Namespace) -> int:
     if actions is None:
         rng = np.random.default_rng(args.seed)
         n = 20 if args.random is None else args.random
+        if not 1 <= n <= MAX_DRIVE_ACTIONS:
+            raise ConfigError(f"got {n}", field="--random", expected=f"an integer in 1..{MAX_DRIVE_ACTIONS}")
         actions = list(rng.choice(["MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"], size=n, p=[0.6, 0.2, 0.2]))
     pose = _parse_pose(args.pose) if args.pose else None
-    from ..core.errors import ConfigError, SceneError
+    from ..core.errors import SceneError
     from .types import InvalidActionError
 
     if Path(args.scene).is_dir():
