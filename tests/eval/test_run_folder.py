@@ -101,3 +101,20 @@ def test_an_episode_outside_the_scene_is_rejected_naming_file_and_line(corridor,
     message = str(err.value)
     assert message.startswith(f"{episodes_file}:3: {field}: episode 'corridor-2'") and "outside scene" in message
     assert not (Path(cfg.out) / EPISODES_FILE).exists()  # nothing was scored
+
+
+def test_the_cli_refuses_a_second_run_in_one_line(corridor, tmp_path):
+    from vlnverse.core.io import claim_output_dir
+
+    episodes_file = tmp_path / "episodes.jsonl"
+    save_episodes(episodes_file, _episodes(corridor)[:1])
+    out = claim_output_dir(tmp_path / "run", command="eval")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"agent: {{name: oracle}}\ntask: fine_grained\nepisodes: {episodes_file}\nout: {out}\n")
+    with folder_lock(out):  # the first run, still going
+        run = subprocess.run([sys.executable, "-m", "vlnverse", "eval", str(config), "--no-progress"],
+                             env={**os.environ, "PYTHONPATH": PKG}, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert f"in use by pid {os.getpid()} on " in line and str(out) in line
+    assert sorted(p.name for p in out.iterdir()) == [".vlnverse-output.json", ".vlnverse.lock"]
