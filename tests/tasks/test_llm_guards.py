@@ -193,3 +193,14 @@ def test_a_dialogue_dataset_keeps_no_key_from_the_oracle_url(tmp_path):
     assert "sk-QUERY" not in text and "sk-USERINFO" not in text
     (episode,) = load_episodes(tmp_path / "ds")
     assert episode.info["oracle"]["url"] == "http://127.0.0.1:9/v1?api_key=REDACTED"
+
+
+def test_the_circuit_stays_open_across_clients_of_one_run():
+    with raw_server(lambda h: _send(h, 429, b"slow down")) as (url, seen):
+        with collect_llm_warnings():
+            for _ in range(4):  # one client per scene, as the task generators make them
+                with pytest.raises(LLMError):
+                    ChatClient(url, max_failures=2).complete([{"role": "user", "content": "hi"}])
+        assert len(seen) == 2
+        with pytest.raises(LLMError, match="HTTP 429"):  # a new run starts closed
+            ChatClient(url, max_failures=2).complete([{"role": "user", "content": "hi"}])

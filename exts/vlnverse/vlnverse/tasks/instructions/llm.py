@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 
 #: Fallback counts of the LLM stage for the run in progress (see ``collect_llm_warnings``).
 _WARNINGS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("vlnverse_llm_warnings", default=None)
+#: Consecutive failures per endpoint for the run in progress (the shared circuit breaker).
+_FAILURES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("vlnverse_llm_failures", default=None)
 
 
 @contextlib.contextmanager
@@ -57,9 +59,11 @@ def collect_llm_warnings() -> Iterator[Counter]:
     the dataset summary reports them as ``warnings``."""
     counter: Counter = Counter()
     token = _WARNINGS.set(counter)
+    failures_token = _FAILURES.set({})
     try:
         yield counter
     finally:
+        _FAILURES.reset(failures_token)
         _WARNINGS.reset(token)
 
 
@@ -94,7 +98,22 @@ class ChatClient:
     max_response_bytes: int = 2_000_000
     max_failures: int = 5
     max_redirects: int = 3
-    consecutive_failures: int = field(default=0, init=False)
+    _own_failures: int = field(default=0, init=False, repr=False)
+
+    @property
+    def consecutive_failures(self) -> int:
+        """Failures in a row of this endpoint: shared by every client of the same endpoint inside
+        one ``collect_llm_warnings`` block (a dataset run), so the circuit stays open across scenes."""
+        shared = _FAILURES.get()
+        return shared.get(self.endpoint, 0) if shared is not None else self._own_failures
+
+    @consecutive_failures.setter
+    def consecutive_failures(self, value: int) -> None:
+        shared = _FAILURES.get()
+        if shared is not None:
+            shared[self.endpoint] = value
+        else:
+            self._own_failures = value
 
     @property
     def endpoint(self) -> str:
