@@ -118,3 +118,14 @@ def test_the_cli_refuses_a_second_run_in_one_line(corridor, tmp_path):
     (line,) = run.stderr.strip().splitlines()
     assert f"in use by pid {os.getpid()} on " in line and str(out) in line
     assert sorted(p.name for p in out.iterdir()) == [".vlnverse-output.json", ".vlnverse.lock"]
+
+
+def test_a_second_quickstart_on_one_folder_is_refused(tmp_path):
+    from vlnverse.core.io import claim_output_dir
+    from vlnverse.eval.quickstart import run_quickstart
+
+    out = claim_output_dir(tmp_path / "qs", command="quickstart")
+    with folder_lock(out):
+        with pytest.raises(VLNVerseError, match=f"in use by pid {os.getpid()}"):
+            run_quickstart(out, progress=False)
+    assert sorted(p.name for p in out.iterdir()) == [".vlnverse-output.json", ".vlnverse.lock"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import load_config, require
-from ..core.io import claim_output_dir, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, write_json_atomic
 from ..paths import tasks_dir
 from .config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
 
@@ -51,9 +51,18 @@ def default_config_path() -> Path:
     return tasks_dir() / "eval" / "quickstart.yaml"
 
 
-def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: int | None = None,
-                   config: str | Path | None = None, progress: bool = True, print_summary: bool = True) -> dict:
-    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report."""
+def run_quickstart(out: str | Path = "runs/quickstart", **kwargs: Any) -> dict:
+    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and
+    report. ``out`` must be new, empty or a quickstart folder and is locked for the run (a second
+    quickstart on it is refused). Keyword arguments: see ``run_quickstart_locked``."""
+    out = claim_output_dir(out, command="quickstart")
+    with folder_lock(out):
+        return run_quickstart_locked(out, **kwargs)
+
+
+def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, config: str | Path | None = None,
+                          progress: bool = True, print_summary: bool = True) -> dict:
+    """``run_quickstart``'s body, for a caller holding ``out``'s lock."""
     from .report import write_report
     from .runner import generate_episodes, print_table, run_eval
 
@@ -62,7 +71,6 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
     if episodes_per_scene is not None:
         require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
         qs.episodes_per_scene = episodes_per_scene
-    out = claim_output_dir(out, command="quickstart")
     # 1. episodes per task, generated once and shared by every run (kept for resume)
     episode_dirs = {}
     for task in qs.tasks:
