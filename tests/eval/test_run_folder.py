@@ -101,6 +101,10 @@ def test_an_episode_outside_the_scene_is_rejected_naming_file_and_line(corridor,
     message = str(err.value)
     assert message.startswith(f"{episodes_file}:3: {field}: episode 'corridor-2'") and "outside scene" in message
     assert not (Path(cfg.out) / EPISODES_FILE).exists()  # nothing was scored
+    # the corrected file is what the next run (and its resumes) evaluates
+    save_episodes(episodes_file, _episodes(corridor)[:3])
+    assert run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)["overall"]["episodes"] == 3
+    assert run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)["overall"]["episodes"] == 3
 
 
 def test_the_cli_refuses_a_second_run_in_one_line(corridor, tmp_path):

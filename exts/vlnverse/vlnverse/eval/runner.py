@@ -95,7 +95,8 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
-    if saved.is_file() and (out / CONFIG_FILE).is_file():  # without a config record: a failed start
+    resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
+    if resuming:
         episodes = load_episodes(saved)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
@@ -116,7 +117,7 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     episodes = matching
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
-    if not saved.is_file():
+    if not resuming:
         save_episodes(saved, episodes)  # all of them: ``limit`` may change between resumes
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
