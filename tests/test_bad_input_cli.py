@@ -141,6 +141,7 @@ CASES = {
     "drive too many actions": (["sim", "drive", str(SCENE), "--actions", "F*1000000000", "--out", "{d}/o15"],
                                "--actions"),
     "scenes generate huge count": (["scenes", "generate", "--count", "1000000000", "--out", "{d}/o16"], "--count"),
+    "file output onto a folder": (["data", "navgraph", str(SCENE), "--out", "{d}"], "is a folder"),
     "body mass huge": (GEN + ["--episodes-per-scene", "1", "--body", "{d}/heavy.yaml", "--out", "{d}/o11"],
                        "heavy.yaml: mass"),
 }

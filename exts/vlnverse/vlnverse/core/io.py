@@ -36,6 +36,10 @@ def atomic_path(path: str | Path, *, suffix: str | None = None) -> Iterator[Path
     The temporary keeps the target's suffix (tools like USD pick the format from it).
     """
     path = Path(path)
+    if path.is_dir():
+        from .errors import ConfigError
+
+        raise ConfigError("is a folder", file=path, expected="a file name to write")
     path.parent.mkdir(parents=True, exist_ok=True)
     _clean_stale_files(path)
     fd, tmp = tempfile.mkstemp(prefix=_temp_name(Path(path.stem), _TMP_TAG), suffix=suffix or path.suffix or ".tmp",
