@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..core.body import as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
@@ -218,7 +219,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     if task_config.task_type != task:
         raise ConfigError(f"config is for task '{task_config.task_type}'", file=None if isinstance(config, TaskConfig)
                           else config, field="task_type", expected=f"'{task}'")
-    body_name = body or task_config.body
+    body_obj = as_body(body or task_config.body)  # loaded once, passed on as an object
+    body_name = body_obj.name
     scene_paths = resolve_scene_paths(scenes)
     split_of = scene_splits()
 
@@ -238,13 +240,13 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         bar = tqdm(scene_paths, desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
         for path in bar:
             renderer, close = None, None
-            ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution)
+            ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
             if generator_cls.needs_renderer:
                 if renderer_factory is None:
                     raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
                                       expected="a renderer factory (the CLI uses the simulator's camera)")
                 renderer, close = renderer_factory(ctx)
-                ctx = load_scene_context(path, body_name, resolution=task_config.map_resolution, renderer=renderer)
+                ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
             bar.set_postfix_str(ctx.scene_id)
             split = split_of.get(ctx.scene_id, default_split)
             gen_seq, split_seq = scene_seed(seed, ctx.scene_id).spawn(2)

@@ -1,8 +1,8 @@
 """What a task type declares about how its episodes are scored.
 
 Every task type (a registered ``TaskGenerator``) carries a :class:`TaskScoring`: whether its goals
-are ordered sub-goals, whether the agent ends with a FOUND / NOT_FOUND :class:`Decision`, whether
-it picks a prior-video frame (:class:`SelectFrame`), how its goal region is measured, which
+are ordered sub-goals, whether the agent ends with a FOUND / NOT_FOUND :class:`~vlnverse.tasks.actions.Decision`, whether
+it picks a prior-video frame (:class:`~vlnverse.tasks.actions.SelectFrame`), how its goal region is measured, which
 success rate is its headline, and optionally its own metrics and success rule. The evaluator
 (``vlnverse.eval.scoring``) reads the declaration; it holds no task names::
 
@@ -19,8 +19,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import numpy as np
-
-from .actions import Decision, SelectFrame  # noqa: F401  (the typed answers a scoring rule reads)
 
 #: How a goal region is measured: ``point`` — the geodesic distance to the nearest goal point;
 #: ``object_viewpoints`` — the Euclidean distance to the nearest viewpoint of a goal object
