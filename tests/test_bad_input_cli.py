@@ -117,7 +117,7 @@ CASES = {
     "override into a string": (GEN + ["--episodes-per-scene", "1", "--set", "task_type.x=1", "--out", "{d}/o9"],
                                "task_type.x"),
     "override into a list": (["eval", "{d}/eval_far.yaml", "sensors.5.width=32"], "sensors.5.width"),
-    "override malformed": (["eval", "{d}/eval_far.yaml", "seed=[1,"], "malformed YAML"),
+    "override malformed": (["eval", "{d}/eval_far.yaml", "seed=[1,"], "eval_far.yaml: seed: malformed YAML"),
     "yaml alias bomb task": (["data", "generate", "--task", "fine_grained", "--config", "{d}/bomb.yaml",
                               "--scenes", "home_0014", "--episodes-per-scene", "1", "--out", "{d}/o10"], "bomb.yaml"),
     "yaml alias bomb eval": (["eval", "{d}/bomb_eval.yaml"], "bomb_eval.yaml"),

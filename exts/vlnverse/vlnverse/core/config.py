@@ -60,7 +60,7 @@ def _expanded_size(value: Any, limit: int) -> int:
     return size(value)
 
 
-def safe_yaml(text: str, *, file: Any = None, field: str | None = None) -> Any:
+def safe_yaml(text: str, *, file: Any = None, field: str | None = None, line_numbers: bool = True) -> Any:
     """Parse YAML ``text`` with ``LimitedSafeLoader``; alias bombs, oversized documents and
     syntax errors raise a one-line ``ConfigError`` naming ``file`` (and the line)."""
     if len(text) > MAX_CONFIG_BYTES:
@@ -70,7 +70,7 @@ def safe_yaml(text: str, *, file: Any = None, field: str | None = None) -> Any:
         data = yaml.load(text, Loader=LimitedSafeLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None and file is not None else None
+        line = mark.line + 1 if mark is not None and file is not None and line_numbers else None
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"malformed YAML: {short(problem, 120)}", file=file, field=field, line=line) from None
     except RecursionError:
@@ -240,17 +240,18 @@ def set_dotted(data: dict, key: str, value: Any, *, file: Any = None) -> None:
                               expected="a dotted key into mappings or list indices")
 
 
-def parse_overrides(items: list[str]) -> dict[str, Any]:
-    """Parse CLI overrides ``key.sub=value`` (values parsed as YAML, with the config limits)."""
+def parse_overrides(items: list[str], *, file: Any = None) -> dict[str, Any]:
+    """Parse CLI overrides ``key.sub=value`` (values parsed as YAML, with the config limits) of
+    the config ``file`` (named in errors)."""
     out: dict[str, Any] = {}
     for item in items:
         if "=" not in item:
-            raise ConfigError(f"override {short(item)} has no '='", expected="key=value")
+            raise ConfigError(f"override {short(item)} has no '='", file=file, expected="key=value")
         key, raw = item.split("=", 1)
         key = key.strip()
         if not key:
-            raise ConfigError(f"override {short(item)} has no key", expected="key=value")
-        out[key] = safe_yaml(raw, field=f"override {key}")
+            raise ConfigError(f"override {short(item)} has no key", file=file, expected="key=value")
+        out[key] = safe_yaml(raw, file=file, field=key, line_numbers=False)  # the value is not in the file
     return out
 
 

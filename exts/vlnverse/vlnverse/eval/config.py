@@ -204,7 +204,7 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     from ..core.plugins import load_plugins
 
     if isinstance(overrides, list):
-        overrides = parse_overrides(overrides)
+        overrides = parse_overrides(overrides, file=path)
     plugins = (overrides or {}).get("plugins")
     if plugins is None:
         raw = load_yaml(path)
