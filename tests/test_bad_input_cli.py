@@ -142,6 +142,8 @@ CASES = {
                                "--actions"),
     "scenes generate huge count": (["scenes", "generate", "--count", "1000000000", "--out", "{d}/o16"], "--count"),
     "file output onto a folder": (["data", "navgraph", str(SCENE), "--out", "{d}"], "is a folder"),
+    "generate scene is a folder": (GEN[:4] + ["--scenes", "{d}/scene_dir.usd", "--episodes-per-scene", "1",
+                                              "--out", "{d}/o17"], "scene_dir.usd: --scenes: is a folder"),
     "body mass huge": (GEN + ["--episodes-per-scene", "1", "--body", "{d}/heavy.yaml", "--out", "{d}/o11"],
                        "heavy.yaml: mass"),
 }

@@ -65,6 +65,9 @@ def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
     names: list[str] = []
     for item in items:
         p = Path(item)
+        if p.is_dir() and (p.suffix in (".usd", ".usda", ".usdc", ".usdz") or "/" in item or item.startswith(".")):
+            raise ConfigError("is a folder, not a scene file", file=p, field="--scenes",
+                              expected="USD files, scene ids, a split name or 'all'")
         if p.suffix in (".usd", ".usda", ".usdc", ".usdz") or p.is_file():
             if not p.is_file():
                 raise ConfigError("scene file not found", file=p, field="--scenes")
