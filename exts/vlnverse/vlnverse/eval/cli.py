@@ -58,8 +58,12 @@ def _eval(args: argparse.Namespace) -> int:
     for item in overrides:
         if item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'", expected="--no-progress or key=value overrides")
-    cfg = load_eval_config(resolve_config_path(args.config), overrides)
-    run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
+    path = resolve_config_path(args.config)
+    cfg = load_eval_config(path, overrides)
+    try:
+        run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
+    except ConfigError as exc:  # found at run time (mode_params, agent.params, ...): name the config file
+        raise exc.in_file(path) from None
     return 0
 
 

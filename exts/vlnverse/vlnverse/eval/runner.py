@@ -9,7 +9,8 @@ Output folder (``cfg.out``):
 - ``config.json`` — the resolved config (a resumed run must match it);
 - ``input_episodes.jsonl`` — the episodes evaluated (generated ones are kept for resume);
 - ``episodes.jsonl`` — one line per finished episode, appended and flushed as each finishes;
-  a resumed run skips the episodes already there and ignores a truncated last line;
+  a resumed run skips the episodes already there; a line that is not a valid record (a truncated
+  last line after a crash, a corrupt line) moves verbatim to ``episodes.rejected.jsonl``;
 - ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
 - ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
 """
@@ -28,7 +29,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import to_jsonable, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -94,7 +95,8 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
-    if saved.is_file():
+    resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
+    if resuming:
         episodes = load_episodes(saved)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
@@ -115,7 +117,7 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     episodes = matching
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
-    if not saved.is_file():
+    if not resuming:
         save_episodes(saved, episodes)  # all of them (portable scene paths): ``limit`` may change between resumes
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
@@ -132,37 +134,134 @@ def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
     return scene_roots(cfg.scene_root, dataset_dir)
 
 
+#: How far beyond the navigable area's bounding box a start (m) may lie; a goal may lie its
+#: success radius (at least ``GOAL_BOUNDS_MARGIN``) beyond it (objects stand on furniture, by walls).
+START_BOUNDS_MARGIN = 0.5
+GOAL_BOUNDS_MARGIN = 1.0
+
+
+def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
+    """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
+    around its navigable cells): a ``ConfigError`` names the episode file, line and field.
+
+    Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
+    from ..scenes.occupancy import FREE
+
+    nav = ctx.maps.navigable
+    cells = np.argwhere(nav.grid == FREE)
+    if cells.size == 0:
+        return  # load_scene_context already refuses a scene without navigable space
+    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
+    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    for ep in episodes:
+        file, line = getattr(ep, "source", None) or (None, None)
+        checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
+        checks += [(f"goals[{i}].position", g.position, max(GOAL_BOUNDS_MARGIN, float(g.radius)))
+                   for i, g in enumerate(ep.goals)]
+        for field_name, pos, margin in checks:
+            xy = np.asarray(pos, dtype=float)[:2]
+            if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
+                raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
+                                  f"'{ctx.scene_id}'", file=file, line=line, field=field_name,
+                                  expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
+                                           f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
+
+
+def bounds_checked(scene_loader: Callable[[str, Any, float], Any] | None,
+                   episodes: list) -> Callable[[str, Any, float], Any]:
+    """``scene_loader`` (default ``load_scene_context``) that also runs ``check_episode_bounds``
+    on ``episodes`` once their scene is loaded."""
+    def load(scene_path: str, body: Any, resolution: float) -> Any:
+        from ..tasks.base import load_scene_context
+
+        ctx = (scene_loader or load_scene_context)(scene_path, body, resolution)
+        check_episode_bounds(episodes, ctx)
+        return ctx
+
+    return load
+
+
 # --------------------------------------------------------------------------------------------
 # resumable episode log
 
 
+#: Lines of ``episodes.jsonl`` that are not valid records are moved here, verbatim (see ``read_finished``).
+REJECTED_FILE = "episodes.rejected.jsonl"
+
+
+def _parse_record(line: bytes) -> dict | None:
+    """One episode record from a log line, or None when it is not one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON, non-UTF-8 bytes, 5000-digit numbers, deep nesting
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("episode_id"), str) \
+            or not isinstance(record.get("metrics"), dict):
+        return None
+    return record
+
+
 def read_finished(path: Path) -> list[dict]:
-    """Finished episode records from ``episodes.jsonl``; a truncated/corrupt last line (a crash
-    mid-write) is cut off the file so appending can go on."""
+    """Finished episode records from ``episodes.jsonl``, keeping every valid one.
+
+    A line that is not a valid record (a crash mid-write, a corrupt or hand-edited line) or that
+    repeats an episode already recorded is moved, verbatim, to ``episodes.rejected.jsonl`` beside
+    it; the log is rewritten atomically without it and a warning names the line numbers."""
     if not path.is_file():
         return []
     raw = path.read_bytes()
     records: list[dict] = []
-    good_end = 0
-    offset = 0
-    for line in raw.splitlines(keepends=True):
-        offset += len(line)
-        if not line.endswith(b"\n"):
-            break
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-        good_end = offset
-    if good_end != len(raw):
-        log.warning("%s: ignoring a truncated last record (%d bytes)", path, len(raw) - good_end)
-        with open(path, "r+b") as fh:
-            fh.truncate(good_end)
+    kept: list[bytes] = []
+    rejected: list[tuple[int, bytes]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        if not line.strip():
+            continue
+        record = _parse_record(line)
+        if record is None or record["episode_id"] in seen:
+            rejected.append((number, line))
+            continue
+        seen.add(record["episode_id"])
+        records.append(record)
+        kept.append(line if line.endswith(b"\n") else line + b"\n")
+    if rejected or b"".join(kept) != raw:
+        if rejected:
+            side = path.with_name(REJECTED_FILE)
+            with open(side, "ab") as fh:
+                fh.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for _, line in rejected))
+                fh.flush()
+                os.fsync(fh.fileno())
+            numbers = ", ".join(str(n) for n, _ in rejected[:20]) + (" ..." if len(rejected) > 20 else "")
+            log.warning("%s: %d invalid or repeated record(s) at line(s) %s moved to %s; %d valid record(s) kept",
+                        path, len(rejected), numbers, side, len(records))
+        write_bytes_atomic(path, b"".join(kept))
     return records
 
 
+#: The config record of a run that has not written an episode yet (see ``stage_config_record``).
+PENDING_CONFIG_FILE = ".config.pending.json"
+
+
+def stage_config_record(out: Path, record: dict) -> None:
+    """Stage the run's config record; it becomes ``config.json`` with the first episode record
+    (``commit_config_record``), so a config that fails at run time (a bad ``mode_params`` value,
+    a scene that does not load) leaves no record behind and the corrected config is not refused."""
+    if (out / CONFIG_FILE).is_file():
+        return
+    write_json_atomic(out / PENDING_CONFIG_FILE, record)
+
+
+def commit_config_record(out: Path) -> None:
+    """Promote the staged config record to ``config.json`` (no-op when there is none)."""
+    pending = out / PENDING_CONFIG_FILE
+    if pending.is_file() and not (out / CONFIG_FILE).is_file():
+        os.replace(pending, out / CONFIG_FILE)
+
+
 def append_record(path: Path, record: dict) -> None:
-    """Append one episode record as a single flushed and fsync'ed JSON line."""
+    """Append one episode record as a single flushed and fsync'ed JSON line (committing the
+    run's staged config record first)."""
+    commit_config_record(path.parent)
     line = json.dumps(to_jsonable(record), sort_keys=True, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
@@ -306,10 +405,22 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
 # the run
 
 
-def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
-             agent_factory: Callable[[], Agent] | None = None,
-             scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
+
+    ``cfg.out`` must be new, empty or an eval folder (``core.io.claim_output_dir``) and is locked
+    for the run (``core.io.folder_lock``): a second run on the same folder is refused.
+    Keyword arguments: see ``run_eval_locked``.
+    """
+    out = claim_output_dir(cfg.out, command="eval", field="out")
+    with folder_lock(out):
+        return run_eval_locked(cfg, **kwargs)
+
+
+def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
+                    agent_factory: Callable[[], Agent] | None = None,
+                    scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+    """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -326,9 +437,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     config_path = out / CONFIG_FILE
-    key = to_jsonable(cfg.run_key())
+    key = redact_secrets(to_jsonable(cfg.run_key()))  # never a key from a URL in a file
     if config_path.is_file():
         previous = json.loads(config_path.read_text(encoding="utf-8"))
         if previous.get("run_key") != key:
@@ -342,7 +452,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
         from ..tasks.scene_roots import resolve_episode_scenes
 
         episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
-    write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
+    stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
 
     log_path = out / EPISODES_FILE
     finished = read_finished(log_path)
@@ -384,7 +494,8 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
         for scene_path, scene_eps in by_scene.items():
             run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
                       mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
-                      scene_loader=scene_loader, extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
+                      scene_loader=bounds_checked(scene_loader, scene_eps),
+                      extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
                       visuals=visuals, on_record=on_record, quality=cfg.render.quality)
     except KeyboardInterrupt:
         bar.close()
@@ -394,6 +505,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     finally:
         bar.close()
     elapsed = time.perf_counter() - t_start
+    commit_config_record(out)
     order = {e.episode_id: i for i, e in enumerate(episodes)}
     finished = sorted((r for r in finished if r["episode_id"] in order), key=lambda r: order[r["episode_id"]])
     run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,

@@ -96,6 +96,10 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"short of the request: {summary['total_episodes']} of {summary['requested_episodes']} episodes; "
               f"{len(short)} scene(s) gave fewer (first: {short[0]['scene_id']}: {short[0]['written']} of "
               f"{short[0]['requested']}, {short[0]['reason']}); see 'shortfall' in summary.json")
+    fallbacks = sum((summary.get("warnings") or {}).values())
+    if fallbacks:
+        print(f"warning: {fallbacks} LLM rewrite(s) fell back to the template instruction "
+              f"({', '.join(f'{k} {v}' for k, v in summary['warnings'].items())}; see summary.json)")
     return 0
 
 
@@ -151,6 +155,9 @@ def _navgraph(args: argparse.Namespace) -> int:
     from .dataset import resolve_scene_paths
     from .navgraph import build_navgraph
 
+    from ..core.config import check_seed
+
+    check_seed(args.seed, "--seed")
     if not (0 < args.spacing <= args.max_edge):
         raise ConfigError(f"got spacing {args.spacing}, max edge {args.max_edge}", field="--spacing/--max-edge",
                           expected="0 < spacing <= max edge")

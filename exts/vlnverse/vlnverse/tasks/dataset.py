@@ -14,8 +14,10 @@ Rules (also in ``docs/tasks.md``):
   tasks sharing a sampling routine (coarse-grained, visual-reference, dialogue) never reuse
   each other's start/goal pairs.
 * **Atomicity.** Everything is written into a temporary folder beside ``DIR`` that replaces
-  ``DIR`` only when the whole run succeeded (``core.io.atomic_dir``): an interrupted or failed
-  run leaves no (partial) dataset behind.
+  ``DIR`` only when the whole run succeeded (``core.io.replace_output_dir``): an interrupted or
+  failed run leaves no (partial) dataset behind. ``DIR`` must be new, empty or a dataset folder
+  written before (marker file); ``.``, an ancestor of the working folder or any other non-empty
+  folder is refused, and files in ``DIR`` that the generator did not write are kept.
 """
 from __future__ import annotations
 
@@ -29,16 +31,21 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.body import as_body
+from ..core.config import check_seed, short
 from ..core.errors import ConfigError
-from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
+from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
+from .instructions.llm import collect_llm_warnings
 from .pathing import polyline_length
 
 #: Order in which split files are listed in summaries.
 SPLIT_ORDER = ("train", "val_seen", "val_unseen", "test")
 
 DATASET_VERSION = 1
+
+#: The most episodes one call generates per scene (``--episodes-per-scene``; docs/reliability.md).
+MAX_EPISODES_PER_SCENE = 10_000
 
 
 def stable_hash(text: str) -> int:
@@ -168,6 +175,16 @@ def summary_png(summary: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _task_config_source(task: str, config: Any) -> str:
+    """The file a task config came from (for error messages)."""
+    from ..paths import tasks_dir
+
+    if config is not None and not isinstance(config, TaskConfig):
+        return str(config)
+    candidate = tasks_dir() / f"{task}.yaml"
+    return str(candidate) if candidate.is_file() and config is None else f"<config of task '{task}'>"
+
+
 def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per_scene: int, seed: int,
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
@@ -185,8 +202,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     from .scene_roots import portable_scene_path
     from tqdm import tqdm
 
-    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) or episodes_per_scene < 1:
-        raise ConfigError(f"got {episodes_per_scene!r}", field="--episodes-per-scene", expected="an integer >= 1")
+    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) \
+            or not 1 <= episodes_per_scene <= MAX_EPISODES_PER_SCENE:
+        raise ConfigError(f"got {short(episodes_per_scene)}", field="--episodes-per-scene",
+                          expected=f"an integer in 1..{MAX_EPISODES_PER_SCENE}")
+    check_seed(seed, "--seed")
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     load_task_types()
@@ -207,8 +227,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
     shortfalls: list[dict[str, Any]] = []  # scenes that got fewer episodes than asked, and why
-    with atomic_dir(out_dir) as tmp:
-        generator = generator_cls(task_config)
+    with replace_output_dir(out_dir, command="data generate") as tmp, collect_llm_warnings() as llm_warnings:
+        try:
+            generator = generator_cls(task_config)  # checks params.*
+        except ConfigError as exc:
+            raise exc.in_file(_task_config_source(task, config)) from None
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
         # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
         generator.output_dir = tmp
@@ -260,9 +283,12 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         for split, eps in ordered.items():
             save_episodes(tmp / f"{split}.jsonl", eps)
         meta = {"task": task, "seed": int(seed), "episodes_per_scene": episodes_per_scene, "body": body_name,
-                "val_seen_fraction": val_seen_fraction, "config": asdict(task_config),
+                "val_seen_fraction": val_seen_fraction, "config": redact_secrets(asdict(task_config)),
                 "scenes": {s: scene_list[s] for s in ordered},
                 "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
+        if llm_warnings or (task_config.params or {}).get("llm_url"):
+            # fallbacks of the optional LLM stage (endpoint errors, rejected rewrites): template kept
+            meta["warnings"] = dict(sorted(llm_warnings.items()))
         summary = summarize(ordered, meta)
         write_json_atomic(tmp / "summary.json", summary)
         write_bytes_atomic(tmp / "summary.png", summary_png(summary))
