@@ -31,7 +31,8 @@ NOTE = ("Scene splits of the shipped procedural homes (disjoint). As in VLNVerse
 
 
 def generate(out_dir: Path, ext: str, progress: bool = True) -> list[Path]:
-    """Write every shipped home and ``splits.json`` into ``out_dir``; returns the written paths."""
+    """Write every shipped home, their textures (``textures/``) and ``splits.json`` into ``out_dir``;
+    returns the written paths."""
     from tqdm import tqdm
 
     from vlnverse.core.io import write_json_atomic
@@ -46,6 +47,7 @@ def generate(out_dir: Path, ext: str, progress: bool = True) -> list[Path]:
         desc = generate_home(seed)
         written.append(write_usd(desc, out_dir / f"{desc.scene_id}{ext}"))
         ids[split].append(desc.scene_id)
+    written += sorted((out_dir / "textures").glob("*.png"))  # the homes' shared material textures
     written.append(write_json_atomic(out_dir / "splits.json", {
         "description": NOTE, "generator_version": GENERATOR_VERSION,
         "seeds": SHIPPED_SEEDS, "splits": ids}))
@@ -67,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         fresh = generate(Path(tmp), args.ext, progress=not args.quiet)
-        bad = [p.name for p in fresh if not (args.out / p.name).is_file()
-               or not filecmp.cmp(p, args.out / p.name, shallow=False)]
+        bad = [str(p.relative_to(tmp)) for p in fresh if not (args.out / p.relative_to(tmp)).is_file()
+               or not filecmp.cmp(p, args.out / p.relative_to(tmp), shallow=False)]
     if bad:
         print(f"differs from a fresh generation: {', '.join(bad)}", file=sys.stderr)
         return 1

@@ -251,7 +251,8 @@ def test_shipped_scenes_match_the_generator():
 def test_generate_homes_writes_files(tmp_path):
     paths = generate_homes(2, 40, tmp_path / "out", ext=".usd", progress=False)
     assert [p.name for p in paths] == ["home_0040.usd", "home_0041.usd"]
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["home_0040.usd", "home_0041.usd"]
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["home_0040.usd", "home_0041.usd", "textures"]
+    assert all(p.suffix == ".png" for p in (tmp_path / "out" / "textures").iterdir())  # no temporaries
     assert load_scene(paths[1]).metadata["seed"] == 41
     with pytest.raises(ConfigError, match="ext"):
         generate_homes(1, 0, tmp_path, ext=".obj", progress=False)

@@ -52,7 +52,8 @@ def test_round_trip_generated_home(home, tmp_path, suffix):
         loaded = load_scene(path)
     _assert_same_scene(home, loaded)
     assert loaded.source_path == str(path)
-    assert [p.name for p in tmp_path.iterdir()] == [f"home{suffix}"]  # no temporary left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"home{suffix}", "textures"]  # no temporary left behind
+    assert all(p.suffix == ".png" for p in (tmp_path / "textures").iterdir())
 
 
 def test_same_description_gives_identical_bytes(home, tmp_path):

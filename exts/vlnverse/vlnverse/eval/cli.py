@@ -12,7 +12,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("config", help="eval config YAML path, or the name of one in tasks/eval/")
     # REMAINDER so that options may also follow the overrides (argparse cannot mix them otherwise)
     p.add_argument("overrides", nargs=argparse.REMAINDER,
-                   help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random")
+                   help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random "
+                        "render.quality=fast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=_eval)
 
@@ -23,6 +24,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                               "tasks/eval/quickstart.yaml)")
     q.add_argument("--config", default=None, help="quickstart YAML (default: tasks/eval/quickstart.yaml)")
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
+    q.add_argument("--quality", choices=("fast", "default", "high"), default=None,
+                   help="render preset (default: the config's render.quality, else 'default')")
     q.set_defaults(func=_quickstart)
 
 
@@ -59,5 +62,6 @@ def _eval(args: argparse.Namespace) -> int:
 def _quickstart(args: argparse.Namespace) -> int:
     from .quickstart import run_quickstart
 
-    run_quickstart(out=args.out, episodes_per_scene=args.episodes, config=args.config, progress=not args.no_progress)
+    run_quickstart(out=args.out, episodes_per_scene=args.episodes, config=args.config, progress=not args.no_progress,
+                   quality=args.quality)
     return 0

@@ -116,6 +116,20 @@ class ReportConfig:
 
 
 @dataclass
+class RenderConfig:
+    """Rendering options: ``quality`` = fast | default | high (``vlnverse.sim.types.RENDER_QUALITIES``)."""
+
+    quality: str = "default"
+
+    def validate(self) -> None:
+        """Quality must name a preset."""
+        from ..sim.types import RENDER_QUALITIES
+
+        require(self.quality in RENDER_QUALITIES, "quality", f"got {self.quality!r}",
+                "one of " + ", ".join(RENDER_QUALITIES))
+
+
+@dataclass
 class EvalConfig:
     """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a collision mode."""
 
@@ -141,6 +155,7 @@ class EvalConfig:
     #: modules imported before the run (they register agents, task types, models ...):
     #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
     plugins: list[str] = field(default_factory=list)
+    render: RenderConfig = field(default_factory=RenderConfig)
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""

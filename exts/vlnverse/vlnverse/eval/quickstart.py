@@ -19,7 +19,7 @@ from typing import Any
 from ..core.config import load_config, require
 from ..core.io import write_json_atomic
 from ..paths import tasks_dir
-from .config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
+from .config import EvalConfig, EpisodeSource, NamedSpec, RenderConfig, ReportConfig, SensorConfig
 
 
 @dataclass
@@ -37,6 +37,7 @@ class QuickstartConfig:
     max_steps: int | None = None
     seed: int = 0
     report: ReportConfig = field(default_factory=lambda: ReportConfig(max_episodes=3))
+    render: RenderConfig = field(default_factory=RenderConfig)
 
     def validate(self) -> None:
         """Non-empty lists and positive counts."""
@@ -52,8 +53,11 @@ def default_config_path() -> Path:
 
 
 def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: int | None = None,
-                   config: str | Path | None = None, progress: bool = True, print_summary: bool = True) -> dict:
-    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report."""
+                   config: str | Path | None = None, progress: bool = True, print_summary: bool = True,
+                   quality: str | None = None) -> dict:
+    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report.
+
+    ``quality`` overrides the config's ``render.quality``."""
     from .report import write_report
     from .runner import generate_episodes, print_table, run_eval
 
@@ -62,6 +66,9 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
     if episodes_per_scene is not None:
         require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
         qs.episodes_per_scene = episodes_per_scene
+    if quality is not None:
+        qs.render = RenderConfig(quality)
+        qs.render.validate()
     out = Path(out)
     # 1. episodes per task, generated once and shared by every run (kept for resume)
     episode_dirs = {}
@@ -79,7 +86,7 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
                 name = f"{task}__{agent.name}__{mode}"
                 cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_dirs[task])),
                                  collision_mode=mode, sensors=list(qs.sensors), max_steps=qs.max_steps, seed=qs.seed,
-                                 out=str(out / name), report=qs.report)
+                                 out=str(out / name), report=qs.report, render=qs.render)
                 cfg.validate()
                 summary = run_eval(cfg, progress=progress, print_summary=False)
                 records = _load_records(out / name)

@@ -340,7 +340,7 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
               mode_params: dict | None = None, sensors: Iterable[Any] | None = None, backend: str = "auto",
               scene_loader: Callable[[str, Any, float], Any] | None = None, hooks: Iterable[Any] = (),
               extra: dict | None = None, visuals: Callable[[dict, Any, Any], None] | None = None,
-              on_record: Callable[[dict], None] | None = None) -> list[dict]:
+              on_record: Callable[[dict], None] | None = None, quality: str = "default") -> list[dict]:
     """Evaluate ``episodes`` of one scene: load its context (``scene_loader(path, body,
     resolution)``, default ``load_scene_context``), build one simulator and collision mode, run
     every episode and return their records. Everything it uses is an argument or lives in this
@@ -353,7 +353,8 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     from ..tasks.base import load_scene_context
 
     ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
-    sim = make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors), backend=backend)
+    sim = make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors), backend=backend,
+                         quality=quality)
     scene_cache: dict = {}
     records = []
     try:

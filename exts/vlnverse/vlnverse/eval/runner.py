@@ -363,6 +363,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
         for scene_path, scene_eps in by_scene.items():
             run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
                       mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
+                      quality=cfg.render.quality,
                       scene_loader=scene_loader, extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
                       visuals=visuals, on_record=on_record)
     except KeyboardInterrupt:

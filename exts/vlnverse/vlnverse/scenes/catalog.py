@@ -45,13 +45,31 @@ TONES = {"dark": "black", "light": "white", "metal": "silver", "leaf": "green", 
          "soil": "dark_brown", "wood": "oak", "mattress": "white", "glass": "light_blue"}
 
 
+#: Visual material kind (``scenes.textures.LOOKS``) of an object's physics material.
+VISUAL_KIND = {"wood": "wood", "metal": "metal", "fabric": "fabric", "leather": "leather", "plastic": "plastic",
+               "ceramic": "ceramic", "glass": "glass", "marble": "marble", "paper": "paper", "stone": "marble",
+               "plaster": "plaster"}
+#: Visual material kind of accent tones (``None``: the object's own material).
+TONE_KIND = {"metal": "metal", "leaf": "leaf", "screen": "glass", "soil": "stone", "wood": "wood",
+             "mattress": "fabric", "glass": "glass", "dark": None, "light": None, "main": None}
+
+
+def part_material(tone: str, material: str, color: str) -> str:
+    """Semantic visual material name (``<kind>_<colour>``) of a part with ``tone`` on an object made
+    of ``material`` with main colour ``color`` (a ``shade`` is a glowing lampshade in that colour)."""
+    if tone == "shade":
+        return f"lampshade_{color}"
+    kind = TONE_KIND.get(tone) or VISUAL_KIND.get(material, "plastic")
+    return f"{kind}_{color if tone == 'main' else TONES[tone]}"
+
+
 @dataclass(frozen=True)
 class Part:
     """One primitive of an object model in the object's local frame.
 
     ``size``: half extents for ``box``; ``(radius, half_height, 0)`` for ``cylinder`` (along
     ``axis``); ``(radius, 0, 0)`` for ``sphere``. ``tone`` is ``"main"`` (the object's sampled
-    colour) or a key of ``TONES``.
+    colour), ``"shade"`` (the main colour, glowing: lampshades) or a key of ``TONES``.
     """
 
     kind: str
@@ -334,19 +352,22 @@ def build_coat_rack(w: float, d: float, h: float) -> Model:
 
 
 def build_potted_plant(w: float, d: float, h: float) -> Model:
-    """Pot, soil and a crown of leaves."""
+    """Pot, soil, stem and a crown of five leaf clusters."""
     pot_h = h * 0.35
     r = w / 2
     parts = [_cyl(0, 0, 0.0, r * 0.7, pot_h), _cyl(0, 0, pot_h - 0.01, r * 0.62, 0.01, "soil"),
              _cyl(0, 0, pot_h, 0.015, h * 0.3, "leaf"),
-             Part("sphere", (0.0, 0.0, h - r), (r, 0.0, 0.0), "leaf")]
+             Part("sphere", (0.0, 0.0, h - r * 0.8), (r * 0.7, 0.0, 0.0), "leaf")]
+    # foliage: four leaf clusters around the crown
+    parts += [Part("sphere", (sx * r * 0.45, sy * r * 0.45, h - r * 1.05), (r * 0.5, 0.0, 0.0), "leaf")
+              for sx, sy in ((1, 1), (-1, 1), (1, -1), (-1, -1))]
     return parts, []
 
 
 def build_floor_lamp(w: float, d: float, h: float) -> Model:
     """Base disc, pole and shade."""
     return [_cyl(0, 0, 0.0, w / 2 * 0.8, 0.03, "dark"), _cyl(0, 0, 0.03, 0.015, h - 0.33, "metal"),
-            _cyl(0, 0, h - 0.30, w / 2, 0.30)], []
+            _cyl(0, 0, h - 0.30, w / 2, 0.30, "shade")], []
 
 
 def build_trash_can(w: float, d: float, h: float) -> Model:
@@ -394,7 +415,7 @@ def build_book(w: float, d: float, h: float) -> Model:
 def build_lamp(w: float, d: float, h: float) -> Model:
     """Table lamp: base, stem and shade."""
     return [_cyl(0, 0, 0.0, w / 3, 0.03, "dark"), _cyl(0, 0, 0.03, 0.01, h * 0.55 - 0.03, "metal"),
-            _cyl(0, 0, h * 0.55, w / 2, h * 0.45)], []
+            _cyl(0, 0, h * 0.55, w / 2, h * 0.45, "shade")], []
 
 
 def build_plant(w: float, d: float, h: float) -> Model:
@@ -732,8 +753,8 @@ WALL_COLORS = ("white", "cream", "beige", "light_blue", "gray")
 
 
 def resolve_color(tone: str, main: str) -> tuple[float, float, float]:
-    """RGB of a part: ``main`` for ``tone == "main"``, else the tone's fixed colour."""
-    return COLORS[main if tone == "main" else TONES[tone]]
+    """RGB of a part: ``main`` for ``tone`` ``"main"`` or ``"shade"``, else the tone's fixed colour."""
+    return COLORS[main if tone in ("main", "shade") else TONES[tone]]
 
 
 @dataclass

@@ -15,7 +15,9 @@ import numpy as np
 GEOM_KINDS = ("box", "cylinder", "sphere", "mesh")
 
 #: Semantic labels of the building structure (not scene-graph objects).
-STRUCTURE_LABELS = ("wall", "floor", "ceiling", "door_frame")
+#: ``window``, ``skirting``, ``rug``, ``painting`` and ``ceiling_light`` are visual-only detail of
+#: generated homes (they never collide).
+STRUCTURE_LABELS = ("wall", "floor", "ceiling", "door_frame", "window", "skirting", "rug", "painting", "ceiling_light")
 
 
 @dataclass
@@ -25,7 +27,9 @@ class Geom:
     ``size`` holds half extents for a box (hx, hy, hz), (radius, half_height, 0) for a
     Z-aligned cylinder (in its local frame), (radius, 0, 0) for a sphere; meshes keep local
     ``vertices``/``faces`` and ignore ``size``. ``transform`` is the 4×4 local→world matrix
-    (rotation and translation only; scale is baked into ``size`` or ``vertices``).
+    (rotation and translation only; scale is baked into ``size`` or ``vertices``). ``material`` is
+    a semantic visual material name (``wood_oak``, ``tile_white``; see ``scenes.textures``), empty
+    when unknown.
     """
 
     kind: str
@@ -39,6 +43,7 @@ class Geom:
     name: str = ""
     vertices: np.ndarray | None = None
     faces: np.ndarray | None = None
+    material: str = ""
 
     def __post_init__(self) -> None:
         if self.kind not in GEOM_KINDS:

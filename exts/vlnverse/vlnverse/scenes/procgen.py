@@ -35,7 +35,7 @@ from ..core.errors import ConfigError
 from ..core.geometry import wrap_angle
 from .catalog import (CATEGORIES, COLORS, DEFAULT_FLOOR_STYLE, FLOOR_STYLES, MATERIALS, ROOM_RULES,
                       SMALL_OBJECT_RULES, WALL_COLORS, Companion, FurnitureRule, ObjectModel, make_model,
-                      resolve_color)
+                      part_material, resolve_color)
 from .description import Door, Geom, Room, SceneDescription, SceneObject
 
 GENERATOR_VERSION = 1
@@ -124,12 +124,13 @@ def _model_extent(model: ObjectModel) -> tuple[np.ndarray, np.ndarray]:
     return pts.min(axis=0), pts.max(axis=0)
 
 
-def _part_geom(part, pose: np.ndarray, color: str, **kw) -> Geom:
+def _part_geom(part, pose: np.ndarray, color: str, material: str = "plastic", **kw) -> Geom:
     """A catalog ``Part`` placed by the object pose ``pose`` (4×4) as a world ``Geom``."""
     local = np.eye(4)
     local[:3, :3] = _AXIS_ROT[part.axis]
     local[:3, 3] = part.center
-    return Geom(part.kind, pose @ local, np.array(part.size, dtype=float), color=resolve_color(part.tone, color), **kw)
+    return Geom(part.kind, pose @ local, np.array(part.size, dtype=float), color=resolve_color(part.tone, color),
+                material=part_material(part.tone, material, color), **kw)
 
 
 def _rect_xy(pts: np.ndarray) -> np.ndarray:
@@ -562,6 +563,7 @@ def _assemble(plan: _Plan) -> SceneDescription:
     desc = SceneDescription(scene_id=plan.scene_id)
     next_id = 1
     H = plan.wall_height
+    looks = _plan_looks(plan)
 
     def add(g: Geom) -> int:
         desc.geoms.append(g)
@@ -576,21 +578,22 @@ def _assemble(plan: _Plan) -> SceneDescription:
         add(_box_geom([(x0 + x1) / 2, (y0 + y1) / 2, -FLOOR_THICKNESS / 2],
                       [(x1 - x0) / 2 + half_t, (y1 - y0) / 2 + half_t, FLOOR_THICKNESS / 2],
                       label="floor", instance_id=next_id, color=COLORS[color], friction=MATERIALS[material],
-                      name=f"/World/Structure/Floors/floor_{rid:02d}"))
+                      name=f"/World/Structure/Floors/floor_{rid:02d}", material=f"{looks.floors[rid]}_{color}"))
         next_id += 1
     for rid, rect in enumerate(plan.rects):
         x0, y0, x1, y1 = (v * UNIT for v in rect)
         add(_box_geom([(x0 + x1) / 2, (y0 + y1) / 2, H + CEILING_THICKNESS / 2],
                       [(x1 - x0) / 2 + WALL_THICKNESS / 2, (y1 - y0) / 2 + WALL_THICKNESS / 2, CEILING_THICKNESS / 2],
                       label="ceiling", instance_id=next_id, color=COLORS["white"], friction=MATERIALS["plaster"],
-                      name=f"/World/Structure/Ceilings/ceiling_{rid:02d}"))
+                      name=f"/World/Structure/Ceilings/ceiling_{rid:02d}", material="paint_white"))
         next_id += 1
     for k, (axis, line, a, b) in enumerate(_wall_pieces(plan.rects, plan.doors)):
         c = line * UNIT
         centre = [(a + b) / 2, c, H / 2] if axis == "x" else [c, (a + b) / 2, H / 2]
         half = [(b - a) / 2, WALL_THICKNESS / 2, H / 2] if axis == "x" else [WALL_THICKNESS / 2, (b - a) / 2, H / 2]
         add(_box_geom(centre, half, label="wall", instance_id=next_id, color=COLORS[plan.wall_color],
-                      friction=MATERIALS["plaster"], name=f"/World/Structure/Walls/wall_{k:03d}"))
+                      friction=MATERIALS["plaster"], name=f"/World/Structure/Walls/wall_{k:03d}",
+                      material=f"{looks.walls}_{plan.wall_color}"))
         next_id += 1
     for did, (i, j, axis, line, centre_u, width_u) in enumerate(plan.doors):
         c, m, w = line * UNIT, centre_u * UNIT, width_u * UNIT
@@ -598,16 +601,18 @@ def _assemble(plan: _Plan) -> SceneDescription:
         desc.doors.append(Door(did, (i, j), center2, w, axis))
         half = [w / 2, WALL_THICKNESS / 2, (H - DOOR_HEIGHT) / 2] if axis == "x" else [WALL_THICKNESS / 2, w / 2, (H - DOOR_HEIGHT) / 2]
         add(_box_geom([center2[0], center2[1], (H + DOOR_HEIGHT) / 2], half, label="door_frame", instance_id=next_id,
-                      color=COLORS["white"], friction=MATERIALS["wood"], name=f"/World/Structure/DoorFrames/door_frame_{did:02d}"))
+                      color=COLORS["white"], friction=MATERIALS["wood"], name=f"/World/Structure/DoorFrames/door_frame_{did:02d}",
+                      material="wood_white"))
         next_id += 1
 
+    next_id = _add_details(desc, plan, looks, next_id)
     for obj in _flatten(plan.placed):
         cat = obj.model.category
         path = f"/World/Objects/{cat.name}_{next_id:04d}"
         indices = []
         pose = _pose_matrix(obj.position, obj.yaw)
         for k, part in enumerate(obj.model.parts):
-            indices.append(add(_part_geom(part, pose, obj.model.color, label=cat.name, instance_id=next_id,
+            indices.append(add(_part_geom(part, pose, obj.model.color, obj.model.material, label=cat.name, instance_id=next_id,
                                           friction=MATERIALS[obj.model.material], name=f"{path}/part_{k:02d}")))
         boxes = [desc.geoms[i].world_aabb() for i in indices]
         lo = np.min([b[0] for b in boxes], axis=0)
@@ -616,9 +621,206 @@ def _assemble(plan: _Plan) -> SceneDescription:
                                         mass=cat.mass_for(obj.model.dims), room_id=obj.room_id,
                                         attributes=obj.model.attributes))
         next_id += 1
+    _vary_colours(desc, plan.seed)
     desc.metadata = {"generator": "vlnverse.scenes.procgen", "generator_version": GENERATOR_VERSION,
                      "seed": int(plan.seed), "wall_height": float(H)}
     return desc
+
+
+# --------------------------------------------------------------------------- visual detail
+#: Floor look per physics floor material; the second entry is drawn for a third of the rooms.
+_FLOOR_LOOKS = {"wood": ("wood", "parquet"), "stone": ("stone", "marble"), "ceramic": ("tile", "tile"),
+                "fabric": ("carpet", "carpet")}
+#: Room types that get a rug, a painting.
+_RUG_ROOMS = ("living_room", "bedroom", "dining_room", "office")
+_ART_ROOMS = ("living_room", "bedroom", "dining_room", "office", "hallway")
+_RUG_COLORS = ("red", "blue", "beige", "gray", "green", "navy", "terracotta", "cream")
+SKIRTING_HEIGHT, SKIRTING_DEPTH = 0.08, 0.015
+WINDOW_SILL, WINDOW_TOP = 0.9, 2.1
+
+
+@dataclass
+class _Looks:
+    """Visual choices of a home, drawn from their own generator so the layout does not change."""
+
+    rng: np.random.Generator
+    floors: list[str]
+    walls: str
+
+
+def _plan_looks(plan: _Plan) -> _Looks:
+    rng = np.random.default_rng([plan.seed, 14])
+    floors = []
+    for color, material in plan.floor_styles:
+        options = _FLOOR_LOOKS.get(material, ("wood", "wood"))
+        floors.append(options[1] if rng.random() < 1 / 3 else options[0])
+    walls = "wallpaper" if rng.random() < 0.3 else "plaster"
+    return _Looks(rng, floors, walls)
+
+
+def _boxes_mesh(boxes: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One triangle mesh of axis-aligned boxes (centre, half extents): (origin, vertices, faces)."""
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    tri = np.array([t for a, b, c, d in quads for t in ((a, b, c), (a, c, d))])
+    origin = np.mean([c for c, _ in boxes], axis=0)
+    verts = np.concatenate([c - origin + corners * h for c, h in boxes])
+    faces = np.concatenate([tri + 8 * k for k in range(len(boxes))])
+    return origin, np.round(verts, 6), faces
+
+
+def _mesh_geom(boxes, **kw) -> Geom:
+    origin, verts, faces = _boxes_mesh(boxes)
+    m = np.eye(4)
+    m[:3, 3] = origin
+    return Geom("mesh", m, vertices=verts, faces=faces, collides=False, **kw)
+
+
+def _room_edges(rect_m, rid: int, rects: list[Rect]):
+    """The four inner edges of a room: (side, fixed coordinate, lo, hi, exterior?)."""
+    x0, y0, x1, y1 = rect_m
+    out = []
+    for side, line_u, axis in (("S", rects[rid][1], "x"), ("N", rects[rid][3], "x"), ("W", rects[rid][0], "y"),
+                               ("E", rects[rid][2], "y")):
+        lo_u, hi_u = (rects[rid][0], rects[rid][2]) if axis == "x" else (rects[rid][1], rects[rid][3])
+        shared = False
+        for j, r in enumerate(rects):
+            if j == rid:
+                continue
+            if axis == "x" and line_u in (r[1], r[3]) and min(hi_u, r[2]) > max(lo_u, r[0]):
+                shared = True
+            if axis == "y" and line_u in (r[0], r[2]) and min(hi_u, r[3]) > max(lo_u, r[1]):
+                shared = True
+        out.append((side, line_u * UNIT, lo_u * UNIT, hi_u * UNIT, not shared))
+    return out
+
+
+def _door_gaps(doors, side: str, line: float) -> list[tuple[float, float]]:
+    axis = "x" if side in ("S", "N") else "y"
+    return [((c - w / 2) * UNIT, (c + w / 2) * UNIT) for _, _, a, ln, c, w in doors
+            if a == axis and abs(ln * UNIT - line) < 1e-9]
+
+
+def _wall_box(side: str, line: float, a: float, b: float, z0: float, z1: float, offset: float, depth: float):
+    """(centre, half) of a thin box on the inner face of a room's ``side`` wall, ``offset`` m into the room."""
+    half_t = WALL_THICKNESS / 2
+    inward = {"S": 1, "N": -1, "W": 1, "E": -1}[side]
+    across = line + inward * (half_t + offset + depth / 2)
+    if side in ("S", "N"):
+        return np.array([(a + b) / 2, across, (z0 + z1) / 2]), np.array([(b - a) / 2, depth / 2, (z1 - z0) / 2])
+    return np.array([across, (a + b) / 2, (z0 + z1) / 2]), np.array([depth / 2, (b - a) / 2, (z1 - z0) / 2])
+
+
+def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: int) -> int:
+    """Visual-only detail per room (never collides, so maps and physics are unchanged): skirting
+    boards (one merged mesh per room), windows with frames on exterior walls, a ceiling light
+    fixture, a rug and a framed painting in living spaces. Returns the next free instance id."""
+    rng = looks.rng
+    H = plan.wall_height
+    half_t = WALL_THICKNESS / 2
+    for rid, (rect, rtype) in enumerate(zip(plan.rects, plan.types)):
+        x0, y0, x1, y1 = (v * UNIT for v in rect)
+        edges = _room_edges((x0, y0, x1, y1), rid, plan.rects)
+        base = f"/World/Structure/Rooms/room_{rid:02d}"
+        # skirting boards along every inner edge, door openings cut out
+        boards = []
+        for side, line, lo, hi, _ in edges:
+            a, b = lo + half_t, hi - half_t
+            cuts = sorted(g for g in _door_gaps(plan.doors, side, line) if g[1] > a and g[0] < b)
+            start = a
+            for g0, g1 in cuts + [(b, b)]:
+                if g0 - start > 0.05:
+                    boards.append(_wall_box(side, line, start, g0, 0.0, SKIRTING_HEIGHT, 0.0, SKIRTING_DEPTH))
+                start = max(start, g1)
+        if boards:
+            desc.geoms.append(_mesh_geom(boards, label="skirting", instance_id=next_id, color=COLORS["white"],
+                                         name=f"{base}/skirting", material="wood_white"))
+            next_id += 1
+        # windows (daylight panes in white frames) on exterior walls long enough for one
+        k = 0
+        for side, line, lo, hi, exterior in edges:
+            if not exterior or hi - lo < 1.8 or k >= 2:
+                continue
+            width = round(float(min(1.6, 0.5 * (hi - lo))), 2)
+            c = round(float((lo + hi) / 2 + rng.uniform(-0.15, 0.15) * (hi - lo - width)), 2)
+            a, b = c - width / 2, c + width / 2
+            top = min(WINDOW_TOP, H - 0.25)
+            pane = _wall_box(side, line, a, b, WINDOW_SILL, top, 0.0, 0.01)
+            desc.geoms.append(Geom("box", _translation(pane[0]), pane[1], label="window", instance_id=next_id,
+                                   color=(0.55, 0.72, 0.92), collides=False, name=f"{base}/window_{k}_glass",
+                                   material="window"))
+            f, d = 0.05, 0.04
+            frame = [_wall_box(side, line, a - f, b + f, WINDOW_SILL - f, WINDOW_SILL, 0.0, d + 0.03),
+                     _wall_box(side, line, a - f, b + f, top, top + f, 0.0, d),
+                     _wall_box(side, line, a - f, a, WINDOW_SILL, top, 0.0, d),
+                     _wall_box(side, line, b, b + f, WINDOW_SILL, top, 0.0, d),
+                     _wall_box(side, line, c - f / 2, c + f / 2, WINDOW_SILL, top, 0.0, d)]
+            desc.geoms.append(_mesh_geom(frame, label="window", instance_id=next_id, color=COLORS["white"],
+                                         name=f"{base}/window_{k}_frame", material="wood_white"))
+            next_id += 1
+            k += 1
+        # ceiling light fixture at the room centre (the room's light sits just below it)
+        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
+        m = _translation([cx, cy, H - 0.02])
+        desc.geoms.append(Geom("cylinder", m, [0.18, 0.02, 0.0], label="ceiling_light", instance_id=next_id,
+                               color=(1.0, 0.97, 0.9), collides=False, name=f"{base}/ceiling_light",
+                               material="light"))
+        next_id += 1
+        # a rug in living spaces
+        if rtype in _RUG_ROOMS and rng.random() < 0.8:
+            color = str(rng.choice(_RUG_COLORS))
+            hx = round(float(min(1.4, (x1 - x0) * rng.uniform(0.25, 0.33))), 2)
+            hy = round(float(min(1.0, (y1 - y0) * rng.uniform(0.25, 0.33))), 2)
+            desc.geoms.append(_box_geom([cx, cy, 0.004], [hx, hy, 0.004], label="rug", instance_id=next_id,
+                                        color=COLORS[color], collides=False, name=f"{base}/rug",
+                                        material=f"carpet_{color}"))
+            next_id += 1
+        # a framed painting on an interior wall, clear of doors
+        if rtype in _ART_ROOMS and rng.random() < 0.75:
+            for side, line, lo, hi, exterior in sorted(edges, key=lambda e: (e[4], -(e[3] - e[2]))):
+                w = 0.8 if hi - lo > 2.5 else 0.5
+                c = (lo + hi) / 2
+                if any(g0 - 0.2 < c + w / 2 and c - w / 2 < g1 + 0.2 for g0, g1 in _door_gaps(plan.doors, side, line)):
+                    continue
+                z0, z1 = 1.25, 1.25 + 0.75 * w
+                frame = _wall_box(side, line, c - w / 2, c + w / 2, z0, z1, 0.0, 0.03)
+                canvas = _wall_box(side, line, c - w / 2 + 0.04, c + w / 2 - 0.04, z0 + 0.04, z1 - 0.04, 0.03, 0.004)
+                desc.geoms.append(Geom("box", _translation(frame[0]), frame[1], label="painting", instance_id=next_id,
+                                       color=COLORS["black"], collides=False, name=f"{base}/painting_frame",
+                                       material="wood_black"))
+                desc.geoms.append(Geom("box", _translation(canvas[0]), canvas[1], label="painting",
+                                       instance_id=next_id, color=(1.0, 1.0, 1.0), collides=False,
+                                       name=f"{base}/painting_canvas", material=f"art_{int(rng.integers(4))}"))
+                next_id += 1
+                break
+    return next_id
+
+
+#: Labels whose colour stays exactly the named one (paint is uniform; glass and lights glow).
+_UNVARIED = ("wall", "ceiling", "door_frame", "skirting", "window", "ceiling_light", "painting")
+#: Largest per-instance brightness change (fraction) and per-channel tint change.
+COLOUR_VARIATION, TINT_VARIATION = 0.07, 0.02
+
+
+def _vary_colours(desc: SceneDescription, seed: int) -> None:
+    """Per-instance colour variation (two oak chairs are not the exact same oak): every geom of an
+    instance is scaled by one brightness factor and tint drawn from ``[seed, 14, instance_id]``,
+    rounded to 4 decimals; paint, glass and lights keep their colour."""
+    factors: dict[int, np.ndarray] = {}
+    for g in desc.geoms:
+        if g.label in _UNVARIED:
+            continue
+        if g.instance_id not in factors:
+            rng = np.random.default_rng([seed, 14, g.instance_id])
+            factors[g.instance_id] = (1 + rng.uniform(-COLOUR_VARIATION, COLOUR_VARIATION)) * (
+                1 + rng.uniform(-TINT_VARIATION, TINT_VARIATION, 3))
+        g.color = tuple(round(float(c), 4) for c in np.clip(np.asarray(g.color) * factors[g.instance_id], 0.0, 1.0))
+
+
+def _translation(p) -> np.ndarray:
+    m = np.eye(4)
+    m[:3, 3] = p
+    return m
 
 
 def _flatten(placed: list[_Placed]) -> list[_Placed]:

@@ -162,8 +162,64 @@ def _physics_material(stage, friction: float, cache: dict[float, Any]):
     return cache[key]
 
 
+_LOOKS_ROOT = "/World/Looks"
+_MATERIAL_ATTR = "vlnverse:material"
+
+
+def _visual_material(stage, g: Geom, cache: dict[Any, Any]):
+    """The ``UsdShade.Material`` (UsdPreviewSurface; a ``UsdUVTexture`` tinted by the geom colour for
+    textured kinds, the file in ``textures/`` beside the stage) for ``g.material`` and ``g.color``;
+    one per (material, colour), named after the material. None when the geom has no material."""
+    from pxr import Gf, Sdf, UsdShade
+
+    from .textures import LOOKS, material_kind, texture_file_name
+
+    kind = material_kind(g.material)
+    if not kind:
+        return None
+    colour = tuple(round(float(c), 4) for c in g.color)
+    key = ("look", g.material, colour)
+    if key in cache:
+        return cache[key]
+    used = cache.setdefault("look_paths", set())
+    path = _unique(f"{_LOOKS_ROOT}/{_identifier(g.material)}", used)
+    look = LOOKS[kind]
+    mat = UsdShade.Material.Define(stage, path)
+    mat.GetPrim().CreateAttribute(_MATERIAL_ATTR, Sdf.ValueTypeNames.String).Set(g.material)
+    pbr = UsdShade.Shader.Define(stage, f"{path}/PreviewSurface")
+    pbr.CreateIdAttr("UsdPreviewSurface")
+    pbr.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(round(look.roughness, 4))
+    pbr.CreateInput("metallic", Sdf.ValueTypeNames.Float).Set(round(look.metallic, 4))
+    if look.opacity < 1.0:
+        pbr.CreateInput("opacity", Sdf.ValueTypeNames.Float).Set(round(look.opacity, 4))
+    if look.emission > 0:
+        pbr.CreateInput("emissiveColor", Sdf.ValueTypeNames.Color3f).Set(
+            Gf.Vec3f(*(round(c * look.emission, 4) for c in colour)))
+    diffuse = pbr.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f)
+    if look.texture is None:
+        diffuse.Set(Gf.Vec3f(*colour))
+    else:
+        reader = UsdShade.Shader.Define(stage, f"{path}/TexCoords")
+        reader.CreateIdAttr("UsdPrimvarReader_float2")
+        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
+        tex = UsdShade.Shader.Define(stage, f"{path}/Texture")
+        tex.CreateIdAttr("UsdUVTexture")
+        tex.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(Sdf.AssetPath(texture_file_name(look.texture)))
+        tex.CreateInput("st", Sdf.ValueTypeNames.Float2).ConnectToSource(reader.ConnectableAPI(), "result")
+        tex.CreateInput("wrapS", Sdf.ValueTypeNames.Token).Set("repeat")
+        tex.CreateInput("wrapT", Sdf.ValueTypeNames.Token).Set("repeat")
+        tex.CreateInput("scale", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))  # tint
+        tex.CreateInput("fallback", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))
+        diffuse.ConnectToSource(tex.ConnectableAPI(), "rgb")
+        tex.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
+    mat.CreateSurfaceOutput().ConnectToSource(pbr.ConnectableAPI(), "surface")
+    cache.setdefault("look_kinds", set()).add(kind)
+    cache[key] = mat
+    return mat
+
+
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
-                materials: dict[float, Any]) -> None:
+                materials: dict[Any, Any]) -> None:
     from pxr import Gf, UsdGeom, UsdPhysics, UsdShade, Vt
 
     local = np.linalg.inv(parent_world) @ g.transform
@@ -205,6 +261,9 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         binding = UsdShade.MaterialBindingAPI.Apply(prim)
         binding.Bind(_physics_material(stage, g.friction, materials), UsdShade.Tokens.weakerThanDescendants,
                      "physics")
+    look = _visual_material(stage, g, materials)
+    if look is not None:
+        UsdShade.MaterialBindingAPI.Apply(prim).Bind(look)
     if not labelled:
         _set_label(prim, g.label, g.instance_id)
 
@@ -244,7 +303,7 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
 
     obj_paths, geom_paths = _plan_paths(desc)
     owner = {gi: k for k, obj in enumerate(desc.objects) for gi in obj.geom_indices}
-    materials: dict[float, Any] = {}
+    materials: dict[Any, Any] = {}
     obj_world: dict[int, np.ndarray] = {}
     for gi, g in enumerate(desc.geoms):
         k = owner.get(gi)
@@ -298,23 +357,34 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
     with atomic_path(path) as tmp:
         if not layer.Export(str(tmp)):
             raise SceneError(f"{path}: USD export failed")
+    if materials.get("look_kinds"):
+        from .textures import write_textures
+
+        write_textures(path.parent, materials["look_kinds"])
     return path
 
 
 def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:
-    """One sphere light under each room's ceiling so the stage is lit when opened in Isaac Sim."""
+    """One warm sphere light under each room's ceiling (``textures.room_light_positions``) and a
+    sun (distant light) so the stage is lit when opened in Isaac Sim as in MuJoCo."""
     from pxr import Gf, UsdGeom
 
-    if not desc.rooms:
+    from .textures import room_light_positions
+
+    lights = room_light_positions(desc)
+    if not lights:
         return
-    height = float(desc.metadata.get("wall_height", desc.bounds()[1][2]))
-    for room in desc.rooms:
-        c = room.centroid
-        light = UsdLux.SphereLight.Define(stage, f"/World/Lights/light_{room.room_id:02d}")
+    for rid, pos in lights:
+        light = UsdLux.SphereLight.Define(stage, f"/World/Lights/light_{rid:02d}")
         light.CreateRadiusAttr().Set(0.1)
         light.CreateIntensityAttr().Set(30000.0)
-        UsdGeom.Xformable(light).AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(
-            Gf.Vec3d(float(c[0]), float(c[1]), height - 0.3))
+        light.CreateColorAttr().Set(Gf.Vec3f(1.0, 0.94, 0.84))
+        UsdGeom.Xformable(light).AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*pos))
+    sun = UsdLux.DistantLight.Define(stage, "/World/Lights/sun")
+    sun.CreateIntensityAttr().Set(3000.0)
+    sun.CreateAngleAttr().Set(0.53)
+    # the default distant light shines down -Z; tilt it to come in through the windows
+    UsdGeom.Xformable(sun).AddRotateXYZOp().Set(Gf.Vec3f(35.0, 25.0, 0.0))
 
 
 # =========================================================================== reading
@@ -522,6 +592,7 @@ def _read_stage(path: Path) -> SceneDescription:
     except Exception:  # pragma: no cover - very old USD without the vectorised call
         bound = [UsdShade.MaterialBindingAPI(p).ComputeBoundMaterial("physics")[0] for p in gprims]
     friction_of: dict[str, float] = {}
+    looks = _visual_materials(gprims)
 
     geoms: list[Geom] = []
     owners: list[str | None] = []
@@ -565,6 +636,7 @@ def _read_stage(path: Path) -> SceneDescription:
                     friction_of[mat_path] = _f32(value)
         geom.friction = friction_of[mat_path]
         geom.color = _display_color(prim)
+        geom.material = looks.get(str(prim.GetPath()), "")
         geoms.append(geom)
         owners.append(owner if geom.label not in STRUCTURE_LABELS + FLOOR_LABELS else None)
     if unlabelled:
@@ -594,6 +666,25 @@ def _read_stage(path: Path) -> SceneDescription:
     has_floor = any(g.collides for g in geoms if g.label in FLOOR_LABELS)
     desc.floor_z = float(custom["floor_z"]) if "floor_z" in custom and has_floor else _find_floor_z(geoms, path)
     return desc
+
+
+def _visual_materials(gprims) -> dict[str, str]:
+    """Prim path → semantic material name of its bound (all-purpose) material: the material's
+    ``vlnverse:material`` attribute, else the material prim's name (``Wood_Oak`` → ``wood_oak``)."""
+    from pxr import UsdShade
+
+    try:
+        bound, _ = UsdShade.MaterialBindingAPI.ComputeBoundMaterials(gprims)
+    except Exception:  # pragma: no cover - very old USD without the vectorised call
+        bound = [UsdShade.MaterialBindingAPI(p).ComputeBoundMaterial()[0] for p in gprims]
+    out = {}
+    for prim, mat in zip(gprims, bound):
+        if not mat:
+            continue
+        attr = mat.GetPrim().GetAttribute(_MATERIAL_ATTR)
+        name = str(attr.Get()) if attr and attr.HasAuthoredValue() else mat.GetPrim().GetName().lower()
+        out[str(prim.GetPath())] = name
+    return out
 
 
 def _f32(value: float) -> float:

@@ -4,7 +4,9 @@ Commands::
 
     vlnverse sim info [--json]
     vlnverse sim drive SCENE [--body r2r_ce] [--pose X,Y,YAW] [--actions F*4,L,F | --random N]
-                       [--seed S] [--renderer auto|gl|raycast] [--width 224 --height 224] --out DIR
+                       [--seed S] [--renderer auto|gl|raycast] [--quality fast|default|high]
+                       [--width 224 --height 224] --out DIR
+    vlnverse scenes gallery SCENE[,SCENE...|SPLIT] --out DIR [--rooms 3] [--quality Q ...]
 
 SCENE is a USD file or the id of a shipped scene. ``drive`` writes ``steps.jsonl`` (one
 ``ActionResult`` per action), ``summary.json`` and ``frames/step_NNNN.png`` (RGB | depth |
@@ -42,11 +44,51 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--random", type=int, default=None, metavar="N", help="N random moves/turns (seeded)")
     d.add_argument("--seed", type=int, default=0, help="seed of the start pose and random actions")
     d.add_argument("--renderer", choices=("auto", "gl", "raycast"), default="auto")
+    d.add_argument("--quality", choices=("fast", "default", "high"), default="default",
+                   help="render preset (render.quality): fast = flat colours, default = textures, lights and "
+                        "anti-aliasing, high = plus shadows and reflections")
     d.add_argument("--width", type=int, default=224)
     d.add_argument("--height", type=int, default=224)
     d.add_argument("--out", required=True, help="output folder (replaced atomically)")
     d.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     d.set_defaults(func=_drive)
+    _add_gallery_command(sub)
+
+
+def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
+    """``vlnverse scenes gallery`` renders through the simulator, so this layer contributes it to the
+    ``scenes`` command (the scenes layer knows no simulator)."""
+    scenes = sub.choices.get("scenes")
+    if scenes is None:
+        return
+    ssub = next(a for a in scenes._actions if isinstance(a, argparse._SubParsersAction))
+    g = ssub.add_parser("gallery", help="contact sheet (PNG + JSON) of first-person views of homes at each "
+                                        "render preset, with the frame rate each achieved")
+    g.add_argument("scene", metavar="SCENE", help="USD file(s), scene id(s) or a split name (comma-separated)")
+    g.add_argument("--out", required=True, help="output folder (gallery.png, gallery.json)")
+    g.add_argument("--rooms", type=int, default=3, help="views per home, one per room, largest rooms first")
+    g.add_argument("--width", type=int, default=224)
+    g.add_argument("--height", type=int, default=224)
+    g.add_argument("--quality", action="append", choices=("fast", "default", "high"), default=None,
+                   help="preset(s) to show (repeatable; default: all three)")
+    g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    g.set_defaults(func=_gallery)
+
+
+def _gallery(args: argparse.Namespace) -> int:
+    from ..core.errors import ConfigError
+    from ..scenes.splits import resolve_scenes
+    from .gallery import render_gallery
+    from .types import RENDER_QUALITIES
+
+    if args.rooms < 1:
+        raise ConfigError(f"got {args.rooms}", field="--rooms", expected="an integer >= 1")
+    paths = resolve_scenes(args.scene)
+    summary = render_gallery(paths, args.out, rooms=args.rooms, width=args.width, height=args.height,
+                             qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress)
+    fps = ", ".join(f"{q} {v['fps']}" for q, v in summary["presets"].items())
+    print(f"wrote {Path(args.out) / 'gallery.png'} ({len(summary['views'])} views; frames/s: {fps})")
+    return 0
 
 
 def parse_actions(text: str) -> list[str]:
@@ -148,7 +190,8 @@ def _drive(args: argparse.Namespace) -> int:
     desc = load_scene(scene_path)
     size = dict(width=args.width, height=args.height)
     env = VLNVerseNavEnv(desc, args.body, [make_sensor("rgb", **size), make_sensor("depth", **size),
-                                           make_sensor("semantic", **size)], renderer=args.renderer)
+                                           make_sensor("semantic", **size)], renderer=args.renderer,
+                         quality=args.quality)
     try:
         obs, _ = env.reset(seed=args.seed, options={"pose": pose})
         frames = [_frame_png(obs)]
@@ -161,7 +204,8 @@ def _drive(args: argparse.Namespace) -> int:
         path_length = float(sum(np.linalg.norm(np.diff(np.asarray(r["trajectory"])[:, :2], axis=0), axis=1).sum()
                                 for r in records))
         summary = {
-            "scene": str(scene_path), "body": env.body.name, "renderer": env.sim.renderer_name, "seed": args.seed,
+            "scene": str(scene_path), "body": env.body.name, "renderer": env.sim.renderer_name, "quality": args.quality,
+            "seed": args.seed,
             "start_pose": start.to_dict(), "final_pose": env.sim.pose.to_dict(), "actions": len(records),
             "collisions": sum(r["collided"] for r in records),
             "max_obstacle_displacement": max((r["obstacle_displacement"] for r in records), default=0.0),

@@ -16,6 +16,12 @@ from ..core.errors import VLNVerseError
 from ..core.geometry import wrap_angle  # noqa: F401 (part of the simulator API)
 
 
+#: Render quality presets (``render.quality``): ``fast`` (flat colours under even light),
+#: ``default`` (materials, textures, room lights, anti-aliasing), ``high`` (plus shadows,
+#: reflections, multisampling). Depth and segmentation do not depend on the preset.
+RENDER_QUALITIES = ("fast", "default", "high")
+
+
 class InvalidActionError(VLNVerseError, ValueError):
     """An action is malformed (NaN/inf, unknown name, outside the action space); raised before
     anything reaches the physics."""

@@ -41,20 +41,21 @@ class MujocoSimulator(Simulator):
     Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default the body's ``step_height``: obstacles lower
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
     order fixes the semantic ids; scene labels not in it are appended sorted); ``antialias``
-    (4× MSAA for GL RGB, default off: ~35 % slower on llvmpipe).
+    (4× MSAA for GL RGB at ``fast``); ``quality`` = fast | default | high (render preset, see
+    ``vlnverse.sim.mujoco.render.GLRenderer``; depth and segmentation do not depend on it).
     """
 
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
                  control: ControlConfig, renderer: str = "auto", step_height: float | None = None,
-                 label_table: list[str] | None = None, antialias: bool = False):
+                 label_table: list[str] | None = None, antialias: bool = False, quality: str = "default"):
         self._mj = import_mujoco()
         self.scene, self.body, self.control = scene, body, control
         self._built = build_model(scene, body, step_height=step_height, physics_dt=control.physics_dt,
-                                  label_table=label_table)
+                                  label_table=label_table, quality=quality)
         self._m = copy.copy(self._built.model)
         self._d = self._mj.MjData(self._m)
         self._mj.mj_forward(self._m, self._d)
-        self._renderer = make_renderer(renderer, self._built, self._m, antialias)
+        self._renderer = make_renderer(renderer, self._built, self._m, antialias, quality)
         self._caster = self._renderer if isinstance(self._renderer, RaycastRenderer) else RaycastRenderer(self._built, self._m)
         self._sensors: dict[str, SensorSpec] = {}
         self._frames: dict[str, tuple[float, dict[str, np.ndarray]]] = {}

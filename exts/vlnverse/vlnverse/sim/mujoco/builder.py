@@ -25,6 +25,7 @@ import numpy as np
 from ...core.errors import ConfigError, SceneError
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
 from ..body import AgentBody
+from ..types import RENDER_QUALITIES
 from .gl import import_mujoco
 
 AGENT_BODY = "vlnverse_agent"
@@ -40,6 +41,8 @@ PLANE_LABELS = ("floor", "ceiling")
 #: Time constant of the agent's velocity servos (s): kv = mass / tau.
 SERVO_TAU = 0.04
 _CACHE_SIZE = 8
+#: Render quality presets (see ``vlnverse.sim.types.RENDER_QUALITIES``).
+QUALITIES = RENDER_QUALITIES
 
 
 @dataclass
@@ -68,13 +71,15 @@ _CACHE: "OrderedDict[str, BuiltScene]" = OrderedDict()
 
 
 def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, physics_dt: float,
-               label_table: Sequence[str] | None = None) -> str:
+               label_table: Sequence[str] | None = None, quality: str = "fast") -> str:
     """SHA-1 over everything that changes the compiled model (geometry, objects, body, options)."""
     h = hashlib.sha1()
     h.update(repr((desc.floor_z, step_height, physics_dt, tuple(label_table or ()),
-                   sorted(vars(body).items()))).encode())
+                   sorted(vars(body).items()), quality, desc.metadata.get("wall_height"))).encode())
+    for room in desc.rooms:
+        h.update(repr((room.room_id, np.round(room.polygon, 6).tolist())).encode())
     for g in desc.geoms:
-        h.update(repr((g.kind, g.label, g.instance_id, tuple(g.color), g.collides, g.friction)).encode())
+        h.update(repr((g.kind, g.label, g.instance_id, tuple(g.color), g.collides, g.friction, g.material)).encode())
         h.update(np.ascontiguousarray(g.transform, dtype=np.float64).tobytes())
         h.update(np.ascontiguousarray(g.size, dtype=np.float64).tobytes())
         if g.kind == "mesh":
@@ -124,21 +129,33 @@ def _quat(mujoco, rot: np.ndarray) -> np.ndarray:
     return q
 
 
+def check_quality(quality: str, field: str = "render.quality") -> str:
+    """``quality`` if it names a preset, else ``ConfigError`` naming ``field``."""
+    if quality not in QUALITIES:
+        raise ConfigError(f"got {quality!r}", field=field, expected="one of " + ", ".join(QUALITIES))
+    return quality
+
+
 def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float | None = None,
-                physics_dt: float = 0.005, label_table: Sequence[str] | None = None) -> BuiltScene:
+                physics_dt: float = 0.005, label_table: Sequence[str] | None = None,
+                quality: str = "fast") -> BuiltScene:
     """Compile ``desc`` with the agent ``body``; cached in-process by ``scene_hash``.
 
+    ``quality`` (``QUALITIES``) adds materials, textures and room lights (``default``, ``high``);
+    geometry, and therefore depth and segmentation, is the same at every preset.
     Raises ``SceneError`` naming the scene for unusable geometry and ``ConfigError`` for a step
-    height not below the body height.
+    height not below the body height or an unknown quality.
     """
     step_height = body.step_height if step_height is None else step_height
     if not 0.0 <= step_height < body.height:
         raise ConfigError(f"got {step_height}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
-    key = scene_hash(desc, body, step_height=step_height, physics_dt=physics_dt, label_table=label_table)
+    check_quality(quality)
+    key = scene_hash(desc, body, step_height=step_height, physics_dt=physics_dt, label_table=label_table,
+                     quality=quality)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    built = _compile(desc, body, step_height, physics_dt, label_table, key)
+    built = _compile(desc, body, step_height, physics_dt, label_table, key, quality)
     _CACHE[key] = built
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -146,7 +163,7 @@ def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float |
 
 
 def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physics_dt: float,
-             label_table: Sequence[str] | None, key: str) -> BuiltScene:
+             label_table: Sequence[str] | None, key: str, quality: str = "fast") -> BuiltScene:
     mujoco = import_mujoco()
     where = desc.source_path or f"scene '{desc.scene_id}'"
     if not desc.geoms:
@@ -160,19 +177,22 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     if hasattr(mujoco.mjtEnableBit, "mjENBL_SLEEP"):  # island sleeping: resting objects cost nothing
         spec.option.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SLEEP)
-    spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
-    spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
-    spec.visual.headlight.specular = [0.0, 0.0, 0.0]
     world = spec.worldbody
     lo, hi = desc.bounds()
-    # Two key lights from above and a weak fill from below (ceilings); no shadows (cost, see notes).
-    for direction, strength in (([0.3, 0.5, -1.0], 0.35), ([-0.4, -0.2, -1.0], 0.35), ([0.1, 0.2, 1.0], 0.2)):
-        light = world.add_light(pos=[(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2] + 5.0], dir=direction,
-                                castshadow=False, diffuse=[strength] * 3, specular=[0, 0, 0])
-        if hasattr(mujoco, "mjtLightType"):
-            light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
-        else:  # MuJoCo < 3.3
-            light.directional = True
+    materials: dict[tuple[str, tuple[float, ...]], str] = {}
+    if quality == "fast":
+        spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
+        spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
+        spec.visual.headlight.specular = [0.0, 0.0, 0.0]
+        # Two key lights from above and a weak fill from below (ceilings); no shadows (cost, see notes).
+        for direction, strength in (([0.3, 0.5, -1.0], 0.35), ([-0.4, -0.2, -1.0], 0.35), ([0.1, 0.2, 1.0], 0.2)):
+            light = world.add_light(pos=[(lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2, hi[2] + 5.0], dir=direction,
+                                    castshadow=False, diffuse=[strength] * 3, specular=[0, 0, 0])
+            _directional(mujoco, light)
+    else:
+        from .looks import add_lights
+
+        add_lights(spec, desc, quality)
     world.add_camera(name=RENDER_CAMERA, pos=[0, 0, 1], fovy=90.0)
 
     owner: dict[int, int] = {}
@@ -203,6 +223,13 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
             spec.add_mesh(name=f"mesh{index}", uservert=np.asarray(g.vertices, float).reshape(-1).tolist(),
                           userface=np.asarray(g.faces, int).reshape(-1).tolist())
             kw.update(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh{index}")
+        if quality != "fast":
+            from .looks import material_for
+
+            mat = material_for(spec, g, materials)
+            if mat:
+                kw["material"] = mat
+                kw["rgba"] = [0.5, 0.5, 0.5, 1.0]  # MuJoCo's default geom rgba: the material colour applies
         plane = g.label in PLANE_LABELS
         if not g.collides:
             kw.update(contype=0, conaffinity=0)
@@ -312,6 +339,14 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         movable_bodies={inst: model.body(n).id for inst, n in movable_names.items()},
         floor_z=float(desc.floor_z), key=key,
     )
+
+
+def _directional(mujoco, light) -> None:
+    """Make an ``MjsLight`` directional (MuJoCo >= 3.3 light types, else the old flag)."""
+    if hasattr(mujoco, "mjtLightType"):
+        light.type = mujoco.mjtLightType.mjLIGHT_DIRECTIONAL
+    else:  # MuJoCo < 3.3
+        light.directional = True
 
 
 def clear_cache() -> None:

@@ -8,6 +8,7 @@ from both.
 """
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Iterable
 
@@ -107,57 +108,157 @@ class RaycastRenderer:
         """Nothing to release."""
 
 
+_LUMA = np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def antialias(rgb: np.ndarray, threshold: float = 12.0, span: float = 48.0) -> np.ndarray:
+    """Edge anti-aliasing in the spirit of FXAA on an (H, W, 3) uint8 image: pixels on a luma edge
+    (central difference above ``threshold``) are blended, up to half-way, with their two
+    neighbours *along* the edge, which softens staircases without blurring flat areas or texture
+    detail below the threshold. About 1/10 of MSAA's cost on llvmpipe; border pixels are kept."""
+    img = rgb.astype(np.float32)
+    luma = img @ _LUMA
+    gx = np.abs(luma[1:-1, 2:] - luma[1:-1, :-2])
+    gy = np.abs(luma[2:, 1:-1] - luma[:-2, 1:-1])
+    weight = np.maximum(gx, gy)
+    weight -= threshold
+    weight *= 1.0 / span
+    np.clip(weight, 0.0, 0.5, out=weight)
+    blend = img[1:-1, 2:] + img[1:-1, :-2]  # along x: for edges running horizontally (gy > gx)
+    np.copyto(blend, img[2:, 1:-1] + img[:-2, 1:-1], where=(gy <= gx)[..., None])
+    blend *= 0.5
+    centre = img[1:-1, 1:-1]
+    blend -= centre
+    blend *= weight[..., None]
+    centre += blend
+    img += 0.5
+    return img.astype(np.uint8)
+
+
+#: Geom group that culled geoms are moved to while a frame is drawn (never shown).
+CULL_GROUP = 5
+
+
+def frustum_visible(centres: np.ndarray, radii: np.ndarray, position: np.ndarray, rotation: np.ndarray,
+                    hfov_deg: float, vfov_deg: float) -> np.ndarray:
+    """Whether each bounding sphere (``centres`` (N, 3), ``radii`` (N,)) touches the view frustum of
+    a camera at ``position`` with ``rotation`` columns (forward, left, up); conservative."""
+    rel = centres - position
+    fwd = rel @ rotation[:, 0]
+    side = np.abs(rel @ rotation[:, 1])
+    vert = np.abs(rel @ rotation[:, 2])
+    th, tv = math.tan(math.radians(hfov_deg) / 2), math.tan(math.radians(vfov_deg) / 2)
+    # distance of the centre outside each side plane, compared with the radius
+    ok_h = (side - fwd * th) / math.sqrt(1 + th * th) <= radii
+    ok_v = (vert - fwd * tv) / math.sqrt(1 + tv * tv) <= radii
+    return (fwd >= -radii) & ok_h & ok_v
+
+
+#: Room lights switched on around the camera (nearest first); the others are off for that frame.
+ACTIVE_ROOM_LIGHTS = 2
+
+
 class GLRenderer:
-    """Offscreen OpenGL rendering with one ``mujoco.Renderer`` per resolution (shadows and
-    reflections off); RGB, depth and segmentation of one camera pose share one scene update."""
+    """Offscreen OpenGL rendering with one ``mujoco.Renderer`` per resolution; RGB, depth and
+    segmentation of one camera pose share one scene update.
+
+    ``quality``: ``fast`` (no shadows, reflections or anti-aliasing), ``default`` (edge
+    anti-aliasing by ``antialias``: 4× MSAA would cost more than half the frame rate on llvmpipe),
+    ``high`` (8× MSAA, shadows, reflections). With MSAA, depth and segmentation come from a
+    second context without multisampling, so they are identical at every preset. Only the
+    ``ACTIVE_ROOM_LIGHTS`` room lights nearest the camera are on in a frame (fixed cost per frame
+    whatever the number of rooms).
+    """
 
     name = "gl"
 
-    def __init__(self, built: BuiltScene, model, antialias: bool = False):
+    def __init__(self, built: BuiltScene, model, antialias: bool = False, quality: str = "fast"):
         self._mj = import_mujoco()
         self._has_normal = _multiray_has_normal()
         self._built = built
         self._model = model
-        # 4× MSAA costs ~35 % of the frame time on llvmpipe and blends depth across edges: off by default.
-        model.vis.quality.offsamples = 4 if antialias else 0
-        self._renderers: dict[tuple[int, int], object] = {}
+        self.quality = quality
+        # MSAA costs ~35 % of the frame time on llvmpipe and would blend depth/ids across edges:
+        # only the RGB context gets it.
+        self._samples = 8 if quality == "high" else 4 if antialias else 0
+        self._post_aa = quality == "default" and not antialias
+        from .looks import ROOM_LIGHT_PREFIX
+
+        names = [model.light(i).name for i in range(model.nlight)]
+        self._room_lights = np.array([i for i, n in enumerate(names) if n.startswith(ROOM_LIGHT_PREFIX)], int)
+        self._room_light_pos = np.asarray(model.light_pos)[self._room_lights].copy() if len(self._room_lights) else None
+        self._renderers: dict[tuple[int, int, bool], object] = {}
+        # Frustum culling: geoms whose bounding sphere lies outside the view move to a hidden
+        # group for the draw (rendering cost follows the geoms drawn, not the scene size).
+        self._group = np.asarray(model.geom_group).copy()
+        self._cullable = (np.asarray(model.geom_rbound) > 0) & (self._group != GROUP_AGENT)
         self._option = self._mj.MjvOption()
         self._option.geomgroup[:] = 1
         self._option.geomgroup[GROUP_AGENT] = 0
+        self._option.geomgroup[CULL_GROUP] = 0
         self._option.sitegroup[:] = 0
         self.render_calls = 0
-        self._renderer(16, 16)  # fail now (no GL context) rather than at the first observation
+        #: Geoms handed to OpenGL for the last frame (after culling): what rendering cost follows.
+        self.last_drawn = 0
+        self._renderer(16, 16, True)  # fail now (no GL context) rather than at the first observation
 
-    def _renderer(self, width: int, height: int):
-        key = (width, height)
+    def _renderer(self, width: int, height: int, rgb: bool):
+        key = (width, height, rgb and self._samples > 0)
         if key not in self._renderers:
             vis = self._model.vis.global_
             vis.offwidth = max(int(vis.offwidth), width)
             vis.offheight = max(int(vis.offheight), height)
+            self._model.vis.quality.offsamples = self._samples if key[2] else 0
             r = self._mj.Renderer(self._model, height=height, width=width)
             flags = r.scene.flags
-            flags[self._mj.mjtRndFlag.mjRND_SHADOW] = 0
-            flags[self._mj.mjtRndFlag.mjRND_REFLECTION] = 0
+            high = self.quality == "high" and key[2]
+            flags[self._mj.mjtRndFlag.mjRND_SHADOW] = int(high)
+            flags[self._mj.mjtRndFlag.mjRND_REFLECTION] = int(high)
             flags[self._mj.mjtRndFlag.mjRND_SKYBOX] = 0
             self._renderers[key] = r
         return self._renderers[key]
+
+    def _light_rooms_near(self, position: np.ndarray) -> None:
+        """Switch on the room lights nearest ``position`` and off the rest."""
+        if self._room_light_pos is None:
+            return
+        d = np.linalg.norm(self._room_light_pos[:, :2] - position[:2], axis=1)
+        on = np.zeros(len(d), bool)
+        on[np.argsort(d, kind="stable")[:ACTIVE_ROOM_LIGHTS]] = True
+        self._model.light_active[self._room_lights] = on
 
     def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
                hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
         """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
         mj = self._mj
         kinds = set(kinds)
-        r = self._renderer(width, height)
         cam = self._built.camera
         forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
         data.cam_xpos[cam] = position
         data.cam_xmat[cam] = np.stack([-left, up, -forward], axis=1).reshape(9)
-        self._model.cam_fovy[cam] = vertical_fov_deg(width, height, hfov_deg)
-        r.update_scene(data, camera=cam, scene_option=self._option)
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        self._model.cam_fovy[cam] = vfov
         self.render_calls += 1
         out: dict[str, np.ndarray] = {}
+        updated = None
+        visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
+        hidden = self._cullable & ~visible
+        groups = self._model.geom_group
         if "rgb" in kinds:
-            out["rgb"] = r.render()
+            self._light_rooms_near(position)
+            updated = self._renderer(width, height, True)
+            if self.quality != "high":  # with shadows, geoms out of view still cast into it
+                groups[hidden] = CULL_GROUP
+            updated.update_scene(data, camera=cam, scene_option=self._option)
+            groups[:] = self._group
+            self.last_drawn = int(updated.scene.ngeom)
+            out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
+        r = self._renderer(width, height, False)
+        if kinds - {"rgb"} and r is not updated:
+            groups[hidden] = CULL_GROUP
+            r.update_scene(data, camera=cam, scene_option=self._option)
+            groups[:] = self._group
+            self.last_drawn = int(r.scene.ngeom)
         if "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
@@ -182,10 +283,11 @@ class GLRenderer:
 _WARNED = False
 
 
-def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False):
+def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False, quality: str = "fast"):
     """``choice`` = gl | raycast | auto. ``auto`` tries OpenGL and falls back to ray casting with a
     single warning per process; ``gl`` raises if no OpenGL context can be created. ``antialias``
-    turns on 4× multisampling for GL RGB."""
+    turns on 4× multisampling for GL RGB at ``fast``; ``quality`` is the render preset (see
+    ``GLRenderer``)."""
     global _WARNED
     if choice == "raycast":
         return RaycastRenderer(built, model)
@@ -194,7 +296,7 @@ def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False
 
         raise ConfigError(f"got {choice!r}", field="renderer", expected="one of auto, gl, raycast")
     try:
-        return GLRenderer(built, model, antialias)
+        return GLRenderer(built, model, antialias, quality)
     except Exception as exc:  # no EGL/OSMesa/PyOpenGL: any of several exception types
         if choice == "gl":
             from ...core.errors import VLNVerseError

@@ -1,0 +1,159 @@
+"""Procedural textures, semantic materials in the USD, and visual-only detail of generated homes."""
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vlnverse.scenes.catalog import CATEGORIES, make_model
+from vlnverse.scenes.description import STRUCTURE_LABELS
+from vlnverse.scenes.occupancy import build_occupancy_map
+from vlnverse.scenes.procgen import generate_home
+from vlnverse.scenes.textures import LOOKS, material_kind, png_bytes, texture_array, write_textures
+from vlnverse.scenes.usd_io import load_scene, write_usd
+
+DETAIL_LABELS = ("window", "skirting", "rug", "painting", "ceiling_light")
+
+
+@pytest.fixture(scope="module")
+def home():
+    return generate_home(2)
+
+
+def test_textures_are_deterministic_small_and_decodable(tmp_path):
+    from PIL import Image
+
+    kinds = sorted({look.texture for look in LOOKS.values() if look.texture})
+    assert {"wood", "tile", "carpet", "fabric", "plaster", "marble", "wallpaper", "leather", "stone"} <= set(kinds)
+    first = write_textures(tmp_path / "a", LOOKS)
+    texture_array.cache_clear()
+    second = write_textures(tmp_path / "b", LOOKS)
+    assert [p.name for p in first] == [p.name for p in second] and len(first) == len(kinds)
+    for a, b in zip(first, second):
+        assert a.read_bytes() == b.read_bytes()  # same seed, same bytes
+        assert a.stat().st_size < 40_000
+    decoded = np.asarray(Image.open(io.BytesIO(png_bytes(texture_array("wood")))))
+    assert np.array_equal(decoded, texture_array("wood"))
+    # patterns differ between kinds and are not flat: real detail to see
+    assert not np.array_equal(texture_array("wood"), texture_array("tile"))
+    for kind in kinds:
+        lum = texture_array(kind)[..., 0].astype(float)
+        assert lum.std() > 2.0, kind
+    # a tile texture has dark grout lines: its darkest row is much darker than the median row
+    rows = texture_array("tile")[..., 0].mean(axis=1)
+    assert rows.min() < np.median(rows) - 30
+
+
+def test_every_generated_surface_has_a_known_material(home):
+    assert all(material_kind(g.material) for g in home.geoms), [g.name for g in home.geoms if not material_kind(g.material)]
+    floors = {material_kind(g.material) for g in generate_home(1).geoms + home.geoms if g.label == "floor"}
+    assert floors & {"wood", "parquet", "tile", "stone", "marble", "carpet"}
+    walls = {material_kind(g.material) for g in home.geoms if g.label == "wall"}
+    assert walls <= {"plaster", "wallpaper"}
+
+
+def test_detail_is_visual_only_and_leaves_the_maps_unchanged(home):
+    labels = {g.label for g in home.geoms}
+    assert {"window", "skirting", "ceiling_light"} <= labels
+    assert set(DETAIL_LABELS) <= set(STRUCTURE_LABELS)
+    detail = [g for g in home.geoms if g.label in DETAIL_LABELS]
+    assert detail and not any(g.collides for g in detail)
+    bare = type(home)(scene_id=home.scene_id, geoms=[g for g in home.geoms if g.label not in DETAIL_LABELS],
+                      rooms=home.rooms, doors=home.doors, floor_z=home.floor_z)
+    a = build_occupancy_map(home, resolution=0.05)
+    b = build_occupancy_map(bare, resolution=0.05)
+    assert np.array_equal(a.grid, b.grid)
+    # a window pane sits on a wall face between sill and lintel, facing into its room
+    panes = [g for g in home.geoms if g.label == "window" and g.kind == "box"]
+    for pane in panes:
+        lo, hi = pane.world_aabb()
+        assert lo[2] == pytest.approx(0.9) and hi[2] <= home.metadata["wall_height"]
+        assert min(hi[:2] - lo[:2]) == pytest.approx(0.01)
+
+
+def test_objects_have_recognisable_parts():
+    rng = np.random.default_rng(0)
+
+    def parts(name):
+        return make_model(name, rng).parts
+
+    chair = parts("chair")
+    assert len(chair) == 6  # seat, four legs, back
+    sofa = parts("sofa")
+    assert len(sofa) >= 2 + 2 + 4 + 2  # base, back, two arms, four legs, >= 2 cushions
+    fridge = parts("fridge")
+    assert sum(p.tone == "metal" for p in fridge) == 2 and sum(p.tone == "light" for p in fridge) == 2  # handles, doors
+    plant = parts("potted_plant")
+    assert sum(p.tone == "leaf" for p in plant) >= 5
+    assert any(p.tone == "shade" for p in parts("lamp")) and any(p.tone == "shade" for p in parts("floor_lamp"))
+    assert len(parts("book")) == 2  # cover and pages
+    assert all(CATEGORIES[n].builder for n in ("chair", "sofa", "fridge", "potted_plant", "book"))
+
+
+def test_usd_carries_preview_surface_materials_and_resolvable_textures(home, tmp_path):
+    from pxr import Sdf, Usd, UsdShade
+
+    path = write_usd(home, tmp_path / "h.usda")
+    stage = Usd.Stage.Open(str(path))
+    looks = [UsdShade.Material(p) for p in stage.Traverse() if p.IsA(UsdShade.Material) and
+             str(p.GetPath()).startswith("/World/Looks/")]
+    assert looks
+    files = set()
+    for mat in looks:
+        shader = mat.ComputeSurfaceSource()[0]
+        assert shader and shader.GetIdAttr().Get() == "UsdPreviewSurface"
+        for child in mat.GetPrim().GetChildren():
+            sh = UsdShade.Shader(child)
+            if sh.GetIdAttr().Get() == "UsdUVTexture":
+                asset = sh.GetInput("file").Get()
+                resolved = Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset.path))
+                assert resolved.is_file(), resolved
+                files.add(resolved.name)
+    assert {"wood.png", "plaster.png"} & files
+    # every gprim of the home is bound to a semantic material, read back unchanged
+    back = load_scene(path)
+    assert [g.material for g in back.geoms] == [g.material for g in home.geoms]
+    names = {m.GetPrim().GetName() for m in looks}
+    assert any(n.startswith("wood_") for n in names) and any(n.startswith(("fabric_", "leather_")) for n in names)
+    # a second write gives the same bytes (USD and textures)
+    again = write_usd(home, tmp_path / "again" / "h.usda")
+    assert again.read_bytes() == path.read_bytes()
+    for tex in (tmp_path / "textures").iterdir():
+        assert (tmp_path / "again" / "textures" / tex.name).read_bytes() == tex.read_bytes()
+
+
+def test_colour_varies_per_instance_around_the_named_colour(home):
+    from vlnverse.scenes.catalog import COLORS
+
+    by_name: dict[str, list[tuple]] = {}
+    for obj in home.objects:
+        named = np.asarray(COLORS[obj.attributes["color"]])
+        cols = [np.asarray(home.geoms[i].color) for i in obj.geom_indices]
+        nearest = min(cols, key=lambda c: float(np.abs(c - named).max()))
+        assert np.allclose(nearest, named, rtol=0.1, atol=0.01), (obj.category, nearest, named)
+        by_name.setdefault(obj.attributes["color"], []).append(tuple(nearest))
+    # two instances of one named colour get two shades
+    assert any(len(set(cols)) > 1 for cols in by_name.values() if len(cols) >= 2)
+    walls = {g.color for g in home.geoms if g.label == "wall"}
+    assert len(walls) == 1  # paint stays uniform
+
+
+def test_shipped_homes_carry_materials_with_resolvable_textures():
+    """Every gprim of every shipped home is bound to a UsdPreviewSurface material whose texture
+    files resolve from the file's folder (``scenes_usd/textures``)."""
+    from pxr import Sdf, Usd, UsdGeom, UsdShade
+
+    from vlnverse.scenes.splits import resolve_scenes
+
+    for path in resolve_scenes("all"):
+        stage = Usd.Stage.Open(str(path))
+        gprims = [p for p in stage.Traverse() if p.IsA(UsdGeom.Gprim)]
+        bound, _ = UsdShade.MaterialBindingAPI.ComputeBoundMaterials(gprims)
+        assert all(bound), f"{path.name}: gprims without a visual material"
+        for prim in stage.Traverse():
+            sh = UsdShade.Shader(prim)
+            if prim.IsA(UsdShade.Shader) and sh.GetIdAttr().Get() == "UsdUVTexture":
+                asset = sh.GetInput("file").Get().path
+                assert Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset)).is_file(), (path, asset)
