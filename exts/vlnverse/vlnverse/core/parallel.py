@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .errors import ConfigError
+from .errors import ConfigError, VLNVerseError
 
 ENGINES = ("local", "ray")
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
@@ -152,6 +152,8 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
                     fail(slot, "the job ended without producing all its items")
             elif kind == "error":
                 fail(slot, value)
+        if kind == "fatal":
+            raise VLNVerseError(f"job {running[slot][0].key if slot in running else '?'}: {value}")
 
     if isinstance(driver, _InlineDriver):
         driver.handle = handle
@@ -180,9 +182,17 @@ class _Emitter:
         self.send(("item", self.slot, item, result))
 
 
-def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], slot: int) -> None:
+def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], slot: int, *,
+             inline: bool = False) -> None:
+    from .errors import ConfigError, UnknownNameError
+
     try:
         fn(job.payload, job.items, state, _Emitter(send, slot))
+    except (ConfigError, UnknownNameError) as exc:  # bad input fails every scene alike: stop the run
+        if inline:
+            raise
+        send(("fatal", slot, None, str(exc)))
+        return
     except Exception as exc:  # noqa: BLE001 - reported with the job's key, the run goes on
         tb = traceback.format_exc(limit=-3).strip().splitlines()
         where = tb[-3].strip() if len(tb) >= 3 else ""
@@ -206,7 +216,7 @@ class _InlineDriver:
         return [] if busy else [0]
 
     def submit(self, slot: int, job: Job) -> None:
-        _run_one(self.fn, job, self.state, self.handle, slot)
+        _run_one(self.fn, job, self.state, self.handle, slot, inline=True)
 
     def poll(self, timeout: float) -> list[tuple]:
         return []

@@ -15,6 +15,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random "
                         "render.quality=fast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_parallel_options(p, "scenes evaluated in parallel")
     p.set_defaults(func=_eval)
 
     q = sub.add_parser("quickstart", help="generate a few episodes on the shipped scenes and evaluate the oracle "
@@ -27,6 +28,57 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--quality", choices=("fast", "default", "high"), default=None,
                    help="render preset (default: the config's render.quality, else 'default')")
     q.set_defaults(func=_quickstart)
+
+
+def add_parallel_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
+
+
+def parallel_settings(args: argparse.Namespace) -> dict:
+    """``workers``/``engine``/``address`` keyword arguments from parsed ``add_parallel_options``."""
+    workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
+    return {"workers": workers, "engine": args.engine, "address": args.address}
+
+
+_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address"}
+
+
+def _split_trailing_options(args: argparse.Namespace) -> list[str]:
+    """Options given after the overrides land in REMAINDER: move them onto ``args``."""
+    from ..core.errors import ConfigError
+
+    overrides, items = [], list(args.overrides)
+    while items:
+        item = items.pop(0)
+        name, eq, value = item.partition("=")
+        if item == "--no-progress":
+            args.no_progress = True
+        elif name in _OPTION_ARGS:
+            if not eq:
+                if not items:
+                    raise ConfigError(f"'{name}' needs a value", field=name)
+                value = items.pop(0)
+            if name == "--workers":
+                try:
+                    value = int(value)
+                except ValueError:
+                    raise ConfigError(f"got {value!r}", field="--workers", expected="an integer >= 1") from None
+            elif name == "--engine" and value not in ("local", "ray"):
+                raise ConfigError(f"got {value!r}", field="--engine", expected="local or ray")
+            setattr(args, _OPTION_ARGS[name], value)
+        elif item.startswith("-"):
+            raise ConfigError(f"unknown option '{item}'",
+                              expected="--no-progress, --workers N, --engine local|ray, --address HOST:PORT "
+                                       "or key=value overrides")
+        else:
+            overrides.append(item)
+    return overrides
 
 
 def resolve_config_path(name: str) -> Path:
@@ -48,14 +100,19 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
     from .runner import run_eval
 
-    from ..core.errors import ConfigError
+    from ..core.errors import ConfigError, VLNVerseError
 
-    overrides = [o for o in args.overrides if o != "--no-progress"]
-    for item in overrides:
-        if item.startswith("-"):
-            raise ConfigError(f"unknown option '{item}'", expected="--no-progress or key=value overrides")
+    from ..core.parallel import check_engine, check_workers
+
+    overrides = _split_trailing_options(args)
+    parallel = parallel_settings(args)
+    check_workers(parallel["workers"])
+    check_engine(parallel["engine"], parallel["address"])
     cfg = load_eval_config(resolve_config_path(args.config), overrides)
-    run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
+    summary = run_eval(cfg, progress=not args.no_progress, **parallel)
+    if summary.get("failed_scenes"):
+        raise VLNVerseError(f"{len(summary['failed_scenes'])} scene(s) failed (the other scenes' episodes are in "
+                            f"{cfg.out}): " + "; ".join(f"{f['scene']}: {f['error']}" for f in summary["failed_scenes"]))
     return 0
 
 
