@@ -13,7 +13,7 @@ that still fails is reported in ``RunReport.failures`` with its key (the scene i
 other jobs complete.
 
 Engines: ``local`` (``workers`` processes started with ``forkserver``/``spawn``; ``workers=1``
-runs in this process) and ``ray`` (one actor per worker; ``address`` = ``HOST:PORT`` of a
+runs in this process, where a job's exception simply propagates as in a plain loop) and ``ray`` (one actor per worker; ``address`` = ``HOST:PORT`` of a
 cluster started with ``ray start --head``, ``auto``, or ``None`` for a local instance already
 initialised or started here). Callers: ``vlnverse eval`` and ``vlnverse data generate``; the job
 function and its payload must be picklable (a module-level function).
@@ -78,6 +78,23 @@ def check_workers(workers: Any, field_name: str = "--workers") -> int:
     return workers
 
 
+def check_address(address: str | None) -> None:
+    """A ``HOST:PORT`` Ray address must be well formed and accept a connection within a few
+    seconds (``ConfigError`` in one line otherwise); ``None``/``auto``/``local`` pass."""
+    if address in (None, "", "local", "auto"):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"got {address!r}", field="--address", expected="HOST:PORT of `ray start --head`, or auto")
+    import socket
+
+    try:
+        socket.create_connection((host, int(port)), timeout=min(3.0, RAY_CONNECT_TIMEOUT_S)).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc})", field="--address",
+                          expected="HOST:PORT of a running `ray start --head`") from None
+
+
 def check_engine(engine: str, address: str | None = None) -> str:
     """``engine`` if known; ``ray`` must be importable (the ``[ray]`` extra)."""
     if engine not in ENGINES:
@@ -90,7 +107,24 @@ def check_engine(engine: str, address: str | None = None) -> str:
         except ImportError:
             raise ConfigError("ray is not installed", field="--engine",
                               expected="pip install 'vlnverse[ray]' (or --engine local)") from None
+        check_address(address)
     return engine
+
+
+def add_parallel_options(parser: Any, what: str) -> None:
+    """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
+
+
+def parallel_settings(args: Any) -> dict:
+    """``workers``/``engine``/``address`` keyword arguments from parsed ``add_parallel_options``."""
+    workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
+    return {"workers": workers, "engine": args.engine, "address": args.address}
 
 
 def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], None], workers: int = 1,
@@ -194,6 +228,8 @@ def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], sl
         send(("fatal", slot, None, str(exc)))
         return
     except Exception as exc:  # noqa: BLE001 - reported with the job's key, the run goes on
+        if inline:  # the serial path behaves as a plain loop: the error stops the run
+            raise
         tb = traceback.format_exc(limit=-3).strip().splitlines()
         where = tb[-3].strip() if len(tb) >= 3 else ""
         send(("error", slot, None, f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")))
@@ -331,17 +367,7 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None) -> Any:
     if address in (None, "", "local"):
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
         return ray
-    if address != "auto":
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ConfigError(f"got {address!r}", field="--address", expected="HOST:PORT of `ray start --head`, or auto")
-        import socket
-
-        try:
-            socket.create_connection((host, int(port)), timeout=min(3.0, RAY_CONNECT_TIMEOUT_S)).close()
-        except OSError as exc:
-            raise ConfigError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc})", field="--address",
-                              expected="HOST:PORT of a running `ray start --head`") from None
+    check_address(address)
     import threading
 
     result: dict = {}

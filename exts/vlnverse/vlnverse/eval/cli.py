@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.parallel import add_parallel_options, parallel_settings
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``eval`` and ``quickstart``."""
@@ -28,22 +30,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--quality", choices=("fast", "default", "high"), default=None,
                    help="render preset (default: the config's render.quality, else 'default')")
     q.set_defaults(func=_quickstart)
-
-
-def add_parallel_options(parser: argparse.ArgumentParser, what: str) -> None:
-    """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
-    parser.add_argument("--workers", type=int, default=None,
-                        help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
-    parser.add_argument("--address", default=None,
-                        help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
-
-
-def parallel_settings(args: argparse.Namespace) -> dict:
-    """``workers``/``engine``/``address`` keyword arguments from parsed ``add_parallel_options``."""
-    workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
-    return {"workers": workers, "engine": args.engine, "address": args.address}
 
 
 _OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address"}
@@ -100,7 +86,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
     from .runner import run_eval
 
-    from ..core.errors import ConfigError, VLNVerseError
+    from ..core.errors import VLNVerseError
 
     from ..core.parallel import check_engine, check_workers
 

@@ -16,6 +16,7 @@ import json
 import math
 
 from ..core.body import DEFAULT_BODY
+from ..core.parallel import add_parallel_options, parallel_settings
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -39,6 +40,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                      help="share of train-scene episodes held out as val_seen (default 0.1)")
     gen.add_argument("--default-split", default="train", help="split of scenes not listed in splits.json")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_parallel_options(gen, "scenes generated in parallel")
     gen.set_defaults(func=_generate)
 
     show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
@@ -82,7 +84,8 @@ def _generate(args: argparse.Namespace) -> int:
     summary = generate_dataset(args.task, args.scenes, args.episodes_per_scene, args.seed, args.out,
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
-                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory())
+                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory(),
+                               **parallel_settings(args))
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "

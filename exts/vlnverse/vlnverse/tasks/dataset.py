@@ -25,7 +25,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.body import as_body
-from ..core.errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError, SceneError, UnknownNameError
+from ..core.parallel import Job, check_engine, check_workers, run_jobs
 from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -177,12 +178,15 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
                      progress: bool = True,
-                     renderer_factory: Callable[[SceneContext], Any] | None = None) -> dict[str, Any]:
+                     renderer_factory: Callable[[SceneContext], Any] | None = None,
+                     workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
     task writes, e.g. reference images) atomically; returns the summary. ``renderer_factory(ctx)``
     returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``).
+    ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
+    the factory must then be picklable); the files are the same as a serial run's.
     """
     from tqdm import tqdm
 
@@ -190,6 +194,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         raise ConfigError(f"got {episodes_per_scene!r}", field="--episodes-per-scene", expected="an integer >= 1")
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
+    check_workers(workers)
+    check_engine(engine, address)
     load_task_types()
     generator_cls = TASKS.get(task)
     if isinstance(config, TaskConfig):
@@ -214,37 +220,35 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         generator.output_dir = tmp
         if hasattr(generator, "assets_dir") and generator.assets_dir is None:
             generator.assets_dir = tmp / "assets"
-        bar = tqdm(scene_paths, desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
-        for path in bar:
-            renderer, close = None, None
-            ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
-            if generator_cls.needs_renderer:
-                if renderer_factory is None:
-                    raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
-                                      expected="a renderer factory (the CLI uses the simulator's camera)")
-                renderer, close = renderer_factory(ctx)
-                ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
-            bar.set_postfix_str(ctx.scene_id)
-            split = split_of.get(ctx.scene_id, default_split)
-            gen_seq, split_seq = scene_seed(seed, ctx.scene_id).spawn(2)
-            try:
-                episodes = generator.generate(ctx, np.random.default_rng(gen_seq), episodes_per_scene, split)
-            finally:
-                if close is not None:
-                    close()
-            if split == "train" and val_seen_fraction > 0:
-                # One draw per episode group (false-premise pairs share info["pair_id"]; any other
-                # episode is its own group), so a pair never straddles train and val_seen.
-                groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
-                held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < val_seen_fraction))
-                for ep in episodes:
-                    if held[ep.info.get("pair_id", ep.episode_id)]:
-                        ep.split = "val_seen"
+        payload = {"task": task, "task_config": task_config, "body": body_obj, "seed": seed,
+                   "episodes_per_scene": episodes_per_scene, "split_of": split_of, "default_split": default_split,
+                   "val_seen_fraction": val_seen_fraction, "renderer_factory": renderer_factory, "output_dir": tmp,
+                   "generator": generator if workers == 1 and engine == "local" else None}
+        jobs = [Job(Path(path).stem, (str(path),), {**payload, "path": path}) for path in scene_paths]
+        results: dict[str, tuple] = {}
+        bar = tqdm(total=len(scene_paths), desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
+
+        def on_result(path: str, result: tuple) -> None:
+            results[path] = result
+            bar.set_postfix_str(result[0])
+            bar.update(1)
+
+        try:
+            report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
+                              address=address)
+        finally:
+            bar.close()
+        if report.failures:
+            failed = report.failures[0]
+            raise SceneError(f"scene {failed.key} failed: {failed.error}"
+                             + (f" (and {len(report.failures) - 1} more scene(s))" if len(report.failures) > 1 else ""))
+        for path in scene_paths:  # the serial order, whatever order the workers finished in
+            scene_id, episodes = results[str(path)]
             for ep in episodes:
                 by_split.setdefault(ep.split, []).append(ep)
                 scene_list.setdefault(ep.split, [])
-                if ctx.scene_id not in scene_list[ep.split]:
-                    scene_list[ep.split].append(ctx.scene_id)
+                if scene_id not in scene_list[ep.split]:
+                    scene_list[ep.split].append(scene_id)
         ordered = {s: by_split[s] for s in sorted(by_split, key=lambda s: (SPLIT_ORDER.index(s)
                                                                             if s in SPLIT_ORDER else 99, s))}
         for split, eps in ordered.items():
@@ -258,13 +262,62 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     return summary
 
 
-def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``)."""
+def generate_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+    """Parallel job (``vlnverse.core.parallel``): generate one scene's episodes (seeded by the
+    dataset seed and the scene id, so any worker gives the same episodes) and ``emit(path,
+    (scene_id, episodes))``; the task generator is built once per worker."""
+    task, task_config, body_obj = payload["task"], payload["task_config"], payload["body"]
+    load_task_types()  # a fresh worker process has not registered them yet
+    generator_cls = TASKS.get(task)
+    generator = payload["generator"]
+    if generator is None:
+        key = ("generator", task, repr(task_config), str(payload["output_dir"]))
+        if key not in state:
+            generator = generator_cls(task_config)
+            generator.output_dir = payload["output_dir"]
+            if hasattr(generator, "assets_dir") and generator.assets_dir is None:
+                generator.assets_dir = Path(payload["output_dir"]) / "assets"
+            state[key] = generator
+        generator = state[key]
+    path = payload["path"]
+    renderer, close = None, None
+    ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
+    if generator_cls.needs_renderer:
+        factory = payload["renderer_factory"]
+        if factory is None:
+            raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
+                              expected="a renderer factory (the CLI uses the simulator's camera)")
+        renderer, close = factory(ctx)
+        ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
+    split = payload["split_of"].get(ctx.scene_id, payload["default_split"])
+    gen_seq, split_seq = scene_seed(payload["seed"], ctx.scene_id).spawn(2)
+    try:
+        episodes = generator.generate(ctx, np.random.default_rng(gen_seq), payload["episodes_per_scene"], split)
+    finally:
+        if close is not None:
+            close()
+    if split == "train" and payload["val_seen_fraction"] > 0:
+        # One draw per episode group (false-premise pairs share info["pair_id"]; any other
+        # episode is its own group), so a pair never straddles train and val_seen.
+        groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
+        held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < payload["val_seen_fraction"]))
+        for ep in episodes:
+            if held[ep.info.get("pair_id", ep.episode_id)]:
+                ep.split = "val_seen"
+    emit(str(path), (ctx.scene_id, episodes))
 
-    def factory(ctx: SceneContext):
+
+class SimulatorRendererFactory:
+    """A picklable ``renderer_factory`` drawing RGB frames with the simulator's camera
+    (``render_at``); returns ``(render(x, y, yaw, pitch=0), close)`` for a scene context."""
+
+    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0):
+        self.width, self.height, self.hfov_deg = width, height, hfov_deg
+
+    def __call__(self, ctx: SceneContext):
         from ..sim import AgentPose, CameraSpec, make_simulator
 
-        spec = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
+        spec = CameraSpec(name="reference_rgb", kind="rgb", width=self.width, height=self.height, hfov_deg=self.hfov_deg)
         sim = make_simulator(ctx.desc, ctx.body, sensors=[])
 
         def render(x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
@@ -272,4 +325,7 @@ def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: fl
 
         return render, sim.close
 
-    return factory
+
+def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0) -> SimulatorRendererFactory:
+    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``)."""
+    return SimulatorRendererFactory(width, height, hfov_deg)
