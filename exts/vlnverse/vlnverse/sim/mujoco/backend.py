@@ -55,7 +55,7 @@ class MujocoSimulator(Simulator):
         self._m = copy.copy(self._built.model)
         self._d = self._mj.MjData(self._m)
         self._mj.mj_forward(self._m, self._d)
-        self._renderer = make_renderer(renderer, self._built, self._m, antialias, quality)
+        self._renderer = make_renderer(renderer, self._built, self._m, antialias, quality, scene)
         self._caster = self._renderer if isinstance(self._renderer, RaycastRenderer) else RaycastRenderer(self._built, self._m)
         self._sensors: dict[str, SensorSpec] = {}
         self._frames: dict[str, tuple[float, dict[str, np.ndarray]]] = {}
