@@ -65,6 +65,15 @@ def test_detail_is_visual_only_and_leaves_the_maps_unchanged(home):
     a = build_occupancy_map(home, resolution=0.05)
     b = build_occupancy_map(bare, resolution=0.05)
     assert np.array_equal(a.grid, b.grid)
+    # every door has a casing (jambs and head on both wall faces), visual only and outside the opening
+    casings = [g for g in home.geoms if g.label == "door_frame" and g.kind == "mesh"]
+    assert len(casings) == len(home.doors) and not any(g.collides for g in casings)
+    for door, casing in zip(home.doors, casings):
+        pts = casing.world_points()
+        along = 0 if door.axis == "x" else 1
+        offset = np.abs(pts[:, along] - door.center[along])
+        low = pts[:, 2] < 2.0  # jamb corners (the head spans the opening above 2.1 m)
+        assert np.all(offset[low] >= door.width / 2 - 1e-9)
     # a window pane sits on a wall face between sill and lintel, facing into its room
     panes = [g for g in home.geoms if g.label == "window" and g.kind == "box"]
     for pane in panes:

@@ -150,3 +150,25 @@ def test_unknown_quality_is_a_clear_config_error(home, tmp_path):
     with pytest.raises(ConfigError, match=r"render.*quality"):
         load_eval_config(cfg)
     assert load_eval_config(cfg, ["render.quality=high"]).render.quality == "high"
+
+
+def test_gallery_command_writes_a_contact_sheet_and_figures(home, tmp_path, gl_context):
+    import json
+
+    from PIL import Image
+
+    from vlnverse.cli import main
+    from vlnverse.scenes.usd_io import write_usd
+
+    scene = write_usd(home, tmp_path / "home.usda")
+    out = tmp_path / "gallery"
+    assert main(["scenes", "gallery", str(scene), "--out", str(out), "--rooms", "2", "--width", "64", "--height", "48",
+                 "--quality", "fast", "--quality", "default", "--no-progress"]) == 0
+    summary = json.loads((out / "gallery.json").read_text())
+    assert set(summary["presets"]) == {"fast", "default"} and len(summary["views"]) == 2
+    assert all(v["fps"] > 0 for v in summary["presets"].values())
+    sheet = Image.open(out / "gallery.png")
+    assert sheet.width >= 2 * 64 and sheet.height >= 2 * 48
+    for f, d in zip(summary["presets"]["fast"]["views"], summary["presets"]["default"]["views"]):
+        assert d["distinct_colours"] > f["distinct_colours"]
+    assert main(["scenes", "gallery", str(scene), "--out", str(out), "--rooms", "0"]) == 2

@@ -59,6 +59,8 @@ def part_material(tone: str, material: str, color: str) -> str:
     of ``material`` with main colour ``color`` (a ``shade`` is a glowing lampshade in that colour)."""
     if tone == "shade":
         return f"lampshade_{color}"
+    if tone == "dark" and material in ("fabric", "leather"):  # legs and bases of upholstered pieces
+        return f"wood_{TONES[tone]}"
     kind = TONE_KIND.get(tone) or VISUAL_KIND.get(material, "plastic")
     return f"{kind}_{color if tone == 'main' else TONES[tone]}"
 

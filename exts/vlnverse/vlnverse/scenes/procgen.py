@@ -603,6 +603,8 @@ def _assemble(plan: _Plan) -> SceneDescription:
         add(_box_geom([center2[0], center2[1], (H + DOOR_HEIGHT) / 2], half, label="door_frame", instance_id=next_id,
                       color=COLORS["white"], friction=MATERIALS["wood"], name=f"/World/Structure/DoorFrames/door_frame_{did:02d}",
                       material="wood_white"))
+        add(_mesh_geom(_door_casing(center2, w, axis), label="door_frame", instance_id=next_id, color=COLORS["white"],
+                       name=f"/World/Structure/DoorFrames/door_casing_{did:02d}", material="wood_white"))
         next_id += 1
 
     next_id = _add_details(desc, plan, looks, next_id)
@@ -709,6 +711,32 @@ def _wall_box(side: str, line: float, a: float, b: float, z0: float, z1: float, 
     if side in ("S", "N"):
         return np.array([(a + b) / 2, across, (z0 + z1) / 2]), np.array([(b - a) / 2, depth / 2, (z1 - z0) / 2])
     return np.array([across, (a + b) / 2, (z0 + z1) / 2]), np.array([depth / 2, (b - a) / 2, (z1 - z0) / 2])
+
+
+#: Door casing (architrave) board width and depth proud of the wall face (m).
+CASING_WIDTH, CASING_DEPTH = 0.07, 0.015
+
+
+def _door_casing(center: np.ndarray, width: float, axis: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Boxes of a door's casing on both wall faces: two jambs beside the opening and a head above
+    it (visual only; outside the opening, so the clear width is unchanged)."""
+    half_t = WALL_THICKNESS / 2
+    boxes = []
+    for face in (-1, 1):
+        across = face * (half_t + CASING_DEPTH / 2)
+        for s in (-1, 1):
+            along = s * (width / 2 + CASING_WIDTH / 2)
+            boxes.append((along, across, DOOR_HEIGHT / 2, CASING_WIDTH / 2, DOOR_HEIGHT / 2))
+        boxes.append((0.0, across, DOOR_HEIGHT + CASING_WIDTH / 2, width / 2 + CASING_WIDTH, CASING_WIDTH / 2))
+    out = []
+    for along, across, z, half_along, half_z in boxes:
+        if axis == "x":  # the wall runs along x
+            out.append((np.array([center[0] + along, center[1] + across, z]),
+                        np.array([half_along, CASING_DEPTH / 2, half_z])))
+        else:
+            out.append((np.array([center[0] + across, center[1] + along, z]),
+                        np.array([CASING_DEPTH / 2, half_along, half_z])))
+    return out
 
 
 def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: int) -> int:

@@ -19,6 +19,7 @@ import hashlib
 import math
 import re
 import warnings
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -166,7 +167,16 @@ _LOOKS_ROOT = "/World/Looks"
 _MATERIAL_ATTR = "vlnverse:material"
 
 
-def _visual_material(stage, g: Geom, cache: dict[Any, Any]):
+@dataclass
+class _Looks:
+    """Visual materials written so far: by (material, colour), prim paths used, kinds needing textures."""
+
+    materials: dict[tuple, Any] = field(default_factory=dict)
+    paths: set[str] = field(default_factory=set)
+    kinds: set[str] = field(default_factory=set)
+
+
+def _visual_material(stage, g: Geom, looks: _Looks):
     """The ``UsdShade.Material`` (UsdPreviewSurface; a ``UsdUVTexture`` tinted by the geom colour for
     textured kinds, the file in ``textures/`` beside the stage) for ``g.material`` and ``g.color``;
     one per (material, colour), named after the material. None when the geom has no material."""
@@ -178,11 +188,10 @@ def _visual_material(stage, g: Geom, cache: dict[Any, Any]):
     if not kind:
         return None
     colour = tuple(round(float(c), 4) for c in g.color)
-    key = ("look", g.material, colour)
-    if key in cache:
-        return cache[key]
-    used = cache.setdefault("look_paths", set())
-    path = _unique(f"{_LOOKS_ROOT}/{_identifier(g.material)}", used)
+    key = (g.material, colour)
+    if key in looks.materials:
+        return looks.materials[key]
+    path = _unique(f"{_LOOKS_ROOT}/{_identifier(g.material)}", looks.paths)
     look = LOOKS[kind]
     mat = UsdShade.Material.Define(stage, path)
     mat.GetPrim().CreateAttribute(_MATERIAL_ATTR, Sdf.ValueTypeNames.String).Set(g.material)
@@ -213,13 +222,13 @@ def _visual_material(stage, g: Geom, cache: dict[Any, Any]):
         diffuse.ConnectToSource(tex.ConnectableAPI(), "rgb")
         tex.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
     mat.CreateSurfaceOutput().ConnectToSource(pbr.ConnectableAPI(), "surface")
-    cache.setdefault("look_kinds", set()).add(kind)
-    cache[key] = mat
+    looks.kinds.add(kind)
+    looks.materials[key] = mat
     return mat
 
 
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
-                materials: dict[Any, Any]) -> None:
+                materials: dict[float, Any], looks: _Looks) -> None:
     from pxr import Gf, UsdGeom, UsdPhysics, UsdShade, Vt
 
     local = np.linalg.inv(parent_world) @ g.transform
@@ -261,7 +270,7 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         binding = UsdShade.MaterialBindingAPI.Apply(prim)
         binding.Bind(_physics_material(stage, g.friction, materials), UsdShade.Tokens.weakerThanDescendants,
                      "physics")
-    look = _visual_material(stage, g, materials)
+    look = _visual_material(stage, g, looks)
     if look is not None:
         UsdShade.MaterialBindingAPI.Apply(prim).Bind(look)
     if not labelled:
@@ -303,7 +312,8 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
 
     obj_paths, geom_paths = _plan_paths(desc)
     owner = {gi: k for k, obj in enumerate(desc.objects) for gi in obj.geom_indices}
-    materials: dict[Any, Any] = {}
+    materials: dict[float, Any] = {}
+    looks = _Looks()
     obj_world: dict[int, np.ndarray] = {}
     for gi, g in enumerate(desc.geoms):
         k = owner.get(gi)
@@ -328,7 +338,7 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
                 UsdPhysics.MassAPI.Apply(prim).CreateMassAttr().Set(float(obj.mass))
         _define_ancestors(stage, geom_paths[gi])
         _write_geom(stage, geom_paths[gi], g, obj_world[k] if k is not None else np.eye(4), k is not None,
-                    k is not None and desc.objects[k].movable, materials)
+                    k is not None and desc.objects[k].movable, materials, looks)
 
     if desc.rooms:
         UsdGeom.Scope.Define(stage, "/World/Rooms")
@@ -357,10 +367,10 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
     with atomic_path(path) as tmp:
         if not layer.Export(str(tmp)):
             raise SceneError(f"{path}: USD export failed")
-    if materials.get("look_kinds"):
+    if looks.kinds:
         from .textures import write_textures
 
-        write_textures(path.parent, materials["look_kinds"])
+        write_textures(path.parent, looks.kinds)
     return path
 
 

@@ -172,7 +172,8 @@ def make_simulator(scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY
     ``sensors`` (default: ``default_sensors()``; pass ``[]`` for none).
 
     ``backend="auto"`` picks ``mujoco``. Backend options (MuJoCo: ``renderer`` = auto | gl |
-    raycast, ``step_height``, ``label_table``) pass through ``options``.
+    raycast, ``step_height``, ``label_table``, ``quality`` = fast | default | high) pass through
+    ``options``.
     """
     if not isinstance(scene, SceneDescription):
         raise ConfigError(f"got {type(scene).__name__}", field="scene", expected="a SceneDescription")

@@ -180,6 +180,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     world = spec.worldbody
     lo, hi = desc.bounds()
     materials: dict[tuple[str, tuple[float, ...]], str] = {}
+    if quality != "fast":
+        from .looks import add_lights, material_for
     if quality == "fast":
         spec.visual.headlight.ambient = [0.45, 0.45, 0.45]
         spec.visual.headlight.diffuse = [0.45, 0.45, 0.45]
@@ -190,8 +192,6 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
                                     castshadow=False, diffuse=[strength] * 3, specular=[0, 0, 0])
             _directional(mujoco, light)
     else:
-        from .looks import add_lights
-
         add_lights(spec, desc, quality)
     world.add_camera(name=RENDER_CAMERA, pos=[0, 0, 1], fovy=90.0)
 
@@ -224,8 +224,6 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
                           userface=np.asarray(g.faces, int).reshape(-1).tolist())
             kw.update(type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh{index}")
         if quality != "fast":
-            from .looks import material_for
-
             mat = material_for(spec, g, materials)
             if mat:
                 kw["material"] = mat
