@@ -130,3 +130,22 @@ def test_unreachable_ray_address_is_one_line_without_hanging(episodes_file, tmp_
     with pytest.raises(ConfigError, match="--address") as err:
         _run(episodes_file, tmp_path / "run", engine="ray", workers=2, address="127.0.0.1:1")
     assert "\n" not in str(err.value) and time.monotonic() - t0 < 15
+
+
+@pytest.mark.parametrize("argv", [["--workers", "0"], ["collision_mode=strict", "--workers=0"],
+                                  ["collision_mode=strict", "--workers", "two"]])
+def test_cli_bad_worker_count_is_one_line_exit_2(argv, capsys):
+    from vlnverse.cli import main
+
+    assert main(["eval", "oracle_fine_grained_strict", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vlnverse: error: --workers: got") and "\n" not in err and "integer >= 1" in err
+
+
+def test_cli_ray_without_a_reachable_cluster_is_one_line_exit_2(capsys):
+    pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    from vlnverse.cli import main
+
+    assert main(["eval", "oracle_fine_grained_strict", "--engine", "ray", "--address", "127.0.0.1:1"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "cannot reach a Ray cluster at 127.0.0.1:1" in err and "\n" not in err

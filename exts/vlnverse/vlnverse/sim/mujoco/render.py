@@ -206,13 +206,19 @@ class RoomPortals:
         self.door_radii = np.array([math.hypot(d.width / 2 + self.MARGIN, self.DOOR_HALF_HEIGHT) for d in doors
                                     if d.room_ids[0] in index and d.room_ids[1] in index])
         self.useful = bool((self.geom_room >= 0).any())
+        self._last_key: tuple | None = None
+        self._last_start: list[int] = []
 
     def hidden_geoms(self, position: np.ndarray, rotation: np.ndarray, hfov_deg: float,
                      vfov_deg: float) -> np.ndarray | None:
         """Geoms in rooms the camera cannot see into (bool, per geom), or ``None`` when the camera
         is in no room (then nothing is culled by room)."""
-        start = [i for i, p in enumerate(self.paths) if p.contains_point(position[:2], radius=1e-6)
-                 or p.contains_point(position[:2], radius=-1e-6)]
+        key = (float(position[0]), float(position[1]))
+        if key != self._last_key:  # the views of a panorama share their position: look it up once
+            self._last_key = key
+            self._last_start = [i for i, p in enumerate(self.paths) if p.contains_point(key, radius=1e-6)
+                                or p.contains_point(key, radius=-1e-6)]
+        start = self._last_start
         if not start:
             return None
         door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
