@@ -177,6 +177,10 @@ class RoomPortals:
 
     #: door portal: a sphere round the opening (height above the floor, half-height, margin), m
     DOOR_Z, DOOR_HALF_HEIGHT, MARGIN = 1.25, 1.4, 0.1
+    #: half the depth (m) of the box round a door opening (across the wall: half its thickness + margin)
+    DOOR_DEPTH = 0.2
+    #: closer than this (m) to a door's box, the camera sees through it whatever the direction
+    DOOR_NEAR = 0.3
     #: how far (m) a geom's footprint may reach past its room's polygon and still belong to it
     FOOTPRINT_SLACK = 0.15
 
@@ -205,9 +209,41 @@ class RoomPortals:
                                       if d.room_ids[0] in index and d.room_ids[1] in index]).reshape(-1, 3)
         self.door_radii = np.array([math.hypot(d.width / 2 + self.MARGIN, self.DOOR_HALF_HEIGHT) for d in doors
                                     if d.room_ids[0] in index and d.room_ids[1] in index])
+        self.doors_of = {i: [k for k, (a, b) in enumerate(self.doors) if i in (a, b)] for i in range(len(self.paths))}
+        # each door as a box round its opening: along the wall (width + margin), across it
+        # (wall thickness + margin); its corners bound what can be seen through it
+        boxes = []
+        for d in doors:
+            if d.room_ids[0] in index and d.room_ids[1] in index:
+                along = np.array([1.0, 0.0]) if d.axis == "x" else np.array([0.0, 1.0])
+                across = np.array([-along[1], along[0]])
+                c, ha, hc = np.asarray(d.center, float)[:2], d.width / 2 + self.MARGIN, self.DOOR_DEPTH
+                boxes.append([c + sa * ha * along + sc * hc * across for sa in (-1, 1) for sc in (-1, 1)])
+        self.door_corners = np.array(boxes, float).reshape(-1, 4, 2)
         self.useful = bool((self.geom_room >= 0).any())
         self._last_key: tuple | None = None
         self._last_start: list[int] = []
+
+    def _door_angles(self, position: np.ndarray, rotation: np.ndarray) -> list:
+        """Per door, the interval of horizontal view angles (rad, left positive) its box covers
+        from a level camera, ``(-inf, inf)`` when the camera is at or in it, ``None`` when it is
+        behind the camera."""
+        fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
+        left = np.array([-fwd[1], fwd[0]])
+        rel = self.door_corners - position[:2]
+        f, l_ = rel @ fwd, rel @ left
+        out: list = []
+        for k in range(len(rel)):
+            lo, hi = rel[k].min(axis=0), rel[k].max(axis=0)
+            gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0))  # camera to the (axis-aligned) box
+            if gap < self.DOOR_NEAR or (f[k] <= 1e-6).any() and not (f[k] <= 1e-6).all():
+                out.append((-math.inf, math.inf))
+            elif (f[k] <= 1e-6).all():
+                out.append(None)
+            else:
+                angles = np.arctan2(l_[k], f[k])
+                out.append((float(angles.min()), float(angles.max())))
+        return out
 
     def hidden_geoms(self, position: np.ndarray, rotation: np.ndarray, hfov_deg: float,
                      vfov_deg: float) -> np.ndarray | None:
@@ -221,18 +257,33 @@ class RoomPortals:
         start = self._last_start
         if not start:
             return None
-        door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
-            if len(self.doors) else np.zeros(0, bool)
         seen = set(start)
-        frontier = list(start)
-        while frontier:
-            room = frontier.pop()
-            for k, (a, b) in enumerate(self.doors):
-                if door_seen[k] and room in (a, b):
-                    other = b if room == a else a
-                    if other not in seen:
+        fwd = rotation[:, 0]
+        if abs(fwd[2]) > 1e-6 or not len(self.doors):  # pitched camera: doors in the frustum open rooms
+            door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
+                if len(self.doors) else np.zeros(0, bool)
+            frontier = list(start)
+            while frontier:
+                room = frontier.pop()
+                for k in self.doors_of[room]:
+                    other = self.doors[k][1] if self.doors[k][0] == room else self.doors[k][0]
+                    if door_seen[k] and other not in seen:
                         seen.add(other)
                         frontier.append(other)
+        else:  # level camera: narrow the horizontal view through each door on the way
+            intervals = self._door_angles(position, rotation)
+            half = math.radians(hfov_deg) / 2 + 1e-3
+            stack = [(room, -half, half, frozenset([room])) for room in start]
+            while stack:
+                room, lo, hi, path = stack.pop()
+                for k in self.doors_of[room]:
+                    other = self.doors[k][1] if self.doors[k][0] == room else self.doors[k][0]
+                    if other in path or intervals[k] is None:
+                        continue
+                    new_lo, new_hi = max(lo, intervals[k][0]), min(hi, intervals[k][1])
+                    if new_lo < new_hi:
+                        seen.add(other)
+                        stack.append((other, new_lo, new_hi, path | {other}))
         visible_room = np.zeros(len(self.paths) + 1, bool)
         visible_room[list(seen)] = True
         visible_room[-1] = True  # index -1: geoms of no room
