@@ -338,7 +338,9 @@ class MujocoSimulator(Simulator):
             def tick_physics() -> None:
                 tf, tl = self._target[0], self._target[1]
                 for _ in range(sub):
-                    ctrl[af], ctrl[al] = planar_servo_force(tf, tl, qvel[ix], qvel[iy], qpos[iyaw], kv, fmax)
+                    # .item(): plain floats, ~3x faster arithmetic than numpy scalars
+                    ctrl[af], ctrl[al] = planar_servo_force(tf, tl, qvel.item(ix), qvel.item(iy), qpos.item(iyaw),
+                                                            kv, fmax)
                     mj_step(m, d)
                     if d.ncon:
                         touched.extend(agent_contacts())
