@@ -30,6 +30,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
+from ..core.parallel import Job, JobFailure, check_engine, check_workers, run_jobs
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -405,6 +406,47 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
 # the run
 
 
+def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None) -> Agent:
+    """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model."""
+    from .models import make_model
+
+    if agent_factory is not None:
+        return agent_factory()
+    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
+    return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+
+
+def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+    """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
+    ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
+    and the scene's simulator once per job."""
+    cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
+    agent = payload["agent"]
+    if agent is None:
+        key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
+        if key not in state:
+            from ..core.plugins import load_plugins
+            from ..tasks.base import load_task_types
+
+            load_plugins(cfg.plugins)
+            load_task_types()
+            state[key] = make_run_agent(cfg, payload["agent_factory"])
+        agent = state[key]
+    wanted = set(items)
+    episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
+
+    def visuals(record: dict, ctx: Any, sim: Any) -> None:
+        if record["episode_id"] in payload["with_visuals"]:
+            save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload["rgb_sensor"], frames=cfg.report.frames)
+
+    run_scene(payload["scene_path"], episodes, settings, agent, collision_mode=cfg.collision_mode,
+              mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload["sensors"],
+              backend=cfg.backend, quality=cfg.render.quality,
+              scene_loader=bounds_checked(payload["scene_loader"], episodes),
+              extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
+              on_record=lambda record: emit(record["episode_id"], record))
+
+
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
 
@@ -419,8 +461,14 @@ def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
 
 def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
                     agent_factory: Callable[[], Agent] | None = None,
-                    scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+                    scene_loader: Callable[[str, Any, float], Any] | None = None,
+                    workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
+
+    ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
+    scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
+    and ``summary.json`` aggregates them in the serial order. A scene whose worker keeps
+    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -431,9 +479,10 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     from ..core.plugins import load_plugins
     from ..tasks.base import load_task_types
     from ..tasks.scoring import scoring_for
-    from .models import make_model
     from .report import write_report
 
+    check_workers(workers)
+    check_engine(engine, address)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
@@ -445,8 +494,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
             raise ConfigError("the output folder holds a run with a different config", field="out",
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
-    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
-    agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+    agent = make_run_agent(cfg, agent_factory)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
         from ..tasks.scene_roots import resolve_episode_scenes
@@ -471,32 +519,44 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     by_scene: dict[str, list] = {}
     for ep in todo:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
+    serial_order = [ep.episode_id for eps in by_scene.values() for ep in eps]
+    # The episodes that get report pictures are fixed up front (the first ones in serial order),
+    # so a record does not depend on which worker finished first.
+    with_visuals = set(serial_order[:report_budget]) if cfg.report.enabled else set()
+    inline = engine == "local" and workers == 1
+    common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
+              "with_visuals": with_visuals, "scene_loader": scene_loader,
+              "agent": agent if inline else None, "agent_factory": None if inline else agent_factory}
+    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
+            for path, eps in by_scene.items()]
+    if not inline and jobs:
+        import pickle
+
+        try:
+            pickle.dumps(jobs[0].payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. a lambda agent_factory
+            raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field="--workers",
+                              expected="1, or a module-level agent_factory / scene_loader") from None
     t_start = time.perf_counter()
     bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
                unit="ep", disable=not progress)
-    budget = [report_budget]
+    headline = scoring_for(settings.task_type).headline  # the task's headline success
 
-    def visuals(record: dict, ctx: Any, sim: Any) -> None:
-        if cfg.report.enabled and budget[0] > 0:
-            save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
-            budget[0] -= 1
-
-    def on_record(record: dict) -> None:
-        append_record(log_path, record)
+    def on_record(episode_id: str, record: dict) -> None:
+        append_record(log_path, record)  # the driver is the only writer of the episode log
         finished.append(to_jsonable(record))  # as written: a resumed run aggregates the same numbers
         bar.update(1)
-        key = scoring_for(settings.task_type).headline  # the task's headline success
-        scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
+        scores = [r["metrics"].get(headline) for r in finished if r["metrics"].get(headline) is not None]
         if scores:
-            bar.set_postfix({key: f"{np.mean(scores):.2f}"})
+            bar.set_postfix({headline: f"{np.mean(scores):.2f}"})
+
+    def on_failure(failure: JobFailure) -> None:
+        bar.write(f"scene {failure.key} failed after {failure.attempts} attempt(s): {failure.error}; "
+                  f"{len(failure.missing)} episode(s) not evaluated")
 
     try:
-        for scene_path, scene_eps in by_scene.items():
-            run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
-                      mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
-                      scene_loader=bounds_checked(scene_loader, scene_eps),
-                      extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
-                      visuals=visuals, on_record=on_record, quality=cfg.render.quality)
+        report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
+                          address=address, on_failure=on_failure)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "
@@ -514,7 +574,11 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
            "body": settings.body.name}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
-                         "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None}
+                         "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
+                         "workers": workers, "engine": engine}
+    if report.failures:
+        summary["failed_scenes"] = [{"scene": f.key, "error": f.error, "missing_episodes": f.missing}
+                                    for f in report.failures]
     write_json_atomic(out / SUMMARY_FILE, summary)
     if cfg.report.enabled:
         write_report(out / "report.html", [(f"{cfg.agent.name} / {cfg.collision_mode}", summary, finished)], base_dir=out)

@@ -16,6 +16,7 @@ import json
 import math
 
 from ..core.body import DEFAULT_BODY
+from ..core.parallel import add_parallel_options, parallel_settings
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +43,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                      help="folder of custom scenes: episodes store scene paths relative to it (repeatable; "
                           "evaluate with scene_root=DIR)")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_parallel_options(gen, "scenes generated in parallel")
     gen.set_defaults(func=_generate)
 
     show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
@@ -86,7 +88,7 @@ def _generate(args: argparse.Namespace) -> int:
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
                                progress=not args.no_progress, renderer_factory=simulator_renderer_factory(),
-                               scene_root=args.scene_root)
+                               scene_root=args.scene_root, **parallel_settings(args))
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "
