@@ -6,27 +6,23 @@ limit on the planar force's magnitude); ``teleport``/``reset`` are the only writ
 position, and they resolve penetration with a ring search for the nearest free spot instead of
 letting the solver eject the agent. What to command (go-to profiles, stall detection, the velocity
 reference, the planar servo force, the de-penetration search) is the backend-neutral
-``vlnverse.sim.controller``; this module only talks to MuJoCo.
+``vlnverse.sim.controller``, and the tick loop, sensor rates and placement are
+``vlnverse.sim.physics.PhysicsSimulator``; this module only implements its MuJoCo primitives.
 """
 from __future__ import annotations
 
 import copy
 import math
-import time as _time
-import warnings
-from typing import Any, Callable
 
 import numpy as np
 
-from ...core.errors import ConfigError, UnknownNameError
 from ...scenes.description import SceneDescription
-from ..api import ControlConfig, Simulator
+from ..api import ControlConfig
 from ..body import AgentBody
-from ..controller import (RING_MAX, RING_STEP, GoToController, ReferenceServo, clip_velocity, nearest_free,
-                          planar_servo_force)
-from ..sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
-from ..types import (ActionResult, AgentPose, Contact, DiscreteAction, InvalidActionError, VelocityAction,
-                     WaypointAction, wrap_angle)
+from ..controller import planar_servo_force
+from ..physics import PhysicsSimulator
+from ..sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose
+from ..types import AgentPose, Contact
 from .builder import SERVO_TAU, build_model
 from .gl import import_mujoco
 from .render import RaycastRenderer, lidar_scan, make_renderer
@@ -35,8 +31,9 @@ from .render import RaycastRenderer, lidar_scan, make_renderer
 PENETRATION_TOL = 1e-3
 
 
-class MujocoSimulator(Simulator):
-    """MuJoCo implementation of ``Simulator`` (see ``vlnverse.sim.api``).
+class MujocoSimulator(PhysicsSimulator):
+    """MuJoCo implementation of ``Simulator`` (see ``vlnverse.sim.api``; shared logic in
+    ``vlnverse.sim.physics.PhysicsSimulator``).
 
     Options: ``renderer`` = auto | gl | raycast; ``step_height`` (m, default the body's ``step_height``: obstacles lower
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
@@ -44,11 +41,13 @@ class MujocoSimulator(Simulator):
     (4× MSAA for GL RGB, default off: ~35 % slower on llvmpipe).
     """
 
+    servo_tau = SERVO_TAU
+
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
                  control: ControlConfig, renderer: str = "auto", step_height: float | None = None,
                  label_table: list[str] | None = None, antialias: bool = False):
         self._mj = import_mujoco()
-        self.scene, self.body, self.control = scene, body, control
+        super().__init__(scene, body, control)
         self._built = build_model(scene, body, step_height=step_height, physics_dt=control.physics_dt,
                                   label_table=label_table)
         self._m = copy.copy(self._built.model)
@@ -56,12 +55,6 @@ class MujocoSimulator(Simulator):
         self._mj.mj_forward(self._m, self._d)
         self._renderer = make_renderer(renderer, self._built, self._m, antialias)
         self._caster = self._renderer if isinstance(self._renderer, RaycastRenderer) else RaycastRenderer(self._built, self._m)
-        self._sensors: dict[str, SensorSpec] = {}
-        self._frames: dict[str, tuple[float, dict[str, np.ndarray]]] = {}
-        self.render_counts: dict[str, int] = {}
-        self._pitch = 0.0
-        lo, hi = scene.bounds()
-        self._scene_xy_bounds = (lo[:2], hi[:2])
         self._qadr, self._dadr, self._act = self._built.qpos_adr, self._built.dof_adr, self._built.actuators
         # Holonomic bodies: the planar (forward, lateral) servo is computed here at every physics
         # step so that its force limit applies to the force's magnitude (see ``_planar_servo``).
@@ -82,11 +75,6 @@ class MujocoSimulator(Simulator):
         return self._renderer.name
 
     @property
-    def pose(self) -> AgentPose:
-        q = self._d.qpos[self._qadr]
-        return AgentPose(float(q[0]), float(q[1]), float(wrap_angle(q[2])), self._pitch)
-
-    @property
     def time(self) -> float:
         return float(self._d.time)
 
@@ -94,36 +82,16 @@ class MujocoSimulator(Simulator):
     def semantic_labels(self) -> list[str]:
         return list(self._built.labels)
 
-    @property
-    def sensors(self) -> dict[str, SensorSpec]:
-        return dict(self._sensors)
+    def _read_qpos(self):
+        return self._d.qpos[self._qadr]
 
-    def _velocity(self) -> np.ndarray:
-        """Body-frame (forward, lateral, yaw rate)."""
-        vx, vy, wz = self._d.qvel[self._dadr]
-        yaw = self._d.qpos[self._qadr[2]]
-        c, s = math.cos(yaw), math.sin(yaw)
-        return np.array([c * vx + s * vy, -s * vx + c * vy, wz])
+    def _read_qvel(self):
+        return self._d.qvel[self._dadr]
 
     def object_positions(self) -> dict[int, np.ndarray]:
         return {inst: self._d.xpos[b].copy() for inst, b in self._built.movable_bodies.items()}
 
     # ------------------------------------------------------------------ sensors
-    def attach_sensor(self, spec: SensorSpec) -> None:
-        validate_sensor(spec)
-        if spec.name in self._sensors or spec.name == "pose":
-            raise ConfigError(f"a sensor named '{spec.name}' is already attached", field="sensor.name",
-                              expected="a name not in use (and not the reserved 'pose')")
-        self._sensors[spec.name] = spec
-        self.render_counts[spec.name] = 0
-
-    def detach_sensor(self, name: str) -> None:
-        if name not in self._sensors:
-            raise UnknownNameError("attached sensor", name, list(self._sensors))
-        del self._sensors[name]
-        self._frames.pop(name, None)
-        self.render_counts.pop(name, None)
-
     def _render_sensor(self, spec: SensorSpec, pose: AgentPose) -> dict[str, np.ndarray]:
         floor = self._built.floor_z
         if isinstance(spec, LidarSpec):
@@ -162,27 +130,8 @@ class MujocoSimulator(Simulator):
                 out[k] = np.where(g >= 0, self._built.geom_instance[np.maximum(g, 0)], -1).astype(np.int32)
         return out
 
-    def get_observations(self) -> dict[str, np.ndarray]:
-        pose = self.pose
-        obs: dict[str, np.ndarray] = {}
-        now = self.time
-        for name, spec in self._sensors.items():
-            cached = self._frames.get(name)
-            period = 0.0 if spec.rate_hz is None else 1.0 / spec.rate_hz
-            if cached is None or now - cached[0] >= period - 1e-6:
-                cached = (now, self._render_sensor(spec, pose))
-                self._frames[name] = cached
-                self.render_counts[name] += 1
-            obs.update(cached[1])
-        obs["pose"] = np.array([pose.x, pose.y, pose.yaw, pose.pitch], np.float32)
-        return obs
-
-    def render_at(self, pose: AgentPose | Any, spec: SensorSpec) -> dict[str, np.ndarray]:
-        validate_sensor(spec)
-        return self._render_sensor(spec, AgentPose.coerce(pose))
-
     # ------------------------------------------------------------------ placement
-    def _set_agent(self, x: float, y: float, yaw: float) -> None:
+    def _write_agent(self, x: float, y: float, yaw: float) -> None:
         self._d.qpos[self._qadr] = (x, y, yaw)
         self._d.qvel[self._dadr] = 0.0
         self._set_target((0.0, 0.0, 0.0))
@@ -229,52 +178,22 @@ class MujocoSimulator(Simulator):
         other = np.where(g[mask, 0] == ag, g[mask, 1], g[mask, 0])
         return [int(o) for o in other]
 
-    def _nearest_free(self, x: float, y: float, yaw: float) -> tuple[float, float, list[int]]:
-        """Nearest collision-free agent position to (x, y) (``controller.nearest_free`` with this
-        scene's penetration probe). Returns (x, y, geoms penetrated at the original spot)."""
-        hits = self._penetrating(x, y, yaw)
-        if not hits:
-            return x, y, []
-        fx, fy = nearest_free(x, y, lambda px, py: bool(self._penetrating(px, py, yaw)), ring_step=RING_STEP,
-                              ring_max=RING_MAX, where=f"scene '{self.scene.scene_id}'",
-                              subject=f"an agent of radius {self.body.radius} m")
-        return fx, fy, hits
-
-    def _place(self, pose: AgentPose) -> ActionResult:
-        t0 = _time.perf_counter()
-        lo, hi = self._scene_xy_bounds
-        if not (lo[0] <= pose.x <= hi[0] and lo[1] <= pose.y <= hi[1]):
-            raise InvalidActionError(
-                f"pose ({pose.x:.3f}, {pose.y:.3f}) lies outside scene '{self.scene.scene_id}' "
-                f"(x in [{lo[0]:.2f}, {hi[0]:.2f}], y in [{lo[1]:.2f}, {hi[1]:.2f}])")
-        pitch = float(np.clip(pose.pitch, math.radians(self.body.pitch_min_deg), math.radians(self.body.pitch_max_deg)))
-        x, y, hits = self._nearest_free(pose.x, pose.y, pose.yaw)
-        self._set_agent(x, y, pose.yaw)
-        self._pitch = pitch
+    def _settle(self) -> None:
         self._mj.mj_forward(self._m, self._d)
-        achieved = self.pose
-        moved = math.hypot(x - pose.x, y - pose.y)
-        contacts = self._contacts_from(hits)
-        msg = (f"start pose ({pose.x:.3f}, {pose.y:.3f}) penetrated {', '.join(c.label for c in contacts)}; "
-               f"moved {moved:.3f} m to the nearest free pose") if hits else "ok"
-        return ActionResult("TELEPORT", AgentPose(pose.x, pose.y, pose.yaw, pitch), achieved, collided=bool(hits),
-                            contacts=contacts, obstacle_displacement=moved, success=True, message=msg,
-                            wall_time=_time.perf_counter() - t0,
-                            trajectory=np.array([[achieved.x, achieved.y, achieved.yaw]]))
 
-    def teleport(self, pose: AgentPose | Any) -> ActionResult:
-        pose = AgentPose.coerce(pose)
-        self._frames.clear()  # the clock does not move, the agent does: no frame from the old pose
-        return self._place(pose)
-
-    def reset(self, pose: AgentPose | Any) -> dict[str, np.ndarray]:
-        pose = AgentPose.coerce(pose)
+    def _reset_physics(self) -> None:
         self._mj.mj_resetData(self._m, self._d)
-        self._frames.clear()
-        result = self._place(pose)
-        if result.collided:
-            warnings.warn(f"vlnverse.sim: {result.message}", RuntimeWarning, stacklevel=2)
-        return self.get_observations()
+
+    # ------------------------------------------------------------------ stepping
+    def _physics_steps(self, n: int, touched: list) -> None:
+        mj, m, d = self._mj, self._m, self._d
+        planar = self._planar_servo if self._planar else None
+        for _ in range(n):
+            if planar is not None:
+                planar()
+            mj.mj_step(m, d)
+            if d.ncon:
+                touched.extend(self._agent_contacts())
 
     # ------------------------------------------------------------------ contacts
     def _contacts_from(self, geom_ids) -> list[Contact]:
@@ -287,144 +206,6 @@ class MujocoSimulator(Simulator):
                 pos = tuple(float(v) for v in self._d.geom_xpos[gid])
                 seen[key] = Contact(label, key[0], built.geom_name[gid], pos, bool(built.geom_movable[gid]))
         return list(seen.values())
-
-    # ------------------------------------------------------------------ stepping
-    def step(self, action: Any) -> tuple[dict[str, np.ndarray], ActionResult]:
-        result = self.execute(action)
-        return self.get_observations(), result
-
-    def execute(self, action: Any) -> ActionResult:
-        """Run ``action`` through physics without rendering (``step`` = this + observations)."""
-        if isinstance(action, VelocityAction):
-            action.validate()
-            return self._velocity_action(action)
-        if isinstance(action, WaypointAction):
-            action.validate()
-            pose = self.pose
-            c, s = math.cos(pose.yaw), math.sin(pose.yaw)
-            goal = np.array([pose.x + c * action.dx - s * action.dy, pose.y + s * action.dx + c * action.dy])
-            return self._goto(repr(action), goal, pose.yaw + action.dyaw, action.timeout)
-        act = DiscreteAction.coerce(action)
-        pose = self.pose
-        cfg = self.control
-        if act == DiscreteAction.STOP:
-            return ActionResult("STOP", pose, pose, trajectory=np.array([[pose.x, pose.y, pose.yaw]]))
-        if act == DiscreteAction.MOVE_FORWARD:
-            goal = pose.xy + cfg.forward_step * np.array([math.cos(pose.yaw), math.sin(pose.yaw)])
-            return self._goto(act.name, goal, pose.yaw, cfg.action_timeout)
-        if act in (DiscreteAction.TURN_LEFT, DiscreteAction.TURN_RIGHT):
-            sign = 1.0 if act == DiscreteAction.TURN_LEFT else -1.0
-            return self._goto(act.name, pose.xy, pose.yaw + sign * math.radians(cfg.turn_angle_deg), cfg.action_timeout)
-        return self._look(act)
-
-    def _run(self, name: str, command: Callable[[int], tuple[np.ndarray, str | None]], max_ticks: int,
-             commanded: Callable[[], AgentPose], brake: bool) -> ActionResult:
-        """Tick loop: ``command(tick)`` returns the body-frame velocity target and, when the action
-        is over, a status (``"ok"`` or a failure message). Contacts are collected every physics step."""
-        mj, m, d = self._mj, self._m, self._d
-        t0, sim0 = _time.perf_counter(), d.time
-        start = self.pose
-        touched: list[int] = []
-        traj = [(start.x, start.y, start.yaw)]
-        sub = self.control.substeps
-
-        planar = self._planar_servo if self._planar else None
-
-        def tick_physics() -> None:
-            for _ in range(sub):
-                if planar is not None:
-                    planar()
-                mj.mj_step(m, d)
-                if d.ncon:
-                    touched.extend(self._agent_contacts())
-            q = d.qpos[self._qadr]
-            traj.append((float(q[0]), float(q[1]), float(q[2])))
-
-        status = f"timed out after {max_ticks} control ticks"
-        for tick in range(max_ticks):
-            target, done = command(tick)
-            if done is not None:
-                status = done
-                break
-            self._set_target(target)
-            tick_physics()
-        if brake:  # come to rest (at most 0.5 s) so the achieved pose is where the agent stays
-            self._set_target((0.0, 0.0, 0.0))
-            for _ in range(int(0.5 * self.control.control_hz)):
-                v = self._velocity()
-                if abs(v[0]) < 5e-3 and abs(v[1]) < 5e-3 and abs(v[2]) < 1e-2:
-                    break
-                tick_physics()
-        steps = (len(traj) - 1) * sub
-        achieved = self.pose
-        cmd = commanded()
-        contacts = self._contacts_from(dict.fromkeys(touched))
-        return ActionResult(name, cmd, achieved, collided=bool(contacts), contacts=contacts,
-                            obstacle_displacement=cmd.distance_to(achieved), success=status == "ok",
-                            message=status, physics_steps=steps, sim_time=float(d.time - sim0),
-                            wall_time=_time.perf_counter() - t0, trajectory=np.array(traj))
-
-    def _goto(self, name: str, goal_xy: np.ndarray, goal_yaw: float, timeout: float) -> ActionResult:
-        """Closed-loop go-to-pose (``controller.GoToController``: trapezoidal speed profiles, stall
-        detection) until the goal, a stall or the timeout."""
-        controller = GoToController(self.body, self.control, goal_xy, goal_yaw)
-        pitch = self._pitch
-        goal_yaw_wrapped = float(wrap_angle(goal_yaw))
-
-        def command(tick: int):
-            q = self._d.qpos[self._qadr]
-            return controller.command(float(q[0]), float(q[1]), float(q[2]))
-
-        max_ticks = max(1, int(math.ceil(timeout * self.control.control_hz)))
-        return self._run(name, command, max_ticks,
-                         lambda: AgentPose(float(goal_xy[0]), float(goal_xy[1]), goal_yaw_wrapped, pitch), brake=True)
-
-    def _velocity_action(self, action: VelocityAction) -> ActionResult:
-        """Hold the (clipped) body-frame velocity for ``action.duration``; the commanded pose is
-        the unobstructed reference (``controller.ReferenceServo``) with the same servos."""
-        cfg = self.control
-        target, was_clipped = clip_velocity(self.body, action)
-        ticks = max(1, int(round(action.duration * cfg.control_hz)))
-        reference = ReferenceServo(self.body, cfg, target, tuple(self._d.qpos[self._qadr]),
-                                   tuple(self._d.qvel[self._dadr]), SERVO_TAU)
-
-        def command(tick: int):
-            if tick >= ticks:
-                return None, "ok"
-            reference.advance()
-            return target, None
-
-        pitch = self._pitch
-        result = self._run(repr(action), command, ticks + 1,
-                           lambda: AgentPose(float(reference.ideal[0]), float(reference.ideal[1]),
-                                             float(wrap_angle(reference.ideal[2])), pitch),
-                           brake=False)
-        result.message += " (clipped to body limits)" if was_clipped else ""
-        return result
-
-    def _look(self, act: DiscreteAction) -> ActionResult:
-        """Tilt the camera by ``look_angle_deg`` (clamped to the body's pitch range) at the body's
-        angular speed; the base holds still while physics keeps running."""
-        body = self.body
-        sign = 1.0 if act == DiscreteAction.LOOK_UP else -1.0
-        start = self._pitch
-        goal = float(np.clip(start + sign * math.radians(self.control.look_angle_deg),
-                             math.radians(body.pitch_min_deg), math.radians(body.pitch_max_deg)))
-        ticks = int(math.ceil(abs(goal - start) / body.max_angular_speed * self.control.control_hz))
-        rate = (goal - start) / max(ticks, 1)
-
-        def command(tick: int):
-            if tick >= ticks:
-                self._pitch = goal
-                return None, "ok"
-            self._pitch = start + rate * (tick + 1)
-            return np.zeros(3), None
-
-        pose = self.pose
-        result = self._run(act.name, command, ticks + 1, lambda: AgentPose(pose.x, pose.y, pose.yaw, goal), brake=True)
-        if goal == start:
-            result.message = f"camera pitch already at its {'upper' if sign > 0 else 'lower'} limit"
-        return result
 
     def close(self) -> None:
         if self._renderer is not None:
