@@ -14,6 +14,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs=argparse.REMAINDER,
                    help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
     p.set_defaults(func=_eval)
 
     q = sub.add_parser("quickstart", help="generate a few episodes on the shipped scenes and evaluate the oracle "
@@ -47,10 +48,20 @@ def _eval(args: argparse.Namespace) -> int:
 
     from ..core.errors import ConfigError
 
-    overrides = [o for o in args.overrides if o != "--no-progress"]
-    for item in overrides:
+    overrides, rest = [], list(args.overrides)
+    backend = args.backend
+    while rest:  # options may follow the overrides (REMAINDER keeps them here)
+        item = rest.pop(0)
+        if item == "--no-progress":
+            continue
+        if item == "--backend" or item.startswith("--backend="):
+            backend = item.split("=", 1)[1] if "=" in item else (rest.pop(0) if rest else "")
+            continue
         if item.startswith("-"):
-            raise ConfigError(f"unknown option '{item}'", expected="--no-progress or key=value overrides")
+            raise ConfigError(f"unknown option '{item}'", expected="--no-progress, --backend NAME or key=value overrides")
+        overrides.append(item)
+    if backend is not None:
+        overrides.append(f"backend={backend}")
     cfg = load_eval_config(resolve_config_path(args.config), overrides)
     run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
     return 0

@@ -173,6 +173,11 @@ class EvalConfig:
         names = [s.name for s in self.sensors]
         require(len(names) == len(set(names)), "sensors", f"duplicate names {names}", "unique sensor names")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+        from ..sim.api import BACKENDS, check_backend
+
+        require(self.backend == "auto" or self.backend in BACKENDS, "backend", f"got {self.backend!r}",
+                f"auto or one of {BACKENDS.names()}")
+        check_backend(self.backend)  # e.g. backend: isaac without Isaac Sim fails here, before any episode
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for ``config.json`` and resume checks)."""

@@ -19,7 +19,8 @@ engine:
 ``_settle()``             make the state consistent after a placement (kinematics)
 ``_reset_physics()``      restore the initial physics state (objects back in place)
 ``_contacts_from(keys)``  ``Contact`` records for contact keys (deduplicated by instance)
-``_render_sensor(s, p)``  one sensor's outputs at agent pose ``p``
+``_render_camera(...)``   raw camera images (rgb, depth, semantic, instance) at a sensor pose
+``_lidar(spec, pos, rot)`` LiDAR ranges from a sensor pose
 ``time``, ``semantic_labels``, ``object_positions()``, ``close()``
 ========================  ===================================================================
 
@@ -41,7 +42,7 @@ from ..scenes.description import SceneDescription
 from .api import ControlConfig, Simulator
 from .body import AgentBody
 from .controller import RING_MAX, RING_STEP, GoToController, ReferenceServo, clip_velocity, nearest_free
-from .sensors import SensorSpec, validate_sensor
+from .sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose, validate_sensor
 from .types import (ActionResult, AgentPose, Contact, DiscreteAction, InvalidActionError, VelocityAction,
                     WaypointAction, wrap_angle)
 
@@ -99,8 +100,34 @@ class PhysicsSimulator(Simulator):
         """``Contact`` records for contact keys (one per touched instance and label)."""
 
     @abc.abstractmethod
+    def _render_camera(self, spec, pos: np.ndarray, rot: np.ndarray, kinds) -> dict[str, np.ndarray]:
+        """Images ``kinds`` (rgb | depth | semantic | instance, finished as ``CameraSpec`` documents:
+        see ``sensors.depth_output``) of camera ``spec`` at world position ``pos`` and rotation
+        ``rot`` (columns forward, left, up)."""
+
+    @abc.abstractmethod
+    def _lidar(self, spec: LidarSpec, pos: np.ndarray, rot: np.ndarray) -> np.ndarray:
+        """LiDAR ranges (channels, beams) float32 from ``pos``/``rot``; ``inf`` where nothing lies
+        within [min_range, max_range]."""
+
     def _render_sensor(self, spec: SensorSpec, pose: AgentPose) -> dict[str, np.ndarray]:
-        """Outputs of one sensor at agent pose ``pose``."""
+        """Outputs of one sensor at agent pose ``pose`` (panorama views in CCW yaw order)."""
+        floor = self.scene.floor_z
+        if isinstance(spec, LidarSpec):
+            # LiDAR ignores the articulated camera pitch: only the mount pitch tilts it.
+            pos, rot = sensor_world_pose(AgentPose(pose.x, pose.y, pose.yaw, 0.0), spec.mount, self.body.height / 2.0,
+                                         floor_z=floor)
+            return {spec.name: self._lidar(spec, pos, rot)}
+        if isinstance(spec, PanoramaSpec):
+            views: dict[str, list[np.ndarray]] = {m: [] for m in spec.modalities}
+            for i in range(spec.views):
+                pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 2 * math.pi * i / spec.views, floor)
+                raw = self._render_camera(spec, pos, rot, spec.modalities)
+                for m in spec.modalities:
+                    views[m].append(raw[m])
+            return {f"{spec.name}_{m}": np.stack(v) for m, v in views.items()}
+        pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 0.0, floor)
+        return {spec.name: self._render_camera(spec, pos, rot, (spec.kind,))[spec.kind]}
 
     # ------------------------------------------------------------------ state
     @property

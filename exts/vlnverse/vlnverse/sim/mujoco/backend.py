@@ -12,7 +12,6 @@ reference, the planar servo force, the de-penetration search) is the backend-neu
 from __future__ import annotations
 
 import copy
-import math
 
 import numpy as np
 
@@ -21,8 +20,8 @@ from ..api import ControlConfig
 from ..body import AgentBody
 from ..controller import planar_servo_force
 from ..physics import PhysicsSimulator
-from ..sensors import LidarSpec, PanoramaSpec, SensorSpec, sensor_world_pose
-from ..types import AgentPose, Contact
+from ..sensors import LidarSpec, SensorSpec, depth_output
+from ..types import Contact
 from .builder import SERVO_TAU, build_model
 from .gl import import_mujoco
 from .render import RaycastRenderer, lidar_scan, make_renderer
@@ -92,25 +91,10 @@ class MujocoSimulator(PhysicsSimulator):
         return {inst: self._d.xpos[b].copy() for inst, b in self._built.movable_bodies.items()}
 
     # ------------------------------------------------------------------ sensors
-    def _render_sensor(self, spec: SensorSpec, pose: AgentPose) -> dict[str, np.ndarray]:
-        floor = self._built.floor_z
-        if isinstance(spec, LidarSpec):
-            # LiDAR ignores the articulated camera pitch: only the mount pitch tilts it.
-            pos, rot = sensor_world_pose(AgentPose(pose.x, pose.y, pose.yaw, 0.0), spec.mount, self.body.height / 2.0,
-                                         floor_z=floor)
-            return {spec.name: lidar_scan(self._caster, self._d, pos, rot, spec.directions(), spec.min_range,
-                                          spec.max_range)}
-        if isinstance(spec, PanoramaSpec):
-            views: dict[str, list[np.ndarray]] = {m: [] for m in spec.modalities}
-            for i in range(spec.views):
-                raw = self._render_camera(spec, pose, 2 * math.pi * i / spec.views, spec.modalities)
-                for m in spec.modalities:
-                    views[m].append(raw[m])
-            return {f"{spec.name}_{m}": np.stack(v) for m, v in views.items()}
-        return {spec.name: self._render_camera(spec, pose, 0.0, (spec.kind,))[spec.kind]}
+    def _lidar(self, spec: LidarSpec, pos: np.ndarray, rot: np.ndarray) -> np.ndarray:
+        return lidar_scan(self._caster, self._d, pos, rot, spec.directions(), spec.min_range, spec.max_range)
 
-    def _render_camera(self, spec, pose: AgentPose, yaw_offset: float, kinds) -> dict[str, np.ndarray]:
-        pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, yaw_offset, self._built.floor_z)
+    def _render_camera(self, spec, pos: np.ndarray, rot: np.ndarray, kinds) -> dict[str, np.ndarray]:
         raw_kinds = {"rgb" if k == "rgb" else "depth" if k == "depth" else "geom" for k in kinds}
         raw = self._renderer.render(self._d, pos, rot, spec.width, spec.height, spec.hfov_deg, raw_kinds)
         out = {}
@@ -118,10 +102,7 @@ class MujocoSimulator(PhysicsSimulator):
             if k == "rgb":
                 out[k] = raw["rgb"]
             elif k == "depth":
-                d = np.clip(np.nan_to_num(raw["depth"], posinf=spec.max_depth), spec.min_depth, spec.max_depth)
-                if spec.normalize:
-                    d = (d - spec.min_depth) / (spec.max_depth - spec.min_depth)
-                out[k] = d.astype(np.float32)
+                out[k] = depth_output(raw["depth"], spec)
             elif k == "semantic":
                 g = raw["geom"]
                 out[k] = np.where(g >= 0, self._built.geom_label_id[np.maximum(g, 0)], 0).astype(np.int32)
