@@ -67,7 +67,7 @@ class StageLayout:
     def info(self, collider_path: str) -> ColliderInfo:
         """The collider at ``collider_path`` (or its nearest authored ancestor)."""
         path = collider_path
-        while path and path != "/":
+        while path.startswith("/") and len(path) > 1:
             if path in self.colliders:
                 return self.colliders[path]
             path = path.rsplit("/", 1)[0]
