@@ -1,33 +1,51 @@
-"""Install the ``vlnverse`` package (source in ``exts/vlnverse/vlnverse``, the Kit extension layout) and the ``vlnverse`` command."""
+"""Install the ``vlnverse`` package (source in ``exts/vlnverse/vlnverse``, the Kit extension layout) and the ``vlnverse`` command.
+
+The repository's top-level resource folders (``robots/``, ``scenes_usd/``, ``tasks/``) are
+installed as package data under ``vlnverse/resources/`` (found with ``importlib.resources``, see
+``vlnverse/paths.py``). The runtime requirements have one source of truth: ``[python.pipapi]
+requirements`` of the Kit manifest ``exts/vlnverse/config/extension.toml`` (Kit pip-installs the
+same list when the extension is enabled).
+"""
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
+HERE = Path(__file__).resolve().parent
+MANIFEST = HERE / "exts" / "vlnverse" / "config" / "extension.toml"
+#: Resource folder at the repository root → its package inside the wheel, and the files it ships.
+RESOURCES = {"robots": ["*.yaml"], "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json"],
+             "tasks": ["*.yaml", "eval/*.yaml"]}
+
+
+def read_manifest() -> dict:
+    """The Kit manifest, parsed as TOML (``tomllib``; ``tomli`` before Python 3.11)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    with open(MANIFEST, "rb") as f:
+        return tomllib.load(f)
+
+
+manifest = read_manifest()
 packages = find_packages("exts/vlnverse", include=["vlnverse", "vlnverse.*"])
+resource_packages = {f"vlnverse.resources.{name}": name for name in RESOURCES}
 
 setup(
     name="vlnverse",
-    version="0.1.0",
+    version=manifest["package"]["version"],
     description="Physics-aware toolkit for Vision-and-Language Navigation research",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(HERE / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
+    url=manifest["package"]["repository"],
     python_requires=">=3.10",
-    package_dir={"": "exts/vlnverse"},
-    packages=packages,
-    package_data={"vlnverse.study": ["static/*"]},
-    install_requires=[
-        # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
-        "numpy>=1.26",
-        "scipy>=1.11",
-        "networkx>=3.0",
-        "PyYAML>=6.0",
-        "usd-core>=24.5",
-        "mujoco>=3.3",
-        "PyOpenGL>=3.1.7",
-        "gymnasium>=1.0",
-        "matplotlib>=3.7",
-        "pillow>=10.0",
-        "tqdm>=4.60",
-        "rich>=13.0",
-    ],
+    package_dir={"": "exts/vlnverse", **resource_packages},
+    packages=packages + list(resource_packages),
+    package_data={"vlnverse.study": ["static/*"],
+                  **{f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()}},
+    include_package_data=False,
+    # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
+    install_requires=list(manifest["python"]["pipapi"]["requirements"]),
     extras_require={
         "learn": ["torch>=2.7"],
         "ray": ["ray>=2.40"],

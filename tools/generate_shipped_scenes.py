@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "scenes_usd", help="output folder (default: scenes_usd/)")
-    parser.add_argument("--ext", default=".usd", choices=[".usd", ".usda"], help="file format (default: .usd crate)")
+    parser.add_argument("--ext", default=".usd", choices=[".usd", ".usda", ".usdc"], help="file format (default: .usd crate)")
     parser.add_argument("--check", action="store_true", help="regenerate into a temporary folder and compare bytes")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

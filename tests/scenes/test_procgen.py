@@ -1,6 +1,7 @@
 """Procedural homes: determinism, floor plans, doors, furniture rules, support, reachability."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -241,11 +242,32 @@ def test_shipped_set_variety(shipped):
     assert sum(p.stat().st_size for p in resolve_scenes("all")) < 5e6
 
 
-def test_shipped_scenes_match_the_generator():
-    """scenes_usd/ is exactly what tools/generate_shipped_scenes.py produces from this code."""
+def _widest_simd_paths() -> list[str]:
+    """numpy's dispatched SIMD targets this CPU runs (disabling one the CPU lacks is an error)."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:  # numpy < 2
+        from numpy.core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    return [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
+
+
+def test_shipped_scenes_match_the_generator_on_any_simd_path():
+    """scenes_usd/ is byte for byte what tools/generate_shipped_scenes.py produces from this code, in two
+    separate processes: numpy's default dispatch and with its widest SIMD paths disabled (floats are
+    rounded to a fixed precision before writing, so last-ulp differences never reach the files)."""
     tool = Path(__file__).resolve().parents[2] / "tools" / "generate_shipped_scenes.py"
-    run = subprocess.run([sys.executable, str(tool), "--check", "--quiet"], capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr
+    simd = _widest_simd_paths()
+    envs = [dict(os.environ), dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(simd))]
+    runs = [subprocess.Popen([sys.executable, str(tool), "--check", "--quiet"], env=env, text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for env in envs]
+    for env, run in zip(envs, runs):
+        _, err = run.communicate(timeout=300)
+        assert run.returncode == 0, f"NPY_DISABLE_CPU_FEATURES={env.get('NPY_DISABLE_CPU_FEATURES', '')!r}: {err}"
+    if simd:  # the second process really ran without them
+        code = ("import sys, numpy as np; m = getattr(np, '_core', None) or np.core; "
+                "f = m._multiarray_umath.__cpu_features__; print(' '.join(n for n in sys.argv[1:] if f.get(n)))")
+        probe = subprocess.run([sys.executable, "-c", code, *simd], env=envs[1], capture_output=True, text=True)
+        assert probe.returncode == 0 and probe.stdout.split() == [], probe.stdout + probe.stderr
 
 
 def test_generate_homes_writes_files(tmp_path):

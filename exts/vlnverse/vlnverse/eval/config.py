@@ -141,6 +141,9 @@ class EvalConfig:
     #: modules imported before the run (they register agents, task types, models ...):
     #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
     plugins: list[str] = field(default_factory=list)
+    #: folder(s) of custom scenes searched first for the episodes' scenes (then the dataset's own
+    #: folder, then the shipped scenes; see ``vlnverse.tasks.scene_roots``)
+    scene_root: Any = None
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
@@ -178,6 +181,9 @@ class EvalConfig:
         require(self.backend == "auto" or self.backend in BACKENDS, "backend", f"got {self.backend!r}",
                 f"auto or one of {BACKENDS.names()}")
         check_backend(self.backend)  # e.g. backend: isaac without Isaac Sim fails here, before any episode
+        require(self.scene_root is None or isinstance(self.scene_root, str) or (
+            isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
+            "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for ``config.json`` and resume checks)."""
@@ -185,9 +191,9 @@ class EvalConfig:
 
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
-        ``limit``, report options and ``plugins``, which do not change any episode's result)."""
+        ``limit``, report options, ``plugins`` and ``scene_root``, which do not change any episode's result)."""
         data = self.to_dict()
-        for key in ("out", "limit", "report", "plugins"):
+        for key in ("out", "limit", "report", "plugins", "scene_root"):
             data.pop(key, None)
         return data
 

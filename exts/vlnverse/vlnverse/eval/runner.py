@@ -116,8 +116,20 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
     if not saved.is_file():
-        save_episodes(saved, episodes)  # all of them: ``limit`` may change between resumes
+        save_episodes(saved, episodes)  # all of them (portable scene paths): ``limit`` may change between resumes
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
+
+
+def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
+    """Where the run's episode scenes are looked up: ``scene_root``, the dataset's folder, the shipped scenes."""
+    from ..tasks.scene_roots import scene_roots
+
+    if cfg.episodes.path is not None:
+        source = Path(cfg.episodes.path)
+        dataset_dir = source if source.is_dir() else source.parent
+    else:
+        dataset_dir = out / "dataset"
+    return scene_roots(cfg.scene_root, dataset_dir)
 
 
 # --------------------------------------------------------------------------------------------
@@ -321,6 +333,10 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
     agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
+    if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
+        from ..tasks.scene_roots import resolve_episode_scenes
+
+        episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
     write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
 
     log_path = out / EPISODES_FILE
@@ -352,7 +368,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
 
     def on_record(record: dict) -> None:
         append_record(log_path, record)
-        finished.append(record)
+        finished.append(to_jsonable(record))  # as written: a resumed run aggregates the same numbers
         bar.update(1)
         key = scoring_for(settings.task_type).headline  # the task's headline success
         scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
@@ -379,7 +395,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
            "collision_mode": cfg.collision_mode, "split": cfg.split, "seed": cfg.seed,
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
            "body": settings.body.name}
-    summary = summarize(finished, run=run)
+    summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None}
     write_json_atomic(out / SUMMARY_FILE, summary)

@@ -21,8 +21,6 @@ from pathlib import Path
 
 from ..core.body import DEFAULT_BODY
 
-USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
-
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``vlnverse scenes`` and its subcommands."""
@@ -62,17 +60,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def resolve_scene(spec: str) -> Path:
-    """The USD file named by ``spec``: a path, or a shipped scene id (``splits.resolve_scenes``)."""
-    from ..core.errors import ConfigError, SceneError
-
-    path = Path(spec)
-    if path.is_file():
-        return path
-    if path.suffix.lower() in USD_SUFFIXES or path.parent != Path("."):
-        raise SceneError(f"{spec}: file not found")
+    """The USD file named by ``spec``: a path or a shipped scene id (``splits.resolve_scenes``, the one resolver)."""
+    from ..core.errors import ConfigError
     from .splits import resolve_scenes
 
-    paths = resolve_scenes(spec)
+    paths = resolve_scenes(spec, field="SCENE")
     if len(paths) != 1:
         raise ConfigError(f"'{spec}' names {len(paths)} scenes", field="SCENE", expected="one USD file or scene id")
     return Path(paths[0])

@@ -33,9 +33,7 @@ resolution, so cell boundaries fall on round coordinates.
 """
 from __future__ import annotations
 
-import io
 import math
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,7 +43,8 @@ from scipy.spatial import ConvexHull, QhullError
 
 from ..core.body import R2R_CE
 from ..core.errors import ConfigError, NoNavigableSpaceError, SceneError
-from ..core.io import atomic_path
+from ..core.io import write_npz  # noqa: F401  (re-exported: maps and tours import it from here)
+from ..core.precision import LENGTH_DECIMALS, round_array
 from .description import Geom, SceneDescription
 
 FREE, OCCUPIED, UNKNOWN = 0, 1, 2
@@ -79,7 +78,8 @@ class OccupancyMap:
             raise ConfigError(f"grid has shape {self.grid.shape}", file=self.source or None, field="grid",
                               expected="a 2D (H, W) array")
         self.resolution = _check_resolution(self.resolution, self.source)
-        self.origin = np.asarray(self.origin, dtype=float).reshape(2)
+        # rounded as on disk (core.precision), so a map read back from .npz equals the one built
+        self.origin = round_array(np.asarray(self.origin, dtype=float).reshape(2), LENGTH_DECIMALS)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -175,24 +175,6 @@ class OccupancyMap:
             raise ConfigError(f"not an occupancy map ({exc})", file=path,
                               expected="an .npz with grid, resolution, origin") from None
         return cls(fields["grid"], float(fields["resolution"]), fields["origin"], source=source, radius=radius)
-
-
-def write_npz(path: str | Path, **arrays: np.ndarray) -> Path:
-    """Write arrays as a compressed ``.npz`` atomically, byte-identical for equal inputs.
-
-    ``numpy.savez_compressed`` stamps every member with the current time; here members carry a
-    fixed timestamp and are written in keyword order, so equal maps give equal files.
-    """
-    path = Path(path)
-    with atomic_path(path, suffix=".npz") as tmp:
-        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            for name, value in arrays.items():
-                buf = io.BytesIO()
-                np.lib.format.write_array(buf, np.asanyarray(value), allow_pickle=False)
-                info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                zf.writestr(info, buf.getvalue())
-    return path
 
 
 def _check_resolution(resolution: float, source: str | None) -> float:

@@ -744,12 +744,12 @@ def generate_homes(count: int, seed: int, out_dir: str | Path, ext: str = ".usda
     """
     from tqdm import tqdm
 
-    from .usd_io import write_usd
+    from .usd_io import WRITABLE_USD_SUFFIXES, write_usd
 
     if not (isinstance(count, (int, np.integer)) and count >= 1):
         raise ConfigError(f"got {count!r}", field="count", expected="an integer >= 1")
-    if ext not in (".usda", ".usd", ".usdc"):
-        raise ConfigError(f"got {ext!r}", field="ext", expected="'.usda', '.usd' or '.usdc'")
+    if ext not in WRITABLE_USD_SUFFIXES:
+        raise ConfigError(f"got {ext!r}", field="ext", expected=" or ".join(repr(s) for s in WRITABLE_USD_SUFFIXES))
     out = Path(out_dir)
     paths = []
     for s in tqdm(range(int(seed), int(seed) + int(count)), desc="homes", unit="home", disable=not progress):

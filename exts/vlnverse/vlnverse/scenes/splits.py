@@ -1,7 +1,7 @@
-"""Scene splits: which shipped homes belong to ``train`` / ``val_unseen`` / ``test``.
+"""Scene splits and the one scene resolver (split names, scene ids, USD paths) used by every command.
 
 ``scenes_usd/splits.json`` holds ``{"splits": {"train": [...], "val_unseen": [...], "test":
-[...]}}`` with scene ids (file stems of ``scenes_usd/<id>.usd``/``.usda``). The three lists
+[...]}}`` with scene ids (file stems of ``scenes_usd/<id>.usd``, any of ``USD_SUFFIXES``). The three lists
 are disjoint. As in VLNVerse there is no ``val_seen`` scene list: ``val_seen`` episodes are
 drawn from the ``train`` scenes (new start/goal pairs in seen homes).
 """
@@ -12,12 +12,12 @@ from pathlib import Path
 
 from ..core.errors import ConfigError, UnknownNameError
 from ..paths import scenes_dir
+from .usd_io import USD_SUFFIXES
 
 #: Scene splits, in the order they are listed.
 SPLIT_NAMES = ("train", "val_unseen", "test")
 #: Episode splits whose scenes come from another scene split.
 EPISODE_SPLIT_SCENES = {"val_seen": "train"}
-_SCENE_SUFFIXES = (".usd", ".usda", ".usdc")
 
 
 def splits_path() -> Path:
@@ -26,9 +26,10 @@ def splits_path() -> Path:
 
 
 def scene_file(scene_id: str, folder: Path | None = None) -> Path | None:
-    """USD file of a shipped scene id (``.usd``, ``.usda`` or ``.usdc``), or None if absent."""
+    """USD file ``<folder>/<scene_id><suffix>`` (first of ``USD_SUFFIXES``; default folder: the shipped
+    scenes), or None if absent."""
     folder = folder or scenes_dir()
-    for suffix in _SCENE_SUFFIXES:
+    for suffix in USD_SUFFIXES:
         path = folder / f"{scene_id}{suffix}"
         if path.is_file():
             return path
@@ -68,49 +69,68 @@ def load_splits(path: str | Path | None = None) -> dict[str, list[str]]:
                                   field=f"splits.{name}", expected="disjoint splits")
             if scene_file(scene_id, path.parent) is None:
                 raise ConfigError(f"scene '{scene_id}' has no USD file in {path.parent}", file=path,
-                                  field=f"splits.{name}", expected=f"{scene_id}.usd or {scene_id}.usda beside the split file")
+                                  field=f"splits.{name}", expected=f"{scene_id}{'/'.join(USD_SUFFIXES)} beside the split file")
             seen[scene_id] = name
         out[name] = list(ids)
     return out
 
 
-def resolve_scenes(spec: str | list[str], *, splits_file: str | Path | None = None) -> list[Path]:
+def looks_like_path(item: str | Path) -> bool:
+    """True when ``item`` names a file (a USD suffix or a folder part) rather than a split or scene id."""
+    p = Path(item)
+    return p.suffix.lower() in USD_SUFFIXES or len(p.parts) > 1
+
+
+def resolve_scenes(spec: str | Path | list, *, splits_file: str | Path | None = None,
+                   field: str = "scenes") -> list[Path]:
     """USD paths for a split name, ``all``, ``val_seen`` (= train scenes), scene ids or file paths.
 
-    ``spec`` may be one string (comma-separated items allowed) or a list of them; the result
-    keeps the given order without duplicates. An unknown name raises ``UnknownNameError``
-    listing the splits and shipped scene ids.
+    The one scene resolver of every command. ``spec`` may be one string (comma-separated items
+    allowed) or a list of them; the result keeps the given order without duplicates. An item that
+    looks like a path (``looks_like_path``) must be an existing file (else ``ConfigError`` naming
+    it and ``field``); other items are split names, then scene ids, then local files; an unknown
+    name raises ``UnknownNameError`` listing the splits and shipped scene ids.
     """
-    items = [spec] if isinstance(spec, str) else list(spec)
+    items = [spec] if isinstance(spec, (str, Path)) else list(spec)
     items = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
     if not items:
-        raise ConfigError("empty scene selection", field="scenes", expected="a split name, 'all', scene ids or paths")
-    split_file = Path(splits_file) if splits_file is not None else splits_path()
-    folder = split_file.parent
+        raise ConfigError("empty scene selection", field=field, expected="a split name, 'all', scene ids or paths")
+    split_file = Path(splits_file) if splits_file is not None else None
     splits: dict[str, list[str]] | None = None
+
+    def folder() -> Path:
+        return split_file.parent if split_file is not None else scenes_dir()
 
     def get_splits() -> dict[str, list[str]]:
         nonlocal splits
         if splits is None:
-            splits = load_splits(split_file)
+            splits = load_splits(split_file if split_file is not None else splits_path())
         return splits
 
     out: list[Path] = []
+    seen: set[Path] = set()
     for item in items:
         name = EPISODE_SPLIT_SCENES.get(item, item)
-        if name == "all":
+        if looks_like_path(item):
+            if not Path(item).is_file():
+                raise ConfigError("scene file not found", file=item, field=field)
+            paths = [Path(item)]
+        elif name == "all":
             ids = [i for s in SPLIT_NAMES for i in get_splits()[s]]
-            paths = [scene_file(i, folder) for i in ids]
+            paths = [scene_file(i, folder()) for i in ids]
         elif name in SPLIT_NAMES:
-            paths = [scene_file(i, folder) for i in get_splits()[name]]
-        elif scene_file(name, folder) is not None:
-            paths = [scene_file(name, folder)]
-        elif Path(item).suffix in _SCENE_SUFFIXES and Path(item).is_file():
+            paths = [scene_file(i, folder()) for i in get_splits()[name]]
+        elif scene_file(name, folder()) is not None:
+            paths = [scene_file(name, folder())]
+        elif Path(item).is_file():  # a local file without a USD suffix
             paths = [Path(item)]
         else:
-            known = list(SPLIT_NAMES) + ["all", "val_seen"] + sorted(p.stem for p in folder.glob("*.usd*"))
+            known = list(SPLIT_NAMES) + ["all", "val_seen"] + sorted(
+                p.stem for p in folder().iterdir() if p.suffix in USD_SUFFIXES)
             raise UnknownNameError("scene or split", item, known)
         for p in paths:
-            if p is not None and p not in out:
+            key = p.resolve() if p is not None else None
+            if p is not None and key not in seen:
+                seen.add(key)
                 out.append(p)
     return out

@@ -26,11 +26,16 @@ import numpy as np
 
 from ..core.errors import ConfigError, SceneError
 from ..core.io import atomic_path
+from ..core.precision import (FRICTION_DECIMALS, LENGTH_DECIMALS, MASS_DECIMALS, round_array, round_color,
+                              round_float, round_length, round_lengths, unit_quaternion)
 from .description import STRUCTURE_LABELS, Geom, Door, Room, SceneDescription, SceneObject
 
 #: Version of the on-disk conventions written into ``customLayerData["vlnverse"]``.
 FORMAT_VERSION = 1
-USD_SUFFIXES = (".usda", ".usd", ".usdc")
+#: Every USD file suffix vlnverse reads (one list for every command); ``.usdz`` is read-only here.
+USD_SUFFIXES = (".usd", ".usda", ".usdc", ".usdz")
+#: Suffixes ``write_usd`` can produce (text ``.usda``, crate ``.usd``/``.usdc``).
+WRITABLE_USD_SUFFIXES = (".usd", ".usda", ".usdc")
 #: Labels treated as walkable floor (in addition to ``floor``) in third-party stages.
 FLOOR_LABELS = ("floor", "floors", "ground", "ground_plane", "groundplane")
 #: Prim names too generic to serve as a label: the parent's name is used instead.
@@ -64,11 +69,7 @@ def _quat_wxyz(rot: np.ndarray) -> tuple[float, float, float, float]:
     else:
         s = math.sqrt(1.0 + m[2, 2] - m[0, 0] - m[1, 1]) * 2
         q = ((m[1, 0] - m[0, 1]) / s, (m[0, 2] + m[2, 0]) / s, (m[1, 2] + m[2, 1]) / s, 0.25 * s)
-    q = np.array(q)
-    q /= np.linalg.norm(q)
-    if q[0] < 0:
-        q = -q
-    return tuple(float(v) + 0.0 for v in q)  # type: ignore[return-value]
+    return unit_quaternion(q)  # normalised, w >= 0, rounded (core.precision)
 
 
 def _valid_child_path(name: str, parent: str, used: set[str]) -> bool:
@@ -140,17 +141,17 @@ def _set_xform(xformable, matrix: np.ndarray, scale: np.ndarray | None) -> None:
     from pxr import Gf, UsdGeom
 
     double = UsdGeom.XformOp.PrecisionDouble
-    xformable.AddTranslateOp(double).Set(Gf.Vec3d(*(float(v) for v in matrix[:3, 3])))
+    xformable.AddTranslateOp(double).Set(Gf.Vec3d(*round_lengths(matrix[:3, 3])))
     w, x, y, z = _quat_wxyz(matrix[:3, :3])
     xformable.AddOrientOp(double).Set(Gf.Quatd(w, Gf.Vec3d(x, y, z)))
     if scale is not None:
-        xformable.AddScaleOp(double).Set(Gf.Vec3d(*(float(v) for v in scale)))
+        xformable.AddScaleOp(double).Set(Gf.Vec3d(*round_lengths(scale)))
 
 
 def _physics_material(stage, friction: float, cache: dict[float, Any]):
     from pxr import UsdPhysics, UsdShade
 
-    key = round(float(friction), 4)
+    key = round(float(friction), FRICTION_DECIMALS) + 0.0
     if key not in cache:
         name = "friction_" + f"{key:.4f}".replace(".", "_").replace("-", "m")
         mat = UsdShade.Material.Define(stage, f"/World/PhysicsMaterials/{name}")
@@ -172,7 +173,7 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         _set_xform(gprim, local, g.size)
     elif g.kind == "cylinder":  # sized by attributes: PhysX rejects non-uniformly scaled cylinders
         gprim = UsdGeom.Cylinder.Define(stage, path)
-        r, hh = float(g.size[0]), float(g.size[1])
+        r, hh = round_length(g.size[0]), round_length(g.size[1])
         gprim.CreateRadiusAttr().Set(r)
         gprim.CreateHeightAttr().Set(2 * hh)
         gprim.CreateAxisAttr().Set(UsdGeom.Tokens.z)
@@ -180,13 +181,13 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         _set_xform(gprim, local, None)
     elif g.kind == "sphere":
         gprim = UsdGeom.Sphere.Define(stage, path)
-        r = float(g.size[0])
+        r = round_length(g.size[0])
         gprim.CreateRadiusAttr().Set(r)
         gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)]))
         _set_xform(gprim, local, None)
     else:
         gprim = UsdGeom.Mesh.Define(stage, path)
-        verts = np.asarray(g.vertices, dtype=float).reshape(-1, 3)
+        verts = round_array(np.asarray(g.vertices, dtype=float).reshape(-1, 3), LENGTH_DECIMALS)
         faces = np.asarray(g.faces, dtype=np.int64).reshape(-1, 3)
         gprim.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(verts.astype(np.float32)))
         gprim.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
@@ -195,7 +196,7 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         lo, hi = verts.min(axis=0), verts.max(axis=0)
         gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
         _set_xform(gprim, local, None)
-    gprim.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*(float(c) for c in g.color))]))
+    gprim.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
     prim = gprim.GetPrim()
     if g.collides:
         UsdPhysics.CollisionAPI.Apply(prim)
@@ -214,9 +215,9 @@ def _jsonable_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     out = {}
     for key, value in sorted(meta.items()):
         if isinstance(value, (bool, int, float, str)):
-            out[str(key)] = value
+            out[str(key)] = round_float(value) if isinstance(value, float) else value
         elif isinstance(value, np.generic):
-            out[str(key)] = value.item()
+            out[str(key)] = round_float(value.item()) if isinstance(value.item(), float) else value.item()
     return out
 
 
@@ -229,8 +230,8 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
 
     path = Path(path)
-    if path.suffix not in USD_SUFFIXES:
-        raise ConfigError(f"unsupported suffix '{path.suffix}'", file=path, expected=" or ".join(USD_SUFFIXES))
+    if path.suffix not in WRITABLE_USD_SUFFIXES:
+        raise ConfigError(f"unsupported suffix '{path.suffix}'", file=path, expected=" or ".join(WRITABLE_USD_SUFFIXES))
     layer = Sdf.Layer.CreateAnonymous(".usda")
     stage = Usd.Stage.Open(layer)
     UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
@@ -254,7 +255,8 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
             xf = UsdGeom.Xform.Define(stage, obj_paths[k])
             m = np.eye(4)
             m[:3, 3] = [obj.position[0], obj.position[1], obj.bounds_min[2]]
-            xf.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*(float(v) for v in m[:3, 3])))
+            m[:3, 3] = round_lengths(m[:3, 3])
+            xf.AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Vec3d(*m[:3, 3]))
             obj_world[k] = m
             prim = xf.GetPrim()
             _set_label(prim, obj.category, obj.instance_id)
@@ -266,7 +268,7 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
             if obj.movable:
                 UsdPhysics.RigidBodyAPI.Apply(prim)
             if obj.mass > 0:
-                UsdPhysics.MassAPI.Apply(prim).CreateMassAttr().Set(float(obj.mass))
+                UsdPhysics.MassAPI.Apply(prim).CreateMassAttr().Set(round(float(obj.mass), MASS_DECIMALS) + 0.0)
         _define_ancestors(stage, geom_paths[gi])
         _write_geom(stage, geom_paths[gi], g, obj_world[k] if k is not None else np.eye(4), k is not None,
                     k is not None and desc.objects[k].movable, materials)
@@ -280,20 +282,20 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
         prim.CreateAttribute("vlnverse:roomId", Sdf.ValueTypeNames.Int).Set(int(room.room_id))
         prim.CreateAttribute("vlnverse:roomType", Sdf.ValueTypeNames.String).Set(str(room.room_type))
         prim.CreateAttribute("vlnverse:polygon", Sdf.ValueTypeNames.Float2Array).Set(
-            Vt.Vec2fArray([Gf.Vec2f(float(x), float(y)) for x, y in room.polygon]))
+            Vt.Vec2fArray([Gf.Vec2f(round_length(x), round_length(y)) for x, y in room.polygon]))
     if desc.doors:
         UsdGeom.Scope.Define(stage, "/World/Doors")
     for door in desc.doors:
         prim = UsdGeom.Scope.Define(stage, _unique(f"/World/Doors/door_{door.door_id:02d}", used)).GetPrim()
         prim.CreateAttribute("vlnverse:doorId", Sdf.ValueTypeNames.Int).Set(int(door.door_id))
         prim.CreateAttribute("vlnverse:roomIds", Sdf.ValueTypeNames.Int2).Set(Gf.Vec2i(*door.room_ids))
-        prim.CreateAttribute("vlnverse:center", Sdf.ValueTypeNames.Double2).Set(Gf.Vec2d(*map(float, door.center)))
-        prim.CreateAttribute("vlnverse:width", Sdf.ValueTypeNames.Double).Set(float(door.width))
+        prim.CreateAttribute("vlnverse:center", Sdf.ValueTypeNames.Double2).Set(Gf.Vec2d(*round_lengths(door.center)))
+        prim.CreateAttribute("vlnverse:width", Sdf.ValueTypeNames.Double).Set(round_length(door.width))
         prim.CreateAttribute("vlnverse:axis", Sdf.ValueTypeNames.String).Set(str(door.axis))
     _add_room_lights(stage, desc, UsdLux)
 
     layer.customLayerData = {"vlnverse": {
-        "format_version": FORMAT_VERSION, "scene_id": desc.scene_id, "floor_z": float(desc.floor_z),
+        "format_version": FORMAT_VERSION, "scene_id": desc.scene_id, "floor_z": round_length(desc.floor_z),
         "metadata": _jsonable_metadata(desc.metadata)}}
     with atomic_path(path) as tmp:
         if not layer.Export(str(tmp)):
@@ -314,7 +316,7 @@ def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:
         light.CreateRadiusAttr().Set(0.1)
         light.CreateIntensityAttr().Set(30000.0)
         UsdGeom.Xformable(light).AddTranslateOp(UsdGeom.XformOp.PrecisionDouble).Set(
-            Gf.Vec3d(float(c[0]), float(c[1]), height - 0.3))
+            Gf.Vec3d(*round_lengths([c[0], c[1], height - 0.3])))
 
 
 # =========================================================================== reading

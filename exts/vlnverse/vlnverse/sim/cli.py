@@ -153,7 +153,7 @@ def _drive(args: argparse.Namespace) -> int:
         n = 20 if args.random is None else args.random
         actions = list(rng.choice(["MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"], size=n, p=[0.6, 0.2, 0.2]))
     pose = _parse_pose(args.pose) if args.pose else None
-    scene_path = Path(args.scene) if Path(args.scene).suffix.startswith(".usd") else resolve_scenes(args.scene)[0]
+    scene_path = resolve_scenes(args.scene, field="SCENE")[0]
     desc = load_scene(scene_path)
     size = dict(width=args.width, height=args.height)
     env = VLNVerseNavEnv(desc, args.body, [make_sensor("rgb", **size), make_sensor("depth", **size),

@@ -38,6 +38,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--val-seen-fraction", type=float, default=0.1,
                      help="share of train-scene episodes held out as val_seen (default 0.1)")
     gen.add_argument("--default-split", default="train", help="split of scenes not listed in splits.json")
+    gen.add_argument("--scene-root", action="append", default=[], metavar="DIR",
+                     help="folder of custom scenes: episodes store scene paths relative to it (repeatable; "
+                          "evaluate with scene_root=DIR)")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     gen.set_defaults(func=_generate)
 
@@ -82,7 +85,8 @@ def _generate(args: argparse.Namespace) -> int:
     summary = generate_dataset(args.task, args.scenes, args.episodes_per_scene, args.seed, args.out,
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
-                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory())
+                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory(),
+                               scene_root=args.scene_root)
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.body import as_body
-from ..core.errors import ConfigError, UnknownNameError
+from ..core.errors import ConfigError
 from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -46,38 +46,14 @@ def scene_seed(seed: int, scene_id: str) -> np.random.SeedSequence:
 def resolve_scene_paths(scenes: str | Iterable[str | Path]) -> list[Path]:
     """Scene USD paths from a split name, ``all``, scene ids or paths (comma-separated or a list).
 
-    Existing files are taken as they are; anything else goes through
-    ``vlnverse.scenes.splits.resolve_scenes`` (unknown names raise ``UnknownNameError``).
-    Duplicates are dropped, order kept.
+    ``vlnverse.scenes.splits.resolve_scenes`` (the one scene resolver) with errors naming ``--scenes``.
     """
-    items = [s.strip() for s in scenes.split(",")] if isinstance(scenes, str) else [str(s) for s in scenes]
-    items = [s for s in items if s]
-    if not items:
+    from ..scenes.splits import resolve_scenes
+
+    items = [scenes] if isinstance(scenes, (str, Path)) else list(scenes)
+    if not any(str(s).strip(" ,") for s in items):
         raise ConfigError("no scenes given", field="--scenes", expected="a split name, 'all', scene ids or paths")
-    paths: list[Path] = []
-    names: list[str] = []
-    for item in items:
-        p = Path(item)
-        if p.suffix in (".usd", ".usda", ".usdc", ".usdz") or p.is_file():
-            if not p.is_file():
-                raise ConfigError("scene file not found", file=p, field="--scenes")
-            paths.append(p)
-        else:
-            names.append(item)
-    if names:
-        try:
-            from ..scenes.splits import resolve_scenes
-        except ModuleNotFoundError:  # no shipped splits: only paths can be resolved
-            raise UnknownNameError("scene", names[0], []) from None
-        paths.extend(Path(p) for p in resolve_scenes(names if len(names) > 1 else names[0]))
-    unique: list[Path] = []
-    seen: set[str] = set()
-    for p in paths:
-        key = str(p.resolve())
-        if key not in seen:
-            seen.add(key)
-            unique.append(p)
-    return unique
+    return resolve_scenes(items, field="--scenes")
 
 
 def scene_splits() -> dict[str, str]:
@@ -177,13 +153,17 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
                      progress: bool = True,
-                     renderer_factory: Callable[[SceneContext], Any] | None = None) -> dict[str, Any]:
+                     renderer_factory: Callable[[SceneContext], Any] | None = None,
+                     scene_root: str | Path | list | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
     task writes, e.g. reference images) atomically; returns the summary. ``renderer_factory(ctx)``
     returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``).
+    Episodes name their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder
+    or the shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
     """
+    from .scene_roots import portable_scene_path
     from tqdm import tqdm
 
     if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) or episodes_per_scene < 1:
@@ -240,7 +220,10 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 for ep in episodes:
                     if held[ep.info.get("pair_id", ep.episode_id)]:
                         ep.split = "val_seen"
+            stored_path = portable_scene_path(path, out_dir, [scene_root] if isinstance(scene_root, (str, Path))
+                                              else scene_root or [])
             for ep in episodes:
+                ep.scene_path = stored_path
                 by_split.setdefault(ep.split, []).append(ep)
                 scene_list.setdefault(ep.split, [])
                 if ctx.scene_id not in scene_list[ep.split]:

@@ -77,8 +77,9 @@ class Episode:
         return (self.goals[0].category or "") if self.goals else ""
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready mapping (numpy values converted to plain Python)."""
-        return {
+        """JSON-ready mapping (numpy values converted to plain Python; floats rounded as on disk,
+        ``core.precision``, so a saved and reloaded episode gives the same mapping)."""
+        return to_jsonable({
             "version": int(self.version),
             "episode_id": self.episode_id,
             "scene_id": self.scene_id,
@@ -91,8 +92,8 @@ class Episode:
             "reference_path": [[float(v) for v in p] for p in self.reference_path],
             "geodesic_distance": float(self.geodesic_distance),
             "instructions": [i.to_dict() for i in self.instructions],
-            "info": to_jsonable(self.info),
-        }
+            "info": self.info,
+        })
 
     @classmethod
     def from_dict(cls, data: Any, *, file: str | Path | None = None, line: int | None = None) -> "Episode":

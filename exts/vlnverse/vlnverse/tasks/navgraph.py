@@ -20,7 +20,7 @@ import numpy as np
 from scipy.spatial import cKDTree
 
 from ..core.errors import ConfigError
-from ..core.io import write_json_atomic
+from ..core.io import to_jsonable, write_json_atomic
 from .pathing import PathPlanner, resample_polyline
 
 NAVGRAPH_VERSION = 1
@@ -79,12 +79,12 @@ class NavGraph:
     # ------------------------------------------------------------------ JSON
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-ready mapping (nodes sorted by id, edges as [u, v, weight])."""
+        """JSON-ready mapping (nodes sorted by id, edges as [u, v, weight]; floats rounded as on disk)."""
         nodes = [{"id": int(n), "position": [float(v) for v in d["position"]], "kind": d["kind"],
                   "room_id": d.get("room_id")} for n, d in sorted(self.graph.nodes(data=True))]
         edges = sorted([int(min(u, v)), int(max(u, v)), float(d["weight"])] for u, v, d in self.graph.edges(data=True))
-        return {"version": NAVGRAPH_VERSION, "scene_id": self.scene_id, "spacing": self.spacing,
-                "max_edge": self.max_edge, "nodes": nodes, "edges": edges}
+        return to_jsonable({"version": NAVGRAPH_VERSION, "scene_id": self.scene_id, "spacing": self.spacing,
+                            "max_edge": self.max_edge, "nodes": nodes, "edges": edges})
 
     @classmethod
     def from_json(cls, data: Any, *, file: str | Path | None = None) -> "NavGraph":

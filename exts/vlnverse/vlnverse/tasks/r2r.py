@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import to_jsonable, write_bytes_atomic, write_json_atomic
+from ..core.io import to_jsonable, write_bytes_atomic, write_text_atomic
+from ..core.precision import LENGTH_DECIMALS, QUATERNION_DECIMALS, round_floats, unit_quaternion
 from .episode import Episode, Goal, Instruction
 
 PAD_INDEX, UNK_INDEX = 0, 1
@@ -99,24 +100,27 @@ def export_r2r(episodes: list[Episode], path: str | Path, *, pad_to: int = 200) 
     for trajectory_id, (ep, ep_texts) in enumerate(zip(episodes, texts)):
         for k, text in enumerate(ep_texts):
             tokens = [stoi.get(t, UNK_INDEX) for t in tokenize(text)]
-            records.append({
+            # positions rounded to LENGTH_DECIMALS here; the file keeps the quaternion's 9 decimals
+            records.append(round_floats({
                 "episode_id": ep.episode_id if len(ep_texts) == 1 else f"{ep.episode_id}#{k}",
                 "trajectory_id": trajectory_id,
-                "scene_id": ep.scene_path,
+                "scene_id": ep.scene_id,  # portable: resolved against scene roots on import/eval
                 "start_position": zup_to_habitat(ep.start_position),
-                "start_rotation": yaw_to_quaternion(ep.start_yaw),
                 "info": {"geodesic_distance": ep.geodesic_distance},
                 "goals": [{"position": zup_to_habitat(g.position), "radius": g.radius} for g in ep.goals],
                 "instruction": {"instruction_text": text, "instruction_tokens": tokens + [PAD_INDEX] * (width - len(tokens))},
                 "reference_path": [zup_to_habitat(p) for p in ep.reference_path],
-            })
+            }, LENGTH_DECIMALS))
+            x, y, z, w = yaw_to_quaternion(ep.start_yaw)
+            w, x, y, z = unit_quaternion([w, x, y, z])  # normalised, sign fixed, 9 decimals (core.precision)
+            records[-1]["start_rotation"] = [x, y, z, w]
     data = {"episodes": records, "instruction_vocab": vocab}
     if Path(path).suffix == ".gz":  # VLN-CE ships ``{split}.json.gz``
         import gzip
 
-        text = json.dumps(to_jsonable(data), sort_keys=True) + "\n"
+        text = json.dumps(to_jsonable(data, decimals=QUATERNION_DECIMALS), sort_keys=True) + "\n"
         return write_bytes_atomic(path, gzip.compress(text.encode("utf-8"), mtime=0))
-    return write_json_atomic(path, data, indent=None)
+    return write_text_atomic(path, json.dumps(to_jsonable(data, decimals=QUATERNION_DECIMALS), sort_keys=True) + "\n")
 
 
 def _require(cond: bool, path: Path, field: str, problem: str, expected: str) -> None:
@@ -193,9 +197,10 @@ def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained")
         if base_id in merged:
             merged[base_id].instructions.append(instruction)
             continue
-        scene_path = str(rec["scene_id"])
+        scene_ref = str(rec["scene_id"])  # ours: a scene id; VLN-CE: a path like "mp3d/<id>/<id>.glb"
+        scene_path = scene_ref if Path(scene_ref).suffix else ""
         merged[base_id] = Episode(
-            episode_id=base_id, scene_id=Path(scene_path).name.split(".")[0], scene_path=scene_path, split=split,
+            episode_id=base_id, scene_id=Path(scene_ref).name.split(".")[0], scene_path=scene_path, split=split,
             task_type=task_type, start_position=start, start_yaw=quaternion_to_yaw(rot), goals=goals,
             reference_path=reference, geodesic_distance=float(geodesic), instructions=[instruction],
             info={"trajectory_id": rec.get("trajectory_id")})

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.errors import ConfigError, NoNavigableSpaceError
 from ..core.io import atomic_path
+from ..core.precision import ANGLE_DECIMALS, LENGTH_DECIMALS, round_array
 from .pathing import resample_polyline, wrap_angle
 
 #: Frames of the look-around spin added at each room's anchor (45° apart).
@@ -170,6 +171,12 @@ class Tour:
     room_ids: np.ndarray  # (N,) int, -1 outside every room polygon
     spacing: float
     room_order: list[int]
+
+    def __post_init__(self) -> None:
+        # poses at the precision they are stored with (core.precision), so frames rendered from this
+        # tour are exactly the frames of the tour read back from its .npz
+        self.positions = round_array(np.asarray(self.positions, dtype=float), LENGTH_DECIMALS)
+        self.yaws = round_array(np.asarray(self.yaws, dtype=float), ANGLE_DECIMALS)
 
     def __len__(self) -> int:
         return len(self.positions)

@@ -1,0 +1,176 @@
+"""Packaging: the Kit manifest as Kit reads it, one requirement list, resources found in a wheel install."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXT = ROOT / "exts" / "vlnverse"
+MANIFEST = EXT / "config" / "extension.toml"
+
+# Loads each [[python.module]] the way Kit does (extension folder on sys.path, import by name) with
+# fake omni.ext / omni.kit.app / carb modules, finds the IExt subclasses, and starts them twice:
+# once in an app lacking Isaac Sim's extensions, once with everything enabled.
+_KIT_PROBE = r"""
+import json, sys, types
+ext_dir, modules, enabled = sys.argv[1], json.loads(sys.argv[2]), set(json.loads(sys.argv[3]))
+sys.path.insert(0, ext_dir)
+omni, omni_ext, kit, app_mod, carb = (types.ModuleType(n) for n in ("omni", "omni.ext", "omni.kit", "omni.kit.app", "carb"))
+class IExt:
+    def on_startup(self, ext_id): pass
+    def on_shutdown(self): pass
+omni_ext.IExt, omni.ext, omni.kit, kit.app = IExt, omni_ext, kit, app_mod
+errors = []
+carb.log_error, carb.log_info, carb.log_warn = errors.append, lambda m: None, lambda m: None
+class Manager:
+    def is_extension_enabled(self, name): return name in enabled
+class App:
+    def get_extension_manager(self): return Manager()
+app_mod.get_app = lambda: App()
+sys.modules.update({"omni": omni, "omni.ext": omni_ext, "omni.kit": kit, "omni.kit.app": app_mod, "carb": carb})
+import importlib, inspect
+found = []
+for name in modules:
+    module = importlib.import_module(name)
+    found += [(name, module.__file__, cls) for _, cls in inspect.getmembers(module, inspect.isclass)
+              if issubclass(cls, IExt) and cls is not IExt and cls.__module__ == module.__name__]
+from vlnverse.sim.api import BACKENDS
+results = []
+for name, file, cls in found:
+    ext = cls()
+    ext.on_startup("vlnverse-0.1.0")
+    results.append({"module": name, "file": file, "class": cls.__name__, "ready": ext.ready,
+                    "errors": list(errors), "isaac": BACKENDS.get("isaac") if "isaac" in BACKENDS else None})
+    ext.on_shutdown()
+print(json.dumps({"modules": {n: importlib.import_module(n).__file__ for n in modules}, "results": results}))
+"""
+
+
+def _manifest() -> dict:
+    with open(MANIFEST, "rb") as f:  # Kit's manifest is plain TOML
+        return tomllib.load(f)
+
+
+def _kit_probe(enabled: list[str]) -> dict:
+    names = [m["name"] for m in _manifest()["python"]["module"]]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    run = subprocess.run([sys.executable, "-c", _KIT_PROBE, str(EXT), json.dumps(names), json.dumps(enabled)],
+                         capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def test_manifest_follows_kits_convention():
+    data = _manifest()
+    assert (ROOT / "extension.toml").resolve() == MANIFEST.resolve()  # one source of truth
+    pkg = data["package"]
+    assert pkg["version"] and pkg["title"] and pkg["description"] and pkg["repository"].startswith("https://")
+    assert (EXT / pkg["readme"]).is_file() and (EXT / pkg["changelog"]).is_file()
+    assert "omni.kit.pipapi" in data["dependencies"]
+    assert [m["name"] for m in data["python"]["module"]][0] == "vlnverse"
+    for module in data["python"]["module"]:  # resolved under the extension folder, as Kit does
+        rel = Path(*module["name"].split("."))
+        assert (EXT / rel / "__init__.py").is_file() or (EXT / rel).with_suffix(".py").is_file(), module["name"]
+    assert data["test"] and all("args" in t for t in data["test"])
+    for pattern in data["test"][0]["pythonTests"]["include"]:  # the in-Kit test module exists
+        assert (EXT / Path(*pattern.removesuffix(".*").split(".")) / "__init__.py").is_file()
+
+
+def test_setup_py_installs_the_manifests_requirements():
+    import setuptools  # noqa: F401  (first: provides distutils)
+    from distutils.core import run_setup
+
+    requirements = _manifest()["python"]["pipapi"]["requirements"]
+    cwd = os.getcwd()
+    try:
+        dist = run_setup(str(ROOT / "setup.py"), stop_after="init")
+    finally:
+        os.chdir(cwd)
+    assert dist.install_requires == requirements
+    assert {r.split(">")[0].split("=")[0].lower() for r in requirements} >= {"numpy", "pillow", "pyopengl", "usd-core"}
+    assert dist.get_version() == _manifest()["package"]["version"]
+
+
+def test_extension_refuses_to_start_without_isaac_and_registers_the_backend_with_it():
+    bare = _kit_probe(enabled=["omni.kit.pipapi"])
+    assert bare["modules"]["vlnverse"] == str(EXT / "vlnverse" / "__init__.py")  # the extension folder's package
+    [res] = bare["results"]
+    assert res["class"] == "VLNVerseExtension" and res["module"] == "vlnverse.extension"
+    # the backend name is always registered (building it without Isaac Sim fails with how to install it)
+    assert res["ready"] is False and res["isaac"] == "vlnverse.sim.isaac:IsaacSimulator" and len(res["errors"]) == 1
+    message = res["errors"][0]
+    assert "\n" not in message and "not enabled" in message
+    assert "omni.physx" in message and "isaacsim.core.api or omni.isaac.core" in message and "omni.usd" in message
+    full = _kit_probe(enabled=["omni.kit.pipapi", "omni.usd", "omni.physx", "omni.isaac.core", "omni.ui"])
+    [res] = full["results"]
+    assert res["ready"] is True and res["errors"] == [] and res["isaac"] == "vlnverse.sim.isaac:IsaacSimulator"
+
+
+def test_plain_import_never_touches_omniverse():
+    code = "import sys, vlnverse, vlnverse.paths; print(any(m.split('.')[0] in ('omni', 'carb') for m in sys.modules))"
+    env = dict(os.environ, PYTHONPATH=str(EXT))
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"
+
+
+def test_missing_resource_is_named(tmp_path, monkeypatch):
+    from vlnverse.paths import ResourceNotFoundError, resource_file, robots_dir, scenes_dir
+
+    monkeypatch.setenv("VLNVERSE_HOME", str(tmp_path))
+    with pytest.raises(ResourceNotFoundError, match=r"resource 'scenes_usd/' not found \(VLNVERSE_HOME is set\)"):
+        scenes_dir()
+    (tmp_path / "robots").mkdir()
+    assert robots_dir() == tmp_path.resolve() / "robots"
+    with pytest.raises(ResourceNotFoundError, match=r"resource 'robots/r2r_ce.yaml' not found"):
+        resource_file("robots", "r2r_ce.yaml")
+
+
+def _copy_source(dst: Path) -> Path:
+    """The files a source distribution holds (MANIFEST.in), so the build never writes into the checkout."""
+    dst.mkdir(parents=True)
+    for name in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in"):
+        shutil.copy2(ROOT / name, dst / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
+    for name in ("exts", "robots", "scenes_usd", "tasks"):
+        shutil.copytree(ROOT / name, dst / name, ignore=ignore, symlinks=True)
+    return dst
+
+
+def test_wheel_installs_and_runs_from_any_folder(tmp_path):
+    """Build a wheel, install it (--no-deps) into a fresh venv that sees the installed dependencies, and run
+    `vlnverse scenes info` and a one-episode `vlnverse eval` from a folder outside the checkout."""
+    src = _copy_source(tmp_path / "src")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VLNVERSE_HOME")}
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist"), str(src)],
+                   check=True, env=env, cwd=tmp_path, timeout=300)
+    [wheel] = list((tmp_path / "dist").glob("vlnverse-*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
+    python, command = venv / "bin" / "python", venv / "bin" / "vlnverse"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, env=env, timeout=300)
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    where = subprocess.run([str(python), "-c", "import vlnverse, vlnverse.paths as p; print(vlnverse.__file__); "
+                            "print(p.scenes_dir())"], capture_output=True, text=True, env=env, cwd=work, check=True)
+    package_file, scenes = where.stdout.split()
+    assert Path(package_file).is_relative_to(venv) and Path(scenes).is_relative_to(venv)  # the wheel, not a checkout
+    info = subprocess.run([str(command), "scenes", "info", "home_0012"], capture_output=True, text=True, env=env,
+                          cwd=work, timeout=300)
+    assert info.returncode == 0, info.stderr
+    assert "home_0012" in info.stdout and "rooms" in info.stdout
+    run = subprocess.run([str(command), "eval", "oracle_fine_grained_strict", "limit=1", "episodes.generate.max_scenes=1",
+                          "episodes.generate.episodes_per_scene=1", "sensors=[]", "report.enabled=false",
+                          "out=run", "--no-progress"], capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    assert run.returncode == 0, run.stderr
+    overall = json.loads((work / "run" / "summary.json").read_text())["overall"]
+    assert overall["episodes"] == 1 and overall["means"]["SR"] == 1.0
+    episodes = (work / "run" / "input_episodes.jsonl").read_text()
+    assert str(venv) not in episodes  # shipped scenes are named relative to their root
