@@ -243,3 +243,19 @@ def test_importing_the_isaac_backend_imports_no_omniverse():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('omni', 'isaacsim', 'carb')]; "
             "print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_tools_cli_selects_isaac_from_its_arguments_and_fails_in_one_line_without_it(tmp_path):
+    from pathlib import Path
+
+    from vlnverse.sim.isaac.adapter import wants_isaac
+
+    assert wants_isaac(["eval", "x", "--backend", "isaac"]) and wants_isaac(["eval", "x", "backend=isaac"])
+    assert wants_isaac(["--backend=isaac"]) and not wants_isaac(["eval", "x", "--backend", "mujoco"])
+    if adapter_mod.isaacsim_available():
+        pytest.skip("Isaac Sim is installed here")
+    tool = Path(__file__).resolve().parents[2] / "tools" / "vlnverse_cli.py"
+    proc = subprocess.run([sys.executable, str(tool), "eval", "oracle_fine_grained_strict", "--backend", "isaac",
+                           f"out={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and "pip install" in lines[0]

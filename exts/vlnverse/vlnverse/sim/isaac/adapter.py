@@ -40,6 +40,7 @@ Deprecated ``omni.isaac.*`` modules are not used anywhere.
 """
 from __future__ import annotations
 
+import atexit
 import importlib
 import importlib.util
 import math
@@ -96,6 +97,32 @@ def require_isaacsim() -> None:
 def kit_running() -> bool:
     """Whether a Kit app already runs in this process (the Isaac Sim GUI, or a SimulationApp)."""
     return "omni.kit.app" in sys.modules
+
+
+_STANDALONE_APP = None
+
+
+def start_standalone_app(headless: bool = True):
+    """For scripts run with Isaac Sim's own ``python.sh`` (``tools/``): construct ``SimulationApp``
+    now, before anything imports Omniverse, and close it at exit; simulators built later find Kit
+    running and reuse it. Fails in one line (how to install) where Isaac Sim is missing."""
+    global _STANDALONE_APP
+    require_isaacsim()
+    if _STANDALONE_APP is None and not kit_running():
+        adapter = IsaacAdapter()
+        adapter.start(headless=headless, running=False)
+        _STANDALONE_APP = adapter.app
+        atexit.register(_STANDALONE_APP.close)
+    return _STANDALONE_APP
+
+
+def wants_isaac(argv: list[str]) -> bool:
+    """Whether command-line arguments select the Isaac backend (``--backend isaac``,
+    ``--backend=isaac`` or a ``backend=isaac`` override)."""
+    for i, arg in enumerate(argv):
+        if arg in ("--backend=isaac", "backend=isaac") or (arg == "--backend" and argv[i + 1:i + 2] == ["isaac"]):
+            return True
+    return False
 
 
 class IsaacAdapter:
