@@ -8,33 +8,34 @@ drives the adapter and the backend against a recording fake of these modules (co
 ``SimulationApp`` before any other Omniverse import, the 20-step rendering warm-up, camera
 parameters, and that every call is one listed here).
 
-None of this was run on Isaac Sim (no RTX GPU where it was written). The names and signatures were
-checked against Isaac Sim 5.x documentation and source (the ``search`` tool, corpus docs/code):
+None of this was run on Isaac Sim (no RTX GPU where it was written). Checked against Isaac Sim
+documentation and source with the ``search`` tool (docs and code corpora, Isaac Sim 5.x / 6.x
+``isaac-sim/IsaacSim`` sources and the omni.physx Python stubs):
 
-- ``isaacsim.simulation_app.SimulationApp(launch_config)`` — Isaac Sim docs "Python Environment"
-  (manual_standalone_python) and ``isaacsim.simulation_app/docs/Overview.md``: it must be constructed
-  before any other Omniverse module is imported.
-- ``isaacsim.core.api.World(physics_dt=, rendering_dt=, stage_units_in_meters=)``, ``World.reset()``,
-  ``World.step(render=)``, ``World.render()``, ``World.current_time``, ``World.clear_instance()``.
-- ``isaacsim.core.utils.stage.open_stage(usd_path)`` and ``get_current_stage()``.
-- ``isaacsim.core.prims.RigidPrim(prim_paths_expr=)`` with ``initialize()``, ``get_world_poses()``,
-  ``set_world_poses(positions=, orientations=)``, ``get_velocities()``, ``set_velocities()``,
-  ``apply_forces_and_torques_at_pos(forces=, torques=, is_global=True)``,
-  ``is_physics_handle_valid()`` (isaacsim.core.prims rigid_prim, Isaac Sim 4.5/5.x).
-- ``isaacsim.core.utils.semantics.add_labels(prim, labels=, instance_name=)`` (replaces the
-  deprecated ``add_update_semantics``).
-- ``isaacsim.sensors.camera.Camera(prim_path=, resolution=, frequency=)`` with ``initialize()``,
-  ``add_distance_to_image_plane_to_frame()``, ``add_semantic_segmentation_to_frame()``,
-  ``add_instance_id_segmentation_to_frame()``, ``set_world_pose(position, orientation, camera_axes="ros")``,
-  ``get_rgba()``, ``get_current_frame()`` (isaacsim.sensors.camera camera.py).
-- ``omni.physx.get_physx_simulation_interface().get_contact_report()`` → (headers, data); headers
-  carry ``actor0/actor1/collider0/collider1`` as encoded paths, decoded with
-  ``pxr.PhysicsSchemaTools.intToSdfPath`` (omni.physx bindings, PhysX contact-report snippets).
+- ``isaacsim.simulation_app.SimulationApp(launch_config)`` must be constructed before any other
+  Omniverse import — Isaac Sim docs "Python Environment" (manual_standalone_python) and
+  ``isaacsim.simulation_app/docs/Overview.md``.
+- ``isaacsim.sensors.camera.Camera``: ``add_distance_to_image_plane_to_frame``,
+  ``add_semantic_segmentation_to_frame``, ``add_instance_id_segmentation_to_frame``, ``get_current_frame``,
+  ``get_rgba`` (isaacsim.sensors.camera camera.py).
+- ``omni.physx.get_physx_simulation_interface().get_contact_report()`` → (headers, data); headers carry
+  ``actor0/actor1/collider0/collider1`` decoded with ``pxr.PhysicsSchemaTools.intToSdfPath`` (PhysX
+  contact-report snippets).
 - ``omni.physx.get_physx_scene_query_interface()``: ``raycast_all(origin, dir, distance, reportFn, bothSides)``
-  and ``overlap_shape(path0, path1, reportFn, anyHit)`` with ``PhysicsSchemaTools.encodeSdfPath``;
-  hits expose ``collision``, ``rigid_body`` and ``distance``.
-- ``pxr.PhysxSchema.PhysxContactReportAPI.Apply(prim)`` with ``CreateThresholdAttr(0)``.
-- ``carb.Float3`` for query vectors.
+  and ``overlap_shape(path0, path1, reportFn, anyHit)`` with ``PhysicsSchemaTools.encodeSdfPath``
+  (omni.physx bindings stub).
+- ``isaacsim.core.prims.RigidPrim.apply_forces_and_torques_at_pos(forces=, torques=, positions=,
+  indices=, is_global=True)``, ``get_velocities``/``set_velocities``, ``get_world_poses``/``set_world_poses``.
+- ``isaacsim.core.utils.semantics.add_labels`` (the successor of ``add_update_semantics``).
+
+Written from the documented API but not looked up here — check these first on a GPU machine:
+``isaacsim.core.api.World(physics_dt=, rendering_dt=, stage_units_in_meters=)`` with ``reset``,
+``step(render=)``, ``render``, ``current_time``, ``clear_instance``; ``isaacsim.core.utils.stage.open_stage``
+/ ``get_current_stage``; ``RigidPrim(prim_paths_expr=)``, ``initialize()``, ``is_physics_handle_valid()``
+and the (N, 6) velocity layout; ``Camera(prim_path=, resolution=, frequency=)`` and
+``set_world_pose(position, orientation, camera_axes="ros")``; ``add_labels(prim, labels=, instance_name=)``
+keywords; ``PhysxSchema.PhysxContactReportAPI.Apply(prim).CreateThresholdAttr()``; the hit attributes
+``collision``/``rigid_body``/``distance`` in scene-query callbacks; the ``idToLabels`` formats.
 
 Deprecated ``omni.isaac.*`` modules are not used anywhere.
 """
