@@ -76,9 +76,11 @@ class FakeOmniverse:
             return fake.stage
 
         class World:
-            def __init__(self, physics_dt, rendering_dt, stage_units_in_meters):
+            def __init__(self, physics_dt, rendering_dt, stage_units_in_meters, physics_prim_path):
                 fake.calls.append(("World", (), dict(physics_dt=physics_dt, rendering_dt=rendering_dt,
-                                                     stage_units_in_meters=stage_units_in_meters)))
+                                                     stage_units_in_meters=stage_units_in_meters,
+                                                     physics_prim_path=physics_prim_path)))
+                assert fake.stage.GetPrimAtPath(physics_prim_path).GetTypeName() == "PhysicsScene"
                 fake.dt = physics_dt
 
             @classmethod

@@ -74,7 +74,8 @@ def test_stage_world_and_contact_reporting_are_set_up_in_order(room, fake):
                                       "RigidPrim", "World.reset", "RigidPrim.initialize")]
     assert order == sorted(order)
     world = next(c for c in fake.calls if c[0] == "World")
-    assert world[2] == {"physics_dt": 0.005, "rendering_dt": 0.005, "stage_units_in_meters": 1.0}
+    assert world[2] == {"physics_dt": 0.005, "rendering_dt": 0.005, "stage_units_in_meters": 1.0,
+                        "physics_prim_path": "/World/PhysicsScene"}
     assert ("PhysxContactReportAPI.Apply", ("/World/Agent",), {}) in fake.calls
     assert ("PhysxContactReportAPI.threshold", (0.0,), {}) in fake.calls
     labels = [c for c in fake.calls if c[0] == "add_labels"]
@@ -120,12 +121,12 @@ def test_camera_has_the_configured_resolution_fov_rate_and_pose(room, fake):
         assert obs["depth"].shape == (48, 64) and obs["depth"].dtype == np.float32
         assert np.all(obs["depth"] == pytest.approx(2.0))
         place = [c for c in fake.calls if c[0] == "Camera.set_world_pose"][-1][2]
-        assert place["camera_axes"] == "ros"
-        # facing +Y: the camera's optical axis (ROS +Z) must point along world +Y
+        assert place["camera_axes"] == "world"
+        # facing +Y: the camera's forward axis (+X in Isaac's "world" camera axes) must point along world +Y
         from scipy.spatial.transform import Rotation
 
         w, x, y, z = place["orientation"]
-        optical = Rotation.from_quat([x, y, z, w]).apply([0.0, 0.0, 1.0])
+        optical = Rotation.from_quat([x, y, z, w]).apply([1.0, 0.0, 0.0])
         assert optical == pytest.approx([0.0, 1.0, 0.0], abs=1e-9)
         assert place["position"][2] == pytest.approx(load_body("r2r_ce").camera_height)
         # the 5 Hz rate is the shared rate logic: a second observation 0.1 s later reuses the frame
@@ -209,7 +210,7 @@ def test_panorama_views_turn_counter_clockwise(room, fake):
         for c in fake.calls:
             if c[0] == "Camera.set_world_pose":
                 w, x, y, z = c[2]["orientation"]
-                axes.append(Rotation.from_quat([x, y, z, w]).apply([0.0, 0.0, 1.0])[:2])
+                axes.append(Rotation.from_quat([x, y, z, w]).apply([1.0, 0.0, 0.0])[:2])
         assert np.allclose(axes, [[1, 0], [0, 1], [-1, 0], [0, -1]], atol=1e-9)
 
 

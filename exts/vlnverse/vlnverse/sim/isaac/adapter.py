@@ -27,13 +27,16 @@ documentation and source with the ``search`` tool (docs and code corpora, Isaac 
 - ``isaacsim.core.prims.RigidPrim.apply_forces_and_torques_at_pos(forces=, torques=, positions=,
   indices=, is_global=True)``, ``get_velocities``/``set_velocities``, ``get_world_poses``/``set_world_poses``.
 - ``isaacsim.core.utils.semantics.add_labels`` (the successor of ``add_update_semantics``).
+- ``World(physics_dt=, rendering_dt=, stage_units_in_meters=, physics_prim_path=)`` (World /
+  SimulationContext ``__init__``; the default physics prim is ``/physicsScene``, so the stage's own
+  scene path is passed); ``RigidPrim.is_physics_handle_valid()``; ``Camera.set_world_pose(...,
+  camera_axes=)`` where ``"world"`` is +X forward, +Z up.
 
 Written from the documented API but not looked up here — check these first on a GPU machine:
-``isaacsim.core.api.World(physics_dt=, rendering_dt=, stage_units_in_meters=)`` with ``reset``,
-``step(render=)``, ``render``, ``current_time``, ``clear_instance``; ``isaacsim.core.utils.stage.open_stage``
-/ ``get_current_stage``; ``RigidPrim(prim_paths_expr=)``, ``initialize()``, ``is_physics_handle_valid()``
-and the (N, 6) velocity layout; ``Camera(prim_path=, resolution=, frequency=)`` and
-``set_world_pose(position, orientation, camera_axes="ros")``; ``add_labels(prim, labels=, instance_name=)``
+``World.reset``, ``step(render=)``, ``render``, ``current_time``, ``clear_instance``;
+``isaacsim.core.utils.stage.open_stage`` / ``get_current_stage``; ``RigidPrim(prim_paths_expr=)``,
+``initialize()`` and the (N, 6) velocity layout; ``Camera(prim_path=, resolution=, frequency=)``;
+``add_labels(prim, labels=, instance_name=)``
 keywords; ``PhysxSchema.PhysxContactReportAPI.Apply(prim).CreateThresholdAttr()``; the hit attributes
 ``collision``/``rigid_body``/``distance`` in scene-query callbacks; the ``idToLabels`` formats.
 
@@ -159,14 +162,16 @@ class IsaacAdapter:
         self._started = True
 
     # ------------------------------------------------------------------ stage and world
-    def open_stage(self, usd_path: str, physics_dt: float) -> None:
-        """Open the authored stage and create the ``World`` stepping physics at ``physics_dt``."""
+    def open_stage(self, usd_path: str, physics_dt: float, physics_scene: str) -> None:
+        """Open the authored stage and create the ``World`` stepping physics at ``physics_dt`` on the
+        stage's own ``UsdPhysics.Scene`` at ``physics_scene`` (not a default ``/physicsScene``)."""
         if not self.load("isaacsim.core.utils.stage:open_stage")(usd_path):
             raise SceneError(f"{usd_path}: Isaac Sim could not open the stage")
         self.stage = self.load("isaacsim.core.utils.stage:get_current_stage")()
         world_cls = self.load("isaacsim.core.api:World")
         world_cls.clear_instance()
-        self.world = world_cls(physics_dt=physics_dt, rendering_dt=physics_dt, stage_units_in_meters=1.0)
+        self.world = world_cls(physics_dt=physics_dt, rendering_dt=physics_dt, stage_units_in_meters=1.0,
+                               physics_prim_path=physics_scene)
 
     def prim(self, path: str):
         """The ``Usd.Prim`` at ``path`` on the open stage."""
@@ -306,9 +311,10 @@ class IsaacAdapter:
 
     @staticmethod
     def place_camera(cam, position, orientation_wxyz) -> None:
-        """World pose of a camera, orientation in ROS/OpenCV camera axes (x right, y down, z forward)."""
+        """World pose of a camera; the orientation is in Isaac's ``"world"`` camera axes (+X forward,
+        +Z up, so +Y left: the toolkit's sensor frame, columns forward/left/up)."""
         cam.set_world_pose(position=np.asarray(position, float), orientation=np.asarray(orientation_wxyz, float),
-                           camera_axes="ros")
+                           camera_axes="world")
 
     @staticmethod
     def frame(cam) -> dict[str, Any]:

@@ -41,13 +41,8 @@ from ..physics import PhysicsSimulator
 from ..sensors import CameraSpec, LidarSpec, PanoramaSpec, SensorSpec, depth_output
 from ..types import Contact, wrap_angle
 from .adapter import WARMUP_STEPS, IsaacAdapter, require_isaacsim
-from .stage import AGENT_COLLIDER, AGENT_PATH, CAMERA_ROOT, author_camera, author_stage, quat_wxyz, yaw_of_wxyz
-
-
-def _opencv_rotation(rot: np.ndarray) -> np.ndarray:
-    """Camera rotation (columns forward, left, up) → OpenCV/ROS axes (x right, y down, z forward)."""
-    forward, left, up = rot[:, 0], rot[:, 1], rot[:, 2]
-    return np.stack([-left, -up, forward], axis=1)
+from .stage import (AGENT_COLLIDER, AGENT_PATH, CAMERA_ROOT, PHYSICS_SCENE, author_camera, author_stage, quat_wxyz,
+                    yaw_of_wxyz)
 
 
 class IsaacSimulator(PhysicsSimulator):
@@ -68,7 +63,7 @@ class IsaacSimulator(PhysicsSimulator):
         self._own_dir = stage_dir is None
         self._dir = Path(tempfile.mkdtemp(prefix="vlnverse-isaac-")) if stage_dir is None else Path(stage_dir)
         self.layout = author_stage(scene, body, self._dir / f"{scene.scene_id or 'scene'}.usda", step_height=step_height)
-        adapter.open_stage(self.layout.usd_path, control.physics_dt)
+        adapter.open_stage(self.layout.usd_path, control.physics_dt, PHYSICS_SCENE)
         adapter.enable_contact_report(AGENT_PATH)
         for path, info in self.layout.colliders.items():
             adapter.add_semantic_label(path, info.label)
@@ -181,7 +176,7 @@ class IsaacSimulator(PhysicsSimulator):
 
     def _render_camera(self, spec, pos: np.ndarray, rot: np.ndarray, kinds) -> dict[str, np.ndarray]:
         cam = self._camera_for(spec)
-        self._a.place_camera(cam, pos, quat_wxyz(_opencv_rotation(rot)))
+        self._a.place_camera(cam, pos, quat_wxyz(rot))  # Isaac's "world" camera axes: forward, left, up
         for _ in range(self._frames_per_capture):
             self._a.render()
         frame = self._a.frame(cam)
