@@ -260,3 +260,14 @@ def test_tools_cli_selects_isaac_from_its_arguments_and_fails_in_one_line_withou
                            f"out={tmp_path / 'run'}"], capture_output=True, text=True, timeout=120)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "pip install" in lines[0]
+
+
+def test_data_generate_with_backend_isaac_fails_before_any_work(tmp_path, monkeypatch, capsys):
+    from vlnverse.cli import main
+
+    monkeypatch.setattr(adapter_mod, "isaacsim_available", lambda: False)
+    rc = main(["data", "generate", "--task", "fine_grained", "--scenes", "test", "--episodes-per-scene", "1",
+               "--out", str(tmp_path / "ds"), "--backend", "isaac"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc != 0 and len(err) == 1 and "needs Isaac Sim" in err[0]
+    assert not (tmp_path / "ds").exists()

@@ -241,14 +241,15 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     return summary
 
 
-def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``)."""
+def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto"):
+    """A ``renderer_factory`` drawing RGB frames with the simulator's camera (``render_at``) on
+    simulator backend ``backend`` (a name passed through to ``make_simulator``)."""
 
     def factory(ctx: SceneContext):
         from ..sim import AgentPose, CameraSpec, make_simulator
 
         spec = CameraSpec(name="reference_rgb", kind="rgb", width=width, height=height, hfov_deg=hfov_deg)
-        sim = make_simulator(ctx.desc, ctx.body, sensors=[])
+        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=backend)
 
         def render(x: float, y: float, yaw: float, pitch: float = 0.0) -> np.ndarray:
             return sim.render_at(AgentPose(float(x), float(y), float(yaw), float(pitch)), spec)[spec.name]
