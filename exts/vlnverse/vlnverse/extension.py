@@ -8,7 +8,8 @@ other Kit/Isaac import happens inside the methods.
 On startup the extension checks that the Isaac Sim extensions it needs (USD, PhysX, Isaac Sim
 core, UI) are enabled; if some are missing it logs one error naming them and stays inert.
 Otherwise it registers the Isaac Sim simulator backend (``vlnverse.sim.api.BACKENDS``) under
-the name ``isaac``.
+the name ``isaac`` and opens the study panel (``vlnverse.study.panel.StudyPanelWindow``: pick a
+scene, an episode file and a body, and run a human study session in the GUI).
 """
 from __future__ import annotations
 
@@ -44,11 +45,19 @@ def register_isaac_backend() -> None:
     BACKENDS.register(name, overwrite=True)(target)
 
 
+def open_study_panel():
+    """The in-GUI study panel (``omni.ui``; imported only here)."""
+    from .study.panel import StudyPanelWindow
+
+    return StudyPanelWindow()
+
+
 class VLNVerseExtension(omni.ext.IExt):
-    """Kit extension: checks its Isaac Sim dependencies, then registers the Isaac backend."""
+    """Kit extension: checks its Isaac Sim dependencies, registers the Isaac backend and opens the study panel."""
 
     ready: bool = False
     error: str | None = None
+    panel = None
 
     def on_startup(self, ext_id: str) -> None:
         """Called by Kit when the extension is enabled."""
@@ -64,7 +73,15 @@ class VLNVerseExtension(omni.ext.IExt):
         register_isaac_backend()
         self.ready, self.error = True, None
         carb.log_info(f"{ext_id}: registered simulator backend '{ISAAC_BACKEND[0]}'")
+        try:
+            self.panel = open_study_panel()
+        except Exception as exc:  # noqa: BLE001 - the backend stays usable without the panel
+            self.panel = None
+            carb.log_warn(f"{ext_id}: study panel not opened: {exc}")
 
     def on_shutdown(self) -> None:
         """Called by Kit when the extension is disabled."""
+        if self.panel is not None:
+            self.panel.destroy()
+            self.panel = None
         self.ready = False

@@ -18,6 +18,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "render.quality=fast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
+    p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
     p.set_defaults(func=_eval)
 
     q = sub.add_parser("quickstart", help="generate a few episodes on the shipped scenes and evaluate the oracle "
@@ -36,7 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_cache_commands(sub)  # vlnverse cache build
 
 
-_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address"}
+_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address", "--backend": "backend"}
 
 
 def _split_trailing_options(args: argparse.Namespace) -> list[str]:
@@ -64,7 +65,7 @@ def _split_trailing_options(args: argparse.Namespace) -> list[str]:
             setattr(args, _OPTION_ARGS[name], value)
         elif item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'",
-                              expected="--no-progress, --workers N, --engine local|ray, --address HOST:PORT "
+                              expected="--no-progress, --backend NAME, --workers N, --engine local|ray, --address HOST:PORT "
                                        "or key=value overrides")
         else:
             overrides.append(item)
@@ -94,6 +95,8 @@ def _eval(args: argparse.Namespace) -> int:
     from ..core.parallel import check_engine, check_workers
 
     overrides = _split_trailing_options(args)
+    if args.backend is not None:
+        overrides.append(f"backend={args.backend}")
     parallel = parallel_settings(args)
     check_workers(parallel["workers"])
     check_engine(parallel["engine"], parallel["address"])

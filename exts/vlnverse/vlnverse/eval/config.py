@@ -198,6 +198,11 @@ class EvalConfig:
         names = [s.name for s in self.sensors]
         require(len(names) == len(set(names)), "sensors", f"duplicate names {names}", "unique sensor names")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+        from ..sim.api import BACKENDS, check_backend
+
+        require(self.backend == "auto" or self.backend in BACKENDS, "backend", f"got {self.backend!r}",
+                f"auto or one of {BACKENDS.names()}")
+        check_backend(self.backend)  # e.g. backend: isaac without Isaac Sim fails here, before any episode
         require(self.scene_root is None or isinstance(self.scene_root, str) or (
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
             "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")

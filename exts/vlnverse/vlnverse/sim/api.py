@@ -2,14 +2,14 @@
 
 A ``Simulator`` owns one scene, one agent body and a rig of named sensors. Backends register in
 ``BACKENDS`` as ``"module:attribute"`` import paths so that importing ``vlnverse.sim`` never
-imports a physics engine: ``mujoco`` (embedded, default) is always registered; ``isaac`` only when
-``isaacsim`` is importable and the Isaac backend module ships with the toolkit.
+imports a physics engine: ``mujoco`` (embedded, default) and ``isaac`` (Isaac Sim 5.x,
+``vlnverse.sim.isaac``) are always registered; building an ``isaac`` simulator where Isaac Sim is not
+installed fails at once with one line saying how to install it.
 """
 from __future__ import annotations
 
 import abc
 import importlib
-import importlib.util
 import math
 from dataclasses import dataclass
 from typing import Any, Iterable
@@ -161,8 +161,18 @@ class Simulator(abc.ABC):
 #: Backend name → ``"module:factory"``; the factory has ``make_simulator``'s signature minus ``backend``.
 BACKENDS: Registry[str] = Registry("simulator backend")
 BACKENDS.register("mujoco")("vlnverse.sim.mujoco.backend:MujocoSimulator")
-if importlib.util.find_spec("isaacsim") is not None and importlib.util.find_spec("vlnverse.sim.isaac") is not None:
-    BACKENDS.register("isaac")("vlnverse.sim.isaac:IsaacSimulator")  # pragma: no cover - needs Isaac Sim
+BACKENDS.register("isaac")("vlnverse.sim.isaac:IsaacSimulator")
+
+
+def check_backend(name: str) -> None:
+    """Raise at once if backend ``name`` is unknown (``UnknownNameError``) or its engine is not
+    installed here (the backend module's ``require_available()``: one line saying how to install it)."""
+    if name == "auto":
+        return
+    module_name, _attr = BACKENDS.get(name).split(":")
+    require = getattr(importlib.import_module(module_name), "require_available", None)
+    if require is not None:
+        require()
 
 
 def make_simulator(scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY,
@@ -172,8 +182,8 @@ def make_simulator(scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY
     ``sensors`` (default: ``default_sensors()``; pass ``[]`` for none).
 
     ``backend="auto"`` picks ``mujoco``. Backend options (MuJoCo: ``renderer`` = auto | gl |
-    raycast, ``step_height``, ``label_table``, ``quality`` = fast | default | high) pass through
-    ``options``.
+    raycast, ``step_height``, ``label_table``, ``quality`` = fast | default | high; Isaac:
+    ``headless``, ``step_height``, ``label_table``, ``stage_dir``) pass through ``options``.
     """
     if not isinstance(scene, SceneDescription):
         raise ConfigError(f"got {type(scene).__name__}", field="scene", expected="a SceneDescription")
@@ -191,6 +201,7 @@ def make_simulator(scene: SceneDescription, body: AgentBody | str = DEFAULT_BODY
     for spec in sensors:
         validate_sensor(spec)
     name = "mujoco" if backend == "auto" else backend
+    check_backend(name)
     module_name, attr = BACKENDS.get(name).split(":")
     factory = getattr(importlib.import_module(module_name), attr)
     return factory(scene, body, sensors=sensors, control=control, **options)

@@ -139,19 +139,28 @@ def _parse_pose(text: str):
 
 
 def _info(args: argparse.Namespace) -> int:
-    from .api import BACKENDS, make_simulator
+    from .api import BACKENDS, check_backend, make_simulator
     from .body import list_bodies, load_body
     from .demo import room_scene
     from .sensors import SENSORS
 
     bodies = {name: vars(load_body(name)) for name in list_bodies()}
-    info = {"bodies": bodies, "sensor_presets": SENSORS.names(), "backends": BACKENDS.names()}
+    backends = sorted(BACKENDS.names(), key=lambda n: n != "mujoco")  # the default first
+    available = {}
+    for name in backends:
+        try:
+            check_backend(name)
+            available[name] = True
+        except Exception:  # noqa: BLE001 - any failure means "not usable here"
+            available[name] = False
+    info = {"bodies": bodies, "sensor_presets": SENSORS.names(), "backends": backends, "backends_available": available}
     with make_simulator(room_scene(2.0, 2.0), DEFAULT_BODY, sensors=[]) as sim:
         info["renderer"] = sim.renderer_name
     if args.json:
         print(json.dumps(info, indent=2, sort_keys=True))
         return 0
-    print(f"backends: {', '.join(info['backends'])}   renderer here: {info['renderer']}")
+    shown = [n if available[n] else f"{n} (not installed)" for n in backends]
+    print(f"backends: {', '.join(shown)}   renderer here: {info['renderer']}")
     print(f"sensor presets: {', '.join(info['sensor_presets'])}")
     for name, b in bodies.items():
         drive = "holonomic" if b["holonomic"] else "differential drive"

@@ -13,7 +13,8 @@ over does not depend on it:
   limits, and the commanded pose: the same command run by an unobstructed body with first-order
   velocity servos and acceleration limits (so free-space motion has ~0 obstacle displacement);
 - :func:`planar_servo_force` — a holonomic body's planar servo force with one limit on its
-  magnitude;
+  magnitude; :func:`servo_wrench` — the whole servo as a world-frame wrench, for engines without
+  velocity actuators;
 - :func:`nearest_free` — the de-penetration search for teleports: rings outward, then bisection
   back to the obstacle boundary, given only a "does the body penetrate at (x, y)" probe.
 """
@@ -199,6 +200,28 @@ def planar_servo_force(target_forward: float, target_lateral: float, vx: float, 
         scale = fmax / norm
         ff, fl = ff * scale, fl * scale
     return ff, fl
+
+
+def servo_wrench(body, target, vx: float, vy: float, wz: float, yaw: float, servo_tau: float,
+                 inertia_z: float) -> tuple[float, float, float]:
+    """World-frame (fx, fy, torque_z) of the agent's velocity servos toward the body-frame ``target``
+    (forward, lateral, yaw rate), for engines without velocity actuators (Isaac Sim): the same
+    servos as the MuJoCo model — gain ``mass / servo_tau`` (``inertia_z / servo_tau`` for yaw),
+    forward force limited to ``mass × max_linear_accel``, a holonomic body's planar force limited in
+    magnitude (:func:`planar_servo_force`), a differential-drive body's lateral force to
+    ``mass × 9.81`` (tyre grip), the yaw torque to ``inertia_z × max_angular_accel``."""
+    kv = body.mass / servo_tau
+    if body.holonomic:
+        ff, fl = planar_servo_force(target[0], target[1], vx, vy, yaw, kv, body.mass * body.max_linear_accel)
+    else:
+        c, s = math.cos(yaw), math.sin(yaw)
+        fmax, lmax = body.mass * body.max_linear_accel, body.mass * 9.81
+        ff = min(fmax, max(-fmax, kv * (target[0] - (c * vx + s * vy))))
+        fl = min(lmax, max(-lmax, kv * (target[1] - (c * vy - s * vx))))
+    tmax = inertia_z * math.radians(body.max_angular_accel_deg)
+    tz = min(tmax, max(-tmax, inertia_z / servo_tau * (target[2] - wz)))
+    c, s = math.cos(yaw), math.sin(yaw)
+    return c * ff - s * fl, s * ff + c * fl, tz
 
 
 def nearest_free(x: float, y: float, penetrates: Callable[[float, float], bool], *, ring_step: float = RING_STEP,

@@ -300,6 +300,16 @@ def camera_extrinsics(pose: AgentPose, mount: tuple, camera_height: float, yaw_o
     return mat
 
 
+def depth_output(depth: np.ndarray, spec) -> np.ndarray:
+    """Planar depth in metres (``inf``/NaN = no hit) finished as a camera's ``spec`` documents:
+    no hit reads ``max_depth``, clipped to [``min_depth``, ``max_depth``], normalised to [0, 1] when
+    ``spec.normalize``; float32."""
+    d = np.clip(np.nan_to_num(depth, posinf=spec.max_depth), spec.min_depth, spec.max_depth)
+    if spec.normalize:
+        d = (d - spec.min_depth) / (spec.max_depth - spec.min_depth)
+    return d.astype(np.float32)
+
+
 def pixel_rays(width: int, height: int, hfov_deg: float) -> np.ndarray:
     """Camera-frame (OpenCV) ray directions through every pixel centre, (H, W, 3), z component 1."""
     k = camera_intrinsics(width, height, hfov_deg)

@@ -21,8 +21,8 @@ from typing import Any
 from fastapi import WebSocket  # module level: FastAPI resolves the endpoint's annotation from here
 
 from .assign import StudyStore
-from .log import PARTICIPANT_ID, safe_name
-from .session import KEYS, ParticipantDriver
+from .log import PARTICIPANT_ID
+from .session import KEYS, ParticipantDriver, episode_message
 
 log = logging.getLogger(__name__)
 STATIC = Path(__file__).parent / "static"
@@ -65,18 +65,7 @@ class StudyServer:
 
     def episode_message(self, pid: str) -> dict:
         """The participant's next message: their current episode (resumed or new), or ``complete``."""
-        from .log import read_rows
-
-        done, total = self.store.progress(pid)
-        eid = self.store.current(pid)
-        if eid is None:
-            return {"type": "complete", "done": done, "total": total}
-        episode = self.store.episodes[eid]
-        csv_path = self.store.folder(pid) / f"{safe_name(eid)}.csv"
-        rows = read_rows(csv_path) if csv_path.is_file() else []
-        return {"type": "episode", "episode_id": eid, "instruction": episode.instruction_text,
-                "task_type": episode.task_type, "index": done + 1, "total": total,
-                "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
+        return episode_message(self.store, pid)
 
     async def handle(self, ws: Any) -> None:
         """Serve one participant's socket until it closes."""

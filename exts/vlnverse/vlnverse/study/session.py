@@ -6,6 +6,10 @@ steps the episode's rollout — the same object and collision rules the evaluati
 uses — logs one CSV row and hands a JPEG of the first-person RGB view to the socket. Keys are
 state, not events: holding a key drives at the configured speed and never queues actions.
 The thread exits (closing the simulator) after ``idle_timeout_s`` without a command.
+
+``threaded=False`` runs the same session without a thread: the owner calls :meth:`ParticipantDriver.pump`
+from its own loop (the Isaac Sim study panel, from Kit's update events on the main thread, where
+PhysX must be stepped); ``backend`` picks the simulator backend (``auto`` | ``mujoco`` | ``isaac``).
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ import queue
 import threading
 import time
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -38,6 +42,23 @@ def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
     return buf.getvalue()
 
 
+def episode_message(store: StudyStore, pid: str) -> dict:
+    """A participant's next message (the browser page's and the Isaac Sim panel's): their current
+    episode with its instruction (resumed or new), or ``complete``."""
+    from .log import read_rows
+
+    done, total = store.progress(pid)
+    eid = store.current(pid)
+    if eid is None:
+        return {"type": "complete", "done": done, "total": total}
+    episode = store.episodes[eid]
+    csv_path = store.folder(pid) / f"{safe_name(eid)}.csv"
+    rows = read_rows(csv_path) if csv_path.is_file() else []
+    return {"type": "episode", "episode_id": eid, "instruction": episode.instruction_text,
+            "task_type": episode.task_type, "index": done + 1, "total": total,
+            "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
+
+
 class ParticipantDriver:
     """The simulator thread of one participant.
 
@@ -47,7 +68,7 @@ class ParticipantDriver:
     """
 
     def __init__(self, store: StudyStore, pid: str, *, on_frame: Callable[[bytes], None],
-                 on_event: Callable[[dict], None]):
+                 on_event: Callable[[dict], None], threaded: bool = True, backend: str = "auto"):
         self.store, self.pid, self.cfg = store, pid, store.config
         self.on_frame, self.on_event = on_frame, on_event
         self.keys: frozenset[str] = frozenset()
@@ -56,8 +77,11 @@ class ParticipantDriver:
         self._sim = self._scene = None
         self._episode = self._rollout = self._log = None
         self._driving = False
-        self._thread = threading.Thread(target=self._run, name=f"study-{pid}", daemon=True)
-        self._thread.start()
+        self._backend = backend
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"study-{pid}", daemon=True) if threaded else None
+        if self._thread is not None:
+            self._thread.start()
 
     # ------------------------------------------------------------------ commands (any thread)
 
@@ -81,12 +105,31 @@ class ParticipantDriver:
 
     @property
     def alive(self) -> bool:
-        """Whether the driver thread still runs."""
-        return self._thread.is_alive()
+        """Whether the driver thread still runs (unthreaded: whether it is not closed)."""
+        return self._thread.is_alive() if self._thread is not None else not self._closed
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the thread to end."""
-        self._thread.join(timeout)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def pump(self) -> bool:
+        """Unthreaded drivers: handle the queued commands, then run the tick if it is due (never
+        sleeps). Call it from the owner's loop, e.g. every Kit update; False once closed."""
+        if self._closed:
+            return False
+        while True:
+            try:
+                cmd = self._commands.get_nowait()
+            except queue.Empty:
+                break
+            if cmd[0] == "close":
+                self._shutdown()
+                return False
+            self._dispatch(cmd)
+        if self._driving and time.perf_counter() >= self._next:
+            self._tick()
+        return True
 
     # ------------------------------------------------------------------ the thread
 
@@ -107,17 +150,24 @@ class ParticipantDriver:
                         return
                 if cmd[0] == "close":
                     return
-                try:
-                    self._handle(cmd)
-                except Exception as exc:  # noqa: BLE001 - report to the page, keep the thread
-                    log.exception("participant %s: %s failed", self.pid, cmd[0])
-                    self._driving = False
-                    self.on_event({"type": "error", "message": f"{cmd[0]} failed: {exc}"})
+                self._dispatch(cmd)
         finally:
-            self._end_log()
-            if self._sim is not None:
-                self._sim.close()
-                self._sim = None
+            self._shutdown()
+
+    def _dispatch(self, cmd: tuple) -> None:
+        try:
+            self._handle(cmd)
+        except Exception as exc:  # noqa: BLE001 - report to the page, keep the thread
+            log.exception("participant %s: %s failed", self.pid, cmd[0])
+            self._driving = False
+            self.on_event({"type": "error", "message": f"{cmd[0]} failed: {exc}"})
+
+    def _shutdown(self) -> None:
+        self._closed = True
+        self._end_log()
+        if self._sim is not None:
+            self._sim.close()
+            self._sim = None
 
     def _handle(self, cmd: tuple) -> None:
         if cmd[0] == "start":
@@ -152,7 +202,7 @@ class ParticipantDriver:
             size = self.cfg.image_size
             # no sensor on the rig: physics steps stay cheap, and the view is rendered after the
             # tick's row is logged, only when there is time (logging has priority over frames)
-            self._sim = make_simulator(ctx.desc, body, sensors=[])
+            self._sim = make_simulator(ctx.desc, body, sensors=[], backend=self._backend)
             self._camera = CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)
             self._scene = (str(episode.scene_path), body.name)
         mode = scene_mode(self.cfg.collision_mode, self._sim, ctx)

@@ -44,6 +44,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                           "evaluate with scene_root=DIR)")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_parallel_options(gen, "scenes generated in parallel")
+    gen.add_argument("--backend", default="auto", help="simulator backend for tasks that render (auto | mujoco | isaac)")
     gen.set_defaults(func=_generate)
 
     show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
@@ -82,12 +83,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
 def _generate(args: argparse.Namespace) -> int:
     from ..core.config import parse_overrides
+    from ..sim.api import check_backend
     from .dataset import generate_dataset, simulator_renderer_factory
+
+    check_backend(args.backend)  # e.g. --backend isaac without Isaac Sim: one line, before any work
 
     summary = generate_dataset(args.task, args.scenes, args.episodes_per_scene, args.seed, args.out,
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
-                               progress=not args.no_progress, renderer_factory=simulator_renderer_factory(),
+                               progress=not args.no_progress,
+                               renderer_factory=simulator_renderer_factory(backend=args.backend),
                                scene_root=args.scene_root, **parallel_settings(args))
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]

@@ -375,16 +375,18 @@ class SimulatorRendererFactory:
     """A picklable ``renderer_factory`` (parallel workers can receive it): for a scene context it
     returns ``(SimulatorCamera, close)`` on a new simulator of the scene."""
 
-    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-        self.width, self.height, self.hfov_deg = width, height, hfov_deg
+    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto"):
+        self.width, self.height, self.hfov_deg, self.backend = width, height, hfov_deg, backend
 
     def __call__(self, ctx: SceneContext):
         from ..sim import make_simulator
 
-        sim = make_simulator(ctx.desc, ctx.body, sensors=[])
+        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=self.backend)
         return SimulatorCamera(sim, self.width, self.height, self.hfov_deg), sim.close
 
 
-def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0) -> SimulatorRendererFactory:
-    """A ``renderer_factory`` returning the simulator's camera (``SimulatorCamera``) and its closer."""
-    return SimulatorRendererFactory(width, height, hfov_deg)
+def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0,
+                               backend: str = "auto") -> SimulatorRendererFactory:
+    """A ``renderer_factory`` returning the camera (``SimulatorCamera``) of a simulator on backend
+    ``backend`` and its closer."""
+    return SimulatorRendererFactory(width, height, hfov_deg, backend)

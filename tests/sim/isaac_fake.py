@@ -1,0 +1,262 @@
+"""A recording fake of the Omniverse modules ``vlnverse.sim.isaac.adapter.API`` lists.
+
+``FakeOmniverse.import_module`` stands in for ``importlib.import_module``: it serves only the modules
+named in ``API`` and every attribute fetched from them must be listed there too (anything else
+fails the test). Each call is recorded in ``calls`` as ``(name, args, kwargs)`` in order, imports as
+``("import", module)``. The world is a small rigid-body integrator (force/mass, torque/inertia about
+Z, explicit Euler at ``physics_dt``, no collisions) so the shared controller closes its loop through
+the adapter's wrench; the stage is the real authored USD file, opened with usd-core. Scene queries
+answer for a square room [0, room]² (rays stop at its walls; overlaps are configured); contact
+reports and segmentation ids are configured per test.
+"""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+
+from vlnverse.sim.isaac.adapter import API
+
+
+class _Module:
+    """A fake module whose listed attributes record their calls."""
+
+    def __init__(self, fake: "FakeOmniverse", name: str, attrs: dict):
+        self._fake, self._name, self._attrs = fake, name, attrs
+
+    def __getattr__(self, attr: str):
+        full = f"{self._name}:{attr}"
+        if full not in API:
+            raise AssertionError(f"{full} used but not listed in adapter.API")
+        if attr not in self._attrs:
+            raise AttributeError(attr)
+        return self._attrs[attr]
+
+
+class FakeOmniverse:
+    """Recording fake; see module doc. ``room`` is the side (m) of the square room queries see."""
+
+    def __init__(self, room: float = 6.0):
+        self.calls: list[tuple] = []
+        self.room = room
+        self.reject: set[str] = set()
+        self.overlap_hits: list[str] = []
+        self.contact_pairs: list[tuple[str, str, str, str]] = []  # actor0, actor1, collider0, collider1
+        self.semantic = {"data": None, "info": {"idToLabels": {}}}
+        self.instance = {"data": None, "info": {"idToLabels": {}}}
+        self.depth_value = 2.0
+        self.stage = None
+        self.time = 0.0
+        self.dt = None
+        self.bodies: dict[str, dict] = {}
+        fake = self
+
+        def rec(name):
+            def wrap(fn):
+                def call(*args, **kwargs):
+                    fake.calls.append((name, args, kwargs))
+                    return fn(*args, **kwargs)
+                return call
+            return wrap
+
+        @rec("SimulationApp")
+        def simulation_app(config):
+            return SimpleNamespace(close=rec("SimulationApp.close")(lambda: None), config=config)
+
+        @rec("open_stage")
+        def open_stage(path):
+            from pxr import Usd
+
+            fake.stage = Usd.Stage.Open(path)
+            return fake.stage is not None
+
+        @rec("get_current_stage")
+        def get_current_stage():
+            return fake.stage
+
+        class World:
+            def __init__(self, physics_dt, rendering_dt, stage_units_in_meters, physics_prim_path):
+                fake.calls.append(("World", (), dict(physics_dt=physics_dt, rendering_dt=rendering_dt,
+                                                     stage_units_in_meters=stage_units_in_meters,
+                                                     physics_prim_path=physics_prim_path)))
+                assert fake.stage.GetPrimAtPath(physics_prim_path).GetTypeName() == "PhysicsScene"
+                fake.dt = physics_dt
+
+            @classmethod
+            def clear_instance(cls):
+                fake.calls.append(("World.clear_instance", (), {}))
+
+            def reset(self):
+                fake.calls.append(("World.reset", (), {}))
+
+            def step(self, render=False):
+                fake.calls.append(("World.step", (), {"render": render}))
+                fake.integrate()
+
+            def render(self):
+                fake.calls.append(("World.render", (), {}))
+
+            @property
+            def current_time(self):
+                return fake.time
+
+        class RigidPrim:
+            def __init__(self, prim_paths_expr):
+                fake.calls.append(("RigidPrim", (), {"prim_paths_expr": prim_paths_expr}))
+                from pxr import UsdGeom, UsdPhysics
+
+                prim = fake.stage.GetPrimAtPath(prim_paths_expr)
+                assert prim.IsValid(), prim_paths_expr
+                mass = UsdPhysics.MassAPI(prim)
+                m = mass.GetMassAttr().Get()
+                inertia = mass.GetDiagonalInertiaAttr().Get()
+                pos = UsdGeom.Xformable(prim).ComputeLocalToWorldTransform(0).ExtractTranslation()
+                self.path = prim_paths_expr
+                self.state = fake.bodies.setdefault(prim_paths_expr, {
+                    "mass": float(m), "iz": float(inertia[2]) if inertia is not None and inertia[2] > 0 else 1.0,
+                    "pos": np.array(pos, float), "yaw": 0.0, "vel": np.zeros(6), "force": np.zeros(3),
+                    "torque": np.zeros(3)})
+
+            def initialize(self):
+                fake.calls.append(("RigidPrim.initialize", (self.path,), {}))
+
+            def is_physics_handle_valid(self):
+                return self.path not in fake.reject
+
+            def get_world_poses(self):
+                s = self.state
+                return s["pos"].reshape(1, 3).copy(), np.array([[math.cos(s["yaw"] / 2), 0, 0, math.sin(s["yaw"] / 2)]])
+
+            def set_world_poses(self, positions, orientations):
+                fake.calls.append(("RigidPrim.set_world_poses", (self.path,), {"positions": positions,
+                                                                                  "orientations": orientations}))
+                w, x, y, z = orientations[0]
+                self.state["pos"] = np.array(positions[0], float)
+                self.state["yaw"] = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+            def get_velocities(self):
+                return self.state["vel"].reshape(1, 6).copy()
+
+            def set_velocities(self, velocities):
+                self.state["vel"] = np.array(velocities, float).reshape(6)
+
+            def apply_forces_and_torques_at_pos(self, forces, torques, is_global):
+                assert is_global is True
+                self.state["force"] = np.array(forces, float).reshape(3)
+                self.state["torque"] = np.array(torques, float).reshape(3)
+
+        @rec("add_labels")
+        def add_labels(prim, labels, instance_name):
+            return None
+
+        class Camera:
+            def __init__(self, prim_path, resolution, frequency=None):
+                fake.calls.append(("Camera", (), {"prim_path": prim_path, "resolution": resolution,
+                                                  "frequency": frequency}))
+                self.path, self.resolution = prim_path, resolution
+
+            def initialize(self):
+                fake.calls.append(("Camera.initialize", (self.path,), {}))
+
+            def add_distance_to_image_plane_to_frame(self):
+                fake.calls.append(("Camera.add_distance_to_image_plane_to_frame", (self.path,), {}))
+
+            def add_semantic_segmentation_to_frame(self):
+                fake.calls.append(("Camera.add_semantic_segmentation_to_frame", (self.path,), {}))
+
+            def add_instance_id_segmentation_to_frame(self):
+                fake.calls.append(("Camera.add_instance_id_segmentation_to_frame", (self.path,), {}))
+
+            def set_world_pose(self, position, orientation, camera_axes):
+                fake.calls.append(("Camera.set_world_pose", (self.path,), {"position": position,
+                                                                          "orientation": orientation,
+                                                                          "camera_axes": camera_axes}))
+
+            def get_rgba(self):
+                w, h = self.resolution
+                return np.full((h, w, 4), 128, np.uint8)
+
+            def get_current_frame(self):
+                fake.calls.append(("Camera.get_current_frame", (self.path,), {}))
+                w, h = self.resolution
+                sem = dict(fake.semantic)
+                sem["data"] = np.zeros((h, w), np.uint32) if sem["data"] is None else sem["data"]
+                inst = dict(fake.instance)
+                inst["data"] = np.zeros((h, w), np.uint32) if inst["data"] is None else inst["data"]
+                return {"distance_to_image_plane": np.full((h, w), fake.depth_value, np.float32),
+                        "semantic_segmentation": sem, "instance_id_segmentation": inst}
+
+        def contact_report():
+            headers = [SimpleNamespace(actor0=a0, actor1=a1, collider0=c0, collider1=c1)
+                       for a0, a1, c0, c1 in fake.contact_pairs]
+            return headers, []
+
+        sim_iface = SimpleNamespace(get_contact_report=contact_report)
+
+        def overlap_shape(p0, p1, report, any_hit):
+            fake.calls.append(("overlap_shape", (p0, p1), {"anyHit": any_hit}))
+            report(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent"))  # itself
+            for path in fake.overlap_hits:
+                report(SimpleNamespace(collision=path, rigid_body=path))
+            return len(fake.overlap_hits) + 1
+
+        def raycast_all(origin, direction, distance, report, both_sides):
+            ox, oy, _ = origin
+            dx, dy, _ = direction
+            report(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent", distance=0.0))
+            ts = []
+            for o, d in ((ox, dx), (oy, dy)):
+                if abs(d) > 1e-12:
+                    ts.append(((fake.room if d > 0 else 0.0) - o) / d)
+            t = min(ts)
+            if t <= distance:
+                report(SimpleNamespace(collision="/World/Scene/Static/wall", rigid_body="", distance=t))
+            return True
+
+        query_iface = SimpleNamespace(overlap_shape=overlap_shape, raycast_all=raycast_all)
+
+        class PhysxContactReportAPI:
+            @staticmethod
+            def Apply(prim):
+                fake.calls.append(("PhysxContactReportAPI.Apply", (str(prim.GetPath()),), {}))
+                threshold = SimpleNamespace(Set=rec("PhysxContactReportAPI.threshold")(lambda v: None))
+                return SimpleNamespace(CreateThresholdAttr=lambda: threshold)
+
+        self.modules = {
+            "isaacsim.simulation_app": {"SimulationApp": simulation_app},
+            "isaacsim.core.utils.stage": {"open_stage": open_stage, "get_current_stage": get_current_stage},
+            "isaacsim.core.api": {"World": World},
+            "isaacsim.core.prims": {"RigidPrim": RigidPrim},
+            "isaacsim.core.utils.semantics": {"add_labels": add_labels},
+            "isaacsim.sensors.camera": {"Camera": Camera},
+            "omni.physx": {"get_physx_simulation_interface": lambda: sim_iface,
+                           "get_physx_scene_query_interface": lambda: query_iface},
+            "pxr.PhysxSchema": {"PhysxContactReportAPI": PhysxContactReportAPI},
+            "pxr.PhysicsSchemaTools": {"intToSdfPath": lambda v: v, "encodeSdfPath": lambda p: (p, 0)},
+            "carb": {"Float3": lambda *v: tuple(v)},
+        }
+        assert {f"{m}:{a}" for m, attrs in self.modules.items() for a in attrs} == set(API)
+
+    def import_module(self, name: str):
+        """``importlib.import_module`` for the listed modules only."""
+        self.calls.append(("import", (name,), {}))
+        if name not in self.modules:
+            raise ModuleNotFoundError(name)
+        return _Module(self, name, self.modules[name])
+
+    def integrate(self) -> None:
+        """One explicit-Euler step of every rigid body under its applied wrench (no gravity, no contacts)."""
+        dt = self.dt
+        for s in self.bodies.values():
+            s["vel"][:3] += s["force"] / s["mass"] * dt
+            s["vel"][5] += s["torque"][2] / s["iz"] * dt
+            s["pos"][:2] += s["vel"][:2] * dt
+            s["yaw"] += s["vel"][5] * dt
+            s["force"][:] = 0.0
+            s["torque"][:] = 0.0
+        self.time += dt
+
+    def names(self) -> list[str]:
+        """Recorded call names, in order."""
+        return [c[0] for c in self.calls]

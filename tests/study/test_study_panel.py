@@ -1,0 +1,89 @@
+"""The Isaac Sim study panel's session logic without Isaac Sim: ``StudyPanelController`` drives the
+browser study's own ``ParticipantDriver`` (unthreaded, pumped as Kit's update loop would) on the
+MuJoCo backend and writes the same CSV/JSON files; the extension module imports Omniverse only
+through its lazy path."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vlnverse.study import session
+from vlnverse.study.log import COLUMNS, read_episode_end, read_rows, safe_name
+from vlnverse.study.panel import StudyPanelController, scenes_in
+
+EXT = Path(__file__).resolve().parents[2] / "exts" / "vlnverse"
+
+
+def _pump_for(ctl: StudyPanelController, seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        ctl.update()
+        time.sleep(0.002)
+
+
+def test_panel_runs_a_study_session_with_the_browser_studys_driver(study_episodes, tmp_path, monkeypatch):
+    made = []
+    real = session.ParticipantDriver
+
+    class Recording(real):  # the panel must use the browser study's driver class itself
+        def __init__(self, *a, **kw):
+            made.append(kw)
+            super().__init__(*a, **kw)
+
+    monkeypatch.setattr(session, "ParticipantDriver", Recording)
+    messages = []
+    ctl = StudyPanelController(backend="mujoco", on_message=messages.append)
+    scene = scenes_in(study_episodes)[0]
+    consent = ctl.load(study_episodes, scene, "r2r_ce", tmp_path / "study", "p01")
+    assert consent["type"] == "consent" and consent["text"]
+    assert made and made[0]["threaded"] is False and made[0]["backend"] == "mujoco"
+    first = ctl.agree()
+    assert first["type"] == "episode" and first["index"] == 1 and first["instruction"]
+    ctl.begin()
+    _pump_for(ctl, 0.2)  # load the episode
+    ctl.key("W", True)
+    _pump_for(ctl, 0.6)
+    ctl.key("W", False)
+    _pump_for(ctl, 0.2)
+    ctl.key("ENTER", True)
+    _pump_for(ctl, 0.1)
+    folder = tmp_path / "study" / "participants" / "p01"
+    eid = first["episode_id"]
+    csv_path = folder / f"{safe_name(eid)}.csv"
+    assert csv_path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
+    rows = read_rows(csv_path)
+    assert len(rows) >= 10
+    ts = [r.t for r in rows]
+    assert all(abs((b - a) - 0.05) < 1e-9 for a, b in zip(ts, ts[1:]))  # one row every 50 ms of driving
+    assert any(r.action == "forward" for r in rows)
+    driven = [r for r in rows if r.action == "forward"]
+    moved = ((rows[-1].x - rows[0].x) ** 2 + (rows[-1].y - rows[0].y) ** 2) ** 0.5
+    assert driven and moved > 0.05  # the held key drove the body through physics
+    end = read_episode_end(folder, eid)
+    assert end is not None and end["termination"] == "stop" and end["collision_mode"] == "strict"
+    kinds = [m["type"] for m in messages]
+    assert kinds[:2] == ["consent", "episode"] and "episode_end" in kinds
+    assert messages[-1]["type"] in ("episode", "complete") and messages[-1].get("episode_id") != eid
+    ctl.close()
+    assert ctl.driver is None
+
+
+def test_panel_rejects_a_scene_without_episodes(study_episodes, tmp_path):
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no episode on scene 'nowhere'"):
+        StudyPanelController(backend="mujoco").load(study_episodes, "nowhere", None, tmp_path, "p01")
+
+
+def test_extension_entry_point_imports_omniverse_only_lazily():
+    code = ("import sys\n"
+            "import vlnverse, vlnverse.study.panel, vlnverse.sim.isaac\n"
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('omni', 'carb', 'isaacsim')]\n"
+            "try:\n    import vlnverse.extension\nexcept ModuleNotFoundError as exc:\n    print(exc.name)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60,
+                         env={"PYTHONPATH": str(EXT), "PATH": "/usr/bin:/bin"})
+    assert out.stdout.strip() == "omni"  # only Kit (which provides omni.ext) imports the entry point
