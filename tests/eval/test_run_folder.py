@@ -107,6 +107,32 @@ def test_an_episode_outside_the_scene_is_rejected_naming_file_and_line(corridor,
     assert run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)["overall"]["episodes"] == 3
 
 
+def test_an_episode_outside_a_later_scene_stops_the_run_before_anything_is_written(corridor, tmp_path):
+    """Every scene's episodes are checked before the first one runs: a bad episode in the second
+    scene leaves no record and no config of the first scene behind."""
+    from vlnverse.tasks.episode import Goal
+
+    episodes = _episodes(corridor)[:4]
+    for ep in episodes[:2]:
+        ep.scene_path = "first.usd"
+    for ep in episodes[2:]:
+        ep.scene_path = "second.usd"
+    episodes[3].goals = [Goal([640.0, 1.5, 0.0])]
+    episodes_file = tmp_path / "two_scenes.jsonl"
+    save_episodes(episodes_file, episodes)
+    cfg = _config(tmp_path, episodes_file, "oracle", "telhop", report=ReportConfig(enabled=False))
+    loaded = []
+
+    def loader(path, *rest):
+        loaded.append(Path(path).name)
+        return corridor
+
+    with pytest.raises(ConfigError, match=r"two_scenes.jsonl:4: goals\[0\].position: episode 'corridor-3'"):
+        run_eval(cfg, progress=False, print_summary=False, scene_loader=loader)
+    assert loaded == ["first.usd", "second.usd"]
+    assert not (Path(cfg.out) / EPISODES_FILE).exists() and not (Path(cfg.out) / CONFIG_FILE).exists()
+
+
 def test_the_cli_refuses_a_second_run_in_one_line(corridor, tmp_path):
     from vlnverse.core.io import claim_output_dir
 

@@ -168,18 +168,18 @@ def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
                                            f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
 
 
-def bounds_checked(scene_loader: Callable[[str, Any, float], Any] | None,
-                   episodes: list) -> Callable[[str, Any, float], Any]:
-    """``scene_loader`` (default ``load_scene_context``) that also runs ``check_episode_bounds``
-    on ``episodes`` once their scene is loaded."""
-    def load(scene_path: str, body: Any, resolution: float) -> Any:
-        from ..tasks.base import load_scene_context
+def check_all_episode_bounds(episodes: list, settings: RunSettings,
+                             scene_loader: Callable[[str, Any, float], Any] | None = None) -> None:
+    """``check_episode_bounds`` for every episode against its scene (``scene_loader``, default
+    ``load_scene_context``, cached in-process, so the run reuses the loaded scenes): an episode
+    outside its scene stops the run before any record or config is written."""
+    from ..tasks.base import load_scene_context
 
-        ctx = (scene_loader or load_scene_context)(scene_path, body, resolution)
-        check_episode_bounds(episodes, ctx)
-        return ctx
-
-    return load
+    by_scene: dict[str, list] = {}
+    for ep in episodes:
+        by_scene.setdefault(str(ep.scene_path), []).append(ep)
+    for path, scene_eps in by_scene.items():
+        check_episode_bounds(scene_eps, (scene_loader or load_scene_context)(path, settings.body, settings.resolution))
 
 
 # --------------------------------------------------------------------------------------------
@@ -442,7 +442,7 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     run_scene(payload["scene_path"], episodes, settings, agent, collision_mode=cfg.collision_mode,
               mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload["sensors"],
               backend=cfg.backend, quality=cfg.render.quality,
-              scene_loader=bounds_checked(payload["scene_loader"], episodes),
+              scene_loader=payload["scene_loader"],
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
               on_record=lambda record: emit(record["episode_id"], record))
 
@@ -500,6 +500,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         from ..tasks.scene_roots import resolve_episode_scenes
 
         episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
+    check_all_episode_bounds(episodes, settings, scene_loader)  # before anything is recorded or run
     stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
 
     log_path = out / EPISODES_FILE
