@@ -206,23 +206,3 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
     assert main(["train", str(bad)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "il.epochs" in err
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("policy,epochs,lr", [("seq2seq", 40, 0.003), ("cma", 100, 0.006)])
-def test_policy_overfits_four_episodes(policy, epochs, lr, corridor, episodes_file, tmp_path):
-    """Teacher-action accuracy >= 95% and SR >= 0.75 on the 4 training episodes, through run_eval."""
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
-    from vlnverse.eval.runner import run_eval
-
-    cfg = small_config(tmp_path / policy, episodes_file, policy=policy, il__epochs=epochs, il__batch_size=1, il__lr=lr,
-                       validation__every=epochs, val={})
-    summary = _train(cfg, corridor)
-    assert summary["il"]["accuracy"] >= 0.95
-    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(tmp_path / policy / "last.pt")}), task="fine_grained",
-                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
-                      sensors=[SensorConfig("rgb", "rgb", 32, 32), SensorConfig("depth", "depth", 32, 32)],
-                      max_steps=80, success_distance=1.5, out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
-    ecfg.validate()
-    result = run_eval(ecfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
-    assert result["overall"]["episodes"] == 4 and result["overall"]["means"]["SR"] >= 0.75

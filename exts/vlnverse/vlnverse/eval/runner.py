@@ -337,6 +337,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     settings = resolve_settings(cfg)
     model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
     agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+    agent.check_sensors([s.to_spec() for s in cfg.sensors])  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
         from ..tasks.scene_roots import resolve_episode_scenes
