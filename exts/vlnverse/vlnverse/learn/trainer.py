@@ -489,7 +489,11 @@ class Trainer:
             truncate_store(aggregate, int(pos["aggregate_episodes"]))
             # an unfinished round restarts from the weights its collection used
             restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
-            self.policy.load_state_dict(read_checkpoint(restart)["state_dict"])
+            saved = read_checkpoint(restart)
+            self.policy.load_state_dict(saved["state_dict"])
+            self._new_optimizer()  # and the optimizer as it was then (fresh before round 1), as in an uninterrupted run
+            if start_round > 1 and saved.get("optimizer"):
+                self.optimizer.load_state_dict(saved["optimizer"])
             self.report(f"DAgger: resuming at round {start_round} from {restart}")
         else:
             aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
