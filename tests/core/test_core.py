@@ -157,3 +157,24 @@ def test_wrap_angle_range_and_array_form() -> None:
     assert wrap_angle(-3 * math.pi / 2) == pytest.approx(math.pi / 2)
     out = wrap_angle(np.array([0.0, -math.pi, 7.0, -7.0]))
     assert np.allclose(out, [0.0, math.pi, 7.0 - 2 * math.pi, -7.0 + 2 * math.pi])
+
+
+def test_lazy_registry_entry_imports_its_module_on_first_get(tmp_path, monkeypatch):
+    import sys
+
+    from vlnverse.core.registry import Registry
+
+    reg = Registry("widget")
+    (tmp_path / "lazy_widgets_mod.py").write_text(
+        "from registry_under_test import REG\n@REG.register('lazy')\nclass Lazy:\n    pass\n")
+    holder = type(sys)("registry_under_test")
+    holder.REG = reg
+    monkeypatch.setitem(sys.modules, "registry_under_test", holder)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg.register_lazy("lazy", "lazy_widgets_mod")
+    assert "lazy" in reg and reg.names() == ["lazy"] and len(reg) == 1
+    assert "lazy_widgets_mod" not in sys.modules  # nothing imported yet
+    assert reg.get("lazy").__name__ == "Lazy" and "lazy_widgets_mod" in sys.modules
+    monkeypatch.delitem(sys.modules, "lazy_widgets_mod")
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register_lazy("lazy", "elsewhere")

@@ -208,21 +208,65 @@ def test_cli_reports_config_errors_in_one_line(tmp_path, capsys):
     assert err.count("\n") == 0 and "il.epochs" in err
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("policy,epochs,lr", [("seq2seq", 40, 0.003), ("cma", 100, 0.006)])
-def test_policy_overfits_four_episodes(policy, epochs, lr, corridor, episodes_file, tmp_path):
-    """Teacher-action accuracy >= 95% and SR >= 0.75 on the 4 training episodes, through run_eval."""
+def test_interrupted_dagger_run_resumes_to_the_same_weights(il_run, corridor, episodes_file, tmp_path, monkeypatch):
+    """Ctrl-C while retraining in round 2: the rerun restarts round 2 from round 1's weights and
+    optimizer, truncates the aggregate to round 1's episodes, and ends where an uninterrupted run ends."""
+    import torch
+
+    from vlnverse.learn import trainer as T
+    from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.learn.store import StepStore
+
+    init = str(Path(il_run[0].out) / "best.pt")
+    kw = {**TINY, "mode": "dagger", "init": init, "val": {}, "dagger": {"rounds": 2, "p": 0.5, "epochs": 1}}
+    full = _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
+    calls = {"n": 0}
+    original = T.EpisodeBatches.batch
+
+    def interrupting(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 6:  # round 1 trains 4 batches (4 teacher + 4 collected episodes); this is round 2, batch 2
+            raise KeyboardInterrupt
+        return original(self, *a, **k)
+
+    cfg = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw)
+    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        _train(cfg, corridor)
+    assert read_checkpoint(tmp_path / "cut" / "last.pt")["position"] == {"phase": "dagger", "round": 1,
+                                                                          "aggregate_episodes": 4}
+    assert len(StepStore(tmp_path / "cut" / "dagger_aggregate")) == 8  # round 2's episodes were collected
+    monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    resumed = _train(cfg, corridor)
+    assert [r["round"] for r in resumed["dagger"]] == [2]
+    assert resumed["dagger"][0]["aggregated_steps"] == full["dagger"][1]["aggregated_steps"]
+    assert len(StepStore(tmp_path / "cut" / "dagger_aggregate")) == 8
+    a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
+    b = read_checkpoint(tmp_path / "cut" / "last.pt")["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_policy_agent_refuses_a_mismatched_sensor_rig_once_before_the_run(il_run, corridor, episodes_file, tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.eval.agents import make_agent
     from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
     from vlnverse.eval.runner import run_eval
+    from vlnverse.sim.sensors import CameraSpec
 
-    cfg = small_config(tmp_path / policy, episodes_file, policy=policy, il__epochs=epochs, il__batch_size=1, il__lr=lr,
-                       validation__every=epochs, val={})
-    summary = _train(cfg, corridor)
-    assert summary["il"]["accuracy"] >= 0.95
-    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(tmp_path / policy / "last.pt")}), task="fine_grained",
-                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
-                      sensors=[SensorConfig("rgb", "rgb", 32, 32), SensorConfig("depth", "depth", 32, 32)],
-                      max_steps=80, success_distance=1.5, out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
-    ecfg.validate()
-    result = run_eval(ecfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
-    assert result["overall"]["episodes"] == 4 and result["overall"]["means"]["SR"] >= 0.75
+    path = str(Path(il_run[0].out) / "best.pt")
+    agent = make_agent("policy", {"checkpoint": path})
+    agent.check_sensors([CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16),
+                         CameraSpec("extra", "rgb", 64, 64)])  # the checkpoint's rig (and more) is fine
+    with pytest.raises(ConfigError) as err:
+        agent.check_sensors([CameraSpec("rgb", "rgb", 32, 32), CameraSpec("depth", "depth", 16, 16)])
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(path) and "sensors" in message
+    assert "lacks the policy's [rgb rgb 16x16]" in message and "rgb rgb 16x16, depth depth 16x16" in message
+    cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
+                     episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
+                     sensors=[SensorConfig("rgb", "rgb", 16, 16)], max_steps=30, success_distance=1.5,
+                     out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
+    cfg.validate()
+    with pytest.raises(ConfigError, match="lacks the policy's \\[depth depth 16x16\\]"):
+        run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+    assert not (tmp_path / "eval" / "episodes.jsonl").exists()  # failed before any episode ran

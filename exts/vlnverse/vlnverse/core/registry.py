@@ -8,6 +8,10 @@ A new plug-in is one decorated class::
     class OracleAgent: ...
 
 The decorator returns the class unchanged, so the class stays usable under its own name.
+
+An entry defined in an optional layer can be registered lazily, by the module that registers it::
+
+    AGENTS.register_lazy("policy", "vlnverse.learn.agent")   # imported (with torch) on first ``get``
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ class Registry(Generic[T]):
     def __init__(self, kind: str):
         self.kind = kind
         self._items: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}
 
     def register(self, name: str | None = None, *, overwrite: bool = False) -> Callable[[T], T]:
         """Decorator adding the decorated object under ``name`` (default: its ``__name__``)."""
@@ -37,22 +42,34 @@ class Registry(Generic[T]):
 
         return decorator
 
+    def register_lazy(self, name: str, module: str) -> None:
+        """Name an entry that the module ``module`` registers on import; the module is imported on
+        the first ``get(name)`` (so optional dependencies load only when the entry is used)."""
+        if name in self._items:
+            raise ValueError(f"{self.kind} '{name}' is already registered")
+        self._lazy[name] = module
+
     def get(self, name: str) -> T:
-        """Return the object registered as ``name``; raise ``UnknownNameError`` otherwise."""
+        """Return the object registered as ``name`` (importing its module for a lazy entry);
+        raise ``UnknownNameError`` otherwise."""
+        if name not in self._items and name in self._lazy:
+            import importlib
+
+            importlib.import_module(self._lazy[name])
         try:
             return self._items[name]
         except KeyError:
-            raise UnknownNameError(self.kind, name, list(self._items)) from None
+            raise UnknownNameError(self.kind, name, self.names()) from None
 
     def names(self) -> list[str]:
-        """Registered names, sorted."""
-        return sorted(self._items)
+        """Registered names (lazy entries included), sorted."""
+        return sorted({*self._items, *self._lazy})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items
+        return name in self._items or name in self._lazy
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self.names())

@@ -35,10 +35,8 @@ from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for ag
 
 #: Name → agent class.
 AGENTS: Registry[type["Agent"]] = Registry("agent")
-#: Agents defined in optional layers: name → module imported on first use (so that, e.g., torch
-#: is loaded only when the ``policy`` agent is asked for).
-LAZY_AGENTS = {"policy": "vlnverse.learn.agent"}
-
+# agents of optional layers: their module is imported on first use (torch only when asked for)
+AGENTS.register_lazy("policy", "vlnverse.learn.agent")
 
 
 def register_agent(name: str):
@@ -92,6 +90,10 @@ class Agent:
         self.seed = int(seed)
         self.model = model
         self.outputs: list[Any] = []
+
+    def check_sensors(self, sensors: list) -> None:
+        """Called once before a run with its camera rig (``CameraSpec`` list): raise ``ConfigError``
+        when this agent cannot act on it (default: any rig is fine)."""
 
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""
@@ -420,10 +422,6 @@ class WallBumperAgent(Agent):
 
 def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0, model: Any = None) -> Agent:
     """Instantiate the registered agent ``name`` (``UnknownNameError`` lists the names)."""
-    if name not in AGENTS and name in LAZY_AGENTS:
-        import importlib
-
-        importlib.import_module(LAZY_AGENTS[name])
     cls = AGENTS.get(name)
     try:
         return cls(seed=seed, model=model, **dict(params or {}))

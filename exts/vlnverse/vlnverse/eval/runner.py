@@ -495,6 +495,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
     agent = make_run_agent(cfg, agent_factory)
+    agent.check_sensors([s.to_spec() for s in cfg.sensors])  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
         from ..tasks.scene_roots import resolve_episode_scenes

@@ -44,6 +44,7 @@ class PolicyAgent(Agent):
         if checkpoint is not None:
             policy = policy_from_checkpoint(read_checkpoint(checkpoint), path=checkpoint, device=self.device)
         self.policy = policy
+        self.checkpoint = checkpoint
         self.sample = bool(sample)
         self.max_length = int(getattr(policy, "max_instruction_length", 80))
         self._torch = torch
@@ -51,6 +52,22 @@ class PolicyAgent(Agent):
         self._hidden = None
         self._prev = 0
         self._rng = np.random.default_rng(self.seed)
+
+    def check_sensors(self, sensors: list) -> None:
+        """Raise ``ConfigError`` (one line) unless ``sensors`` carries every camera of the
+        checkpoint's rig with the same name, kind and resolution."""
+        from .store import sensor_layout
+
+        given = {s["name"]: s for s in sensor_layout(sensors)}
+        missing = [s for s in self.policy.sensors
+                   if given.get(s["name"], {}).get("kind") != s["kind"] or list(given[s["name"]]["shape"]) != list(s["shape"])]
+        if missing:
+            def fmt(specs: Any) -> str:
+                return ", ".join(f"{s['name']} {s['kind']} {'x'.join(map(str, s['shape'][:2][::-1]))}" for s in specs)
+
+            raise ConfigError(f"the eval config's sensor rig [{fmt(given.values())}] lacks the policy's "
+                              f"[{fmt(missing)}]", field="sensors", file=self.checkpoint,
+                              expected=f"the checkpoint's rig [{fmt(self.policy.sensors)}] (name, kind, width x height)")
 
     def reset(self, episode: Any, context: Any) -> None:
         """Encode the instruction; zero the recurrent state."""

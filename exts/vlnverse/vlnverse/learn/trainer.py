@@ -184,18 +184,23 @@ def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress:
 
 
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
-                  field: str, progress: bool) -> list:
+                  field: str, progress: bool, resolve_scenes: bool = True) -> list:
     """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
-    any episode carries that split; none left is a ``ConfigError`` naming ``field``."""
+    any episode carries that split; none left is a ``ConfigError`` naming ``field``. With
+    ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file (looked up in
+    the dataset's folder, then the shipped scenes), as the eval runner does."""
     from ..tasks.episode import load_episodes
+    from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
 
     if source.path is not None:
         if not Path(source.path).exists():
             raise ConfigError("episode file or folder not found", field=f"{field}.path", file=source.path,
                               expected="an existing JSONL file/folder")
         episodes = load_episodes(source.path)
+        dataset_dir = Path(source.path) if Path(source.path).is_dir() else Path(source.path).parent
     else:
         episodes = _generated(source, task, body, cache_dir, progress)
+        dataset_dir = None
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
         episodes = [e for e in episodes if e.split == split]
@@ -203,7 +208,7 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
         raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
     if not episodes:
         raise ConfigError(f"empty split: no '{task_type}' episodes", field=field, expected="at least one episode")
-    return episodes
+    return resolve_episode_scenes(episodes, scene_roots(None, dataset_dir)) if resolve_scenes else episodes
 
 
 # -------------------------------------------------------------------------------------------- trainer
@@ -253,7 +258,7 @@ class Trainer:
     def _episodes(self) -> tuple[list, dict[str, list]]:
         cfg = self.cfg
         common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
-                      progress=self.progress)
+                      progress=self.progress, resolve_scenes=self.scene_loader is None)
         train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
         val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
         return train, val
@@ -484,7 +489,11 @@ class Trainer:
             truncate_store(aggregate, int(pos["aggregate_episodes"]))
             # an unfinished round restarts from the weights its collection used
             restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
-            self.policy.load_state_dict(read_checkpoint(restart)["state_dict"])
+            saved = read_checkpoint(restart)
+            self.policy.load_state_dict(saved["state_dict"])
+            self._new_optimizer()  # and the optimizer as it was then (fresh before round 1), as in an uninterrupted run
+            if start_round > 1 and saved.get("optimizer"):
+                self.optimizer.load_state_dict(saved["optimizer"])
             self.report(f"DAgger: resuming at round {start_round} from {restart}")
         else:
             aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
