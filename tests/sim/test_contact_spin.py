@@ -71,3 +71,18 @@ def test_human_study_collision_sequence_in_home_0002():
             labels |= {c.label for c in sim.execute(VelocityAction(0.5, 0.0, 0.05)).contacts}
         assert "tv_stand" in labels
         _check_turns_after_contact(sim, 2.7779)
+
+
+def test_trajectory_heading_is_continuous_from_the_start_pose():
+    """``ActionResult.trajectory`` starts at the (wrapped) start heading and continues without 2π
+    jumps although the yaw hinge's position is unwrapped (it was −12.26 rad after the spin above)."""
+    with make_simulator(room_scene(6.0, 6.0), "r2r_ce", sensors=[], renderer="raycast") as sim:
+        sim.reset((3.0, 3.0, 3.0))
+        for _ in range(3):  # past +π: the hinge reads 3.0 + 3 × 0.5 = 4.5 rad
+            sim.execute(VelocityAction(0.0, 0.5, 1.0))
+        start = sim.pose.yaw  # wrapped: 4.5 − 2π
+        result = sim.execute(VelocityAction(0.0, 0.5, 1.0))
+        yaw = result.trajectory[:, 2]
+        assert start < 0 and yaw[0] == start
+        assert np.abs(np.diff(yaw)).max() < 0.02
+        assert float(wrap_angle(yaw[-1])) == pytest.approx(sim.pose.yaw, abs=1e-9)

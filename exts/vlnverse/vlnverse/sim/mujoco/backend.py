@@ -327,6 +327,8 @@ class MujocoSimulator(Simulator):
         start = self.pose
         touched: list[int] = []
         traj = [(start.x, start.y, start.yaw)]
+        # rows continue the wrapped start heading (the hinge's qpos is unwrapped): no 2π jumps
+        yaw_offset = start.yaw - float(d.qpos[self._qyaw])
         sub = self.control.substeps
 
         planar = self._planar_servo if self._planar else None
@@ -339,7 +341,7 @@ class MujocoSimulator(Simulator):
                 if d.ncon:
                     touched.extend(self._agent_contacts())
             q = d.qpos[self._qadr]
-            traj.append((float(q[0]), float(q[1]), float(q[2])))
+            traj.append((float(q[0]), float(q[1]), float(q[2]) + yaw_offset))
 
         status = f"timed out after {max_ticks} control ticks"
         for tick in range(max_ticks):
