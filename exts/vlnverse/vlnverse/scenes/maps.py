@@ -38,8 +38,8 @@ class SceneMaps:
     """Maps of one scene for one body, all on the same grid.
 
     ``occupancy``: the raw FREE/OCCUPIED/UNKNOWN map in the body's height band;
-    ``navigable``: ``occupancy`` dilated by the body radius (FREE = the body centre may stand
-    there); ``room_map``: room id of every FREE cell of ``occupancy`` (hence of every
+    ``navigable``: ``occupancy``'s FREE cells at least the body radius from every obstacle
+    footprint (``build_navigable_map``: FREE = the body centre may stand there); ``room_map``: room id of every FREE cell of ``occupancy`` (hence of every
     navigable cell), -1 elsewhere; ``scene_graph``: rooms, objects and their relations.
     """
 
@@ -121,7 +121,7 @@ def _write_cache(path: Path, maps: SceneMaps) -> None:
 
 
 def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *, cache: bool = True) -> SceneMaps:
-    """Occupancy (in the body's height band), navigable map (dilated by its radius), room map and graph.
+    """Occupancy (in the body's height band), navigable map (``build_navigable_map``), room map and graph.
 
     ``body`` is an ``AgentBody`` or a preset name. With ``cache`` the bundle is read from /
     written to the disk cache (module docstring). Raises ``ConfigError`` (resolution),
