@@ -37,3 +37,28 @@ def corridor_scene(gap_width: float = 1.0, with_objects: bool = False) -> SceneD
             lo, hi = np.subtract(centre, half), np.add(centre, half)
             objects.append(SceneObject(iid, category, f"/World/Objects/{category}", lo, hi, [len(geoms) - 1], room_id=1))
     return SceneDescription("corridor", geoms=geoms, objects=objects, rooms=rooms)
+
+
+#: gap widths of the corridor variants ``corridor_a`` .. ``corridor_c`` (``corridor_loader``)
+CORRIDOR_GAPS = {"corridor_a": 1.0, "corridor_b": 1.3, "corridor_c": 1.6}
+
+
+def corridor_loader(path, body, resolution):
+    """A module-level ``scene_loader`` (picklable, for worker processes): the corridor variant
+    named by the path's stem. Test hooks, keyed by files beside ``path``: ``<stem>.kill-once``
+    kills the calling process the first time (then renames itself ``.killed``); ``<stem>.crash``
+    raises every time."""
+    import os
+    import signal
+    from pathlib import Path
+
+    from vlnverse.tasks.base import context_from_description
+
+    p = Path(path)
+    kill = p.with_suffix(".kill-once")
+    if kill.exists():
+        kill.rename(p.with_suffix(".killed"))
+        os.kill(os.getpid(), signal.SIGKILL)
+    if p.with_suffix(".crash").exists():
+        raise RuntimeError(f"cannot load {p.name}: test crash")
+    return context_from_description(corridor_scene(CORRIDOR_GAPS[p.stem]), body, resolution, scene_path=str(p))

@@ -121,13 +121,13 @@ def test_episode_log_appends_and_drops_a_truncated_last_line(tmp_path):
     log = tmp_path / "episodes.jsonl"
     assert read_finished(log) == []
     for i in range(3):
-        append_record(log, {"episode_id": f"e{i}", "value": i})
+        append_record(log, {"episode_id": f"e{i}", "value": i, "metrics": {}})
     with open(log, "a") as fh:
         fh.write('{"episode_id": "e3", "val')  # crash mid-write
     records = read_finished(log)
     assert [r["episode_id"] for r in records] == ["e0", "e1", "e2"]
     assert log.read_text().endswith("}\n")  # the partial line was cut off
-    append_record(log, {"episode_id": "e3", "value": 3})
+    append_record(log, {"episode_id": "e3", "value": 3, "metrics": {}})
     assert [json.loads(l)["value"] for l in log.read_text().splitlines()] == [0, 1, 2, 3]
 
 

@@ -155,7 +155,7 @@ def test_export_maps_writes_every_artifact(stage, tmp_path):
 
     out = tmp_path / "export"
     assert main(["scenes", "export-maps", str(stage), "--out", str(out), "--body", "r2r_ce"]) == 0
-    names = sorted(p.name for p in out.iterdir())
+    names = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
     assert names == ["map.png", "navigable.npz", "occupancy.npz", "room_map.npz", "scene_graph.json", "summary.json"]
     occ, nav = OccupancyMap.load(out / "occupancy.npz"), OccupancyMap.load(out / "navigable.npz")
     assert (occ.grid == OCCUPIED).sum() == 80 + 20 * 12 and nav.radius == pytest.approx(0.18)

@@ -77,7 +77,9 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     _hold(page, "w", 3.0)
     rows = [r for r in _csv(store, pid, eid) if r.t >= start.t]
     forward = [r for r in rows if r.action == "forward"]
-    assert 52 <= len(forward) <= 68, len(forward)  # 3 s / 50 ms = 60 rows, ± 10 ms per row
+    # 3 s / 50 ms = 60 rows; the window the server sees the key held shrinks by the browser's key
+    # latency under load, so the count is bounded loosely and the 50 ms spacing is checked below
+    assert 45 <= len(forward) <= 68, len(forward)
     wall = np.diff([r.wall_time for r in rows if r.wall_time >= forward[0].wall_time])
     assert abs(np.median(wall) - 0.05) <= 0.01, np.round(wall, 3)
     assert np.mean(np.abs(wall - 0.05) <= 0.010) >= 0.8, np.round(wall, 3)

@@ -109,7 +109,7 @@ def test_failure_mid_generation_leaves_no_output(homes, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("argv, message", [
     (("--task", "no_such_task"), "unknown task 'no_such_task' (registered: coarse_grained"),
-    (("--episodes-per-scene", "0"), "--episodes-per-scene: got 0 (expected an integer >= 1)"),
+    (("--episodes-per-scene", "0"), "--episodes-per-scene: got 0 (expected an integer in 1..10000)"),
     (("--set", "min_geodesic=80", "--set", "max_geodesic=90"), "scene 'home_001': no navigable start/goal pair"),
     (("--scenes", "missing_file.usda"), "missing_file.usda: --scenes: scene file not found"),
     (("--set", "max_geodesic=1"), "max_geodesic: got 1.0 with min_geodesic 3.0"),

@@ -1,14 +1,17 @@
 """``vlnverse bench sim``: simulator throughput on one CPU core.
 
-Figures (best of ``--repeat`` runs): ``physics_steps_per_s`` (agent driven by a velocity command
-through the controller loop, contacts collected every step), ``discrete_actions_per_s`` (forward
+Figures (best of ``--repeat`` runs): ``physics_steps_per_s`` (agent driven in circles by a velocity
+command through the controller loop, contacts collected every step), ``discrete_actions_per_s`` (forward
 / turn actions without rendering), ``rgb_fps`` (224² RGB), ``depth_fps`` (256² depth),
 ``rgbd_agent_steps_per_s`` (discrete action + 224² RGB and 256² depth observation),
 ``panoramas_per_s`` (12 views × 224², RGB + depth), ``lidar_scans_per_s`` (360-beam 2D) and
 ``lidar3d_scans_per_s`` (32 × 1024), all at the ``default`` render preset; ``rgb_fps_by_quality``
 (224² RGB at each preset ``fast`` / ``default`` / ``high``, measured interleaved in the same run),
 ``default_over_fast_rgb`` (their ratio) and ``rgbd_agent_steps_per_s_by_quality`` (``fast`` and
-``default``, interleaved); on a generated home (``--seed``) when the scene generator
+``default``, interleaved); ``raw_mj_steps_per_s`` (the same compiled model
+stepped by ``mj_step`` alone) and ``physics_efficiency`` (``physics_steps_per_s`` ÷ raw, measured
+interleaved); ``rgb_fps_large_over_small`` (224² RGB in a 12-room vs a 4-room generated home,
+interleaved); on a generated home (``--seed``) when the scene generator
 is installed, else on ``vlnverse.sim.demo.demo_home``. The process is pinned to one core and
 Mesa's llvmpipe to one thread.
 """
@@ -77,8 +80,9 @@ def run(args) -> dict:
     figures: dict = {"scene": scene.scene_id, "scene_source": source, "geoms": len(scene.geoms),
                      "renderer": sim.renderer_name, "core": core, "repeat": repeat}
 
-    def physics() -> int:
-        bare.reset(start)
+    bare.reset(start)
+
+    def physics() -> int:  # circles of ~0.4 m radius: no reset needed between calls
         return bare.step(VelocityAction(v=0.2, omega=0.5, duration=1.0))[1].physics_steps
 
     actions = [DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_LEFT, DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_RIGHT]
@@ -112,14 +116,92 @@ def run(args) -> dict:
     }
     for name, fn in tqdm(jobs.items(), desc="bench sim", unit="figure"):
         figures[name] = round(_rate(fn, repeat), 1)
+    figures.update(_physics_efficiency(bare, start, physics, repeat))
     figures.update(_quality_rates(scene, start, rgb, repeat, rng))
+    figures.update(_home_size_rates(seed, rgb, repeat, rng))
     figures["rgbd_agent_steps_per_s_by_quality"] = _agent_step_rates(scene, start, actions, repeat)
     figures["targets"] = {"physics_steps_per_s": 50000, "rgbd_agent_steps_per_s": 40, "panoramas_per_s": 5,
-                          "default_over_fast_rgb": 0.5}
+                          "default_over_fast_rgb": 0.5, "physics_efficiency": 0.8, "rgb_fps_large_over_small": 0.85}
     figures["meets_targets"] = {k: figures[k] >= v for k, v in figures["targets"].items()}
     env.close()
     bare.close()
     return figures
+
+
+def _physics_efficiency(sim, start, physics: Callable[[], int], repeat: int) -> dict:
+    """``raw_mj_steps_per_s``: the simulator's own compiled model stepped by MuJoCo alone
+    (``mj_step`` with ``nstep`` from the simulator's state with its actuator command held, one
+    second of simulated time a call), interleaved with ``physics`` in the same run; and
+    ``physics_efficiency`` = the controller loop's rate ÷ that."""
+    import mujoco
+
+    model = sim._m  # the same compiled model (scene + agent), stepped on its own data
+    data = mujoco.MjData(model)
+    physics()  # settle into the steady circle the figure measures
+    n = int(round(1.0 / model.opt.timestep))
+
+    def raw() -> int:
+        # the simulator's current state and actuator command (body-frame forces/servo targets,
+        # steady on the circle), then one second of simulated time in one mj_step call
+        src = sim._d
+        data.qpos[:], data.qvel[:], data.ctrl[:] = src.qpos, src.qvel, src.ctrl
+        if model.na:
+            data.act[:] = src.act
+        data.time = src.time
+        mujoco.mj_step(model, data, n)
+        return n
+
+    best_raw = best_ours = 0.0
+    for _ in range(max(1, repeat)):
+        best_raw = max(best_raw, _rate(raw, 1))
+        best_ours = max(best_ours, _rate(physics, 1))
+    return {"raw_mj_steps_per_s": round(best_raw, 1),
+            "physics_efficiency": round(best_ours / max(best_raw, 1e-9), 3)}
+
+
+#: start poses per home in ``rgb_fps_large_over_small``
+HOME_SIZE_STARTS = 8
+
+
+def _home_size_rates(seed: int, spec, repeat: int, rng: np.random.Generator) -> dict:
+    """224² RGB frames/s (``default`` preset) in a 4-room and a 12-room generated home, from
+    ``HOME_SIZE_STARTS`` random starts in turn facing random directions, the homes interleaved;
+    ``rgb_fps_large_over_small`` = 12 ÷ 4."""
+    try:
+        from vlnverse.scenes.procgen import generate_home
+    except ImportError:
+        return {}
+    from vlnverse.sim import AgentPose
+    from vlnverse.sim.gym_env import VLNVerseNavEnv
+
+    envs = {}
+    try:
+        for label, rooms in (("small", 4), ("large", 12)):
+            env = VLNVerseNavEnv(generate_home(seed, min_rooms=rooms, max_rooms=rooms), DEFAULT_BODY, sensors=[])
+            env.reset(seed=seed)
+            envs[label] = env
+        poses = {}
+        for label, env in envs.items():  # several starts per home: the cost follows what is in view
+            poses[label] = []
+            for k in range(HOME_SIZE_STARTS):
+                env.reset(seed=seed + k)
+                poses[label].append(env.sim.pose)
+        best = {label: 0.0 for label in envs}
+        for _ in range(max(1, repeat)):
+            for label, env in envs.items():
+                def fn(env=env, starts=poses[label], count=[0]) -> int:
+                    start = starts[count[0] % len(starts)]
+                    count[0] += 1
+                    env.sim.render_at(AgentPose(start.x, start.y, float(rng.uniform(-math.pi, math.pi))), spec)
+                    return 1
+                fn()  # the first frame of a scene uploads its meshes and textures: not timed
+                best[label] = max(best[label], _rate(fn, 1))
+        return {"rgb_fps_small_home": round(best["small"], 1), "rgb_fps_large_home": round(best["large"], 1),
+                "geoms_small_home": len(envs["small"].scene.geoms), "geoms_large_home": len(envs["large"].scene.geoms),
+                "rgb_fps_large_over_small": round(best["large"] / max(best["small"], 1e-9), 3)}
+    finally:
+        for env in envs.values():
+            env.close()
 
 
 def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, min_time: float = 1.0) -> dict:

@@ -16,6 +16,12 @@ from .config import from_dict, load_yaml, require
 from .errors import ConfigError, UnknownNameError
 from ..paths import robots_dir
 
+#: Physically sensible ranges of a body's sizes (m), mass (kg) and limits (m/s, deg/s, m/s²,
+#: deg/s²): outside them the simulation is meaningless (a 1e30 kg body never moves).
+BODY_LIMITS = {"height": (0.05, 3.0), "radius": (0.02, 2.0), "mass": (0.1, 2000.0),
+               "max_linear_speed": (0.01, 20.0), "max_angular_speed_deg": (1.0, 3600.0),
+               "max_linear_accel": (0.01, 100.0), "max_angular_accel_deg": (1.0, 36000.0)}
+
 
 @dataclass
 class AgentBody:
@@ -49,7 +55,8 @@ class AgentBody:
         for name in ("height", "radius", "mass", "max_linear_speed", "max_angular_speed_deg",
                      "max_linear_accel", "max_angular_accel_deg"):
             value = getattr(self, name)
-            require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
+            lo, hi = BODY_LIMITS[name]
+            require(math.isfinite(value) and lo <= value <= hi, name, f"got {value}", f"a number in [{lo:g}, {hi:g}]")
         require(0.0 < self.camera_height <= self.height, "camera_height",
                 f"got {self.camera_height} for body height {self.height}",
                 f"a value inside the body's height range (0, height] = (0, {self.height:.2f}]")

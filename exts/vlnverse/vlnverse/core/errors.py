@@ -28,9 +28,18 @@ class ConfigError(VLNVerseError, ValueError):
             parts.append(f"{file}:{line}" if line is not None else str(file))
         if field:
             parts.append(field)
+        problem = " ".join(str(problem).split())  # one line, and never a whole huge value
+        if len(problem) > 300:
+            problem = problem[:297] + "..."
         msg = problem if expected is None else f"{problem} (expected {expected})"
         parts.append(msg)
         super().__init__(": ".join(parts))
+
+    def in_file(self, file: str | Path) -> "ConfigError":
+        """This error naming ``file`` (unchanged when it already names one)."""
+        if self.file is not None:
+            return self
+        return ConfigError(self.problem, file=file, field=self.field, expected=self.expected, line=self.line)
 
 
 class SceneError(VLNVerseError):

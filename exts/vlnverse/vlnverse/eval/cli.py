@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..core.parallel import add_parallel_options, parallel_settings
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``eval`` and ``quickstart``."""
@@ -15,6 +17,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random "
                         "render.quality=fast")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_parallel_options(p, "scenes evaluated in parallel")
     p.set_defaults(func=_eval)
 
     q = sub.add_parser("quickstart", help="generate a few episodes on the shipped scenes and evaluate the oracle "
@@ -31,6 +34,41 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     from .mllm.cli import add_commands as add_cache_commands
 
     add_cache_commands(sub)  # vlnverse cache build
+
+
+_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address"}
+
+
+def _split_trailing_options(args: argparse.Namespace) -> list[str]:
+    """Options given after the overrides land in REMAINDER: move them onto ``args``."""
+    from ..core.errors import ConfigError
+
+    overrides, items = [], list(args.overrides)
+    while items:
+        item = items.pop(0)
+        name, eq, value = item.partition("=")
+        if item == "--no-progress":
+            args.no_progress = True
+        elif name in _OPTION_ARGS:
+            if not eq:
+                if not items:
+                    raise ConfigError(f"'{name}' needs a value", field=name)
+                value = items.pop(0)
+            if name == "--workers":
+                try:
+                    value = int(value)
+                except ValueError:
+                    raise ConfigError(f"got {value!r}", field="--workers", expected="an integer >= 1") from None
+            elif name == "--engine" and value not in ("local", "ray"):
+                raise ConfigError(f"got {value!r}", field="--engine", expected="local or ray")
+            setattr(args, _OPTION_ARGS[name], value)
+        elif item.startswith("-"):
+            raise ConfigError(f"unknown option '{item}'",
+                              expected="--no-progress, --workers N, --engine local|ray, --address HOST:PORT "
+                                       "or key=value overrides")
+        else:
+            overrides.append(item)
+    return overrides
 
 
 def resolve_config_path(name: str) -> Path:
@@ -52,14 +90,22 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
     from .runner import run_eval
 
-    from ..core.errors import ConfigError
+    from ..core.errors import ConfigError, VLNVerseError
+    from ..core.parallel import check_engine, check_workers
 
-    overrides = [o for o in args.overrides if o != "--no-progress"]
-    for item in overrides:
-        if item.startswith("-"):
-            raise ConfigError(f"unknown option '{item}'", expected="--no-progress or key=value overrides")
-    cfg = load_eval_config(resolve_config_path(args.config), overrides)
-    run_eval(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
+    overrides = _split_trailing_options(args)
+    parallel = parallel_settings(args)
+    check_workers(parallel["workers"])
+    check_engine(parallel["engine"], parallel["address"])
+    path = resolve_config_path(args.config)
+    cfg = load_eval_config(path, overrides)
+    try:
+        summary = run_eval(cfg, progress=not args.no_progress, **parallel)
+    except ConfigError as exc:  # found at run time (mode_params, agent.params, ...): name the config file
+        raise exc.in_file(path) from None
+    if summary.get("failed_scenes"):
+        raise VLNVerseError(f"{len(summary['failed_scenes'])} scene(s) failed (the other scenes' episodes are in "
+                            f"{cfg.out}): " + "; ".join(f"{f['scene']}: {f['error']}" for f in summary["failed_scenes"]))
     return 0
 
 

@@ -53,7 +53,9 @@ class GenerateSpec:
 
     def validate(self) -> None:
         """Counts must be positive; ``scenes`` a string or a list of strings."""
-        require(self.episodes_per_scene > 0, "episodes_per_scene", f"got {self.episodes_per_scene}", "a positive integer")
+        require(0 < self.episodes_per_scene <= 10_000, "episodes_per_scene", f"got {self.episodes_per_scene}",
+                "an integer in 1..10000")
+        require(0 <= self.seed < 2 ** 63, "seed", f"got {self.seed}", "an integer in 0..2**63-1")
         require(isinstance(self.scenes, str) or (isinstance(self.scenes, list) and self.scenes
                                                  and all(isinstance(s, str) for s in self.scenes)),
                 "scenes", f"got {self.scenes!r}", "a split name, 'all', or a list of scene ids/paths")
@@ -91,6 +93,8 @@ class SensorConfig:
         require(8 <= self.width <= 4096 and 8 <= self.height <= 4096, "width/height",
                 f"got {self.width}x{self.height}", "8..4096 pixels")
         require(1.0 <= self.hfov_deg < 180.0, "hfov_deg", f"got {self.hfov_deg}", "degrees in [1, 180)")
+        require(math.isfinite(self.max_depth) and 0.1 <= self.max_depth <= 1000.0, "max_depth",
+                f"got {self.max_depth}", "metres in [0.1, 1000]")
 
     def to_spec(self):
         """The simulator's ``CameraSpec``."""
@@ -188,6 +192,9 @@ class EvalConfig:
         require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),
                 "success_distance", f"got {self.success_distance}", "a positive distance or null (task default)")
         require(self.limit is None or self.limit > 0, "limit", f"got {self.limit}", "a positive integer or null")
+        require(0 <= self.seed < 2 ** 63, "seed", f"got {self.seed}", "an integer in 0..2**63-1")
+        require(self.max_steps is None or self.max_steps <= 100_000, "max_steps", f"got {self.max_steps}",
+                "at most 100000 steps")
         names = [s.name for s in self.sensors]
         require(len(names) == len(set(names)), "sensors", f"duplicate names {names}", "unique sensor names")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
@@ -218,7 +225,7 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     from ..core.plugins import load_plugins
 
     if isinstance(overrides, list):
-        overrides = parse_overrides(overrides)
+        overrides = parse_overrides(overrides, file=path)
     plugins = (overrides or {}).get("plugins")
     if plugins is None:
         raw = load_yaml(path)

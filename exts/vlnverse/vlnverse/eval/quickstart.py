@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import load_config, require
-from ..core.io import write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, write_json_atomic
 from ..paths import tasks_dir
 from .config import EvalConfig, EpisodeSource, NamedSpec, RenderConfig, ReportConfig, SensorConfig
 
@@ -52,12 +52,19 @@ def default_config_path() -> Path:
     return tasks_dir() / "eval" / "quickstart.yaml"
 
 
-def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: int | None = None,
-                   config: str | Path | None = None, progress: bool = True, print_summary: bool = True,
-                   quality: str | None = None) -> dict:
-    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and report.
+def run_quickstart(out: str | Path = "runs/quickstart", **kwargs: Any) -> dict:
+    """Generate episodes, run every (task, agent, mode) combination, write the combined summary and
+    report. ``out`` must be new, empty or a quickstart folder and is locked for the run (a second
+    quickstart on it is refused). Keyword arguments: see ``run_quickstart_locked``."""
+    out = claim_output_dir(out, command="quickstart")
+    with folder_lock(out):
+        return run_quickstart_locked(out, **kwargs)
 
-    ``quality`` overrides the config's ``render.quality``."""
+
+def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, config: str | Path | None = None,
+                          progress: bool = True, print_summary: bool = True, quality: str | None = None) -> dict:
+    """``run_quickstart``'s body, for a caller holding ``out``'s lock; ``quality`` overrides the
+    config's ``render.quality``."""
     from .report import write_report
     from .runner import generate_episodes, print_table, run_eval
 
@@ -69,7 +76,6 @@ def run_quickstart(out: str | Path = "runs/quickstart", *, episodes_per_scene: i
     if quality is not None:
         qs.render = RenderConfig(quality)
         qs.render.validate()
-    out = Path(out)
     # 1. episodes per task, generated once and shared by every run (kept for resume)
     episode_dirs = {}
     for task in qs.tasks:

@@ -9,7 +9,8 @@ Output folder (``cfg.out``):
 - ``config.json`` — the resolved config (a resumed run must match it);
 - ``input_episodes.jsonl`` — the episodes evaluated (generated ones are kept for resume);
 - ``episodes.jsonl`` — one line per finished episode, appended and flushed as each finishes;
-  a resumed run skips the episodes already there and ignores a truncated last line;
+  a resumed run skips the episodes already there; a line that is not a valid record (a truncated
+  last line after a crash, a corrupt line) moves verbatim to ``episodes.rejected.jsonl``;
 - ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
 - ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
 """
@@ -28,7 +29,8 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import to_jsonable, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
+from ..core.parallel import Job, JobFailure, check_engine, check_workers, run_jobs
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -94,7 +96,8 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
-    if saved.is_file():
+    resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
+    if resuming:
         episodes = load_episodes(saved)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
@@ -115,7 +118,7 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     episodes = matching
     if not episodes:
         raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
-    if not saved.is_file():
+    if not resuming:
         save_episodes(saved, episodes)  # all of them (portable scene paths): ``limit`` may change between resumes
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
@@ -132,37 +135,134 @@ def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
     return scene_roots(cfg.scene_root, dataset_dir)
 
 
+#: How far beyond the navigable area's bounding box a start (m) may lie; a goal may lie its
+#: success radius (at least ``GOAL_BOUNDS_MARGIN``) beyond it (objects stand on furniture, by walls).
+START_BOUNDS_MARGIN = 0.5
+GOAL_BOUNDS_MARGIN = 1.0
+
+
+def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
+    """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
+    around its navigable cells): a ``ConfigError`` names the episode file, line and field.
+
+    Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
+    from ..scenes.occupancy import FREE
+
+    nav = ctx.maps.navigable
+    cells = np.argwhere(nav.grid == FREE)
+    if cells.size == 0:
+        return  # load_scene_context already refuses a scene without navigable space
+    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
+    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    for ep in episodes:
+        file, line = getattr(ep, "source", None) or (None, None)
+        checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
+        checks += [(f"goals[{i}].position", g.position, max(GOAL_BOUNDS_MARGIN, float(g.radius)))
+                   for i, g in enumerate(ep.goals)]
+        for field_name, pos, margin in checks:
+            xy = np.asarray(pos, dtype=float)[:2]
+            if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
+                raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
+                                  f"'{ctx.scene_id}'", file=file, line=line, field=field_name,
+                                  expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
+                                           f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
+
+
+def bounds_checked(scene_loader: Callable[[str, Any, float], Any] | None,
+                   episodes: list) -> Callable[[str, Any, float], Any]:
+    """``scene_loader`` (default ``load_scene_context``) that also runs ``check_episode_bounds``
+    on ``episodes`` once their scene is loaded."""
+    def load(scene_path: str, body: Any, resolution: float) -> Any:
+        from ..tasks.base import load_scene_context
+
+        ctx = (scene_loader or load_scene_context)(scene_path, body, resolution)
+        check_episode_bounds(episodes, ctx)
+        return ctx
+
+    return load
+
+
 # --------------------------------------------------------------------------------------------
 # resumable episode log
 
 
+#: Lines of ``episodes.jsonl`` that are not valid records are moved here, verbatim (see ``read_finished``).
+REJECTED_FILE = "episodes.rejected.jsonl"
+
+
+def _parse_record(line: bytes) -> dict | None:
+    """One episode record from a log line, or None when it is not one."""
+    try:
+        record = json.loads(line)
+    except (ValueError, RecursionError):  # bad JSON, non-UTF-8 bytes, 5000-digit numbers, deep nesting
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("episode_id"), str) \
+            or not isinstance(record.get("metrics"), dict):
+        return None
+    return record
+
+
 def read_finished(path: Path) -> list[dict]:
-    """Finished episode records from ``episodes.jsonl``; a truncated/corrupt last line (a crash
-    mid-write) is cut off the file so appending can go on."""
+    """Finished episode records from ``episodes.jsonl``, keeping every valid one.
+
+    A line that is not a valid record (a crash mid-write, a corrupt or hand-edited line) or that
+    repeats an episode already recorded is moved, verbatim, to ``episodes.rejected.jsonl`` beside
+    it; the log is rewritten atomically without it and a warning names the line numbers."""
     if not path.is_file():
         return []
     raw = path.read_bytes()
     records: list[dict] = []
-    good_end = 0
-    offset = 0
-    for line in raw.splitlines(keepends=True):
-        offset += len(line)
-        if not line.endswith(b"\n"):
-            break
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break
-        good_end = offset
-    if good_end != len(raw):
-        log.warning("%s: ignoring a truncated last record (%d bytes)", path, len(raw) - good_end)
-        with open(path, "r+b") as fh:
-            fh.truncate(good_end)
+    kept: list[bytes] = []
+    rejected: list[tuple[int, bytes]] = []
+    seen: set[str] = set()
+    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
+        if not line.strip():
+            continue
+        record = _parse_record(line)
+        if record is None or record["episode_id"] in seen:
+            rejected.append((number, line))
+            continue
+        seen.add(record["episode_id"])
+        records.append(record)
+        kept.append(line if line.endswith(b"\n") else line + b"\n")
+    if rejected or b"".join(kept) != raw:
+        if rejected:
+            side = path.with_name(REJECTED_FILE)
+            with open(side, "ab") as fh:
+                fh.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for _, line in rejected))
+                fh.flush()
+                os.fsync(fh.fileno())
+            numbers = ", ".join(str(n) for n, _ in rejected[:20]) + (" ..." if len(rejected) > 20 else "")
+            log.warning("%s: %d invalid or repeated record(s) at line(s) %s moved to %s; %d valid record(s) kept",
+                        path, len(rejected), numbers, side, len(records))
+        write_bytes_atomic(path, b"".join(kept))
     return records
 
 
+#: The config record of a run that has not written an episode yet (see ``stage_config_record``).
+PENDING_CONFIG_FILE = ".config.pending.json"
+
+
+def stage_config_record(out: Path, record: dict) -> None:
+    """Stage the run's config record; it becomes ``config.json`` with the first episode record
+    (``commit_config_record``), so a config that fails at run time (a bad ``mode_params`` value,
+    a scene that does not load) leaves no record behind and the corrected config is not refused."""
+    if (out / CONFIG_FILE).is_file():
+        return
+    write_json_atomic(out / PENDING_CONFIG_FILE, record)
+
+
+def commit_config_record(out: Path) -> None:
+    """Promote the staged config record to ``config.json`` (no-op when there is none)."""
+    pending = out / PENDING_CONFIG_FILE
+    if pending.is_file() and not (out / CONFIG_FILE).is_file():
+        os.replace(pending, out / CONFIG_FILE)
+
+
 def append_record(path: Path, record: dict) -> None:
-    """Append one episode record as a single flushed and fsync'ed JSON line."""
+    """Append one episode record as a single flushed and fsync'ed JSON line (committing the
+    run's staged config record first)."""
+    commit_config_record(path.parent)
     line = json.dumps(to_jsonable(record), sort_keys=True, separators=(",", ":")) + "\n"
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
@@ -306,10 +406,69 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
 # the run
 
 
-def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
-             agent_factory: Callable[[], Agent] | None = None,
-             scene_loader: Callable[[str, Any, float], Any] | None = None) -> dict[str, Any]:
+def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None) -> Agent:
+    """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model."""
+    from .models import make_model
+
+    if agent_factory is not None:
+        return agent_factory()
+    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
+    return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+
+
+def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+    """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
+    ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
+    and the scene's simulator once per job."""
+    cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
+    agent = payload["agent"]
+    if agent is None:
+        key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
+        if key not in state:
+            from ..core.plugins import load_plugins
+            from ..tasks.base import load_task_types
+
+            load_plugins(cfg.plugins)
+            load_task_types()
+            state[key] = make_run_agent(cfg, payload["agent_factory"])
+        agent = state[key]
+    wanted = set(items)
+    episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
+
+    def visuals(record: dict, ctx: Any, sim: Any) -> None:
+        if record["episode_id"] in payload["with_visuals"]:
+            save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload["rgb_sensor"], frames=cfg.report.frames)
+
+    run_scene(payload["scene_path"], episodes, settings, agent, collision_mode=cfg.collision_mode,
+              mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload["sensors"],
+              backend=cfg.backend, quality=cfg.render.quality,
+              scene_loader=bounds_checked(payload["scene_loader"], episodes),
+              extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
+              on_record=lambda record: emit(record["episode_id"], record))
+
+
+def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
     """Run (or resume) the evaluation ``cfg``; returns the summary written to ``summary.json``.
+
+    ``cfg.out`` must be new, empty or an eval folder (``core.io.claim_output_dir``) and is locked
+    for the run (``core.io.folder_lock``): a second run on the same folder is refused.
+    Keyword arguments: see ``run_eval_locked``.
+    """
+    out = claim_output_dir(cfg.out, command="eval", field="out")
+    with folder_lock(out):
+        return run_eval_locked(cfg, **kwargs)
+
+
+def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
+                    agent_factory: Callable[[], Agent] | None = None,
+                    scene_loader: Callable[[str, Any, float], Any] | None = None,
+                    workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
+    """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
+
+    ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
+    scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
+    and ``summary.json`` aggregates them in the serial order. A scene whose worker keeps
+    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -320,29 +479,28 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     from ..core.plugins import load_plugins
     from ..tasks.base import load_task_types
     from ..tasks.scoring import scoring_for
-    from .models import make_model
     from .report import write_report
 
+    check_workers(workers)
+    check_engine(engine, address)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
     config_path = out / CONFIG_FILE
-    key = to_jsonable(cfg.run_key())
+    key = redact_secrets(to_jsonable(cfg.run_key()))  # never a key from a URL in a file
     if config_path.is_file():
         previous = json.loads(config_path.read_text(encoding="utf-8"))
         if previous.get("run_key") != key:
             raise ConfigError("the output folder holds a run with a different config", field="out",
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
-    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
-    agent = agent_factory() if agent_factory else make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+    agent = make_run_agent(cfg, agent_factory)
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
         from ..tasks.scene_roots import resolve_episode_scenes
 
         episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
-    write_json_atomic(config_path, {"run_key": key, "config": cfg.to_dict()})
+    stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
 
     log_path = out / EPISODES_FILE
     finished = read_finished(log_path)
@@ -361,31 +519,44 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     by_scene: dict[str, list] = {}
     for ep in todo:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
+    serial_order = [ep.episode_id for eps in by_scene.values() for ep in eps]
+    # The episodes that get report pictures are fixed up front (the first ones in serial order),
+    # so a record does not depend on which worker finished first.
+    with_visuals = set(serial_order[:report_budget]) if cfg.report.enabled else set()
+    inline = engine == "local" and workers == 1
+    common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
+              "with_visuals": with_visuals, "scene_loader": scene_loader,
+              "agent": agent if inline else None, "agent_factory": None if inline else agent_factory}
+    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
+            for path, eps in by_scene.items()]
+    if not inline and jobs:
+        import pickle
+
+        try:
+            pickle.dumps(jobs[0].payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. a lambda agent_factory
+            raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field="--workers",
+                              expected="1, or a module-level agent_factory / scene_loader") from None
     t_start = time.perf_counter()
     bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
                unit="ep", disable=not progress)
-    budget = [report_budget]
+    headline = scoring_for(settings.task_type).headline  # the task's headline success
 
-    def visuals(record: dict, ctx: Any, sim: Any) -> None:
-        if cfg.report.enabled and budget[0] > 0:
-            save_episode_visuals(record, ctx, sim, out, rgb_sensor=rgb_sensor, frames=cfg.report.frames)
-            budget[0] -= 1
-
-    def on_record(record: dict) -> None:
-        append_record(log_path, record)
+    def on_record(episode_id: str, record: dict) -> None:
+        append_record(log_path, record)  # the driver is the only writer of the episode log
         finished.append(to_jsonable(record))  # as written: a resumed run aggregates the same numbers
         bar.update(1)
-        key = scoring_for(settings.task_type).headline  # the task's headline success
-        scores = [r["metrics"].get(key) for r in finished if r["metrics"].get(key) is not None]
+        scores = [r["metrics"].get(headline) for r in finished if r["metrics"].get(headline) is not None]
         if scores:
-            bar.set_postfix({key: f"{np.mean(scores):.2f}"})
+            bar.set_postfix({headline: f"{np.mean(scores):.2f}"})
+
+    def on_failure(failure: JobFailure) -> None:
+        bar.write(f"scene {failure.key} failed after {failure.attempts} attempt(s): {failure.error}; "
+                  f"{len(failure.missing)} episode(s) not evaluated")
 
     try:
-        for scene_path, scene_eps in by_scene.items():
-            run_scene(scene_path, scene_eps, settings, agent, collision_mode=cfg.collision_mode,
-                      mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=sensors, backend=cfg.backend,
-                      scene_loader=scene_loader, extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
-                      visuals=visuals, on_record=on_record, quality=cfg.render.quality)
+        report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
+                          address=address, on_failure=on_failure)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "
@@ -394,6 +565,7 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
     finally:
         bar.close()
     elapsed = time.perf_counter() - t_start
+    commit_config_record(out)
     order = {e.episode_id: i for i, e in enumerate(episodes)}
     finished = sorted((r for r in finished if r["episode_id"] in order), key=lambda r: order[r["episode_id"]])
     run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,
@@ -402,7 +574,11 @@ def run_eval(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = Tr
            "body": settings.body.name}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
-                         "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None}
+                         "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
+                         "workers": workers, "engine": engine}
+    if report.failures:
+        summary["failed_scenes"] = [{"scene": f.key, "error": f.error, "missing_episodes": f.missing}
+                                    for f in report.failures]
     write_json_atomic(out / SUMMARY_FILE, summary)
     if cfg.report.enabled:
         write_report(out / "report.html", [(f"{cfg.agent.name} / {cfg.collision_mode}", summary, finished)], base_dir=out)

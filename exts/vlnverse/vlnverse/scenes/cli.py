@@ -92,8 +92,11 @@ def _load_quietly(args: argparse.Namespace):
     from .usd_io import load_scene
 
     path = resolve_scene(args.scene)
-    if not args.resolution > 0:
-        raise ConfigError(f"got {args.resolution}", file=path, field="--resolution", expected="a cell size > 0 m")
+    from .occupancy import MAX_RESOLUTION, MIN_RESOLUTION
+
+    if not MIN_RESOLUTION <= args.resolution <= MAX_RESOLUTION:
+        raise ConfigError(f"got {args.resolution}", file=path, field="--resolution",
+                          expected=f"a cell size in [{MIN_RESOLUTION}, {MAX_RESOLUTION}] m")
     body = load_body(args.body)
     desc = load_scene(path)
     if not desc.source_path:
@@ -105,14 +108,15 @@ def _generate(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from ..core.errors import ConfigError
+    from ..core.io import claim_output_dir
     from .procgen import generate_home
     from .usd_io import write_usd
 
-    if args.count < 1:
-        raise ConfigError(f"got {args.count}", field="--count", expected="an integer >= 1")
+    if not 1 <= args.count <= 10_000:
+        raise ConfigError(f"got {args.count}", field="--count", expected="an integer in 1..10000")
     if args.seed < 0:
         raise ConfigError(f"got {args.seed}", field="--seed", expected="an integer >= 0")
-    out = Path(args.out)
+    out = claim_output_dir(args.out, command="scenes generate")
     for seed in tqdm(range(args.seed, args.seed + args.count), desc="homes", unit="home", disable=args.no_progress):
         desc = generate_home(seed, min_rooms=args.min_rooms, max_rooms=args.max_rooms)
         path = write_usd(desc, out / f"{desc.scene_id}.{args.format}")
@@ -173,11 +177,13 @@ def _render_map(args: argparse.Namespace) -> int:
 
 
 def _export_maps(args: argparse.Namespace) -> int:
+    from ..core.io import check_output_dir, claim_output_dir
     from .maps import write_summary
     from .render_map import render_map_png
 
+    check_output_dir(args.out, command="scenes export-maps")
     desc, maps = _load(args)
-    out = Path(args.out)
+    out = claim_output_dir(args.out, command="scenes export-maps")
     written = list(maps.save(out).values())
     written.append(render_map_png(desc, maps, out / "map.png"))
     written.append(write_summary(out / "summary.json", desc, maps))

@@ -53,6 +53,11 @@ from .description import Geom, SceneDescription
 
 FREE, OCCUPIED, UNKNOWN = 0, 1, 2
 
+#: Limits of a map (docs/reliability.md): cell size in metres and the number of cells of one grid
+#: (a scene of 200 m x 200 m at 0.05 m). A larger scene is almost always a unit or scale error.
+MIN_RESOLUTION, MAX_RESOLUTION = 0.01, 1.0
+MAX_GRID_CELLS = 16_000_000
+
 #: A geom whose top is within this distance (m) of ``floor_z`` counts as floor.
 FLOOR_TOLERANCE = 0.02
 
@@ -188,9 +193,9 @@ def _check_resolution(resolution: float, source: str | None) -> float:
         value = float(resolution)
     except (TypeError, ValueError):
         value = float("nan")
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"got {resolution}", file=source or None, field="resolution",
-                          expected="a cell size > 0 m, e.g. 0.05")
+    if not (math.isfinite(value) and MIN_RESOLUTION <= value <= MAX_RESOLUTION):
+        raise ConfigError(f"got {str(resolution)[:30]}", file=source or None, field="resolution",
+                          expected=f"a cell size in [{MIN_RESOLUTION}, {MAX_RESOLUTION}] m, e.g. 0.05")
     return value
 
 
@@ -673,6 +678,13 @@ def _scene_frame(desc: SceneDescription, resolution: float, agent_height: float,
 
     lo = np.min([aabbs[i][0][:2] for i in floor_idx], axis=0)
     hi = np.max([aabbs[i][1][:2] for i in floor_idx], axis=0)
+    if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+        raise SceneError(f"{name}: the floor has non-finite bounds (NaN/inf in a transform or size)")
+    cells = float(np.prod((hi - lo) / res + 3))
+    if cells > MAX_GRID_CELLS:
+        raise SceneError(f"{name}: the floor spans {hi[0] - lo[0]:.4g} m x {hi[1] - lo[1]:.4g} m, "
+                         f"{cells:.3g} cells at {res} m (limit {MAX_GRID_CELLS:.3g}); check the USD's "
+                         "metersPerUnit and scale, or use a coarser resolution")
     origin = np.floor(lo / res + _EPS) * res - res  # snapped to the lattice, one-cell margin
     w = int(math.ceil((hi[0] - origin[0]) / res - _EPS)) + 1
     h = int(math.ceil((hi[1] - origin[1]) / res - _EPS)) + 1

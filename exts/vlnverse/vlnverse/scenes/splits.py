@@ -111,7 +111,10 @@ def resolve_scenes(spec: str | Path | list, *, splits_file: str | Path | None = 
     seen: set[Path] = set()
     for item in items:
         name = EPISODE_SPLIT_SCENES.get(item, item)
-        if looks_like_path(item):
+        if looks_like_path(item) or Path(item).is_dir():
+            if Path(item).is_dir():
+                raise ConfigError("is a folder, not a scene file", file=item, field=field,
+                                  expected="a .usd/.usda/.usdc/.usdz file, a scene id or a split name")
             if not Path(item).is_file():
                 raise ConfigError("scene file not found", file=item, field=field)
             paths = [Path(item)]

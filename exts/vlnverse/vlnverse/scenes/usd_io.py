@@ -408,6 +408,27 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+#: The largest distance (m) a scene's geometry may extend from the origin; beyond it the file is
+#: almost certainly in the wrong units or scaled by mistake (docs/reliability.md).
+MAX_SCENE_EXTENT_M = 1000.0
+
+
+def check_geometry(desc: SceneDescription, path: str | Path) -> None:
+    """Refuse a scene with NaN/inf in a transform, size or mesh, or geometry farther than
+    ``MAX_SCENE_EXTENT_M`` from the origin (``SceneError`` naming the file and the prim)."""
+    for g in desc.geoms:
+        arrays = [("transform", g.transform), ("size", g.size)]
+        if g.vertices is not None:
+            arrays.append(("points", g.vertices))
+        for what, arr in arrays:
+            if not np.all(np.isfinite(np.asarray(arr, dtype=float))):
+                raise SceneError(f"{path}: {g.name or g.label}: non-finite {what} (NaN or inf)")
+        reach = float(np.max(np.abs(g.world_points()))) if g.kind != "mesh" or g.vertices is not None else 0.0
+        if not math.isfinite(reach) or reach > MAX_SCENE_EXTENT_M:
+            raise SceneError(f"{path}: {g.name or g.label}: extends {reach:.3g} m from the origin (limit "
+                             f"{MAX_SCENE_EXTENT_M:g} m); check metersPerUnit and xformOp:scale")
+
+
 def load_scene(path: str | Path) -> SceneDescription:
     """Read any USD stage into a ``SceneDescription`` (metres, Z up, world-space geoms).
 
@@ -417,12 +438,17 @@ def load_scene(path: str | Path) -> SceneDescription:
     physics APIs are missing and had to be guessed.
     """
     path = Path(path)
+    if path.is_dir():
+        raise SceneError(f"{path}: is a folder, not a scene file (expected a .usd/.usda/.usdc file)")
     if not path.is_file():
         raise SceneError(f"{path}: scene file not found")
     data = path.read_bytes()
     key = hashlib.sha1(data).hexdigest()
     if key not in _CACHE:
-        _CACHE[key] = _read_stage(path)
+        with np.errstate(all="ignore"):  # NaN/inf transforms are refused just below, not warned about
+            desc = _read_stage(path)
+        check_geometry(desc, path)
+        _CACHE[key] = desc
     desc = copy.deepcopy(_CACHE[key])
     desc.source_path = str(path)
     return desc

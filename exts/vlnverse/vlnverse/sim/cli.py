@@ -91,6 +91,10 @@ def _gallery(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The most actions one ``sim drive`` runs (each writes a PNG frame).
+MAX_DRIVE_ACTIONS = 10_000
+
+
 def parse_actions(text: str) -> list[str]:
     """``"F*2,TURN_LEFT,r"`` → ``["MOVE_FORWARD", "MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"]``;
     raises ``ConfigError`` naming the bad item."""
@@ -111,7 +115,10 @@ def parse_actions(text: str) -> list[str]:
         except ValueError:
             repeat = 0
         if repeat < 1:
-            raise ConfigError(f"bad repeat in '{item}'", field="--actions", expected="NAME*N with N >= 1")
+            raise ConfigError(f"bad repeat in '{item[:40]}'", field="--actions", expected="NAME*N with N >= 1")
+        if len(out) + repeat > MAX_DRIVE_ACTIONS:
+            raise ConfigError(f"more than {MAX_DRIVE_ACTIONS} actions", field="--actions",
+                              expected=f"at most {MAX_DRIVE_ACTIONS} actions (each writes a frame)")
         out += [name] * repeat
     if not out:
         raise ConfigError("no actions given", field="--actions", expected="at least one action")
@@ -174,16 +181,23 @@ def _drive(args: argparse.Namespace) -> int:
     import numpy as np
     from tqdm import tqdm
 
-    from ..core.io import atomic_dir, to_jsonable
+    from ..core.io import check_output_dir, replace_output_dir, to_jsonable
     from ..scenes.splits import resolve_scenes
     from ..scenes.usd_io import load_scene
+    from ..core.config import check_seed
+    from ..core.errors import ConfigError
     from .gym_env import VLNVerseNavEnv
     from .sensors import make_sensor
+    from .types import InvalidActionError
 
+    check_output_dir(args.out, command="sim drive")  # refuse before any work
+    check_seed(args.seed, "--seed")
     actions = parse_actions(args.actions) if args.actions else None
     if actions is None:
         rng = np.random.default_rng(args.seed)
         n = 20 if args.random is None else args.random
+        if not 1 <= n <= MAX_DRIVE_ACTIONS:
+            raise ConfigError(f"got {n}", field="--random", expected=f"an integer in 1..{MAX_DRIVE_ACTIONS}")
         actions = list(rng.choice(["MOVE_FORWARD", "TURN_LEFT", "TURN_RIGHT"], size=n, p=[0.6, 0.2, 0.2]))
     pose = _parse_pose(args.pose) if args.pose else None
     scene_path = resolve_scenes(args.scene, field="SCENE")[0]
@@ -193,7 +207,10 @@ def _drive(args: argparse.Namespace) -> int:
                                            make_sensor("semantic", **size)], renderer=args.renderer,
                          quality=args.quality)
     try:
-        obs, _ = env.reset(seed=args.seed, options={"pose": pose})
+        try:
+            obs, _ = env.reset(seed=args.seed, options={"pose": pose})
+        except InvalidActionError as exc:  # a start pose outside the scene
+            raise ConfigError(str(exc), file=scene_path, field="--pose") from None
         frames = [_frame_png(obs)]
         records = []
         start = env.sim.pose
@@ -213,7 +230,7 @@ def _drive(args: argparse.Namespace) -> int:
         }
     finally:
         env.close()
-    with atomic_dir(args.out) as tmp:
+    with replace_output_dir(args.out, command="sim drive") as tmp:
         (tmp / "frames").mkdir()
         for i, png in enumerate(frames):
             (tmp / "frames" / f"step_{i:04d}.png").write_bytes(png)

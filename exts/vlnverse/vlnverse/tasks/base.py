@@ -88,8 +88,8 @@ class TaskConfig:
         require(math.isfinite(self.max_geodesic) and self.max_geodesic > self.min_geodesic, "max_geodesic",
                 f"got {self.max_geodesic} with min_geodesic {self.min_geodesic}", "a distance > min_geodesic")
         require(bool(self.body.strip()), "body", "empty", "a body preset name (robots/*.yaml)")
-        require(0 < self.map_resolution <= 0.5, "map_resolution", f"got {self.map_resolution}",
-                "a cell size in (0, 0.5] m")
+        require(0.01 <= self.map_resolution <= 0.5, "map_resolution", f"got {self.map_resolution}",
+                "a cell size in [0.01, 0.5] m")
         require(0.0 <= self.room_change_fraction <= 1.0, "room_change_fraction",
                 f"got {self.room_change_fraction}", "a fraction in [0, 1]")
 
@@ -227,6 +227,30 @@ class NoParams:
     """The parameters of a task type that takes none (any ``params`` key is an error)."""
 
 
+#: Allowed ranges of numeric task ``params`` (docs/reliability.md); every other numeric parameter
+#: must be finite. Counts are capped so that a typo cannot make generation run for days.
+PARAM_RANGES: dict[str, tuple[float, float]] = {
+    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
+    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
+    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
+    "pitch_limit_deg": (0.0, 90.0),
+}
+
+
+def check_param_ranges(params: Any, *, file: Any = None) -> None:
+    """Every numeric field of a task's ``Params`` object finite and within ``PARAM_RANGES``."""
+    import math
+
+    for f in dataclasses.fields(params):
+        value = getattr(params, f.name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        lo, hi = PARAM_RANGES.get(f.name, (-math.inf, math.inf))
+        if not (math.isfinite(value) and lo <= value <= hi):
+            span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) else "finite"
+            raise ConfigError(f"got {value}", file=file, field=f"params.{f.name}", expected=f"a number {span}")
+
+
 class TaskGenerator:
     """Base class of a task type: ``generate(ctx, rng, n, split)`` returns ``n`` episodes.
 
@@ -262,7 +286,9 @@ class TaskGenerator:
             if key not in known:
                 raise ConfigError(f"unknown field(s) ['{key}'] for task '{config.task_type}'", file=file, field=f"params.{key}",
                                   expected=f"one of {sorted(known)}" if known else "no parameters")
-        return from_dict(cls.Params, params, file=file, prefix="params")
+        parsed = from_dict(cls.Params, params, file=file, prefix="params")
+        check_param_ranges(parsed, file=file)
+        return parsed
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Produce ``n`` episodes for scene ``ctx`` (deterministic given ``rng``)."""

@@ -16,6 +16,7 @@ import json
 import math
 
 from ..core.body import DEFAULT_BODY
+from ..core.parallel import add_parallel_options, parallel_settings
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -42,6 +43,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                      help="folder of custom scenes: episodes store scene paths relative to it (repeatable; "
                           "evaluate with scene_root=DIR)")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_parallel_options(gen, "scenes generated in parallel")
     gen.set_defaults(func=_generate)
 
     show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
@@ -86,7 +88,7 @@ def _generate(args: argparse.Namespace) -> int:
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
                                progress=not args.no_progress, renderer_factory=simulator_renderer_factory(),
-                               scene_root=args.scene_root)
+                               scene_root=args.scene_root, **parallel_settings(args))
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "
@@ -96,6 +98,10 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"short of the request: {summary['total_episodes']} of {summary['requested_episodes']} episodes; "
               f"{len(short)} scene(s) gave fewer (first: {short[0]['scene_id']}: {short[0]['written']} of "
               f"{short[0]['requested']}, {short[0]['reason']}); see 'shortfall' in summary.json")
+    fallbacks = sum((summary.get("warnings") or {}).values())
+    if fallbacks:
+        print(f"warning: {fallbacks} LLM rewrite(s) fell back to the template instruction "
+              f"({', '.join(f'{k} {v}' for k, v in summary['warnings'].items())}; see summary.json)")
     return 0
 
 
@@ -151,6 +157,9 @@ def _navgraph(args: argparse.Namespace) -> int:
     from .dataset import resolve_scene_paths
     from .navgraph import build_navgraph
 
+    from ..core.config import check_seed
+
+    check_seed(args.seed, "--seed")
     if not (0 < args.spacing <= args.max_edge):
         raise ConfigError(f"got spacing {args.spacing}, max edge {args.max_edge}", field="--spacing/--max-edge",
                           expected="0 < spacing <= max edge")

@@ -14,8 +14,10 @@ Rules (also in ``docs/tasks.md``):
   tasks sharing a sampling routine (coarse-grained, visual-reference, dialogue) never reuse
   each other's start/goal pairs.
 * **Atomicity.** Everything is written into a temporary folder beside ``DIR`` that replaces
-  ``DIR`` only when the whole run succeeded (``core.io.atomic_dir``): an interrupted or failed
-  run leaves no (partial) dataset behind.
+  ``DIR`` only when the whole run succeeded (``core.io.replace_output_dir``): an interrupted or
+  failed run leaves no (partial) dataset behind. ``DIR`` must be new, empty or a dataset folder
+  written before (marker file); ``.``, an ancestor of the working folder or any other non-empty
+  folder is refused, and files in ``DIR`` that the generator did not write are kept.
 """
 from __future__ import annotations
 
@@ -29,16 +31,22 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.body import as_body
-from ..core.errors import ConfigError
-from ..core.io import atomic_dir, write_bytes_atomic, write_json_atomic
+from ..core.config import check_seed, short
+from ..core.errors import ConfigError, SceneError
+from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
+from ..core.parallel import Job, check_engine, check_workers, run_jobs
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
+from .instructions.llm import collect_llm_warnings
 from .pathing import polyline_length
 
 #: Order in which split files are listed in summaries.
 SPLIT_ORDER = ("train", "val_seen", "val_unseen", "test")
 
 DATASET_VERSION = 1
+
+#: The most episodes one call generates per scene (``--episodes-per-scene``; docs/reliability.md).
+MAX_EPISODES_PER_SCENE = 10_000
 
 
 def stable_hash(text: str) -> int:
@@ -168,12 +176,23 @@ def summary_png(summary: dict[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def _task_config_source(task: str, config: Any) -> str:
+    """The file a task config came from (for error messages)."""
+    from ..paths import tasks_dir
+
+    if config is not None and not isinstance(config, TaskConfig):
+        return str(config)
+    candidate = tasks_dir() / f"{task}.yaml"
+    return str(candidate) if candidate.is_file() and config is None else f"<config of task '{task}'>"
+
+
 def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per_scene: int, seed: int,
                      out_dir: str | Path, *, body: str | None = None, config: str | Path | TaskConfig | None = None,
                      overrides: dict | None = None, val_seen_fraction: float = 0.1, default_split: str = "train",
                      progress: bool = True,
                      renderer_factory: Callable[[SceneContext], Any] | None = None,
-                     scene_root: str | Path | list | None = None) -> dict[str, Any]:
+                     scene_root: str | Path | list | None = None,
+                     workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
@@ -181,12 +200,19 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``). Episodes name
     their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder or the
     shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
+    ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
+    the factory must then be picklable); the files are the same as a serial run's.
     """
     from .scene_roots import portable_scene_path
     from tqdm import tqdm
 
-    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) or episodes_per_scene < 1:
-        raise ConfigError(f"got {episodes_per_scene!r}", field="--episodes-per-scene", expected="an integer >= 1")
+    if isinstance(episodes_per_scene, bool) or not isinstance(episodes_per_scene, int) \
+            or not 1 <= episodes_per_scene <= MAX_EPISODES_PER_SCENE:
+        raise ConfigError(f"got {short(episodes_per_scene)}", field="--episodes-per-scene",
+                          expected=f"an integer in 1..{MAX_EPISODES_PER_SCENE}")
+    check_seed(seed, "--seed")
+    check_workers(workers)
+    check_engine(engine, address)
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     load_task_types()
@@ -207,66 +233,115 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     by_split: dict[str, list[Episode]] = {}
     scene_list: dict[str, list[str]] = {}
     shortfalls: list[dict[str, Any]] = []  # scenes that got fewer episodes than asked, and why
-    with atomic_dir(out_dir) as tmp:
-        generator = generator_cls(task_config)
+    with replace_output_dir(out_dir, command="data generate") as tmp, collect_llm_warnings() as llm_warnings:
+        try:
+            generator = generator_cls(task_config)  # checks params.*
+        except ConfigError as exc:
+            raise exc.in_file(_task_config_source(task, config)) from None
         # Tasks writing assets (reference images, prior videos) put them inside the dataset:
         # ``assets_dir`` = DIR/assets (when the generator has one), ``output_dir`` = DIR.
         generator.output_dir = tmp
         if hasattr(generator, "assets_dir") and generator.assets_dir is None:
             generator.assets_dir = tmp / "assets"
-        bar = tqdm(scene_paths, desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
-        for path in bar:
-            renderer, close = None, None
-            ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
-            if generator_cls.needs_renderer:
-                if renderer_factory is None:
-                    raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
-                                      expected="a renderer factory (the CLI uses the simulator's camera)")
-                renderer, close = renderer_factory(ctx)
-                ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
-            bar.set_postfix_str(ctx.scene_id)
-            split = split_of.get(ctx.scene_id, default_split)
-            gen_seq, split_seq = scene_seed(seed, ctx.scene_id, task).spawn(2)
-            generator.shortfall = None
-            try:
-                episodes = generator.generate(ctx, np.random.default_rng(gen_seq), episodes_per_scene, split)
-            finally:
-                if close is not None:
-                    close()
+        inline = workers == 1 and engine == "local"
+        payload = {"task": task, "task_config": task_config, "body": body_obj, "seed": seed,
+                   "episodes_per_scene": episodes_per_scene, "split_of": split_of, "default_split": default_split,
+                   "val_seen_fraction": val_seen_fraction, "renderer_factory": renderer_factory, "output_dir": tmp,
+                   "generator": generator if inline else None}
+        jobs = [Job(Path(path).stem, (str(path),), {**payload, "path": path}) for path in scene_paths]
+        results: dict[str, tuple] = {}
+        bar = tqdm(total=len(scene_paths), desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
+
+        def on_result(path: str, result: tuple) -> None:
+            results[path] = result
+            bar.set_postfix_str(result[0])
+            bar.update(1)
+
+        try:
+            report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
+                              address=address)
+        finally:
+            bar.close()
+        if report.failures:
+            failed = report.failures[0]
+            raise SceneError(f"scene {failed.key} failed: {failed.error}"
+                             + (f" (and {len(report.failures) - 1} more scene(s))" if len(report.failures) > 1 else ""))
+        roots = [scene_root] if isinstance(scene_root, (str, Path)) else scene_root or []
+        for path in scene_paths:  # the serial order, whatever order the workers finished in
+            scene_id, episodes, shortfall = results[str(path)]
             if len(episodes) < episodes_per_scene:
-                shortfalls.append({"scene_id": ctx.scene_id, "requested": episodes_per_scene,
-                                   "written": len(episodes),
-                                   "reason": generator.shortfall or "the generator found no more distinct episodes"})
-                tqdm.write(f"{task}: {ctx.scene_id}: wrote {len(episodes)} of {episodes_per_scene} episodes "
+                shortfalls.append({"scene_id": scene_id, "requested": episodes_per_scene, "written": len(episodes),
+                                   "reason": shortfall or "the generator found no more distinct episodes"})
+                tqdm.write(f"{task}: {scene_id}: wrote {len(episodes)} of {episodes_per_scene} episodes "
                            f"({shortfalls[-1]['reason']})")
-            if split == "train" and val_seen_fraction > 0:
-                # One draw per episode group (false-premise pairs share info["pair_id"]; any other
-                # episode is its own group), so a pair never straddles train and val_seen.
-                groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
-                held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < val_seen_fraction))
-                for ep in episodes:
-                    if held[ep.info.get("pair_id", ep.episode_id)]:
-                        ep.split = "val_seen"
-            stored_path = portable_scene_path(path, out_dir, [scene_root] if isinstance(scene_root, (str, Path))
-                                              else scene_root or [])
+            stored_path = portable_scene_path(path, out_dir, roots)
             for ep in episodes:
                 ep.scene_path = stored_path
                 by_split.setdefault(ep.split, []).append(ep)
                 scene_list.setdefault(ep.split, [])
-                if ctx.scene_id not in scene_list[ep.split]:
-                    scene_list[ep.split].append(ctx.scene_id)
+                if scene_id not in scene_list[ep.split]:
+                    scene_list[ep.split].append(scene_id)
         ordered = {s: by_split[s] for s in sorted(by_split, key=lambda s: (SPLIT_ORDER.index(s)
                                                                             if s in SPLIT_ORDER else 99, s))}
         for split, eps in ordered.items():
             save_episodes(tmp / f"{split}.jsonl", eps)
         meta = {"task": task, "seed": int(seed), "episodes_per_scene": episodes_per_scene, "body": body_name,
-                "val_seen_fraction": val_seen_fraction, "config": asdict(task_config),
+                "val_seen_fraction": val_seen_fraction, "config": redact_secrets(asdict(task_config)),
                 "scenes": {s: scene_list[s] for s in ordered},
                 "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
+        if llm_warnings or (task_config.params or {}).get("llm_url"):
+            # fallbacks of the optional LLM stage (endpoint errors, rejected rewrites): template kept
+            meta["warnings"] = dict(sorted(llm_warnings.items()))
         summary = summarize(ordered, meta)
         write_json_atomic(tmp / "summary.json", summary)
         write_bytes_atomic(tmp / "summary.png", summary_png(summary))
     return summary
+
+
+def generate_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+    """Parallel job (``vlnverse.core.parallel``): generate one scene's episodes (seeded by the
+    dataset seed and the scene id, so any worker gives the same episodes) and ``emit(path,
+    (scene_id, episodes, shortfall))``; the task generator is built once per worker."""
+    task, task_config, body_obj = payload["task"], payload["task_config"], payload["body"]
+    load_task_types()  # a fresh worker process has not registered them yet
+    generator_cls = TASKS.get(task)
+    generator = payload["generator"]
+    if generator is None:
+        key = ("generator", task, repr(task_config), str(payload["output_dir"]))
+        if key not in state:
+            generator = generator_cls(task_config)
+            generator.output_dir = payload["output_dir"]
+            if hasattr(generator, "assets_dir") and generator.assets_dir is None:
+                generator.assets_dir = Path(payload["output_dir"]) / "assets"
+            state[key] = generator
+        generator = state[key]
+    path = payload["path"]
+    renderer, close = None, None
+    ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
+    if generator_cls.needs_renderer:
+        factory = payload["renderer_factory"]
+        if factory is None:
+            raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
+                              expected="a renderer factory (the CLI uses the simulator's camera)")
+        renderer, close = factory(ctx)
+        ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
+    split = payload["split_of"].get(ctx.scene_id, payload["default_split"])
+    gen_seq, split_seq = scene_seed(payload["seed"], ctx.scene_id, task).spawn(2)
+    generator.shortfall = None
+    try:
+        episodes = generator.generate(ctx, np.random.default_rng(gen_seq), payload["episodes_per_scene"], split)
+    finally:
+        if close is not None:
+            close()
+    if split == "train" and payload["val_seen_fraction"] > 0:
+        # One draw per episode group (false-premise pairs share info["pair_id"]; any other
+        # episode is its own group), so a pair never straddles train and val_seen.
+        groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
+        held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < payload["val_seen_fraction"]))
+        for ep in episodes:
+            if held[ep.info.get("pair_id", ep.episode_id)]:
+                ep.split = "val_seen"
+    emit(str(path), (ctx.scene_id, episodes, generator.shortfall))
 
 
 class SimulatorCamera:
@@ -296,13 +371,20 @@ class SimulatorCamera:
         return self.sim.render_at(self._pose(x, y, yaw, pitch), self._ids)[self._ids.name]
 
 
-def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0):
-    """A ``renderer_factory`` returning the simulator's camera (``SimulatorCamera``) and its closer."""
+class SimulatorRendererFactory:
+    """A picklable ``renderer_factory`` (parallel workers can receive it): for a scene context it
+    returns ``(SimulatorCamera, close)`` on a new simulator of the scene."""
 
-    def factory(ctx: SceneContext):
+    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0):
+        self.width, self.height, self.hfov_deg = width, height, hfov_deg
+
+    def __call__(self, ctx: SceneContext):
         from ..sim import make_simulator
 
         sim = make_simulator(ctx.desc, ctx.body, sensors=[])
-        return SimulatorCamera(sim, width, height, hfov_deg), sim.close
+        return SimulatorCamera(sim, self.width, self.height, self.hfov_deg), sim.close
 
-    return factory
+
+def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0) -> SimulatorRendererFactory:
+    """A ``renderer_factory`` returning the simulator's camera (``SimulatorCamera``) and its closer."""
+    return SimulatorRendererFactory(width, height, hfov_deg)

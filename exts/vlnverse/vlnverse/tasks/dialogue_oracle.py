@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Protocol
@@ -247,6 +248,7 @@ def oracle_for_episode(episode, ctx) -> DialogueOracle:
         if not info.get("url"):
             raise ConfigError("llm oracle without endpoint", file=source, field="info.oracle.url",
                               expected="an OpenAI-compatible base URL")
-        return LLMOracle(ChatClient(info["url"], model=info.get("model") or "default"), base)
+        return LLMOracle(ChatClient(info["url"], model=info.get("model") or "default",
+                                    api_key=os.environ.get("VLNVERSE_LLM_API_KEY")), base)
     raise ConfigError(f"unknown oracle type '{kind}'", file=source, field="info.oracle.type",
                       expected="scene_graph or llm")

@@ -68,6 +68,8 @@ class Episode:
     instructions: list[Instruction]
     info: dict[str, Any] = field(default_factory=dict)
     version: int = EPISODE_VERSION
+    #: where the episode was read from, ``(file, line)`` (for error messages; not written)
+    source: tuple[str, int] | None = field(default=None, compare=False, repr=False)
 
     @property
     def instruction_text(self) -> str:
@@ -247,16 +249,23 @@ def save_episodes(path: str | Path, episodes: list[Episode]) -> Path:
 def _read_jsonl(path: Path, split: str | None) -> list[Episode]:
     episodes: list[Episode] = []
     seen: dict[str, int] = {}
-    with path.open("r", encoding="utf-8") as fh:
+    with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             if not raw.strip():
                 continue
             try:
-                data = json.loads(raw)
+                data = json.loads(raw.decode("utf-8"))
             except json.JSONDecodeError as exc:
                 raise ConfigError(f"malformed JSON: {exc.msg} (column {exc.colno})", file=path, line=lineno,
                                   expected="one JSON object per line") from None
+            except UnicodeDecodeError as exc:
+                raise ConfigError(f"not UTF-8 text (byte {exc.start} of the line)", file=path, line=lineno,
+                                  expected="one UTF-8 JSON object per line") from None
+            except (ValueError, RecursionError) as exc:  # 5000-digit numbers, nesting too deep
+                raise ConfigError(f"unreadable JSON: {str(exc).splitlines()[0][:80]}", file=path, line=lineno,
+                                  expected="one JSON object per line") from None
             episode = _parse_episode(data, file=path, line=lineno)
+            episode.source = (str(path), lineno)
             if episode.episode_id in seen:
                 raise ConfigError(f"duplicate episode id '{episode.episode_id}' (first on line "
                                   f"{seen[episode.episode_id]})", file=path, line=lineno, field="episode_id")

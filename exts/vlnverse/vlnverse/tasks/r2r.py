@@ -25,11 +25,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..core.config import short
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_bytes_atomic, write_text_atomic
 from ..core.precision import LENGTH_DECIMALS, QUATERNION_DECIMALS, round_floats, unit_quaternion
@@ -131,8 +133,30 @@ def _require(cond: bool, path: Path, field: str, problem: str, expected: str) ->
 def _vec3(value: Any, path: Path, field: str) -> list[float]:
     ok = isinstance(value, (list, tuple)) and len(value) == 3 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value)
-    _require(ok, path, field, f"got {value!r}", "[x, y, z] finite numbers")
+    _require(ok, path, field, f"got {short(value)}", "[x, y, z] finite numbers")
     return habitat_to_zup(value)
+
+
+#: The most an R2R file may hold, compressed or inflated (bytes).
+MAX_R2R_BYTES = 256 * 2 ** 20
+
+
+def _gunzip_capped(raw: bytes, path: Path) -> bytes:
+    """Inflate gzip ``raw`` in chunks, refusing more than ``MAX_R2R_BYTES`` (a gzip bomb)."""
+    parts: list[bytes] = []
+    size = 0
+    while raw:  # one gzip member after another
+        inflater = zlib.decompressobj(wbits=47)  # gzip or zlib header
+        out = inflater.decompress(raw, MAX_R2R_BYTES + 1 - size)
+        size += len(out)
+        if size > MAX_R2R_BYTES or inflater.unconsumed_tail:
+            raise ConfigError(f"inflates to more than {MAX_R2R_BYTES} bytes", file=path,
+                              expected="a smaller R2R file")
+        if not inflater.eof:
+            raise ConfigError("truncated gzip stream", file=path, expected="a complete .json.gz file")
+        parts.append(out)
+        raw = inflater.unused_data.lstrip(b"\0")
+    return b"".join(parts)
 
 
 def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained") -> list[Episode]:
@@ -146,16 +170,17 @@ def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained")
     if not path.is_file():
         raise ConfigError("R2R file not found", file=path)
     try:
+        if path.stat().st_size > MAX_R2R_BYTES:
+            raise ConfigError(f"{path.stat().st_size} bytes", file=path, expected=f"at most {MAX_R2R_BYTES} bytes")
         raw = path.read_bytes()
         if raw[:2] == b"\x1f\x8b":  # gzip by content, whatever the file is called
-            import gzip
-
-            raw = gzip.decompress(raw)
+            raw = _gunzip_capped(raw, path)
         data = json.loads(raw.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
-    except (OSError, EOFError, UnicodeDecodeError) as exc:  # corrupt gzip stream, bad bytes
-        raise ConfigError(f"unreadable R2R file: {exc}", file=path) from None
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error, ValueError, RecursionError) as exc:
+        # corrupt gzip stream, bad bytes, 5000-digit numbers, deep nesting
+        raise ConfigError(f"unreadable R2R file: {str(exc)[:120]}", file=path) from None
     _require(isinstance(data, dict) and isinstance(data.get("episodes"), list), path, "episodes",
              "missing", "a top-level object with an 'episodes' list")
     merged: dict[str, Episode] = {}
@@ -167,21 +192,23 @@ def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained")
         instr = rec["instruction"]
         _require(isinstance(instr, dict) and isinstance(instr.get("instruction_text"), str)
                  and instr["instruction_text"].strip() != "", path, f"{where}.instruction.instruction_text",
-                 f"got {instr!r}", "a non-empty string")
+                 f"got {short(instr)}", "a non-empty string")
         rot = rec["start_rotation"]
-        _require(isinstance(rot, (list, tuple)) and len(rot) == 4 and all(isinstance(v, (int, float)) for v in rot)
-                 and any(v != 0 for v in rot), path, f"{where}.start_rotation", f"got {rot!r}",
-                 "a non-zero quaternion [x, y, z, w]")
+        _require(isinstance(rot, (list, tuple)) and len(rot) == 4
+                 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in rot)
+                 and any(v != 0 for v in rot), path, f"{where}.start_rotation", f"got {short(rot)}",
+                 "a non-zero quaternion [x, y, z, w] of finite numbers")
         goals_raw = rec["goals"]
-        _require(isinstance(goals_raw, list) and len(goals_raw) > 0, path, f"{where}.goals", f"got {goals_raw!r}",
+        _require(isinstance(goals_raw, list) and len(goals_raw) > 0, path, f"{where}.goals", f"got {short(goals_raw)}",
                  "a non-empty list")
         goals = []
         for j, g in enumerate(goals_raw):
-            _require(isinstance(g, dict) and "position" in g, path, f"{where}.goals[{j}]", f"got {g!r}",
+            _require(isinstance(g, dict) and "position" in g, path, f"{where}.goals[{j}]", f"got {short(g)}",
                      "an object with 'position'")
             radius = g.get("radius", 3.0)
-            _require(isinstance(radius, (int, float)) and radius > 0, path, f"{where}.goals[{j}].radius",
-                     f"got {radius!r}", "a positive number")
+            _require(isinstance(radius, (int, float)) and not isinstance(radius, bool) and math.isfinite(radius)
+                     and radius > 0, path, f"{where}.goals[{j}].radius",
+                     f"got {short(radius)}", "a positive number")
             goals.append(Goal(position=_vec3(g["position"], path, f"{where}.goals[{j}].position"),
                               radius=float(radius)))
         start = _vec3(rec["start_position"], path, f"{where}.start_position")
@@ -191,6 +218,9 @@ def import_r2r(path: str | Path, *, split: str, task_type: str = "fine_grained")
         geodesic = info.get("geodesic_distance") if isinstance(info, dict) else None
         if geodesic is None:
             geodesic = float(np.linalg.norm(np.diff(np.asarray(reference), axis=0), axis=1).sum())
+        _require(isinstance(geodesic, (int, float)) and not isinstance(geodesic, bool) and math.isfinite(geodesic)
+                 and geodesic >= 0, path, f"{where}.info.geodesic_distance", f"got {short(geodesic)}",
+                 "a finite distance >= 0 m")
         episode_id = str(rec["episode_id"])
         base_id = episode_id.split("#", 1)[0]
         instruction = Instruction(text=instr["instruction_text"])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -154,6 +154,142 @@ def frustum_visible(centres: np.ndarray, radii: np.ndarray, position: np.ndarray
     return (fwd >= -radii) & ok_h & ok_v
 
 
+def _static_geom_footprints(model) -> tuple[np.ndarray, np.ndarray]:
+    """World xy bounding boxes (lo, hi; (ngeom, 2) each) of geoms from their local AABBs and
+    model-frame poses (exact for geoms of the world body)."""
+    aabb = np.asarray(model.geom_aabb).reshape(-1, 6)
+    q = np.asarray(model.geom_quat)
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    rot = np.stack([np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+                    np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1)], 1)  # rows x, y
+    centre = np.asarray(model.geom_pos)[:, :2] + np.einsum("nij,nj->ni", rot, aabb[:, :3])
+    half = np.einsum("nij,nj->ni", np.abs(rot), aabb[:, 3:])
+    return centre - half, centre + half
+
+
+class RoomPortals:
+    """Per-room visibility from the scene's rooms and doors (portal culling): from the room the
+    camera is in, a room next door is visible only when their door lies in the view frustum, and
+    so on room by room (a line of sight into a room passes through every door on the way, so
+    each of them touches the frustum: conservative for opaque full-height walls). Static geoms
+    whose footprint lies inside one room are assigned to it; everything else (walls between
+    rooms, movable objects, geoms outside every room) is left to frustum culling."""
+
+    #: door portal: a sphere round the opening (height above the floor, half-height, margin), m
+    DOOR_Z, DOOR_HALF_HEIGHT, MARGIN = 1.25, 1.4, 0.1
+    #: half the depth (m) of the box round a door opening (across the wall: half its thickness + margin)
+    DOOR_DEPTH = 0.2
+    #: closer than this (m) to a door's box, the camera sees through it whatever the direction
+    DOOR_NEAR = 0.3
+    #: how far (m) a geom's footprint may reach past its room's polygon and still belong to it
+    FOOTPRINT_SLACK = 0.15
+
+    def __init__(self, rooms, doors, model, floor_z: float = 0.0):
+        from matplotlib.path import Path as MplPath
+
+        self.paths = [MplPath(np.asarray(r.polygon, float)[:, :2]) for r in rooms]
+        index = {r.room_id: i for i, r in enumerate(rooms)}
+        lo, hi = _static_geom_footprints(model)
+        static = (np.asarray(model.geom_bodyid) == 0) & (np.asarray(model.geom_rbound) > 0)
+        # a footprint may reach FOOTPRINT_SLACK past the room polygon (floor slabs under walls,
+        # furniture against them): shrink it by that much before the inside test
+        slack = np.minimum(self.FOOTPRINT_SLACK, 0.25 * (hi - lo))  # thin walls keep their thickness
+        lo, hi = lo + slack, hi - slack
+        self.geom_room = np.full(model.ngeom, -1, int)
+        for i, path in enumerate(self.paths):
+            cand = np.flatnonzero(static & (self.geom_room < 0))
+            if not len(cand):
+                break
+            corners = np.stack([lo[cand], np.c_[lo[cand, 0], hi[cand, 1]], hi[cand], np.c_[hi[cand, 0], lo[cand, 1]],
+                                0.5 * (lo[cand] + hi[cand])], axis=1).reshape(-1, 2)
+            inside = path.contains_points(corners).reshape(len(cand), 5).all(axis=1)
+            self.geom_room[cand[inside]] = i
+        self.doors = [(index[a], index[b]) for d in doors for a, b in [d.room_ids] if a in index and b in index]
+        self.door_centres = np.array([[*np.asarray(d.center, float)[:2], floor_z + self.DOOR_Z] for d in doors
+                                      if d.room_ids[0] in index and d.room_ids[1] in index]).reshape(-1, 3)
+        self.door_radii = np.array([math.hypot(d.width / 2 + self.MARGIN, self.DOOR_HALF_HEIGHT) for d in doors
+                                    if d.room_ids[0] in index and d.room_ids[1] in index])
+        self.doors_of = {i: [k for k, (a, b) in enumerate(self.doors) if i in (a, b)] for i in range(len(self.paths))}
+        # each door as a box round its opening: along the wall (width + margin), across it
+        # (wall thickness + margin); its corners bound what can be seen through it
+        boxes = []
+        for d in doors:
+            if d.room_ids[0] in index and d.room_ids[1] in index:
+                along = np.array([1.0, 0.0]) if d.axis == "x" else np.array([0.0, 1.0])
+                across = np.array([-along[1], along[0]])
+                c, ha, hc = np.asarray(d.center, float)[:2], d.width / 2 + self.MARGIN, self.DOOR_DEPTH
+                boxes.append([c + sa * ha * along + sc * hc * across for sa in (-1, 1) for sc in (-1, 1)])
+        self.door_corners = np.array(boxes, float).reshape(-1, 4, 2)
+        self.useful = bool((self.geom_room >= 0).any())
+        self._last_key: tuple | None = None
+        self._last_start: list[int] = []
+
+    def _door_angles(self, position: np.ndarray, rotation: np.ndarray) -> list:
+        """Per door, the interval of horizontal view angles (rad, left positive) its box covers
+        from a level camera, ``(-inf, inf)`` when the camera is at or in it, ``None`` when it is
+        behind the camera."""
+        fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
+        left = np.array([-fwd[1], fwd[0]])
+        rel = self.door_corners - position[:2]
+        f, l_ = rel @ fwd, rel @ left
+        out: list = []
+        for k in range(len(rel)):
+            lo, hi = rel[k].min(axis=0), rel[k].max(axis=0)
+            gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0))  # camera to the (axis-aligned) box
+            if gap < self.DOOR_NEAR or (f[k] <= 1e-6).any() and not (f[k] <= 1e-6).all():
+                out.append((-math.inf, math.inf))
+            elif (f[k] <= 1e-6).all():
+                out.append(None)
+            else:
+                angles = np.arctan2(l_[k], f[k])
+                out.append((float(angles.min()), float(angles.max())))
+        return out
+
+    def hidden_geoms(self, position: np.ndarray, rotation: np.ndarray, hfov_deg: float,
+                     vfov_deg: float) -> np.ndarray | None:
+        """Geoms in rooms the camera cannot see into (bool, per geom), or ``None`` when the camera
+        is in no room (then nothing is culled by room)."""
+        key = (float(position[0]), float(position[1]))
+        if key != self._last_key:  # the views of a panorama share their position: look it up once
+            self._last_key = key
+            self._last_start = [i for i, p in enumerate(self.paths) if p.contains_point(key, radius=1e-6)
+                                or p.contains_point(key, radius=-1e-6)]
+        start = self._last_start
+        if not start:
+            return None
+        seen = set(start)
+        fwd = rotation[:, 0]
+        if abs(fwd[2]) > 1e-6 or not len(self.doors):  # pitched camera: doors in the frustum open rooms
+            door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
+                if len(self.doors) else np.zeros(0, bool)
+            frontier = list(start)
+            while frontier:
+                room = frontier.pop()
+                for k in self.doors_of[room]:
+                    other = self.doors[k][1] if self.doors[k][0] == room else self.doors[k][0]
+                    if door_seen[k] and other not in seen:
+                        seen.add(other)
+                        frontier.append(other)
+        else:  # level camera: narrow the horizontal view through each door on the way
+            intervals = self._door_angles(position, rotation)
+            half = math.radians(hfov_deg) / 2 + 1e-3
+            stack = [(room, -half, half, frozenset([room])) for room in start]
+            while stack:
+                room, lo, hi, path = stack.pop()
+                for k in self.doors_of[room]:
+                    other = self.doors[k][1] if self.doors[k][0] == room else self.doors[k][0]
+                    if other in path or intervals[k] is None:
+                        continue
+                    new_lo, new_hi = max(lo, intervals[k][0]), min(hi, intervals[k][1])
+                    if new_lo < new_hi:
+                        seen.add(other)
+                        stack.append((other, new_lo, new_hi, path | {other}))
+        visible_room = np.zeros(len(self.paths) + 1, bool)
+        visible_room[list(seen)] = True
+        visible_room[-1] = True  # index -1: geoms of no room
+        return ~visible_room[self.geom_room]
+
+
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
 ACTIVE_ROOM_LIGHTS = 2
 
@@ -172,8 +308,10 @@ class GLRenderer:
 
     name = "gl"
 
-    def __init__(self, built: BuiltScene, model, antialias: bool = False, quality: str = "fast"):
+    def __init__(self, built: BuiltScene, model, antialias: bool = False, quality: str = "fast",
+                 portals: RoomPortals | None = None):
         self._mj = import_mujoco()
+        self._portals = portals if portals is not None and portals.useful else None
         self._has_normal = _multiray_has_normal()
         self._built = built
         self._model = model
@@ -243,6 +381,10 @@ class GLRenderer:
         updated = None
         visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
         hidden = self._cullable & ~visible
+        if self._portals is not None:  # rooms seen through no door in view
+            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov)
+            if behind_walls is not None:
+                hidden |= self._cullable & behind_walls
         groups = self._model.geom_group
         if "rgb" in kinds:
             self._light_rooms_near(position)
@@ -283,7 +425,8 @@ class GLRenderer:
 _WARNED = False
 
 
-def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False, quality: str = "fast"):
+def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False, quality: str = "fast",
+                  scene: Any = None):
     """``choice`` = gl | raycast | auto. ``auto`` tries OpenGL and falls back to ray casting with a
     single warning per process; ``gl`` raises if no OpenGL context can be created. ``antialias``
     turns on 4× multisampling for GL RGB at ``fast``; ``quality`` is the render preset (see
@@ -296,7 +439,9 @@ def make_renderer(choice: str, built: BuiltScene, model, antialias: bool = False
 
         raise ConfigError(f"got {choice!r}", field="renderer", expected="one of auto, gl, raycast")
     try:
-        return GLRenderer(built, model, antialias, quality)
+        portals = RoomPortals(scene.rooms, scene.doors, model, built.floor_z) if scene is not None and scene.rooms \
+            else None
+        return GLRenderer(built, model, antialias, quality, portals)
     except Exception as exc:  # no EGL/OSMesa/PyOpenGL: any of several exception types
         if choice == "gl":
             from ...core.errors import VLNVerseError

@@ -1,20 +1,30 @@
 """Optional LLM stage: rewrite template instructions through an OpenAI-compatible chat endpoint.
 
-Used only when a URL is configured; stdlib ``urllib`` only (no client library). The rewrite is
-re-grounded by matching the scene vocabulary (``extract_mentions``) against the facts the LLM was
-given, and kept only if the ``Verifier`` accepts it and it names nothing outside those facts;
-otherwise the verified template instruction is returned unchanged.
+Used only when a URL is configured; stdlib ``http.client`` only (no client library). The rewrite
+is re-grounded by matching the scene vocabulary (``extract_mentions``) against the facts the LLM
+was given, and kept only if it names every entity of the template it replaces, is no refusal or
+placeholder (``rewrite_problems``), the ``Verifier`` accepts it and it names nothing outside those
+facts; otherwise the verified template instruction is returned unchanged and the fallback is
+counted (``collect_llm_warnings``; the dataset summary's ``warnings``).
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import http.client
 import json
+import logging
 import re
-import urllib.error
-import urllib.request
-from dataclasses import dataclass, replace
-from typing import Iterable
+import socket
+import threading
+import time
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Iterator
 
 from ...core.errors import VLNVerseError
+from ...core.io import redact_secrets, redact_url  # noqa: F401 - re-exported
 from .lexicon import COLOR_WORDS, MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
 from .types import GroundedInstruction, Mention, ObjectRef, RoomRef
 from .verifier import Verifier
@@ -35,11 +45,48 @@ class LLMError(VLNVerseError):
     """The chat endpoint could not be reached or answered something unusable."""
 
 
+log = logging.getLogger(__name__)
+
+#: Fallback counts of the LLM stage for the run in progress (see ``collect_llm_warnings``).
+_WARNINGS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("vlnverse_llm_warnings", default=None)
+#: Consecutive failures per endpoint for the run in progress (the shared circuit breaker).
+_FAILURES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("vlnverse_llm_failures", default=None)
+
+
+@contextlib.contextmanager
+def collect_llm_warnings() -> Iterator[Counter]:
+    """Count the LLM stage's fallbacks (endpoint errors, rejected rewrites) made inside the block;
+    the dataset summary reports them as ``warnings``."""
+    counter: Counter = Counter()
+    token = _WARNINGS.set(counter)
+    failures_token = _FAILURES.set({})
+    try:
+        yield counter
+    finally:
+        _FAILURES.reset(failures_token)
+        _WARNINGS.reset(token)
+
+
+def _warn(kind: str, message: str) -> None:
+    counter = _WARNINGS.get()
+    if counter is not None:
+        counter[kind] += 1
+        if counter[kind] <= 3:  # the first few of each kind are shown; the summary has the count
+            log.warning("%s", message)
+    else:
+        log.warning("%s", message)
+
+
 @dataclass
 class ChatClient:
     """Minimal OpenAI-compatible chat client: ``POST {url}/chat/completions``.
 
     ``url`` is the API base (``http://host:8000/v1``) or the full ``…/chat/completions`` URL.
+    Guards: ``timeout`` per network wait and ``deadline`` seconds for the whole request (a server
+    dripping bytes is cut off), answers over ``max_response_bytes`` are refused (read in chunks),
+    redirects are followed only within the same origin (scheme, host, port; never sending the
+    key elsewhere), and after ``max_failures`` consecutive failures the circuit opens: further
+    requests fail at once without touching the network. Messages never show a key from the URL.
     """
 
     url: str
@@ -47,6 +94,26 @@ class ChatClient:
     api_key: str | None = None
     timeout: float = 30.0
     temperature: float = 0.7
+    deadline: float = 60.0
+    max_response_bytes: int = 2_000_000
+    max_failures: int = 5
+    max_redirects: int = 3
+    _own_failures: int = field(default=0, init=False, repr=False)
+
+    @property
+    def consecutive_failures(self) -> int:
+        """Failures in a row of this endpoint: shared by every client of the same endpoint inside
+        one ``collect_llm_warnings`` block (a dataset run), so the circuit stays open across scenes."""
+        shared = _FAILURES.get()
+        return shared.get(self.endpoint, 0) if shared is not None else self._own_failures
+
+    @consecutive_failures.setter
+    def consecutive_failures(self, value: int) -> None:
+        shared = _FAILURES.get()
+        if shared is not None:
+            shared[self.endpoint] = value
+        else:
+            self._own_failures = value
 
     @property
     def endpoint(self) -> str:
@@ -54,22 +121,142 @@ class ChatClient:
         base = self.url.rstrip("/")
         return base if base.endswith("/chat/completions") else base + "/chat/completions"
 
+    @property
+    def circuit_open(self) -> bool:
+        """True after ``max_failures`` consecutive failures (no more requests are sent)."""
+        return self.consecutive_failures >= self.max_failures
+
     def complete(self, messages: list[dict], *, seed: int | None = None) -> str:
         """The assistant message text for ``messages``; raises ``LLMError`` on any failure."""
+        where = redact_url(self.endpoint)
+        if self.circuit_open:
+            raise LLMError(f"chat endpoint {where}: not contacted after {self.consecutive_failures} consecutive "
+                           "failures (circuit open)")
         body = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if seed is not None:
             body["seed"] = int(seed)
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.endpoint, data=json.dumps(body).encode("utf-8"), headers=headers,
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                data = json.loads(response.read().decode("utf-8"))
-            return str(data["choices"][0]["message"]["content"]).strip()
-        except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise LLMError(f"chat endpoint {self.endpoint}: {exc}") from None
+            raw = self._post(json.dumps(body).encode("utf-8"))
+            data = json.loads(raw.decode("utf-8"))
+            content = data["choices"][0]["message"]["content"]
+            if not isinstance(content, str):
+                raise ValueError(f"message content is {type(content).__name__}, not text")
+        except LLMError as exc:
+            self.consecutive_failures += 1
+            raise LLMError(f"chat endpoint {where}: {exc}") from None
+        except (OSError, ValueError, KeyError, IndexError, TypeError, http.client.HTTPException) as exc:
+            self.consecutive_failures += 1
+            raise LLMError(f"chat endpoint {where}: {type(exc).__name__}: {str(exc)[:200]}") from None
+        self.consecutive_failures = 0
+        return content.strip()
+
+    def _post(self, payload: bytes) -> bytes:
+        """POST ``payload`` and return the body, under the deadline and size cap."""
+        start = time.monotonic()
+        url = self.endpoint
+        origin = _origin(url)
+        for _ in range(self.max_redirects + 1):
+            parts = urllib.parse.urlsplit(url)
+            if parts.scheme not in ("http", "https") or not parts.hostname:
+                raise LLMError(f"unsupported URL scheme '{parts.scheme}'")
+            remaining = self.deadline - (time.monotonic() - start)
+            if remaining <= 0:
+                raise LLMError(f"no answer within the {self.deadline:g} s deadline")
+            conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+            conn = conn_cls(parts.hostname, parts.port, timeout=min(self.timeout, remaining))
+            headers = {"Content-Type": "application/json", "Accept": "application/json"}
+            if self.api_key:
+                headers["Authorization"] = f"Bearer {self.api_key}"
+            if parts.username or parts.password:
+                raise LLMError("credentials inside the URL are not sent (use VLNVERSE_LLM_API_KEY)")
+            # a watchdog closes the socket at the deadline, whatever the server drips
+            watchdog = threading.Timer(remaining, _abort, args=(conn,))
+            watchdog.daemon = True
+            watchdog.start()
+            try:
+                path = parts.path or "/"
+                conn.request("POST", path + (f"?{parts.query}" if parts.query else ""), body=payload, headers=headers)
+                response = conn.getresponse()
+                if response.status in (301, 302, 307, 308):
+                    target = urllib.parse.urljoin(url, response.getheader("Location") or "")
+                    if _origin(target) != origin:
+                        raise LLMError(f"redirect to another origin ({redact_url(target)}) refused")
+                    url = target
+                    continue
+                if response.status != 200:
+                    raise LLMError(f"HTTP {response.status} {response.reason}")
+                length = response.getheader("Content-Length")
+                if length is not None and length.isdigit() and int(length) > self.max_response_bytes:
+                    raise LLMError(f"answer of {int(length)} bytes refused (limit {self.max_response_bytes})")
+                chunks, size = [], 0
+                while True:
+                    chunk = response.read1(65536)
+                    if not chunk:
+                        break
+                    size += len(chunk)
+                    if size > self.max_response_bytes:
+                        raise LLMError(f"answer over {self.max_response_bytes} bytes refused")
+                    if time.monotonic() - start > self.deadline:
+                        raise LLMError(f"no complete answer within the {self.deadline:g} s deadline")
+                    chunks.append(chunk)
+                if time.monotonic() - start >= self.deadline:  # the watchdog closed the socket
+                    raise LLMError(f"no complete answer within the {self.deadline:g} s deadline")
+                if length is not None and length.isdigit() and size < int(length):
+                    raise LLMError(f"answer cut off after {size} of {length} bytes")
+                return b"".join(chunks)
+            except (OSError, http.client.HTTPException) as exc:
+                if time.monotonic() - start >= self.deadline:
+                    raise LLMError(f"no complete answer within the {self.deadline:g} s deadline") from None
+                raise LLMError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            finally:
+                watchdog.cancel()
+                conn.close()
+        raise LLMError(f"more than {self.max_redirects} redirects")
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urllib.parse.urlsplit(url)
+    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    return parts.scheme, (parts.hostname or "").lower(), port
+
+
+def _abort(conn: http.client.HTTPConnection) -> None:
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+#: Phrases of a refusal, an apology, a meta answer or a placeholder: never an instruction.
+_NOT_AN_INSTRUCTION = re.compile(
+    r"\b(?:i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i can(?:no|')t|i am unable|i'?m unable|unable to (?:help|assist|"
+    r"comply)|as an ai|language model|i (?:won'?t|will not) |cannot (?:help|assist|comply)|can'?t (?:help|assist)|"
+    r"request|lorem ipsum|placeholder|todo|tbd|n/a|null|none|undefined|unknown|nan|error|here is|here's|"
+    r"rewritten instruction|instruction:)(?=\W|$)|<[a-z!/][^>]*>|[{}\[\]]|\\n|^\W*$", re.IGNORECASE)
+
+
+def rewrite_problems(text: str, template: GroundedInstruction, rewritten: GroundedInstruction) -> list[str]:
+    """Problems that make ``text`` unusable as a rewrite of ``template`` beyond the Verifier's
+    fact checks: a refusal, a placeholder or markup, an unreasonable length, or a missing entity
+    (every object category and room of the template, the target included, must be named)."""
+    problems = []
+    bad = _NOT_AN_INSTRUCTION.search(text)
+    if bad is not None:
+        problems.append(f"not an instruction (refusal, placeholder or markup: {bad.group(0)[:30]!r})")
+    words = len(text.split())
+    limit = 3 * len(template.text.split()) + 20
+    if words < 2 or words > limit or len(text) > 2000:
+        problems.append(f"{words} words (expected 2..{limit})")
+    named_objects = {m.category for m in rewritten.mentions if m.kind == "object" and m.instance_id is not None}
+    named_rooms = {m.room_id for m in rewritten.mentions if m.kind == "room" and m.room_id is not None}
+    for m in template.mentions:
+        if m.kind == "object" and m.category not in named_objects:
+            problems.append(f"does not name the {m.category.replace('_', ' ')} of the template")
+        elif m.kind == "room" and m.room_id is not None and m.room_id not in named_rooms:
+            problems.append(f"does not name the {(m.category or 'room').replace('_', ' ')} of the template")
+    return sorted(set(problems), key=problems.index)
 
 
 def _attribute_words(objects: Iterable[dict]) -> dict[str, tuple[str, str]]:
@@ -174,7 +361,8 @@ class LLMSynthesizer:
                                                 _attribute_words(self.verifier.view.objects.values()))
         rewritten = replace(instruction, text=text, mentions=mentions,
                             template_ids=instruction.template_ids + ("llm",))
-        problems = [f"'{w}' is not among the instruction's facts" for w in unresolved]
+        problems = rewrite_problems(text, instruction, rewritten)
+        problems += [f"'{w}' is not among the instruction's facts" for w in unresolved]
         problems += self.verifier.check(rewritten)
         return rewritten, problems
 
@@ -190,6 +378,7 @@ class LLMSynthesizer:
                 text = self.client.complete(messages, seed=None if seed is None else seed + attempt)
             except LLMError as exc:
                 self.rejections.append(("", [str(exc)]))
+                _warn("llm_errors", f"LLM rewrite skipped, template kept: {exc}")
                 return instruction
             text = text.strip().strip('"').strip()
             if not text:
@@ -198,4 +387,5 @@ class LLMSynthesizer:
             if not problems:
                 return rewritten
             self.rejections.append((text, problems))
+            _warn("llm_rejected", f"LLM rewrite rejected ({problems[0]}): {text[:60]!r}")
         return instruction

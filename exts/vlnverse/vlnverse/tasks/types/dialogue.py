@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...core.errors import ConfigError
+from ...core.io import redact_url
 from ..base import SceneContext, register_task
 from .coarse_grained import CoarseGrained, CoarseGrainedParams
 from .goals import GoalObject, target_info
@@ -47,6 +48,6 @@ class Dialogue(CoarseGrained):
         params = self.params
         oracle = {"type": params.oracle, "target": target_info(goal)}
         if oracle["type"] == "llm":
-            oracle["url"] = params.oracle_url
+            oracle["url"] = redact_url(params.oracle_url)  # episodes never hold a key (VLNVERSE_LLM_API_KEY)
             oracle["model"] = params.oracle_model
         return {"oracle": oracle}

@@ -1,0 +1,509 @@
+"""One engine for parallel, per-scene work: local worker processes or a Ray cluster.
+
+A *job* is the unit a worker takes (one scene: loading it and compiling its model is the
+expensive part, so a worker keeps the scene for all the job's items); an *item* is one result
+the job produces (an episode record, a scene's dataset shard ...). The job function runs in
+the worker and calls ``emit(item_id, result)`` as each item finishes, so results stream back
+to the driver, which alone calls ``on_result`` (e.g. the only writer of ``episodes.jsonl``).
+
+Failures: a job whose worker dies (killed, segfault, out of memory) or raises is retried on
+another worker with only the items not yet received (at most ``max_attempts`` tries), and
+the driver drops any item it has already received, so every item arrives exactly once. A job
+that still fails is reported in ``RunReport.failures`` with its key (the scene id) while the
+other jobs complete.
+
+Engines: ``local`` (``workers`` processes started with ``forkserver``/``spawn``; ``workers=1``
+runs in this process, where a job's exception simply propagates as in a plain loop) and ``ray`` (one actor per worker; ``address`` = ``HOST:PORT`` of a
+cluster started with ``ray start --head``, ``auto``, or ``None`` for a local instance already
+initialised or started here). Callers: ``vlnverse eval`` and ``vlnverse data generate``; the job
+function and its payload must be picklable (a module-level function).
+"""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from .errors import ConfigError, VLNVerseError
+
+ENGINES = ("local", "ray")
+#: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
+RAY_CONNECT_TIMEOUT_S = 10.0
+
+#: ``fn(payload, items, state, emit)``: run ``items`` (ids) of one job; ``state`` is a dict that
+#: lives as long as the worker (cache an agent or model there); ``emit(item_id, result)``.
+JobFn = Callable[[Any, tuple, dict, Callable[[str, Any], None]], None]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One unit of work: ``key`` names it in errors (a scene id), ``items`` are the ids of the
+    results it emits, ``payload`` is what the job function needs (picklable)."""
+
+    key: str
+    items: tuple
+    payload: Any
+
+
+@dataclass
+class JobFailure:
+    """A job that failed ``attempts`` times: its key, the last error and the items it never produced."""
+
+    key: str
+    error: str
+    missing: list
+    attempts: int
+
+
+@dataclass
+class RunReport:
+    """What a parallel run did: received item count, failed jobs and retries."""
+
+    received: int = 0
+    failures: list[JobFailure] = field(default_factory=list)
+    retries: int = 0
+    workers: int = 1
+    engine: str = "local"
+
+
+def check_workers(workers: Any, field_name: str = "--workers") -> int:
+    """``workers`` as an int >= 1, else ``ConfigError`` naming ``field_name``."""
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"got {workers!r}", field=field_name, expected="an integer >= 1")
+    return workers
+
+
+def check_address(address: str | None) -> None:
+    """A ``HOST:PORT`` Ray address must be well formed and accept a connection within a few
+    seconds (``ConfigError`` in one line otherwise); ``None``/``auto``/``local`` pass."""
+    if address in (None, "", "local", "auto"):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"got {address!r}", field="--address", expected="HOST:PORT of `ray start --head`, or auto")
+    import socket
+
+    try:
+        socket.create_connection((host, int(port)), timeout=min(3.0, RAY_CONNECT_TIMEOUT_S)).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc})", field="--address",
+                          expected="HOST:PORT of a running `ray start --head`") from None
+
+
+def check_engine(engine: str, address: str | None = None) -> str:
+    """``engine`` if known; ``ray`` must be importable (the ``[ray]`` extra)."""
+    if engine not in ENGINES:
+        raise ConfigError(f"got {engine!r}", field="--engine", expected="one of " + ", ".join(ENGINES))
+    if engine == "local" and address:
+        raise ConfigError(f"got {address!r} with the local engine", field="--address", expected="--engine ray")
+    if engine == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError("ray is not installed", field="--engine",
+                              expected="pip install 'vlnverse[ray]' (or --engine local)") from None
+        check_address(address)
+    return engine
+
+
+def add_parallel_options(parser: Any, what: str) -> None:
+    """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
+
+
+def parallel_settings(args: Any) -> dict:
+    """``workers``/``engine``/``address`` keyword arguments from parsed ``add_parallel_options``."""
+    workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
+    return {"workers": workers, "engine": args.engine, "address": args.address}
+
+
+def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], None], workers: int = 1,
+             engine: str = "local", address: str | None = None, max_attempts: int = 2,
+             on_failure: Callable[[JobFailure], None] | None = None) -> RunReport:
+    """Run ``jobs`` with ``fn`` on ``workers`` workers of ``engine``; ``on_result(item_id,
+    result)`` runs in this process, once per item, as results arrive (in completion order:
+    callers that need the serial order sort afterwards). Returns a ``RunReport``."""
+    check_workers(workers)
+    check_engine(engine, address)
+    jobs = [j for j in jobs if j.items]
+    if engine == "ray":
+        driver = _RayDriver(fn, workers, address)
+    elif workers == 1:
+        driver = _InlineDriver(fn)
+    else:
+        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))))
+    return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine)
+
+
+# --------------------------------------------------------------------------------------------
+# the driver loop, shared by every engine
+
+
+def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
+           on_failure: Callable | None, workers: int, engine: str) -> RunReport:
+    report = RunReport(workers=workers, engine=engine)
+    received: set = set()
+    pending = [(job, 1) for job in jobs]  # (job, attempt)
+    running: dict[int, tuple[Job, int]] = {}  # slot -> (job, attempt)
+
+    def fail(slot: int, error: str) -> None:
+        job, attempt = running.pop(slot)
+        missing = tuple(i for i in job.items if i not in received)
+        if not missing:
+            return
+        if attempt < max_attempts:
+            report.retries += 1
+            pending.append((Job(job.key, missing, job.payload), attempt + 1))
+        else:
+            failure = JobFailure(job.key, error, list(missing), attempt)
+            report.failures.append(failure)
+            if on_failure is not None:
+                on_failure(failure)
+
+    def handle(message: tuple) -> None:
+        kind, slot, item, value = message
+        if kind == "item":
+            if item not in received:  # a retried job may repeat what a dead worker already sent
+                received.add(item)
+                report.received += 1
+                on_result(item, value)
+        elif slot in running:
+            if kind == "done":
+                job, _ = running[slot]
+                if all(i in received for i in job.items):
+                    running.pop(slot)
+                else:  # finished without emitting everything: retry the rest
+                    fail(slot, "the job ended without producing all its items")
+            elif kind == "error":
+                fail(slot, value)
+        if kind == "fatal":
+            raise VLNVerseError(f"job {running[slot][0].key if slot in running else '?'}: {value}")
+
+    if isinstance(driver, _InlineDriver):
+        driver.handle = handle
+    try:
+        while pending or running:
+            for slot in driver.idle_slots(set(running)):
+                if not pending:
+                    break
+                job, attempt = pending.pop(0)
+                running[slot] = (job, attempt)
+                driver.submit(slot, job)
+            for message in driver.poll(0.2):
+                handle(message)
+    finally:
+        driver.close()
+    return report
+
+
+class _Emitter:
+    """Collects one job's results in the worker and forwards them."""
+
+    def __init__(self, send: Callable[[tuple], None], slot: int):
+        self.send, self.slot = send, slot
+
+    def __call__(self, item: str, result: Any) -> None:
+        self.send(("item", self.slot, item, result))
+
+
+def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], slot: int, *,
+             inline: bool = False) -> None:
+    from .errors import ConfigError, UnknownNameError
+
+    try:
+        fn(job.payload, job.items, state, _Emitter(send, slot))
+    except (ConfigError, UnknownNameError) as exc:  # bad input fails every scene alike: stop the run
+        if inline:
+            raise
+        send(("fatal", slot, None, str(exc)))
+        return
+    except Exception as exc:  # noqa: BLE001 - reported with the job's key, the run goes on
+        if inline:  # the serial path behaves as a plain loop: the error stops the run
+            raise
+        tb = traceback.format_exc(limit=-3).strip().splitlines()
+        where = tb[-3].strip() if len(tb) >= 3 else ""
+        send(("error", slot, None, f"{type(exc).__name__}: {exc}" + (f" ({where})" if where else "")))
+        return
+    send(("done", slot, None, None))
+
+
+# --------------------------------------------------------------------------------------------
+# inline (workers=1, local): the serial path, no processes
+
+
+class _InlineDriver:
+    """Runs each job here; its messages go straight to the driver loop's ``handle``."""
+
+    def __init__(self, fn: JobFn):
+        self.fn, self.state = fn, {}
+        self.handle: Callable[[tuple], None] | None = None
+
+    def idle_slots(self, busy: set) -> list[int]:
+        return [] if busy else [0]
+
+    def submit(self, slot: int, job: Job) -> None:
+        _run_one(self.fn, job, self.state, self.handle, slot, inline=True)
+
+    def poll(self, timeout: float) -> list[tuple]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+# --------------------------------------------------------------------------------------------
+# local processes
+
+
+def _mp_context() -> Any:
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any) -> None:
+    """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
+    of its own, so a worker killed mid-write cannot block the others)."""
+    state: dict = {}
+    while True:
+        job = inbox.get()
+        if job is None:
+            return
+        _run_one(fn, job, state, conn.send, slot)
+
+
+class _LocalDriver:
+    def __init__(self, fn: JobFn, workers: int):
+        self.fn, self.ctx = fn, _mp_context()
+        self.procs: dict[int, Any] = {}
+        self.inboxes: dict[int, Any] = {}
+        self.conns: dict[int, Any] = {}
+        for slot in range(workers):
+            self._start(slot)
+
+    def _start(self, slot: int) -> None:
+        inbox = self.ctx.Queue()
+        receiver, sender = self.ctx.Pipe(duplex=False)
+        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender), daemon=True,
+                                name=f"vlnverse-worker-{slot}")
+        proc.start()
+        sender.close()  # the worker holds the only write end: EOF here when it dies
+        self.procs[slot], self.inboxes[slot], self.conns[slot] = proc, inbox, receiver
+
+    def pids(self) -> list[int]:
+        """Process ids of the live workers."""
+        return [p.pid for p in self.procs.values() if p.is_alive()]
+
+    def idle_slots(self, busy: set) -> list[int]:
+        return [s for s in self.procs if s not in busy]
+
+    def submit(self, slot: int, job: Job) -> None:
+        self.inboxes[slot].put(job)
+
+    def poll(self, timeout: float) -> list[tuple]:
+        from multiprocessing.connection import wait
+
+        messages: list[tuple] = []
+        slot_of = {id(c): s for s, c in self.conns.items()}
+        for conn in wait(list(self.conns.values()), timeout):
+            slot = slot_of[id(conn)]
+            try:
+                while True:
+                    messages.append(conn.recv())
+                    if not conn.poll():
+                        break
+            except (EOFError, OSError, ValueError, pickle.UnpicklingError):
+                proc = self.procs[slot]
+                proc.join(5.0)
+                code = proc.exitcode
+                reason = "no exit status" if code is None else (f"signal {-code}" if code < 0 else f"exit status {code}")
+                messages.append(("error", slot, None, f"worker {slot} (pid {proc.pid}) died: {reason}"))
+                conn.close()
+                self.inboxes[slot].close()
+                if proc.is_alive():
+                    proc.kill()
+                self._start(slot)  # a fresh worker takes the slot
+        return messages
+
+    def close(self) -> None:
+        for slot, proc in self.procs.items():
+            if proc.is_alive():
+                try:
+                    self.inboxes[slot].put(None)
+                except (OSError, ValueError):
+                    pass
+        deadline = time.monotonic() + 5.0
+        for proc in self.procs.values():
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1.0)
+        for slot in self.procs:
+            self.conns[slot].close()
+            self.inboxes[slot].close()
+
+
+# --------------------------------------------------------------------------------------------
+# Ray
+
+
+def connect_ray(address: str | None, *, num_cpus: int | None = None) -> Any:
+    """Initialise Ray (once): ``address`` ``HOST:PORT`` / ``auto`` joins a cluster (``ConfigError``
+    in one line if it is unreachable within ``RAY_CONNECT_TIMEOUT_S``), ``None`` starts a local
+    instance unless one is running in this process."""
+    import ray
+
+    if ray.is_initialized():
+        return ray
+    if address in (None, "", "local"):
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        return ray
+    check_address(address)
+    import threading
+
+    result: dict = {}
+
+    def init() -> None:
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False)
+            result["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - turned into one line below
+            result["error"] = exc
+
+    thread = threading.Thread(target=init, daemon=True)
+    thread.start()
+    thread.join(RAY_CONNECT_TIMEOUT_S)
+    if "ok" not in result:
+        reason = f"{type(result['error']).__name__}: {str(result['error']).splitlines()[0]}" if "error" in result \
+            else f"no answer within {RAY_CONNECT_TIMEOUT_S:.0f} s"
+        raise ConfigError(f"cannot join the Ray cluster at {address} ({reason})", field="--address",
+                          expected="HOST:PORT of a running `ray start --head`")
+    return ray
+
+
+def source_path() -> str:
+    """``PYTHONPATH`` for Ray workers: this process's ``sys.path`` folders outside the Python
+    installation (the vlnverse checkout, the caller's own modules)."""
+    import sys
+    import sysconfig
+
+    installed = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    folders = []
+    for entry in sys.path:
+        folder = os.path.realpath(entry or os.getcwd())
+        if os.path.isdir(folder) and folder not in installed and not folder.startswith(tuple(installed)) \
+                and folder not in folders:
+            folders.append(folder)
+    return os.pathsep.join(folders)
+
+
+class _RayDriver:
+    """One actor per worker; each job is a streaming generator call, so items arrive one by one."""
+
+    def __init__(self, fn: JobFn, workers: int, address: str | None):
+        self.ray = connect_ray(address, num_cpus=None)
+        ray = self.ray
+
+        @ray.remote(num_cpus=1, max_restarts=0)
+        class RayJobWorker:
+            """One Ray worker: keeps ``state`` across jobs, yields a job's items as they finish."""
+
+            def __init__(self, job_fn: JobFn):
+                self.fn, self.state = job_fn, {}
+
+            def pid(self) -> int:
+                return os.getpid()
+
+            def run(self, job: Job, slot: int):
+                it = _GeneratorBridge(self.fn, job, self.state, slot)
+                yield from it
+
+        # Workers import the job function's module: give them this process's source folders
+        # (a checkout on PYTHONPATH, a test folder); installed packages they find themselves.
+        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": {"PYTHONPATH": source_path()}}), fn
+        self.actors: dict[int, Any] = {}
+        self.gens: dict[int, Any] = {}
+        for slot in range(workers):
+            self.actors[slot] = self.cls.remote(fn)
+
+    def pids(self) -> list[int]:
+        """Process ids of the live worker actors."""
+        return self.ray.get([a.pid.remote() for a in self.actors.values()], timeout=30)
+
+    def idle_slots(self, busy: set) -> list[int]:
+        return [s for s in self.actors if s not in busy]
+
+    def submit(self, slot: int, job: Job) -> None:
+        self.gens[slot] = self.actors[slot].run.options(num_returns="streaming").remote(job, slot)
+
+    def poll(self, timeout: float) -> list[tuple]:
+        if not self.gens:
+            time.sleep(min(timeout, 0.05))
+            return []
+        ray = self.ray
+        ready, _ = ray.wait(list(self.gens.values()), num_returns=1, timeout=timeout)
+        messages = []
+        for slot, gen in list(self.gens.items()):
+            if gen not in ready:
+                continue
+            while True:
+                try:
+                    ref = next(gen)
+                except StopIteration:
+                    del self.gens[slot]
+                    break
+                try:
+                    messages.append(ray.get(ref))
+                except Exception as exc:  # noqa: BLE001 - the actor died: restart it, retry the job
+                    del self.gens[slot]
+                    messages.append(("error", slot, None, f"Ray worker {slot} died: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
+                    try:
+                        ray.kill(self.actors[slot])
+                    except Exception:  # noqa: BLE001
+                        pass
+                    self.actors[slot] = self.cls.remote(self.fn)
+                    break
+                if messages[-1][0] in ("done", "error"):
+                    continue
+                ready_more, _ = ray.wait([gen], num_returns=1, timeout=0)
+                if not ready_more:
+                    break
+        return messages
+
+    def close(self) -> None:
+        for actor in self.actors.values():
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+class _GeneratorBridge:
+    """Runs a job function in a thread and yields its messages as they are emitted (Ray's
+    streaming generators need a generator; job functions use a callback)."""
+
+    def __init__(self, fn: JobFn, job: Job, state: dict, slot: int):
+        self.fn, self.job, self.state, self.slot = fn, job, state, slot
+
+    def __iter__(self):
+        import threading
+
+        q: queue.Queue = queue.Queue()
+        thread = threading.Thread(target=_run_one, args=(self.fn, self.job, self.state, q.put, self.slot),
+                                  daemon=True)
+        thread.start()
+        while True:
+            message = q.get()
+            yield message
+            if message[0] in ("done", "error"):
+                thread.join()
+                return
