@@ -8,7 +8,8 @@ import pytest
 
 from vlnverse.core.errors import ConfigError, NoNavigableSpaceError, SceneError
 from vlnverse.scenes.description import Geom, SceneDescription
-from vlnverse.scenes.occupancy import FREE, OCCUPIED, UNKNOWN, OccupancyMap, build_occupancy_map
+from vlnverse.scenes.occupancy import (FREE, OCCUPIED, UNKNOWN, OccupancyMap, build_navigable_map,
+                                       build_occupancy_map)
 
 RES = 0.05
 
@@ -196,6 +197,62 @@ def test_dilation_grows_an_obstacle_by_the_radius():
     assert nav.grid[r + 4, c + 5] == OCCUPIED and occ.dilate(0.27).grid[r + 4, c + 5] == FREE
     # unknown grows too: the free band along the floor edge is now UNKNOWN
     assert nav.grid[1:61, 1:7].max() == UNKNOWN and nav.grid[30, 7] == FREE
+
+
+def test_navigable_map_keeps_the_body_clear_of_a_box_corner():
+    """Hand-computed: a box over x, y in [1.0, 1.57] marks centres up to 1.525 (1.575 lies outside),
+    so its corner (1.57, 1.57) reaches 0.045 m beyond the last marked centre in x and y — almost
+    a cell diagonally. Stretch's radius 0.17 m; cell centre (1.725, 1.625):
+    grid rule (``dilate``): distance to the nearest marked centre (1.525, 1.525) = √(0.2² + 0.1²)
+    = 0.2236 >= 0.17 + 0.05, so the grid dilation keeps it FREE; but the true distance to the
+    corner is √(0.155² + 0.055²) = 0.1645 < 0.17: the body would overlap the box."""
+    desc = scene(box(1.285, 1.285, 0.4, 0.285, 0.285, 0.4))
+    occ = build_occupancy_map(desc)
+    nav = build_navigable_map(desc, 0.17, occupancy=occ)
+    assert nav.radius == 0.17
+    corner_cell, beside = np.array([[1.725, 1.625]]), np.array([[1.725, 1.675]])  # beside: 0.1872 m away
+    assert occ.dilate(0.17).is_free(corner_cell)[0]  # the grid rule's blind spot at corners
+    assert not nav.is_free(corner_cell)[0] and nav.is_free(beside)[0]
+    # along the faces the exact rule and the grid rule agree: 0.155 m from the x face blocked, 0.205 m free
+    assert not nav.is_free(np.array([[1.725, 1.275]]))[0] and nav.is_free(np.array([[1.775, 1.275]]))[0]
+    assert nav.grid[occ.world_to_cell(corner_cell)[0][0], occ.world_to_cell(corner_cell)[0][1]] == OCCUPIED
+
+
+@pytest.mark.parametrize("yaw", [0.0, 0.5, math.pi / 4])
+def test_navigable_cells_are_exactly_the_cells_at_least_a_radius_from_every_footprint(yaw):
+    """Every FREE cell of the raw map away from the floor edge is navigable iff its centre's exact
+    distance to each footprint (a rotated box, an upright cylinder) is at least the radius."""
+    radius = 0.18
+    b = box(1.2, 1.3, 0.4, 0.31, 0.17, 0.4, yaw=yaw)
+    disc = Geom("cylinder", pose(2.9, 1.6, 0.4), (0.23, 0.4, 0.0), label="table")
+    desc = scene(b, disc)
+    occ = build_occupancy_map(desc)
+    nav = build_navigable_map(desc, radius, occupancy=occ)
+    rows, cols = np.nonzero(occ.grid == FREE)
+    xy = occ.cell_to_world(np.stack([rows, cols], axis=1))
+    c, s = math.cos(yaw), math.sin(yaw)
+    local = (xy - [1.2, 1.3]) @ np.array([[c, -s], [s, c]])  # world -> box frame
+    d_box = np.hypot(np.maximum(np.abs(local[:, 0]) - 0.31, 0), np.maximum(np.abs(local[:, 1]) - 0.17, 0))
+    d_disc = np.maximum(np.hypot(xy[:, 0] - 2.9, xy[:, 1] - 1.6) - 0.23, 0)
+    # the UNKNOWN cells outside the floor have centres half a cell beyond its edges
+    margin = radius + RES - RES / 2
+    inland = (xy[:, 0] >= margin) & (xy[:, 0] <= 4 - margin) & (xy[:, 1] >= margin) & (xy[:, 1] <= 3 - margin)
+    clear = np.minimum(d_box, d_disc) >= radius
+    navigable = nav.grid[rows, cols] == FREE
+    np.testing.assert_array_equal(navigable[inland], clear[inland])
+    assert (nav.grid[rows, cols][inland & ~clear] == OCCUPIED).all()
+    # the floor edge grows as before (grid margin radius + one cell): UNKNOWN, never navigable
+    assert not navigable[~inland].any() and (nav.grid[rows, cols][~inland] != OCCUPIED).any()
+
+
+def test_navigable_map_bad_input():
+    desc = scene(source_path="/data/tiny.usda")
+    with pytest.raises(NoNavigableSpaceError, match=r"/data/tiny.usda.*radius 2\.000"):
+        build_navigable_map(desc, 2.0)
+    with pytest.raises(ConfigError, match="radius"):
+        build_navigable_map(desc, -0.1)
+    with pytest.raises(ConfigError, match="occupancy"):
+        build_navigable_map(desc, 0.18, occupancy=build_occupancy_map(desc, resolution=0.1))
 
 
 def test_dilation_with_no_space_left_names_the_radius_and_file():

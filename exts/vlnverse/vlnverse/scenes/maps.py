@@ -22,12 +22,12 @@ from ..core.errors import ConfigError
 from ..core.io import write_json_atomic
 from ..paths import cache_dir
 from .description import STRUCTURE_LABELS, SceneDescription
-from .occupancy import FREE, OccupancyMap, build_occupancy_map, scene_name, write_npz
+from .occupancy import FREE, OccupancyMap, build_navigable_map, build_occupancy_map, scene_name, write_npz
 from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
 
 #: Bump when occupancy/room-map/scene-graph rules change, to invalidate cached maps.
-MAPS_VERSION = 6  # bump when map semantics change (cached maps are keyed by it)
+MAPS_VERSION = 7  # bump when map semantics change (cached maps are keyed by it)
 
 #: The default body's step height (m): lower obstacles are stepped over (each body has its own).
 DEFAULT_STEP_HEIGHT = R2R_CE.step_height
@@ -38,8 +38,8 @@ class SceneMaps:
     """Maps of one scene for one body, all on the same grid.
 
     ``occupancy``: the raw FREE/OCCUPIED/UNKNOWN map in the body's height band;
-    ``navigable``: ``occupancy`` dilated by the body radius (FREE = the body centre may stand
-    there); ``room_map``: room id of every FREE cell of ``occupancy`` (hence of every
+    ``navigable``: ``occupancy``'s FREE cells at least the body radius from every obstacle
+    footprint (``build_navigable_map``: FREE = the body centre may stand there); ``room_map``: room id of every FREE cell of ``occupancy`` (hence of every
     navigable cell), -1 elsewhere; ``scene_graph``: rooms, objects and their relations.
     """
 
@@ -121,7 +121,7 @@ def _write_cache(path: Path, maps: SceneMaps) -> None:
 
 
 def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *, cache: bool = True) -> SceneMaps:
-    """Occupancy (in the body's height band), navigable map (dilated by its radius), room map and graph.
+    """Occupancy (in the body's height band), navigable map (``build_navigable_map``), room map and graph.
 
     ``body`` is an ``AgentBody`` or a preset name. With ``cache`` the bundle is read from /
     written to the disk cache (module docstring). Raises ``ConfigError`` (resolution),
@@ -142,7 +142,8 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
             return cached
     occupancy = build_occupancy_map(desc, resolution=resolution, agent_height=body.height,
                                     step_height=body.step_height)
-    navigable = occupancy.dilate(body.radius)
+    navigable = build_navigable_map(desc, body.radius, occupancy=occupancy, resolution=resolution,
+                                    agent_height=body.height, step_height=body.step_height)
     room_map = build_room_map(desc, occupancy)
     maps = SceneMaps(occupancy, navigable, room_map, build_scene_graph(desc, room_map=room_map, grid=occupancy))
     if path is not None:

@@ -25,6 +25,10 @@ passes through, so that thin walls never leave gaps; and a footprint that contai
 centre at all (a pole or bar thinner than a cell, lying between centres) marks every cell it
 overlaps.
 
+**Navigable maps** (``build_navigable_map``) keep a FREE cell for a disc agent of radius r iff
+its centre is at least r from every footprint (exact distance to the footprint: inside it, or to
+its boundary segments) and at least r + one cell from every UNKNOWN centre.
+
 A cell is UNKNOWN (outside the home) when it is not occupied and its centre is not above a
 floor geom: geoms labelled ``floor``, plus any colliding geom whose top lies within
 ``FLOOR_TOLERANCE`` of ``floor_z``. Every other cell is FREE. The grid covers the floor's
@@ -134,16 +138,18 @@ class OccupancyMap:
                 float(self.origin[1]), float(self.origin[1] + h * self.resolution))
 
     def dilate(self, radius: float) -> "OccupancyMap":
-        """Grow OCCUPIED and UNKNOWN cells by ``radius`` metres (Euclidean disk).
+        """Grow OCCUPIED and UNKNOWN cells by ``radius`` metres (Euclidean disk), from the grid alone.
 
-        Conservative by one cell: a FREE cell stays FREE only when the distance between its
-        centre and the nearest non-free cell's centre is at least ``radius + resolution``.
-        Cells are marked by centre coverage, so an obstacle may reach almost to the centre of an
-        unmarked neighbour — i.e. up to (but not including) one cell beyond a marked centre —
-        and this margin guarantees the agent's disc never overlaps real geometry. Otherwise the
-        cell takes the value (OCCUPIED or UNKNOWN) of that nearest non-free cell. The FREE
-        cells of the result are where the centre of a disc agent of that radius may stand. Raises
-        ``NoNavigableSpaceError`` when no FREE cell is left.
+        A FREE cell stays FREE only when the distance between its centre and the nearest
+        non-free cell's centre is at least ``radius + resolution``; otherwise it takes the value
+        (OCCUPIED or UNKNOWN) of that cell. Raises ``NoNavigableSpaceError`` when no FREE cell is left.
+
+        The extra cell covers an obstacle face, which may reach almost one cell beyond the last
+        centre it covers, but not every corner: along a diagonal a box corner may reach almost
+        √2 cells beyond a marked centre (a rotated corner or a thin slanted slat further), which
+        no grid-only margin bounds. Where the body must never overlap geometry (the navigable
+        maps of ``compute_scene_maps``), use ``build_navigable_map``, which measures the true
+        distance to every footprint.
         """
         if not (math.isfinite(radius) and radius >= 0):
             raise ConfigError(f"got {radius}", file=self.source or None, field="radius", expected="a radius >= 0 m")
@@ -194,11 +200,49 @@ def _check_resolution(resolution: float, source: str | None) -> float:
 
 
 class _Raster:
-    """Marks cells of a fixed grid whose centres fall inside shapes (all vectorised)."""
+    """Marks cells of a fixed grid whose centres fall inside shapes (all vectorised).
 
-    def __init__(self, origin: np.ndarray, resolution: float, shape: tuple[int, int]):
+    With ``clearance`` > 0 it marks the cells whose centres lie closer than ``clearance`` to a
+    shape instead (inside it, or within ``clearance`` of its boundary): where a disc of that
+    radius would overlap the shape. Every ``fill_*`` then returns True for any shape with area,
+    so the thin-obstacle exceptions (``fill_outline``) only run for zero-area shapes, whose
+    segments are measured exactly too.
+    """
+
+    def __init__(self, origin: np.ndarray, resolution: float, shape: tuple[int, int], clearance: float = 0.0):
         self.origin, self.res, self.shape = origin, resolution, shape
+        self.clearance = float(clearance)
         self.mask = np.zeros(shape, dtype=bool)
+
+    def _cells_in_boxes(self, lo: np.ndarray, hi: np.ndarray):
+        """All (shape index, row, col, centre x, centre y) with the cell centre inside the xy
+        boxes ``[lo[k], hi[k]]`` (``(K, 2)`` each), enumerated at once."""
+        c0 = np.maximum(np.ceil((lo[:, 0] - self.origin[0]) / self.res - 0.5 - _EPS), 0).astype(np.int64)
+        c1 = np.minimum(np.floor((hi[:, 0] - self.origin[0]) / self.res - 0.5 + _EPS), self.shape[1] - 1).astype(np.int64)
+        r0 = np.maximum(np.ceil((lo[:, 1] - self.origin[1]) / self.res - 0.5 - _EPS), 0).astype(np.int64)
+        r1 = np.minimum(np.floor((hi[:, 1] - self.origin[1]) / self.res - 0.5 + _EPS), self.shape[0] - 1).astype(np.int64)
+        nc, nr = np.maximum(c1 - c0 + 1, 0), np.maximum(r1 - r0 + 1, 0)
+        counts = nc * nr
+        idx = np.repeat(np.arange(len(lo)), counts)
+        local = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        rows = r0[idx] + local // nc[idx]
+        cols = c0[idx] + local % nc[idx]
+        return idx, rows, cols, self.origin[0] + (cols + 0.5) * self.res, self.origin[1] + (rows + 0.5) * self.res
+
+    def mark_near_segments(self, segs: np.ndarray) -> None:
+        """Mark cells whose centres lie closer than ``clearance`` to any segment ``(S, 2, 2)``
+        (exact point-to-segment distance; a centre exactly ``clearance`` away stays unmarked)."""
+        r = self.clearance
+        if len(segs) == 0 or r <= 0:
+            return
+        segs = np.asarray(segs, dtype=float)
+        a, b = segs[:, 0], segs[:, 1]
+        idx, rows, cols, px, py = self._cells_in_boxes(np.minimum(a, b) - r, np.maximum(a, b) + r)
+        a, d = a[idx], (b - a)[idx]
+        ux, uy = px - a[:, 0], py - a[:, 1]
+        t = np.clip((ux * d[:, 0] + uy * d[:, 1]) / np.maximum(d[:, 0] ** 2 + d[:, 1] ** 2, 1e-300), 0.0, 1.0)
+        near = (ux - t * d[:, 0]) ** 2 + (uy - t * d[:, 1]) ** 2 < (r - _EPS) ** 2
+        self.mask[rows[near], cols[near]] = True
 
     def _window(self, lo: np.ndarray, hi: np.ndarray) -> tuple[slice, slice] | None:
         """Row/col slices of cells whose centres may lie in the xy box [lo, hi]."""
@@ -227,19 +271,31 @@ class _Raster:
             return False
         win = self._window(hull.min(axis=0), hull.max(axis=0))
         if win is None:
-            return False
+            if self.clearance > 0:
+                self.mark_near_segments(np.stack([hull, np.roll(hull, -1, axis=0)], axis=1))
+            return self.clearance > 0
         gx, gy = self._centres(win)
         inside = np.ones(gx.shape, dtype=bool)
         tol = _EPS * max(1.0, float(np.abs(hull).max()))
         for (x0, y0), (x1, y1) in zip(hull, np.roll(hull, -1, axis=0)):
             inside &= (x1 - x0) * (gy - y0) - (y1 - y0) * (gx - x0) >= -tol * math.hypot(x1 - x0, y1 - y0)
         self.mask[win] |= inside
+        if self.clearance > 0:
+            self.mark_near_segments(np.stack([hull, np.roll(hull, -1, axis=0)], axis=1))
+            return True
         return bool(inside.any())
 
     def fill_disc(self, centre: np.ndarray, radius: float) -> bool:
         """Mark centres within ``radius`` of ``centre (2,)``; returns whether any centre was inside."""
         if radius <= 0:
             return False
+        if self.clearance > 0:  # closer than clearance to the disc
+            reach = radius + self.clearance
+            win = self._window(centre - reach, centre + reach)
+            if win is not None:
+                gx, gy = self._centres(win)
+                self.mask[win] |= (gx - centre[0]) ** 2 + (gy - centre[1]) ** 2 < (reach - _EPS) ** 2
+            return True
         win = self._window(centre - radius, centre + radius)
         if win is None:
             return False
@@ -259,23 +315,11 @@ class _Raster:
         if len(tris) == 0:
             return False
         tris = np.where((area2 < 0)[:, None, None], tris[:, ::-1], tris)  # make all counter-clockwise
-        lo, hi = tris.min(axis=1), tris.max(axis=1)
-        c0 = np.maximum(np.ceil((lo[:, 0] - self.origin[0]) / self.res - 0.5 - _EPS), 0).astype(np.int64)
-        c1 = np.minimum(np.floor((hi[:, 0] - self.origin[0]) / self.res - 0.5 + _EPS), self.shape[1] - 1).astype(np.int64)
-        r0 = np.maximum(np.ceil((lo[:, 1] - self.origin[1]) / self.res - 0.5 - _EPS), 0).astype(np.int64)
-        r1 = np.minimum(np.floor((hi[:, 1] - self.origin[1]) / self.res - 0.5 + _EPS), self.shape[0] - 1).astype(np.int64)
-        nc, nr = np.maximum(c1 - c0 + 1, 0), np.maximum(r1 - r0 + 1, 0)
-        counts = nc * nr
-        keep = counts > 0
-        if not keep.any():
-            return False
-        tris, c0, r0, nc, counts = tris[keep], c0[keep], r0[keep], nc[keep], counts[keep]
-        tri_idx = np.repeat(np.arange(len(tris)), counts)
-        local = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
-        rows = r0[tri_idx] + local // nc[tri_idx]
-        cols = c0[tri_idx] + local % nc[tri_idx]
-        px = self.origin[0] + (cols + 0.5) * self.res
-        py = self.origin[1] + (rows + 0.5) * self.res
+        if self.clearance > 0:
+            self.mark_near_segments(np.concatenate([tris[:, [k, (k + 1) % 3]] for k in range(3)]))
+        tri_idx, rows, cols, px, py = self._cells_in_boxes(tris.min(axis=1), tris.max(axis=1))
+        if len(tri_idx) == 0:
+            return self.clearance > 0
         inside = np.ones(len(px), dtype=bool)
         t = tris[tri_idx]
         for k in range(3):
@@ -284,11 +328,15 @@ class _Raster:
             length = np.hypot(edge[:, 0], edge[:, 1])
             inside &= edge[:, 0] * (py - a[:, 1]) - edge[:, 1] * (px - a[:, 0]) >= -_EPS * length
         self.mask[rows[inside], cols[inside]] = True
-        return bool(inside.any())
+        return bool(inside.any()) or self.clearance > 0
 
     def fill_segments(self, segs: np.ndarray) -> None:
-        """Mark every cell the segments ``(S, 2, 2)`` pass through (sampled at res/4 spacing)."""
+        """Mark every cell the segments ``(S, 2, 2)`` pass through (sampled at res/4 spacing); with
+        ``clearance``, the cells closer than it to them."""
         if len(segs) == 0:
+            return
+        if self.clearance > 0:
+            self.mark_near_segments(segs)
             return
         length = np.hypot(*(segs[:, 1] - segs[:, 0]).T)
         n = np.maximum(np.ceil(length / (self.res / 4)).astype(np.int64), 1) + 1
@@ -323,6 +371,9 @@ class _Raster:
         np.add.at(toggles, (rows, cols), 1)
         inside = (np.cumsum(toggles, axis=1)[:, :-1] % 2) == 1
         self.mask |= inside
+        if self.clearance > 0:
+            self.mark_near_segments(segs)
+            return True
         return bool(inside.any())
 
     def fill_outline(self, points: np.ndarray) -> None:
@@ -563,6 +614,55 @@ def build_occupancy_map(desc: SceneDescription, *, resolution: float = 0.05, age
     Raises ``ConfigError`` for ``resolution <= 0`` or a band with ``agent_height <= step_height``,
     and ``SceneError`` naming the scene when it has no collision geometry or no floor.
     """
+    name, res, aabbs, floor_idx, origin, shape = _scene_frame(desc, resolution, agent_height, step_height)
+    floor_raster = _Raster(origin, res, shape)
+    for i in floor_idx:
+        _rasterise_geom(floor_raster, desc.geoms[i], -math.inf, math.inf, aabbs[i])
+    grid = np.full(shape, UNKNOWN, dtype=np.uint8)
+    grid[floor_raster.mask] = FREE
+    grid[_obstacle_mask(desc, aabbs, floor_idx, origin, res, shape, agent_height, step_height, 0.0)] = OCCUPIED
+    return OccupancyMap(grid, res, origin, source=name)
+
+
+def build_navigable_map(desc: SceneDescription, radius: float, *, occupancy: OccupancyMap | None = None,
+                        resolution: float = 0.05, agent_height: float = R2R_CE.height,
+                        step_height: float = R2R_CE.step_height) -> OccupancyMap:
+    """Where the centre of an upright disc agent of ``radius`` may stand, from the true geometry.
+
+    A FREE cell of the occupancy map (``occupancy``, built here when not given) stays FREE iff its
+    centre is at least ``radius`` from every obstacle footprint in the height band (exact
+    point-to-footprint distance, so the agent's disc never overlaps an obstacle, corners included)
+    and at least ``radius + resolution`` from every UNKNOWN cell's centre (outside the floor: a
+    grid margin, as in ``OccupancyMap.dilate``). Cells too close to an obstacle become OCCUPIED,
+    the others UNKNOWN. Raises ``NoNavigableSpaceError`` when no FREE cell is left.
+    """
+    if not (math.isfinite(radius) and radius >= 0):
+        raise ConfigError(f"got {radius}", file=scene_name(desc), field="radius", expected="a radius >= 0 m")
+    name, res, aabbs, floor_idx, origin, shape = _scene_frame(desc, resolution, agent_height, step_height)
+    if occupancy is None:
+        occupancy = build_occupancy_map(desc, resolution=res, agent_height=agent_height, step_height=step_height)
+    if occupancy.shape != shape or not np.allclose(occupancy.origin, origin) or occupancy.resolution != res:
+        raise ConfigError(f"occupancy map {occupancy.shape[1]}x{occupancy.shape[0]} at {occupancy.resolution} m does "
+                          f"not match the scene's grid {shape[1]}x{shape[0]} at {res} m", file=name, field="occupancy",
+                          expected="build_occupancy_map(desc) with the same resolution")
+    grid = occupancy.grid.copy()
+    if radius > 0:
+        free = grid == FREE
+        near_obstacle = _obstacle_mask(desc, aabbs, floor_idx, origin, res, shape, agent_height, step_height, radius)
+        unknown = occupancy.grid == UNKNOWN
+        near_unknown = np.zeros(shape, dtype=bool)
+        if unknown.any():
+            near_unknown = ndimage.distance_transform_edt(~unknown) * res < radius + res - 1e-9
+        grid[free & near_unknown] = UNKNOWN
+        grid[free & near_obstacle] = OCCUPIED
+    if not (grid == FREE).any():
+        raise NoNavigableSpaceError(f"{name}: agent radius {radius:.3f} m leaves no navigable cell "
+                                    f"(map {shape[1]}x{shape[0]} cells at {res} m)")
+    return OccupancyMap(grid, res, origin.copy(), source=name, radius=float(radius))
+
+
+def _scene_frame(desc: SceneDescription, resolution: float, agent_height: float, step_height: float):
+    """Validated (scene name, resolution, geom AABBs, floor geom indices, grid origin, grid shape)."""
     name = scene_name(desc)
     res = _check_resolution(resolution, name)
     if not (step_height >= 0 and agent_height > step_height):
@@ -588,18 +688,17 @@ def build_occupancy_map(desc: SceneDescription, *, resolution: float = 0.05, age
     origin = np.floor(lo / res + _EPS) * res - res  # snapped to the lattice, one-cell margin
     w = int(math.ceil((hi[0] - origin[0]) / res - _EPS)) + 1
     h = int(math.ceil((hi[1] - origin[1]) / res - _EPS)) + 1
+    return name, res, aabbs, floor_idx, origin, (h, w)
 
-    floor_raster = _Raster(origin, res, (h, w))
-    for i in floor_idx:
-        _rasterise_geom(floor_raster, desc.geoms[i], -math.inf, math.inf, aabbs[i])
-    obstacle_raster = _Raster(origin, res, (h, w))
+
+def _obstacle_mask(desc: SceneDescription, aabbs, floor_idx, origin: np.ndarray, res: float, shape: tuple[int, int],
+                   agent_height: float, step_height: float, clearance: float) -> np.ndarray:
+    """Cells marked by the obstacles' footprints in the height band; with ``clearance``, the cells
+    closer than it to a footprint (``_Raster``)."""
+    raster = _Raster(origin, res, shape, clearance)
     z_lo, z_hi = desc.floor_z + step_height, desc.floor_z + agent_height
     is_floor = set(floor_idx)
     for i, g in enumerate(desc.geoms):
         if g.collides and i not in is_floor:
-            _rasterise_geom(obstacle_raster, g, z_lo, z_hi, aabbs[i])
-
-    grid = np.full((h, w), UNKNOWN, dtype=np.uint8)
-    grid[floor_raster.mask] = FREE
-    grid[obstacle_raster.mask] = OCCUPIED
-    return OccupancyMap(grid, res, origin, source=name)
+            _rasterise_geom(raster, g, z_lo, z_hi, aabbs[i])
+    return raster.mask

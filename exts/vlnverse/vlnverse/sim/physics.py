@@ -266,12 +266,14 @@ class PhysicsSimulator(Simulator):
         start = self.pose
         touched: list = []
         traj = [(start.x, start.y, start.yaw)]
+        # rows continue the wrapped start heading (an engine's yaw joint may be unwrapped): no 2π jumps
+        yaw_offset = start.yaw - float(self._read_qpos()[2])
         sub = self.control.substeps
 
         def tick_physics() -> None:
             self._physics_steps(sub, touched)
             q = self._read_qpos()
-            traj.append((float(q[0]), float(q[1]), float(q[2])))
+            traj.append((float(q[0]), float(q[1]), float(q[2]) + yaw_offset))
 
         status = f"timed out after {max_ticks} control ticks"
         for tick in range(max_ticks):

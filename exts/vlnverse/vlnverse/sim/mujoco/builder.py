@@ -7,7 +7,9 @@ moves on slide joints in the floor plane, but do carry movable objects; geoms wi
 the floor so that, like the occupancy map (``build_occupancy_map(step_height=body.step_height)``), objects
 lower than the step height do not block it. The agent geom is frictionless (``condim=1`` with a
 higher ``priority``, so it wins the contact's condim) and slides along walls, unless the body
-declares a ``friction`` (then ``condim=3`` with that coefficient); it is driven by
+declares a ``friction`` (then ``condim=3`` with that coefficient). The cylinder translates but
+does not turn: the heading is a child body on the yaw hinge, so contacts never torque it and only
+the yaw actuator turns the base. The agent is driven by
 body-frame actuators (site transmission) whose force limits are mass × max accel: velocity servos,
 except a holonomic body's forward/lateral pair, which are motors fed by the backend's planar servo
 (one force limit on the magnitude of the planar force).
@@ -31,6 +33,7 @@ from .gl import import_mujoco
 AGENT_BODY = "vlnverse_agent"
 AGENT_GEOM = "vlnverse_agent_geom"
 AGENT_SITE = "vlnverse_agent_base"
+AGENT_HEADING_BODY = "vlnverse_agent_heading"
 RENDER_CAMERA = "vlnverse_camera"
 #: Geom groups: structure 0, objects 1, agent 3 (hidden from cameras and ray casts).
 GROUP_STRUCTURE, GROUP_OBJECT, GROUP_AGENT = 0, 1, 3
@@ -264,20 +267,35 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
             add_geom(b, gi, g, centre, float(total_mass * vol / volumes.sum()), True)
         movable_names[obj.instance_id] = bname
 
-    # The agent: a cylinder on slide-x, slide-y and hinge-z joints at the origin; the pose lives in qpos.
+    # The agent: a cylinder on slide-x and slide-y joints at the origin (the pose lives in qpos), and a
+    # child body on the hinge-z (yaw) joint carrying the base's yaw inertia and the actuators' site.
+    # The cylinder is symmetric about z, so it does not need to turn with the heading; keeping it off
+    # the yaw body means contacts can never torque the heading: a frictionless cylinder takes no yaw
+    # torque physically, but MuJoCo's convex box-cylinder contacts at a box corner give normals that
+    # miss the axis (tens of N·m against a yaw servo limited to inertia × max angular accel), which
+    # spun the base far past its angular speed limit. The heading changes only through the yaw
+    # actuator (with friction, as if the wheels' floor grip held it).
     agent = world.add_body(name=AGENT_BODY, pos=[0.0, 0.0, desc.floor_z])
     if hasattr(agent, "sleep"):
         agent.sleep = mujoco.mjtSleepPolicy.mjSLEEP_NEVER
-    for jname, jtype, axis in (("agent_x", mujoco.mjtJoint.mjJNT_SLIDE, [1, 0, 0]),
-                               ("agent_y", mujoco.mjtJoint.mjJNT_SLIDE, [0, 1, 0]),
-                               ("agent_yaw", mujoco.mjtJoint.mjJNT_HINGE, [0, 0, 1])):
-        agent.add_joint(name=jname, type=jtype, axis=axis, armature=0.0 if jtype == mujoco.mjtJoint.mjJNT_SLIDE else 0.01)
+    for jname, axis in (("agent_x", [1, 0, 0]), ("agent_y", [0, 1, 0])):
+        agent.add_joint(name=jname, type=mujoco.mjtJoint.mjJNT_SLIDE, axis=axis, armature=0.0)
+    heading = agent.add_body(name=AGENT_HEADING_BODY, pos=[0.0, 0.0, 0.0])
+    heading.add_joint(name="agent_yaw", type=mujoco.mjtJoint.mjJNT_HINGE, axis=[0, 0, 1], armature=0.01)
+    # a cylinder's inertia about its axis; the heading body takes a thousandth of the mass so that
+    # the translating mass stays ``body.mass``
+    heading_mass = 1e-3 * body.mass
+    axial = 0.5 * body.mass * body.radius ** 2
+    heading.explicitinertial = True
+    heading.mass = heading_mass
+    heading.inertia = [axial / 2.0, axial / 2.0, axial]
     half = (body.height - step_height) / 2.0
     agent.add_geom(name=AGENT_GEOM, type=mujoco.mjtGeom.mjGEOM_CYLINDER, size=[body.radius, half, 0.0],
-                   pos=[0.0, 0.0, step_height + half], mass=body.mass, condim=1 if body.friction == 0 else 3,
+                   pos=[0.0, 0.0, step_height + half], mass=body.mass - heading_mass,
+                   condim=1 if body.friction == 0 else 3,
                    priority=1, friction=[body.friction, 0.005, 0.0001], contype=1, conaffinity=1, group=GROUP_AGENT,
                    rgba=[0.9, 0.5, 0.1, 1.0])
-    agent.add_site(name=AGENT_SITE, pos=[0.0, 0.0, 0.0])
+    heading.add_site(name=AGENT_SITE, pos=[0.0, 0.0, 0.0])
     inertia_z = 0.5 * body.mass * body.radius ** 2 + 0.01
     lateral_force = body.mass * (body.max_linear_accel if body.holonomic else 9.81)
     for aname, gear, kv, force in (
