@@ -9,7 +9,8 @@ transformer denoiser predicts the noise of the next ``horizon`` continuous actio
 (Δx, Δy, Δyaw — each relative to the pose the previous one reaches, agent frame), trained with the
 DDPM objective (ε-prediction, squared-cosine schedule of ``diffusion_steps`` steps) and sampled
 with DDPM ancestral sampling (``sampler: ddpm``) or deterministic DDIM (``sampler: ddim``, η = 0,
-``ddim_steps`` evenly spaced steps). A stop-progress head (sigmoid; 0 at the start → 1 at the
+``ddim_steps`` evenly spaced steps; the default — deterministic given the initial noise, and
+faster). Each visited state is trained with ``noise_samples`` (noise, step) draws. A stop-progress head (sigmoid; 0 at the start → 1 at the
 goal) is trained with MSE weighted by ``progress_weight`` (λ); the agent stops when predicted
 progress exceeds ``stop_threshold``. Otherwise it executes the first action of the sampled chunk
 as a ``WaypointAction`` — through the waypoint controller under physics (Strict) or by teleport
@@ -224,13 +225,13 @@ class RDPPolicy(VLNPolicy):
                  waypoint_spacing: float = 0.5, stop_radius: float | None = None, diffusion_steps: int = 20,
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
                  denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.9,
-                 clip_sample: float = 3.0, **params: Any):
+                 clip_sample: float = 3.0, noise_samples: int = 4, **params: Any):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
         checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "diffusion_steps": diffusion_steps >= 2,
                   "ddim_steps": 1 <= ddim_steps <= diffusion_steps, "progress_weight": progress_weight >= 0,
-                  "stop_threshold": 0 < stop_threshold < 1, "sampler": sampler in ("ddpm", "ddim")}
+                  "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
         for field, ok in checks.items():
             if not ok:
                 raise ConfigError(f"bad value {locals()[field]!r}", field=f"policy.params.{field}",
@@ -238,6 +239,7 @@ class RDPPolicy(VLNPolicy):
                                             "stop_threshold": "in (0, 1)"}.get(field, "a positive number"))
         self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
         self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
+        self.noise_samples = int(noise_samples)
         self.progress_weight, self.stop_threshold, self.clip_sample = float(progress_weight), float(stop_threshold), float(clip_sample)
         h, text = self.hidden_size, self.instruction.out_dim
         self.text_proj = nn.Linear(text, h)
@@ -325,7 +327,8 @@ class RDPPolicy(VLNPolicy):
         cond = self.condition_sequence(batch["tokens"], batch["frames"], prev)
         valid = batch["weights"] > 0
         c = cond[valid]
-        diffusion = self.diffusion_loss(c, extras["actions"][valid]).mean()
+        n = self.noise_samples  # several (noise, step) draws per visited state: more denoising signal per frame
+        diffusion = self.diffusion_loss(c.repeat(n, 1), extras["actions"][valid].repeat(n, 1, 1)).mean()
         progress = self.progress(c)
         target = extras["progress"][valid]
         loss = diffusion + self.progress_weight * F.mse_loss(progress, target)
