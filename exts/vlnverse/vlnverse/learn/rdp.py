@@ -13,6 +13,7 @@ with DDPM ancestral sampling (``sampler: ddpm``) or deterministic DDIM (``sample
 faster). Each visited state is trained with ``noise_samples`` (noise, step) draws. A stop-progress head (sigmoid; 0 at the start → 1 at the
 goal) is trained with MSE weighted by ``progress_weight`` (λ); the agent stops when predicted
 progress exceeds ``stop_threshold``. Otherwise it executes the first action of the sampled chunk
+(the medoid of ``action_samples`` samples when more than one)
 as a ``WaypointAction`` — through the waypoint controller under physics (Strict) or by teleport
 (Tel-Hop) — and re-plans at the next step (receding horizon).
 
@@ -208,6 +209,15 @@ class Denoiser(nn.Module):
         return self.out(self.encoder(tokens)[:, 2:])
 
 
+def medoid(chunks: torch.Tensor) -> torch.Tensor:
+    """The sample (T, 3) of ``chunks`` (N, T, 3) with the least total distance to the others (a
+    robust consensus that, unlike the mean, never blends two distinct modes)."""
+    if chunks.shape[0] == 1:
+        return chunks[0]
+    flat = chunks.flatten(1)
+    return chunks[int(torch.cdist(flat, flat).sum(1).argmin())]
+
+
 # -------------------------------------------------------------------------------------------- policy
 
 
@@ -225,13 +235,13 @@ class RDPPolicy(VLNPolicy):
                  waypoint_spacing: float = 0.5, stop_radius: float | None = None, diffusion_steps: int = 20,
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
                  denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.9,
-                 clip_sample: float = 3.0, noise_samples: int = 4, **params: Any):
+                 clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, **params: Any):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
         checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "diffusion_steps": diffusion_steps >= 2,
                   "ddim_steps": 1 <= ddim_steps <= diffusion_steps, "progress_weight": progress_weight >= 0,
-                  "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
+                  "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "action_samples": action_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
         for field, ok in checks.items():
             if not ok:
                 raise ConfigError(f"bad value {locals()[field]!r}", field=f"policy.params.{field}",
@@ -239,7 +249,7 @@ class RDPPolicy(VLNPolicy):
                                             "stop_threshold": "in (0, 1)"}.get(field, "a positive number"))
         self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
         self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
-        self.noise_samples = int(noise_samples)
+        self.noise_samples, self.action_samples = int(noise_samples), int(action_samples)
         self.progress_weight, self.stop_threshold, self.clip_sample = float(progress_weight), float(stop_threshold), float(clip_sample)
         h, text = self.hidden_size, self.instruction.out_dim
         self.text_proj = nn.Linear(text, h)
@@ -377,8 +387,9 @@ class RDPPolicy(VLNPolicy):
         if progress > self.stop_threshold:
             return DiscreteAction.STOP, hidden, info
         for _ in range(max_resamples + 1):
-            chunk = self.sample(cond, generator)
-            if torch.isfinite(chunk).all():
+            chunks = self.sample(cond.expand(self.action_samples, -1), generator)
+            if torch.isfinite(chunks).all():
+                chunk = medoid(chunks)[None]
                 break
             info["nan_resamples"] += 1  # a diffusion sample with NaN is drawn again (counted)
         else:
