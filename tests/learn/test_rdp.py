@@ -153,20 +153,22 @@ def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episod
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["telhop", "strict"])
 def test_rdp_overfits_four_episodes_through_the_runner(corridor, episodes_file, tmp_path, mode):
-    """IL on 4 corridor episodes, then ``run_eval`` (the runner) with the trained checkpoint:
-    SR >= 0.75, and the progress head reads ~0 at the start and ~1 at the stop."""
+    """IL on the 4 corridor episodes, then DAgger rounds (the teacher labels the states the policy
+    drifts into), then ``run_eval`` (the runner) with the final checkpoint: SR >= 0.75, and the
+    progress head reads ~0 at the start and ~1 at the stop."""
     from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
     from vlnverse.eval.runner import run_eval
 
-    rig = [{"name": "rgb", "kind": "rgb", "width": 32, "height": 32},
-           {"name": "depth", "kind": "depth", "width": 32, "height": 32}]
-    cfg = small_config(tmp_path / "run", episodes_file, policy="rdp", sensors=rig, max_steps=40, collision_mode=mode,
-                       policy__params={"hidden_size": 64, "denoiser_size": 64, "noise_samples": 8},
-                       il__epochs=150, validation__every=150)
-    _train(cfg, corridor)
-    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(Path(cfg.out) / "last.pt")}), task="fine_grained",
-                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode=mode, sensors=cfg.sensors,
-                      max_steps=40, success_distance=1.5, out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
+    params = {"hidden_size": 64, "denoiser_size": 64, "diffusion_steps": 20, "noise_samples": 8}
+    common = dict(policy="rdp", sensors=RIG16, max_steps=40, collision_mode=mode, policy__params=params,
+                  il__epochs=120, il__batch_size=1, il__lr=0.003, validation__every=120, val={})
+    _train(small_config(tmp_path / "il", episodes_file, **common), corridor)
+    _train(small_config(tmp_path / "dagger", episodes_file, mode="dagger", init=str(tmp_path / "il" / "last.pt"),
+                        dagger={"rounds": 4, "p": 0.5, "epochs": 15}, **common), corridor)
+    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(tmp_path / "dagger" / "last.pt")}),
+                      task="fine_grained", episodes=EpisodeSource(path=str(episodes_file)), collision_mode=mode,
+                      sensors=small_config(tmp_path / "x", episodes_file, sensors=RIG16).sensors, max_steps=40,
+                      success_distance=1.5, out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
     summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     assert summary["overall"]["means"]["SR"] >= 0.75
     records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
