@@ -23,7 +23,8 @@ resampled by arc length every ``waypoint_spacing`` metres; the first ``horizon``
 headed along its segment, give the action chunk (padded with zero motion at the goal). Progress is
 ``1 - max(d - r, 0) / max(d0 - r, ε)`` with d the geodesic distance to the goal, d0 that at the
 start and r the teacher's stop radius (``stop_radius``, default half the success distance); the
-teacher stops within r. Actions are normalised for diffusion: Δx, Δy by the spacing, Δyaw by π/2.
+teacher stops within r. Actions are diffused in a 4-d space: Δx, Δy divided by the spacing and Δyaw as (sin, cos), so a
+turn of +π and one of −π are the same point.
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from .policies import POLICIES, VLNPolicy
 from .vocab import Vocabulary
 
 ACTION_DIM = 3  # (dx, dy, dyaw)
+LATENT_DIM = 4  # diffusion space: (dx / spacing, dy / spacing, sin dyaw, cos dyaw) - no wrap at +-pi
 
 
 # -------------------------------------------------------------------------------------------- teacher
@@ -194,16 +196,16 @@ class Denoiser(nn.Module):
     def __init__(self, cond_dim: int, horizon: int, size: int = 128, heads: int = 4, layers: int = 2):
         super().__init__()
         self.size = size
-        self.action_in = nn.Linear(ACTION_DIM, size)
+        self.action_in = nn.Linear(LATENT_DIM, size)
         self.cond_in = nn.Linear(cond_dim, size)
         self.step_in = nn.Sequential(nn.Linear(size, size), nn.SiLU(), nn.Linear(size, size))
         self.position = nn.Parameter(torch.randn(1, horizon + 2, size) * 0.02)
         layer = nn.TransformerEncoderLayer(size, heads, dim_feedforward=2 * size, dropout=0.0, batch_first=True)
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
-        self.out = nn.Linear(size, ACTION_DIM)
+        self.out = nn.Linear(size, LATENT_DIM)
 
     def forward(self, noisy: torch.Tensor, k: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
-        """ε prediction (B, T, 3) for noisy actions (B, T, 3) at steps ``k`` (B,) given ``cond`` (B, C)."""
+        """ε prediction (B, T, 4) for noisy latent actions (B, T, 4) at steps ``k`` (B,) given ``cond`` (B, C)."""
         tokens = torch.cat([self.cond_in(cond)[:, None], self.step_in(timestep_embedding(k, self.size))[:, None],
                             self.action_in(noisy)], dim=1) + self.position
         return self.out(self.encoder(tokens)[:, 2:])
@@ -256,7 +258,7 @@ class RDPPolicy(VLNPolicy):
         self.rgb_proj = nn.Conv1d(self.rgb.spatial_channels, h, 1)
         self.text_to_rgb = nn.MultiheadAttention(h, attention_heads, batch_first=True)   # text queries RGB
         self.rgb_to_text = nn.MultiheadAttention(h, attention_heads, batch_first=True)   # RGB queries text
-        self.motion = nn.Linear(ACTION_DIM, self.prev_action.embedding_dim)
+        self.motion = nn.Linear(LATENT_DIM, self.prev_action.embedding_dim)
         depth_dim = self.depth.out_dim if self.depth is not None else 0
         self.fuse = nn.Sequential(nn.Linear(2 * h + depth_dim + self.prev_action.embedding_dim, h), nn.ReLU(inplace=True))
         self.gru = nn.GRUCell(h, h)
@@ -265,7 +267,16 @@ class RDPPolicy(VLNPolicy):
         betas = cosine_betas(self.diffusion_steps)
         self.register_buffer("betas", betas, persistent=False)
         self.register_buffer("alphas_cumprod", torch.cumprod(1 - betas, 0), persistent=False)
-        self.register_buffer("scale", torch.tensor([self.spacing, self.spacing, math.pi / 2]), persistent=False)
+        self.register_buffer("scale", torch.tensor([self.spacing, self.spacing]), persistent=False)
+
+    def to_latent(self, actions: torch.Tensor) -> torch.Tensor:
+        """(…, 3) actions in metres / radians → (…, 4) diffusion space (dx, dy by the spacing; dyaw as sin, cos)."""
+        yaw = actions[..., 2:3]
+        return torch.cat([actions[..., :2] / self.scale, torch.sin(yaw), torch.cos(yaw)], dim=-1)
+
+    def from_latent(self, latent: torch.Tensor) -> torch.Tensor:
+        """(…, 4) diffusion space → (…, 3) actions in metres / radians."""
+        return torch.cat([latent[..., :2] * self.scale, torch.atan2(latent[..., 2:3], latent[..., 3:4])], dim=-1)
 
     @classmethod
     def teacher_spec(cls, params: dict[str, Any]) -> WaypointTeacher:
@@ -291,7 +302,7 @@ class RDPPolicy(VLNPolicy):
         parts = [pooled_text, v2t.mean(1)]
         if "depth" in visual:
             parts.append(visual["depth"][1])
-        parts.append(self.motion(prev_motion / self.scale))
+        parts.append(self.motion(self.to_latent(prev_motion)))
         fused = self.fuse(torch.cat(parts, dim=1))
         h = self.gru(fused, hidden[:, 0])
         return torch.cat([h, fused], dim=1), h.unsqueeze(1)
@@ -320,7 +331,7 @@ class RDPPolicy(VLNPolicy):
     def diffusion_loss(self, cond: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None
                        ) -> torch.Tensor:
         """Per-sample DDPM ε-prediction MSE (N,) of action chunks (N, T, 3) in metres / radians."""
-        x0 = actions / self.scale
+        x0 = self.to_latent(actions)
         n = x0.shape[0]
         k = torch.randint(0, self.diffusion_steps, (n,), device=x0.device, generator=generator)
         noise = torch.randn(x0.shape, device=x0.device, generator=generator)
@@ -353,7 +364,7 @@ class RDPPolicy(VLNPolicy):
         """Action chunks (B, T, 3) in metres / radians for conditions (B, C), with the configured
         sampler (DDPM ancestral or DDIM η = 0); the same generator state gives the same sample."""
         b = cond.shape[0]
-        x = torch.randn((b, self.horizon, ACTION_DIM), device=cond.device, generator=generator)
+        x = torch.randn((b, self.horizon, LATENT_DIM), device=cond.device, generator=generator)
         ab = self.alphas_cumprod
         if self.sampler == "ddpm":
             steps = list(range(self.diffusion_steps - 1, -1, -1))
@@ -376,7 +387,7 @@ class RDPPolicy(VLNPolicy):
                 prev_ab = ab[nxt] if nxt is not None else torch.tensor(1.0, device=cond.device)
                 eps = (x - ab[k].sqrt() * x0) / (1 - ab[k]).sqrt()
                 x = prev_ab.sqrt() * x0 + (1 - prev_ab).sqrt() * eps
-        return x * self.scale
+        return self.from_latent(x)
 
     def act_step(self, instruction: tuple, visual: dict, prev_motion: torch.Tensor, hidden: torch.Tensor,
                  generator: torch.Generator | None = None, max_resamples: int = 3) -> tuple[Any, torch.Tensor, dict]:
