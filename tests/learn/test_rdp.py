@@ -151,10 +151,8 @@ def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episod
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="issue 13 criterion not met yet: measured SR 0.5 (2 of 4) under Tel-Hop after "
-                   "IL 120 epochs + 4 DAgger rounds at 16 px (before and after diffusing dyaw as sin/cos); "
-                   "Strict not measured")
-@pytest.mark.parametrize("mode", ["telhop", "strict"])
+@pytest.mark.parametrize("mode", ["telhop", pytest.param("strict", marks=pytest.mark.xfail(
+    strict=False, reason="not yet measured under Strict within the issue-13 session (the Tel-Hop run reached SR 0.75)"))])
 def test_rdp_overfits_four_episodes_through_the_runner(corridor, episodes_file, tmp_path, mode):
     """IL on the 4 corridor episodes, then DAgger rounds (the teacher labels the states the policy
     drifts into), then ``run_eval`` (the runner) with the final checkpoint: SR >= 0.75, and the
@@ -167,7 +165,7 @@ def test_rdp_overfits_four_episodes_through_the_runner(corridor, episodes_file, 
                   il__epochs=120, il__batch_size=1, il__lr=0.003, validation__every=120, val={})
     _train(small_config(tmp_path / "il", episodes_file, **common), corridor)
     _train(small_config(tmp_path / "dagger", episodes_file, mode="dagger", init=str(tmp_path / "il" / "last.pt"),
-                        dagger={"rounds": 4, "p": 0.5, "epochs": 15}, **common), corridor)
+                        dagger={"rounds": 6, "p": 0.7, "epochs": 20}, **common), corridor)
     ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(tmp_path / "dagger" / "last.pt")}),
                       task="fine_grained", episodes=EpisodeSource(path=str(episodes_file)), collision_mode=mode,
                       sensors=small_config(tmp_path / "x", episodes_file, sensors=RIG16).sensors, max_steps=40,
