@@ -3,7 +3,10 @@
 ``vlnverse eval CONFIG agent.name=policy agent.params.checkpoint=PATH``. Registration does not
 import torch (the eval layer imports this module on first use of the name); constructing the
 agent does, with a clear error when the ``[learn]`` extra is missing. Actions are the policy's
-argmax (``sample: true`` samples from its softmax, seeded per episode).
+argmax (``sample: true`` samples from its softmax, seeded per episode). Continuous policies
+(``action_space != "discrete"``, e.g. RDP) emit ``WaypointAction`` or STOP through their
+``act_step``; their sampling is seeded by (agent seed, episode id), and each step's predicted
+progress and any NaN re-samples go into the record's ``agent_outputs``.
 """
 from __future__ import annotations
 
@@ -80,6 +83,14 @@ class PolicyAgent(Agent):
         self._hidden = self.policy.initial_state(1, self.device)
         self._prev = 0
         self._rng = self.episode_rng(episode)
+        if self.continuous:
+            self._prev = self.policy.start_motion(1, self.device)
+            self._generator = self.policy.generator_for(self.seed, episode.episode_id, self.device)
+
+    @property
+    def continuous(self) -> bool:
+        """Whether the policy emits continuous (waypoint) actions."""
+        return getattr(self.policy, "action_space", "discrete") != "discrete"
 
     def _frames(self, observations: dict[str, Any]) -> dict[str, Any]:
         torch = self._torch
@@ -101,6 +112,13 @@ class PolicyAgent(Agent):
         """Advance the recurrent state by one step and return the policy's action (the previous
         action fed next step is whatever ``set_previous`` records)."""
         torch = self._torch
+        if self.continuous:
+            with torch.no_grad():
+                visual = self.policy.encode_frames(self._frames(observations))
+                action, self._hidden, info = self.policy.act_step(self._instruction, visual, self._prev, self._hidden,
+                                                                  generator=self._generator)
+            self.outputs.append(info)
+            return action
         with torch.no_grad():
             visual = self.policy.encode_frames(self._frames(observations))
             prev = torch.tensor([self._prev], device=self.device)
@@ -112,9 +130,14 @@ class PolicyAgent(Agent):
 
     def set_previous(self, action: Any) -> None:
         """Record the action actually executed (fed back as the previous action)."""
+        if self.continuous:
+            from .rdp import motion_vector
+
+            self._prev = self._torch.from_numpy(motion_vector(action))[None].to(self.device)
+            return
         self._prev = 1 + int(DiscreteAction.coerce(action))
 
-    def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
+    def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """The policy's action for this step."""
         action = self.propose(observations)
         self.set_previous(action)

@@ -20,15 +20,16 @@ from .store import StepStore, sensor_layout
 log = logging.getLogger(__name__)
 
 
-def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None) -> dict[str, Any]:
-    """The cache key (JSON-ready)."""
+def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None,
+              teacher: Any = None) -> dict[str, Any]:
+    """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``."""
     digest = hashlib.sha256()
     for ep in episodes:
         digest.update(json.dumps({k: v for k, v in ep.to_dict().items() if k != "info"}, sort_keys=True).encode())
     return {"episodes_sha256": digest.hexdigest(), "episodes": len(episodes), "sensors": sensor_layout(sensors),
             "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
             "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
-            "code_version": code_version()}
+            "code_version": code_version(), **({"teacher": teacher.key} if teacher is not None else {})}
 
 
 def cache_root(base: str | Path | None) -> Path:
@@ -41,12 +42,14 @@ def cache_root(base: str | Path | None) -> Path:
 def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
                   base_dir: str | Path | None = None, chunk_frames: int = 512,
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
-                  report: Callable[[str], None] = print) -> tuple[StepStore, dict[str, Any]]:
+                  report: Callable[[str], None] = print, teacher: Any = None) -> tuple[StepStore, dict[str, Any]]:
     """The observation cache of ``episodes`` (built when missing or stale); returns the store and
-    its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built)."""
+    its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built).
+    ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle."""
     from .collect import collect
 
-    key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params)
+    key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
+                    teacher=teacher)
     name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_root(base_dir) / "obs" / name
     store = StepStore(root)
@@ -61,10 +64,11 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     status = "built" if problem == "missing" else "rebuilt"
     if status == "rebuilt":
         report(f"observation cache at {root} is stale ({problem}): rebuilding")
-    store = StepStore.create(root, key=key, sensors=sensor_layout(sensors), chunk_frames=chunk_frames)
+    store = StepStore.create(root, key=key, sensors=sensor_layout(sensors), chunk_frames=chunk_frames,
+                              extra_fields=teacher.extra_fields if teacher is not None else None)
     result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,
                      scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
-                     desc="render cache")
+                     desc="render cache", teacher=teacher)
     store.close()
     stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),
              "bytes": store.size_bytes(), "seconds": result["seconds"], "frames_per_s": result["steps_per_s"],

@@ -77,15 +77,19 @@ class StoreEpisodes:
 def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str, store: Any,
             scene_loader: Callable[[str, Any, float], Any] | None = None, mode_params: dict | None = None,
             learner: Any = None, beta: float = 1.0, seed: int = 0, backend: str = "auto",
-            progress: bool = True, desc: str = "collect") -> dict[str, Any]:
+            progress: bool = True, desc: str = "collect", teacher: Any = None) -> dict[str, Any]:
     """Run ``episodes`` with a ``TeacherForcingAgent`` through the runner's ``run_scene`` (one
     simulator per scene, the rollout seam) and append every visited step to ``store`` (a
-    ``StoreEpisodes`` hook); returns ``{"episodes", "steps", "seconds", "steps_per_s", "records"}``."""
+    ``StoreEpisodes`` hook); returns ``{"episodes", "steps", "seconds", "steps_per_s", "records"}``.
+    ``teacher`` (a policy's teacher spec with ``make_agent(learner, beta, sensors, seed)``, e.g.
+    RDP's continuous waypoint teacher) replaces the discrete oracle teacher."""
     from tqdm import tqdm
 
     from ..eval.rollout import run_scene
 
-    agent = TeacherForcingAgent(learner=learner, beta=beta, sensors=tuple(s.name for s in sensors), seed=seed)
+    names = tuple(s.name for s in sensors)
+    agent = (teacher.make_agent(learner=learner, beta=beta, sensors=names, seed=seed) if teacher is not None else
+             TeacherForcingAgent(learner=learner, beta=beta, sensors=names, seed=seed))
     writer = StoreEpisodes(agent, store)
     by_scene: dict[str, list] = {}
     for ep in episodes:

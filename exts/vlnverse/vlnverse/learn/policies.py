@@ -330,3 +330,6 @@ def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: 
 def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, torch.Tensor]:
     """numpy frames → tensors on ``device`` (depth float16 → float32)."""
     return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in frames.items()}
+
+
+from . import rdp  # noqa: E402,F401  (registers the continuous RDP policy)

@@ -5,6 +5,8 @@ from __future__ import annotations
 POLICY_NAMES = {
     "seq2seq": "VLN-CE Seq2Seq: instruction LSTM + RGB/depth CNNs + previous action -> one GRU",
     "cma": "VLN-CE cross-modal attention: two GRUs with instruction and visual attention",
+    "rdp": "recurrent diffusion policy: cross-modal attention + GRU, DDPM over continuous waypoint actions, "
+           "stop-progress head",
 }
 
 

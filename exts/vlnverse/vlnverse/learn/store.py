@@ -5,7 +5,9 @@ Layout of a store folder::
     manifest.json      key, code version, sensors (name, shape, dtype), complete flag, totals
     index.jsonl        one line per episode: episode_id, instruction, chunk, start, length
     chunks/00000.<field>.npy   fields: each sensor, ``label`` (teacher action, int8),
-                               ``executed`` (action taken, int8), ``pose`` (x, y, yaw, float32)
+                               ``executed`` (action taken, int8), ``pose`` (x, y, yaw, float32),
+                               and any ``extra_fields`` of the manifest (float32, fixed shape per
+                               step: e.g. RDP's continuous action chunk and progress label)
 
 Steps are buffered for one chunk (``chunk_frames`` steps) at a time and written with a temporary
 file + rename; an episode never spans two chunks; readers memory-map the chunk files, so neither
@@ -50,14 +52,16 @@ class StepStore:
 
     @classmethod
     def create(cls, root: str | Path, *, key: dict[str, Any], sensors: list[dict[str, Any]],
-               chunk_frames: int = 512) -> "StepStore":
-        """A new, empty store at ``root`` (anything there is removed)."""
+               chunk_frames: int = 512, extra_fields: dict[str, list[int]] | None = None) -> "StepStore":
+        """A new, empty store at ``root`` (anything there is removed); ``extra_fields`` maps a
+        per-step float32 field name to its shape (continuous-action teachers)."""
         root = Path(root)
         if root.exists():
             shutil.rmtree(root)
         (root / "chunks").mkdir(parents=True)
         write_json_atomic(root / MANIFEST, {"key": key, "sensors": sensors, "chunk_frames": int(chunk_frames),
-                                            "complete": False, "chunks": 0, "steps": 0, "episodes": 0})
+                                            "complete": False, "chunks": 0, "steps": 0, "episodes": 0,
+                                            **({"extra_fields": dict(extra_fields)} if extra_fields else {})})
         (root / INDEX).write_text("")
         return cls(root)
 
@@ -91,7 +95,12 @@ class StepStore:
 
     def field_names(self) -> list[str]:
         """Sensor names plus the step fields."""
-        return [s["name"] for s in self.manifest["sensors"]] + list(STEP_FIELDS)
+        return [s["name"] for s in self.manifest["sensors"]] + list(STEP_FIELDS) + list(self.extra_fields)
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        """Extra per-step float32 fields (name → shape), empty for discrete-action stores."""
+        return dict(self.manifest.get("extra_fields") or {})
 
     def _chunk_path(self, chunk: int, name: str) -> Path:
         return self.root / "chunks" / f"{chunk:05d}.{name}.npy"
@@ -120,6 +129,9 @@ class StepStore:
                                             ).astype(_sensor_dtype(spec["kind"]))
         for name, dtype in STEP_FIELDS.items():
             arrays[name] = np.asarray([s[name] for ep in self._buffer for s in ep["steps"]], dtype=dtype)
+        for name, shape in self.extra_fields.items():
+            arrays[name] = np.asarray([s[name] for ep in self._buffer for s in ep["steps"]],
+                                      dtype=np.float32).reshape(-1, *shape)
         for name, arr in arrays.items():
             with atomic_path(self._chunk_path(chunk, name)) as tmp:
                 np.save(tmp, arr)

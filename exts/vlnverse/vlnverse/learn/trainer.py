@@ -147,7 +147,13 @@ class EpisodeBatches:
             labels[j, :n] = e["label"]
             weights[j, :n] = inflection_weights(e["label"], coef)
         tokens = np.stack([self.vocab.encode(e["instruction"], self.max_length) for e in eps])
-        return {"tokens": torch.from_numpy(tokens).to(device), "frames": frames, "prev": torch.from_numpy(prev).to(device),
+        extras = {}
+        for name, shape in self.stores[0].extra_fields.items():  # continuous-action labels (e.g. RDP)
+            arr = np.zeros((b, t, *shape), dtype=np.float32)
+            for j, e in enumerate(eps):
+                arr[j, :e["length"]] = e[name]
+            extras[name] = torch.from_numpy(arr).to(device)
+        return {"extras": extras, "tokens": torch.from_numpy(tokens).to(device), "frames": frames, "prev": torch.from_numpy(prev).to(device),
                 "labels": torch.from_numpy(labels).to(device), "weights": torch.from_numpy(weights).to(device),
                 "steps": int(sum(e["length"] for e in eps))}
 
@@ -272,6 +278,14 @@ class Trainer:
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
             "best": self.best, "global_step": self.global_step, **extra})
 
+    def teacher_spec(self) -> Any:
+        """The configured policy's teacher (``POLICIES`` class ``teacher_spec(params)``), or None
+        for the discrete oracle teacher of Seq2Seq / CMA."""
+        from .policies import POLICIES
+
+        make = getattr(POLICIES.get(self.cfg.policy.name), "teacher_spec", None)
+        return make(dict(self.cfg.policy.params or {})) if make is not None else None
+
     def _teacher_store(self, train: list) -> StepStore:
         from .cache import teacher_cache
 
@@ -279,7 +293,7 @@ class Trainer:
                                      collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
                                      base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                                      scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
-                                     report=self.report)
+                                     report=self.report, teacher=self.teacher_spec())
         self.summary["cache"] = stats
         return store
 
@@ -316,8 +330,11 @@ class Trainer:
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
-                    logits = self.policy.forward_sequence(batch["tokens"], batch["frames"], batch["prev"])
-                    loss = sequence_loss(logits, batch["labels"], batch["weights"])
+                    if hasattr(self.policy, "imitation_loss"):  # policies with their own objective (RDP)
+                        loss, correct = self.policy.imitation_loss(batch)
+                    else:
+                        logits = self.policy.forward_sequence(batch["tokens"], batch["frames"], batch["prev"])
+                        loss = sequence_loss(logits, batch["labels"], batch["weights"])
                     if not torch.isfinite(loss):
                         raise TrainingError(
                             f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "
@@ -330,7 +347,8 @@ class Trainer:
                     self.global_step += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
-                    correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
+                    if not hasattr(self.policy, "imitation_loss"):
+                        correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
                     steps = float(valid.sum())
                     samples += int(steps)
                     seconds += dt
@@ -496,8 +514,10 @@ class Trainer:
                 self.optimizer.load_state_dict(saved["optimizer"])
             self.report(f"DAgger: resuming at round {start_round} from {restart}")
         else:
+            teacher = self.teacher_spec()
             aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
-                                         chunk_frames=cfg.cache.chunk_frames)
+                                         chunk_frames=cfg.cache.chunk_frames,
+                                         extra_fields=teacher.extra_fields if teacher is not None else None)
         rounds = []
         log_path = self.out / "dagger.jsonl"
         for r in range(start_round, cfg.dagger.rounds + 1):
@@ -510,7 +530,7 @@ class Trainer:
             got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
                           store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
                           beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
-                          desc=f"dagger round {r} (beta {beta:.3f})")
+                          desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec())
             aggregate.close()
             info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
                     "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),

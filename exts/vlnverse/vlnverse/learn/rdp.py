@@ -1,0 +1,417 @@
+"""RDP: a recurrent diffusion policy for continuous VLN (VLNVerse appendix A.2.3), in ``POLICIES``.
+
+Per step the policy encodes the instruction (word embeddings + bidirectional LSTM), the RGB frame
+(CNN → 4×4 spatial tokens) and the depth frame (CNN global feature). Two multi-head cross-modal
+attention modules fuse language and vision (instruction tokens attend over the RGB tokens, RGB
+tokens attend over the instruction tokens); their pooled outputs, the depth feature and the
+previous executed motion feed a GRU that keeps the history. Conditioned on the GRU state, a small
+transformer denoiser predicts the noise of the next ``horizon`` continuous actions
+(Δx, Δy, Δyaw — each relative to the pose the previous one reaches, agent frame), trained with the
+DDPM objective (ε-prediction, squared-cosine schedule of ``diffusion_steps`` steps) and sampled
+with DDPM ancestral sampling (``sampler: ddpm``) or deterministic DDIM (``sampler: ddim``, η = 0,
+``ddim_steps`` evenly spaced steps; the default — deterministic given the initial noise, and
+faster). Each visited state is trained with ``noise_samples`` (noise, step) draws. A stop-progress head (sigmoid; 0 at the start → 1 at the
+goal) is trained with MSE weighted by ``progress_weight`` (λ); the agent stops when predicted
+progress exceeds ``stop_threshold``. Otherwise it executes the first action of the sampled chunk
+(the medoid of ``action_samples`` samples when more than one)
+as a ``WaypointAction`` — through the waypoint controller under physics (Strict) or by teleport
+(Tel-Hop) — and re-plans at the next step (receding horizon).
+
+Teacher (``WaypointTeacher``): at every visited pose, the geodesic shortest path to the goal
+(the scene planner's A* path from the current pose, i.e. the reference path when on it) is
+resampled by arc length every ``waypoint_spacing`` metres; the first ``horizon`` points, each
+headed along its segment, give the action chunk (padded with zero motion at the goal). Progress is
+``1 - max(d - r, 0) / max(d0 - r, ε)`` with d the geodesic distance to the goal, d0 that at the
+start and r the teacher's stop radius (``stop_radius``, default half the success distance); the
+teacher stops within r. Actions are diffused in a 4-d space: Δx, Δy divided by the spacing and Δyaw as (sin, cos), so a
+turn of +π and one of −π are the same point.
+"""
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..core.errors import ConfigError
+from ..sim.types import DiscreteAction, WaypointAction, wrap_angle
+from .collect import TeacherForcingAgent
+from .policies import POLICIES, VLNPolicy
+from .vocab import Vocabulary
+
+ACTION_DIM = 3  # (dx, dy, dyaw)
+LATENT_DIM = 4  # diffusion space: (dx / spacing, dy / spacing, sin dyaw, cos dyaw) - no wrap at +-pi
+
+
+# -------------------------------------------------------------------------------------------- teacher
+
+
+def resample_by_length(points: np.ndarray, spacing: float) -> np.ndarray:
+    """Points every ``spacing`` metres of arc length along an (N, 2) polyline (first point kept, last
+    point appended when the remainder is shorter)."""
+    pts = np.asarray(points, dtype=float)[:, :2]
+    if len(pts) < 2:
+        return pts.copy()
+    seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    s = np.concatenate([[0.0], np.cumsum(seg)])
+    if s[-1] <= 1e-9:
+        return pts[:1].copy()
+    stations = np.arange(0.0, s[-1], spacing)
+    if s[-1] - stations[-1] > 1e-6:
+        stations = np.append(stations, s[-1])
+    return np.stack([np.interp(stations, s, pts[:, 0]), np.interp(stations, s, pts[:, 1])], axis=1)
+
+
+def relative_chunk(pose_xy: np.ndarray, yaw: float, points: np.ndarray, horizon: int) -> np.ndarray:
+    """The (horizon, 3) action chunk that walks from (``pose_xy``, ``yaw``) through ``points`` (the
+    resampled path after the current position): each action is the next point and the heading of
+    its segment, relative to the pose the previous action reaches; padded with zero motion."""
+    out = np.zeros((horizon, ACTION_DIM), dtype=np.float32)
+    px, py, pyaw = float(pose_xy[0]), float(pose_xy[1]), float(yaw)
+    for i, q in enumerate(points[:horizon]):
+        dxw, dyw = float(q[0]) - px, float(q[1]) - py
+        nyaw = math.atan2(dyw, dxw) if math.hypot(dxw, dyw) > 1e-4 else pyaw
+        c, s = math.cos(pyaw), math.sin(pyaw)
+        out[i] = (c * dxw + s * dyw, -s * dxw + c * dyw, wrap_angle(nyaw - pyaw))
+        px, py, pyaw = float(q[0]), float(q[1]), nyaw
+    return out
+
+
+def motion_vector(action: Any) -> np.ndarray:
+    """(dx, dy, dyaw) of an executed action (zeros for STOP / discrete actions)."""
+    if isinstance(action, WaypointAction):
+        return np.array([action.dx, action.dy, action.dyaw], dtype=np.float32)
+    return np.zeros(ACTION_DIM, dtype=np.float32)
+
+
+@dataclass(frozen=True)
+class WaypointTeacher:
+    """Continuous-action teacher spec of RDP (see the module docstring): what ``collect`` and the
+    observation cache use instead of the discrete oracle."""
+
+    horizon: int = 4
+    spacing: float = 0.5
+    stop_radius: float | None = None
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """Part of the observation-cache key."""
+        return {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius}
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        """Per-step labels stored beside the frames."""
+        return {"actions": [self.horizon, ACTION_DIM], "progress": [], "executed_action": [ACTION_DIM]}
+
+    def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
+                   seed: int = 0) -> "WaypointTeacherAgent":
+        """The recording agent of ``collect``."""
+        return WaypointTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+class WaypointTeacherAgent(TeacherForcingAgent):
+    """Records frames, the teacher's action chunk and progress, and the executed motion; executes
+    the teacher's first action (or STOP) with probability ``beta``, else the learner's."""
+
+    name = "waypoint_teacher"
+
+    def __init__(self, spec: WaypointTeacher, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self._d0: float | None = None
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """New episode: the planner and goal come from the scene context and the episode."""
+        super().reset(episode, context)
+        self.planner = context.planner
+        self.goal_xy = np.asarray(episode.goals[-1].position[:2], dtype=float)
+        self._d0 = None
+
+    def labels(self, state: Any) -> tuple[np.ndarray, float, bool]:
+        """(action chunk, progress, stop) at ``state.pose``."""
+        from ..tasks.pathing import NoNavigableSpaceError
+
+        pose = state.pose
+        xy = np.array([pose.x, pose.y])
+        d = float(state.goal_distance(xy)[0])
+        if not np.isfinite(d):
+            d = float(np.linalg.norm(self.goal_xy - xy))
+        if self._d0 is None:
+            self._d0 = d
+        r = self.spec.stop_radius if self.spec.stop_radius is not None else 0.5 * state.success_distance
+        progress = float(np.clip(1.0 - max(d - r, 0.0) / max(self._d0 - r, 1e-6), 0.0, 1.0))
+        if d <= r:
+            return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), 1.0, True
+        try:
+            path = np.asarray(self.planner.shortest_path(xy, self.goal_xy).waypoints, dtype=float)[:, :2]
+        except NoNavigableSpaceError:
+            return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), progress, True
+        path = np.concatenate([xy[None], path[1:]]) if len(path) > 1 else np.stack([xy, self.goal_xy])
+        points = resample_by_length(path, self.spec.spacing)[1:]
+        return relative_chunk(xy, pose.yaw, points, self.spec.horizon), progress, False
+
+    def act(self, observations: dict[str, Any], state: Any) -> Any:
+        """Label the state, pick the executed action, record the step."""
+        chunk, progress, stop = self.labels(state)
+        teacher_action = DiscreteAction.STOP if stop else WaypointAction(*map(float, chunk[0]))
+        proposal = self.learner.propose(observations) if self.learner is not None else None
+        executed = teacher_action if proposal is None or self.rng.random() < self.beta else proposal
+        if self.learner is not None:
+            self.learner.set_previous(executed)
+        step = {name: np.array(observations[name]) for name in self.sensors}
+        moved = isinstance(executed, WaypointAction)
+        step.update(label=0 if stop else 1, executed=1 if moved else 0,
+                    pose=np.array([state.pose.x, state.pose.y, state.pose.yaw], dtype=np.float32),
+                    actions=chunk, progress=np.float32(progress), executed_action=motion_vector(executed))
+        self.steps.append(step)
+        return executed
+
+
+# -------------------------------------------------------------------------------------------- diffusion
+
+
+def cosine_betas(steps: int, s: float = 0.008, max_beta: float = 0.999) -> torch.Tensor:
+    """The squared-cosine noise schedule (Nichol & Dhariwal 2021) of ``steps`` steps."""
+    t = torch.linspace(0, steps, steps + 1, dtype=torch.float64) / steps
+    f = torch.cos((t + s) / (1 + s) * math.pi / 2) ** 2
+    return (1 - f[1:] / f[:-1]).clamp(max=max_beta).float()
+
+
+def timestep_embedding(k: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sinusoidal embedding (B, dim) of integer diffusion steps ``k`` (B,)."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=k.device, dtype=torch.float32) / half)
+    args = k.float()[:, None] * freqs[None]
+    return torch.cat([torch.sin(args), torch.cos(args)], dim=1)
+
+
+class Denoiser(nn.Module):
+    """Transformer over [condition token, step token, T action tokens] → noise of each action."""
+
+    def __init__(self, cond_dim: int, horizon: int, size: int = 128, heads: int = 4, layers: int = 2):
+        super().__init__()
+        self.size = size
+        self.action_in = nn.Linear(LATENT_DIM, size)
+        self.cond_in = nn.Linear(cond_dim, size)
+        self.step_in = nn.Sequential(nn.Linear(size, size), nn.SiLU(), nn.Linear(size, size))
+        self.position = nn.Parameter(torch.randn(1, horizon + 2, size) * 0.02)
+        layer = nn.TransformerEncoderLayer(size, heads, dim_feedforward=2 * size, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.out = nn.Linear(size, LATENT_DIM)
+
+    def forward(self, noisy: torch.Tensor, k: torch.Tensor, cond: torch.Tensor) -> torch.Tensor:
+        """ε prediction (B, T, 4) for noisy latent actions (B, T, 4) at steps ``k`` (B,) given ``cond`` (B, C)."""
+        tokens = torch.cat([self.cond_in(cond)[:, None], self.step_in(timestep_embedding(k, self.size))[:, None],
+                            self.action_in(noisy)], dim=1) + self.position
+        return self.out(self.encoder(tokens)[:, 2:])
+
+
+def medoid(chunks: torch.Tensor) -> torch.Tensor:
+    """The sample (T, 3) of ``chunks`` (N, T, 3) with the least total distance to the others (a
+    robust consensus that, unlike the mean, never blends two distinct modes)."""
+    if chunks.shape[0] == 1:
+        return chunks[0]
+    flat = chunks.flatten(1)
+    return chunks[int(torch.cdist(flat, flat).sum(1).argmin())]
+
+
+# -------------------------------------------------------------------------------------------- policy
+
+
+@POLICIES.register("rdp")
+class RDPPolicy(VLNPolicy):
+    """Recurrent diffusion policy (see the module docstring); emits ``WaypointAction`` or STOP."""
+
+    name = "rdp"
+    action_space = "waypoint"
+
+    def _instruction_defaults(self, spec: dict | None) -> dict:
+        return {"bidirectional": True, **(spec or {})}
+
+    def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, horizon: int = 4,
+                 waypoint_spacing: float = 0.5, stop_radius: float | None = None, diffusion_steps: int = 20,
+                 sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
+                 denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.9,
+                 clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, **params: Any):
+        super().__init__(vocab, sensors, **params)
+        if self.rgb is None:
+            raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
+        checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "diffusion_steps": diffusion_steps >= 2,
+                  "ddim_steps": 1 <= ddim_steps <= diffusion_steps, "progress_weight": progress_weight >= 0,
+                  "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "action_samples": action_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
+        for field, ok in checks.items():
+            if not ok:
+                raise ConfigError(f"bad value {locals()[field]!r}", field=f"policy.params.{field}",
+                                  expected={"sampler": "ddpm or ddim", "ddim_steps": "1..diffusion_steps",
+                                            "stop_threshold": "in (0, 1)"}.get(field, "a positive number"))
+        self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
+        self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
+        self.noise_samples, self.action_samples = int(noise_samples), int(action_samples)
+        self.progress_weight, self.stop_threshold, self.clip_sample = float(progress_weight), float(stop_threshold), float(clip_sample)
+        h, text = self.hidden_size, self.instruction.out_dim
+        self.text_proj = nn.Linear(text, h)
+        self.rgb_proj = nn.Conv1d(self.rgb.spatial_channels, h, 1)
+        self.text_to_rgb = nn.MultiheadAttention(h, attention_heads, batch_first=True)   # text queries RGB
+        self.rgb_to_text = nn.MultiheadAttention(h, attention_heads, batch_first=True)   # RGB queries text
+        self.motion = nn.Linear(LATENT_DIM, self.prev_action.embedding_dim)
+        depth_dim = self.depth.out_dim if self.depth is not None else 0
+        self.fuse = nn.Sequential(nn.Linear(2 * h + depth_dim + self.prev_action.embedding_dim, h), nn.ReLU(inplace=True))
+        self.gru = nn.GRUCell(h, h)
+        self.denoiser = Denoiser(2 * h, self.horizon, denoiser_size, attention_heads, denoiser_layers)
+        self.progress_head = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(inplace=True), nn.Linear(h, 1))
+        betas = cosine_betas(self.diffusion_steps)
+        self.register_buffer("betas", betas, persistent=False)
+        self.register_buffer("alphas_cumprod", torch.cumprod(1 - betas, 0), persistent=False)
+        self.register_buffer("scale", torch.tensor([self.spacing, self.spacing]), persistent=False)
+
+    def to_latent(self, actions: torch.Tensor) -> torch.Tensor:
+        """(…, 3) actions in metres / radians → (…, 4) diffusion space (dx, dy by the spacing; dyaw as sin, cos)."""
+        yaw = actions[..., 2:3]
+        return torch.cat([actions[..., :2] / self.scale, torch.sin(yaw), torch.cos(yaw)], dim=-1)
+
+    def from_latent(self, latent: torch.Tensor) -> torch.Tensor:
+        """(…, 4) diffusion space → (…, 3) actions in metres / radians."""
+        return torch.cat([latent[..., :2] * self.scale, torch.atan2(latent[..., 2:3], latent[..., 3:4])], dim=-1)
+
+    @classmethod
+    def teacher_spec(cls, params: dict[str, Any]) -> WaypointTeacher:
+        """The continuous teacher for these ``policy.params``."""
+        return WaypointTeacher(int(params.get("horizon", 4)), float(params.get("waypoint_spacing", 0.5)),
+                               params.get("stop_radius"))
+
+    # ---------------------------------------------------------------- recurrence
+
+    def start_motion(self, batch: int, device: Any = None) -> torch.Tensor:
+        """The previous motion at an episode's start (zeros, (B, 3))."""
+        return torch.zeros(batch, ACTION_DIM, device=device)
+
+    def step(self, instruction, visual, prev_motion, hidden):
+        """One step: (condition (B, 2H) = [GRU state, fused feature], new hidden (B, 1, H))."""
+        ctx, mask, _ = instruction
+        text = self.text_proj(ctx)
+        rgb = self.rgb_proj(visual["rgb"][0]).transpose(1, 2)  # (B, 16, H)
+        t2v, _ = self.text_to_rgb(text, rgb, rgb)
+        v2t, _ = self.rgb_to_text(rgb, text, text, key_padding_mask=~mask)
+        m = mask.float().unsqueeze(-1)
+        pooled_text = (t2v * m).sum(1) / m.sum(1).clamp(min=1.0)
+        parts = [pooled_text, v2t.mean(1)]
+        if "depth" in visual:
+            parts.append(visual["depth"][1])
+        parts.append(self.motion(self.to_latent(prev_motion)))
+        fused = self.fuse(torch.cat(parts, dim=1))
+        h = self.gru(fused, hidden[:, 0])
+        return torch.cat([h, fused], dim=1), h.unsqueeze(1)
+
+    def condition_sequence(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_motion: torch.Tensor
+                           ) -> torch.Tensor:
+        """Conditions (B, T, 2H) of padded episodes: frames (B, T, ...), previous motions (B, T, 3)."""
+        b, t = prev_motion.shape[:2]
+        instruction = self.instruction(tokens)
+        flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
+        visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
+        hidden = self.initial_state(b, prev_motion.device)
+        out = []
+        for i in range(t):
+            cond, hidden = self.step(instruction, {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()},
+                                     prev_motion[:, i], hidden)
+            out.append(cond)
+        return torch.stack(out, dim=1)
+
+    def progress(self, cond: torch.Tensor) -> torch.Tensor:
+        """Predicted progress in [0, 1], shape cond.shape[:-1]."""
+        return torch.sigmoid(self.progress_head(cond)).squeeze(-1)
+
+    # ---------------------------------------------------------------- training
+
+    def diffusion_loss(self, cond: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None
+                       ) -> torch.Tensor:
+        """Per-sample DDPM ε-prediction MSE (N,) of action chunks (N, T, 3) in metres / radians."""
+        x0 = self.to_latent(actions)
+        n = x0.shape[0]
+        k = torch.randint(0, self.diffusion_steps, (n,), device=x0.device, generator=generator)
+        noise = torch.randn(x0.shape, device=x0.device, generator=generator)
+        ab = self.alphas_cumprod[k].view(n, 1, 1)
+        noisy = ab.sqrt() * x0 + (1 - ab).sqrt() * noise
+        return F.mse_loss(self.denoiser(noisy, k, cond), noise, reduction="none").mean(dim=(1, 2))
+
+    def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        """DDPM loss + λ · progress MSE over the valid steps of a trainer batch; also the number of
+        steps whose stop decision (progress > threshold) matches the teacher's (label 0 = STOP)."""
+        extras = batch["extras"]
+        executed = extras["executed_action"]
+        prev = torch.cat([self.start_motion(executed.shape[0], executed.device)[:, None], executed[:, :-1]], dim=1)
+        cond = self.condition_sequence(batch["tokens"], batch["frames"], prev)
+        valid = batch["weights"] > 0
+        c = cond[valid]
+        n = self.noise_samples  # several (noise, step) draws per visited state: more denoising signal per frame
+        diffusion = self.diffusion_loss(c.repeat(n, 1), extras["actions"][valid].repeat(n, 1, 1)).mean()
+        progress = self.progress(c)
+        target = extras["progress"][valid]
+        loss = diffusion + self.progress_weight * F.mse_loss(progress, target)
+        stop_pred = progress > self.stop_threshold
+        correct = float((stop_pred == (batch["labels"][valid] == 0)).sum())
+        return loss, correct
+
+    # ---------------------------------------------------------------- sampling
+
+    @torch.no_grad()
+    def sample(self, cond: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """Action chunks (B, T, 3) in metres / radians for conditions (B, C), with the configured
+        sampler (DDPM ancestral or DDIM η = 0); the same generator state gives the same sample."""
+        b = cond.shape[0]
+        x = torch.randn((b, self.horizon, LATENT_DIM), device=cond.device, generator=generator)
+        ab = self.alphas_cumprod
+        if self.sampler == "ddpm":
+            steps = list(range(self.diffusion_steps - 1, -1, -1))
+        else:
+            steps = sorted({int(round(v)) for v in np.linspace(0, self.diffusion_steps - 1, self.ddim_steps)}, reverse=True)
+        for i, k in enumerate(steps):
+            kk = torch.full((b,), k, device=cond.device, dtype=torch.long)
+            eps = self.denoiser(x, kk, cond)
+            x0 = ((x - (1 - ab[k]).sqrt() * eps) / ab[k].sqrt()).clamp(-self.clip_sample, self.clip_sample)
+            if self.sampler == "ddpm":
+                prev_ab = ab[k - 1] if k > 0 else torch.tensor(1.0, device=cond.device)
+                beta = self.betas[k]
+                mean = (prev_ab.sqrt() * beta / (1 - ab[k])) * x0 + ((1 - beta).sqrt() * (1 - prev_ab) / (1 - ab[k])) * x
+                if k > 0:
+                    var = beta * (1 - prev_ab) / (1 - ab[k])
+                    mean = mean + var.sqrt() * torch.randn(x.shape, device=x.device, generator=generator)
+                x = mean
+            else:
+                nxt = steps[i + 1] if i + 1 < len(steps) else None
+                prev_ab = ab[nxt] if nxt is not None else torch.tensor(1.0, device=cond.device)
+                eps = (x - ab[k].sqrt() * x0) / (1 - ab[k]).sqrt()
+                x = prev_ab.sqrt() * x0 + (1 - prev_ab).sqrt() * eps
+        return self.from_latent(x)
+
+    def act_step(self, instruction: tuple, visual: dict, prev_motion: torch.Tensor, hidden: torch.Tensor,
+                 generator: torch.Generator | None = None, max_resamples: int = 3) -> tuple[Any, torch.Tensor, dict]:
+        """One agent step: (STOP or ``WaypointAction``, new hidden, info {progress, nan_resamples})."""
+        cond, hidden = self.step(instruction, visual, prev_motion, hidden)
+        progress = float(self.progress(cond)[0])
+        info = {"progress": round(progress, 4), "nan_resamples": 0}
+        if progress > self.stop_threshold:
+            return DiscreteAction.STOP, hidden, info
+        for _ in range(max_resamples + 1):
+            chunks = self.sample(cond.expand(self.action_samples, -1), generator)
+            if torch.isfinite(chunks).all():
+                chunk = medoid(chunks)[None]
+                break
+            info["nan_resamples"] += 1  # a diffusion sample with NaN is drawn again (counted)
+        else:
+            info["gave_up"] = "diffusion sample stayed non-finite: stopping"
+            return DiscreteAction.STOP, hidden, info
+        first = chunk[0, 0].cpu().double().numpy()
+        info["chunk"] = np.round(chunk[0].cpu().numpy(), 3).tolist()
+        return WaypointAction(float(first[0]), float(first[1]), float(first[2])), hidden, info
+
+    def generator_for(self, seed: int, episode_id: str, device: Any) -> torch.Generator:
+        """A sampling generator seeded by (seed, episode id)."""
+        g = torch.Generator(device=device)
+        g.manual_seed(int(seed) * 1_000_003 + zlib.crc32(str(episode_id).encode()))
+        return g
