@@ -45,9 +45,11 @@ CORRIDOR_GAPS = {"corridor_a": 1.0, "corridor_b": 1.3, "corridor_c": 1.6}
 
 def corridor_loader(path, body, resolution):
     """A module-level ``scene_loader`` (picklable, for worker processes): the corridor variant
-    named by the path's stem. Test hooks, keyed by files beside ``path``: ``<stem>.kill-once``
-    kills the calling process the first time (then renames itself ``.killed``); ``<stem>.crash``
-    raises every time."""
+    named by the path's stem. Test hooks, keyed by files beside ``path``, fire in worker processes
+    only (the driver also loads every scene, to check episode bounds before the run):
+    ``<stem>.kill-once`` kills the calling worker the first time (then renames itself ``.killed``);
+    ``<stem>.crash`` raises every time."""
+    import multiprocessing
     import os
     import signal
     from pathlib import Path
@@ -55,10 +57,11 @@ def corridor_loader(path, body, resolution):
     from vlnverse.tasks.base import context_from_description
 
     p = Path(path)
+    in_worker = multiprocessing.parent_process() is not None
     kill = p.with_suffix(".kill-once")
-    if kill.exists():
+    if in_worker and kill.exists():
         kill.rename(p.with_suffix(".killed"))
         os.kill(os.getpid(), signal.SIGKILL)
-    if p.with_suffix(".crash").exists():
+    if in_worker and p.with_suffix(".crash").exists():
         raise RuntimeError(f"cannot load {p.name}: test crash")
     return context_from_description(corridor_scene(CORRIDOR_GAPS[p.stem]), body, resolution, scene_path=str(p))
