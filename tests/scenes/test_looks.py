@@ -268,3 +268,20 @@ def test_textured_meshes_read_back_as_the_primitives_they_stand_for(home, tmp_pa
     for a, b in zip(meshed.geoms, prims.geoms):
         assert np.array_equal(a.transform, b.transform) and np.array_equal(a.size, b.size), a.name
     assert np.array_equal(build_occupancy_map(meshed).grid, build_occupancy_map(prims).grid)
+
+
+def test_shipped_homes_have_st_on_every_textured_gprim():
+    from pxr import Sdf, Usd, UsdGeom
+
+    from vlnverse.paths import scenes_dir
+
+    homes = sorted(scenes_dir().glob("home_*.usd"))
+    assert len(homes) == 10
+    for path in homes:
+        stage = Usd.Stage.Open(str(path))
+        textured = _textured_gprims(stage)
+        assert len(textured) > 100, path
+        for prim, _, asset in textured:
+            st = UsdGeom.PrimvarsAPI(prim).GetPrimvar("st")
+            assert st and len(st.Get()) == sum(UsdGeom.Mesh(prim).GetFaceVertexCountsAttr().Get()), prim.GetPath()
+            assert Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset.path)).is_file()
