@@ -89,6 +89,7 @@ def test_sunlight_through_a_window_brightens_the_floor_at_high():
     for quality in ("default", "high"):
         with make_simulator(desc, "r2r_ce", sensors=[], renderer="gl", quality=quality) as sim:
             result[quality] = _floor_luminance(sim, desc, pose, room, patch)
+    print("floor luminance (patch, rest, pixels, pixels):", result)
     lit, shade, n_lit, n_shade = result["high"]
     assert n_lit >= 30 and n_shade >= 30, result
     assert lit > 1.25 * shade, result  # the sun patch is >= 25 % brighter than the rest of the floor

@@ -50,7 +50,7 @@ def add_lights(spec, desc: SceneDescription, quality: str) -> None:
     spec.visual.headlight.ambient = [0.48, 0.48, 0.49]
     spec.visual.headlight.diffuse = [0.25, 0.25, 0.25]
     spec.visual.headlight.specular = [0.05, 0.05, 0.05]
-    spec.visual.quality.shadowsize = 2048 if quality == "high" else 1024
+    spec.visual.quality.shadowsize = 1024
     shadows = quality == "high"
     lo, hi = desc.bounds()
     centre = (np.asarray(lo, float) + np.asarray(hi, float)) / 2
