@@ -37,8 +37,8 @@ SUN_DIFFUSE = {"default": 0.32, "high": 0.9}
 #: four times finer than the 160° one.
 ROOM_LIGHT_SHADOW_CUTOFF = 60.0
 ROOM_LIGHT_EXPONENT = 4.0
-#: Window glass in MuJoCo: almost opaque, glowing sky (the USD's glass is clear).
-WINDOW_SKY_OPACITY, WINDOW_SKY_EMISSION = 0.92, 0.7
+#: Window glass in MuJoCo: opaque glowing sky (the USD's glass is clear); opaque is drawn in the cheap pass.
+WINDOW_SKY_OPACITY, WINDOW_SKY_EMISSION = 1.0, 0.7
 #: Material kinds whose geoms never cast shadows (glass: light passes through).
 SHADOWLESS_KINDS = ("window", "glass")
 
