@@ -38,7 +38,7 @@ from .catalog import (CATEGORIES, COLORS, DEFAULT_FLOOR_STYLE, FLOOR_STYLES, MAT
                       part_material, resolve_color)
 from .description import Door, Geom, Room, SceneDescription, SceneObject
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: window openings, textured gprims as Meshes with st
 
 #: Lattice unit of the floor plan (m); every wall line and door edge lies on it.
 UNIT = 0.05
