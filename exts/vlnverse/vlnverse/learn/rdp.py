@@ -12,14 +12,19 @@ with DDPM ancestral sampling (``sampler: ddpm``) or deterministic DDIM (``sample
 ``ddim_steps`` evenly spaced steps; the default — deterministic given the initial noise, and
 faster). Each visited state is trained with ``noise_samples`` (noise, step) draws. A stop-progress head (sigmoid; 0 at the start → 1 at the
 goal) is trained with MSE weighted by ``progress_weight`` (λ); the agent stops when predicted
-progress exceeds ``stop_threshold``. Otherwise it executes the first action of the sampled chunk
+progress exceeds ``stop_threshold`` (0.95: it stops where d - r <= 0.05 (d0 - r), within the
+success distance when r is half of it on paths up to ~15 m; 0.9 stopped short of the success
+circle on the tests' 8 m corridor paths). Otherwise it executes the first action of the sampled chunk
 (the medoid of ``action_samples`` samples when more than one)
 as a ``WaypointAction`` — through the waypoint controller under physics (Strict) or by teleport
 (Tel-Hop) — and re-plans at the next step (receding horizon).
 
 Teacher (``WaypointTeacher``): at every visited pose, the geodesic shortest path to the goal
-(the scene planner's A* path from the current pose, i.e. the reference path when on it) is
-resampled by arc length every ``waypoint_spacing`` metres; the first ``horizon`` points, each
+(the scene planner's A* path from the current pose) that keeps ``teacher_clearance`` metres (default
+0.15) from the edge of the navigable map where the map allows it — planned on the navigable map
+shrunk by that margin, else by half of it, else on the map itself; a taut shortest path grazes
+every corner at zero margin, so a 0.1 m tracking error puts the commanded waypoint into a wall,
+which ends a Strict episode — is resampled by arc length every ``waypoint_spacing`` metres; the first ``horizon`` points, each
 headed along its segment, give the action chunk (padded with zero motion at the goal). Progress is
 ``1 - max(d - r, 0) / max(d0 - r, ε)`` with d the geodesic distance to the goal, d0 that at the
 start and r the teacher's stop radius (``stop_radius``, default half the success distance); the
@@ -29,6 +34,7 @@ turn of +π and one of −π are the same point.
 from __future__ import annotations
 
 import math
+import weakref
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -89,6 +95,59 @@ def motion_vector(action: Any) -> np.ndarray:
     return np.zeros(ACTION_DIM, dtype=np.float32)
 
 
+_MARGIN_PLANNERS: "weakref.WeakKeyDictionary[Any, dict[float, Any]]" = weakref.WeakKeyDictionary()
+
+
+def margin_planners(planner: Any, clearance: float) -> list[Any]:
+    """Planners on ``planner``'s navigable map shrunk by ``clearance`` and by half of it (those
+    that keep a free cell), then ``planner`` itself: the teacher's fallback chain. Shrunk maps are
+    built once per planner (weakly cached)."""
+    from ..tasks.pathing import NoNavigableSpaceError, PathPlanner
+
+    out = []
+    cache = _MARGIN_PLANNERS.setdefault(planner, {})
+    for margin in (clearance, 0.5 * clearance):
+        if margin < 0.5 * planner.resolution:
+            continue
+        if margin not in cache:
+            try:  # a free cell of the shrunk map lies >= margin further from the obstacles than the edge cells
+                cache[margin] = PathPlanner(planner.map.dilate(margin), scene_id=planner.scene_id)
+            except NoNavigableSpaceError:
+                cache[margin] = None
+        if cache[margin] is not None:
+            out.append(cache[margin])
+    return out + [planner]
+
+
+def teacher_path(planners: list[Any], xy: np.ndarray, goal_xy: np.ndarray) -> np.ndarray:
+    """The (N, 2) path from ``xy`` to ``goal_xy`` on the first of ``planners`` (most margin first,
+    the plain navigable map last) that connects them with the agent's and goal's snaps to that map
+    in straight, free reach on the last (plain) map; starts at ``xy``, ends at ``goal_xy``. Raises
+    ``NoNavigableSpaceError`` when even the plain map does not connect them."""
+    from ..tasks.pathing import NoNavigableSpaceError
+
+    base = planners[-1]
+    for i, planner in enumerate(planners):
+        last = i == len(planners) - 1
+        if not last:
+            start, goal = planner.snap_point(xy), planner.snap_point(goal_xy)
+            if not (base.segment_free(xy, start) and base.segment_free(goal, goal_xy)):
+                continue
+        try:
+            way = np.asarray(planner.shortest_path(xy, goal_xy).waypoints, dtype=float)[:, :2]
+        except NoNavigableSpaceError:
+            if last:
+                raise
+            continue
+        pts = [xy[None], way[1:] if len(way) > 1 else goal_xy[None]]
+        if np.linalg.norm(pts[-1][-1] - goal_xy) > 1e-6:
+            pts.append(goal_xy[None])
+        if len(way) > 1 and np.linalg.norm(way[0] - xy) > 1e-6:
+            pts.insert(1, way[:1])  # the snap onto the margin map is part of the path
+        return np.concatenate(pts)
+    raise AssertionError("unreachable")
+
+
 @dataclass(frozen=True)
 class WaypointTeacher:
     """Continuous-action teacher spec of RDP (see the module docstring): what ``collect`` and the
@@ -97,11 +156,13 @@ class WaypointTeacher:
     horizon: int = 4
     spacing: float = 0.5
     stop_radius: float | None = None
+    clearance: float = 0.15
 
     @property
     def key(self) -> dict[str, Any]:
         """Part of the observation-cache key."""
-        return {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius}
+        return {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius,
+                "clearance": self.clearance}
 
     @property
     def extra_fields(self) -> dict[str, list[int]]:
@@ -129,6 +190,7 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         """New episode: the planner and goal come from the scene context and the episode."""
         super().reset(episode, context)
         self.planner = context.planner
+        self.planners = margin_planners(context.planner, self.spec.clearance)
         self.goal_xy = np.asarray(episode.goals[-1].position[:2], dtype=float)
         self._d0 = None
 
@@ -148,10 +210,9 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         if d <= r:
             return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), 1.0, True
         try:
-            path = np.asarray(self.planner.shortest_path(xy, self.goal_xy).waypoints, dtype=float)[:, :2]
+            path = teacher_path(self.planners, xy, self.goal_xy)
         except NoNavigableSpaceError:
             return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), progress, True
-        path = np.concatenate([xy[None], path[1:]]) if len(path) > 1 else np.stack([xy, self.goal_xy])
         points = resample_by_length(path, self.spec.spacing)[1:]
         return relative_chunk(xy, pose.yaw, points, self.spec.horizon), progress, False
 
@@ -234,14 +295,14 @@ class RDPPolicy(VLNPolicy):
         return {"bidirectional": True, **(spec or {})}
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, horizon: int = 4,
-                 waypoint_spacing: float = 0.5, stop_radius: float | None = None, diffusion_steps: int = 20,
+                 waypoint_spacing: float = 0.5, stop_radius: float | None = None, teacher_clearance: float = 0.15, diffusion_steps: int = 20,
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
-                 denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.9,
+                 denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.95,
                  clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, **params: Any):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
-        checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "diffusion_steps": diffusion_steps >= 2,
+        checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "teacher_clearance": teacher_clearance >= 0, "diffusion_steps": diffusion_steps >= 2,
                   "ddim_steps": 1 <= ddim_steps <= diffusion_steps, "progress_weight": progress_weight >= 0,
                   "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "action_samples": action_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
         for field, ok in checks.items():
@@ -282,7 +343,7 @@ class RDPPolicy(VLNPolicy):
     def teacher_spec(cls, params: dict[str, Any]) -> WaypointTeacher:
         """The continuous teacher for these ``policy.params``."""
         return WaypointTeacher(int(params.get("horizon", 4)), float(params.get("waypoint_spacing", 0.5)),
-                               params.get("stop_radius"))
+                               params.get("stop_radius"), float(params.get("teacher_clearance", 0.15)))
 
     # ---------------------------------------------------------------- recurrence
 
