@@ -116,3 +116,33 @@ def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, pre
                               if a != "STOP")
     assert agent.outputs and all(o.get("no_candidates") for o in agent.outputs)
     assert agent.outputs[-1]["no_candidate_turns"] == len(agent.outputs)
+
+
+def _eval(checkpoint, episodes_file, corridor, out, mode):
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+    from vlnverse.eval.runner import run_eval
+
+    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(checkpoint)}), task="fine_grained",
+                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode=mode,
+                      sensors=[SensorConfig(name="depth", kind="depth", width=16, height=16)], max_steps=25,
+                      success_distance=1.5, out=str(out), report=ReportConfig(enabled=False))
+    return run_eval(ecfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["telhop", "strict"])
+def test_vlnbert_overfits_four_episodes_through_the_runner(corridor, episodes_file, predictor_file, tmp_path, mode):
+    """IL on the 4 corridor episodes (different instructions), then 3 online fine-tuning rounds
+    (schedule sampling, p = 0.5), then ``run_eval`` (the runner, the ``policy`` agent with the
+    checkpoint): SR >= 0.75. Measured SR 1.0 in both modes (IL alone: 0.5-0.75 under Tel-Hop)."""
+    common = dict(il__epochs=40, il__batch_size=1, il__lr=0.002, collision_mode=mode)
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, **common)
+    _train(cfg, corridor)
+    dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, mode="dagger", init=str(Path(cfg.out) / "last.pt"),
+                  dagger={"rounds": 3, "p": 0.5, "epochs": 10}, **common)
+    _train(dagger, corridor)
+    summary = _eval(Path(dagger.out) / "last.pt", episodes_file, corridor, tmp_path / "eval", mode)
+    assert summary["overall"]["means"]["SR"] >= 0.75, summary["overall"]["means"]
+    records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    assert all("candidates" in o or "no_candidates" in o for r in records for o in r["agent_outputs"])
+    assert all(r["actions"][-1] == "STOP" for r in records if r["metrics"]["SR"])
