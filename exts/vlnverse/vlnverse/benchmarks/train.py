@@ -17,6 +17,12 @@ Steps:
 5. Evaluate random, forward-only, IL-only and IL + DAgger on all of val_seen and val_unseen
    through the eval runner (Tel-Hop, the task's success distance and step limit).
 
+6. VLN-BERT (``vlnbert_rows``): a candidate waypoint predictor trained on panoramas of the train
+   scenes, then VLN-BERT with the same IL share of the budget, splits and Tel-Hop, then one
+   online fine-tuning round (schedule sampling, β = 0.5, same share and episodes as CMA's DAgger);
+   rows ``vlnbert`` (before online fine-tuning) and ``vlnbert_online`` (after), as the paper's
+   Table 7 on our scenes.
+
 Figures: ``cache_frames_per_s``, ``train_samples_per_s``, ``dagger_env_steps_per_s``, per agent
 and split SR / SPL / nDTW, the IL training curve (loss, accuracy per epoch; val_seen SR per
 validation), sizes and seconds spent, and the machine's load average (a shared machine: the
@@ -171,6 +177,9 @@ def run(args) -> dict:
             cfg.validate()
             means = run_eval(cfg, progress=True, print_summary=False)["overall"]["means"]
             results.setdefault(split, {})[agent_name] = {k: round(float(means[k] or 0.0), 4) for k in ("SR", "SPL", "nDTW")}
+    vlnbert = vlnbert_rows(work, base, budget, scale, args.seed, max(2, n_train // 4))
+    for split, rows in vlnbert.pop("results").items():
+        results[split].update(rows)
     curve = training_curve(work / "il" / "train_log.csv")
     seen_sr = results["val_seen"]
     best_baseline = max(seen_sr["random"]["SR"], seen_sr["forward"]["SR"])
@@ -192,9 +201,62 @@ def run(args) -> dict:
         "dagger_aggregated_steps": round_info["aggregated_steps"], "dagger_train_accuracy": round_info["train_accuracy"],
         "results": results,
         "learned_beats_baselines_val_seen": {a: seen_sr[a]["SR"] > best_baseline for a in ("il", "il_dagger")},
-        "curve": curve, "work_dir": str(work),
+        "curve": curve, "work_dir": str(work), "vlnbert": vlnbert,
     }
     if args.out:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
         plot_curve(curve, results, Path(figures["plot"]))
     return figures
+
+
+#: VLN-BERT sized for the CPU budget (the predictor's panorama: 12 depth views of 16x16)
+VLNBERT_PARAMS = {"hidden_size": 64, "layers": 2, "heads": 4}
+
+
+def vlnbert_rows(work: Path, base: dict, budget: float, scale: float, seed: int, dagger_episodes: int) -> dict:
+    """Train the waypoint predictor, VLN-BERT by IL (the CMA run's IL share of the budget, same
+    splits, sensors and Tel-Hop) and one online fine-tuning round (β = 0.5, as CMA's DAgger);
+    evaluate both on val_seen / val_unseen. Returns ``{"results": {split: {"vlnbert", "vlnbert_online"}}, ...}``."""
+    from vlnverse.core.config import from_dict
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.learn.config import TrainConfig
+    from vlnverse.learn.trainer import run_training
+    from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
+
+    t0 = time.perf_counter()
+    wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
+                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed),
+                               work / "waypoints")
+    t_wp = time.perf_counter()
+    params = {**VLNBERT_PARAMS, "waypoint_predictor": str(work / "waypoints" / "predictor.pt")}
+    il_cfg = {**base, "policy": {"name": "vlnbert", "params": params}, "out": str(work / "vlnbert_il"),
+              "il": {**base["il"], "lr": 0.0005, "batch_size": 8}}
+    il = run_training(from_dict(TrainConfig, il_cfg), progress=True)
+    online_cfg = {**il_cfg, "mode": "dagger", "init": str(work / "vlnbert_il" / "last.pt"), "out": str(work / "vlnbert_online"),
+                  "val": {}, "validation": {"metric": "accuracy"},
+                  "il": {**il_cfg["il"], "lr": 0.0002, "max_seconds": 0.10 * budget},
+                  "dagger": {"rounds": 1, "p": 0.5, "epochs": 1000, "episodes": dagger_episodes}}
+    online = run_training(from_dict(TrainConfig, online_cfg), progress=True)
+    (round_info,) = online["dagger"]
+    t_trained = time.perf_counter()
+    results: dict = {}
+    for split in ("val_seen", "val_unseen"):
+        for name, ckpt in (("vlnbert", work / "vlnbert_il" / "last.pt"), ("vlnbert_online", work / "vlnbert_online" / "last.pt")):
+            cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(ckpt)}), task="fine_grained",
+                             episodes=EpisodeSource(path=str(work / f"{split}.jsonl")), collision_mode="telhop",
+                             sensors=[from_dict(SensorConfig, s) for s in base["sensors"]], seed=seed,
+                             out=str(work / "eval" / name / split), report=ReportConfig(enabled=False))
+            cfg.validate()
+            means = run_eval(cfg, progress=True, print_summary=False)["overall"]["means"]
+            results.setdefault(split, {})[name] = {k: round(float(means[k] or 0.0), 4) for k in ("SR", "SPL", "nDTW")}
+    held = wp["held_out"]["predicted"]
+    return {"results": results, "params": VLNBERT_PARAMS,
+            "waypoint_predictor": {"held_out": held, "train_poses": wp["train_poses"], "seconds": round(t_wp - t0, 1)},
+            "il_epochs": len([c for c in training_curve(work / "vlnbert_il" / "train_log.csv")["il_epochs"]]),
+            "il_train_accuracy": il["il"]["accuracy"], "il_train_samples_per_s": il["il"]["samples_per_s"],
+            "cache_frames_per_s": il["cache"].get("frames_per_s"),
+            "online_round": {"beta": round_info["beta"], "collected_steps": round_info["collected_steps"],
+                             "env_steps_per_s": round_info["env_steps_per_s"], "train_accuracy": round_info["train_accuracy"]},
+            "seconds": {"waypoints": round(t_wp - t0, 1), "train": round(t_trained - t_wp, 1),
+                        "eval": round(time.perf_counter() - t_trained, 1)}}
