@@ -6,7 +6,10 @@ agent does, with a clear error when the ``[learn]`` extra is missing. Actions ar
 argmax (``sample: true`` samples from its softmax, seeded per episode). Continuous policies
 (``action_space != "discrete"``, e.g. RDP) emit ``WaypointAction`` or STOP through their
 ``act_step``; their sampling is seeded by (agent seed, episode id), and each step's predicted
-progress and any NaN re-samples go into the record's ``agent_outputs``.
+progress and any NaN re-samples go into the record's ``agent_outputs``. Panoramic policies
+(``panoramic = True``: VLN-BERT) render the agent's depth panorama at each step, take the waypoint
+predictor's candidates and emit the chosen ``WaypointAction`` or STOP; with no candidate they turn
+in place and predict again (counted in ``agent_outputs``).
 """
 from __future__ import annotations
 

@@ -19,7 +19,8 @@ again next step (counted: ``agent_outputs[step].no_candidates``).
 **Teacher / oracle** (``VLNBertTeacher``): the candidate with the shortest geodesic distance to
 the goal; STOP when the geodesic distance is below ``stop_distance`` (1.5 m, at most the success
 distance) and the agent is in open space (navigable cells all around it within
-``open_space_radius``). Training: cross-entropy between the scores and the oracle action, over
+``open_space_radius``); near the goal but not in open space, STOP too when no candidate is
+closer to the goal than the agent. Training: cross-entropy between the scores and the oracle action, over
 teacher-forced episodes (IL) and then online (``mode: dagger``) with schedule sampling: at each
 step the executed action is the oracle's with probability β = p^round, else the policy's; β is
 logged per round (``dagger.jsonl``, ``train_log.csv``, TensorBoard).
