@@ -110,12 +110,17 @@ def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, pre
     from test_trainer import _actions
     from conftest import make_episodes
 
-    monkeypatch.setattr(agent.policy.predictor, "candidates", lambda heat: np.zeros((0, 2)))
+    import vlnverse.learn.waypoints as wp
+
+    thresholds = []
+    monkeypatch.setattr(wp, "nms", lambda heat, threshold, **kw: thresholds.append(threshold) or [])
     actions = _actions(agent, corridor, make_episodes(corridor)[:1])
     assert actions[0] and all(a["type"] == "WaypointAction" and a["dx"] == 0 and a["dy"] == 0 for a in actions[0]
                               if a != "STOP")
     assert agent.outputs and all(o.get("no_candidates") for o in agent.outputs)
     assert agent.outputs[-1]["no_candidate_turns"] == len(agent.outputs)
+    # each consecutive empty prediction lowers the NMS threshold (0.7 per miss)
+    assert thresholds[1] == pytest.approx(0.7 * thresholds[0]) and thresholds[2] == pytest.approx(0.49 * thresholds[0])
 
 
 def _eval(checkpoint, episodes_file, corridor, out, mode):

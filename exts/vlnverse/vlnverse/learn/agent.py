@@ -88,7 +88,7 @@ class PolicyAgent(Agent):
         self._rng = self.episode_rng(episode)
         if self.panoramic:
             self._context = context
-            self.no_candidate_turns = 0
+            self.no_candidate_turns = self._empty = 0
             if getattr(self, "_perception", None) is None:
                 from .vlnbert import Perception
 
@@ -121,11 +121,14 @@ class PolicyAgent(Agent):
         from .vlnbert import candidate_action
 
         pose = state.pose
-        feats, cands, n = self._perception(self._context.desc, self._context.body, (pose.x, pose.y, pose.yaw))
-        if n == 0:  # the predictor found no candidate: turn in place, predict again next step
+        feats, cands, n = self._perception(self._context.desc, self._context.body, (pose.x, pose.y, pose.yaw),
+                                           relax=self._empty)
+        if n == 0:  # the predictor found no candidate: turn in place, predict again next step (lower threshold)
             self.no_candidate_turns += 1
+            self._empty += 1
             self.outputs.append({"no_candidates": True, "no_candidate_turns": self.no_candidate_turns})
             return WaypointAction(0.0, 0.0, math.radians(self.policy.turn_deg))
+        self._empty = 0
         choice = self.choose(feats, cands)
         info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
         if choice == len(cands):

@@ -19,8 +19,10 @@ again next step (counted: ``agent_outputs[step].no_candidates``).
 **Teacher / oracle** (``VLNBertTeacher``): the candidate with the shortest geodesic distance to
 the goal; STOP when the geodesic distance is below ``stop_distance`` (1.5 m, at most the success
 distance) and the agent is in open space (navigable cells all around it within
-``open_space_radius``); near the goal but not in open space, STOP too when no candidate is
-closer to the goal than the agent. Training: cross-entropy between the scores and the oracle action, over
+``open_space_radius``), or when no candidate leads closer to the goal and the agent is within
+the success distance. Only candidates on navigable cells joined to the agent by a collision-free
+segment count; when there is none, the candidate nearest (in a straight line) to the goal.
+Training: cross-entropy between the scores and the oracle action, over
 teacher-forced episodes (IL) and then online (``mode: dagger``) with schedule sampling: at each
 step the executed action is the oracle's with probability β = p^round, else the policy's; β is
 logged per round (``dagger.jsonl``, ``train_log.csv``, TensorBoard).
@@ -103,7 +105,11 @@ def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 
 
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
-    waypoint predictor and a renderer (one simulator per scene)."""
+    waypoint predictor and a renderer (one simulator per scene). ``relax`` (the number of
+    consecutive empty predictions before this one) lowers the NMS threshold by ``RELAX`` per
+    empty prediction, so turning in place and predicting again cannot repeat forever."""
+
+    RELAX = 0.7
 
     def __init__(self, predictor: WaypointPredictor):
         p = predictor.params
@@ -112,8 +118,11 @@ class Perception:
         self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
 
     @torch.no_grad()
-    def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float]) -> tuple[np.ndarray, np.ndarray, int]:
+    def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
         """(view features, padded candidates (k, 3), number of candidates) at ``pose``."""
+        from .waypoints import candidates_polar, nms
+
         img = self.renderer.render(desc, body, pose)
         dev = next(self.predictor.parameters()).device
         d = torch.from_numpy(img["depth"])[None].to(dev)
@@ -121,7 +130,10 @@ class Perception:
         self.predictor.eval()
         feats = self.predictor.view_features(d, r)
         heat = torch.sigmoid(self.predictor(d, r))[0].cpu().numpy()
-        cands = self.predictor.candidates(heat)[: self.k]
+        p = self.predictor.params
+        picks = nms(heat, k=self.k, threshold=p["threshold"] * self.RELAX ** relax, nms_angle=p["nms_angle"],
+                    nms_distance=p["nms_distance"])
+        cands = candidates_polar(picks, self.predictor.grid)
         out = np.zeros((self.k, 3), dtype=np.float32)
         out[: len(cands), :2] = cands
         out[: len(cands), 2] = 1.0
@@ -179,30 +191,39 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         """New episode: the scene context gives the panorama renderer its scene."""
         super().reset(episode, context)
         self.context = context
-        self.no_candidates = 0
+        self.no_candidates = self._empty = 0
 
     def oracle(self, state: Any, cands: np.ndarray, n: int) -> int:
-        """Index of the oracle action: a candidate (0..k-1) or STOP (k)."""
+        """Index of the oracle action: a candidate (0..k-1) or STOP (k). Only candidates on
+        navigable cells joined to the agent by a collision-free segment count (others are at an
+        infinite distance)."""
         pose = state.pose
         xy = np.array([pose.x, pose.y])
+        k = len(cands)
         d = float(state.goal_distance(xy[None])[0])
         stop = min(self.spec.stop_distance, state.success_distance)
-        if d < stop and in_open_space(self.context.planner, xy, self.spec.open_space_radius):
-            return len(cands)
+        planner = self.context.planner
         pts = to_world((pose.x, pose.y, pose.yaw), cands[:n, :2])
-        dist = np.asarray(state.goal_distance(pts), dtype=float)
-        if not np.isfinite(dist).any():
-            return len(cands)
-        best = int(np.nanargmin(np.where(np.isfinite(dist), dist, np.inf)))
-        return best if d >= stop or dist[best] < d else len(cands)
+        ok = planner.is_navigable(pts) & planner.segments_free(np.repeat(xy[None], n, 0), pts)
+        dist = np.where(ok, np.asarray(state.goal_distance(pts), dtype=float), np.inf)
+        best = int(np.argmin(dist))
+        closer = bool(dist[best] < d)
+        if d < stop and (not closer or in_open_space(planner, xy, self.spec.open_space_radius)):
+            return k
+        if not closer and d <= state.success_distance:
+            return k  # no reachable candidate leads closer and the agent is within the success radius
+        return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - self_goal(state, xy), axis=1)))
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Perceive, label, pick the executed action (oracle with probability β), record."""
         pose = state.pose
-        feats, cands, n = self.perception(self.context.desc, self.context.body, (pose.x, pose.y, pose.yaw))
+        feats, cands, n = self.perception(self.context.desc, self.context.body, (pose.x, pose.y, pose.yaw),
+                                          relax=self._empty)
         if n == 0:  # no candidate: turn in place and predict again (not a training step)
             self.no_candidates += 1
+            self._empty += 1
             return WaypointAction(0.0, 0.0, math.radians(self.spec.turn_deg))
+        self._empty = 0
         target = self.oracle(state, cands, n)
         choice = target
         if self.learner is not None:
@@ -217,6 +238,12 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
                     target=np.float32(target))
         self.steps.append(step)
         return executed
+
+
+def self_goal(state: Any, xy: np.ndarray) -> np.ndarray:
+    """The episode's (last) goal position (x, y), or ``xy`` when the state carries no episode."""
+    ep = getattr(state, "episode", None)
+    return np.asarray(ep.goals[-1].position[:2], dtype=float) if ep is not None and ep.goals else np.asarray(xy, dtype=float)
 
 
 # -------------------------------------------------------------------------------------------- policy
