@@ -151,3 +151,25 @@ def test_vlnbert_overfits_four_episodes_through_the_runner(corridor, episodes_fi
     records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
     assert all("candidates" in o or "no_candidates" in o for r in records for o in r["agent_outputs"])
     assert all(r["actions"][-1] == "STOP" for r in records if r["metrics"]["SR"])
+
+
+def test_text_encoder_weights_load_from_a_local_file_and_predictor_is_required(predictor_file, tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.vocab import Vocabulary
+
+    vocab = Vocabulary.build(["walk to the kitchen"])
+    rig = [{"name": "depth", "kind": "depth", "shape": [16, 16]}]
+    torch.manual_seed(0)
+    a = build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(predictor_file)}, vocab, rig)
+    assert any("trained from scratch" in n for n in a.notes)
+    torch.save(a.instruction.state_dict(), tmp_path / "text.pt")
+    torch.manual_seed(1)
+    b = build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(predictor_file),
+                                 "text_encoder": {"weights": str(tmp_path / "text.pt")}}, vocab, rig)
+    assert all(torch.equal(v, b.instruction.state_dict()[k]) for k, v in a.instruction.state_dict().items())
+    assert any("loaded weights" in n for n in b.notes)
+    with pytest.raises(ConfigError, match="policy.params.waypoint_predictor"):
+        build_policy("vlnbert", PARAMS, vocab, rig)
+    with pytest.raises(ConfigError, match="waypoint predictor not found"):
+        build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(tmp_path / "none.pt")}, vocab, rig)
