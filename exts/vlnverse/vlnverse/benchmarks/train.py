@@ -224,6 +224,10 @@ def vlnbert_rows(work: Path, base: dict, budget: float, scale: float, seed: int,
     from vlnverse.learn.trainer import run_training
     from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
 
+    import shutil
+
+    for stale in ("waypoints", "vlnbert_il", "vlnbert_online"):  # a fresh run each time (the runs would resume)
+        shutil.rmtree(work / stale, ignore_errors=True)
     t0 = time.perf_counter()
     wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
                                                    val_poses_per_scene=max(10, round(60 * scale)), seed=seed),
@@ -231,11 +235,11 @@ def vlnbert_rows(work: Path, base: dict, budget: float, scale: float, seed: int,
     t_wp = time.perf_counter()
     params = {**VLNBERT_PARAMS, "waypoint_predictor": str(work / "waypoints" / "predictor.pt")}
     il_cfg = {**base, "policy": {"name": "vlnbert", "params": params}, "out": str(work / "vlnbert_il"),
-              "il": {**base["il"], "lr": 0.0005, "batch_size": 8}}
+              "il": {**base["il"], "lr": 0.001, "batch_size": 8}}
     il = run_training(from_dict(TrainConfig, il_cfg), progress=True)
     online_cfg = {**il_cfg, "mode": "dagger", "init": str(work / "vlnbert_il" / "last.pt"), "out": str(work / "vlnbert_online"),
                   "val": {}, "validation": {"metric": "accuracy"},
-                  "il": {**il_cfg["il"], "lr": 0.0002, "max_seconds": 0.10 * budget},
+                  "il": {**il_cfg["il"], "lr": 0.0005, "max_seconds": 0.10 * budget},
                   "dagger": {"rounds": 1, "p": 0.5, "epochs": 1000, "episodes": dagger_episodes}}
     online = run_training(from_dict(TrainConfig, online_cfg), progress=True)
     (round_info,) = online["dagger"]

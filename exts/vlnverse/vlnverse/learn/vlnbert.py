@@ -381,20 +381,22 @@ class VLNBertPolicy(VLNPolicy):
     # ---------------------------------------------------------------- training
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-        """Cross-entropy between the step scores and the oracle action (weighted as the trainer's
-        labels), unrolling the state token over each episode; also the number of correct argmaxes."""
+        """Cross-entropy between the step scores and the oracle action (every valid step weighs 1),
+        unrolling the state token over each episode; also the number of correct argmaxes."""
         extras = batch["extras"]
         feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
         b, t = target.shape
-        instruction = self.instruction(batch["tokens"])
+        tokens = batch["tokens"]
+        tokens = tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))]  # drop all-padding columns
+        instruction = self.instruction(tokens)
         hidden = self.initial_state(b, target.device)
         logits = []
         for i in range(t):
             out, hidden = self.step(instruction, feats[:, i], cands[:, i], hidden)
             logits.append(out)
         logits = torch.stack(logits, dim=1)
-        w = batch["weights"]
-        valid = w > 0
+        valid = batch["weights"] > 0
+        w = valid.float()  # every step weighs 1: the trainer's inflection weights follow move/STOP labels only
         k = cands.shape[2]
         target = torch.where(valid, target, torch.full_like(target, k))  # padding: STOP (weight 0)
         ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
