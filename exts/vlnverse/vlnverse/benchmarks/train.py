@@ -1,5 +1,5 @@
-"""``vlnverse bench train``: each policy of ``POLICY_ROWS`` (CMA, RDP) trained by imitation, then
-one DAgger round, on a generated fine-grained split of the shipped train scenes, each within the
+"""``vlnverse bench train``: each policy of ``POLICY_ROWS`` (CMA, RDP, VLN-BERT) trained by
+imitation, then one DAgger round (VLN-BERT: one online fine-tuning round), on a generated fine-grained split of the shipped train scenes, each within the
 same fixed CPU budget (``--budget`` seconds per policy, default 1200 = 20 minutes for its training
 phases; the phases get fixed shares of it) and evaluated on the same splits.
 
@@ -8,9 +8,10 @@ Steps:
    held out as ``val_seen`` (the task layer's ``val_seen_fraction``: same scenes, disjoint
    episodes), and episodes on the ``val_unseen`` scenes (``--seed`` + 1). Reused across runs.
 2. Per policy row: render its teacher observation cache (RGB-D 32x32, Tel-Hop; RDP's continuous
-   teacher labels its own cache) -- low resolution keeps a CPU epoch short; torch runs on 1 thread
+   teacher labels its own cache; VLN-BERT first gets a waypoint predictor trained on panoramas of
+   the train scenes, outside the budget, and its oracle teacher labels candidates) -- low resolution keeps a CPU epoch short; torch runs on 1 thread
    (fastest on a loaded shared machine).
-3. IL (the policy's imitation loss, Adam at the row's rate, batches of 16 episodes) for 50% of the
+3. IL (the policy's imitation loss, Adam at the row's rate and batch size) for 50% of the
    budget, validating on a few val_seen episodes every few epochs for the learning curve only:
    the checkpoint evaluated is the last one, not one selected on val_seen.
 4. One DAgger round: β = 0.5 (p = 0.5; a single round in the budget, so the learner drives half of
@@ -18,9 +19,10 @@ Steps:
    (Adam 5e-4) for 10% of the budget.
 5. Evaluate random, forward-only, and per row IL-only (``<row>_il``) and IL + DAgger
    (``<row>_il_dagger``) on all of val_seen and val_unseen through the eval runner (Tel-Hop, the
-   task's success distance and step limit).
+   task's success distance and step limit). ``vlnbert_il`` / ``vlnbert_il_dagger`` are VLN-BERT
+   before / after online fine-tuning, as the paper's Table 7 on our scenes.
 
-A row is one dict in ``POLICY_ROWS`` (name, policy, params, IL learning rate); ``--policies a,b``
+A row is one dict in ``POLICY_ROWS`` (name, policy, params, IL learning rate and batch size); ``--policies a,b``
 runs a subset. Figures: per row ``cache_frames_per_s``, ``train_samples_per_s``,
 ``dagger_env_steps_per_s``, the IL training curve (loss, accuracy per epoch -- for RDP the accuracy
 is its stop decision's; val_seen SR per validation), sizes and seconds spent; per agent and split
@@ -50,10 +52,17 @@ POLICY_PARAMS = {"hidden_size": 128, "instruction_encoder": {"embedding_size": 3
 #: RDP with the same encoders; a small denoiser (horizon 4 actions of 0.5 m, 20 diffusion steps,
 #: DDIM with 10 at inference, 4 noise draws per visited state)
 RDP_PARAMS = {**POLICY_PARAMS, "denoiser_size": 64, "horizon": 4, "diffusion_steps": 20, "noise_samples": 4}
-#: The rows: every policy gets the same budget, splits, batch size, validation and DAgger round.
+#: VLN-BERT sized for the CPU budget (its waypoint predictor sees 12 depth views of 16x16)
+VLNBERT_PARAMS = {"hidden_size": 64, "layers": 2, "heads": 4}
+#: The rows: every policy gets the same budget, splits, validation and DAgger round (for VLN-BERT
+#: the DAgger round is the paper's online fine-tuning: schedule sampling between oracle and
+#: prediction). A row with ``waypoint_predictor`` first trains the candidate waypoint predictor on
+#: panoramas of the train scenes (outside the budget; its seconds and held-out metrics are reported).
 POLICY_ROWS = [
-    {"name": "cma", "policy": "cma", "params": POLICY_PARAMS, "lr": 0.002},
-    {"name": "rdp", "policy": "rdp", "params": RDP_PARAMS, "lr": 0.002},
+    {"name": "cma", "policy": "cma", "params": POLICY_PARAMS, "lr": 0.002, "batch_size": 16},
+    {"name": "rdp", "policy": "rdp", "params": RDP_PARAMS, "lr": 0.002, "batch_size": 16},
+    {"name": "vlnbert", "policy": "vlnbert", "params": VLNBERT_PARAMS, "lr": 0.001, "batch_size": 8,
+     "waypoint_predictor": True},
 ]
 
 
@@ -136,18 +145,39 @@ def _rows(args) -> list[dict]:
     return [r for r in POLICY_ROWS if r["name"] in names]
 
 
-def train_row(row: dict, work: Path, budget: float, seed: int) -> dict:
+def train_waypoint_predictor(work: Path, scale: float, seed: int) -> dict:
+    """The candidate waypoint predictor trained afresh on panoramas of the train scenes (150 poses
+    per scene at the default budget); returns its file, held-out metrics and seconds."""
+    import shutil
+
+    from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
+
+    shutil.rmtree(work / "waypoints", ignore_errors=True)  # a fresh run (it would resume)
+    t0 = time.perf_counter()
+    wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
+                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed),
+                               work / "waypoints")
+    return {"path": str(work / "waypoints" / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
+            "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def train_row(row: dict, work: Path, budget: float, seed: int, scale: float = 1.0) -> dict:
     """IL then one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints and figures."""
     from vlnverse.core.config import from_dict
     from vlnverse.learn.config import TrainConfig
     from vlnverse.learn.trainer import run_training
 
     name = row["name"]
+    params = dict(row["params"])
+    predictor = None
+    if row.get("waypoint_predictor"):
+        predictor = train_waypoint_predictor(work, scale, seed)
+        params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
-    base = {"policy": {"name": row["policy"], "params": row["params"]}, "task": "fine_grained",
+    base = {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1,
-            "il": {"epochs": 1000, "batch_size": 16, "lr": row["lr"], "inflection_weight": "auto",
+            "il": {"epochs": 1000, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
                    "max_seconds": 0.50 * budget},
             # the curve's validation: a fixed val_seen subset; selection by training accuracy, and the
             # evaluated checkpoint is last.pt, so val_seen results are not selected on val_seen
@@ -175,6 +205,9 @@ def train_row(row: dict, work: Path, budget: float, seed: int) -> dict:
         "dagger_beta": round_info["beta"], "dagger_aggregated_steps": round_info["aggregated_steps"],
         "dagger_train_accuracy": round_info["train_accuracy"],
     }
+    if predictor is not None:
+        figures["waypoint_predictor"] = {k: predictor[k] for k in ("held_out", "train_poses", "seconds")}
+        figures["cache_teacher_SR"] = cache.get("teacher_SR")
     return {"checkpoints": {f"{name}_il": ckpt, f"{name}_il_dagger": str(work / "dagger" / name / "last.pt")},
             "figures": figures, "curve": curve}
 
@@ -197,7 +230,7 @@ def run(args) -> dict:
     work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-train-"))
     load_start = os.getloadavg()
     t_start = time.perf_counter()
-    for stale in ("cache/obs", "il", "dagger", "eval"):  # measure a fresh cache and run (generated episodes are reused)
+    for stale in ("cache/obs", "il", "dagger", "eval", "waypoints"):  # measure a fresh cache and run (generated episodes are reused)
         shutil.rmtree(work / stale, ignore_errors=True)
     seen = _dataset("fine_grained", "train", max(8, round(TRAIN_SCENE_EPISODES * scale)), args.seed, work / "data_train",
                     VAL_SEEN_FRACTION)
@@ -211,7 +244,7 @@ def run(args) -> dict:
         save_episodes(work / f"{name}.jsonl", eps)
     t_generated = time.perf_counter()
 
-    rows = {row["name"]: train_row(row, work, budget, args.seed) for row in selected}
+    rows = {row["name"]: train_row(row, work, budget, args.seed, scale) for row in selected}
     t_trained = time.perf_counter()
 
     agents = {"random": NamedSpec("random"), "forward": NamedSpec("forward")}
@@ -235,7 +268,7 @@ def run(args) -> dict:
                     "eval": round(time.perf_counter() - t_trained, 1)},
         "machine_note": "2 CPU cores shared with other sessions, torch 1 thread; figures vary with the machine's load",
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
-        "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop", "batch_size": 16},
+        "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop"},
         "episodes": {k: len(v) for k, v in split_eps.items()},
         "rows": {name: trained["figures"] for name, trained in rows.items()},
         "results": results,

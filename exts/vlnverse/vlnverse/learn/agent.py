@@ -6,7 +6,10 @@ agent does, with a clear error when the ``[learn]`` extra is missing. Actions ar
 argmax (``sample: true`` samples from its softmax, seeded per episode). Continuous policies
 (``action_space != "discrete"``, e.g. RDP) emit ``WaypointAction`` or STOP through their
 ``act_step``; their sampling is seeded by (agent seed, episode id), and each step's predicted
-progress and any NaN re-samples go into the record's ``agent_outputs``.
+progress and any NaN re-samples go into the record's ``agent_outputs``. Panoramic policies
+(``panoramic = True``: VLN-BERT) render the agent's depth panorama at each step, take the waypoint
+predictor's candidates and emit the chosen ``WaypointAction`` or STOP; with no candidate they turn
+in place and predict again (counted in ``agent_outputs``).
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..eval.agents import Agent, AgentState, register_agent
-from ..sim.types import DiscreteAction
+from ..sim.types import DiscreteAction, WaypointAction
 
 
 def require_torch() -> None:
@@ -83,9 +86,57 @@ class PolicyAgent(Agent):
         self._hidden = self.policy.initial_state(1, self.device)
         self._prev = 0
         self._rng = self.episode_rng(episode)
-        if self.continuous:
+        if self.panoramic:
+            self._context = context
+            self.no_candidate_turns = self._empty = 0
+            if getattr(self, "_perception", None) is None:
+                from .vlnbert import Perception
+
+                self._perception = Perception(self.policy.predictor)
+        elif self.continuous:
             self._prev = self.policy.start_motion(1, self.device)
             self._generator = self.policy.generator_for(self.seed, episode.episode_id, self.device)
+
+    @property
+    def panoramic(self) -> bool:
+        """Whether the policy acts on waypoint candidates of a panorama (VLN-BERT)."""
+        return bool(getattr(self.policy, "panoramic", False))
+
+    def choose(self, view_feats: np.ndarray, cands: np.ndarray) -> int:
+        """VLN-BERT: advance the state token one step on (view features, candidates) and return the
+        chosen index (a candidate, or len(cands) for STOP)."""
+        torch = self._torch
+        with torch.no_grad():
+            f = torch.from_numpy(np.asarray(view_feats, dtype=np.float32))[None].to(self.device)
+            c = torch.from_numpy(np.asarray(cands, dtype=np.float32))[None].to(self.device)
+            logits, self._hidden = self.policy.step(self._instruction, f, c, self._hidden)
+        if self.sample:
+            p = torch.softmax(logits[0].double(), 0).cpu().numpy()
+            return int(self._rng.choice(len(p), p=p / p.sum()))
+        return int(torch.argmax(logits[0]).item())
+
+    def _act_panoramic(self, state: AgentState) -> Any:
+        import math
+
+        from .vlnbert import candidate_action
+
+        pose = state.pose
+        feats, cands, n = self._perception(self._context.desc, self._context.body, (pose.x, pose.y, pose.yaw),
+                                           relax=self._empty)
+        if n == 0:  # the predictor found no candidate: turn in place, predict again next step (lower threshold)
+            self.no_candidate_turns += 1
+            self._empty += 1
+            self.outputs.append({"no_candidates": True, "no_candidate_turns": self.no_candidate_turns})
+            return WaypointAction(0.0, 0.0, math.radians(self.policy.turn_deg))
+        self._empty = 0
+        choice = self.choose(feats, cands)
+        info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
+        if choice == len(cands):
+            self.outputs.append(info)
+            return DiscreteAction.STOP
+        info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
+        self.outputs.append(info)
+        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
 
     @property
     def continuous(self) -> bool:
@@ -130,6 +181,8 @@ class PolicyAgent(Agent):
 
     def set_previous(self, action: Any) -> None:
         """Record the action actually executed (fed back as the previous action)."""
+        if self.panoramic:
+            return  # VLN-BERT's history is its state token
         if self.continuous:
             from .rdp import motion_vector
 
@@ -139,6 +192,8 @@ class PolicyAgent(Agent):
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """The policy's action for this step."""
+        if self.panoramic:
+            return self._act_panoramic(state)
         action = self.propose(observations)
         self.set_previous(action)
         return action

@@ -21,7 +21,8 @@ def save_checkpoint(path: str | Path, policy: Any, *, config: dict[str, Any], ex
     data = {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": code_version(),
             "policy": policy.name, "policy_params": config["policy"].get("params", {}),
             "vocab": policy.vocab.to_dict(), "sensors": policy.sensors, "config": config,
-            "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()}, **(extra or {})}
+            "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
+            **(policy.checkpoint_extras() if hasattr(policy, "checkpoint_extras") else {}), **(extra or {})}
     with atomic_path(path) as tmp:
         torch.save(data, tmp)
     return Path(path)
@@ -50,9 +51,12 @@ def read_checkpoint(path: str | Path, *, expected_policy: str | None = None) -> 
 def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: Any = "cpu") -> Any:
     """Rebuild the policy of a checkpoint dict and load its weights (weights files of the config
     are not needed: the checkpoint holds every parameter)."""
-    from .policies import build_policy
+    from .policies import POLICIES, build_policy
 
     params = {k: v for k, v in dict(data["policy_params"]).items()}
+    rebuild = getattr(POLICIES.get(data["policy"]), "params_from_checkpoint", None)
+    if rebuild is not None:  # e.g. VLN-BERT: its waypoint predictor travels inside the checkpoint
+        params = rebuild(params, data, path)
     for enc in ("rgb_encoder", "depth_encoder"):  # pretrained files were used at training time only
         if isinstance(params.get(enc), dict):
             params[enc] = {k: v for k, v in params[enc].items() if k != "weights"}

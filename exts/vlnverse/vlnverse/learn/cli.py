@@ -1,4 +1,5 @@
-"""``vlnverse train CONFIG [key=value ...]`` (torch is imported only when the command runs)."""
+"""``vlnverse train CONFIG [key=value ...]`` and ``vlnverse waypoints train|show`` (torch is imported
+only when a command runs)."""
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,31 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="dotted key=value overrides, e.g. mode=dagger init=runs/train/x/best.pt il.epochs=2")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=_train)
+    w = sub.add_parser("waypoints", help="candidate waypoint predictor (VLN-BERT): train on the toolkit's scenes, "
+                                         "draw its predictions")
+    wsub = w.add_subparsers(dest="waypoints_command", metavar="ACTION")
+    wsub.required = True
+    t = wsub.add_parser("train", help="render seeded panoramas, train, evaluate on held-out scenes")
+    t.add_argument("--scenes", default="train", help="training scenes (split name, ids or paths)")
+    t.add_argument("--val-scenes", default="val_unseen", help="held-out scenes")
+    t.add_argument("--poses-per-scene", type=int, default=150)
+    t.add_argument("--val-poses-per-scene", type=int, default=60)
+    t.add_argument("--epochs", type=int, default=15)
+    t.add_argument("--batch-size", type=int, default=32)
+    t.add_argument("--lr", type=float, default=1e-3)
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--image-size", type=int, default=16, help="pixels per panorama view (square)")
+    t.add_argument("--rgb", action="store_true", help="read the RGB panorama too")
+    t.add_argument("--out", default="runs/waypoints", help="output folder (predictor.pt, metrics.json, loss.png)")
+    t.add_argument("--no-progress", action="store_true")
+    t.set_defaults(func=_waypoints_train)
+    s = wsub.add_parser("show", help="draw candidates on the panorama strip and the top-down map (PNG + JSON)")
+    s.add_argument("predictor", help="predictor.pt of 'vlnverse waypoints train'")
+    s.add_argument("--scenes", default="val_unseen")
+    s.add_argument("-n", type=int, default=4, help="number of poses")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", default="runs/waypoints/show")
+    s.set_defaults(func=_waypoints_show)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -32,4 +58,39 @@ def _train(args: argparse.Namespace) -> int:
 
     summary = run_training(cfg, progress=not (args.no_progress or "--no-progress" in args.overrides))
     print(json.dumps({k: summary.get(k) for k in ("mode", "policy", "best", "checkpoint")}, default=str))
+    return 0
+
+
+def _waypoints_train(args: argparse.Namespace) -> int:
+    import json
+
+    from ..core.errors import ConfigError
+    from .agent import require_torch
+
+    for name in ("poses_per_scene", "val_poses_per_scene", "epochs", "batch_size", "image_size"):
+        if getattr(args, name) <= 0:
+            raise ConfigError(f"got {getattr(args, name)}", field=f"--{name.replace('_', '-')}", expected="a positive integer")
+    require_torch()
+    from .waypoints import WaypointTrainConfig, run_waypoint_training
+
+    cfg = WaypointTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
+                              val_poses_per_scene=args.val_poses_per_scene, epochs=args.epochs,
+                              batch_size=args.batch_size, lr=args.lr, seed=args.seed,
+                              model={"image_size": args.image_size, "rgb": bool(args.rgb)})
+    metrics = run_waypoint_training(cfg, args.out, progress=not args.no_progress)
+    print(json.dumps(metrics["held_out"]))
+    return 0
+
+
+def _waypoints_show(args: argparse.Namespace) -> int:
+    import json
+
+    from .agent import require_torch
+
+    require_torch()
+    from .waypoints import show_predictions
+
+    result = show_predictions(args.predictor, args.scenes, args.out, n=args.n, seed=args.seed)
+    print(json.dumps({"out": result["out"], "poses": [{k: p[k] for k in ("scene", "png", "nearest_to_next_waypoint")}
+                                                      for p in result["poses"]]}))
     return 0

@@ -333,3 +333,4 @@ def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, t
 
 
 from . import rdp  # noqa: E402,F401  (registers the continuous RDP policy)
+from . import vlnbert  # noqa: E402,F401  (registers the waypoint-based VLN-BERT policy)

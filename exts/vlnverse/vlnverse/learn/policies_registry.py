@@ -7,6 +7,8 @@ POLICY_NAMES = {
     "cma": "VLN-CE cross-modal attention: two GRUs with instruction and visual attention",
     "rdp": "recurrent diffusion policy: cross-modal attention + GRU, DDPM over continuous waypoint actions, "
            "stop-progress head",
+    "vlnbert": "recurrent VLN-BERT: transformer over [state, instruction, waypoint candidates, STOP] with a "
+               "candidate waypoint predictor on the depth panorama",
 }
 
 

@@ -1,0 +1,416 @@
+"""VLN-BERT: a recurrent, waypoint-based navigator (Hong et al. 2021/2022, as fine-tuned online in
+the VLNVerse paper), in ``POLICIES`` as ``vlnbert``.
+
+Each step the agent's 12-view depth panorama (rendered at the agent's pose: a panorama sensor on
+the agent) goes through the **candidate waypoint predictor** (``learn.waypoints``, frozen), which
+gives per-view features and K candidate waypoints (angle, distance). A transformer reads
+``[state token, instruction tokens, candidate tokens, STOP token]``: the instruction through a
+small transformer text encoder trained from scratch (``text_encoder.weights: PATH`` loads a local
+state dict of that encoder, nothing is downloaded); each candidate token is the panorama feature
+at its angle (interpolated between the two nearest views) plus an encoding of (sin θ, cos θ,
+distance). The output state token, mixed with the previous state, is the new state carried to the
+next step (recurrence); a scorer over [state, token] scores each candidate and STOP.
+
+The chosen candidate becomes ``WaypointAction(r cos θ, r sin θ, θ)`` (agent frame): the
+simulator's waypoint controller under Strict physics, a teleport under Tel-Hop. When the
+predictor finds no candidate the agent turns in place by ``no_candidate_turn_deg`` and predicts
+again next step (counted: ``agent_outputs[step].no_candidates``).
+
+**Teacher / oracle** (``VLNBertTeacher``): the candidate with the shortest geodesic distance to
+the goal; STOP when the geodesic distance is below ``stop_distance`` (1.5 m, at most the success
+distance) and the agent is in open space (navigable cells all around it within
+``open_space_radius``), or when no candidate leads closer to the goal and the agent is within
+the success distance. Only candidates on navigable cells joined to the agent by a collision-free
+segment count; when there is none, the candidate nearest (in a straight line) to the goal.
+Training: cross-entropy between the scores and the oracle action, over
+teacher-forced episodes (IL) and then online (``mode: dagger``) with schedule sampling: at each
+step the executed action is the oracle's with probability β = p^round, else the policy's; β is
+logged per round (``dagger.jsonl``, ``train_log.csv``, TensorBoard).
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..core.errors import ConfigError
+from ..sim.types import DiscreteAction, WaypointAction
+from .collect import TeacherForcingAgent
+from .policies import POLICIES, VLNPolicy, _local_file, _note
+from .vocab import PAD_ID, Vocabulary
+from .waypoints import PanoramaRenderer, WaypointPredictor, load_predictor, to_world
+
+
+# -------------------------------------------------------------------------------------------- text
+
+
+class TextEncoder(nn.Module):
+    """Word + position embeddings and a transformer encoder (BERT-style, small, from scratch);
+    ``weights``: a local torch state dict of this module."""
+
+    def __init__(self, vocab: Vocabulary, size: int = 64, layers: int = 2, heads: int = 4, max_length: int = 512,
+                 weights: str | None = None, notes: list[str] | None = None):
+        super().__init__()
+        self.embedding = nn.Embedding(len(vocab), size, padding_idx=PAD_ID)
+        self.position = nn.Embedding(max_length, size)
+        layer = nn.TransformerEncoderLayer(size, heads, dim_feedforward=2 * size, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(size)
+        self.out_dim = size
+        if weights:
+            state = torch.load(_local_file(weights, "text_encoder.weights"), map_location="cpu", weights_only=True)
+            try:
+                self.load_state_dict(state)
+            except RuntimeError as exc:
+                raise ConfigError(f"weights do not fit: {str(exc).splitlines()[0]}", file=weights,
+                                  field="text_encoder.weights", expected="a state dict of this text encoder") from None
+            _note(notes, f"text_encoder: loaded weights from {weights}")
+        else:
+            _note(notes, "text_encoder: no pretrained weights given (text_encoder.weights): small transformer "
+                         "trained from scratch")
+
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, L) ids → outputs (B, L, D), mask (B, L) (a fully padded row keeps its first token), mean (B, D)."""
+        mask = tokens != PAD_ID
+        mask[:, 0] |= ~mask.any(1)
+        pos = torch.arange(tokens.shape[1], device=tokens.device).clamp(max=self.position.num_embeddings - 1)
+        out = self.norm(self.encoder(self.embedding(tokens) + self.position(pos)[None], src_key_padding_mask=~mask))
+        m = mask.float().unsqueeze(-1)
+        return out, mask, (out * m).sum(1) / m.sum(1).clamp(min=1.0)
+
+
+# -------------------------------------------------------------------------------------------- perception
+
+
+def candidate_action(angle: float, distance: float) -> WaypointAction:
+    """The waypoint action that goes ``distance`` m in direction ``angle`` (rad CCW, agent frame)
+    and faces that direction."""
+    return WaypointAction(float(distance * math.cos(angle)), float(distance * math.sin(angle)), float(angle))
+
+
+def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 8) -> bool:
+    """Whether ``xy`` and the points ``radius`` m away in ``directions`` directions are navigable."""
+    ang = np.arange(directions) * 2 * math.pi / directions
+    pts = np.concatenate([np.asarray(xy, dtype=float)[None, :2],
+                          np.asarray(xy, dtype=float)[:2] + radius * np.stack([np.cos(ang), np.sin(ang)], 1)])
+    return bool(planner.is_navigable(pts).all())
+
+
+class Perception:
+    """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
+    waypoint predictor and a renderer (one simulator per scene). ``relax`` (the number of
+    consecutive empty predictions before this one) lowers the NMS threshold by ``RELAX`` per
+    empty prediction, so turning in place and predicting again cannot repeat forever."""
+
+    RELAX = 0.7
+
+    def __init__(self, predictor: WaypointPredictor):
+        p = predictor.params
+        self.predictor = predictor
+        self.k = int(p["k"])
+        self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
+
+    @torch.no_grad()
+    def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0
+                 ) -> tuple[np.ndarray, np.ndarray, int]:
+        """(view features, padded candidates (k, 3), number of candidates) at ``pose``."""
+        from .waypoints import candidates_polar, nms
+
+        img = self.renderer.render(desc, body, pose)
+        dev = next(self.predictor.parameters()).device
+        d = torch.from_numpy(img["depth"])[None].to(dev)
+        r = torch.from_numpy(img["rgb"])[None].to(dev) if "rgb" in img else None
+        self.predictor.eval()
+        feats = self.predictor.view_features(d, r)
+        heat = torch.sigmoid(self.predictor(d, r))[0].cpu().numpy()
+        p = self.predictor.params
+        picks = nms(heat, k=self.k, threshold=p["threshold"] * self.RELAX ** relax, nms_angle=p["nms_angle"],
+                    nms_distance=p["nms_distance"])
+        cands = candidates_polar(picks, self.predictor.grid)
+        out = np.zeros((self.k, 3), dtype=np.float32)
+        out[: len(cands), :2] = cands
+        out[: len(cands), 2] = 1.0
+        return feats[0].cpu().numpy().astype(np.float32), out, len(cands)
+
+
+# -------------------------------------------------------------------------------------------- teacher
+
+
+@dataclass(frozen=True)
+class VLNBertTeacher:
+    """The waypoint oracle of VLN-BERT (see the module docstring), used by the observation cache
+    and DAgger instead of the discrete oracle."""
+
+    predictor_path: str
+    stop_distance: float = 1.5
+    open_space_radius: float = 0.3
+    turn_deg: float = 30.0
+
+    @property
+    def key(self) -> dict[str, Any]:
+        """Part of the observation-cache key (the predictor by content)."""
+        digest = hashlib.sha256(Path(self.predictor_path).read_bytes()).hexdigest()[:16]
+        return {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
+                "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg}
+
+    def _predictor(self) -> WaypointPredictor:
+        return load_predictor(self.predictor_path)
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        """Per-step labels stored beside the frames."""
+        p = self._predictor()
+        return {"view_feats": [p.views, p.params["hidden_size"]], "candidates": [p.params["k"], 3], "target": []}
+
+    def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
+                   seed: int = 0) -> "VLNBertTeacherAgent":
+        """The recording agent of ``collect``."""
+        return VLNBertTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+class VLNBertTeacherAgent(TeacherForcingAgent):
+    """Records frames, panorama features, candidates and the oracle's choice; executes the
+    oracle's action with probability ``beta``, else the learner's (schedule sampling)."""
+
+    name = "vlnbert_teacher"
+
+    def __init__(self, spec: VLNBertTeacher, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.perception = Perception(spec._predictor())
+        self.no_candidates = 0
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """New episode: the scene context gives the panorama renderer its scene."""
+        super().reset(episode, context)
+        self.context = context
+        self.no_candidates = self._empty = 0
+
+    def oracle(self, state: Any, cands: np.ndarray, n: int) -> int:
+        """Index of the oracle action: a candidate (0..k-1) or STOP (k). Only candidates on
+        navigable cells joined to the agent by a collision-free segment count (others are at an
+        infinite distance)."""
+        pose = state.pose
+        xy = np.array([pose.x, pose.y])
+        k = len(cands)
+        d = float(state.goal_distance(xy[None])[0])
+        stop = min(self.spec.stop_distance, state.success_distance)
+        planner = self.context.planner
+        pts = to_world((pose.x, pose.y, pose.yaw), cands[:n, :2])
+        ok = planner.is_navigable(pts) & planner.segments_free(np.repeat(xy[None], n, 0), pts)
+        dist = np.where(ok, np.asarray(state.goal_distance(pts), dtype=float), np.inf)
+        best = int(np.argmin(dist))
+        closer = bool(dist[best] < d)
+        if d < stop and (not closer or in_open_space(planner, xy, self.spec.open_space_radius)):
+            return k
+        if not closer and d <= state.success_distance:
+            return k  # no reachable candidate leads closer and the agent is within the success radius
+        return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - self_goal(state, xy), axis=1)))
+
+    def act(self, observations: dict[str, Any], state: Any) -> Any:
+        """Perceive, label, pick the executed action (oracle with probability β), record."""
+        pose = state.pose
+        feats, cands, n = self.perception(self.context.desc, self.context.body, (pose.x, pose.y, pose.yaw),
+                                          relax=self._empty)
+        if n == 0:  # no candidate: turn in place and predict again (not a training step)
+            self.no_candidates += 1
+            self._empty += 1
+            return WaypointAction(0.0, 0.0, math.radians(self.spec.turn_deg))
+        self._empty = 0
+        target = self.oracle(state, cands, n)
+        choice = target
+        if self.learner is not None:
+            proposal = self.learner.choose(feats, cands)
+            if self.rng.random() >= self.beta:
+                choice = proposal
+        k = len(cands)
+        executed = DiscreteAction.STOP if choice == k else candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+        step = {name: np.array(observations[name]) for name in self.sensors}
+        step.update(label=0 if target == k else 1, executed=0 if choice == k else 1,
+                    pose=np.array([pose.x, pose.y, pose.yaw], dtype=np.float32), view_feats=feats, candidates=cands,
+                    target=np.float32(target))
+        self.steps.append(step)
+        return executed
+
+
+def self_goal(state: Any, xy: np.ndarray) -> np.ndarray:
+    """The episode's (last) goal position (x, y), or ``xy`` when the state carries no episode."""
+    ep = getattr(state, "episode", None)
+    return np.asarray(ep.goals[-1].position[:2], dtype=float) if ep is not None and ep.goals else np.asarray(xy, dtype=float)
+
+
+# -------------------------------------------------------------------------------------------- policy
+
+
+@POLICIES.register("vlnbert")
+class VLNBertPolicy(VLNPolicy):
+    """Recurrent VLN-BERT over waypoint candidates (see the module docstring)."""
+
+    name = "vlnbert"
+    action_space = "waypoint"
+    panoramic = True
+
+    def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, waypoint_predictor: Any = None,
+                 text_encoder: dict | None = None, layers: int = 2, heads: int = 4, stop_distance: float = 1.5,
+                 open_space_radius: float = 0.3, no_candidate_turn_deg: float = 30.0, **params: Any):
+        super().__init__(vocab, sensors, **params)
+        if waypoint_predictor is None:
+            raise ConfigError("VLN-BERT needs a waypoint predictor", field="policy.params.waypoint_predictor",
+                              expected="the predictor.pt of 'vlnverse waypoints train'")
+        if isinstance(waypoint_predictor, dict):  # rebuilt from a checkpoint (weights come with the state dict)
+            self.predictor_path = None
+            predictor = WaypointPredictor(**waypoint_predictor)
+        else:
+            self.predictor_path = str(waypoint_predictor)
+            predictor = load_predictor(waypoint_predictor)
+        checks = {"stop_distance": stop_distance > 0, "open_space_radius": open_space_radius >= 0,
+                  "no_candidate_turn_deg": 0 < no_candidate_turn_deg <= 180, "layers": layers >= 1}
+        for name, ok in checks.items():
+            if not ok:
+                raise ConfigError(f"bad value {locals()[name]!r}", field=f"policy.params.{name}", expected="a positive number")
+        self.stop_distance, self.open_space_radius = float(stop_distance), float(open_space_radius)
+        self.turn_deg = float(no_candidate_turn_deg)
+        self.predictor = predictor
+        for p in self.predictor.parameters():
+            p.requires_grad_(False)
+        h = self.hidden_size
+        text_spec = dict(text_encoder or {})
+        self.instruction = TextEncoder(vocab, notes=self.notes, **{"size": h, **text_spec})
+        # the base class's LSTM encoder notes are replaced by the text encoder's
+        self.notes[:] = [n for n in self.notes if not n.startswith("instruction_encoder")]
+        feat = predictor.params["hidden_size"]
+        self.views = predictor.views
+        self.max_distance = predictor.grid.max_distance
+        self.text_proj = nn.Linear(self.instruction.out_dim, h)
+        self.view_proj = nn.Linear(feat, h)
+        self.polar = nn.Sequential(nn.Linear(3, h), nn.ReLU(inplace=True), nn.Linear(h, h))
+        self.stop_token = nn.Parameter(torch.randn(1, 1, h) * 0.02)
+        self.start_state = nn.Parameter(torch.zeros(1, h))
+        self.types = nn.Embedding(4, h)  # state, text, candidate, stop
+        layer = nn.TransformerEncoderLayer(h, heads, dim_feedforward=2 * h, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.state_update = nn.Sequential(nn.Linear(2 * h, h), nn.Tanh())
+        self.scorer = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(inplace=True), nn.Linear(h, 1))
+
+    # ---------------------------------------------------------------- checkpoints
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """Saved into every checkpoint: the predictor's parameters (its weights are in the state dict)."""
+        return {"waypoint_predictor": {"params": dict(self.predictor.params), "source": self.predictor_path}}
+
+    @classmethod
+    def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
+        """Rebuild parameters: the embedded predictor replaces the training-time predictor path;
+        a checkpoint without it is a one-line ``ConfigError`` naming the file."""
+        wp = data.get("waypoint_predictor")
+        has_weights = any(k.startswith("predictor.") for k in data.get("state_dict", {}))
+        if not isinstance(wp, dict) or "params" not in wp or not has_weights:
+            missing = "its parameters" if has_weights else "its weights" if isinstance(wp, dict) else "its parameters and weights"
+            raise ConfigError(f"VLN-BERT checkpoint holds no waypoint predictor ({missing} missing)", file=path,
+                              field="waypoint_predictor", expected="a checkpoint written by 'vlnverse train' with a vlnbert policy")
+        out = dict(params)
+        out["waypoint_predictor"] = dict(wp["params"])
+        if isinstance(out.get("text_encoder"), dict):
+            out["text_encoder"] = {k: v for k, v in out["text_encoder"].items() if k != "weights"}
+        return out
+
+    @classmethod
+    def teacher_spec(cls, params: dict[str, Any]) -> VLNBertTeacher:
+        """The waypoint oracle for these ``policy.params``."""
+        path = params.get("waypoint_predictor")
+        if not isinstance(path, (str, Path)):
+            raise ConfigError("VLN-BERT training needs a waypoint predictor file", field="policy.params.waypoint_predictor",
+                              expected="the predictor.pt of 'vlnverse waypoints train'")
+        load_predictor(path)  # a clear error now rather than inside the rollout
+        return VLNBertTeacher(str(path), float(params.get("stop_distance", 1.5)),
+                              float(params.get("open_space_radius", 0.3)), float(params.get("no_candidate_turn_deg", 30.0)))
+
+    def train(self, mode: bool = True) -> "VLNBertPolicy":
+        """Train mode for the navigator; the frozen predictor stays in eval mode."""
+        super().train(mode)
+        self.predictor.eval()
+        return self
+
+    # ---------------------------------------------------------------- recurrence
+
+    def initial_state(self, batch: int, device: Any = None) -> torch.Tensor:
+        """The learnt start state (B, 1, H)."""
+        return self.start_state.expand(batch, -1).unsqueeze(1).to(device) if device is not None else \
+            self.start_state.expand(batch, -1).unsqueeze(1)
+
+    def candidate_tokens(self, view_feats: torch.Tensor, cands: torch.Tensor) -> torch.Tensor:
+        """(B, K, H) tokens: the view feature at each candidate's angle (linear between the two
+        nearest views) plus the encoding of (sin θ, cos θ, distance / max distance)."""
+        b, v, f = view_feats.shape
+        pos = (cands[..., 0] / (2 * math.pi / v)) % v  # fractional view index
+        lo = pos.floor().long() % v
+        hi = (lo + 1) % v
+        w = (pos - pos.floor()).unsqueeze(-1)
+        gather = lambda idx: torch.gather(view_feats, 1, idx.unsqueeze(-1).expand(-1, -1, f))  # noqa: E731
+        feat = (1 - w) * gather(lo) + w * gather(hi)
+        polar = torch.stack([torch.sin(cands[..., 0]), torch.cos(cands[..., 0]), cands[..., 1] / self.max_distance], -1)
+        return self.view_proj(feat) + self.polar(polar)
+
+    def step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, hidden: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: (logits (B, K + 1), index K = STOP; invalid candidates -inf) and the new state (B, 1, H)."""
+        ctx, mask, _ = instruction
+        b, k = cands.shape[:2]
+        valid = cands[..., 2] > 0.5
+        state = hidden[:, 0]
+        text = self.text_proj(ctx)
+        tokens = torch.cat([state[:, None] + self.types.weight[0], text + self.types.weight[1],
+                            self.candidate_tokens(view_feats, cands) + self.types.weight[2],
+                            self.stop_token.expand(b, -1, -1) + self.types.weight[3]], dim=1)
+        ones = torch.ones(b, 1, dtype=torch.bool, device=cands.device)
+        keep = torch.cat([ones, mask, valid, ones], dim=1)
+        out = self.encoder(tokens, src_key_padding_mask=~keep)
+        new_state = self.state_update(torch.cat([out[:, 0], state], dim=1))
+        actions = out[:, 1 + ctx.shape[1]:]  # K candidates + STOP
+        scores = self.scorer(torch.cat([new_state[:, None].expand(-1, k + 1, -1), actions], dim=-1)).squeeze(-1)
+        scores = scores.masked_fill(~torch.cat([valid, ones], dim=1), float("-inf"))
+        return scores, new_state.unsqueeze(1)
+
+    # ---------------------------------------------------------------- training
+
+    def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        """Cross-entropy between the step scores and the oracle action (every valid step weighs 1),
+        unrolling the state token over each episode; also the number of correct argmaxes."""
+        extras = batch["extras"]
+        feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
+        b, t = target.shape
+        tokens = batch["tokens"]
+        tokens = tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))]  # drop all-padding columns
+        instruction = self.instruction(tokens)
+        hidden = self.initial_state(b, target.device)
+        logits = []
+        for i in range(t):
+            out, hidden = self.step(instruction, feats[:, i], cands[:, i], hidden)
+            logits.append(out)
+        logits = torch.stack(logits, dim=1)
+        valid = batch["weights"] > 0
+        w = valid.float()  # every step weighs 1: the trainer's inflection weights follow move/STOP labels only
+        k = cands.shape[2]
+        target = torch.where(valid, target, torch.full_like(target, k))  # padding: STOP (weight 0)
+        ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
+        loss = (ce * w.reshape(-1)).sum() / w.sum().clamp(min=1e-8)
+        correct = float(((logits.argmax(-1) == target) & valid).sum())
+        return loss, correct
+
+    # ---------------------------------------------------------------- acting
+
+    def start_motion(self, batch: int, device: Any = None) -> None:
+        """No previous-motion input (the state token carries the history)."""
+        return None
+
+    def generator_for(self, seed: int, episode_id: str, device: Any) -> None:
+        """Argmax policy: no sampling generator."""
+        return None
+
