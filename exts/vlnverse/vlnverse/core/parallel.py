@@ -27,6 +27,7 @@ function and its payload must be picklable (a module-level function).
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -37,6 +38,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import ConfigError, VLNVerseError
+
+log = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
@@ -318,6 +321,8 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
         if not missing:
             return
         if attempt < max_attempts:
+            log.warning("%s: %s; retrying its %d remaining item(s) (attempt %d of %d)", job.key, error, len(missing),
+                        attempt + 1, max_attempts)
             report.retries += 1
             pending.append((Job(job.key, missing, job.payload), attempt + 1))
         else:

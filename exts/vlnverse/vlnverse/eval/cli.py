@@ -92,7 +92,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .runner import run_eval
 
     from ..core.errors import ConfigError, VLNVerseError
-    from ..core.parallel import check_engine, check_workers
+    from ..core.parallel import check_engine, check_job_timeout, check_workers
 
     overrides = _split_trailing_options(args)
     if args.backend is not None:
@@ -100,6 +100,7 @@ def _eval(args: argparse.Namespace) -> int:
     parallel = parallel_settings(args)
     check_workers(parallel["workers"])
     check_engine(parallel["engine"], parallel["address"])
+    check_job_timeout(parallel["job_timeout"])
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides)
     try:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, JobFailure, check_engine, check_workers, run_jobs
+from ..core.parallel import Job, JobFailure, check_engine, check_job_timeout, check_workers, run_jobs
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -462,13 +462,15 @@ def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
 def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
                     agent_factory: Callable[[], Agent] | None = None,
                     scene_loader: Callable[[str, Any, float], Any] | None = None,
-                    workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
+                    workers: int = 1, engine: str = "local", address: str | None = None,
+                    job_timeout: float | None = None) -> dict[str, Any]:
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
     ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
     scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
     and ``summary.json`` aggregates them in the serial order. A scene whose worker keeps
-    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete.
+    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete;
+    ``job_timeout`` (s, default off) kills and retries a worker stuck on a scene that long.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -483,6 +485,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     check_workers(workers)
     check_engine(engine, address)
+    check_job_timeout(job_timeout)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
@@ -558,7 +561,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     try:
         report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
-                          address=address, on_failure=on_failure)
+                          address=address, on_failure=on_failure, job_timeout=job_timeout)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

@@ -34,7 +34,7 @@ from ..core.body import as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, check_engine, check_workers, run_jobs
+from ..core.parallel import Job, check_engine, check_job_timeout, check_workers, run_jobs
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
 from .instructions.llm import collect_llm_warnings
@@ -192,7 +192,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      progress: bool = True,
                      renderer_factory: Callable[[SceneContext], Any] | None = None,
                      scene_root: str | Path | list | None = None,
-                     workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
+                     workers: int = 1, engine: str = "local", address: str | None = None,
+                     job_timeout: float | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
@@ -202,6 +203,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
     ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
     the factory must then be picklable); the files are the same as a serial run's.
+    ``job_timeout`` (s, default off) kills and retries a worker stuck on one scene that long.
     """
     from .scene_roots import portable_scene_path
     from tqdm import tqdm
@@ -213,6 +215,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     check_seed(seed, "--seed")
     check_workers(workers)
     check_engine(engine, address)
+    check_job_timeout(job_timeout)
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     load_task_types()
@@ -259,7 +262,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
 
         try:
             report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                              address=address)
+                              address=address, job_timeout=job_timeout)
         finally:
             bar.close()
         if report.failures:
