@@ -72,3 +72,16 @@ def corridor_loader(path, body, resolution):
     if in_worker and p.with_suffix(".crash").exists():
         raise RuntimeError(f"cannot load {p.name}: test crash")
     return context_from_description(corridor_scene(CORRIDOR_GAPS[p.stem]), body, resolution, scene_path=str(p))
+
+
+def named_corridor_loader(path, body, resolution):
+    """Like ``corridor_loader`` (no test hooks), but the scene id is the path's stem, so the
+    variants can share one view cache (``vlnverse cache build`` keys it by scene id)."""
+    from pathlib import Path
+
+    from vlnverse.tasks.base import context_from_description
+
+    p = Path(path)
+    desc = corridor_scene(CORRIDOR_GAPS[p.stem])
+    desc.scene_id = p.stem
+    return context_from_description(desc, body, resolution, scene_path=str(p))

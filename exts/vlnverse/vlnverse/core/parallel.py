@@ -444,9 +444,15 @@ def _mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None) -> None:
+def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None,
+                  env: dict | None = None) -> None:
     """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
-    of its own, so a worker killed mid-write cannot block the others)."""
+    of its own, so a worker killed mid-write cannot block the others). ``env`` is the driver's
+    environment when the worker started (a forkserver child would otherwise get the forkserver's,
+    from whenever it was first started: a cache folder or API key set since would be missing)."""
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
     state: dict = {"shared": {k: v.for_slot(slot) for k, v in (limits or {}).items()}}
     while True:
         job = inbox.get()
@@ -468,7 +474,8 @@ class _LocalDriver:
     def _start(self, slot: int) -> None:
         inbox = self.ctx.Queue()
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender, self.limits), daemon=True,
+        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender, self.limits, dict(os.environ)),
+                                daemon=True,
                                 name=f"vlnverse-worker-{slot}")
         proc.start()
         sender.close()  # the worker holds the only write end: EOF here when it dies

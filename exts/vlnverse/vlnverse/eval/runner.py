@@ -416,11 +416,31 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
 
 
+#: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
+MODEL_REQUESTS = "model_requests"
+
+
+def model_concurrency(cfg: EvalConfig) -> int:
+    """``model.concurrency`` of ``cfg`` (1 when there is no model or it is unset)."""
+    return int(getattr(cfg.model, "concurrency", None) or 1) if cfg.model is not None else 1
+
+
 def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
     ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
-    and the scene's simulator once per job."""
+    and the scene's simulator once per job. With ``model.concurrency`` N, every model request
+    takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
+    runs up to N episodes at once in threads (an agent per thread), records in episode order."""
+    from .mllm.models import attach_request_limit
+
     cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
+    limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
+
+    def new_agent() -> Agent:
+        made = make_run_agent(cfg, payload["agent_factory"])
+        attach_request_limit(made, limit)
+        return made
+
     agent = payload["agent"]
     if agent is None:
         key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
@@ -430,8 +450,9 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
 
             load_plugins(cfg.plugins)
             load_task_types()
-            state[key] = make_run_agent(cfg, payload["agent_factory"])
+            state[key] = new_agent()
         agent = state[key]
+    attach_request_limit(agent, limit)
     wanted = set(items)
     episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
 
@@ -444,7 +465,8 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
               backend=cfg.backend, quality=cfg.render.quality,
               scene_loader=payload["scene_loader"],
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
-              on_record=lambda record: emit(record["episode_id"], record))
+              on_record=lambda record: emit(record["episode_id"], record),
+              threads=model_concurrency(cfg), agent_factory=new_agent)
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -531,7 +553,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     inline = engine == "local" and workers == 1
     common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
               "with_visuals": with_visuals, "scene_loader": scene_loader,
-              "agent": agent if inline else None, "agent_factory": None if inline else agent_factory}
+              "agent": agent if inline else None, "agent_factory": agent_factory}
     jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
             for path, eps in by_scene.items()]
     if not inline and jobs:
@@ -561,7 +583,9 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     try:
         report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
-                          address=address, on_failure=on_failure, job_timeout=job_timeout)
+                          address=address, on_failure=on_failure, job_timeout=job_timeout,
+                          shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
+                          else None)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

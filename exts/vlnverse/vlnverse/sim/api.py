@@ -73,6 +73,9 @@ class Simulator(abc.ABC):
     scene: SceneDescription
     body: AgentBody
     control: ControlConfig
+    #: whether several instances may step at once in threads of one process (a simulator-free
+    #: backend: yes; a physics/GL backend: no, one simulator per process at a time)
+    threadsafe_instances: bool = False
 
     @abc.abstractmethod
     def reset(self, pose: AgentPose | Any) -> dict[str, np.ndarray]:
