@@ -101,3 +101,13 @@ def test_bad_worker_count_is_a_config_error(setup, tmp_path):
     with pytest.raises(ConfigError, match="workers"):
         collect(episodes, settings=settings, sensors=sensors, collision_mode="telhop", store=None, workers=0,
                 progress=False)
+
+
+@pytest.mark.parametrize("argv, field", [(["--workers", "0"], "workers"), (["workers=0"], "workers"),
+                                         (["--engine", "dask"], "--engine"), (["job_timeout=-1"], "job_timeout")])
+def test_train_cli_bad_parallel_settings_are_one_line_errors(argv, field, capsys):
+    from vlnverse.cli import main
+
+    assert main(["train", "cma_fine_grained", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and field in err
