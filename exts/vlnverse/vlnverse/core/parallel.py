@@ -13,7 +13,7 @@ that still fails is reported in ``RunReport.failures`` with its key (the scene i
 other jobs complete.
 
 Hung workers: with ``job_timeout`` (seconds), a worker that makes no progress on its job (no
-item emitted since the job started or since its last item) for longer than that is killed,
+item emitted since it started the job, or since its last item) for longer than that is killed,
 replaced, and its job's remaining items retried on a worker like a dead worker's (the same
 ``max_attempts`` bound); the failure text names the job's key. Off by default (``None``): a
 single episode of a slow agent may legitimately take minutes. It applies to worker processes
@@ -333,8 +333,11 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
 
     def handle(message: tuple) -> None:
         kind, slot, item, value = message
-        if kind == "item":
+        if kind in ("item", "start"):
             progress[slot] = time.monotonic()
+        if kind == "start":
+            return
+        if kind == "item":
             if item not in received:  # a retried job may repeat what a dead worker already sent
                 received.add(item)
                 report.received += 1
@@ -391,6 +394,8 @@ def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], sl
              inline: bool = False) -> None:
     from .errors import ConfigError, UnknownNameError
 
+    if not inline:
+        send(("start", slot, None, None))  # the job-timeout clock starts now, not at the worker's start-up
     try:
         fn(job.payload, job.items, state, _Emitter(send, slot))
     except (ConfigError, UnknownNameError) as exc:  # bad input fails every scene alike: stop the run

@@ -141,19 +141,20 @@ START_BOUNDS_MARGIN = 0.5
 GOAL_BOUNDS_MARGIN = 1.0
 
 
-def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
+def check_episode_bounds(episodes: Iterable, ctx: Any, *, bounds: Any = None) -> None:
     """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
-    around its navigable cells): a ``ConfigError`` names the episode file, line and field.
+    around its navigable cells; ``bounds`` = ``(lo, hi)`` when known, else from ``ctx``): a
+    ``ConfigError`` names the episode file, line and field.
 
     Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
-    from ..scenes.occupancy import FREE
+    from ..tasks.base import navigable_bounds
 
-    nav = ctx.maps.navigable
-    cells = np.argwhere(nav.grid == FREE)
-    if cells.size == 0:
+    if bounds is None:
+        bounds = navigable_bounds(ctx.maps)
+    if bounds is None:
         return  # load_scene_context already refuses a scene without navigable space
-    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
-    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    lo, hi = np.asarray(bounds[0], dtype=float), np.asarray(bounds[1], dtype=float)
+    scene_id = getattr(ctx, "scene_id", None) or next((ep.scene_id for ep in episodes), "?")
     for ep in episodes:
         file, line = getattr(ep, "source", None) or (None, None)
         checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
@@ -163,23 +164,27 @@ def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
             xy = np.asarray(pos, dtype=float)[:2]
             if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
                 raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
-                                  f"'{ctx.scene_id}'", file=file, line=line, field=field_name,
+                                  f"'{scene_id}'", file=file, line=line, field=field_name,
                                   expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
                                            f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
 
 
 def check_all_episode_bounds(episodes: list, settings: RunSettings,
                              scene_loader: Callable[[str, Any, float], Any] | None = None) -> None:
-    """``check_episode_bounds`` for every episode against its scene (``scene_loader``, default
-    ``load_scene_context``, cached in-process, so the run reuses the loaded scenes): an episode
-    outside its scene stops the run before any record or config is written."""
-    from ..tasks.base import load_scene_context
+    """``check_episode_bounds`` for every episode against its scene: an episode outside its scene
+    stops the run before any record or config is written. The bounds come from
+    ``tasks.base.scene_navigable_bounds``: stored by whichever process last loaded the scene
+    (data generation, an earlier run, a worker), so this driver loads a scene only the first
+    time it is seen (with ``scene_loader``: always)."""
+    from ..tasks.base import scene_navigable_bounds
 
     by_scene: dict[str, list] = {}
     for ep in episodes:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
     for path, scene_eps in by_scene.items():
-        check_episode_bounds(scene_eps, (scene_loader or load_scene_context)(path, settings.body, settings.resolution))
+        bounds = scene_navigable_bounds(path, settings.body, settings.resolution, loader=scene_loader)
+        if bounds is not None:  # None: no navigable space, which loading the scene refuses anyway
+            check_episode_bounds(scene_eps, None, bounds=bounds)
 
 
 # --------------------------------------------------------------------------------------------
