@@ -85,3 +85,25 @@ def test_a_shared_limit_bounds_holders_across_worker_processes_and_threads(tmp_p
     assert len(got) == 6
     # 3 threads per job and (with 2 workers) 2 jobs at once want up to 6 slots; the limit allows 2
     assert max(got.values()) == 2
+
+
+@pytest.mark.slow  # starting Ray takes ~10-30 s here
+def test_ray_engine_shared_limit_and_hung_actor(tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        got: dict = {}
+        jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(3)), {"dir": str(tmp_path / "held"), "hold": 0.3})
+                for k in range(2)]
+        (tmp_path / "held").mkdir()
+        run_jobs(limited, jobs, workers=2, engine="ray", shared={"slots": 2},
+                 on_result=lambda item, peak: got.update({item: peak}))
+        assert len(got) == 6 and max(got.values()) == 2
+        items: dict = {}
+        report = run_jobs(squares, _jobs(hang_once=str(tmp_path / "hung"), hang_at="s1-2"), workers=2, engine="ray",
+                          job_timeout=3.0, on_result=lambda item, value: items.setdefault(item, []).append(value))
+        assert (tmp_path / "hung").exists() and report.timeouts == 1 and not report.failures
+        assert sorted(items) == sorted(f"s{k}-{i}" for k in range(4) for i in range(4))
+        assert all(len(v) == 1 for v in items.values())
+    finally:
+        ray.shutdown()

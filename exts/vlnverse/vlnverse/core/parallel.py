@@ -156,13 +156,16 @@ def parallel_settings(args: Any) -> dict:
 def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], None], workers: int = 1,
              engine: str = "local", address: str | None = None, max_attempts: int = 2,
              on_failure: Callable[[JobFailure], None] | None = None, job_timeout: float | None = None,
-             shared: dict | None = None) -> RunReport:
+             shared: dict | None = None, preload: Iterable[str] = ()) -> RunReport:
     """Run ``jobs`` with ``fn`` on ``workers`` workers of ``engine``; ``on_result(item_id,
     result)`` runs in this process, once per item, as results arrive (in completion order:
     callers that need the serial order sort afterwards). ``job_timeout`` (s, default off) kills
     and retries a worker that makes no progress on a job for that long. ``shared`` names
     run-wide limits, ``{name: n}``: each becomes one semaphore of ``n`` slots shared by every
-    worker of the run (``state["shared"][name]``, see ``SharedLimit``). Returns a ``RunReport``."""
+    worker of the run (``state["shared"][name]``, see ``SharedLimit``). ``preload`` names modules
+    that local workers import once, in the fork server they are forked from (with the job
+    function's module), instead of each worker importing them at start-up (effective when this
+    process starts its first fork server). Returns a ``RunReport``."""
     check_workers(workers)
     check_engine(engine, address)
     job_timeout = check_job_timeout(job_timeout)
@@ -172,7 +175,7 @@ def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], 
     elif workers == 1:
         driver = _InlineDriver(fn, shared)
     else:
-        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))), shared)
+        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))), shared, preload)
     return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine, job_timeout)
 
 
@@ -467,8 +470,11 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
 
 
 class _LocalDriver:
-    def __init__(self, fn: JobFn, workers: int, shared: dict | None = None):
+    def __init__(self, fn: JobFn, workers: int, shared: dict | None = None, preload: Iterable[str] = ()):
         self.fn, self.ctx = fn, _mp_context()
+        if self.ctx.get_start_method() == "forkserver":
+            # imported once by the fork server (failures there are ignored: the worker imports it)
+            self.ctx.set_forkserver_preload(list(dict.fromkeys([fn.__module__, *[m for m in preload if m]])))
         self.limits = _make_limits(shared, "process", ctx=self.ctx, workers=workers)
         self.procs: dict[int, Any] = {}
         self.inboxes: dict[int, Any] = {}

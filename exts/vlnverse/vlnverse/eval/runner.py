@@ -421,6 +421,9 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
 
 
+#: modules every evaluation worker needs (scene loading, maps): imported once by the fork server
+WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps", "vlnverse.eval.rollout")
+
 #: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
 MODEL_REQUESTS = "model_requests"
 
@@ -586,11 +589,13 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         bar.write(f"scene {failure.key} failed after {failure.attempts} attempt(s): {failure.error}; "
                   f"{len(failure.missing)} episode(s) not evaluated")
 
+    from ..sim.api import backend_module
+
     try:
         report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
                           address=address, on_failure=on_failure, job_timeout=job_timeout,
                           shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
-                          else None)
+                          else None, preload=WORKER_PRELOAD + (backend_module(cfg.backend),))
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

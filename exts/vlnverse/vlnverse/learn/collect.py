@@ -169,8 +169,11 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
             records.append(got["record"])
 
     try:
+        from ..eval.runner import WORKER_PRELOAD
+        from ..sim.api import backend_module
+
         report = run_jobs(collect_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                          address=address, job_timeout=job_timeout)
+                          address=address, job_timeout=job_timeout, preload=WORKER_PRELOAD + (backend_module(backend),))
     finally:
         bar.close()
     if report.failures:

@@ -167,6 +167,15 @@ BACKENDS.register("mujoco")("vlnverse.sim.mujoco.backend:MujocoSimulator")
 BACKENDS.register("isaac")("vlnverse.sim.isaac:IsaacSimulator")
 
 
+def backend_module(name: str) -> str | None:
+    """The module that implements backend ``name`` (``auto``: MuJoCo's), without importing it;
+    None for an unknown name. Parallel runs preload it into their worker processes."""
+    try:
+        return BACKENDS.get("mujoco" if name == "auto" else name).split(":")[0]
+    except Exception:  # noqa: BLE001 - unknown names fail later, in check_backend, with the usual message
+        return None
+
+
 def check_backend(name: str) -> None:
     """Raise at once if backend ``name`` is unknown (``UnknownNameError``) or its engine is not
     installed here (the backend module's ``require_available()``: one line saying how to install it)."""

@@ -262,7 +262,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
 
         try:
             report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                              address=address, job_timeout=job_timeout)
+                              address=address, job_timeout=job_timeout,
+                              preload=("vlnverse.tasks.base", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps"))
         finally:
             bar.close()
         if report.failures:
