@@ -13,16 +13,18 @@ that still fails is reported in ``RunReport.failures`` with its key (the scene i
 other jobs complete.
 
 Hung workers: with ``job_timeout`` (seconds), a worker that makes no progress on its job (no
-item emitted since it started the job, or since its last item) for longer than that is killed,
+item emitted since it took the job, or since its last item) for longer than that is killed,
 replaced, and its job's remaining items retried on a worker like a dead worker's (the same
 ``max_attempts`` bound); the failure text names the job's key. Off by default (``None``): a
-single episode of a slow agent may legitimately take minutes. It applies to worker processes
-and Ray actors, not to the serial in-process path (``workers=1``, local engine).
+single episode of a slow agent may legitimately take minutes. A worker that has not yet taken
+its job (still starting up) gets ``STARTUP_GRACE_S`` more. It applies to worker processes and
+Ray actors, not to the serial in-process path (``workers=1``, local engine).
 
 Engines: ``local`` (``workers`` processes started with ``forkserver``/``spawn``; ``workers=1``
 runs in this process, where a job's exception simply propagates as in a plain loop) and ``ray`` (one actor per worker; ``address`` = ``HOST:PORT`` of a
 cluster started with ``ray start --head``, ``auto``, or ``None`` for a local instance already
-initialised or started here). Callers: ``vlnverse eval`` and ``vlnverse data generate``; the job
+initialised or started here). Callers: ``vlnverse eval``, ``vlnverse data generate`` and
+``vlnverse.learn.collect`` (observation caches, DAgger); the job
 function and its payload must be picklable (a module-level function).
 """
 from __future__ import annotations
@@ -42,6 +44,8 @@ from .errors import ConfigError, VLNVerseError
 log = logging.getLogger(__name__)
 
 ENGINES = ("local", "ray")
+#: with a job timeout, extra seconds a worker may take to start its job (process or actor start-up)
+STARTUP_GRACE_S = 60.0
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
 RAY_CONNECT_TIMEOUT_S = 10.0
 
@@ -317,6 +321,7 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
     pending = [(job, 1) for job in jobs]  # (job, attempt)
     running: dict[int, tuple[Job, int]] = {}  # slot -> (job, attempt)
     progress: dict[int, float] = {}  # slot -> when its job started or last emitted an item
+    started: set = set()  # slots whose worker has taken its current job
 
     def fail(slot: int, error: str) -> None:
         job, attempt = running.pop(slot)
@@ -339,6 +344,7 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
         if kind in ("item", "start"):
             progress[slot] = time.monotonic()
         if kind == "start":
+            started.add(slot)
             return
         if kind == "item":
             if item not in received:  # a retried job may repeat what a dead worker already sent
@@ -367,12 +373,15 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
                 job, attempt = pending.pop(0)
                 running[slot] = (job, attempt)
                 progress[slot] = time.monotonic()
+                started.discard(slot)
                 driver.submit(slot, job)
             for message in driver.poll(0.2):
                 handle(message)
             if job_timeout is not None:
                 now = time.monotonic()
-                for slot in [s for s in running if now - progress.get(s, now) > job_timeout]:
+                # until a worker says it took the job, its start-up (a new Ray actor ...) gets a grace period
+                for slot in [s for s in running
+                             if now - progress.get(s, now) > job_timeout + (0.0 if s in started else STARTUP_GRACE_S)]:
                     key = running[slot][0].key
                     driver.kill(slot)  # a fresh worker takes the slot; anything the hung one still sends is lost
                     report.timeouts += 1
@@ -631,7 +640,10 @@ class _RayDriver:
 
         # Workers import the job function's module: give them this process's source folders
         # (a checkout on PYTHONPATH, a test folder); installed packages they find themselves.
-        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": {"PYTHONPATH": source_path()}}), fn
+        # and this process's VLNVERSE_* settings (cache and view-cache folders: on a multi-node
+        # cluster they must name a shared file system)
+        env = {"PYTHONPATH": source_path(), **{k: v for k, v in os.environ.items() if k.startswith("VLNVERSE_")}}
+        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": env}), fn
         self.actors: dict[int, Any] = {}
         self.gens: dict[int, Any] = {}
         for slot in range(workers):
