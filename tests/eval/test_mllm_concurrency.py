@@ -56,7 +56,8 @@ def walker(body, n):
     return {"text": text, "sleep": 0.2, "prompt_tokens": len(last)}
 
 
-def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int = 1) -> tuple[dict, list[dict]]:
+def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int = 1,
+         engine: str = "local") -> tuple[dict, list[dict]]:
     conc = "" if concurrency is None else f", concurrency: {concurrency}"
     (out.parent / f"{out.name}.yaml").write_text(
         f"agent: {{name: navgpt, params: {{view_size: {SIZE}, image_dir: '{setup / 'images'}'}}}}\n"
@@ -65,7 +66,8 @@ def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int
         f"task: fine_grained\nepisodes: {setup / 'episodes.jsonl'}\ncollision_mode: graph\nbackend: viewpoints\n"
         f"max_steps: 8\nout: {out}\nreport: {{enabled: false}}\n")
     cfg = load_eval_config(out.parent / f"{out.name}.yaml")
-    summary = run_eval(cfg, progress=False, print_summary=False, scene_loader=named_corridor_loader, workers=workers)
+    summary = run_eval(cfg, progress=False, print_summary=False, scene_loader=named_corridor_loader, workers=workers,
+                       engine=engine)
     return summary, [json.loads(line) for line in (out / EPISODES_FILE).read_text().splitlines()]
 
 
@@ -124,6 +126,20 @@ def test_one_request_at_a_time_across_two_workers(setup, serial, tmp_path):
         _, records = _run(setup, url, tmp_path / "run", 1, workers=2)
         assert reqs.max_in_flight == 1  # two workers, one endpoint slot
     assert len(records) == len(serial[1])
+
+
+@pytest.mark.slow  # starting Ray takes ~10-30 s here
+def test_the_limit_is_global_across_ray_workers(setup, serial, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        with openai_server(walker) as (url, reqs):
+            summary, records = _run(setup, url, tmp_path / "run", 3, workers=2, engine="ray")
+            assert reqs.max_in_flight == 3
+    finally:
+        ray.shutdown()
+    assert sorted(r["episode_id"] for r in records) == sorted(r["episode_id"] for r in serial[1])
+    assert _strip(summary) == _strip(serial[0])
 
 
 @pytest.mark.parametrize("bad", ["0", "300", "two"])
