@@ -27,7 +27,8 @@ def squares(payload, items, state, emit):
 def limited(payload, items, state, emit):
     """Hold the run-wide limit ``slots`` for ``hold`` s per item, counting holders in files
     under ``payload["dir"]`` (one file per holder, so the count is visible across processes);
-    emit (item, the most holders seen at once)."""
+    emit (item, the most holders seen at once). ``die_once`` (a flag path): the first holder kills
+    its worker while holding a slot."""
     import threading
 
     folder = Path(payload["dir"])
@@ -37,6 +38,10 @@ def limited(payload, items, state, emit):
     def one(item):
         nonlocal peak
         with limit:
+            flag = payload.get("die_once")
+            if flag and not Path(flag).exists():  # die holding a slot (the driver must give it back)
+                Path(flag).touch()
+                os._exit(9)
             mark = folder / f"{item}.{os.getpid()}"
             mark.touch()
             time.sleep(payload["hold"])

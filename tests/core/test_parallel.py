@@ -87,6 +87,18 @@ def test_a_shared_limit_bounds_holders_across_worker_processes_and_threads(tmp_p
     assert max(got.values()) == 2
 
 
+def test_a_worker_killed_holding_a_shared_slot_gives_it_back(tmp_path):
+    got: dict = {}
+    (tmp_path / "held").mkdir()
+    jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(2)),
+                {"dir": str(tmp_path / "held"), "hold": 0.1, "die_once": str(tmp_path / "died")}) for k in range(3)]
+    # one slot: had the dead worker kept it, every later acquire would wait until the job timeout
+    report = run_jobs(limited, jobs, workers=2, shared={"slots": 1}, job_timeout=20.0,
+                      on_result=lambda item, peak: got.update({item: peak}))
+    assert (tmp_path / "died").exists() and report.retries == 1 and report.timeouts == 0 and not report.failures
+    assert len(got) == 6 and max(got.values()) == 1
+
+
 @pytest.mark.slow  # starting Ray takes ~10-30 s here
 def test_ray_engine_shared_limit_and_hung_actor(tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
