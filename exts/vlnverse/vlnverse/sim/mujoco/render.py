@@ -320,7 +320,10 @@ class GLRenderer:
         # only the RGB context gets it.
         self._samples = 8 if quality == "high" else 4 if antialias else 0
         self._post_aa = quality == "default" and not antialias
-        from .looks import ROOM_LIGHT_PREFIX
+        from .looks import ROOM_LIGHT_PREFIX, shadowless_geoms
+
+        # window glass lets the sun through: left out of the shadow maps (only ``high`` has them)
+        self._shadowless = shadowless_geoms(model) if quality == "high" else np.zeros(0, np.int64)
 
         names = [model.light(i).name for i in range(model.nlight)]
         self._room_lights = np.array([i for i, n in enumerate(names) if n.startswith(ROOM_LIGHT_PREFIX)], int)
@@ -393,6 +396,10 @@ class GLRenderer:
                 groups[hidden] = CULL_GROUP
             updated.update_scene(data, camera=cam, scene_option=self._option)
             groups[:] = self._group
+            if len(self._shadowless):
+                from .looks import mark_shadowless
+
+                mark_shadowless(updated.scene, self._shadowless)
             self.last_drawn = int(updated.scene.ngeom)
             out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
         r = self._renderer(width, height, False)
