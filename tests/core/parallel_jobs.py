@@ -1,17 +1,57 @@
 """Module-level job functions for tests/core/test_parallel.py (worker processes import them)."""
 import os
+import time
 from pathlib import Path
 
 
 def squares(payload, items, state, emit):
     """Emit (item, n², worker pid); ``die_once`` (a flag path) kills the worker at ``die_at`` once;
-    ``raise_at`` raises every time."""
+    ``raise_at`` raises every time; ``hang_once`` (a flag path) makes the worker stop making
+    progress (sleep for an hour, alive) at ``hang_at`` once (every time with ``hang_always``)."""
     for item in items:
         n = int(item.split("-")[1])
         flag = payload.get("die_once")
         if flag and item == payload.get("die_at") and not Path(flag).exists():
             Path(flag).touch()
             os._exit(9)
+        hang = payload.get("hang_once")
+        if hang and item == payload.get("hang_at") and not Path(hang).exists():
+            if not payload.get("hang_always"):
+                Path(hang).touch()
+            time.sleep(3600)
         if item == payload.get("raise_at"):
             raise RuntimeError(f"bad item {item}")
         emit(item, (n * n, os.getpid()))
+
+
+def limited(payload, items, state, emit):
+    """Hold the run-wide limit ``slots`` for ``hold`` s per item, counting holders in files
+    under ``payload["dir"]`` (one file per holder, so the count is visible across processes);
+    emit (item, the most holders seen at once). ``die_once`` (a flag path): the first holder kills
+    its worker while holding a slot."""
+    import threading
+
+    folder = Path(payload["dir"])
+    limit = state["shared"]["slots"]
+    peak = 0
+
+    def one(item):
+        nonlocal peak
+        with limit:
+            flag = payload.get("die_once")
+            if flag and not Path(flag).exists():  # die holding a slot (the driver must give it back)
+                Path(flag).touch()
+                os._exit(9)
+            mark = folder / f"{item}.{os.getpid()}"
+            mark.touch()
+            time.sleep(payload["hold"])
+            peak = max(peak, len(list(folder.iterdir())))
+            mark.unlink()
+
+    threads = [threading.Thread(target=one, args=(item,)) for item in items]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for item in items:
+        emit(item, peak)

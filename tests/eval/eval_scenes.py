@@ -48,7 +48,8 @@ def corridor_loader(path, body, resolution):
     named by the path's stem. Test hooks, keyed by files beside ``path``, fire in worker processes
     only (the driver also loads every scene, to check episode bounds before the run):
     ``<stem>.kill-once`` kills the calling worker the first time (then renames itself ``.killed``);
-    ``<stem>.crash`` raises every time."""
+    ``<stem>.crash`` raises every time; ``<stem>.hang-once`` makes the calling worker stop making
+    progress (asleep for an hour, alive) the first time (then renames itself ``.hung``)."""
     import multiprocessing
     import os
     import signal
@@ -62,6 +63,25 @@ def corridor_loader(path, body, resolution):
     if in_worker and kill.exists():
         kill.rename(p.with_suffix(".killed"))
         os.kill(os.getpid(), signal.SIGKILL)
+    hang = p.with_suffix(".hang-once")
+    if in_worker and hang.exists():
+        import time
+
+        hang.rename(p.with_suffix(".hung"))
+        time.sleep(3600)
     if in_worker and p.with_suffix(".crash").exists():
         raise RuntimeError(f"cannot load {p.name}: test crash")
     return context_from_description(corridor_scene(CORRIDOR_GAPS[p.stem]), body, resolution, scene_path=str(p))
+
+
+def named_corridor_loader(path, body, resolution):
+    """Like ``corridor_loader`` (no test hooks), but the scene id is the path's stem, so the
+    variants can share one view cache (``vlnverse cache build`` keys it by scene id)."""
+    from pathlib import Path
+
+    from vlnverse.tasks.base import context_from_description
+
+    p = Path(path)
+    desc = corridor_scene(CORRIDOR_GAPS[p.stem])
+    desc.scene_id = p.stem
+    return context_from_description(desc, body, resolution, scene_path=str(p))

@@ -2,8 +2,9 @@
 
 ``reply(body, n)`` gets the request JSON and its 0-based count and returns a dict: ``text`` (the
 answer; ``None`` sends a null content), ``status`` (HTTP status, default 200), ``sleep`` (seconds
-to wait before answering), ``headers`` (extra response headers). Also answers Ollama's native
-``/api/chat``.
+to wait before answering), ``headers`` (extra response headers), ``prompt_tokens`` (default
+100 + n). Also answers Ollama's native ``/api/chat``. The request list's ``max_in_flight`` is the
+most requests the server was answering at once.
 """
 from __future__ import annotations
 
@@ -23,10 +24,17 @@ def message_text(message: dict) -> str:
     return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
 
 
+class RequestLog(list):
+    """The received requests, plus ``in_flight`` / ``max_in_flight`` (requests being answered)."""
+
+    in_flight = 0
+    max_in_flight = 0
+
+
 @contextlib.contextmanager
 def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, list[dict]]]:
     """Serve chat completions; yields (base URL ending in /v1, list of received requests)."""
-    requests: list[dict] = []
+    requests = RequestLog()
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -35,8 +43,14 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
             with lock:
                 n = len(requests)
                 requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-            spec = reply(body, n)
-            time.sleep(spec.get("sleep", 0.0))
+                requests.in_flight += 1
+                requests.max_in_flight = max(requests.max_in_flight, requests.in_flight)
+            try:
+                spec = reply(body, n)
+                time.sleep(spec.get("sleep", 0.0))
+            finally:
+                with lock:
+                    requests.in_flight -= 1
             status = spec.get("status", 200)
             if status != 200:
                 data = json.dumps({"error": {"message": spec.get("text") or f"status {status}", "type": "test"}}).encode()
@@ -47,7 +61,8 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
                 data = json.dumps({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
                                    "choices": [{"index": 0, "finish_reason": "stop",
                                                 "message": {"role": "assistant", "content": spec.get("text")}}],
-                                   "usage": {"prompt_tokens": 100 + n, "completion_tokens": 7, "total_tokens": 107 + n}}).encode()
+                                   "usage": {"prompt_tokens": spec.get("prompt_tokens", 100 + n), "completion_tokens": 7,
+                                             "total_tokens": spec.get("prompt_tokens", 100 + n) + 7}}).encode()
             try:
                 self.send_response(status)
                 for k, v in spec.get("headers", {}).items():

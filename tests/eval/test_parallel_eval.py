@@ -89,6 +89,26 @@ def test_a_killed_worker_is_replaced_and_every_episode_runs_exactly_once(episode
     assert _comparable(summary, records) == serial
 
 
+def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_scene_rerun(episodes_file, serial, tmp_path):
+    import time
+
+    scenes = Path(json.loads(episodes_file.read_text().splitlines()[0])["scene_path"]).parent
+    flag = scenes / "corridor_a.hang-once"
+    flag.touch()
+    t0 = time.monotonic()
+    try:
+        summary, records = _run(episodes_file, tmp_path / "run", workers=2, job_timeout=8.0)
+        assert (scenes / "corridor_a.hung").exists()  # a worker really hung (asleep, alive) on corridor_a
+    finally:
+        flag.unlink(missing_ok=True)
+        (scenes / "corridor_a.hung").unlink(missing_ok=True)
+    assert time.monotonic() - t0 < 120  # not the hour the hung worker sleeps
+    assert "failed_scenes" not in summary
+    ids = [r["episode_id"] for r in records]
+    assert sorted(ids) == sorted(serial[1]) and len(ids) == len(set(ids))
+    assert _comparable(summary, records) == serial
+
+
 def test_a_scene_that_keeps_crashing_is_reported_and_the_rest_completes(episodes_file, serial, tmp_path):
     scenes = Path(json.loads(episodes_file.read_text().splitlines()[0])["scene_path"]).parent
     crash = scenes / "corridor_c.crash"
@@ -140,6 +160,15 @@ def test_cli_bad_worker_count_is_one_line_exit_2(argv, capsys):
     assert main(["eval", "oracle_fine_grained_strict", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("vlnverse: error: --workers: got") and "\n" not in err and "integer >= 1" in err
+
+
+@pytest.mark.parametrize("argv", [["--job-timeout", "0"], ["--job-timeout=-3"], ["--job-timeout", "soon"]])
+def test_cli_bad_job_timeout_is_one_line_exit_2(argv, capsys):
+    from vlnverse.cli import main
+
+    assert main(["eval", "oracle_fine_grained_strict", "--workers", "2", *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("vlnverse: error: --job-timeout: got") and "\n" not in err
 
 
 def test_cli_ray_without_a_reachable_cluster_is_one_line_exit_2(capsys):

@@ -22,3 +22,21 @@ def test_zero_workers_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="--workers"):
         generate_dataset("fine_grained", "all", 1, 0, tmp_path / "x", progress=False, workers=0)
     assert not (tmp_path / "x").exists()
+
+
+def test_two_workers_with_a_job_timeout_write_the_serial_dataset(tmp_path):
+    scenes = [str(p) for p in resolve_scene_paths("all")[:2]]
+    generate_dataset("fine_grained", scenes, 2, 7, tmp_path / "serial", progress=False)
+    generate_dataset("fine_grained", scenes, 2, 7, tmp_path / "parallel", progress=False, workers=2, job_timeout=120)
+    assert (tmp_path / "serial" / "summary.json").read_bytes() == (tmp_path / "parallel" / "summary.json").read_bytes()
+
+
+@pytest.mark.parametrize("value", ["0", "-5"])  # a non-number is argparse's usage error, as for every typed option
+def test_cli_bad_job_timeout_is_one_line_exit_2(tmp_path, value, capsys):
+    from vlnverse.cli import main
+
+    code = main(["data", "generate", "--task", "fine_grained", "--scenes", "all", "--episodes-per-scene", "1",
+                 "--seed", "0", "--out", str(tmp_path / "x"), "--workers", "2", "--job-timeout", value])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--job-timeout" in err and "\n" not in err
+    assert not (tmp_path / "x").exists()

@@ -12,14 +12,24 @@ the driver drops any item it has already received, so every item arrives exactly
 that still fails is reported in ``RunReport.failures`` with its key (the scene id) while the
 other jobs complete.
 
+Hung workers: with ``job_timeout`` (seconds), a worker that makes no progress on its job (no
+item emitted since it took the job, or since its last item) for longer than that is killed,
+replaced, and its job's remaining items retried on a worker like a dead worker's (the same
+``max_attempts`` bound); the failure text names the job's key. Off by default (``None``): a
+single episode of a slow agent may legitimately take minutes. A worker that has not yet taken
+its job (still starting up) gets ``STARTUP_GRACE_S`` more. It applies to worker processes and
+Ray actors, not to the serial in-process path (``workers=1``, local engine).
+
 Engines: ``local`` (``workers`` processes started with ``forkserver``/``spawn``; ``workers=1``
 runs in this process, where a job's exception simply propagates as in a plain loop) and ``ray`` (one actor per worker; ``address`` = ``HOST:PORT`` of a
 cluster started with ``ray start --head``, ``auto``, or ``None`` for a local instance already
-initialised or started here). Callers: ``vlnverse eval`` and ``vlnverse data generate``; the job
+initialised or started here). Callers: ``vlnverse eval``, ``vlnverse data generate`` and
+``vlnverse.learn.collect`` (observation caches, DAgger); the job
 function and its payload must be picklable (a module-level function).
 """
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 import os
 import pickle
@@ -31,7 +41,11 @@ from typing import Any, Callable, Iterable
 
 from .errors import ConfigError, VLNVerseError
 
+log = logging.getLogger(__name__)
+
 ENGINES = ("local", "ray")
+#: with a job timeout, extra seconds a worker may take to start its job (process or actor start-up)
+STARTUP_GRACE_S = 60.0
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
 RAY_CONNECT_TIMEOUT_S = 10.0
 
@@ -69,6 +83,8 @@ class RunReport:
     retries: int = 0
     workers: int = 1
     engine: str = "local"
+    timeouts: int = 0
+
 
 
 def check_workers(workers: Any, field_name: str = "--workers") -> int:
@@ -111,6 +127,16 @@ def check_engine(engine: str, address: str | None = None) -> str:
     return engine
 
 
+def check_job_timeout(job_timeout: Any, field_name: str = "--job-timeout") -> float | None:
+    """``job_timeout`` as seconds > 0 (or ``None``: off), else ``ConfigError`` naming ``field_name``."""
+    if job_timeout is None:
+        return None
+    if isinstance(job_timeout, bool) or not isinstance(job_timeout, (int, float)) or not job_timeout > 0 \
+            or job_timeout == float("inf"):
+        raise ConfigError(f"got {job_timeout!r}", field=field_name, expected="a number of seconds > 0 (or unset: off)")
+    return float(job_timeout)
+
+
 def add_parallel_options(parser: Any, what: str) -> None:
     """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
     parser.add_argument("--workers", type=int, default=None,
@@ -119,30 +145,169 @@ def add_parallel_options(parser: Any, what: str) -> None:
                         help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
     parser.add_argument("--address", default=None,
                         help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
+    parser.add_argument("--job-timeout", type=float, default=None, metavar="SECONDS",
+                        help="kill a worker that makes no progress on a scene for SECONDS and retry the scene "
+                             "elsewhere (default: off; worker processes / Ray only)")
 
 
 def parallel_settings(args: Any) -> dict:
-    """``workers``/``engine``/``address`` keyword arguments from parsed ``add_parallel_options``."""
+    """``workers``/``engine``/``address``/``job_timeout`` keyword arguments from parsed ``add_parallel_options``."""
     workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
-    return {"workers": workers, "engine": args.engine, "address": args.address}
+    return {"workers": workers, "engine": args.engine, "address": args.address,
+            "job_timeout": getattr(args, "job_timeout", None)}
 
 
 def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], None], workers: int = 1,
              engine: str = "local", address: str | None = None, max_attempts: int = 2,
-             on_failure: Callable[[JobFailure], None] | None = None) -> RunReport:
+             on_failure: Callable[[JobFailure], None] | None = None, job_timeout: float | None = None,
+             shared: dict | None = None, preload: Iterable[str] = ()) -> RunReport:
     """Run ``jobs`` with ``fn`` on ``workers`` workers of ``engine``; ``on_result(item_id,
     result)`` runs in this process, once per item, as results arrive (in completion order:
-    callers that need the serial order sort afterwards). Returns a ``RunReport``."""
+    callers that need the serial order sort afterwards). ``job_timeout`` (s, default off) kills
+    and retries a worker that makes no progress on a job for that long. ``shared`` names
+    run-wide limits, ``{name: n}``: each becomes one semaphore of ``n`` slots shared by every
+    worker of the run (``state["shared"][name]``, see ``SharedLimit``). ``preload`` names modules
+    that local workers import once, in the fork server they are forked from (with the job
+    function's module), instead of each worker importing them at start-up (effective when this
+    process starts its first fork server). Returns a ``RunReport``."""
     check_workers(workers)
     check_engine(engine, address)
+    job_timeout = check_job_timeout(job_timeout)
     jobs = [j for j in jobs if j.items]
     if engine == "ray":
-        driver = _RayDriver(fn, workers, address)
+        driver = _RayDriver(fn, workers, address, shared)
     elif workers == 1:
-        driver = _InlineDriver(fn)
+        driver = _InlineDriver(fn, shared)
     else:
-        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))))
-    return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine)
+        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))), shared, preload)
+    return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine, job_timeout)
+
+
+# --------------------------------------------------------------------------------------------
+# run-wide limits (e.g. requests in flight to one model endpoint, across every worker)
+
+
+class SharedLimit:
+    """A semaphore of ``n`` slots shared by every worker (and thread) of one run: ``with
+    limit:`` (or ``acquire()``/``release()``) around the guarded call.
+
+    Engines: the serial path uses a thread semaphore; local workers one OS semaphore inherited
+    by every worker process (``multiprocessing.BoundedSemaphore``); Ray workers an actor that
+    counts slots per worker. A worker that is killed (crash, ``--job-timeout``) gives its held
+    slots back: the driver knows how many each worker slot held (``reclaim``). A process killed
+    in the instant between taking a slot and counting it can still lose that one slot.
+    """
+
+    def __init__(self, n: int, *, kind: str = "thread", ctx: Any = None, workers: int = 1, ray_actor: Any = None):
+        import threading
+
+        self.n, self.kind, self.slot = int(n), kind, 0
+        self._local = threading.Lock()  # guards this process's held count (threads of one worker)
+        if kind == "thread":
+            self._sem = threading.BoundedSemaphore(self.n)
+            self._held = [0]
+        elif kind == "process":
+            self._sem = ctx.BoundedSemaphore(self.n)
+            self._held = ctx.Array("i", max(1, workers), lock=False)  # one cell per worker slot, one writer each
+        else:
+            self._actor = ray_actor
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state.pop("_local", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        import threading
+
+        self.__dict__.update(state)
+        self._local = threading.Lock()
+
+    def for_slot(self, slot: int) -> "SharedLimit":
+        """This limit as used by the worker in ``slot`` (its held slots are counted there)."""
+        self.slot = slot
+        return self
+
+    def acquire(self) -> None:
+        """Wait for a free slot."""
+        if self.kind == "ray":
+            import ray
+
+            delay = 0.002
+            while not ray.get(self._actor.acquire.remote(self.slot)):
+                time.sleep(delay)
+                delay = min(0.05, delay * 2)
+            return
+        self._sem.acquire()
+        with self._local:
+            self._held[self.slot if self.kind == "process" else 0] += 1
+
+    def release(self) -> None:
+        """Give a slot back."""
+        if self.kind == "ray":
+            import ray
+
+            ray.get(self._actor.release.remote(self.slot))
+            return
+        with self._local:
+            self._held[self.slot if self.kind == "process" else 0] -= 1
+        self._sem.release()
+
+    def reclaim(self, slot: int) -> None:
+        """Driver side: give back every slot the (now dead) worker in ``slot`` held."""
+        if self.kind == "ray":
+            try:
+                import ray
+
+                ray.get(self._actor.reclaim.remote(slot), timeout=10)
+            except Exception:  # noqa: BLE001 - the limit is advisory once its actor is gone
+                pass
+            return
+        if self.kind != "process":
+            return
+        held, self._held[slot] = self._held[slot], 0
+        for _ in range(max(0, held)):
+            try:
+                self._sem.release()
+            except ValueError:  # already full
+                break
+
+    def __enter__(self) -> "SharedLimit":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class _RaySlots:
+    """Ray actor behind ``SharedLimit(kind="ray")``: ``n`` slots, counted per worker slot."""
+
+    def __init__(self, n: int):
+        self.n, self.held = n, {}
+
+    def acquire(self, slot: int) -> bool:
+        if sum(self.held.values()) >= self.n:
+            return False
+        self.held[slot] = self.held.get(slot, 0) + 1
+        return True
+
+    def release(self, slot: int) -> None:
+        if self.held.get(slot, 0) > 0:
+            self.held[slot] -= 1
+
+    def reclaim(self, slot: int) -> None:
+        self.held.pop(slot, None)
+
+
+def _make_limits(shared: dict | None, kind: str, *, ctx: Any = None, workers: int = 1, ray: Any = None) -> dict:
+    limits = {}
+    for name, n in (shared or {}).items():
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"got {n!r}", field=name, expected="an integer >= 1")
+        actor = ray.remote(num_cpus=0)(_RaySlots).remote(n) if kind == "ray" else None
+        limits[name] = SharedLimit(n, kind=kind, ctx=ctx, workers=workers, ray_actor=actor)
+    return limits
 
 
 # --------------------------------------------------------------------------------------------
@@ -150,11 +315,13 @@ def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], 
 
 
 def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
-           on_failure: Callable | None, workers: int, engine: str) -> RunReport:
+           on_failure: Callable | None, workers: int, engine: str, job_timeout: float | None = None) -> RunReport:
     report = RunReport(workers=workers, engine=engine)
     received: set = set()
     pending = [(job, 1) for job in jobs]  # (job, attempt)
     running: dict[int, tuple[Job, int]] = {}  # slot -> (job, attempt)
+    progress: dict[int, float] = {}  # slot -> when its job started or last emitted an item
+    started: set = set()  # slots whose worker has taken its current job
 
     def fail(slot: int, error: str) -> None:
         job, attempt = running.pop(slot)
@@ -162,6 +329,8 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
         if not missing:
             return
         if attempt < max_attempts:
+            log.warning("%s: %s; retrying its %d remaining item(s) (attempt %d of %d)", job.key, error, len(missing),
+                        attempt + 1, max_attempts)
             report.retries += 1
             pending.append((Job(job.key, missing, job.payload), attempt + 1))
         else:
@@ -172,6 +341,11 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
 
     def handle(message: tuple) -> None:
         kind, slot, item, value = message
+        if kind in ("item", "start"):
+            progress[slot] = time.monotonic()
+        if kind == "start":
+            started.add(slot)
+            return
         if kind == "item":
             if item not in received:  # a retried job may repeat what a dead worker already sent
                 received.add(item)
@@ -198,9 +372,21 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
                     break
                 job, attempt = pending.pop(0)
                 running[slot] = (job, attempt)
+                progress[slot] = time.monotonic()
+                started.discard(slot)
                 driver.submit(slot, job)
             for message in driver.poll(0.2):
                 handle(message)
+            if job_timeout is not None:
+                now = time.monotonic()
+                # until a worker says it took the job, its start-up (a new Ray actor ...) gets a grace period
+                for slot in [s for s in running
+                             if now - progress.get(s, now) > job_timeout + (0.0 if s in started else STARTUP_GRACE_S)]:
+                    key = running[slot][0].key
+                    driver.kill(slot)  # a fresh worker takes the slot; anything the hung one still sends is lost
+                    report.timeouts += 1
+                    fail(slot, f"worker {slot} made no progress on {key} for {job_timeout:g} s (--job-timeout): "
+                               "killed")
     finally:
         driver.close()
     return report
@@ -220,6 +406,8 @@ def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], sl
              inline: bool = False) -> None:
     from .errors import ConfigError, UnknownNameError
 
+    if not inline:
+        send(("start", slot, None, None))  # the job-timeout clock starts now, not at the worker's start-up
     try:
         fn(job.payload, job.items, state, _Emitter(send, slot))
     except (ConfigError, UnknownNameError) as exc:  # bad input fails every scene alike: stop the run
@@ -244,8 +432,8 @@ def _run_one(fn: JobFn, job: Job, state: dict, send: Callable[[tuple], None], sl
 class _InlineDriver:
     """Runs each job here; its messages go straight to the driver loop's ``handle``."""
 
-    def __init__(self, fn: JobFn):
-        self.fn, self.state = fn, {}
+    def __init__(self, fn: JobFn, shared: dict | None = None):
+        self.fn, self.state = fn, {"shared": _make_limits(shared, "thread")}
         self.handle: Callable[[tuple], None] | None = None
 
     def idle_slots(self, busy: set) -> list[int]:
@@ -256,6 +444,9 @@ class _InlineDriver:
 
     def poll(self, timeout: float) -> list[tuple]:
         return []
+
+    def kill(self, slot: int) -> None:
+        """Nothing to kill: jobs run (and finish) inside ``submit``."""
 
     def close(self) -> None:
         pass
@@ -270,10 +461,16 @@ def _mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any) -> None:
+def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None,
+                  env: dict | None = None) -> None:
     """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
-    of its own, so a worker killed mid-write cannot block the others)."""
-    state: dict = {}
+    of its own, so a worker killed mid-write cannot block the others). ``env`` is the driver's
+    environment when the worker started (a forkserver child would otherwise get the forkserver's,
+    from whenever it was first started: a cache folder or API key set since would be missing)."""
+    if env is not None:
+        os.environ.clear()
+        os.environ.update(env)
+    state: dict = {"shared": {k: v.for_slot(slot) for k, v in (limits or {}).items()}}
     while True:
         job = inbox.get()
         if job is None:
@@ -282,8 +479,12 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any) -> None:
 
 
 class _LocalDriver:
-    def __init__(self, fn: JobFn, workers: int):
+    def __init__(self, fn: JobFn, workers: int, shared: dict | None = None, preload: Iterable[str] = ()):
         self.fn, self.ctx = fn, _mp_context()
+        if self.ctx.get_start_method() == "forkserver":
+            # imported once by the fork server (failures there are ignored: the worker imports it)
+            self.ctx.set_forkserver_preload(list(dict.fromkeys([fn.__module__, *[m for m in preload if m]])))
+        self.limits = _make_limits(shared, "process", ctx=self.ctx, workers=workers)
         self.procs: dict[int, Any] = {}
         self.inboxes: dict[int, Any] = {}
         self.conns: dict[int, Any] = {}
@@ -293,7 +494,8 @@ class _LocalDriver:
     def _start(self, slot: int) -> None:
         inbox = self.ctx.Queue()
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender), daemon=True,
+        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender, self.limits, dict(os.environ)),
+                                daemon=True,
                                 name=f"vlnverse-worker-{slot}")
         proc.start()
         sender.close()  # the worker holds the only write end: EOF here when it dies
@@ -327,12 +529,20 @@ class _LocalDriver:
                 code = proc.exitcode
                 reason = "no exit status" if code is None else (f"signal {-code}" if code < 0 else f"exit status {code}")
                 messages.append(("error", slot, None, f"worker {slot} (pid {proc.pid}) died: {reason}"))
-                conn.close()
-                self.inboxes[slot].close()
-                if proc.is_alive():
-                    proc.kill()
-                self._start(slot)  # a fresh worker takes the slot
+                self.kill(slot)
         return messages
+
+    def kill(self, slot: int) -> None:
+        """Kill the worker in ``slot`` (if alive) and start a fresh one there."""
+        proc = self.procs[slot]
+        if proc.is_alive():
+            proc.kill()
+            proc.join(5.0)
+        for limit in self.limits.values():
+            limit.reclaim(slot)
+        self.conns[slot].close()
+        self.inboxes[slot].close()
+        self._start(slot)
 
     def close(self) -> None:
         for slot, proc in self.procs.items():
@@ -409,16 +619,17 @@ def source_path() -> str:
 class _RayDriver:
     """One actor per worker; each job is a streaming generator call, so items arrive one by one."""
 
-    def __init__(self, fn: JobFn, workers: int, address: str | None):
+    def __init__(self, fn: JobFn, workers: int, address: str | None, shared: dict | None = None):
         self.ray = connect_ray(address, num_cpus=None)
         ray = self.ray
+        self.limits = _make_limits(shared, "ray", ray=ray)
 
         @ray.remote(num_cpus=1, max_restarts=0)
         class RayJobWorker:
             """One Ray worker: keeps ``state`` across jobs, yields a job's items as they finish."""
 
-            def __init__(self, job_fn: JobFn):
-                self.fn, self.state = job_fn, {}
+            def __init__(self, job_fn: JobFn, limits: dict, slot: int):
+                self.fn, self.state = job_fn, {"shared": {k: v.for_slot(slot) for k, v in limits.items()}}
 
             def pid(self) -> int:
                 return os.getpid()
@@ -429,11 +640,14 @@ class _RayDriver:
 
         # Workers import the job function's module: give them this process's source folders
         # (a checkout on PYTHONPATH, a test folder); installed packages they find themselves.
-        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": {"PYTHONPATH": source_path()}}), fn
+        # and this process's VLNVERSE_* settings (cache and view-cache folders: on a multi-node
+        # cluster they must name a shared file system)
+        env = {"PYTHONPATH": source_path(), **{k: v for k, v in os.environ.items() if k.startswith("VLNVERSE_")}}
+        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": env}), fn
         self.actors: dict[int, Any] = {}
         self.gens: dict[int, Any] = {}
         for slot in range(workers):
-            self.actors[slot] = self.cls.remote(fn)
+            self.actors[slot] = self.cls.remote(fn, self.limits, slot)
 
     def pids(self) -> list[int]:
         """Process ids of the live worker actors."""
@@ -464,13 +678,8 @@ class _RayDriver:
                 try:
                     messages.append(ray.get(ref))
                 except Exception as exc:  # noqa: BLE001 - the actor died: restart it, retry the job
-                    del self.gens[slot]
                     messages.append(("error", slot, None, f"Ray worker {slot} died: {type(exc).__name__}: {str(exc).splitlines()[0][:200]}"))
-                    try:
-                        ray.kill(self.actors[slot])
-                    except Exception:  # noqa: BLE001
-                        pass
-                    self.actors[slot] = self.cls.remote(self.fn)
+                    self.kill(slot)
                     break
                 if messages[-1][0] in ("done", "error"):
                     continue
@@ -479,8 +688,19 @@ class _RayDriver:
                     break
         return messages
 
+    def kill(self, slot: int) -> None:
+        """Kill the actor in ``slot`` and start a fresh one there."""
+        self.gens.pop(slot, None)
+        try:
+            self.ray.kill(self.actors[slot])
+        except Exception:  # noqa: BLE001
+            pass
+        for limit in self.limits.values():
+            limit.reclaim(slot)
+        self.actors[slot] = self.cls.remote(self.fn, self.limits, slot)
+
     def close(self) -> None:
-        for actor in self.actors.values():
+        for actor in [*self.actors.values(), *(limit._actor for limit in self.limits.values())]:
             try:
                 self.ray.kill(actor)
             except Exception:  # noqa: BLE001

@@ -37,7 +37,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_cache_commands(sub)  # vlnverse cache build
 
 
-_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address", "--backend": "backend"}
+_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address", "--backend": "backend",
+                "--job-timeout": "job_timeout"}
 
 
 def _split_trailing_options(args: argparse.Namespace) -> list[str]:
@@ -60,13 +61,18 @@ def _split_trailing_options(args: argparse.Namespace) -> list[str]:
                     value = int(value)
                 except ValueError:
                     raise ConfigError(f"got {value!r}", field="--workers", expected="an integer >= 1") from None
+            elif name == "--job-timeout":
+                try:
+                    value = float(value)
+                except ValueError:
+                    raise ConfigError(f"got {value!r}", field="--job-timeout", expected="a number of seconds > 0") from None
             elif name == "--engine" and value not in ("local", "ray"):
                 raise ConfigError(f"got {value!r}", field="--engine", expected="local or ray")
             setattr(args, _OPTION_ARGS[name], value)
         elif item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'",
-                              expected="--no-progress, --backend NAME, --workers N, --engine local|ray, --address HOST:PORT "
-                                       "or key=value overrides")
+                              expected="--no-progress, --backend NAME, --workers N, --engine local|ray, --address HOST:PORT, "
+                                       "--job-timeout SECONDS or key=value overrides")
         else:
             overrides.append(item)
     return overrides
@@ -92,7 +98,7 @@ def _eval(args: argparse.Namespace) -> int:
     from .runner import run_eval
 
     from ..core.errors import ConfigError, VLNVerseError
-    from ..core.parallel import check_engine, check_workers
+    from ..core.parallel import check_engine, check_job_timeout, check_workers
 
     overrides = _split_trailing_options(args)
     if args.backend is not None:
@@ -100,6 +106,7 @@ def _eval(args: argparse.Namespace) -> int:
     parallel = parallel_settings(args)
     check_workers(parallel["workers"])
     check_engine(parallel["engine"], parallel["address"])
+    check_job_timeout(parallel["job_timeout"])
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides)
     try:

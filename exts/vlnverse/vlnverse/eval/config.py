@@ -41,6 +41,24 @@ class NamedSpec:
 
 
 @dataclass
+class ModelSpec(NamedSpec):
+    """The agent's model: a ``MODELS`` name, its ``params``, and ``concurrency``: how many
+    requests the run may have in flight to the model's endpoint at once, across all its
+    threads and workers (unset: no run-wide limit; each worker evaluates one episode at a
+    time). Simulator-free runs (``backend: viewpoints``) evaluate up to that many episodes of a
+    scene at once in threads; records do not depend on it."""
+
+    concurrency: int | None = None
+
+    def validate(self) -> None:
+        """Name non-empty; ``concurrency`` unset or an integer in 1..256."""
+        super().validate()
+        require(self.concurrency is None or (isinstance(self.concurrency, int) and not isinstance(self.concurrency, bool)
+                                             and 1 <= self.concurrency <= 256),
+                "concurrency", f"got {self.concurrency!r}", "an integer in 1..256 (or unset)")
+
+
+@dataclass
 class GenerateSpec:
     """Generate episodes on the fly: ``task`` (default: the config's task) on ``scenes`` (a split
     name, ``all``, scene ids or paths) with ``episodes_per_scene`` each, seeded."""
@@ -140,7 +158,7 @@ class EvalConfig:
     agent: NamedSpec
     task: str
     episodes: Any
-    model: NamedSpec | None = None
+    model: ModelSpec | None = None
     split: str | None = None
     collision_mode: str = "strict"
     #: per-mode parameters, e.g. ``{strict: {displacement_threshold: 0.1}}``; only the selected
@@ -213,10 +231,13 @@ class EvalConfig:
 
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
-        ``limit``, report options, ``scene_root`` and ``plugins``, which do not change any episode's result)."""
+        ``limit``, report options, ``scene_root``, ``plugins`` and ``model.concurrency``, which do not change
+        any episode's result)."""
         data = self.to_dict()
         for key in ("out", "limit", "report", "scene_root", "plugins"):
             data.pop(key, None)
+        if isinstance(data.get("model"), dict):
+            data["model"].pop("concurrency", None)
         return data
 
 

@@ -340,7 +340,8 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
               mode_params: dict | None = None, sensors: Iterable[Any] | None = None, backend: str = "auto",
               scene_loader: Callable[[str, Any, float], Any] | None = None, hooks: Iterable[Any] = (),
               extra: dict | None = None, visuals: Callable[[dict, Any, Any], None] | None = None,
-              on_record: Callable[[dict], None] | None = None, quality: str | None = None) -> list[dict]:
+              on_record: Callable[[dict], None] | None = None, quality: str | None = None,
+              threads: int = 1, agent_factory: Callable[[], Agent] | None = None) -> list[dict]:
     """Evaluate ``episodes`` of one scene: load its context (``scene_loader(path, body,
     resolution)``, default ``load_scene_context``), build one simulator and collision mode, run
     every episode and return their records. Everything it uses is an argument or lives in this
@@ -349,13 +350,31 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     ``extra`` is added to each record (e.g. agent name and collision mode); ``visuals(record,
     ctx, sim)`` runs while the simulator is alive (report maps/frames); ``on_record(record)``
     runs as each episode finishes (e.g. append it to the episode log). ``quality`` is the
-    render preset (``fast | default | high``; the backend's default when None)."""
+    render preset (``fast | default | high``; the backend's default when None).
+
+    ``threads`` > 1 with ``agent_factory`` runs up to that many episodes at once in threads, each
+    with its own simulator, collision mode and agent (``agent_factory()``), when the backend allows
+    it (``Simulator.threadsafe_instances``: the simulator-free backend; otherwise one at a time).
+    Episodes are independent (each resets its agent and simulator), so the records are the serial
+    ones, and ``visuals`` / ``on_record`` run in this thread in the episodes' order."""
     from ..sim import make_simulator
     from ..tasks.base import load_scene_context
 
     ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
-    sim = make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors), backend=backend,
-                         **({} if quality is None else {"quality": quality}))
+
+    def new_sim() -> Any:
+        return make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors),
+                              backend=backend, **({} if quality is None else {"quality": quality}))
+
+    sim = new_sim()
+    episodes = list(episodes)
+    if threads > 1 and agent_factory is not None and len(episodes) > 1 and getattr(sim, "threadsafe_instances", False):
+        try:
+            return _run_scene_threaded(ctx, sim, new_sim, episodes, settings, agent, agent_factory, threads,
+                                       collision_mode=collision_mode, mode_params=mode_params, hooks=hooks,
+                                       extra=extra, visuals=visuals, on_record=on_record)
+        finally:
+            sim.close()
     scene_cache: dict = {}
     records = []
     try:
@@ -370,4 +389,62 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
             records.append(record)
     finally:
         sim.close()
+    return records
+
+
+def _run_scene_threaded(ctx: Any, sim: Any, new_sim: Callable[[], Any], episodes: list, settings: Any, agent: Agent,
+                        agent_factory: Callable[[], Agent], threads: int, *, collision_mode: str,
+                        mode_params: dict | None, hooks: Iterable[Any], extra: dict | None,
+                        visuals: Callable | None, on_record: Callable | None) -> list[dict]:
+    """``run_scene``'s body with up to ``threads`` episodes at once (see there)."""
+    import queue
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    hooks = list(hooks)
+    free: queue.Queue = queue.Queue()  # (simulator, mode, agent, scene cache) sets, one per busy thread
+    made: list[Any] = []
+    lock = threading.Lock()
+
+    def take() -> tuple:
+        try:
+            return free.get_nowait()
+        except queue.Empty:
+            with lock:
+                first = not made
+                worker_sim = new_sim()
+                made.append(worker_sim)
+            return (worker_sim, scene_mode(collision_mode, worker_sim, ctx, mode_params),
+                    agent if first else agent_factory(), {})
+
+    def one(episode: Any) -> dict:
+        kit = take()
+        try:
+            worker_sim, mode, worker_agent, cache = kit
+            record = run_episode(episode, ctx, worker_sim, mode, worker_agent, settings, hooks=hooks, scene_cache=cache)
+            record.update(extra or {})
+            return record
+        finally:
+            free.put(kit)
+
+    scene_mode(collision_mode, sim, ctx, mode_params)  # a bad mode_params value fails here, once
+    records = []
+    try:
+        with ThreadPoolExecutor(max_workers=min(threads, len(episodes)), thread_name_prefix="episode") as pool:
+            futures = [pool.submit(one, episode) for episode in episodes]
+            try:
+                for future in futures:  # the serial order: each record as soon as those before it are done
+                    record = future.result()
+                    if visuals is not None:
+                        visuals(record, ctx, sim)
+                    if on_record is not None:
+                        on_record(record)
+                    records.append(record)
+            except BaseException:
+                for future in futures:
+                    future.cancel()
+                raise
+    finally:
+        for worker_sim in made:
+            worker_sim.close()
     return records

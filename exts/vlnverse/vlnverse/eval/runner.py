@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, JobFailure, check_engine, check_workers, run_jobs
+from ..core.parallel import Job, JobFailure, check_engine, check_job_timeout, check_workers, run_jobs
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -141,19 +141,20 @@ START_BOUNDS_MARGIN = 0.5
 GOAL_BOUNDS_MARGIN = 1.0
 
 
-def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
+def check_episode_bounds(episodes: Iterable, ctx: Any, *, bounds: Any = None) -> None:
     """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
-    around its navigable cells): a ``ConfigError`` names the episode file, line and field.
+    around its navigable cells; ``bounds`` = ``(lo, hi)`` when known, else from ``ctx``): a
+    ``ConfigError`` names the episode file, line and field.
 
     Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
-    from ..scenes.occupancy import FREE
+    from ..tasks.base import navigable_bounds
 
-    nav = ctx.maps.navigable
-    cells = np.argwhere(nav.grid == FREE)
-    if cells.size == 0:
+    if bounds is None:
+        bounds = navigable_bounds(ctx.maps)
+    if bounds is None:
         return  # load_scene_context already refuses a scene without navigable space
-    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
-    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    lo, hi = np.asarray(bounds[0], dtype=float), np.asarray(bounds[1], dtype=float)
+    scene_id = getattr(ctx, "scene_id", None) or next((ep.scene_id for ep in episodes), "?")
     for ep in episodes:
         file, line = getattr(ep, "source", None) or (None, None)
         checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
@@ -163,23 +164,27 @@ def check_episode_bounds(episodes: Iterable, ctx: Any) -> None:
             xy = np.asarray(pos, dtype=float)[:2]
             if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
                 raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
-                                  f"'{ctx.scene_id}'", file=file, line=line, field=field_name,
+                                  f"'{scene_id}'", file=file, line=line, field=field_name,
                                   expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
                                            f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
 
 
 def check_all_episode_bounds(episodes: list, settings: RunSettings,
                              scene_loader: Callable[[str, Any, float], Any] | None = None) -> None:
-    """``check_episode_bounds`` for every episode against its scene (``scene_loader``, default
-    ``load_scene_context``, cached in-process, so the run reuses the loaded scenes): an episode
-    outside its scene stops the run before any record or config is written."""
-    from ..tasks.base import load_scene_context
+    """``check_episode_bounds`` for every episode against its scene: an episode outside its scene
+    stops the run before any record or config is written. The bounds come from
+    ``tasks.base.scene_navigable_bounds``: stored by whichever process last loaded the scene
+    (data generation, an earlier run, a worker), so this driver loads a scene only the first
+    time it is seen (with ``scene_loader``: always)."""
+    from ..tasks.base import scene_navigable_bounds
 
     by_scene: dict[str, list] = {}
     for ep in episodes:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
     for path, scene_eps in by_scene.items():
-        check_episode_bounds(scene_eps, (scene_loader or load_scene_context)(path, settings.body, settings.resolution))
+        bounds = scene_navigable_bounds(path, settings.body, settings.resolution, loader=scene_loader)
+        if bounds is not None:  # None: no navigable space, which loading the scene refuses anyway
+            check_episode_bounds(scene_eps, None, bounds=bounds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -416,11 +421,34 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
 
 
+#: modules every evaluation worker needs (scene loading, maps): imported once by the fork server
+WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps", "vlnverse.eval.rollout")
+
+#: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
+MODEL_REQUESTS = "model_requests"
+
+
+def model_concurrency(cfg: EvalConfig) -> int:
+    """``model.concurrency`` of ``cfg`` (1 when there is no model or it is unset)."""
+    return int(getattr(cfg.model, "concurrency", None) or 1) if cfg.model is not None else 1
+
+
 def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
     ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
-    and the scene's simulator once per job."""
+    and the scene's simulator once per job. With ``model.concurrency`` N, every model request
+    takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
+    runs up to N episodes at once in threads (an agent per thread), records in episode order."""
+    from .mllm.models import attach_request_limit
+
     cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
+    limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
+
+    def new_agent() -> Agent:
+        made = make_run_agent(cfg, payload["agent_factory"])
+        attach_request_limit(made, limit)
+        return made
+
     agent = payload["agent"]
     if agent is None:
         key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
@@ -430,8 +458,9 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
 
             load_plugins(cfg.plugins)
             load_task_types()
-            state[key] = make_run_agent(cfg, payload["agent_factory"])
+            state[key] = new_agent()
         agent = state[key]
+    attach_request_limit(agent, limit)
     wanted = set(items)
     episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
 
@@ -444,7 +473,8 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
               backend=cfg.backend, quality=cfg.render.quality,
               scene_loader=payload["scene_loader"],
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
-              on_record=lambda record: emit(record["episode_id"], record))
+              on_record=lambda record: emit(record["episode_id"], record),
+              threads=model_concurrency(cfg), agent_factory=new_agent)
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -462,13 +492,15 @@ def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
 def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bool = True,
                     agent_factory: Callable[[], Agent] | None = None,
                     scene_loader: Callable[[str, Any, float], Any] | None = None,
-                    workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
+                    workers: int = 1, engine: str = "local", address: str | None = None,
+                    job_timeout: float | None = None) -> dict[str, Any]:
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
     ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
     scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
     and ``summary.json`` aggregates them in the serial order. A scene whose worker keeps
-    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete.
+    failing is listed in ``summary["failed_scenes"]`` and the other scenes complete;
+    ``job_timeout`` (s, default off) kills and retries a worker stuck on a scene that long.
 
     ``agent_factory`` overrides the registry lookup (e.g. an agent object built in code);
     ``scene_loader(scene_path, body, resolution) -> SceneContext`` overrides
@@ -483,6 +515,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     check_workers(workers)
     check_engine(engine, address)
+    check_job_timeout(job_timeout)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
@@ -528,7 +561,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     inline = engine == "local" and workers == 1
     common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
               "with_visuals": with_visuals, "scene_loader": scene_loader,
-              "agent": agent if inline else None, "agent_factory": None if inline else agent_factory}
+              "agent": agent if inline else None, "agent_factory": agent_factory}
     jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
             for path, eps in by_scene.items()]
     if not inline and jobs:
@@ -556,9 +589,13 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         bar.write(f"scene {failure.key} failed after {failure.attempts} attempt(s): {failure.error}; "
                   f"{len(failure.missing)} episode(s) not evaluated")
 
+    from ..sim.api import backend_module
+
     try:
         report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
-                          address=address, on_failure=on_failure)
+                          address=address, on_failure=on_failure, job_timeout=job_timeout,
+                          shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
+                          else None, preload=WORKER_PRELOAD + (backend_module(cfg.backend),))
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

@@ -59,6 +59,19 @@ class PolicyAgent(Agent):
         self._prev = 0
         self._rng = np.random.default_rng(self.seed)
 
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Picklable (parallel DAgger collection sends the learner to workers): without the torch module."""
+        state = dict(self.__dict__)
+        state.pop("_torch", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        import torch
+
+        self.__dict__.update(state)
+        self._torch = torch
+
     def check_sensors(self, sensors: list) -> None:
         """Raise ``ConfigError`` (one line) unless ``sensors`` carries every camera of the
         checkpoint's rig with the same name, kind and resolution."""

@@ -42,10 +42,14 @@ def cache_root(base: str | Path | None) -> Path:
 def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
                   base_dir: str | Path | None = None, chunk_frames: int = 512,
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
-                  report: Callable[[str], None] = print, teacher: Any = None) -> tuple[StepStore, dict[str, Any]]:
+                  report: Callable[[str], None] = print, teacher: Any = None, workers: int = 1,
+                  engine: str = "local", address: str | None = None,
+                  job_timeout: float | None = None) -> tuple[StepStore, dict[str, Any]]:
     """The observation cache of ``episodes`` (built when missing or stale); returns the store and
     its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built).
-    ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle."""
+    ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle.
+    ``workers`` / ``engine`` / ``address`` / ``job_timeout`` render scenes in parallel (``collect``);
+    the cache's files are byte-identical to a serial build's, so they are not part of its key."""
     from .collect import collect
 
     key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
@@ -68,10 +72,12 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
                               extra_fields=teacher.extra_fields if teacher is not None else None)
     result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,
                      scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
-                     desc="render cache", teacher=teacher)
+                     desc="render cache", teacher=teacher, workers=workers, engine=engine, address=address,
+                     job_timeout=job_timeout)
     store.close()
     stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),
              "bytes": store.size_bytes(), "seconds": result["seconds"], "frames_per_s": result["steps_per_s"],
+             "workers": workers, "engine": engine,
              "teacher_SR": round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)}
     report(f"observation cache: {status} {root}: {stats['frames']} frames of {stats['episodes']} episodes, "
            f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s (teacher SR {stats['teacher_SR']:.2f})")

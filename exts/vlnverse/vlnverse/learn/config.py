@@ -161,6 +161,14 @@ class TrainConfig:
     seed: int = 0
     backend: str = "auto"
     out: str = "runs/train"
+    #: scenes rolled out in parallel when the observation cache is rendered and in DAgger
+    #: collection (``vlnverse.core.parallel``: ``local`` processes or a ``ray`` cluster at
+    #: ``address``); the cache and the aggregate are byte-identical to a serial run's
+    workers: int = 1
+    engine: str = "local"
+    address: str | None = None
+    #: seconds a worker may make no progress on a scene before it is killed and the scene retried (null: off)
+    job_timeout: float | None = None
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
@@ -191,6 +199,13 @@ class TrainConfig:
                 f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
         require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
+        from ..core.parallel import check_job_timeout, check_workers
+
+        check_workers(self.workers, "workers")
+        check_job_timeout(self.job_timeout, "job_timeout")
+        require(self.engine in ("local", "ray"), "engine", f"got {self.engine!r}", "local or ray")
+        require(self.address is None or self.engine == "ray", "address", f"got {self.address!r} with engine local",
+                "engine: ray")
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and ``config.json``)."""
@@ -206,7 +221,8 @@ class TrainConfig:
     def run_key(self) -> dict[str, Any]:
         """Settings that must match to resume a run folder (everything but ``out``, ``device`` and ``validation``)."""
         data = self.to_dict()
-        for key in ("out", "device", "threads", "validation", "cache"):
+        for key in ("out", "device", "threads", "validation", "cache", "workers", "engine", "address",
+                    "job_timeout"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
         return data

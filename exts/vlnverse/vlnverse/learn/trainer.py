@@ -286,6 +286,11 @@ class Trainer:
         make = getattr(POLICIES.get(self.cfg.policy.name), "teacher_spec", None)
         return make(dict(self.cfg.policy.params or {})) if make is not None else None
 
+    def parallel(self) -> dict[str, Any]:
+        """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
+        cfg = self.cfg
+        return {"workers": cfg.workers, "engine": cfg.engine, "address": cfg.address, "job_timeout": cfg.job_timeout}
+
     def _teacher_store(self, train: list) -> StepStore:
         from .cache import teacher_cache
 
@@ -293,7 +298,7 @@ class Trainer:
                                      collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
                                      base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                                      scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
-                                     report=self.report, teacher=self.teacher_spec())
+                                     report=self.report, teacher=self.teacher_spec(), **self.parallel())
         self.summary["cache"] = stats
         return store
 
@@ -530,7 +535,7 @@ class Trainer:
             got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
                           store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
                           beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
-                          desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec())
+                          desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec(), **self.parallel())
             aggregate.close()
             info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
                     "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),

@@ -73,6 +73,9 @@ class Simulator(abc.ABC):
     scene: SceneDescription
     body: AgentBody
     control: ControlConfig
+    #: whether several instances may step at once in threads of one process (a simulator-free
+    #: backend: yes; a physics/GL backend: no, one simulator per process at a time)
+    threadsafe_instances: bool = False
 
     @abc.abstractmethod
     def reset(self, pose: AgentPose | Any) -> dict[str, np.ndarray]:
@@ -162,6 +165,15 @@ class Simulator(abc.ABC):
 BACKENDS: Registry[str] = Registry("simulator backend")
 BACKENDS.register("mujoco")("vlnverse.sim.mujoco.backend:MujocoSimulator")
 BACKENDS.register("isaac")("vlnverse.sim.isaac:IsaacSimulator")
+
+
+def backend_module(name: str) -> str | None:
+    """The module that implements backend ``name`` (``auto``: MuJoCo's), without importing it;
+    None for an unknown name. Parallel runs preload it into their worker processes."""
+    try:
+        return BACKENDS.get("mujoco" if name == "auto" else name).split(":")[0]
+    except Exception:  # noqa: BLE001 - unknown names fail later, in check_backend, with the usual message
+        return None
 
 
 def check_backend(name: str) -> None:

@@ -202,9 +202,75 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
         planner = PathPlanner(maps.navigable, scene_id=desc.scene_id)
         ctx = SceneContext(scene_path=scene_path, desc=desc, maps=maps, planner=planner, body=body)
         _CONTEXT_CACHE[key] = ctx
+        if scene_path.is_file():
+            _remember_bounds(_bounds_key(digest, body, resolution), navigable_bounds(maps))
     if ctx.scene_path != scene_path or renderer is not None:
         ctx = dataclasses.replace(ctx, scene_path=scene_path, renderer=renderer)
     return ctx
+
+
+def navigable_bounds(maps: Any) -> tuple[list[float], list[float]] | None:
+    """The (x, y) box around a scene's navigable cells, ``(lo, hi)`` in metres (cell edges
+    included), or None when no cell is navigable."""
+    from ..scenes.occupancy import FREE
+
+    nav = maps.navigable
+    cells = np.argwhere(nav.grid == FREE)
+    if cells.size == 0:
+        return None
+    lo = nav.cell_to_world(cells.min(axis=0)[None])[0] - nav.resolution / 2
+    hi = nav.cell_to_world(cells.max(axis=0)[None])[0] + nav.resolution / 2
+    return [float(v) for v in lo[:2]], [float(v) for v in hi[:2]]
+
+
+#: part of the stored bounds' key: bump when the navigable map computation changes
+BOUNDS_VERSION = 1
+
+
+def _bounds_key(digest: str, body: Any, resolution: float) -> str:
+    from .. import __version__
+
+    salt = repr((_body_key(body), __version__, BOUNDS_VERSION)).encode()
+    return f"{digest}_{hashlib.sha1(salt).hexdigest()[:12]}_{float(resolution):g}"
+
+
+def _bounds_file(key: str) -> Path:
+    from ..paths import cache_dir
+
+    return cache_dir() / "scene_bounds" / f"{key}.json"
+
+
+def _remember_bounds(key: str, bounds: Any) -> None:
+    """Store a scene's navigable bounds (best effort: a read-only cache only costs a reload later)."""
+    import json
+
+    from ..core.io import write_json_atomic
+
+    try:
+        if not _bounds_file(key).is_file():
+            write_json_atomic(_bounds_file(key), {"bounds": bounds}, indent=None)
+    except OSError:
+        pass
+
+
+def scene_navigable_bounds(scene_path: str | Path, body: Any, resolution: float = 0.05,
+                           loader: Callable[[str, Any, float], Any] | None = None) -> tuple[list[float], list[float]] | None:
+    """``navigable_bounds`` of a scene file for ``body`` at ``resolution`` without loading the
+    scene when any process has loaded it before (``load_scene_context`` stores them under
+    ``<VLNVERSE_CACHE>/scene_bounds``, keyed by the file's content hash, the body and the
+    resolution); otherwise the scene is loaded (``loader``, default ``load_scene_context``)."""
+    import json
+
+    body = as_body(body)
+    path = Path(scene_path)
+    if loader is None and path.is_file():
+        key = _bounds_key(hashlib.sha1(path.read_bytes()).hexdigest(), body, resolution)
+        try:
+            data = json.loads(_bounds_file(key).read_text(encoding="utf-8"))
+            return None if data["bounds"] is None else (list(data["bounds"][0]), list(data["bounds"][1]))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            pass
+    return navigable_bounds((loader or load_scene_context)(str(path), body, resolution).maps)
 
 
 def context_from_description(desc, body, resolution: float = 0.05, scene_path: str | Path | None = None,

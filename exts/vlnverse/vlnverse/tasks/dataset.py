@@ -34,7 +34,7 @@ from ..core.body import as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, check_engine, check_workers, run_jobs
+from ..core.parallel import Job, check_engine, check_job_timeout, check_workers, run_jobs
 from ..core.plugins import load_plugins
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -194,7 +194,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      renderer_factory: Callable[[SceneContext], Any] | None = None,
                      scene_root: str | Path | list | None = None,
                      workers: int = 1, engine: str = "local", address: str | None = None,
-                     plugins: Iterable[str] | None = None) -> dict[str, Any]:
+                     job_timeout: float | None = None, plugins: Iterable[str] | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
@@ -203,9 +203,10 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder or the
     shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
     ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
-    the factory must then be picklable); the files are the same as a serial run's. ``plugins``
-    (module names or ``.py`` paths, ``vlnverse.core.plugins``) are imported first, here and in
-    every worker, so plug-in task types can be generated.
+    the factory must then be picklable); the files are the same as a serial run's.
+    ``job_timeout`` (s, default off) kills and retries a worker stuck on one scene that long.
+    ``plugins`` (module names or ``.py`` paths, ``vlnverse.core.plugins``) are imported first,
+    here and in every worker, so plug-in task types can be generated.
     """
     from .scene_roots import portable_scene_path
     from tqdm import tqdm
@@ -217,6 +218,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     check_seed(seed, "--seed")
     check_workers(workers)
     check_engine(engine, address)
+    check_job_timeout(job_timeout)
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     plugins = [str(p) for p in (plugins or [])]
@@ -265,7 +267,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
 
         try:
             report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                              address=address)
+                              address=address, job_timeout=job_timeout,
+                              preload=("vlnverse.tasks.base", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps"))
         finally:
             bar.close()
         if report.failures:

@@ -164,7 +164,10 @@ class ViewpointSimulator(Simulator):
     No physics, no rendering: ``teleport`` moves the pose (a hop along a navigation-graph edge,
     collision-free by construction), ``get_observations`` reads the cached views of the viewpoint
     the agent stands on (``views_rgb``, plus ``pose``). Discrete / velocity actions are invalid.
+    Instances share nothing, so several may step in threads of one process.
     """
+
+    threadsafe_instances = True
 
     def __init__(self, scene: Any, body: Any, *, sensors: Iterable[Any] = (), control: Any = None,
                  cache: str | Path | None = None, quality: str | None = None):

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import contextlib
 import threading
 import time
 from collections import Counter
@@ -137,6 +138,9 @@ class ChatModel:
             cache = cache_dir() / "mllm_responses"
         self.cache = ResponseCache(cache) if cache else None
         self._slots = threading.BoundedSemaphore(int(max_concurrency))
+        #: a run-wide limit on requests in flight (``model.concurrency``, set by the runner:
+        #: ``vlnverse.core.parallel.SharedLimit``), taken around every request that leaves the cache
+        self.request_limit: Any = None
         self._lock = threading.Lock()
         self.usage: Counter = Counter()
         self._secrets: list[str] = []
@@ -161,7 +165,7 @@ class ChatModel:
                 return Generation(text=hit["text"], prompt_tokens=int(hit.get("prompt_tokens", 0)),
                                   completion_tokens=int(hit.get("completion_tokens", 0)), cached=True)
         t0 = time.perf_counter()
-        with self._slots:
+        with self._slots, (self.request_limit or contextlib.nullcontext()):
             try:
                 gen = self._complete(list(messages), encoded)
             except Exception as exc:  # noqa: BLE001 - a model failure is a recorded step, never a crashed run
@@ -206,6 +210,14 @@ class ChatModel:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def attach_request_limit(agent: Any, limit: Any) -> None:
+    """Make every chat model of ``agent`` (its ``model`` and ``captioner``) take ``limit``
+    (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
+    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None)):
+        if isinstance(model, ChatModel):
+            model.request_limit = limit
 
 
 def _read_key(api_key_env: str | None) -> str:
