@@ -162,18 +162,19 @@ class ReferenceServo:
         """(x, y, yaw) of the unobstructed body now."""
         return self.ideal[0], self.ideal[1], self.ideal[2]
 
-    def advance(self) -> None:
-        """Integrate one control tick."""
+    def advance(self, ticks: int = 1) -> None:
+        """Integrate ``ticks`` control ticks."""
         tf, tl, tw, af, al, aw = self.tf, self.tl, self.tw, self.af, self.al, self.aw
         sub_dt, tau, holonomic = self.dt, self.tau, self.holonomic
         vx, vy, w = self.ideal_vel
         x, y, yaw = self.ideal
-        for _ in range(self.substeps):
-            c, s = math.cos(yaw), math.sin(yaw)
+        cos, sin, hypot = math.cos, math.sin, math.hypot
+        for _ in range(self.substeps * ticks):
+            c, s = cos(yaw), sin(yaw)
             acc_f = (tf - (c * vx + s * vy)) / tau
             acc_l = (tl - (-s * vx + c * vy)) / tau
             if holonomic:  # one limit on the planar acceleration's magnitude (``planar_servo_force``)
-                norm = math.hypot(acc_f, acc_l)
+                norm = hypot(acc_f, acc_l)
                 if norm > af:
                     acc_f, acc_l = acc_f * af / norm, acc_l * af / norm
             else:
