@@ -171,9 +171,16 @@ class RoomPortals:
     """Per-room visibility from the scene's rooms and doors (portal culling): from the room the
     camera is in, a room next door is visible only when their door lies in the view frustum, and
     so on room by room (a line of sight into a room passes through every door on the way, so
-    each of them touches the frustum: conservative for opaque full-height walls). Static geoms
-    whose footprint lies inside one room are assigned to it; everything else (walls between
-    rooms, movable objects, geoms outside every room) is left to frustum culling."""
+    each of them touches the frustum: conservative for opaque full-height walls). For a level
+    camera the horizontal view is narrowed door by door, and a geom of a room seen only through
+    doors is drawn only when its footprint's horizontal angles meet that room's view through them.
+
+    A geom belongs to every room whose (bounding box of its) polygon its footprint touches: a wall
+    to the rooms on both sides, a door frame to both rooms of the door, furniture to its room. A
+    point of a geom that the camera sees lies in a room the line of sight reached, so a geom is
+    drawn when one of its rooms is visible; geoms that touch no room (and everything while the
+    camera is in no room) are left to frustum culling. Movable objects are assigned by their
+    current position each frame."""
 
     #: door portal: a sphere round the opening (height above the floor, half-height, margin), m
     DOOR_Z, DOOR_HALF_HEIGHT, MARGIN = 1.25, 1.4, 0.1
@@ -181,29 +188,27 @@ class RoomPortals:
     DOOR_DEPTH = 0.2
     #: closer than this (m) to a door's box, the camera sees through it whatever the direction
     DOOR_NEAR = 0.3
-    #: how far (m) a geom's footprint may reach past its room's polygon and still belong to it
-    FOOTPRINT_SLACK = 0.15
+    #: a footprint must overlap a room's box by more than this (m) to belong to it
+    OVERLAP_TOL = 1e-4
 
     def __init__(self, rooms, doors, model, floor_z: float = 0.0):
         from matplotlib.path import Path as MplPath
 
         self.paths = [MplPath(np.asarray(r.polygon, float)[:, :2]) for r in rooms]
         index = {r.room_id: i for i, r in enumerate(rooms)}
+        self.room_lo = np.array([np.asarray(r.polygon, float)[:, :2].min(axis=0) for r in rooms]).reshape(-1, 2)
+        self.room_hi = np.array([np.asarray(r.polygon, float)[:, :2].max(axis=0) for r in rooms]).reshape(-1, 2)
         lo, hi = _static_geom_footprints(model)
-        static = (np.asarray(model.geom_bodyid) == 0) & (np.asarray(model.geom_rbound) > 0)
-        # a footprint may reach FOOTPRINT_SLACK past the room polygon (floor slabs under walls,
-        # furniture against them): shrink it by that much before the inside test
-        slack = np.minimum(self.FOOTPRINT_SLACK, 0.25 * (hi - lo))  # thin walls keep their thickness
-        lo, hi = lo + slack, hi - slack
-        self.geom_room = np.full(model.ngeom, -1, int)
-        for i, path in enumerate(self.paths):
-            cand = np.flatnonzero(static & (self.geom_room < 0))
-            if not len(cand):
-                break
-            corners = np.stack([lo[cand], np.c_[lo[cand, 0], hi[cand, 1]], hi[cand], np.c_[hi[cand, 0], lo[cand, 1]],
-                                0.5 * (lo[cand] + hi[cand])], axis=1).reshape(-1, 2)
-            inside = path.contains_points(corners).reshape(len(cand), 5).all(axis=1)
-            self.geom_room[cand[inside]] = i
+        bodies = np.asarray(model.geom_bodyid)
+        sized = np.asarray(model.geom_rbound) > 0
+        static = (bodies == 0) & sized
+        self.movable = np.flatnonzero((bodies != 0) & sized)
+        self._rbound = np.asarray(model.geom_rbound)
+        self.foot_lo, self.foot_hi = lo, hi
+        self.member = np.zeros((model.ngeom, len(self.paths)), bool)  # geom touches room
+        self.member[static] = self._touching(lo[static], hi[static])
+        #: one room per geom (the first it touches; -1 for none), kept for inspection
+        self.geom_room = np.where(self.member.any(axis=1), self.member.argmax(axis=1), -1)
         self.doors = [(index[a], index[b]) for d in doors for a, b in [d.room_ids] if a in index and b in index]
         self.door_centres = np.array([[*np.asarray(d.center, float)[:2], floor_z + self.DOOR_Z] for d in doors
                                       if d.room_ids[0] in index and d.room_ids[1] in index]).reshape(-1, 3)
@@ -220,9 +225,26 @@ class RoomPortals:
                 c, ha, hc = np.asarray(d.center, float)[:2], d.width / 2 + self.MARGIN, self.DOOR_DEPTH
                 boxes.append([c + sa * ha * along + sc * hc * across for sa in (-1, 1) for sc in (-1, 1)])
         self.door_corners = np.array(boxes, float).reshape(-1, 4, 2)
-        self.useful = bool((self.geom_room >= 0).any())
+        self.useful = bool(self.member.any())
         self._last_key: tuple | None = None
         self._last_start: list[int] = []
+
+    def _touching(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """(N, rooms) bool: whether footprint boxes ``lo``/``hi`` (N, 2) overlap each room's
+        bounding box by more than ``OVERLAP_TOL`` on both axes (a box that only meets a room's
+        edge does not belong to it)."""
+        tol = self.OVERLAP_TOL
+        return ((lo[:, None, :] < self.room_hi[None] - tol) & (hi[:, None, :] > self.room_lo[None] + tol)).all(-1)
+
+    def _update_movable(self, geom_xpos: np.ndarray) -> None:
+        """Room membership and footprints of movable geoms at their current positions."""
+        ids = self.movable
+        if not len(ids):
+            return
+        r = self._rbound[ids, None]
+        centre = np.asarray(geom_xpos)[ids, :2]
+        self.foot_lo[ids], self.foot_hi[ids] = centre - r, centre + r
+        self.member[ids] = self._touching(centre - r, centre + r)
 
     def _door_angles(self, position: np.ndarray, rotation: np.ndarray) -> list:
         """Per door, the interval of horizontal view angles (rad, left positive) its box covers
@@ -245,10 +267,25 @@ class RoomPortals:
                 out.append((float(angles.min()), float(angles.max())))
         return out
 
+    def _footprint_angles(self, ids: np.ndarray, position: np.ndarray, rotation: np.ndarray):
+        """Horizontal view angles (min, max; rad, left positive) of the footprint boxes of geoms
+        ``ids`` from a level camera; (-inf, inf) where a box reaches beside or behind the camera."""
+        fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
+        left = np.array([-fwd[1], fwd[0]])
+        lo, hi = self.foot_lo[ids] - position[:2], self.foot_hi[ids] - position[:2]
+        corners = np.stack([lo, np.c_[lo[:, 0], hi[:, 1]], hi, np.c_[hi[:, 0], lo[:, 1]]], axis=1)  # (N, 4, 2)
+        f, l_ = corners @ fwd, corners @ left
+        angles = np.arctan2(l_, np.maximum(f, 1e-9))
+        amin, amax = angles.min(axis=1), angles.max(axis=1)
+        full = (f <= 1e-6).any(axis=1)
+        amin[full], amax[full] = -math.inf, math.inf
+        return amin, amax
+
     def hidden_geoms(self, position: np.ndarray, rotation: np.ndarray, hfov_deg: float,
-                     vfov_deg: float) -> np.ndarray | None:
+                     vfov_deg: float, geom_xpos: np.ndarray | None = None) -> np.ndarray | None:
         """Geoms in rooms the camera cannot see into (bool, per geom), or ``None`` when the camera
-        is in no room (then nothing is culled by room)."""
+        is in no room (then nothing is culled by room). ``geom_xpos`` (current geom positions)
+        places the movable objects; without it they keep their last placement."""
         key = (float(position[0]), float(position[1]))
         if key != self._last_key:  # the views of a panorama share their position: look it up once
             self._last_key = key
@@ -257,7 +294,10 @@ class RoomPortals:
         start = self._last_start
         if not start:
             return None
+        if geom_xpos is not None:
+            self._update_movable(geom_xpos)
         seen = set(start)
+        views: dict[int, list[tuple[float, float]]] | None = None  # room -> horizontal angle intervals
         fwd = rotation[:, 0]
         if abs(fwd[2]) > 1e-6 or not len(self.doors):  # pitched camera: doors in the frustum open rooms
             door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
@@ -271,6 +311,7 @@ class RoomPortals:
                         seen.add(other)
                         frontier.append(other)
         else:  # level camera: narrow the horizontal view through each door on the way
+            views = {}
             intervals = self._door_angles(position, rotation)
             half = math.radians(hfov_deg) / 2 + 1e-3
             stack = [(room, -half, half, frozenset([room])) for room in start]
@@ -283,12 +324,27 @@ class RoomPortals:
                     new_lo, new_hi = max(lo, intervals[k][0]), min(hi, intervals[k][1])
                     if new_lo < new_hi:
                         seen.add(other)
+                        views.setdefault(other, []).append((new_lo, new_hi))
                         stack.append((other, new_lo, new_hi, path | {other}))
-        visible_room = np.zeros(len(self.paths) + 1, bool)
-        visible_room[list(seen)] = True
-        visible_room[-1] = True  # index -1: geoms of no room
-        return ~visible_room[self.geom_room]
-
+        member = self.member
+        in_room = member.any(axis=1)
+        seen_list = sorted(seen)
+        visible = ~in_room | member[:, start].any(axis=1)  # the camera's own rooms: all of them
+        through = ~visible & member[:, seen_list].any(axis=1)  # seen only through doors
+        if views is None:
+            visible |= through
+        elif through.any():
+            ids = np.flatnonzero(through)
+            amin, amax = self._footprint_angles(ids, position, rotation)
+            ok = np.zeros(len(ids), bool)
+            for room, spans in views.items():
+                if room in start:
+                    continue
+                rows = member[ids, room]
+                for lo, hi in spans:
+                    ok |= rows & (amin <= hi) & (amax >= lo)
+            visible[ids[ok]] = True
+        return ~visible
 
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
 ACTIVE_ROOM_LIGHTS = 2
@@ -382,7 +438,7 @@ class GLRenderer:
         visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
         hidden = self._cullable & ~visible
         if self._portals is not None:  # rooms seen through no door in view
-            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov)
+            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov, data.geom_xpos)
             if behind_walls is not None:
                 hidden |= self._cullable & behind_walls
         groups = self._model.geom_group
