@@ -121,6 +121,12 @@ class PhysicsSimulator(Simulator):
         see ``sensors.depth_output``) of camera ``spec`` at world position ``pos`` and rotation
         ``rot`` (columns forward, left, up)."""
 
+    def _render_views(self, spec, positions: Sequence[np.ndarray], rotations: Sequence[np.ndarray],
+                      kinds) -> list[dict[str, np.ndarray]]:
+        """``_render_camera`` for several camera poses (a panorama's views); a backend may share
+        the scene set-up between them."""
+        return [self._render_camera(spec, p, r, kinds) for p, r in zip(positions, rotations)]
+
     @abc.abstractmethod
     def _lidar(self, spec: LidarSpec, pos: np.ndarray, rot: np.ndarray) -> np.ndarray:
         """LiDAR ranges (channels, beams) float32 from ``pos``/``rot``; ``inf`` where nothing lies
@@ -135,13 +141,10 @@ class PhysicsSimulator(Simulator):
                                          floor_z=floor)
             return {spec.name: self._lidar(spec, pos, rot)}
         if isinstance(spec, PanoramaSpec):
-            views: dict[str, list[np.ndarray]] = {m: [] for m in spec.modalities}
-            for i in range(spec.views):
-                pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 2 * math.pi * i / spec.views, floor)
-                raw = self._render_camera(spec, pos, rot, spec.modalities)
-                for m in spec.modalities:
-                    views[m].append(raw[m])
-            return {f"{spec.name}_{m}": np.stack(v) for m, v in views.items()}
+            poses = [sensor_world_pose(pose, spec.mount, self.body.camera_height, 2 * math.pi * i / spec.views, floor)
+                     for i in range(spec.views)]
+            raws = self._render_views(spec, [p for p, _ in poses], [r for _, r in poses], spec.modalities)
+            return {f"{spec.name}_{m}": np.stack([raw[m] for raw in raws]) for m in spec.modalities}
         pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 0.0, floor)
         return {spec.name: self._render_camera(spec, pos, rot, (spec.kind,))[spec.kind]}
 

@@ -102,6 +102,20 @@ class MujocoSimulator(PhysicsSimulator):
     def _render_camera(self, spec, pos: np.ndarray, rot: np.ndarray, kinds) -> dict[str, np.ndarray]:
         raw_kinds = {"rgb" if k == "rgb" else "depth" if k == "depth" else "geom" for k in kinds}
         raw = self._renderer.render(self._d, pos, rot, spec.width, spec.height, spec.hfov_deg, raw_kinds)
+        return self._finish(spec, raw, kinds)
+
+    def _render_views(self, spec, positions, rotations, kinds) -> list[dict[str, np.ndarray]]:
+        """A panorama's views: the GL renderer updates the scene once for all views sharing a
+        position and then only moves the camera (``GLRenderer.render_views``)."""
+        render_views = getattr(self._renderer, "render_views", None)
+        if render_views is None or any(not np.array_equal(p, positions[0]) for p in positions):
+            return super()._render_views(spec, positions, rotations, kinds)
+        raw_kinds = {"rgb" if k == "rgb" else "depth" if k == "depth" else "geom" for k in kinds}
+        raws = render_views(self._d, positions[0], rotations, spec.width, spec.height, spec.hfov_deg, raw_kinds)
+        return [self._finish(spec, raw, kinds) for raw in raws]
+
+    def _finish(self, spec, raw: dict[str, np.ndarray], kinds) -> dict[str, np.ndarray]:
+        """Raw renderer images → the outputs ``kinds`` as ``spec`` documents them."""
         out = {}
         for k in kinds:
             if k == "rgb":

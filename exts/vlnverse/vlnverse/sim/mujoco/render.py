@@ -252,19 +252,23 @@ class RoomPortals:
         behind the camera."""
         fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
         left = np.array([-fwd[1], fwd[0]])
-        rel = self.door_corners - position[:2]
+        rel = self.door_corners - position[:2]  # (doors, 4, 2)
         f, l_ = rel @ fwd, rel @ left
+        lo, hi = rel.min(axis=1), rel.max(axis=1)
+        gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0), axis=1)  # camera to the (axis-aligned) box
+        ahead = f > 1e-6
+        angles = np.arctan2(l_, np.maximum(f, 1e-9))
+        amin, amax = angles.min(axis=1).tolist(), angles.max(axis=1).tolist()
+        all_ahead, none_ahead = ahead.all(axis=1).tolist(), (~ahead).all(axis=1).tolist()
+        near = (gap < self.DOOR_NEAR).tolist()
         out: list = []
         for k in range(len(rel)):
-            lo, hi = rel[k].min(axis=0), rel[k].max(axis=0)
-            gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0))  # camera to the (axis-aligned) box
-            if gap < self.DOOR_NEAR or (f[k] <= 1e-6).any() and not (f[k] <= 1e-6).all():
+            if near[k] or not all_ahead[k] and not none_ahead[k]:
                 out.append((-math.inf, math.inf))
-            elif (f[k] <= 1e-6).all():
+            elif none_ahead[k]:
                 out.append(None)
             else:
-                angles = np.arctan2(l_[k], f[k])
-                out.append((float(angles.min()), float(angles.max())))
+                out.append((amin[k], amax[k]))
         return out
 
     def _footprint_angles(self, ids: np.ndarray, position: np.ndarray, rotation: np.ndarray):
@@ -386,6 +390,12 @@ class GLRenderer:
         # group for the draw (rendering cost follows the geoms drawn, not the scene size).
         self._group = np.asarray(model.geom_group).copy()
         self._cullable = (np.asarray(model.geom_rbound) > 0) & (self._group != GROUP_AGENT)
+        # Geoms drawn see-through in RGB (alpha < 1, own or material's): with one in a view, depth
+        # needs its own pass (the RGB pass does not write glass into the depth buffer).
+        matid = np.asarray(model.geom_matid)
+        mat_alpha = np.asarray(model.mat_rgba)[np.maximum(matid, 0), 3] if model.nmat else np.ones(model.ngeom)
+        self._transparent = (np.asarray(model.geom_rgba)[:, 3] < 1) | ((matid >= 0) & (mat_alpha < 1))
+        self._transparent &= self._group != GROUP_AGENT
         self._option = self._mj.MjvOption()
         self._option.geomgroup[:] = 1
         self._option.geomgroup[GROUP_AGENT] = 0
@@ -421,43 +431,47 @@ class GLRenderer:
         on[np.argsort(d, kind="stable")[:ACTIVE_ROOM_LIGHTS]] = True
         self._model.light_active[self._room_lights] = on
 
-    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
-               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
-        """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
-        mj = self._mj
-        kinds = set(kinds)
+    def _place_camera(self, data, position: np.ndarray, rotation: np.ndarray) -> None:
+        """Put the render camera at ``position`` with ``rotation`` columns (forward, left, up)."""
         cam = self._built.camera
         forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
         data.cam_xpos[cam] = position
         data.cam_xmat[cam] = np.stack([-left, up, -forward], axis=1).reshape(9)
-        vfov = vertical_fov_deg(width, height, hfov_deg)
-        self._model.cam_fovy[cam] = vfov
-        self.render_calls += 1
-        out: dict[str, np.ndarray] = {}
-        updated = None
+
+    def _hidden(self, data, position: np.ndarray, rotation: np.ndarray, hfov_deg: float, vfov: float,
+                place_movable: bool = True) -> np.ndarray:
+        """Geoms not to draw for one view: outside the frustum, or in rooms it cannot see into
+        (movable objects placed in rooms from ``data`` unless ``place_movable`` is False)."""
         visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
         hidden = self._cullable & ~visible
         if self._portals is not None:  # rooms seen through no door in view
-            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov, data.geom_xpos)
+            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov,
+                                                      data.geom_xpos if place_movable else None)
             if behind_walls is not None:
                 hidden |= self._cullable & behind_walls
+        return hidden
+
+    def _update(self, renderer, data, hidden: np.ndarray) -> None:
+        """``renderer``'s scene from ``data`` without the ``hidden`` geoms."""
         groups = self._model.geom_group
+        groups[hidden] = CULL_GROUP
+        try:
+            renderer.update_scene(data, camera=self._built.camera, scene_option=self._option)
+        finally:
+            groups[:] = self._group
+        self.last_drawn = int(renderer.scene.ngeom)
+
+    def _read(self, rgb_renderer, aux_renderer, kinds: set, out: dict, hidden: np.ndarray) -> None:
+        """Render the updated scenes and read ``kinds`` into ``out``. When RGB and depth come
+        from the same context and no see-through geom is drawn (``hidden`` = the culled geoms),
+        depth is read from the RGB pass's depth buffer: the same values as a depth pass
+        (checked equal), one render fewer."""
         if "rgb" in kinds:
-            self._light_rooms_near(position)
-            updated = self._renderer(width, height, True)
-            if self.quality != "high":  # with shadows, geoms out of view still cast into it
-                groups[hidden] = CULL_GROUP
-            updated.update_scene(data, camera=cam, scene_option=self._option)
-            groups[:] = self._group
-            self.last_drawn = int(updated.scene.ngeom)
-            out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
-        r = self._renderer(width, height, False)
-        if kinds - {"rgb"} and r is not updated:
-            groups[hidden] = CULL_GROUP
-            r.update_scene(data, camera=cam, scene_option=self._option)
-            groups[:] = self._group
-            self.last_drawn = int(r.scene.ngeom)
-        if "depth" in kinds:
+            out["rgb"] = antialias(rgb_renderer.render()) if self._post_aa else rgb_renderer.render()
+        r = aux_renderer
+        if "depth" in kinds and "rgb" in kinds and r is rgb_renderer and not (self._transparent & ~hidden).any():
+            out["depth"] = self._depth_buffer(r)
+        elif "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
             r.disable_depth_rendering()
@@ -468,8 +482,80 @@ class GLRenderer:
             r.enable_segmentation_rendering()
             seg = r.render()
             r.disable_segmentation_rendering()
-            out["geom"] = np.where(seg[..., 1] == int(mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
+            out["geom"] = np.where(seg[..., 1] == int(self._mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
+
+    def _depth_buffer(self, renderer) -> np.ndarray:
+        """Planar depth (m, ``inf`` beyond the far plane) from the depth buffer of ``renderer``'s
+        last render, converted exactly as ``mujoco.Renderer`` converts a depth render."""
+        m = self._model
+        buf = np.empty((renderer.height, renderer.width), np.float32)
+        renderer._gl_context.make_current()
+        self._mj.mjr_readPixels(None, buf, renderer._rect, renderer._mjr_context)
+        extent = m.stat.extent
+        znear, zfar = np.float32(m.vis.map.znear * extent), np.float32(m.vis.map.zfar * extent)
+        c_coef = -(zfar + znear) / (zfar - znear)
+        d_coef = -(np.float32(2) * zfar * znear) / (zfar - znear)
+        c_coef = np.float32(-0.5) * c_coef - np.float32(0.5)  # reversed Z, as mujoco.Renderer
+        d_coef = np.float32(-0.5) * d_coef
+        depth = np.flipud((d_coef / (buf.astype(np.float64) + c_coef)).astype(np.float32))
+        depth[depth >= m.vis.map.zfar * extent * 0.999] = np.inf
+        return depth
+
+    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
+               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
+        """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
+        kinds = set(kinds)
+        self._place_camera(data, position, rotation)
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        self._model.cam_fovy[self._built.camera] = vfov
+        self.render_calls += 1
+        out: dict[str, np.ndarray] = {}
+        hidden = self._hidden(data, position, rotation, hfov_deg, vfov)
+        rgb_r = aux_r = None
+        if "rgb" in kinds:
+            self._light_rooms_near(position)
+            rgb_r = self._renderer(width, height, True)
+            # with shadows (``high``), geoms out of view still cast into it: draw them all
+            self._update(rgb_r, data, hidden if self.quality != "high" else np.zeros_like(hidden))
+        if kinds - {"rgb"}:
+            aux_r = self._renderer(width, height, False)
+            if aux_r is not rgb_r:
+                self._update(aux_r, data, hidden)
+        self._read(rgb_r, aux_r, kinds, out, hidden)
         return out
+
+    def render_views(self, data, position: np.ndarray, rotations, width: int, height: int, hfov_deg: float,
+                     kinds: Iterable[str]) -> list[dict[str, np.ndarray]]:
+        """Raw images of ``kinds`` from several cameras at one ``position`` (a panorama), equal to
+        ``render``'s for each view. What depends on the position only is done once (room
+        lights, the camera's room, movable objects' rooms); per view only the culling of that
+        view and the scene update that draws just its geoms. (One scene update shared by all
+        views, moving only the camera, gave the same images but drew the union of the views'
+        geoms in every view: 4.8 against 5.7 panoramas/s measured interleaved.)"""
+        kinds = set(kinds)
+        if self.quality == "high" or not rotations:  # shadows: every view draws everything anyway
+            return [self.render(data, position, rot, width, height, hfov_deg, kinds) for rot in rotations]
+        m, cam = self._model, self._built.camera
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        m.cam_fovy[cam] = vfov
+        rgb_r = self._renderer(width, height, True) if "rgb" in kinds else None
+        aux_r = self._renderer(width, height, False) if kinds - {"rgb"} else None
+        if rgb_r is not None:
+            self._light_rooms_near(position)
+        renderers = [r for r in (rgb_r, aux_r) if r is not None]
+        if len(renderers) == 2 and renderers[0] is renderers[1]:
+            renderers.pop()
+        views = []
+        for i, rot in enumerate(rotations):
+            self.render_calls += 1
+            self._place_camera(data, position, rot)
+            hidden = self._hidden(data, position, rot, hfov_deg, vfov, place_movable=i == 0)
+            for r in renderers:
+                self._update(r, data, hidden)
+            out: dict[str, np.ndarray] = {}
+            self._read(rgb_r, aux_r, kinds, out, hidden)
+            views.append(out)
+        return views
 
     def close(self) -> None:
         """Close every ``mujoco.Renderer`` (OSMesa complains at exit otherwise)."""
