@@ -202,12 +202,13 @@ class MujocoSimulator(PhysicsSimulator):
 
     def _steps(self, ticks: int, sub: int, touched: list, rows: list | None) -> None:
         """``ticks`` × ``sub`` physics steps; a holonomic body's planar servo (``_planar_servo``) is
-        evaluated before every step on plain floats (``.item()``: ~3x faster than numpy scalars);
+        evaluated before every step on plain floats;
         contacts are read only in steps that have any (``ncon``); (x, y, yaw) is appended to
         ``rows`` after every ``sub`` steps when given. Differential-drive bodies use MuJoCo's
         velocity servos (actuator level): Python only checks ``ncon`` between steps."""
         mj_step, m, d, agent_contacts = self._mj.mj_step, self._m, self._d, self._agent_contacts
-        qpos, qvel, ctrl = d.qpos, d.qvel, d.ctrl
+        # memoryviews of MjData's arrays: indexing gives/takes plain floats (~3x faster than numpy)
+        qpos, qvel, ctrl = memoryview(d.qpos), memoryview(d.qvel), memoryview(d.ctrl)
         qx, qy, qyaw = self._qadr_t
         if self._planar:
             ix, iy, af, al = self._ix, self._iy, self._af, self._al
@@ -217,7 +218,7 @@ class MujocoSimulator(PhysicsSimulator):
             for _ in range(ticks):
                 for _ in range(sub):
                     # ``controller.planar_servo_force`` inlined (the same expressions: same numbers)
-                    vx, vy, yaw = qvel.item(ix), qvel.item(iy), qpos.item(qyaw)
+                    vx, vy, yaw = qvel[ix], qvel[iy], qpos[qyaw]
                     c, s = cos(yaw), sin(yaw)
                     ff = kv * (tf - (c * vx + s * vy))
                     fl = kv * (tl - (c * vy - s * vx))
@@ -231,7 +232,7 @@ class MujocoSimulator(PhysicsSimulator):
                     if d.ncon:
                         touched.extend(agent_contacts())
                 if rows is not None:
-                    rows.append((qpos.item(qx), qpos.item(qy), qpos.item(qyaw)))
+                    rows.append((qpos[qx], qpos[qy], qpos[qyaw]))
         else:
             for _ in range(ticks):
                 for _ in range(sub):
@@ -239,7 +240,7 @@ class MujocoSimulator(PhysicsSimulator):
                     if d.ncon:
                         touched.extend(agent_contacts())
                 if rows is not None:
-                    rows.append((qpos.item(qx), qpos.item(qy), qpos.item(qyaw)))
+                    rows.append((qpos[qx], qpos[qy], qpos[qyaw]))
 
     # ------------------------------------------------------------------ contacts
     def _contacts_from(self, geom_ids) -> list[Contact]:
