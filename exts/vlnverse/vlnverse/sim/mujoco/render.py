@@ -225,7 +225,9 @@ class RoomPortals:
                 c, ha, hc = np.asarray(d.center, float)[:2], d.width / 2 + self.MARGIN, self.DOOR_DEPTH
                 boxes.append([c + sa * ha * along + sc * hc * across for sa in (-1, 1) for sc in (-1, 1)])
         self.door_corners = np.array(boxes, float).reshape(-1, 4, 2)
-        self.useful = bool(self.member.any())
+        self.in_room = self.member.any(axis=1)
+        self._placed: np.ndarray | None = None  # movable geoms' xy at their last placement
+        self.useful = bool(self.in_room.any())
         self._last_key: tuple | None = None
         self._last_start: list[int] = []
 
@@ -241,10 +243,14 @@ class RoomPortals:
         ids = self.movable
         if not len(ids):
             return
-        r = self._rbound[ids, None]
         centre = np.asarray(geom_xpos)[ids, :2]
+        if self._placed is not None and np.array_equal(centre, self._placed):
+            return  # nothing moved (resting objects sleep): keep the placement
+        self._placed = centre.copy()
+        r = self._rbound[ids, None]
         self.foot_lo[ids], self.foot_hi[ids] = centre - r, centre + r
         self.member[ids] = self._touching(centre - r, centre + r)
+        self.in_room = self.member.any(axis=1)
 
     def _door_angles(self, position: np.ndarray, rotation: np.ndarray) -> list:
         """Per door, the interval of horizontal view angles (rad, left positive) its box covers
@@ -330,8 +336,7 @@ class RoomPortals:
                         seen.add(other)
                         views.setdefault(other, []).append((new_lo, new_hi))
                         stack.append((other, new_lo, new_hi, path | {other}))
-        member = self.member
-        in_room = member.any(axis=1)
+        member, in_room = self.member, self.in_room
         seen_list = sorted(seen)
         visible = ~in_room | member[:, start].any(axis=1)  # the camera's own rooms: all of them
         through = ~visible & member[:, seen_list].any(axis=1)  # seen only through doors
