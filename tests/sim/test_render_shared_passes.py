@@ -62,3 +62,32 @@ def test_panorama_views_equal_single_renders(home, gl_context, quality):
                     np.testing.assert_array_equal(views[f"panorama_{kind}"][i], sim.render_at(view_pose, spec)[kind])
     finally:
         env.close()
+
+
+def _antialias_full_image(rgb, threshold=12.0, span=48.0):
+    """The whole-image formula ``antialias`` computes on edge pixels only."""
+    from vlnverse.sim.mujoco.render import _LUMA
+
+    img = rgb.astype(np.float32)
+    luma = img @ _LUMA
+    gx = np.abs(luma[1:-1, 2:] - luma[1:-1, :-2])
+    gy = np.abs(luma[2:, 1:-1] - luma[:-2, 1:-1])
+    weight = np.clip((np.maximum(gx, gy) - threshold) * (1.0 / span), 0.0, 0.5)
+    blend = img[1:-1, 2:] + img[1:-1, :-2]
+    np.copyto(blend, img[2:, 1:-1] + img[:-2, 1:-1], where=(gy <= gx)[..., None])
+    centre = img[1:-1, 1:-1]
+    centre += (blend * 0.5 - centre) * weight[..., None]
+    return (img + 0.5).astype(np.uint8)
+
+
+def test_edge_only_antialias_equals_the_whole_image_formula():
+    from vlnverse.sim.mujoco.render import antialias
+
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 256, (40, 50, 3), dtype=np.uint8)
+    steps = np.zeros((40, 50, 3), np.uint8)
+    steps[np.arange(40)[:, None] > 0.7 * np.arange(50)[None, :]] = (200, 120, 40)  # a jagged edge
+    flat = np.full((20, 20, 3), 77, np.uint8)
+    for image in (noise, steps, flat):
+        np.testing.assert_array_equal(antialias(image), _antialias_full_image(image))
+    assert not np.array_equal(antialias(steps), steps)  # the edge was softened
