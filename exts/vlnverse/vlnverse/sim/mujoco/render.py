@@ -307,8 +307,9 @@ class RoomPortals:
         key = (float(position[0]), float(position[1]))
         if key != self._last_key:  # the views of a panorama share their position: look it up once
             self._last_key = key
-            self._last_start = [i for i, p in enumerate(self.paths) if p.contains_point(key, radius=1e-6)
-                                or p.contains_point(key, radius=-1e-6)]
+            near = np.flatnonzero(((self.room_lo - 1e-5 <= key) & (key <= self.room_hi + 1e-5)).all(axis=1))
+            self._last_start = [int(i) for i in near if self.paths[i].contains_point(key, radius=1e-6)
+                                or self.paths[i].contains_point(key, radius=-1e-6)]
         start = self._last_start
         if not start:
             return None
