@@ -48,6 +48,7 @@ setup(
     install_requires=list(manifest["python"]["pipapi"]["requirements"]),
     extras_require={
         "learn": ["torch>=2.7", "tensorboard>=2.14"],
+        "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
         "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],
         # the study/viewer browser tests drive Debian's chromium through Playwright (no browser download)

@@ -98,6 +98,25 @@ def test_setup_py_installs_the_manifests_requirements():
     assert dist.get_version() == _manifest()["package"]["version"]
 
 
+def test_every_extra_the_readme_and_ci_install_exists():
+    """`pip install -e '.[a,b]'` only warns on an unknown extra; a missing one silently drops packages."""
+    import re
+    import setuptools  # noqa: F401
+    from distutils.core import run_setup
+
+    cwd = os.getcwd()
+    try:
+        extras = set(run_setup(str(ROOT / "setup.py"), stop_after="init").extras_require)
+    finally:
+        os.chdir(cwd)
+    named = set()
+    for path in (ROOT / "README.md", ROOT / ".ci" / "run"):
+        for group in re.findall(r"\.\[([a-z0-9_,]+)\]", path.read_text(encoding="utf-8")):
+            named.update(group.split(","))
+    assert {"test", "learn", "mllm"} <= named
+    assert named <= extras, f"extras named but not defined in setup.py: {sorted(named - extras)}"
+
+
 def test_extension_refuses_to_start_without_isaac_and_registers_the_backend_with_it():
     bare = _kit_probe(enabled=["omni.kit.pipapi"])
     assert bare["modules"]["vlnverse"] == str(EXT / "vlnverse" / "__init__.py")  # the extension folder's package

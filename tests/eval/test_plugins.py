@@ -183,3 +183,22 @@ def _vlnverse_env(args, cwd, extra_path, env_extra):
     env["PYTHONPATH"] = os.pathsep.join([str(extra_path), str(PACKAGE_ROOT), env.get("PYTHONPATH", "")])
     return subprocess.run([sys.executable, "-m", "vlnverse", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=300)
+
+
+def test_data_generate_plugins_option_reaches_parallel_workers(workspace, tmp_path):
+    """``data generate --plugins MODULE`` registers a plug-in task type in the driver and in every
+    worker process (``--workers 2``); an unknown module is one line naming ``--plugins``."""
+    root, _ = workspace
+    scene = root / "open_corridor.usda"
+    run = _vlnverse_env(["data", "generate", "--task", "toy_reach_kitchen", "--scenes", f"{scene},{scene}",
+                         "--episodes-per-scene", "2", "--out", str(tmp_path / "data"), "--no-progress",
+                         "--plugins", "my_pkg.agents", "--workers", "2"], tmp_path, root, {})
+    assert run.returncode == 0, run.stderr
+    lines = [json.loads(line) for f in (tmp_path / "data").glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert len(lines) >= 2 and {e["task_type"] for e in lines} == {"toy_reach_kitchen"}
+    bad = _vlnverse_env(["data", "generate", "--task", "toy_reach_kitchen", "--scenes", str(scene),
+                         "--episodes-per-scene", "1", "--out", str(tmp_path / "bad"), "--no-progress",
+                         "--plugins", "no_such_pkg"], tmp_path, root, {})
+    assert bad.returncode == 2
+    assert bad.stderr.strip().count("\n") == 0 and "--plugins" in bad.stderr and "no_such_pkg" in bad.stderr
+    assert not (tmp_path / "bad").exists()

@@ -74,12 +74,26 @@ def test_detail_is_visual_only_and_leaves_the_maps_unchanged(home):
         offset = np.abs(pts[:, along] - door.center[along])
         low = pts[:, 2] < 2.0  # jamb corners (the head spans the opening above 2.1 m)
         assert np.all(offset[low] >= door.width / 2 - 1e-9)
-    # a window pane sits on a wall face between sill and lintel, facing into its room
+    # a window is an opening in an exterior wall: glass (1 cm, in the wall's mid-plane, inside the
+    # 5 cm frame) where no wall is, a wall piece below the sill (it blocks the agent) and above the head
+    from vlnverse.scenes.procgen import WINDOW_FRAME, WINDOW_SILL
+
     panes = [g for g in home.geoms if g.label == "window" and g.kind == "box"]
+    walls = [g.world_aabb() for g in home.geoms if g.label == "wall"]
+    assert len(panes) >= 3
     for pane in panes:
         lo, hi = pane.world_aabb()
-        assert lo[2] == pytest.approx(0.9) and hi[2] <= home.metadata["wall_height"]
+        assert lo[2] == pytest.approx(WINDOW_SILL + WINDOW_FRAME) and hi[2] <= home.metadata["wall_height"]
         assert min(hi[:2] - lo[:2]) == pytest.approx(0.01)
+        centre = (lo + hi) / 2
+
+        def covered(z):
+            p = np.array([centre[0], centre[1], z])
+            return any(np.all(wlo - 1e-9 <= p) and np.all(p <= whi + 1e-9) for wlo, whi in walls)
+
+        assert not covered(centre[2])                                      # the opening
+        assert covered(WINDOW_SILL / 2) and covered(hi[2] + WINDOW_FRAME + 0.1)  # sill and head walls
+        assert not any(g.collides for g in home.geoms if g.label == "window")
 
 
 def test_objects_have_recognisable_parts():
@@ -166,3 +180,108 @@ def test_shipped_homes_carry_materials_with_resolvable_textures():
             if prim.IsA(UsdShade.Shader) and sh.GetIdAttr().Get() == "UsdUVTexture":
                 asset = sh.GetInput("file").Get().path
                 assert Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset)).is_file(), (path, asset)
+
+
+def _textured_gprims(stage):
+    """(gprim, material kind, texture asset path) of every gprim bound to a textured material."""
+    from pxr import UsdGeom, UsdShade
+
+    out = []
+    for prim in stage.Traverse():
+        if not prim.IsA(UsdGeom.Gprim):
+            continue
+        mat = UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial()[0]
+        if not mat:
+            continue
+        files = [UsdShade.Shader(c).GetInput("file").Get() for c in mat.GetPrim().GetChildren()
+                 if UsdShade.Shader(c).GetIdAttr().Get() == "UsdUVTexture"]
+        if files:
+            out.append((prim, material_kind(mat.GetPrim().GetAttribute("vlnverse:material").Get()), files[0]))
+    return out
+
+
+def test_textured_gprims_carry_st_texcoords_in_metres_per_tile(home, tmp_path):
+    """Every textured gprim is a Mesh with a face-varying ``primvars:st`` (one per face corner) that
+    its material's UsdPrimvarReader_float2 reads; one texture tile spans ``tile_m`` metres; the
+    texture file resolves from the stage's folder and from a copy elsewhere (as in a wheel)."""
+    import shutil
+
+    from pxr import Sdf, Usd, UsdGeom, UsdShade
+
+    path = write_usd(home, tmp_path / "h.usd")
+    copy_dir = tmp_path / "site-packages" / "vlnverse" / "resources" / "scenes_usd"
+    shutil.copytree(tmp_path, copy_dir, ignore=shutil.ignore_patterns("site-packages"))
+    for where in (path, copy_dir / "h.usd"):
+        stage = Usd.Stage.Open(str(where))
+        textured = _textured_gprims(stage)
+        assert len(textured) > 200  # walls, floors, furniture parts, frames …
+        kinds = set()
+        for prim, kind, asset in textured:
+            assert prim.GetTypeName() == "Mesh", prim.GetPath()
+            mesh = UsdGeom.Mesh(prim)
+            st = UsdGeom.PrimvarsAPI(prim).GetPrimvar("st")
+            assert st and st.GetInterpolation() == UsdGeom.Tokens.faceVarying, prim.GetPath()
+            values = np.asarray(st.Get())
+            assert values.shape == (sum(mesh.GetFaceVertexCountsAttr().Get()), 2), prim.GetPath()
+            resolved = Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset.path))
+            assert resolved.is_file() and resolved.is_relative_to(where.parent), resolved
+            kinds.add(kind)
+        assert {"wood", "plaster"} & kinds and len(kinds) >= 5
+    # the material network reads 'st': PrimvarReader_float2 → UsdUVTexture.st → diffuseColor
+    stage = Usd.Stage.Open(str(path))
+    prim, kind, _ = next(t for t in _textured_gprims(stage) if t[0].GetName().startswith("floor"))
+    mat = UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial()[0]
+    tex = UsdShade.Shader(mat.GetPrim().GetChild("Texture"))
+    reader = tex.GetInput("st").GetConnectedSources()[0][0].source
+    assert UsdShade.Shader(reader.GetPrim()).GetIdAttr().Get() == "UsdPrimvarReader_float2"
+    assert UsdShade.Shader(reader.GetPrim()).GetInput("varname").Get() == "st"
+    # a floor's st spans its size / tile_m: one texture tile per LOOKS[kind].tile_m metres
+    # (world coordinates across each face's normal / tile_m, so the floor's top face reads its xy)
+    floor = next(g for g in home.geoms if g.name == str(prim.GetPath()))
+    mesh = UsdGeom.Mesh(prim)
+    st = np.asarray(UsdGeom.PrimvarsAPI(prim).GetPrimvar("st").Get())
+    pts = np.asarray(mesh.GetPointsAttr().Get(), float) + floor.transform[:3, 3]
+    quads = np.asarray(mesh.GetFaceVertexIndicesAttr().Get()).reshape(-1, 4)
+    up = [k for k, q in enumerate(quads) if np.cross(pts[q[1]] - pts[q[0]], pts[q[2]] - pts[q[0]])[2] > 0]
+    assert len(up) == 1
+    corners = pts[quads[up[0]]]
+    assert np.allclose(st[4 * up[0]: 4 * up[0] + 4] * LOOKS[kind].tile_m, corners[:, :2], atol=1e-4)
+    assert np.allclose(np.ptp(st[4 * up[0]: 4 * up[0] + 4], axis=0), 2 * floor.size[:2] / LOOKS[kind].tile_m, atol=1e-4)
+
+
+def test_textured_meshes_read_back_as_the_primitives_they_stand_for(home, tmp_path):
+    """Writing textured boxes/cylinders/spheres as Meshes changes nothing for the toolkit: the
+    loaded description has the same geom kinds, sizes and transforms (bit for bit) as one written
+    with implicit Cube/Cylinder/Sphere prims, so occupancy and physics are unchanged."""
+    import vlnverse.scenes.usd_io as usd_io
+
+    plain = tmp_path / "plain.usd"
+    original = usd_io._texture_tile
+    try:
+        usd_io._texture_tile = lambda g: None  # the writer's path for untextured primitives
+        write_usd(home, plain)
+    finally:
+        usd_io._texture_tile = original
+    meshed = load_scene(write_usd(home, tmp_path / "meshed.usd"))
+    prims = load_scene(plain)
+    assert [g.kind for g in meshed.geoms] == [g.kind for g in prims.geoms] == [g.kind for g in home.geoms]
+    for a, b in zip(meshed.geoms, prims.geoms):
+        assert np.array_equal(a.transform, b.transform) and np.array_equal(a.size, b.size), a.name
+    assert np.array_equal(build_occupancy_map(meshed).grid, build_occupancy_map(prims).grid)
+
+
+def test_shipped_homes_have_st_on_every_textured_gprim():
+    from pxr import Sdf, Usd, UsdGeom
+
+    from vlnverse.paths import scenes_dir
+
+    homes = sorted(scenes_dir().glob("home_*.usd"))
+    assert len(homes) == 10
+    for path in homes:
+        stage = Usd.Stage.Open(str(path))
+        textured = _textured_gprims(stage)
+        assert len(textured) > 100, path
+        for prim, _, asset in textured:
+            st = UsdGeom.PrimvarsAPI(prim).GetPrimvar("st")
+            assert st and len(st.Get()) == sum(UsdGeom.Mesh(prim).GetFaceVertexCountsAttr().Get()), prim.GetPath()
+            assert Path(Sdf.ComputeAssetPathRelativeToLayer(stage.GetRootLayer(), asset.path)).is_file()

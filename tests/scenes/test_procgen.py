@@ -76,10 +76,13 @@ def test_floor_plan_structure(homes):
             side = room.polygon.max(axis=0) - room.polygon.min(axis=0)
             assert side.min() >= (1.4 if room.room_type == "hallway" else 2.4) - 1e-9
         walls = [g for g in home.geoms if g.label == "wall"]
-        for w in walls:
+        for w in walls:  # full height, except the pieces under a window's sill and above its head
             lo, hi = w.world_aabb()
-            assert lo[2] == pytest.approx(0.0) and hi[2] == pytest.approx(height)
+            assert (lo[2], hi[2]) in ((pytest.approx(0.0), pytest.approx(height)), (pytest.approx(0.0), pytest.approx(0.9)),
+                                      (pytest.approx(2.1), pytest.approx(height)))
             assert min(hi[:2] - lo[:2]) == pytest.approx(WALL_THICKNESS)
+        assert sum(w.world_aabb()[1][2] == pytest.approx(0.9) for w in walls) == \
+            sum(g.label == "window" and g.kind == "box" for g in home.geoms)  # one sill piece per window
         # rooms never overlap (rectangles may only share edges)
         boxes = np.array([np.r_[r.polygon.min(axis=0), r.polygon.max(axis=0)] for r in home.rooms])
         for i in range(len(boxes)):

@@ -38,7 +38,7 @@ from .catalog import (CATEGORIES, COLORS, DEFAULT_FLOOR_STYLE, FLOOR_STYLES, MAT
                       part_material, resolve_color)
 from .description import Door, Geom, Room, SceneDescription, SceneObject
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2  # 2: window openings, textured gprims as Meshes with st
 
 #: Lattice unit of the floor plan (m); every wall line and door edge lies on it.
 UNIT = 0.05
@@ -587,10 +587,11 @@ def _assemble(plan: _Plan) -> SceneDescription:
                       label="ceiling", instance_id=next_id, color=COLORS["white"], friction=MATERIALS["plaster"],
                       name=f"/World/Structure/Ceilings/ceiling_{rid:02d}", material="paint_white"))
         next_id += 1
-    for k, (axis, line, a, b) in enumerate(_wall_pieces(plan.rects, plan.doors)):
+    windows = _plan_windows(plan, looks)
+    for k, (axis, line, a, b, z0, z1) in enumerate(_split_for_windows(_wall_pieces(plan.rects, plan.doors), windows, H)):
         c = line * UNIT
-        centre = [(a + b) / 2, c, H / 2] if axis == "x" else [c, (a + b) / 2, H / 2]
-        half = [(b - a) / 2, WALL_THICKNESS / 2, H / 2] if axis == "x" else [WALL_THICKNESS / 2, (b - a) / 2, H / 2]
+        centre = [(a + b) / 2, c, (z0 + z1) / 2] if axis == "x" else [c, (a + b) / 2, (z0 + z1) / 2]
+        half = [(b - a) / 2, WALL_THICKNESS / 2, (z1 - z0) / 2] if axis == "x" else [WALL_THICKNESS / 2, (b - a) / 2, (z1 - z0) / 2]
         add(_box_geom(centre, half, label="wall", instance_id=next_id, color=COLORS[plan.wall_color],
                       friction=MATERIALS["plaster"], name=f"/World/Structure/Walls/wall_{k:03d}",
                       material=f"{looks.walls}_{plan.wall_color}"))
@@ -607,7 +608,7 @@ def _assemble(plan: _Plan) -> SceneDescription:
                        name=f"/World/Structure/DoorFrames/door_casing_{did:02d}", material="wood_white"))
         next_id += 1
 
-    next_id = _add_details(desc, plan, looks, next_id)
+    next_id = _add_details(desc, plan, looks, windows, next_id)
     for obj in _flatten(plan.placed):
         cat = obj.model.category
         path = f"/World/Objects/{cat.name}_{next_id:04d}"
@@ -638,7 +639,68 @@ _RUG_ROOMS = ("living_room", "bedroom", "dining_room", "office")
 _ART_ROOMS = ("living_room", "bedroom", "dining_room", "office", "hallway")
 _RUG_COLORS = ("red", "blue", "beige", "gray", "green", "navy", "terracotta", "cream")
 SKIRTING_HEIGHT, SKIRTING_DEPTH = 0.08, 0.015
+#: Window opening: sill and head height (m); frame member width and depth (m).
 WINDOW_SILL, WINDOW_TOP = 0.9, 2.1
+WINDOW_FRAME, WINDOW_FRAME_DEPTH = 0.05, 0.07
+#: Windows per room (at most) and the shortest exterior wall that gets one (m).
+MAX_WINDOWS_PER_ROOM, MIN_WINDOW_WALL = 2, 1.8
+
+
+@dataclass(frozen=True)
+class _Window:
+    """A window opening in an exterior wall: room, index in the room, wall side and line (m), the
+    opening's ends ``a`` < ``b`` along the wall, its centre ``c`` (the mullion), sill and head."""
+
+    room_id: int
+    k: int
+    side: str
+    line: float
+    a: float
+    b: float
+    c: float
+    sill: float
+    top: float
+
+
+def _plan_windows(plan: "_Plan", looks: "_Looks") -> list[_Window]:
+    """Up to ``MAX_WINDOWS_PER_ROOM`` windows per room on its exterior walls of at least
+    ``MIN_WINDOW_WALL``: width min(1.6 m, half the wall), centre drawn near the wall's middle
+    (``looks.rng``), so the opening stays ≥ 0.3 m from the room's corners."""
+    out = []
+    top = min(WINDOW_TOP, plan.wall_height - 0.25)
+    for rid, rect in enumerate(plan.rects):
+        rect_m = tuple(v * UNIT for v in rect)
+        k = 0
+        for side, line, lo, hi, exterior in _room_edges(rect_m, rid, plan.rects):
+            if not exterior or hi - lo < MIN_WINDOW_WALL or k >= MAX_WINDOWS_PER_ROOM:
+                continue
+            width = round(float(min(1.6, 0.5 * (hi - lo))), 2)
+            c = round(float((lo + hi) / 2 + looks.rng.uniform(-0.15, 0.15) * (hi - lo - width)), 2)
+            out.append(_Window(rid, k, side, float(line), round(c - width / 2, 6), round(c + width / 2, 6), c,
+                               WINDOW_SILL, top))
+            k += 1
+    return out
+
+
+def _split_for_windows(pieces, windows: list[_Window], height: float) -> list[tuple[str, int, float, float, float, float]]:
+    """Wall pieces ``(axis, line, a, b)`` as boxes ``(axis, line, a, b, z0, z1)`` with each window's
+    opening cut out: full-height pieces beside it, one below the sill and one above the head. The
+    xy footprint of the wall is unchanged (the piece under the sill spans the opening), so for any
+    body whose step height is below the sill (0.9 m) the occupancy map, the navigable area and the
+    walls the agent touches are exactly those of the uncut wall."""
+    out = []
+    for axis, line, a, b in pieces:
+        cuts = sorted((w.a, w.b, w.sill, w.top) for w in windows
+                      if ("x" if w.side in ("S", "N") else "y") == axis and abs(w.line - line * UNIT) < 1e-9
+                      and a < w.a and w.b < b)
+        start = a
+        for wa, wb, sill, top in cuts:
+            out.append((axis, line, start, wa, 0.0, height))
+            out.append((axis, line, wa, wb, 0.0, sill))
+            out.append((axis, line, wa, wb, top, height))
+            start = wb
+        out.append((axis, line, start, b, 0.0, height))
+    return out
 
 
 @dataclass
@@ -739,10 +801,11 @@ def _door_casing(center: np.ndarray, width: float, axis: str) -> list[tuple[np.n
     return out
 
 
-def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: int) -> int:
+def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, windows: list["_Window"], next_id: int) -> int:
     """Visual-only detail per room (never collides, so maps and physics are unchanged): skirting
-    boards (one merged mesh per room), windows with frames on exterior walls, a ceiling light
-    fixture, a rug and a framed painting in living spaces. Returns the next free instance id."""
+    boards (one merged mesh per room), frames and glass of the ``windows`` (their openings are cut
+    out of the walls by ``_split_for_windows``), a ceiling light fixture, a rug and a framed
+    painting in living spaces. Returns the next free instance id."""
     rng = looks.rng
     H = plan.wall_height
     half_t = WALL_THICKNESS / 2
@@ -764,29 +827,24 @@ def _add_details(desc: SceneDescription, plan: _Plan, looks: _Looks, next_id: in
             desc.geoms.append(_mesh_geom(boards, label="skirting", instance_id=next_id, color=COLORS["white"],
                                          name=f"{base}/skirting", material="wood_white"))
             next_id += 1
-        # windows (daylight panes in white frames) on exterior walls long enough for one
-        k = 0
-        for side, line, lo, hi, exterior in edges:
-            if not exterior or hi - lo < 1.8 or k >= 2:
-                continue
-            width = round(float(min(1.6, 0.5 * (hi - lo))), 2)
-            c = round(float((lo + hi) / 2 + rng.uniform(-0.15, 0.15) * (hi - lo - width)), 2)
-            a, b = c - width / 2, c + width / 2
-            top = min(WINDOW_TOP, H - 0.25)
-            pane = _wall_box(side, line, a, b, WINDOW_SILL, top, 0.0, 0.01)
+        # windows: a white frame with a mullion and an interior sill board inside the wall opening,
+        # and a glass pane (visual only) in the wall's mid-plane
+        for w in (w for w in windows if w.room_id == rid):
+            f, d = WINDOW_FRAME, WINDOW_FRAME_DEPTH
+            mid = -half_t - d / 2  # _wall_box offset that centres a box of depth d on the wall line
+            frame = [_wall_box(w.side, w.line, w.a, w.b, w.sill, w.sill + f, mid, d),
+                     _wall_box(w.side, w.line, w.a, w.b, w.top - f, w.top, mid, d),
+                     _wall_box(w.side, w.line, w.a, w.a + f, w.sill + f, w.top - f, mid, d),
+                     _wall_box(w.side, w.line, w.b - f, w.b, w.sill + f, w.top - f, mid, d),
+                     _wall_box(w.side, w.line, w.c - f / 2, w.c + f / 2, w.sill + f, w.top - f, mid, d),
+                     _wall_box(w.side, w.line, w.a - 0.04, w.b + 0.04, w.sill - 0.03, w.sill, -half_t, half_t + 0.04)]
+            pane = _wall_box(w.side, w.line, w.a + f, w.b - f, w.sill + f, w.top - f, -half_t - 0.005, 0.01)
             desc.geoms.append(Geom("box", _translation(pane[0]), pane[1], label="window", instance_id=next_id,
-                                   color=(0.55, 0.72, 0.92), collides=False, name=f"{base}/window_{k}_glass",
+                                   color=(0.55, 0.72, 0.92), collides=False, name=f"{base}/window_{w.k}_glass",
                                    material="window"))
-            f, d = 0.05, 0.04
-            frame = [_wall_box(side, line, a - f, b + f, WINDOW_SILL - f, WINDOW_SILL, 0.0, d + 0.03),
-                     _wall_box(side, line, a - f, b + f, top, top + f, 0.0, d),
-                     _wall_box(side, line, a - f, a, WINDOW_SILL, top, 0.0, d),
-                     _wall_box(side, line, b, b + f, WINDOW_SILL, top, 0.0, d),
-                     _wall_box(side, line, c - f / 2, c + f / 2, WINDOW_SILL, top, 0.0, d)]
             desc.geoms.append(_mesh_geom(frame, label="window", instance_id=next_id, color=COLORS["white"],
-                                         name=f"{base}/window_{k}_frame", material="wood_white"))
+                                         name=f"{base}/window_{w.k}_frame", material="wood_white"))
             next_id += 1
-            k += 1
         # ceiling light fixture at the room centre (the room's light sits just below it)
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         m = _translation([cx, cy, H - 0.02])

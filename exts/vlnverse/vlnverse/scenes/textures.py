@@ -27,6 +27,9 @@ TEXTURE_SIZE = 128
 TEXTURE_SEED = 14
 #: Folder beside a USD file holding its textures.
 TEXTURE_DIR = "textures"
+#: Direction the sunlight travels (world, Z up; unit): from the south-west, 45° high, so it comes
+#: in through windows on west and south walls. The USD's ``DistantLight`` and MuJoCo's sun share it.
+SUN_DIRECTION = (0.5, 0.5, -0.7071068)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,9 @@ LOOKS: dict[str, MaterialLook] = {
     "art": MaterialLook("art", 1.0, 0.6, 0.0, 0.1),
     "lampshade": MaterialLook("fabric", 0.25, 0.9, 0.0, 0.05, emission=0.45),
     "light": MaterialLook(None, 1.0, 0.5, 0.0, 0.0, emission=0.8),
-    "window": MaterialLook(None, 1.0, 0.1, 0.0, 0.5, emission=0.35),
+    # window glass: clear in the USD (Isaac Sim renders what lies outside); the MuJoCo look draws
+    # it as bright sky instead (there is nothing outside a home to see), see sim.mujoco.looks
+    "window": MaterialLook(None, 1.0, 0.05, 0.0, 0.9, opacity=0.2),
 }
 #: Material kinds used when a geom carries none (e.g. a third-party stage), by label.
 DEFAULT_KIND_BY_LABEL = {"floor": "wood", "wall": "plaster", "ceiling": "paint", "door_frame": "wood"}

@@ -228,11 +228,123 @@ def _visual_material(stage, g: Geom, looks: _Looks):
     return mat
 
 
+#: Prim attribute naming the analytic shape a textured ``Mesh`` stands for (``box``, ``cylinder``,
+#: ``sphere``) and its size (``Geom.size``): ``load_scene`` reads such a mesh back as that shape,
+#: so occupancy and physics are those of the primitive.
+_PRIMITIVE_ATTR, _PRIMITIVE_SIZE_ATTR = "vlnverse:primitive", "vlnverse:primitiveSize"
+#: Decimals of written texture coordinates.
+_ST_DECIMALS = 5
+#: Sides of the cylinders and spheres written as textured meshes (visual only: ``load_scene``
+#: reads the primitive back).
+_VISUAL_SIDES = 12
+
+
+def _oriented_quads(points: np.ndarray, quads: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """Each face's vertex order turned counter-clockwise seen from outside (USD's right-handed
+    default) for a convex solid centred on the origin."""
+    out = []
+    for q in quads:
+        p = points[list(q)]
+        normal = np.cross(p[1] - p[0], p[2] - p[0])
+        out.append(q if float(normal @ p.mean(axis=0)) >= 0 else tuple(reversed(q)))
+    return out
+
+
+def _primitive_mesh(g: Geom) -> tuple[np.ndarray, list[tuple[int, ...]]]:
+    """Points (local frame, metres) and polygons of a box, cylinder (``_VISUAL_SIDES`` sides, two
+    n-gon caps) or UV sphere standing in for ``g`` in the USD."""
+    if g.kind == "box":
+        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], dtype=float)
+        points = signs * np.asarray(g.size, float)
+        quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+        return points, _oriented_quads(points, quads)
+    n = _VISUAL_SIDES
+    ang = 2 * np.pi * np.arange(n) / n
+    ring = np.c_[np.cos(ang), np.sin(ang)]
+    if g.kind == "cylinder":
+        r, h = float(g.size[0]), float(g.size[1])
+        points = np.concatenate([np.c_[r * ring, np.full(n, -h)], np.c_[r * ring, np.full(n, h)]])
+        sides = [(i, (i + 1) % n, n + (i + 1) % n, n + i) for i in range(n)]
+        caps = [tuple(range(n - 1, -1, -1)), tuple(range(n, 2 * n))]
+        return points, _oriented_quads(points, sides + caps)
+    r, stacks = float(g.size[0]), n // 2  # UV sphere: poles, stacks - 1 rings, quads between rings
+    lat = np.pi * np.arange(1, stacks) / stacks
+    points = np.concatenate([[[0.0, 0.0, r]], *[np.c_[r * np.sin(t) * ring, np.full(n, r * np.cos(t))] for t in lat],
+                             [[0.0, 0.0, -r]]])
+    last = len(points) - 1
+    faces = [(0, 1 + i, 1 + (i + 1) % n) for i in range(n)]
+    for k in range(stacks - 2):
+        a, b = 1 + k * n, 1 + (k + 1) * n
+        faces += [(a + i, b + i, b + (i + 1) % n, a + (i + 1) % n) for i in range(n)]
+    base = 1 + (stacks - 2) * n
+    faces += [(last, base + (i + 1) % n, base + i) for i in range(n)]
+    return points, _oriented_quads(points, faces)
+
+
+def _texcoords(points: np.ndarray, faces: list[tuple[int, ...]], tile_m: float, world: np.ndarray) -> np.ndarray:
+    """Face-varying ``st`` (one per face corner) by box projection in world space (``world``: the
+    geom's 4×4 pose, so the pattern runs on across neighbouring pieces, e.g. a wall cut around a
+    window): each face takes the two world axes across its normal's dominant one, in metres /
+    ``tile_m`` (one texture tile per ``tile_m`` metres, the scale MuJoCo's uniform projection draws)."""
+    points = np.asarray(points, float) @ world[:3, :3].T + world[:3, 3]
+    out = []
+    for f in faces:
+        p = points[list(f)]
+        normal = np.zeros(3)
+        for k in range(1, len(f) - 1):  # polygon normal (area-weighted fan)
+            normal += np.cross(p[k] - p[0], p[k + 1] - p[0])
+        axis = int(np.argmax(np.abs(normal)))
+        u, v = [(1, 2), (0, 2), (0, 1)][axis]
+        out.append(p[:, [u, v]] / tile_m)
+    return np.round(np.concatenate(out), _ST_DECIMALS)
+
+
+def _set_texcoords(gprim, points: np.ndarray, faces: list[tuple[int, ...]], tile_m: float, world: np.ndarray) -> None:
+    """Author ``primvars:st`` (``texCoord2f[]``, faceVarying) on a mesh (see ``_texcoords``)."""
+    from pxr import Sdf, UsdGeom, Vt
+
+    st = _texcoords(points, faces, tile_m, world)
+    primvar = UsdGeom.PrimvarsAPI(gprim).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray,
+                                                       UsdGeom.Tokens.faceVarying)
+    primvar.Set(Vt.Vec2fArray.FromNumpy(st.astype(np.float32)))
+
+
+def _texture_tile(g: Geom) -> float | None:
+    """Metres per texture tile of ``g``'s material, or None when the material has no texture."""
+    from .textures import LOOKS, material_kind
+
+    kind = material_kind(g.material)
+    look = LOOKS.get(kind)
+    return look.tile_m if look is not None and look.texture is not None else None
+
+
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
                 materials: dict[float, Any], looks: _Looks) -> None:
-    from pxr import Gf, UsdGeom, UsdPhysics, UsdShade, Vt
+    from pxr import Gf, Sdf, UsdGeom, UsdPhysics, UsdShade, Vt
 
     local = np.linalg.inv(parent_world) @ g.transform
+    tile = _texture_tile(g)
+    if tile is not None and g.kind in ("box", "cylinder", "sphere"):
+        # a textured primitive becomes a Mesh with texture coordinates (renderers need ``st`` to
+        # show the texture; implicit Cube/Cylinder/Sphere prims have none), marked with the shape
+        # it stands for so that ``load_scene`` reads the primitive back
+        gprim = UsdGeom.Mesh.Define(stage, path)
+        points, faces = _primitive_mesh(g)
+        points = round_array(points, LENGTH_DECIMALS)
+        gprim.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(points.astype(np.float32)))
+        gprim.CreateFaceVertexCountsAttr().Set(Vt.IntArray([len(f) for f in faces]))
+        gprim.CreateFaceVertexIndicesAttr().Set(Vt.IntArray([int(v) for f in faces for v in f]))
+        gprim.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
+        lo, hi = points.min(axis=0), points.max(axis=0)
+        gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+        _set_xform(gprim, local, None)
+        _set_texcoords(gprim, points, faces, tile, g.transform)
+        prim = gprim.GetPrim()
+        prim.CreateAttribute(_PRIMITIVE_ATTR, Sdf.ValueTypeNames.Token, custom=True).Set(g.kind)
+        prim.CreateAttribute(_PRIMITIVE_SIZE_ATTR, Sdf.ValueTypeNames.Double3, custom=True).Set(
+            Gf.Vec3d(*round_lengths(g.size)))
+        _finish_gprim(stage, gprim, g, labelled, movable, materials, looks, mesh_approx=True)
+        return
     if g.kind == "box":
         gprim = UsdGeom.Cube.Define(stage, path)  # default size 2: scale = half extents
         _set_xform(gprim, local, g.size)
@@ -261,11 +373,22 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         lo, hi = verts.min(axis=0), verts.max(axis=0)
         gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
         _set_xform(gprim, local, None)
+        if tile is not None:
+            _set_texcoords(gprim, verts, [tuple(int(v) for v in f) for f in faces], tile, g.transform)
+    _finish_gprim(stage, gprim, g, labelled, movable, materials, looks, mesh_approx=g.kind == "mesh")
+
+
+def _finish_gprim(stage, gprim, g: Geom, labelled: bool, movable: bool, materials: dict[float, Any], looks: _Looks,
+                  mesh_approx: bool) -> None:
+    """Display colour, collision (``MeshCollisionAPI`` for meshes), physics and visual material
+    bindings and, for structure, the label of a written gprim."""
+    from pxr import Gf, UsdPhysics, UsdShade, Vt
+
     gprim.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
     prim = gprim.GetPrim()
     if g.collides:
         UsdPhysics.CollisionAPI.Apply(prim)
-        if g.kind == "mesh":
+        if mesh_approx:
             approx = UsdPhysics.MeshCollisionAPI.Apply(prim)
             approx.CreateApproximationAttr().Set(UsdPhysics.Tokens.convexHull if movable else UsdPhysics.Tokens.none)
         binding = UsdShade.MaterialBindingAPI.Apply(prim)
@@ -381,7 +504,7 @@ def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:
     sun (distant light) so the stage is lit when opened in Isaac Sim as in MuJoCo."""
     from pxr import Gf, UsdGeom
 
-    from .textures import room_light_positions
+    from .textures import SUN_DIRECTION, room_light_positions
 
     lights = room_light_positions(desc)
     if not lights:
@@ -395,8 +518,18 @@ def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:
     sun = UsdLux.DistantLight.Define(stage, "/World/Lights/sun")
     sun.CreateIntensityAttr().Set(3000.0)
     sun.CreateAngleAttr().Set(0.53)
-    # the default distant light shines down -Z; tilt it to come in through the windows
-    UsdGeom.Xformable(sun).AddRotateXYZOp().Set(Gf.Vec3f(35.0, 25.0, 0.0))
+    # a distant light shines down its -Z axis: turn that onto SUN_DIRECTION (MuJoCo's sun too), so
+    # daylight comes in through the windows on the west and south walls
+    w, x, y, z = _rotation_onto(np.array([0.0, 0.0, -1.0]), np.asarray(SUN_DIRECTION, float))
+    UsdGeom.Xformable(sun).AddOrientOp(UsdGeom.XformOp.PrecisionDouble).Set(Gf.Quatd(w, Gf.Vec3d(x, y, z)))
+
+
+def _rotation_onto(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, float]:
+    """Unit quaternion (w, x, y, z; rounded, ``core.precision``) of the shortest rotation taking
+    direction ``a`` onto ``b`` (not opposite)."""
+    a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+    axis = np.cross(a, b)
+    return unit_quaternion((1.0 + float(a @ b), *map(float, axis)))
 
 
 # =========================================================================== reading
@@ -784,6 +917,21 @@ def _geom_from_prim(prim, matrix: np.ndarray) -> Geom | None:
         return Geom("mesh", place(np.eye(3)), vertices=verts @ linear.T, faces=faces)
 
     if kind == "Mesh":
+        shape = prim.GetAttribute(_PRIMITIVE_ATTR)
+        if shape and shape.HasAuthoredValue() and str(shape.Get()) in ("box", "cylinder", "sphere") and ok:
+            size = prim.GetAttribute(_PRIMITIVE_SIZE_ATTR).Get()
+            if size is not None:  # a textured primitive written by ``write_usd``: read the primitive back
+                # (the same arithmetic as for a Cube scaled by its half extents, a Cylinder or a
+                # Sphere, so both spellings of a shape load to the same bits)
+                size = np.asarray(size, dtype=float)
+                if str(shape.Get()) == "box":
+                    rot_b, scale_b, ok_b = _decompose(a @ np.diag(size))
+                    if ok_b:
+                        return Geom("box", place(rot_b), size=scale_b * 1.0)
+                elif str(shape.Get()) == "cylinder" and abs(scale[0] - scale[1]) <= 1e-6 * max(scale[0], 1e-12):
+                    return Geom("cylinder", place(rot), size=[size[0] * scale[0], size[1] * scale[2], 0.0])
+                elif np.allclose(scale, scale[0], rtol=1e-6):
+                    return Geom("sphere", place(rot), size=[size[0] * scale[0], 0.0, 0.0])
         mesh = UsdGeom.Mesh(prim)
         points = mesh.GetPointsAttr().Get()
         counts = mesh.GetFaceVertexCountsAttr().Get()

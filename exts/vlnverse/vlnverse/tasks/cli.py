@@ -42,6 +42,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--scene-root", action="append", default=[], metavar="DIR",
                      help="folder of custom scenes: episodes store scene paths relative to it (repeatable; "
                           "evaluate with scene_root=DIR)")
+    gen.add_argument("--plugins", action="append", default=[], metavar="MODULE",
+                     help="plug-in module (dotted name or .py file) registering task types; repeatable")
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_parallel_options(gen, "scenes generated in parallel")
     gen.add_argument("--backend", default="auto", help="simulator backend for tasks that render (auto | mujoco | isaac)")
@@ -93,7 +95,7 @@ def _generate(args: argparse.Namespace) -> int:
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
                                progress=not args.no_progress,
                                renderer_factory=simulator_renderer_factory(backend=args.backend),
-                               scene_root=args.scene_root, **parallel_settings(args))
+                               scene_root=args.scene_root, plugins=args.plugins, **parallel_settings(args))
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "

@@ -35,6 +35,7 @@ from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
 from ..core.parallel import Job, check_engine, check_workers, run_jobs
+from ..core.plugins import load_plugins
 from .base import TASKS, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
 from .instructions.llm import collect_llm_warnings
@@ -192,7 +193,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                      progress: bool = True,
                      renderer_factory: Callable[[SceneContext], Any] | None = None,
                      scene_root: str | Path | list | None = None,
-                     workers: int = 1, engine: str = "local", address: str | None = None) -> dict[str, Any]:
+                     workers: int = 1, engine: str = "local", address: str | None = None,
+                     plugins: Iterable[str] | None = None) -> dict[str, Any]:
     """Generate ``episodes_per_scene`` episodes of ``task`` on every scene and write the dataset.
 
     Writes ``out_dir/<split>.jsonl``, ``summary.json`` and ``summary.png`` (plus any assets the
@@ -201,7 +203,9 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder or the
     shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
     ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
-    the factory must then be picklable); the files are the same as a serial run's.
+    the factory must then be picklable); the files are the same as a serial run's. ``plugins``
+    (module names or ``.py`` paths, ``vlnverse.core.plugins``) are imported first, here and in
+    every worker, so plug-in task types can be generated.
     """
     from .scene_roots import portable_scene_path
     from tqdm import tqdm
@@ -215,6 +219,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     check_engine(engine, address)
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
+    plugins = [str(p) for p in (plugins or [])]
+    load_plugins(plugins, field="--plugins")
     load_task_types()
     generator_cls = TASKS.get(task)
     if isinstance(config, TaskConfig):
@@ -247,7 +253,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         payload = {"task": task, "task_config": task_config, "body": body_obj, "seed": seed,
                    "episodes_per_scene": episodes_per_scene, "split_of": split_of, "default_split": default_split,
                    "val_seen_fraction": val_seen_fraction, "renderer_factory": renderer_factory, "output_dir": tmp,
-                   "generator": generator if inline else None}
+                   "generator": generator if inline else None, "plugins": plugins}
         jobs = [Job(Path(path).stem, (str(path),), {**payload, "path": path}) for path in scene_paths]
         results: dict[str, tuple] = {}
         bar = tqdm(total=len(scene_paths), desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
@@ -303,7 +309,8 @@ def generate_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[
     dataset seed and the scene id, so any worker gives the same episodes) and ``emit(path,
     (scene_id, episodes, shortfall))``; the task generator is built once per worker."""
     task, task_config, body_obj = payload["task"], payload["task_config"], payload["body"]
-    load_task_types()  # a fresh worker process has not registered them yet
+    load_plugins(payload.get("plugins"), field="--plugins")  # a fresh worker process has not imported them
+    load_task_types()  # ... nor registered the task types
     generator_cls = TASKS.get(task)
     generator = payload["generator"]
     if generator is None:

@@ -394,7 +394,10 @@ class GLRenderer:
         # only the RGB context gets it.
         self._samples = 8 if quality == "high" else 4 if antialias else 0
         self._post_aa = quality == "default" and not antialias
-        from .looks import ROOM_LIGHT_PREFIX
+        from .looks import ROOM_LIGHT_PREFIX, shadowless_geoms
+
+        # window glass lets the sun through: left out of the shadow maps (only ``high`` has them)
+        self._shadowless = shadowless_geoms(model) if quality == "high" else np.zeros(0, np.int64)
 
         names = [model.light(i).name for i in range(model.nlight)]
         self._room_lights = np.array([i for i, n in enumerate(names) if n.startswith(ROOM_LIGHT_PREFIX)], int)
@@ -465,14 +468,19 @@ class GLRenderer:
                 hidden |= self._cullable & behind_walls
         return hidden
 
-    def _update(self, renderer, data, hidden: np.ndarray) -> None:
-        """``renderer``'s scene from ``data`` without the ``hidden`` geoms."""
+    def _update(self, renderer, data, hidden: np.ndarray, rgb: bool = False) -> None:
+        """``renderer``'s scene from ``data`` without the ``hidden`` geoms; for RGB (``rgb``),
+        window glass is left out of the shadow maps (``high``)."""
         groups = self._model.geom_group
         groups[hidden] = CULL_GROUP
         try:
             renderer.update_scene(data, camera=self._built.camera, scene_option=self._option)
         finally:
             groups[:] = self._group
+        if rgb and len(self._shadowless):
+            from .looks import mark_shadowless
+
+            mark_shadowless(renderer.scene, self._shadowless)
         self.last_drawn = int(renderer.scene.ngeom)
 
     def _read(self, rgb_renderer, aux_renderer, kinds: set, out: dict, hidden: np.ndarray) -> None:
@@ -530,7 +538,7 @@ class GLRenderer:
             self._light_rooms_near(position)
             rgb_r = self._renderer(width, height, True)
             # with shadows (``high``), geoms out of view still cast into it: draw them all
-            self._update(rgb_r, data, hidden if self.quality != "high" else np.zeros_like(hidden))
+            self._update(rgb_r, data, hidden if self.quality != "high" else np.zeros_like(hidden), rgb=True)
         if kinds - {"rgb"}:
             aux_r = self._renderer(width, height, False)
             if aux_r is not rgb_r:
@@ -565,7 +573,7 @@ class GLRenderer:
             self._place_camera(data, position, rot)
             hidden = self._hidden(data, position, rot, hfov_deg, vfov, place_movable=i == 0)
             for r in renderers:
-                self._update(r, data, hidden)
+                self._update(r, data, hidden, rgb=r is rgb_r)
             out: dict[str, np.ndarray] = {}
             self._read(rgb_r, aux_r, kinds, out, hidden)
             views.append(out)
