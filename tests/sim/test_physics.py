@@ -218,3 +218,30 @@ def test_sliding_along_a_wall_follows_the_commanded_tangential_motion(sim, headi
     _, result = sim.step(VelocityAction(v=0.6, omega=0.0, duration=1.5))
     # the commanded (unobstructed) motion's y component is what sliding along the wall keeps
     assert sim.pose.y - 1.0 == pytest.approx(result.commanded_pose.y - 1.0, abs=0.05)
+
+
+@pytest.mark.parametrize("body", ["r2r_ce", "stretch"])
+def test_velocity_actions_in_one_backend_loop_equal_the_per_tick_loop(room, body):
+    """``MujocoSimulator._hold`` (all ticks of a velocity action in one loop) gives bit-identical
+    trajectories, contacts and commanded poses to the shared per-tick loop it replaces
+    (``PhysicsSimulator._hold``: ``_set_target`` + ``_physics_steps`` per tick)."""
+    from vlnverse.sim import VelocityAction, make_simulator
+    from vlnverse.sim.physics import PhysicsSimulator
+
+    lateral = 0.2 if body == "r2r_ce" else 0.0
+    actions = [VelocityAction(0.8, 0.0, 3.0),  # north into the crate
+               VelocityAction(-0.3, 0.3, 0.7, lateral=lateral), VelocityAction(-0.3, -0.9, 0.4),
+               VelocityAction(2.0, 4.0, 0.3)]  # the last one clipped
+    runs = []
+    for per_tick in (False, True):
+        with make_simulator(room, body, sensors=[], renderer="raycast") as sim:
+            if per_tick:
+                sim._hold = PhysicsSimulator._hold.__get__(sim)
+            sim.reset((2.0, 3.6, 1.5708))  # facing north, 0.65 m short of the crate
+            runs.append([sim.execute(a) for a in actions])
+    assert runs[0][0].collided and runs[0][-1].message.endswith("(clipped to body limits)")
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a.trajectory, b.trajectory)
+        assert (a.commanded_pose, a.achieved_pose, a.message, a.physics_steps) == \
+            (b.commanded_pose, b.achieved_pose, b.message, b.physics_steps)
+        assert [c.instance_id for c in a.contacts] == [c.instance_id for c in b.contacts]

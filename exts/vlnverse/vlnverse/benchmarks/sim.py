@@ -9,11 +9,12 @@ command through the controller loop, contacts collected every step), ``discrete_
 (224² RGB at each preset ``fast`` / ``default`` / ``high``, measured interleaved in the same run),
 ``default_over_fast_rgb`` (their ratio) and ``rgbd_agent_steps_per_s_by_quality`` (``fast`` and
 ``default``, interleaved); ``raw_mj_steps_per_s`` (the same compiled model
-stepped by ``mj_step`` alone) and ``physics_efficiency`` (``physics_steps_per_s`` ÷ raw, measured
-interleaved); ``rgb_fps_large_over_small`` (224² RGB in a 12-room vs a 4-room generated home,
+stepped by ``mj_step`` alone) and ``physics_efficiency`` (the controller loop's rate ÷ raw, the two
+taking turns call by call, compared at the 0.8 quantile of per-call rates); ``rgb_fps_large_over_small`` (224² RGB in a 12-room vs a 4-room generated home,
 interleaved); on a generated home (``--seed``) when the scene generator
 is installed, else on ``vlnverse.sim.demo.demo_home``. The process is pinned to one core and
-Mesa's llvmpipe to one thread.
+Mesa's llvmpipe to one thread. ``targets`` are issue 18's and 14's (``TARGETS``; absolute rates
+for an idle machine) and ``meets_targets`` compares each figure with its target.
 """
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ from typing import Callable
 import numpy as np
 
 from ..core.body import DEFAULT_BODY
+
+
+#: Targets of issues 18 and 14 (idle machine, one core): absolute rates and same-run ratios.
+TARGETS = {"physics_steps_per_s": 50000, "rgbd_agent_steps_per_s": 60, "panoramas_per_s": 8,
+           "physics_efficiency": 0.8, "rgb_fps_large_over_small": 0.85, "default_over_fast_rgb": 0.5}
 
 
 def _pin_to_one_core() -> int:
@@ -120,19 +126,23 @@ def run(args) -> dict:
     figures.update(_quality_rates(scene, start, rgb, repeat, rng))
     figures.update(_home_size_rates(seed, rgb, repeat, rng))
     figures["rgbd_agent_steps_per_s_by_quality"] = _agent_step_rates(scene, start, actions, repeat)
-    figures["targets"] = {"physics_steps_per_s": 50000, "rgbd_agent_steps_per_s": 40, "panoramas_per_s": 5,
-                          "default_over_fast_rgb": 0.5, "physics_efficiency": 0.8, "rgb_fps_large_over_small": 0.85}
+    figures["targets"] = dict(TARGETS)
     figures["meets_targets"] = {k: figures[k] >= v for k, v in figures["targets"].items()}
     env.close()
     bare.close()
     return figures
 
 
+#: quantile of per-call rates that ``physics_efficiency`` compares (upper: calls not preempted)
+EFFICIENCY_QUANTILE = 0.8
+
+
 def _physics_efficiency(sim, start, physics: Callable[[], int], repeat: int) -> dict:
     """``raw_mj_steps_per_s``: the simulator's own compiled model stepped by MuJoCo alone
     (``mj_step`` with ``nstep`` from the simulator's state with its actuator command held, one
-    second of simulated time a call), interleaved with ``physics`` in the same run; and
-    ``physics_efficiency`` = the controller loop's rate ÷ that."""
+    second of simulated time a call), taking turns call by call with ``physics`` (the same
+    steps through the controller loop) in the same run; and ``physics_efficiency`` = the
+    controller loop's best rate ÷ raw's best rate."""
     import mujoco
 
     model = sim._m  # the same compiled model (scene + agent), stepped on its own data
@@ -151,10 +161,24 @@ def _physics_efficiency(sim, start, physics: Callable[[], int], repeat: int) -> 
         mujoco.mj_step(model, data, n)
         return n
 
+    # The two take turns call by call (one simulated second each, a few ms), at least
+    # ``min_time`` s each per round; a call's rate is its steps over its time, and a round's
+    # rate the ``EFFICIENCY_QUANTILE`` quantile of its calls' rates (on a shared machine many
+    # calls are preempted part-way; a total over all calls would measure the load). Best round.
+    min_time = 1.0
     best_raw = best_ours = 0.0
     for _ in range(max(1, repeat)):
-        best_raw = max(best_raw, _rate(raw, 1))
-        best_ours = max(best_ours, _rate(physics, 1))
+        rates: dict[str, list[float]] = {"raw": [], "ours": []}
+        spent = {"raw": 0.0, "ours": 0.0}
+        while min(spent.values()) < min_time:
+            for key, fn in (("raw", raw), ("ours", physics)):
+                t0 = time.perf_counter()
+                steps = fn()
+                dt = time.perf_counter() - t0
+                spent[key] += dt
+                rates[key].append(steps / dt)
+        best_raw = max(best_raw, float(np.quantile(rates["raw"], EFFICIENCY_QUANTILE)))
+        best_ours = max(best_ours, float(np.quantile(rates["ours"], EFFICIENCY_QUANTILE)))
     return {"raw_mj_steps_per_s": round(best_raw, 1),
             "physics_efficiency": round(best_ours / max(best_raw, 1e-9), 3)}
 
@@ -165,8 +189,8 @@ HOME_SIZE_STARTS = 8
 
 def _home_size_rates(seed: int, spec, repeat: int, rng: np.random.Generator) -> dict:
     """224² RGB frames/s (``default`` preset) in a 4-room and a 12-room generated home, from
-    ``HOME_SIZE_STARTS`` random starts in turn facing random directions, the homes interleaved;
-    ``rgb_fps_large_over_small`` = 12 ÷ 4."""
+    ``HOME_SIZE_STARTS`` random starts in turn facing random directions, the homes taking turns
+    frame by frame; ``rgb_fps_large_over_small`` = 12 ÷ 4."""
     try:
         from vlnverse.scenes.procgen import generate_home
     except ImportError:
@@ -187,15 +211,22 @@ def _home_size_rates(seed: int, spec, repeat: int, rng: np.random.Generator) -> 
                 env.reset(seed=seed + k)
                 poses[label].append(env.sim.pose)
         best = {label: 0.0 for label in envs}
+        for label, env in envs.items():  # the first frame of a scene uploads its meshes and textures: not timed
+            env.sim.render_at(poses[label][0], spec)
+        # the homes take turns frame by frame (same yaw for both), so that load from other
+        # processes hits them alike; best of ``repeat`` rounds of at least 1 s per home
         for _ in range(max(1, repeat)):
-            for label, env in envs.items():
-                def fn(env=env, starts=poses[label], count=[0]) -> int:
-                    start = starts[count[0] % len(starts)]
-                    count[0] += 1
-                    env.sim.render_at(AgentPose(start.x, start.y, float(rng.uniform(-math.pi, math.pi))), spec)
-                    return 1
-                fn()  # the first frame of a scene uploads its meshes and textures: not timed
-                best[label] = max(best[label], _rate(fn, 1))
+            spent = {label: 0.0 for label in envs}
+            frames = 0
+            while min(spent.values()) < 1.0:
+                yaw = float(rng.uniform(-math.pi, math.pi))
+                for label, env in envs.items():
+                    start = poses[label][frames % len(poses[label])]
+                    t0 = time.perf_counter()
+                    env.sim.render_at(AgentPose(start.x, start.y, yaw), spec)
+                    spent[label] += time.perf_counter() - t0
+                frames += 1
+            best = {label: max(best[label], frames / spent[label]) for label in envs}
         return {"rgb_fps_small_home": round(best["small"], 1), "rgb_fps_large_home": round(best["large"], 1),
                 "geoms_small_home": len(envs["small"].scene.geoms), "geoms_large_home": len(envs["large"].scene.geoms),
                 "rgb_fps_large_over_small": round(best["large"] / max(best["small"], 1e-9), 3)}

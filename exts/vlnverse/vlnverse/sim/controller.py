@@ -127,14 +127,16 @@ def clip_velocity(body, action: VelocityAction) -> tuple[np.ndarray, bool]:
     if not body.holonomic and action.lateral != 0.0:
         raise InvalidActionError(f"VelocityAction.lateral = {action.lateral}: body '{body.name}' is differential "
                                  "drive (holonomic: false) and cannot move sideways; expected 0")
-    v = float(np.clip(action.v, -body.max_linear_speed, body.max_linear_speed))
-    lat = float(np.clip(action.lateral, -body.max_linear_speed, body.max_linear_speed))
+    vmax, wmax = body.max_linear_speed, body.max_angular_speed  # plain floats: this runs every action
+    v = min(max(float(action.v), -vmax), vmax)
+    lat = min(max(float(action.lateral), -vmax), vmax)
     speed = math.hypot(v, lat)
-    if speed > body.max_linear_speed:
-        v, lat = v * body.max_linear_speed / speed, lat * body.max_linear_speed / speed
-    w = float(np.clip(action.omega, -body.max_angular_speed, body.max_angular_speed))
-    target = np.array([v, lat, w])
-    return target, not np.allclose(target, [action.v, action.lateral, action.omega])
+    if speed > vmax:
+        v, lat = v * vmax / speed, lat * vmax / speed
+    w = min(max(float(action.omega), -wmax), wmax)
+    asked = (float(action.v), float(action.lateral), float(action.omega))
+    clipped = any(abs(t - a) > 1e-8 + 1e-5 * abs(a) for t, a in zip((v, lat, w), asked))  # np.allclose's test
+    return np.array([v, lat, w]), clipped
 
 
 class ReferenceServo:
@@ -162,18 +164,19 @@ class ReferenceServo:
         """(x, y, yaw) of the unobstructed body now."""
         return self.ideal[0], self.ideal[1], self.ideal[2]
 
-    def advance(self) -> None:
-        """Integrate one control tick."""
+    def advance(self, ticks: int = 1) -> None:
+        """Integrate ``ticks`` control ticks."""
         tf, tl, tw, af, al, aw = self.tf, self.tl, self.tw, self.af, self.al, self.aw
         sub_dt, tau, holonomic = self.dt, self.tau, self.holonomic
         vx, vy, w = self.ideal_vel
         x, y, yaw = self.ideal
-        for _ in range(self.substeps):
-            c, s = math.cos(yaw), math.sin(yaw)
+        cos, sin, hypot = math.cos, math.sin, math.hypot
+        for _ in range(self.substeps * ticks):
+            c, s = cos(yaw), sin(yaw)
             acc_f = (tf - (c * vx + s * vy)) / tau
             acc_l = (tl - (-s * vx + c * vy)) / tau
             if holonomic:  # one limit on the planar acceleration's magnitude (``planar_servo_force``)
-                norm = math.hypot(acc_f, acc_l)
+                norm = hypot(acc_f, acc_l)
                 if norm > af:
                     acc_f, acc_l = acc_f * af / norm, acc_l * af / norm
             else:

@@ -14,6 +14,8 @@ engine:
 ``_read_qvel()``          agent world-frame (vx, vy, yaw rate)
 ``_set_target(target)``   body-frame velocity target (forward, lateral, yaw rate) of the servos
 ``_physics_steps(n, t)``  ``n`` physics steps; append the contact keys of the agent to ``t``
+``_hold(target, k, t)``   optional: hold a velocity target for ``k`` control ticks in one call
+                          (the default loops ``_physics_steps``; MuJoCo runs them in one tight loop)
 ``_write_agent(x,y,yaw)`` set the agent pose, zero its velocity and target
 ``_penetrating(x,y,yaw)`` contact keys the agent would penetrate at that pose (probe only)
 ``_settle()``             make the state consistent after a placement (kinematics)
@@ -79,6 +81,20 @@ class PhysicsSimulator(Simulator):
     def _physics_steps(self, n: int, touched: list) -> None:
         """Advance physics ``n`` steps; append the keys of everything touching the agent to ``touched``."""
 
+    def _hold(self, target, ticks: int, touched: list) -> list[tuple[float, float, float]]:
+        """Hold the body-frame velocity ``target`` for ``ticks`` control ticks (``control.substeps``
+        physics steps each), appending contact keys to ``touched`` as ``_physics_steps`` does;
+        returns the agent's (x, y, engine yaw) after each tick. A backend may override this with a
+        tighter loop that gives the same physics (no per-tick return to this class)."""
+        self._set_target(target)
+        sub = self.control.substeps
+        rows = []
+        for _ in range(ticks):
+            self._physics_steps(sub, touched)
+            q = self._read_qpos()
+            rows.append((float(q[0]), float(q[1]), float(q[2])))
+        return rows
+
     @abc.abstractmethod
     def _write_agent(self, x: float, y: float, yaw: float) -> None:
         """Set the agent pose, zero its velocity and its servo target."""
@@ -105,6 +121,12 @@ class PhysicsSimulator(Simulator):
         see ``sensors.depth_output``) of camera ``spec`` at world position ``pos`` and rotation
         ``rot`` (columns forward, left, up)."""
 
+    def _render_views(self, spec, positions: Sequence[np.ndarray], rotations: Sequence[np.ndarray],
+                      kinds) -> list[dict[str, np.ndarray]]:
+        """``_render_camera`` for several camera poses (a panorama's views); a backend may share
+        the scene set-up between them."""
+        return [self._render_camera(spec, p, r, kinds) for p, r in zip(positions, rotations)]
+
     @abc.abstractmethod
     def _lidar(self, spec: LidarSpec, pos: np.ndarray, rot: np.ndarray) -> np.ndarray:
         """LiDAR ranges (channels, beams) float32 from ``pos``/``rot``; ``inf`` where nothing lies
@@ -119,13 +141,10 @@ class PhysicsSimulator(Simulator):
                                          floor_z=floor)
             return {spec.name: self._lidar(spec, pos, rot)}
         if isinstance(spec, PanoramaSpec):
-            views: dict[str, list[np.ndarray]] = {m: [] for m in spec.modalities}
-            for i in range(spec.views):
-                pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 2 * math.pi * i / spec.views, floor)
-                raw = self._render_camera(spec, pos, rot, spec.modalities)
-                for m in spec.modalities:
-                    views[m].append(raw[m])
-            return {f"{spec.name}_{m}": np.stack(v) for m, v in views.items()}
+            poses = [sensor_world_pose(pose, spec.mount, self.body.camera_height, 2 * math.pi * i / spec.views, floor)
+                     for i in range(spec.views)]
+            raws = self._render_views(spec, [p for p, _ in poses], [r for _, r in poses], spec.modalities)
+            return {f"{spec.name}_{m}": np.stack([raw[m] for raw in raws]) for m in spec.modalities}
         pos, rot = sensor_world_pose(pose, spec.mount, self.body.camera_height, 0.0, floor)
         return {spec.name: self._render_camera(spec, pos, rot, (spec.kind,))[spec.kind]}
 
@@ -316,26 +335,34 @@ class PhysicsSimulator(Simulator):
 
     def _velocity_action(self, action: VelocityAction) -> ActionResult:
         """Hold the (clipped) body-frame velocity for ``action.duration``; the commanded pose is
-        the unobstructed reference (``controller.ReferenceServo``) with the same servos."""
+        the unobstructed reference (``controller.ReferenceServo``) with the same servos. The
+        target is constant, so the ticks run in one backend call (``_hold``) and the reference is
+        integrated afterwards: no per-tick Python between physics steps."""
+        t0, sim0 = _time.perf_counter(), self.time
         cfg = self.control
         target, was_clipped = clip_velocity(self.body, action)
         ticks = max(1, int(round(action.duration * cfg.control_hz)))
-        reference = ReferenceServo(self.body, cfg, target, tuple(self._read_qpos()), tuple(self._read_qvel()),
-                                   self.servo_tau)
-
-        def command(tick: int):
-            if tick >= ticks:
-                return None, "ok"
-            reference.advance()
-            return target, None
-
-        pitch = self._pitch
-        result = self._run(repr(action), command, ticks + 1,
-                           lambda: AgentPose(float(reference.ideal[0]), float(reference.ideal[1]),
-                                             float(wrap_angle(reference.ideal[2])), pitch),
-                           brake=False)
-        result.message += " (clipped to body limits)" if was_clipped else ""
-        return result
+        q0 = tuple(float(v) for v in self._read_qpos())
+        reference = ReferenceServo(self.body, cfg, target, q0, tuple(self._read_qvel()), self.servo_tau)
+        start = self.pose
+        # rows continue the wrapped start heading (an engine's yaw joint may be unwrapped): no 2π jumps
+        yaw_offset = start.yaw - q0[2]
+        touched: list = []
+        rows = self._hold(target, ticks, touched)
+        reference.advance(ticks)
+        traj = np.empty((len(rows) + 1, 3))
+        traj[0] = (start.x, start.y, start.yaw)
+        traj[1:] = rows
+        traj[1:, 2] += yaw_offset
+        achieved = self.pose
+        cmd = AgentPose(float(reference.ideal[0]), float(reference.ideal[1]), float(wrap_angle(reference.ideal[2])),
+                        self._pitch)
+        contacts = self._contacts_from(dict.fromkeys(touched))
+        msg = "ok" + (" (clipped to body limits)" if was_clipped else "")
+        return ActionResult(repr(action), cmd, achieved, collided=bool(contacts), contacts=contacts,
+                            obstacle_displacement=cmd.distance_to(achieved), success=True, message=msg,
+                            physics_steps=ticks * cfg.substeps, sim_time=float(self.time - sim0),
+                            wall_time=_time.perf_counter() - t0, trajectory=traj)
 
     def _look(self, act: DiscreteAction) -> ActionResult:
         """Tilt the camera by ``look_angle_deg`` (clamped to the body's pitch range) at the body's

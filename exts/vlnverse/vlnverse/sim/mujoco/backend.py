@@ -12,6 +12,7 @@ reference, the planar servo force, the de-penetration search) is the backend-neu
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 
@@ -64,6 +65,7 @@ class MujocoSimulator(PhysicsSimulator):
         self._planar_fmax = body.mass * body.max_linear_accel
         self._ix, self._iy, self._iyaw = (int(i) for i in self._dadr)
         self._qyaw = int(self._qadr[2])
+        self._qadr_t = tuple(int(i) for i in self._qadr)
         self._af, self._al, self._ayaw = (int(i) for i in self._act)
         for spec in sensors:
             self.attach_sensor(spec)
@@ -83,10 +85,12 @@ class MujocoSimulator(PhysicsSimulator):
         return list(self._built.labels)
 
     def _read_qpos(self):
-        return self._d.qpos[self._qadr]
+        q, (i, j, k) = self._d.qpos, self._qadr_t
+        return q.item(i), q.item(j), q.item(k)
 
     def _read_qvel(self):
-        return self._d.qvel[self._dadr]
+        v = self._d.qvel
+        return v.item(self._ix), v.item(self._iy), v.item(self._iyaw)
 
     def object_positions(self) -> dict[int, np.ndarray]:
         return {inst: self._d.xpos[b].copy() for inst, b in self._built.movable_bodies.items()}
@@ -98,6 +102,20 @@ class MujocoSimulator(PhysicsSimulator):
     def _render_camera(self, spec, pos: np.ndarray, rot: np.ndarray, kinds) -> dict[str, np.ndarray]:
         raw_kinds = {"rgb" if k == "rgb" else "depth" if k == "depth" else "geom" for k in kinds}
         raw = self._renderer.render(self._d, pos, rot, spec.width, spec.height, spec.hfov_deg, raw_kinds)
+        return self._finish(spec, raw, kinds)
+
+    def _render_views(self, spec, positions, rotations, kinds) -> list[dict[str, np.ndarray]]:
+        """A panorama's views: the GL renderer updates the scene once for all views sharing a
+        position and then only moves the camera (``GLRenderer.render_views``)."""
+        render_views = getattr(self._renderer, "render_views", None)
+        if render_views is None or any(not np.array_equal(p, positions[0]) for p in positions):
+            return super()._render_views(spec, positions, rotations, kinds)
+        raw_kinds = {"rgb" if k == "rgb" else "depth" if k == "depth" else "geom" for k in kinds}
+        raws = render_views(self._d, positions[0], rotations, spec.width, spec.height, spec.hfov_deg, raw_kinds)
+        return [self._finish(spec, raw, kinds) for raw in raws]
+
+    def _finish(self, spec, raw: dict[str, np.ndarray], kinds) -> dict[str, np.ndarray]:
+        """Raw renderer images → the outputs ``kinds`` as ``spec`` documents them."""
         out = {}
         for k in kinds:
             if k == "rgb":
@@ -120,21 +138,24 @@ class MujocoSimulator(PhysicsSimulator):
 
     def _set_target(self, target) -> None:
         """Body-frame velocity target (forward, lateral, yaw rate) of the agent's servos."""
-        self._target = [float(v) for v in target]
-        if self._planar:
-            self._d.ctrl[self._ayaw] = self._target[2]
+        tf, tl, tw = (float(v) for v in target)
+        self._target = [tf, tl, tw]
+        ctrl = self._d.ctrl
+        if self._planar:  # the forward/lateral motors are set before each physics step (``_planar_servo``)
+            ctrl[self._ayaw] = tw
             self._planar_servo()
         else:
-            self._d.ctrl[self._act] = self._target
+            ctrl[self._af], ctrl[self._al], ctrl[self._ayaw] = tf, tl, tw
 
     def _planar_servo(self) -> None:
         """Holonomic bodies: planar force = kv × (target − velocity) in the body frame, scaled down
-        to ``mass × max_linear_accel`` in magnitude; written to the forward/lateral motors. Called
-        before every physics step (MuJoCo's per-actuator limits would clip each axis separately)."""
+        to ``mass × max_linear_accel`` in magnitude; written to the forward/lateral motors. Run
+        before every physics step (MuJoCo's per-actuator limits would clip each axis separately);
+        ``_physics_steps`` and ``_hold`` inline it."""
         d = self._d
         qvel = d.qvel
-        ff, fl = planar_servo_force(self._target[0], self._target[1], qvel[self._ix], qvel[self._iy],
-                                    d.qpos[self._qyaw], self._planar_kv, self._planar_fmax)
+        ff, fl = planar_servo_force(self._target[0], self._target[1], qvel.item(self._ix), qvel.item(self._iy),
+                                    d.qpos.item(self._qyaw), self._planar_kv, self._planar_fmax)
         ctrl = d.ctrl
         ctrl[self._af] = ff
         ctrl[self._al] = fl
@@ -168,24 +189,58 @@ class MujocoSimulator(PhysicsSimulator):
 
     # ------------------------------------------------------------------ stepping
     def _physics_steps(self, n: int, touched: list) -> None:
-        """``n`` physics steps; a holonomic body's planar servo (``_planar_servo``) is inlined here,
-        on plain floats (``.item()``: ~3x faster than numpy scalars), as it runs every step."""
+        """``n`` physics steps (``_hold`` with one tick of ``n`` steps)."""
+        self._steps(1, n, touched, None)
+
+    def _hold(self, target, ticks: int, touched: list) -> list[tuple[float, float, float]]:
+        """``ticks`` control ticks at a constant target in one loop (same physics as ticking
+        ``_physics_steps``): no return to the shared tick loop between them."""
+        self._set_target(target)
+        rows: list = []
+        self._steps(ticks, self.control.substeps, touched, rows)
+        return rows
+
+    def _steps(self, ticks: int, sub: int, touched: list, rows: list | None) -> None:
+        """``ticks`` × ``sub`` physics steps; a holonomic body's planar servo (``_planar_servo``) is
+        evaluated before every step on plain floats;
+        contacts are read only in steps that have any (``ncon``); (x, y, yaw) is appended to
+        ``rows`` after every ``sub`` steps when given. Differential-drive bodies use MuJoCo's
+        velocity servos (actuator level): Python only checks ``ncon`` between steps."""
         mj_step, m, d, agent_contacts = self._mj.mj_step, self._m, self._d, self._agent_contacts
+        # memoryviews of MjData's arrays: indexing gives/takes plain floats (~3x faster than numpy)
+        qpos, qvel, ctrl = memoryview(d.qpos), memoryview(d.qvel), memoryview(d.ctrl)
+        qx, qy, qyaw = self._qadr_t
         if self._planar:
-            qpos, qvel, ctrl = d.qpos, d.qvel, d.ctrl
-            ix, iy, iyaw, af, al = self._ix, self._iy, int(self._qyaw), self._af, self._al
+            ix, iy, af, al = self._ix, self._iy, self._af, self._al
             kv, fmax = self._planar_kv, self._planar_fmax
             tf, tl = self._target[0], self._target[1]
-            for _ in range(n):
-                ctrl[af], ctrl[al] = planar_servo_force(tf, tl, qvel.item(ix), qvel.item(iy), qpos.item(iyaw), kv, fmax)
-                mj_step(m, d)
-                if d.ncon:
-                    touched.extend(agent_contacts())
-        else:  # differential drive: MuJoCo velocity servos (actuator level); only contacts are read here
-            for _ in range(n):
-                mj_step(m, d)
-                if d.ncon:
-                    touched.extend(agent_contacts())
+            cos, sin, hypot = math.cos, math.sin, math.hypot
+            for _ in range(ticks):
+                for _ in range(sub):
+                    # ``controller.planar_servo_force`` inlined (the same expressions: same numbers)
+                    vx, vy, yaw = qvel[ix], qvel[iy], qpos[qyaw]
+                    c, s = cos(yaw), sin(yaw)
+                    ff = kv * (tf - (c * vx + s * vy))
+                    fl = kv * (tl - (c * vy - s * vx))
+                    norm = hypot(ff, fl)
+                    if norm > fmax:
+                        scale = fmax / norm
+                        ff, fl = ff * scale, fl * scale
+                    ctrl[af] = ff
+                    ctrl[al] = fl
+                    mj_step(m, d)
+                    if d.ncon:
+                        touched.extend(agent_contacts())
+                if rows is not None:
+                    rows.append((qpos[qx], qpos[qy], qpos[qyaw]))
+        else:
+            for _ in range(ticks):
+                for _ in range(sub):
+                    mj_step(m, d)
+                    if d.ncon:
+                        touched.extend(agent_contacts())
+                if rows is not None:
+                    rows.append((qpos[qx], qpos[qy], qpos[qyaw]))
 
     # ------------------------------------------------------------------ contacts
     def _contacts_from(self, geom_ids) -> list[Contact]:

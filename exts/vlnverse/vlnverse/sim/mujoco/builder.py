@@ -180,6 +180,11 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     if hasattr(mujoco.mjtEnableBit, "mjENBL_SLEEP"):  # island sleeping: resting objects cost nothing
         spec.option.enableflags |= int(mujoco.mjtEnableBit.mjENBL_SLEEP)
+    # One quad per box face in the renderer's built-in meshes (MuJoCo's default 4x4 is for
+    # per-vertex lighting; its lighting is per pixel, so images match to a few edge pixels) —
+    # ~16x fewer triangles per box: +20 % RGB and +45 % depth frames/s on llvmpipe. Depth changes
+    # by float rounding only (< 1e-5 m); cylinders and spheres keep their tessellation.
+    spec.visual.quality.numquads = 1
     world = spec.worldbody
     lo, hi = desc.bounds()
     materials: dict[tuple[str, tuple[float, ...]], str] = {}

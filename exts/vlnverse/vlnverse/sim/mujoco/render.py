@@ -115,24 +115,32 @@ def antialias(rgb: np.ndarray, threshold: float = 12.0, span: float = 48.0) -> n
     """Edge anti-aliasing in the spirit of FXAA on an (H, W, 3) uint8 image: pixels on a luma edge
     (central difference above ``threshold``) are blended, up to half-way, with their two
     neighbours *along* the edge, which softens staircases without blurring flat areas or texture
-    detail below the threshold. About 1/10 of MSAA's cost on llvmpipe; border pixels are kept."""
+    detail below the threshold. About 1/10 of MSAA's cost on llvmpipe; border pixels are kept.
+    Only edge pixels are computed (the others have weight 0 and are returned as they are)."""
     img = rgb.astype(np.float32)
     luma = img @ _LUMA
     gx = np.abs(luma[1:-1, 2:] - luma[1:-1, :-2])
     gy = np.abs(luma[2:, 1:-1] - luma[:-2, 1:-1])
     weight = np.maximum(gx, gy)
-    weight -= threshold
-    weight *= 1.0 / span
-    np.clip(weight, 0.0, 0.5, out=weight)
-    blend = img[1:-1, 2:] + img[1:-1, :-2]  # along x: for edges running horizontally (gy > gx)
-    np.copyto(blend, img[2:, 1:-1] + img[:-2, 1:-1], where=(gy <= gx)[..., None])
+    ys, xs = np.nonzero(weight > threshold)
+    out = rgb.copy()
+    if not len(ys):
+        return out
+    w = weight[ys, xs]
+    w -= threshold
+    w *= 1.0 / span
+    np.clip(w, 0.0, 0.5, out=w)
+    y, x = ys + 1, xs + 1
+    # along x for edges running horizontally (gy > gx), else along y
+    blend = np.where((gy[ys, xs] <= gx[ys, xs])[:, None], img[y + 1, x] + img[y - 1, x], img[y, x + 1] + img[y, x - 1])
     blend *= 0.5
-    centre = img[1:-1, 1:-1]
+    centre = img[y, x]
     blend -= centre
-    blend *= weight[..., None]
+    blend *= w[:, None]
     centre += blend
-    img += 0.5
-    return img.astype(np.uint8)
+    centre += 0.5
+    out[y, x] = centre.astype(np.uint8)
+    return out
 
 
 #: Geom group that culled geoms are moved to while a frame is drawn (never shown).
@@ -171,9 +179,16 @@ class RoomPortals:
     """Per-room visibility from the scene's rooms and doors (portal culling): from the room the
     camera is in, a room next door is visible only when their door lies in the view frustum, and
     so on room by room (a line of sight into a room passes through every door on the way, so
-    each of them touches the frustum: conservative for opaque full-height walls). Static geoms
-    whose footprint lies inside one room are assigned to it; everything else (walls between
-    rooms, movable objects, geoms outside every room) is left to frustum culling."""
+    each of them touches the frustum: conservative for opaque full-height walls). For a level
+    camera the horizontal view is narrowed door by door, and a geom of a room seen only through
+    doors is drawn only when its footprint's horizontal angles meet that room's view through them.
+
+    A geom belongs to every room whose (bounding box of its) polygon its footprint touches: a wall
+    to the rooms on both sides, a door frame to both rooms of the door, furniture to its room. A
+    point of a geom that the camera sees lies in a room the line of sight reached, so a geom is
+    drawn when one of its rooms is visible; geoms that touch no room (and everything while the
+    camera is in no room) are left to frustum culling. Movable objects are assigned by their
+    current position each frame."""
 
     #: door portal: a sphere round the opening (height above the floor, half-height, margin), m
     DOOR_Z, DOOR_HALF_HEIGHT, MARGIN = 1.25, 1.4, 0.1
@@ -181,29 +196,27 @@ class RoomPortals:
     DOOR_DEPTH = 0.2
     #: closer than this (m) to a door's box, the camera sees through it whatever the direction
     DOOR_NEAR = 0.3
-    #: how far (m) a geom's footprint may reach past its room's polygon and still belong to it
-    FOOTPRINT_SLACK = 0.15
+    #: a footprint must overlap a room's box by more than this (m) to belong to it
+    OVERLAP_TOL = 1e-4
 
     def __init__(self, rooms, doors, model, floor_z: float = 0.0):
         from matplotlib.path import Path as MplPath
 
         self.paths = [MplPath(np.asarray(r.polygon, float)[:, :2]) for r in rooms]
         index = {r.room_id: i for i, r in enumerate(rooms)}
+        self.room_lo = np.array([np.asarray(r.polygon, float)[:, :2].min(axis=0) for r in rooms]).reshape(-1, 2)
+        self.room_hi = np.array([np.asarray(r.polygon, float)[:, :2].max(axis=0) for r in rooms]).reshape(-1, 2)
         lo, hi = _static_geom_footprints(model)
-        static = (np.asarray(model.geom_bodyid) == 0) & (np.asarray(model.geom_rbound) > 0)
-        # a footprint may reach FOOTPRINT_SLACK past the room polygon (floor slabs under walls,
-        # furniture against them): shrink it by that much before the inside test
-        slack = np.minimum(self.FOOTPRINT_SLACK, 0.25 * (hi - lo))  # thin walls keep their thickness
-        lo, hi = lo + slack, hi - slack
-        self.geom_room = np.full(model.ngeom, -1, int)
-        for i, path in enumerate(self.paths):
-            cand = np.flatnonzero(static & (self.geom_room < 0))
-            if not len(cand):
-                break
-            corners = np.stack([lo[cand], np.c_[lo[cand, 0], hi[cand, 1]], hi[cand], np.c_[hi[cand, 0], lo[cand, 1]],
-                                0.5 * (lo[cand] + hi[cand])], axis=1).reshape(-1, 2)
-            inside = path.contains_points(corners).reshape(len(cand), 5).all(axis=1)
-            self.geom_room[cand[inside]] = i
+        bodies = np.asarray(model.geom_bodyid)
+        sized = np.asarray(model.geom_rbound) > 0
+        static = (bodies == 0) & sized
+        self.movable = np.flatnonzero((bodies != 0) & sized)
+        self._rbound = np.asarray(model.geom_rbound)
+        self.foot_lo, self.foot_hi = lo, hi
+        self.member = np.zeros((model.ngeom, len(self.paths)), bool)  # geom touches room
+        self.member[static] = self._touching(lo[static], hi[static])
+        #: one room per geom (the first it touches; -1 for none), kept for inspection
+        self.geom_room = np.where(self.member.any(axis=1), self.member.argmax(axis=1), -1)
         self.doors = [(index[a], index[b]) for d in doors for a, b in [d.room_ids] if a in index and b in index]
         self.door_centres = np.array([[*np.asarray(d.center, float)[:2], floor_z + self.DOOR_Z] for d in doors
                                       if d.room_ids[0] in index and d.room_ids[1] in index]).reshape(-1, 3)
@@ -220,9 +233,32 @@ class RoomPortals:
                 c, ha, hc = np.asarray(d.center, float)[:2], d.width / 2 + self.MARGIN, self.DOOR_DEPTH
                 boxes.append([c + sa * ha * along + sc * hc * across for sa in (-1, 1) for sc in (-1, 1)])
         self.door_corners = np.array(boxes, float).reshape(-1, 4, 2)
-        self.useful = bool((self.geom_room >= 0).any())
+        self.in_room = self.member.any(axis=1)
+        self._placed: np.ndarray | None = None  # movable geoms' xy at their last placement
+        self.useful = bool(self.in_room.any())
         self._last_key: tuple | None = None
         self._last_start: list[int] = []
+
+    def _touching(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """(N, rooms) bool: whether footprint boxes ``lo``/``hi`` (N, 2) overlap each room's
+        bounding box by more than ``OVERLAP_TOL`` on both axes (a box that only meets a room's
+        edge does not belong to it)."""
+        tol = self.OVERLAP_TOL
+        return ((lo[:, None, :] < self.room_hi[None] - tol) & (hi[:, None, :] > self.room_lo[None] + tol)).all(-1)
+
+    def _update_movable(self, geom_xpos: np.ndarray) -> None:
+        """Room membership and footprints of movable geoms at their current positions."""
+        ids = self.movable
+        if not len(ids):
+            return
+        centre = np.asarray(geom_xpos)[ids, :2]
+        if self._placed is not None and np.array_equal(centre, self._placed):
+            return  # nothing moved (resting objects sleep): keep the placement
+        self._placed = centre.copy()
+        r = self._rbound[ids, None]
+        self.foot_lo[ids], self.foot_hi[ids] = centre - r, centre + r
+        self.member[ids] = self._touching(centre - r, centre + r)
+        self.in_room = self.member.any(axis=1)
 
     def _door_angles(self, position: np.ndarray, rotation: np.ndarray) -> list:
         """Per door, the interval of horizontal view angles (rad, left positive) its box covers
@@ -230,34 +266,57 @@ class RoomPortals:
         behind the camera."""
         fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
         left = np.array([-fwd[1], fwd[0]])
-        rel = self.door_corners - position[:2]
+        rel = self.door_corners - position[:2]  # (doors, 4, 2)
         f, l_ = rel @ fwd, rel @ left
+        lo, hi = rel.min(axis=1), rel.max(axis=1)
+        gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0), axis=1)  # camera to the (axis-aligned) box
+        ahead = f > 1e-6
+        angles = np.arctan2(l_, np.maximum(f, 1e-9))
+        amin, amax = angles.min(axis=1).tolist(), angles.max(axis=1).tolist()
+        all_ahead, none_ahead = ahead.all(axis=1).tolist(), (~ahead).all(axis=1).tolist()
+        near = (gap < self.DOOR_NEAR).tolist()
         out: list = []
         for k in range(len(rel)):
-            lo, hi = rel[k].min(axis=0), rel[k].max(axis=0)
-            gap = np.linalg.norm(np.maximum(np.maximum(lo, -hi), 0.0))  # camera to the (axis-aligned) box
-            if gap < self.DOOR_NEAR or (f[k] <= 1e-6).any() and not (f[k] <= 1e-6).all():
+            if near[k] or not all_ahead[k] and not none_ahead[k]:
                 out.append((-math.inf, math.inf))
-            elif (f[k] <= 1e-6).all():
+            elif none_ahead[k]:
                 out.append(None)
             else:
-                angles = np.arctan2(l_[k], f[k])
-                out.append((float(angles.min()), float(angles.max())))
+                out.append((amin[k], amax[k]))
         return out
 
+    def _footprint_angles(self, ids: np.ndarray, position: np.ndarray, rotation: np.ndarray):
+        """Horizontal view angles (min, max; rad, left positive) of the footprint boxes of geoms
+        ``ids`` from a level camera; (-inf, inf) where a box reaches beside or behind the camera."""
+        fwd = rotation[:2, 0] / max(np.linalg.norm(rotation[:2, 0]), 1e-12)
+        left = np.array([-fwd[1], fwd[0]])
+        lo, hi = self.foot_lo[ids] - position[:2], self.foot_hi[ids] - position[:2]
+        corners = np.stack([lo, np.c_[lo[:, 0], hi[:, 1]], hi, np.c_[hi[:, 0], lo[:, 1]]], axis=1)  # (N, 4, 2)
+        f, l_ = corners @ fwd, corners @ left
+        angles = np.arctan2(l_, np.maximum(f, 1e-9))
+        amin, amax = angles.min(axis=1), angles.max(axis=1)
+        full = (f <= 1e-6).any(axis=1)
+        amin[full], amax[full] = -math.inf, math.inf
+        return amin, amax
+
     def hidden_geoms(self, position: np.ndarray, rotation: np.ndarray, hfov_deg: float,
-                     vfov_deg: float) -> np.ndarray | None:
+                     vfov_deg: float, geom_xpos: np.ndarray | None = None) -> np.ndarray | None:
         """Geoms in rooms the camera cannot see into (bool, per geom), or ``None`` when the camera
-        is in no room (then nothing is culled by room)."""
+        is in no room (then nothing is culled by room). ``geom_xpos`` (current geom positions)
+        places the movable objects; without it they keep their last placement."""
         key = (float(position[0]), float(position[1]))
         if key != self._last_key:  # the views of a panorama share their position: look it up once
             self._last_key = key
-            self._last_start = [i for i, p in enumerate(self.paths) if p.contains_point(key, radius=1e-6)
-                                or p.contains_point(key, radius=-1e-6)]
+            near = np.flatnonzero(((self.room_lo - 1e-5 <= key) & (key <= self.room_hi + 1e-5)).all(axis=1))
+            self._last_start = [int(i) for i in near if self.paths[i].contains_point(key, radius=1e-6)
+                                or self.paths[i].contains_point(key, radius=-1e-6)]
         start = self._last_start
         if not start:
             return None
+        if geom_xpos is not None:
+            self._update_movable(geom_xpos)
         seen = set(start)
+        views: dict[int, list[tuple[float, float]]] | None = None  # room -> horizontal angle intervals
         fwd = rotation[:, 0]
         if abs(fwd[2]) > 1e-6 or not len(self.doors):  # pitched camera: doors in the frustum open rooms
             door_seen = frustum_visible(self.door_centres, self.door_radii, position, rotation, hfov_deg, vfov_deg) \
@@ -271,6 +330,7 @@ class RoomPortals:
                         seen.add(other)
                         frontier.append(other)
         else:  # level camera: narrow the horizontal view through each door on the way
+            views = {}
             intervals = self._door_angles(position, rotation)
             half = math.radians(hfov_deg) / 2 + 1e-3
             stack = [(room, -half, half, frozenset([room])) for room in start]
@@ -283,12 +343,26 @@ class RoomPortals:
                     new_lo, new_hi = max(lo, intervals[k][0]), min(hi, intervals[k][1])
                     if new_lo < new_hi:
                         seen.add(other)
+                        views.setdefault(other, []).append((new_lo, new_hi))
                         stack.append((other, new_lo, new_hi, path | {other}))
-        visible_room = np.zeros(len(self.paths) + 1, bool)
-        visible_room[list(seen)] = True
-        visible_room[-1] = True  # index -1: geoms of no room
-        return ~visible_room[self.geom_room]
-
+        member, in_room = self.member, self.in_room
+        seen_list = sorted(seen)
+        visible = ~in_room | member[:, start].any(axis=1)  # the camera's own rooms: all of them
+        through = ~visible & member[:, seen_list].any(axis=1)  # seen only through doors
+        if views is None:
+            visible |= through
+        elif through.any():
+            ids = np.flatnonzero(through)
+            amin, amax = self._footprint_angles(ids, position, rotation)
+            ok = np.zeros(len(ids), bool)
+            for room, spans in views.items():
+                if room in start:
+                    continue
+                rows = member[ids, room]
+                for lo, hi in spans:
+                    ok |= rows & (amin <= hi) & (amax >= lo)
+            visible[ids[ok]] = True
+        return ~visible
 
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
 ACTIVE_ROOM_LIGHTS = 2
@@ -333,6 +407,12 @@ class GLRenderer:
         # group for the draw (rendering cost follows the geoms drawn, not the scene size).
         self._group = np.asarray(model.geom_group).copy()
         self._cullable = (np.asarray(model.geom_rbound) > 0) & (self._group != GROUP_AGENT)
+        # Geoms drawn see-through in RGB (alpha < 1, own or material's): with one in a view, depth
+        # needs its own pass (the RGB pass does not write glass into the depth buffer).
+        matid = np.asarray(model.geom_matid)
+        mat_alpha = np.asarray(model.mat_rgba)[np.maximum(matid, 0), 3] if model.nmat else np.ones(model.ngeom)
+        self._transparent = (np.asarray(model.geom_rgba)[:, 3] < 1) | ((matid >= 0) & (mat_alpha < 1))
+        self._transparent &= self._group != GROUP_AGENT
         self._option = self._mj.MjvOption()
         self._option.geomgroup[:] = 1
         self._option.geomgroup[GROUP_AGENT] = 0
@@ -368,47 +448,52 @@ class GLRenderer:
         on[np.argsort(d, kind="stable")[:ACTIVE_ROOM_LIGHTS]] = True
         self._model.light_active[self._room_lights] = on
 
-    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
-               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
-        """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
-        mj = self._mj
-        kinds = set(kinds)
+    def _place_camera(self, data, position: np.ndarray, rotation: np.ndarray) -> None:
+        """Put the render camera at ``position`` with ``rotation`` columns (forward, left, up)."""
         cam = self._built.camera
         forward, left, up = rotation[:, 0], rotation[:, 1], rotation[:, 2]
         data.cam_xpos[cam] = position
         data.cam_xmat[cam] = np.stack([-left, up, -forward], axis=1).reshape(9)
-        vfov = vertical_fov_deg(width, height, hfov_deg)
-        self._model.cam_fovy[cam] = vfov
-        self.render_calls += 1
-        out: dict[str, np.ndarray] = {}
-        updated = None
+
+    def _hidden(self, data, position: np.ndarray, rotation: np.ndarray, hfov_deg: float, vfov: float,
+                place_movable: bool = True) -> np.ndarray:
+        """Geoms not to draw for one view: outside the frustum, or in rooms it cannot see into
+        (movable objects placed in rooms from ``data`` unless ``place_movable`` is False)."""
         visible = frustum_visible(data.geom_xpos, self._model.geom_rbound, position, rotation, hfov_deg, vfov)
         hidden = self._cullable & ~visible
         if self._portals is not None:  # rooms seen through no door in view
-            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov)
+            behind_walls = self._portals.hidden_geoms(position, rotation, hfov_deg, vfov,
+                                                      data.geom_xpos if place_movable else None)
             if behind_walls is not None:
                 hidden |= self._cullable & behind_walls
-        groups = self._model.geom_group
-        if "rgb" in kinds:
-            self._light_rooms_near(position)
-            updated = self._renderer(width, height, True)
-            if self.quality != "high":  # with shadows, geoms out of view still cast into it
-                groups[hidden] = CULL_GROUP
-            updated.update_scene(data, camera=cam, scene_option=self._option)
-            groups[:] = self._group
-            if len(self._shadowless):
-                from .looks import mark_shadowless
+        return hidden
 
-                mark_shadowless(updated.scene, self._shadowless)
-            self.last_drawn = int(updated.scene.ngeom)
-            out["rgb"] = antialias(updated.render()) if self._post_aa else updated.render()
-        r = self._renderer(width, height, False)
-        if kinds - {"rgb"} and r is not updated:
-            groups[hidden] = CULL_GROUP
-            r.update_scene(data, camera=cam, scene_option=self._option)
+    def _update(self, renderer, data, hidden: np.ndarray, rgb: bool = False) -> None:
+        """``renderer``'s scene from ``data`` without the ``hidden`` geoms; for RGB (``rgb``),
+        window glass is left out of the shadow maps (``high``)."""
+        groups = self._model.geom_group
+        groups[hidden] = CULL_GROUP
+        try:
+            renderer.update_scene(data, camera=self._built.camera, scene_option=self._option)
+        finally:
             groups[:] = self._group
-            self.last_drawn = int(r.scene.ngeom)
-        if "depth" in kinds:
+        if rgb and len(self._shadowless):
+            from .looks import mark_shadowless
+
+            mark_shadowless(renderer.scene, self._shadowless)
+        self.last_drawn = int(renderer.scene.ngeom)
+
+    def _read(self, rgb_renderer, aux_renderer, kinds: set, out: dict, hidden: np.ndarray) -> None:
+        """Render the updated scenes and read ``kinds`` into ``out``. When RGB and depth come
+        from the same context and no see-through geom is drawn (``hidden`` = the culled geoms),
+        depth is read from the RGB pass's depth buffer: the same values as a depth pass
+        (checked equal), one render fewer."""
+        if "rgb" in kinds:
+            out["rgb"] = antialias(rgb_renderer.render()) if self._post_aa else rgb_renderer.render()
+        r = aux_renderer
+        if "depth" in kinds and "rgb" in kinds and r is rgb_renderer and not (self._transparent & ~hidden).any():
+            out["depth"] = self._depth_buffer(r)
+        elif "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
             r.disable_depth_rendering()
@@ -419,8 +504,80 @@ class GLRenderer:
             r.enable_segmentation_rendering()
             seg = r.render()
             r.disable_segmentation_rendering()
-            out["geom"] = np.where(seg[..., 1] == int(mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
+            out["geom"] = np.where(seg[..., 1] == int(self._mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
+
+    def _depth_buffer(self, renderer) -> np.ndarray:
+        """Planar depth (m, ``inf`` beyond the far plane) from the depth buffer of ``renderer``'s
+        last render, converted exactly as ``mujoco.Renderer`` converts a depth render."""
+        m = self._model
+        buf = np.empty((renderer.height, renderer.width), np.float32)
+        renderer._gl_context.make_current()
+        self._mj.mjr_readPixels(None, buf, renderer._rect, renderer._mjr_context)
+        extent = m.stat.extent
+        znear, zfar = np.float32(m.vis.map.znear * extent), np.float32(m.vis.map.zfar * extent)
+        c_coef = -(zfar + znear) / (zfar - znear)
+        d_coef = -(np.float32(2) * zfar * znear) / (zfar - znear)
+        c_coef = np.float32(-0.5) * c_coef - np.float32(0.5)  # reversed Z, as mujoco.Renderer
+        d_coef = np.float32(-0.5) * d_coef
+        depth = np.flipud((d_coef / (buf.astype(np.float64) + c_coef)).astype(np.float32))
+        depth[depth >= m.vis.map.zfar * extent * 0.999] = np.inf
+        return depth
+
+    def render(self, data, position: np.ndarray, rotation: np.ndarray, width: int, height: int,
+               hfov_deg: float, kinds: Iterable[str], cutoff: float = 100.0) -> dict[str, np.ndarray]:
+        """Raw images of ``kinds`` (subset of rgb, depth, geom); see ``RaycastRenderer.render``."""
+        kinds = set(kinds)
+        self._place_camera(data, position, rotation)
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        self._model.cam_fovy[self._built.camera] = vfov
+        self.render_calls += 1
+        out: dict[str, np.ndarray] = {}
+        hidden = self._hidden(data, position, rotation, hfov_deg, vfov)
+        rgb_r = aux_r = None
+        if "rgb" in kinds:
+            self._light_rooms_near(position)
+            rgb_r = self._renderer(width, height, True)
+            # with shadows (``high``), geoms out of view still cast into it: draw them all
+            self._update(rgb_r, data, hidden if self.quality != "high" else np.zeros_like(hidden), rgb=True)
+        if kinds - {"rgb"}:
+            aux_r = self._renderer(width, height, False)
+            if aux_r is not rgb_r:
+                self._update(aux_r, data, hidden)
+        self._read(rgb_r, aux_r, kinds, out, hidden)
         return out
+
+    def render_views(self, data, position: np.ndarray, rotations, width: int, height: int, hfov_deg: float,
+                     kinds: Iterable[str]) -> list[dict[str, np.ndarray]]:
+        """Raw images of ``kinds`` from several cameras at one ``position`` (a panorama), equal to
+        ``render``'s for each view. What depends on the position only is done once (room
+        lights, the camera's room, movable objects' rooms); per view only the culling of that
+        view and the scene update that draws just its geoms. (One scene update shared by all
+        views, moving only the camera, gave the same images but drew the union of the views'
+        geoms in every view: 4.8 against 5.7 panoramas/s measured interleaved.)"""
+        kinds = set(kinds)
+        if self.quality == "high" or not rotations:  # shadows: every view draws everything anyway
+            return [self.render(data, position, rot, width, height, hfov_deg, kinds) for rot in rotations]
+        m, cam = self._model, self._built.camera
+        vfov = vertical_fov_deg(width, height, hfov_deg)
+        m.cam_fovy[cam] = vfov
+        rgb_r = self._renderer(width, height, True) if "rgb" in kinds else None
+        aux_r = self._renderer(width, height, False) if kinds - {"rgb"} else None
+        if rgb_r is not None:
+            self._light_rooms_near(position)
+        renderers = [r for r in (rgb_r, aux_r) if r is not None]
+        if len(renderers) == 2 and renderers[0] is renderers[1]:
+            renderers.pop()
+        views = []
+        for i, rot in enumerate(rotations):
+            self.render_calls += 1
+            self._place_camera(data, position, rot)
+            hidden = self._hidden(data, position, rot, hfov_deg, vfov, place_movable=i == 0)
+            for r in renderers:
+                self._update(r, data, hidden, rgb=r is rgb_r)
+            out: dict[str, np.ndarray] = {}
+            self._read(rgb_r, aux_r, kinds, out, hidden)
+            views.append(out)
+        return views
 
     def close(self) -> None:
         """Close every ``mujoco.Renderer`` (OSMesa complains at exit otherwise)."""

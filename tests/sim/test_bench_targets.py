@@ -1,0 +1,7 @@
+"""``vlnverse bench sim`` states the targets of issues 18 and 14 (what ``meets_targets`` checks)."""
+from vlnverse.benchmarks.sim import TARGETS
+
+
+def test_bench_sim_targets_are_the_issues_numbers():
+    assert TARGETS == {"physics_steps_per_s": 50000, "rgbd_agent_steps_per_s": 60, "panoramas_per_s": 8,
+                       "physics_efficiency": 0.8, "rgb_fps_large_over_small": 0.85, "default_over_fast_rgb": 0.5}
