@@ -261,6 +261,23 @@ def test_compute_scene_maps_and_disk_cache(tmp_path, monkeypatch):
     assert summary["graph_edges"]["adjacent"] == 2
 
 
+def test_computed_and_cached_maps_are_equal_to_the_last_float(tmp_path, monkeypatch):
+    """Episodes must not depend on whether the map cache was warm: a bundle computed afresh and
+    one read from the cache hold the same scene graph attributes (floats included), on a
+    shipped home whose USD holds float32 coordinates (2.4249999523 vs 2.425 before the fix)."""
+    from vlnverse.paths import scenes_dir
+    from vlnverse.scenes.maps import scene_maps_for
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    scene = scenes_dir() / "home_0001.usd"
+    fresh = scene_maps_for(scene).scene_graph.graph
+    cached = scene_maps_for(scene).scene_graph.graph
+    assert list((tmp_path / "cache" / "maps").glob("home_0001-*.npz"))
+    assert dict(fresh.nodes(data=True)) == dict(cached.nodes(data=True))
+    assert sorted(fresh.edges(data=True), key=repr) == sorted(cached.edges(data=True), key=repr)
+    assert fresh.nodes["room:0"]["position"][0] == 2.425
+
+
 def test_render_map_array_shows_rooms_overlays_and_is_deterministic(tmp_path, monkeypatch):
     from vlnverse.scenes.maps import compute_scene_maps
     from vlnverse.scenes.render_map import render_map_array, render_map_png

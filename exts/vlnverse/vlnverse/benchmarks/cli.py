@@ -17,7 +17,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--budget", type=float, default=None, help="CPU budget in seconds, for benchmarks that take one "
                                                              "(train: default 1200 per policy row)")
-    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: cma,rdp)")
+    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: cma,rdp,vlnbert)")
     p.set_defaults(func=_run)
 
 

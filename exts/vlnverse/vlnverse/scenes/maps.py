@@ -145,7 +145,10 @@ def compute_scene_maps(desc: SceneDescription, body, resolution: float = 0.05, *
     navigable = build_navigable_map(desc, body.radius, occupancy=occupancy, resolution=resolution,
                                     agent_height=body.height, step_height=body.step_height)
     room_map = build_room_map(desc, occupancy)
-    maps = SceneMaps(occupancy, navigable, room_map, build_scene_graph(desc, room_map=room_map, grid=occupancy))
+    # the graph as the cache stores it (floats rounded by ``to_jsonable``): a computed bundle and a
+    # cached one are equal, so generated episodes do not depend on whether the cache was warm
+    graph = SceneGraph.from_json(build_scene_graph(desc, room_map=room_map, grid=occupancy).to_json())
+    maps = SceneMaps(occupancy, navigable, room_map, graph)
     if path is not None:
         try:
             _write_cache(path, maps)
