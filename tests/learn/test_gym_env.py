@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import make_episodes
+from learn_helpers import make_episodes
 
 SENSORS = [{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},
            {"name": "depth", "kind": "depth", "width": 16, "height": 16}]

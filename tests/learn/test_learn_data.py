@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import make_episodes
+from learn_helpers import make_episodes
 
 
 def test_vocabulary_maps_unknown_words_to_unk_and_round_trips():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_episodes
+from learn_helpers import make_episodes
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2] / "exts" / "vlnverse"
 SENSORS = [{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},

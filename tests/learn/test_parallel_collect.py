@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from conftest import PAIRS, make_episodes
+from learn_helpers import PAIRS, make_episodes
 from eval_scenes import corridor_loader
 
 SCENES = ("corridor_a", "corridor_b", "corridor_c")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import make_episodes, small_config
+from learn_helpers import make_episodes, small_config
 
 torch = pytest.importorskip("torch")
 
@@ -48,7 +48,7 @@ def test_teacher_path_keeps_clearance_from_walls_and_falls_back_to_the_plain_map
     start and goal falls back to the plain map's path."""
     from scipy import ndimage
 
-    from conftest import PAIRS
+    from learn_helpers import PAIRS
     from vlnverse.learn.rdp import margin_planners, resample_by_length, teacher_path
 
     planner = corridor.planner

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_episodes, small_config
+from learn_helpers import make_episodes, small_config
 
 TINY = dict(il__epochs=2, il__batch_size=2, il__lr=0.003, validation__every=2, validation__limit=2, max_steps=40,
             sensors=[{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import small_config
+from learn_helpers import small_config
 
 torch = pytest.importorskip("torch")
 
@@ -108,7 +108,7 @@ def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, pre
     _train(cfg, corridor)
     agent = make_agent("policy", {"checkpoint": str(Path(cfg.out) / "last.pt")})
     from test_trainer import _actions
-    from conftest import make_episodes
+    from learn_helpers import make_episodes
 
     import vlnverse.learn.waypoints as wp
 
