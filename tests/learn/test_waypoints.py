@@ -112,3 +112,23 @@ def test_predictor_meets_the_issue_criteria_on_held_out_scenes(tmp_path):
     assert held["poses"] >= 100
     assert held["navigable_fraction"] >= 0.90, held
     assert held["next_waypoint_hit"] >= 0.80, held
+
+
+def test_free_space_filter_drops_candidates_behind_what_the_depth_panorama_sees():
+    """A wall 1.5 m ahead (view 0, planar depth 1.5 everywhere): a candidate 1 m ahead is kept, 2 m
+    ahead (behind the wall) and 1.4 m ahead (within the 0.2 m clearance) are dropped; behind the
+    agent nothing is seen, so 2 m there is kept. Points above the body's height are not obstacles."""
+    import math
+
+    from vlnverse.learn.waypoints import free_space_filter
+
+    depth = np.full((12, 16, 16), 10.0, dtype=np.float32)  # misses (max depth)
+    depth[0] = 1.5
+    kw = dict(hfov_deg=90.0, camera_height=0.88, band=(0.1, 0.88), radius=0.18, clearance=0.2, max_depth=10.0)
+    cands = np.array([[0.0, 1.0], [0.0, 2.0], [0.0, 1.4], [math.pi, 2.0], [0.05, 1.0]])
+    np.testing.assert_array_equal(free_space_filter(cands, depth, **kw), cands[[0, 3, 4]])
+    # the same wall seen only above 0.88 m (rows of the upper half): nothing blocks the body
+    high = np.full((12, 16, 16), 10.0, dtype=np.float32)
+    high[0, :6] = 1.5  # rows 0-5 look up by more than atan(2.5/8); at 1.5 m their points are above 0.88 m
+    np.testing.assert_array_equal(free_space_filter(cands, high, **kw), cands)
+    assert free_space_filter(np.zeros((0, 2)), depth, **kw).shape == (0, 2)

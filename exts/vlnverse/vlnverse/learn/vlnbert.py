@@ -121,8 +121,6 @@ class Perception:
     def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0
                  ) -> tuple[np.ndarray, np.ndarray, int]:
         """(view features, padded candidates (k, 3), number of candidates) at ``pose``."""
-        from .waypoints import candidates_polar, nms
-
         img = self.renderer.render(desc, body, pose)
         dev = next(self.predictor.parameters()).device
         d = torch.from_numpy(img["depth"])[None].to(dev)
@@ -130,10 +128,7 @@ class Perception:
         self.predictor.eval()
         feats = self.predictor.view_features(d, r)
         heat = torch.sigmoid(self.predictor(d, r))[0].cpu().numpy()
-        p = self.predictor.params
-        picks = nms(heat, k=self.k, threshold=p["threshold"] * self.RELAX ** relax, nms_angle=p["nms_angle"],
-                    nms_distance=p["nms_distance"])
-        cands = candidates_polar(picks, self.predictor.grid)
+        cands = self.predictor.candidates(heat, img["depth"], threshold=self.predictor.params["threshold"] * self.RELAX ** relax)
         out = np.zeros((self.k, 3), dtype=np.float32)
         out[: len(cands), :2] = cands
         out[: len(cands), 2] = 1.0

@@ -21,6 +21,13 @@ bins × 12 distances). Trained with binary cross-entropy against the Gaussian ta
 **Candidates.** Non-maximum suppression (``nms``) on the sigmoid heatmap: repeatedly take the
 highest cell above ``threshold`` and suppress its window (± ``nms_angle`` angle bins, wrapping,
 ± ``nms_distance`` distance bins), at most ``k`` candidates, each (angle rad CCW, distance m).
+Then the **free-space check** (``free_space_filter``, on by default): a candidate is kept only if
+the depth panorama sees no obstacle (a point between ``obstacle_floor`` 0.1 m and the body's
+height above the floor) within the body's angular half-width (atan(radius / distance)) nearer than
+the candidate's distance + ``clearance`` (0.2 m): a candidate behind a wall or a table the agent
+can see is dropped. On held-out poses of the val_unseen homes it raised the share of candidates
+on navigable cells from 0.90 to 0.99 for a 0.92 → 0.90 next-waypoint hit rate (one run,
+default settings).
 
 **Data.** Poses on navigable cells of the given scenes with a uniform heading (seeded), the
 depth panorama rendered there, and a "reference path": the planner's shortest path to a random
@@ -163,6 +170,45 @@ def candidates_polar(picks: list[tuple[int, int, float]], grid: WaypointGrid) ->
     return np.stack([grid.angle_of(a), grid.distance_of(j)], axis=1)
 
 
+#: Horizontal (= vertical) field of view of each panorama view the predictor reads.
+PANORAMA_HFOV_DEG = 90.0
+
+
+def obstacle_points(depth: np.ndarray, *, hfov_deg: float, camera_height: float, band: tuple[float, float],
+                    max_depth: float) -> tuple[np.ndarray, np.ndarray]:
+    """Obstacles seen by a ``V``-view depth panorama (V, H, W; planar depth in metres, view v
+    facing v·360°/V CCW from the heading): (angle rad CCW, horizontal range m) of every pixel whose
+    point lies between ``band[0]`` and ``band[1]`` above the floor (floor, ceiling and misses are
+    not obstacles)."""
+    v_count, h, w = depth.shape
+    f_x = (w / 2) / math.tan(math.radians(hfov_deg) / 2)
+    u = (np.arange(w) + 0.5 - w / 2) / f_x             # right of the optical axis, per unit depth
+    up = -(np.arange(h) + 0.5 - h / 2) / f_x           # above it (square pixels)
+    z = np.asarray(depth, dtype=float)
+    height = camera_height + z * up[None, :, None]
+    ok = np.isfinite(z) & (z > 0) & (z < max_depth * 0.999) & (height > band[0]) & (height < band[1])
+    ranges = z * np.sqrt(1.0 + u ** 2)[None, None, :]
+    angles = (np.arange(v_count) * 2 * math.pi / v_count)[:, None, None] - np.arctan(u)[None, None, :] + 0 * z
+    return angles[ok], ranges[ok]
+
+
+def free_space_filter(cands: np.ndarray, depth: np.ndarray, *, hfov_deg: float, camera_height: float,
+                      band: tuple[float, float], radius: float, clearance: float, max_depth: float) -> np.ndarray:
+    """The candidates (K, 2) (angle, distance) the depth panorama shows free: no obstacle
+    (``obstacle_points``) within ± atan(``radius`` / distance) of the candidate's angle nearer than
+    distance + ``clearance``."""
+    if len(cands) == 0:
+        return cands
+    angles, ranges = obstacle_points(depth, hfov_deg=hfov_deg, camera_height=camera_height, band=band,
+                                     max_depth=max_depth)
+    keep = []
+    for angle, dist in cands:
+        off = np.abs((angles - angle + math.pi) % (2 * math.pi) - math.pi)
+        near = ranges[off <= math.atan2(radius, dist)]
+        keep.append(len(near) == 0 or float(near.min()) >= dist + clearance)
+    return cands[np.asarray(keep, dtype=bool)]
+
+
 _NODES: dict[tuple, np.ndarray] = {}
 
 
@@ -188,7 +234,9 @@ class WaypointPredictor(nn.Module):
                  hidden_size: int = 64, layers: int = 2, heads: int = 4, channels: int = 16, max_depth: float = 10.0,
                  rgb: bool = False, image_size: int = 16, sigma_angle: float = 2.0, sigma_distance: float = 1.0,
                  k: int = 12, threshold: float = 0.25, nms_angle: int = 5, nms_distance: int = 2,
-                 node_spacing: float = 0.75):
+                 node_spacing: float = 0.75, free_space: bool = True, camera_height: float = 0.88,
+                 body_height: float = 0.88, body_radius: float = 0.18, clearance: float = 0.2,
+                 obstacle_floor: float = 0.1):
         super().__init__()
         if angles % views:
             raise ConfigError(f"{angles} angle bins over {views} views", field="waypoints.angles",
@@ -226,11 +274,19 @@ class WaypointPredictor(nn.Module):
         # view v's slice covers angle bins v*per_view - per_view//2 ... v*per_view + per_view//2 - 1
         return torch.roll(flat, shifts=-(self.per_view // 2), dims=1)
 
-    def candidates(self, heatmap: np.ndarray) -> np.ndarray:
-        """(K, 2) (angle, distance) candidates of one sigmoid heatmap (configured NMS)."""
+    def candidates(self, heatmap: np.ndarray, depth: np.ndarray | None = None, *, threshold: float | None = None
+                   ) -> np.ndarray:
+        """(K, 2) (angle, distance) candidates of one sigmoid heatmap (configured NMS, ``threshold``
+        overriding its threshold), then the free-space check against the depth panorama
+        (V, H, W) when one is given and ``free_space`` is on."""
         p = self.params
-        return candidates_polar(nms(heatmap, k=p["k"], threshold=p["threshold"], nms_angle=p["nms_angle"],
-                                    nms_distance=p["nms_distance"]), self.grid)
+        cands = candidates_polar(nms(heatmap, k=p["k"], threshold=p["threshold"] if threshold is None else threshold,
+                                     nms_angle=p["nms_angle"], nms_distance=p["nms_distance"]), self.grid)
+        if depth is None or not p["free_space"]:
+            return cands
+        return free_space_filter(cands, depth, hfov_deg=PANORAMA_HFOV_DEG, camera_height=p["camera_height"],
+                                 band=(p["obstacle_floor"], p["body_height"]), radius=p["body_radius"],
+                                 clearance=p["clearance"], max_depth=p["max_depth"])
 
     @torch.no_grad()
     def predict(self, depth: np.ndarray, rgb: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -239,7 +295,7 @@ class WaypointPredictor(nn.Module):
         d = torch.from_numpy(np.asarray(depth, dtype=np.float32))[None].to(dev)
         r = torch.from_numpy(np.asarray(rgb))[None].to(dev) if rgb is not None else None
         heat = torch.sigmoid(self(d, r))[0].cpu().numpy()
-        return self.candidates(heat), heat
+        return self.candidates(heat, np.asarray(depth, dtype=np.float32)), heat
 
 
 def save_predictor(path: str | Path, model: WaypointPredictor, extra: dict | None = None) -> Path:
@@ -284,7 +340,7 @@ class PanoramaRenderer:
     """Renders the ``views``-view depth (and RGB) panorama at a pose, one simulator per scene
     description (a panorama sensor mounted on the agent: only the pose is used)."""
 
-    def __init__(self, views: int = 12, size: int = 32, hfov_deg: float = 90.0, rgb: bool = False,
+    def __init__(self, views: int = 12, size: int = 32, hfov_deg: float = PANORAMA_HFOV_DEG, rgb: bool = False,
                  max_depth: float = 10.0):
         from ..sim.sensors import PanoramaSpec
 
@@ -426,8 +482,10 @@ def evaluate(model: WaypointPredictor, data: WaypointData, contexts: dict[str, A
             r = torch.from_numpy(data.rgb[s:s + batch_size]) if data.rgb is not None else None
             heats.append(torch.sigmoid(model(d, r)).numpy())
     heat = np.concatenate(heats)
-    return {"predicted": candidate_metrics([model.candidates(h) for h in heat], data, contexts, hit_radius),
-            "ground_truth_nms": candidate_metrics([model.candidates(t.astype(np.float32)) for t in data.targets], data,
+    return {"predicted": candidate_metrics([model.candidates(h, d) for h, d in zip(heat, data.depth)], data, contexts,
+                                           hit_radius),
+            "ground_truth_nms": candidate_metrics([model.candidates(t.astype(np.float32), d)
+                                                   for t, d in zip(data.targets, data.depth)], data,
                                                   contexts, hit_radius)}
 
 
@@ -494,7 +552,11 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
-    model = WaypointPredictor(**cfg.model)
+    from ..core.body import as_body
+
+    body = as_body(cfg.body)  # the free-space check sees obstacles as this body would
+    model = WaypointPredictor(**{"camera_height": body.camera_height, "body_height": body.height,
+                                 "body_radius": body.radius, **cfg.model})
     p = model.params
     grid = model.grid
     renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
