@@ -3,8 +3,10 @@
 The same work three ways, in one run: serial (1 local worker, in this process), 2 local worker
 processes, and 2 Ray workers on a local Ray instance (started before timing; its start-up time
 is reported apart as ``ray_init_s``; skipped when Ray is not installed). Work: ``fine_grained``
-episode generation on ``--scenes`` shipped scenes (``scenes_per_min``), then evaluation of the
-shortest-path oracle under Strict physics with 128² RGB-D on those episodes
+episode generation, ``GENERATE_EPISODES_PER_SCENE`` (20) on each of ``SCENES`` (6) shipped scenes
+(``scenes_per_min``; a real dataset has tens to hundreds per scene: with 4, a worker's start-up of
+1-2 s was a third of the work), then evaluation of the shortest-path oracle under Strict physics
+with 128² RGB-D on the first ``EPISODES_PER_SCENE`` (4) episodes of each scene
 (``episodes_per_min``). Each parallel run's records are checked against the serial run's
 (``identical_records``). ``speedup`` = rate ÷ serial rate. Worker start-up (process spawn,
 imports, scene loading) is part of the timed work, as in a real run; so is the serial run's
@@ -21,6 +23,7 @@ import time
 from pathlib import Path
 
 SCENES = 6
+GENERATE_EPISODES_PER_SCENE = 20
 EPISODES_PER_SCENE = 4
 
 
@@ -53,11 +56,13 @@ def run(args) -> dict:
     from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
     from vlnverse.eval.runner import EPISODES_FILE, run_eval
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths
+    from vlnverse.tasks.episode import load_episodes, save_episodes
 
     scenes = [str(p) for p in resolve_scene_paths("all")[:SCENES]]
     seed = int(getattr(args, "seed", 0))
     out: dict = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2),
-                 "scenes": len(scenes), "episodes_per_scene": EPISODES_PER_SCENE,
+                 "scenes": len(scenes), "generated_episodes_per_scene": GENERATE_EPISODES_PER_SCENE,
+                 "episodes_per_scene": EPISODES_PER_SCENE,
                  "eval": {"agent": "oracle", "mode": "strict", "sensors": "rgb 128x128 + depth 128x128"},
                  "generate": {"task": "fine_grained"}}
     runs = _configs()
@@ -72,7 +77,7 @@ def run(args) -> dict:
             dest = tmp / f"data_{label}"
             _fresh_process_state()
             t0 = time.perf_counter()
-            generate_dataset("fine_grained", scenes, EPISODES_PER_SCENE, seed, dest, progress=False,
+            generate_dataset("fine_grained", scenes, GENERATE_EPISODES_PER_SCENE, seed, dest, progress=False,
                              workers=workers, engine=engine)
             elapsed = time.perf_counter() - t0
             files = {p.name: p.read_bytes() for p in dest.glob("*.jsonl")}
@@ -80,7 +85,11 @@ def run(args) -> dict:
             out["generate"][label] = {"workers": workers, "engine": engine, "seconds": round(elapsed, 2),
                                       "scenes_per_min": round(60 * len(scenes) / elapsed, 2),
                                       "identical_files": files == serial_files}
-        episodes = tmp / "data_serial"
+        episodes = tmp / "eval_episodes.jsonl"
+        per_scene: dict = {}
+        for episode in load_episodes(tmp / "data_serial"):
+            per_scene.setdefault(episode.scene_id, []).append(episode)
+        save_episodes(episodes, [e for eps in per_scene.values() for e in eps[:EPISODES_PER_SCENE]])
         serial_records = None
         for label, workers, engine in runs:
             cfg = EvalConfig(agent=NamedSpec("oracle"), task="fine_grained", episodes=EpisodeSource(path=str(episodes)),
