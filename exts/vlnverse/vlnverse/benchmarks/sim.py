@@ -11,7 +11,11 @@ command through the controller loop, contacts collected every step), ``discrete_
 ``default``, interleaved); ``raw_mj_steps_per_s`` (the same compiled model
 stepped by ``mj_step`` alone) and ``physics_efficiency`` (the controller loop's rate ÷ raw, the two
 taking turns call by call, compared at the 0.8 quantile of per-call rates); ``rgb_fps_large_over_small`` (224² RGB in a 12-room vs a 4-room generated home,
-interleaved); on a generated home (``--seed``) when the scene generator
+interleaved) with ``drawn_geoms_small_home`` / ``drawn_geoms_large_home`` (geoms handed to OpenGL a
+frame after culling); ``us_per_drawn_geom`` (what one more drawn geom costs a 224² frame: 200
+tiny textured boxes in view against none, taking turns frame by frame) and
+``draw_call_share_large_home`` (that cost × the large home's drawn geoms ÷ its frame time: an upper
+bound on what merging drawn static geoms into fewer meshes could save); on a generated home (``--seed``) when the scene generator
 is installed, else on ``vlnverse.sim.demo.demo_home``. The process is pinned to one core and
 Mesa's llvmpipe to one thread. ``targets`` are issue 18's and 14's (``TARGETS``; absolute rates
 for an idle machine) and ``meets_targets`` compares each figure with its target.
@@ -125,6 +129,10 @@ def run(args) -> dict:
     figures.update(_physics_efficiency(bare, start, physics, repeat))
     figures.update(_quality_rates(scene, start, rgb, repeat, rng))
     figures.update(_home_size_rates(seed, rgb, repeat, rng))
+    figures["us_per_drawn_geom"] = _draw_call_cost(repeat)
+    if "drawn_geoms_large_home" in figures:
+        frame_us = 1e6 / max(figures["rgb_fps_large_home"], 1e-9)
+        figures["draw_call_share_large_home"] = round(figures["us_per_drawn_geom"] * figures["drawn_geoms_large_home"] / frame_us, 3)
     figures["rgbd_agent_steps_per_s_by_quality"] = _agent_step_rates(scene, start, actions, repeat)
     figures["targets"] = dict(TARGETS)
     figures["meets_targets"] = {k: figures[k] >= v for k, v in figures["targets"].items()}
@@ -211,6 +219,7 @@ def _home_size_rates(seed: int, spec, repeat: int, rng: np.random.Generator) -> 
                 env.reset(seed=seed + k)
                 poses[label].append(env.sim.pose)
         best = {label: 0.0 for label in envs}
+        drawn: dict = {label: [] for label in envs}
         for label, env in envs.items():  # the first frame of a scene uploads its meshes and textures: not timed
             env.sim.render_at(poses[label][0], spec)
         # the homes take turns frame by frame (same yaw for both), so that load from other
@@ -225,14 +234,68 @@ def _home_size_rates(seed: int, spec, repeat: int, rng: np.random.Generator) -> 
                     t0 = time.perf_counter()
                     env.sim.render_at(AgentPose(start.x, start.y, yaw), spec)
                     spent[label] += time.perf_counter() - t0
+                    drawn[label].append(getattr(getattr(env.sim, "_renderer", None), "last_drawn", 0))
                 frames += 1
             best = {label: max(best[label], frames / spent[label]) for label in envs}
         return {"rgb_fps_small_home": round(best["small"], 1), "rgb_fps_large_home": round(best["large"], 1),
                 "geoms_small_home": len(envs["small"].scene.geoms), "geoms_large_home": len(envs["large"].scene.geoms),
+                "drawn_geoms_small_home": round(float(np.mean(drawn["small"])), 1),
+                "drawn_geoms_large_home": round(float(np.mean(drawn["large"])), 1),
                 "rgb_fps_large_over_small": round(best["large"] / max(best["small"], 1e-9), 3)}
     finally:
         for env in envs.values():
             env.close()
+
+
+#: tiny boxes drawn by ``_draw_call_cost`` (each covers a pixel or two of a 224² frame)
+DRAW_COST_GEOMS = 200
+
+
+def _draw_call_cost(repeat: int, size: int = 224) -> float:
+    """Microseconds one more drawn geom adds to a ``size``² RGB frame on this machine's GL: a
+    textured floor and wall with ``DRAW_COST_GEOMS`` tiny textured boxes in view against the same
+    frame without them, the two taking turns frame by frame; best of ``repeat`` rounds of ≥ 1 s."""
+    from vlnverse.sim.mujoco.gl import import_mujoco
+
+    mujoco = import_mujoco()
+
+    def model(n: int):
+        boxes = "".join(f'<geom type="box" size="0.01 0.01 0.01" pos="{2 + 0.02 * (i % 20)} {-0.2 + 0.02 * (i // 20)} 1" '
+                        'material="m" contype="0" conaffinity="0"/>' for i in range(n))
+        return mujoco.MjModel.from_xml_string(f"""<mujoco><visual><quality numquads="1"/>
+            <global offwidth="{size}" offheight="{size}"/></visual>
+            <asset><texture name="t" type="2d" builtin="checker" width="256" height="256" rgb1=".6 .4 .2" rgb2=".5 .3 .1"/>
+            <material name="m" texture="t" texrepeat="4 4"/></asset>
+            <worldbody><light pos="0 0 3" castshadow="false"/><geom type="plane" size="10 10 .1" material="m"/>
+            <geom type="box" size="0.1 5 1.5" pos="6 0 1.5" material="m"/>{boxes}
+            <camera name="c" pos="0 0 1" xyaxes="0 -1 0 0 0 1"/></worldbody></mujoco>""")
+
+    runs = {}
+    for n in (0, DRAW_COST_GEOMS):
+        m = model(n)
+        d = mujoco.MjData(m)
+        mujoco.mj_forward(m, d)
+        runs[n] = (mujoco.Renderer(m, size, size), d)
+    try:
+        for r, d in runs.values():  # the first frame uploads textures: not timed
+            r.update_scene(d, camera="c")
+            r.render()
+        best = {n: math.inf for n in runs}
+        for _ in range(max(1, repeat)):
+            spent = {n: 0.0 for n in runs}
+            frames = 0
+            while min(spent.values()) < 1.0:
+                for n, (r, d) in runs.items():
+                    t0 = time.perf_counter()
+                    r.update_scene(d, camera="c")
+                    r.render()
+                    spent[n] += time.perf_counter() - t0
+                frames += 1
+            best = {n: min(best[n], spent[n] / frames) for n in runs}
+        return round(max(0.0, best[DRAW_COST_GEOMS] - best[0]) / DRAW_COST_GEOMS * 1e6, 2)
+    finally:
+        for r, _ in runs.values():
+            r.close()
 
 
 def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, min_time: float = 1.0) -> dict:
