@@ -99,6 +99,25 @@ def test_tiny_training_run_on_the_corridor(corridor, tmp_path):
     saved = json.loads((tmp_path / "wp" / "metrics.json").read_text())
     assert saved["held_out"]["predicted"] == held and (tmp_path / "wp" / "loss.png").stat().st_size > 1000
 
+    # `vlnverse waypoints show`: the predictions drawn on the panorama strip and the top-down map of
+    # a shipped home, one PNG per pose, and predictions.json agreeing with the navigable map
+    from PIL import Image
+
+    from vlnverse.cli import main
+    from vlnverse.scenes.splits import resolve_scenes
+    from vlnverse.tasks.base import load_scene_context
+
+    assert main(["waypoints", "show", str(tmp_path / "wp" / "predictor.pt"), "--scenes", "test", "-n", "2",
+                 "--out", str(tmp_path / "show")]) in (0, None)
+    records = json.loads((tmp_path / "show" / "predictions.json").read_text())
+    assert len(records) == 2
+    for rec in records:
+        with Image.open(tmp_path / "show" / rec["png"]) as im:
+            assert im.size[0] > 200 and im.size[1] > im.size[0] // 2  # strip above the map
+        planner = load_scene_context(resolve_scenes(rec["scene"])[0], "r2r_ce").planner
+        for c in rec["candidates"]:
+            assert c["navigable"] == bool(planner.is_navigable(np.array([c["xy"]]))[0])
+
 
 @pytest.mark.slow
 def test_predictor_meets_the_issue_criteria_on_held_out_scenes(tmp_path):
