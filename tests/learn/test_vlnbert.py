@@ -66,6 +66,7 @@ def test_vlnbert_trains_evaluates_and_fine_tunes_online(corridor, episodes_file,
     moves = ep["target"][:-1].astype(int)
     assert (ep["candidates"][np.arange(len(moves)), moves, 2] == 1).all()  # the oracle picks a real candidate
     assert summary["cache"]["teacher_SR"] >= 0.75
+    assert summary["il"]["inflection_weight"] is None  # VLN-BERT weighs every step alike: no weight reported
     # a fine-tuning round with schedule sampling (beta = p = 0.5) changes the weights and logs beta
     dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, il__epochs=3, mode="dagger",
                   init=str(Path(cfg.out) / "last.pt"), dagger={"rounds": 1, "p": 0.5, "epochs": 2})

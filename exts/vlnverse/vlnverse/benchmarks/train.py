@@ -199,7 +199,7 @@ def train_row(row: dict, work: Path, budget: float, seed: int, scale: float = 1.
         "cache_frames_per_s": cache.get("frames_per_s"), "cache_frames": cache["frames"], "cache_status": cache["status"],
         "cache_mb": round(cache["bytes"] / 1e6, 2),
         "train_samples_per_s": il["il"]["samples_per_s"], "il_train_samples": il["il"]["samples"],
-        "il_epochs": len(curve["il_epochs"]), "il_inflection_weight": round(il["il"]["inflection_weight"], 3),
+        "il_epochs": len(curve["il_epochs"]), "il_inflection_weight": None if il["il"]["inflection_weight"] is None else round(il["il"]["inflection_weight"], 3),
         "il_train_accuracy": round(il["il"]["accuracy"], 4) if il["il"]["accuracy"] is not None else None,
         "dagger_episodes": round_info["collected_episodes"], "dagger_env_steps_per_s": round_info["env_steps_per_s"],
         "dagger_beta": round_info["beta"], "dagger_aggregated_steps": round_info["aggregated_steps"],

@@ -185,6 +185,9 @@ class VLNPolicy(nn.Module):
     """
 
     name = "policy"
+    #: whether ``imitation_loss`` weighs steps by the batch's inflection weights (False: every
+    #: valid step weighs 1, and the trainer reports no inflection weight)
+    uses_step_weights = True
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
                  action_embedding_size: int = 32, instruction_encoder: dict | None = None,

@@ -289,6 +289,7 @@ class RDPPolicy(VLNPolicy):
     """Recurrent diffusion policy (see the module docstring); emits ``WaypointAction`` or STOP."""
 
     name = "rdp"
+    uses_step_weights = False  # every valid step weighs 1 in imitation_loss
     action_space = "waypoint"
 
     def _instruction_defaults(self, spec: dict | None) -> dict:

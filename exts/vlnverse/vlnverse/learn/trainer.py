@@ -484,10 +484,12 @@ class Trainer:
             start = (int(pos.get("epoch", 0)), int(pos.get("batch", 0)))
         coef = inflection_coefficient([store]) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
         batches = EpisodeBatches([store], self.policy.vocab, cfg.max_instruction_length, self.layout)
+        weighted = self.policy.uses_step_weights
         self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
-                    f"inflection weight {coef:.2f}, device {self.device}")
+                    + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}")
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
-        return {"il": {**stats, "inflection_weight": coef, "episodes": len(batches), "steps": store.num_steps}}
+        return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
+                       "steps": store.num_steps}}
 
     def _run_dagger(self, train: list, resume: bool) -> dict[str, Any]:
         from .agent import PolicyAgent

@@ -249,6 +249,7 @@ class VLNBertPolicy(VLNPolicy):
     """Recurrent VLN-BERT over waypoint candidates (see the module docstring)."""
 
     name = "vlnbert"
+    uses_step_weights = False  # every valid step weighs 1 in imitation_loss
     action_space = "waypoint"
     panoramic = True
 
