@@ -85,6 +85,30 @@ class RunReport:
     engine: str = "local"
     timeouts: int = 0
 
+    def failure_summary(self) -> str:
+        """One line on the failed jobs: the first one's key, attempts and error, and how many more."""
+        first = self.failures[0]
+        more = len(self.failures) - 1
+        return (f"scene {first.key} failed after {first.attempts} attempt(s): {first.error}"
+                + (f" (and {more} more scene(s))" if more else ""))
+
+
+def scene_jobs(by_scene: dict, common: dict, *, send: bool, field_name: str, expected: str) -> list[Job]:
+    """One ``Job`` per scene of ``by_scene`` ({scene path: [episode, ...]}): key the scene id,
+    items the episode ids, payload ``common`` + ``scene_path`` + ``episodes``. With ``send`` (the
+    jobs go to worker processes) a payload that cannot be pickled is a ``ConfigError`` naming
+    ``field_name``, before any worker starts."""
+    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
+            for path, eps in by_scene.items()]
+    if send and jobs:
+        import pickle
+
+        try:
+            pickle.dumps(jobs[0].payload)
+        except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene loader or agent factory
+            raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field=field_name,
+                              expected=expected) from None
+    return jobs
 
 
 def check_workers(workers: Any, field_name: str = "--workers") -> int:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, JobFailure, check_engine, check_job_timeout, check_workers, run_jobs
+from ..core.parallel import JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -562,16 +562,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
               "with_visuals": with_visuals, "scene_loader": scene_loader,
               "agent": agent if inline else None, "agent_factory": agent_factory}
-    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
-            for path, eps in by_scene.items()]
-    if not inline and jobs:
-        import pickle
-
-        try:
-            pickle.dumps(jobs[0].payload)
-        except Exception as exc:  # noqa: BLE001 - e.g. a lambda agent_factory
-            raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field="--workers",
-                              expected="1, or a module-level agent_factory / scene_loader") from None
+    jobs = scene_jobs(by_scene, common, send=not inline, field_name="--workers",
+                      expected="1, or a module-level agent_factory / scene_loader")
     t_start = time.perf_counter()
     bar = tqdm(total=len(episodes), initial=len(finished), desc=f"{cfg.agent.name}/{cfg.collision_mode}",
                unit="ep", disable=not progress)

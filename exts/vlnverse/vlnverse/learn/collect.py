@@ -122,8 +122,8 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     that keeps failing raises ``VLNVerseError`` naming it."""
     from tqdm import tqdm
 
-    from ..core.errors import ConfigError, VLNVerseError
-    from ..core.parallel import Job, check_engine, check_job_timeout, check_workers, run_jobs
+    from ..core.errors import VLNVerseError
+    from ..core.parallel import check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs
 
     check_workers(workers, "workers")
     check_engine(engine, address)
@@ -141,16 +141,8 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
               "sensors": sensors, "sensor_names": tuple(s.name for s in sensors), "collision_mode": collision_mode,
               "mode_params": (mode_params or {}).get(collision_mode, {}), "backend": backend,
               "scene_loader": scene_loader, "torch_threads": torch_threads}
-    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
-            for path, eps in by_scene.items()]
-    if not inline and jobs:
-        import pickle
-
-        try:
-            pickle.dumps(jobs[0].payload)
-        except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene_loader
-            raise ConfigError(f"the rollouts cannot be sent to worker processes ({exc})", field="workers",
-                              expected="1, or a module-level scene_loader and picklable teacher / learner") from None
+    jobs = scene_jobs(by_scene, common, send=not inline, field_name="workers",
+                      expected="1, or a module-level scene_loader and picklable teacher / learner")
     order = [ep.episode_id for eps in by_scene.values() for ep in eps]
     waiting: dict[str, dict] = {}
     records: list[dict] = []
@@ -177,9 +169,7 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     finally:
         bar.close()
     if report.failures:
-        failed = report.failures[0]
-        raise VLNVerseError(f"collect: scene {failed.key} failed after {failed.attempts} attempt(s): {failed.error}"
-                            + (f" (and {len(report.failures) - 1} more scene(s))" if len(report.failures) > 1 else ""))
+        raise VLNVerseError(f"collect: {report.failure_summary()}")
     seconds = time.perf_counter() - t0
     return {"episodes": len(records), "steps": steps, "seconds": round(seconds, 3),
             "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": records}

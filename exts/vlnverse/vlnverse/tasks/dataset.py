@@ -272,9 +272,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         finally:
             bar.close()
         if report.failures:
-            failed = report.failures[0]
-            raise SceneError(f"scene {failed.key} failed: {failed.error}"
-                             + (f" (and {len(report.failures) - 1} more scene(s))" if len(report.failures) > 1 else ""))
+            raise SceneError(report.failure_summary())
         roots = [scene_root] if isinstance(scene_root, (str, Path)) else scene_root or []
         for path in scene_paths:  # the serial order, whatever order the workers finished in
             scene_id, episodes, shortfall = results[str(path)]
