@@ -55,3 +55,25 @@ def limited(payload, items, state, emit):
         t.join()
     for item in items:
         emit(item, peak)
+
+
+def loaded_modules(payload, items, state, emit):
+    """Emit, for each item (a module name), whether this worker had it imported before the job ran
+    (a worker imports nothing itself: a module present came from the fork server's preload)."""
+    import sys
+
+    for item in items:
+        emit(item, item in sys.modules)
+
+
+def environment(payload, items, state, emit):
+    """Emit, for each item (an environment variable name), its value in this worker."""
+    for item in items:
+        emit(item, os.environ.get(item))
+
+
+def state_probe(payload, items, state, emit):
+    """Emit (worker pid, items this worker's run ``state`` had seen before) for each item."""
+    for item in items:
+        emit(item, (os.getpid(), state.get("seen", 0)))
+        state["seen"] = state.get("seen", 0) + 1

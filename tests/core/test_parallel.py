@@ -119,3 +119,112 @@ def test_ray_engine_shared_limit_and_hung_actor(tmp_path):
         assert all(len(v) == 1 for v in items.values())
     finally:
         ray.shutdown()
+
+
+def test_workers_take_the_costliest_jobs_first():
+    order: list = []
+    jobs = [Job(f"scene{k}", (f"s{k}-1",), {}, cost=cost) for k, cost in enumerate([1.0, 5.0, 3.0, 5.0])]
+    run_jobs(squares, jobs, workers=1, on_result=lambda item, value: order.append(item))
+    # longest first; equal costs keep their order (scene1 before scene3)
+    assert order == ["s1-1", "s3-1", "s2-1", "s0-1"]
+
+
+def test_scene_jobs_cost_grows_with_the_episode_count_and_the_scene_file(tmp_path):
+    from types import SimpleNamespace
+
+    from vlnverse.core.parallel import scene_cost, scene_jobs
+
+    small, large = tmp_path / "small.usda", tmp_path / "large.usda"
+    small.write_bytes(b"x" * 200_000)
+    large.write_bytes(b"x" * 600_000)
+    eps = [SimpleNamespace(scene_id="a", episode_id=f"e{i}") for i in range(3)]
+    jobs = scene_jobs({str(small): eps, str(large): eps[:2]}, {}, send=False, field_name="x", expected="y")
+    assert [j.cost for j in jobs] == pytest.approx([3 * 0.2, 2 * 0.6])
+    assert scene_cost(tmp_path / "missing.usda") == 1.0 and scene_cost(None) == 1.0
+
+
+def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):
+    """In a fresh interpreter (this one's fork server may already run): the first call starts the
+    server with the modules imported, a second call starts nothing, and a worker forked from it
+    has the preloaded module (a stdlib one nothing else imports) but not another."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "preload.py"
+    script.write_text(
+        "from vlnverse.core.parallel import Job, run_jobs, start_fork_server\n"
+        "from parallel_jobs import loaded_modules\n"
+        "if __name__ == '__main__':\n"
+        "    first = start_fork_server(['colorsys', 'parallel_jobs'], wait=True)\n"
+        "    again = start_fork_server(['wave'], wait=True)\n"
+        "    got = {}\n"
+        "    run_jobs(loaded_modules, [Job('a', ('colorsys', 'wave'), {})], workers=2, preload=['wave'],\n"
+        "             on_result=lambda item, value: got.update({item: value}))\n"
+        "    print(first, again, got['colorsys'], got['wave'])\n")
+    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parent)}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    # 'wave' was asked for after the server started: a run's preload only counts for a new server
+    assert result.stdout.split() == ["True", "False", "True", "False"]
+
+
+@pytest.mark.slow  # starting Ray takes ~10-30 s here
+def test_a_local_ray_instance_started_here_gives_its_workers_the_environment_without_a_runtime_env(tmp_path,
+                                                                                                 monkeypatch):
+    pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    import ray
+
+    from parallel_jobs import environment
+    from vlnverse.core import parallel
+
+    monkeypatch.setenv("VLNVERSE_TEST_SETTING", "at-start")
+    parallel.connect_ray(None, num_cpus=2)
+    try:
+        assert parallel._ray_runtime_env(ray) is None  # actors reuse the instance's prestarted workers
+        got: dict = {}
+        run_jobs(environment, [Job("a", ("VLNVERSE_TEST_SETTING",), {})], workers=1, engine="ray",
+                 on_result=lambda item, value: got.update({item: value}))
+        assert got == {"VLNVERSE_TEST_SETTING": "at-start"}
+        # a setting changed since the instance started reaches the workers through a runtime_env
+        monkeypatch.setenv("VLNVERSE_TEST_SETTING", "changed")
+        assert parallel._ray_runtime_env(ray)["env_vars"]["VLNVERSE_TEST_SETTING"] == "changed"
+        run_jobs(environment, [Job("a", ("VLNVERSE_TEST_SETTING",), {})], workers=1, engine="ray",
+                 on_result=lambda item, value: got.update({item: value}))
+        assert got == {"VLNVERSE_TEST_SETTING": "changed"}
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow  # starting Ray takes ~10-30 s here
+def test_a_local_ray_instance_keeps_its_actors_for_the_next_run_with_fresh_state():
+    pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    import os
+    import signal
+    import ray
+
+    from parallel_jobs import state_probe
+    from vlnverse.core import parallel
+
+    def one_run():
+        got: dict = {}
+        report = run_jobs(state_probe, [Job(f"scene{k}", (f"s{k}-0", f"s{k}-1"), {}) for k in range(2)], workers=2,
+                          engine="ray", on_result=lambda item, value: got.update({item: value}))
+        return got, report
+
+    parallel.connect_ray(None, num_cpus=2)
+    try:
+        first, _ = one_run()
+        second, report = one_run()
+        assert {pid for pid, _ in first.values()} == {pid for pid, _ in second.values()}  # the same two processes
+        assert len({pid for pid, _ in second.values()}) == 2 and report.retries == 0
+        # each run starts from a fresh state: a worker saw 0 then 1 items of its own job, never the first run's
+        assert sorted(seen for _, seen in second.values()) == [0, 0, 1, 1]
+        # a kept actor that died between runs is replaced before the run: no job is lost or retried
+        os.kill(next(iter(second.values()))[0], signal.SIGKILL)
+        third, report = one_run()
+        assert sorted(third) == ["s0-0", "s0-1", "s1-0", "s1-1"] and report.retries == 0 and not report.failures
+        assert len({pid for pid, _ in third.values()} & {pid for pid, _ in second.values()}) == 1
+    finally:
+        ray.shutdown()
+        parallel._RAY_POOL.clear()

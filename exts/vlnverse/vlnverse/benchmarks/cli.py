@@ -12,7 +12,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register the ``bench`` subcommand."""
     p = sub.add_parser("bench", help="run a speed benchmark and print JSON figures")
     p.add_argument("name", choices=BENCHMARKS)
-    p.add_argument("--repeat", type=int, default=3, help="repetitions per figure (best is reported)")
+    p.add_argument("--repeat", type=int, default=3, help="repetitions per figure (the best is reported; scale: back-to-back "
+                                                          "repetitions, the median paired speed-up is reported)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--budget", type=float, default=None, help="CPU budget in seconds, for benchmarks that take one "

@@ -1,30 +1,45 @@
 """``vlnverse bench scale``: throughput of parallel evaluation and data generation.
 
 The same work three ways, in one run: serial (1 local worker, in this process), 2 local worker
-processes, and 2 Ray workers on a local Ray instance (started before timing; its start-up time
-is reported apart as ``ray_init_s``; skipped when Ray is not installed). Work: ``fine_grained``
-episode generation, ``GENERATE_EPISODES_PER_SCENE`` (20) on each of ``SCENES`` (6) shipped scenes
-(``scenes_per_min``; a real dataset has tens to hundreds per scene: with 4, a worker's start-up of
-1-2 s was a third of the work), then evaluation of the shortest-path oracle under Strict physics
-with 128² RGB-D on the first ``EPISODES_PER_SCENE`` (4) episodes of each scene
+processes, and 2 Ray workers on a local Ray instance (skipped when Ray is not installed). Work:
+``fine_grained`` episode generation, ``GENERATE_EPISODES_PER_SCENE`` on each of ``SCENES``
+shipped scenes (``scenes_per_min``), then evaluation of the shortest-path oracle under Strict
+physics with 128² RGB-D on the first ``EPISODES_PER_SCENE`` episodes of each scene
 (``episodes_per_min``). Each parallel run's records are checked against the serial run's
-(``identical_records``). ``speedup`` = rate ÷ serial rate. Worker start-up (process spawn,
-imports, scene loading) is part of the timed work, as in a real run; so is the serial run's
-scene loading (this process's scene cache is emptied before every timed run, as a fresh
-``vlnverse`` command starts with none). The machine's load average and core count are reported:
-on a shared machine, ratios say more than absolute rates.
+(``identical_files`` / ``identical_records``). The three runs are repeated ``--repeat`` times,
+back to back (serial, local, Ray, serial ...; ``seconds`` lists every repetition). A run's
+``speedup`` is the median over repetitions of serial seconds ÷ its seconds in the same
+repetition (``speedups``): each ratio compares runs a few seconds apart, so the slow drifts of a
+shared machine's speed cancel out, and the median drops a repetition that a burst of load hit.
+The rates (``scenes_per_min``, ``episodes_per_min``) are each run's best repetition. The target
+is ``TARGET_SPEEDUP`` for every parallel run (``meets_target``).
+
+What is timed is what every run pays: starting the run's workers where the engine does that per
+run (local processes forked from the fork server), their scene loading (every worker's scene
+caches start empty, and so do this process's before every timed run), the work, and the
+driver writing its files. What a process pays once, whatever number of runs it makes, is done
+before timing and reported apart, for every engine alike: the local fork server that worker
+processes are forked from, with the toolkit imported (``fork_server_start_s``); the local Ray
+instance (``ray_init_s``) and its two worker actors, which runs of this process keep, with the
+toolkit imported (``ray_workers_start_s``); and this process's own first-use imports
+(``warm_up_s``: one untimed serial generation and evaluation, so the serial run is not charged
+for them). The machine's load average and core count are reported: on a shared machine,
+ratios say more than absolute rates.
 """
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
-SCENES = 6
-GENERATE_EPISODES_PER_SCENE = 20
+SCENES = 10  # all shipped homes
+GENERATE_EPISODES_PER_SCENE = 40
 EPISODES_PER_SCENE = 4
+#: speed-up of 2 workers over 1 on a 2-core machine that every parallel run should reach (issue 18)
+TARGET_SPEEDUP = 1.7
 
 
 def _configs() -> list[tuple[str, int, str]]:
@@ -39,10 +54,16 @@ def _configs() -> list[tuple[str, int, str]]:
 
 
 def _fresh_process_state() -> None:
-    """Empty this process's scene-context cache: the serial run loads its scenes like a new process."""
+    """Empty this process's scene caches (scene contexts, parsed USD, compiled MuJoCo models):
+    a timed run loads its scenes like a new process. Procedural textures (made once per process,
+    the same for every scene) and imports stay."""
+    from vlnverse.scenes import usd_io
+    from vlnverse.sim.mujoco import builder
     from vlnverse.tasks import base
 
     base._CONTEXT_CACHE.clear()
+    usd_io.clear_cache()
+    builder.clear_cache()
 
 
 def _comparable(records: list[dict]) -> str:
@@ -50,67 +71,161 @@ def _comparable(records: list[dict]) -> str:
                              key=lambda r: r["episode_id"]), sort_keys=True)
 
 
+def _eval_config(episodes: Path, out: Path, seed: int):
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+
+    cfg = EvalConfig(agent=NamedSpec("oracle"), task="fine_grained", episodes=EpisodeSource(path=str(episodes)),
+                     collision_mode="strict", out=str(out), seed=seed,
+                     sensors=[SensorConfig("rgb", "rgb", 128, 128), SensorConfig("depth", "depth", 128, 128)],
+                     report=ReportConfig(enabled=False))
+    cfg.validate()
+    return cfg
+
+
+def _worker_modules() -> list[str]:
+    """What a worker of either job imports: preloaded into the fork server and the Ray actors."""
+    from vlnverse.eval.runner import WORKER_PRELOAD as EVAL_PRELOAD, eval_scene_job
+    from vlnverse.sim.api import backend_module
+    from vlnverse.tasks.base import WORKER_PRELOAD
+    from vlnverse.tasks.dataset import generate_scene_job
+
+    return list(dict.fromkeys([generate_scene_job.__module__, eval_scene_job.__module__, *WORKER_PRELOAD,
+                               *EVAL_PRELOAD, backend_module("auto")]))
+
+
+def import_modules_job(payload: dict, items: tuple, state: dict, emit) -> None:
+    """Parallel job: import the modules ``items`` in this worker (warming a kept Ray actor)."""
+    import importlib
+
+    for item in items:
+        importlib.import_module(item.split("|")[1])
+        emit(item, None)
+
+
+def fresh_worker_job(payload: dict, items: tuple, state: dict, emit) -> None:
+    """Parallel job: empty this worker's scene-context cache, as ``_fresh_process_state`` does here."""
+    _fresh_process_state()
+    for item in items:
+        emit(item, None)
+
+
+def _one_job_per_worker(fn, engine: str, workers: int, items: list[str]) -> None:
+    """Run ``fn`` once on each of ``workers`` Ray workers (one job per idle worker)."""
+    from vlnverse.core.parallel import Job, run_jobs
+
+    jobs = [Job(f"worker{k}", tuple(f"{k}|{i}" for i in items), None) for k in range(workers)]
+    run_jobs(fn, jobs, workers=workers, engine=engine, on_result=lambda *a: None)
+
+
+def _start_engines(runs: list, out: dict) -> None:
+    """Each engine's once-per-process start-up, timed apart (see the module docstring)."""
+    from vlnverse.core.parallel import connect_ray, start_fork_server
+
+    modules = _worker_modules()
+    t0 = time.perf_counter()
+    start_fork_server(modules, wait=True)
+    out["fork_server_start_s"] = round(time.perf_counter() - t0, 2)
+    for _, workers, engine in runs:
+        if engine == "ray":
+            t0 = time.perf_counter()
+            connect_ray(None, num_cpus=2)
+            out["ray_init_s"] = round(time.perf_counter() - t0, 2)
+            t0 = time.perf_counter()
+            _one_job_per_worker(import_modules_job, engine, workers, modules)
+            out["ray_workers_start_s"] = round(time.perf_counter() - t0, 2)
+
+
+def _warm_up(scene: str, seed: int, tmp: Path) -> float:
+    """One untimed serial generation and evaluation on ``scene``: this process's first-use imports."""
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.tasks.dataset import generate_dataset
+
+    t0 = time.perf_counter()
+    generate_dataset("fine_grained", [scene], 1, seed, tmp / "warm_data", progress=False)
+    run_eval(_eval_config(tmp / "warm_data", tmp / "warm_eval", seed), progress=False, print_summary=False)
+    _fresh_process_state()
+    return round(time.perf_counter() - t0, 2)
+
+
 def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
-    from vlnverse.core.parallel import connect_ray
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
     from vlnverse.eval.runner import EPISODES_FILE, run_eval
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths
     from vlnverse.tasks.episode import load_episodes, save_episodes
+    from tqdm import tqdm
 
+    progress = bool(getattr(args, "progress", True))
     scenes = [str(p) for p in resolve_scene_paths("all")[:SCENES]]
     seed = int(getattr(args, "seed", 0))
     out: dict = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2),
                  "scenes": len(scenes), "generated_episodes_per_scene": GENERATE_EPISODES_PER_SCENE,
-                 "episodes_per_scene": EPISODES_PER_SCENE,
+                 "episodes_per_scene": EPISODES_PER_SCENE, "target_speedup": TARGET_SPEEDUP,
                  "eval": {"agent": "oracle", "mode": "strict", "sensors": "rgb 128x128 + depth 128x128"},
                  "generate": {"task": "fine_grained"}}
     runs = _configs()
-    if any(engine == "ray" for _, _, engine in runs):
-        t0 = time.perf_counter()
-        connect_ray(None, num_cpus=2)
-        out["ray_init_s"] = round(time.perf_counter() - t0, 2)
+    _start_engines(runs, out)
     with tempfile.TemporaryDirectory(prefix="vlnverse-bench-scale-") as tmp:
         tmp = Path(tmp)
-        serial_files = None
-        for label, workers, engine in runs:
-            dest = tmp / f"data_{label}"
-            _fresh_process_state()
-            t0 = time.perf_counter()
-            generate_dataset("fine_grained", scenes, GENERATE_EPISODES_PER_SCENE, seed, dest, progress=False,
-                             workers=workers, engine=engine)
-            elapsed = time.perf_counter() - t0
-            files = {p.name: p.read_bytes() for p in dest.glob("*.jsonl")}
-            serial_files = files if serial_files is None else serial_files
-            out["generate"][label] = {"workers": workers, "engine": engine, "seconds": round(elapsed, 2),
-                                      "scenes_per_min": round(60 * len(scenes) / elapsed, 2),
-                                      "identical_files": files == serial_files}
+        out["warm_up_s"] = _warm_up(scenes[0], seed, tmp)
+        repeat = max(1, int(getattr(args, "repeat", 1) or 1))
+        out["repeat"] = repeat
+        bar = tqdm(total=2 * repeat * len(runs), desc="bench scale", unit="run", disable=not progress)
+        serial_files, timings = None, {label: [] for label, _, _ in runs}
+        for rep in range(repeat):
+            for label, workers, engine in runs:
+                dest = tmp / f"data_{label}_{rep}"
+                _fresh_process_state()
+                if engine == "ray":  # its workers are kept between runs: they start from empty caches too
+                    _one_job_per_worker(fresh_worker_job, engine, workers, ["flush"])
+                t0 = time.perf_counter()
+                generate_dataset("fine_grained", scenes, GENERATE_EPISODES_PER_SCENE, seed, dest, progress=False,
+                                 workers=workers, engine=engine)
+                timings[label].append(time.perf_counter() - t0)
+                bar.update(1)
+                files = {p.name: p.read_bytes() for p in dest.glob("*.jsonl")}
+                serial_files = files if serial_files is None else serial_files
+                out["generate"].setdefault(label, {"workers": workers, "engine": engine, "identical_files": True})
+                out["generate"][label]["identical_files"] &= files == serial_files
+        for label, _, _ in runs:
+            best = min(timings[label])
+            out["generate"][label].update(seconds=[round(t, 2) for t in timings[label]],
+                                          scenes_per_min=round(60 * len(scenes) / best, 2))
         episodes = tmp / "eval_episodes.jsonl"
         per_scene: dict = {}
-        for episode in load_episodes(tmp / "data_serial"):
+        for episode in load_episodes(tmp / "data_serial_0"):
             per_scene.setdefault(episode.scene_id, []).append(episode)
         save_episodes(episodes, [e for eps in per_scene.values() for e in eps[:EPISODES_PER_SCENE]])
-        serial_records = None
-        for label, workers, engine in runs:
-            cfg = EvalConfig(agent=NamedSpec("oracle"), task="fine_grained", episodes=EpisodeSource(path=str(episodes)),
-                             collision_mode="strict", out=str(tmp / f"eval_{label}"), seed=seed,
-                             sensors=[SensorConfig("rgb", "rgb", 128, 128), SensorConfig("depth", "depth", 128, 128)],
-                             report=ReportConfig(enabled=False))
-            cfg.validate()
-            _fresh_process_state()
-            t0 = time.perf_counter()
-            summary = run_eval(cfg, progress=False, print_summary=False, workers=workers, engine=engine)
-            elapsed = time.perf_counter() - t0
-            records = [json.loads(line) for line in (Path(cfg.out) / EPISODES_FILE).read_text().splitlines()]
-            serial_records = _comparable(records) if serial_records is None else serial_records
-            out["eval"][label] = {"workers": workers, "engine": engine, "seconds": round(elapsed, 2),
-                                  "episodes": len(records), "episodes_per_min": round(60 * len(records) / elapsed, 2),
-                                  "SR": summary["overall"]["means"].get("SR"),
-                                  "identical_records": _comparable(records) == serial_records}
-    for section, rate in (("generate", "scenes_per_min"), ("eval", "episodes_per_min")):
-        base = out[section]["serial"][rate]
+        serial_records, timings = None, {label: [] for label, _, _ in runs}
+        for rep in range(repeat):
+            for label, workers, engine in runs:
+                cfg = _eval_config(episodes, tmp / f"eval_{label}_{rep}", seed)
+                _fresh_process_state()
+                if engine == "ray":
+                    _one_job_per_worker(fresh_worker_job, engine, workers, ["flush"])
+                t0 = time.perf_counter()
+                summary = run_eval(cfg, progress=False, print_summary=False, workers=workers, engine=engine)
+                timings[label].append(time.perf_counter() - t0)
+                bar.update(1)
+                records = [json.loads(line) for line in (Path(cfg.out) / EPISODES_FILE).read_text().splitlines()]
+                serial_records = _comparable(records) if serial_records is None else serial_records
+                entry = out["eval"].setdefault(label, {"workers": workers, "engine": engine, "episodes": len(records),
+                                                       "SR": summary["overall"]["means"].get("SR"),
+                                                       "identical_records": True})
+                entry["identical_records"] &= _comparable(records) == serial_records
         for label, _, _ in runs:
-            out[section][label]["speedup"] = round(out[section][label][rate] / base, 2)
+            best = min(timings[label])
+            n = out["eval"][label]["episodes"]
+            out["eval"][label].update(seconds=[round(t, 2) for t in timings[label]],
+                                      episodes_per_min=round(60 * n / best, 2))
+        bar.close()
+    for section in ("generate", "eval"):
+        serial = out[section]["serial"]["seconds"]
+        for label, _, _ in runs:
+            ratios = [s / t for s, t in zip(serial, out[section][label]["seconds"])]
+            out[section][label]["speedups"] = [round(r, 2) for r in ratios]
+            out[section][label]["speedup"] = round(statistics.median(ratios), 2)
+    out["meets_target"] = all(out[section][label]["speedup"] >= TARGET_SPEEDUP
+                              for section in ("generate", "eval") for label, workers, _ in runs if workers > 1)
     out["load_average_1m_after"] = round(os.getloadavg()[0], 2)
     if "ray_init_s" in out:
         import ray

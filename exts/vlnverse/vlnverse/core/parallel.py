@@ -48,6 +48,8 @@ ENGINES = ("local", "ray")
 STARTUP_GRACE_S = 60.0
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
 RAY_CONNECT_TIMEOUT_S = 10.0
+#: (node id, worker environment) of the local Ray instance ``connect_ray`` started, if any
+_RAY_STARTED_WITH: tuple | None = None
 
 #: ``fn(payload, items, state, emit)``: run ``items`` (ids) of one job; ``state`` is a dict that
 #: lives as long as the worker (cache an agent or model there); ``emit(item_id, result)``.
@@ -57,11 +59,14 @@ JobFn = Callable[[Any, tuple, dict, Callable[[str, Any], None]], None]
 @dataclass(frozen=True)
 class Job:
     """One unit of work: ``key`` names it in errors (a scene id), ``items`` are the ids of the
-    results it emits, ``payload`` is what the job function needs (picklable)."""
+    results it emits, ``payload`` is what the job function needs (picklable). ``cost`` is an
+    estimate of its run time in any unit (default 1): workers take the costliest jobs first, so a
+    large scene does not start last and leave the other workers idle at the end of the run."""
 
     key: str
     items: tuple
     payload: Any
+    cost: float = 1.0
 
 
 @dataclass
@@ -95,10 +100,11 @@ class RunReport:
 
 def scene_jobs(by_scene: dict, common: dict, *, send: bool, field_name: str, expected: str) -> list[Job]:
     """One ``Job`` per scene of ``by_scene`` ({scene path: [episode, ...]}): key the scene id,
-    items the episode ids, payload ``common`` + ``scene_path`` + ``episodes``. With ``send`` (the
-    jobs go to worker processes) a payload that cannot be pickled is a ``ConfigError`` naming
-    ``field_name``, before any worker starts."""
-    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps})
+    items the episode ids, payload ``common`` + ``scene_path`` + ``episodes``, cost the episode
+    count times ``scene_cost(path)``. With ``send`` (the jobs go to worker processes) a payload
+    that cannot be pickled is a ``ConfigError`` naming ``field_name``, before any worker starts."""
+    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps},
+                cost=len(eps) * scene_cost(path))
             for path, eps in by_scene.items()]
     if send and jobs:
         import pickle
@@ -109,6 +115,15 @@ def scene_jobs(by_scene: dict, common: dict, *, send: bool, field_name: str, exp
             raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field=field_name,
                               expected=expected) from None
     return jobs
+
+
+def scene_cost(path: Any) -> float:
+    """Relative cost of working on the scene file ``path``: its size in MB (a larger home takes
+    longer to load, simulate and render), at least 0.1; 1 for a scene that is not a file."""
+    try:
+        return max(0.1, os.path.getsize(path) / 1e6)
+    except (OSError, TypeError, ValueError):
+        return 1.0
 
 
 def check_workers(workers: Any, field_name: str = "--workers") -> int:
@@ -342,7 +357,8 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
            on_failure: Callable | None, workers: int, engine: str, job_timeout: float | None = None) -> RunReport:
     report = RunReport(workers=workers, engine=engine)
     received: set = set()
-    pending = [(job, 1) for job in jobs]  # (job, attempt)
+    # costliest first (longest-processing-time scheduling; stable, so equal costs keep their order)
+    pending = [(job, 1) for job in sorted(jobs, key=lambda j: -j.cost)]  # (job, attempt)
     running: dict[int, tuple[Job, int]] = {}  # slot -> (job, attempt)
     progress: dict[int, float] = {}  # slot -> when its job started or last emitted an item
     started: set = set()  # slots whose worker has taken its current job
@@ -485,6 +501,56 @@ def _mp_context() -> Any:
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
+def _fork_server_running() -> bool:
+    from multiprocessing import forkserver
+
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid is None:
+        return False
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
+
+
+def start_workers_early(fn: JobFn, *, workers: int, engine: str, preload: Iterable[str] = ()) -> None:
+    """Call at the start of a run that will ``run_jobs(fn, ..., preload=preload)``: with local
+    worker processes (``workers`` > 1) the fork server starts now and imports while this process
+    prepares the run (reads episodes, checks configs) instead of after it; otherwise nothing."""
+    if engine == "local" and workers > 1:
+        start_fork_server([fn.__module__, *preload])
+
+
+def _ready() -> None:
+    """Target of the process ``start_fork_server(wait=True)`` forks to know the server is up."""
+
+
+def start_fork_server(modules: Iterable[str] = (), *, wait: bool = False) -> bool:
+    """Start this process's fork server (local worker processes are forked from it) with
+    ``modules`` imported, unless it is running; returns whether this call started it.
+
+    The server lives as long as this process, like a local Ray instance, so only the first
+    parallel run pays its start-up (a Python interpreter importing ``modules``: about a second
+    for the simulator stack). Without ``wait`` it returns at once and the server imports while
+    this process goes on preparing the run (the first worker start waits for it); with ``wait``
+    it returns once the server has forked a process. A module that fails to import there is
+    skipped (the worker imports it itself). Where the platform has no fork server (``spawn``) it
+    does nothing and returns False."""
+    ctx = _mp_context()
+    if ctx.get_start_method() != "forkserver" or _fork_server_running():
+        return False
+    ctx.set_forkserver_preload(list(dict.fromkeys(m for m in modules if m)))
+    if wait:
+        proc = ctx.Process(target=_ready, daemon=True, name="vlnverse-fork-server-check")
+        proc.start()
+        proc.join()
+    else:
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+    return True
+
+
 def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None,
                   env: dict | None = None) -> None:
     """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
@@ -505,9 +571,7 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
 class _LocalDriver:
     def __init__(self, fn: JobFn, workers: int, shared: dict | None = None, preload: Iterable[str] = ()):
         self.fn, self.ctx = fn, _mp_context()
-        if self.ctx.get_start_method() == "forkserver":
-            # imported once by the fork server (failures there are ignored: the worker imports it)
-            self.ctx.set_forkserver_preload(list(dict.fromkeys([fn.__module__, *[m for m in preload if m]])))
+        start_fork_server([fn.__module__, *preload])  # once per process; then the server is reused
         self.limits = _make_limits(shared, "process", ctx=self.ctx, workers=workers)
         self.procs: dict[int, Any] = {}
         self.inboxes: dict[int, Any] = {}
@@ -596,10 +660,24 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None) -> Any:
     instance unless one is running in this process."""
     import ray
 
+    global _RAY_STARTED_WITH
     if ray.is_initialized():
         return ray
     if address in (None, "", "local"):
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        # The instance's processes inherit this environment, so its (prestarted) workers already
+        # have what a worker needs; a per-actor runtime_env would start a new process per actor.
+        env = ray_worker_env()
+        saved = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        _RAY_STARTED_WITH = (ray.get_runtime_context().get_node_id(), env)
         return ray
     check_address(address)
     import threading
@@ -624,6 +702,22 @@ def connect_ray(address: str | None, *, num_cpus: int | None = None) -> Any:
     return ray
 
 
+def ray_worker_env() -> dict:
+    """Environment a Ray worker needs from this process: ``PYTHONPATH`` (``source_path``: workers
+    import the job function's module) and this process's ``VLNVERSE_*`` settings (cache and
+    view-cache folders: on a multi-node cluster they must name a shared file system)."""
+    return {"PYTHONPATH": source_path(), **{k: v for k, v in os.environ.items() if k.startswith("VLNVERSE_")}}
+
+
+def _ray_runtime_env(ray: Any) -> dict | None:
+    """``runtime_env`` for this run's actors: none when a local instance started here already
+    gave its workers the same environment (``connect_ray``), else the worker environment."""
+    env = ray_worker_env()
+    if _RAY_STARTED_WITH is not None and _RAY_STARTED_WITH == (ray.get_runtime_context().get_node_id(), env):
+        return None
+    return {"env_vars": env}
+
+
 def source_path() -> str:
     """``PYTHONPATH`` for Ray workers: this process's ``sys.path`` folders outside the Python
     installation (the vlnverse checkout, the caller's own modules)."""
@@ -640,38 +734,86 @@ def source_path() -> str:
     return os.pathsep.join(folders)
 
 
-class _RayDriver:
-    """One actor per worker; each job is a streaming generator call, so items arrive one by one."""
+#: Ray actors kept for the next run of this process: {"node": node id, "actors": {slot: actor}}
+#: (only on a local instance that ``connect_ray`` started, see ``_RayDriver``)
+_RAY_POOL: dict = {}
+_RAY_WORKER_CLASS: list = []
 
-    def __init__(self, fn: JobFn, workers: int, address: str | None, shared: dict | None = None):
-        self.ray = connect_ray(address, num_cpus=None)
-        ray = self.ray
-        self.limits = _make_limits(shared, "ray", ray=ray)
 
+def _ray_worker_class(ray: Any) -> Any:
+    """The Ray actor class of a worker (defined once per process)."""
+    if not _RAY_WORKER_CLASS:
         @ray.remote(num_cpus=1, max_restarts=0)
         class RayJobWorker:
-            """One Ray worker: keeps ``state`` across jobs, yields a job's items as they finish."""
+            """One Ray worker: keeps ``state`` for one run's jobs, yields a job's items as they
+            finish. A new run (another ``run_id``) starts from a fresh ``state``."""
 
-            def __init__(self, job_fn: JobFn, limits: dict, slot: int):
-                self.fn, self.state = job_fn, {"shared": {k: v.for_slot(slot) for k, v in limits.items()}}
+            def __init__(self) -> None:
+                self.run_id, self.state = None, {}
 
             def pid(self) -> int:
                 return os.getpid()
 
-            def run(self, job: Job, slot: int):
-                it = _GeneratorBridge(self.fn, job, self.state, slot)
-                yield from it
+            def run(self, fn: JobFn, job: Job, slot: int, run_id: str, limits: dict):
+                if run_id != self.run_id:
+                    self.run_id, self.state = run_id, {"shared": {k: v.for_slot(slot) for k, v in limits.items()}}
+                yield from _GeneratorBridge(fn, job, self.state, slot)
 
-        # Workers import the job function's module: give them this process's source folders
-        # (a checkout on PYTHONPATH, a test folder); installed packages they find themselves.
-        # and this process's VLNVERSE_* settings (cache and view-cache folders: on a multi-node
-        # cluster they must name a shared file system)
-        env = {"PYTHONPATH": source_path(), **{k: v for k, v in os.environ.items() if k.startswith("VLNVERSE_")}}
-        self.cls, self.fn = RayJobWorker.options(runtime_env={"env_vars": env}), fn
+        _RAY_WORKER_CLASS.append(RayJobWorker)
+    return _RAY_WORKER_CLASS[0]
+
+
+class _RayDriver:
+    """One actor per worker; each job is a streaming generator call, so items arrive one by one.
+
+    On a local Ray instance that ``connect_ray`` started (its workers already have this
+    process's environment), the actors outlive the run and the next run of this process takes
+    them over (``_RAY_POOL``), like the local engine's fork server: a DAgger loop or a second
+    evaluation does not start Ray worker processes and import the toolkit again. Each run starts
+    from a fresh worker ``state``; the processes' own caches (scenes loaded, keyed by file) stay
+    warm. Joining a cluster (``address``), actors are made per run and killed after it, so idle
+    actors never hold a shared cluster's CPUs."""
+
+    def __init__(self, fn: JobFn, workers: int, address: str | None, shared: dict | None = None):
+        import uuid
+
+        self.ray = connect_ray(address, num_cpus=None)
+        ray = self.ray
+        self.limits = _make_limits(shared, "ray", ray=ray)
+        self.fn, self.run_id = fn, uuid.uuid4().hex
+        # Workers import the job function's module and read VLNVERSE_* settings (ray_worker_env)
+        runtime_env = _ray_runtime_env(ray)
+        cls = _ray_worker_class(ray)
+        self.cls = cls.options(runtime_env=runtime_env) if runtime_env else cls
+        self.keep = runtime_env is None
+        pooled = self._take_pool(workers) if self.keep else {}
         self.actors: dict[int, Any] = {}
         self.gens: dict[int, Any] = {}
         for slot in range(workers):
-            self.actors[slot] = self.cls.remote(fn, self.limits, slot)
+            self.actors[slot] = pooled.get(slot) or self.cls.remote()
+
+    def _take_pool(self, workers: int) -> dict:
+        """The live pooled actors for slots ``0..workers-1`` (a dead one is dropped: a fresh one
+        takes its slot)."""
+        node = self.ray.get_runtime_context().get_node_id()
+        if _RAY_POOL.get("node") != node:
+            _RAY_POOL.clear()
+            _RAY_POOL.update(node=node, actors={})
+        actors = _RAY_POOL["actors"]
+        taken = {slot: actors.pop(slot) for slot in range(workers) if slot in actors}
+        if taken:
+            try:
+                self.ray.get([a.pid.remote() for a in taken.values()], timeout=10)
+            except Exception:  # noqa: BLE001 - one of them died since the last run: check each
+                alive = {}
+                for slot, actor in taken.items():
+                    try:
+                        self.ray.get(actor.pid.remote(), timeout=2)
+                        alive[slot] = actor
+                    except Exception:  # noqa: BLE001
+                        pass
+                taken = alive
+        return taken
 
     def pids(self) -> list[int]:
         """Process ids of the live worker actors."""
@@ -681,7 +823,8 @@ class _RayDriver:
         return [s for s in self.actors if s not in busy]
 
     def submit(self, slot: int, job: Job) -> None:
-        self.gens[slot] = self.actors[slot].run.options(num_returns="streaming").remote(job, slot)
+        self.gens[slot] = self.actors[slot].run.options(num_returns="streaming").remote(self.fn, job, slot, self.run_id,
+                                                                                        self.limits)
 
     def poll(self, timeout: float) -> list[tuple]:
         if not self.gens:
@@ -721,14 +864,20 @@ class _RayDriver:
             pass
         for limit in self.limits.values():
             limit.reclaim(slot)
-        self.actors[slot] = self.cls.remote(self.fn, self.limits, slot)
+        self.actors[slot] = self.cls.remote()
 
     def close(self) -> None:
-        for actor in [*self.actors.values(), *(limit._actor for limit in self.limits.values())]:
+        """Kill the run's limit actors; kill its workers, or keep them for the next run (see the class)."""
+        busy = set(self.gens)  # a worker still running a job (the run stopped early) is not reused
+        keep = {s: a for s, a in self.actors.items() if s not in busy} if self.keep else {}
+        for actor in [*(a for s, a in self.actors.items() if s not in keep),
+                      *(limit._actor for limit in self.limits.values())]:
             try:
                 self.ray.kill(actor)
             except Exception:  # noqa: BLE001
                 pass
+        if keep and _RAY_POOL.get("node") == self.ray.get_runtime_context().get_node_id():
+            _RAY_POOL["actors"].update(keep)
 
 
 class _GeneratorBridge:

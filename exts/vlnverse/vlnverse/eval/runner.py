@@ -30,7 +30,9 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs
+from ..core.parallel import (JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs,
+                             start_workers_early)
+from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from . import metrics as M
 from .agents import Agent, make_agent
 from .config import EvalConfig
@@ -421,8 +423,9 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
 
 
-#: modules every evaluation worker needs (scene loading, maps): imported once by the fork server
-WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps", "vlnverse.eval.rollout")
+#: modules every evaluation worker needs (scene loading, maps, rollouts; the backend's module is
+#: added per run): imported once by the local fork server
+WORKER_PRELOAD = SCENE_WORKER_PRELOAD + ("vlnverse.eval.rollout",)
 
 #: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
 MODEL_REQUESTS = "model_requests"
@@ -509,6 +512,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     from tqdm import tqdm
 
     from ..core.plugins import load_plugins
+    from ..sim.api import backend_module
     from ..tasks.base import load_task_types
     from ..tasks.scoring import scoring_for
     from .report import write_report
@@ -516,6 +520,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     check_workers(workers)
     check_engine(engine, address)
     check_job_timeout(job_timeout)
+    preload = WORKER_PRELOAD + (backend_module(cfg.backend),)
+    start_workers_early(eval_scene_job, workers=workers, engine=engine, preload=preload)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
@@ -581,13 +587,11 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         bar.write(f"scene {failure.key} failed after {failure.attempts} attempt(s): {failure.error}; "
                   f"{len(failure.missing)} episode(s) not evaluated")
 
-    from ..sim.api import backend_module
-
     try:
         report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
                           address=address, on_failure=on_failure, job_timeout=job_timeout,
                           shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
-                          else None, preload=WORKER_PRELOAD + (backend_module(cfg.backend),))
+                          else None, preload=preload)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "

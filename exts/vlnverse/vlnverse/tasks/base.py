@@ -31,6 +31,12 @@ from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
 from .scoring import DEFAULT_SCORING, TaskScoring
 
+#: modules a worker process working on scenes needs (task types, scene loading and maps, OpenUSD):
+#: parallel runs have the local fork server import them once (``core.parallel.start_fork_server``)
+#: instead of every worker importing them on its first scene
+WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.tasks.types", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps",
+                  "pxr.Usd", "pxr.UsdGeom", "pxr.UsdLux", "pxr.UsdPhysics", "pxr.UsdSemantics", "pxr.UsdShade")
+
 #: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
 TASKS: Registry = Registry("task")
 

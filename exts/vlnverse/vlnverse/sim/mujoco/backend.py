@@ -27,6 +27,10 @@ from .builder import SERVO_TAU, build_model
 from .gl import import_mujoco
 from .render import RaycastRenderer, lidar_scan, make_renderer
 
+# MuJoCo itself (its GL platform chosen first) comes with this module: parallel runs preload the
+# backend module into the process their workers are forked from (``sim.api.backend_module``)
+import_mujoco()
+
 #: Penetration deeper than this (m) counts as "inside an obstacle" for teleports.
 PENETRATION_TOL = 1e-3
 
