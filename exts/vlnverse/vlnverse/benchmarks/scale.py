@@ -7,12 +7,13 @@ shipped scenes (``scenes_per_min``), then evaluation of the shortest-path oracle
 physics with 128² RGB-D on the first ``EPISODES_PER_SCENE`` episodes of each scene
 (``episodes_per_min``). Each parallel run's records are checked against the serial run's
 (``identical_files`` / ``identical_records``). The three runs are repeated ``--repeat`` times,
-back to back (serial, local, Ray, serial ...; ``seconds`` lists every repetition). A run's
-``speedup`` is the median over repetitions of serial seconds ÷ its seconds in the same
-repetition (``speedups``): each ratio compares runs a few seconds apart, so the slow drifts of a
-shared machine's speed cancel out, and the median drops a repetition that a burst of load hit.
-The rates (``scenes_per_min``, ``episodes_per_min``) are each run's best repetition. The target
-is ``TARGET_SPEEDUP`` for every parallel run (``meets_target``).
+back to back, and the serial run once more at the end (serial, local, Ray, serial, local, Ray,
+serial; ``seconds`` lists every run), so each parallel run lies between two serial runs. Its
+ratio is the mean of those two serial runs' seconds ÷ its seconds (``speedups``): a shared
+machine's speed drifts by ±15 % within minutes here, and the sandwich cancels a steady drift.
+A run's ``speedup`` is the median of its ratios (a repetition that a burst of load hit drops
+out). The rates (``scenes_per_min``, ``episodes_per_min``) are each run's best repetition. The
+target is ``TARGET_SPEEDUP`` for every parallel run (``meets_target``).
 
 What is timed is what every run pays: starting the run's workers where the engine does that per
 run (local processes forked from the fork server), their scene loading (every worker's scene
@@ -147,6 +148,29 @@ def _warm_up(scene: str, seed: int, tmp: Path) -> float:
     return round(time.perf_counter() - t0, 2)
 
 
+def _sandwiched_runs(runs: list, repeat: int, run_once, bar) -> dict[str, list[float]]:
+    """Seconds of ``run_once(label, workers, engine, tag)`` for every run, ``repeat`` times back to
+    back, then the serial run once more: every parallel run then lies between two serial runs."""
+    timings: dict[str, list[float]] = {label: [] for label, _, _ in runs}
+    order = [(rep, run) for rep in range(repeat) for run in runs] + [(repeat, runs[0])]
+    for rep, (label, workers, engine) in order:
+        _fresh_process_state()
+        if engine == "ray":  # its workers are kept between runs: they start from empty caches too
+            _one_job_per_worker(fresh_worker_job, engine, workers, ["flush"])
+        t0 = time.perf_counter()
+        run_once(label, workers, engine, f"{label}_{rep}")
+        timings[label].append(time.perf_counter() - t0)
+        bar.update(1)
+    return timings
+
+
+def paired_speedups(serial: list[float], parallel: list[float]) -> list[float]:
+    """Speed-up of each parallel run over the mean of the serial runs just before and after it
+    (``serial`` has one more entry than ``parallel``): a machine whose speed drifts linearly
+    over the three runs gives the same ratio as a steady one."""
+    return [(serial[i] + serial[i + 1]) / 2 / t for i, t in enumerate(parallel)]
+
+
 def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
     from vlnverse.eval.runner import EPISODES_FILE, run_eval
@@ -157,9 +181,10 @@ def run(args) -> dict:
     progress = bool(getattr(args, "progress", True))
     scenes = [str(p) for p in resolve_scene_paths("all")[:SCENES]]
     seed = int(getattr(args, "seed", 0))
+    repeat = max(1, int(getattr(args, "repeat", 1) or 1))
     out: dict = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2),
                  "scenes": len(scenes), "generated_episodes_per_scene": GENERATE_EPISODES_PER_SCENE,
-                 "episodes_per_scene": EPISODES_PER_SCENE, "target_speedup": TARGET_SPEEDUP,
+                 "episodes_per_scene": EPISODES_PER_SCENE, "target_speedup": TARGET_SPEEDUP, "repeat": repeat,
                  "eval": {"agent": "oracle", "mode": "strict", "sensors": "rgb 128x128 + depth 128x128"},
                  "generate": {"task": "fine_grained"}}
     runs = _configs()
@@ -167,63 +192,51 @@ def run(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="vlnverse-bench-scale-") as tmp:
         tmp = Path(tmp)
         out["warm_up_s"] = _warm_up(scenes[0], seed, tmp)
-        repeat = max(1, int(getattr(args, "repeat", 1) or 1))
-        out["repeat"] = repeat
-        bar = tqdm(total=2 * repeat * len(runs), desc="bench scale", unit="run", disable=not progress)
-        serial_files, timings = None, {label: [] for label, _, _ in runs}
-        for rep in range(repeat):
-            for label, workers, engine in runs:
-                dest = tmp / f"data_{label}_{rep}"
-                _fresh_process_state()
-                if engine == "ray":  # its workers are kept between runs: they start from empty caches too
-                    _one_job_per_worker(fresh_worker_job, engine, workers, ["flush"])
-                t0 = time.perf_counter()
-                generate_dataset("fine_grained", scenes, GENERATE_EPISODES_PER_SCENE, seed, dest, progress=False,
-                                 workers=workers, engine=engine)
-                timings[label].append(time.perf_counter() - t0)
-                bar.update(1)
-                files = {p.name: p.read_bytes() for p in dest.glob("*.jsonl")}
-                serial_files = files if serial_files is None else serial_files
-                out["generate"].setdefault(label, {"workers": workers, "engine": engine, "identical_files": True})
-                out["generate"][label]["identical_files"] &= files == serial_files
+        bar = tqdm(total=2 * (repeat * len(runs) + 1), desc="bench scale", unit="run", disable=not progress)
+        expected: dict = {}
+
+        def generate_once(label: str, workers: int, engine: str, tag: str) -> None:
+            dest = tmp / f"data_{tag}"
+            generate_dataset("fine_grained", scenes, GENERATE_EPISODES_PER_SCENE, seed, dest, progress=False,
+                             workers=workers, engine=engine)
+            files = {p.name: p.read_bytes() for p in dest.glob("*.jsonl")}
+            entry = out["generate"].setdefault(label, {"workers": workers, "engine": engine, "identical_files": True})
+            entry["identical_files"] &= files == expected.setdefault("files", files)
+
+        timings = _sandwiched_runs(runs, repeat, generate_once, bar)
         for label, _, _ in runs:
-            best = min(timings[label])
             out["generate"][label].update(seconds=[round(t, 2) for t in timings[label]],
-                                          scenes_per_min=round(60 * len(scenes) / best, 2))
+                                          scenes_per_min=round(60 * len(scenes) / min(timings[label]), 2))
         episodes = tmp / "eval_episodes.jsonl"
         per_scene: dict = {}
         for episode in load_episodes(tmp / "data_serial_0"):
             per_scene.setdefault(episode.scene_id, []).append(episode)
         save_episodes(episodes, [e for eps in per_scene.values() for e in eps[:EPISODES_PER_SCENE]])
-        serial_records, timings = None, {label: [] for label, _, _ in runs}
-        for rep in range(repeat):
-            for label, workers, engine in runs:
-                cfg = _eval_config(episodes, tmp / f"eval_{label}_{rep}", seed)
-                _fresh_process_state()
-                if engine == "ray":
-                    _one_job_per_worker(fresh_worker_job, engine, workers, ["flush"])
-                t0 = time.perf_counter()
-                summary = run_eval(cfg, progress=False, print_summary=False, workers=workers, engine=engine)
-                timings[label].append(time.perf_counter() - t0)
-                bar.update(1)
-                records = [json.loads(line) for line in (Path(cfg.out) / EPISODES_FILE).read_text().splitlines()]
-                serial_records = _comparable(records) if serial_records is None else serial_records
-                entry = out["eval"].setdefault(label, {"workers": workers, "engine": engine, "episodes": len(records),
-                                                       "SR": summary["overall"]["means"].get("SR"),
-                                                       "identical_records": True})
-                entry["identical_records"] &= _comparable(records) == serial_records
+
+        def evaluate_once(label: str, workers: int, engine: str, tag: str) -> None:
+            cfg = _eval_config(episodes, tmp / f"eval_{tag}", seed)
+            summary = run_eval(cfg, progress=False, print_summary=False, workers=workers, engine=engine)
+            records = _comparable([json.loads(line)
+                                   for line in (Path(cfg.out) / EPISODES_FILE).read_text().splitlines()])
+            entry = out["eval"].setdefault(label, {"workers": workers, "engine": engine,
+                                                   "episodes": len(per_scene) * EPISODES_PER_SCENE,
+                                                   "SR": summary["overall"]["means"].get("SR"),
+                                                   "identical_records": True})
+            entry["identical_records"] &= records == expected.setdefault("records", records)
+
+        timings = _sandwiched_runs(runs, repeat, evaluate_once, bar)
         for label, _, _ in runs:
-            best = min(timings[label])
             n = out["eval"][label]["episodes"]
             out["eval"][label].update(seconds=[round(t, 2) for t in timings[label]],
-                                      episodes_per_min=round(60 * n / best, 2))
+                                      episodes_per_min=round(60 * n / min(timings[label]), 2))
         bar.close()
     for section in ("generate", "eval"):
         serial = out[section]["serial"]["seconds"]
-        for label, _, _ in runs:
-            ratios = [s / t for s, t in zip(serial, out[section][label]["seconds"])]
-            out[section][label]["speedups"] = [round(r, 2) for r in ratios]
-            out[section][label]["speedup"] = round(statistics.median(ratios), 2)
+        for label, workers, _ in runs:
+            if workers > 1:
+                ratios = paired_speedups(serial, out[section][label]["seconds"])
+                out[section][label].update(speedups=[round(r, 2) for r in ratios],
+                                           speedup=round(statistics.median(ratios), 2))
     out["meets_target"] = all(out[section][label]["speedup"] >= TARGET_SPEEDUP
                               for section in ("generate", "eval") for label, workers, _ in runs if workers > 1)
     out["load_average_1m_after"] = round(os.getloadavg()[0], 2)
