@@ -146,7 +146,8 @@ def test_scene_jobs_cost_grows_with_the_episode_count_and_the_scene_file(tmp_pat
 def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):
     """In a fresh interpreter (this one's fork server may already run): the first call starts the
     server with the modules imported, a second call starts nothing, and a worker forked from it
-    has the preloaded module (a stdlib one nothing else imports) but not another."""
+    has the preloaded module (a stdlib one nothing else imports) but not another. A fork server
+    that died is started again by the next run."""
     import subprocess
     import sys
     from pathlib import Path
@@ -161,12 +162,20 @@ def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):
         "    got = {}\n"
         "    run_jobs(loaded_modules, [Job('a', ('colorsys', 'wave'), {})], workers=2, preload=['wave'],\n"
         "             on_result=lambda item, value: got.update({item: value}))\n"
-        "    print(first, again, got['colorsys'], got['wave'])\n")
+        "    import os, signal, time\n"
+        "    from multiprocessing import forkserver\n"
+        "    os.kill(forkserver._forkserver._forkserver_pid, signal.SIGKILL)  # the server dies\n"
+        "    time.sleep(0.5)\n"
+        "    start_fork_server(['colorsys'], wait=True)  # must not trip over the dead one\n"
+        "    after = {}\n"
+        "    run_jobs(loaded_modules, [Job('b', ('colorsys',), {})], workers=2,\n"
+        "             on_result=lambda item, value: after.update({item: value}))\n"
+        "    print(first, again, got['colorsys'], got['wave'], sorted(after))\n")
     env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parent)}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     # 'wave' was asked for after the server started: a run's preload only counts for a new server
-    assert result.stdout.split() == ["True", "False", "True", "False"]
+    assert result.stdout.split() == ["True", "False", "True", "False", "['colorsys']"]
 
 
 @pytest.mark.slow  # starting Ray takes ~10-30 s here

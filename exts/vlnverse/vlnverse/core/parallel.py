@@ -507,10 +507,11 @@ def _fork_server_running() -> bool:
     pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
     if pid is None:
         return False
-    try:
-        return os.waitpid(pid, os.WNOHANG) == (0, 0)
-    except ChildProcessError:
+    try:  # signal 0 only checks the process exists; reaping it here would break ensure_running's own check
+        os.kill(pid, 0)
+    except OSError:
         return False
+    return True
 
 
 def start_workers_early(fn: JobFn, *, workers: int, engine: str, preload: Iterable[str] = ()) -> None:
