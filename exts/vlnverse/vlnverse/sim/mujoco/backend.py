@@ -28,8 +28,13 @@ from .gl import import_mujoco
 from .render import RaycastRenderer, lidar_scan, make_renderer
 
 # MuJoCo itself (its GL platform chosen first) comes with this module: parallel runs preload the
-# backend module into the process their workers are forked from (``sim.api.backend_module``)
-import_mujoco()
+# backend module into the process their workers are forked from (``sim.api.backend_module``).
+# Where it cannot be imported (a broken GL install), importing this module still works and the
+# error is raised where a simulator is made (``MujocoSimulator`` imports MuJoCo again), as before.
+try:
+    import_mujoco()
+except Exception:  # noqa: BLE001 - any import-time failure, raised again by MujocoSimulator()
+    pass
 
 #: Penetration deeper than this (m) counts as "inside an obstacle" for teleports.
 PENETRATION_TOL = 1e-3
