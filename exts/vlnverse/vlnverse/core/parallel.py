@@ -29,6 +29,7 @@ function and its payload must be picklable (a module-level function).
 """
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing as mp
 import os
@@ -738,30 +739,28 @@ def source_path() -> str:
 #: Ray actors kept for the next run of this process: {"node": node id, "actors": {slot: actor}}
 #: (only on a local instance that ``connect_ray`` started, see ``_RayDriver``)
 _RAY_POOL: dict = {}
-_RAY_WORKER_CLASS: list = []
 
 
+@functools.lru_cache(maxsize=None)
 def _ray_worker_class(ray: Any) -> Any:
     """The Ray actor class of a worker (defined once per process)."""
-    if not _RAY_WORKER_CLASS:
-        @ray.remote(num_cpus=1, max_restarts=0)
-        class RayJobWorker:
-            """One Ray worker: keeps ``state`` for one run's jobs, yields a job's items as they
-            finish. A new run (another ``run_id``) starts from a fresh ``state``."""
+    @ray.remote(num_cpus=1, max_restarts=0)
+    class RayJobWorker:
+        """One Ray worker: keeps ``state`` for one run's jobs, yields a job's items as they
+        finish. A new run (another ``run_id``) starts from a fresh ``state``."""
 
-            def __init__(self) -> None:
-                self.run_id, self.state = None, {}
+        def __init__(self) -> None:
+            self.run_id, self.state = None, {}
 
-            def pid(self) -> int:
-                return os.getpid()
+        def pid(self) -> int:
+            return os.getpid()
 
-            def run(self, fn: JobFn, job: Job, slot: int, run_id: str, limits: dict):
-                if run_id != self.run_id:
-                    self.run_id, self.state = run_id, {"shared": {k: v.for_slot(slot) for k, v in limits.items()}}
-                yield from _GeneratorBridge(fn, job, self.state, slot)
+        def run(self, fn: JobFn, job: Job, slot: int, run_id: str, limits: dict):
+            if run_id != self.run_id:
+                self.run_id, self.state = run_id, {"shared": {k: v.for_slot(slot) for k, v in limits.items()}}
+            yield from _GeneratorBridge(fn, job, self.state, slot)
 
-        _RAY_WORKER_CLASS.append(RayJobWorker)
-    return _RAY_WORKER_CLASS[0]
+    return RayJobWorker
 
 
 class _RayDriver:
