@@ -119,14 +119,17 @@ def test_eight_variants_graph_mode_from_cached_views(corridor, view_cache, tmp_p
             records[name] = rec
         sent = len(reqs)
         assert all(r["auth"] == f"Bearer {KEY}" for r in reqs)
-        # a second identical run is answered from the response cache: no request at all
+        # a second identical run is answered from the response cache, except the unusable first
+        # answer of each episode (malformed: never cached, so asked again)
         for name in VARIANTS:
             rec = run_episode(episode, corridor, sim, make_mode("graph", sim, navgraph=corridor.navgraph.graph,
                                                                 planner=corridor.planner),
                               _agent(name, url, tmp_path, tmp_path / "responses"), _settings(corridor))
             assert rec["trajectory"] == records[name]["trajectory"] and rec["actions"] == records[name]["actions"]
-            assert all(a["cached"] for s in rec["agent_outputs"] for a in s["attempts"])
-        assert len(reqs) == sent
+            attempts = [a for s in rec["agent_outputs"] for a in s["attempts"]]
+            assert [a["cached"] for a in attempts] == ["error_kind" not in a["parsed"] for a in attempts]
+            assert attempts[0]["parsed"]["error_kind"] == "malformed" and not attempts[0]["cached"]
+        assert len(reqs) == sent + 8
     summary = summarize(list(records.values()), run={"collision_mode": "graph"})
     gen = summary["overall"]["generation"]
     assert gen["steps"] == 32 and gen["reprompts"] == 8 + 4 and gen["requests"] == sent
@@ -159,7 +162,8 @@ def test_eight_variants_in_telhop_with_rendered_views(corridor, tmp_path, monkey
         sim.close()
 
 
-def test_generation_errors_are_recorded_not_raised(corridor, view_cache, tmp_path, monkeypatch):
+def test_parse_failures_are_invalid_steps_endpoint_failures_end_the_episode(corridor, view_cache, tmp_path,
+                                                                             monkeypatch):
     monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
     episode = _episode(corridor)
     sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
@@ -173,14 +177,18 @@ def test_generation_errors_are_recorded_not_raised(corridor, view_cache, tmp_pat
     with openai_server(reply) as (url, reqs):
         agent = _agent("navgpt", url, tmp_path, False, max_reprompts=1)
         rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=3))
-    assert rec["termination"] == "max_steps" and rec["invalid_actions"] == 3
-    assert all("GenerationError" in i["error"] for i in rec["invalid"])
+    assert len(reqs) == 4  # nothing is sent after the endpoint failure
+    assert rec["termination"] == "not_evaluated" and rec["outcome"] == "not_evaluated"
+    assert rec["not_evaluated"]["kind"] == "server_error" and rec["not_evaluated"]["step"] == 1
+    assert rec["invalid_actions"] == 1 and "GenerationError" in rec["invalid"][0]["error"]  # step 0: the model's fault
     kinds = [s["generation"]["error_kind"] for s in rec["agent_outputs"]]
-    assert kinds == ["invalid_marker", "server_error", "invalid_marker"]
+    assert kinds == ["invalid_marker", "server_error"]
     first = rec["agent_outputs"][0]["attempts"]
     assert first[1]["parsed"]["error"].startswith("marker 42 does not exist")
-    summary = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
-    assert sum(summary["generation_errors"].values()) == 3
+    summary = summarize([rec], run={"collision_mode": "graph"})["overall"]
+    assert summary["episodes"] == 0 and summary["means"] == {}
+    assert summary["not_evaluated"] == {"episodes": 1, "by_reason": {"server_error": 1}}
+    assert summary["generation"]["generation_errors"] == {"invalid_marker": 1, "server_error": 1}
 
 
 def test_stitched_markers_follow_the_candidates():
@@ -244,10 +252,15 @@ def test_run_eval_simulator_free_rerun_is_free_and_key_free(corridor, view_cache
             summaries.append(run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor))
             if run == "first":
                 sent = len(reqs)
-        assert sent > 0 and len(reqs) == sent  # the second run sent nothing
+        # the second run asked only the first step's malformed answer again (unusable answers are not cached)
+        assert sent > 0 and len(reqs) == sent + 1
     first, second = (s["overall"]["generation"] for s in summaries)
     assert first["requests"] == sent and first["cache_hits"] == 0
-    assert second["requests"] == 0 and second["cache_hits"] == sent
+    assert second["requests"] == 1 and second["cache_hits"] == sent - 1
+    model = summaries[1]["model"]
+    assert model == {"agent": "mapgpt_cot_reflection", "prompt_version": "vln-mme-2", "model": "openai",
+                     "model_name": "nav-vlm", "served_models": {"nav-vlm": sent}, "endpoint_host": url.split("/")[2],
+                     "requests": 1, "cache_hits": sent - 1}
     assert summaries[0]["overall"]["means"] == summaries[1]["overall"]["means"]
     assert summaries[0]["overall"]["terminations"] == {"stop": 1}
     assert (tmp_path / "first" / "report.html").is_file()

@@ -29,9 +29,11 @@ raw answer with its tokens / latency / cache hit, the parsed action and any gene
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +43,7 @@ from ...core.errors import VLNVerseError
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.actions import Decision, SelectFrame
 from ..agents import Agent, AgentState, register_agent
+from ..rollout import NotEvaluated
 from .models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
 from .parsing import parse_action
@@ -50,7 +53,12 @@ log = logging.getLogger(__name__)
 
 
 class GenerationError(VLNVerseError):
-    """No valid action after the re-prompts (or the model failed); the step is recorded as invalid."""
+    """No valid action after the re-prompts; the step is recorded as invalid (the model's failure)."""
+
+
+#: Version of the prompts below (system, task, re-prompt texts); named in ``summary.json`` so
+#: results from different prompt revisions are not mixed. Bump it when a prompt text changes.
+PROMPT_VERSION = "vln-mme-2"
 
 
 SYSTEM_PROMPT = """You are an embodied agent navigating an indoor environment by following a natural-language instruction.
@@ -107,6 +115,7 @@ class MLLMAgent(Agent):
     memory = "history"
     cot = False
     reflection = False
+    prompt_version = PROMPT_VERSION
 
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
@@ -230,6 +239,8 @@ class MLLMAgent(Agent):
             for view in views:
                 gen = self.captioner.generate([{"role": "user", "content": "Describe this indoor view in one short "
                                                 "sentence: the room type and the main objects."}], [view])
+                if gen.endpoint_failure:
+                    raise NotEvaluated(gen.error_kind, f"caption model: {gen.error}")
                 out.append(gen.text.strip().split("\n")[0][:200] if gen.ok else "")
             self._captions[key] = out
         return self._captions[key]
@@ -308,7 +319,7 @@ class MLLMAgent(Agent):
         return str(path)
 
     def _ask(self, messages: list[dict[str, str]], png: bytes, record: dict) -> Any:
-        gen = self.model.generate(messages, [png])
+        gen = self.model.generate(messages, [png], store=False)
         usage = record["generation"]
         usage["requests"] += gen.requests
         usage["cache_hits"] += int(gen.cached)
@@ -319,12 +330,24 @@ class MLLMAgent(Agent):
         return gen
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
-        """Prompt the model with the step's observation and return the parsed action."""
+        """Prompt the model with the step's observation and return the parsed action; raises
+        :class:`~vlnverse.eval.rollout.NotEvaluated` when the endpoint gives no answer. All model
+        calls of the step end within the model's ``step_timeout``."""
+        if self._pending_stop:
+            return self._act(observations, state)
+        broken = getattr(self.model, "circuit_open", None)
+        if broken:
+            raise NotEvaluated("circuit_open", broken)
+        step = getattr(self.model, "step", None)
+        with (step(getattr(self.model, "step_timeout", None)) if step else contextlib.nullcontext()):
+            return self._act(observations, state)
+
+    def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
         if self._pending_stop:  # the frame was selected last step: now the STOP it preceded
             self._pending_stop = False
             self.outputs.append({"step": state.step, "action": "STOP", "after_frame_selection": True})
             return DiscreteAction.STOP
-        record: dict[str, Any] = {"step": state.step, "generation": {"requests": 0, "cache_hits": 0, "prompt_tokens": 0,
+        record: dict[str, Any] = {"step": state.step, "prompt_version": PROMPT_VERSION, "generation": {"requests": 0, "cache_hits": 0, "prompt_tokens": 0,
                                                                      "completion_tokens": 0, "latency_ms": 0.0,
                                                                      "calls": 0, "reprompts": 0, "error_kind": None}}
         self.outputs.append(record)
@@ -357,13 +380,19 @@ class MLLMAgent(Agent):
             gen = self._ask(messages, png, record)
             attempt = {"raw": gen.text, "cached": gen.cached, "latency_ms": round(1000 * gen.latency_s, 2),
                        "tokens": [gen.prompt_tokens, gen.completion_tokens]}
+            if gen.served_model:
+                attempt["served_model"] = gen.served_model
+            if gen.truncated:
+                attempt["truncated"] = True
             attempts.append(attempt)
-            if not gen.ok and gen.error_kind not in ("empty", "non_text"):
+            if gen.endpoint_failure:
                 attempt["error"] = {"kind": gen.error_kind, "message": gen.error}
                 record["generation"]["error_kind"] = gen.error_kind
-                raise GenerationError(f"model {gen.error_kind}: {gen.error}")
+                raise NotEvaluated(gen.error_kind, gen.error or "")
             parsed = parse_action(gen.text, list(by_marker), directions, decisions=self._decisions, questions=allow_questions)
             attempt["parsed"] = parsed.to_dict()
+            if parsed.ok:
+                _remember(self.model, gen)  # only usable answers are cached: a failed step is asked again
             if parsed.ok and parsed.kind == "ask":
                 answer = self._oracle.answer(parsed.question, state.pose.xy, state.pose.yaw)
                 self.questions += 1
@@ -444,7 +473,10 @@ class MLLMAgent(Agent):
         entry: dict[str, Any] = {"prompt": messages[0]["content"], "frames": [int(i) for i in idx], "attempts": []}
         record["goal_identification"] = entry
         for _ in range(self.max_reprompts + 1):
-            gen = self.model.generate(messages, list(frames))
+            gen = self.model.generate(messages, list(frames), store=False)
+            if gen.endpoint_failure:
+                entry["attempts"].append({"raw": gen.text, "error": gen.error_kind})
+                raise NotEvaluated(gen.error_kind, gen.error or "")
             for key, value in (("requests", gen.requests), ("cache_hits", int(gen.cached)), ("calls", 1),
                                ("prompt_tokens", gen.prompt_tokens), ("completion_tokens", gen.completion_tokens)):
                 record["generation"][key] += value
@@ -452,14 +484,20 @@ class MLLMAgent(Agent):
             entry["attempts"].append({"raw": gen.text, "parsed": parsed.to_dict() if parsed else None,
                                       **({"error": gen.error_kind} if not gen.ok else {})})
             if parsed is not None and parsed.kind == "frame":
+                _remember(self.model, gen)
                 entry["selected_frame"] = parsed.frame
                 return parsed.frame
-            if not gen.ok and gen.error_kind not in ("empty", "non_text"):
-                return None
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
                          {"role": "user", "content": f"Your answer could not be used: "
                                                      f"{parsed.error if parsed else 'empty'}. Answer 'Frame: <index>'."}]
         return None
+
+
+def _remember(model: Any, gen: Any) -> None:
+    """Cache ``gen`` in ``model``'s response cache (models without one: nothing)."""
+    remember = getattr(model, "remember", None)
+    if remember is not None:
+        remember(gen)
 
 
 #: the eight VLN-MME agent variants: name -> (memory, CoT, reflection)
@@ -498,3 +536,33 @@ def generation_summary(records: list[dict]) -> dict[str, Any] | None:
             "completion_tokens": sum(g.get("completion_tokens", 0) for g in gens),
             "mean_latency_ms": round(sum(g.get("latency_ms", 0.0) for g in gens) / calls, 2) if calls else None,
             "mean_obs_access_ms": round(float(np.mean(access)), 3) if access else None}
+
+
+def model_identity(agent: Any, agent_name: str, records: list[dict]) -> dict[str, Any]:
+    """Who answered: the agent, its prompt version, the model kind and configured name, the
+    models the endpoint says served the answers, the endpoint host (never a key or a path),
+    requests and cache hits over ``records``. A learned agent (no chat model): agent name only."""
+    model = getattr(agent, "model", None)
+    out: dict[str, Any] = {"agent": agent_name}
+    if not hasattr(model, "generate"):
+        return {**out, "model": None}
+    from .models import endpoint_host
+
+    served: Counter = Counter()
+    versions: set[str] = set()
+    for r in records:
+        for step in r.get("agent_outputs") or []:
+            if not isinstance(step, dict):
+                continue
+            if step.get("prompt_version"):
+                versions.add(str(step["prompt_version"]))
+            for attempt in step.get("attempts") or []:
+                if isinstance(attempt, dict) and attempt.get("served_model"):
+                    served[str(attempt["served_model"])] += 1
+    gen = generation_summary(records) or {}
+    return {**out, "prompt_version": sorted(versions) if len(versions) > 1 else (next(iter(versions), None)
+                                                                                 or getattr(agent, "prompt_version", None)),
+            "model": getattr(model, "kind", type(model).__name__), "model_name": getattr(model, "model", None),
+            "served_models": dict(sorted(served.items())),
+            "endpoint_host": endpoint_host(getattr(model, "endpoint", None)),
+            "requests": gen.get("requests", 0), "cache_hits": gen.get("cache_hits", 0)}
