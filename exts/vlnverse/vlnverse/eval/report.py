@@ -58,8 +58,11 @@ def _summary_table(runs: list[tuple[str, dict, list[dict]]]) -> str:
             extras += [f"{k} {100 * v:.1f}" for k, v in agg.get("sr_n", {}).items()]
             rows.append(f"<tr><td>{html.escape(task)}</td><td>{html.escape(agent)}</td><td>{html.escape(mode)}</td>"
                         f"<td>{agg['episodes']}</td>{cells}"
-                        f"<td>{agg.get('invalid_actions', 0)}</td><td>{html.escape(' · '.join(extras))}</td></tr>")
-    return (f"<table><tr><th>task</th><th>agent</th><th>mode</th><th>episodes</th>{head}<th>invalid actions</th><th>task-specific</th></tr>"
+                        f"<td>{agg.get('invalid_actions', 0)}</td>"
+                        f"<td>{(agg.get('not_evaluated') or {}).get('episodes', 0)}</td>"
+                        f"<td>{html.escape(' · '.join(extras))}</td></tr>")
+    return (f"<table><tr><th>task</th><th>agent</th><th>mode</th><th>episodes</th>{head}<th>invalid actions</th>"
+            "<th>not evaluated</th><th>task-specific</th></tr>"
             + "".join(rows) + "</table><p class='muted'>SR, OSR, SPL, nDTW, sDTW, CLS, CR in %; TL, NE in metres. "
             "NE/SR/OSR/SPL use geodesic distance on the navigable map.</p>")
 
@@ -101,6 +104,19 @@ def write_report(path: str | Path, runs: Iterable[tuple[str, dict, list[dict]]],
         parts.append(f"<h2>{html.escape(label)}</h2><p class='muted'>task {html.escape(str(run.get('task')))} · "
                      f"body {html.escape(str(run.get('body')))} · max steps {run.get('max_steps')} · "
                      f"success distance {run.get('success_distance')} m</p>")
+        model = summary.get("model") or {}
+        if model.get("model"):
+            served = ", ".join(model.get("served_models") or {}) or "-"
+            parts.append(f"<p class='muted'>model {html.escape(str(model['model']))} "
+                         f"{html.escape(str(model.get('model_name')))} (served: {html.escape(served)}) at "
+                         f"{html.escape(str(model.get('endpoint_host')))} · prompt version "
+                         f"{html.escape(str(model.get('prompt_version')))} · {model.get('requests', 0)} requests · "
+                         f"{model.get('cache_hits', 0)} cache hits</p>")
+        skipped = (summary.get("overall") or {}).get("not_evaluated") or {}
+        if skipped.get("episodes"):
+            reasons = ", ".join(f"{n} {k}" for k, n in skipped["by_reason"].items())
+            parts.append(f"<p><b>{skipped['episodes']} episode(s) not evaluated</b> (the model endpoint gave no "
+                         f"answer: {html.escape(reasons)}); the metrics leave them out.</p>")
         shown = [r for r in records if r.get("map") or r.get("frames")]
         parts.extend(_episode_block(r, base / r.get("_dir", "")) for r in shown)
         hidden = len(records) - len(shown)

@@ -103,7 +103,9 @@ class MLLMAgent(Agent):
     ``caption_model`` (``{name, params}`` of a ``MODELS`` entry that describes each view in one
     sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode),
     ``video_root`` (folder that relative prior-video paths of VCN-Bench episodes start from;
-    default the working folder) and ``video_frames`` (window frames shown for goal identification).
+    default the working folder), ``video_frames`` (window frames shown for goal identification)
+    and ``merge_distance`` (m, default 0.5: candidate viewpoints closer than this to a nearer one
+    are shown once, as one marker).
 
     Goal identification (VCN-Bench, task types whose scoring declares ``frame_selection``): when
     the agent stops, it shows the model ``video_frames`` evenly spaced frames of the prior-video
@@ -119,7 +121,8 @@ class MLLMAgent(Agent):
 
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
-                 max_questions: int = 3, video_root: str | None = None, video_frames: int = 8, **kwargs: Any):
+                 max_questions: int = 3, video_root: str | None = None, video_frames: int = 8,
+                 merge_distance: float = 0.5, **kwargs: Any):
         super().__init__(**kwargs)
         if self.model is None:
             raise ValueError(f"agent '{self.name}' needs a model: set 'model: {{name: openai, params: {{...}}}}' "
@@ -141,6 +144,10 @@ class MLLMAgent(Agent):
         self.view_cache_root = Path(view_cache) if view_cache else cache_dir() / "views"
         self.image_dir = Path(image_dir) if image_dir else cache_dir() / "mllm_images"
         self.view_size = int(view_size)
+        if not float(merge_distance) >= 0:
+            raise ValueError(f"agent '{self.name}': merge_distance must be >= 0 metres, got {merge_distance}")
+        self.merge_distance = float(merge_distance)
+        self._logged_size: tuple[int, int] | None = None
         self.captioner: ChatModel | None = None
         if caption_model:
             from ..models import make_model
@@ -353,7 +360,7 @@ class MLLMAgent(Agent):
         self.outputs.append(record)
         node, options = self._options(state)
         record["node"] = node
-        candidates = make_candidates(state.pose.xy, state.pose.yaw, options)
+        candidates = make_candidates(state.pose.xy, state.pose.yaw, options, merge_distance=self.merge_distance)
         t0 = time.perf_counter()
         views, source = self._views(observations, state, node)
         record["observation"] = {"source": source, "access_ms": round(1000 * (time.perf_counter() - t0), 3)}
@@ -361,6 +368,11 @@ class MLLMAgent(Agent):
         camera_height = float(getattr(getattr(self.context, "body", None), "camera_height", 1.25))
         image = stitch(views, state.pose.yaw, candidates, camera_height=camera_height)
         png = png_bytes(image)
+        record["image_size"] = [int(image.shape[1]), int(image.shape[0])]  # width, height in pixels as sent
+        if self._logged_size != tuple(record["image_size"]):
+            self._logged_size = tuple(record["image_size"])
+            log.info("%s: sending %d x %d px observation images (4 views of %d px)", self.name, *self._logged_size,
+                     image.shape[1] // 4)
         sha = image_sha256(png)
         record["image"], record["image_sha256"] = self._save_image(png, sha), sha
         record["candidates"] = [c.to_dict() for c in candidates]
