@@ -136,6 +136,8 @@ def test_refusals_are_not_cached_and_the_fix_is_asked(setup, tmp_path):
         # refusals are the model's answers: evaluated (failed), every step invalid
         assert refused["overall"]["episodes"] == EPISODES and refused["overall"]["means"]["SR"] == 0.0
         assert all(r["invalid_actions"] == 8 for r in records)
+        # the error analysis: never moved, never stopped
+        assert refused["overall"]["first_errors"]["counts"]["out_of_steps"] == EPISODES
         assert not list(Path(cache).rglob("*.json"))  # nothing usable, nothing cached
         # within the run the same prompt was asked again every time, never replayed
         assert all(not a["cached"] for r in records for s in r["agent_outputs"] for a in s["attempts"])

@@ -79,6 +79,11 @@ def _episode_block(record: dict, base_dir: Path) -> str:
         imgs.append(f"<figure>{_img(base_dir / frame['file'], 'frame', frame['label'])}"
                     f"<figcaption>{html.escape(frame['label'])} (pose {frame['index']})</figcaption></figure>")
     failure = f" — {html.escape(record['failure'])}" if record.get("failure") else ""
+    error = record.get("first_error")
+    if error:
+        text = f" — clause: “{html.escape(error['clause_text'])}”" if error.get("clause_text") else ""
+        failure += (f"</span><p><b>first error: {html.escape(error['category'])}</b> at step {error['step']} "
+                    f"({html.escape(error['detail'])}; purple X on the map){text}</p><span>")
     return (f"<div class='ep {'ok' if ok else 'fail'}'><b>{html.escape(record['episode_id'])}</b> "
             f"<span class='muted'>{html.escape(record['scene_id'])} · {html.escape(record['task_type'])} · "
             f"{record['steps']} steps · {len(record['collisions'])} collisions · {record['invalid_actions']} invalid · "
@@ -117,6 +122,15 @@ def write_report(path: str | Path, runs: Iterable[tuple[str, dict, list[dict]]],
             reasons = ", ".join(f"{n} {k}" for k, n in skipped["by_reason"].items())
             parts.append(f"<p><b>{skipped['episodes']} episode(s) not evaluated</b> (the model endpoint gave no "
                          f"answer: {html.escape(reasons)}); the metrics leave them out.</p>")
+        errors = (summary.get("overall") or {}).get("first_errors") or {}
+        if errors.get("failed_episodes"):
+            cells = "".join(f"<tr><td>{html.escape(k)}</td><td>{n}</td><td>"
+                            + html.escape(", ".join(f"{e['episode_id']} (step {e['step']})"
+                                                    for e in errors.get("examples", {}).get(k, [])))
+                            + "</td></tr>" for k, n in errors["counts"].items() if n)
+            parts.append(f"<p>First error of the {errors['failed_episodes']} failed episode(s) (step-level error "
+                         "analysis; rules in docs/evaluation.md)</p><table><tr><th>error</th><th>episodes</th>"
+                         f"<th>e.g.</th></tr>{cells}</table>")
         shown = [r for r in records if r.get("map") or r.get("frames")]
         parts.extend(_episode_block(r, base / r.get("_dir", "")) for r in shown)
         hidden = len(records) - len(shown)

@@ -316,6 +316,13 @@ class Rollout:
         }
         if self.not_evaluated:
             record["not_evaluated"] = self.not_evaluated
+        if self.done:  # the failed episode's first error (``vlnverse.eval.diagnostics``), for every agent
+            from .diagnostics import episode_first_error, scene_landmarks
+
+            record["first_error"] = episode_first_error(
+                record, landmarks=scene_landmarks(episode, self.ctx), success_distance=self.settings.success_distance,
+                goal_distance=self.goal_distance(np.asarray(self.poses, dtype=float)[:, :2]),
+                success_metric=self.scoring.headline)
         if self.done:
             self._record = record
             self._fire("on_episode_end", record)

@@ -326,6 +326,10 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
         if record["collisions"]:
             markers.append({"xy": np.array([c["position"] for c in record["collisions"]]), "color": "black",
                             "marker": "x", "label": "collision", "size": 45})
+        error = record.get("first_error")
+        if error:
+            markers.append({"xy": np.asarray(error["position"]), "color": "tab:purple", "marker": "X",
+                            "label": f"first error: {error['category']} (step {error['step']})", "size": 110})
         map_path = out / "maps" / f"{stem}.png"
         render_map_png(ctx.desc, ctx.maps, map_path,
                        paths=[{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
@@ -373,6 +377,9 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
         skipped = Counter((r.get("not_evaluated") or {}).get("kind", "?") for r in all_recs if not is_evaluated(r))
         agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
         agg["not_evaluated"] = {"episodes": sum(skipped.values()), "by_reason": dict(sorted(skipped.items()))}
+        from .diagnostics import error_counts
+
+        agg["first_errors"] = error_counts(recs)  # step-level error analysis of the failed episodes
         agg["invalid_actions"] = int(sum(r["invalid_actions"] for r in recs))
         agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
         ordered = [r["metrics"] for r in recs if "goals_reached" in r["metrics"]]
