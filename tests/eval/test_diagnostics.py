@@ -115,3 +115,14 @@ def test_every_agent_gets_the_analysis(agent_name, category):
     assert err["category"] in CATEGORIES and 0 <= err["step"] < rec["steps"]
     summary = summarize([rec], run={"collision_mode": "telhop"})["overall"]["first_errors"]
     assert summary["failed_episodes"] == 1 and summary["counts"][err["category"]] == 1
+
+
+def test_stuck_triggers_of_the_oracle_assistant():
+    from vlnverse.eval.diagnostics import stuck_reason
+
+    assert stuck_reason([(0, 0), (2, 0), (0.2, 0)], [5, 6, 5], REFERENCE) == "loop"
+    assert stuck_reason([(0, 0), (1, 0), (2, 0), (3, 0)], [5, 6, 7, 8], REFERENCE, away_steps=3) == "moving_away"
+    assert stuck_reason([(0, 0), (1, 0), (2, 0), (3, 0)], [5, 6, 7, 8], REFERENCE, away_steps=4) is None
+    assert stuck_reason([(0, 0), (1, 0), (1, -2.5)], [5, 4, 4], REFERENCE, off_reference=2.0) == "off_reference"
+    assert stuck_reason([(0, 0), (1, 0), (1, -2.5)], [5, 4, 4], REFERENCE, off_reference=0) is None
+    assert stuck_reason([(0, 0), (1, 0), (2, 0)], [5, 4, 3], REFERENCE) is None

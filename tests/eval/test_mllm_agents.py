@@ -367,3 +367,73 @@ def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_pa
     assert action is Decision.NOT_FOUND
     step = agent.outputs[-1]
     assert step["attempts"][0]["parsed"]["error_kind"] == "not_allowed" and step["action"] == "NOT_FOUND"
+
+
+def test_view_cache_serves_a_memory_mapped_array_equal_to_the_pngs(corridor, view_cache, tmp_path):
+    import shutil
+
+    from vlnverse.eval.mllm.cache import VIEWS_ARRAY, _read_strip
+
+    arr = np.load(view_cache / "corridor" / VIEWS_ARRAY, mmap_mode="r")
+    manifest = json.loads((view_cache / "corridor" / "manifest.json").read_text())
+    assert arr.shape == (corridor.navgraph.num_nodes, 4, SIZE, SIZE, 3) and len(manifest["rows"]) == arr.shape[0]
+    cache = ViewCache(view_cache)
+    for node in manifest["rows"]:
+        views = cache.views("corridor", node)
+        assert views.flags.writeable and np.array_equal(views, _read_strip(view_cache / "corridor" / f"{node}.png"))
+    assert isinstance(cache._array("corridor")[0], np.memmap)
+    # a cache built before the array existed still reads (PNG), and a rebuild adds the array
+    old = tmp_path / "old"
+    shutil.copytree(view_cache, old)
+    (old / "corridor" / VIEWS_ARRAY).unlink()
+    m = json.loads((old / "corridor" / "manifest.json").read_text())
+    m.pop("rows")
+    (old / "corridor" / "manifest.json").write_text(json.dumps(m))
+    node = manifest["rows"][0]
+    assert np.array_equal(ViewCache(old).views("corridor", node), cache.views("corridor", node))
+    assert build_scene_cache(corridor, old, size=SIZE)["rendered"] == 0 and (old / "corridor" / VIEWS_ARRAY).is_file()
+    assert np.array_equal(np.load(old / "corridor" / VIEWS_ARRAY), np.asarray(arr))
+
+
+def test_oracle_assistant_is_consulted_when_the_navigator_loops(corridor, view_cache, tmp_path, monkeypatch):
+    """Two scripted servers: a navigator that goes back and forth until it gets guidance, then
+    stops; an assistant whose answer names ids, which never reach the navigator."""
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    episode = _episode(corridor)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+
+    def navigator_loops(body, n):
+        last = message_text(body["messages"][-1])
+        if "Assistant's guidance:" in last:
+            return {"text": "Action: STOP"}
+        back = [ln for ln in last.splitlines() if ln.strip().startswith("Back: [")]
+        marker = back[0].split("[")[1].split(":")[0] if back else "1"
+        return {"text": f"Action: {marker}"}
+
+    def assistant(body, n):
+        return {"text": "Turn around and follow the corridor to its far end, past marker 2 and viewpoint 17."}
+
+    with openai_server(navigator_loops) as (nav_url, nav_reqs), openai_server(assistant) as (help_url, help_reqs):
+        helper = {"name": "openai", "params": {"model": "guide-llm", "base_url": help_url, "api_key_env": None,
+                                               "cache": False, "max_retries": 0}}
+        agent = _agent("navgpt", nav_url, tmp_path, False, assistant=helper, max_consultations=2)
+        rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=8))
+    assert len(help_reqs) == 1  # consulted once: the stop followed the guidance
+    asked = message_text(help_reqs[0]["body"]["messages"][-1])
+    assert "It seems stuck: it came back to a place it had already left" in asked
+    assert "The correct route continues" in asked and "walk through the opening" in asked
+    steps = rec["agent_outputs"]
+    consulted = [s for s in steps if "assistant" in s]
+    assert len(consulted) == 1 and consulted[0]["step"] == 2 and consulted[0]["assistant"]["trigger"] == "loop"
+    guidance = consulted[0]["assistant"]["guidance"]
+    assert consulted[0]["assistant"]["ids_removed"] and "17" not in guidance and "marker 2" not in guidance
+    assert f"Assistant's guidance: {guidance}" in steps[2]["prompt"] and rec["actions"][-1] == "STOP"
+    assert rec["first_error"]["category"] == "loop"
+    gen = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
+    assert gen["consultations"] == 1
+    from vlnverse.eval.mllm.agents import model_identity
+
+    who = model_identity(agent, "navgpt", [rec])["assistant"]
+    assert who == {"model": "openai", "model_name": "guide-llm", "endpoint_host": help_url.split("/")[2],
+                   "consultations": 1}

@@ -139,11 +139,9 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
     for i in range(1, len(poses)):
         if i in collided:
             return hit("collision", i, "the step touched an obstacle")
-        gap = np.linalg.norm(poses[:i - 1] - poses[i], axis=1) if i >= 2 else np.zeros(0)
-        for j in np.flatnonzero(gap < revisit_radius):
-            away = np.linalg.norm(poses[j + 1:i] - poses[j], axis=1)
-            if len(away) and away.max() > 2 * revisit_radius:
-                return hit("loop", i, f"back within {revisit_radius:g} m of pose {int(j)} after leaving it")
+        j = revisited(poses[:i + 1], revisit_radius)
+        if j is not None:
+            return hit("loop", i, f"back within {revisit_radius:g} m of pose {j} after leaving it")
         if inside[i - 1] and not inside[i]:
             return hit("overshoot", i, f"left the goal region ({success_distance:g} m) it had reached")
         if deviation[i] > off_path:
@@ -164,6 +162,41 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
         return hit("overshoot", last, f"stopped beyond the goal, {dist[last]:.1f} m from it")
     return hit("premature_stop", last, f"stopped {length - progress[last]:.1f} m short along the reference "
                                        f"({dist[last]:.1f} m from the goal)")
+
+
+def revisited(points: Any, radius: float = 0.5) -> int | None:
+    """Index of an earlier point the last of ``points`` is back within ``radius`` of, after the
+    path went more than ``2 * radius`` away from it (turning on the spot is no revisit); None."""
+    pts = np.asarray(points, dtype=float)[:, :2]
+    i = len(pts) - 1
+    if i < 2:
+        return None
+    for j in np.flatnonzero(np.linalg.norm(pts[:i - 1] - pts[i], axis=1) < radius):
+        away = np.linalg.norm(pts[j + 1:i] - pts[j], axis=1)
+        if len(away) and away.max() > 2 * radius:
+            return int(j)
+    return None
+
+
+def stuck_reason(points: Any, goal_distances: Sequence[float], reference: Any, *, away_steps: int = 3,
+                 off_reference: float = 2.0, revisit_radius: float = 0.5) -> str | None:
+    """Why an agent at the last of ``points`` (its positions so far, one per step) looks stuck:
+    ``loop`` (back at a place it had left, :func:`revisited`), ``moving_away`` (the distance to
+    the goal grew over each of the last ``away_steps`` steps; 0: off), ``off_reference`` (more
+    than ``off_reference`` m from the reference path; 0: off); None when it is not."""
+    pts = np.asarray(points, dtype=float)[:, :2]
+    if not len(pts):
+        return None
+    if revisited(pts, revisit_radius) is not None:
+        return "loop"
+    d = np.asarray(goal_distances, dtype=float)
+    if away_steps > 0 and len(d) > away_steps and np.all(np.diff(d[-away_steps - 1:]) > 1e-6):
+        return "moving_away"
+    if off_reference > 0 and reference is not None and len(reference):
+        path, arc = _polyline(reference)
+        if float(project(pts[-1:], path, arc)[1][0]) > off_reference:
+            return "off_reference"
+    return None
 
 
 def move_pose_steps(actions: Sequence[Any]) -> list[int]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -122,7 +123,8 @@ class MLLMAgent(Agent):
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
                  max_questions: int = 3, video_root: str | None = None, video_frames: int = 8,
-                 merge_distance: float = 0.5, **kwargs: Any):
+                 merge_distance: float = 0.5, assistant: dict | None = None, max_consultations: int = 3,
+                 consult_away_steps: int = 3, consult_off_reference: float = 2.0, **kwargs: Any):
         super().__init__(**kwargs)
         if self.model is None:
             raise ValueError(f"agent '{self.name}' needs a model: set 'model: {{name: openai, params: {{...}}}}' "
@@ -153,6 +155,16 @@ class MLLMAgent(Agent):
             from ..models import make_model
 
             self.captioner = make_model(caption_model["name"], caption_model.get("params", {}))
+        if max_consultations < 0 or consult_away_steps < 0 or consult_off_reference < 0:
+            raise ValueError(f"agent '{self.name}': max_consultations, consult_away_steps and consult_off_reference "
+                             "must be >= 0")
+        self.assistant: ChatModel | None = None
+        if assistant:
+            from ..models import make_model
+
+            self.assistant = make_model(assistant["name"], assistant.get("params", {}))
+        self.max_consultations, self.consult_away_steps = int(max_consultations), int(consult_away_steps)
+        self.consult_off_reference = float(consult_off_reference)
         self._renderer = ViewRenderer(self.view_size)
         self._view_cache: Any = None
         self._captions: dict[str, list[str]] = {}
@@ -186,6 +198,10 @@ class MLLMAgent(Agent):
         self._decisions = scoring.applies_decision(episode)  # FOUND / NOT_FOUND instead of STOP
         self._video: tuple[np.ndarray, np.ndarray] | None = None  # (shown frames, their window indices)
         self._pending_stop = False
+        self.consultations = 0
+        self.guidance: str | None = None  # the oracle assistant's latest guidance
+        self._track: tuple[list, list] = ([], [])  # positions and goal distances since the last consultation
+        self._landmarks: dict | None = None
         info = getattr(episode, "info", {})
         if scoring.frame_selection and "video" in info and "window" in info:
             from ...tasks.tours import load_prior_video
@@ -311,6 +327,8 @@ class MLLMAgent(Agent):
         stop = "FOUND / NOT_FOUND" if self._decisions else "STOP"
         option_lines.append(f"  Stop: {stop}")
         lines.append("Action options:\n" + "\n".join(option_lines))
+        if self.guidance:
+            lines.append(f"Assistant's guidance: {self.guidance}")
         if self.dialogue:
             lines.append("Guide's answers so far: " + " ".join(f"Q: {q} A: {a}" for q, a in self.dialogue))
         return "\n".join(lines)
@@ -378,6 +396,8 @@ class MLLMAgent(Agent):
         record["candidates"] = [c.to_dict() for c in candidates]
         if state.step == 0:
             record["system_prompt"] = self.system_prompt()
+        if self.assistant is not None:
+            self._consult(state, record)
         prompt = self.task_prompt(state, candidates, node, captions)
         record["prompt"] = prompt
         messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": prompt}]
@@ -435,6 +455,75 @@ class MLLMAgent(Agent):
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
                          {"role": "user", "content": f"Your answer could not be used: {parsed.error}"}]
         return self._to_action(parsed, by_marker, state, node, captions, record)
+
+    # -- the oracle assistant (VLN-MME) ---------------------------------------------------------------
+
+    def _consult(self, state: AgentState, record: dict) -> None:
+        """Ask the assistant for guidance when the navigator looks stuck
+        (:func:`vlnverse.eval.diagnostics.stuck_reason`), at most ``max_consultations`` times."""
+        from ..diagnostics import stuck_reason
+
+        points, dists = self._track
+        points.append([float(v) for v in state.pose.xy])
+        goal_distance = getattr(state, "goal_distance", None)
+        dists.append(float(goal_distance(np.asarray(state.pose.xy)[None])[0]) if callable(goal_distance) else 0.0)
+        if self.consultations >= self.max_consultations:
+            return
+        reason = stuck_reason(points, dists if callable(goal_distance) else [], getattr(self.episode, "reference_path", None),
+                              away_steps=self.consult_away_steps, off_reference=self.consult_off_reference)
+        if reason is None:
+            return
+        prompt = self.assistant_prompt(state, reason, dists[-1] if callable(goal_distance) else None)
+        gen = self.assistant.generate([{"role": "user", "content": prompt}])
+        entry = {"trigger": reason, "prompt": prompt, "raw": gen.text, "cached": gen.cached,
+                 "latency_ms": round(1000 * gen.latency_s, 2), "requests": gen.requests}
+        record["assistant"] = entry
+        if gen.endpoint_failure:
+            entry["error"] = {"kind": gen.error_kind, "message": gen.error}
+            raise NotEvaluated(gen.error_kind, f"assistant model: {gen.error}")
+        self.consultations += 1
+        self._track = ([points[-1]], [dists[-1]])  # a new consultation needs new evidence
+        guidance, hidden = redact_ids(gen.text.strip()[:600]) if gen.ok else ("", False)
+        entry["guidance"], entry["ids_removed"] = guidance, hidden
+        self.guidance = guidance or self.guidance
+
+    def assistant_prompt(self, state: AgentState, reason: str, goal_distance: float | None) -> str:
+        """What the assistant knows (privileged: the reference route from the navigator's pose,
+        the turns and landmarks ahead, the distance to the goal), never a viewpoint id."""
+        from ..diagnostics import _polyline, clauses, project, scene_landmarks
+        from .views import direction_of
+
+        why = {"loop": "it came back to a place it had already left",
+               "moving_away": f"it has moved away from the goal for {self.consult_away_steps} steps",
+               "off_reference": "it has left the route"}[reason]
+        lines = [f"A navigator is following this instruction: \"{getattr(self.episode, 'instruction_text', '')}\"",
+                 f"It seems stuck: {why}."]
+        reference = getattr(self.episode, "reference_path", None)
+        if reference is not None and len(reference) >= 2:
+            if self._landmarks is None:
+                self._landmarks = scene_landmarks(self.episode, self.context)
+            path, arc = _polyline(reference)
+            s, _ = project(np.asarray(state.pose.xy)[None], path, arc)
+            ahead = min(float(s[0]) + 2.0, float(arc[-1]))
+            k = int(np.searchsorted(arc, ahead, side="right")) - 1
+            k = min(k, len(path) - 2)
+            t = (ahead - arc[k]) / max(arc[k + 1] - arc[k], 1e-9)
+            target = path[k] + t * (path[k + 1] - path[k])
+            d = target - np.asarray(state.pose.xy, dtype=float)
+            if np.linalg.norm(d) > 0.2:
+                rel = math.atan2(d[1], d[0]) - state.pose.yaw
+                word = {"front": "ahead of it", "left": "to its left", "right": "to its right", "back": "behind it"}
+                lines.append(f"The correct route continues {word[direction_of(rel)]}.")
+            later = [c for c in clauses(reference, self._landmarks) if c["start_s"] > float(s[0]) + 0.5]
+            if later:
+                lines.append("After that: " + ", then ".join(
+                    c["action"].replace("_", " ") + (f" at the {c['landmark']['category']}" if c["landmark"] else "")
+                    for c in later) + ".")
+        if goal_distance is not None and math.isfinite(goal_distance):
+            lines.append(f"The goal is about {goal_distance:.0f} m away along walkable space.")
+        lines.append("Give the navigator one or two sentences of high-level guidance (directions relative to it, "
+                     "landmarks of the instruction). Do not mention marker numbers, place numbers or viewpoint ids.")
+        return "\n".join(lines)
 
     def _to_action(self, parsed: Any, by_marker: dict[int, Candidate], state: AgentState, node: Any,
                    captions: list[str], record: dict) -> Any:
@@ -505,6 +594,17 @@ class MLLMAgent(Agent):
         return None
 
 
+_IDS = re.compile(r"\b(?:markers?|options?|viewpoints?|nodes?|places?|candidates?|ids?|waypoints?)\s*(?:id\s*)?"
+                  r"(?:#|no\.?|number)?\s*\d+(?:\s*(?:,|and|or)\s*\d+)*", re.I)
+
+
+def redact_ids(text: str) -> tuple[str, bool]:
+    """``text`` with every marker / viewpoint / place number replaced by ``[id removed]``, and
+    whether any was: the assistant guides, it does not pick the viewpoint."""
+    out = _IDS.sub("[id removed]", text)
+    return out, out != text
+
+
 def _remember(model: Any, gen: Any) -> None:
     """Cache ``gen`` in ``model``'s response cache (models without one: nothing)."""
     remember = getattr(model, "remember", None)
@@ -542,6 +642,7 @@ def generation_summary(records: list[dict]) -> dict[str, Any] | None:
     calls = sum(g.get("calls", 0) for g in gens)
     access = [s["observation"]["access_ms"] for s in steps if isinstance(s.get("observation"), dict)]
     return {"steps": len(steps), "generation_errors": dict(sorted(errors.items())),
+            "consultations": sum(1 for s in steps if isinstance(s.get("assistant"), dict) and "guidance" in s["assistant"]),
             "reprompts": sum(g.get("reprompts", 0) for g in gens), "revisions": sum(1 for g in gens if g.get("revised")),
             "requests": sum(g.get("requests", 0) for g in gens), "cache_hits": sum(g.get("cache_hits", 0) for g in gens),
             "prompt_tokens": sum(g.get("prompt_tokens", 0) for g in gens),
@@ -577,4 +678,8 @@ def model_identity(agent: Any, agent_name: str, records: list[dict]) -> dict[str
             "model": getattr(model, "kind", type(model).__name__), "model_name": getattr(model, "model", None),
             "served_models": dict(sorted(served.items())),
             "endpoint_host": endpoint_host(getattr(model, "endpoint", None)),
-            "requests": gen.get("requests", 0), "cache_hits": gen.get("cache_hits", 0)}
+            "requests": gen.get("requests", 0), "cache_hits": gen.get("cache_hits", 0),
+            **({"assistant": {"model": assistant.kind, "model_name": assistant.model,
+                              "endpoint_host": endpoint_host(assistant.endpoint),
+                              "consultations": gen.get("consultations", 0)}}
+               if (assistant := getattr(agent, "assistant", None)) is not None else {})}

@@ -341,9 +341,9 @@ class ChatModel:
 
 
 def attach_request_limit(agent: Any, limit: Any) -> None:
-    """Make every chat model of ``agent`` (its ``model`` and ``captioner``) take ``limit``
-    (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
-    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None)):
+    """Make every chat model of ``agent`` (its ``model``, ``captioner`` and ``assistant``) take
+    ``limit`` (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
+    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None), getattr(agent, "assistant", None)):
         if isinstance(model, ChatModel):
             model.request_limit = limit
 
