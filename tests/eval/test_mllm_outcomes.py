@@ -51,12 +51,13 @@ def walker(body, n):
     return {"text": "Action: STOP" if last.count("\nStep ") >= want else "Action: 1"}
 
 
-def _run(setup: Path, url: str, out: Path, **params) -> tuple[dict, list[dict]]:
+def _run(setup: Path, url: str, out: Path, concurrency: int | None = None, **params) -> tuple[dict, list[dict]]:
     model = {"model": "nav-vlm", "base_url": url, "api_key_env": None, "cache": False, "max_retries": 0,
              "timeout": 20, **params}
+    conc = "" if concurrency is None else f", concurrency: {concurrency}"
     (out.parent / f"{out.name}.yaml").write_text(
         f"agent: {{name: navgpt, params: {{view_size: {SIZE}, image_dir: '{setup / 'images'}'}}}}\n"
-        f"model: {{name: openai, params: {json.dumps(model)}}}\n"
+        f"model: {{name: openai{conc}, params: {json.dumps(model)}}}\n"
         f"task: fine_grained\nepisodes: {setup / 'episodes.jsonl'}\ncollision_mode: graph\nbackend: viewpoints\n"
         f"max_steps: 8\nout: {out}\nreport: {{enabled: false}}\n")
     cfg = load_eval_config(out.parent / f"{out.name}.yaml")
@@ -94,6 +95,14 @@ def test_circuit_breaker_stops_sending(setup, tmp_path):
     assert len(reqs) == 2  # two failures in a row, then nothing is sent
     assert summary["overall"]["not_evaluated"]["by_reason"] == {"server_error": 2, "circuit_open": 2}
     assert "circuit breaker open after 2" in records[-1]["not_evaluated"]["error"]
+
+
+def test_one_circuit_breaker_for_the_episode_threads(setup, tmp_path):
+    with openai_server(lambda body, n: {"status": 503, "sleep": 0.2}) as (url, reqs):
+        summary, _ = _run(setup, url, tmp_path / "run", concurrency=2, max_consecutive_failures=2)
+    # two threads, one breaker: it opens after two failures in all (one per thread would take four)
+    assert len(reqs) <= 3 and summary["overall"]["not_evaluated"]["by_reason"].get("circuit_open", 0) >= 1
+    assert summary["overall"]["not_evaluated"]["episodes"] == EPISODES
 
 
 @pytest.mark.parametrize("spec, kind", [

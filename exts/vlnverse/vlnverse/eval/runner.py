@@ -476,7 +476,7 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     and the scene's simulator once per job. With ``model.concurrency`` N, every model request
     takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
     runs up to N episodes at once in threads (an agent per thread), records in episode order."""
-    from .mllm.models import attach_request_limit
+    from .mllm.models import attach_request_limit, share_breaker
 
     cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
     limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
@@ -484,6 +484,7 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     def new_agent() -> Agent:
         made = make_run_agent(cfg, payload["agent_factory"])
         attach_request_limit(made, limit)
+        share_breaker(made, agent)  # the episode threads of a scene open one circuit breaker
         return made
 
     agent = payload["agent"]

@@ -133,6 +133,31 @@ class ResponseCache:
         write_json_atomic(self._path(key), entry, indent=None)
 
 
+class CircuitBreaker:
+    """Endpoint failures in a row, shared by the models of one endpoint in a process (the
+    threads of a scene share their first agent's, see :func:`share_breaker`); opens at
+    ``limit`` (0: never)."""
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.in_row = 0
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def record(self, failed: bool, kind: str | None) -> bool:
+        """Count one call; True when this call opened the breaker."""
+        with self._lock:
+            if not failed:
+                self.in_row = 0
+                return False
+            self.in_row += 1
+            if self.limit and self.in_row >= self.limit and self.reason is None:
+                self.reason = (f"circuit breaker open after {self.in_row} endpoint failures in a row "
+                               f"(last: {kind}; model.params.max_consecutive_failures)")
+                return True
+            return False
+
+
 class ChatModel:
     """Base class: request keys, the response cache, usage accounting, a concurrency limit, the
     circuit breaker and the run's time budget.
@@ -180,8 +205,7 @@ class ChatModel:
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.run_timeout = float(run_timeout) if run_timeout is not None else None
         self.max_answer_chars = int(max_answer_chars)
-        self._failures_in_row = 0
-        self.circuit_open: str | None = None  # why the breaker opened
+        self.breaker = CircuitBreaker(self.max_consecutive_failures)
         self._t_first: float | None = None
         self._slots = threading.BoundedSemaphore(int(max_concurrency))
         #: a run-wide limit on requests in flight (``model.concurrency``, set by the runner:
@@ -299,18 +323,15 @@ class ChatModel:
             return Generation(error_kind="timeout", error="the step's time (model.params.step_timeout) is spent")
         return None
 
+    @property
+    def circuit_open(self) -> str | None:
+        """Why the circuit breaker is open (None: closed)."""
+        return self.breaker.reason
+
     def _breaker(self, gen: Generation) -> None:
         """Count endpoint failures in a row; open the breaker at ``max_consecutive_failures``."""
-        with self._lock:
-            if not gen.endpoint_failure:
-                self._failures_in_row = 0
-                return
-            self._failures_in_row += 1
-            if self.max_consecutive_failures and self._failures_in_row >= self.max_consecutive_failures \
-                    and self.circuit_open is None:
-                self.circuit_open = (f"circuit breaker open after {self._failures_in_row} endpoint failures in a row "
-                                     f"(last: {gen.error_kind}; model.params.max_consecutive_failures)")
-                log.error("%s: %s", self.model, self.circuit_open)
+        if self.breaker.record(gen.endpoint_failure, gen.error_kind):
+            log.error("%s: %s", self.model, self.breaker.reason)
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
         """Send one request (with retries); subclasses implement it."""
@@ -338,6 +359,15 @@ class ChatModel:
             if secret:
                 text = text.replace(secret, "***")
         return text
+
+
+def share_breaker(agent: Any, source: Any) -> None:
+    """Make ``agent``'s chat models count endpoint failures with ``source``'s (the same
+    attributes: ``model``, ``captioner``, ``assistant``), so threads of one run open one breaker."""
+    for name in ("model", "captioner", "assistant"):
+        mine, theirs = getattr(agent, name, None), getattr(source, name, None)
+        if isinstance(mine, ChatModel) and isinstance(theirs, ChatModel) and mine is not theirs:
+            mine.breaker = theirs.breaker
 
 
 def attach_request_limit(agent: Any, limit: Any) -> None:
