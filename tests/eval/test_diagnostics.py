@@ -67,8 +67,10 @@ def test_collision():
     assert err["category"] == "collision" and err["pose"] == 2  # before it went off the path at pose 3
 
 
-def test_out_of_steps():
+def test_out_of_steps_and_strict_failure():
     assert _first([(0, 0), (1, 0), (2, 0)], stopped=False)["category"] == "out_of_steps"
+    err = _first([(0, 0), (1, 0), (2, 0)], stopped=False, failure="displaced 0.4 m")
+    assert err["category"] == "collision" and err["pose"] == 2 and "displaced" in err["detail"]
 
 
 def test_record_steps_clause_text_and_counts():

@@ -22,6 +22,7 @@ rule that fires names the error:
                    minus the success distance
 ``overshoot``      (no step error) it stopped beyond the end of the path, outside the goal region
 ``out_of_steps``   (no step error) it never stopped and never reached the goal region
+``collision``      (no step error) a Strict episode ended in failure (the body was displaced)
 =================  ===================================================================================
 
 A successful episode, or one not evaluated, has no first error (``None``).
@@ -108,12 +109,13 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
                 success: bool, stopped: bool, collision_poses: Sequence[int] = (),
                 landmarks: dict[Any, tuple[str, Sequence[float]]] | None = None, goal_distance: Any = None,
                 off_path: float = 1.5, revisit_radius: float = 0.5, turn_window: float = 1.5,
-                landmark_radius: float = 1.5) -> dict[str, Any] | None:
+                landmark_radius: float = 1.5, failure: str | None = None) -> dict[str, Any] | None:
     """The first error of one episode (see the module docstring), or None for a success.
 
     ``trajectory``: the agent's poses (x, y[, yaw]), the start first; ``collision_poses``: pose
     indices reached by a step that collided; ``goal_distance``: distance to the goal per pose
-    (default: straight-line to ``goal``). Returns ``{"category", "pose", "position", "clause",
+    (default: straight-line to ``goal``); ``failure``: why a Strict episode failed (physics
+    displacement: a ``collision`` at the last pose unless an earlier error came first). Returns ``{"category", "pose", "position", "clause",
     "detail"}`` (``pose`` indexes ``trajectory``)."""
     if success:
         return None
@@ -154,6 +156,8 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
             return hit("wrong_direction", i, f"{deviation[i]:.1f} m off the reference during clause {c['index']} "
                                              f"({c['action'].replace('_', ' ')})")
     last = len(poses) - 1
+    if failure:
+        return hit("collision", last, f"the episode failed: {failure}")
     if not stopped:
         if inside.any():
             return hit("overshoot", last, "reached the goal region but did not stop there")
@@ -218,7 +222,8 @@ def episode_first_error(record: dict, *, landmarks: dict[Any, tuple[str, Sequenc
     collision_poses = [pose_of_step[c["step"]] for c in record.get("collisions", []) if c.get("step") in pose_of_step]
     found = first_error(record["trajectory"], record["reference_path"], record["goals"][-1], success_distance,
                         success=success, stopped=record.get("termination") == "stop", collision_poses=collision_poses,
-                        landmarks=landmarks, goal_distance=goal_distance)
+                        landmarks=landmarks, goal_distance=goal_distance,
+                        failure=record.get("failure") if record.get("termination") == "failure" else None)
     if found is None:
         return None
     pose = found["pose"]
