@@ -88,8 +88,8 @@ def test_record_steps_clause_text_and_counts():
     assert counts["examples"]["missed_landmark"] == [{"episode_id": "e", "step": 4}] and set(counts["counts"]) == set(CATEGORIES)
 
 
-@pytest.mark.parametrize("agent_name, category", [("forward", None), ("random", None)])
-def test_every_agent_gets_the_analysis(agent_name, category):
+@pytest.mark.parametrize("agent_name", ["forward", "random"])
+def test_every_agent_gets_the_analysis(agent_name, tmp_path):
     from eval_scenes import corridor_scene
     from vlnverse.eval.agents import make_agent
     from vlnverse.eval.modes import make_mode
@@ -115,8 +115,14 @@ def test_every_agent_gets_the_analysis(agent_name, category):
     assert rec["metrics"]["SR"] == 0.0  # six steps cannot reach the far end
     err = rec["first_error"]
     assert err["category"] in CATEGORIES and 0 <= err["step"] < rec["steps"]
-    summary = summarize([rec], run={"collision_mode": "telhop"})["overall"]["first_errors"]
+    full = summarize([rec], run={"collision_mode": "telhop", "agent": agent_name})
+    summary = full["overall"]["first_errors"]
     assert summary["failed_episodes"] == 1 and summary["counts"][err["category"]] == 1
+    from vlnverse.eval.report import write_report
+
+    page = write_report(tmp_path / "report.html", [("run", full, [{**rec, "map": "maps/c.png"}])]).read_text()
+    assert f"<td>{err['category']}</td><td>1</td><td>c (step {err['step']})</td>" in page
+    assert f"first error: {err['category']}</b> at step {err['step']}" in page
 
 
 def test_stuck_triggers_of_the_oracle_assistant():
