@@ -42,7 +42,7 @@ TURN_DEG = 30.0
 
 def _polyline(points: Any) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (N, 2) without repeated points, cumulative arc length (N,))."""
-    pts = np.asarray(points, dtype=float).reshape(-1, np.asarray(points).shape[-1] if len(points) else 2)[:, :2]
+    pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
     keep = [0] + [i for i in range(1, len(pts)) if np.linalg.norm(pts[i] - pts[i - 1]) > 1e-6]
     pts = pts[keep]
     arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])

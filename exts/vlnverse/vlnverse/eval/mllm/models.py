@@ -134,9 +134,8 @@ class ResponseCache:
 
 
 class CircuitBreaker:
-    """Endpoint failures in a row, shared by the models of one endpoint in a process (the
-    threads of a scene share their first agent's, see :func:`share_breaker`); opens at
-    ``limit`` (0: never)."""
+    """Endpoint failures in a row of a model, opening at ``limit`` (0: never); the episode
+    threads of a run share their first agent's (:func:`share_breaker`)."""
 
     def __init__(self, limit: int):
         self.limit = int(limit)
