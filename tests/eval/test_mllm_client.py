@@ -28,7 +28,8 @@ def key_env(monkeypatch):
 
 
 def _model(url, key_env, cache, **kw):
-    params = {"model": "test-vlm", "base_url": url, "api_key_env": key_env, "cache": str(cache) if cache else False, "backoff": 0.01,
+    cache = cache if isinstance(cache, bool) or cache == "refresh" else str(cache) if cache else False
+    params = {"model": "test-vlm", "base_url": url, "api_key_env": key_env, "cache": cache, "backoff": 0.01,
               "max_retries": 2, "timeout": 5.0, **kw}
     return make_model("openai", params)
 
@@ -239,3 +240,13 @@ def test_bad_caps_are_config_errors(key_env):
                          ("max_answer_chars", 10), ("max_response_bytes", 10)):
         with pytest.raises(ConfigError, match=f"model.params.{field}"):
             _model("http://127.0.0.1:9/v1", key_env, False, **{field: value})
+
+
+def test_cache_refresh_by_name_uses_the_default_folder(tmp_path, key_env, monkeypatch):
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "user"))
+    with openai_server(lambda body, n: {"text": f"answer {n}"}) as (url, reqs):
+        assert _model(url, key_env, True).generate(HELLO).text == "answer 0"
+        refreshed = _model(url, key_env, "refresh")
+        assert refreshed.cache.root == tmp_path / "user" / "mllm_responses" and refreshed.cache_refresh
+        assert refreshed.generate(HELLO).text == "answer 1" and len(reqs) == 2
+        assert _model(url, key_env, True).generate(HELLO).text == "answer 1"
