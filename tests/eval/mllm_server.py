@@ -3,7 +3,10 @@
 ``reply(body, n)`` gets the request JSON and its 0-based count and returns a dict: ``text`` (the
 answer; ``None`` sends a null content), ``status`` (HTTP status, default 200), ``sleep`` (seconds
 to wait before answering), ``headers`` (extra response headers), ``prompt_tokens`` (default
-100 + n). Also answers Ollama's native ``/api/chat``. The request list's ``max_in_flight`` is the
+100 + n), ``served`` (the model name the answer names; default the requested one), ``raw``
+(a body sent as it is, str or bytes, instead of a chat completion) with ``content_type``
+(default application/json), ``json`` (a JSON body sent instead of a chat completion).
+Also answers Ollama's native ``/api/chat``. The request list's ``max_in_flight`` is the
 most requests the server was answering at once.
 """
 from __future__ import annotations
@@ -52,13 +55,18 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
                 with lock:
                     requests.in_flight -= 1
             status = spec.get("status", 200)
-            if status != 200:
+            if "raw" in spec:
+                data = spec["raw"].encode() if isinstance(spec["raw"], str) else spec["raw"]
+            elif "json" in spec:
+                data = json.dumps(spec["json"]).encode()
+            elif status != 200:
                 data = json.dumps({"error": {"message": spec.get("text") or f"status {status}", "type": "test"}}).encode()
             elif self.path.endswith("/api/chat"):
                 data = json.dumps({"message": {"role": "assistant", "content": spec.get("text")},
                                    "prompt_eval_count": 11, "eval_count": 3}).encode()
             else:
-                data = json.dumps({"id": f"c{n}", "object": "chat.completion", "created": 0, "model": body.get("model"),
+                data = json.dumps({"id": f"c{n}", "object": "chat.completion", "created": 0,
+                                   "model": spec.get("served", body.get("model")),
                                    "choices": [{"index": 0, "finish_reason": "stop",
                                                 "message": {"role": "assistant", "content": spec.get("text")}}],
                                    "usage": {"prompt_tokens": spec.get("prompt_tokens", 100 + n), "completion_tokens": 7,
@@ -67,7 +75,7 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
                 self.send_response(status)
                 for k, v in spec.get("headers", {}).items():
                     self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", spec.get("content_type", "application/json"))
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

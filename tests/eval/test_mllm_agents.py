@@ -119,14 +119,17 @@ def test_eight_variants_graph_mode_from_cached_views(corridor, view_cache, tmp_p
             records[name] = rec
         sent = len(reqs)
         assert all(r["auth"] == f"Bearer {KEY}" for r in reqs)
-        # a second identical run is answered from the response cache: no request at all
+        # a second identical run is answered from the response cache, except the unusable first
+        # answer of each episode (malformed: never cached, so asked again)
         for name in VARIANTS:
             rec = run_episode(episode, corridor, sim, make_mode("graph", sim, navgraph=corridor.navgraph.graph,
                                                                 planner=corridor.planner),
                               _agent(name, url, tmp_path, tmp_path / "responses"), _settings(corridor))
             assert rec["trajectory"] == records[name]["trajectory"] and rec["actions"] == records[name]["actions"]
-            assert all(a["cached"] for s in rec["agent_outputs"] for a in s["attempts"])
-        assert len(reqs) == sent
+            attempts = [a for s in rec["agent_outputs"] for a in s["attempts"]]
+            assert [a["cached"] for a in attempts] == ["error_kind" not in a["parsed"] for a in attempts]
+            assert attempts[0]["parsed"]["error_kind"] == "malformed" and not attempts[0]["cached"]
+        assert len(reqs) == sent + 8
     summary = summarize(list(records.values()), run={"collision_mode": "graph"})
     gen = summary["overall"]["generation"]
     assert gen["steps"] == 32 and gen["reprompts"] == 8 + 4 and gen["requests"] == sent
@@ -159,7 +162,8 @@ def test_eight_variants_in_telhop_with_rendered_views(corridor, tmp_path, monkey
         sim.close()
 
 
-def test_generation_errors_are_recorded_not_raised(corridor, view_cache, tmp_path, monkeypatch):
+def test_parse_failures_are_invalid_steps_endpoint_failures_end_the_episode(corridor, view_cache, tmp_path,
+                                                                             monkeypatch):
     monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
     episode = _episode(corridor)
     sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
@@ -173,14 +177,18 @@ def test_generation_errors_are_recorded_not_raised(corridor, view_cache, tmp_pat
     with openai_server(reply) as (url, reqs):
         agent = _agent("navgpt", url, tmp_path, False, max_reprompts=1)
         rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=3))
-    assert rec["termination"] == "max_steps" and rec["invalid_actions"] == 3
-    assert all("GenerationError" in i["error"] for i in rec["invalid"])
+    assert len(reqs) == 4  # nothing is sent after the endpoint failure
+    assert rec["termination"] == "not_evaluated" and rec["outcome"] == "not_evaluated"
+    assert rec["not_evaluated"]["kind"] == "server_error" and rec["not_evaluated"]["step"] == 1
+    assert rec["invalid_actions"] == 1 and "GenerationError" in rec["invalid"][0]["error"]  # step 0: the model's fault
     kinds = [s["generation"]["error_kind"] for s in rec["agent_outputs"]]
-    assert kinds == ["invalid_marker", "server_error", "invalid_marker"]
+    assert kinds == ["invalid_marker", "server_error"]
     first = rec["agent_outputs"][0]["attempts"]
     assert first[1]["parsed"]["error"].startswith("marker 42 does not exist")
-    summary = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
-    assert sum(summary["generation_errors"].values()) == 3
+    summary = summarize([rec], run={"collision_mode": "graph"})["overall"]
+    assert summary["episodes"] == 0 and summary["means"] == {}
+    assert summary["not_evaluated"] == {"episodes": 1, "by_reason": {"server_error": 1}}
+    assert summary["generation"]["generation_errors"] == {"invalid_marker": 1, "server_error": 1}
 
 
 def test_stitched_markers_follow_the_candidates():
@@ -244,10 +252,15 @@ def test_run_eval_simulator_free_rerun_is_free_and_key_free(corridor, view_cache
             summaries.append(run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor))
             if run == "first":
                 sent = len(reqs)
-        assert sent > 0 and len(reqs) == sent  # the second run sent nothing
+        # the second run asked only the first step's malformed answer again (unusable answers are not cached)
+        assert sent > 0 and len(reqs) == sent + 1
     first, second = (s["overall"]["generation"] for s in summaries)
     assert first["requests"] == sent and first["cache_hits"] == 0
-    assert second["requests"] == 0 and second["cache_hits"] == sent
+    assert second["requests"] == 1 and second["cache_hits"] == sent - 1
+    model = summaries[1]["model"]
+    assert model == {"agent": "mapgpt_cot_reflection", "prompt_version": "vln-mme-2", "model": "openai",
+                     "model_name": "nav-vlm", "served_models": {"nav-vlm": sent}, "endpoint_host": url.split("/")[2],
+                     "requests": 1, "cache_hits": sent - 1}
     assert summaries[0]["overall"]["means"] == summaries[1]["overall"]["means"]
     assert summaries[0]["overall"]["terminations"] == {"stop": 1}
     assert (tmp_path / "first" / "report.html").is_file()
@@ -354,3 +367,73 @@ def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_pa
     assert action is Decision.NOT_FOUND
     step = agent.outputs[-1]
     assert step["attempts"][0]["parsed"]["error_kind"] == "not_allowed" and step["action"] == "NOT_FOUND"
+
+
+def test_view_cache_serves_a_memory_mapped_array_equal_to_the_pngs(corridor, view_cache, tmp_path):
+    import shutil
+
+    from vlnverse.eval.mllm.cache import VIEWS_ARRAY, _read_strip
+
+    arr = np.load(view_cache / "corridor" / VIEWS_ARRAY, mmap_mode="r")
+    manifest = json.loads((view_cache / "corridor" / "manifest.json").read_text())
+    assert arr.shape == (corridor.navgraph.num_nodes, 4, SIZE, SIZE, 3) and len(manifest["rows"]) == arr.shape[0]
+    cache = ViewCache(view_cache)
+    for node in manifest["rows"]:
+        views = cache.views("corridor", node)
+        assert views.flags.writeable and np.array_equal(views, _read_strip(view_cache / "corridor" / f"{node}.png"))
+    assert isinstance(cache._array("corridor")[0], np.memmap)
+    # a cache built before the array existed still reads (PNG), and a rebuild adds the array
+    old = tmp_path / "old"
+    shutil.copytree(view_cache, old)
+    (old / "corridor" / VIEWS_ARRAY).unlink()
+    m = json.loads((old / "corridor" / "manifest.json").read_text())
+    m.pop("rows")
+    (old / "corridor" / "manifest.json").write_text(json.dumps(m))
+    node = manifest["rows"][0]
+    assert np.array_equal(ViewCache(old).views("corridor", node), cache.views("corridor", node))
+    assert build_scene_cache(corridor, old, size=SIZE)["rendered"] == 0 and (old / "corridor" / VIEWS_ARRAY).is_file()
+    assert np.array_equal(np.load(old / "corridor" / VIEWS_ARRAY), np.asarray(arr))
+
+
+def test_oracle_assistant_is_consulted_when_the_navigator_loops(corridor, view_cache, tmp_path, monkeypatch):
+    """Two scripted servers: a navigator that goes back and forth until it gets guidance, then
+    stops; an assistant whose answer names ids, which never reach the navigator."""
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    episode = _episode(corridor)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+
+    def navigator_loops(body, n):
+        last = message_text(body["messages"][-1])
+        if "Assistant's guidance:" in last:
+            return {"text": "Action: STOP"}
+        back = [ln for ln in last.splitlines() if ln.strip().startswith("Back: [")]
+        marker = back[0].split("[")[1].split(":")[0] if back else "1"
+        return {"text": f"Action: {marker}"}
+
+    def assistant(body, n):
+        return {"text": "Turn around and follow the corridor to its far end, past marker 2 and viewpoint 17."}
+
+    with openai_server(navigator_loops) as (nav_url, nav_reqs), openai_server(assistant) as (help_url, help_reqs):
+        helper = {"name": "openai", "params": {"model": "guide-llm", "base_url": help_url, "api_key_env": None,
+                                               "cache": False, "max_retries": 0}}
+        agent = _agent("navgpt", nav_url, tmp_path, False, assistant=helper, max_consultations=2)
+        rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=8))
+    assert len(help_reqs) == 1  # consulted once: the stop followed the guidance
+    asked = message_text(help_reqs[0]["body"]["messages"][-1])
+    assert "It seems stuck: it came back to a place it had already left" in asked
+    assert "The correct route continues" in asked and "walk through the opening" in asked
+    steps = rec["agent_outputs"]
+    consulted = [s for s in steps if "assistant" in s]
+    assert len(consulted) == 1 and consulted[0]["step"] == 2 and consulted[0]["assistant"]["trigger"] == "loop"
+    guidance = consulted[0]["assistant"]["guidance"]
+    assert consulted[0]["assistant"]["ids_removed"] and "17" not in guidance and "marker 2" not in guidance
+    assert f"Assistant's guidance: {guidance}" in steps[2]["prompt"] and rec["actions"][-1] == "STOP"
+    assert rec["first_error"]["category"] == "loop"
+    gen = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
+    assert gen["consultations"] == 1
+    from vlnverse.eval.mllm.agents import model_identity
+
+    who = model_identity(agent, "navgpt", [rec])["assistant"]
+    assert who == {"model": "openai", "model_name": "guide-llm", "endpoint_host": help_url.split("/")[2],
+                   "consultations": 1}

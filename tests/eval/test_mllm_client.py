@@ -28,7 +28,8 @@ def key_env(monkeypatch):
 
 
 def _model(url, key_env, cache, **kw):
-    params = {"model": "test-vlm", "base_url": url, "api_key_env": key_env, "cache": str(cache) if cache else False, "backoff": 0.01,
+    cache = cache if isinstance(cache, bool) or cache == "refresh" else str(cache) if cache else False
+    params = {"model": "test-vlm", "base_url": url, "api_key_env": key_env, "cache": cache, "backoff": 0.01,
               "max_retries": 2, "timeout": 5.0, **kw}
     return make_model("openai", params)
 
@@ -188,3 +189,64 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
     assert len(reqs) == 6 and peak[0] == 2  # 5 calls + one retry, never more than 2 at once
     assert model.usage_summary()["requests"] == 6
     assert "retry 1" in caplog.text and KEY not in caplog.text
+
+
+def test_step_timeout_bounds_retries_against_a_hung_server(key_env):
+    with openai_server(lambda body, n: {"text": "Action: 1", "sleep": 3.0}) as (url, reqs):
+        model = _model(url, key_env, False, timeout=0.4, max_retries=10, step_timeout=1.0)
+        gen = model.generate(HELLO)
+    # without step_timeout: 11 requests of 0.4 s; with it, at most 1.0 / 0.4 -> 3
+    assert gen.error_kind == "timeout" and 1 <= gen.requests <= 3 and len(reqs) == gen.requests
+
+
+def test_run_timeout_and_circuit_breaker_send_nothing(key_env):
+    import time
+
+    with openai_server(lambda body, n: {"text": "Action: 1"} if n == 0 else {"status": 500}) as (url, reqs):
+        model = _model(url, key_env, False, max_retries=0, run_timeout=0.3)
+        assert model.generate(HELLO).ok
+        time.sleep(0.4)
+        late = model.generate(HELLO)
+        assert late.error_kind == "run_timeout" and late.requests == 0 and len(reqs) == 1
+        breaker = _model(url, key_env, False, max_retries=0, max_consecutive_failures=2)
+        kinds = [breaker.generate(HELLO).error_kind for _ in range(4)]
+    assert kinds == ["server_error", "server_error", "circuit_open", "circuit_open"] and len(reqs) == 3
+    assert "max_consecutive_failures" in breaker.circuit_open
+
+
+def test_auth_errors_are_not_retried_and_not_answers(key_env):
+    with openai_server(lambda body, n: {"status": 403, "text": "forbidden"}) as (url, reqs):
+        gen = _model(url, key_env, False).generate(HELLO)
+    assert gen.error_kind == "auth" and gen.endpoint_failure and len(reqs) == 1
+
+
+def test_only_remembered_answers_are_cached_and_refresh_re_asks(tmp_path, key_env):
+    with openai_server(lambda body, n: {"text": f"answer {n}"}) as (url, reqs):
+        model = _model(url, key_env, tmp_path / "cache")
+        first = model.generate(HELLO, store=False)
+        again = model.generate(HELLO, store=False)  # not remembered: asked again
+        assert (first.text, again.text, len(reqs)) == ("answer 0", "answer 1", 2) and not again.cached
+        model.remember(again)
+        assert model.generate(HELLO).text == "answer 1" and len(reqs) == 2
+        fresh = _model(url, key_env, tmp_path / "cache", cache_refresh=True).generate(HELLO)
+        assert fresh.text == "answer 2" and not fresh.cached and len(reqs) == 3
+        assert _model(url, key_env, tmp_path / "cache").generate(HELLO).text == "answer 2"  # the refreshed entry
+    entry = json.loads(next((tmp_path / "cache").rglob("*.json")).read_text())
+    assert entry["request"]["endpoint"] == url and entry["served_model"] == "test-vlm"
+
+
+def test_bad_caps_are_config_errors(key_env):
+    for field, value in (("max_consecutive_failures", -1), ("run_timeout", 0), ("step_timeout", -2),
+                         ("max_answer_chars", 10), ("max_response_bytes", 10)):
+        with pytest.raises(ConfigError, match=f"model.params.{field}"):
+            _model("http://127.0.0.1:9/v1", key_env, False, **{field: value})
+
+
+def test_cache_refresh_by_name_uses_the_default_folder(tmp_path, key_env, monkeypatch):
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "user"))
+    with openai_server(lambda body, n: {"text": f"answer {n}"}) as (url, reqs):
+        assert _model(url, key_env, True).generate(HELLO).text == "answer 0"
+        refreshed = _model(url, key_env, "refresh")
+        assert refreshed.cache.root == tmp_path / "user" / "mllm_responses" and refreshed.cache_refresh
+        assert refreshed.generate(HELLO).text == "answer 1" and len(reqs) == 2
+        assert _model(url, key_env, True).generate(HELLO).text == "answer 1"

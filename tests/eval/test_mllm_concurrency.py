@@ -72,10 +72,11 @@ def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int
 
 
 def _strip(value):
-    """``value`` without timings (latency, observation access, durations), which no two runs share."""
+    """``value`` without timings (latency, observation access, durations) and the test server's
+    port (``endpoint_host``), which no two runs share."""
     if isinstance(value, dict):
         return {k: _strip(v) for k, v in value.items()
-                if k not in ("timing", "duration_s") and "latency" not in k and "access_ms" not in k}
+                if k not in ("timing", "duration_s", "endpoint_host") and "latency" not in k and "access_ms" not in k}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value

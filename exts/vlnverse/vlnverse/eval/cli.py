@@ -2,9 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from ..core.parallel import add_parallel_options, parallel_settings
+
+#: exit status of ``vlnverse eval`` when some episodes were not evaluated (model endpoint failures)
+NOT_EVALUATED_STATUS = 3
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -95,7 +99,7 @@ def resolve_config_path(name: str) -> Path:
 
 def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
-    from .runner import run_eval
+    from .runner import not_evaluated_line, run_eval
 
     from ..core.errors import ConfigError, VLNVerseError
     from ..core.parallel import check_engine, check_job_timeout, check_workers
@@ -116,6 +120,10 @@ def _eval(args: argparse.Namespace) -> int:
     if summary.get("failed_scenes"):
         raise VLNVerseError(f"{len(summary['failed_scenes'])} scene(s) failed (the other scenes' episodes are in "
                             f"{cfg.out}): " + "; ".join(f"{f['scene']}: {f['error']}" for f in summary["failed_scenes"]))
+    line = not_evaluated_line(summary, cfg.out)
+    if line is not None:  # endpoint failures: the table is incomplete, so not a success
+        print(f"vlnverse: {line}", file=sys.stderr)
+        return NOT_EVALUATED_STATUS
     return 0
 
 

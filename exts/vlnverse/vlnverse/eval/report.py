@@ -58,8 +58,11 @@ def _summary_table(runs: list[tuple[str, dict, list[dict]]]) -> str:
             extras += [f"{k} {100 * v:.1f}" for k, v in agg.get("sr_n", {}).items()]
             rows.append(f"<tr><td>{html.escape(task)}</td><td>{html.escape(agent)}</td><td>{html.escape(mode)}</td>"
                         f"<td>{agg['episodes']}</td>{cells}"
-                        f"<td>{agg.get('invalid_actions', 0)}</td><td>{html.escape(' · '.join(extras))}</td></tr>")
-    return (f"<table><tr><th>task</th><th>agent</th><th>mode</th><th>episodes</th>{head}<th>invalid actions</th><th>task-specific</th></tr>"
+                        f"<td>{agg.get('invalid_actions', 0)}</td>"
+                        f"<td>{(agg.get('not_evaluated') or {}).get('episodes', 0)}</td>"
+                        f"<td>{html.escape(' · '.join(extras))}</td></tr>")
+    return (f"<table><tr><th>task</th><th>agent</th><th>mode</th><th>episodes</th>{head}<th>invalid actions</th>"
+            "<th>not evaluated</th><th>task-specific</th></tr>"
             + "".join(rows) + "</table><p class='muted'>SR, OSR, SPL, nDTW, sDTW, CLS, CR in %; TL, NE in metres. "
             "NE/SR/OSR/SPL use geodesic distance on the navigable map.</p>")
 
@@ -76,6 +79,11 @@ def _episode_block(record: dict, base_dir: Path) -> str:
         imgs.append(f"<figure>{_img(base_dir / frame['file'], 'frame', frame['label'])}"
                     f"<figcaption>{html.escape(frame['label'])} (pose {frame['index']})</figcaption></figure>")
     failure = f" — {html.escape(record['failure'])}" if record.get("failure") else ""
+    error = record.get("first_error")
+    if error:
+        text = f" — clause: “{html.escape(error['clause_text'])}”" if error.get("clause_text") else ""
+        failure += (f"</span><p><b>first error: {html.escape(error['category'])}</b> at step {error['step']} "
+                    f"({html.escape(error['detail'])}; purple X on the map){text}</p><span>")
     return (f"<div class='ep {'ok' if ok else 'fail'}'><b>{html.escape(record['episode_id'])}</b> "
             f"<span class='muted'>{html.escape(record['scene_id'])} · {html.escape(record['task_type'])} · "
             f"{record['steps']} steps · {len(record['collisions'])} collisions · {record['invalid_actions']} invalid · "
@@ -101,6 +109,28 @@ def write_report(path: str | Path, runs: Iterable[tuple[str, dict, list[dict]]],
         parts.append(f"<h2>{html.escape(label)}</h2><p class='muted'>task {html.escape(str(run.get('task')))} · "
                      f"body {html.escape(str(run.get('body')))} · max steps {run.get('max_steps')} · "
                      f"success distance {run.get('success_distance')} m</p>")
+        model = summary.get("model") or {}
+        if model.get("model"):
+            served = ", ".join(model.get("served_models") or {}) or "-"
+            parts.append(f"<p class='muted'>model {html.escape(str(model['model']))} "
+                         f"{html.escape(str(model.get('model_name')))} (served: {html.escape(served)}) at "
+                         f"{html.escape(str(model.get('endpoint_host')))} · prompt version "
+                         f"{html.escape(str(model.get('prompt_version')))} · {model.get('requests', 0)} requests · "
+                         f"{model.get('cache_hits', 0)} cache hits</p>")
+        skipped = (summary.get("overall") or {}).get("not_evaluated") or {}
+        if skipped.get("episodes"):
+            reasons = ", ".join(f"{n} {k}" for k, n in skipped["by_reason"].items())
+            parts.append(f"<p><b>{skipped['episodes']} episode(s) not evaluated</b> (the model endpoint gave no "
+                         f"answer: {html.escape(reasons)}); the metrics leave them out.</p>")
+        errors = (summary.get("overall") or {}).get("first_errors") or {}
+        if errors.get("failed_episodes"):
+            cells = "".join(f"<tr><td>{html.escape(k)}</td><td>{n}</td><td>"
+                            + html.escape(", ".join(f"{e['episode_id']} (step {e['step']})"
+                                                    for e in errors.get("examples", {}).get(k, [])))
+                            + "</td></tr>" for k, n in errors["counts"].items() if n)
+            parts.append(f"<p>First error of the {errors['failed_episodes']} failed episode(s) (step-level error "
+                         "analysis; rules in docs/evaluation.md)</p><table><tr><th>error</th><th>episodes</th>"
+                         f"<th>e.g.</th></tr>{cells}</table>")
         shown = [r for r in records if r.get("map") or r.get("frames")]
         parts.extend(_episode_block(r, base / r.get("_dir", "")) for r in shown)
         hidden = len(records) - len(shown)

@@ -38,6 +38,17 @@ from .agents import Agent, AgentState
 log = logging.getLogger(__name__)
 
 
+class NotEvaluated(Exception):
+    """Raised by an agent whose model endpoint gave no answer (unreachable, timeout, 5xx, auth,
+    a body that is not a chat completion ...): the episode ends *not evaluated*, its record says
+    why (``outcome``, ``not_evaluated``) and the runner leaves it out of the metrics and runs it
+    again on resume. ``kind`` is the reason (``vlnverse.eval.mllm.models.ENDPOINT_ERRORS``)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(f"{kind}: {message}")
+        self.kind, self.message = kind, message
+
+
 @dataclass
 class StepResult:
     """What one :meth:`Rollout.step` did.
@@ -143,6 +154,7 @@ class Rollout:
         self.invalid: list[dict] = []
         self.termination: str | None = None
         self.failure: str | None = None
+        self.not_evaluated: dict | None = None
         self.stopped = False
         self.decision: str | None = None
         self.selected_frame: int | None = None
@@ -212,6 +224,13 @@ class Rollout:
                     traceback.format_exception_only(type(exc), exc)[-1].strip())
         self.actions.append(None)
         return self._finish_step(None, StepResult(self._obs, self._pose, False, False, None, {"error": error}))
+
+    def abandon(self, exc: NotEvaluated) -> None:
+        """End the episode as *not evaluated* (the agent's model endpoint gave no answer)."""
+        self._require_started()
+        self.not_evaluated = {"kind": exc.kind, "error": str(exc.message)[:500], "step": self.steps}
+        self.termination = "not_evaluated"
+        log.warning("episode %s step %d: not evaluated (%s)", self.episode.episode_id, self.steps, exc.kind)
 
     def step(self, action: Any) -> StepResult:
         """Apply one action: a ``DiscreteAction`` (or its name/int), a ``VelocityAction``, a
@@ -293,7 +312,17 @@ class Rollout:
             "goals": self.goals_xy.tolist(),
             "start_adjusted_m": round(self.start.distance_to(AgentPose(*self.poses[0][:2])), 4),
             "duration_s": round(time.perf_counter() - self._t0, 3),
+            "outcome": "not_evaluated" if self.not_evaluated else "evaluated",
         }
+        if self.not_evaluated:
+            record["not_evaluated"] = self.not_evaluated
+        if self.done:  # the failed episode's first error (``vlnverse.eval.diagnostics``), for every agent
+            from .diagnostics import episode_first_error, scene_landmarks
+
+            record["first_error"] = episode_first_error(
+                record, landmarks=scene_landmarks(episode, self.ctx), success_distance=self.settings.success_distance,
+                goal_distance=self.goal_distance(np.asarray(self.poses, dtype=float)[:, :2]),
+                success_metric=self.scoring.headline)
         if self.done:
             self._record = record
             self._fire("on_episode_end", record)
@@ -303,12 +332,16 @@ class Rollout:
 def run_episode(episode: Any, ctx: Any, sim: Any, mode: Any, agent: Agent, settings: Any, *,
                 hooks: Iterable[Any] = (), task: Any = None, scene_cache: dict | None = None) -> dict:
     """Run one episode to its end and return its record: ``reset``, then
-    ``step(agent.act(observations, state))`` until done (an agent that raises uses up a step)."""
+    ``step(agent.act(observations, state))`` until done (an agent that raises uses up a step;
+    one that raises :class:`NotEvaluated` ends the episode not evaluated)."""
     rollout = Rollout(episode, ctx, sim, mode, settings, task=task, hooks=hooks, agent=agent, scene_cache=scene_cache)
     rollout.reset()
     while not rollout.done:
         try:
             action = agent.act(rollout.observations, rollout.state)
+        except NotEvaluated as exc:
+            rollout.abandon(exc)
+            break
         except Exception as exc:  # noqa: BLE001 - an agent bug is one failed step, not a crashed run
             rollout.agent_error(exc)
             continue

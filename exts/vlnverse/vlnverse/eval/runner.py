@@ -9,8 +9,10 @@ Output folder (``cfg.out``):
 - ``config.json`` — the resolved config (a resumed run must match it);
 - ``input_episodes.jsonl`` — the episodes evaluated (generated ones are kept for resume);
 - ``episodes.jsonl`` — one line per finished episode, appended and flushed as each finishes;
-  a resumed run skips the episodes already there; a line that is not a valid record (a truncated
-  last line after a crash, a corrupt line) moves verbatim to ``episodes.rejected.jsonl``;
+  a resumed run skips the episodes already there, except those *not evaluated* (the agent's
+  model endpoint gave no answer: ``outcome: not_evaluated``), which it removes and runs again;
+  a line that is not a valid record (a truncated last line after a crash, a corrupt line) moves
+  verbatim to ``episodes.rejected.jsonl``;
 - ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
 - ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
 """
@@ -246,6 +248,24 @@ def read_finished(path: Path) -> list[dict]:
     return records
 
 
+def is_evaluated(record: dict) -> bool:
+    """False for an episode whose agent's model endpoint gave no answer (``outcome: not_evaluated``)."""
+    return record.get("outcome") != "not_evaluated"
+
+
+def drop_not_evaluated(path: Path, records: list[dict]) -> list[dict]:
+    """Remove the not-evaluated records from the episode log (atomically) so a resumed run
+    evaluates those episodes again; returns the records kept."""
+    ids = {r["episode_id"] for r in records if not is_evaluated(r)}
+    if not ids:
+        return records
+    lines = [line for line in path.read_bytes().splitlines(keepends=True)
+             if line.strip() and (_parse_record(line) or {}).get("episode_id") not in ids]
+    write_bytes_atomic(path, b"".join(lines))
+    log.info("%s: %d episode(s) not evaluated before are run again", path, len(ids))
+    return [r for r in records if r["episode_id"] not in ids]
+
+
 #: The config record of a run that has not written an episode yet (see ``stage_config_record``).
 PENDING_CONFIG_FILE = ".config.pending.json"
 
@@ -306,6 +326,10 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
         if record["collisions"]:
             markers.append({"xy": np.array([c["position"] for c in record["collisions"]]), "color": "black",
                             "marker": "x", "label": "collision", "size": 45})
+        error = record.get("first_error")
+        if error:
+            markers.append({"xy": np.asarray(error["position"]), "color": "tab:purple", "marker": "X",
+                            "label": f"first error: {error['category']} (step {error['step']})", "size": 110})
         map_path = out / "maps" / f"{stem}.png"
         render_map_png(ctx.desc, ctx.maps, map_path,
                        paths=[{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
@@ -345,9 +369,17 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
 
 
 def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
-    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks."""
-    def block(recs: list[dict]) -> dict[str, Any]:
+    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks.
+    Not-evaluated episodes (``is_evaluated``) are left out of every metric and counted in
+    ``not_evaluated`` (episodes, by reason); ``episodes`` counts the evaluated ones."""
+    def block(all_recs: list[dict]) -> dict[str, Any]:
+        recs = [r for r in all_recs if is_evaluated(r)]
+        skipped = Counter((r.get("not_evaluated") or {}).get("kind", "?") for r in all_recs if not is_evaluated(r))
         agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
+        agg["not_evaluated"] = {"episodes": sum(skipped.values()), "by_reason": dict(sorted(skipped.items()))}
+        from .diagnostics import error_counts
+
+        agg["first_errors"] = error_counts(recs)  # step-level error analysis of the failed episodes
         agg["invalid_actions"] = int(sum(r["invalid_actions"] for r in recs))
         agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
         ordered = [r["metrics"] for r in recs if "goals_reached" in r["metrics"]]
@@ -358,7 +390,7 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
                                  final_success=[float(m.get("SR") or 0.0) for m in ordered])
         from .mllm.agents import generation_summary
 
-        generation = generation_summary(recs)  # MLLM agents: errors by kind, re-prompts, tokens, cache hits
+        generation = generation_summary(all_recs)  # MLLM agents: errors by kind, re-prompts, tokens, cache hits
         if generation is not None:
             agg["generation"] = generation
         return agg
@@ -398,6 +430,7 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
     for name in extras:
         table.add_column(name + " %", justify="right")
     table.add_column("invalid", justify="right")
+    table.add_column("not eval.", justify="right")
     for labels, agg in rows:
         means = agg["means"]
         cells = []
@@ -405,7 +438,8 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
             v = means.get(name)
             cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
         cells += ["-" if means.get(name) is None else f"{100 * means[name]:.1f}" for name in extras]
-        table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)))
+        table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)),
+                      str((agg.get("not_evaluated") or {}).get("episodes", 0)))
     console.print(table)
 
 
@@ -442,7 +476,7 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     and the scene's simulator once per job. With ``model.concurrency`` N, every model request
     takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
     runs up to N episodes at once in threads (an agent per thread), records in episode order."""
-    from .mllm.models import attach_request_limit
+    from .mllm.models import attach_request_limit, share_breaker
 
     cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
     limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
@@ -450,6 +484,7 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     def new_agent() -> Agent:
         made = make_run_agent(cfg, payload["agent_factory"])
         attach_request_limit(made, limit)
+        share_breaker(made, agent)  # the episode threads of a scene open one circuit breaker
         return made
 
     agent = payload["agent"]
@@ -544,7 +579,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
 
     log_path = out / EPISODES_FILE
-    finished = read_finished(log_path)
+    finished = drop_not_evaluated(log_path, read_finished(log_path))
     done = {r["episode_id"] for r in finished}
     todo = [e for e in episodes if e.episode_id not in done]
     report_budget = max(0, cfg.report.max_episodes - sum(1 for r in finished if r.get("map") or r.get("frames")))
@@ -608,6 +643,9 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
            "body": settings.body.name}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
+    from .mllm.agents import model_identity
+
+    summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
                          "workers": workers, "engine": engine}
@@ -621,3 +659,14 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         print_table([((k.split("/")[0], cfg.agent.name, cfg.collision_mode), v) for k, v in summary["by_task"].items()])
         print(f"wrote {out / SUMMARY_FILE}, {out / EPISODES_FILE}" + (f", {out / 'report.html'}" if cfg.report.enabled else ""))
     return summary
+
+
+def not_evaluated_line(summary: dict, out: Any) -> str | None:
+    """One line saying how many episodes were not evaluated and why (None when all were)."""
+    skipped = summary.get("overall", {}).get("not_evaluated") or {}
+    if not skipped.get("episodes"):
+        return None
+    reasons = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped["by_reason"].items(), key=lambda kv: -kv[1]))
+    total = skipped["episodes"] + summary["overall"]["episodes"]
+    return (f"{skipped['episodes']} of {total} episode(s) not evaluated: the model endpoint gave no answer "
+            f"({reasons}); the metrics leave them out; run the same command again (out={out}) to evaluate them")

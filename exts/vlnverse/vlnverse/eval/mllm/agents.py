@@ -29,9 +29,12 @@ raw answer with its tokens / latency / cache hit, the parsed action and any gene
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
+import re
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +44,7 @@ from ...core.errors import VLNVerseError
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.actions import Decision, SelectFrame
 from ..agents import Agent, AgentState, register_agent
+from ..rollout import NotEvaluated
 from .models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
 from .parsing import parse_action
@@ -50,7 +54,12 @@ log = logging.getLogger(__name__)
 
 
 class GenerationError(VLNVerseError):
-    """No valid action after the re-prompts (or the model failed); the step is recorded as invalid."""
+    """No valid action after the re-prompts; the step is recorded as invalid (the model's failure)."""
+
+
+#: Version of the prompts below (system, task, re-prompt texts); named in ``summary.json`` so
+#: results from different prompt revisions are not mixed. Bump it when a prompt text changes.
+PROMPT_VERSION = "vln-mme-2"
 
 
 SYSTEM_PROMPT = """You are an embodied agent navigating an indoor environment by following a natural-language instruction.
@@ -95,7 +104,9 @@ class MLLMAgent(Agent):
     ``caption_model`` (``{name, params}`` of a ``MODELS`` entry that describes each view in one
     sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode),
     ``video_root`` (folder that relative prior-video paths of VCN-Bench episodes start from;
-    default the working folder) and ``video_frames`` (window frames shown for goal identification).
+    default the working folder), ``video_frames`` (window frames shown for goal identification)
+    and ``merge_distance`` (m, default 0.5: candidate viewpoints closer than this to a nearer one
+    are shown once, as one marker).
 
     Goal identification (VCN-Bench, task types whose scoring declares ``frame_selection``): when
     the agent stops, it shows the model ``video_frames`` evenly spaced frames of the prior-video
@@ -107,10 +118,13 @@ class MLLMAgent(Agent):
     memory = "history"
     cot = False
     reflection = False
+    prompt_version = PROMPT_VERSION
 
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
-                 max_questions: int = 3, video_root: str | None = None, video_frames: int = 8, **kwargs: Any):
+                 max_questions: int = 3, video_root: str | None = None, video_frames: int = 8,
+                 merge_distance: float = 0.5, assistant: dict | None = None, max_consultations: int = 3,
+                 consult_away_steps: int = 3, consult_off_reference: float = 2.0, **kwargs: Any):
         super().__init__(**kwargs)
         if self.model is None:
             raise ValueError(f"agent '{self.name}' needs a model: set 'model: {{name: openai, params: {{...}}}}' "
@@ -132,11 +146,25 @@ class MLLMAgent(Agent):
         self.view_cache_root = Path(view_cache) if view_cache else cache_dir() / "views"
         self.image_dir = Path(image_dir) if image_dir else cache_dir() / "mllm_images"
         self.view_size = int(view_size)
+        if not float(merge_distance) >= 0:
+            raise ValueError(f"agent '{self.name}': merge_distance must be >= 0 metres, got {merge_distance}")
+        self.merge_distance = float(merge_distance)
+        self._logged_size: tuple[int, int] | None = None
         self.captioner: ChatModel | None = None
         if caption_model:
             from ..models import make_model
 
             self.captioner = make_model(caption_model["name"], caption_model.get("params", {}))
+        if max_consultations < 0 or consult_away_steps < 0 or consult_off_reference < 0:
+            raise ValueError(f"agent '{self.name}': max_consultations, consult_away_steps and consult_off_reference "
+                             "must be >= 0")
+        self.assistant: ChatModel | None = None
+        if assistant:
+            from ..models import make_model
+
+            self.assistant = make_model(assistant["name"], assistant.get("params", {}))
+        self.max_consultations, self.consult_away_steps = int(max_consultations), int(consult_away_steps)
+        self.consult_off_reference = float(consult_off_reference)
         self._renderer = ViewRenderer(self.view_size)
         self._view_cache: Any = None
         self._captions: dict[str, list[str]] = {}
@@ -170,6 +198,10 @@ class MLLMAgent(Agent):
         self._decisions = scoring.applies_decision(episode)  # FOUND / NOT_FOUND instead of STOP
         self._video: tuple[np.ndarray, np.ndarray] | None = None  # (shown frames, their window indices)
         self._pending_stop = False
+        self.consultations = 0
+        self.guidance: str | None = None  # the oracle assistant's latest guidance
+        self._track: tuple[list, list] = ([], [])  # positions and goal distances since the last consultation
+        self._landmarks: dict | None = None
         info = getattr(episode, "info", {})
         if scoring.frame_selection and "video" in info and "window" in info:
             from ...tasks.tours import load_prior_video
@@ -230,6 +262,8 @@ class MLLMAgent(Agent):
             for view in views:
                 gen = self.captioner.generate([{"role": "user", "content": "Describe this indoor view in one short "
                                                 "sentence: the room type and the main objects."}], [view])
+                if gen.endpoint_failure:
+                    raise NotEvaluated(gen.error_kind, f"caption model: {gen.error}")
                 out.append(gen.text.strip().split("\n")[0][:200] if gen.ok else "")
             self._captions[key] = out
         return self._captions[key]
@@ -293,6 +327,8 @@ class MLLMAgent(Agent):
         stop = "FOUND / NOT_FOUND" if self._decisions else "STOP"
         option_lines.append(f"  Stop: {stop}")
         lines.append("Action options:\n" + "\n".join(option_lines))
+        if self.guidance:
+            lines.append(f"Assistant's guidance: {self.guidance}")
         if self.dialogue:
             lines.append("Guide's answers so far: " + " ".join(f"Q: {q} A: {a}" for q, a in self.dialogue))
         return "\n".join(lines)
@@ -308,7 +344,7 @@ class MLLMAgent(Agent):
         return str(path)
 
     def _ask(self, messages: list[dict[str, str]], png: bytes, record: dict) -> Any:
-        gen = self.model.generate(messages, [png])
+        gen = self.model.generate(messages, [png], store=False)
         usage = record["generation"]
         usage["requests"] += gen.requests
         usage["cache_hits"] += int(gen.cached)
@@ -319,18 +355,30 @@ class MLLMAgent(Agent):
         return gen
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
-        """Prompt the model with the step's observation and return the parsed action."""
+        """Prompt the model with the step's observation and return the parsed action; raises
+        :class:`~vlnverse.eval.rollout.NotEvaluated` when the endpoint gives no answer. All model
+        calls of the step end within the model's ``step_timeout``."""
+        if self._pending_stop:
+            return self._act(observations, state)
+        broken = getattr(self.model, "circuit_open", None)
+        if broken:
+            raise NotEvaluated("circuit_open", broken)
+        step = getattr(self.model, "step", None)
+        with (step(getattr(self.model, "step_timeout", None)) if step else contextlib.nullcontext()):
+            return self._act(observations, state)
+
+    def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
         if self._pending_stop:  # the frame was selected last step: now the STOP it preceded
             self._pending_stop = False
             self.outputs.append({"step": state.step, "action": "STOP", "after_frame_selection": True})
             return DiscreteAction.STOP
-        record: dict[str, Any] = {"step": state.step, "generation": {"requests": 0, "cache_hits": 0, "prompt_tokens": 0,
+        record: dict[str, Any] = {"step": state.step, "prompt_version": PROMPT_VERSION, "generation": {"requests": 0, "cache_hits": 0, "prompt_tokens": 0,
                                                                      "completion_tokens": 0, "latency_ms": 0.0,
                                                                      "calls": 0, "reprompts": 0, "error_kind": None}}
         self.outputs.append(record)
         node, options = self._options(state)
         record["node"] = node
-        candidates = make_candidates(state.pose.xy, state.pose.yaw, options)
+        candidates = make_candidates(state.pose.xy, state.pose.yaw, options, merge_distance=self.merge_distance)
         t0 = time.perf_counter()
         views, source = self._views(observations, state, node)
         record["observation"] = {"source": source, "access_ms": round(1000 * (time.perf_counter() - t0), 3)}
@@ -338,11 +386,18 @@ class MLLMAgent(Agent):
         camera_height = float(getattr(getattr(self.context, "body", None), "camera_height", 1.25))
         image = stitch(views, state.pose.yaw, candidates, camera_height=camera_height)
         png = png_bytes(image)
+        record["image_size"] = [int(image.shape[1]), int(image.shape[0])]  # width, height in pixels as sent
+        if self._logged_size != tuple(record["image_size"]):
+            self._logged_size = tuple(record["image_size"])
+            log.info("%s: sending %d x %d px observation images (4 views of %d px)", self.name, *self._logged_size,
+                     image.shape[1] // 4)
         sha = image_sha256(png)
         record["image"], record["image_sha256"] = self._save_image(png, sha), sha
         record["candidates"] = [c.to_dict() for c in candidates]
         if state.step == 0:
             record["system_prompt"] = self.system_prompt()
+        if self.assistant is not None:
+            self._consult(state, record)
         prompt = self.task_prompt(state, candidates, node, captions)
         record["prompt"] = prompt
         messages = [{"role": "system", "content": self.system_prompt()}, {"role": "user", "content": prompt}]
@@ -357,13 +412,19 @@ class MLLMAgent(Agent):
             gen = self._ask(messages, png, record)
             attempt = {"raw": gen.text, "cached": gen.cached, "latency_ms": round(1000 * gen.latency_s, 2),
                        "tokens": [gen.prompt_tokens, gen.completion_tokens]}
+            if gen.served_model:
+                attempt["served_model"] = gen.served_model
+            if gen.truncated:
+                attempt["truncated"] = True
             attempts.append(attempt)
-            if not gen.ok and gen.error_kind not in ("empty", "non_text"):
+            if gen.endpoint_failure:
                 attempt["error"] = {"kind": gen.error_kind, "message": gen.error}
                 record["generation"]["error_kind"] = gen.error_kind
-                raise GenerationError(f"model {gen.error_kind}: {gen.error}")
+                raise NotEvaluated(gen.error_kind, gen.error or "")
             parsed = parse_action(gen.text, list(by_marker), directions, decisions=self._decisions, questions=allow_questions)
             attempt["parsed"] = parsed.to_dict()
+            if parsed.ok:
+                _remember(self.model, gen)  # only usable answers are cached: a failed step is asked again
             if parsed.ok and parsed.kind == "ask":
                 answer = self._oracle.answer(parsed.question, state.pose.xy, state.pose.yaw)
                 self.questions += 1
@@ -394,6 +455,75 @@ class MLLMAgent(Agent):
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
                          {"role": "user", "content": f"Your answer could not be used: {parsed.error}"}]
         return self._to_action(parsed, by_marker, state, node, captions, record)
+
+    # -- the oracle assistant (VLN-MME) ---------------------------------------------------------------
+
+    def _consult(self, state: AgentState, record: dict) -> None:
+        """Ask the assistant for guidance when the navigator looks stuck
+        (:func:`vlnverse.eval.diagnostics.stuck_reason`), at most ``max_consultations`` times."""
+        from ..diagnostics import stuck_reason
+
+        points, dists = self._track
+        points.append([float(v) for v in state.pose.xy])
+        goal_distance = getattr(state, "goal_distance", None)
+        dists.append(float(goal_distance(np.asarray(state.pose.xy)[None])[0]) if callable(goal_distance) else 0.0)
+        if self.consultations >= self.max_consultations:
+            return
+        reason = stuck_reason(points, dists if callable(goal_distance) else [], getattr(self.episode, "reference_path", None),
+                              away_steps=self.consult_away_steps, off_reference=self.consult_off_reference)
+        if reason is None:
+            return
+        prompt = self.assistant_prompt(state, reason, dists[-1] if callable(goal_distance) else None)
+        gen = self.assistant.generate([{"role": "user", "content": prompt}])
+        entry = {"trigger": reason, "prompt": prompt, "raw": gen.text, "cached": gen.cached,
+                 "latency_ms": round(1000 * gen.latency_s, 2), "requests": gen.requests}
+        record["assistant"] = entry
+        if gen.endpoint_failure:
+            entry["error"] = {"kind": gen.error_kind, "message": gen.error}
+            raise NotEvaluated(gen.error_kind, f"assistant model: {gen.error}")
+        self.consultations += 1
+        self._track = ([points[-1]], [dists[-1]])  # a new consultation needs new evidence
+        guidance, hidden = redact_ids(gen.text.strip()[:600]) if gen.ok else ("", False)
+        entry["guidance"], entry["ids_removed"] = guidance, hidden
+        self.guidance = guidance or self.guidance
+
+    def assistant_prompt(self, state: AgentState, reason: str, goal_distance: float | None) -> str:
+        """What the assistant knows (privileged: the reference route from the navigator's pose,
+        the turns and landmarks ahead, the distance to the goal), never a viewpoint id."""
+        from ..diagnostics import _polyline, clauses, project, scene_landmarks
+        from .views import direction_of
+
+        why = {"loop": "it came back to a place it had already left",
+               "moving_away": f"it has moved away from the goal for {self.consult_away_steps} steps",
+               "off_reference": "it has left the route"}[reason]
+        lines = [f"A navigator is following this instruction: \"{getattr(self.episode, 'instruction_text', '')}\"",
+                 f"It seems stuck: {why}."]
+        reference = getattr(self.episode, "reference_path", None)
+        if reference is not None and len(reference) >= 2:
+            if self._landmarks is None:
+                self._landmarks = scene_landmarks(self.episode, self.context)
+            path, arc = _polyline(reference)
+            s, _ = project(np.asarray(state.pose.xy)[None], path, arc)
+            ahead = min(float(s[0]) + 2.0, float(arc[-1]))
+            k = int(np.searchsorted(arc, ahead, side="right")) - 1
+            k = min(k, len(path) - 2)
+            t = (ahead - arc[k]) / max(arc[k + 1] - arc[k], 1e-9)
+            target = path[k] + t * (path[k + 1] - path[k])
+            d = target - np.asarray(state.pose.xy, dtype=float)
+            if np.linalg.norm(d) > 0.2:
+                rel = math.atan2(d[1], d[0]) - state.pose.yaw
+                word = {"front": "ahead of it", "left": "to its left", "right": "to its right", "back": "behind it"}
+                lines.append(f"The correct route continues {word[direction_of(rel)]}.")
+            later = [c for c in clauses(reference, self._landmarks) if c["start_s"] > float(s[0]) + 0.5]
+            if later:
+                lines.append("After that: " + ", then ".join(
+                    c["action"].replace("_", " ") + (f" at the {c['landmark']['category']}" if c["landmark"] else "")
+                    for c in later) + ".")
+        if goal_distance is not None and math.isfinite(goal_distance):
+            lines.append(f"The goal is about {goal_distance:.0f} m away along walkable space.")
+        lines.append("Give the navigator one or two sentences of high-level guidance (directions relative to it, "
+                     "landmarks of the instruction). Do not mention marker numbers, place numbers or viewpoint ids.")
+        return "\n".join(lines)
 
     def _to_action(self, parsed: Any, by_marker: dict[int, Candidate], state: AgentState, node: Any,
                    captions: list[str], record: dict) -> Any:
@@ -444,7 +574,10 @@ class MLLMAgent(Agent):
         entry: dict[str, Any] = {"prompt": messages[0]["content"], "frames": [int(i) for i in idx], "attempts": []}
         record["goal_identification"] = entry
         for _ in range(self.max_reprompts + 1):
-            gen = self.model.generate(messages, list(frames))
+            gen = self.model.generate(messages, list(frames), store=False)
+            if gen.endpoint_failure:
+                entry["attempts"].append({"raw": gen.text, "error": gen.error_kind})
+                raise NotEvaluated(gen.error_kind, gen.error or "")
             for key, value in (("requests", gen.requests), ("cache_hits", int(gen.cached)), ("calls", 1),
                                ("prompt_tokens", gen.prompt_tokens), ("completion_tokens", gen.completion_tokens)):
                 record["generation"][key] += value
@@ -452,14 +585,31 @@ class MLLMAgent(Agent):
             entry["attempts"].append({"raw": gen.text, "parsed": parsed.to_dict() if parsed else None,
                                       **({"error": gen.error_kind} if not gen.ok else {})})
             if parsed is not None and parsed.kind == "frame":
+                _remember(self.model, gen)
                 entry["selected_frame"] = parsed.frame
                 return parsed.frame
-            if not gen.ok and gen.error_kind not in ("empty", "non_text"):
-                return None
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
                          {"role": "user", "content": f"Your answer could not be used: "
                                                      f"{parsed.error if parsed else 'empty'}. Answer 'Frame: <index>'."}]
         return None
+
+
+_IDS = re.compile(r"\b(?:markers?|options?|viewpoints?|nodes?|places?|candidates?|ids?|waypoints?)\s*(?:id\s*)?"
+                  r"(?:#|no\.?|number)?\s*\d+(?:\s*(?:,|and|or)\s*\d+)*", re.I)
+
+
+def redact_ids(text: str) -> tuple[str, bool]:
+    """``text`` with every marker / viewpoint / place number replaced by ``[id removed]``, and
+    whether any was: the assistant guides, it does not pick the viewpoint."""
+    out = _IDS.sub("[id removed]", text)
+    return out, out != text
+
+
+def _remember(model: Any, gen: Any) -> None:
+    """Cache ``gen`` in ``model``'s response cache (models without one: nothing)."""
+    remember = getattr(model, "remember", None)
+    if remember is not None:
+        remember(gen)
 
 
 #: the eight VLN-MME agent variants: name -> (memory, CoT, reflection)
@@ -492,9 +642,44 @@ def generation_summary(records: list[dict]) -> dict[str, Any] | None:
     calls = sum(g.get("calls", 0) for g in gens)
     access = [s["observation"]["access_ms"] for s in steps if isinstance(s.get("observation"), dict)]
     return {"steps": len(steps), "generation_errors": dict(sorted(errors.items())),
+            "consultations": sum(1 for s in steps if isinstance(s.get("assistant"), dict) and "guidance" in s["assistant"]),
             "reprompts": sum(g.get("reprompts", 0) for g in gens), "revisions": sum(1 for g in gens if g.get("revised")),
             "requests": sum(g.get("requests", 0) for g in gens), "cache_hits": sum(g.get("cache_hits", 0) for g in gens),
             "prompt_tokens": sum(g.get("prompt_tokens", 0) for g in gens),
             "completion_tokens": sum(g.get("completion_tokens", 0) for g in gens),
             "mean_latency_ms": round(sum(g.get("latency_ms", 0.0) for g in gens) / calls, 2) if calls else None,
             "mean_obs_access_ms": round(float(np.mean(access)), 3) if access else None}
+
+
+def model_identity(agent: Any, agent_name: str, records: list[dict]) -> dict[str, Any]:
+    """Who answered: the agent, its prompt version, the model kind and configured name, the
+    models the endpoint says served the answers, the endpoint host (never a key or a path),
+    requests and cache hits over ``records``. A learned agent (no chat model): agent name only."""
+    model = getattr(agent, "model", None)
+    out: dict[str, Any] = {"agent": agent_name}
+    if not hasattr(model, "generate"):
+        return {**out, "model": None}
+    from .models import endpoint_host
+
+    served: Counter = Counter()
+    versions: set[str] = set()
+    for r in records:
+        for step in r.get("agent_outputs") or []:
+            if not isinstance(step, dict):
+                continue
+            if step.get("prompt_version"):
+                versions.add(str(step["prompt_version"]))
+            for attempt in step.get("attempts") or []:
+                if isinstance(attempt, dict) and attempt.get("served_model"):
+                    served[str(attempt["served_model"])] += 1
+    gen = generation_summary(records) or {}
+    return {**out, "prompt_version": sorted(versions) if len(versions) > 1 else (next(iter(versions), None)
+                                                                                 or getattr(agent, "prompt_version", None)),
+            "model": getattr(model, "kind", type(model).__name__), "model_name": getattr(model, "model", None),
+            "served_models": dict(sorted(served.items())),
+            "endpoint_host": endpoint_host(getattr(model, "endpoint", None)),
+            "requests": gen.get("requests", 0), "cache_hits": gen.get("cache_hits", 0),
+            **({"assistant": {"model": assistant.kind, "model_name": assistant.model,
+                              "endpoint_host": endpoint_host(assistant.endpoint),
+                              "consultations": gen.get("consultations", 0)}}
+               if (assistant := getattr(agent, "assistant", None)) is not None else {})}

@@ -6,6 +6,10 @@ per viewpoint::
 
     <root>/<scene_id>/manifest.json      # version, view size, FoV, camera height, viewpoint positions
     <root>/<scene_id>/<node>.png         # (H, 4 W, 3): east | north | west | south
+    <root>/<scene_id>/views.npy          # (N, 4, H, W, 3) uint8, rows in ``manifest["rows"]`` order
+
+``views.npy`` is the raw array of every viewpoint's views, memory-mapped when read (no PNG
+decoding per step); the PNGs stay for people and for caches built before it existed.
 
 The ``viewpoints`` simulator backend (registered here in ``vlnverse.sim.BACKENDS``) then serves
 graph-mode evaluation from disk with no physics and no rendering: ``backend: viewpoints`` in an
@@ -28,6 +32,8 @@ from ...sim.api import BACKENDS, ControlConfig, Simulator
 from ...sim.types import ActionResult, AgentPose, InvalidActionError
 
 CACHE_VERSION = 1
+#: the raw (N, 4, H, W, 3) uint8 array of a scene's views, memory-mapped on read
+VIEWS_ARRAY = "views.npy"
 #: viewpoints farther than this from the asked position are not served (metres)
 MATCH_TOLERANCE = 0.05
 
@@ -48,6 +54,7 @@ class ViewCache:
     def __init__(self, root: str | Path | None = None):
         self.root = Path(root) if root is not None else default_view_cache()
         self._manifests: dict[str, dict | None] = {}
+        self._arrays: dict[str, tuple[np.ndarray, dict[int, int]] | None] = {}
 
     def manifest(self, scene_id: str) -> dict | None:
         """The scene's manifest, or None when the scene is not cached."""
@@ -67,14 +74,33 @@ class ViewCache:
             self._manifests[scene_id] = data
         return self._manifests[scene_id]
 
-    def views(self, scene_id: str, node: int) -> np.ndarray:
-        """(4, H, W, 3) uint8 views of viewpoint ``node`` (east, north, west, south)."""
-        from PIL import Image
+    def _array(self, scene_id: str) -> tuple[np.ndarray, dict[int, int]] | None:
+        """The scene's memory-mapped ``views.npy`` and node -> row, or None (an older cache)."""
+        if scene_id not in self._arrays:
+            manifest = self.manifest(scene_id)
+            path = self.root / scene_id / VIEWS_ARRAY
+            entry = None
+            if manifest is not None and manifest.get("rows") and path.is_file():
+                try:
+                    arr = np.load(path, mmap_mode="r", allow_pickle=False)
+                except (OSError, ValueError) as exc:
+                    raise ConfigError(f"unreadable view array ({exc})", file=path,
+                                      expected="a file written by 'vlnverse cache build'") from None
+                rows = {int(n): i for i, n in enumerate(manifest["rows"])}
+                if arr.dtype != np.uint8 or arr.ndim != 5 or arr.shape[0] != len(rows):
+                    raise ConfigError(f"got shape {arr.shape} {arr.dtype}", file=path,
+                                      expected=f"({len(rows)}, 4, H, W, 3) uint8: rebuild with 'vlnverse cache build'")
+                entry = (arr, rows)
+            self._arrays[scene_id] = entry
+        return self._arrays[scene_id]
 
-        with Image.open(self.root / scene_id / f"{int(node)}.png") as im:
-            strip = np.asarray(im.convert("RGB"))
-        w = strip.shape[1] // 4
-        return strip.reshape(strip.shape[0], 4, w, 3).transpose(1, 0, 2, 3)
+    def views(self, scene_id: str, node: int) -> np.ndarray:
+        """(4, H, W, 3) uint8 views of viewpoint ``node`` (east, north, west, south): a copy of
+        its row of the memory-mapped ``views.npy``, or decoded from its PNG strip."""
+        array = self._array(scene_id)
+        if array is not None and int(node) in array[1]:
+            return np.array(array[0][array[1][int(node)]])
+        return _read_strip(self.root / scene_id / f"{int(node)}.png")
 
     def views_at(self, scene_id: str, node: Any, xy: Any) -> np.ndarray | None:
         """The views of ``node`` if cached and ``xy`` stands on it (within ``MATCH_TOLERANCE``), else None."""
@@ -118,7 +144,8 @@ def build_scene_cache(ctx: Any, root: str | Path, *, size: int = 224, hfov_deg: 
         old = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):
         pass
-    same = old is not None and {k: v for k, v in old.items() if k != "nodes"} == {k: v for k, v in manifest.items() if k != "nodes"}
+    same = old is not None and {k: v for k, v in old.items() if k not in ("nodes", "rows")} == \
+        {k: v for k, v in manifest.items() if k != "nodes"}
     renderer = ViewRenderer(size, hfov_deg)
     rendered, t_render = 0, 0.0
     try:
@@ -134,9 +161,25 @@ def build_scene_cache(ctx: Any, root: str | Path, *, size: int = 224, hfov_deg: 
             rendered += 1
     finally:
         renderer.close()
+    if rendered or not (folder / VIEWS_ARRAY).is_file() or not (old or {}).get("rows"):
+        stack = np.stack([_read_strip(folder / f"{node}.png") for node in nodes])
+        with atomic_path(folder / VIEWS_ARRAY) as tmp:
+            with open(tmp, "wb") as fh:
+                np.save(fh, stack, allow_pickle=False)
+    manifest["rows"] = list(nodes)
     write_json_atomic(folder / "manifest.json", manifest)
     return {"scene_id": ctx.scene_id, "viewpoints": len(nodes), "rendered": rendered,
             "render_ms_per_viewpoint": round(1000 * t_render / rendered, 2) if rendered else None}
+
+
+def _read_strip(path: Path) -> np.ndarray:
+    """(4, H, W, 3) views from a stored PNG strip."""
+    from PIL import Image
+
+    with Image.open(path) as im:
+        strip = np.asarray(im.convert("RGB"))
+    w = strip.shape[1] // 4
+    return strip.reshape(strip.shape[0], 4, w, 3).transpose(1, 0, 2, 3)
 
 
 def build_cache(scenes: Any, root: str | Path | None = None, *, size: int = 224, hfov_deg: float = 90.0,

@@ -4,11 +4,15 @@ OpenAI-compatible server: vLLM, hosted APIs), ``ollama``, ``transformers`` (a lo
 
 Every model answers ``generate(messages, images=())`` with a :class:`Generation` and never
 raises for a failed request: an unreachable server, a timeout, HTTP 429/5xx after the retries,
-a rejected request or an empty answer come back as ``Generation.error_kind``. A
-:class:`ResponseCache` keyed by the full request (model, messages, image hashes, sampling
-parameters) makes a rerun free: a hit sends no request. The API key is read from the
-environment variable the config names and lives only inside the HTTP client; it is scrubbed
-from every error text, so it never reaches a log, a cache file or a report.
+a rejected request, a body that is not a chat completion or an empty answer come back as
+``Generation.error_kind``; the kinds in :data:`ENDPOINT_ERRORS` mean the model never answered
+(the runner does not evaluate such an episode). After ``max_consecutive_failures`` endpoint
+failures in a row the model stops sending (circuit breaker, ``circuit_open``). A
+:class:`ResponseCache` keyed by the full request (endpoint, model, messages, image hashes,
+sampling parameters) makes a rerun free: a hit sends no request; callers store only answers
+they could use (:meth:`ChatModel.remember`). The API key is read from the environment variable
+the config names and lives only inside the HTTP client; it is scrubbed from every error text,
+so it never reaches a log, a cache file or a report.
 """
 from __future__ import annotations
 
@@ -20,8 +24,9 @@ import os
 import contextlib
 import threading
 import time
+from urllib.parse import urlsplit
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -31,8 +36,15 @@ from ..models import register_model
 
 log = logging.getLogger(__name__)
 
-#: Error kinds a generation can end with (besides ``None``).
-ERROR_KINDS = ("unreachable", "timeout", "rate_limit", "server_error", "rejected", "empty", "non_text", "model_error")
+#: Error kinds meaning the endpoint gave no answer: the episode is *not evaluated* (excluded from
+#: the metrics, re-run on resume). ``auth``: HTTP 401/403; ``rejected``: another 4xx;
+#: ``non_text``: a 200 body that is not a chat completion with text (text/plain, null content,
+#: no choices); ``oversized``: a body over ``max_response_bytes``; ``circuit_open`` /
+#: ``run_timeout``: not sent (the circuit breaker is open, the run's time is spent).
+ENDPOINT_ERRORS = ("unreachable", "timeout", "rate_limit", "server_error", "auth", "rejected", "non_text", "oversized",
+                   "model_error", "circuit_open", "run_timeout")
+#: Error kinds a generation can end with (besides ``None``); ``empty`` is the model's own answer.
+ERROR_KINDS = ENDPOINT_ERRORS + ("empty",)
 
 
 @dataclass
@@ -47,15 +59,25 @@ class Generation:
     latency_s: float = 0.0
     requests: int = 0
     cached: bool = False
+    served_model: str | None = None
+    truncated: bool = False
+    #: (cache key, entry) to store once the caller found the answer usable (``ChatModel.remember``)
+    pending: Any = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         """True when the model produced text."""
         return self.error_kind is None
 
+    @property
+    def endpoint_failure(self) -> bool:
+        """True when the endpoint gave no answer (:data:`ENDPOINT_ERRORS`)."""
+        return self.error_kind in ENDPOINT_ERRORS
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (latency rounded to 0.1 ms)."""
         out = asdict(self)
+        out.pop("pending")
         out["latency_s"] = round(self.latency_s, 4)
         return out
 
@@ -111,59 +133,144 @@ class ResponseCache:
         write_json_atomic(self._path(key), entry, indent=None)
 
 
+class CircuitBreaker:
+    """Endpoint failures in a row of a model, opening at ``limit`` (0: never); the episode
+    threads of a run share their first agent's (:func:`share_breaker`)."""
+
+    def __init__(self, limit: int):
+        self.limit = int(limit)
+        self.in_row = 0
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def record(self, failed: bool, kind: str | None) -> bool:
+        """Count one call; True when this call opened the breaker."""
+        with self._lock:
+            if not failed:
+                self.in_row = 0
+                return False
+            self.in_row += 1
+            if self.limit and self.in_row >= self.limit and self.reason is None:
+                self.reason = (f"circuit breaker open after {self.in_row} endpoint failures in a row "
+                               f"(last: {kind}; model.params.max_consecutive_failures)")
+                return True
+            return False
+
+
 class ChatModel:
-    """Base class: request keys, the response cache, usage accounting and a concurrency limit.
+    """Base class: request keys, the response cache, usage accounting, a concurrency limit, the
+    circuit breaker and the run's time budget.
 
     ``params`` (``temperature``, ``max_tokens``, ``seed``...) are the sampling parameters sent
     with every request and part of the cache key. ``cache`` is a folder (``True``: the default
-    ``<VLNVERSE_CACHE>/mllm_responses``; ``False``/``None``: no cache). ``max_concurrency``
-    bounds simultaneous requests from threads sharing this model.
+    ``<VLNVERSE_CACHE>/mllm_responses``; ``"refresh"``: the default folder, every request re-asked
+    and its entry rewritten; ``False``/``None``: no cache); ``cache_refresh`` refreshes a named
+    folder. ``max_concurrency`` bounds simultaneous requests from threads sharing this model.
+    ``max_consecutive_failures`` (default 3; 0: off) endpoint failures in a row open the circuit
+    breaker: later calls fail at once with ``circuit_open``. ``run_timeout`` (s, default off)
+    ends sending that long after the first call (``run_timeout``). ``max_answer_chars`` (default
+    16384) cuts a longer answer before it is parsed, logged or cached (``truncated``).
     """
 
     kind = "base"
 
     def __init__(self, *, model: str = "", cache: Any = True, max_concurrency: int = 4,
                  temperature: float = 0.0, max_tokens: int = 512, seed: int | None = 0,
-                 price_per_1k_input: float = 0.0, price_per_1k_output: float = 0.0):
+                 price_per_1k_input: float = 0.0, price_per_1k_output: float = 0.0,
+                 cache_refresh: bool = False, max_consecutive_failures: int = 3, run_timeout: float | None = None,
+                 max_answer_chars: int = 16384):
         if max_concurrency < 1:
             raise ConfigError(f"got {max_concurrency}", field="model.params.max_concurrency", expected="an integer >= 1")
+        if int(max_consecutive_failures) < 0:
+            raise ConfigError(f"got {max_consecutive_failures}", field="model.params.max_consecutive_failures",
+                              expected="an integer >= 0 (0: no circuit breaker)")
+        if run_timeout is not None and float(run_timeout) <= 0:
+            raise ConfigError(f"got {run_timeout}", field="model.params.run_timeout", expected="seconds > 0, or null (off)")
+        if int(max_answer_chars) < 64:
+            raise ConfigError(f"got {max_answer_chars}", field="model.params.max_answer_chars", expected="an integer >= 64")
         self.model = str(model)
         self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if seed is not None:
             self.params["seed"] = int(seed)
         self.prices = (float(price_per_1k_input), float(price_per_1k_output))
+        if cache == "refresh":
+            cache, cache_refresh = True, True
         if cache is True:
             from ...paths import cache_dir
 
             cache = cache_dir() / "mllm_responses"
         self.cache = ResponseCache(cache) if cache else None
+        self.cache_refresh = bool(cache_refresh)
+        self.max_consecutive_failures = int(max_consecutive_failures)
+        self.run_timeout = float(run_timeout) if run_timeout is not None else None
+        self.max_answer_chars = int(max_answer_chars)
+        self.breaker = CircuitBreaker(self.max_consecutive_failures)
+        self._t_first: float | None = None
         self._slots = threading.BoundedSemaphore(int(max_concurrency))
         #: a run-wide limit on requests in flight (``model.concurrency``, set by the runner:
         #: ``vlnverse.core.parallel.SharedLimit``), taken around every request that leaves the cache
         self.request_limit: Any = None
         self._lock = threading.Lock()
+        self._local = threading.local()  # the calling thread's step deadline (``step``)
         self.usage: Counter = Counter()
+        self.served_models: Counter = Counter()
         self._secrets: list[str] = []
+
+    # -- identity -----------------------------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        """Where answers come from, without credentials (part of the cache key)."""
+        return self.kind
+
+    def describe(self) -> dict[str, Any]:
+        """Model kind, configured and served model names, endpoint host (never a key), calls and cache hits."""
+        return {"kind": self.kind, "model": self.model, "served_models": sorted(self.served_models),
+                "endpoint_host": endpoint_host(self.endpoint), "requests": self.usage["requests"],
+                "cache_hits": self.usage["cache_hits"]}
 
     # -- the public call ----------------------------------------------------------------------
 
     def request_key(self, messages: Sequence[dict[str, str]], image_hashes: Sequence[str]) -> dict[str, Any]:
-        """Everything that determines an answer (no key, no server address)."""
-        return {"kind": self.kind, "model": self.model, "messages": [dict(m) for m in messages],
-                "images": list(image_hashes), "params": self.params}
+        """Everything that determines an answer: endpoint (no key), model, messages, images, sampling."""
+        return {"kind": self.kind, "endpoint": self.endpoint, "model": self.model,
+                "messages": [dict(m) for m in messages], "images": list(image_hashes), "params": self.params}
 
-    def generate(self, messages: Sequence[dict[str, str]], images: Sequence[Any] = ()) -> Generation:
+    @contextlib.contextmanager
+    def step(self, seconds: float | None) -> Any:
+        """Within the block, this thread's calls (retries and back-off included) end by ``seconds``
+        from now (None: no step limit)."""
+        old = getattr(self._local, "deadline", None)
+        self._local.deadline = None if seconds is None else time.monotonic() + float(seconds)
+        try:
+            yield
+        finally:
+            self._local.deadline = old
+
+    def remaining(self) -> float | None:
+        """Seconds left before this thread's step deadline (None: no deadline)."""
+        deadline = getattr(self._local, "deadline", None)
+        return None if deadline is None else deadline - time.monotonic()
+
+    def generate(self, messages: Sequence[dict[str, str]], images: Sequence[Any] = (), *,
+                 store: bool = True) -> Generation:
         """Answer the chat ``messages`` (``{"role", "content"}``); ``images`` (PNG bytes or arrays)
-        go with the last user message. Served from the cache when the same request was answered."""
+        go with the last user message. Served from the cache when the same request was answered
+        (unless refreshing). ``store=False``: an answer is cached only by :meth:`remember`."""
         encoded = [png_bytes(im) for im in images]
         request = self.request_key(messages, [image_sha256(b) for b in encoded])
         key = ResponseCache.key(request) if self.cache else ""
-        if self.cache:
+        if self.cache and not self.cache_refresh:
             hit = self.cache.get(key)
             if hit is not None and isinstance(hit.get("text"), str):
                 self._count(cache_hits=1)
                 return Generation(text=hit["text"], prompt_tokens=int(hit.get("prompt_tokens", 0)),
-                                  completion_tokens=int(hit.get("completion_tokens", 0)), cached=True)
+                                  completion_tokens=int(hit.get("completion_tokens", 0)), cached=True,
+                                  served_model=hit.get("served_model"))
+        refused = self._refusal()
+        if refused is not None:
+            self._count(**{f"error_{refused.error_kind}": 1})
+            return refused
         t0 = time.perf_counter()
         with self._slots, (self.request_limit or contextlib.nullcontext()):
             try:
@@ -173,16 +280,57 @@ class ChatModel:
         gen.latency_s = time.perf_counter() - t0
         if gen.error is not None:
             gen.error = self.scrub(gen.error)[:500]
+        if gen.error_kind is None and len(gen.text) > self.max_answer_chars:
+            gen.text, gen.truncated = gen.text[:self.max_answer_chars], True
         if gen.error_kind is None and not gen.text.strip():
             gen.error_kind, gen.error = "empty", "the model returned no text"
+        self._breaker(gen)
         self._count(requests=gen.requests, prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
                     latency_ms=int(round(1000 * gen.latency_s)), answered=int(gen.ok),
                     **({f"error_{gen.error_kind}": 1} if gen.error_kind else {}))
+        if gen.served_model:
+            with self._lock:
+                self.served_models[gen.served_model] += 1
         if self.cache and gen.ok:
-            self.cache.put(key, {"request": {k: v for k, v in request.items() if k != "messages"},
-                                 "text": gen.text, "prompt_tokens": gen.prompt_tokens,
-                                 "completion_tokens": gen.completion_tokens})
+            gen.pending = (key, {"request": {k: v for k, v in request.items() if k != "messages"}, "text": gen.text,
+                                 "prompt_tokens": gen.prompt_tokens, "completion_tokens": gen.completion_tokens,
+                                 "served_model": gen.served_model})
+            if store:
+                self.remember(gen)
         return gen
+
+    def remember(self, gen: Generation) -> None:
+        """Cache ``gen``'s answer (a fresh, successful one; no-op otherwise): callers do it once
+        the answer proved usable, so refusals and garbage are asked again next time."""
+        if self.cache and gen.pending is not None:
+            self.cache.put(*gen.pending)
+            gen.pending = None
+
+    def _refusal(self) -> Generation | None:
+        """A failure without a request when the breaker is open or the run's time is spent."""
+        if self.circuit_open is not None:
+            return Generation(error_kind="circuit_open", error=self.circuit_open)
+        now = time.monotonic()
+        with self._lock:
+            if self._t_first is None:
+                self._t_first = now
+        if self.run_timeout is not None and now - self._t_first > self.run_timeout:
+            return Generation(error_kind="run_timeout", error=f"the run's model time ({self.run_timeout:g} s, "
+                                                              "model.params.run_timeout) is spent")
+        left = self.remaining()
+        if left is not None and left <= 0:
+            return Generation(error_kind="timeout", error="the step's time (model.params.step_timeout) is spent")
+        return None
+
+    @property
+    def circuit_open(self) -> str | None:
+        """Why the circuit breaker is open (None: closed)."""
+        return self.breaker.reason
+
+    def _breaker(self, gen: Generation) -> None:
+        """Count endpoint failures in a row; open the breaker at ``max_consecutive_failures``."""
+        if self.breaker.record(gen.endpoint_failure, gen.error_kind):
+            log.error("%s: %s", self.model, self.breaker.reason)
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
         """Send one request (with retries); subclasses implement it."""
@@ -212,12 +360,29 @@ class ChatModel:
         return text
 
 
+def share_breaker(agent: Any, source: Any) -> None:
+    """Make ``agent``'s chat models count endpoint failures with ``source``'s (the same
+    attributes: ``model``, ``captioner``, ``assistant``), so threads of one run open one breaker."""
+    for name in ("model", "captioner", "assistant"):
+        mine, theirs = getattr(agent, name, None), getattr(source, name, None)
+        if isinstance(mine, ChatModel) and isinstance(theirs, ChatModel) and mine is not theirs:
+            mine.breaker = theirs.breaker
+
+
 def attach_request_limit(agent: Any, limit: Any) -> None:
-    """Make every chat model of ``agent`` (its ``model`` and ``captioner``) take ``limit``
-    (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
-    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None)):
+    """Make every chat model of ``agent`` (its ``model``, ``captioner`` and ``assistant``) take
+    ``limit`` (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
+    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None), getattr(agent, "assistant", None)):
         if isinstance(model, ChatModel):
             model.request_limit = limit
+
+
+def endpoint_host(url: str | None) -> str | None:
+    """``host[:port]`` of an endpoint URL (no user, password or path); None when it has none."""
+    if not url or "://" not in str(url):
+        return None
+    parts = urlsplit(str(url))
+    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else None
 
 
 def _read_key(api_key_env: str | None) -> str:
@@ -257,15 +422,21 @@ class OpenAIChatModel(ChatModel):
 
     ``base_url`` (e.g. ``http://localhost:8000/v1`` for vLLM; None: the client's default),
     ``model``, ``api_key_env`` (the environment variable holding the key; null for a keyless
-    server), ``timeout`` (s per request), ``max_retries`` with exponential ``backoff`` (s;
-    a server's ``Retry-After`` is honoured up to ``max_backoff``) on 429, 5xx, timeouts and
-    connection errors; other 4xx (a rejected image, a bad request) are not retried.
+    server), ``timeout`` (s per request, default 30), ``max_retries`` (default 2) with
+    exponential ``backoff`` (s; a server's ``Retry-After`` is honoured up to ``max_backoff``,
+    default 10) on 429, 5xx, timeouts and connection errors; 401/403 (``auth``) and other 4xx
+    (``rejected``) are not retried. ``step_timeout`` (s, default 120) bounds one agent step's
+    calls, retries and back-off included; ``max_response_bytes`` (default 4 MiB) bounds the body
+    read (a longer one is ``oversized``). Worst case against a hung server with the defaults:
+    min(120, 3 × 30 + 1 + 2) = 93 s per step, and the circuit breaker stops sending after 3
+    such steps.
     """
 
     kind = "openai"
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
-                 timeout: float = 60.0, max_retries: int = 3, backoff: float = 1.0, max_backoff: float = 30.0,
+                 timeout: float = 30.0, max_retries: int = 2, backoff: float = 1.0, max_backoff: float = 10.0,
+                 step_timeout: float | None = 120.0, max_response_bytes: int = 4 << 20,
                  image_detail: str | None = None, **kwargs: Any):
         super().__init__(model=model, **kwargs)
         try:
@@ -276,14 +447,30 @@ class OpenAIChatModel(ChatModel):
         if timeout <= 0 or max_retries < 0 or backoff < 0:
             raise ConfigError(f"got timeout={timeout}, max_retries={max_retries}, backoff={backoff}",
                               field="model.params", expected="timeout > 0, max_retries >= 0, backoff >= 0")
+        if step_timeout is not None and step_timeout <= 0:
+            raise ConfigError(f"got {step_timeout}", field="model.params.step_timeout", expected="seconds > 0, or null (off)")
+        if int(max_response_bytes) < 1024:
+            raise ConfigError(f"got {max_response_bytes}", field="model.params.max_response_bytes",
+                              expected="an integer >= 1024")
         key = _read_key(api_key_env)
         self._secrets.append(key)
         self.base_url = base_url
+        self.timeout = float(timeout)
+        self.step_timeout = float(step_timeout) if step_timeout is not None else None
+        self.max_response_bytes = int(max_response_bytes)
         self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
         self.image_detail = image_detail
         self._openai = openai
         # retries are ours (counted, logged per step), so the client's own are off
         self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=float(timeout), max_retries=0)
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL without user, password, query or trailing slash."""
+        url = str(self.client.base_url)
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
 
     def _wait(self, attempt: int, exc: Exception) -> float:
         delay = self.backoff * (2 ** attempt)
@@ -296,36 +483,75 @@ class OpenAIChatModel(ChatModel):
             pass
         return min(delay, self.max_backoff)
 
-    def _request(self, messages: list[dict[str, str]], images: list[bytes]) -> tuple[Any, int, int]:
-        """One chat-completions request: (content, prompt tokens, completion tokens)."""
-        resp = self.client.chat.completions.create(model=self.model, messages=openai_messages(messages, images, self.image_detail),
-                                                   **self.params)
-        usage = getattr(resp, "usage", None)
-        choice = resp.choices[0] if getattr(resp, "choices", None) else None
-        return (getattr(getattr(choice, "message", None), "content", None),
-                int(getattr(usage, "prompt_tokens", 0) or 0), int(getattr(usage, "completion_tokens", 0) or 0))
+    def _read(self, resp: Any, deadline: float | None) -> Any:
+        """The JSON body of a streamed response, read at most ``max_response_bytes`` and until
+        ``deadline``; raises :class:`_BadBody` for a body that is not JSON or too long."""
+        ctype = str(resp.http_response.headers.get("content-type", ""))
+        chunks, size = [], 0
+        for chunk in resp.iter_bytes():
+            size += len(chunk)
+            if size > self.max_response_bytes:
+                raise _BadBody("oversized", f"the response body exceeds {self.max_response_bytes} bytes "
+                                            "(model.params.max_response_bytes)")
+            if deadline is not None and time.monotonic() > deadline:
+                raise self._openai.APITimeoutError(request=resp.http_response.request)
+            chunks.append(chunk)
+        data = b"".join(chunks)
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise _BadBody("non_text", f"the endpoint answered {ctype or 'no content type'} ({size} bytes), not a chat "
+                                       f"completion: check model.params.base_url ({self.endpoint})") from None
+
+    def _request(self, messages: list[dict[str, str]], images: list[bytes], timeout: float,
+                 deadline: float | None) -> tuple[Any, int, int, str | None]:
+        """One chat-completions request: (content, prompt tokens, completion tokens, served model)."""
+        with self.client.chat.completions.with_streaming_response.create(
+                model=self.model, messages=openai_messages(messages, images, self.image_detail), timeout=timeout,
+                **self.params) as resp:
+            data = self._read(resp, deadline)
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise _BadBody("non_text", "the answer has no choices")
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        content = (choices[0].get("message") or {}).get("content") if isinstance(choices[0].get("message"), dict) else None
+        served = data.get("model") if isinstance(data.get("model"), str) else None
+        return content, int(usage.get("prompt_tokens", 0) or 0), int(usage.get("completion_tokens", 0) or 0), served
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
         oa = self._openai
         requests = 0
         last_kind, last_error, last_exc = "unreachable", "", None
+        t0 = time.monotonic()
+        deadlines = [d for d in (None if self.step_timeout is None else t0 + self.step_timeout,
+                                 None if self.remaining() is None else t0 + self.remaining()) if d is not None]
+        deadline = min(deadlines) if deadlines else None
         for attempt in range(self.max_retries + 1):
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0.01:
+                last_kind, last_error = "timeout", f"the step's time is spent ({self.step_timeout:g} s, model.params.step_timeout)" \
+                    if self.step_timeout is not None else "the step's time is spent"
+                break
             requests += 1
             try:
-                content, n_in, n_out = self._request(messages, images)
+                content, n_in, n_out, served = self._request(messages, images, self.timeout if left is None
+                                                             else min(self.timeout, left), deadline)
             except oa.APITimeoutError as exc:
                 last_kind, last_error, last_exc = "timeout", str(exc), exc
             except oa.APIConnectionError as exc:
-                last_kind, last_error, last_exc = "unreachable", f"{exc} ({self.base_url})", exc
+                last_kind, last_error, last_exc = "unreachable", f"{exc} ({self.endpoint})", exc
             except oa.RateLimitError as exc:
                 last_kind, last_error, last_exc = "rate_limit", str(exc), exc
             except oa.APIStatusError as exc:
                 if exc.status_code >= 500:
                     last_kind, last_error, last_exc = "server_error", str(exc), exc
-                else:  # 4xx: the request itself is wrong (e.g. an image the server rejects)
-                    return Generation(error_kind="rejected", error=str(exc), requests=requests)
+                else:  # 4xx: the request or the credentials are wrong: asking again will not help
+                    kind = "auth" if exc.status_code in (401, 403) else "rejected"
+                    return Generation(error_kind=kind, error=str(exc), requests=requests)
+            except _BadBody as exc:
+                return Generation(error_kind=exc.kind, error=str(exc), requests=requests)
             else:
-                gen = Generation(requests=requests, prompt_tokens=n_in, completion_tokens=n_out)
+                gen = Generation(requests=requests, prompt_tokens=n_in, completion_tokens=n_out, served_model=served)
                 if not isinstance(content, str):
                     gen.error_kind, gen.error = "non_text", f"answer content is {type(content).__name__}, not text"
                 else:
@@ -333,9 +559,19 @@ class OpenAIChatModel(ChatModel):
                 return gen
             if attempt < self.max_retries:
                 delay = self._wait(attempt, last_exc or Exception())
+                if deadline is not None and time.monotonic() + delay >= deadline:
+                    break  # no time left for another try
                 log.info("%s request failed (%s), retry %d in %.2f s", self.model, last_kind, attempt + 1, delay)
                 time.sleep(delay)
         return Generation(error_kind=last_kind, error=last_error, requests=requests)
+
+
+class _BadBody(Exception):
+    """A 200 answer that is not a usable chat completion (``kind``: non_text / oversized)."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
 
 
 @register_model("ollama")
@@ -354,10 +590,13 @@ class OllamaModel(OpenAIChatModel):
         kwargs.setdefault("api_key_env", None)
         super().__init__(model=model, base_url=base_url or default, **kwargs)
 
-    def _request(self, messages: list[dict[str, str]], images: list[bytes]) -> tuple[Any, int, int]:
+    def _request(self, messages: list[dict[str, str]], images: list[bytes], timeout: float,
+                 deadline: float | None) -> tuple[Any, int, int, str | None]:
         """Native ``/api/chat`` through the same client (its retries and errors), else the OpenAI API."""
         if self.api == "openai":
-            return super()._request(messages, images)
+            return super()._request(messages, images, timeout, deadline)
+        from openai._constants import RAW_RESPONSE_HEADER
+
         msgs = [dict(m) for m in messages]
         if images:
             last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
@@ -365,11 +604,16 @@ class OllamaModel(OpenAIChatModel):
         body = {"model": self.model, "messages": msgs, "stream": False,
                 "options": {"temperature": self.params["temperature"], "num_predict": self.params["max_tokens"],
                             **({"seed": self.params["seed"]} if "seed" in self.params else {})}}
-        data = self.client.post("/api/chat", body=body, cast_to=object)
-        if not isinstance(data, dict):
-            return None, 0, 0
-        return ((data.get("message") or {}).get("content"), int(data.get("prompt_eval_count", 0) or 0),
-                int(data.get("eval_count", 0) or 0))
+        resp = self.client.post("/api/chat", body=body, cast_to=object,
+                                options={"timeout": timeout, "headers": {RAW_RESPONSE_HEADER: "stream"}})
+        try:
+            data = self._read(resp, deadline)
+        finally:
+            resp.close()
+        if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
+            raise _BadBody("non_text", "the answer has no message")
+        return (data["message"].get("content"), int(data.get("prompt_eval_count", 0) or 0),
+                int(data.get("eval_count", 0) or 0), data.get("model") if isinstance(data.get("model"), str) else None)
 
 
 @register_model("transformers")
@@ -409,4 +653,5 @@ class ScriptedModel(ChatModel):
             text = self.answers[i]
         self.calls += 1
         words = sum(len(m["content"].split()) for m in messages)
-        return Generation(text=text, prompt_tokens=words, completion_tokens=len(text.split()), requests=1)
+        return Generation(text=text, prompt_tokens=words, completion_tokens=len(text.split()), requests=1,
+                          served_model="scripted")
