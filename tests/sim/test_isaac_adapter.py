@@ -44,9 +44,9 @@ def test_simulation_app_is_constructed_before_any_other_omniverse_import(room, f
     with _sim(room, fake):
         pass
     names = fake.names()
-    assert fake.calls[0] == ("import", ("isaacsim.simulation_app",), {})
+    assert fake.calls[0] == ("import", ("isaacsim",), {})
     assert fake.calls[1] == ("SimulationApp", ({"headless": True},), {})
-    first_other = next(i for i, c in enumerate(fake.calls) if c[0] == "import" and c[1][0] != "isaacsim.simulation_app")
+    first_other = next(i for i, c in enumerate(fake.calls) if c[0] == "import" and c[1][0] != "isaacsim")
     assert first_other > 1
     assert names[-1] == "SimulationApp.close"  # the adapter closes the app it constructed
 
