@@ -72,7 +72,7 @@ from kit_app import KitApp
 app = KitApp()
 sys.argv = sys.argv[:1]
 app.startup(["--no-window", "--allow-root", "--/app/extensions/registryEnabled=0", "--/app/renderer/enabled=false",
-             "--ext-folder", ext_folder, "--enable", "vlnverse"])
+             "--ext-folder", ext_folder, "--enable", "vlnverse", "--/log/level=info", "--/log/outputStreamLevel=info"])
 for _ in range(3):
     app.update()
 manager = app.extension_manager
@@ -117,7 +117,7 @@ def test_the_contract_suites_isaac_half_fails_with_the_backends_one_line_error(t
     probe = subprocess.run([str(PY), "-c", "import pytest, yaml, mujoco, networkx, gymnasium"], capture_output=True,
                            text=True)
     if probe.returncode != 0:
-        pytest.skip(f"{PY} lacks the toolkit's dependencies (tools/make_isaac_env.sh --with-vlnverse): "
+        pytest.skip(f"{PY} lacks the toolkit's Kit requirements (rerun tools/make_isaac_env.sh): "
                     f"{probe.stderr.strip().splitlines()[-1]}")
     env = _env()
     env["PYTHONPATH"] = str(ROOT / "exts" / "vlnverse")
@@ -126,7 +126,9 @@ def test_the_contract_suites_isaac_half_fails_with_the_backends_one_line_error(t
                           f"--junitxml={report}", str(ROOT / "tests" / "sim" / "test_backend_contract.py")],
                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
     out = run.stdout + run.stderr
-    assert run.returncode == 1, out[-3000:]  # tests failed; pytest itself was not killed (55) or interrupted
+    # pytest ran every test and reported; Kit, once its start failed in a process, ends that process with
+    # status 55 when the interpreter exits (measured: app.shutdown/post_quit cannot change it)
+    assert run.returncode in (1, 55) and re.search(r"^8 failed, 8 deselected", run.stdout, re.M), out[-3000:]
     import xml.etree.ElementTree as ET
 
     cases = ET.parse(report).getroot().iter("testcase")
@@ -135,6 +137,10 @@ def test_the_contract_suites_isaac_half_fails_with_the_backends_one_line_error(t
     for name, failure in failures:
         message = failure.get("message")
         assert message.startswith("vlnverse.core.errors.BackendError: Isaac Sim could not start: "), (name, message)
-        assert "\n" not in message and "SystemExit" not in (failure.text or "")
+        text = failure.text or ""
+        error_lines = [line for line in text.splitlines() if line.startswith("E ")]
+        assert len(error_lines) == 1 and "BackendError: Isaac Sim could not start" in error_lines[0], text[-2000:]
+        assert "SystemExit" not in text
     first = failures[0][1].get("message")
-    assert "omni.usd" in first or "dependencies" in first  # Kit's own reason: the unresolvable extensions
+    assert "[omni.ext.plugin] Failed to resolve extension dependencies. Failure hints: * No versions of" in first
+    assert out.count("Starting kit application") == 1  # one start; the others got the same error at once

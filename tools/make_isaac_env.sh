@@ -7,7 +7,8 @@
 # ~645 MB of wheels, ~2.6 GB installed. No GPU needed. The Kit-side packages isaacsim-extscache-kit
 # and -kit-sdk are placeholders on the index, so Kit in this environment lacks omni.usd/omni.physx:
 # SimulationApp cannot finish starting; the kernel, the Python modules and their signatures can be
-# checked. usd-core is deliberately NOT installed: inside Kit the toolkit uses Kit's own pxr.
+# checked. usd-core is deliberately NOT installed: inside Kit the toolkit uses Kit's own pxr (note that
+# urdf-usd-converter, pinned by isaacsim-core, pulls usd-exchange, which ships a pip OpenUSD pxr too).
 set -euo pipefail
 
 ENV_DIR="${1:-${VLNVERSE_ISAAC_ENV:-/work/isaac-py312}}"
@@ -68,8 +69,12 @@ sed -i -E "$SUBSTITUTE_SED" "$REQS"
 echo "make_isaac_env: installing $(wc -l < "$REQS") pinned requirements from $REQS"
 "${PIP[@]}" install -r "$REQS"
 
-# 3. the toolkit's own pure-Python test dependencies (NOT usd-core: Kit brings its own pxr)
-"${PIP[@]}" install pytest pyyaml
+# 3. what Kit's omni.kit.pipapi would install for the vlnverse extension ([python.pipapi] requirements of
+#    the manifest: never usd-core, inside Kit the toolkit uses Kit's pxr) and pytest. vlnverse itself is not
+#    installed: run it from a checkout with PYTHONPATH=exts/vlnverse (as tests/test_isaac_real.py does).
+MANIFEST="$(cd "$(dirname "$0")/.." && pwd)/exts/vlnverse/config/extension.toml"
+mapfile -t KIT_REQS < <("$PY" -c "import sys, tomllib; print('\n'.join(tomllib.load(open(sys.argv[1], 'rb'))['python']['pipapi']['requirements']))" "$MANIFEST")
+"${PIP[@]}" install "${KIT_REQS[@]}" pytest
 
 "$PY" - <<EOF
 import importlib.metadata as m

@@ -89,6 +89,9 @@ class FakeOmniverse:
         self.time = 0.0
         self.dt = None
         self.bodies: dict[str, dict] = {}
+        self.start_errors: list[tuple[str, str]] | None = None  # set: SimulationApp fails with these Kit errors
+        self.loggers: list = []
+        self.argv_seen: list[str] | None = None
         fake = self
 
         def rec(name):
@@ -102,14 +105,32 @@ class FakeOmniverse:
 
         class SimulationApp:
             def __init__(self, launch_config):
+                import sys
+
                 fake.calls.append(("SimulationApp", (launch_config,), {}))
+                fake.argv_seen = list(sys.argv)
                 self.config = launch_config
+                if fake.start_errors is not None:  # Kit's start fails: it logs, then SimulationApp exits
+                    for source, message in fake.start_errors:
+                        for logger in list(fake.loggers):
+                            logger(source, 1, "app.cpp", 1, message)
+                    sys.exit(1)
 
             def close(self):
                 fake.calls.append(("SimulationApp.close", (), {}))
 
         def get_app():
             raise RuntimeError("no Kit app in the recording fake")
+
+        class ILogging:
+            def add_logger(self, arg0):
+                fake.loggers.append(arg0)
+                return arg0
+
+            def remove_logger(self, arg0):
+                fake.loggers.remove(arg0)
+
+        logging_iface = ILogging()
 
         @rec("open_stage")
         def open_stage(usd_path):
@@ -291,6 +312,7 @@ class FakeOmniverse:
 
         #: implementation of every loadable row, and the fake class standing for each class row
         impl = {"isaacsim:SimulationApp": SimulationApp, "omni.kit.app:get_app": get_app,
+                "carb.logging:acquire_logging": lambda: logging_iface,
                 "isaacsim.core.utils.stage:open_stage": open_stage,
                 "isaacsim.core.utils.stage:get_current_stage": get_current_stage,
                 "isaacsim.core.api:World": World, "isaacsim.core.prims:RigidPrim": RigidPrim,
@@ -302,7 +324,7 @@ class FakeOmniverse:
                 "pxr.PhysicsSchemaTools:encodeSdfPath": encodeSdfPath, "pxr.Sdf:Path": Sdf.Path, "carb:Float3": Float3}
         classes = {**{k: v for k, v in impl.items() if isinstance(v, type) and v is not Sdf.Path},
                    "omni.physx.bindings._physx:IPhysxSimulation": IPhysxSimulation,
-                   "omni.physx.bindings._physx:PhysXSceneQuery": PhysXSceneQuery}
+                   "omni.physx.bindings._physx:PhysXSceneQuery": PhysXSceneQuery, "carb.logging:ILogging": ILogging}
         assert set(impl) == set(API), set(impl) ^ set(API)
         for symbol, cls in classes.items():  # the fake's classes define exactly the table's members
             members = {c.path.split(".", 1)[1] for c in CALLS if c.symbol.startswith(symbol + ".")}

@@ -28,9 +28,7 @@ import importlib
 import importlib.util
 import math
 import os
-import re
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -84,6 +82,9 @@ CALLS: tuple[Call, ...] = (
          1, types=(("launch_config", "dict"),)),
     Call("isaacsim:SimulationApp.close", "close the app this adapter constructed"),
     Call("omni.kit.app:get_app", "whether a Kit app already runs here (raises RuntimeError when none does)"),
+    Call("carb.logging:acquire_logging", "Kit's log, read while SimulationApp starts (its reason if it fails)"),
+    Call("carb.logging:ILogging.add_logger", "collect Kit's error lines during the start", nargs=1),
+    Call("carb.logging:ILogging.remove_logger", "stop collecting", nargs=1),
     Call("isaacsim.core.utils.stage:open_stage", "open the authored physics stage", nargs=1,
          types=(("usd_path", "str"),), deprecated_since=6),
     Call("isaacsim.core.utils.stage:get_current_stage", "the open Usd.Stage (cameras, contact-report API, labels)",
@@ -225,19 +226,25 @@ def one_line(text: Any, limit: int = 400) -> str:
     return out if len(out) <= limit else out[:limit - 3] + "..."
 
 
-#: A Kit log line of level error or fatal (Kit: ``<time> [<ms>] [Error] [<source>] <message>``).
-_KIT_ERROR = re.compile(r"\[(Error|Fatal)\]\s*(\[[^\]]*\])?\s*(.*)")
+#: carb log levels: error and fatal (verbose -2, info -1, warn 0).
+_KIT_ERROR_LEVEL = 1
 
 
-def kit_failure_reason(log_text: str) -> str | None:
-    """Kit's own reason for a failed start: the first error line of its log, without the stamp
-    (``SimulationApp``'s own generic "failed to start" line is used only when no other error exists)."""
-    errors = [(m.group(2) or "", m.group(3).strip()) for m in map(_KIT_ERROR.search, log_text.splitlines()) if m]
-    specific = [e for e in errors if "SimulationApp" not in e[1]]
-    if not (specific or errors):
+def kit_failure_reason(errors: list[tuple[str, str]]) -> str | None:
+    """Kit's own reason for a failed start from its ``(source, message)`` error lines: the extension
+    system's error if any (dependency solver), else the first that is neither the registry's (unreachable
+    offline, not fatal) nor ``SimulationApp``'s own generic line; on one line."""
+    def rank(item):
+        source, message = item
+        if source.startswith("omni.ext"):
+            return 0
+        if "registry" in source or "SimulationApp" in message or source.startswith("simulation_app"):
+            return 2
+        return 1
+    if not errors:
         return None
-    source, message = (specific or errors)[0]
-    return one_line(f"{source} {message}".strip())
+    source, message = min(errors, key=rank)  # min is stable: the first of the best rank
+    return one_line(f"[{source}] {message}", limit=600)
 
 
 #: pip distributions that ship their own OpenUSD ``pxr`` (a second USD runtime next to Kit's).
@@ -268,6 +275,8 @@ def usd_core_pxr() -> str | None:
 
 
 _STANDALONE_APP = None
+#: The BackendError message of a failed SimulationApp start in this process (Kit cannot be started again).
+_START_FAILURE: str | None = None
 
 
 def start_standalone_app(headless: bool = True):
@@ -305,14 +314,14 @@ class IsaacAdapter:
         self.app = None
         self.world = None
         self.stage = None
-        self._started = False
+        self._started = self._starting = False
 
     # ------------------------------------------------------------------ plumbing
     def load(self, name: str) -> Any:
         """The symbol ``"module:attribute"``; it must be listed in :data:`API`."""
         if name not in API:
             raise KeyError(f"{name} is not in vlnverse.sim.isaac.adapter.API; add it there first")
-        if not self._started and name != SIMULATION_APP:
+        if not (self._started or self._starting) and name != SIMULATION_APP:
             raise RuntimeError(f"{name} used before IsaacAdapter.start(): SimulationApp must come first")
         module, attr = name.split(":")
         return getattr(self._import(module), attr)
@@ -321,10 +330,11 @@ class IsaacAdapter:
         """Construct ``SimulationApp({"headless": headless})`` unless Kit already runs here.
 
         Kit sees a clean command line (``SimulationApp`` parses ``sys.argv``: the caller's own
-        arguments, ``vlnverse``'s or pytest's, must not reach it) plus a log file, whose first error
-        line becomes the :class:`BackendError` when Kit fails to start (``SimulationApp`` calls
-        ``sys.exit`` then; the ``SystemExit`` never escapes). Refuses to start Kit after pip's
-        ``usd-core`` ``pxr`` was imported (two USD runtimes in one process)."""
+        arguments, ``vlnverse``'s or pytest's, must not reach it). Kit's error lines are collected while
+        it starts; when it fails (``SimulationApp`` calls ``sys.exit``; that ``SystemExit`` never escapes)
+        the :class:`BackendError` carries Kit's reason on one line, and later starts in this process
+        raise the same error. Refuses to start Kit after a pip OpenUSD ``pxr`` was imported (two USD
+        runtimes in one process)."""
         if self._started:
             return
         if not (kit_running() if running is None else running):
@@ -337,18 +347,28 @@ class IsaacAdapter:
         self._started = True
 
     def _construct_app(self, config: dict) -> Any:
-        fd, log = tempfile.mkstemp(prefix="vlnverse-kit-", suffix=".log")
-        os.close(fd)
-        argv = sys.argv
-        sys.argv = [argv[0] if argv else "vlnverse", f"--/log/file={log}", "--/log/fileFlushLevel=verbose"]
+        global _START_FAILURE
+        if _START_FAILURE is not None:  # Kit cannot start twice in one process ("App instance already exists")
+            raise BackendError(_START_FAILURE)
+        argv, sys.argv = sys.argv, [sys.argv[0] if sys.argv else "vlnverse"]
+        errors: list[tuple[str, str]] = []
+        logging = handle = None
         try:
-            app = self.load(SIMULATION_APP)(config)  # `import isaacsim` may exit too (EULA, kernel)
+            cls = self.load(SIMULATION_APP)  # `import isaacsim` bootstraps the kernel (may exit: EULA, install)
+            self._starting = True
+            logging = self.load("carb.logging:acquire_logging")()
+            handle = logging.add_logger(lambda source, level, _file, _line, message: errors.append((source, message))
+                                        if level >= _KIT_ERROR_LEVEL else None)
+            return cls(config)
         except SystemExit as exc:
-            reason = _read_reason(log) or f"SimulationApp exited with status {one_line(exc.code)}"
-            raise BackendError(f"Isaac Sim could not start: {reason} (Kit log: {log})") from None
+            reason = kit_failure_reason(errors) or f"SimulationApp exited with status {one_line(exc.code)}"
+            _START_FAILURE = f"Isaac Sim could not start: {reason}"
+            raise BackendError(_START_FAILURE) from None
         finally:
             sys.argv = argv
-        return app
+            self._starting = False
+            if handle is not None:
+                logging.remove_logger(handle)
 
     # ------------------------------------------------------------------ stage and world
     def open_stage(self, usd_path: str, physics_dt: float, physics_scene: str) -> None:
@@ -521,11 +541,3 @@ class IsaacAdapter:
         if self.app is not None:
             self.app.close()
             self.app = None
-
-
-def _read_reason(log: str) -> str | None:
-    try:
-        with open(log, encoding="utf-8", errors="replace") as f:
-            return kit_failure_reason(f.read())
-    except OSError:
-        return None
