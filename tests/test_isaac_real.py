@@ -1,7 +1,8 @@
 """The Isaac backend against the real Isaac Sim 6.2.0.0 pip packages, without a GPU (slow).
 
 They run where ``tools/make_isaac_env.sh`` made its Python 3.12 environment (``$VLNVERSE_ISAAC_ENV``,
-default ``/work/isaac-py312``) and skip with that reason elsewhere. What they check, and what still
+default ``/work/isaac-py312``) and where NVIDIA's Omniverse EULA was accepted
+(``OMNI_KIT_ACCEPT_EULA=YES``), and skip with the reason elsewhere. What they check, and what still
 needs an RTX GPU, is listed in ``exts/vlnverse/docs/isaac.md``.
 """
 from __future__ import annotations
@@ -27,6 +28,10 @@ def _isaac_env_reason() -> str | None:
                          capture_output=True, text=True)
     if run.returncode != 0:
         return f"{PY} has no isaacsim package (run tools/make_isaac_env.sh {ENV})"
+    accepted = os.environ.get("OMNI_KIT_ACCEPT_EULA", "").lower() in ("y", "yes", "1") or any(
+        ENV.glob("lib/python3*/site-packages/isaacsim/kit/EULA_ACCEPTED"))
+    if not accepted:
+        return "NVIDIA Omniverse EULA not accepted here (set OMNI_KIT_ACCEPT_EULA=YES to accept it)"
     return None
 
 
@@ -35,9 +40,7 @@ needs_env = pytest.mark.skipif(_isaac_env_reason() is not None, reason=str(_isaa
 
 
 def _env() -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env["OMNI_KIT_ACCEPT_EULA"] = "YES"
-    return env
+    return {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
 @needs_env

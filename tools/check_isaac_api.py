@@ -10,7 +10,9 @@ positional placeholders plus its keywords) against ``inspect.signature`` — or,
 functions without one, the signature in their docstring or in the binding's ``.pyi`` stub — and
 checks the argument types the row declares against the annotations. Prints JSON
 ``{"isaac_version", "checked", "mismatches": [...], "unavailable": [...], "stubbed": [...], "sources": {...}}``
-and exits 1 on any mismatch.
+and exits 1 on any mismatch (2 when the check itself cannot run). Kit asks for NVIDIA's Omniverse
+EULA on first use: accept it once (``OMNI_KIT_ACCEPT_EULA=YES`` in the environment, or interactively);
+the tool never accepts it on anyone's behalf.
 
 Where no Kit app runs, modules are imported the way Kit lays them out: every extension folder under
 the ``isaacsim`` package (``exts``, ``extsDeprecated``, ``extscache``) joins the ``isaacsim``/``omni``
@@ -48,8 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         if not os.access(args.python, os.X_OK):
             print(f"check_isaac_api: --python {args.python}: not an executable interpreter", file=sys.stderr)
             return 2
-        env = dict(os.environ, OMNI_KIT_ACCEPT_EULA=os.environ.get("OMNI_KIT_ACCEPT_EULA", "YES"))
-        env.pop("PYTHONPATH", None)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         run = subprocess.run([args.python, str(Path(__file__).resolve())], env=env, capture_output=True, text=True)
         out = [line for line in run.stdout.splitlines() if line.startswith('{"isaac_version"')]
         if run.returncode not in (0, 1) or not out:
@@ -58,7 +59,6 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(out[-1])
         return run.returncode
-    os.environ.setdefault("OMNI_KIT_ACCEPT_EULA", "YES")
     try:
         report = check()
     except BaseException:  # noqa: BLE001 - reported on fd 2: Kit reroutes sys.stderr into its log

@@ -7,7 +7,8 @@
 # ~645 MB of wheels, ~2.6 GB installed. No GPU needed. The Kit-side packages isaacsim-extscache-kit
 # and -kit-sdk are placeholders on the index, so Kit in this environment lacks omni.usd/omni.physx:
 # SimulationApp cannot finish starting; the kernel, the Python modules and their signatures can be
-# checked. usd-core is deliberately NOT installed: inside Kit the toolkit uses Kit's own pxr (note that
+# checked. Using Kit needs NVIDIA's Omniverse EULA accepted (OMNI_KIT_ACCEPT_EULA=YES); this script
+# installs only and accepts nothing. usd-core is deliberately NOT installed: inside Kit the toolkit uses Kit's own pxr (note that
 # urdf-usd-converter, pinned by isaacsim-core, pulls usd-exchange, which ships a pip OpenUSD pxr too).
 set -euo pipefail
 
