@@ -36,7 +36,8 @@ def _isaac_env_reason() -> str | None:
 
 
 pytestmark = [pytest.mark.slow, pytest.mark.isaac]
-needs_env = pytest.mark.skipif(_isaac_env_reason() is not None, reason=str(_isaac_env_reason()))
+_REASON = _isaac_env_reason()
+needs_env = pytest.mark.skipif(_REASON is not None, reason=str(_REASON))
 
 
 def _env() -> dict:
