@@ -2,9 +2,10 @@
 
 The repository's top-level resource folders (``robots/``, ``scenes_usd/``, ``tasks/``) are
 installed as package data under ``vlnverse/resources/`` (found with ``importlib.resources``, see
-``vlnverse/paths.py``). The runtime requirements have one source of truth: ``[python.pipapi]
-requirements`` of the Kit manifest ``exts/vlnverse/config/extension.toml`` (Kit pip-installs the
-same list when the extension is enabled).
+``vlnverse/paths.py``). The runtime requirements have one source of truth, the Kit manifest
+``exts/vlnverse/config/extension.toml``: ``[python.pipapi] requirements`` (Kit pip-installs the same
+list when the extension is enabled) plus ``[vlnverse] standalone_requirements`` (``usd-core``: outside
+Kit only; inside Isaac Sim the toolkit uses Kit's ``pxr``, see ``exts/vlnverse/docs/isaac.md``).
 """
 from pathlib import Path
 
@@ -44,8 +45,9 @@ setup(
     package_data={"vlnverse.study": ["static/*"],
                   **{f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()}},
     include_package_data=False,
-    # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
-    install_requires=list(manifest["python"]["pipapi"]["requirements"]),
+    # kept compatible with Isaac Sim 5.x's Python 3.11 (numpy 1.26) and 6.x's Python 3.12 (numpy 2.3)
+    install_requires=list(manifest["python"]["pipapi"]["requirements"])
+    + list(manifest["vlnverse"]["standalone_requirements"]),
     extras_require={
         "learn": ["torch>=2.7", "tensorboard>=2.14"],
         "mllm": ["openai>=1.40"],

@@ -74,6 +74,8 @@ def test_manifest_follows_kits_convention():
     assert pkg["version"] and pkg["title"] and pkg["description"] and pkg["repository"].startswith("https://")
     assert (EXT / pkg["readme"]).is_file() and (EXT / pkg["changelog"]).is_file()
     assert "omni.kit.pipapi" in data["dependencies"]
+    # every dependency optional: a bare Kit kernel loads the extension (tests/test_isaac_real.py)
+    assert all(dep.get("optional") is True for dep in data["dependencies"].values())
     assert [m["name"] for m in data["python"]["module"]][0] == "vlnverse"
     for module in data["python"]["module"]:  # resolved under the extension folder, as Kit does
         rel = Path(*module["name"].split("."))
@@ -87,14 +89,19 @@ def test_setup_py_installs_the_manifests_requirements():
     import setuptools  # noqa: F401  (first: provides distutils)
     from distutils.core import run_setup
 
-    requirements = _manifest()["python"]["pipapi"]["requirements"]
+    kit = _manifest()["python"]["pipapi"]["requirements"]
+    standalone = _manifest()["vlnverse"]["standalone_requirements"]
+    requirements = kit + standalone
     cwd = os.getcwd()
     try:
         dist = run_setup(str(ROOT / "setup.py"), stop_after="init")
     finally:
         os.chdir(cwd)
     assert dist.install_requires == requirements
-    assert {r.split(">")[0].split("=")[0].lower() for r in requirements} >= {"numpy", "pillow", "pyopengl", "usd-core"}
+    names = {r.split(">")[0].split("=")[0].lower() for r in requirements}
+    assert names >= {"numpy", "pillow", "pyopengl", "usd-core"}
+    # inside Kit the toolkit uses Kit's pxr: the list Kit pip-installs never pulls usd-core
+    assert not any(r.lower().startswith("usd-core") for r in kit) and standalone == ["usd-core>=24.5"]
     assert dist.get_version() == _manifest()["package"]["version"]
 
 

@@ -16,14 +16,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "exts" / "vlnver
 
 
 def _run(argv: list) -> int:
-    from vlnverse.sim.isaac.adapter import IsaacNotInstalledError, start_standalone_app, wants_isaac
+    from vlnverse.core.errors import VLNVerseError
+    from vlnverse.sim.isaac.adapter import start_standalone_app, wants_isaac
 
     gui = "--gui" in argv
     argv = [a for a in argv if a != "--gui"]
     if wants_isaac(argv):
         try:
             start_standalone_app(headless=not gui)
-        except IsaacNotInstalledError as exc:
+        except VLNVerseError as exc:  # not installed, or Kit could not start (one line: Kit's reason)
             print(f"vlnverse: error: {exc}", file=sys.stderr)
             return 2
     from vlnverse.cli import main

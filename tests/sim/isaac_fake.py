@@ -1,8 +1,10 @@
-"""A recording fake of the Omniverse modules ``vlnverse.sim.isaac.adapter.API`` lists.
+"""A recording fake of the Omniverse modules ``vlnverse.sim.isaac.adapter.CALLS`` lists, built from that table.
 
-``FakeOmniverse.import_module`` stands in for ``importlib.import_module``: it serves only the modules
-named in ``API`` and every attribute fetched from them must be listed there too (anything else
-fails the test). Each call is recorded in ``calls`` as ``(name, args, kwargs)`` in order, imports as
+``FakeOmniverse.import_module`` stands in for ``importlib.import_module``: the modules it serves are
+the table's (grouped from its ``module:attribute`` rows, so fake and adapter cannot disagree on a module
+path), every attribute fetched from them must be a loadable row, the fake's classes define exactly the
+members the table lists for them, and every call the adapter makes is checked against its row
+(positional count, keyword names, argument types; :func:`conform`). Each call is recorded in ``calls`` as ``(name, args, kwargs)`` in order, imports as
 ``("import", module)``. The world is a small rigid-body integrator (force/mass, torque/inertia about
 Z, explicit Euler at ``physics_dt``, no collisions) so the shared controller closes its loop through
 the adapter's wrench; the stage is the real authored USD file, opened with usd-core. Scene queries
@@ -11,12 +13,49 @@ reports and segmentation ids are configured per test.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from types import SimpleNamespace
 
 import numpy as np
 
-from vlnverse.sim.isaac.adapter import API
+from vlnverse.sim.isaac.adapter import API, CALLS, Call
+
+_TYPES = {"int": (int,), "float": (float, int), "str": (str,), "bool": (bool,), "dict": (dict,), "list": (list,)}
+
+
+def check_shape(call: Call, sig: inspect.Signature, args: tuple, kwargs: dict) -> None:
+    """Fail unless ``args``/``kwargs`` have the shape and types ``call`` declares (``sig``: the fake's own)."""
+    if len(args) != call.nargs or not set(kwargs) <= set(call.kwargs):
+        raise AssertionError(f"{call.symbol} called with {len(args)} positional argument(s) and keywords "
+                             f"{sorted(kwargs)}; adapter.CALLS says {call.nargs} and {list(call.kwargs)}")
+    bound = sig.bind(*args, **kwargs).arguments
+    for name, tname in call.types:
+        if name not in bound or bound[name] is None:
+            continue
+        value = bound[name]
+        ok = (isinstance(value, _TYPES[tname]) and not (tname in ("int", "float") and isinstance(value, bool))
+              if tname in _TYPES else type(value).__name__ == tname.split(".")[-1])
+        if not ok:
+            raise AssertionError(f"{call.symbol}: {name} is {type(value).__name__}, adapter.CALLS says {tname}")
+
+
+def conform(call: Call, fn, method: bool = False):
+    """``fn`` wrapped so that every call is checked against ``call`` (``method``: skip ``self``)."""
+    sig = inspect.signature(fn)
+    if method:
+        sig = sig.replace(parameters=list(sig.parameters.values())[1:])
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        check_shape(call, sig, args[1:] if method else args, kwargs)
+        return fn(*args, **kwargs)
+    return checked
+
+
+def _public(cls) -> set[str]:
+    return {n for n in vars(cls) if not n.startswith("_")}
 
 
 class _Module:
@@ -50,25 +89,54 @@ class FakeOmniverse:
         self.time = 0.0
         self.dt = None
         self.bodies: dict[str, dict] = {}
+        self.start_errors: list[tuple[str, str]] | None = None  # set: SimulationApp fails with these Kit errors
+        self.loggers: list = []
+        self.argv_seen: list[str] | None = None
         fake = self
 
         def rec(name):
             def wrap(fn):
+                @functools.wraps(fn)
                 def call(*args, **kwargs):
                     fake.calls.append((name, args, kwargs))
                     return fn(*args, **kwargs)
                 return call
             return wrap
 
-        @rec("SimulationApp")
-        def simulation_app(config):
-            return SimpleNamespace(close=rec("SimulationApp.close")(lambda: None), config=config)
+        class SimulationApp:
+            def __init__(self, launch_config):
+                import sys
+
+                fake.calls.append(("SimulationApp", (launch_config,), {}))
+                fake.argv_seen = list(sys.argv)
+                self.config = launch_config
+                if fake.start_errors is not None:  # Kit's start fails: it logs, then SimulationApp exits
+                    for source, message in fake.start_errors:
+                        for logger in list(fake.loggers):
+                            logger(source, 1, "app.cpp", 1, message)
+                    sys.exit(1)
+
+            def close(self):
+                fake.calls.append(("SimulationApp.close", (), {}))
+
+        def get_app():
+            raise RuntimeError("no Kit app in the recording fake")
+
+        class ILogging:
+            def add_logger(self, arg0):
+                fake.loggers.append(arg0)
+                return arg0
+
+            def remove_logger(self, arg0):
+                fake.loggers.remove(arg0)
+
+        logging_iface = ILogging()
 
         @rec("open_stage")
-        def open_stage(path):
+        def open_stage(usd_path):
             from pxr import Usd
 
-            fake.stage = Usd.Stage.Open(path)
+            fake.stage = Usd.Stage.Open(usd_path)
             return fake.stage is not None
 
         @rec("get_current_stage")
@@ -76,7 +144,8 @@ class FakeOmniverse:
             return fake.stage
 
         class World:
-            def __init__(self, physics_dt, rendering_dt, stage_units_in_meters, physics_prim_path):
+            def __init__(self, physics_dt=None, rendering_dt=None, stage_units_in_meters=None,
+                         physics_prim_path="/physicsScene"):
                 fake.calls.append(("World", (), dict(physics_dt=physics_dt, rendering_dt=rendering_dt,
                                                      stage_units_in_meters=stage_units_in_meters,
                                                      physics_prim_path=physics_prim_path)))
@@ -90,7 +159,7 @@ class FakeOmniverse:
             def reset(self):
                 fake.calls.append(("World.reset", (), {}))
 
-            def step(self, render=False):
+            def step(self, render=True):
                 fake.calls.append(("World.step", (), {"render": render}))
                 fake.integrate()
 
@@ -128,7 +197,7 @@ class FakeOmniverse:
                 s = self.state
                 return s["pos"].reshape(1, 3).copy(), np.array([[math.cos(s["yaw"] / 2), 0, 0, math.sin(s["yaw"] / 2)]])
 
-            def set_world_poses(self, positions, orientations):
+            def set_world_poses(self, positions=None, orientations=None):
                 fake.calls.append(("RigidPrim.set_world_poses", (self.path,), {"positions": positions,
                                                                                   "orientations": orientations}))
                 w, x, y, z = orientations[0]
@@ -141,17 +210,17 @@ class FakeOmniverse:
             def set_velocities(self, velocities):
                 self.state["vel"] = np.array(velocities, float).reshape(6)
 
-            def apply_forces_and_torques_at_pos(self, forces, torques, is_global):
+            def apply_forces_and_torques_at_pos(self, forces=None, torques=None, is_global=True):
                 assert is_global is True
                 self.state["force"] = np.array(forces, float).reshape(3)
                 self.state["torque"] = np.array(torques, float).reshape(3)
 
         @rec("add_labels")
-        def add_labels(prim, labels, instance_name):
+        def add_labels(prim, labels, instance_name="class"):
             return None
 
         class Camera:
-            def __init__(self, prim_path, resolution, frequency=None):
+            def __init__(self, prim_path, resolution=None, frequency=None):
                 fake.calls.append(("Camera", (), {"prim_path": prim_path, "resolution": resolution,
                                                   "frequency": frequency}))
                 self.path, self.resolution = prim_path, resolution
@@ -168,7 +237,7 @@ class FakeOmniverse:
             def add_instance_id_segmentation_to_frame(self):
                 fake.calls.append(("Camera.add_instance_id_segmentation_to_frame", (self.path,), {}))
 
-            def set_world_pose(self, position, orientation, camera_axes):
+            def set_world_pose(self, position=None, orientation=None, camera_axes="world"):
                 fake.calls.append(("Camera.set_world_pose", (self.path,), {"position": position,
                                                                           "orientation": orientation,
                                                                           "camera_axes": camera_axes}))
@@ -187,56 +256,107 @@ class FakeOmniverse:
                 return {"distance_to_image_plane": np.full((h, w), fake.depth_value, np.float32),
                         "semantic_segmentation": sem, "instance_id_segmentation": inst}
 
-        def contact_report():
-            headers = [SimpleNamespace(actor0=a0, actor1=a1, collider0=c0, collider1=c1)
-                       for a0, a1, c0, c1 in fake.contact_pairs]
-            return headers, []
+        class IPhysxSimulation:
+            def get_contact_report(self):
+                headers = [SimpleNamespace(actor0=fake.encode(a0), actor1=fake.encode(a1),
+                                           collider0=fake.encode(c0), collider1=fake.encode(c1))
+                           for a0, a1, c0, c1 in fake.contact_pairs]
+                return headers, []
 
-        sim_iface = SimpleNamespace(get_contact_report=contact_report)
+        class PhysXSceneQuery:
+            def overlap_shape(self, meshPath0, meshPath1, reportFn, anyHit=False):  # noqa: N803 - Omniverse's names
+                fake.calls.append(("overlap_shape", (fake.paths[meshPath0], meshPath1), {"anyHit": anyHit}))
+                reportFn(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent"))  # itself
+                for path in fake.overlap_hits:
+                    reportFn(SimpleNamespace(collision=path, rigid_body=path))
+                return len(fake.overlap_hits) + 1
 
-        def overlap_shape(p0, p1, report, any_hit):
-            fake.calls.append(("overlap_shape", (p0, p1), {"anyHit": any_hit}))
-            report(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent"))  # itself
-            for path in fake.overlap_hits:
-                report(SimpleNamespace(collision=path, rigid_body=path))
-            return len(fake.overlap_hits) + 1
+            def raycast_all(self, origin, dir, distance, reportFn, bothSides=False):  # noqa: A002,N803
+                ox, oy, _ = origin
+                dx, dy, _ = dir
+                reportFn(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent", distance=0.0))
+                ts = []
+                for o, d in ((ox, dx), (oy, dy)):
+                    if abs(d) > 1e-12:
+                        ts.append(((fake.room if d > 0 else 0.0) - o) / d)
+                t = min(ts)
+                if t <= distance:
+                    reportFn(SimpleNamespace(collision="/World/Scene/Static/wall", rigid_body="", distance=t))
+                return True
 
-        def raycast_all(origin, direction, distance, report, both_sides):
-            ox, oy, _ = origin
-            dx, dy, _ = direction
-            report(SimpleNamespace(collision="/World/Agent/collider", rigid_body="/World/Agent", distance=0.0))
-            ts = []
-            for o, d in ((ox, dx), (oy, dy)):
-                if abs(d) > 1e-12:
-                    ts.append(((fake.room if d > 0 else 0.0) - o) / d)
-            t = min(ts)
-            if t <= distance:
-                report(SimpleNamespace(collision="/World/Scene/Static/wall", rigid_body="", distance=t))
-            return True
-
-        query_iface = SimpleNamespace(overlap_shape=overlap_shape, raycast_all=raycast_all)
+        sim_iface, query_iface = IPhysxSimulation(), PhysXSceneQuery()
 
         class PhysxContactReportAPI:
-            @staticmethod
-            def Apply(prim):
-                fake.calls.append(("PhysxContactReportAPI.Apply", (str(prim.GetPath()),), {}))
-                threshold = SimpleNamespace(Set=rec("PhysxContactReportAPI.threshold")(lambda v: None))
-                return SimpleNamespace(CreateThresholdAttr=lambda: threshold)
+            def __init__(self, prim):
+                self.prim = prim
 
-        self.modules = {
-            "isaacsim.simulation_app": {"SimulationApp": simulation_app},
-            "isaacsim.core.utils.stage": {"open_stage": open_stage, "get_current_stage": get_current_stage},
-            "isaacsim.core.api": {"World": World},
-            "isaacsim.core.prims": {"RigidPrim": RigidPrim},
-            "isaacsim.core.utils.semantics": {"add_labels": add_labels},
-            "isaacsim.sensors.camera": {"Camera": Camera},
-            "omni.physx": {"get_physx_simulation_interface": lambda: sim_iface,
-                           "get_physx_scene_query_interface": lambda: query_iface},
-            "pxr.PhysxSchema": {"PhysxContactReportAPI": PhysxContactReportAPI},
-            "pxr.PhysicsSchemaTools": {"intToSdfPath": lambda v: v, "encodeSdfPath": lambda p: (p, 0)},
-            "carb": {"Float3": lambda *v: tuple(v)},
-        }
-        assert {f"{m}:{a}" for m, attrs in self.modules.items() for a in attrs} == set(API)
+            @classmethod
+            def Apply(cls, prim):  # noqa: N802 - USD's name
+                fake.calls.append(("PhysxContactReportAPI.Apply", (str(prim.GetPath()),), {}))
+                return cls(prim)
+
+            def CreateThresholdAttr(self):  # noqa: N802
+                return SimpleNamespace(Set=rec("PhysxContactReportAPI.threshold")(lambda v: None))
+
+        def intToSdfPath(intPath):  # noqa: N802,N803
+            return fake.paths[intPath]
+
+        def encodeSdfPath(path):  # noqa: N802
+            return fake.encode(path), 0
+
+        from pxr import Sdf
+
+        class Float3(tuple):
+            def __new__(cls, x, y, z):
+                return tuple.__new__(cls, (x, y, z))
+
+        #: implementation of every loadable row, and the fake class standing for each class row
+        impl = {"isaacsim:SimulationApp": SimulationApp, "omni.kit.app:get_app": get_app,
+                "carb.logging:acquire_logging": lambda: logging_iface,
+                "isaacsim.core.utils.stage:open_stage": open_stage,
+                "isaacsim.core.utils.stage:get_current_stage": get_current_stage,
+                "isaacsim.core.api:World": World, "isaacsim.core.prims:RigidPrim": RigidPrim,
+                "isaacsim.core.utils.semantics:add_labels": add_labels, "isaacsim.sensors.camera:Camera": Camera,
+                "omni.physx:get_physx_simulation_interface": lambda: sim_iface,
+                "omni.physx:get_physx_scene_query_interface": lambda: query_iface,
+                "pxr.PhysxSchema:PhysxContactReportAPI": PhysxContactReportAPI,
+                "pxr.PhysicsSchemaTools:intToSdfPath": intToSdfPath,
+                "pxr.PhysicsSchemaTools:encodeSdfPath": encodeSdfPath, "pxr.Sdf:Path": Sdf.Path, "carb:Float3": Float3}
+        classes = {**{k: v for k, v in impl.items() if isinstance(v, type) and v is not Sdf.Path},
+                   "omni.physx.bindings._physx:IPhysxSimulation": IPhysxSimulation,
+                   "omni.physx.bindings._physx:PhysXSceneQuery": PhysXSceneQuery, "carb.logging:ILogging": ILogging}
+        assert set(impl) == set(API), set(impl) ^ set(API)
+        for symbol, cls in classes.items():  # the fake's classes define exactly the table's members
+            members = {c.path.split(".", 1)[1] for c in CALLS if c.symbol.startswith(symbol + ".")}
+            assert _public(cls) == members, (symbol, _public(cls) ^ members)
+        for call in CALLS:
+            cls_symbol, _, member = call.symbol.rpartition(".")
+            if call.loadable and call.kind == "call":
+                impl[call.symbol] = conform(call, impl[call.symbol])
+            elif call.loadable and call.kind == "class" and impl[call.symbol] is not Sdf.Path:
+                cls = impl[call.symbol]
+                cls.__init__ = conform(call, cls.__init__, method=True) if "__init__" in vars(cls) else cls.__init__
+                if "__new__" in vars(cls):
+                    cls.__new__ = staticmethod(conform(call, cls.__new__, method=True))
+            elif cls_symbol in classes and call.kind in ("call", "classmethod"):
+                cls = classes[cls_symbol]
+                fn = inspect.getattr_static(cls, member)
+                if isinstance(fn, classmethod):
+                    setattr(cls, member, classmethod(conform(call, fn.__func__, method=True)))
+                else:
+                    setattr(cls, member, conform(call, fn, method=True))
+        self.modules: dict[str, dict] = {}
+        for call in CALLS:
+            if call.loadable:
+                self.modules.setdefault(call.module, {})[call.path] = impl[call.symbol]
+        self.paths: dict[int, str] = {}
+
+    def encode(self, path) -> int:
+        """A fake PhysX integer encoding of prim ``path`` (decoded by ``intToSdfPath``)."""
+        key = 1000 + [*self.paths.values(), str(path)].index(str(path))
+        self.paths[key] = str(path)
+        return key
+
 
     def import_module(self, name: str):
         """``importlib.import_module`` for the listed modules only."""

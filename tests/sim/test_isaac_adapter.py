@@ -44,10 +44,12 @@ def test_simulation_app_is_constructed_before_any_other_omniverse_import(room, f
     with _sim(room, fake):
         pass
     names = fake.names()
-    assert fake.calls[0] == ("import", ("isaacsim.simulation_app",), {})
-    assert fake.calls[1] == ("SimulationApp", ({"headless": True},), {})
-    first_other = next(i for i, c in enumerate(fake.calls) if c[0] == "import" and c[1][0] != "isaacsim.simulation_app")
-    assert first_other > 1
+    # before SimulationApp: only isaacsim itself and carb's logging (which SimulationApp's module imports first)
+    start = names.index("SimulationApp")
+    assert fake.calls[0] == ("import", ("isaacsim",), {})
+    assert {c[1][0] for c in fake.calls[:start] if c[0] == "import"} == {"isaacsim", "carb.logging"}
+    assert fake.calls[start] == ("SimulationApp", ({"headless": True},), {})
+    assert fake.loggers == []  # the start is over: Kit's log is no longer read
     assert names[-1] == "SimulationApp.close"  # the adapter closes the app it constructed
 
 
@@ -271,3 +273,104 @@ def test_data_generate_with_backend_isaac_fails_before_any_work(tmp_path, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert rc != 0 and len(err) == 1 and "needs Isaac Sim" in err[0]
     assert not (tmp_path / "ds").exists()
+
+
+def test_a_failed_kit_start_is_one_backend_error_with_kits_reason_and_kit_never_sees_our_argv(fake, monkeypatch):
+    from vlnverse.core.errors import BackendError
+
+    monkeypatch.setattr(adapter_mod, "_START_FAILURE", None)
+    monkeypatch.setattr(sys, "argv", ["pytest", "-q", "-m", "isaac", "--backend", "isaac"])
+    fake.start_errors = [  # what Kit 110.4 logged when SimulationApp failed on the 6.2 pip packages (measured)
+        ("omni.kit.registry.nucleus.index_v2.index_sync", "Syncing registry index failed for url: 'https://x'"),
+        ("omni.ext.plugin", "Failed to resolve extension dependencies. Failure hints:\n  * No versions of "
+                            "omni.usd.schema.physx that satisfies: omni.physx-110.4.4 depends on it"),
+        ("omni.kit.app.plugin", "Exiting app because of dependency solver failure..."),
+        ("simulation_app.simulation_app", "SimulationApp._start_app: Application failed to start.")]
+    with pytest.raises(BackendError) as exc:
+        IsaacAdapter(importer=fake.import_module).start(running=False)
+    msg = str(exc.value)
+    assert msg == ("Isaac Sim could not start: [omni.ext.plugin] Failed to resolve extension dependencies. "
+                   "Failure hints: * No versions of omni.usd.schema.physx that satisfies: omni.physx-110.4.4 "
+                   "depends on it")
+    assert fake.argv_seen == ["pytest"] and sys.argv[1:] == ["-q", "-m", "isaac", "--backend", "isaac"]
+    assert fake.loggers == []
+    # Kit cannot start twice in one process: the next simulator gets the same error without a second try
+    with pytest.raises(BackendError, match="omni.usd.schema.physx"):
+        IsaacAdapter(importer=fake.import_module).start(running=False)
+    assert fake.names().count("SimulationApp") == 1
+
+
+def test_a_failed_start_without_kit_errors_names_the_exit_status(fake, monkeypatch):
+    from vlnverse.core.errors import BackendError
+
+    monkeypatch.setattr(adapter_mod, "_START_FAILURE", None)
+    fake.start_errors = []
+    with pytest.raises(BackendError, match="^Isaac Sim could not start: SimulationApp exited with status 1$"):
+        IsaacAdapter(importer=fake.import_module).start(running=False)
+
+
+def test_kit_running_needs_an_app_that_runs_not_just_the_module(monkeypatch):
+    import types
+
+    from vlnverse.sim.isaac.adapter import kit_running
+
+    monkeypatch.delitem(sys.modules, "omni.kit.app", raising=False)
+    assert kit_running() is False
+    module = types.ModuleType("omni.kit.app")
+    monkeypatch.setitem(sys.modules, "omni.kit.app", module)
+
+    def no_app():
+        raise RuntimeError("no app")  # what omni.kit.app.get_app() does after a plain `import isaacsim`
+
+    module.get_app = no_app
+    assert kit_running() is False
+    app = types.SimpleNamespace(running=False, is_running=lambda: app.running)
+    module.get_app = lambda: app
+    assert kit_running() is False  # a SimulationApp whose start failed
+    app.running = True
+    assert kit_running() is True
+
+
+def test_the_fake_rejects_calls_whose_shape_the_table_does_not_declare(room, fake):
+    adapter = IsaacAdapter(importer=fake.import_module)
+    adapter.start(running=False)
+    camera = adapter.load("isaacsim.sensors.camera:Camera")
+    with pytest.raises(AssertionError, match="frequency is float, adapter.CALLS says int"):
+        camera(prim_path="/World/cam", resolution=(4, 4), frequency=5.0)
+    with pytest.raises(AssertionError, match="adapter.CALLS says 0 and"):
+        camera("/World/cam", resolution=(4, 4))
+    with pytest.raises(AssertionError, match="not listed in adapter.API"):
+        fake.import_module("isaacsim.core.api").SimulationContext
+    from pxr import Usd
+
+    fake.stage = Usd.Stage.CreateInMemory()
+    adapter.stage = fake.stage
+    adapter.stage.DefinePrim("/World/cam", "Camera")
+    adapter.camera("/World/cam", 4, 4, 5.0, ("rgb",))  # the adapter passes the rate as int Hz
+    assert [c for c in fake.calls if c[0] == "Camera"][-1][2]["frequency"] == 5
+
+
+def test_pip_openusd_imported_before_kit_is_refused_in_one_line(monkeypatch):
+    import pxr  # noqa: F401 - usd-core's, in this environment
+
+    from vlnverse.core.errors import BackendError
+    from vlnverse.sim.isaac.adapter import usd_core_pxr
+
+    assert usd_core_pxr().endswith("(usd-core)")
+    monkeypatch.setattr(adapter_mod, "_START_FAILURE", None)
+    with pytest.raises(BackendError, match="pxr was imported from a pip OpenUSD build") as exc:
+        IsaacAdapter().start(running=False)
+    assert "\n" not in str(exc.value)
+
+
+def test_every_table_row_is_well_formed_and_the_fake_serves_exactly_the_loadable_ones(fake):
+    from vlnverse.sim.isaac.adapter import CALL_BY_SYMBOL, CALLS
+
+    assert len(CALL_BY_SYMBOL) == len(CALLS)  # no symbol twice
+    kinds = {"call", "class", "type", "classmethod", "property"}
+    for call in CALLS:
+        assert call.kind in kinds and set(call.versions) <= {5, 6} and call.purpose, call
+        assert call.kind in ("call", "class", "classmethod") or (call.nargs == 0 and not call.kwargs), call
+    served = {f"{m}:{a}" for m, attrs in fake.modules.items() for a in attrs}
+    assert served == {c.symbol for c in CALLS if c.loadable} == set(API)
+    assert "isaacsim:SimulationApp" in served and "isaacsim.simulation_app:SimulationApp" not in served

@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        from .sim.isaac.adapter import start_standalone_app, wants_isaac
+
+        if wants_isaac(list(sys.argv[1:] if argv is None else argv)):
+            start_standalone_app(headless=True)  # Kit, and with it Kit's pxr, before anything loads a scene
         result = args.func(args)
     except VLNVerseError as exc:
         print(f"vlnverse: error: {exc}", file=sys.stderr)

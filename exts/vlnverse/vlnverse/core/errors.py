@@ -59,3 +59,7 @@ class UnknownNameError(VLNVerseError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return self.args[0]
+
+
+class BackendError(VLNVerseError, RuntimeError):
+    """A simulator backend could not start or was set up wrongly (one line: the engine's own reason)."""

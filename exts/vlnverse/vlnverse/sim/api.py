@@ -2,7 +2,7 @@
 
 A ``Simulator`` owns one scene, one agent body and a rig of named sensors. Backends register in
 ``BACKENDS`` as ``"module:attribute"`` import paths so that importing ``vlnverse.sim`` never
-imports a physics engine: ``mujoco`` (embedded, default) and ``isaac`` (Isaac Sim 5.x,
+imports a physics engine: ``mujoco`` (embedded, default) and ``isaac`` (Isaac Sim 6.x / 5.x,
 ``vlnverse.sim.isaac``) are always registered; building an ``isaac`` simulator where Isaac Sim is not
 installed fails at once with one line saying how to install it.
 """

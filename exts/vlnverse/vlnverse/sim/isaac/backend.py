@@ -1,4 +1,4 @@
-"""``IsaacSimulator``: the Isaac Sim 5.x (PhysX + RTX) backend behind ``make_simulator(backend="isaac")``.
+"""``IsaacSimulator``: the Isaac Sim 6.x / 5.x (PhysX + RTX) backend behind ``make_simulator(backend="isaac")``.
 
 Only the engine primitives of ``vlnverse.sim.physics.PhysicsSimulator`` live here — the tick loop,
 actions, controller, sensor rates, collision modes and episode logic are the shared ones the

@@ -1,4 +1,4 @@
-"""The physics stage the Isaac Sim backend opens, authored with plain OpenUSD (``pxr``, usd-core).
+"""The physics stage the Isaac Sim backend opens, authored with plain OpenUSD (``pxr``: usd-core outside Kit, Kit's own USD inside).
 
 Nothing here imports Omniverse: the stage is written with ``UsdGeom`` / ``UsdPhysics`` /
 ``UsdShade`` only, so it is built and checked without Isaac Sim (``tests/sim/test_isaac_stage.py``)
