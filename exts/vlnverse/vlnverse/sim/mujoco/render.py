@@ -29,9 +29,10 @@ def _visible_groups() -> np.ndarray:
 
 
 def _multiray_has_normal() -> bool:
-    """Whether this MuJoCo's ``mj_multiRay`` takes a ``normal`` output (added in MuJoCo 4)."""
-    mujoco = import_mujoco()
-    return int(mujoco.__version__.split(".")[0]) >= 4
+    """Whether this MuJoCo's ``mj_multiRay`` takes a ``normal`` output (MuJoCo 3.12 and 4.x do,
+    earlier 3.x do not): read from the binding's signature line, not guessed from the version."""
+    signature = (import_mujoco().mj_multiRay.__doc__ or "").split("\n", 1)[0]
+    return " normal:" in signature
 
 
 class RaycastRenderer:
@@ -70,7 +71,7 @@ class RaycastRenderer:
         normal = np.empty(n * 3, np.float64)
         pnt = np.asarray(origin, np.float64)
         vec = np.ascontiguousarray(directions, np.float64).reshape(-1)
-        if self._has_normal:  # MuJoCo >= 4: surface normals come with the hits
+        if self._has_normal:  # surface normals come with the hits
             self._mj.mj_multiRay(self._model, data, pnt, vec, self._groups, 1, self._built.agent_body,
                                  geomid, dist, normal, n, float(cutoff))
             return dist, geomid, normal.reshape(n, 3)
