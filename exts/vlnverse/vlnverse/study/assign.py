@@ -31,11 +31,32 @@ STUDY_FILE = "study.json"
 PARTICIPANTS = "participants"
 
 
+def resolve_scenes_or_fail(episodes: list, roots: list[Path]) -> list:
+    """Copies of ``episodes`` with resolved scene files; ``SceneError`` (one line naming the first
+    episode whose scene is in no root, the roots searched, and how many more are missing)."""
+    from ..core.errors import SceneError
+    from ..tasks.scene_roots import SceneResolver
+
+    resolver = SceneResolver(roots)
+    out, missing = [], []
+    for e in episodes:
+        try:
+            out.append(resolver.resolved(e))
+        except SceneError as exc:
+            missing.append(exc)
+    if missing:
+        more = f" ({len(missing) - 1} more episode(s) miss their scene)" if len(missing) > 1 else ""
+        raise SceneError(f"{missing[0]}{more}")
+    return out
+
+
 class StudyStore:
     """The study folder: episodes, participants' assignments and their progress (thread-safe)."""
 
-    def __init__(self, out: str | Path, config: StudyConfig, episodes_file: str | Path | None = None):
+    def __init__(self, out: str | Path, config: StudyConfig, episodes_file: str | Path | None = None, *,
+                 scene_root: Any = None):
         from ..tasks.episode import load_episodes, save_episodes
+        from ..tasks.scene_roots import recorded_roots, recorded_scene_roots, root_args, scene_roots
 
         self.out = Path(out)
         self.config = config
@@ -60,9 +81,17 @@ class StudyStore:
                               field="--episodes", expected="an episode file for a new study")
         if not episodes:
             raise ConfigError("no episodes", file=saved, expected="at least one episode")
-        self.episodes = {e.episode_id: e for e in episodes}
+        # every episode's scene is found now (the one resolver, vlnverse.tasks.scene_roots): a scene
+        # in no root stops the server with one line for the experimenter, never a black view later
+        if episodes_file is not None:
+            dataset_dir = Path(episodes_file) if Path(episodes_file).is_dir() else Path(episodes_file).parent
+            self.scene_roots = scene_roots(root_args(scene_root) + recorded_roots(self.out), dataset_dir)
+        else:
+            self.scene_roots = recorded_scene_roots(self.out, scene_root)
+        self.episodes = {e.episode_id: e for e in resolve_scenes_or_fail(episodes, self.scene_roots)}
         self.order = [e.episode_id for e in episodes]
-        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes)})
+        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes),
+                                                  "scene_roots": [str(r.resolve()) for r in self.scene_roots]})
 
     # ------------------------------------------------------------------ participants
 

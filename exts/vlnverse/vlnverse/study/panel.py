@@ -43,10 +43,11 @@ class StudyPanelController:
         self.held: set[str] = set()
 
     def load(self, episodes_file: str | Path, scene_id: str, body: str | None, out: str | Path, participant: str,
-             config: str | Path | None = None) -> dict:
+             config: str | Path | None = None, scene_root: Any = None) -> dict:
         """Load the study: the episodes of ``scene_id`` from ``episodes_file`` (saved into ``out``),
-        ``body`` (default: the config's or the task's), participant ``participant``. Returns the
-        ``consent`` message."""
+        ``body`` (default: the config's or the task's), participant ``participant``. Scenes are
+        found in ``scene_root`` (folders, or one ``os.pathsep``-separated list), the episode file's
+        folder and the shipped scenes, as ``vlnverse eval`` finds them. Returns the ``consent`` message."""
         from ..core.errors import ConfigError
         from ..tasks.episode import load_episodes, save_episodes
         from .assign import StudyStore
@@ -66,7 +67,11 @@ class StudyPanelController:
         source = Path(out) / f"panel_{scene_id}.jsonl"
         source.parent.mkdir(parents=True, exist_ok=True)
         save_episodes(source, episodes)
-        self.store = StudyStore(out, cfg, source)
+        from ..tasks.scene_roots import root_args
+
+        src = Path(episodes_file)
+        roots = root_args(scene_root) + [src if src.is_dir() else src.parent]  # the copy in ``out`` keeps portable paths
+        self.store = StudyStore(out, cfg, source, scene_root=roots)
         self.pid = pid
         self.driver = ParticipantDriver(self.store, pid, on_frame=self.on_frame, on_event=self._event,
                                         threaded=False, backend=self.backend)
@@ -142,7 +147,7 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
         self._ui = ui
         self.controller = StudyPanelController(backend="isaac", on_message=self._message)
         self._popup = None
-        self.window = ui.Window(self.TITLE, width=420, height=330)
+        self.window = ui.Window(self.TITLE, width=420, height=360)
         with self.window.frame:
             with ui.VStack(spacing=4):
                 self._episodes = self._row("Episode file", "")
@@ -157,6 +162,7 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
                 self._bodies = bodies
                 self._pid = self._row("Participant id", "")
                 self._out = self._row("Output folder", str(Path.cwd() / "study"))
+                self._roots = self._row("Scene roots", "")
                 ui.Button("Load", height=28, clicked_fn=self._load)
                 self._status = ui.Label("", word_wrap=True)
         keyboard = omni.appwindow.get_default_app_window().get_keyboard()
@@ -184,7 +190,8 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
         try:
             body = self._bodies[self._body.model.get_item_value_model().as_int]
             self.controller.load(self._episodes.model.get_value_as_string(), self._scene.model.get_value_as_string(),
-                                 body, self._out.model.get_value_as_string(), self._pid.model.get_value_as_string())
+                                 body, self._out.model.get_value_as_string(), self._pid.model.get_value_as_string(),
+                                 scene_root=self._roots.model.get_value_as_string() or None)
         except Exception as exc:  # noqa: BLE001 - one line in the panel
             self._status.text = str(exc)
 

@@ -112,10 +112,13 @@ def score_csv(path: Path, episode: Any, end: dict, *, forward_step: float = 0.25
     }
 
 
-def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
+def score_records(study_dir: str | Path, scene_root: Any = None) -> tuple[list[dict], dict]:
     """Records of every ended episode in a study folder, and what was skipped
-    (``{"malformed": [{"file", "error"}], "unfinished": n}``)."""
+    (``{"malformed": [{"file", "error"}], "unfinished": n}``). Scenes are found in ``scene_root``
+    (``--scene-root``), the roots the study recorded, the study folder and the shipped scenes; a
+    scene in none is a ``SceneError`` naming the episode and the roots."""
     from ..tasks.episode import load_episodes
+    from ..tasks.scene_roots import SceneResolver, recorded_scene_roots
 
     root = Path(study_dir)
     if not (root / STUDY_FILE).is_file() or not (root / EPISODES_FILE).is_file():
@@ -124,6 +127,7 @@ def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
     episodes = {safe_name(e.episode_id): e for e in load_episodes(root / EPISODES_FILE)}
     records: list[dict] = []
     skipped: dict[str, Any] = {"malformed": [], "unfinished": 0}
+    resolve = SceneResolver(recorded_scene_roots(root, scene_root))
     for path in sorted((root / PARTICIPANTS).glob("*/*.csv")):
         episode = episodes.get(path.stem)
         if episode is None:
@@ -134,7 +138,7 @@ def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
             skipped["unfinished"] += 1
             continue
         try:
-            records.append(score_csv(path, episode, end))
+            records.append(score_csv(path, resolve.resolved(episode), end))
         except (ConfigError, ValueError, KeyError, UnicodeDecodeError) as exc:
             skipped["malformed"].append({"file": str(path), "error": str(exc)})
     return records, skipped
@@ -161,13 +165,14 @@ def human_rows(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, print_summary: bool = True) -> dict:
+def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, print_summary: bool = True,
+                scene_root: Any = None) -> dict:
     """Score a study folder; print the table (human row and its spread per task) and write
     ``DIR/summary.json`` (``vlnverse eval``'s layout plus ``human``) and ``DIR/human_episodes.jsonl``."""
     from ..eval.runner import print_table, summarize
 
     root = Path(study_dir)
-    records, skipped = score_records(root)
+    records, skipped = score_records(root, scene_root)
     for bad in skipped["malformed"]:
         print(f"vlnverse study score: skipped malformed {bad['file']}: {bad['error']}", file=sys.stderr)
     config = json.loads((root / STUDY_FILE).read_text(encoding="utf-8")).get("config", {})

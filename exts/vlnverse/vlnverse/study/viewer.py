@@ -83,18 +83,22 @@ def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> 
 class Run:
     """One run folder: its records (by key), the episodes they came from, its summary."""
 
-    def __init__(self, index: int, path: str | Path):
+    def __init__(self, index: int, path: str | Path, scene_root: Any = None):
         from ..tasks.episode import load_episodes
+        from ..tasks.scene_roots import SceneResolver, recorded_scene_roots
 
         self.index, self.path = index, Path(path)
         if not self.path.is_dir():
             raise ConfigError("run folder not found", file=self.path, expected="an eval output or study folder")
         self.name = self.path.name
+        # the one scene resolver: --scene-root, the roots the run recorded, the run folder, the shipped scenes
+        self.resolve = SceneResolver(recorded_scene_roots(self.path, scene_root))
+        self.contexts: dict[str, Any] = {}  # scene file -> (SceneContext, body): loaded once per run
         if (self.path / "study.json").is_file():
             from .score import score_records
 
             self.kind = "study"
-            records, self.skipped = score_records(self.path)
+            records, self.skipped = score_records(self.path, scene_root)
             self.records = {f"{r['participant']}/{r['episode_id']}": r for r in records}
             episodes_file = self.path / "episodes.jsonl"
             self.summary = None
@@ -126,8 +130,8 @@ class Run:
 class Viewer:
     """The runs and the rendering worker behind the viewer app."""
 
-    def __init__(self, run_dirs: list[str | Path], *, off_path: float = OFF_PATH_M):
-        self.runs = [Run(i, p) for i, p in enumerate(run_dirs)]
+    def __init__(self, run_dirs: list[str | Path], *, off_path: float = OFF_PATH_M, scene_root: Any = None):
+        self.runs = [Run(i, p, scene_root) for i, p in enumerate(run_dirs)]
         self.off_path = off_path
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-render")
         self._sims: dict[str, Any] = {}
@@ -172,9 +176,13 @@ class Viewer:
         episode = run.episodes.get(episode_id)
         if episode is None:
             raise KeyError(f"run {run.name} does not hold episode '{episode_id}' in its input episodes")
-        cfg = load_task_config(episode.task_type)
-        body = load_body(cfg.body)
-        return episode, load_scene_context(episode.scene_path, body, cfg.map_resolution), body
+        scene = str(run.resolve(episode))
+        if scene not in run.contexts:
+            cfg = load_task_config(episode.task_type)
+            body = load_body(cfg.body)
+            run.contexts[scene] = (load_scene_context(scene, body, cfg.map_resolution), body)
+        ctx, body = run.contexts[scene]
+        return run.resolve.resolved(episode), ctx, body
 
     def _map_png(self, index: int, key: str, step: int) -> bytes:
         from PIL import Image
@@ -264,10 +272,14 @@ def create_viewer_app(viewer: Viewer) -> Any:
     add_error_pages(app)
 
     def _lookup(fn, *args):
+        from ..core.errors import VLNVerseError
+
         try:
             return fn(*args)
         except KeyError as exc:
             raise HTTPException(404, exc.args[0] if exc.args else str(exc)) from None
+        except VLNVerseError as exc:  # e.g. a scene in no root: one line naming it and the roots searched
+            raise HTTPException(404, str(exc)) from None
 
     @app.get("/")
     async def index():
@@ -305,11 +317,11 @@ def create_viewer_app(viewer: Viewer) -> Any:
     return app
 
 
-def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8766) -> None:
+def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8766, scene_root: Any = None) -> None:
     """Load the runs and serve the visualizer until interrupted (prints its URL)."""
     import uvicorn
 
-    viewer = Viewer(run_dirs)
+    viewer = Viewer(run_dirs, scene_root=scene_root)
     total = sum(len(r.records) for r in viewer.runs)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(f"vlnverse view: {len(viewer.runs)} run(s), {total} episodes\n"
