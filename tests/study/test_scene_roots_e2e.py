@@ -89,7 +89,7 @@ def test_generate_serve_drive_score_view(generated, browser, tmp_path, artifacts
 
     root, data, _ = generated
     config = tmp_path / "study.yaml"
-    config.write_text("episodes_per_participant: 1\nseed: 0\n")
+    config.write_text("episodes_per_participant: 1\npractice_episodes: 0\nseed: 0\n")
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -112,6 +112,7 @@ def test_generate_serve_drive_score_view(generated, browser, tmp_path, artifacts
         page.keyboard.up("a")
         page.wait_for_timeout(300)
         page.keyboard.press("Enter")
+        page.click("#confirm-yes")
         page.screenshot(path=str(artifacts / "e2e_after_episode.png"))
         folder = tmp_path / "S" / "participants" / "E2E"
         deadline = time.monotonic() + 30

@@ -2,9 +2,10 @@
 
 ``GET /`` serves the page (plain HTML/JS in ``static/``); ``/ws?pid=ID`` is the participant's
 socket. Messages from the page (JSON): ``consent``, ``start`` (begin or resume the current
-episode after its instruction pop-up), ``keys`` (the set of held keys), ``finish`` (Enter),
-``end`` (give up an interrupted episode). From the server: ``welcome``, ``episode``,
-``episode_end``, ``complete``, ``refused``, ``error`` (JSON) and JPEG frames (binary).
+episode after its instruction pop-up), ``keys`` (the set of held keys), ``finish`` (Enter, once
+confirmed), ``end`` (give up an interrupted episode), ``withdraw``. From the server: ``welcome``,
+``episode``, ``episode_end``, ``complete``, ``refused``, ``withdrawn``, ``error`` (JSON) and frames
+(binary: one byte, 1 when the body touched something since the previous frame, then a JPEG).
 One socket per participant: a second tab is refused with a message. When the socket drops the
 driver pauses (the CSV ends at the last pose); reconnecting offers to resume or end the episode.
 """
@@ -77,6 +78,12 @@ class StudyServer:
             await ws.send_json({"type": "refused", "message": "Enter a participant id of 1-40 letters, digits, '_' or '-'."})
             await ws.close(code=4400)
             return
+        if self.store.withdrawn(pid):
+            log.warning("participant %s withdrew earlier: connection refused", pid)
+            await ws.send_json({"type": "refused", "message": f"Participant id {pid} was withdrawn from this study "
+                                                              "and cannot be used again. Please ask the experimenter."})
+            await ws.close(code=4403)
+            return
         async with self._lock:
             if pid in self.connected:
                 await ws.send_json({"type": "refused", "message": f"Participant {pid} is already connected in another "
@@ -97,8 +104,8 @@ class StudyServer:
             outbox.put_nowait(event)
             wake.set()
 
-        def on_frame(data: bytes) -> None:
-            loop.call_soon_threadsafe(put_frame, data)
+        def on_frame(data: bytes) -> None:  # driver thread: the first byte is the contact state (collision cue)
+            loop.call_soon_threadsafe(put_frame, (b"\x01" if driver.contact else b"\x00") + data)
 
         def on_event(event: dict) -> None:
             loop.call_soon_threadsafe(put_event, event)
@@ -126,9 +133,11 @@ class StudyServer:
         try:
             record = self.store.assignment(pid)
             done, total = self.store.progress(pid)
-            await ws.send_json({"type": "welcome", "participant": pid, "title": self.store.config.title,
-                                "consent": self.store.config.consent_text, "consented": bool(record.get("consented_at")),
-                                "done": done, "total": total, "allow_backward": self.store.config.allow_backward})
+            cfg = self.store.config
+            await ws.send_json({"type": "welcome", "participant": pid, "title": cfg.title,
+                                "consent": cfg.consent_shown(), "consented": bool(record.get("consented_at")),
+                                "done": done, "total": total, "allow_backward": cfg.allow_backward,
+                                "pause_s": cfg.pause_s, "withdraw_data": cfg.withdraw_data})
             while True:
                 msg = json.loads(await ws.receive_text())
                 kind = msg.get("type")
@@ -147,6 +156,11 @@ class StudyServer:
                     eid = self.store.current(pid)
                     if eid is not None:
                         driver.finish(eid, "stop" if kind == "finish" else "ended")
+                elif kind == "withdraw":
+                    await self.withdraw(pid, driver)
+                    await ws.send_json({"type": "withdrawn", "deleted": self.store.config.withdraw_data == "delete"})
+                    await ws.close(code=4403)
+                    break
         except (WebSocketDisconnect, RuntimeError, json.JSONDecodeError):
             pass
         finally:
@@ -156,6 +170,16 @@ class StudyServer:
                 await task
             async with self._lock:
                 self.connected.discard(pid)
+
+    async def withdraw(self, pid: str, driver: ParticipantDriver) -> None:
+        """End ``pid``'s session (simulator closed, log closed) and mark them withdrawn."""
+        driver.keys = frozenset()
+        driver.close()
+        await asyncio.get_running_loop().run_in_executor(None, driver.join, 10.0)
+        self.drivers.pop(pid, None)
+        self.store.withdraw(pid)
+        log.warning("participant %s withdrew (data %s)", pid,
+                    "deleted" if self.store.config.withdraw_data == "delete" else "kept")
 
     def close(self) -> None:
         """Close every participant's simulator."""

@@ -54,9 +54,10 @@ def episode_message(store: StudyStore, pid: str) -> dict:
     episode = store.episodes[eid]
     csv_path = store.folder(pid) / f"{safe_name(eid)}.csv"
     rows = read_rows(csv_path) if csv_path.is_file() else []
+    practice = store.is_practice(pid, eid)
     return {"type": "episode", "episode_id": eid, "instruction": episode.instruction_text,
-            "task_type": episode.task_type, "index": done + 1, "total": total,
-            "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
+            "task_type": episode.task_type, "index": 0 if practice else done + 1, "total": total,
+            "practice": practice, "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
 
 
 class ParticipantDriver:
@@ -73,6 +74,7 @@ class ParticipantDriver:
         self.on_frame, self.on_event = on_frame, on_event
         self.keys: frozenset[str] = frozenset()
         self.ticks: list[float] = []  # monotonic time of every logged row (for the bench)
+        self.contact = False  # contact since the previous frame, read by ``on_frame`` (the collision cue)
         self._commands: queue.Queue = queue.Queue()
         self._sim = self._scene = None
         self._episode = self._rollout = self._log = None
@@ -223,8 +225,11 @@ class ParticipantDriver:
         else:
             self._t = 0.0
         self._last_look = -math.inf
-        self._coasting = self._collided = False
+        self._coasting = self._collided = self._contact_since_frame = False
         self._skipped = 0
+        self._sim_debt = 0.0  # driving time not yet simulated (the physics runs whole control ticks)
+        control = getattr(self._sim, "control", None)
+        self._control_dt = 1.0 / control.control_hz if control is not None else None
         self._send_frame()
         self.on_event({"type": "ready", "episode_id": episode_id, "t": round(self._t, 3)})
 
@@ -247,13 +252,14 @@ class ParticipantDriver:
         self._log.write(LogRow(self._t, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action, self._collided))
         self._t += dt
         results = []
-        if v or omega:
-            results.append(self._rollout.step(VelocityAction(float(v), float(omega), dt)))
+        step_s = self._sim_step_s(dt) if (v or omega or self._coasting) else 0.0
+        if (v or omega) and step_s:
+            results.append(self._rollout.step(VelocityAction(float(v), float(omega), step_s)))
             self._coasting = True
-        elif self._coasting and not self._rollout.done:
+        elif self._coasting and not self._rollout.done and step_s:
             # keys released: brake to rest (the base keeps its momentum otherwise) and stop
             # stepping once a tick moves it less than 1 mm and 0.1 degree
-            results.append(self._rollout.step(VelocityAction(0.0, 0.0, dt)))
+            results.append(self._rollout.step(VelocityAction(0.0, 0.0, step_s)))
             after = results[-1].pose
             self._coasting = (after.distance_to(pose) > 1e-3
                               or abs(math.remainder(after.yaw - pose.yaw, math.tau)) > math.radians(0.1))
@@ -261,6 +267,7 @@ class ParticipantDriver:
             self._last_look = now
             results.append(self._rollout.step(DiscreteAction.LOOK_UP if look > 0 else DiscreteAction.LOOK_DOWN))
         self._collided = any(r.collided for r in results)
+        self._contact_since_frame |= self._collided
         self._next += dt
         if results:
             # render only with time to spare before the next row; at least every 5th tick
@@ -276,9 +283,23 @@ class ParticipantDriver:
         if done is not None:
             self._finish(done.termination or "stop", failure=done.info.get("failure"))
 
+    def _sim_step_s(self, dt: float) -> float:
+        """Simulated seconds for a tick of ``dt``: whole control ticks, carrying the remainder to the
+        next tick, so the simulated time keeps up with the driving time. (A 50 ms tick is 2.5
+        control ticks at 50 Hz; the simulator rounds a duration to whole ticks, so commanding
+        50 ms every tick ran 40 ms: the body reached 80 % of the configured speeds.)"""
+        if self._control_dt is None:
+            return dt
+        self._sim_debt += dt
+        ticks = int(self._sim_debt / self._control_dt + 1e-6)
+        self._sim_debt -= ticks * self._control_dt
+        return ticks * self._control_dt
+
     def _send_frame(self) -> None:
-        """Render the first-person RGB view at the current pose and hand it on as a JPEG."""
+        """Render the first-person RGB view at the current pose and hand it on as a JPEG;
+        :attr:`contact` says whether the body touched something since the previous frame."""
         self._skipped = 0
+        self.contact, self._contact_since_frame = self._contact_since_frame, False
         image = self._sim.render_at(self._sim.pose, self._camera)
         self.on_frame(encode_jpeg(image.get(self._camera.name, next(iter(image.values()))), self.cfg.jpeg_quality))
 
@@ -302,7 +323,7 @@ class ParticipantDriver:
         self._driving = False
         self._end_log()
         write_episode_end(folder, episode_id, termination=termination, collision_mode=self.cfg.collision_mode,
-                          failure=failure, driving_s=driving_s)
+                          failure=failure, driving_s=driving_s, practice=self.store.is_practice(self.pid, episode_id))
         self._episode = self._rollout = None
         self.on_event({"type": "episode_end", "episode_id": episode_id, "termination": termination,
                        "failure": failure})
