@@ -17,6 +17,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--config", default=None, help="study YAML (consent text, episodes per participant, ...)")
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for a lab server)")
     s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--token", default=None, help="experimenter token for /experimenter (default: a new random one, "
+                                                 "printed; or $VLNVERSE_STUDY_TOKEN)")
     add_scene_root_option(s, "study's episodes")
     s.set_defaults(func=_serve)
     c = study.add_parser("score", help="score the recorded trajectories: the human row per task")
@@ -51,7 +53,9 @@ def _serve(args: argparse.Namespace) -> int:
     from .server import serve
 
     store = StudyStore(args.out, load_study_config(args.config), args.episodes, scene_root=args.scene_root)
-    serve(store, args.host, args.port)
+    import os
+
+    serve(store, args.host, args.port, token=args.token or os.environ.get("VLNVERSE_STUDY_TOKEN") or None)
     return 0
 
 
