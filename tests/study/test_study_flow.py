@@ -168,6 +168,8 @@ def test_configured_speeds_are_reached(browser, headings, tmp_path):
         page.close()
     rows = read_rows(store.folder("S01") / f"{eid}.csv")
     assert not any(r.collided for r in rows)
+    # t is the measured driving time: between any two rows it advances as the server's wall clock does
+    assert all(abs((b.t - a.t) - (b.wall_time - a.wall_time)) < 0.004 for a, b in zip(rows, rows[1:]))
 
     def steady(action, skip):  # rows of a held key after it reached speed (acceleration limits)
         idx = [i for i, r in enumerate(rows) if r.action == action]
