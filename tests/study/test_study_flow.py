@@ -172,8 +172,7 @@ def test_configured_speeds_are_reached(browser, headings, tmp_path):
     assert all(abs((b.t - a.t) - (b.wall_time - a.wall_time)) < 0.004 for a, b in zip(rows, rows[1:]))
 
     def steady(action, skip):  # rows of a held key after it reached speed (acceleration limits)
-        idx = [i for i, r in enumerate(rows) if r.action == action]
-        return [rows[i] for i in idx[skip:]] + [rows[idx[-1] + 1]]
+        return [r for r in rows if r.action == action][skip:]
 
     fwd = steady("forward", 8)
     dist = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip(fwd, fwd[1:]))

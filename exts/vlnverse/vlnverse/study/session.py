@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Key names the page sends (the page maps W/↑, S/↓, A/←, D/→, Q, E onto them).
 KEYS = ("forward", "back", "left", "right", "look_up", "look_down")
+#: How long before each log row the driver thread steps the physics (threaded drivers).
+LEAD_S = 0.01
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
@@ -234,8 +236,8 @@ class ParticipantDriver:
             self._sim.teleport(AgentPose(last.x, last.y, last.yaw, last.pitch))
         t0 = last.t + self.cfg.log_interval_s if last is not None else 0.0
         now = time.perf_counter()
-        with self._state:
-            self._log, self._t_origin, self._row_next = episode_log, now - t0, now
+        with self._state:  # the first row: just after the first physics step
+            self._log, self._t_origin, self._row_next = episode_log, now - t0, now + LEAD_S
             self._pose_now, self._contact_row, self._logging = self._sim.pose, False, True
         self._last_step = now
         self._last_look = -math.inf
@@ -335,7 +337,15 @@ class ParticipantDriver:
                 self._skipped += 1
         elif self._skipped:  # standing still: catch up on the frame that was skipped
             self._send_frame()
-        if time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
+        if self._thread is not None:
+            # threaded: step LEAD before each of the logger's deadlines, so every row logs a pose
+            # simulated up to the same short time before it (a steady lag, not 0-50 ms)
+            with self._state:
+                row_next = self._row_next
+            self._next = row_next - LEAD_S
+            while self._next <= time.perf_counter() + 1e-3:
+                self._next += dt
+        elif time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
             self._next = time.perf_counter()
         done = next((r for r in results if r.done), None)
         if done is not None:
