@@ -10,7 +10,9 @@ second while a key is held; ``log_interval_ms`` — p50 / p99 of the time betwee
 rows (server clock); ``log_jitter_ms`` — p50 / p99 of |interval − 50 ms|; ``log_within_10ms`` — the
 share of intervals within 50 ± 10 ms; ``t_drift_ms`` — the largest gap between a row's ``t`` and
 its wall time (both from the episode's first row: ``t`` is measured, so it stays near 0);
-``contact_rows`` — the share of rows with contact. The process (server, simulators and clients)
+``contact_rows`` — the share of rows with contact. ``viewer_step_ms``: ``vlnverse view`` on the
+circle phase's study folder, the time to make a step's view and map (p50 / max of 10 new steps,
+and the episode's first picture). The process (server, simulators and clients)
 is pinned to one CPU core when the OS allows it (``cores``). Episodes: ``fine_grained``
 on the first shipped ``test`` scene (``--seed`` seeds them).
 """
@@ -119,6 +121,30 @@ def _phase(tmp: str, name: str, episode, seed: int, keys: list[str]) -> dict:
             "rows": int(len(interval) + len(intervals))}
 
 
+def _viewer_step_ms(study_dir: str) -> dict:
+    """``vlnverse view`` on a study folder: ms to make a new step's first-person view and map
+    after the episode's first picture (scene, simulator and map base made then)."""
+    from vlnverse.study.viewer import Viewer
+
+    viewer = Viewer([study_dir])
+    try:
+        key = next(iter(viewer.runs[0].records))
+        t0 = time.perf_counter()
+        viewer.picture("view", 0, key, 0)
+        viewer.picture("map", 0, key, 0)
+        first = time.perf_counter() - t0
+        steps = []
+        for step in range(1, 11):
+            t0 = time.perf_counter()
+            viewer.picture("view", 0, key, 3 * step)
+            viewer.picture("map", 0, key, 3 * step)
+            steps.append(time.perf_counter() - t0)
+    finally:
+        viewer.close()
+    return {"first_ms": round(1000 * first, 1), "p50": round(1000 * float(np.median(steps)), 1),
+            "max": round(1000 * float(max(steps)), 1)}
+
+
 def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
     from vlnverse.scenes.splits import resolve_scenes
@@ -140,5 +166,6 @@ def run(args) -> dict:
     with tempfile.TemporaryDirectory(prefix="vlnverse-bench-study-") as tmp:
         phases = {"circle": _phase(tmp, "circle", episode, args.seed, ["forward", "left"]),
                   "push": _phase(tmp, "push", _facing_obstacle(ctx, body, episode), args.seed, ["forward"])}
+        phases["viewer_step_ms"] = _viewer_step_ms(f"{tmp}/circle")
     return {"scene": scene.name, "resolution": "224x224", "drive_s": DRIVE_S, "participants": PARTICIPANTS,
             "cores": cores, "load_average_before": round(load, 2) if load is not None else None, **phases}
