@@ -49,10 +49,18 @@ def test_panel_runs_a_study_session_with_the_browser_studys_driver(study_episode
     _pump_for(ctl, 0.6)
     ctl.key("W", False)
     _pump_for(ctl, 0.2)
-    ctl.key("ENTER", True)
-    _pump_for(ctl, 0.1)
     folder = tmp_path / "study" / "participants" / "p01"
     eid = first["episode_id"]
+    ctl.key("ENTER", True)  # asks "Are you at the goal?"; a second Enter does not answer
+    ctl.key("ENTER", True)
+    _pump_for(ctl, 0.1)
+    assert [m["type"] for m in messages].count("confirm") == 1 and read_episode_end(folder, eid) is None
+    ctl.confirm(False)  # keep driving
+    _pump_for(ctl, 0.1)
+    assert read_episode_end(folder, eid) is None
+    ctl.key("ENTER", True)
+    ctl.confirm(True)
+    _pump_for(ctl, 0.1)
     csv_path = folder / f"{safe_name(eid)}.csv"
     assert csv_path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
     rows = read_rows(csv_path)
