@@ -16,7 +16,7 @@ pytest.importorskip("fastapi", reason="the study extra is not installed (pip ins
 from vlnverse.core.errors import ConfigError
 from vlnverse.study.assign import StudyStore
 from vlnverse.study.config import StudyConfig
-from vlnverse.study.log import read_episode_end, read_rows
+from vlnverse.study.log import read_episode_end, read_rows  # strict=True on live files: a row being written is skipped, not cut off
 from vlnverse.study.server import BackgroundServer, create_app
 
 
@@ -79,11 +79,26 @@ def _start(page):
     page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=60_000)
 
 
-def _hold(page, key, ms):
+ACTIONS = {"w": "forward", "a": "left", "d": "right"}
+
+
+def _hold(page, store, pid, key, rows, timeout=120.0):
+    """Hold ``key`` until the server logged ``rows`` rows of its action in the current episode (polls
+    the log: no duration tuned to an idle machine), then release it and wait for an idle row."""
+    import time
+
+    eid = store.current(pid)
+    path = store.folder(pid) / f"{eid}.csv"
+    count = lambda: sum(r.action == ACTIONS[key] for r in read_rows(path, strict=True)) if path.is_file() else 0  # noqa: E731
+    before, deadline = count(), time.monotonic() + timeout
     page.keyboard.down(key)
-    page.wait_for_timeout(ms)
+    while count() < before + rows:
+        assert time.monotonic() < deadline, f"{rows} rows of {ACTIONS[key]} not logged"
+        time.sleep(0.05)
     page.keyboard.up(key)
-    page.wait_for_timeout(300)
+    while read_rows(path, strict=True)[-1].action != "idle":
+        assert time.monotonic() < deadline, "no idle row after the release"
+        time.sleep(0.05)
 
 
 def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_path, artifacts):
@@ -108,7 +123,7 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         assert not (store.folder("F01") / f"{practice}.csv").exists()
         _start(page)
         assert "Practice episode" in page.inner_text("#ep-head")
-        _hold(page, "a", 300)
+        _hold(page, store, "F01", "a", 5)
         # Enter asks; a second Enter does not answer; "keep driving" goes on driving
         page.keyboard.press("Enter")
         page.wait_for_selector("#confirm-modal:not(.hidden)")
@@ -118,9 +133,9 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         assert page.is_visible("#confirm-modal") and read_episode_end(store.folder("F01"), practice) is None
         page.screenshot(path=str(artifacts / "study_confirm.png"))
         page.click("#confirm-no")
-        rows_before = len(read_rows(store.folder("F01") / f"{practice}.csv"))
-        _hold(page, "a", 400)
-        rows = read_rows(store.folder("F01") / f"{practice}.csv")
+        rows_before = len(read_rows(store.folder("F01") / f"{practice}.csv", strict=True))
+        _hold(page, store, "F01", "a", 5)
+        rows = read_rows(store.folder("F01") / f"{practice}.csv", strict=True)
         assert len(rows) > rows_before and any(r.action == "left" for r in rows[rows_before:])
         assert read_episode_end(store.folder("F01"), practice) is None
         # confirmed: the practice episode ends (flagged), the pause screen shows, then the first real episode
@@ -141,7 +156,7 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         page.wait_for_timeout(1500)
         assert page.is_visible("#instruction-modal") and not (store.folder("F01") / f"{real}.csv").exists()
         _start(page)
-        _hold(page, "d", 300)
+        _hold(page, store, "F01", "d", 5)
         page.keyboard.press("Enter")
         page.click("#confirm-yes")
         page.wait_for_selector("#message:not(.hidden)", timeout=30_000)
@@ -163,8 +178,8 @@ def test_configured_speeds_are_reached(browser, headings, tmp_path):
         page.click("#agree")
         _start(page)
         eid = store.current("S01")
-        _hold(page, "w", 2500)
-        _hold(page, "a", 1800)
+        _hold(page, store, "S01", "w", 50)
+        _hold(page, store, "S01", "a", 36)
         page.close()
     rows = read_rows(store.folder("S01") / f"{eid}.csv")
     assert not any(r.collided for r in rows)
@@ -200,14 +215,14 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         page.wait_for_function("window.vlnverseStudy.hits() > 0", timeout=20_000)
         page.screenshot(path=str(artifacts / "study_collision.png"))
         page.keyboard.up("w")
-        rows = read_rows(store.folder("C01") / f"{eid}.csv")
+        rows = read_rows(store.folder("C01") / f"{eid}.csv", strict=True)
         assert any(r.collided for r in rows)
         page.close()
         debug = browser.new_page()
         _login(debug, url + "/?debug=1", "C01")
         _start(debug)
         assert debug.is_visible("#fps-wrap")
-        _hold(debug, "a", 600)
+        _hold(debug, store, "C01", "a", 10)
         assert int(debug.inner_text("#fps")) > 0
         debug.close()
 
@@ -223,7 +238,7 @@ def test_withdraw_ends_the_session_and_refuses_the_id(browser, study_episodes, t
         page.click("#agree")
         _start(page)
         eid = store.current("W01")
-        _hold(page, "a", 300)
+        _hold(page, store, "W01", "a", 5)
         assert (store.folder("W01") / f"{eid}.csv").is_file()
         page.click("#withdraw")
         assert ("deleted" if fate == "delete" else "kept") in page.inner_text("#withdraw-text")
