@@ -30,7 +30,9 @@ def headings(study_episodes, tmp_path_factory):
     from vlnverse.tasks.episode import load_episodes, save_episodes
     from vlnverse.sim.body import load_body
 
-    episodes = load_episodes(study_episodes)
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    episodes = resolve_episode_scenes(load_episodes(study_episodes), scene_roots(None, study_episodes.parent))
     ep = episodes[0]
     cfg = load_task_config(ep.task_type)
     body = load_body(cfg.body)
@@ -57,7 +59,8 @@ def headings(study_episodes, tmp_path_factory):
     out = {}
     for name, yaw in (("free", free), ("wall", wall)):
         path = folder / f"{name}.jsonl"
-        save_episodes(path, [dataclasses.replace(ep, episode_id=f"{name}-0", start_yaw=float(yaw))])
+        portable = load_episodes(study_episodes)[0].scene_path  # relative to the shipped scenes
+        save_episodes(path, [dataclasses.replace(ep, episode_id=f"{name}-0", start_yaw=float(yaw), scene_path=portable)])
         out[name] = path
     return out
 
