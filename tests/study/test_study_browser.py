@@ -118,8 +118,9 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     assert abs(first_new.pitch - logged[-1].pitch) < 1e-3
     assert first_new.t == pytest.approx(logged[-1].t + 0.05, abs=1e-3)
 
-    # Enter ends the episode (a STOP) and the next one's instruction pops up
+    # Enter asks "Are you at the goal?"; confirming ends the episode (a STOP) and the next one's instruction pops up
     page.keyboard.press("Enter")
+    page.click("#confirm-yes")
     page.wait_for_function(f"document.getElementById('modal-instruction').textContent.length > 0 && "
                            f"!document.getElementById('instruction-modal').classList.contains('hidden')")
     assert read_episode_end(store.folder(pid), eid)["termination"] == "stop"

@@ -49,16 +49,26 @@ def test_panel_runs_a_study_session_with_the_browser_studys_driver(study_episode
     _pump_for(ctl, 0.6)
     ctl.key("W", False)
     _pump_for(ctl, 0.2)
-    ctl.key("ENTER", True)
-    _pump_for(ctl, 0.1)
     folder = tmp_path / "study" / "participants" / "p01"
     eid = first["episode_id"]
+    ctl.key("ENTER", True)  # asks "Are you at the goal?"; a second Enter does not answer
+    ctl.key("ENTER", True)
+    _pump_for(ctl, 0.1)
+    assert [m["type"] for m in messages].count("confirm") == 1 and read_episode_end(folder, eid) is None
+    ctl.confirm(False)  # keep driving
+    _pump_for(ctl, 0.1)
+    assert read_episode_end(folder, eid) is None
+    ctl.key("ENTER", True)
+    ctl.confirm(True)
+    _pump_for(ctl, 0.1)
     csv_path = folder / f"{safe_name(eid)}.csv"
     assert csv_path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
     rows = read_rows(csv_path)
     assert len(rows) >= 10
-    ts = [r.t for r in rows]
-    assert all(abs((b - a) - 0.05) < 1e-9 for a, b in zip(ts, ts[1:]))  # one row every 50 ms of driving
+    # t is the measured driving time: it rises with the server's wall clock, never drifting from it
+    assert all(b.t > a.t for a, b in zip(rows, rows[1:]))
+    assert all(abs((b.t - a.t) - (b.wall_time - a.wall_time)) < 0.004 for a, b in zip(rows, rows[1:]))
+    assert abs((rows[-1].t - rows[0].t) - (rows[-1].wall_time - rows[0].wall_time)) < 0.004
     assert any(r.action == "forward" for r in rows)
     driven = [r for r in rows if r.action == "forward"]
     moved = ((rows[-1].x - rows[0].x) ** 2 + (rows[-1].y - rows[0].y) ** 2) ** 0.5

@@ -76,10 +76,14 @@ def test_viewer_page_steps_and_compares(browser, runs, artifacts):
         assert page.inner_text("#step-label").startswith("step 2 /")
         assert "step=2" in page.get_attribute(".vpanel .p-map", "src")
         page.wait_for_function("document.querySelector('.vpanel .p-view').naturalWidth > 0", timeout=30_000)
-        page.select_option("#compare", "1")
+        # the study session as the chosen run, compared with the agent (a run is never offered against itself)
+        page.goto(f"{url}/run/1/P9/{ep.episode_id}")
+        page.wait_for_selector(".vpanel")
+        assert [o for o in page.eval_on_selector_all("#compare option", "os => os.map(o => o.value)")] == ["", "0"]
+        page.select_option("#compare", "0")
         page.wait_for_function("document.querySelectorAll('.vpanel').length === 2")
-        second = page.locator(".vpanel").nth(1)
-        assert "participant P9" in second.locator(".p-title").inner_text()
+        first, second = page.locator(".vpanel").nth(0), page.locator(".vpanel").nth(1)
+        assert "participant P9" in first.locator(".p-title").inner_text()
         page.wait_for_function("[...document.querySelectorAll('.vpanel .p-map')].every(i => i.naturalWidth > 0)",
                                timeout=30_000)
         page.click("#jump-off")  # the study path drives straight off the reference
@@ -87,7 +91,7 @@ def test_viewer_page_steps_and_compares(browser, runs, artifacts):
         view = viewer.episode_view(1, f"P9/{ep.episode_id}")
         assert 40 <= view["left_reference_step"] <= 42  # 1 m at 25 mm a row
         assert page.inner_text("#step-label").startswith(f"step {view['left_reference_step']} /")
-        assert "this step" in second.locator(".p-off").inner_text()
+        assert "this step" in first.locator(".p-off").inner_text()
         page.wait_for_function(f"[...document.querySelectorAll('.vpanel .p-map')].every(i => i.complete && "
                                f"i.naturalWidth > 0 && i.src.includes('step='))", timeout=30_000)
         page.wait_for_timeout(1500)  # the maps of the new step render on the worker thread

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..core.parallel import add_parallel_options, parallel_settings
 
@@ -23,6 +24,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
     p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
+    from ..tasks.scene_roots import add_scene_root_option
+
+    add_scene_root_option(p)  # prepended to the config's scene_root
     p.set_defaults(func=_eval)
 
     q = sub.add_parser("quickstart", help="generate a few episodes on the shipped scenes and evaluate the oracle "
@@ -55,6 +59,12 @@ def _split_trailing_options(args: argparse.Namespace) -> list[str]:
         name, eq, value = item.partition("=")
         if item == "--no-progress":
             args.no_progress = True
+        elif name == "--scene-root":
+            if not eq:
+                if not items:
+                    raise ConfigError(f"'{name}' needs a value", field=name)
+                value = items.pop(0)
+            args.scene_root = [*(getattr(args, "scene_root", None) or []), value]
         elif name in _OPTION_ARGS:
             if not eq:
                 if not items:
@@ -76,10 +86,20 @@ def _split_trailing_options(args: argparse.Namespace) -> list[str]:
         elif item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'",
                               expected="--no-progress, --backend NAME, --workers N, --engine local|ray, --address HOST:PORT, "
-                                       "--job-timeout SECONDS or key=value overrides")
+                                       "--job-timeout SECONDS, --scene-root DIR or key=value overrides")
         else:
             overrides.append(item)
     return overrides
+
+
+def with_scene_roots(configured: Any, given: list | None) -> Any:
+    """A config's ``scene_root`` with the ``--scene-root`` folders (checked to exist) in front."""
+    from ..tasks.scene_roots import root_args
+
+    if not given:
+        return configured
+    before = [configured] if isinstance(configured, str) else list(configured or [])
+    return [str(p) for p in root_args(given)] + before
 
 
 def resolve_config_path(name: str) -> Path:
@@ -113,6 +133,7 @@ def _eval(args: argparse.Namespace) -> int:
     check_job_timeout(parallel["job_timeout"])
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides)
+    cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
     try:
         summary = run_eval(cfg, progress=not args.no_progress, **parallel)
     except ConfigError as exc:  # found at run time (mode_params, agent.params, ...): name the config file

@@ -571,12 +571,16 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     agent = make_run_agent(cfg, agent_factory)
     agent.check_sensors([s.to_spec() for s in cfg.sensors])  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
+    roots: list = []
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
         from ..tasks.scene_roots import resolve_episode_scenes
 
-        episodes = resolve_episode_scenes(episodes, episode_scene_roots(cfg, out))
+        roots = episode_scene_roots(cfg, out)
+        episodes = resolve_episode_scenes(episodes, roots)
     check_all_episode_bounds(episodes, settings, scene_loader)  # before anything is recorded or run
-    stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict()))})
+    # the scene roots (absolute) let ``vlnverse view`` find the run's scenes from anywhere
+    stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict())),
+                              "scene_roots": [str(r.resolve()) for r in roots]})
 
     log_path = out / EPISODES_FILE
     finished = drop_not_evaluated(log_path, read_finished(log_path))

@@ -17,6 +17,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="scenes rolled out in parallel for the observation cache and DAgger (same as workers=N)")
     p.add_argument("--engine", choices=("local", "ray"), default=None, help="local processes or a Ray cluster (engine=...)")
     p.add_argument("--address", default=None, help="Ray cluster HOST:PORT or auto (address=...)")
+    from ..tasks.scene_roots import add_scene_root_option
+
+    add_scene_root_option(p, "train/val episodes")
     p.set_defaults(func=_train)
     w = sub.add_parser("waypoints", help="candidate waypoint predictor (VLN-BERT): train on the toolkit's scenes, "
                                          "draw its predictions")
@@ -51,7 +54,7 @@ def _train(args: argparse.Namespace) -> int:
     from .agent import require_torch
     from .config import load_train_config, resolve_train_config_path
 
-    from ..eval.cli import _split_trailing_options
+    from ..eval.cli import _split_trailing_options, with_scene_roots
 
     args.backend = None
     overrides = _split_trailing_options(args)  # --workers / --engine / --address may follow the overrides
@@ -62,6 +65,7 @@ def _train(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)
+    cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
     require_torch()
     from .trainer import run_training
 

@@ -169,6 +169,9 @@ class TrainConfig:
     address: str | None = None
     #: seconds a worker may make no progress on a scene before it is killed and the scene retried (null: off)
     job_timeout: float | None = None
+    #: folder(s) searched first for the episodes' scenes (then the dataset's folder, the shipped
+    #: scenes; see ``vlnverse.tasks.scene_roots``); ``--scene-root`` adds to it
+    scene_root: Any = None
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
@@ -204,6 +207,9 @@ class TrainConfig:
         check_workers(self.workers, "workers")
         check_job_timeout(self.job_timeout, "job_timeout")
         require(self.engine in ("local", "ray"), "engine", f"got {self.engine!r}", "local or ray")
+        require(self.scene_root is None or isinstance(self.scene_root, str) or (
+            isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
+            "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
         require(self.address is None or self.engine == "ray", "address", f"got {self.address!r} with engine local",
                 "engine: ray")
 
@@ -222,7 +228,7 @@ class TrainConfig:
         """Settings that must match to resume a run folder (everything but ``out``, ``device`` and ``validation``)."""
         data = self.to_dict()
         for key in ("out", "device", "threads", "validation", "cache", "workers", "engine", "address",
-                    "job_timeout"):
+                    "job_timeout", "scene_root"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
         return data

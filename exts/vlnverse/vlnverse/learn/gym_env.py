@@ -67,6 +67,8 @@ class VLNEnv(gym.Env):
 
     ``episodes``: a JSONL path/folder or a list of ``Episode``; ``reset(options={"episode": i})``
     picks episode ``i`` (an index or an id), else one is drawn with the env's seeded generator.
+    Scenes are found as ``vlnverse eval`` finds them: ``scene_root`` (folder or list), the
+    episode file's folder, the shipped scenes (``vlnverse.tasks.scene_roots``).
     """
 
     metadata = {"render_modes": ["rgb_array"]}
@@ -76,16 +78,21 @@ class VLNEnv(gym.Env):
                  success_distance: float | None = None, vocab: Vocabulary | dict | None = None,
                  max_instruction_length: int = 80, success_bonus: float = 2.5, collision_penalty: float = 0.1,
                  mode_params: dict | None = None, scene_loader: Callable | None = None, backend: str = "auto",
-                 render_mode: str | None = None):
+                 render_mode: str | None = None, scene_root: Any = None):
         from ..eval.config import EpisodeSource, EvalConfig, NamedSpec
         from ..eval.runner import resolve_settings
         from ..sim.gym_env import observation_space_for
         from ..tasks.episode import load_episodes
+        from ..tasks.scene_roots import SceneResolver, root_args, scene_roots
 
+        dataset_dir = None
         if isinstance(episodes, (str, Path)):
             if not Path(episodes).exists():
                 raise ConfigError("episode file or folder not found", field="episodes", file=episodes)
+            dataset_dir = Path(episodes) if Path(episodes).is_dir() else Path(episodes).parent
             episodes = load_episodes(episodes)
+        # the one scene resolver: scene_root, the dataset's folder, the shipped scenes (as vlnverse eval)
+        self.resolve_scene = SceneResolver(scene_roots(root_args(scene_root, "scene_root"), dataset_dir))
         self.episodes = list(episodes or [])
         if not self.episodes:
             raise ConfigError("no episodes", field="episodes", expected="a non-empty episode list or JSONL path")
@@ -176,7 +183,7 @@ class VLNEnv(gym.Env):
                 raise ConfigError(f"episode index {index} out of range", field="options.episode",
                                   expected=f"0..{len(self.episodes) - 1}")
         self.episode = ep = self.episodes[index]
-        self._load_scene(str(ep.scene_path))
+        self._load_scene(str(ep.scene_path) if self.scene_loader is not None else str(self.resolve_scene(ep)))
         goals = np.array([g.position[:2] for g in ep.goals], dtype=float)
         self._goal_fn = goal_distance_fn(self.context, goals[-1:] if has_ordered_goals(ep) else goals)
         with warnings.catch_warnings():

@@ -190,11 +190,11 @@ def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress:
 
 
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
-                  field: str, progress: bool, resolve_scenes: bool = True) -> list:
+                  field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None) -> list:
     """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
     any episode carries that split; none left is a ``ConfigError`` naming ``field``. With
     ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file (looked up in
-    the dataset's folder, then the shipped scenes), as the eval runner does."""
+    ``scene_root``, the dataset's folder, then the shipped scenes), as the eval runner does."""
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
 
@@ -214,7 +214,7 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
         raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
     if not episodes:
         raise ConfigError(f"empty split: no '{task_type}' episodes", field=field, expected="at least one episode")
-    return resolve_episode_scenes(episodes, scene_roots(None, dataset_dir)) if resolve_scenes else episodes
+    return resolve_episode_scenes(episodes, scene_roots(scene_root, dataset_dir)) if resolve_scenes else episodes
 
 
 # -------------------------------------------------------------------------------------------- trainer
@@ -264,7 +264,7 @@ class Trainer:
     def _episodes(self) -> tuple[list, dict[str, list]]:
         cfg = self.cfg
         common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
-                      progress=self.progress, resolve_scenes=self.scene_loader is None)
+                      progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root)
         train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
         val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
         return train, val

@@ -175,6 +175,24 @@ def render_map_array(desc: SceneDescription, maps: SceneMaps, *, paths: Sequence
     return np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
 
 
+def render_map_layers(desc: SceneDescription, maps: SceneMaps, *, paths: Sequence[dict[str, Any]] | None = None,
+                      markers: Sequence[dict[str, Any]] | None = None, title: str | None = None,
+                      dpi: int = 100) -> tuple[np.ndarray, Any]:
+    """:func:`render_map_array` plus ``to_pixels(xy) -> (N, 2)`` (column, row) of world points in
+    that picture, so a caller can draw changing overlays on a picture rendered once."""
+    fig = _figure(desc, maps, paths, markers, title, dpi)
+    fig.canvas.draw()
+    image = np.asarray(fig.canvas.buffer_rgba())[:, :, :3].copy()
+    transform = fig.axes[0].transData.frozen()
+    height = image.shape[0]
+
+    def to_pixels(xy: Any) -> np.ndarray:
+        d = transform.transform(np.atleast_2d(np.asarray(xy, dtype=float))[:, :2])
+        return np.c_[d[:, 0], height - d[:, 1]]
+
+    return image, to_pixels
+
+
 def render_map_png(desc: SceneDescription, maps: SceneMaps, out_path: str | Path, *,
                    paths: Sequence[dict[str, Any]] | None = None, markers: Sequence[dict[str, Any]] | None = None,
                    title: str | None = None, dpi: int = 150) -> Path:

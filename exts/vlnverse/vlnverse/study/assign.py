@@ -31,11 +31,44 @@ STUDY_FILE = "study.json"
 PARTICIPANTS = "participants"
 
 
+def resolve_scenes_or_fail(episodes: list, roots: list[Path]) -> list:
+    """Copies of ``episodes`` with resolved scene files; ``SceneError`` (one line naming the first
+    episode whose scene is in no root, the roots searched, and how many more are missing)."""
+    from ..core.errors import SceneError
+    from ..tasks.scene_roots import SceneResolver
+
+    resolver = SceneResolver(roots)
+    out, missing = [], []
+    for e in episodes:
+        try:
+            out.append(resolver.resolved(e))
+        except SceneError as exc:
+            missing.append(exc)
+    if missing:
+        more = f" ({len(missing) - 1} more episode(s) miss their scene)" if len(missing) > 1 else ""
+        raise SceneError(f"{missing[0]}{more}")
+    return out
+
+
+def practice_ids(practice: Any, ids: list[str]) -> list[str]:
+    """The practice episode ids of a study: the first N of ``ids``, or the listed ids (each must
+    be one of the study's episodes, else ``ConfigError`` naming ``practice_episodes``)."""
+    if isinstance(practice, int):
+        return ids[:practice]
+    unknown = [e for e in practice if e not in ids]
+    if unknown:
+        raise ConfigError(f"unknown episode id(s) {unknown}", field="practice_episodes",
+                          expected=f"ids of the study's episodes, e.g. {ids[:3]}")
+    return list(dict.fromkeys(practice))
+
+
 class StudyStore:
     """The study folder: episodes, participants' assignments and their progress (thread-safe)."""
 
-    def __init__(self, out: str | Path, config: StudyConfig, episodes_file: str | Path | None = None):
+    def __init__(self, out: str | Path, config: StudyConfig, episodes_file: str | Path | None = None, *,
+                 scene_root: Any = None):
         from ..tasks.episode import load_episodes, save_episodes
+        from ..tasks.scene_roots import recorded_roots, recorded_scene_roots, root_args, scene_roots
 
         self.out = Path(out)
         self.config = config
@@ -60,9 +93,21 @@ class StudyStore:
                               field="--episodes", expected="an episode file for a new study")
         if not episodes:
             raise ConfigError("no episodes", file=saved, expected="at least one episode")
-        self.episodes = {e.episode_id: e for e in episodes}
-        self.order = [e.episode_id for e in episodes]
-        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes)})
+        # every episode's scene is found now (the one resolver, vlnverse.tasks.scene_roots): a scene
+        # in no root stops the server with one line for the experimenter, never a black view later
+        if episodes_file is not None:
+            dataset_dir = Path(episodes_file) if Path(episodes_file).is_dir() else Path(episodes_file).parent
+            self.scene_roots = scene_roots(root_args(scene_root) + recorded_roots(self.out), dataset_dir)
+        else:
+            self.scene_roots = recorded_scene_roots(self.out, scene_root)
+        self.episodes = {e.episode_id: e for e in resolve_scenes_or_fail(episodes, self.scene_roots)}
+        self.practice = practice_ids(config.practice_episodes, [e.episode_id for e in episodes])
+        self.order = [e.episode_id for e in episodes if e.episode_id not in self.practice]  # the assigned pool
+        if not self.order:
+            raise ConfigError(f"the {len(self.practice)} practice episode(s) leave no episode to assign",
+                              field="practice_episodes", expected=f"fewer than the study's {len(episodes)} episodes")
+        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes),
+                                                  "scene_roots": [str(r.resolve()) for r in self.scene_roots]})
 
     # ------------------------------------------------------------------ participants
 
@@ -81,8 +126,8 @@ class StudyStore:
             path = self.folder(pid) / "assignment.json"
             if path.is_file():
                 return json.loads(path.read_text(encoding="utf-8"))
-            record = {"participant": pid, "episodes": self._draw(pid, seen=set()), "consented_at": None,
-                      "created_at": round(time.time(), 3)}
+            record = {"participant": pid, "practice": list(self.practice), "episodes": self._draw(pid, seen=set()),
+                      "consented_at": None, "created_at": round(time.time(), 3)}
             record["seen_scenes"] = sorted({self.episodes[e].scene_id for e in record["episodes"]})
             write_json_atomic(path, record)
             return record
@@ -122,16 +167,40 @@ class StudyStore:
         chosen = [candidates[i] for i in ranked[: self.config.episodes_per_participant]]
         return [chosen[i] for i in rng.permutation(len(chosen))]
 
+    def withdrawn(self, pid: str) -> bool:
+        """Whether ``pid`` withdrew (their id cannot be used again)."""
+        path = self.folder(pid) / "assignment.json"
+        return path.is_file() and bool(json.loads(path.read_text(encoding="utf-8")).get("withdrawn_at"))
+
+    def withdraw(self, pid: str) -> dict[str, Any]:
+        """Mark ``pid`` withdrawn; with ``withdraw_data: delete`` their logs are deleted (the
+        assignment stays, holding only the id and the time, so the id is refused later)."""
+        with self._lock:
+            record = self.assignment(pid)
+            record["withdrawn_at"] = round(time.time(), 3)
+            if self.config.withdraw_data == "delete":
+                for path in self.folder(pid).iterdir():
+                    if path.name != "assignment.json" and path.is_file():
+                        path.unlink()
+                record["data_deleted"] = True
+            write_json_atomic(self.folder(pid) / "assignment.json", record)
+            return record
+
+    def is_practice(self, pid: str, episode_id: str) -> bool:
+        """Whether ``episode_id`` is one of ``pid``'s practice episodes."""
+        return episode_id in self.assignment(pid).get("practice", [])
+
     # ------------------------------------------------------------------ progress
 
     def progress(self, pid: str) -> tuple[int, int]:
-        """(episodes ended, episodes assigned) of a participant."""
+        """(episodes ended, episodes assigned) of a participant, practice episodes not counted."""
         record = self.assignment(pid)
         folder = self.folder(pid)
         return sum(1 for e in record["episodes"] if read_episode_end(folder, e) is not None), len(record["episodes"])
 
     def current(self, pid: str) -> str | None:
-        """The participant's first assigned episode that has not ended (None when all have)."""
+        """The participant's first practice or assigned episode that has not ended (None when all have)."""
         record = self.assignment(pid)
         folder = self.folder(pid)
-        return next((e for e in record["episodes"] if read_episode_end(folder, e) is None), None)
+        return next((e for e in record.get("practice", []) + record["episodes"] if read_episode_end(folder, e) is None),
+                    None)

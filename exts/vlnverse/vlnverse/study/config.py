@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..core.config import from_dict, load_yaml, require
 
@@ -26,6 +27,11 @@ class StudyConfig:
     Q/E is held. ``log_interval_s`` is the logging and streaming period (50 ms in the paper).
     ``idle_timeout_s``: a participant's simulator is closed after this long without a connection.
     ``max_episode_s``: driving time after which an episode ends as ``max_steps``.
+    ``practice_episodes``: episodes every participant drives first, flagged as practice and never
+    scored — a number N (the first N episodes of the study's file) or a list of episode ids; they
+    are left out of the assignment. ``pause_s``: the break screen between episodes (s).
+    ``withdraw_data``: what happens to a participant's logs when they withdraw (``keep`` or
+    ``delete``); the consent text shown says which (:meth:`consent_shown`).
     """
 
     title: str = "vlnverse navigation study"
@@ -44,6 +50,9 @@ class StudyConfig:
     look_repeat_s: float = 0.25
     idle_timeout_s: float = 300.0
     max_episode_s: float = 600.0
+    practice_episodes: Any = 0
+    pause_s: float = 3.0
+    withdraw_data: str = "keep"
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the field for any invalid value."""
@@ -61,6 +70,21 @@ class StudyConfig:
             value = float(getattr(self, name))
             require(math.isfinite(value) and value > 0, name, f"got {value}", "a positive number")
         require(0.01 <= self.log_interval_s <= 1.0, "log_interval_s", f"got {self.log_interval_s}", "0.01..1 s")
+        p = self.practice_episodes
+        require((isinstance(p, int) and not isinstance(p, bool) and p >= 0)
+                or (isinstance(p, list) and all(isinstance(e, str) and e for e in p)),
+                "practice_episodes", f"got {p!r}", "a number >= 0 or a list of episode ids")
+        require(math.isfinite(float(self.pause_s)) and 0 <= self.pause_s <= 120, "pause_s", f"got {self.pause_s}",
+                "0..120 s")
+        require(self.withdraw_data in ("keep", "delete"), "withdraw_data", f"got {self.withdraw_data!r}",
+                "keep or delete")
+
+    def consent_shown(self) -> str:
+        """The consent text with what withdrawing does to the participant's data."""
+        fate = ("deleted" if self.withdraw_data == "delete" else
+                "kept (only your id and the robot's movements) and may be used")
+        return (f"{self.consent_text.rstrip()}\n\nYou can withdraw at any time with the 'Withdraw' button. "
+                f"If you withdraw, the data recorded so far is {fate}, and your participant id cannot be used again.")
 
 
 def load_study_config(path: str | Path | None) -> StudyConfig:

@@ -134,12 +134,13 @@ def read_rows(path: str | Path, *, strict: bool = False) -> list[LogRow]:
 
 
 def write_episode_end(folder: Path, episode_id: str, *, termination: str, collision_mode: str,
-                      failure: str | None = None, driving_s: float = 0.0) -> Path:
-    """Record how an episode ended (``<episode_id>.json`` beside its CSV)."""
+                      failure: str | None = None, driving_s: float = 0.0, practice: bool = False) -> Path:
+    """Record how an episode ended (``<episode_id>.json`` beside its CSV); ``practice``
+    episodes are never scored."""
     return write_json_atomic(folder / f"{safe_name(episode_id)}.json",
                              {"episode_id": episode_id, "termination": termination, "failure": failure,
                               "collision_mode": collision_mode, "driving_s": round(driving_s, 3),
-                              "ended_at": round(time.time(), 3)})
+                              "practice": bool(practice), "ended_at": round(time.time(), 3)})
 
 
 def read_episode_end(folder: Path, episode_id: str) -> dict | None:

@@ -41,12 +41,14 @@ class StudyPanelController:
         self.pid: str | None = None
         self.episode_id: str | None = None
         self.held: set[str] = set()
+        self.confirming = False  # Enter was pressed: waiting for the answer to "Are you at the goal?"
 
     def load(self, episodes_file: str | Path, scene_id: str, body: str | None, out: str | Path, participant: str,
-             config: str | Path | None = None) -> dict:
+             config: str | Path | None = None, scene_root: Any = None) -> dict:
         """Load the study: the episodes of ``scene_id`` from ``episodes_file`` (saved into ``out``),
-        ``body`` (default: the config's or the task's), participant ``participant``. Returns the
-        ``consent`` message."""
+        ``body`` (default: the config's or the task's), participant ``participant``. Scenes are
+        found in ``scene_root`` (folders, or one ``os.pathsep``-separated list), the episode file's
+        folder and the shipped scenes, as ``vlnverse eval`` finds them. Returns the ``consent`` message."""
         from ..core.errors import ConfigError
         from ..tasks.episode import load_episodes, save_episodes
         from .assign import StudyStore
@@ -66,7 +68,11 @@ class StudyPanelController:
         source = Path(out) / f"panel_{scene_id}.jsonl"
         source.parent.mkdir(parents=True, exist_ok=True)
         save_episodes(source, episodes)
-        self.store = StudyStore(out, cfg, source)
+        from ..tasks.scene_roots import root_args
+
+        src = Path(episodes_file)
+        roots = root_args(scene_root) + [src if src.is_dir() else src.parent]  # the copy in ``out`` keeps portable paths
+        self.store = StudyStore(out, cfg, source, scene_root=roots)
         self.pid = pid
         self.driver = ParticipantDriver(self.store, pid, on_frame=self.on_frame, on_event=self._event,
                                         threaded=False, backend=self.backend)
@@ -90,16 +96,26 @@ class StudyPanelController:
             self.driver.start(self.episode_id)
 
     def key(self, name: str, pressed: bool) -> None:
-        """A keyboard event (``carb.input.KeyboardInput`` member name): held keys drive; Enter ends the episode."""
+        """A keyboard event (``carb.input.KeyboardInput`` member name): held keys drive; Enter asks
+        "Are you at the goal?" (a ``confirm`` message; :meth:`confirm` answers it), as the browser does."""
         if name in END_KEYS:
-            if pressed and self.episode_id is not None:
-                self.driver.finish(self.episode_id, "stop")
+            if pressed and self.episode_id is not None and not self.confirming:
+                self.confirming = True
+                self.held.clear()
+                self.driver.keys = frozenset()
+                self.on_message({"type": "confirm", "question": "Are you at the goal?"})
             return
         key = KEY_MAP.get(name)
-        if key is None:
+        if key is None or self.confirming:
             return
         (self.held.add if pressed else self.held.discard)(key)
         self.driver.keys = frozenset(self.held)
+
+    def confirm(self, at_goal: bool) -> None:
+        """The answer to "Are you at the goal?": yes ends the episode (the STOP), no goes on driving."""
+        self.confirming = False
+        if at_goal and self.episode_id is not None:
+            self.driver.finish(self.episode_id, "stop")
 
     def update(self) -> None:
         """Call every Kit update: runs the driver's commands and its 50 ms tick when due."""
@@ -142,7 +158,7 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
         self._ui = ui
         self.controller = StudyPanelController(backend="isaac", on_message=self._message)
         self._popup = None
-        self.window = ui.Window(self.TITLE, width=420, height=330)
+        self.window = ui.Window(self.TITLE, width=420, height=360)
         with self.window.frame:
             with ui.VStack(spacing=4):
                 self._episodes = self._row("Episode file", "")
@@ -157,6 +173,7 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
                 self._bodies = bodies
                 self._pid = self._row("Participant id", "")
                 self._out = self._row("Output folder", str(Path.cwd() / "study"))
+                self._roots = self._row("Scene roots", "")
                 ui.Button("Load", height=28, clicked_fn=self._load)
                 self._status = ui.Label("", word_wrap=True)
         keyboard = omni.appwindow.get_default_app_window().get_keyboard()
@@ -184,7 +201,8 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
         try:
             body = self._bodies[self._body.model.get_item_value_model().as_int]
             self.controller.load(self._episodes.model.get_value_as_string(), self._scene.model.get_value_as_string(),
-                                 body, self._out.model.get_value_as_string(), self._pid.model.get_value_as_string())
+                                 body, self._out.model.get_value_as_string(), self._pid.model.get_value_as_string(),
+                                 scene_root=self._roots.model.get_value_as_string() or None)
         except Exception as exc:  # noqa: BLE001 - one line in the panel
             self._status.text = str(exc)
 
@@ -196,26 +214,35 @@ class StudyPanelWindow:  # pragma: no cover - needs omni.ui (Isaac Sim)
             self.controller.key(event.input.name, event.type != kinds.KEY_RELEASE)
         return True
 
-    def _show_popup(self, title: str, text: str, button: str, action: Callable[[], None]) -> None:
+    def _show_popup(self, title: str, text: str, button: str, action: Callable[[], None],
+                    other: tuple[str, Callable[[], None]] | None = None) -> None:
         ui = self._ui
         self._popup = ui.Window(title, width=460, height=240,
                                 flags=ui.WINDOW_FLAGS_MODAL | ui.WINDOW_FLAGS_NO_RESIZE)
 
-        def press() -> None:
-            self._popup.visible = False
-            action()
+        def press(fn: Callable[[], None]) -> Callable[[], None]:
+            def pressed() -> None:
+                self._popup.visible = False
+                fn()
+            return pressed
 
         with self._popup.frame:
             with ui.VStack(spacing=8):
                 ui.Label(text, word_wrap=True)
-                ui.Button(button, height=30, clicked_fn=press)
+                ui.Button(button, height=30, clicked_fn=press(action))
+                if other is not None:
+                    ui.Button(other[0], height=30, clicked_fn=press(other[1]))
 
     def _message(self, msg: dict) -> None:
         kind = msg.get("type")
         if kind == "consent":
             self._show_popup(msg["title"], msg["text"], "I agree", self.controller.agree)
+        elif kind == "confirm":
+            self._show_popup("Finish?", msg["question"], "Yes, I am at the goal", lambda: self.controller.confirm(True),
+                             ("No, keep driving", lambda: self.controller.confirm(False)))
         elif kind == "episode":
-            head = f"Episode {msg['index']} of {msg['total']}" + (" (resumed)" if msg["resumed"] else "")
+            head = ("Practice episode (not scored)" if msg.get("practice") else f"Episode {msg['index']} of {msg['total']}") \
+                + (" (resumed)" if msg["resumed"] else "")
             self._show_popup(head, msg["instruction"] or "(no instruction)",
                              "Start (W/A/S/D or arrows drive, Q/E look, Enter ends)", self.controller.begin)
         elif kind == "complete":

@@ -112,10 +112,13 @@ def score_csv(path: Path, episode: Any, end: dict, *, forward_step: float = 0.25
     }
 
 
-def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
+def score_records(study_dir: str | Path, scene_root: Any = None) -> tuple[list[dict], dict]:
     """Records of every ended episode in a study folder, and what was skipped
-    (``{"malformed": [{"file", "error"}], "unfinished": n}``)."""
+    (``{"malformed": [{"file", "error"}], "unfinished": n, "practice": n}``). Scenes are found in ``scene_root``
+    (``--scene-root``), the roots the study recorded, the study folder and the shipped scenes; a
+    scene in none is a ``SceneError`` naming the episode and the roots."""
     from ..tasks.episode import load_episodes
+    from ..tasks.scene_roots import SceneResolver, recorded_scene_roots
 
     root = Path(study_dir)
     if not (root / STUDY_FILE).is_file() or not (root / EPISODES_FILE).is_file():
@@ -123,7 +126,8 @@ def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
                                                                     "written by 'vlnverse study serve'")
     episodes = {safe_name(e.episode_id): e for e in load_episodes(root / EPISODES_FILE)}
     records: list[dict] = []
-    skipped: dict[str, Any] = {"malformed": [], "unfinished": 0}
+    skipped: dict[str, Any] = {"malformed": [], "unfinished": 0, "practice": 0}
+    resolve = SceneResolver(recorded_scene_roots(root, scene_root))
     for path in sorted((root / PARTICIPANTS).glob("*/*.csv")):
         episode = episodes.get(path.stem)
         if episode is None:
@@ -133,8 +137,11 @@ def score_records(study_dir: str | Path) -> tuple[list[dict], dict]:
         if end is None:
             skipped["unfinished"] += 1
             continue
+        if end.get("practice"):  # practice episodes are never scored
+            skipped["practice"] += 1
+            continue
         try:
-            records.append(score_csv(path, episode, end))
+            records.append(score_csv(path, resolve.resolved(episode), end))
         except (ConfigError, ValueError, KeyError, UnicodeDecodeError) as exc:
             skipped["malformed"].append({"file": str(path), "error": str(exc)})
     return records, skipped
@@ -161,13 +168,14 @@ def human_rows(records: list[dict]) -> dict[str, dict]:
     return out
 
 
-def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, print_summary: bool = True) -> dict:
+def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, print_summary: bool = True,
+                scene_root: Any = None) -> dict:
     """Score a study folder; print the table (human row and its spread per task) and write
     ``DIR/summary.json`` (``vlnverse eval``'s layout plus ``human``) and ``DIR/human_episodes.jsonl``."""
     from ..eval.runner import print_table, summarize
 
     root = Path(study_dir)
-    records, skipped = score_records(root)
+    records, skipped = score_records(root, scene_root)
     for bad in skipped["malformed"]:
         print(f"vlnverse study score: skipped malformed {bad['file']}: {bad['error']}", file=sys.stderr)
     config = json.loads((root / STUDY_FILE).read_text(encoding="utf-8")).get("config", {})
@@ -179,7 +187,7 @@ def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, p
         summary["by_task"] = {k: summarize(v, run=run)["overall"] for k, v in _by_task(records).items()}
     summary["human"] = human_rows(records)
     summary["skipped"] = {"malformed": len(skipped["malformed"]), "malformed_files": skipped["malformed"],
-                          "unfinished": skipped["unfinished"]}
+                          "unfinished": skipped["unfinished"], "practice": skipped["practice"]}
     write_json_atomic(Path(json_path) if json_path else root / SUMMARY_FILE, to_jsonable(summary))
     write_jsonl_atomic(root / RECORDS_FILE, to_jsonable(records))
     if print_summary:
@@ -191,7 +199,7 @@ def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, p
                          {"means": row["std"], "episodes": row["episodes"], "invalid_actions": 0}))
         print_table(rows, title="vlnverse study score")
         print(f"{len(records)} episodes scored; skipped {len(skipped['malformed'])} malformed, "
-              f"{skipped['unfinished']} unfinished; wrote {Path(json_path) if json_path else root / SUMMARY_FILE}")
+              f"{skipped['unfinished']} unfinished, {skipped['practice']} practice; wrote {Path(json_path) if json_path else root / SUMMARY_FILE}")
     return summary
 
 

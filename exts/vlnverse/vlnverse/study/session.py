@@ -1,13 +1,15 @@
 """One participant's driving session: a simulator owned by one thread, stepped every tick.
 
 The tick (``log_interval_s``, 50 ms) reads the keys the browser says are held, turns them into
-one ``VelocityAction`` lasting one tick (plus a camera tilt at most every ``look_repeat_s``),
-steps the episode's rollout — the same object and collision rules the evaluation runner
-uses — logs one CSV row and hands a JPEG of the first-person RGB view to the socket. Keys are
-state, not events: holding a key drives at the configured speed and never queues actions.
-The thread exits (closing the simulator) after ``idle_timeout_s`` without a command.
+one ``VelocityAction`` lasting the time that passed since the previous step (plus a camera tilt
+at most every ``look_repeat_s``), steps the episode's rollout — the same object and collision
+rules the evaluation runner uses — publishes the pose and hands a JPEG of the first-person RGB
+view to the socket. A logger thread writes one CSV row at every 50 ms deadline from the
+published pose (``t`` measured, not counted), so rendering never delays a row. Keys are state,
+not events: holding a key drives at the configured speed and never queues actions. The thread
+exits (closing the simulator) after ``idle_timeout_s`` without a command.
 
-``threaded=False`` runs the same session without a thread: the owner calls :meth:`ParticipantDriver.pump`
+``threaded=False`` runs the same session without threads (rows logged in the tick): the owner calls :meth:`ParticipantDriver.pump`
 from its own loop (the Isaac Sim study panel, from Kit's update events on the main thread, where
 PhysX must be stepped); ``backend`` picks the simulator backend (``auto`` | ``mujoco`` | ``isaac``).
 """
@@ -31,6 +33,8 @@ log = logging.getLogger(__name__)
 
 #: Key names the page sends (the page maps W/↑, S/↓, A/←, D/→, Q, E onto them).
 KEYS = ("forward", "back", "left", "right", "look_up", "look_down")
+#: How long before each log row the driver thread steps the physics (threaded drivers).
+LEAD_S = 0.01
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int) -> bytes:
@@ -54,9 +58,10 @@ def episode_message(store: StudyStore, pid: str) -> dict:
     episode = store.episodes[eid]
     csv_path = store.folder(pid) / f"{safe_name(eid)}.csv"
     rows = read_rows(csv_path) if csv_path.is_file() else []
+    practice = store.is_practice(pid, eid)
     return {"type": "episode", "episode_id": eid, "instruction": episode.instruction_text,
-            "task_type": episode.task_type, "index": done + 1, "total": total,
-            "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
+            "task_type": episode.task_type, "index": 0 if practice else done + 1, "total": total,
+            "practice": practice, "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
 
 
 class ParticipantDriver:
@@ -73,15 +78,26 @@ class ParticipantDriver:
         self.on_frame, self.on_event = on_frame, on_event
         self.keys: frozenset[str] = frozenset()
         self.ticks: list[float] = []  # monotonic time of every logged row (for the bench)
+        self.contact = False  # contact since the previous frame, read by ``on_frame`` (the collision cue)
         self._commands: queue.Queue = queue.Queue()
         self._sim = self._scene = None
         self._episode = self._rollout = self._log = None
         self._driving = False
         self._backend = backend
         self._closed = False
+        # the log rows: written by a logger thread at the 50 ms deadlines (threaded drivers), from the
+        # pose the driver thread publishes after each physics step, so rendering never delays a row
+        self._state = threading.Lock()
+        self._logging = False
+        self._pose_now = None
+        self._contact_row = False  # contact since the previous row
+        self._t_origin = self._row_next = 0.0
+        self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"study-{pid}", daemon=True) if threaded else None
+        self._logger = threading.Thread(target=self._log_loop, name=f"study-log-{pid}", daemon=True) if threaded else None
         if self._thread is not None:
             self._thread.start()
+            self._logger.start()
 
     # ------------------------------------------------------------------ commands (any thread)
 
@@ -164,6 +180,7 @@ class ParticipantDriver:
 
     def _shutdown(self) -> None:
         self._closed = True
+        self._stop.set()
         self._end_log()
         if self._sim is not None:
             self._sim.close()
@@ -176,9 +193,7 @@ class ParticipantDriver:
             self._next = time.perf_counter()
         elif cmd[0] == "pause":
             self._driving = False
-            if self._log is not None:
-                self._log.close()
-                self._log = None
+            self._end_log()
         elif cmd[0] == "finish":
             self._finish(cmd[1], episode_id=cmd[2])
 
@@ -215,45 +230,92 @@ class ParticipantDriver:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             self._rollout.reset()
-        self._log = EpisodeLog(self.store.folder(self.pid) / f"{safe_name(episode_id)}.csv")
-        last = self._log.last
-        if last is not None:  # resume at the last logged pose
+        episode_log = EpisodeLog(self.store.folder(self.pid) / f"{safe_name(episode_id)}.csv")
+        last = episode_log.last
+        if last is not None:  # resume at the last logged pose; the driving clock continues
             self._sim.teleport(AgentPose(last.x, last.y, last.yaw, last.pitch))
-            self._t = last.t + self.cfg.log_interval_s
-        else:
-            self._t = 0.0
+        t0 = last.t + self.cfg.log_interval_s if last is not None else 0.0
+        now = time.perf_counter()
+        with self._state:  # the first row: just after the first physics step
+            self._log, self._t_origin, self._row_next = episode_log, now - t0, now + LEAD_S
+            self._pose_now, self._contact_row, self._logging = self._sim.pose, False, True
+        self._last_step = now
         self._last_look = -math.inf
-        self._coasting = self._collided = False
+        self._coasting = self._collided = self._contact_since_frame = False
         self._skipped = 0
+        self._sim_debt = 0.0  # driving time not yet simulated (the physics runs whole control ticks)
+        control = getattr(self._sim, "control", None)
+        self._control_dt = 1.0 / control.control_hz if control is not None else None
         self._send_frame()
-        self.on_event({"type": "ready", "episode_id": episode_id, "t": round(self._t, 3)})
+        self.on_event({"type": "ready", "episode_id": episode_id, "t": round(t0, 3)})
+
+    # ------------------------------------------------------------------ logging
+
+    def _write_row(self, now: float) -> None:
+        """Log the pose published last, sampled at ``now``: ``t`` is the measured driving time
+        (``now`` minus the episode's clock origin), never a count of ticks. Call with ``_state`` held."""
+        cfg, keys, pose = self.cfg, self.keys, self._pose_now
+        action = "+".join(k for k in KEYS if k in keys and (k != "back" or cfg.allow_backward)) or IDLE
+        self.ticks.append(now)
+        self._log.write(LogRow(now - self._t_origin, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action,
+                               self._contact_row))
+        self._contact_row = False
+
+    def _log_loop(self) -> None:
+        """The logger thread: one row at every ``log_interval_s`` deadline while an episode runs
+        (a row that comes more than a tick late moves the next deadline on: no bursts)."""
+        dt = self.cfg.log_interval_s
+        while not self._stop.is_set():
+            with self._state:
+                active, due = self._logging and self._log is not None, self._row_next
+            if not active:
+                self._stop.wait(0.01)
+                continue
+            delay = due - time.perf_counter()
+            if delay > 0:
+                self._stop.wait(min(delay, 0.1))
+                continue
+            with self._state:
+                if not (self._logging and self._log is not None) or self._row_next != due:
+                    continue
+                now = time.perf_counter()
+                self._write_row(now)
+                # on time: keep the 50 ms grid; late by more than 10 ms: the next row 50 ms after this one
+                self._row_next = due + dt if now - due <= 0.01 else now + dt
 
     def _tick(self) -> None:
-        """Wait for the tick's deadline, log the pose sampled there, then apply the held keys."""
+        """Wait for the tick's deadline, then apply the held keys over the time that really passed
+        since the previous physics step (whole control ticks, the remainder carried), publish the
+        pose and render a frame when there is time. Unthreaded drivers log the row here first."""
         from ..sim.types import DiscreteAction, VelocityAction
 
         cfg, dt = self.cfg, self.cfg.log_interval_s
         delay = self._next - time.perf_counter()
         if delay > 0:
             time.sleep(delay)
+        now = time.perf_counter()
+        if self._thread is None:  # unthreaded (the Isaac Sim panel): the row is logged here, before the step
+            with self._state:
+                if self._log is not None:
+                    self._write_row(now)
         keys = self.keys
         v = cfg.linear_speed * (("forward" in keys) - (cfg.allow_backward and "back" in keys))
         omega = math.radians(cfg.angular_speed_deg) * (("left" in keys) - ("right" in keys))
         look = ("look_up" in keys) - ("look_down" in keys)
         pose = self._sim.pose
-        action = "+".join(k for k in KEYS if k in keys and (k != "back" or cfg.allow_backward)) or IDLE
-        now = time.perf_counter()
-        self.ticks.append(now)
-        self._log.write(LogRow(self._t, time.time(), pose.x, pose.y, pose.yaw, pose.pitch, action, self._collided))
-        self._t += dt
+        elapsed, self._last_step = min(now - self._last_step, 0.25), now  # the time that really passed
         results = []
-        if v or omega:
-            results.append(self._rollout.step(VelocityAction(float(v), float(omega), dt)))
+        if v or omega or self._coasting:
+            step_s = self._sim_step_s(elapsed)
+        else:
+            step_s, self._sim_debt = 0.0, 0.0  # standing still: idle time is not owed to the physics
+        if (v or omega) and step_s:
+            results.append(self._rollout.step(VelocityAction(float(v), float(omega), step_s)))
             self._coasting = True
-        elif self._coasting and not self._rollout.done:
+        elif self._coasting and not self._rollout.done and step_s:
             # keys released: brake to rest (the base keeps its momentum otherwise) and stop
             # stepping once a tick moves it less than 1 mm and 0.1 degree
-            results.append(self._rollout.step(VelocityAction(0.0, 0.0, dt)))
+            results.append(self._rollout.step(VelocityAction(0.0, 0.0, step_s)))
             after = results[-1].pose
             self._coasting = (after.distance_to(pose) > 1e-3
                               or abs(math.remainder(after.yaw - pose.yaw, math.tau)) > math.radians(0.1))
@@ -261,6 +323,11 @@ class ParticipantDriver:
             self._last_look = now
             results.append(self._rollout.step(DiscreteAction.LOOK_UP if look > 0 else DiscreteAction.LOOK_DOWN))
         self._collided = any(r.collided for r in results)
+        self._contact_since_frame |= self._collided
+        if results:
+            with self._state:  # what the next row logs
+                self._pose_now = self._sim.pose
+                self._contact_row |= self._collided
         self._next += dt
         if results:
             # render only with time to spare before the next row; at least every 5th tick
@@ -270,15 +337,37 @@ class ParticipantDriver:
                 self._skipped += 1
         elif self._skipped:  # standing still: catch up on the frame that was skipped
             self._send_frame()
-        if time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
+        if self._thread is not None:
+            # threaded: step LEAD before each of the logger's deadlines, so every row logs a pose
+            # simulated up to the same short time before it (a steady lag, not 0-50 ms)
+            with self._state:
+                row_next = self._row_next
+            self._next = row_next - LEAD_S
+            while self._next <= time.perf_counter() + 1e-3:
+                self._next += dt
+        elif time.perf_counter() > self._next + dt:  # fell behind by more than a tick: do not burst
             self._next = time.perf_counter()
         done = next((r for r in results if r.done), None)
         if done is not None:
             self._finish(done.termination or "stop", failure=done.info.get("failure"))
 
+    def _sim_step_s(self, dt: float) -> float:
+        """Simulated seconds for a tick of ``dt``: whole control ticks, carrying the remainder to the
+        next tick, so the simulated time keeps up with the driving time. (A 50 ms tick is 2.5
+        control ticks at 50 Hz; the simulator rounds a duration to whole ticks, so commanding
+        50 ms every tick ran 40 ms: the body reached 80 % of the configured speeds.)"""
+        if self._control_dt is None:
+            return dt
+        self._sim_debt += dt
+        ticks = int(self._sim_debt / self._control_dt + 1e-6)
+        self._sim_debt -= ticks * self._control_dt
+        return ticks * self._control_dt
+
     def _send_frame(self) -> None:
-        """Render the first-person RGB view at the current pose and hand it on as a JPEG."""
+        """Render the first-person RGB view at the current pose and hand it on as a JPEG;
+        :attr:`contact` says whether the body touched something since the previous frame."""
         self._skipped = 0
+        self.contact, self._contact_since_frame = self._contact_since_frame, False
         image = self._sim.render_at(self._sim.pose, self._camera)
         self.on_frame(encode_jpeg(image.get(self._camera.name, next(iter(image.values()))), self.cfg.jpeg_quality))
 
@@ -290,7 +379,7 @@ class ParticipantDriver:
         if episode_id is None or read_episode_end(folder, episode_id) is not None:
             return  # nothing running, or already ended
         if self._episode is not None and self._episode.episode_id == episode_id:
-            driving_s = self._t
+            driving_s = time.perf_counter() - self._t_origin
             if termination == "stop" and not self._rollout.done:
                 from ..sim.types import DiscreteAction
 
@@ -302,12 +391,14 @@ class ParticipantDriver:
         self._driving = False
         self._end_log()
         write_episode_end(folder, episode_id, termination=termination, collision_mode=self.cfg.collision_mode,
-                          failure=failure, driving_s=driving_s)
+                          failure=failure, driving_s=driving_s, practice=self.store.is_practice(self.pid, episode_id))
         self._episode = self._rollout = None
         self.on_event({"type": "episode_end", "episode_id": episode_id, "termination": termination,
                        "failure": failure})
 
     def _end_log(self) -> None:
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        with self._state:
+            self._logging = False
+            if self._log is not None:
+                self._log.close()
+                self._log = None

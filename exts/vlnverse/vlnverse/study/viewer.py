@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,39 @@ def timeline(record: dict) -> list[dict]:
     return steps
 
 
+def metric_columns(metrics: dict) -> list[str]:
+    """The metric columns of a record in one order for every run kind (agent or human): the
+    evaluation table's columns, then its hidden ones, then any task-specific metric by name."""
+    from ..eval.runner import TABLE_COLUMNS, TABLE_HIDDEN
+
+    base = [*TABLE_COLUMNS, *TABLE_HIDDEN]
+    extra = sorted(k for k, v in metrics.items() if k not in base and (v is None or isinstance(v, (int, float)))
+                   and not isinstance(v, bool))
+    return base + extra
+
+
+def path_progress(steps: list[dict], reference: Any) -> tuple[list[float], list[float]]:
+    """Per step: the distance travelled so far (m) and the progress along the reference path (m of
+    the reference up to the point nearest the pose). Steps of runs of any kind (an agent's
+    discrete steps, a human's 50 ms ticks) are aligned on these, not on their index."""
+    xy = np.array([s["pose"][:2] for s in steps], dtype=float).reshape(-1, 2)
+    travelled = np.r_[0.0, np.cumsum(np.linalg.norm(np.diff(xy, axis=0), axis=1))] if len(xy) else np.zeros(0)
+    if reference is None or len(reference) == 0 or not len(xy):
+        return travelled.round(4).tolist(), [None] * len(xy)
+    line = np.asarray(reference, dtype=float)[:, :2]
+    if len(line) == 1:
+        return travelled.round(4).tolist(), [0.0] * len(xy)
+    a, b = line[:-1][None], line[1:][None]
+    ab = b - a
+    seg = np.linalg.norm(ab[0], axis=1)
+    t = np.clip(np.sum((xy[:, None] - a) * ab, axis=2) / np.maximum(np.sum(ab * ab, axis=2), 1e-12), 0.0, 1.0)
+    d = np.linalg.norm(xy[:, None] - (a + t[..., None] * ab), axis=2)
+    nearest = np.argmin(d, axis=1)
+    start = np.r_[0.0, np.cumsum(seg)][:-1]
+    progress = start[nearest] + t[np.arange(len(xy)), nearest] * seg[nearest]
+    return travelled.round(4).tolist(), progress.round(4).tolist()
+
+
 def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> int | None:
     """Index of the first step whose pose is farther than ``threshold`` from the reference path."""
     if not steps or reference is None or len(reference) == 0:
@@ -83,18 +117,22 @@ def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> 
 class Run:
     """One run folder: its records (by key), the episodes they came from, its summary."""
 
-    def __init__(self, index: int, path: str | Path):
+    def __init__(self, index: int, path: str | Path, scene_root: Any = None):
         from ..tasks.episode import load_episodes
+        from ..tasks.scene_roots import SceneResolver, recorded_scene_roots
 
         self.index, self.path = index, Path(path)
         if not self.path.is_dir():
             raise ConfigError("run folder not found", file=self.path, expected="an eval output or study folder")
         self.name = self.path.name
+        # the one scene resolver: --scene-root, the roots the run recorded, the run folder, the shipped scenes
+        self.resolve = SceneResolver(recorded_scene_roots(self.path, scene_root))
+        self.contexts: dict[str, Any] = {}  # scene file -> (SceneContext, body): loaded once per run
         if (self.path / "study.json").is_file():
             from .score import score_records
 
             self.kind = "study"
-            records, self.skipped = score_records(self.path)
+            records, self.skipped = score_records(self.path, scene_root)
             self.records = {f"{r['participant']}/{r['episode_id']}": r for r in records}
             episodes_file = self.path / "episodes.jsonl"
             self.summary = None
@@ -126,11 +164,11 @@ class Run:
 class Viewer:
     """The runs and the rendering worker behind the viewer app."""
 
-    def __init__(self, run_dirs: list[str | Path], *, off_path: float = OFF_PATH_M):
-        self.runs = [Run(i, p) for i, p in enumerate(run_dirs)]
+    def __init__(self, run_dirs: list[str | Path], *, off_path: float = OFF_PATH_M, scene_root: Any = None):
+        self.runs = [Run(i, p, scene_root) for i, p in enumerate(run_dirs)]
         self.off_path = off_path
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="viewer-render")
-        self._sims: dict[str, Any] = {}
+        self._sims: dict[int, tuple[str, Any]] = {}  # run index -> (scene file, simulator)
         self._pictures: dict[tuple, bytes] = {}
 
     def run(self, index: int) -> Run:
@@ -155,7 +193,10 @@ class Viewer:
             if s.get("frame"):
                 s["frame"] = f"/runs/{index}/files/{s['frame']}"
         outputs = record.get("agent_outputs")
-        return {"run": run.name, "kind": run.kind, "key": key, "episode_id": record["episode_id"],
+        travelled, progress = path_progress(steps, record.get("reference_path"))
+        for s, d, p in zip(steps, travelled, progress):
+            s["travelled"], s["progress"] = d, p
+        return {"run": run.name, "metric_columns": metric_columns(record["metrics"]), "kind": run.kind, "key": key, "episode_id": record["episode_id"],
                 "task_type": record["task_type"], "split": record["split"], "instruction": record.get("instruction"),
                 "metrics": record["metrics"], "termination": record["termination"], "failure": record.get("failure"),
                 "participant": record.get("participant"), "steps": steps, "off_path_m": threshold,
@@ -172,36 +213,69 @@ class Viewer:
         episode = run.episodes.get(episode_id)
         if episode is None:
             raise KeyError(f"run {run.name} does not hold episode '{episode_id}' in its input episodes")
-        cfg = load_task_config(episode.task_type)
-        body = load_body(cfg.body)
-        return episode, load_scene_context(episode.scene_path, body, cfg.map_resolution), body
+        scene = str(run.resolve(episode))
+        if scene not in run.contexts:
+            cfg = load_task_config(episode.task_type)
+            body = load_body(cfg.body)
+            run.contexts[scene] = (load_scene_context(scene, body, cfg.map_resolution), body)
+        ctx, body = run.contexts[scene]
+        return run.resolve.resolved(episode), ctx, body
+
+    def _map_base(self, index: int, key: str) -> dict:
+        """The episode's map with what does not change between steps (reference, whole path, start,
+        goals; legend entries for the rest), rendered once per episode, and its pixel transform."""
+        from ..scenes.render_map import render_map_layers
+
+        cache_key = ("map-base", index, key)
+        if cache_key not in self._pictures:
+            run, record = self.record(index, key)
+            _, ctx, _ = self._context(run, record["episode_id"])
+            steps = timeline(record)
+            xy = np.array([s["pose"][:2] for s in steps], dtype=float)
+            nowhere = np.array([[np.nan, np.nan]])
+            markers = [{"xy": xy[0], "color": "tab:green", "label": "start", "size": 50},
+                       {"xy": np.asarray(record["goals"])[:, :2], "color": "tab:red", "marker": "*", "label": "goal",
+                        "size": 90},
+                       {"xy": nowhere, "color": "black", "marker": "x", "label": "collision", "size": 40},
+                       {"xy": nowhere, "color": "magenta", "marker": "D", "label": "left the reference", "size": 45},
+                       {"xy": nowhere, "color": "tab:orange", "marker": "o", "label": "agent now", "size": 110}]
+            paths = [{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
+                     {"xy": xy, "color": "#f5c08a", "label": "agent (whole)", "linewidth": 1.2},
+                     {"xy": nowhere, "color": "tab:orange", "label": "agent", "linewidth": 2.5}]
+            image, to_pixels = render_map_layers(ctx.desc, ctx.maps, paths=paths, markers=markers, dpi=90)
+            self._pictures[cache_key] = {
+                "image": image, "px": to_pixels(xy), "collided": [s["collided"] for s in steps],
+                "off": left_reference_step(steps, record.get("reference_path"), self.off_path), "scale": 90 / 72}
+        return self._pictures[cache_key]
 
     def _map_png(self, index: int, key: str, step: int) -> bytes:
-        from PIL import Image
+        """The map at ``step``: the cached base with the path so far, collisions so far, the point
+        where the agent left the reference and its position drawn on it (milliseconds a step)."""
+        from PIL import Image, ImageDraw
 
-        from ..scenes.render_map import render_map_array
-
-        run, record = self.record(index, key)
-        _, ctx, _ = self._context(run, record["episode_id"])
-        steps = timeline(record)
-        step = max(0, min(step, len(steps) - 1))
-        xy = np.array([s["pose"][:2] for s in steps])
-        here = steps[step]["pose"]
-        markers = [{"xy": xy[0], "color": "tab:green", "label": "start", "size": 50},
-                   {"xy": np.asarray(record["goals"])[:, :2], "color": "tab:red", "marker": "*", "label": "goal", "size": 90}]
-        hits = [s["pose"][:2] for s in steps[: step + 1] if s["collided"]]
-        if hits:
-            markers.append({"xy": np.array(hits), "color": "black", "marker": "x", "label": "collision", "size": 40})
-        off = left_reference_step(steps, record.get("reference_path"), self.off_path)
-        if off is not None and off <= step:
-            markers.append({"xy": xy[off], "color": "magenta", "marker": "D", "label": "left the reference", "size": 45})
-        markers.append({"xy": np.array(here[:2]), "color": "tab:orange", "marker": "o", "label": f"step {step}", "size": 110})
-        paths = [{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
-                 {"xy": xy, "color": "#f5c08a", "label": "agent (whole)", "linewidth": 1.2},
-                 {"xy": xy[: step + 1], "color": "tab:orange", "label": "agent", "linewidth": 2.5}]
-        image = render_map_array(ctx.desc, ctx.maps, paths=paths, markers=markers, dpi=90)
+        base = self._map_base(index, key)
+        px, scale = base["px"], base["scale"]
+        step = max(0, min(step, len(px) - 1))
+        image = Image.fromarray(base["image"])
+        draw = ImageDraw.Draw(image)
+        if step > 0:
+            draw.line([tuple(p) for p in px[: step + 1]], fill=(255, 127, 14), width=max(1, round(2.5 * scale)),
+                      joint="curve")
+        r = 3.2 * scale
+        for i in range(step + 1):
+            if base["collided"][i]:
+                x, y = px[i]
+                draw.line([(x - r, y - r), (x + r, y + r)], fill=(0, 0, 0), width=2)
+                draw.line([(x - r, y + r), (x + r, y - r)], fill=(0, 0, 0), width=2)
+        if base["off"] is not None and base["off"] <= step:
+            x, y = px[base["off"]]
+            d = 3.8 * scale
+            draw.polygon([(x, y - d), (x + d, y), (x, y + d), (x - d, y)], fill=(255, 0, 255))
+        x, y = px[step]
+        r = 0.5 * math.sqrt(110) * scale
+        draw.ellipse([x - r, y - r, x + r, y + r], fill=(255, 127, 14), outline=(120, 60, 0))
         buf = io.BytesIO()
-        Image.fromarray(image).save(buf, "PNG")
+        image.save(buf, "PNG", compress_level=1)
         return buf.getvalue()
 
     def _view_jpeg(self, index: int, key: str, step: int) -> bytes:
@@ -216,11 +290,12 @@ class Viewer:
         x, y, yaw, pitch = steps[max(0, min(step, len(steps) - 1))]["pose"]
         spec = CameraSpec("view", "rgb", 224, 224, 90.0)
         scene = str(episode.scene_path)
-        if scene not in self._sims:
-            for old in list(self._sims)[:-1]:  # keep at most two scenes' simulators
-                self._sims.pop(old).close()
-            self._sims[scene] = make_simulator(ctx.desc, body, sensors=[])
-        image = self._sims[scene].render_at(AgentPose(x, y, yaw, pitch), spec)
+        held = self._sims.get(run.index)  # one simulator (renderer) per run, kept while its scene is shown
+        if held is None or held[0] != scene:
+            if held is not None:
+                held[1].close()
+            self._sims[run.index] = held = (scene, make_simulator(ctx.desc, body, sensors=[]))
+        image = held[1].render_at(AgentPose(x, y, yaw, pitch), spec)
         return encode_jpeg(image.get("view", next(iter(image.values()))), 85)
 
     def picture(self, kind: str, index: int, key: str, step: int) -> bytes:
@@ -236,7 +311,7 @@ class Viewer:
     def close(self) -> None:
         """Close the simulators and the worker."""
         def close_all():
-            for sim in self._sims.values():
+            for _, sim in self._sims.values():
                 sim.close()
             self._sims.clear()
 
@@ -264,10 +339,14 @@ def create_viewer_app(viewer: Viewer) -> Any:
     add_error_pages(app)
 
     def _lookup(fn, *args):
+        from ..core.errors import VLNVerseError
+
         try:
             return fn(*args)
         except KeyError as exc:
             raise HTTPException(404, exc.args[0] if exc.args else str(exc)) from None
+        except VLNVerseError as exc:  # e.g. a scene in no root: one line naming it and the roots searched
+            raise HTTPException(404, str(exc)) from None
 
     @app.get("/")
     async def index():
@@ -305,11 +384,11 @@ def create_viewer_app(viewer: Viewer) -> Any:
     return app
 
 
-def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8766) -> None:
+def serve_viewer(run_dirs: list[str], host: str = "127.0.0.1", port: int = 8766, scene_root: Any = None) -> None:
     """Load the runs and serve the visualizer until interrupted (prints its URL)."""
     import uvicorn
 
-    viewer = Viewer(run_dirs)
+    viewer = Viewer(run_dirs, scene_root=scene_root)
     total = sum(len(r.records) for r in viewer.runs)
     shown = "localhost" if host in ("127.0.0.1", "0.0.0.0") else host
     print(f"vlnverse view: {len(viewer.runs)} run(s), {total} episodes\n"

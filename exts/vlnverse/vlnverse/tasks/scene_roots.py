@@ -13,6 +13,11 @@ In each root the relative path is tried first, then ``<root>/<scene_id><suffix>`
 USD suffix. Old files whose ``scene_path`` is absolute still work: an existing absolute path is
 taken as it is, otherwise its file name and the scene id are looked up in the roots. A scene
 found in no root raises ``SceneError`` naming the episode, the scene id and every root searched.
+
+This is the one scene resolver of every consumer of episodes (``vlnverse eval``, ``train``,
+``study serve``/``score``, ``view``, ``cache build``, the gym env, the Isaac Sim study panel);
+each accepts ``--scene-root`` (repeatable, or one ``os.pathsep``-separated list:
+:func:`add_scene_root_option`, :func:`root_args`).
 """
 from __future__ import annotations
 
@@ -42,6 +47,87 @@ def scene_roots(explicit: Iterable[str | Path] | str | Path | None = None,
         if root.resolve() not in [u.resolve() for u in unique]:
             unique.append(root)
     return unique
+
+
+def add_scene_root_option(parser, what: str = "episodes") -> None:
+    """Add ``--scene-root DIR`` (repeatable; a ``os.pathsep``-separated list also works) to ``parser``."""
+    parser.add_argument("--scene-root", action="append", default=[], metavar="DIR",
+                        help=f"folder searched for the scenes of the {what} before the dataset's own folder "
+                             f"and the shipped scenes (repeatable, or DIR{os.pathsep}DIR)")
+
+
+def root_args(values: Iterable[str | Path] | str | Path | None, field: str = "--scene-root") -> list[Path]:
+    """Folders of ``--scene-root`` values (each may be an ``os.pathsep``-separated list); a folder
+    that does not exist is a ``ConfigError`` naming ``field``."""
+    from ..core.errors import ConfigError
+
+    if values is None:
+        return []
+    if isinstance(values, (str, Path)):
+        values = [values]
+    out: list[Path] = []
+    for value in values:
+        parts = [value] if isinstance(value, Path) else [p for p in str(value).split(os.pathsep) if p.strip()]
+        for part in parts:
+            path = Path(part).expanduser()
+            if not path.is_dir():
+                raise ConfigError("scene root is not a folder", file=path, field=field,
+                                  expected="an existing folder holding USD scenes")
+            out.append(path)
+    return out
+
+
+class SceneResolver:
+    """Resolve episodes' scenes lazily in ``roots`` (one look-up per scene; see the module docstring)."""
+
+    def __init__(self, roots: Sequence[Path]):
+        self.roots = list(roots)
+        self._cache: dict[tuple[str, str], Path] = {}
+
+    def __call__(self, episode) -> Path:
+        """The USD file of ``episode``'s scene (``SceneError`` naming the episode and the roots)."""
+        key = (episode.scene_id, str(episode.scene_path))
+        if key not in self._cache:
+            self._cache[key] = resolve_episode_scene(episode, self.roots)
+        return self._cache[key]
+
+    def resolved(self, episode):
+        """A copy of ``episode`` whose ``scene_path`` is the resolved file."""
+        return dataclasses.replace(episode, scene_path=str(self(episode)))
+
+
+def recorded_roots(run_dir: str | Path) -> list[Path]:
+    """The scene roots an output folder of ``vlnverse eval`` or ``vlnverse study serve`` recorded
+    (``scene_roots`` of its ``config.json`` / ``study.json``; for older eval runs the config's
+    ``scene_root``, its episode folder and ``dataset/``), those that exist."""
+    import json
+
+    run_dir = Path(run_dir)
+    recorded: list = []
+    for name in ("study.json", "config.json"):
+        path = run_dir / name
+        if not path.is_file():
+            continue
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        recorded += list(data.get("scene_roots") or [])
+        cfg = data.get("config") or {}
+        if not data.get("scene_roots") and name == "config.json":  # runs written before roots were recorded
+            scene_root = cfg.get("scene_root")
+            recorded += [scene_root] if isinstance(scene_root, str) else list(scene_root or [])
+            source = (cfg.get("episodes") or {}).get("path")
+            if isinstance(source, str) and source not in ("", "-"):
+                recorded.append(source if Path(source).is_dir() else str(Path(source).parent))
+            recorded.append(str(run_dir / "dataset"))
+    return [Path(r) for r in recorded if isinstance(r, str) and Path(r).is_dir()]
+
+
+def recorded_scene_roots(run_dir: str | Path, explicit: Iterable[str | Path] | None = None) -> list[Path]:
+    """Scene roots of an output folder: ``explicit`` folders (``--scene-root``), the roots it
+    recorded (:func:`recorded_roots`), the folder itself, the shipped scenes."""
+    return scene_roots(root_args(explicit) + recorded_roots(run_dir), run_dir)
 
 
 def _within(path: Path, root: Path) -> bool:

@@ -17,7 +17,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--size", type=int, default=224, help="view width = height in pixels (default 224)")
     b.add_argument("--hfov", type=float, default=90.0, help="horizontal field of view of a view (default 90)")
     b.add_argument("--body", default="r2r_ce", help="agent body preset (camera height; default r2r_ce)")
+    b.add_argument("--episodes", default=None, metavar="FILE",
+                   help="cache the scenes of this episode JSONL file or folder instead of --scenes")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ...tasks.scene_roots import add_scene_root_option
+
+    add_scene_root_option(b, "episodes (and scene ids of --scenes)")
     b.set_defaults(func=_build)
 
 
@@ -27,7 +32,33 @@ def _build(args: argparse.Namespace) -> int:
 
     if not 16 <= args.size <= 2048:
         raise ConfigError(f"got {args.size}", field="--size", expected="16..2048 pixels")
-    summary = build_cache(args.scenes, args.out, size=args.size, hfov_deg=args.hfov, body=args.body,
-                          progress=not args.no_progress)
+    summary = build_cache(cache_scenes(args.scenes, args.episodes, args.scene_root), args.out, size=args.size,
+                          hfov_deg=args.hfov, body=args.body, progress=not args.no_progress)
     print(json.dumps({k: summary[k] for k in ("root", "viewpoints", "rendered")}, indent=2))
     return 0
+
+
+def cache_scenes(scenes: str, episodes: str | None, scene_root: list | None) -> list[str] | str:
+    """The scenes to cache: those of ``episodes`` (found by the one scene resolver,
+    ``vlnverse.tasks.scene_roots``), else ``scenes`` with scene ids also looked up in ``scene_root``."""
+    from pathlib import Path
+
+    from ...core.errors import ConfigError
+    from ...scenes.splits import looks_like_path, scene_file
+    from ...tasks.episode import load_episodes
+    from ...tasks.scene_roots import resolve_episode_scenes, root_args, scene_roots
+
+    roots = root_args(scene_root)
+    if episodes is not None:
+        if not Path(episodes).exists():
+            raise ConfigError("episode file or folder not found", file=episodes, field="--episodes")
+        source = Path(episodes)
+        eps = resolve_episode_scenes(load_episodes(source), scene_roots(roots, source if source.is_dir() else source.parent))
+        return list(dict.fromkeys(e.scene_path for e in eps))
+    if not roots:
+        return scenes
+    out = []
+    for item in (part.strip() for part in scenes.split(",") if part.strip()):
+        found = None if looks_like_path(item) else next((f for r in roots if (f := scene_file(item, r))), None)
+        out.append(str(found) if found is not None else item)
+    return out

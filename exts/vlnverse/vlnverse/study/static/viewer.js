@@ -44,8 +44,8 @@ async function loadEpisode() {
       else $("error").textContent = `run ${run.name} has no episode ${current.data.episode_id} to compare`;
     }
     history.replaceState(null, "", `/run/${runIndex}/${key}`);
-    const longest = Math.max(current.data.steps.length, other ? other.data.steps.length : 0);
-    $("step").max = longest - 1; step = Math.min(step, longest - 1); $("step").value = step;
+    const last = current.data.steps.length - 1;  // the slider steps the chosen run; the other is aligned to it
+    $("step").max = last; step = Math.min(step, last); $("step").value = step;
     $("panels").innerHTML = "";
     for (const p of [current, other]) if (p) { p.el = $("panel-template").content.firstElementChild.cloneNode(true); $("panels").appendChild(p.el); staticPanel(p); }
     render();
@@ -56,8 +56,9 @@ function staticPanel(p) {
   const d = p.data, run = runs[p.run];
   p.el.querySelector(".p-title").textContent = `${run.name} · ${run.agent || run.kind} · ${d.episode_id}` + (d.participant ? ` · participant ${d.participant}` : "") + ` · ${d.termination}`;
   p.el.querySelector(".p-instruction").textContent = d.instruction || "";
-  const rows = Object.entries(d.metrics).filter(([k, v]) => typeof v === "number" || v === null);
-  p.el.querySelector(".p-metrics").innerHTML = "<tr>" + rows.map(([k]) => `<th>${k}</th>`).join("") + "</tr><tr>" + rows.map(([k, v]) => `<td>${fmt(k, v)}</td>`).join("") + "</tr>";
+  // one column list, in one order, for every panel: the chosen run's (agents and humans alike)
+  const names = current.data.metric_columns;
+  p.el.querySelector(".p-metrics").innerHTML = "<tr>" + names.map((k) => `<th>${k}</th>`).join("") + "</tr><tr>" + names.map((k) => `<td>${fmt(k, d.metrics[k])}</td>`).join("") + "</tr>";
   if (d.agent_outputs && (!Array.isArray(d.agent_outputs) || d.agent_outputs.length)) outputBlock(p.el.querySelector(".p-output"), d.agent_outputs, p.run, "agent outputs");
 }
 
@@ -73,17 +74,32 @@ function outputBlock(el, output, runIndex, title) {
   }
 }
 
+// The other run's step shown beside the chosen run's step `i`: by distance travelled (default), by
+// progress along the reference path, or by index. An agent's 0.25 m steps and a human's 50 ms ticks
+// then show the same stretch of the way, not the same count of records.
+function alignedStep(from, to, i) {
+  const mode = $("align").value, s = from.steps[i];
+  if (mode === "index" || s[mode] === null || s[mode] === undefined) return Math.min(i, to.steps.length - 1);
+  let best = 0, bestErr = Infinity;
+  to.steps.forEach((t, j) => {
+    const err = Math.abs(t[mode] - s[mode]) + (mode === "progress" ? 1e-3 * Math.abs(t.travelled - s.travelled) : 0);
+    if (err < bestErr - 1e-9) { best = j; bestErr = err; }
+  });
+  return best;
+}
+
 function render() {
   $("step").value = step;
   $("step-label").textContent = `step ${step} / ${$("step").max}`;
   for (const p of [current, other]) {
     if (!p) continue;
-    const d = p.data, i = Math.min(step, d.steps.length - 1), s = d.steps[i];
+    const d = p.data, i = p === current ? step : alignedStep(current.data, d, step), s = d.steps[i];
+    p.el.dataset.step = i;
     const q = `key=${encodeURIComponent(p.key)}&step=${i}`;
     p.el.querySelector(".p-view").src = s.frame || `/api/runs/${p.run}/view.jpg?${q}`;
     p.el.querySelector(".p-map").src = `/api/runs/${p.run}/map.png?${q}`;
     const pose = s.pose.map((v) => v.toFixed(2)).join(", ");
-    p.el.querySelector(".p-action").innerHTML = `action: <b>${actionText(s.action)}</b> · pose (x, y, yaw, pitch) = (${pose})` + (s.t !== undefined && s.t !== null ? ` · t = ${s.t.toFixed(2)} s` : "") + (s.collided ? ` · <span class="collided">collision</span>` : "");
+    p.el.querySelector(".p-action").innerHTML = `step ${i} · action: <b>${actionText(s.action)}</b> · pose (x, y, yaw, pitch) = (${pose})` + (s.t !== undefined && s.t !== null ? ` · t = ${s.t.toFixed(2)} s` : "") + ` · travelled ${s.travelled.toFixed(2)} m` + (s.collided ? ` · <span class="collided">collision</span>` : "");
     const off = d.left_reference_step;
     p.el.querySelector(".p-off").innerHTML = off === null ? `stayed within ${d.off_path_m} m of the reference path` :
       `<span class="${i >= off ? "off" : ""}">left the reference path (> ${d.off_path_m} m) at step ${off}</span>` + (i === off ? " ← this step" : "");
@@ -97,14 +113,24 @@ $("prev").onclick = () => go(step - 1);
 $("next").onclick = () => go(step + 1);
 $("step").oninput = () => go(+$("step").value);
 $("jump-off").onclick = () => {  // the earliest step where a shown episode left its reference path
-  const offs = [current, other].filter((p) => p && p.data.left_reference_step !== null).map((p) => p.data.left_reference_step);
+  const offs = [];
+  if (current && current.data.left_reference_step !== null) offs.push(current.data.left_reference_step);
+  if (other && other.data.left_reference_step !== null) offs.push(alignedStep(other.data, current.data, other.data.left_reference_step));
   if (offs.length) go(Math.min(...offs));
 };
 document.addEventListener("keydown", (ev) => {
   if (ev.target.tagName === "SELECT") return;
   if (ev.key === "ArrowLeft") go(step - 1); else if (ev.key === "ArrowRight") go(step + 1);
 });
-$("run").onchange = () => { fillPickers(); step = 0; loadEpisode(); };
+// "compare with" lists the other runs only: a run cannot be compared with itself
+function fillCompare() {
+  const keep = $("compare").value, runIndex = $("run").value;
+  $("compare").innerHTML = '<option value="">—</option>';
+  for (const r of runs) if (String(r.index) !== runIndex) { const o = document.createElement("option"); o.value = r.index; o.textContent = r.name; $("compare").appendChild(o); }
+  $("compare").value = keep !== runIndex && [...$("compare").options].some((o) => o.value === keep) ? keep : "";
+}
+$("run").onchange = () => { fillCompare(); fillPickers(); step = 0; loadEpisode(); };
+$("align").onchange = () => render();
 $("task").onchange = () => { fillPickers(); step = 0; loadEpisode(); };
 $("split").onchange = () => { fillPickers(); step = 0; loadEpisode(); };
 $("episode").onchange = () => { step = 0; loadEpisode(); };
@@ -114,10 +140,10 @@ $("compare").onchange = () => loadEpisode();
   try {
     runs = await getJSON("/api/runs");
     options($("run"), runs.map((r) => r.index), runs.map((r) => `${r.name} (${r.agent || r.kind}, ${r.episodes.length} eps)`));
-    for (const r of runs) { const o = document.createElement("option"); o.value = r.index; o.textContent = r.name; $("compare").appendChild(o); }
     const m = location.pathname.match(/^\/run\/(\d+)\/(.+)$/);
+    if (m && runs[+m[1]]) $("run").value = m[1];
+    fillCompare();
     if (m && runs[+m[1]]) {
-      $("run").value = m[1];
       const ep = runs[+m[1]].episodes.find((e) => e.key === decodeURIComponent(m[2]));
       if (ep) { fillPickers(); $("task").value = ep.task_type; fillPickers(); $("split").value = ep.split; fillPickers(); $("episode").value = ep.key; }
     } else fillPickers();
