@@ -47,7 +47,7 @@ setup(
     # kept compatible with Isaac Sim 5.x's Python 3.11 environment (numpy 1.26)
     install_requires=list(manifest["python"]["pipapi"]["requirements"]),
     extras_require={
-        "learn": ["torch>=2.7", "tensorboard>=2.14"],
+        "learn": ["torch>=2.7", "tensorboard>=2.14", "safetensors>=0.4"],
         "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
         "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],

@@ -96,8 +96,7 @@ def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any =
     predictor, or a plain state dict of encoder weights) to a safetensors file. Unpickling runs
     whatever code the old file holds, so this refuses to run without ``trust``; ``warn`` gets
     the warning line. Returns what was written (``kind``, ``path``, ``tensors_sha256``)."""
-    from .tensorfile import STATE_DICT_FORMAT, STATE_DICT_VERSION, load_state_dict_file, sniff, write_tensor_file
-    from .waypoints import FORMAT as WP_FORMAT, FORMAT_VERSION as WP_VERSION, read_predictor
+    from .tensorfile import sniff
 
     old, new = Path(old), Path(new)
     if not old.is_file():
@@ -114,6 +113,16 @@ def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any =
         data = torch.load(old, map_location="cpu", weights_only=False)
     except Exception as exc:  # noqa: BLE001 - any unpickling failure
         raise ConfigError(f"not a readable torch file ({type(exc).__name__})", file=old, field="OLD") from None
+    try:
+        return _write_converted(data, old, new)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot be converted: {exc}", file=old, field="OLD") from None
+
+
+def _write_converted(data: Any, old: Path, new: Path) -> dict[str, Any]:
+    from .tensorfile import STATE_DICT_FORMAT, STATE_DICT_VERSION, file_info, load_state_dict_file, write_tensor_file
+    from .waypoints import FORMAT as WP_FORMAT, FORMAT_VERSION as WP_VERSION, read_predictor
+
     fmt = data.get("format") if isinstance(data, dict) else None
     if fmt == FORMAT:
         write_checkpoint_dict(new, data)
@@ -131,6 +140,4 @@ def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any =
     else:
         raise ConfigError("holds neither a vlnverse checkpoint, a waypoint predictor nor a state dict of tensors",
                           file=old, field="OLD")
-    from .tensorfile import file_info
-
     return {"path": str(new), **out, "tensors_sha256": file_info(new)["tensors_sha256"]}

@@ -27,8 +27,7 @@ from ..core.io import atomic_path
 
 META_KEY = "vlnverse"
 #: the sentence every refusal of a pickle file ends with
-CONVERT_HINT = ("pickle files are not loaded, since unpickling can run code: convert one you trust with "
-                "'vlnverse checkpoint convert OLD NEW --trust'")
+CONVERT_HINT = "convert a file you trust with 'vlnverse checkpoint convert OLD NEW --trust'"
 _MAX_HEADER = 100_000_000
 
 
@@ -62,7 +61,8 @@ def read_header(path: str | Path, *, field: str, what: str) -> tuple[dict[str, A
         raise ConfigError(f"{what} not found", file=path, field=field)
     kind = sniff(path)
     if kind in ("torch-zip", "pickle"):
-        raise ConfigError(f"an old pickle-based file (torch.save), not read: {CONVERT_HINT}", file=path, field=field)
+        raise ConfigError(f"a pickle file (torch.save, as earlier vlnverse versions wrote): not loaded, since "
+                          f"unpickling can run code; {CONVERT_HINT}", file=path, field=field)
     if kind != "safetensors":
         raise ConfigError(f"not a readable {what} (not a safetensors file)", file=path, field=field,
                           expected=f"a {what} written by vlnverse")
@@ -169,8 +169,17 @@ def join_tensors(tree: Any, tensors: dict[str, Any]) -> Any:
 # -------------------------------------------------------------------------------------------- write / read
 
 
+def _safetensors() -> Any:
+    try:
+        import safetensors.torch
+    except ModuleNotFoundError:
+        raise ConfigError("reading and writing checkpoints needs the safetensors package", field="safetensors",
+                          expected="pip install 'vlnverse[learn]'") from None
+    return safetensors
+
+
 def _serialize(tensors: dict[str, Any], meta: dict[str, Any] | None) -> bytes:
-    from safetensors.torch import save
+    save = _safetensors().torch.save
 
     return save(tensors, metadata={META_KEY: json.dumps(meta, sort_keys=True)} if meta is not None else None)
 
@@ -195,8 +204,8 @@ def write_tensor_file(path: str | Path, tree: dict[str, Any], *, fmt: str, versi
 
 
 def _load_tensors(path: Path, blob: bytes, *, field: str, what: str) -> dict[str, Any]:
-    from safetensors import SafetensorError
-    from safetensors.torch import load
+    st = _safetensors()
+    SafetensorError, load = st.SafetensorError, st.torch.load
 
     try:
         return load(blob)
