@@ -272,3 +272,49 @@ def test_policy_agent_refuses_a_mismatched_sensor_rig_once_before_the_run(il_run
     with pytest.raises(ConfigError, match="lacks the policy's \\[depth depth 16x16\\]"):
         run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     assert not (tmp_path / "eval" / "episodes.jsonl").exists()  # failed before any episode ran
+
+
+@pytest.mark.slow
+def test_kill_9_during_training_resumes_to_the_same_weights(corridor, episodes_file, tmp_path):
+    """SIGKILL a training process once it has saved a checkpoint (saved after every batch); the
+    rerun resumes from the last complete ``last.pt`` (safetensors, written atomically) and ends
+    with the weights of an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    kw = {**TINY, "il__epochs": 10, "il__batch_size": 1, "il__checkpoint_every": 1, "validation__every": 20, "val": {}}
+    _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
+    tests = Path(__file__).resolve().parents[1]
+    script = (f"import sys, json; sys.path[:0] = [{str(tests / 'eval')!r}, {str(tests / 'learn')!r}]\n"
+              "from eval_scenes import corridor_scene\nfrom learn_helpers import small_config\n"
+              "from vlnverse.learn.trainer import run_training\nfrom vlnverse.sim.body import load_body\n"
+              "from vlnverse.tasks.base import context_from_description\n"
+              "ctx = context_from_description(corridor_scene(), load_body('r2r_ce'), 0.05, scene_path='corridor.usda')\n"
+              f"cfg = small_config({str(tmp_path / 'cut')!r}, {str(episodes_file)!r}, policy='seq2seq', **json.loads({json.dumps(json.dumps(kw))}))\n"
+              "run_training(cfg, scene_loader=lambda *a: ctx, progress=False, report=lambda s: None)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "exts" / "vlnverse"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    last = tmp_path / "cut" / "last.pt"
+    try:
+        deadline = time.time() + 300
+        while not last.is_file() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the training process ended before it could be killed"
+        time.sleep(0.1)  # a few more batches: the kill may land in the middle of a write
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    position = read_checkpoint(last)["position"]  # readable: an interrupted write never replaces it
+    assert position["phase"] == "il" and (position["epoch"], position["batch"]) < (10, 0)
+    _train(small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw), corridor)
+    a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
+    b = read_checkpoint(last)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
