@@ -131,6 +131,12 @@ def test_tampered_tensor_fails_the_checksum(saved, tmp_path, capsys):
     info = json.loads(out)
     assert info["checksum"] == "MISMATCH" and info["recorded_sha256"] != info["tensors_sha256"]
     assert "fail their checksum" in err
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    unsummed = _rewrite_metadata(saved["path"], tmp_path / "unsummed.pt", lambda m: m.pop("tensors_sha256"))
+    with pytest.raises(ConfigError, match="records no tensors_sha256"):
+        read_checkpoint(unsummed)
 
 
 def test_truncated_and_foreign_files_are_one_line_errors(saved, tmp_path, capsys):

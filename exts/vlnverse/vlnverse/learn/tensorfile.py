@@ -222,7 +222,7 @@ def read_tensor_file(path: str | Path, *, fmt: str, version: int, field: str, wh
     header, meta, offset = read_header(path, field=field, what=what)
     check_format(meta, path=path, field=field, fmt=fmt, version=version, what=what)
     blob = path.read_bytes()
-    check_digest(path, header, meta, memoryview(blob)[offset:], field=field, what=what)
+    check_digest(path, header, meta, memoryview(blob)[offset:], field=field, what=what, required=True)
     tensors = _load_tensors(path, blob, field=field, what=what)
     try:
         return join_tensors(meta["tree"], tensors), meta
@@ -231,10 +231,15 @@ def read_tensor_file(path: str | Path, *, fmt: str, version: int, field: str, wh
                           field=field) from None
 
 
-def check_digest(path: Path, header: dict, meta: dict | None, data: Any, *, field: str, what: str) -> None:
-    """Raise a ``ConfigError`` when ``meta`` records a ``tensors_sha256`` that the tensors do not have."""
+def check_digest(path: Path, header: dict, meta: dict | None, data: Any, *, field: str, what: str,
+                 required: bool = False) -> None:
+    """Raise a ``ConfigError`` when ``meta`` records a ``tensors_sha256`` that the tensors do not
+    have, or (``required``) records none."""
     want = (meta or {}).get("tensors_sha256")
     if want is None:
+        if required:
+            raise ConfigError(f"{what} records no tensors_sha256", file=path, field=field,
+                              expected=f"a {what} written by vlnverse")
         return
     got = tensors_digest(header, data)
     if got != want:
