@@ -156,6 +156,8 @@ def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tm
     a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
     b = read_checkpoint(tmp_path / "cut" / "last.pt")["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)  # deterministic on CPU, resumed at the data position
+    # no validation ran (every 5 epochs, 2 trained): best.pt is there all the same, the last weights
+    assert (tmp_path / "full" / "best.pt").read_bytes() == (tmp_path / "full" / "last.pt").read_bytes()
     changed = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **{**kw, "il__lr": 0.01})
     from vlnverse.core.errors import ConfigError
 
@@ -248,30 +250,46 @@ def test_interrupted_dagger_run_resumes_to_the_same_weights(il_run, corridor, ep
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_policy_agent_refuses_a_mismatched_sensor_rig_once_before_the_run(il_run, corridor, episodes_file, tmp_path):
+def test_policy_agent_brings_its_cameras_to_any_eval_rig(il_run, corridor, episodes_file, tmp_path):
+    """The runner adds the checkpoint's cameras that the eval config's rig lacks (a taken name at
+    another size as ``policy_<name>``); the run acts as with the checkpoint's own rig."""
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.agents import Agent, make_agent
     from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
-    from vlnverse.eval.runner import run_eval
+    from vlnverse.eval.runner import agent_rig, run_eval
     from vlnverse.sim.sensors import CameraSpec
 
     path = str(Path(il_run[0].out) / "best.pt")
     agent = make_agent("policy", {"checkpoint": path})
-    agent.check_sensors([CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16),
-                         CameraSpec("extra", "rgb", 64, 64)])  # the checkpoint's rig (and more) is fine
-    with pytest.raises(ConfigError) as err:
+    own = [CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16)]
+    assert agent.required_sensors(own + [CameraSpec("extra", "rgb", 64, 64)]) == []
+    assert agent.required_sensors([CameraSpec("rgb", "rgb", 32, 32)]) == [CameraSpec("policy_rgb", "rgb", 16, 16),
+                                                                          CameraSpec("depth", "depth", 16, 16)]
+    with pytest.raises(ConfigError) as err:  # without the runner's additions the rig is still checked
         agent.check_sensors([CameraSpec("rgb", "rgb", 32, 32), CameraSpec("depth", "depth", 16, 16)])
     message = str(err.value)
     assert "\n" not in message and message.startswith(path) and "sensors" in message
     assert "lacks the policy's [rgb rgb 16x16]" in message and "rgb rgb 16x16, depth depth 16x16" in message
-    cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
-                     episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
-                     sensors=[SensorConfig("rgb", "rgb", 16, 16)], max_steps=30, success_distance=1.5,
-                     out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
-    cfg.validate()
-    with pytest.raises(ConfigError, match="lacks the policy's \\[depth depth 16x16\\]"):
+    agent.check_sensors(agent_rig(agent, [CameraSpec("rgb", "rgb", 32, 32)]))
+
+    class Greedy(Agent):  # an agent asking for a name the rig uses for another camera
+        def required_sensors(self, sensors):
+            return [CameraSpec("rgb", "depth", 8, 8)]
+
+    with pytest.raises(ConfigError, match="sensors: the agent needs camera 'rgb' as depth 8x8, the rig has it as rgb 16x16"):
+        agent_rig(Greedy(), own)
+
+    def run(rig, name):
+        cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
+                         episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
+                         sensors=rig, max_steps=30, success_distance=1.5, out=str(tmp_path / name),
+                         report=ReportConfig(enabled=False))
+        cfg.validate()
         run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
-    assert not (tmp_path / "eval" / "episodes.jsonl").exists()  # failed before any episode ran
+        return [json.loads(line)["actions"] for line in (tmp_path / name / "episodes.jsonl").read_text().splitlines()]
+
+    own_actions = run([SensorConfig("rgb", "rgb", 16, 16), SensorConfig("depth", "depth", 16, 16)], "own")
+    assert run([SensorConfig("rgb", "rgb", 64, 48)], "other") == own_actions and own_actions[0]
 
 
 @pytest.mark.slow

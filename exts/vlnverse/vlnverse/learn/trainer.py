@@ -3,7 +3,8 @@ and online DAgger in the physics simulator.
 
 Run folder (``cfg.out``): ``config.json`` (a resumed run must match it), ``last.pt`` (weights,
 optimizer, data position; saved every ``il.checkpoint_every`` batches, at each epoch end and on
-Ctrl-C), ``best.pt`` (best validation ``validation.metric``), ``train_log.csv`` and TensorBoard
+Ctrl-C), ``best.pt`` (best validation ``validation.metric``; a copy of the last weights when no
+validation ran), ``train_log.csv`` and TensorBoard
 events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/`` (the eval
 runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
 ``dagger.jsonl`` (β, collected and aggregated steps per round) and ``summary.json``.
@@ -451,6 +452,13 @@ class Trainer:
             result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume)
         finally:
             self.logger.close()
+        if not self.best_path.is_file() and self.last_path.is_file():  # the README's best.pt exists after every run
+            from ..core.io import write_bytes_atomic
+
+            write_bytes_atomic(self.best_path, self.last_path.read_bytes())
+            self.best = {**self.best, "tag": "last", "value": None}
+            self.report(f"no validation ran ({self.cfg.validation.metric} every {self.cfg.validation.every} epochs): "
+                        f"{self.best_path} holds the last weights")
         self.summary.update(result, best=self.best, checkpoint=str(self.best_path if self.best_path.is_file() else self.last_path))
         write_json_atomic(self.out / "summary.json", to_jsonable(self.summary))
         return self.summary
