@@ -424,7 +424,8 @@ def agent_rig(agent: Agent, sensors: list, *, agent_name: str = "the agent") -> 
         elif same != spec:
             raise ConfigError(f"the agent needs camera '{spec.name}' as {spec.kind} {spec.width}x{spec.height}, "
                               f"the rig has it as {same.kind} {same.width}x{same.height}", field="sensors",
-                              expected=f"another name for the rig's camera, or {agent_name}'s camera")
+                              expected=f"a rig whose camera '{spec.name}' is what {agent_name} needs, or "
+                                       f"another name for the rig's camera")
     return out
 
 
@@ -549,7 +550,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
     agent = make_run_agent(cfg, agent_factory)
-    sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors], agent_name=cfg.agent.name)
+    sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors], agent_name=f"agent '{cfg.agent.name}'")
     agent.check_sensors(sensors)  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
