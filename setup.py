@@ -49,7 +49,7 @@ setup(
     install_requires=list(manifest["python"]["pipapi"]["requirements"])
     + list(manifest["vlnverse"]["standalone_requirements"]),
     extras_require={
-        "learn": ["torch>=2.7", "tensorboard>=2.14"],
+        "learn": ["torch>=2.7", "tensorboard>=2.14", "safetensors>=0.4"],
         "mllm": ["openai>=1.40"],
         "ray": ["ray>=2.40"],
         "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],

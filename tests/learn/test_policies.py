@@ -46,7 +46,9 @@ def test_local_pretrained_weights_load_and_missing_files_are_errors(tmp_path):
     from vlnverse.learn.policies import CNNEncoder, build_policy
 
     donor = CNNEncoder(3, out_dim=128)
-    torch.save(donor.state_dict(), tmp_path / "rgb.pt")
+    from safetensors.torch import save_file
+
+    save_file(donor.state_dict(), tmp_path / "rgb.pt")  # a plain safetensors state dict
     (tmp_path / "glove.txt").write_text("sofa " + " ".join(["0.5"] * 50) + "\nzebra " + " ".join(["1"] * 50) + "\n")
     params = {"rgb_encoder": {"type": "cnn", "weights": str(tmp_path / "rgb.pt")},
               "instruction_encoder": {"embeddings": str(tmp_path / "glove.txt")}}

@@ -13,6 +13,8 @@ from learn_helpers import make_episodes, small_config
 
 torch = pytest.importorskip("torch")
 
+from vlnverse.learn.checkpoint import read_checkpoint  # noqa: E402
+
 RIG16 = [{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},
          {"name": "depth", "kind": "depth", "width": 16, "height": 16}]
 PARAMS = {"hidden_size": 32, "denoiser_size": 32, "horizon": 3, "diffusion_steps": 10, "noise_samples": 2}
@@ -198,9 +200,9 @@ def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episod
                           max_steps=30, il__epochs=2, il__batch_size=2, validation__every=2, validation__limit=1,
                           mode="dagger", init=str(Path(cfg.out) / "last.pt"),
                           dagger={"rounds": 1, "p": 0.5, "epochs": 1, "episodes": 2})
-    before = torch.load(Path(cfg.out) / "last.pt", weights_only=False)["state_dict"]
+    before = read_checkpoint(Path(cfg.out) / "last.pt")["state_dict"]
     out = _train(dagger, corridor)
-    after = torch.load(Path(dagger.out) / "round_01.pt", weights_only=False)["state_dict"]
+    after = read_checkpoint(Path(dagger.out) / "round_01.pt")["state_dict"]
     assert out["dagger"][0]["beta"] == 0.5 and out["dagger"][0]["collected_steps"] > 0
     assert any(not torch.equal(before[k], after[k]) for k in before)
     agg = StepStore(Path(dagger.out) / "dagger_aggregate")

@@ -77,7 +77,7 @@ def test_checkpoint_reload_gives_identical_actions_and_checks_type(il_run, corri
     with pytest.raises(ConfigError, match="checkpoint not found"):
         make_agent("policy", {"checkpoint": str(tmp_path / "nope.pt")})
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
-    with pytest.raises(ConfigError, match="not a readable checkpoint"):
+    with pytest.raises(ConfigError, match="not a readable policy checkpoint"):
         read_checkpoint(tmp_path / "junk.pt")
 
 
@@ -156,6 +156,8 @@ def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tm
     a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
     b = read_checkpoint(tmp_path / "cut" / "last.pt")["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)  # deterministic on CPU, resumed at the data position
+    # no validation ran (every 5 epochs, 2 trained): best.pt is there all the same, the last weights
+    assert (tmp_path / "full" / "best.pt").read_bytes() == (tmp_path / "full" / "last.pt").read_bytes()
     changed = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **{**kw, "il__lr": 0.01})
     from vlnverse.core.errors import ConfigError
 
@@ -179,7 +181,9 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corri
     with pytest.raises(T.TrainingError, match=r"loss is nan at epoch 2 batch 1.*last good checkpoint is kept"):
         _train(cfg, corridor)
     assert (tmp_path / "nan" / "last.pt").is_file()
-    assert torch.load(tmp_path / "nan" / "last.pt", weights_only=False)["position"]["epoch"] == 1
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    assert read_checkpoint(tmp_path / "nan" / "last.pt")["position"]["epoch"] == 1
 
 
 def test_bad_configs_are_one_line_errors(episodes_file, tmp_path, corridor):
@@ -246,27 +250,89 @@ def test_interrupted_dagger_run_resumes_to_the_same_weights(il_run, corridor, ep
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_policy_agent_refuses_a_mismatched_sensor_rig_once_before_the_run(il_run, corridor, episodes_file, tmp_path):
+def test_policy_agent_brings_its_cameras_to_any_eval_rig(il_run, corridor, episodes_file, tmp_path):
+    """The runner adds the checkpoint's cameras that the eval config's rig lacks (a taken name at
+    another size as ``policy_<name>``); the run acts as with the checkpoint's own rig."""
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.agents import Agent, make_agent
     from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
-    from vlnverse.eval.runner import run_eval
+    from vlnverse.eval.runner import agent_rig, run_eval
     from vlnverse.sim.sensors import CameraSpec
 
     path = str(Path(il_run[0].out) / "best.pt")
     agent = make_agent("policy", {"checkpoint": path})
-    agent.check_sensors([CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16),
-                         CameraSpec("extra", "rgb", 64, 64)])  # the checkpoint's rig (and more) is fine
-    with pytest.raises(ConfigError) as err:
+    own = [CameraSpec("rgb", "rgb", 16, 16), CameraSpec("depth", "depth", 16, 16)]
+    assert agent.required_sensors(own + [CameraSpec("extra", "rgb", 64, 64)]) == []
+    assert agent.required_sensors([CameraSpec("rgb", "rgb", 32, 32)]) == [CameraSpec("policy_rgb", "rgb", 16, 16),
+                                                                          CameraSpec("depth", "depth", 16, 16)]
+    with pytest.raises(ConfigError) as err:  # without the runner's additions the rig is still checked
         agent.check_sensors([CameraSpec("rgb", "rgb", 32, 32), CameraSpec("depth", "depth", 16, 16)])
     message = str(err.value)
     assert "\n" not in message and message.startswith(path) and "sensors" in message
     assert "lacks the policy's [rgb rgb 16x16]" in message and "rgb rgb 16x16, depth depth 16x16" in message
-    cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
-                     episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
-                     sensors=[SensorConfig("rgb", "rgb", 16, 16)], max_steps=30, success_distance=1.5,
-                     out=str(tmp_path / "eval"), report=ReportConfig(enabled=False))
-    cfg.validate()
-    with pytest.raises(ConfigError, match="lacks the policy's \\[depth depth 16x16\\]"):
+    agent.check_sensors(agent_rig(agent, [CameraSpec("rgb", "rgb", 32, 32)]))
+
+    class Greedy(Agent):  # an agent asking for a name the rig uses for another camera
+        def required_sensors(self, sensors):
+            return [CameraSpec("rgb", "depth", 8, 8)]
+
+    with pytest.raises(ConfigError, match="sensors: the agent needs camera 'rgb' as depth 8x8, the rig has it as rgb 16x16"):
+        agent_rig(Greedy(), own)
+
+    def run(rig, name):
+        cfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
+                         episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop",
+                         sensors=rig, max_steps=30, success_distance=1.5, out=str(tmp_path / name),
+                         report=ReportConfig(enabled=False))
+        cfg.validate()
         run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
-    assert not (tmp_path / "eval" / "episodes.jsonl").exists()  # failed before any episode ran
+        return [json.loads(line)["actions"] for line in (tmp_path / name / "episodes.jsonl").read_text().splitlines()]
+
+    own_actions = run([SensorConfig("rgb", "rgb", 16, 16), SensorConfig("depth", "depth", 16, 16)], "own")
+    assert run([SensorConfig("rgb", "rgb", 64, 48)], "other") == own_actions and own_actions[0]
+
+
+@pytest.mark.slow
+def test_kill_9_during_training_resumes_to_the_same_weights(corridor, episodes_file, tmp_path):
+    """SIGKILL a training process once it has saved a checkpoint (saved after every batch); the
+    rerun resumes from the last complete ``last.pt`` (safetensors, written atomically) and ends
+    with the weights of an uninterrupted run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import torch
+
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    kw = {**TINY, "il__epochs": 10, "il__batch_size": 1, "il__checkpoint_every": 1, "validation__every": 20, "val": {}}
+    _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
+    tests = Path(__file__).resolve().parents[1]
+    script = (f"import sys, json; sys.path[:0] = [{str(tests / 'eval')!r}, {str(tests / 'learn')!r}]\n"
+              "from eval_scenes import corridor_scene\nfrom learn_helpers import small_config\n"
+              "from vlnverse.learn.trainer import run_training\nfrom vlnverse.sim.body import load_body\n"
+              "from vlnverse.tasks.base import context_from_description\n"
+              "ctx = context_from_description(corridor_scene(), load_body('r2r_ce'), 0.05, scene_path='corridor.usda')\n"
+              f"cfg = small_config({str(tmp_path / 'cut')!r}, {str(episodes_file)!r}, policy='seq2seq', **json.loads({json.dumps(json.dumps(kw))}))\n"
+              "run_training(cfg, scene_loader=lambda *a: ctx, progress=False, report=lambda s: None)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tests.parent / "exts" / "vlnverse"), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", script], env=env)
+    last = tmp_path / "cut" / "last.pt"
+    try:
+        deadline = time.time() + 300
+        while not last.is_file() and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the training process ended before it could be killed"
+        time.sleep(0.1)  # a few more batches: the kill may land in the middle of a write
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    position = read_checkpoint(last)["position"]  # readable: an interrupted write never replaces it
+    assert position["phase"] == "il" and (position["epoch"], position["batch"]) < (10, 0)
+    _train(small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw), corridor)
+    a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
+    b = read_checkpoint(last)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)

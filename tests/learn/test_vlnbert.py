@@ -13,6 +13,8 @@ from learn_helpers import small_config
 
 torch = pytest.importorskip("torch")
 
+from vlnverse.learn.checkpoint import read_checkpoint  # noqa: E402
+
 RIG16 = [{"name": "depth", "kind": "depth", "width": 16, "height": 16}]
 PARAMS = {"hidden_size": 32}
 
@@ -70,9 +72,9 @@ def test_vlnbert_trains_evaluates_and_fine_tunes_online(corridor, episodes_file,
     # a fine-tuning round with schedule sampling (beta = p = 0.5) changes the weights and logs beta
     dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, il__epochs=3, mode="dagger",
                   init=str(Path(cfg.out) / "last.pt"), dagger={"rounds": 1, "p": 0.5, "epochs": 2})
-    before = torch.load(Path(cfg.out) / "last.pt", weights_only=False)["state_dict"]
+    before = read_checkpoint(Path(cfg.out) / "last.pt")["state_dict"]
     out = _train(dagger, corridor)
-    after = torch.load(Path(dagger.out) / "round_01.pt", weights_only=False)["state_dict"]
+    after = read_checkpoint(Path(dagger.out) / "round_01.pt")["state_dict"]
     changed = [k for k in before if not torch.equal(before[k], after[k])]
     assert changed and not any(k.startswith("predictor.") for k in changed)  # the predictor stays frozen
     assert out["dagger"][0]["beta"] == 0.5 and out["dagger"][0]["collected_steps"] > 0
@@ -86,15 +88,16 @@ def test_vlnbert_trains_evaluates_and_fine_tunes_online(corridor, episodes_file,
 
 def test_checkpoint_without_predictor_is_a_one_line_error(corridor, episodes_file, predictor_file, tmp_path):
     from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.checkpoint import write_checkpoint_dict
     from vlnverse.eval.agents import make_agent
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
     _train(cfg, corridor)
-    data = torch.load(Path(cfg.out) / "last.pt", weights_only=False)
+    data = read_checkpoint(Path(cfg.out) / "last.pt")
     data.pop("waypoint_predictor")
     data["state_dict"] = {k: v for k, v in data["state_dict"].items() if not k.startswith("predictor.")}
     bad = tmp_path / "bad.pt"
-    torch.save(data, bad)
+    write_checkpoint_dict(bad, data)
     with pytest.raises(ConfigError) as err:
         make_agent("policy", {"checkpoint": str(bad)})
     msg = str(err.value)
@@ -164,7 +167,9 @@ def test_text_encoder_weights_load_from_a_local_file_and_predictor_is_required(p
     torch.manual_seed(0)
     a = build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(predictor_file)}, vocab, rig)
     assert any("trained from scratch" in n for n in a.notes)
-    torch.save(a.instruction.state_dict(), tmp_path / "text.pt")
+    from safetensors.torch import save_file
+
+    save_file(a.instruction.state_dict(), tmp_path / "text.pt")
     torch.manual_seed(1)
     b = build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(predictor_file),
                                  "text_encoder": {"weights": str(tmp_path / "text.pt")}}, vocab, rig)

@@ -91,9 +91,17 @@ class Agent:
         self.model = model
         self.outputs: list[Any] = []
 
+    def required_sensors(self, sensors: list) -> list:
+        """Cameras (``CameraSpec``) this agent needs that the run's rig ``sensors`` lacks; the
+        runner adds them to the rig before ``check_sensors`` (default: none). A camera whose name
+        is taken in the rig by another camera is a ``ConfigError`` there, so an agent names a
+        camera of its own differently."""
+        return []
+
     def check_sensors(self, sensors: list) -> None:
-        """Called once before a run with its camera rig (``CameraSpec`` list): raise ``ConfigError``
-        when this agent cannot act on it (default: any rig is fine)."""
+        """Called once before a run with its camera rig (``CameraSpec`` list, with the cameras of
+        ``required_sensors`` added): raise ``ConfigError`` when this agent cannot act on it
+        (default: any rig is fine)."""
 
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""

@@ -447,6 +447,22 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
 # the run
 
 
+def agent_rig(agent: Agent, sensors: list, *, agent_name: str = "the agent") -> list:
+    """``sensors`` (``CameraSpec`` list) plus the cameras ``agent.required_sensors(sensors)`` asks
+    for; a camera whose name the rig already gives to a different camera is a ``ConfigError``."""
+    out = list(sensors)
+    for spec in agent.required_sensors(list(sensors)):
+        same = next((s for s in out if s.name == spec.name), None)
+        if same is None:
+            out.append(spec)
+        elif same != spec:
+            raise ConfigError(f"the agent needs camera '{spec.name}' as {spec.kind} {spec.width}x{spec.height}, "
+                              f"the rig has it as {same.kind} {same.width}x{same.height}", field="sensors",
+                              expected=f"a rig whose camera '{spec.name}' is what {agent_name} needs, or "
+                                       f"another name for the rig's camera")
+    return out
+
+
 def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None) -> Agent:
     """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model."""
     from .models import make_model
@@ -569,7 +585,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
     agent = make_run_agent(cfg, agent_factory)
-    agent.check_sensors([s.to_spec() for s in cfg.sensors])  # a mismatched rig fails once, before the run
+    sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors], agent_name=f"agent '{cfg.agent.name}'")
+    agent.check_sensors(sensors)  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     roots: list = []
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
@@ -587,8 +604,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     done = {r["episode_id"] for r in finished}
     todo = [e for e in episodes if e.episode_id not in done]
     report_budget = max(0, cfg.report.max_episodes - sum(1 for r in finished if r.get("map") or r.get("frames")))
-    sensors = [s.to_spec() for s in cfg.sensors]
-    rgb_sensor = next((s for s in sensors if s.kind == "rgb"), None)
+    rgb_sensor = next((s for s in sensors if s.kind == "rgb"), None)  # the config's first, else the agent's
     if rgb_sensor is not None and cfg.report.frames:
         from dataclasses import replace
 

@@ -10,6 +10,7 @@ and importing this package does not import torch either:
 - ``collect`` — teacher-labelled rollouts through the eval runner (the oracle's ``best_action``);
 - ``policies`` — the ``POLICIES`` registry: ``seq2seq`` and ``cma`` (VLN-CE) [torch];
 - ``trainer`` — offline IL and DAgger trainers, checkpoints [torch];
+- ``checkpoint`` / ``tensorfile`` — checkpoints as safetensors + JSON metadata (nothing in a file runs);
 - ``agent`` — the ``policy`` eval agent wrapping any checkpoint (torch imported on use);
 - ``gym_env`` — ``gymnasium.make("vlnverse/VLN-v0", ...)`` and ``make_vec_env``.
 

@@ -10,9 +10,14 @@ progress and any NaN re-samples go into the record's ``agent_outputs``. Panorami
 (``panoramic = True``: VLN-BERT) render the agent's depth panorama at each step, take the waypoint
 predictor's candidates and emit the chosen ``WaypointAction`` or STOP; with no candidate they turn
 in place and predict again (counted in ``agent_outputs``).
+
+The agent brings its cameras: ``required_sensors`` asks the runner for the checkpoint's cameras
+that the eval config's rig lacks (named ``policy_<name>`` when the rig uses the name for a camera
+of another size), so any eval config works with any checkpoint.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -47,8 +52,12 @@ class PolicyAgent(Agent):
             raise ConfigError("give exactly one of checkpoint / policy", field="agent.params.checkpoint",
                               expected="a checkpoint path")
         self.device = resolve_device(device)
+        #: the training config's cameras (field of view, depth range), when known
+        self.train_sensors: list | None = None
         if checkpoint is not None:
-            policy = policy_from_checkpoint(read_checkpoint(checkpoint), path=checkpoint, device=self.device)
+            data = read_checkpoint(checkpoint)
+            policy = policy_from_checkpoint(data, path=checkpoint, device=self.device)
+            self.train_sensors = list((data.get("config") or {}).get("sensors") or [])
         self.policy = policy
         self.checkpoint = checkpoint
         self.sample = bool(sample)
@@ -72,19 +81,53 @@ class PolicyAgent(Agent):
         self.__dict__.update(state)
         self._torch = torch
 
+    #: prefix of the cameras the agent adds when the rig has one of the checkpoint's names at another size
+    ALIAS_PREFIX = "policy_"
+
+    def _cameras(self) -> list[Any]:
+        """The checkpoint's rig as ``CameraSpec``s (field of view and depth range from its training config)."""
+        from ..sim.sensors import CameraSpec
+
+        trained = {s.get("name"): s for s in (self.train_sensors or []) if isinstance(s, dict)}
+        out = []
+        for spec in self.policy.sensors:
+            t = trained.get(spec["name"], {})
+            out.append(CameraSpec(name=spec["name"], kind=spec["kind"], width=int(spec["shape"][1]),
+                                  height=int(spec["shape"][0]), hfov_deg=float(t.get("hfov_deg", 90.0)),
+                                  max_depth=float(t.get("max_depth", 10.0))))
+        return out
+
+    @staticmethod
+    def _fits(camera: Any, spec: Any) -> bool:
+        return camera is not None and camera.kind == spec.kind and (camera.width, camera.height) == (spec.width, spec.height)
+
+    def required_sensors(self, sensors: list) -> list:
+        """The checkpoint's cameras that ``sensors`` lacks (same name, kind and resolution); one
+        whose name the rig uses for another camera is added as ``policy_<name>``."""
+        have = {s.name: s for s in sensors}
+        out = []
+        for spec in self._cameras():
+            alias = replace(spec, name=self.ALIAS_PREFIX + spec.name)
+            if self._fits(have.get(spec.name), spec) or self._fits(have.get(alias.name), alias):
+                continue
+            out.append(alias if spec.name in have else spec)
+        return out
+
     def check_sensors(self, sensors: list) -> None:
         """Raise ``ConfigError`` (one line) unless ``sensors`` carries every camera of the
-        checkpoint's rig with the same name, kind and resolution."""
+        checkpoint's rig with the same kind and resolution, under its name or ``policy_<name>``
+        (the runner adds missing ones first: ``required_sensors``)."""
         from .store import sensor_layout
 
-        given = {s["name"]: s for s in sensor_layout(sensors)}
-        missing = [s for s in self.policy.sensors
-                   if given.get(s["name"], {}).get("kind") != s["kind"] or list(given[s["name"]]["shape"]) != list(s["shape"])]
+        have = {s.name: s for s in sensors}
+        missing = [s for s, spec in zip(self.policy.sensors, self._cameras())
+                   if not self._fits(have.get(spec.name), spec)
+                   and not self._fits(have.get(self.ALIAS_PREFIX + spec.name), spec)]
         if missing:
             def fmt(specs: Any) -> str:
                 return ", ".join(f"{s['name']} {s['kind']} {'x'.join(map(str, s['shape'][:2][::-1]))}" for s in specs)
 
-            raise ConfigError(f"the eval config's sensor rig [{fmt(given.values())}] lacks the policy's "
+            raise ConfigError(f"the sensor rig [{fmt(sensor_layout(sensors))}] lacks the policy's "
                               f"[{fmt(missing)}]", field="sensors", file=self.checkpoint,
                               expected=f"the checkpoint's rig [{fmt(self.policy.sensors)}] (name, kind, width x height)")
 
@@ -160,10 +203,13 @@ class PolicyAgent(Agent):
         torch = self._torch
         out = {}
         for spec in self.policy.sensors:
-            if spec["name"] not in observations:
+            name = spec["name"]
+            if name not in observations or np.shape(observations[name]) != tuple(spec["shape"]):
+                name = self.ALIAS_PREFIX + name if self.ALIAS_PREFIX + name in observations else name  # added by the runner
+            if name not in observations:
                 raise ConfigError(f"observation '{spec['name']}' missing (got {sorted(observations)})", field="sensors",
                                   expected=f"the checkpoint's sensor rig {self.policy.sensors}")
-            frame = np.asarray(observations[spec["name"]])
+            frame = np.asarray(observations[name])
             if list(frame.shape) != list(spec["shape"]):
                 raise ConfigError(f"sensor '{spec['name']}' gives {list(frame.shape)}", field="sensors",
                                   expected=f"shape {spec['shape']} as in the checkpoint")

@@ -1,5 +1,10 @@
 """Checkpoints: policy type and parameters, vocabulary, sensor rig, training config, code version,
-weights, and (for resuming) optimizer state and data position. Written atomically."""
+training provenance, weights, and (for resuming) optimizer state and data position.
+
+A checkpoint is a safetensors file (``tensorfile``): the tensors (weights, optimizer state) as
+raw bytes, everything else as JSON metadata with the tensors' sha256; reading it runs no code
+from the file. Written atomically. Pickle checkpoints of earlier versions are refused with the
+hint to ``vlnverse checkpoint convert OLD NEW --trust``."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,40 +13,46 @@ from typing import Any
 import torch
 
 from ..core.errors import ConfigError
-from ..core.io import atomic_path
 from . import code_version
+from .tensorfile import read_tensor_file, write_tensor_file
 from .vocab import Vocabulary
 
 FORMAT = "vlnverse-policy-checkpoint"
-FORMAT_VERSION = 1
+#: 1: torch.save pickle (refused; ``vlnverse checkpoint convert``); 2: safetensors + JSON metadata
+FORMAT_VERSION = 2
+
+
+def checkpoint_dict(policy: Any, *, config: dict[str, Any], extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a checkpoint of ``policy`` (a ``VLNPolicy``) holds."""
+    return {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": code_version(),
+            "policy": policy.name, "policy_params": config["policy"].get("params", {}),
+            "vocab": policy.vocab.to_dict(), "sensors": policy.sensors, "config": config,
+            "state_dict": dict(policy.state_dict()),
+            **(policy.checkpoint_extras() if hasattr(policy, "checkpoint_extras") else {}), **(extra or {})}
+
+
+def write_checkpoint_dict(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write a checkpoint dict (``checkpoint_dict``, or one converted from an old file) atomically."""
+    data = {k: v for k, v in data.items() if k != "tensors_sha256"}  # that of a file read: the new file records its own
+    return write_tensor_file(path, {**data, "format": FORMAT, "format_version": FORMAT_VERSION},
+                             fmt=FORMAT, version=FORMAT_VERSION)
 
 
 def save_checkpoint(path: str | Path, policy: Any, *, config: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
     """Write ``policy`` (a ``VLNPolicy``) and its metadata to ``path``."""
-    data = {"format": FORMAT, "format_version": FORMAT_VERSION, "code_version": code_version(),
-            "policy": policy.name, "policy_params": config["policy"].get("params", {}),
-            "vocab": policy.vocab.to_dict(), "sensors": policy.sensors, "config": config,
-            "state_dict": {k: v.detach().cpu() for k, v in policy.state_dict().items()},
-            **(policy.checkpoint_extras() if hasattr(policy, "checkpoint_extras") else {}), **(extra or {})}
-    with atomic_path(path) as tmp:
-        torch.save(data, tmp)
-    return Path(path)
+    return write_checkpoint_dict(path, checkpoint_dict(policy, config=config, extra=extra))
 
 
 def read_checkpoint(path: str | Path, *, expected_policy: str | None = None) -> dict[str, Any]:
-    """Load a checkpoint's dict; a missing/corrupt file or a different policy type is a ``ConfigError``."""
+    """A checkpoint's dict (plus ``tensors_sha256``); a missing, pickled, corrupt, tampered or
+    newer-format file, or one of another policy type, is a one-line ``ConfigError``."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError("checkpoint not found", file=path, field="checkpoint", expected="a file written by vlnverse train")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure means "not a checkpoint"
-        raise ConfigError(f"not a readable checkpoint ({type(exc).__name__})", file=path, field="checkpoint") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ConfigError("not a vlnverse policy checkpoint", file=path, field="checkpoint")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise ConfigError(f"checkpoint format {data.get('format_version')}", file=path, field="format_version",
-                          expected=str(FORMAT_VERSION))
+    data, meta = read_tensor_file(path, fmt=FORMAT, version=FORMAT_VERSION, field="checkpoint", what="policy checkpoint")
+    data["tensors_sha256"] = meta.get("tensors_sha256")
+    if not isinstance(data.get("state_dict"), dict) or not isinstance(data.get("policy"), str):
+        raise ConfigError("not a vlnverse policy checkpoint (no policy or weights)", file=path, field="checkpoint")
     if expected_policy is not None and data["policy"] != expected_policy:
         raise ConfigError(f"checkpoint holds a '{data['policy']}' policy", file=path, field="policy.name",
                           expected=f"'{expected_policy}' (the config's policy), or a {data['policy']} config")
@@ -78,3 +89,55 @@ def resolve_device(name: str) -> "torch.device":
     if name.startswith("cuda") and not torch.cuda.is_available():
         raise ConfigError("CUDA is not available on this machine", field="device", expected="auto or cpu")
     return torch.device(name)
+
+
+def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any = print) -> dict[str, Any]:
+    """Convert a ``torch.save`` pickle of an earlier vlnverse (policy checkpoint, waypoint
+    predictor, or a plain state dict of encoder weights) to a safetensors file. Unpickling runs
+    whatever code the old file holds, so this refuses to run without ``trust``; ``warn`` gets
+    the warning line. Returns what was written (``kind``, ``path``, ``tensors_sha256``)."""
+    from .tensorfile import sniff
+
+    old, new = Path(old), Path(new)
+    if not old.is_file():
+        raise ConfigError("file not found", file=old, field="OLD")
+    kind = sniff(old)
+    if kind not in ("torch-zip", "pickle"):
+        raise ConfigError(f"not a pickle file ({kind}): nothing to convert", file=old, field="OLD",
+                          expected="a torch.save file of an earlier vlnverse")
+    if not trust:
+        raise ConfigError("converting unpickles the file, which runs any code it holds: only for a file you trust",
+                          file=old, field="--trust", expected="--trust to convert a file from a source you trust")
+    warn(f"warning: unpickling {old}: this runs any code the file holds (--trust given)")
+    try:
+        data = torch.load(old, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - any unpickling failure
+        raise ConfigError(f"not a readable torch file ({type(exc).__name__})", file=old, field="OLD") from None
+    try:
+        return _write_converted(data, old, new)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"cannot be converted: {exc}", file=old, field="OLD") from None
+
+
+def _write_converted(data: Any, old: Path, new: Path) -> dict[str, Any]:
+    from .tensorfile import STATE_DICT_FORMAT, STATE_DICT_VERSION, file_info, load_state_dict_file, write_tensor_file
+    from .waypoints import FORMAT as WP_FORMAT, FORMAT_VERSION as WP_VERSION, read_predictor
+
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt == FORMAT:
+        write_checkpoint_dict(new, data)
+        read_checkpoint(new)
+        out = {"kind": "policy checkpoint"}
+    elif fmt == WP_FORMAT:
+        write_tensor_file(new, {k: v for k, v in data.items() if k not in ("format", "format_version")},
+                          fmt=WP_FORMAT, version=WP_VERSION)
+        read_predictor(new)
+        out = {"kind": "waypoint predictor"}
+    elif isinstance(data, dict) and data and all(isinstance(k, str) and torch.is_tensor(v) for k, v in data.items()):
+        write_tensor_file(new, dict(data), fmt=STATE_DICT_FORMAT, version=STATE_DICT_VERSION)
+        load_state_dict_file(new, field="NEW")
+        out = {"kind": "state dict"}
+    else:
+        raise ConfigError("holds neither a vlnverse checkpoint, a waypoint predictor nor a state dict of tensors",
+                          file=old, field="OLD")
+    return {"path": str(new), **out, "tensors_sha256": file_info(new)["tensors_sha256"]}

@@ -1,12 +1,12 @@
-"""``vlnverse train CONFIG [key=value ...]`` and ``vlnverse waypoints train|show`` (torch is imported
-only when a command runs)."""
+"""``vlnverse train CONFIG [key=value ...]``, ``vlnverse waypoints train|show`` and ``vlnverse
+checkpoint info|convert`` (torch is imported only when a command needs it)."""
 from __future__ import annotations
 
 import argparse
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``train``."""
+    """Register ``train``, ``waypoints`` and ``checkpoint``."""
     p = sub.add_parser("train", help="train a policy: offline imitation from cached teacher rollouts, or "
                                      "'mode=dagger init=CHECKPOINT' for online DAgger (resumable)")
     p.add_argument("config", help="train config YAML path, or the name of one in tasks/train/")
@@ -46,6 +46,49 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="runs/waypoints/show")
     s.set_defaults(func=_waypoints_show)
+    c = sub.add_parser("checkpoint", help="inspect a checkpoint, or convert an old pickle checkpoint (safetensors files "
+                                          "load without running code)")
+    csub = c.add_subparsers(dest="checkpoint_command", metavar="ACTION")
+    csub.required = True
+    i = csub.add_parser("info", help="metadata, sensor rig, tensor sizes and whether the checksum holds "
+                                     "(builds no model; exit 1 when the checksum fails)")
+    i.add_argument("path", help="a policy checkpoint, waypoint predictor or weights file")
+    i.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    i.set_defaults(func=_checkpoint_info)
+    v = csub.add_parser("convert", help="convert a torch.save pickle of an earlier version to safetensors "
+                                        "(unpickles OLD, which runs any code it holds: needs --trust)")
+    v.add_argument("old", help="the old .pt file")
+    v.add_argument("new", help="the file to write")
+    v.add_argument("--trust", action="store_true", help="I trust OLD: unpickling it may run code")
+    v.set_defaults(func=_checkpoint_convert)
+
+
+def _checkpoint_info(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from .tensorfile import file_info, format_info
+
+    info = file_info(args.path)
+    print(json.dumps(info, sort_keys=True) if args.json else format_info(info))
+    if info["checksum"] == "MISMATCH":
+        print(f"vlnverse: error: {args.path}: the tensors fail their checksum (altered or damaged)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _checkpoint_convert(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from .agent import require_torch
+
+    require_torch()
+    from .checkpoint import convert_legacy
+
+    out = convert_legacy(args.old, args.new, trust=args.trust, warn=lambda s: print(s, file=sys.stderr))
+    print(json.dumps(out))
+    return 0
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -46,6 +46,21 @@ def _local_file(path: Any, field: str) -> Path:
     return p
 
 
+def load_weights(module: nn.Module, path: Any, field: str) -> None:
+    """Load a local safetensors state dict into ``module`` (``tensorfile.load_state_dict_file``:
+    a pickle is refused, nothing in the file runs); a missing file or weights of another shape
+    are one-line ``ConfigError``s naming ``field``."""
+    from .tensorfile import load_state_dict_file
+
+    file = _local_file(path, field)
+    state = load_state_dict_file(file, field=field)
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as exc:
+        raise ConfigError(f"weights do not fit: {str(exc).splitlines()[0]}", file=file, field=field,
+                          expected="a state dict of this module") from None
+
+
 class CNNEncoder(nn.Module):
     """A small CNN (3 strided convolutions) → spatial features (C, 4, 4) and a global vector."""
 
@@ -61,8 +76,7 @@ class CNNEncoder(nn.Module):
         self.fc = nn.Sequential(nn.Flatten(), nn.Linear(2 * channels * 16, out_dim), nn.ReLU(inplace=True))
         self.out_dim = out_dim
         if weights:
-            state = torch.load(_local_file(weights, f"{field}.weights"), map_location="cpu", weights_only=True)
-            self.load_state_dict(state)
+            load_weights(self, weights, f"{field}.weights")
             _note(notes, f"{field}: loaded pretrained weights from {weights}")
         else:
             _note(notes, f"{field}: no pretrained weights given ({field}.weights): small CNN trained from scratch")
@@ -88,8 +102,7 @@ class ResNetEncoder(nn.Module):
             raise ConfigError(f"unknown architecture {arch!r}", field=f"{field}.type", expected="cnn, resnet18 or resnet50")
         net = getattr(torchvision.models, arch)(weights=None)
         if weights:
-            state = torch.load(_local_file(weights, f"{field}.weights"), map_location="cpu", weights_only=True)
-            net.load_state_dict(state)
+            load_weights(net, weights, f"{field}.weights")
             _note(notes, f"{field}: loaded {arch} weights from {weights}")
         else:
             _note(notes, f"{field}: no pretrained weights given ({field}.weights): {arch} randomly initialised")

@@ -162,7 +162,7 @@ class StepStore:
         if key not in self._maps:
             if len(self._maps) > 64:  # keep a bounded number of open memory maps
                 self._maps.clear()
-            self._maps[key] = np.load(self._chunk_path(chunk, name), mmap_mode="r")
+            self._maps[key] = np.load(self._chunk_path(chunk, name), mmap_mode="r", allow_pickle=False)
         return self._maps[key]
 
     def episode(self, i: int) -> dict[str, Any]:

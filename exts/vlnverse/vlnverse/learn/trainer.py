@@ -3,7 +3,8 @@ and online DAgger in the physics simulator.
 
 Run folder (``cfg.out``): ``config.json`` (a resumed run must match it), ``last.pt`` (weights,
 optimizer, data position; saved every ``il.checkpoint_every`` batches, at each epoch end and on
-Ctrl-C), ``best.pt`` (best validation ``validation.metric``), ``train_log.csv`` and TensorBoard
+Ctrl-C), ``best.pt`` (best validation ``validation.metric``; a copy of the last weights when no
+validation ran), ``train_log.csv`` and TensorBoard
 events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/`` (the eval
 runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
 ``dagger.jsonl`` (β, collected and aggregated steps per round) and ``summary.json``.
@@ -245,6 +246,7 @@ class Trainer:
         self.best: dict[str, Any] = {"metric": cfg.validation.metric, "value": None, "tag": None}
         self.global_step = 0
         self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device)}
+        self.provenance: dict[str, Any] = {"mode": cfg.mode}
 
     # ---------------------------------------------------------------- setup
 
@@ -276,7 +278,7 @@ class Trainer:
     def _save(self, path: Path, **extra: Any) -> None:
         save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
-            "best": self.best, "global_step": self.global_step, **extra})
+            "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
 
     def teacher_spec(self) -> Any:
         """The configured policy's teacher (``POLICIES`` class ``teacher_spec(params)``), or None
@@ -439,14 +441,24 @@ class Trainer:
         random.seed(self.cfg.seed)
         if self.cfg.threads is not None:
             torch.set_num_threads(self.cfg.threads)
+        init = self._read_init() if self.cfg.mode == "dagger" else None  # a bad init fails before anything is written
         resume = self._check_run_folder()
         train, self.val_episodes = self._episodes()
         self.train_episodes = train
+        self.provenance = {"mode": self.cfg.mode, "train_episodes": len(train), "seed": self.cfg.seed,
+                           **({"init": str(self.cfg.init), "init_tensors_sha256": init["tensors_sha256"]} if init else {})}
         self.logger = RunLogger(self.out, self.report)
         try:
-            result = self._run_dagger(train, resume) if self.cfg.mode == "dagger" else self._run_il(train, resume)
+            result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume)
         finally:
             self.logger.close()
+        if not self.best_path.is_file() and self.last_path.is_file():  # the README's best.pt exists after every run
+            from ..core.io import write_bytes_atomic
+
+            write_bytes_atomic(self.best_path, self.last_path.read_bytes())
+            self.best = {**self.best, "tag": "last", "value": None}
+            self.report(f"no validation ran ({self.cfg.validation.metric} every {self.cfg.validation.every} epochs): "
+                        f"{self.best_path} holds the last weights")
         self.summary.update(result, best=self.best, checkpoint=str(self.best_path if self.best_path.is_file() else self.last_path))
         write_json_atomic(self.out / "summary.json", to_jsonable(self.summary))
         return self.summary
@@ -491,18 +503,23 @@ class Trainer:
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
                        "steps": store.num_steps}}
 
-    def _run_dagger(self, train: list, resume: bool) -> dict[str, Any]:
-        from .agent import PolicyAgent
-        from .collect import collect
-
+    def _read_init(self) -> dict[str, Any]:
+        """The DAgger init checkpoint; another policy type, sensor rig or instruction length is a ``ConfigError``."""
         cfg = self.cfg
         init = read_checkpoint(cfg.init, expected_policy=cfg.policy.name)
         mine = to_jsonable(cfg.model_key())
-        theirs = {k: init["config"].get(k) for k in mine}
+        theirs = {k: (init.get("config") or {}).get(k) for k in mine}
         if theirs != mine:
             diff = sorted(k for k in mine if mine[k] != theirs[k])
             raise ConfigError(f"the init checkpoint was trained with different {diff}: {[theirs[k] for k in diff]}",
                               field=diff[0], file=cfg.init, expected=f"{[mine[k] for k in diff]} as in this config")
+        return init
+
+    def _run_dagger(self, train: list, resume: bool, init: dict[str, Any]) -> dict[str, Any]:
+        from .agent import PolicyAgent
+        from .collect import collect
+
+        cfg = self.cfg
         data = self._build_or_resume(None, init)
         stores = [self._teacher_store(train)] if cfg.dagger.include_teacher_data else []
         agg_root = self.out / "dagger_aggregate"

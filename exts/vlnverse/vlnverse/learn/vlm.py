@@ -15,7 +15,8 @@ from ..eval.mllm.models import ChatModel, Generation
 class TransformersVLM(ChatModel):
     """A Hugging Face vision-language model loaded from a local folder (never downloaded).
 
-    ``path`` is the model folder (config + weights); ``device`` (``cpu``, ``cuda``...) and
+    ``path`` is the model folder (config + safetensors weights; remote code and pickled ``.bin``
+    weights are never loaded); ``device`` (``cpu``, ``cuda``...) and
     ``dtype`` (``auto``, ``float16``, ``bfloat16``, ``float32``). ``transformers`` is imported
     when the model is built; a missing package or folder is a clear ``ConfigError``.
     """
@@ -36,8 +37,15 @@ class TransformersVLM(ChatModel):
                               expected="pip install transformers (the 'transformers' model loads local weights only)") from None
         auto = getattr(transformers, "AutoModelForImageTextToText", None) or transformers.AutoModelForVision2Seq
         torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-        self.processor = transformers.AutoProcessor.from_pretrained(folder, local_files_only=True)
-        self.net = auto.from_pretrained(folder, local_files_only=True, torch_dtype=torch_dtype).to(device).eval()
+        self.processor = transformers.AutoProcessor.from_pretrained(folder, local_files_only=True, trust_remote_code=False)
+        try:  # safetensors weights only: a pickled pytorch_model.bin could run code when loaded
+            net = auto.from_pretrained(folder, local_files_only=True, torch_dtype=torch_dtype, use_safetensors=True,
+                                       trust_remote_code=False)
+        except OSError as exc:
+            raise ConfigError(f"no loadable safetensors weights ({str(exc).splitlines()[0] if str(exc) else 'OSError'})",
+                              file=folder, field="model.params.path",
+                              expected="a model folder with *.safetensors weights (pickled .bin weights are not loaded)") from None
+        self.net = net.to(device).eval()
         self.device = device
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:

@@ -43,7 +43,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..sim.types import DiscreteAction, WaypointAction
 from .collect import TeacherForcingAgent
-from .policies import POLICIES, VLNPolicy, _local_file, _note
+from .policies import POLICIES, VLNPolicy, _note, load_weights
 from .vocab import PAD_ID, Vocabulary
 from .waypoints import PanoramaRenderer, WaypointPredictor, load_predictor, to_world
 
@@ -65,12 +65,7 @@ class TextEncoder(nn.Module):
         self.norm = nn.LayerNorm(size)
         self.out_dim = size
         if weights:
-            state = torch.load(_local_file(weights, "text_encoder.weights"), map_location="cpu", weights_only=True)
-            try:
-                self.load_state_dict(state)
-            except RuntimeError as exc:
-                raise ConfigError(f"weights do not fit: {str(exc).splitlines()[0]}", file=weights,
-                                  field="text_encoder.weights", expected="a state dict of this text encoder") from None
+            load_weights(self, weights, "text_encoder.weights")
             _note(notes, f"text_encoder: loaded weights from {weights}")
         else:
             _note(notes, "text_encoder: no pretrained weights given (text_encoder.weights): small transformer "

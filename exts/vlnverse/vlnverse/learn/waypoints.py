@@ -57,7 +57,8 @@ from ..core.errors import ConfigError
 from ..core.io import atomic_path, to_jsonable, write_json_atomic
 
 FORMAT = "vlnverse-waypoint-predictor"
-FORMAT_VERSION = 1
+#: 1: torch.save pickle (refused; ``vlnverse checkpoint convert``); 2: safetensors + JSON metadata
+FORMAT_VERSION = 2
 
 
 # -------------------------------------------------------------------------------------------- grid
@@ -299,38 +300,42 @@ class WaypointPredictor(nn.Module):
 
 
 def save_predictor(path: str | Path, model: WaypointPredictor, extra: dict | None = None) -> Path:
-    """Write a predictor checkpoint atomically."""
-    data = {"format": FORMAT, "format_version": FORMAT_VERSION, "params": model.params,
-            "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()}, **(extra or {})}
-    with atomic_path(path) as tmp:
-        torch.save(data, tmp)
-    return Path(path)
+    """Write a predictor checkpoint atomically (a safetensors file, see ``tensorfile``)."""
+    from .tensorfile import write_tensor_file
+
+    data = {"params": model.params, "state_dict": dict(model.state_dict()), **(extra or {})}
+    return write_tensor_file(path, data, fmt=FORMAT, version=FORMAT_VERSION)
 
 
 def predictor_from_dict(data: Any, *, file: Any = None) -> WaypointPredictor:
-    """Rebuild a predictor from its checkpoint dict (``format``, ``params``, ``state_dict``)."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
+    """Rebuild a predictor from its checkpoint dict (``params``, ``state_dict``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("params"), dict) or not isinstance(data.get("state_dict"), dict):
         raise ConfigError("not a waypoint predictor checkpoint", file=file, field="waypoint_predictor",
                           expected="a file written by 'vlnverse waypoints train'")
-    model = WaypointPredictor(**data["params"])
     try:
+        model = WaypointPredictor(**data["params"])
         model.load_state_dict(data["state_dict"])
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError) as exc:
         raise ConfigError(f"weights do not fit: {str(exc).splitlines()[0]}", file=file, field="state_dict") from None
     return model.eval()
 
 
-def load_predictor(path: str | Path) -> WaypointPredictor:
-    """Load a predictor checkpoint; missing / unreadable is a one-line ``ConfigError``."""
+def read_predictor(path: str | Path) -> dict[str, Any]:
+    """A predictor file's dict (``params``, ``state_dict``, ``metrics``); a missing, pickled,
+    corrupt, tampered or newer-format file is a one-line ``ConfigError``."""
+    from .tensorfile import read_tensor_file
+
     path = Path(path)
     if not path.is_file():
         raise ConfigError("waypoint predictor not found", file=path, field="waypoint_predictor",
                           expected="a checkpoint of 'vlnverse waypoints train'")
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure
-        raise ConfigError(f"not a readable checkpoint ({type(exc).__name__})", file=path, field="waypoint_predictor") from None
-    return predictor_from_dict(data, file=path)
+    return read_tensor_file(path, fmt=FORMAT, version=FORMAT_VERSION, field="waypoint_predictor",
+                            what="waypoint predictor")[0]
+
+
+def load_predictor(path: str | Path) -> WaypointPredictor:
+    """Load a predictor checkpoint (``read_predictor``)."""
+    return predictor_from_dict(read_predictor(path), file=path)
 
 
 # -------------------------------------------------------------------------------------------- data

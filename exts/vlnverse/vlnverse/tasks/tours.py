@@ -356,7 +356,7 @@ def load_prior_video(path: str | Path) -> tuple[np.ndarray, dict[str, np.ndarray
     if not path.is_file():
         raise ConfigError("prior video not found", file=path, expected="an .npz written by save_prior_video")
     try:
-        with np.load(path) as data:
+        with np.load(path, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError) as exc:
         raise ConfigError(f"unreadable prior video ({exc})", file=path) from None
