@@ -283,3 +283,13 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
         assert "REV_SPL" in summary["overall"]["means"] and "reach_SPL" in summary["overall"]["means"]
     gt = result["summaries"]["ROAM (GT rooms)"]["overall"]["means"]
     assert gt["reach_SR"] == 1.0 and gt["RD_SR"] == 1.0
+
+
+def test_shipped_roam_config_loads():
+    import vlnverse.eval.agents  # noqa: F401 - registers the viewpoints backend and the agents
+    from vlnverse.eval.config import load_eval_config
+    from vlnverse.paths import repo_root
+
+    cfg = load_eval_config(repo_root() / "tasks" / "eval" / "roam_false_premise.yaml")
+    assert cfg.agent.name == "roam" and cfg.agent.params["room_labels"] == "classifier"
+    assert cfg.task == "false_premise" and cfg.collision_mode == "graph"

@@ -422,7 +422,7 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
                      if k not in TABLE_COLUMNS and k not in TABLE_HIDDEN and v is not None})
     console = Console()
     if not console.is_terminal:  # piped output: do not squeeze the table to 80 columns
-        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + len(extras) + 2)))
+        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + 2) + 15 * len(extras)))
     table = Table(title=title)
     for header in label_headers:
         table.add_column(header, no_wrap=True)
