@@ -2,11 +2,13 @@
 reaching the back-projected pixel, re-prompts on bad pixels, frame selection and short videos."""
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pytest
 
+from vlnverse.core.errors import ConfigError
 from vlnverse.eval.pixel_goal import PixelGoalError, floor_to_pixel, parse_pixel_goal, pixel_to_floor
 
 SIZE = 64
@@ -138,3 +140,85 @@ def test_a_wall_pixel_is_reprompted_then_recorded_invalid(home14, tmp_path):
     step = agent.outputs[-1]
     assert len(step["attempts"]) == 2 and all("error" in a for a in step["attempts"])
     assert "wall or an object" in step["invalid"] or "no depth" in step["invalid"]
+
+
+# ---------------------------------------------------------------------------------------------
+# export-sft (frontier-based pixel goals)
+
+
+def test_seen_cells_and_frontier_by_hand():
+    from vlnverse.eval.sft import frontier_cells, seen_cells
+
+    blocked = np.zeros((20, 20), bool)
+    blocked[:, 10] = True                                  # a wall at column 10 (x = 1.0 .. 1.1 m)
+    seen = seen_cells(blocked, np.zeros(2), 0.1, [(0.55, 1.05)], sight=3.0)
+    assert seen[10, 5] and seen[10, 9] and seen[10, 10]    # up to and including the wall
+    assert not seen[10, 11:].any()                          # nothing behind it
+    navigable = np.ones((20, 20), bool)
+    navigable[:, 10] = False
+    front = frontier_cells(navigable, seen)
+    assert len(front) == 0                                  # the wall closes the seen side
+    navigable[10, 10] = True                                # a door in the wall: its seen cell borders unseen floor
+    assert [tuple(c) for c in frontier_cells(navigable, seen)] == [(10, 10)]
+
+
+def _vc_episode(ctx, tmp_path):
+    """A video-contextualized episode on home_0014 with a synthetic prior video: the goal is an
+    object in another room than the start's."""
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    g = ctx.navgraph.graph
+    start = np.asarray(g.nodes[4]["position"][:2], dtype=float)
+    start_room = g.nodes[4]["room_id"]
+    obj = next(o for o in ctx.desc.objects if getattr(o, "room_id", None) not in (None, start_room)
+               and ctx.planner.geodesic_distance(start, np.asarray(o.position[:2])) < 12)
+    np.savez(tmp_path / "tour.npz", frames=np.zeros((20, 8, 8, 3), np.uint8))
+    return Episode("vc-sft-0", ctx.scene_id, str(ctx.scene_path), "val_unseen", "video_contextualized",
+                   [*start, 0.0], 0.0, [Goal(list(obj.position[:3]), radius=1.0, object_id=int(obj.instance_id))],
+                   [[*start, 0.0], list(obj.position[:3])], 5.0, [Instruction(f"find the {obj.category}")],
+                   info={"video": "tour.npz", "window": [0, 20], "target_frames": [7, 8], "kind": "instance",
+                         "target_object_id": int(obj.instance_id)})
+
+
+def test_export_sft_pixel_goals_back_project_onto_navigable_cells(home14, tmp_path):
+    from vlnverse.eval.mllm.views import snapped_front
+    from vlnverse.eval.pixel_goal import VIEW_NAMES, Panorama
+    from vlnverse.eval.sft import export_sft
+    from vlnverse.tasks.episode import save_episodes
+
+    save_episodes(tmp_path / "eps.jsonl", [_vc_episode(home14, tmp_path)])
+    counts = export_sft(tmp_path / "eps.jsonl", tmp_path / "sft", view_size=SIZE, video_frames=50, max_samples=6)
+    lines = [json.loads(x) for x in (tmp_path / "sft" / "sft.jsonl").read_text().splitlines()]
+    assert counts["samples"] == len(lines) >= 2 and counts["episodes"] == 1
+    moves = [x for x in lines if not x["target"]["stop"]]
+    assert moves
+    pano = Panorama(SIZE)
+    try:
+        for x in moves:
+            t = x["target"]
+            assert x["messages"][-1]["content"].startswith(f"Frame: {t['frame']}\nView: {t['view']}\nPixel: ")
+            assert t["frame"] in (7, 8)                     # a shown frame of the target
+            assert len(x["images"]) == 20 + 8 and all((tmp_path / "sft" / p).is_file() for p in x["images"])
+            xy, yaw = t["pose"][:2], t["pose"][2]
+            _, depth = pano.render(home14, xy)
+            k = VIEW_NAMES.index(t["view"])
+            g = (snapped_front(yaw) + k) % 4
+            floor = pixel_to_floor(t["u"], t["v"], depth[g], g * math.pi / 2, xy, home14.body.camera_height,
+                                   floor_tolerance=home14.body.step_height)
+            assert home14.maps.navigable.is_free(floor[None])[0], t
+            assert floor == pytest.approx(t["waypoint"], abs=0.02)
+    finally:
+        pano.close()
+    if lines[-1]["target"]["stop"]:
+        assert lines[-1]["messages"][-1]["content"].endswith("Action: STOP")
+
+
+def test_export_sft_refuses_other_task_types(tmp_path, home14):
+    from vlnverse.eval.sft import export_sft
+    from vlnverse.tasks.episode import save_episodes
+
+    ep = _vc_episode(home14, tmp_path)
+    ep.task_type = "fine_grained"
+    save_episodes(tmp_path / "eps.jsonl", [ep])
+    with pytest.raises(ConfigError, match="task_type"):
+        export_sft(tmp_path / "eps.jsonl", tmp_path / "sft")
