@@ -222,3 +222,33 @@ def test_export_sft_refuses_other_task_types(tmp_path, home14):
     save_episodes(tmp_path / "eps.jsonl", [ep])
     with pytest.raises(ConfigError, match="task_type"):
         export_sft(tmp_path / "eps.jsonl", tmp_path / "sft")
+
+
+def test_executor_reaches_the_back_projected_pixel_under_strict(home14, tmp_path):
+    """Strict: the waypoint controller drives the body through physics to the floor point."""
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.modes import make_mode
+    from vlnverse.eval.models import make_model
+    from vlnverse.eval.pixel_goal import Panorama
+    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.sim import make_simulator
+
+    xy = _open_east_start(home14)
+    u, v = SIZE // 2, 50
+    model = make_model("scripted", {"answers": [f"Frame: 0\nView: Front\nPixel: {u}, {v}", "Frame: 0\nAction: STOP"]})
+    agent = make_agent("mv_dualvln", {"view_size": SIZE}, model=model)
+    sim = make_simulator(home14.desc, home14.body, sensors=[])
+    try:
+        mode = make_mode("strict", sim)
+        settings = RunSettings(max_steps=4, success_distance=1.0, body=home14.body, resolution=0.05,
+                               task_type="video_contextualized")
+        rec = run_episode(_episode(home14, xy, tmp_path), home14, sim, mode, agent, settings)
+    finally:
+        sim.close()
+        agent.panorama.close()
+    pano = Panorama(SIZE)
+    _, depth = pano.render(home14, xy)
+    pano.close()
+    floor = pixel_to_floor(u, v, depth[0], 0.0, xy, home14.body.camera_height)
+    assert rec["termination"] == "stop", rec["termination"]
+    assert np.linalg.norm(np.asarray(rec["trajectory"][-1][:2]) - floor) <= 0.3

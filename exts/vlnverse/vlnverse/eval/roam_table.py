@@ -26,8 +26,8 @@ METHODS: dict[str, dict[str, Any]] = {
 COLUMNS = {"Coverage": ("coverage", "%"), "Len (reach)": ("len_reach", "m"), "Len (explore)": ("len_explore", "m"),
            "Reach SR": ("reach_SR", "%"), "Reach&Decision SR": ("RD_SR", "%"), "Reach SPL": ("reach_SPL", "%"),
            "REV-SPL": ("REV_SPL", "%")}
-#: the scripted model of the table (and the tests): a few moves, then NOT_FOUND
-SCRIPTED = {"name": "scripted", "params": {"answers": ["Action: 1", "Action: 1", "Action: 2", "Action: NOT_FOUND"],
+#: the scripted model of the table (and the tests): eight moves (marker 1, then 2), then NOT_FOUND
+SCRIPTED = {"name": "scripted", "params": {"answers": ["Action: 1"] * 5 + ["Action: 2"] * 3 + ["Action: NOT_FOUND"],
                                            "cycle": True}}
 
 
