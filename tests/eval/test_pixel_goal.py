@@ -252,3 +252,15 @@ def test_executor_reaches_the_back_projected_pixel_under_strict(home14, tmp_path
     floor = pixel_to_floor(u, v, depth[0], 0.0, xy, home14.body.camera_height)
     assert rec["termination"] == "stop", rec["termination"]
     assert np.linalg.norm(np.asarray(rec["trajectory"][-1][:2]) - floor) <= 0.3
+
+
+def test_export_sft_cli(home14, tmp_path, capsys):
+    from vlnverse.cli import main
+    from vlnverse.tasks.episode import save_episodes
+
+    save_episodes(tmp_path / "eps.jsonl", [_vc_episode(home14, tmp_path)])
+    assert main(["data", "export-sft", str(tmp_path / "eps.jsonl"), "--task", "video_contextualized",
+                 "--out", str(tmp_path / "sft"), "--view-size", "32", "--max-samples", "2"]) == 0
+    assert "samples" in capsys.readouterr().out and (tmp_path / "sft" / "sft.jsonl").is_file()
+    assert main(["data", "export-sft", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")]) == 2
+    assert "missing.jsonl: no episode file" in capsys.readouterr().err

@@ -3,7 +3,7 @@
 * ``data generate --task T --scenes SPLIT_OR_PATHS --episodes-per-scene K --seed S --out DIR``
 * ``data show FILE_OR_DIR [--split S] [--n 3]``
 * ``data export-r2r FILE_OR_DIR --out FILE.json [--split S]``
-* ``data export-sft FILE_OR_DIR --task video_contextualized --out DIR`` (``vlnverse.eval.sft``)
+* ``data export-sft FILE_OR_DIR --task video_contextualized --out DIR`` (registered by ``vlnverse.eval.cli``)
 * ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
 * ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
 * ``data tasks`` lists the registered task types.
@@ -62,17 +62,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     exp.add_argument("--split", default=None)
     exp.add_argument("--out", required=True)
     exp.set_defaults(func=_export_r2r)
-
-    sft = dsub.add_parser("export-sft", help="chat-format fine-tuning samples (images + prompt + target answer) "
-                                            "for the MV-DualVLN pixel-goal agent, frontier-based pixel goals")
-    sft.add_argument("path", help="episode JSONL file or dataset folder")
-    sft.add_argument("--task", default="video_contextualized", choices=["video_contextualized"])
-    sft.add_argument("--out", required=True, help="output folder (sft.jsonl + images/)")
-    sft.add_argument("--view-size", type=int, default=224)
-    sft.add_argument("--video-frames", type=int, default=50)
-    sft.add_argument("--max-samples", type=int, default=8, help="samples per episode at most")
-    sft.add_argument("--scene-root", action="append", default=None, metavar="DIR")
-    sft.set_defaults(func=_export_sft)
 
     imp = dsub.add_parser("import-r2r", help="read a VLN-CE R2R JSON file into vlnverse JSONL")
     imp.add_argument("path")
@@ -147,18 +136,6 @@ def _show(args: argparse.Namespace) -> int:
     print(f"{len(episodes)} episodes in {args.path}")
     for ep in episodes[:max(args.n, 0)]:
         print(json.dumps(ep.to_dict(), sort_keys=True) if args.json else format_episode(ep))
-    return 0
-
-
-def _export_sft(args: argparse.Namespace) -> int:
-    """``data export-sft``: see ``vlnverse.eval.sft``."""
-    from ..eval.sft import export_sft
-
-    counts = export_sft(args.path, args.out, view_size=args.view_size, video_frames=args.video_frames,
-                        max_samples=args.max_samples, scene_root=args.scene_root)
-    print(f"wrote {counts['samples']} samples ({counts['stop_samples']} STOP) of {counts['episodes']} episodes to "
-          f"{counts['out']}" + (f"; {counts['skipped_episodes']} episode(s) without a reachable goal skipped"
-                                if counts["skipped_episodes"] else ""))
     return 0
 
 
