@@ -293,3 +293,31 @@ def test_shipped_roam_config_loads():
     cfg = load_eval_config(repo_root() / "tasks" / "eval" / "roam_false_premise.yaml")
     assert cfg.agent.name == "roam" and cfg.agent.params["room_labels"] == "classifier"
     assert cfg.task == "false_premise" and cfg.collision_mode == "graph"
+
+
+def test_roam_under_telhop_with_a_looping_model_still_decides(home14, fp_pairs, tmp_path):
+    """Tel-Hop (waypoint hops between viewpoints, rendered views); a model that always answers
+    marker 1 loops between viewpoints: the hard budget / frontier constraint still ends the search."""
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.modes import make_mode
+    from vlnverse.eval.models import make_model
+    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.sim import make_simulator
+
+    model = make_model("scripted", {"answers": ["Action: 1"], "cycle": True})
+    agent = make_agent("roam", {"room_labels": "ground_truth", "views": "render", "view_size": 32,
+                                "image_dir": str(tmp_path / "img"), "explore_budget": 6}, model=model)
+    sim = make_simulator(home14.desc, home14.body, sensors=[])
+    settings = RunSettings(max_steps=30, success_distance=3.0, body=home14.body, resolution=0.05,
+                           task_type="false_premise")
+    try:
+        records = [run_episode(ep, home14, sim, make_mode("telhop", sim, planner=home14.planner), agent, settings)
+                   for ep in fp_pairs[:2]]
+    finally:
+        sim.close()
+    for ep, rec in zip(fp_pairs[:2], records):
+        assert rec["termination"] == "stop" and rec["actions"][-1] == ep.info["decision"], rec["actions"]
+        assert all(isinstance(a, dict) and a["type"] == "WaypointAction" for a in rec["actions"][:-1])
+        assert rec["metrics"]["reach_SR"] == 1.0 and rec["metrics"]["RD_SR"] == 1.0
+    last = records[1]["agent_outputs"][-1]
+    assert last["action"] == "NOT_FOUND" and last["evidence"].startswith(("budget", "frontier", "coverage"))

@@ -17,8 +17,9 @@
   its NOT_FOUND before the ``stop_criterion`` holds are overruled (logged): the agent moves on
   toward the nearest unvisited room viewpoint. ``stop_criterion``: ``coverage`` (at least
   ``min_room_coverage`` of the room's viewpoints visited), ``frontier`` (no unvisited room
-  viewpoint left) or ``budget`` (``explore_budget`` in-room moves); on ``frontier`` exhaustion or
-  the budget the agent states NOT_FOUND itself.
+  viewpoint left) or ``budget`` (``explore_budget`` in-room moves); frontier exhaustion and the
+  budget are also hard constraints under every criterion: on either the agent states NOT_FOUND
+  itself (a model that loops cannot keep it exploring).
 * **FREE** (Sec. 4.3): each candidate's clearance from :mod:`vlnverse.eval.free_space`
   (``free: false`` to ablate) is added to the option line (``clearance 2.3 m``).
 * ``som``: the Set-of-Marks baseline (Sec. 5.1): numbered markers on the image, no captions and
@@ -357,19 +358,25 @@ class ROAMAgent(MLLMAgent):
         goal = min(reach, key=lambda n: (dist[n], n))
         return int(paths[goal][1])
 
-    def criterion(self) -> str | None:
-        """Why NOT_FOUND is backed by evidence now (None: not yet)."""
+    def hard_stop(self) -> str | None:
+        """A hard constraint that ends the search with NOT_FOUND under every criterion: no reachable
+        unvisited room viewpoint left (frontier exhausted) or ``explore_budget`` in-room moves."""
         n_room = max(len(self._room_nodes), 1)
         visited = len(set(self._visited_room) & self._room_nodes)
         here = getattr(self, "_at", None)
-        unvisited_left = here is None or self._frontier_hop(here) is not None  # a reachable unvisited room viewpoint
+        if here is not None and self._frontier_hop(here) is None:
+            return f"frontier exhausted ({visited}/{n_room} room viewpoints visited)"
+        if self._explore_moves >= self.explore_budget:
+            return f"budget {self._explore_moves} moves"
+        return None
+
+    def criterion(self) -> str | None:
+        """Why NOT_FOUND is backed by evidence now under ``stop_criterion`` (None: not yet)."""
+        n_room = max(len(self._room_nodes), 1)
+        visited = len(set(self._visited_room) & self._room_nodes)
         if self.stop_criterion == "coverage" and visited / n_room >= self.min_room_coverage:
             return f"coverage {visited}/{n_room} room viewpoints"
-        if self.stop_criterion == "budget" and self._explore_moves >= self.explore_budget:
-            return f"budget {self._explore_moves} moves"
-        if not unvisited_left:
-            return f"frontier exhausted ({visited}/{n_room} room viewpoints visited)"
-        return None
+        return self.hard_stop()
 
     def detect(self, observations: dict, state: AgentState, here: int, record: dict) -> float:
         """Detector score of the named object at the current viewpoint."""
@@ -439,10 +446,11 @@ class ROAMAgent(MLLMAgent):
         if score >= self.tau:
             self.outputs.append({**record, "action": "FOUND"})
             return Decision.FOUND
-        why = self.criterion()
-        if why is not None and why.startswith(("frontier", "budget")):
-            self.outputs.append({**record, "action": "NOT_FOUND", "evidence": why})
+        hard = self.hard_stop()
+        if hard is not None:
+            self.outputs.append({**record, "action": "NOT_FOUND", "evidence": hard})
             return Decision.NOT_FOUND
+        why = self.criterion()
         self._last_free: dict[int, float] = {}
         action = super()._act(observations, state)  # NavGPT step (appends its own record)
         step = self.outputs[-1]
