@@ -321,3 +321,27 @@ def test_roam_under_telhop_with_a_looping_model_still_decides(home14, fp_pairs, 
         assert rec["metrics"]["reach_SR"] == 1.0 and rec["metrics"]["RD_SR"] == 1.0
     last = records[1]["agent_outputs"][-1]
     assert last["action"] == "NOT_FOUND" and last["evidence"].startswith(("budget", "frontier", "coverage"))
+
+
+def test_model_detector_decides_found_from_its_score(home14, fp_pairs, home14_views, tmp_path, monkeypatch):
+    """``detector: model``: the MLLM's 'Score:' on the four views is the detector; a score over
+    tau ends with FOUND, below it the search goes on (an unparsable score is asked again)."""
+    from mllm_server import message_text, openai_server
+
+    def reply(body, n):
+        text = message_text(body["messages"][-1])
+        if text.startswith("Is there a"):
+            return {"text": "Score: 0.9"} if "clock" not in text else {"text": "maybe?"}
+        return {"text": "Action: NOT_FOUND"}
+
+    monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
+    with openai_server(reply) as (url, reqs):
+        found, absent = _run(home14, fp_pairs[:2], "roam", {"room_labels": "ground_truth", "detector": "model",
+                                                            "view_cache": str(home14_views)}, url, tmp_path)
+    assert found["actions"][-1] == "FOUND" and found["agent_outputs"][-1]["detector_score"] == 0.9
+    assert fp_pairs[1].info["absent_category"] == "clock"
+    assert absent["actions"][-1] == "NOT_FOUND"
+    steps = [o for o in absent["agent_outputs"] if o.get("roam") == "explore"]
+    assert all(o["detector_score"] == 0.0 and o["detector_attempts"][0] == "maybe?" for o in steps)
+    assert any(len(r["body"]["messages"][-1]["content"]) == 5 for r in reqs
+               if "Is there a" in message_text(r["body"]["messages"][-1]))  # the four views are sent with the question
