@@ -27,7 +27,6 @@
 """
 from __future__ import annotations
 
-import json
 import math
 import re
 from pathlib import Path
