@@ -440,3 +440,5 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
 
 
 from .mllm import agents as _mllm_agents  # noqa: E402,F401 - registers the eight VLN-MME agents
+from . import roam as _roam  # noqa: E402,F401 - registers ROAM (VLN-NF) and the Set-of-Marks baseline
+from . import pixel_goal as _pixel_goal  # noqa: E402,F401 - registers the MV-DualVLN pixel-goal agent (VCN-Bench)
