@@ -209,6 +209,8 @@ def test_lazily_registered_plugins_resolve_to_their_modules():
     assert set(MLLM_AGENTS) == set(VARIANTS)
     for name in MLLM_AGENTS:
         assert AGENTS.get(name).__module__ == "vlnverse.eval.mllm.agents"
+    for name, module in (("roam", "roam"), ("som", "roam"), ("mv_dualvln", "pixel_goal")):
+        assert AGENTS.get(name).__module__ == f"vlnverse.eval.{module}"
     for name in ("openai", "ollama", "scripted"):
         assert MODELS.get(name).__module__ == "vlnverse.eval.mllm.models"
     assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here

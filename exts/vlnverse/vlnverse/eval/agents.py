@@ -445,3 +445,7 @@ MLLM_AGENTS = tuple(f"{family}{cot}{refl}" for family in ("navgpt", "mapgpt") fo
                     for refl in ("", "_reflection"))
 for _name in MLLM_AGENTS:
     AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents")
+# ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench)
+for _name, _module in (("roam", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
+                       ("mv_dualvln", "vlnverse.eval.pixel_goal")):
+    AGENTS.register_lazy(_name, _module)

@@ -12,8 +12,39 @@ from ..core.parallel import ENGINES, add_parallel_options, parallel_settings
 NOT_EVALUATED_STATUS = 3
 
 
+def _add_export_sft(sub: argparse._SubParsersAction) -> None:
+    """``data export-sft`` (the task layer owns ``data`` but may not import the evaluation layer)."""
+    data = sub.choices.get("data")
+    dsub = next((a for a in (data._actions if data else []) if isinstance(a, argparse._SubParsersAction)), None)
+    if dsub is None:
+        return
+    sft = dsub.add_parser("export-sft", help="chat-format fine-tuning samples (images + prompt + target answer) "
+                                            "for the MV-DualVLN pixel-goal agent, frontier-based pixel goals")
+    sft.add_argument("path", help="episode JSONL file or dataset folder")
+    sft.add_argument("--task", default="video_contextualized", choices=["video_contextualized"])
+    sft.add_argument("--out", required=True, help="output folder (sft.jsonl + images/)")
+    sft.add_argument("--view-size", type=int, default=224)
+    sft.add_argument("--video-frames", type=int, default=50)
+    sft.add_argument("--max-samples", type=int, default=8, help="samples per episode at most")
+    sft.add_argument("--scene-root", action="append", default=None, metavar="DIR")
+    sft.set_defaults(func=_export_sft)
+
+
+def _export_sft(args: argparse.Namespace) -> int:
+    """``data export-sft``: see ``vlnverse.eval.sft``."""
+    from .sft import export_sft
+
+    counts = export_sft(args.path, args.out, view_size=args.view_size, video_frames=args.video_frames,
+                        max_samples=args.max_samples, scene_root=args.scene_root)
+    print(f"wrote {counts['samples']} samples ({counts['stop_samples']} STOP) of {counts['episodes']} episodes to "
+          f"{counts['out']}" + (f"; {counts['skipped_episodes']} episode(s) without a reachable goal skipped"
+                                if counts["skipped_episodes"] else ""))
+    return 0
+
+
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``eval`` and ``quickstart``."""
+    _add_export_sft(sub)
     p = sub.add_parser("eval", help="evaluate an agent on a task split (resumable; writes episodes.jsonl, "
                                     "summary.json, report.html)")
     p.add_argument("config", help="eval config YAML path, or the name of one in tasks/eval/")

@@ -17,7 +17,7 @@ Formulas and sources:
 - CLS: Jain et al. 2019, "Stay on the Path: Instruction Fidelity in Vision-and-Language
   Navigation".
 - CR, SR_n / SR_all: VLNVerse Tab. 8.
-- Reach SR, Reach&Decision SR, object coverage, REV-SPL: VLN-NF (Su et al.), Sec. 3.3.
+- Reach SR, Reach&Decision SR, Reach SPL, Len (reach), Len (explore), object coverage, REV-SPL: VLN-NF (Su et al.), Sec. 3.3.
 - RSR, Rid-SR, Oid-SR: VCN-Bench, Sec. 5.1 and 5.3.
 
 :func:`aggregate` averages per-episode metric dicts, skipping values that do not apply to an
@@ -300,6 +300,47 @@ def reach_decision_success(reached_room: bool, decision: str, expected_decision:
     """Reach&Decision SR: the agent reached the target room AND its final FOUND / NOT-FOUND
     decision matches the ground truth (VLN-NF Sec. 3.3)."""
     return float(bool(reached_room) and str(decision).upper() == str(expected_decision).upper())
+
+
+def reach_length(path: Any, inside: Any) -> float | None:
+    """Len (reach): trajectory length up to the first position inside the target room, ``Σ_{i<k}
+    ||p_{i+1} − p_i||`` with ``k`` the first in-room index (VLN-NF Tab. 2); ``None`` when the room
+    was never reached (not applicable)."""
+    pts = _points(path, "path")
+    flags = np.asarray(inside, dtype=bool).reshape(-1)
+    if flags.shape[0] != pts.shape[0]:
+        raise ValueError(f"inside has {flags.shape[0]} flags for {pts.shape[0]} positions")
+    hit = np.flatnonzero(flags)
+    if hit.size == 0:
+        return None
+    return trajectory_length(pts[: int(hit[0]) + 1])
+
+
+def exploration_length(path: Any, inside: Any) -> float:
+    """Len (explore): length of the steps that start and end inside the target room, ``p`` of
+    REV-SPL (VLN-NF Sec. 3.3)."""
+    pts = _points(path, "path")
+    flags = np.asarray(inside, dtype=bool).reshape(-1)
+    if flags.shape[0] != pts.shape[0]:
+        raise ValueError(f"inside has {flags.shape[0]} flags for {pts.shape[0]} positions")
+    if len(pts) < 2:
+        return 0.0
+    steps = np.linalg.norm(np.diff(pts, axis=0), axis=1)
+    return float(steps[flags[:-1] & flags[1:]].sum())
+
+
+def reach_spl(reached_room: bool, reach_path_length: float | None, shortest_reach_length: float) -> float:
+    """Reach SPL for one episode: ``S_reach · l_reach / max(p_reach, l_reach)`` (VLN-NF Sec. 3.3),
+    ``p_reach`` = Len (reach), ``l_reach`` the geodesic from the start to the room. ``l_reach = 0``
+    (the start is in the room) gives ``S_reach``."""
+    if not (shortest_reach_length >= 0 and math.isfinite(shortest_reach_length)):
+        raise ValueError(f"shortest_reach_length must be finite and >= 0, got {shortest_reach_length}")
+    if not reached_room or reach_path_length is None:
+        return 0.0
+    ell = float(shortest_reach_length)
+    if ell == 0.0:
+        return 1.0
+    return float(ell / max(float(reach_path_length), ell))
 
 
 def object_coverage(seen_instance_ids: Iterable[int], room_instance_ids: Iterable[int]) -> float:

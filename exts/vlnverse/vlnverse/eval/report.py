@@ -16,7 +16,7 @@ from ..core.io import write_text_atomic
 
 COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
 PERCENT = {"SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR", "RSR", "reach_SR", "decision_SR", "RD_SR", "coverage",
-           "REV_SPL", "Rid_SR", "Oid_SR"}
+           "REV_SPL", "Rid_SR", "Oid_SR", "reach_SPL"}
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}

@@ -406,6 +406,8 @@ TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
 TABLE_PERCENT = ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
 #: aggregated but left out of the stdout table (in summary.json and the report)
 TABLE_HIDDEN = ("sDTW",)
+#: task-specific columns in metres (the others are rates, shown in %)
+TABLE_METRES = ("len_reach", "len_explore")
 
 
 def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "vlnverse eval",
@@ -420,7 +422,7 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
                      if k not in TABLE_COLUMNS and k not in TABLE_HIDDEN and v is not None})
     console = Console()
     if not console.is_terminal:  # piped output: do not squeeze the table to 80 columns
-        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + len(extras) + 2)))
+        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + 2) + 15 * len(extras)))
     table = Table(title=title)
     for header in label_headers:
         table.add_column(header, no_wrap=True)
@@ -428,7 +430,7 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
     for name in TABLE_COLUMNS:
         table.add_column(name + (" %" if name in TABLE_PERCENT else " m"), justify="right")
     for name in extras:
-        table.add_column(name + " %", justify="right")
+        table.add_column(name + (" m" if name in TABLE_METRES else " %"), justify="right")
     table.add_column("invalid", justify="right")
     table.add_column("not eval.", justify="right")
     for labels, agg in rows:
@@ -437,7 +439,8 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
         for name in TABLE_COLUMNS:
             v = means.get(name)
             cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
-        cells += ["-" if means.get(name) is None else f"{100 * means[name]:.1f}" for name in extras]
+        cells += ["-" if means.get(name) is None else (f"{means[name]:.2f}" if name in TABLE_METRES
+                                                       else f"{100 * means[name]:.1f}") for name in extras]
         table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)),
                       str((agg.get("not_evaluated") or {}).get("episodes", 0)))
     console.print(table)

@@ -102,8 +102,10 @@ def score_decision(episode: Any, ctx: Any, poses: np.ndarray, decision: str | No
                    blocked: tuple[np.ndarray, np.ndarray]) -> dict[str, Any]:
     """VLN-NF metrics of a false-premise episode (VLN-NF Sec. 3.3): ``reach_SR`` (a visited pose
     in the target room), ``decision_SR`` (the stated FOUND / NOT_FOUND is right), ``RD_SR``
-    (both), ``coverage`` of the room's objects seen from the in-room poses and ``REV_SPL`` with
-    the in-room path length against ``reference_exploration_length``. As in VLN-NF (panoramic
+    (both), ``coverage`` of the room's objects seen from the in-room poses, ``REV_SPL`` with
+    the in-room path length against ``reference_exploration_length``, ``len_reach`` / ``len_explore``
+    (VLN-NF Tab. 2's Len columns) and ``reach_SPL`` against the geodesic from the start to the
+    room's entry viewpoint. As in VLN-NF (panoramic
     viewpoints) and the task's reference exploration, an object is seen from a pose when it is
     in line of sight at camera height within the task's ``visibility_range``, in any direction."""
     from ..tasks.tours import object_visibility
@@ -123,10 +125,17 @@ def score_decision(episode: Any, ctx: Any, poses: np.ndarray, decision: str | No
                                     max_range=float(info.get("visibility_range", 4.0)))
         seen = [i for i, v in zip(room_ids, visible.any(axis=0)) if v]
     coverage = M.object_coverage(seen, room_ids)
-    steps = np.linalg.norm(np.diff(poses[:, :2], axis=0), axis=1)
-    explored = float(steps[inside[:-1] & inside[1:]].sum()) if len(poses) > 1 else 0.0
+    explored = M.exploration_length(poses[:, :2], inside)
+    len_reach = M.reach_length(poses[:, :2], inside)
+    entry = info.get("entry_viewpoint")
+    shortest_reach = float(ctx.planner.geodesic_distance(poses[0, :2], np.asarray(entry, dtype=float)[:2])) \
+        if entry is not None and not inside[0] else 0.0
+    if not np.isfinite(shortest_reach):
+        shortest_reach = 0.0
     correct = decision is not None and decision.upper() == expected
     return {"reach_SR": reached, "decision_SR": float(correct),
+            "len_reach": None if len_reach is None else round(len_reach, 3), "len_explore": round(explored, 3),
+            "reach_SPL": M.reach_spl(bool(reached), len_reach, shortest_reach),
             "RD_SR": M.reach_decision_success(bool(reached), decision or "", expected),
             "coverage": coverage, "REV_SPL": M.rev_spl(bool(reached), correct, coverage, explored,
                                                        float(info.get("reference_exploration_length", 0.0)))}

@@ -3,6 +3,7 @@
 * ``data generate --task T --scenes SPLIT_OR_PATHS --episodes-per-scene K --seed S --out DIR``
 * ``data show FILE_OR_DIR [--split S] [--n 3]``
 * ``data export-r2r FILE_OR_DIR --out FILE.json [--split S]``
+* ``data export-sft FILE_OR_DIR --task video_contextualized --out DIR`` (registered by ``vlnverse.eval.cli``)
 * ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
 * ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
 * ``data tasks`` lists the registered task types.

@@ -1,0 +1,492 @@
+"""ROAM (VLN-NF Sec. 4): Room-Level Navigator + In-room Explorer + FREE, and the Set-of-Marks baseline.
+
+* **Room-Level Navigator** (Sec. 4.1): the target room type ``r*`` is parsed from the
+  instruction with the toolkit's lexicon (:func:`parse_target`); every navigation-graph viewpoint
+  gets a room label ``r(v)`` — from a :class:`RoomClassifier` trained with room-level supervision
+  only (``room_labels: classifier``, the default) or, as an ablation, the ground truth of the
+  room maps (``room_labels: ground_truth``); the agent walks the graph's shortest route to
+  ``argmin_{v : r(v) = r*} d_G(v_start, v)``. An instruction without a parsable room (or a room
+  type no viewpoint carries) falls back to exploring from the start over the whole graph
+  (``fallback`` in the agent's first output).
+* **In-room Explorer** (Sec. 4.2): NavGPT-style prompting (the ``navgpt`` agent's prompts,
+  parsing and re-prompts) restricted to the target room's viewpoints, actions = move to a
+  neighbour, FOUND, NOT_FOUND. FOUND is returned when the detector's score for the named object
+  reaches ``tau`` (``detector: visibility`` — the toolkit's line-of-sight signal: 1 when an
+  instance of the category is in view within ``detect_range``, else 0 — or ``detector: model``,
+  the MLLM asked for a 0–1 score on the four views). The model's FOUND without that evidence and
+  its NOT_FOUND before the ``stop_criterion`` holds are overruled (logged): the agent moves on
+  toward the nearest unvisited room viewpoint. ``stop_criterion``: ``coverage`` (at least
+  ``min_room_coverage`` of the room's viewpoints visited), ``frontier`` (no unvisited room
+  viewpoint left) or ``budget`` (``explore_budget`` in-room moves); frontier exhaustion and the
+  budget are also hard constraints under every criterion: on either the agent states NOT_FOUND
+  itself (a model that loops cannot keep it exploring).
+* **FREE** (Sec. 4.3): each candidate's clearance from :mod:`vlnverse.eval.free_space`
+  (``free: false`` to ablate) is added to the option line (``clearance 2.3 m``).
+* ``som``: the Set-of-Marks baseline (Sec. 5.1): numbered markers on the image, no captions and
+  no per-option text (distance, angle): the model reads the image.
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..core.errors import ConfigError
+from ..sim.types import WaypointAction
+from ..tasks.actions import Decision
+from .agents import AgentState, register_agent
+from .mllm.agents import MLLMAgent, _remember
+
+LABEL_SOURCES = ("classifier", "ground_truth")
+STOP_CRITERIA = ("coverage", "frontier", "budget")
+DETECTORS = ("visibility", "model")
+
+
+# ------------------------------------------------------------------------------------------
+# instruction parsing
+
+
+def parse_target(text: str, room_types: Iterable[str] = (), categories: Iterable[str] = ()) -> tuple[str | None, str | None]:
+    """(target room type, target object category) named by an instruction; ``None`` where none is.
+
+    The room is the first room phrase of the toolkit's lexicon; the object the first object
+    phrase (a landmark, "on the coffee table", comes after the target in the task's templates).
+    """
+    from ..tasks.instructions.lexicon import Lexicon
+    from ..tasks.types.false_premise import PLAUSIBLE_OBJECTS
+
+    cats = set(categories) | {c for v in PLAUSIBLE_OBJECTS.values() for c in v}
+    rooms = set(room_types) | set(PLAUSIBLE_OBJECTS)
+    hits = sorted(Lexicon(sorted(cats), sorted(rooms)).find(text or ""), key=lambda h: h.span[0])
+    room = next((sorted(h.names)[0] for h in hits if h.kind == "room"), None)
+    obj = next((sorted(h.names)[0] for h in hits if h.kind == "object"), None)
+    return room, obj
+
+
+# ------------------------------------------------------------------------------------------
+# room classifier (room-level supervision only)
+
+
+#: line-of-sight range (m) of the classifier's observation
+ROOM_SIGHT = 3.0
+
+
+def semantic_features(ctx: Any, xy: Sequence[float], vocab: Sequence[str], *, cache: dict | None = None) -> np.ndarray:
+    """The room classifier's observation at ``xy``: which categories of ``vocab`` the semantic
+    panorama shows — objects in line of sight at camera height within :data:`ROOM_SIGHT` in any
+    direction (the scene's semantic labels, as the simulator's semantic views give them) —
+    as a multi-hot vector."""
+    seen = visible_categories(ctx, xy, max_range=ROOM_SIGHT, cache=cache)
+    return np.array([c in seen for c in vocab], dtype=float)
+
+
+class RoomClassifier:
+    """Observation → room type: softmax regression on :func:`semantic_features` over the
+    category vocabulary ``vocab``, trained with room labels only (no trajectories). Saved as
+    ``.npz`` (arrays only, read with ``allow_pickle=False``)."""
+
+    def __init__(self, classes: Sequence[str], weights: np.ndarray, bias: np.ndarray, mean: np.ndarray, std: np.ndarray,
+                 vocab: Sequence[str] = ()):
+        self.classes = [str(c) for c in classes]
+        self.vocab = [str(c) for c in vocab]
+        self.weights, self.bias, self.mean, self.std = (np.asarray(a, dtype=float) for a in (weights, bias, mean, std))
+
+    @classmethod
+    def fit(cls, features: np.ndarray, labels: Sequence[str], *, vocab: Sequence[str] = (), epochs: int = 500,
+            lr: float = 0.5, l2: float = 0.1, seed: int = 0) -> "RoomClassifier":
+        """Full-batch gradient descent on the cross-entropy (deterministic)."""
+        x = np.asarray(features, dtype=float)
+        classes = sorted(set(labels))
+        if len(x) == 0 or len(classes) < 2:
+            raise ValueError(f"a room classifier needs samples of at least 2 room types, got {len(x)} of {classes}")
+        y = np.array([classes.index(lab) for lab in labels])
+        mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
+        z = (x - mean) / std
+        rng = np.random.default_rng(seed)
+        w = rng.normal(0, 0.01, (z.shape[1], len(classes)))
+        b = np.zeros(len(classes))
+        onehot = np.eye(len(classes))[y]
+        for _ in range(epochs):
+            logits = z @ w + b
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            g = (p - onehot) / len(z)
+            w -= lr * (z.T @ g + l2 * w)
+            b -= lr * g.sum(axis=0)
+        return cls(classes, w, b, mean, std, vocab)
+
+    def predict(self, features: np.ndarray) -> list[str]:
+        """Room type of each feature row."""
+        z = (np.atleast_2d(np.asarray(features, dtype=float)) - self.mean) / self.std
+        return [self.classes[i] for i in np.argmax(z @ self.weights + self.bias, axis=1)]
+
+    def save(self, path: str | Path) -> Path:
+        """Write the ``.npz`` atomically."""
+        import io
+
+        from ..core.io import write_bytes_atomic
+
+        buf = io.BytesIO()
+        np.savez(buf, classes=np.array(self.classes, dtype=str), weights=self.weights, bias=self.bias, mean=self.mean,
+                 std=self.std, vocab=np.array(self.vocab, dtype=str))
+        write_bytes_atomic(Path(path), buf.getvalue())
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RoomClassifier":
+        """Read a saved classifier; a missing or malformed file is a ``ConfigError`` naming it."""
+        path = Path(path)
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                return cls(data["classes"].tolist(), data["weights"], data["bias"], data["mean"], data["std"],
+                           data["vocab"].tolist())
+        except FileNotFoundError:
+            raise ConfigError("no such file", file=str(path), field="room_classifier",
+                              expected="a classifier written by 'python -m vlnverse.eval.roam train-rooms'") from None
+        except (KeyError, ValueError, OSError) as exc:
+            raise ConfigError(f"unreadable ({exc})", file=str(path), field="room_classifier",
+                              expected="an .npz with classes, weights, bias, mean, std, vocab") from None
+
+
+def node_room_types(ctx: Any) -> dict[int, str | None]:
+    """Ground-truth room type of every navigation-graph viewpoint (from the room maps); ``None``
+    for a viewpoint outside every room polygon (a door centre in the wall's gap)."""
+    out: dict[int, str | None] = {}
+    for n, data in ctx.navgraph.graph.nodes(data=True):
+        rid = data.get("room_id")
+        try:
+            room = ctx.desc.room_by_id(int(rid)) if rid is not None and int(rid) >= 0 else None
+        except KeyError:
+            room = None
+        inside = room is not None and bool(room.contains(np.asarray(data["position"][:2], dtype=float)[None])[0])
+        out[int(n)] = room.room_type if inside else None
+    return out
+
+
+def scene_samples(ctx: Any) -> tuple[list[set[str]], list[str], list[int]]:
+    """(categories seen, room type, node id) of the scene's viewpoints that lie in a room."""
+    labels = node_room_types(ctx)
+    cache: dict = {}
+    seen, labs, nodes = [], [], []
+    for n in sorted(labels):
+        if labels[n] is None:
+            continue
+        seen.append(visible_categories(ctx, ctx.navgraph.graph.nodes[n]["position"][:2], max_range=ROOM_SIGHT,
+                                       cache=cache))
+        labs.append(labels[n])
+        nodes.append(n)
+    return seen, labs, nodes
+
+
+def multi_hot(seen: Sequence[set[str]], vocab: Sequence[str]) -> np.ndarray:
+    """(N, len(vocab)) multi-hot rows of category sets."""
+    return np.array([[c in s for c in vocab] for s in seen], dtype=float).reshape(len(seen), len(vocab))
+
+
+# ------------------------------------------------------------------------------------------
+# detectors
+
+
+def visible_categories(ctx: Any, xy: Sequence[float], *, max_range: float = 4.0, cache: dict | None = None) -> set[str]:
+    """Categories of the scene's objects in line of sight at camera height within ``max_range`` of ``xy``."""
+    from ..tasks.tours import object_visibility
+    from .scoring import view_blocking
+
+    objects = [o for o in ctx.desc.objects if getattr(o, "category", None)]
+    if not objects:
+        return set()
+    grid, origin = view_blocking(ctx, cache)
+    vis = object_visibility(grid, origin, ctx.planner.resolution, np.asarray(xy, dtype=float)[None, :2],
+                            np.array([o.bounds_min for o in objects]), np.array([o.bounds_max for o in objects]),
+                            max_range=max_range)
+    return {o.category for o, v in zip(objects, vis[0]) if v}
+
+
+_SCORE = re.compile(r"score\s*[:=]\s*([01](?:\.\d+)?|\.\d+)", re.I)
+
+
+# ------------------------------------------------------------------------------------------
+# the agent
+
+
+class ROAMAgent(MLLMAgent):
+    """ROAM (see the module docstring). Parameters beyond the MLLM agents': ``room_labels``
+    (``classifier`` / ``ground_truth``), ``room_classifier`` (path of the ``.npz``),
+    ``detector`` (``visibility`` / ``model``), ``tau`` (0.5), ``detect_range`` (4.0 m),
+    ``stop_criterion`` (``coverage`` / ``frontier`` / ``budget``), ``min_room_coverage`` (0.8),
+    ``explore_budget`` (12 moves), ``free`` (true), ``free_range`` (5.0 m)."""
+
+    memory = "history"
+
+    def __init__(self, *, room_labels: str = "classifier", room_classifier: str | None = None,
+                 detector: str = "visibility", tau: float = 0.5, detect_range: float = 4.0,
+                 stop_criterion: str = "coverage", min_room_coverage: float = 0.8, explore_budget: int = 12,
+                 free: bool = True, free_range: float = 5.0, **kwargs: Any):
+        super().__init__(**kwargs)
+        name = self.name
+        if room_labels not in LABEL_SOURCES:
+            raise ConfigError(f"got {room_labels!r}", field=f"agent.params.room_labels ({name})", expected=" or ".join(LABEL_SOURCES))
+        if stop_criterion not in STOP_CRITERIA:
+            raise ConfigError(f"got {stop_criterion!r}", field=f"agent.params.stop_criterion ({name})",
+                              expected=" / ".join(STOP_CRITERIA))
+        if detector not in DETECTORS:
+            raise ConfigError(f"got {detector!r}", field=f"agent.params.detector ({name})", expected=" or ".join(DETECTORS))
+        if not (0.0 <= float(tau) <= 1.0) or not (0.0 < float(min_room_coverage) <= 1.0) or int(explore_budget) < 1:
+            raise ConfigError(f"got tau={tau}, min_room_coverage={min_room_coverage}, explore_budget={explore_budget}",
+                              field=f"agent.params ({name})", expected="tau in [0, 1], min_room_coverage in (0, 1], "
+                              "explore_budget >= 1")
+        self.room_labels, self.detector, self.tau = room_labels, detector, float(tau)
+        self.detect_range, self.stop_criterion = float(detect_range), stop_criterion
+        self.min_room_coverage, self.explore_budget = float(min_room_coverage), int(explore_budget)
+        self.free, self.free_range = bool(free), float(free_range)
+        self.classifier: RoomClassifier | None = None
+        if room_labels == "classifier":
+            if not room_classifier:
+                raise ConfigError("missing", field=f"agent.params.room_classifier ({name})",
+                                  expected="the path of a room classifier (python -m vlnverse.eval.roam train-rooms), "
+                                           "or room_labels: ground_truth (the ablation)")
+            self.classifier = RoomClassifier.load(room_classifier)
+        self._depth = None
+        self._labels_memo: dict[Any, dict[int, str | None]] = {}
+        self._scene_cache: dict = {}
+
+    # -- episode ------------------------------------------------------------------------------------
+
+    def reset(self, episode: Any, context: Any) -> None:
+        super().reset(episode, context)
+        self._phase = "start"
+        self._route: list[int] = []
+        self._room_nodes: set[int] = set()
+        self._visited_room: list[int] = []
+        self._explore_moves = 0
+        rooms = {r.room_type for r in context.desc.rooms}
+        cats = {o.category for o in context.desc.objects if getattr(o, "category", None)}
+        self.target_room, self.target_object = parse_target(getattr(episode, "instruction_text", ""), rooms, cats)
+
+    def labels(self) -> dict[int, str | None]:
+        """Room label of every viewpoint of the scene (classifier or ground truth), kept per scene."""
+        key = (id(self.context.desc), self.room_labels)
+        if key not in self._labels_memo:
+            if self.classifier is None:
+                self._labels_memo[key] = node_room_types(self.context)
+            else:
+                graph = self.context.navgraph.graph
+                nodes = sorted(graph.nodes)
+                feats = np.array([semantic_features(self.context, graph.nodes[n]["position"][:2], self.classifier.vocab,
+                                                    cache=self._scene_cache) for n in nodes])
+                self._labels_memo[key] = dict(zip(nodes, self.classifier.predict(feats)))
+        return self._labels_memo[key]
+
+    def _plan(self, start: int, record: dict) -> None:
+        """Room-Level Navigator: route to the nearest viewpoint labelled with the target room."""
+        import networkx as nx
+
+        labels = self.labels()
+        record["target_room"], record["target_object"] = self.target_room, self.target_object
+        record["room_labels"] = self.room_labels
+        graph = self.context.navgraph.graph
+        # door viewpoints stand in the wall's gap, not in a room: never a room-reaching goal
+        room = {n for n, lab in labels.items() if self.target_room is not None and lab == self.target_room
+                and graph.nodes[n].get("kind") != "door"}
+        if not room:
+            record["fallback"] = ("no room named in the instruction" if self.target_room is None
+                                  else f"no viewpoint labelled {self.target_room}")
+            self._room_nodes = set(labels)
+            self._phase = "explore"
+            return
+        dist = nx.single_source_dijkstra_path_length(graph, start, weight="weight")
+        reachable = [n for n in room if n in dist]
+        if not reachable:
+            record["fallback"] = f"no {self.target_room} viewpoint reachable from the start"
+            self._room_nodes = set(labels)
+            self._phase = "explore"
+            return
+        goal = min(reachable, key=lambda n: (dist[n], n))
+        self._room_nodes = room
+        self._route = self.context.navgraph.shortest_path(start, goal)[1:]
+        record["room_viewpoint"], record["room_route"] = int(goal), [int(n) for n in self._route]
+        self._phase = "navigate" if self._route else "explore"
+
+    # -- acting ---------------------------------------------------------------------------------------
+
+    def _here(self, state: AgentState) -> int:
+        return int(state.node) if state.mode == "graph" and state.node is not None else \
+            int(self.context.navgraph.nearest_node(state.pose.xy))
+
+    def _go(self, node: int, state: AgentState) -> Any:
+        if state.mode == "graph":
+            return node
+        xy = np.asarray(self.context.navgraph.graph.nodes[node]["position"][:2], dtype=float)
+        d = xy - np.asarray(state.pose.xy, dtype=float)
+        rel = math.atan2(d[1], d[0]) - state.pose.yaw
+        dist = float(np.linalg.norm(d))
+        return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
+
+    def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
+        here = self._here(state)
+        if self._phase == "start":
+            record = {"step": state.step, "roam": "plan"}
+            self.outputs.append(record)
+            self._plan(here, record)
+        if self._phase == "navigate":
+            if here in self._room_nodes:
+                self._phase = "explore"
+            else:
+                nxt = self._route.pop(0) if self._route else None
+                if nxt is None:  # pushed off the route (other modes): replan from here
+                    self._phase = "start"
+                    return self._act(observations, state)
+                self.outputs.append({"step": state.step, "roam": "navigate", "node": here, "action": int(nxt)})
+                return self._go(int(nxt), state)
+        return self._explore(observations, state, here)
+
+    def _frontier_hop(self, here: int) -> int | None:
+        """Next viewpoint on the shortest route to the nearest unvisited room viewpoint."""
+        import networkx as nx
+
+        todo = self._room_nodes - set(self._visited_room) - {here}
+        if not todo:
+            return None
+        dist, paths = nx.single_source_dijkstra(self.context.navgraph.graph, here, weight="weight")
+        reach = [n for n in todo if n in dist]
+        if not reach:
+            return None
+        goal = min(reach, key=lambda n: (dist[n], n))
+        return int(paths[goal][1])
+
+    def hard_stop(self) -> str | None:
+        """A hard constraint that ends the search with NOT_FOUND under every criterion: no reachable
+        unvisited room viewpoint left (frontier exhausted) or ``explore_budget`` in-room moves."""
+        n_room = max(len(self._room_nodes), 1)
+        visited = len(set(self._visited_room) & self._room_nodes)
+        here = getattr(self, "_at", None)
+        if here is not None and self._frontier_hop(here) is None:
+            return f"frontier exhausted ({visited}/{n_room} room viewpoints visited)"
+        if self._explore_moves >= self.explore_budget:
+            return f"budget {self._explore_moves} moves"
+        return None
+
+    def criterion(self) -> str | None:
+        """Why NOT_FOUND is backed by evidence now under ``stop_criterion`` (None: not yet)."""
+        n_room = max(len(self._room_nodes), 1)
+        visited = len(set(self._visited_room) & self._room_nodes)
+        if self.stop_criterion == "coverage" and visited / n_room >= self.min_room_coverage:
+            return f"coverage {visited}/{n_room} room viewpoints"
+        return self.hard_stop()
+
+    def detect(self, observations: dict, state: AgentState, here: int, record: dict) -> float:
+        """Detector score of the named object at the current viewpoint."""
+        if self.target_object is None:
+            return 0.0
+        if self.detector == "visibility":
+            cats = visible_categories(self.context, state.pose.xy, max_range=self.detect_range, cache=self._scene_cache)
+            return 1.0 if self.target_object in cats else 0.0
+        from .mllm.models import png_bytes
+
+        views, _ = self._views(observations, state, here)
+        spoken = self.target_object.replace("_", " ")
+        prompt = (f"Is there a {spoken} in these four views? Answer 'Score: <a number from 0 to 1>', the probability "
+                  "that it is visible.")
+        from ..eval.rollout import NotEvaluated
+
+        for _ in range(self.max_reprompts + 1):
+            gen = self.model.generate([{"role": "user", "content": prompt}], [png_bytes(v) for v in views], store=False)
+            if gen.endpoint_failure:
+                raise NotEvaluated(gen.error_kind, gen.error or "")
+            m = _SCORE.search(gen.text or "") if gen.ok else None
+            record.setdefault("detector_attempts", []).append(gen.text)
+            if m:
+                _remember(self.model, gen)
+                return float(m.group(1))
+        return 0.0
+
+    def _options(self, state: AgentState) -> tuple[Any, list[tuple[Any, Any]]]:
+        """In-room candidates: neighbours in the target room, plus the hop toward the nearest
+        unvisited room viewpoint when every in-room neighbour has been visited."""
+        here = self._here(state)
+        graph = self.context.navgraph.graph
+        pos = lambda n: tuple(map(float, graph.nodes[n]["position"][:2]))  # noqa: E731
+        inside = [n for n in sorted(graph.neighbors(here)) if n in self._room_nodes]
+        opts = [n for n in inside if n not in self._visited_room]
+        hop = self._frontier_hop(here)
+        if hop is not None and hop not in opts:
+            opts.append(hop)
+        if not opts:
+            opts = inside or sorted(graph.neighbors(here))
+        return here, [(int(n), pos(n)) for n in opts]
+
+    def task_prompt(self, state: AgentState, candidates: list, node: Any, captions: list[str]) -> str:
+        """The NavGPT prompt, plus the target room and FREE's clearance per option."""
+        text = super().task_prompt(state, candidates, node, captions)
+        extra = [f"You are in the target room ({(self.target_room or 'unknown').replace('_', ' ')}); "
+                 f"search it for the {(self.target_object or 'target').replace('_', ' ')}."]
+        if self.free and candidates:
+            from .free_space import DepthViews
+
+            if self._depth is None:
+                self._depth = DepthViews()
+            heads = [state.pose.yaw + c.relative_heading for c in candidates]
+            clear = self._depth.clearance(self.context, state.pose.xy, heads, max_range=self.free_range)
+            self._last_free = {c.marker: float(d) for c, d in zip(candidates, clear)}
+            extra.append("Free space ahead of each option (metres before an obstacle): "
+                         + "; ".join(f"{c.marker}: {d:.1f} m" for c, d in zip(candidates, clear)))
+        return text + "\n" + "\n".join(extra)
+
+    def _explore(self, observations: dict, state: AgentState, here: int) -> Any:
+        self._at = here
+        if here in self._room_nodes and here not in self._visited_room:
+            self._visited_room.append(here)
+        record: dict[str, Any] = {"step": state.step, "roam": "explore", "node": here}
+        score = self.detect(observations, state, here, record)
+        record["detector_score"] = score
+        if score >= self.tau:
+            self.outputs.append({**record, "action": "FOUND"})
+            return Decision.FOUND
+        hard = self.hard_stop()
+        if hard is not None:
+            self.outputs.append({**record, "action": "NOT_FOUND", "evidence": hard})
+            return Decision.NOT_FOUND
+        why = self.criterion()
+        self._last_free: dict[int, float] = {}
+        action = super()._act(observations, state)  # NavGPT step (appends its own record)
+        step = self.outputs[-1]
+        step.update({k: v for k, v in record.items() if k != "step"})
+        if self._last_free:
+            step["free"] = self._last_free
+        if action is Decision.NOT_FOUND and why is not None:
+            step["evidence"] = why
+            return action
+        if isinstance(action, Decision):  # FOUND without detector evidence / NOT_FOUND too early
+            step["overruled"] = action.name
+            hop = self._frontier_hop(here)
+            if hop is None:
+                step["evidence"] = self.criterion() or "frontier exhausted"
+                return Decision.NOT_FOUND
+            step["action"] = {"target": hop, "overruled": action.name}
+            action = self._go(hop, state)
+        self._explore_moves += 1
+        return action
+
+
+register_agent("roam")(ROAMAgent)
+
+
+class SetOfMarksAgent(MLLMAgent):
+    """Set-of-Marks baseline (VLN-NF Sec. 5.1): markers on the image, the options named only by
+    their numbers (no distances, angles or captions); FOUND / NOT_FOUND on decision episodes."""
+
+    memory = "history"
+
+    def task_prompt(self, state: AgentState, candidates: list, node: Any, captions: list[str]) -> str:
+        lines = [f"Instruction: {getattr(self.episode, 'instruction_text', '')}"]
+        lines.append("History:\n" + ("\n".join(self.history[-30:]) if self.history else "none yet (this is the first step)"))
+        stop = "FOUND / NOT_FOUND" if self._decisions else "STOP"
+        lines.append("Action options: the numbered red-circled markers in the image: "
+                     + ", ".join(str(c.marker) for c in candidates) + f"; or {stop}.")
+        return "\n".join(lines)
+
+
+register_agent("som")(SetOfMarksAgent)
