@@ -1,30 +1,66 @@
-"""The three layers stay decoupled: checked on the import statements of the package source.
+"""The package is layered: checked on the import graph derived from the source of every module.
 
-* the simulator layer (``vlnverse.sim``) knows nothing about tasks or evaluation;
-* the environment layer (``vlnverse.scenes``) knows nothing about the simulator, tasks or
-  evaluation (the agent body is a core type, ``vlnverse.core.body``);
-* the task layer (``vlnverse.tasks``) never imports a backend (``vlnverse.sim.mujoco``, MuJoCo,
-  Isaac Sim) — it may only use the backend-neutral ``vlnverse.sim`` API;
-* nothing imports Isaac Sim at module level;
-* only the learning layer (``vlnverse.learn``) imports torch, and its registrations (CLI, ``policy``
-  agent, gym env) do not import it.
+Layer order (lowest first; a module may import its own top-level unit or a unit of a LOWER layer,
+never a sibling of its own layer nor anything above):
+
+    core (+ the ``vlnverse.paths`` alias of ``core.paths``, the root package's ``__version__``)
+    → scenes → sim → tasks → eval → learn | study → benchmarks | kit | cli
+    → extension (Kit's entry point) | __main__ → kit_tests
+
+Both module-level imports and imports inside functions count (a lazy import is still a
+dependency); registrations by name (``Registry.register_lazy("name", "vlnverse.x")``, backend
+strings) are not imports and are how a lower layer names a plug-in that lives above it.
+
+Also: no import cycle between modules beyond the two recorded ones (which may only shrink); nothing
+imports Isaac Sim at module level outside the Kit boundary; only ``vlnverse.learn`` imports torch.
 """
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
+import pytest
+
 import vlnverse
 
 PACKAGE = Path(vlnverse.__file__).parent
 
+#: Top-level units by layer, lowest first (see the module docstring).
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
+    "__init__ core", "scenes", "sim", "tasks", "eval", "learn study", "benchmarks kit cli",
+    "extension __main__", "kit_tests"))
+#: Top-level modules that are another unit's public name.
+ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
+#: Import cycles (strongly connected module sets) that exist today; each may only lose members.
+KNOWN_CYCLES = (
+    # task types register in tasks.base's registry and import it back (lazy registration: issue 29, req. 6/7)
+    frozenset({"vlnverse.tasks.base", "vlnverse.tasks.episode", "vlnverse.tasks.scoring", "vlnverse.tasks.types",
+               *(f"vlnverse.tasks.types.{m}" for m in ("coarse_grained", "dialogue", "false_premise", "fine_grained",
+                                                       "goals", "long_horizon", "object_goal", "video_contextualized",
+                                                       "visual_reference")),
+               *(f"vlnverse.tasks.instructions{m}" for m in ("", ".describer", ".graph", ".llm", ".phrases",
+                                                            ".synthesizer", ".types", ".verifier", ".templates")),
+               *(f"vlnverse.tasks.instructions.templates.{m}" for m in (
+                   "coarse_grained", "dialogue", "false_premise", "fine_grained", "long_horizon", "object_goal",
+                   "video_contextualized", "visual_reference"))}),
+    # policies register at the bottom of learn/policies.py (issue 29, req. 2: one VLNPolicy base, lazy registration)
+    frozenset({"vlnverse.learn.policies", "vlnverse.learn.rdp", "vlnverse.learn.vlnbert", "vlnverse.learn.waypoints"}),
+)
 
-def _imports(path: Path) -> set[str]:
-    """Absolute module names imported by ``path`` (relative imports resolved)."""
-    module = "vlnverse." + ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
-    package = module.rsplit(".", 1)[0] if path.name != "__init__.py" else module.removesuffix(".__init__")
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(("vlnverse",) + (parts[:-1] if parts[-1] == "__init__" else parts))
+
+
+def _imports(path: Path, source: str | None = None) -> set[str]:
+    """Absolute names imported anywhere in ``path`` (module level and inside functions; relative
+    imports resolved; ``from x import y`` gives ``x`` and ``x.y``)."""
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     names = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    text = path.read_text(encoding="utf-8") if source is None else source
+    for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -38,30 +74,182 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def _layer_imports(layer: str) -> dict[str, set[str]]:
-    return {str(p.relative_to(PACKAGE)): _imports(p) for p in (PACKAGE / layer).rglob("*.py")}
+def import_graph() -> dict[str, set[str]]:
+    """Module → the package modules it imports (every ``vlnverse`` module, names resolved to modules)."""
+    files = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for module, path in files.items():
+        targets = set()
+        for name in _imports(path):
+            while name.startswith("vlnverse") and name not in files and "." in name:
+                name = name.rsplit(".", 1)[0]
+            if name in files and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
 
 
-def _offenders(layer: str, forbidden: tuple[str, ...]) -> list[str]:
-    return sorted(f"{file}: {name}" for file, names in _layer_imports(layer).items() for name in names
-                  if any(name == f or name.startswith(f + ".") for f in forbidden))
+def unit(module: str) -> str:
+    """Top-level unit of a module (``vlnverse.eval.mllm.agents`` → ``eval``; the root → ``__init__``)."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else "__init__"
+    return ALIASES.get(name, name)
 
 
-def test_resolver_sees_relative_imports():
+def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
+    """``"a -> b"`` for every import of a unit that is not strictly lower than the importer's."""
+    level = {u: i for i, group in enumerate(layers) for u in group}
+    out = []
+    for module, targets in graph.items():
+        for target in targets:
+            a, b = unit(module), unit(target)
+            if a == b:
+                continue
+            if a not in level or b not in level:
+                out.append(f"{module} -> {target} (unit not in LAYERS)")
+            elif level[b] >= level[a]:
+                out.append(f"{module} -> {target}")
+    return sorted(out)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
+    """Strongly connected sets of more than one module (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            scc = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                scc.add(w)
+                if w == v:
+                    break
+            if len(scc) > 1:
+                out.append(frozenset(scc))
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph) + 100))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return out
+
+
+def new_cycles(graph: dict[str, set[str]], known=KNOWN_CYCLES) -> list[list[str]]:
+    """Cycles that are not within one recorded cycle."""
+    return [sorted(c) for c in cycles(graph) if not any(c <= k for k in known)]
+
+
+# -- the checks on the real package ---------------------------------------------------------------
+
+
+def test_every_unit_of_the_package_has_a_layer():
+    level = {u for group in LAYERS for u in group}
+    assert {unit(m) for m in import_graph()} <= level
+
+
+def test_the_whole_layer_order_holds():
+    assert layer_violations(import_graph()) == []
+
+
+def test_no_import_cycle_beyond_the_recorded_ones():
+    assert new_cycles(import_graph()) == []
+
+
+def test_the_named_circles_are_gone():
+    """The circles issue 29 names: eval ↔ learn, eval.agents ↔ eval.mllm.agents, rollout ↔ scoring,
+    core.body → paths → core; the Isaac backend no longer reaches into the MuJoCo backend."""
+    graph = import_graph()
+    found = cycles(graph)
+    for pair in (("vlnverse.eval.mllm.models", "vlnverse.learn.vlm"), ("vlnverse.eval.agents", "vlnverse.eval.mllm.agents"),
+                 ("vlnverse.eval.rollout", "vlnverse.eval.scoring"), ("vlnverse.eval.models", "vlnverse.eval.mllm.models")):
+        assert not any(set(pair) <= c for c in found), pair
+    assert not any(unit(t) != "core" for t in graph["vlnverse.core.body"])
+    assert not [t for m in graph if m.startswith("vlnverse.sim.isaac") for t in graph[m]
+                if t.startswith("vlnverse.sim.mujoco")]
+
+
+def test_kit_only_code_lives_in_the_kit_package():
+    """Only vlnverse.kit, the manifest's entry point and Kit's tests import omni / carb (anywhere in
+    the file), and nothing below the Kit boundary imports vlnverse.kit."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        if unit(module) in ("kit", "extension", "kit_tests"):
+            continue
+        offenders += [f"{module}: {n}" for n in _imports(path) if n.split(".")[0] in ("omni", "carb")]
+    assert offenders == []
+    graph = import_graph()
+    assert [m for m, ts in graph.items() if unit(m) not in ("kit", "extension", "kit_tests")
+            and any(unit(t) == "kit" for t in ts)] == []
+
+
+def test_lazily_registered_plugins_resolve_to_their_modules():
+    """The names eval registers lazily (so that it imports nothing above it) are the ones the
+    modules register."""
+    from vlnverse.eval.agents import AGENTS, MLLM_AGENTS
+    from vlnverse.eval.mllm.agents import VARIANTS
+    from vlnverse.eval.models import MODELS
+
+    assert set(MLLM_AGENTS) == set(VARIANTS)
+    for name in MLLM_AGENTS:
+        assert AGENTS.get(name).__module__ == "vlnverse.eval.mllm.agents"
+    for name, module in (("roam", "roam"), ("som", "roam"), ("mv_dualvln", "pixel_goal")):
+        assert AGENTS.get(name).__module__ == f"vlnverse.eval.{module}"
+    for name in ("openai", "ollama", "scripted"):
+        assert MODELS.get(name).__module__ == "vlnverse.eval.mllm.models"
+    assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here
+
+
+# -- the checker itself fails on planted faults ----------------------------------------------------
+
+
+def test_checker_reports_a_planted_upward_import():
+    graph = import_graph()
+    graph["vlnverse.core.geometry"] = graph["vlnverse.core.geometry"] | {"vlnverse.eval.metrics"}
+    graph["vlnverse.learn.vocab"] = graph["vlnverse.learn.vocab"] | {"vlnverse.study.log"}   # sibling layer
+    assert layer_violations(graph) == ["vlnverse.core.geometry -> vlnverse.eval.metrics",
+                                       "vlnverse.learn.vocab -> vlnverse.study.log"]
+
+
+def test_checker_reports_a_planted_cycle_and_a_grown_known_one():
+    synthetic = {"vlnverse.sim.a": {"vlnverse.sim.b"}, "vlnverse.sim.b": {"vlnverse.sim.c"},
+                 "vlnverse.sim.c": {"vlnverse.sim.a"}, "vlnverse.sim.d": {"vlnverse.sim.a"}}
+    assert cycles(synthetic) == [frozenset({"vlnverse.sim.a", "vlnverse.sim.b", "vlnverse.sim.c"})]
+    assert new_cycles(synthetic, known=(frozenset({"vlnverse.sim.a", "vlnverse.sim.b"}),)) == [
+        ["vlnverse.sim.a", "vlnverse.sim.b", "vlnverse.sim.c"]]
+    assert new_cycles(synthetic, known=(frozenset({"vlnverse.sim.a", "vlnverse.sim.b", "vlnverse.sim.c"}),)) == []
+
+
+def test_function_level_and_relative_imports_are_counted():
+    source = "import numpy\n\ndef f():\n    from ...learn import trainer\n    from ..metrics import ndtw\n"
+    names = _imports(PACKAGE / "eval" / "mllm" / "agents.py", source)
+    assert {"vlnverse.learn.trainer", "vlnverse.eval.metrics.ndtw", "numpy"} <= names
     assert "vlnverse.core.errors" in _imports(PACKAGE / "core" / "body.py")
-    assert "vlnverse.core.body.AgentBody" in _imports(PACKAGE / "sim" / "body.py")
 
 
-def test_simulator_layer_knows_no_tasks_or_evaluation():
-    assert _offenders("sim", ("vlnverse.tasks", "vlnverse.eval", "vlnverse.study")) == []
+@pytest.mark.parametrize("module,target", [("vlnverse.scenes.maps", "vlnverse.paths"),
+                                           ("vlnverse.tasks.base", "vlnverse")])
+def test_aliases_and_the_root_sit_at_the_bottom(module, target):
+    assert layer_violations({module: {target}}) == []
 
 
-def test_environment_layer_knows_no_backend_tasks_or_evaluation():
-    assert _offenders("scenes", ("vlnverse.sim", "vlnverse.tasks", "vlnverse.eval", "mujoco")) == []
-
-
-def test_task_layer_never_imports_a_backend():
-    assert _offenders("tasks", ("vlnverse.sim.mujoco", "mujoco", "isaacsim", "omni", "vlnverse.eval")) == []
+# -- Isaac Sim and torch ---------------------------------------------------------------------------
 
 
 #: Modules only Kit imports (listed in config/extension.toml), allowed their Kit base classes at module level.
@@ -74,11 +262,16 @@ def test_no_module_level_isaac_import():
         top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
         names = {a.name for n in top for a in n.names} | {getattr(n, "module", None) or "" for n in top}
         names -= KIT_ONLY.get(path.relative_to(PACKAGE).as_posix(), set())
-        assert not any(n.split(".")[0] in ("isaacsim", "omni") for n in names), path
+        assert not any(n.split(".")[0] in ("isaacsim", "omni", "carb") for n in names), path
 
 
-def test_evaluation_uses_only_the_backend_neutral_simulator_api():
-    assert _offenders("eval", ("vlnverse.sim.mujoco", "mujoco", "isaacsim", "omni")) == []
+def test_task_and_evaluation_layers_use_only_the_backend_neutral_simulator_api():
+    graph = import_graph()
+    offenders = [f"{m} -> {t}" for m, ts in graph.items() if unit(m) in ("scenes", "tasks", "eval") for t in ts
+                 if t.startswith(("vlnverse.sim.mujoco", "vlnverse.sim.isaac"))]
+    offenders += [f"{_module_name(p)}: {n}" for p in PACKAGE.rglob("*.py") if unit(_module_name(p)) in ("scenes", "tasks", "eval")
+                  for n in _imports(p) if n.split(".")[0] in ("mujoco", "isaacsim", "omni")]
+    assert offenders == []
 
 
 def test_only_the_learning_layer_imports_torch():

@@ -45,6 +45,44 @@ def test_bad_settings_are_config_errors(kwargs, field):
         run_jobs(squares, _jobs(), on_result=lambda *a: None, **kwargs)
 
 
+def test_engines_are_registered_driver_classes_and_a_plug_in_engine_runs_jobs():
+    """The engine is looked up in ``ENGINES``: a registered class builds the driver, says whether
+    it runs inline, and is accepted by every check, the command-line option included."""
+    import argparse
+
+    from vlnverse.core.parallel import (ENGINES, Engine, _InlineDriver, add_parallel_options, check_engine,
+                                        parallel_settings, runs_inline)
+
+    assert ENGINES.names() == ["local", "ray"] and runs_inline("local", 1) and not runs_inline("local", 2)
+    built = []
+
+    class Recording(Engine):
+        default_workers = 3
+
+        @classmethod
+        def inline(cls, workers):
+            return True
+
+        @classmethod
+        def driver(cls, fn, *, workers, n_jobs, address, shared, preload):
+            built.append((workers, n_jobs))
+            return _InlineDriver(fn, shared)
+
+    ENGINES.register("recording")(Recording)
+    try:
+        got: dict = {}
+        report = run_jobs(squares, _jobs(), workers=3, engine="recording", on_result=got.__setitem__)
+        assert built == [(3, 4)] and len(got) == 16 and got["s3-3"][0] == 9 and report.engine == "recording"
+        assert check_engine("recording") == "recording" and runs_inline("recording", 3)
+        parser = argparse.ArgumentParser()
+        add_parallel_options(parser, "jobs")
+        assert parallel_settings(parser.parse_args(["--engine", "recording"]))["workers"] == 3
+    finally:
+        ENGINES._items.pop("recording", None)
+    with pytest.raises(ConfigError, match="one of local, ray"):
+        check_engine("recording")
+
+
 def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_job_retried(tmp_path):
     import time
 

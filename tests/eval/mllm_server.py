@@ -1,11 +1,15 @@
-"""A local OpenAI chat-completions server for the MLLM tests (127.0.0.1 only, never the internet).
+"""The one local OpenAI chat-completions server of the tests (127.0.0.1 only, never the internet):
+the MLLM agents' client (tests/eval), the instruction pipeline's LLM stage and the dialogue oracle
+(tests/tasks, which put this folder on ``sys.path``).
 
-``reply(body, n)`` gets the request JSON and its 0-based count and returns a dict: ``text`` (the
+``reply(body, n)`` gets the request JSON and its 0-based count and returns the answer text (a str)
+or a dict: ``text`` (the
 answer; ``None`` sends a null content), ``status`` (HTTP status, default 200), ``sleep`` (seconds
 to wait before answering), ``headers`` (extra response headers), ``prompt_tokens`` (default
 100 + n), ``served`` (the model name the answer names; default the requested one), ``raw``
 (a body sent as it is, str or bytes, instead of a chat completion) with ``content_type``
-(default application/json), ``json`` (a JSON body sent instead of a chat completion).
+(default application/json), ``json`` (a JSON body sent instead of a chat completion), ``handle``
+(``handle(handler)`` writes the whole response itself: dripping bytes, chunked bodies, redirects).
 Also answers Ollama's native ``/api/chat``. The request list's ``max_in_flight`` is the
 most requests the server was answering at once.
 """
@@ -35,14 +39,18 @@ class RequestLog(list):
 
 
 @contextlib.contextmanager
-def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, list[dict]]]:
-    """Serve chat completions; yields (base URL ending in /v1, list of received requests)."""
+def openai_server(reply: Callable[[dict, int], dict | str], path: str = "/v1",
+                  protocol: str = "HTTP/1.0") -> Iterator[tuple[str, list[dict]]]:
+    """Serve chat completions; yields (base URL ending in ``path``, list of received requests,
+    each ``{"path", "body", "auth"}``). ``protocol``: the HTTP version of the answers."""
     requests = RequestLog()
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = protocol
+
         def do_POST(self):  # noqa: N802 (http.server naming)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"null")
             with lock:
                 n = len(requests)
                 requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
@@ -50,10 +58,17 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
                 requests.max_in_flight = max(requests.max_in_flight, requests.in_flight)
             try:
                 spec = reply(body, n)
+                spec = {"text": spec} if isinstance(spec, str) else spec
                 time.sleep(spec.get("sleep", 0.0))
             finally:
                 with lock:
                     requests.in_flight -= 1
+            if "handle" in spec:
+                try:
+                    spec["handle"](self)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (deadline, size cap)
+                    pass
+                return
             status = spec.get("status", 200)
             if "raw" in spec:
                 data = spec["raw"].encode() if isinstance(spec["raw"], str) else spec["raw"]
@@ -87,9 +102,9 @@ def openai_server(reply: Callable[[dict, int], dict]) -> Iterator[tuple[str, lis
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/v1", requests
+        yield f"http://127.0.0.1:{server.server_address[1]}{path}", requests
     finally:
         server.shutdown()
         server.server_close()

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from fake_chat_endpoint import chat_endpoint
+from mllm_server import openai_server
 from types import SimpleNamespace
 
 import networkx as nx
@@ -108,7 +108,7 @@ def test_oracle_for_episode_rebuilds_the_oracle_from_info(corridor):
 def test_llm_oracle_uses_the_endpoint_and_falls_back(corridor):
     oracle, _, _ = corridor
     answer = "Head left through the door; the mug is two rooms away in the kitchen."
-    with chat_endpoint(lambda body: answer) as (url, requests):
+    with openai_server(lambda body, n: answer) as (url, requests):
         llm = LLMOracle(ChatClient(url), oracle)
         assert llm.answer("Where is the mug?", [2.5, 0.3], 0.0).startswith("Head left through the door")
         prompt = requests[-1]["body"]["messages"][1]["content"]

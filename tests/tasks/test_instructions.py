@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from fake_chat_endpoint import chat_endpoint
+from mllm_server import openai_server
 
 import networkx as nx
 import numpy as np
@@ -342,7 +342,7 @@ class _FakeChat:
 @pytest.fixture()
 def fake_endpoint():
     _FakeChat.replies = []
-    with chat_endpoint(lambda body: _FakeChat.replies.pop(0) if _FakeChat.replies else "Find the red mug.") \
+    with openai_server(lambda body, n: _FakeChat.replies.pop(0) if _FakeChat.replies else "Find the red mug.") \
             as (url, requests):
         _FakeChat.requests = requests
         yield url

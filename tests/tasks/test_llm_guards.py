@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Callable
 
 import pytest
 
+from mllm_server import openai_server
 from test_instructions import _template_instruction, graph  # noqa: F401 - the scene-graph fixture
 from vlnverse.tasks.instructions.llm import ChatClient, LLMError, LLMSynthesizer, collect_llm_warnings
 
@@ -21,31 +21,10 @@ def _chat_body(content) -> bytes:
 
 @contextlib.contextmanager
 def raw_server(handle: Callable[[BaseHTTPRequestHandler], None]):
-    """A local HTTP server answering every POST with ``handle(handler)``; yields (base URL, requests)."""
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self):  # noqa: N802
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            seen.append({"path": self.path, "auth": self.headers.get("Authorization")})
-            try:
-                handle(self)
-            except (BrokenPipeError, ConnectionResetError):
-                pass
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
+    """The tests' one fake chat server, every POST answered by ``handle(handler)`` over HTTP/1.1;
+    yields (base URL, requests)."""
+    with openai_server(lambda body, n: {"handle": handle}, path="", protocol="HTTP/1.1") as served:
+        yield served
 
 
 def _send(h, status=200, body=b"", headers=None):

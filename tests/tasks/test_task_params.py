@@ -4,25 +4,41 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import yaml
 
 from vlnverse.core.errors import ConfigError
 from vlnverse.paths import tasks_dir
 from vlnverse.tasks.base import TASKS, NoParams, TaskConfig, load_task_config, load_task_types
 
 
-def test_every_task_type_declares_a_params_dataclass_and_the_shipped_configs_load():
-    built_in = [n for n in load_task_types() if TASKS.get(n).__module__.startswith("vlnverse.tasks.types.")]
-    assert len(built_in) >= 8
-    for name in built_in:  # (other tests register toy task types of their own)
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _first_number_field(params_cls) -> dataclasses.Field:
+    return next(f for f in dataclasses.fields(params_cls) if f.init and type(f.default) in (int, float))
+
+
+def test_every_shipped_task_type_reads_its_params_from_its_config():
+    """Each shipped task type (one YAML each) has its own parameters dataclass, and the task
+    built from its config holds the YAML's values, defaults for the rest, and an override."""
+    shipped = {p.stem for p in tasks_dir().glob("*.yaml")}
+    built_in = {n for n in load_task_types() if TASKS.get(n).__module__.startswith("vlnverse.tasks.types.")}
+    assert shipped == built_in and len(shipped) == 8
+    for name in sorted(shipped):
         cls = TASKS.get(name)
-        if not cls.__module__.startswith("vlnverse.tasks.types."):
-            continue  # a toy type another test registered (the shipped ones are checked)
-        assert dataclasses.is_dataclass(cls.Params) and cls.Params is not NoParams, name
-        config = load_task_config(name)
-        params = cls.parse_params(config)
-        assert isinstance(params, cls.Params)
-        assert isinstance(cls(config).params, cls.Params)
-    assert {p.stem for p in tasks_dir().glob("*.yaml")} <= set(load_task_types())
+        assert cls.Params is not NoParams and dataclasses.is_dataclass(cls.Params), name
+        raw = yaml.safe_load((tasks_dir() / f"{name}.yaml").read_text(encoding="utf-8")).get("params") or {}
+        fields = {f.name: f for f in dataclasses.fields(cls.Params) if f.init}
+        assert set(raw) <= set(fields), name
+        got = dataclasses.asdict(cls(load_task_config(name)).params)
+        for key, f in fields.items():
+            want = raw[key] if key in raw else (f.default if f.default is not dataclasses.MISSING else f.default_factory())
+            assert _plain(got[key]) == _plain(want), (name, key)
+        number = _first_number_field(cls.Params)   # a value no YAML or default holds reaches the task
+        value = number.default + 1 if type(number.default) is int else number.default * 1.5
+        task = cls(load_task_config(name, {f"params.{number.name}": value}))
+        assert getattr(task.params, number.name) == value and type(getattr(task.params, number.name)) is type(value), name
 
 
 def test_bad_params_are_rejected_on_load_naming_the_file_and_field(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from fake_chat_endpoint import chat_endpoint
+from mllm_server import openai_server
 
 import numpy as np
 import pytest
@@ -312,12 +312,12 @@ def test_bad_task_params_are_named():
 
 @pytest.mark.parametrize("hallucinate", [False, True])
 def test_llm_rewrites_are_kept_only_when_verified(ctx, hallucinate):
-    def reply(body):
+    def reply(body, n):
         """"Rewrite" by prefixing the instruction, or hallucinate a piano."""
         original = body["messages"][1]["content"].split("Instruction: ", 1)[1].rsplit("\nRewrite it.", 1)[0]
         return "Walk past the grand piano first." if hallucinate else "Okay. " + original
 
-    with chat_endpoint(reply, path="") as (url, _):
+    with openai_server(reply, path="") as (url, _):
         config = load_task_config("coarse_grained", {"params.llm_url": url})
         episodes = TASKS.get("coarse_grained")(config).generate(ctx, np.random.default_rng(0), 2, "train")
     graph = ctx.maps.scene_graph

@@ -8,48 +8,15 @@ other Kit/Isaac import happens inside the methods.
 On startup the extension checks that the Isaac Sim extensions it needs (USD, PhysX, Isaac Sim
 core, UI) are enabled; if some are missing it logs one error naming them and stays inert.
 Otherwise it registers the Isaac Sim simulator backend (``vlnverse.sim.api.BACKENDS``) under
-the name ``isaac`` and opens the study panel (``vlnverse.study.panel.StudyPanelWindow``: pick a
+the name ``isaac`` and opens the study panel (``vlnverse.kit.panel.StudyPanelWindow``: pick a
 scene, an episode file and a body, and run a human study session in the GUI).
 """
 from __future__ import annotations
 
 import omni.ext
 
-#: Kit extensions vlnverse needs, each as alternatives (the Isaac Sim 5 name first, then the 4.x one).
-REQUIRED_EXTENSIONS: tuple[tuple[str, ...], ...] = (
-    ("omni.usd",),
-    ("omni.physx",),
-    ("isaacsim.core.api", "omni.isaac.core"),
-    ("omni.ui",),
-)
-#: Backend registered on startup: name → ``"module:factory"`` (``vlnverse.sim.api.BACKENDS``).
-ISAAC_BACKEND = ("isaac", "vlnverse.sim.isaac:IsaacSimulator")
-
-
-def missing_extensions(is_enabled) -> list[str]:
-    """Names of required extensions (``" or "``-joined alternatives) for which ``is_enabled(name)`` is false."""
-    return [" or ".join(group) for group in REQUIRED_EXTENSIONS if not any(is_enabled(name) for name in group)]
-
-
-def missing_message(ext_id: str, missing: list[str]) -> str:
-    """The one-line error logged when required extensions are not enabled."""
-    return (f"{ext_id}: cannot start, required Isaac Sim extension(s) not enabled: {', '.join(missing)}; "
-            "run inside Isaac Sim or enable them (e.g. --enable omni.physx)")
-
-
-def register_isaac_backend() -> None:
-    """Register the Isaac Sim backend's import string in the simulator backend registry."""
-    from .sim.api import BACKENDS
-
-    name, target = ISAAC_BACKEND
-    BACKENDS.register(name, overwrite=True)(target)
-
-
-def open_study_panel():
-    """The in-GUI study panel (``omni.ui``; imported only here)."""
-    from .study.panel import StudyPanelWindow
-
-    return StudyPanelWindow()
+from .kit.extension import (ISAAC_BACKEND, REQUIRED_EXTENSIONS, missing_extensions,  # noqa: F401
+                            missing_message, open_study_panel, register_isaac_backend)
 
 
 class VLNVerseExtension(omni.ext.IExt):

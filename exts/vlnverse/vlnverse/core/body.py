@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .config import from_dict, load_yaml, require
 from .errors import ConfigError, UnknownNameError
-from ..paths import robots_dir
+from .paths import robots_dir
 
 #: Physically sensible ranges of a body's sizes (m), mass (kg) and limits (m/s, deg/s, m/s²,
 #: deg/s²): outside them the simulation is meaningless (a 1e30 kg body never moves).

@@ -41,10 +41,13 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .errors import ConfigError, VLNVerseError
+from .registry import Registry
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("local", "ray")
+#: Name → engine class (:class:`Engine`: settings check and the driver that runs a run's jobs);
+#: ``local`` and ``ray`` are registered at the end of this module.
+ENGINES: Registry[type["Engine"]] = Registry("engine")
 #: with a job timeout, extra seconds a worker may take to start its job (process or actor start-up)
 STARTUP_GRACE_S = 60.0
 #: seconds to wait for a Ray cluster before giving up (an unreachable address must not hang)
@@ -155,16 +158,13 @@ def check_engine(engine: str, address: str | None = None) -> str:
     """``engine`` if known; ``ray`` must be importable (the ``[ray]`` extra)."""
     if engine not in ENGINES:
         raise ConfigError(f"got {engine!r}", field="--engine", expected="one of " + ", ".join(ENGINES))
-    if engine == "local" and address:
-        raise ConfigError(f"got {address!r} with the local engine", field="--address", expected="--engine ray")
-    if engine == "ray":
-        try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise ConfigError("ray is not installed", field="--engine",
-                              expected="pip install 'vlnverse[ray]' (or --engine local)") from None
-        check_address(address)
+    ENGINES.get(engine).check(address)
     return engine
+
+
+def runs_inline(engine: str, workers: int) -> bool:
+    """Whether ``engine`` with ``workers`` runs the jobs in this process (payloads not pickled)."""
+    return ENGINES.get(engine).inline(workers)
 
 
 def check_job_timeout(job_timeout: Any, field_name: str = "--job-timeout") -> float | None:
@@ -181,7 +181,7 @@ def add_parallel_options(parser: Any, what: str) -> None:
     """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
     parser.add_argument("--workers", type=int, default=None,
                         help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
-    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+    parser.add_argument("--engine", choices=ENGINES.names(), default="local",
                         help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
     parser.add_argument("--address", default=None,
                         help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
@@ -192,7 +192,7 @@ def add_parallel_options(parser: Any, what: str) -> None:
 
 def parallel_settings(args: Any) -> dict:
     """``workers``/``engine``/``address``/``job_timeout`` keyword arguments from parsed ``add_parallel_options``."""
-    workers = args.workers if args.workers is not None else (2 if args.engine == "ray" else 1)
+    workers = args.workers if args.workers is not None else ENGINES.get(args.engine).default_workers
     return {"workers": workers, "engine": args.engine, "address": args.address,
             "job_timeout": getattr(args, "job_timeout", None)}
 
@@ -214,12 +214,8 @@ def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], 
     check_engine(engine, address)
     job_timeout = check_job_timeout(job_timeout)
     jobs = [j for j in jobs if j.items]
-    if engine == "ray":
-        driver = _RayDriver(fn, workers, address, shared)
-    elif workers == 1:
-        driver = _InlineDriver(fn, shared)
-    else:
-        driver = _LocalDriver(fn, min(workers, max(1, len(jobs))), shared, preload)
+    driver = ENGINES.get(engine).driver(fn, workers=workers, n_jobs=len(jobs), address=address, shared=shared,
+                                        preload=preload)
     return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine, job_timeout)
 
 
@@ -519,8 +515,7 @@ def start_workers_early(fn: JobFn, *, workers: int, engine: str, preload: Iterab
     """Call at the start of a run that will ``run_jobs(fn, ..., preload=preload)``: with local
     worker processes (``workers`` > 1) the fork server starts now and imports while this process
     prepares the run (reads episodes, checks configs) instead of after it; otherwise nothing."""
-    if engine == "local" and workers > 1:
-        start_fork_server([fn.__module__, *preload])
+    ENGINES.get(engine).start_early(fn, workers, preload)
 
 
 def _ready() -> None:
@@ -900,3 +895,78 @@ class _GeneratorBridge:
             if message[0] in ("done", "error"):
                 thread.join()
                 return
+
+
+# --------------------------------------------------------------------------------------------
+# engines: a new one is a registered Engine subclass
+
+
+class Engine:
+    """A parallel engine: checks its settings and builds the driver that runs a run's jobs
+    (``start(jobs)``, ``poll()``, ``stop()``... as :class:`_LocalDriver` and :class:`_RayDriver`)."""
+
+    #: workers when the command line names none
+    default_workers = 1
+
+    @classmethod
+    def check(cls, address: str | None) -> None:
+        """Raise ``ConfigError`` when the engine cannot run with ``address`` (or is not installed)."""
+
+    @classmethod
+    def inline(cls, workers: int) -> bool:
+        """Whether jobs run in this process (their payloads are then not pickled)."""
+        return False
+
+    @classmethod
+    def start_early(cls, fn: JobFn, workers: int, preload: Iterable[str]) -> None:
+        """Start what the run's workers need while the caller prepares the run (default: nothing)."""
+
+    @classmethod
+    def driver(cls, fn: JobFn, *, workers: int, n_jobs: int, address: str | None, shared: dict | None,
+               preload: Iterable[str]) -> Any:
+        raise NotImplementedError
+
+
+@ENGINES.register("local")
+class LocalEngine(Engine):
+    """Worker processes on this machine (``forkserver``/``spawn``); one worker runs in this process."""
+
+    @classmethod
+    def check(cls, address: str | None) -> None:
+        if address:
+            raise ConfigError(f"got {address!r} with the local engine", field="--address", expected="--engine ray")
+
+    @classmethod
+    def inline(cls, workers: int) -> bool:
+        return workers == 1
+
+    @classmethod
+    def start_early(cls, fn: JobFn, workers: int, preload: Iterable[str]) -> None:
+        if workers > 1:
+            start_fork_server([fn.__module__, *preload])
+
+    @classmethod
+    def driver(cls, fn, *, workers, n_jobs, address, shared, preload):
+        if workers == 1:
+            return _InlineDriver(fn, shared)
+        return _LocalDriver(fn, min(workers, max(1, n_jobs)), shared, preload)
+
+
+@ENGINES.register("ray")
+class RayEngine(Engine):
+    """One Ray actor per worker on a cluster (``address``) or a local Ray instance."""
+
+    default_workers = 2
+
+    @classmethod
+    def check(cls, address: str | None) -> None:
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError("ray is not installed", field="--engine",
+                              expected="pip install 'vlnverse[ray]' (or --engine local)") from None
+        check_address(address)
+
+    @classmethod
+    def driver(cls, fn, *, workers, n_jobs, address, shared, preload):
+        return _RayDriver(fn, workers, address, shared)

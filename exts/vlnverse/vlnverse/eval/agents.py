@@ -439,6 +439,13 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
         raise ConfigError(str(exc), field="agent.params") from None
 
 
-from .mllm import agents as _mllm_agents  # noqa: E402,F401 - registers the eight VLN-MME agents
-from . import roam as _roam  # noqa: E402,F401 - registers ROAM (VLN-NF) and the Set-of-Marks baseline
-from . import pixel_goal as _pixel_goal  # noqa: E402,F401 - registers the MV-DualVLN pixel-goal agent (VCN-Bench)
+#: The eight VLN-MME agents (``vlnverse.eval.mllm.agents.VARIANTS``: family x chain-of-thought x
+#: reflection), registered by their module, which is imported on first use (it imports this one).
+MLLM_AGENTS = tuple(f"{family}{cot}{refl}" for family in ("navgpt", "mapgpt") for cot in ("", "_cot")
+                    for refl in ("", "_reflection"))
+for _name in MLLM_AGENTS:
+    AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents")
+# ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench)
+for _name, _module in (("roam", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
+                       ("mv_dualvln", "vlnverse.eval.pixel_goal")):
+    AGENTS.register_lazy(_name, _module)

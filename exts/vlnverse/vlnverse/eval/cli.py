@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..core.parallel import add_parallel_options, parallel_settings
+from ..core.parallel import ENGINES, add_parallel_options, parallel_settings
 
 #: exit status of ``vlnverse eval`` when some episodes were not evaluated (model endpoint failures)
 NOT_EVALUATED_STATUS = 3
@@ -111,8 +111,8 @@ def _split_trailing_options(args: argparse.Namespace) -> list[str]:
                     value = float(value)
                 except ValueError:
                     raise ConfigError(f"got {value!r}", field="--job-timeout", expected="a number of seconds > 0") from None
-            elif name == "--engine" and value not in ("local", "ray"):
-                raise ConfigError(f"got {value!r}", field="--engine", expected="local or ray")
+            elif name == "--engine" and value not in ENGINES:
+                raise ConfigError(f"got {value!r}", field="--engine", expected=" or ".join(ENGINES))
             setattr(args, _OPTION_ARGS[name], value)
         elif item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'",

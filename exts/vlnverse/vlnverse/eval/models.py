@@ -32,4 +32,8 @@ def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
         raise ConfigError(str(exc), field="model.params") from None
 
 
-from .mllm import models as _mllm_models  # noqa: E402,F401 - registers openai, ollama, transformers, scripted
+# Models of modules above this one register themselves on import; they are named here and imported
+# on first use (so this registry never imports its plug-ins: no import circle, no torch for API models).
+for _name in ("openai", "ollama", "scripted"):
+    MODELS.register_lazy(_name, "vlnverse.eval.mllm.models")
+MODELS.register_lazy("transformers", "vlnverse.learn.vlm")   # torch: the learning layer

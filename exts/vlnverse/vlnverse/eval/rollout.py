@@ -34,6 +34,7 @@ import numpy as np
 from ..core.io import to_jsonable
 from ..tasks.scoring import TaskScoring, has_ordered_goals, scoring_for
 from .agents import Agent, AgentState
+from .scoring import goal_distance_fn, score_rollout  # noqa: F401  (goal_distance_fn re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -74,17 +75,6 @@ def action_name(action: Any) -> Any:
     if hasattr(action, "__dataclass_fields__"):
         return {"type": type(action).__name__, **{k: float(getattr(action, k)) for k in action.__dataclass_fields__}}
     return to_jsonable(action)
-
-
-def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """Geodesic distance to the nearest of ``goals_xy`` on the scene's navigable map."""
-    fields = [ctx.planner.distance_field(g) for g in goals_xy]
-
-    def distance(points: np.ndarray) -> np.ndarray:
-        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
-        return np.min([f.distance(pts) for f in fields], axis=0)
-
-    return distance
 
 
 def _decision_of(action: Any) -> str | None:
@@ -285,8 +275,6 @@ class Rollout:
 
     def metrics(self) -> dict[str, Any]:
         """The episode's metrics so far (final once :attr:`done`), as the task scores them."""
-        from .scoring import score_rollout
-
         self._require_started()
         return score_rollout(self)
 

@@ -32,8 +32,8 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import (JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs,
-                             start_workers_early)
+from ..core.parallel import (JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
+                             scene_jobs, start_workers_early)
 from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from . import metrics as M
 from .agents import Agent, make_agent
@@ -622,7 +622,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     # The episodes that get report pictures are fixed up front (the first ones in serial order),
     # so a record does not depend on which worker finished first.
     with_visuals = set(serial_order[:report_budget]) if cfg.report.enabled else set()
-    inline = engine == "local" and workers == 1
+    inline = runs_inline(engine, workers)
     common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
               "with_visuals": with_visuals, "scene_loader": scene_loader,
               "agent": agent if inline else None, "agent_factory": agent_factory}

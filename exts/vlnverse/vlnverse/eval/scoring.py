@@ -7,12 +7,24 @@ or the runner.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from ..tasks.scoring import EpisodeOutcome, TaskScoring, object_viewpoints, scoring_for
 from . import metrics as M
+
+
+def goal_distance_fn(ctx: Any, goals_xy: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """Geodesic distance to the nearest of ``goals_xy`` on the scene's navigable map."""
+    fields = [ctx.planner.distance_field(g) for g in goals_xy]
+
+    def distance(points: np.ndarray) -> np.ndarray:
+        pts = np.atleast_2d(np.asarray(points, dtype=float))[:, :2]
+        return np.min([f.distance(pts) for f in fields], axis=0)
+
+    return distance
+
 
 #: Metrics every navigation episode reports (VLNVerse Tab. 5 plus sDTW and CLS).
 STANDARD_METRICS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
@@ -51,7 +63,6 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     object; ``room_success`` adds RSR.
     """
     from ..tasks.pathing import resample_polyline
-    from .rollout import goal_distance_fn
 
     scoring = scoring_for(episode.task_type) if scoring is None else scoring
 

@@ -1,7 +1,7 @@
 """A local Hugging Face vision-language model as an MLLM chat model (``model.name: transformers``).
 
-It lives in the learning layer because it runs torch; ``vlnverse.eval.mllm.models`` registers it
-lazily, so evaluating API models never imports torch or transformers.
+It lives in the learning layer because it runs torch; ``vlnverse.eval.models`` names it and
+imports this module on first use, so evaluating API models never imports torch or transformers.
 """
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ from typing import Any
 
 from ..core.errors import ConfigError
 from ..eval.mllm.models import ChatModel, Generation
+from ..eval.models import register_model
 
 
+@register_model("transformers")
 class TransformersVLM(ChatModel):
     """A Hugging Face vision-language model loaded from a local folder (never downloaded).
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..core.body import DEFAULT_BODY, R2R_CE, as_body
+from ..core.cache_key import content_key
 from ..core.errors import ConfigError
 from ..core.io import write_json_atomic
 from ..paths import cache_dir
@@ -96,8 +97,9 @@ def scene_content_hash(desc: SceneDescription) -> str:
 
 
 def _cache_path(desc: SceneDescription, radius: float, height: float, resolution: float, step_height: float) -> Path:
-    key = f"v{MAPS_VERSION}|{scene_content_hash(desc)}|{radius!r}|{height!r}|{resolution!r}|{step_height!r}"
-    return cache_dir() / "maps" / f"{desc.scene_id}-{hashlib.sha256(key.encode()).hexdigest()[:20]}.npz"
+    key = content_key("maps", MAPS_VERSION, scene_content_hash(desc), float(radius), float(height),
+                      float(resolution), float(step_height), length=20)
+    return cache_dir() / "maps" / f"{desc.scene_id}-{key}.npz"
 
 
 def _read_cache(path: Path, source: str) -> SceneMaps | None:

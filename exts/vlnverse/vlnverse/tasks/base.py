@@ -23,6 +23,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..core.body import DEFAULT_BODY, as_body
+from ..core.cache_key import content_key
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
@@ -236,8 +237,8 @@ BOUNDS_VERSION = 1
 def _bounds_key(digest: str, body: Any, resolution: float) -> str:
     from .. import __version__
 
-    salt = repr((_body_key(body), __version__, BOUNDS_VERSION)).encode()
-    return f"{digest}_{hashlib.sha1(salt).hexdigest()[:12]}_{float(resolution):g}"
+    salt = content_key("bounds", BOUNDS_VERSION, [list(kv) for kv in _body_key(body)], __version__, length=12)
+    return f"{digest}_{salt}_{float(resolution):g}"
 
 
 def _bounds_file(key: str) -> Path:

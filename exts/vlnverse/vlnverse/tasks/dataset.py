@@ -34,7 +34,8 @@ from ..core.body import as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, check_engine, check_job_timeout, check_workers, run_jobs, start_workers_early
+from ..core.parallel import (Job, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
+                             start_workers_early)
 from ..core.plugins import load_plugins
 from .base import TASKS, WORKER_PRELOAD, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
 from .episode import Episode, save_episodes
@@ -254,7 +255,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         generator.output_dir = tmp
         if hasattr(generator, "assets_dir") and generator.assets_dir is None:
             generator.assets_dir = tmp / "assets"
-        inline = workers == 1 and engine == "local"
+        inline = runs_inline(engine, workers)
         payload = {"task": task, "task_config": task_config, "body": body_obj, "seed": seed,
                    "episodes_per_scene": episodes_per_scene, "split_of": split_of, "default_split": default_split,
                    "val_seen_fraction": val_seen_fraction, "renderer_factory": renderer_factory, "output_dir": tmp,

@@ -616,16 +616,6 @@ class OllamaModel(OpenAIChatModel):
                 int(data.get("eval_count", 0) or 0), data.get("model") if isinstance(data.get("model"), str) else None)
 
 
-@register_model("transformers")
-def transformers_vlm(**params: Any) -> ChatModel:
-    """A Hugging Face vision-language model loaded from a local folder (never downloaded):
-    :class:`vlnverse.learn.vlm.TransformersVLM`, which lives in the learning layer (the only one
-    that imports torch) and is imported only when this model is built."""
-    from ...learn.vlm import TransformersVLM
-
-    return TransformersVLM(**params)
-
-
 @register_model("scripted")
 class ScriptedModel(ChatModel):
     """Canned answers, no network: ``answers`` are returned in turn (``cycle``: start over at the

@@ -36,7 +36,7 @@ from ...scenes.description import SceneDescription
 from ..api import ControlConfig
 from ..body import AgentBody
 from ..controller import servo_wrench
-from ..mujoco.builder import label_table_for
+from ..labels import label_table_for
 from ..physics import PhysicsSimulator
 from ..sensors import CameraSpec, LidarSpec, PanoramaSpec, SensorSpec, depth_output
 from ..types import Contact, wrap_angle
