@@ -190,15 +190,24 @@ def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress:
 
 
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
-                  field: str, progress: bool, resolve_scenes: bool = True) -> list:
-    """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
-    any episode carries that split; none left is a ``ConfigError`` naming ``field``. With
-    ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file (looked up in
-    the dataset's folder, then the shipped scenes), as the eval runner does."""
+                  field: str, progress: bool, resolve_scenes: bool = True, workers: int = 1,
+                  report: Callable[[str], None] = print, info: dict | None = None) -> list:
+    """Episodes of ``source`` (path, generate block or ``HomesSource``) of the task type, filtered
+    to ``split`` when any episode carries that split; none left is a ``ConfigError`` naming
+    ``field``. With ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file
+    (looked up in the dataset's folder, then the shipped scenes), as the eval runner does.
+    Generated homes (made with ``workers``) put their figures into ``info``."""
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
+    from .homes import HomesSource, homes_dataset
 
-    if source.path is not None:
+    if isinstance(source, HomesSource):
+        episodes, folder, figures = homes_dataset(source, task=task, body=body, cache_dir=cache_dir, progress=progress,
+                                                  workers=workers, report=report)
+        if info is not None:
+            info.update(figures, folder=str(folder))
+        dataset_dir = folder / "episodes"
+    elif source.path is not None:
         if not Path(source.path).exists():
             raise ConfigError("episode file or folder not found", field=f"{field}.path", file=source.path,
                               expected="an existing JSONL file/folder")
@@ -265,8 +274,15 @@ class Trainer:
         cfg = self.cfg
         common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
                       progress=self.progress, resolve_scenes=self.scene_loader is None)
-        train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
+        homes: dict = {}
+        train = resolve_split(cfg.train, split=cfg.train_split, field="train", workers=cfg.workers, report=self.report,
+                              info=homes, **common)
+        if homes:
+            self.summary["homes"] = homes
         val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
+        from .homes import check_disjoint_homes, held_out_scenes
+
+        check_disjoint_homes(train, held_out_scenes(val), cache_dir=cfg.cache.dir)
         return train, val
 
     def _new_optimizer(self) -> None:
@@ -298,7 +314,8 @@ class Trainer:
                                      collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
                                      base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                                      scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
-                                     report=self.report, teacher=self.teacher_spec(), **self.parallel())
+                                     report=self.report, teacher=self.teacher_spec(), render=self.cfg.cache.render,
+                                     **self.parallel())
         self.summary["cache"] = stats
         return store
 
