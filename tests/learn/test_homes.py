@@ -84,11 +84,15 @@ def test_homes_source_in_a_train_config(tmp_path, episodes_file):
 
     cfg = small_config(tmp_path / "x", episodes_file, train={"homes": 30, "episodes_per_home": 5})
     assert cfg.train == HomesSource(homes=30, seed=DEFAULT_HOMES_SEED, episodes_per_home=5)
+    both = small_config(tmp_path / "x", episodes_file, train={"homes": 3}, val={"val_seen": {"homes": 3}})
+    assert both.val["val_seen"] == both.train and both.train.val_seen_fraction == 0.25
     assert cfg.to_dict()["train"]["homes"] == 30 and home_scene_id(14) == "gen_00014"
     key = cfg.train.key("fine_grained", None)
     assert key != HomesSource(homes=30, seed=DEFAULT_HOMES_SEED + 1, episodes_per_home=5).key("fine_grained", None)
     with pytest.raises(ConfigError, match=r"train\.homes"):
         small_config(tmp_path / "x", episodes_file, train={"homes": 0})
+    with pytest.raises(ConfigError, match=r"val\.val_seen\.val_seen_fraction"):
+        small_config(tmp_path / "x", episodes_file, val={"val_seen": {"homes": 3, "val_seen_fraction": 1.5}})
     with pytest.raises(ConfigError, match=r"train\.seed"):
         small_config(tmp_path / "x", episodes_file, train={"homes": 2, "seed": -1})
 
@@ -101,7 +105,7 @@ def test_generated_homes_are_deterministic_reused_and_a_held_out_seed_is_refused
     from vlnverse.learn.homes import HomesSource, check_disjoint_homes, held_out_scenes, homes_dataset
 
     said = []
-    spec = HomesSource(homes=2, seed=1000, episodes_per_home=2)
+    spec = HomesSource(homes=2, seed=1000, episodes_per_home=2, val_seen_fraction=0.0)
     eps, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
                                       report=said.append)
     assert {e.scene_id for e in eps} == {"gen_01000", "gen_01001"} and {e.split for e in eps} == {"train"}

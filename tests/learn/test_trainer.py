@@ -270,3 +270,12 @@ def test_policy_agent_refuses_a_mismatched_sensor_rig_once_before_the_run(il_run
     with pytest.raises(ConfigError, match="lacks the policy's \\[depth depth 16x16\\]"):
         run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     assert not (tmp_path / "eval" / "episodes.jsonl").exists()  # failed before any episode ran
+
+
+def test_a_budget_that_ends_before_the_first_epoch_is_refused_with_the_minimum(corridor, episodes_file, tmp_path):
+    from vlnverse.learn.trainer import BudgetTooSmallError, Trainer
+
+    cfg = small_config(tmp_path / "short", episodes_file, il__batch_size=1, il__max_seconds=1e-6, il__epochs=2)
+    with pytest.raises(BudgetTooSmallError, match=r"after 1 of 4 batches of the first epoch.*il\.max_seconds >= \d+") as err:
+        Trainer(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None).run()
+    assert err.value.minimum_seconds > 0 and err.value.phase == "il" and "\n" not in str(err.value)

@@ -199,7 +199,7 @@ class TrainConfig:
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
         self.train = train_source(self.train, "train")
         require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
-        self.val = {str(k): episode_source(v, f"val.{k}") for k, v in self.val.items()}
+        self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
         require(self.collision_mode in TRAIN_COLLISION_MODES, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {TRAIN_COLLISION_MODES} (a discrete policy)")
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")

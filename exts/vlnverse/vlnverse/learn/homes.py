@@ -2,7 +2,8 @@
 
 ``train: {homes: N, seed: S, episodes_per_home: K}`` (``HomesSource``) trains on N homes of the
 scene generator (``scenes.procgen.generate_home``, seeds S … S+N−1, scene ids ``gen_<seed>``),
-each with K episodes of the config's task. They are made on demand, deterministically by seed, into
+each with K episodes of the config's task, ``val_seen_fraction`` of them held out as ``val_seen``
+(the same block under ``val: {val_seen: ...}`` gives those: same homes, disjoint episodes). They are made on demand, deterministically by seed, into
 ``<cache dir>/homes/<key hash>/`` (``scenes/`` USD files, ``episodes/`` the dataset, ``done.json``
 with the seconds spent per home) and reused; nothing is shipped.
 
@@ -35,13 +36,14 @@ HELD_OUT_SPLITS = ("val_unseen", "test")
 @dataclass
 class HomesSource:
     """``homes`` generated homes (seeds ``seed`` … ``seed + homes - 1``) with ``episodes_per_home``
-    episodes each, all of split ``train`` (see the module docstring)."""
+    episodes each, split ``train`` / ``val_seen`` by ``val_seen_fraction`` (see the module docstring)."""
 
     homes: int
     seed: int = DEFAULT_HOMES_SEED
     episodes_per_home: int = 10
     min_rooms: int = 4
     max_rooms: int = 12
+    val_seen_fraction: float = 0.25
 
     def validate(self) -> None:
         """Positive counts, a seed >= 0, a room range the generator accepts."""
@@ -52,13 +54,15 @@ class HomesSource:
                 f"got {self.episodes_per_home!r}", "a positive integer")
         require(4 <= self.min_rooms <= self.max_rooms <= 12, "min_rooms", f"got {self.min_rooms}..{self.max_rooms}",
                 "4 <= min_rooms <= max_rooms <= 12")
+        require(0.0 <= self.val_seen_fraction < 1.0, "val_seen_fraction", f"got {self.val_seen_fraction!r}",
+                "a fraction in [0, 1)")
 
     def key(self, task: str, body: str | None) -> dict[str, Any]:
         """What the generated homes and episodes depend on."""
         from ..scenes.procgen import GENERATOR_VERSION
 
         return {"homes": self.homes, "seed": self.seed, "episodes_per_home": self.episodes_per_home,
-                "rooms": [self.min_rooms, self.max_rooms], "task": task, "body": body,
+                "rooms": [self.min_rooms, self.max_rooms], "val_seen_fraction": self.val_seen_fraction, "task": task, "body": body,
                 "generator_version": GENERATOR_VERSION}
 
 
@@ -223,7 +227,7 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
         paths.append(write_usd(desc, scenes / f"{desc.scene_id}.usd"))
     t_homes = time.perf_counter() - t0
     generate_dataset(task, paths, spec.episodes_per_home, spec.seed, folder / "episodes", body=body,
-                     val_seen_fraction=0.0, default_split="train", progress=progress,
+                     val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,
                      renderer_factory=simulator_renderer_factory(), workers=workers)
     info = {"key": key, "seconds_per_home": round(t_homes / spec.homes, 3),
             "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1), "workers": workers}

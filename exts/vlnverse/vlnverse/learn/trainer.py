@@ -45,6 +45,15 @@ class TrainingError(VLNVerseError):
     """Training cannot go on (NaN loss, no data); the message says what was kept."""
 
 
+class BudgetTooSmallError(TrainingError):
+    """The time budget (``il.max_seconds``) ends before the phase's first epoch: ``minimum_seconds``
+    is what one epoch took to extrapolate here."""
+
+    def __init__(self, message: str, *, phase: str, minimum_seconds: float):
+        super().__init__(message)
+        self.phase, self.minimum_seconds = phase, float(minimum_seconds)
+
+
 # -------------------------------------------------------------------------------------------- logging
 
 
@@ -331,6 +340,7 @@ class Trainer:
         bs = cfg.il.batch_size
         n_batches = math.ceil(len(data) / bs)
         samples, seconds, last = 0, 0.0, {}
+        batches_done = epochs_done = 0  # in this call: the budget is checked from the second batch on
         t_phase = time.perf_counter()
         out_of_time = False
         for epoch in range(start[0], epochs):
@@ -343,7 +353,14 @@ class Trainer:
             tot_loss = tot_correct = tot_steps = 0.0
             self.policy.train()
             for b in bar:
-                if cfg.il.max_seconds is not None and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                if cfg.il.max_seconds is not None and batches_done and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                    if epochs_done == 0 and start == (0, 0):
+                        bar.close()
+                        need = (time.perf_counter() - t_phase) / batches_done * n_batches * 1.1
+                        raise BudgetTooSmallError(
+                            f"{phase}: the time budget il.max_seconds={cfg.il.max_seconds:g} s ran out after {batches_done} "
+                            f"of {n_batches} batches of the first epoch: one epoch needs about {need:.0f} s here; "
+                            f"give il.max_seconds >= {math.ceil(need)}", phase=phase, minimum_seconds=need)
                     self.report(f"{phase}: time budget il.max_seconds={cfg.il.max_seconds} used up at epoch "
                                 f"{epoch + 1} batch {b + 1}")
                     self._save(self.last_path, position=(position or self._il_position)(epoch, b))
@@ -367,6 +384,7 @@ class Trainer:
                         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.il.grad_clip)
                     self.optimizer.step()
                     self.global_step += 1
+                    batches_done += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
                     if not hasattr(self.policy, "imitation_loss"):
@@ -392,6 +410,7 @@ class Trainer:
                                 accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
             if out_of_time:
                 break
+            epochs_done += 1
             self._save(self.last_path, position=(position or self._il_position)(epoch + 1, 0))
             if phase == "il" and (epoch + 1) % cfg.validation.every == 0:
                 self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
@@ -505,6 +524,9 @@ class Trainer:
         self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}")
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
+        if stats["stopped_by_budget"] and self.val_episodes and cfg.validation.metric != "accuracy":
+            # the weights the budget ended with are a candidate too (selected on the validation split)
+            self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
                        "steps": store.num_steps}}
 
