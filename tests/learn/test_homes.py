@@ -107,7 +107,7 @@ def test_generated_homes_are_deterministic_reused_and_a_held_out_seed_is_refused
     said = []
     spec = HomesSource(homes=2, seed=1000, episodes_per_home=2, val_seen_fraction=0.0)
     eps, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
-                                      report=said.append)
+                                      report=said.append, workers=2)
     assert {e.scene_id for e in eps} == {"gen_01000", "gen_01001"} and {e.split for e in eps} == {"train"}
     assert info["seconds_per_home"] > 0 and (folder / "scenes" / "gen_01000.usd").is_file()
     again, _, _ = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,

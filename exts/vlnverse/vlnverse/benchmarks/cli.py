@@ -25,6 +25,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="train: episodes per val_unseen and per test scene (default 50: 100 per split)")
     p.add_argument("--test-episodes", type=int, default=None, help="train: episodes per test scene (default: --eval-episodes)")
+    p.add_argument("--val-seen-episodes", type=int, default=None,
+                   help="train: with --train-homes, val_seen episodes kept of the homes' held-out ones (default 40)")
+    p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--workers", type=int, default=None,
                    help="train: processes for generating homes, rendering caches and evaluating (default 1)")

@@ -5,7 +5,8 @@ scene generator (``scenes.procgen.generate_home``, seeds S … S+N−1, scene id
 each with K episodes of the config's task, ``val_seen_fraction`` of them held out as ``val_seen``
 (the same block under ``val: {val_seen: ...}`` gives those: same homes, disjoint episodes). They are made on demand, deterministically by seed, into
 ``<cache dir>/homes/<key hash>/`` (``scenes/`` USD files, ``episodes/`` the dataset, ``done.json``
-with the seconds spent per home) and reused; nothing is shipped.
+with the seconds spent per home) and reused; nothing is shipped. Homes and episodes are made with
+``workers`` processes (``vlnverse.core.parallel``); the files do not depend on the count.
 
 The split guard (``check_disjoint_homes``) refuses a train split that shares a home with
 ``val_unseen`` or ``test`` -- by scene id, or by content (``home_fingerprint``: the geometry and
@@ -197,13 +198,23 @@ def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader
             _write_memo(cache_dir, memo)
 
 
+def generate_home_job(payload: dict, items: tuple, state: dict, emit: Callable[[Any, Any], None]) -> None:
+    """Parallel job (``vlnverse.core.parallel``): generate and write the homes of the seeds ``items``
+    (``gen_<seed>.usd`` in ``payload["folder"]``, each written atomically); emit each file's path."""
+    from ..scenes.procgen import generate_home
+    from ..scenes.usd_io import write_usd
+
+    for seed in items:
+        desc = generate_home(int(seed), scene_id=home_scene_id(seed), min_rooms=payload["min_rooms"],
+                             max_rooms=payload["max_rooms"])
+        emit(seed, str(write_usd(desc, Path(payload["folder"]) / f"{desc.scene_id}.usd")))
+
+
 def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: Any, progress: bool = True,
                   workers: int = 1, report: Callable[[str], None] = print) -> tuple[list, Path, dict[str, Any]]:
     """The episodes of ``spec`` (generated when missing), the dataset folder, and ``done.json``'s
     figures (``seconds_per_home``: generating and writing one home; ``seconds_episodes``)."""
     from ..core.io import write_json_atomic
-    from ..scenes.procgen import generate_home
-    from ..scenes.usd_io import write_usd
     from ..tasks.dataset import generate_dataset, simulator_renderer_factory
     from ..tasks.episode import load_episodes
     from .cache import cache_root
@@ -217,21 +228,38 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
         return load_episodes(folder / "episodes"), folder, info
     if folder.exists():
         shutil.rmtree(folder)
-    scenes = folder / "scenes"
-    t0 = time.perf_counter()
-    paths = []
     from tqdm import tqdm
 
-    for seed in tqdm(range(spec.seed, spec.seed + spec.homes), desc="training homes", unit="home", disable=not progress):
-        desc = generate_home(seed, scene_id=home_scene_id(seed), min_rooms=spec.min_rooms, max_rooms=spec.max_rooms)
-        paths.append(write_usd(desc, scenes / f"{desc.scene_id}.usd"))
+    from ..core.errors import VLNVerseError
+    from ..core.parallel import Job, run_jobs
+
+    scenes = folder / "scenes"
+    t0 = time.perf_counter()
+    seeds = list(range(spec.seed, spec.seed + spec.homes))
+    made: dict[int, str] = {}
+    bar = tqdm(total=len(seeds), desc="training homes", unit="home", disable=not progress)
+
+    def got(seed: int, path: str) -> None:
+        made[int(seed)] = path
+        bar.update(1)
+
+    payload = {"folder": str(scenes), "min_rooms": spec.min_rooms, "max_rooms": spec.max_rooms}
+    try:
+        run = run_jobs(generate_home_job, [Job(home_scene_id(s), (s,), payload) for s in seeds], on_result=got,
+                       workers=workers)
+    finally:
+        bar.close()
+    if run.failures:
+        raise VLNVerseError(f"training homes: {run.failure_summary()}")
+    paths = [Path(made[s]) for s in seeds]
     t_homes = time.perf_counter() - t0
     generate_dataset(task, paths, spec.episodes_per_home, spec.seed, folder / "episodes", body=body,
                      val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,
                      renderer_factory=simulator_renderer_factory(), workers=workers)
-    info = {"key": key, "seconds_per_home": round(t_homes / spec.homes, 3),
+    info = {"key": key, "seconds_per_home": round(t_homes / spec.homes, 3), "seconds_homes": round(t_homes, 1),
             "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1), "workers": workers}
     write_json_atomic(done, info)
-    report(f"training homes: generated {spec.homes} homes in {t_homes:.1f} s ({info['seconds_per_home']} s a home) "
+    report(f"training homes: generated {spec.homes} homes in {t_homes:.1f} s ({info['seconds_per_home']} s a home "
+           f"of wall time with {workers} worker(s)) "
            f"and their episodes in {info['seconds_episodes']} s ({workers} worker(s)) into {folder}")
     return load_episodes(folder / "episodes"), folder, info

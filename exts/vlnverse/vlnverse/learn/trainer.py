@@ -341,6 +341,7 @@ class Trainer:
         n_batches = math.ceil(len(data) / bs)
         samples, seconds, last = 0, 0.0, {}
         batches_done = epochs_done = 0  # in this call: the budget is checked from the second batch on
+        unvalidated = 0  # batches since the last validation
         t_phase = time.perf_counter()
         out_of_time = False
         for epoch in range(start[0], epochs):
@@ -385,6 +386,7 @@ class Trainer:
                     self.optimizer.step()
                     self.global_step += 1
                     batches_done += 1
+                    unvalidated += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
                     if not hasattr(self.policy, "imitation_loss"):
@@ -415,9 +417,11 @@ class Trainer:
             if phase == "il" and (epoch + 1) % cfg.validation.every == 0:
                 self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
                                         position=(position or self._il_position)(epoch + 1, 0))
+                unvalidated = 0
         return {"samples": samples, "seconds": round(seconds, 3), "stopped_by_budget": out_of_time,
                 "loss": None, "accuracy": None,
-                "samples_per_s": round(samples / seconds, 2) if seconds else None, **last}
+                "samples_per_s": round(samples / seconds, 2) if seconds else None, "unvalidated_batches": unvalidated,
+                **last}
 
     def _il_position(self, epoch: int, batch: int) -> dict[str, Any]:
         return {"phase": "il", "epoch": epoch, "batch": batch}
@@ -524,7 +528,8 @@ class Trainer:
         self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}")
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
-        if stats["stopped_by_budget"] and self.val_episodes and cfg.validation.metric != "accuracy":
+        if stats["stopped_by_budget"] and stats["unvalidated_batches"] and self.val_episodes \
+                and cfg.validation.metric != "accuracy":
             # the weights the budget ended with are a candidate too (selected on the validation split)
             self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
