@@ -473,7 +473,7 @@ def run(args) -> dict:
                 run_one(agent, split, "strict")
     unseen_sr = results["telhop"]["val_unseen"]
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
-    import torch
+    from vlnverse.learn.checkpoint import resolve_device
 
     figures = {
         "budget_s": budget, "budget_note": "per policy row: IL 50%, DAgger retraining 10% (validation included)"
@@ -484,7 +484,7 @@ def run(args) -> dict:
         "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
         "device": {name: r["figures"]["device"] for name, r in rows.items()},
-        "torch_threads": 1, "cpu_count": os.cpu_count(), "cuda_available": bool(torch.cuda.is_available()),
+        "torch_threads": 1, "cpu_count": os.cpu_count(), "cuda_available": str(resolve_device("auto")).startswith("cuda"),
         "workers": workers,
         "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop (strict: the best row on val_seen)",
                   "selection": "IL checkpoint: best val_seen nDTW; best row: val_seen SR"},
