@@ -336,3 +336,12 @@ def test_kill_9_during_training_resumes_to_the_same_weights(corridor, episodes_f
     a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
     b = read_checkpoint(last)["state_dict"]
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_a_budget_that_ends_before_the_first_epoch_is_refused_with_the_minimum(corridor, episodes_file, tmp_path):
+    from vlnverse.learn.trainer import BudgetTooSmallError, Trainer
+
+    cfg = small_config(tmp_path / "short", episodes_file, il__batch_size=1, il__max_seconds=1e-6, il__epochs=2)
+    with pytest.raises(BudgetTooSmallError, match=r"after 1 of 4 batches of the first epoch.*il\.max_seconds >= \d+") as err:
+        Trainer(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None).run()
+    assert err.value.minimum_seconds > 0 and err.value.phase == "il" and "\n" not in str(err.value)

@@ -1,34 +1,41 @@
 """``vlnverse bench train``: each policy of ``POLICY_ROWS`` (CMA, RDP, VLN-BERT) trained by
-imitation, then one DAgger round (VLN-BERT: one online fine-tuning round), on a generated fine-grained split of the shipped train scenes, each within the
-same fixed CPU budget (``--budget`` seconds per policy, default 1200 = 20 minutes for its training
-phases; the phases get fixed shares of it) and evaluated on the same splits.
+imitation, then one DAgger round (VLN-BERT: one online fine-tuning round), each within the same
+budget (``--budget`` seconds per policy, default 1200 = 20 minutes for its training phases; the
+phases get fixed shares of it), evaluated on the same splits against random and forward-only.
 
 Steps:
-1. Generate ``fine_grained`` episodes on the 6 ``train`` scenes (``--seed``) with a quarter of them
-   held out as ``val_seen`` (the task layer's ``val_seen_fraction``: same scenes, disjoint
-   episodes), and episodes on the ``val_unseen`` scenes (``--seed`` + 1). Reused across runs.
-2. Per policy row: render its teacher observation cache (RGB-D 32x32, Tel-Hop; RDP's continuous
-   teacher labels its own cache; VLN-BERT first gets a waypoint predictor trained on panoramas of
-   the train scenes, outside the budget, and its oracle teacher labels candidates) -- low resolution keeps a CPU epoch short; torch runs on 1 thread
-   (fastest on a loaded shared machine).
-3. IL (the policy's imitation loss, Adam at the row's rate and batch size) for 50% of the
-   budget, validating on a few val_seen episodes every few epochs for the learning curve only:
-   the checkpoint evaluated is the last one, not one selected on val_seen.
-4. One DAgger round: β = 0.5 (p = 0.5; a single round in the budget, so the learner drives half of
-   the steps) on a quarter of the training episodes, then retraining on teacher data + aggregate
-   (Adam 5e-4) for 10% of the budget.
-5. Evaluate random, forward-only, and per row IL-only (``<row>_il``) and IL + DAgger
-   (``<row>_il_dagger``) on all of val_seen and val_unseen through the eval runner (Tel-Hop, the
-   task's success distance and step limit). ``vlnbert_il`` / ``vlnbert_il_dagger`` are VLN-BERT
-   before / after online fine-tuning, as the paper's Table 7 on our scenes.
+1. Data. Training homes: the 6 shipped ``train`` scenes (``fine_grained`` episodes, ``--seed``,
+   a quarter held out as ``val_seen``: same homes, disjoint episodes), or with ``--train-homes N``
+   N procedurally generated homes (``learn.homes``: seeds 1000 …, ``--episodes-per-home`` each,
+   generated on demand into the work folder's cache; ``VAL_SEEN_HOMES_EPISODES`` of their episodes
+   held out as ``val_seen``). Held-out homes: ``--eval-episodes`` episodes on each shipped
+   ``val_unseen`` scene (``--seed`` + 1) and ``--test-episodes`` (default the same) on each
+   ``test`` scene (``--seed`` + 2). The split
+   guard refuses training homes shared with them.
+2. Render paths (``render``): the teacher cache of the first ``RENDER_COMPARE_EPISODES`` training
+   episodes built both ways in one run -- physics (the rollout renders every sensor) and teleport
+   (``learn.collect``), twice each in alternation, best of each -- frames/s, their ratio, and
+   whether labels, poses and frames agree.
+3. Per policy row: the teacher cache (RGB-D 32x32, Tel-Hop, teleport-rendered for the discrete
+   oracle teacher), IL (the policy's loss, Adam at the row's rate and batch size) for 50% of the
+   budget, validated on ``VALIDATION_EPISODES`` val_seen episodes every ``VALIDATION_EVERY``
+   epochs and when the budget ends: ``best.pt`` is the best val_seen nDTW (a continuous score;
+   SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
+   training episodes, retraining 10% of the budget). VLN-BERT first gets a waypoint predictor
+   trained on panoramas of the train scenes (outside the budget). ``--no-dagger``: IL only.
+4. Evaluate random, forward-only (they read no frames: evaluated without sensors, same metrics),
+   and per row IL (``<row>_il``, the val_seen-selected checkpoint) and IL + DAgger
+   (``<row>_il_dagger``) on all of val_seen, val_unseen and test under Tel-Hop; the row agent with
+   the best val_seen SR (ties: nDTW) also under Strict on val_unseen and test. val_unseen and test
+   are touched only here (``--no-strict``: Tel-Hop only, to save time).
+5. The table: per agent, split and mode SR / SPL / nDTW with a 95% percentile-bootstrap CI
+   (``bootstrap_ci``, seeded, ``BOOTSTRAP_SAMPLES`` resamples of the episodes) and the episode
+   count; ``--out FILE.json`` also writes ``FILE.png`` (learning curves and the table).
 
-A row is one dict in ``POLICY_ROWS`` (name, policy, params, IL learning rate and batch size); ``--policies a,b``
-runs a subset. Figures: per row ``cache_frames_per_s``, ``train_samples_per_s``,
-``dagger_env_steps_per_s``, the IL training curve (loss, accuracy per epoch -- for RDP the accuracy
-is its stop decision's; val_seen SR per validation), sizes and seconds spent; per agent and split
-SR / SPL / nDTW; and the machine's load average (a shared machine: the figures vary with it). With
-``--out FILE.json`` a PNG of the training curves and SR is written beside it (``FILE.png``); the
-work folder is ``FILE`` without the suffix.
+A budget too small for one IL (or DAgger) epoch stops with one line giving the smallest
+``--budget`` that fits. Torch runs on CUDA when present (``device: auto``), else on 1 CPU thread
+(fastest on a loaded shared machine); the figures state the device and threads, the machine's
+load average and the seconds of every phase. The work folder is ``FILE`` without its suffix.
 """
 from __future__ import annotations
 
@@ -43,7 +50,14 @@ SENSORS = [{"name": "rgb", "kind": "rgb", "width": RESOLUTION, "height": RESOLUT
            {"name": "depth", "kind": "depth", "width": RESOLUTION, "height": RESOLUTION}]
 VAL_SEEN_FRACTION = 0.25
 TRAIN_SCENE_EPISODES = 20      # per train scene at the default budget (6 scenes: ~90 train, ~30 val_seen)
-VAL_UNSEEN_EPISODES = 6        # per val_unseen scene
+EVAL_EPISODES = 50             # per val_unseen and per test scene (2 + 2 scenes: 100 + 100 episodes)
+EPISODES_PER_HOME = 10         # with --train-homes
+VAL_SEEN_HOMES_EPISODES = 40   # val_seen episodes held out of the generated homes' episodes
+VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (selection and curve)
+VALIDATION_EVERY = 4           # IL epochs between validations
+RENDER_COMPARE_EPISODES = 12   # training episodes rendered both ways for the render-path figure
+BOOTSTRAP_SAMPLES = 2000
+METRICS = ("SR", "SPL", "nDTW")
 #: CMA sized for a CPU budget: small from-scratch encoders, batches of 16 episodes (the recurrent
 #: step loop costs the same for 1 or 16 episodes, so big batches buy samples/s)
 ENCODER = {"type": "cnn", "channels": 16, "out_dim": 64}
@@ -92,42 +106,9 @@ def training_curve(log_path: Path) -> dict:
                                "accuracy": round(float(row["accuracy"]), 4)})
             elif row["phase"] == "val" and row["val_SR"] != "":
                 val.append({"after_epoch": epochs[-1]["epoch"] if epochs else 0, "split": row["val_split"],
-                            "SR": round(float(row["val_SR"]), 4), "SPL": round(float(row["val_SPL"] or 0), 4)})
+                            "SR": round(float(row["val_SR"]), 4), "SPL": round(float(row["val_SPL"] or 0), 4),
+                            "nDTW": round(float(row["val_nDTW"] or 0), 4)})
     return {"il_epochs": epochs, "validation": val}
-
-
-def plot_curve(curves: dict, results: dict, path: Path) -> None:
-    """PNG: per row IL loss and accuracy per epoch and val_seen SR per validation; final SR per
-    agent and split."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for name, curve in curves.items():
-        ep = [e["epoch"] for e in curve["il_epochs"]]
-        axes[0].plot(ep, [e["loss"] for e in curve["il_epochs"]], label=name)
-        line, = axes[1].plot(ep, [e["accuracy"] for e in curve["il_epochs"]], label=f"{name} train accuracy")
-        if curve["validation"]:
-            axes[1].plot([v["after_epoch"] for v in curve["validation"]], [v["SR"] for v in curve["validation"]], "o--",
-                         color=line.get_color(), label=f"{name} val_seen SR (subset)")
-    axes[0].set(title="IL training loss (the policy's own objective)", xlabel="epoch")
-    axes[0].legend()
-    axes[1].set(title="IL accuracy (RDP: stop decision) and validation SR", xlabel="epoch", ylim=(0, 1))
-    axes[1].legend(fontsize=7)
-    agents = list(next(iter(results.values())))
-    width = 0.8 / len(results)
-    for i, (split, per_agent) in enumerate(results.items()):
-        axes[2].bar([j + i * width for j in range(len(agents))], [per_agent[a]["SR"] for a in agents], width, label=split)
-    axes[2].set_xticks([j + 0.4 - width / 2 for j in range(len(agents))], agents, rotation=30, fontsize=7)
-    axes[2].set(title="SR per agent (Tel-Hop)", ylim=(0, 1))
-    axes[2].legend()
-    fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
 
 
 def _rows(args) -> list[dict]:
@@ -161,12 +142,90 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int) -> dict:
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def train_row(row: dict, work: Path, budget: float, seed: int, scale: float = 1.0) -> dict:
-    """IL then one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints and figures."""
-    from vlnverse.core.config import from_dict
-    from vlnverse.learn.config import TrainConfig
-    from vlnverse.learn.trainer import run_training
+def bootstrap_ci(values, *, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES, level: float = 0.95) -> dict:
+    """Mean of ``values`` with a percentile-bootstrap confidence interval: ``samples`` resamples of
+    the values with replacement (``numpy.random.default_rng(seed)``), the (1 - level)/2 and
+    (1 + level)/2 quantiles of their means; ``n`` values (all None when there are none)."""
+    import numpy as np
 
+    v = np.asarray(values, dtype=float)
+    if len(v) == 0:
+        return {"mean": None, "lo": None, "hi": None, "n": 0}
+    means = v[np.random.default_rng(seed).integers(0, len(v), size=(samples, len(v)))].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return {"mean": round(float(v.mean()), 4), "lo": round(float(lo), 4), "hi": round(float(hi), 4), "n": int(len(v))}
+
+
+def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
+    """Per-episode SR / SPL / nDTW (None counts 0) from an eval run folder's episode records."""
+    import json
+
+    from vlnverse.eval.runner import EPISODES_FILE
+
+    out: dict[str, list[float]] = {m: [] for m in METRICS}
+    with open(eval_dir / EPISODES_FILE, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                metrics = json.loads(line)["metrics"]
+                for m in METRICS:
+                    out[m].append(float(metrics.get(m) or 0.0))
+    return out
+
+
+def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
+               val_seen_cap: int = VAL_SEEN_HOMES_EPISODES) -> tuple[list, list, dict]:
+    """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
+    ``tasks/train/*.yaml``): the dataset's train episodes, and at most ``VAL_SEEN_HOMES_EPISODES``
+    of its val_seen episodes (a seeded subset: same homes, disjoint episodes)."""
+    import numpy as np
+
+    from vlnverse.learn.homes import HomesSource, homes_dataset
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    spec = HomesSource(homes=homes, episodes_per_home=per_home)
+    spec.validate()
+    episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=work / "cache",
+                                           workers=workers)
+    episodes = resolve_episode_scenes(episodes, scene_roots(None, folder / "episodes"))
+    seen = [e for e in episodes if e.split == "val_seen"]
+    keep = sorted(np.random.default_rng(seed).choice(len(seen), min(val_seen_cap, len(seen)),
+                                                     replace=False).tolist())
+    return ([e for e in episodes if e.split == "train"], [seen[i] for i in keep],
+            {"homes": homes, "episodes_per_home": per_home, "seed": spec.seed, **info})
+
+
+def row_config(row: dict, work: Path, budget: float, seed: int, device: str, workers: int, params: dict) -> dict:
+    """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, budget share and selection for every row."""
+    return {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
+            "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
+            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers,
+            "il": {"epochs": 1000, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
+                   "max_seconds": 0.50 * budget},
+            "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": VALIDATION_EPISODES, "split": "val_seen"},
+            "device": device, "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / row["name"])}
+
+
+def _train(cfg: dict, budget: float, share: float) -> dict:
+    """``run_training``; a budget too small for one epoch is a ``ConfigError`` naming ``--budget``."""
+    import math
+
+    from vlnverse.core.config import from_dict
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import TrainConfig
+    from vlnverse.learn.trainer import BudgetTooSmallError, run_training
+
+    try:
+        return run_training(from_dict(TrainConfig, cfg), progress=True)
+    except BudgetTooSmallError as exc:
+        need = math.ceil(exc.minimum_seconds / share)
+        raise ConfigError(f"{budget:g} s per row leaves {share * budget:.0f} s for {exc.phase}, which does not finish one "
+                          f"epoch (about {exc.minimum_seconds:.0f} s here)", field="--budget",
+                          expected=f"at least {need} s") from None
+
+
+def train_row(row: dict, work: Path, budget: float, seed: int, scale: float = 1.0, device: str = "auto",
+              workers: int = 1, dagger: bool = True) -> dict:
+    """IL then (``dagger``) one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints and figures."""
     name = row["name"]
     params = dict(row["params"])
     predictor = None
@@ -174,42 +233,158 @@ def train_row(row: dict, work: Path, budget: float, seed: int, scale: float = 1.
         predictor = train_waypoint_predictor(work, scale, seed)
         params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
-    base = {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
-            "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
-            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1,
-            "il": {"epochs": 1000, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
-                   "max_seconds": 0.50 * budget},
-            # the curve's validation: a fixed val_seen subset; selection by training accuracy, and the
-            # evaluated checkpoint is last.pt, so val_seen results are not selected on val_seen
-            "validation": {"metric": "accuracy", "every": 4, "limit": 6, "split": "val_seen"},
-            "device": "cpu", "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / name)}
-    il = run_training(from_dict(TrainConfig, base), progress=True)
-    ckpt = str(work / "il" / name / "last.pt")
+    base = row_config(row, work, budget, seed, device, workers, params)
+    il = _train(base, budget, 0.50)
+    il_dir = work / "il" / name
+    ckpt = str(il_dir / "best.pt" if (il_dir / "best.pt").is_file() else il_dir / "last.pt")
     n_train = il["il"]["episodes"]
-    dagger_cfg = {**base, "mode": "dagger", "init": ckpt, "out": str(work / "dagger" / name), "val": {},
-                  "validation": {"metric": "accuracy"},
-                  "il": {**base["il"], "lr": 0.0005, "max_seconds": 0.10 * budget},
-                  "dagger": {"rounds": 1, "p": 0.5, "epochs": 1000, "episodes": max(2, n_train // 4)}}
-    dagger = run_training(from_dict(TrainConfig, dagger_cfg), progress=True)
-    (round_info,) = dagger["dagger"]
-    curve = training_curve(work / "il" / name / "train_log.csv")
+    round_info: dict = {}
+    if dagger:
+        dagger_cfg = {**base, "mode": "dagger", "init": ckpt, "out": str(work / "dagger" / name),
+                      "validation": {"metric": "nDTW", "limit": VALIDATION_EPISODES, "split": "val_seen"},
+                      "il": {**base["il"], "lr": 0.0005, "max_seconds": 0.10 * budget},
+                      "dagger": {"rounds": 1, "p": 0.5, "epochs": 1000, "episodes": max(2, n_train // 4)}}
+        (round_info,) = _train(dagger_cfg, budget, 0.10)["dagger"]
+    curve = training_curve(il_dir / "train_log.csv")
     cache = il["cache"]
     figures = {
         "policy": row["policy"], "params": row["params"], "lr": row["lr"], "seconds_train": round(time.perf_counter() - t0, 1),
+        "device": il["device"], "threads": 1,
         "cache_frames_per_s": cache.get("frames_per_s"), "cache_frames": cache["frames"], "cache_status": cache["status"],
-        "cache_mb": round(cache["bytes"] / 1e6, 2),
+        "cache_render": cache.get("render"), "cache_mb": round(cache["bytes"] / 1e6, 2),
         "train_samples_per_s": il["il"]["samples_per_s"], "il_train_samples": il["il"]["samples"],
         "il_epochs": len(curve["il_epochs"]), "il_inflection_weight": None if il["il"]["inflection_weight"] is None else round(il["il"]["inflection_weight"], 3),
         "il_train_accuracy": round(il["il"]["accuracy"], 4) if il["il"]["accuracy"] is not None else None,
-        "dagger_episodes": round_info["collected_episodes"], "dagger_env_steps_per_s": round_info["env_steps_per_s"],
-        "dagger_beta": round_info["beta"], "dagger_aggregated_steps": round_info["aggregated_steps"],
-        "dagger_train_accuracy": round_info["train_accuracy"],
+        "il_selected": il.get("best"), "il_checkpoint": Path(ckpt).name,
+        "dagger_episodes": round_info.get("collected_episodes"), "dagger_env_steps_per_s": round_info.get("env_steps_per_s"),
+        "dagger_beta": round_info.get("beta"), "dagger_aggregated_steps": round_info.get("aggregated_steps"),
+        "dagger_train_accuracy": round_info.get("train_accuracy"),
     }
     if predictor is not None:
         figures["waypoint_predictor"] = {k: predictor[k] for k in ("held_out", "train_poses", "seconds")}
         figures["cache_teacher_SR"] = cache.get("teacher_SR")
-    return {"checkpoints": {f"{name}_il": ckpt, f"{name}_il_dagger": str(work / "dagger" / name / "last.pt")},
-            "figures": figures, "curve": curve}
+    checkpoints = {f"{name}_il": ckpt}
+    if dagger:
+        checkpoints[f"{name}_il_dagger"] = str(work / "dagger" / name / "last.pt")
+    return {"checkpoints": checkpoints, "figures": figures, "curve": curve}
+
+
+def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
+    """The teacher cache of ``episodes`` (the rows' rig, Tel-Hop) built by the physics and by the
+    teleport render path in this run: frames/s of each, the ratio, and whether they agree."""
+    import shutil
+
+    import numpy as np
+
+    from vlnverse.core.config import from_dict
+    from vlnverse.learn.cache import teacher_cache
+    from vlnverse.learn.config import TrainConfig
+    from vlnverse.learn.trainer import Trainer
+
+    root = work / "render_compare"
+    shutil.rmtree(root, ignore_errors=True)
+    cfg = from_dict(TrainConfig, {"policy": {"name": "cma"}, "task": "fine_grained", "train": str(work / "train.jsonl"),
+                                  "collision_mode": "telhop", "sensors": SENSORS, "device": "cpu", "seed": seed,
+                                  "cache": {"dir": str(root)}, "out": str(root / "run")})
+    trainer = Trainer(cfg, progress=False)
+    stores, stats, runs = {}, {}, {"physics": [], "teleport": []}
+    for i, path in enumerate(("physics", "teleport", "teleport", "physics")):  # alternated: load drifts
+        stores[path], got = teacher_cache(episodes, sensors=trainer.sensor_specs, settings=trainer.settings,
+                                          collision_mode="telhop", base_dir=root / str(i), render=path)
+        runs[path].append(got["frames_per_s"])
+        if path not in stats or got["frames_per_s"] > stats[path]["frames_per_s"]:
+            stats[path] = got
+    same = {f: True for f in ("label", "pose", "rgb", "depth")}
+    for i in range(len(stores["physics"])):
+        a, b = stores["physics"].episode(i), stores["teleport"].episode(i)
+        for f in same:
+            same[f] = same[f] and a[f].shape == b[f].shape and bool(np.array_equal(a[f], b[f]))
+    fps = {p: stats[p]["frames_per_s"] for p in stats}
+    return {"episodes": len(episodes), "frames": stats["physics"]["frames"], "physics_frames_per_s": fps["physics"],
+            "teleport_frames_per_s": fps["teleport"],
+            "teleport_speedup": round(fps["teleport"] / fps["physics"], 2) if fps["physics"] else None,
+            "runs_frames_per_s": runs, "equal": same,
+            "note": "best of 2 builds each, alternated, one process; RGB-D 32x32 Tel-Hop, the oracle teacher"}
+
+
+def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str) -> dict:
+    """One agent on one split and collision mode through the eval runner; SR / SPL / nDTW with CIs."""
+    from vlnverse.core.config import from_dict
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, SensorConfig
+    from vlnverse.eval.runner import run_eval
+
+    out = work / "eval" / out_name / mode / split
+    cfg = EvalConfig(agent=spec, task="fine_grained", episodes=EpisodeSource(path=str(work / f"{split}.jsonl")),
+                     collision_mode=mode, sensors=[from_dict(SensorConfig, s) for s in sensors], seed=seed,
+                     out=str(out), report=ReportConfig(enabled=False))
+    cfg.validate()
+    run_eval(cfg, progress=True, print_summary=False, workers=workers)
+    per = episode_metrics(out)
+    return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in METRICS}}
+
+
+def table_lines(table: list[dict]) -> list[str]:
+    """The table as aligned text lines (mean [95% CI] per metric)."""
+    def cell(c: dict) -> str:
+        return "-" if c["mean"] is None else f"{c['mean']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}]"
+
+    lines = [f"{'agent':<18} {'split':<10} {'mode':<7} {'n':>4}  " + "  ".join(f"{m:<21}" for m in METRICS)]
+    for r in table:
+        lines.append(f"{r['agent']:<18} {r['split']:<10} {r['mode']:<7} {r['episodes']:>4}  "
+                     + "  ".join(f"{cell(r[m]):<21}" for m in METRICS))
+    return lines
+
+
+def plot_curve(curves: dict, table: list[dict], path: Path, title: str = "") -> None:
+    """PNG: per row IL loss, accuracy and val_seen nDTW per validation; SR with its CI per agent
+    and split (Tel-Hop); the table."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(16, 10))
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.1])
+    ax_loss, ax_acc, ax_sr = (fig.add_subplot(grid[0, i]) for i in range(3))
+    ax_tab = fig.add_subplot(grid[1, :])
+    for name, curve in curves.items():
+        ep = [e["epoch"] for e in curve["il_epochs"]]
+        ax_loss.plot(ep, [e["loss"] for e in curve["il_epochs"]], label=name)
+        line, = ax_acc.plot(ep, [e["accuracy"] for e in curve["il_epochs"]], label=f"{name} train accuracy")
+        if curve["validation"]:
+            ax_acc.plot([v["after_epoch"] for v in curve["validation"]], [v.get("nDTW", 0) for v in curve["validation"]],
+                        "o--", color=line.get_color(), label=f"{name} val_seen nDTW (selection)")
+    ax_loss.set(title="IL training loss (the policy's own objective)", xlabel="epoch")
+    ax_loss.legend()
+    ax_acc.set(title="IL accuracy (RDP: stop decision); val_seen nDTW", xlabel="epoch", ylim=(0, 1))
+    ax_acc.legend(fontsize=7)
+    rows = [r for r in table if r["mode"] == "telhop"]
+    agents = list(dict.fromkeys(r["agent"] for r in rows))
+    splits = list(dict.fromkeys(r["split"] for r in rows))
+    width = 0.8 / max(1, len(splits))
+    for i, split in enumerate(splits):
+        xs, ys, errs = [], [], [[], []]
+        for j, agent in enumerate(agents):
+            r = next((r for r in rows if r["agent"] == agent and r["split"] == split), None)
+            if r is None or r["SR"]["mean"] is None:
+                continue
+            xs.append(j + i * width)
+            ys.append(r["SR"]["mean"])
+            errs[0].append(r["SR"]["mean"] - r["SR"]["lo"])
+            errs[1].append(r["SR"]["hi"] - r["SR"]["mean"])
+        ax_sr.bar(xs, ys, width, yerr=errs, capsize=2, label=split)
+    ax_sr.set_xticks([j + 0.4 - width / 2 for j in range(len(agents))], agents, rotation=30, fontsize=7)
+    ax_sr.set(title="SR with 95% bootstrap CI (Tel-Hop)", ylim=(0, 1))
+    ax_sr.legend()
+    ax_tab.axis("off")
+    ax_tab.text(0, 1, "\n".join(table_lines(table)), family="monospace", fontsize=7, va="top")
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    os.replace(tmp, path)
 
 
 def run(args) -> dict:
@@ -217,66 +392,126 @@ def run(args) -> dict:
     import shutil
     import tempfile
 
-    from vlnverse.core.config import from_dict
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
-    from vlnverse.eval.runner import run_eval
+    from vlnverse.eval.config import NamedSpec
     from vlnverse.learn.agent import require_torch
+    from vlnverse.learn.homes import check_disjoint_homes, held_out_scenes
     from vlnverse.tasks.episode import save_episodes
 
     require_torch()
     selected = _rows(args)  # a bad --policies fails before any work
     budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
     scale = min(1.0, budget / DEFAULT_BUDGET)
+    homes = getattr(args, "train_homes", None)
+    workers = int(getattr(args, "workers", None) or 1)
+    per_held_out = int(getattr(args, "eval_episodes", None) or EVAL_EPISODES)
+    per_test = int(getattr(args, "test_episodes", None) or per_held_out)
+    _check_counts(homes, workers, per_held_out, getattr(args, "episodes_per_home", None))
+    _check_counts(None, workers, per_test, None)
     work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-train-"))
     load_start = os.getloadavg()
     t_start = time.perf_counter()
-    for stale in ("cache/obs", "il", "dagger", "eval", "waypoints"):  # measure a fresh cache and run (generated episodes are reused)
-        shutil.rmtree(work / stale, ignore_errors=True)
-    seen = _dataset("fine_grained", "train", max(8, round(TRAIN_SCENE_EPISODES * scale)), args.seed, work / "data_train",
-                    VAL_SEEN_FRACTION)
-    unseen = _dataset("fine_grained", "val_unseen", max(3, round(VAL_UNSEEN_EPISODES * scale)), args.seed + 1,
-                      work / "data_val_unseen", 0.0)
-    split_eps = {"train": [e for e in seen if e.split == "train"], "val_seen": [e for e in seen if e.split == "val_seen"],
-                 "val_unseen": [e for e in unseen if e.split == "val_unseen"]}
-    train_ids = {e.episode_id for e in split_eps["train"]}
-    assert not train_ids & {e.episode_id for e in split_eps["val_seen"]}, "val_seen must be disjoint from train"
+    for stale in ("cache/obs", "il", "dagger", "eval", "waypoints", "render_compare"):  # a fresh cache and run
+        shutil.rmtree(work / stale, ignore_errors=True)  # (generated homes and episodes are reused)
+    homes_figures = None
+    if homes:
+        train, val_seen, homes_figures = homes_data(work, int(homes), int(getattr(args, "episodes_per_home", None)
+                                                                          or EPISODES_PER_HOME), args.seed, workers,
+                                                    int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
+    else:
+        seen = _dataset("fine_grained", "train", max(8, round(TRAIN_SCENE_EPISODES * scale)), args.seed,
+                        work / "data_train", VAL_SEEN_FRACTION)
+        train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
+    unseen = _dataset("fine_grained", "val_unseen", per_held_out, args.seed + 1, work / "data_val_unseen", 0.0)
+    test = _dataset("fine_grained", "test", per_test, args.seed + 2, work / "data_test", 0.0)
+    split_eps = {"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
+                 "test": [e for e in test if e.split == "test"]}
+    assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
     for name, eps in split_eps.items():
         save_episodes(work / f"{name}.jsonl", eps)
-    t_generated = time.perf_counter()
+    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.eval.config import EpisodeSource
 
-    rows = {row["name"]: train_row(row, work, budget, args.seed, scale) for row in selected}
+    def resolved(name: str) -> list:
+        return resolve_split(EpisodeSource(path=str(work / f"{name}.jsonl")), split=name, task_type="fine_grained",
+                             task="fine_grained", body=None, cache_dir=work / "cache", field=name, progress=False)
+
+    check_disjoint_homes(resolved("train"), held_out_scenes({s: resolved(s) for s in ("val_unseen", "test")}),
+                         cache_dir=work / "cache")
+    t_generated = time.perf_counter()
+    render = compare_render_paths(resolved("train")[:RENDER_COMPARE_EPISODES], work, args.seed)
+    t_render = time.perf_counter()
+
+    device = "auto"
+    dagger = not getattr(args, "no_dagger", False)
+    rows = {row["name"]: train_row(row, work, budget, args.seed, scale, device, workers, dagger) for row in selected}
     t_trained = time.perf_counter()
 
-    agents = {"random": NamedSpec("random"), "forward": NamedSpec("forward")}
+    blind = []  # random and forward-only read no frames: no sensors, the same metrics
+    agents = {"random": (NamedSpec("random"), blind), "forward": (NamedSpec("forward"), blind)}
     for trained in rows.values():
-        agents.update({agent: NamedSpec("policy", {"checkpoint": path}) for agent, path in trained["checkpoints"].items()})
+        agents.update({agent: (NamedSpec("policy", {"checkpoint": path, "device": device}), SENSORS)
+                       for agent, path in trained["checkpoints"].items()})
     results: dict = {}
-    for split in ("val_seen", "val_unseen"):
-        for agent_name, spec in agents.items():
-            cfg = EvalConfig(agent=spec, task="fine_grained", episodes=EpisodeSource(path=str(work / f"{split}.jsonl")),
-                             collision_mode="telhop", sensors=[from_dict(SensorConfig, s) for s in SENSORS],
-                             seed=args.seed, out=str(work / "eval" / agent_name / split), report=ReportConfig(enabled=False))
-            cfg.validate()
-            means = run_eval(cfg, progress=True, print_summary=False)["overall"]["means"]
-            results.setdefault(split, {})[agent_name] = {k: round(float(means[k] or 0.0), 4) for k in ("SR", "SPL", "nDTW")}
-    seen_sr = results["val_seen"]
-    best_baseline = max(seen_sr["random"]["SR"], seen_sr["forward"]["SR"])
+    table: list[dict] = []
+
+    def run_one(agent: str, split: str, mode: str) -> dict:
+        spec, sensors = agents[agent]
+        got = evaluate(spec, split, mode, work, args.seed, workers, sensors, agent)
+        table.append({"agent": agent, "split": split, "mode": mode, **got})
+        results.setdefault(mode, {}).setdefault(split, {})[agent] = got
+        return got
+
+    for split in ("val_seen", "val_unseen", "test"):
+        for agent in agents:
+            run_one(agent, split, "telhop")
+    learned = [a for a in agents if a not in ("random", "forward")]
+    seen = results["telhop"]["val_seen"]
+    best = max(learned, key=lambda a: (seen[a]["SR"]["mean"], seen[a]["nDTW"]["mean"])) if learned else None
+    if best is not None and not getattr(args, "no_strict", False):  # chosen on val_seen only
+        for agent in ("random", "forward", best):
+            for split in ("val_unseen", "test"):
+                run_one(agent, split, "strict")
+    unseen_sr = results["telhop"]["val_unseen"]
+    baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
+    from vlnverse.learn.checkpoint import resolve_device
+
     figures = {
-        "budget_s": budget, "budget_note": "per policy row: IL 50%, DAgger retraining 10%",
+        "budget_s": budget, "budget_note": "per policy row: IL 50%, DAgger retraining 10% (validation included)"
+                                           + ("" if dagger else "; --no-dagger: IL only"),
         "seconds_total": round(time.perf_counter() - t_start, 1),
-        "seconds": {"generate": round(t_generated - t_start, 1), "train": round(t_trained - t_generated, 1),
-                    "eval": round(time.perf_counter() - t_trained, 1)},
-        "machine_note": "2 CPU cores shared with other sessions, torch 1 thread; figures vary with the machine's load",
+        "seconds": {"data": round(t_generated - t_start, 1), "render_compare": round(t_render - t_generated, 1),
+                    "train": round(t_trained - t_render, 1), "eval": round(time.perf_counter() - t_trained, 1)},
+        "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
-        "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop"},
+        "device": {name: r["figures"]["device"] for name, r in rows.items()},
+        "torch_threads": 1, "cpu_count": os.cpu_count(), "cuda_available": str(resolve_device("auto")).startswith("cuda"),
+        "workers": workers,
+        "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop (strict: the best row on val_seen)",
+                  "selection": "IL checkpoint: best val_seen nDTW; best row: val_seen SR"},
+        "train_homes": homes_figures or {"homes": "shipped train scenes (6)"},
         "episodes": {k: len(v) for k, v in split_eps.items()},
+        "render": render,
         "rows": {name: trained["figures"] for name, trained in rows.items()},
-        "results": results,
-        "learned_beats_baselines_val_seen": {a: seen_sr[a]["SR"] > best_baseline for a in agents
-                                             if a not in ("random", "forward")},
+        "best_row_agent": best,
+        "table": table, "table_text": table_lines(table),
+        "val_unseen_vs_baselines": {a: {"SR": unseen_sr[a]["SR"], "best_baseline_SR": baseline,
+                                        "ratio": round(unseen_sr[a]["SR"]["mean"] / baseline, 2) if baseline else None}
+                                    for a in learned},
         "curves": {name: trained["curve"] for name, trained in rows.items()}, "work_dir": str(work),
     }
     if args.out:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
-        plot_curve(figures["curves"], results, Path(figures["plot"]))
+        plot_curve(figures["curves"], table, Path(figures["plot"]),
+                   f"bench train: budget {budget:g} s/row, {figures['episodes']}, device {figures['device']}, "
+                   f"torch threads 1, load {figures['load_average_1m']}")
     return figures
+
+
+def _check_counts(homes, workers, per_held_out, per_home) -> None:
+    """One-line ``ConfigError`` for a bad ``--train-homes``, ``--workers``, ``--eval-episodes`` or ``--episodes-per-home``."""
+    from vlnverse.core.errors import ConfigError
+
+    for flag, value, low in (("--train-homes", homes, 1), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
+                             ("--episodes-per-home", per_home, 1)):
+        if value is not None and (not isinstance(value, int) or value < low):
+            raise ConfigError(f"got {value!r}", field=flag, expected=f"an integer >= {low}")

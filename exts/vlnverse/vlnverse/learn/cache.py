@@ -2,8 +2,8 @@
 
 A cache folder is ``<cache dir>/obs/<key hash>``; the key covers the episodes (ids, starts, goals,
 reference paths, instructions), the sensor rig, the body, the collision mode and its parameters,
-the step limits and the code version (``vlnverse.learn.code_version()``), so any change makes a
-new cache. A cache that is missing, was interrupted, or lost a chunk file is rebuilt, and the log
+the step limits, the code version (``vlnverse.learn.code_version()``) and how the frames were
+rendered (``render``: ``physics`` or ``teleport``, see ``collect``), so any change makes a new cache. A cache that is missing, was interrupted, or lost a chunk file is rebuilt, and the log
 says why. Its size and render rate (frames/s) are reported.
 """
 from __future__ import annotations
@@ -21,15 +21,16 @@ log = logging.getLogger(__name__)
 
 
 def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None,
-              teacher: Any = None) -> dict[str, Any]:
-    """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``."""
+              teacher: Any = None, render: str = "physics") -> dict[str, Any]:
+    """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``; ``render`` is the
+    render path (``physics`` | ``teleport``)."""
     digest = hashlib.sha256()
     for ep in episodes:
         digest.update(json.dumps({k: v for k, v in ep.to_dict().items() if k != "info"}, sort_keys=True).encode())
     return {"episodes_sha256": digest.hexdigest(), "episodes": len(episodes), "sensors": sensor_layout(sensors),
             "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
             "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
-            "code_version": code_version(), **({"teacher": teacher.key} if teacher is not None else {})}
+            "code_version": code_version(), "render": render, **({"teacher": teacher.key} if teacher is not None else {})}
 
 
 def cache_root(base: str | Path | None) -> Path:
@@ -44,16 +45,19 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
                   report: Callable[[str], None] = print, teacher: Any = None, workers: int = 1,
                   engine: str = "local", address: str | None = None,
-                  job_timeout: float | None = None) -> tuple[StepStore, dict[str, Any]]:
+                  job_timeout: float | None = None, render: str = "auto") -> tuple[StepStore, dict[str, Any]]:
     """The observation cache of ``episodes`` (built when missing or stale); returns the store and
     its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built).
     ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle.
     ``workers`` / ``engine`` / ``address`` / ``job_timeout`` render scenes in parallel (``collect``);
-    the cache's files are byte-identical to a serial build's, so they are not part of its key."""
-    from .collect import collect
+    the cache's files are byte-identical to a serial build's, so they are not part of its key.
+    ``render``: ``auto`` (teleport where it applies), ``physics`` or ``teleport``
+    (``collect.resolve_render_path``)."""
+    from .collect import collect, resolve_render_path
 
+    render = resolve_render_path(render, collision_mode, teacher, sensors)
     key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
-                    teacher=teacher)
+                    teacher=teacher, render=render)
     name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     root = cache_root(base_dir) / "obs" / name
     store = StepStore(root)
@@ -73,12 +77,12 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,
                      scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
                      desc="render cache", teacher=teacher, workers=workers, engine=engine, address=address,
-                     job_timeout=job_timeout)
+                     job_timeout=job_timeout, render=render)
     store.close()
     stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),
              "bytes": store.size_bytes(), "seconds": result["seconds"], "frames_per_s": result["steps_per_s"],
-             "workers": workers, "engine": engine,
+             "workers": workers, "engine": engine, "render": render,
              "teacher_SR": round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)}
     report(f"observation cache: {status} {root}: {stats['frames']} frames of {stats['episodes']} episodes, "
-           f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s (teacher SR {stats['teacher_SR']:.2f})")
+           f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s rendered by {render} (teacher SR {stats['teacher_SR']:.2f})")
     return store, stats

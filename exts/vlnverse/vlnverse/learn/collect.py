@@ -9,6 +9,13 @@ same collision-mode rules as evaluation), scene by scene in this process or on p
 (``vlnverse.core.parallel``); this process alone writes each finished episode to the store, in
 the serial order. ``StoreEpisodes`` is the same writer as a rollout hook, for code that drives
 ``Rollout`` itself.
+
+Two ways to render the teacher's observations (``RENDER_PATHS``): ``physics`` renders every
+sensor at each step inside the rollout, as evaluation does; ``teleport`` (Tel-Hop with the
+discrete oracle teacher) runs the same rollout with no sensor attached -- the simulator only
+teleports the agent and probes the destination, so the poses and labels are the physics
+rollout's -- and then renders each episode's frames at the recorded poses in one batch through
+``render_at``, RGB and depth of a matching rig in one pass (``render_frames``).
 """
 from __future__ import annotations
 
@@ -37,6 +44,8 @@ class TeacherForcingAgent(Agent):
         self.teacher = OracleAgent(**(teacher_params or {}))
         self.learner, self.beta, self.sensors = learner, float(beta), tuple(sensors)
         self.steps: list[dict[str, Any]] = []
+        #: the full pose (float64, with pitch) of every recorded step: where a teleport render draws it
+        self.poses: list[Any] = []
         self.rng = np.random.default_rng(seed)
 
     def reset(self, episode: Any, context: Any) -> None:
@@ -45,7 +54,7 @@ class TeacherForcingAgent(Agent):
         self.teacher.reset(episode, context)
         if self.learner is not None:
             self.learner.reset(episode, context)
-        self.steps = []
+        self.steps, self.poses = [], []
         self.rng = np.random.default_rng([self.seed, zlib.crc32(str(episode.episode_id).encode())])
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
@@ -61,6 +70,7 @@ class TeacherForcingAgent(Agent):
         step.update(label=int(label), executed=int(executed),
                     pose=np.array([state.pose.x, state.pose.y, state.pose.yaw], dtype=np.float32))
         self.steps.append(step)
+        self.poses.append(state.pose)
         return executed
 
 
@@ -75,6 +85,69 @@ class StoreEpisodes:
         """Write the episode's steps."""
         self.store.add_episode(rollout.episode.episode_id, rollout.episode.instruction_text, self.agent.steps)
         self.steps += len(self.agent.steps)
+
+
+#: How the teacher's frames are rendered (see the module docstring).
+RENDER_PATHS = ("physics", "teleport")
+
+
+def resolve_render_path(requested: str, collision_mode: str, teacher: Any, sensors: list) -> str:
+    """``physics`` or ``teleport`` for a cache render setting (``auto``: ``teleport`` where it gives
+    the physics rollout's poses -- Tel-Hop, the discrete oracle teacher, sensors rendered at every
+    step -- else ``physics``); ``teleport`` asked where it cannot apply is a ``ConfigError``."""
+    from ..core.errors import ConfigError
+
+    why = None
+    if collision_mode != "telhop":
+        why = f"collision_mode {collision_mode!r} moves the agent through physics"
+    elif teacher is not None:
+        why = "the policy's own teacher reads its observations while it acts"
+    elif any(getattr(s, "rate_hz", None) is not None for s in sensors):
+        why = "a sensor with rate_hz repeats frames on the simulation clock"
+    if requested == "auto":
+        return "physics" if why else "teleport"
+    if requested not in RENDER_PATHS:
+        raise ConfigError(f"got {requested!r}", field="cache.render", expected=f"auto or one of {RENDER_PATHS}")
+    if requested == "teleport" and why:
+        raise ConfigError(f"teleport rendering needs Tel-Hop and the oracle teacher: {why}", field="cache.render",
+                          expected="auto or physics")
+    return requested
+
+
+def _rgbd_pass(sensors: list) -> Any:
+    """A one-view ``PanoramaSpec`` drawing an RGB and a depth camera of the same image, field of
+    view and mount in one render (the renderer reads depth from the RGB pass), or None."""
+    from ..sim.sensors import CameraSpec, PanoramaSpec
+
+    if len(sensors) != 2 or not all(isinstance(s, CameraSpec) for s in sensors):
+        return None
+    kinds = {s.kind: s for s in sensors}
+    if set(kinds) != {"rgb", "depth"}:
+        return None
+    rgb, depth = kinds["rgb"], kinds["depth"]
+    if (rgb.width, rgb.height, rgb.hfov_deg, tuple(rgb.mount)) != (depth.width, depth.height, depth.hfov_deg,
+                                                                  tuple(depth.mount)):
+        return None
+    return PanoramaSpec(name="teacher_rgbd", views=1, width=rgb.width, height=rgb.height, hfov_deg=rgb.hfov_deg,
+                        modalities=("rgb", "depth"), mount=tuple(rgb.mount), min_depth=depth.min_depth,
+                        max_depth=depth.max_depth, normalize=depth.normalize)
+
+
+def render_frames(sim: Any, poses: list, sensors: list) -> list[dict[str, np.ndarray]]:
+    """Frames of ``sensors`` at each agent pose of ``poses``, by name, as the simulator's
+    observations give them, rendered with ``sim.render_at`` (the agent stays where it is)."""
+    both = _rgbd_pass(sensors)
+    out = []
+    for pose in poses:
+        if both is not None:
+            got = sim.render_at(pose, both)
+            frames = {s.name: np.array(got[f"{both.name}_{s.kind}"][0]) for s in sensors}
+        else:
+            frames = {}
+            for s in sensors:
+                frames.update({k: np.array(v) for k, v in sim.render_at(pose, s).items()})
+        out.append(frames)
+    return out
 
 
 def collect_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
@@ -93,13 +166,21 @@ def collect_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[
     agent = teacher.make_agent(**kwargs) if teacher is not None else TeacherForcingAgent(**kwargs)
     wanted = set(items)
     episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
+    teleport = payload.get("render") == "teleport"
+    if teleport:  # the rollout only moves the agent; frames are drawn afterwards at its poses
+        agent.sensors = ()
+
+    def draw(record: dict, ctx: Any, sim: Any) -> None:  # the episode's frames, while its simulator lives
+        for step, frames in zip(agent.steps, render_frames(sim, agent.poses, payload["sensors"])):
+            step.update(frames)
 
     def done(record: dict) -> None:  # runs after the episode's last step, before the next reset
         emit(record["episode_id"], {"record": record, "instruction": record["instruction"], "steps": agent.steps})
 
     run_scene(payload["scene_path"], episodes, payload["settings"], agent, collision_mode=payload["collision_mode"],
-              mode_params=payload["mode_params"], sensors=payload["sensors"], backend=payload["backend"],
-              scene_loader=payload["scene_loader"], on_record=done)
+              mode_params=payload["mode_params"], sensors=[] if teleport else payload["sensors"],
+              backend=payload["backend"], scene_loader=payload["scene_loader"], on_record=done,
+              visuals=draw if teleport else None)
 
 
 def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str, store: Any,
@@ -107,12 +188,14 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
             learner: Any = None, beta: float = 1.0, seed: int = 0, backend: str = "auto",
             progress: bool = True, desc: str = "collect", teacher: Any = None,
             workers: int = 1, engine: str = "local", address: str | None = None,
-            job_timeout: float | None = None) -> dict[str, Any]:
+            job_timeout: float | None = None, render: str = "physics") -> dict[str, Any]:
     """Run ``episodes`` with a ``TeacherForcingAgent`` through the runner's ``run_scene`` (one
     simulator per scene, the rollout seam) and append every visited step to ``store``; returns
     ``{"episodes", "steps", "seconds", "steps_per_s", "records"}``. ``teacher`` (a policy's
     teacher spec with ``make_agent(learner, beta, sensors, seed)``, e.g. RDP's continuous
-    waypoint teacher) replaces the discrete oracle teacher.
+    waypoint teacher) replaces the discrete oracle teacher. ``render``: ``physics`` or
+    ``teleport`` (``RENDER_PATHS``; teleport only with β = 1 and no learner: the frames are
+    drawn after each episode, so nothing may act on them).
 
     ``workers`` / ``engine`` / ``address`` / ``job_timeout`` roll scenes out in parallel
     (``vlnverse.core.parallel``; ``scene_loader``, ``teacher`` and ``learner`` are then pickled
@@ -128,6 +211,8 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     check_workers(workers, "workers")
     check_engine(engine, address)
     check_job_timeout(job_timeout)
+    if render not in RENDER_PATHS or (render == "teleport" and (learner is not None or teacher is not None)):
+        raise ValueError(f"render={render!r}: one of {RENDER_PATHS}; teleport only for the oracle teacher alone")
     by_scene: dict[str, list] = {}
     for ep in episodes:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
@@ -140,7 +225,7 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     common = {"teacher": teacher, "learner": learner, "beta": beta, "seed": seed, "settings": settings,
               "sensors": sensors, "sensor_names": tuple(s.name for s in sensors), "collision_mode": collision_mode,
               "mode_params": (mode_params or {}).get(collision_mode, {}), "backend": backend,
-              "scene_loader": scene_loader, "torch_threads": torch_threads}
+              "scene_loader": scene_loader, "torch_threads": torch_threads, "render": render}
     jobs = scene_jobs(by_scene, common, send=not inline, field_name="workers",
                       expected="1, or a module-level scene_loader and picklable teacher / learner")
     order = [ep.episode_id for eps in by_scene.values() for ep in eps]

@@ -4,7 +4,7 @@ Example (``tasks/train/cma_fine_grained.yaml``)::
 
     policy: {name: cma, params: {hidden_size: 256}}
     task: fine_grained
-    train: {generate: {scenes: train, episodes_per_scene: 20, seed: 0}}
+    train: {generate: {scenes: train, episodes_per_scene: 20, seed: 0}}   # or {homes: 30, seed: 1000}
     train_split: train
     val: {val_unseen: {generate: {scenes: val_unseen, episodes_per_scene: 5, seed: 1}}}
     collision_mode: telhop
@@ -47,6 +47,22 @@ def episode_source(value: Any, name: str) -> EpisodeSource:
         return from_dict(EpisodeSource, value)
     except ConfigError as exc:
         raise ConfigError(exc.problem, field=f"{name}.{exc.field}" if exc.field else name, expected=exc.expected) from None
+
+
+def train_source(value: Any, name: str = "train") -> Any:
+    """``episode_source``, or a ``HomesSource`` for a mapping with ``homes`` (generated training
+    homes, ``learn.homes``)."""
+    from .homes import HomesSource
+
+    if isinstance(value, HomesSource):
+        return value
+    if isinstance(value, dict) and "homes" in value:
+        try:
+            return from_dict(HomesSource, value)
+        except ConfigError as exc:
+            raise ConfigError(exc.problem, field=f"{name}.{exc.field}" if exc.field else name,
+                              expected=exc.expected) from None
+    return episode_source(value, name)
 
 
 @dataclass
@@ -122,14 +138,19 @@ class ValidationConfig:
 
 @dataclass
 class CacheConfig:
-    """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk file."""
+    """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk
+    file, ``render``: how the teacher's frames are drawn -- ``auto`` (``teleport`` under Tel-Hop with
+    the oracle teacher, else ``physics``), ``physics`` or ``teleport`` (``learn.collect``)."""
 
     dir: str | None = None
     chunk_frames: int = 512
+    render: str = "auto"
 
     def validate(self) -> None:
-        """Positive chunk size."""
+        """Positive chunk size, a known render path."""
         require(self.chunk_frames > 0, "chunk_frames", f"got {self.chunk_frames}", "a positive integer")
+        require(self.render in ("auto", "physics", "teleport"), "render", f"got {self.render!r}",
+                "auto, physics or teleport")
 
 
 @dataclass
@@ -179,9 +200,9 @@ class TrainConfig:
 
         require(self.policy.name in policy_names(), "policy.name", f"got {self.policy.name!r}", f"one of {policy_names()}")
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
-        self.train = episode_source(self.train, "train")
+        self.train = train_source(self.train, "train")
         require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
-        self.val = {str(k): episode_source(v, f"val.{k}") for k, v in self.val.items()}
+        self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
         require(self.collision_mode in TRAIN_COLLISION_MODES, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {TRAIN_COLLISION_MODES} (a discrete policy)")
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")

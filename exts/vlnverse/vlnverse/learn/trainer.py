@@ -46,6 +46,15 @@ class TrainingError(VLNVerseError):
     """Training cannot go on (NaN loss, no data); the message says what was kept."""
 
 
+class BudgetTooSmallError(TrainingError):
+    """The time budget (``il.max_seconds``) ends before the phase's first epoch: ``minimum_seconds``
+    is what one epoch took to extrapolate here."""
+
+    def __init__(self, message: str, *, phase: str, minimum_seconds: float):
+        super().__init__(message)
+        self.phase, self.minimum_seconds = phase, float(minimum_seconds)
+
+
 # -------------------------------------------------------------------------------------------- logging
 
 
@@ -191,15 +200,24 @@ def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress:
 
 
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
-                  field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None) -> list:
-    """Episodes of ``source`` (path or generate block) of the task type, filtered to ``split`` when
-    any episode carries that split; none left is a ``ConfigError`` naming ``field``. With
-    ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file (looked up in
-    ``scene_root``, the dataset's folder, then the shipped scenes), as the eval runner does."""
+                  field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None,
+                  workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None) -> list:
+    """Episodes of ``source`` (path, generate block or ``HomesSource``) of the task type, filtered
+    to ``split`` when any episode carries that split; none left is a ``ConfigError`` naming
+    ``field``. With ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file
+    (looked up in ``scene_root``, the dataset's folder, then the shipped scenes), as the eval runner
+    does. Generated homes (made with ``workers``) put their figures into ``info``."""
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
+    from .homes import HomesSource, homes_dataset
 
-    if source.path is not None:
+    if isinstance(source, HomesSource):
+        episodes, folder, figures = homes_dataset(source, task=task, body=body, cache_dir=cache_dir, progress=progress,
+                                                  workers=workers, report=report)
+        if info is not None:
+            info.update(figures, folder=str(folder))
+        dataset_dir = folder / "episodes"
+    elif source.path is not None:
         if not Path(source.path).exists():
             raise ConfigError("episode file or folder not found", field=f"{field}.path", file=source.path,
                               expected="an existing JSONL file/folder")
@@ -267,8 +285,15 @@ class Trainer:
         cfg = self.cfg
         common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
                       progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root)
-        train = resolve_split(cfg.train, split=cfg.train_split, field="train", **common)
+        homes: dict = {}
+        train = resolve_split(cfg.train, split=cfg.train_split, field="train", workers=cfg.workers, report=self.report,
+                              info=homes, **common)
+        if homes:
+            self.summary["homes"] = homes
         val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
+        from .homes import check_disjoint_homes, held_out_scenes
+
+        check_disjoint_homes(train, held_out_scenes(val), cache_dir=cfg.cache.dir)
         return train, val
 
     def _new_optimizer(self) -> None:
@@ -300,7 +325,8 @@ class Trainer:
                                      collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
                                      base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                                      scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
-                                     report=self.report, teacher=self.teacher_spec(), **self.parallel())
+                                     report=self.report, teacher=self.teacher_spec(), render=self.cfg.cache.render,
+                                     **self.parallel())
         self.summary["cache"] = stats
         return store
 
@@ -316,6 +342,8 @@ class Trainer:
         bs = cfg.il.batch_size
         n_batches = math.ceil(len(data) / bs)
         samples, seconds, last = 0, 0.0, {}
+        batches_done = epochs_done = 0  # in this call: the budget is checked from the second batch on
+        unvalidated = 0  # batches since the last validation
         t_phase = time.perf_counter()
         out_of_time = False
         for epoch in range(start[0], epochs):
@@ -328,7 +356,14 @@ class Trainer:
             tot_loss = tot_correct = tot_steps = 0.0
             self.policy.train()
             for b in bar:
-                if cfg.il.max_seconds is not None and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                if cfg.il.max_seconds is not None and batches_done and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                    if epochs_done == 0 and start == (0, 0):
+                        bar.close()
+                        need = (time.perf_counter() - t_phase) / batches_done * n_batches * 1.1
+                        raise BudgetTooSmallError(
+                            f"{phase}: the time budget il.max_seconds={cfg.il.max_seconds:g} s ran out after {batches_done} "
+                            f"of {n_batches} batches of the first epoch: one epoch needs about {need:.0f} s here; "
+                            f"give il.max_seconds >= {math.ceil(need)}", phase=phase, minimum_seconds=need)
                     self.report(f"{phase}: time budget il.max_seconds={cfg.il.max_seconds} used up at epoch "
                                 f"{epoch + 1} batch {b + 1}")
                     self._save(self.last_path, position=(position or self._il_position)(epoch, b))
@@ -352,6 +387,8 @@ class Trainer:
                         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.il.grad_clip)
                     self.optimizer.step()
                     self.global_step += 1
+                    batches_done += 1
+                    unvalidated += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
                     if not hasattr(self.policy, "imitation_loss"):
@@ -377,13 +414,16 @@ class Trainer:
                                 accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
             if out_of_time:
                 break
+            epochs_done += 1
             self._save(self.last_path, position=(position or self._il_position)(epoch + 1, 0))
             if phase == "il" and (epoch + 1) % cfg.validation.every == 0:
                 self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
                                         position=(position or self._il_position)(epoch + 1, 0))
+                unvalidated = 0
         return {"samples": samples, "seconds": round(seconds, 3), "stopped_by_budget": out_of_time,
                 "loss": None, "accuracy": None,
-                "samples_per_s": round(samples / seconds, 2) if seconds else None, **last}
+                "samples_per_s": round(samples / seconds, 2) if seconds else None, "unvalidated_batches": unvalidated,
+                **last}
 
     def _il_position(self, epoch: int, batch: int) -> dict[str, Any]:
         return {"phase": "il", "epoch": epoch, "batch": batch}
@@ -500,6 +540,10 @@ class Trainer:
         self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}")
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
+        if stats["stopped_by_budget"] and stats["unvalidated_batches"] and self.val_episodes \
+                and cfg.validation.metric != "accuracy":
+            # the weights the budget ended with are a candidate too (selected on the validation split)
+            self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
                        "steps": store.num_steps}}
 

@@ -1,0 +1,122 @@
+"""Training homes made by the scene generator (``learn.homes``) and the split guard: a train split
+that shares a home with val_unseen or test -- by scene id or by content under another name -- is
+refused in one line naming ``train``."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from learn_helpers import make_episodes
+
+
+def _episode_on(path, scene_id):
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    return Episode(f"{scene_id}-0", scene_id, str(path), "train", "fine_grained", [0.0, 0.0, 0.0], 0.0,
+                   [Goal([1.0, 0.0, 0.0])], [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], 1.0, [Instruction("go")])
+
+
+def test_guard_refuses_a_held_out_scene_id_and_passes_train_homes(tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.homes import check_disjoint_homes, held_out_scenes
+    from vlnverse.scenes.splits import scene_file
+
+    held = held_out_scenes({})
+    assert {p.stem for p in held["val_unseen"]} == {"home_0014", "home_0016"}
+    assert {p.stem for p in held["test"]} == {"home_0002", "home_0017"}
+    with pytest.raises(ConfigError, match=r"train.*shares homes with test: \['home_0017'\]") as err:
+        check_disjoint_homes([_episode_on(scene_file("home_0017"), "home_0017")], held, cache_dir=tmp_path)
+    assert "\n" not in str(err.value)
+    loads = []
+    fake = {"a": "desc a", "b": "desc b"}
+
+    def loader(path):  # in-memory descriptions: the content check without USD
+        loads.append(path)
+        from types import SimpleNamespace
+
+        return SimpleNamespace(geoms=[], rooms=[SimpleNamespace(room_type=fake[path[-5]], polygon=[[0, 0], [1, 1]])])
+
+    for name in ("xa.usd", "xb.usd", "ya.usd"):
+        (tmp_path / name).write_bytes(b"#usda 1.0\n")
+    held = {"val_unseen": [tmp_path / "xa.usd"], "test": [tmp_path / "xb.usd"]}
+    check_disjoint_homes([], held, loader=loader, cache_dir=tmp_path)  # nothing to compare
+    with pytest.raises(ConfigError, match=r"home 'ya' is val_unseen home 'xa'"):
+        check_disjoint_homes([_episode_on(tmp_path / "ya.usd", "ya")], held, loader=loader, cache_dir=tmp_path)
+    held = {"val_unseen": [tmp_path / "xb.usd"], "test": []}
+    check_disjoint_homes([_episode_on(tmp_path / "ya.usd", "ya")], held, loader=loader, cache_dir=tmp_path)
+    assert (tmp_path / "homes" / "fingerprints.json").is_file()
+
+
+def test_guard_finds_a_held_out_home_copied_under_another_name(tmp_path):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.homes import check_disjoint_homes, held_out_scenes
+    from vlnverse.scenes.splits import scene_file
+
+    copy = tmp_path / "gen_00014.usd"
+    shutil.copyfile(scene_file("home_0014"), copy)
+    ok = [_episode_on(scene_file("home_0001"), "home_0001")]
+    check_disjoint_homes(ok, held_out_scenes({}), cache_dir=tmp_path)  # a shipped train home: fine
+    with pytest.raises(ConfigError, match=r"train.*'gen_00014' is val_unseen home 'home_0014'"):
+        check_disjoint_homes(ok + [_episode_on(copy, "gen_00014")], held_out_scenes({}), cache_dir=tmp_path)
+
+
+def test_trainer_refuses_overlapping_splits_before_rendering(tmp_path, corridor):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.trainer import Trainer
+    from vlnverse.scenes.splits import scene_file
+    from vlnverse.tasks.episode import save_episodes
+    from learn_helpers import small_config
+
+    eps = make_episodes(corridor)[:1]
+    eps[0].scene_id, eps[0].scene_path = "home_0016", str(scene_file("home_0016"))
+    save_episodes(tmp_path / "train.jsonl", eps)
+    cfg = small_config(tmp_path / "run", tmp_path / "train.jsonl")
+    with pytest.raises(ConfigError, match="shares homes with val_unseen"):
+        Trainer(cfg, progress=False)._episodes()
+    assert not (tmp_path / "cache" / "obs").exists()
+
+
+def test_homes_source_in_a_train_config(tmp_path, episodes_file):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.homes import DEFAULT_HOMES_SEED, HomesSource, home_scene_id
+    from learn_helpers import small_config
+
+    cfg = small_config(tmp_path / "x", episodes_file, train={"homes": 30, "episodes_per_home": 5})
+    assert cfg.train == HomesSource(homes=30, seed=DEFAULT_HOMES_SEED, episodes_per_home=5)
+    both = small_config(tmp_path / "x", episodes_file, train={"homes": 3}, val={"val_seen": {"homes": 3}})
+    assert both.val["val_seen"] == both.train and both.train.val_seen_fraction == 0.25
+    assert cfg.to_dict()["train"]["homes"] == 30 and home_scene_id(14) == "gen_00014"
+    key = cfg.train.key("fine_grained", None)
+    assert key != HomesSource(homes=30, seed=DEFAULT_HOMES_SEED + 1, episodes_per_home=5).key("fine_grained", None)
+    with pytest.raises(ConfigError, match=r"train\.homes"):
+        small_config(tmp_path / "x", episodes_file, train={"homes": 0})
+    with pytest.raises(ConfigError, match=r"val\.val_seen\.val_seen_fraction"):
+        small_config(tmp_path / "x", episodes_file, val={"val_seen": {"homes": 3, "val_seen_fraction": 1.5}})
+    with pytest.raises(ConfigError, match=r"train\.seed"):
+        small_config(tmp_path / "x", episodes_file, train={"homes": 2, "seed": -1})
+
+
+@pytest.mark.slow
+def test_generated_homes_are_deterministic_reused_and_a_held_out_seed_is_refused(tmp_path):
+    """Two homes with episodes (~1 min on a loaded 2-core machine); the generator with a val_unseen
+    seed makes that home again, which the guard catches by content."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.homes import HomesSource, check_disjoint_homes, held_out_scenes, homes_dataset
+
+    said = []
+    spec = HomesSource(homes=2, seed=1000, episodes_per_home=2, val_seen_fraction=0.0)
+    eps, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
+                                      report=said.append, workers=2)
+    assert {e.scene_id for e in eps} == {"gen_01000", "gen_01001"} and {e.split for e in eps} == {"train"}
+    assert info["seconds_per_home"] > 0 and (folder / "scenes" / "gen_01000.usd").is_file()
+    again, _, _ = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
+                                report=said.append)
+    assert "reusing" in said[-1] and [e.to_dict() for e in again] == [e.to_dict() for e in eps]
+    bad, bad_folder, _ = homes_dataset(HomesSource(homes=1, seed=16, episodes_per_home=1), task="fine_grained",
+                                       body=None, cache_dir=tmp_path, progress=False, report=said.append)
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    bad = resolve_episode_scenes(bad, scene_roots(None, bad_folder / "episodes"))
+    with pytest.raises(ConfigError, match="'gen_00016' is val_unseen home 'home_0016'"):
+        check_disjoint_homes(bad, held_out_scenes({}), cache_dir=tmp_path)
