@@ -122,10 +122,13 @@ class ValidationConfig:
 
 @dataclass
 class CacheConfig:
-    """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk file."""
+    """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk file;
+    ``features``: when every visual encoder's trunk is frozen, IL trains from the trunks' cached
+    features (``learn.features``) instead of pixels."""
 
     dir: str | None = None
     chunk_frames: int = 512
+    features: bool = True
 
     def validate(self) -> None:
         """Positive chunk size."""
