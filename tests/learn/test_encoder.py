@@ -84,6 +84,8 @@ def test_bad_pretraining_settings_are_one_line_errors(tmp_path):
 
     assert main(["pretrain-encoder", "--objectives", "semantic,colour", "--out", str(tmp_path / "x")]) == 2
     assert main(["pretrain-encoder", "--scenes", str(tmp_path), "--out", str(tmp_path / "x")]) == 2  # no scenes there
+    assert main(["pretrain-encoder", "--scenes", "train", "--val-scenes", "home_0001,home_0014",
+                 "--out", str(tmp_path / "x")]) == 2  # a training home among the held-out ones
 
 
 @pytest.mark.parametrize("name", ["seq2seq", "cma", "rdp"])

@@ -544,6 +544,11 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
     load = context_loader or (lambda s: load_scene_context(s, cfg.body))
     scenes = list(cfg.scenes) if context_loader else expand_scenes(cfg.scenes, "scenes")
     val_scenes = list(cfg.val_scenes) if context_loader else expand_scenes(cfg.val_scenes, "val_scenes")
+    shared = sorted({Path(str(s)).resolve() for s in scenes} & {Path(str(s)).resolve() for s in val_scenes})
+    if shared:
+        raise ConfigError(f"the held-out scenes share {len(shared)} home(s) with the training scenes "
+                          f"({', '.join(p.stem for p in shared)})", field="val_scenes",
+                          expected="scenes none of which is a training scene (held-out metrics must be unseen)")
     renderer = FrameRenderer(cfg.image_size, cfg.hfov_deg, cfg.max_depth)
     t0 = time.perf_counter()
     train = build_frames(scenes, cfg.poses_per_scene, cfg.seed, renderer=renderer, context_loader=load, progress=progress)
