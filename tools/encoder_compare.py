@@ -4,6 +4,7 @@ budget and evaluation (the measurement behind docs/learning.md, "Pretrained visu
     python3 tools/encoder_compare.py train --row cnn_scratch --encoder runs/encoder/encoder.safetensors
     python3 tools/encoder_compare.py train --row pretrained_frozen --encoder runs/encoder/encoder.safetensors
     python3 tools/encoder_compare.py eval --row cnn_scratch        # val_seen and val_unseen, Tel-Hop
+    python3 tools/encoder_compare.py offline                       # teacher-forced accuracy on both splits
     python3 tools/encoder_compare.py throughput --encoder ... --budget 120   # IL samples/s: pixels vs features
 
 Both rows train ``tasks/train/cma_fine_grained.yaml`` (64x64 RGB-D, Tel-Hop) for the same
@@ -72,6 +73,47 @@ def evaluate(args) -> None:
     print(json.dumps(out, default=str))
 
 
+def offline(args) -> None:
+    """Teacher-forced accuracy and cross-entropy of each row's last checkpoint on the teacher's
+    observations of the val_seen and val_unseen episodes (rendered once into observation caches):
+    how well each policy imitates the teacher in homes it trained in and in unseen ones."""
+    import os
+
+    import numpy as np
+    import torch
+    from torch.nn import functional as F
+
+    from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
+    from vlnverse.learn.trainer import EpisodeBatches, Trainer
+
+    work = Path(args.work)
+    t = Trainer(_config(work, "cnn_scratch", None, args.budget), progress=False)
+    _, val = t._episodes()
+    stores = {split: t._teacher_store(eps) for split, eps in val.items()}
+    out = {"load_average_start": os.getloadavg(), "rows": {}}
+    for row in args.rows.split(","):
+        policy = policy_from_checkpoint(read_checkpoint(work / row / "last.pt"), path=work / row / "last.pt").eval()
+        res = {}
+        for split, store in stores.items():
+            data = EpisodeBatches([store], policy.vocab, t.cfg.max_instruction_length, t.layout)
+            correct = total = 0
+            ce = 0.0
+            with torch.no_grad():
+                for s in range(0, len(data), 8):
+                    b = data.batch(np.arange(s, min(s + 8, len(data))), 1.0, "cpu")
+                    logits = policy.forward_sequence(b["tokens"], b["frames"], b["prev"])
+                    valid = b["weights"] > 0
+                    correct += int(((logits.argmax(-1) == b["labels"]) & valid).sum())
+                    total += int(valid.sum())
+                    ce += float(F.cross_entropy(logits[valid], b["labels"][valid], reduction="sum"))
+            res[split] = {"episodes": len(data), "steps": total, "accuracy": round(correct / total, 4),
+                          "cross_entropy": round(ce / total, 4)}
+        out["rows"][row] = res
+        print(row, res, flush=True)
+    out["load_average_end"] = os.getloadavg()
+    (work / "offline.json").write_text(json.dumps(out, indent=1))
+
+
 def throughput(args) -> None:
     """IL samples/s of the frozen pretrained CMA from pixels and from cached features, back to back."""
     import os
@@ -92,14 +134,15 @@ def throughput(args) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("stage", choices=("train", "eval", "throughput"))
+    p.add_argument("stage", choices=("train", "eval", "offline", "throughput"))
     p.add_argument("--row", default="cnn_scratch", choices=("cnn_scratch", "pretrained_frozen", "pretrained_finetuned"))
     p.add_argument("--encoder", default=None, help="encoder.safetensors of vlnverse pretrain-encoder")
     p.add_argument("--budget", type=float, default=600.0, help="IL wall-clock seconds per row")
     p.add_argument("--work", default="runs/encoder_compare")
+    p.add_argument("--rows", default="cnn_scratch,pretrained_frozen", help="offline: the rows to score")
     p.add_argument("--val-seen", type=int, default=10, help="val_seen episodes evaluated (evenly spread)")
     args = p.parse_args()
-    {"train": train, "eval": evaluate, "throughput": throughput}[args.stage](args)
+    {"train": train, "eval": evaluate, "offline": offline, "throughput": throughput}[args.stage](args)
 
 
 if __name__ == "__main__":
