@@ -115,14 +115,14 @@ def test_an_encoder_made_for_another_rig_is_one_clear_error(tmp_path):
 
     path = _encoder_file(tmp_path / "enc", size=32)
     params = {"rgb_encoder": {"type": "pretrained", "path": str(path)}}
-    with pytest.raises(ConfigError, match=r"rgb_encoder.*another sensor rig: kind rgb, width 32, height 32.*"
-                                          r"this rig has kind rgb, width 16, height 16"):
+    with pytest.raises(ConfigError, match=r"rgb_encoder: .*another sensor rig than this kind rgb, width 16, height 16 "
+                                          r"\(expected kind rgb, width 32, height 32, or an encoder pretrained"):
         build_policy("cma", params, _vocab(), SENSORS)
     path16 = _encoder_file(tmp_path / "enc16", size=16, hfov=90.0)
     cams = [SensorConfig("rgb", "rgb", 16, 16, hfov_deg=60.0), SensorConfig("depth", "depth", 16, 16)]
-    with pytest.raises(ConfigError, match="hfov_deg 90.0.*hfov_deg 60.0"):  # same size, another FoV
+    with pytest.raises(ConfigError, match="hfov_deg 60.0.*hfov_deg 90.0"):  # same size, another FoV
         check_encoders({"rgb_encoder": {"type": "pretrained", "path": str(path16)}}, cams)
-    with pytest.raises(ConfigError, match="max_depth 10.0.*max_depth 5.0"):  # another depth normalisation
+    with pytest.raises(ConfigError, match="max_depth 5.0.*max_depth 10.0"):  # another depth normalisation
         build_policy("cma", {"depth_encoder": {"type": "pretrained", "path": str(path16)}, "max_depth": 5.0},
                      _vocab(), SENSORS)
     check_encoders({"rgb_encoder": {"type": "pretrained", "path": str(path16)}},

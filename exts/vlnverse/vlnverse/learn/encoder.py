@@ -167,9 +167,9 @@ def check_rig(meta: dict[str, Any], key: str, sensor: dict[str, Any], *, file: A
         def fmt(d: dict) -> str:
             return ", ".join(f"{k} {v}" for k, v in d.items())
 
-        raise ConfigError(f"the encoder was made for another sensor rig: {fmt(theirs)}", file=file, field=field,
-                          expected=f"a {key} camera with {fmt(theirs)} (this rig has {fmt(mine)}); "
-                                   "pretrain one for this rig with vlnverse pretrain-encoder")
+        raise ConfigError(f"the encoder was made for another sensor rig than this {fmt(mine)}", file=file,
+                          field=field, expected=f"{fmt(theirs)}, or an encoder pretrained for this rig "
+                                                "(vlnverse pretrain-encoder)")
 
 
 def pretrained_trunk(path: str | Path, key: str, in_channels: int, sensor: dict[str, Any] | None, *, field: str,
