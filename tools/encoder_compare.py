@@ -64,6 +64,9 @@ def evaluate(args) -> None:
     t.val_episodes = {"val_unseen": t.val_episodes["val_unseen"], "val_seen": seen}
     data = read_checkpoint(t.last_path, expected_policy="cma")
     t.policy = policy_from_checkpoint(data, path=t.last_path)
+    import shutil
+
+    shutil.rmtree(t.out / "val_episodes", ignore_errors=True)  # validate() reuses an existing episode file
     t0 = time.time()
     results = t.validate("final")
     out = {"row": args.row, "episodes": {k: len(v) for k, v in t.val_episodes.items()}, "metrics": results,
