@@ -9,6 +9,8 @@ and importing this package does not import torch either:
 - ``store`` — the chunked, memory-mapped on-disk step store (observation cache, DAgger aggregate);
 - ``collect`` — teacher-labelled rollouts through the eval runner (the oracle's ``best_action``);
 - ``policies`` — the ``POLICIES`` registry: ``seq2seq`` and ``cma`` (VLN-CE) [torch];
+- ``encoder`` — ``vlnverse pretrain-encoder``: visual trunks pretrained on the toolkit's renders [torch];
+- ``features`` — the feature cache of frozen trunks (IL reads features instead of pixels) [torch];
 - ``trainer`` — offline IL and DAgger trainers, checkpoints [torch];
 - ``checkpoint`` / ``tensorfile`` — checkpoints as safetensors + JSON metadata (nothing in a file runs);
 - ``agent`` — the ``policy`` eval agent wrapping any checkpoint (torch imported on use);

@@ -68,8 +68,13 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
     rebuild = getattr(POLICIES.get(data["policy"]), "params_from_checkpoint", None)
     if rebuild is not None:  # e.g. VLN-BERT: its waypoint predictor travels inside the checkpoint
         params = rebuild(params, data, path)
-    for enc in ("rgb_encoder", "depth_encoder"):  # pretrained files were used at training time only
-        if isinstance(params.get(enc), dict):
+    for enc, prefix in (("rgb_encoder", "rgb"), ("depth_encoder", "depth")):  # pretrained files: training time only
+        if isinstance(params.get(enc), dict) and params[enc].get("type") == "pretrained":
+            from .encoder import arch_of
+
+            params[enc] = {"type": "cnn", "frozen": bool(params[enc].get("frozen", True)),
+                           **arch_of(data["state_dict"], prefix)}
+        elif isinstance(params.get(enc), dict):
             params[enc] = {k: v for k, v in params[enc].items() if k != "weights"}
     if isinstance(params.get("instruction_encoder"), dict):
         params["instruction_encoder"] = {k: v for k, v in params["instruction_encoder"].items() if k != "embeddings"}

@@ -1,5 +1,5 @@
-"""``vlnverse train CONFIG [key=value ...]``, ``vlnverse waypoints train|show`` and ``vlnverse
-checkpoint info|convert`` (torch is imported only when a command needs it)."""
+"""``vlnverse train CONFIG [key=value ...]``, ``vlnverse waypoints train|show``, ``vlnverse
+checkpoint info|convert`` and ``vlnverse pretrain-encoder`` (torch is imported only when a command needs it)."""
 from __future__ import annotations
 
 import argparse
@@ -46,6 +46,28 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", default="runs/waypoints/show")
     s.set_defaults(func=_waypoints_show)
+    e = sub.add_parser("pretrain-encoder", help="pretrain the policies' RGB and depth encoders on the toolkit's own "
+                                                "renders (semantic classes, depth, room type), scored on held-out scenes")
+    e.add_argument("--scenes", default="train", help="training scenes: split name, ids, paths or folders of scenes")
+    e.add_argument("--val-scenes", default="val_unseen", help="held-out scenes (same forms)")
+    e.add_argument("--poses-per-scene", type=int, default=200)
+    e.add_argument("--val-poses-per-scene", type=int, default=60)
+    e.add_argument("--image-size", type=int, default=64, help="square camera resolution (the policies' rig)")
+    e.add_argument("--hfov", type=float, default=90.0, help="horizontal field of view (degrees)")
+    e.add_argument("--max-depth", type=float, default=10.0, help="depth range and normalisation (metres)")
+    e.add_argument("--channels", type=int, default=32, help="CNN width (as policies' cnn encoders)")
+    e.add_argument("--out-dim", type=int, default=128, help="global feature size")
+    e.add_argument("--objectives", default="semantic,depth,room", help="comma-separated subset of semantic,depth,room")
+    e.add_argument("--epochs", type=int, default=15)
+    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--lr", type=float, default=1e-3)
+    e.add_argument("--probe-epochs", type=int, default=8, help="epochs of the frozen-feature probe (0: none)")
+    e.add_argument("--seed", type=int, default=0)
+    e.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    e.add_argument("--out", default="runs/encoder", help="output folder (encoder.safetensors + encoder.json, "
+                                                         "metrics.json, loss.png)")
+    e.add_argument("--no-progress", action="store_true")
+    e.set_defaults(func=_pretrain_encoder)
     c = sub.add_parser("checkpoint", help="inspect a checkpoint, or convert an old pickle checkpoint (safetensors files "
                                           "load without running code)")
     csub = c.add_subparsers(dest="checkpoint_command", metavar="ACTION")
@@ -149,4 +171,25 @@ def _waypoints_show(args: argparse.Namespace) -> int:
     result = show_predictions(args.predictor, args.scenes, args.out, n=args.n, seed=args.seed)
     print(json.dumps({"out": result["out"], "poses": [{k: p[k] for k in ("scene", "png", "nearest_to_next_waypoint")}
                                                       for p in result["poses"]]}))
+    return 0
+
+
+def _pretrain_encoder(args: argparse.Namespace) -> int:
+    import json
+
+    from .agent import require_torch
+
+    require_torch()
+    from .encoder import EncoderTrainConfig, run_pretraining
+
+    cfg = EncoderTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
+                             val_poses_per_scene=args.val_poses_per_scene, image_size=args.image_size,
+                             hfov_deg=args.hfov, max_depth=args.max_depth, channels=args.channels,
+                             out_dim=args.out_dim, objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
+                             epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, probe_epochs=args.probe_epochs,
+                             seed=args.seed, threads=args.threads)
+    cfg.validate()
+    metrics = run_pretraining(cfg, args.out, progress=not args.no_progress)
+    print(json.dumps({"held_out_before": metrics["held_out_before"]["loss"], "held_out": metrics["held_out"],
+                      "probe": metrics["probe"]}))
     return 0

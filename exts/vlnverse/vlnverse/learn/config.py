@@ -140,11 +140,14 @@ class ValidationConfig:
 class CacheConfig:
     """Observation cache: ``dir`` (default ``$VLNVERSE_CACHE/learn``), ``chunk_frames`` steps per chunk
     file, ``render``: how the teacher's frames are drawn -- ``auto`` (``teleport`` under Tel-Hop with
-    the oracle teacher, else ``physics``), ``physics`` or ``teleport`` (``learn.collect``)."""
+    the oracle teacher, else ``physics``), ``physics`` or ``teleport`` (``learn.collect``);
+    ``features``: when every visual encoder's trunk is frozen, IL trains from the trunks' cached
+    features (``learn.features``) instead of pixels."""
 
     dir: str | None = None
     chunk_frames: int = 512
     render: str = "auto"
+    features: bool = True
 
     def validate(self) -> None:
         """Positive chunk size, a known render path."""

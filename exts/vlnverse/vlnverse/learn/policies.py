@@ -65,7 +65,7 @@ class CNNEncoder(nn.Module):
     """A small CNN (3 strided convolutions) → spatial features (C, 4, 4) and a global vector."""
 
     def __init__(self, in_channels: int, out_dim: int = 128, channels: int = 32, weights: str | None = None,
-                 field: str = "encoder", notes: list[str] | None = None):
+                 field: str = "encoder", notes: list[str] | None = None, frozen: bool = False):
         super().__init__()
         self.net = nn.Sequential(
             nn.Conv2d(in_channels, channels, 5, stride=2, padding=2), nn.ReLU(inplace=True),
@@ -78,13 +78,20 @@ class CNNEncoder(nn.Module):
         if weights:
             load_weights(self, weights, f"{field}.weights")
             _note(notes, f"{field}: loaded pretrained weights from {weights}")
-        else:
+        elif notes is not None:
             _note(notes, f"{field}: no pretrained weights given ({field}.weights): small CNN trained from scratch")
+        if frozen:  # a frozen encoder keeps the weights it was built with (a file's, or a checkpoint's)
+            for p in self.parameters():
+                p.requires_grad_(False)
+
+    def spatial_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, H, W) → the trunk's spatial features (N, C', 16) (``fc`` makes the global vector)."""
+        return self.net(x).flatten(2)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, C, H, W) → spatial (N, C', 16), global (N, out_dim)."""
-        s = self.net(x)
-        return s.flatten(2), self.fc(s)
+        s = self.spatial_features(x)
+        return s, self.fc(s)
 
 
 class ResNetEncoder(nn.Module):
@@ -116,10 +123,14 @@ class ResNetEncoder(nn.Module):
         self.register_buffer("mean", torch.tensor([0.485, 0.456, 0.406]).view(1, 3, 1, 1))
         self.register_buffer("std", torch.tensor([0.229, 0.224, 0.225]).view(1, 3, 1, 1))
 
+    def spatial_features(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3, H, W) in [0, 1] → the trunk's spatial features (N, C, 16)."""
+        return self.trunk((x - self.mean) / self.std).flatten(2)
+
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(N, 3, H, W) in [0, 1] → spatial (N, C, 16), global (N, out_dim)."""
-        s = self.trunk((x - self.mean) / self.std)
-        return s.flatten(2), self.fc(s)
+        s = self.spatial_features(x)
+        return s, self.fc(s)
 
 
 def _note(notes: list[str] | None, text: str) -> None:
@@ -127,17 +138,27 @@ def _note(notes: list[str] | None, text: str) -> None:
         notes.append(text)
 
 
-def make_visual_encoder(spec: dict[str, Any] | None, in_channels: int, field: str, notes: list[str]) -> nn.Module:
-    """An encoder from ``{type: cnn|resnet18|resnet50, out_dim, channels, weights, frozen}``."""
+def make_visual_encoder(spec: dict[str, Any] | None, in_channels: int, field: str, notes: list[str],
+                        sensor: dict[str, Any] | None = None, max_depth: float | None = None) -> nn.Module:
+    """An encoder from ``{type: cnn|resnet18|resnet50, out_dim, channels, weights, frozen}`` or
+    ``{type: pretrained, path: FILE, frozen}`` (a ``vlnverse pretrain-encoder`` file, checked
+    against ``sensor``: the camera it reads)."""
     spec = dict(spec or {})
     kind = spec.pop("type", "cnn")
-    allowed = {"cnn": {"out_dim", "channels", "weights"}, "resnet18": {"out_dim", "weights", "frozen"},
-               "resnet50": {"out_dim", "weights", "frozen"}}
+    allowed = {"cnn": {"out_dim", "channels", "weights", "frozen"}, "resnet18": {"out_dim", "weights", "frozen"},
+               "resnet50": {"out_dim", "weights", "frozen"}, "pretrained": {"path", "frozen"}}
     if kind not in allowed:
         raise ConfigError(f"got {kind!r}", field=f"{field}.type", expected=f"one of {sorted(allowed)}")
     unknown = set(spec) - allowed[kind]
     if unknown:
         raise ConfigError(f"unknown key(s) {sorted(unknown)}", field=field, expected=f"keys among {sorted(allowed[kind])}")
+    if kind == "pretrained":
+        from .encoder import pretrained_trunk
+
+        if not spec.get("path"):
+            raise ConfigError("missing", field=f"{field}.path", expected="the encoder file of vlnverse pretrain-encoder")
+        return pretrained_trunk(spec["path"], "rgb" if in_channels == 3 else "depth", in_channels, sensor, field=field,
+                                frozen=bool(spec.get("frozen", True)), max_depth=max_depth, notes=notes)
     if kind == "cnn":
         return CNNEncoder(in_channels, field=field, notes=notes, **spec)
     if in_channels != 3:
@@ -213,8 +234,11 @@ class VLNPolicy(nn.Module):
         self.depth_name = next((s["name"] for s in sensors if s["kind"] == "depth"), None)
         self.hidden_size, self.max_depth = int(hidden_size), float(max_depth)
         self.instruction = InstructionEncoder(vocab, notes=self.notes, **self._instruction_defaults(instruction_encoder))
-        self.rgb = make_visual_encoder(rgb_encoder, 3, "rgb_encoder", self.notes) if self.rgb_name else None
-        self.depth = make_visual_encoder(depth_encoder, 1, "depth_encoder", self.notes) if self.depth_name else None
+        by_name = {s["name"]: s for s in sensors}
+        self.rgb = make_visual_encoder(rgb_encoder, 3, "rgb_encoder", self.notes, by_name.get(self.rgb_name)
+                                       ) if self.rgb_name else None
+        self.depth = make_visual_encoder(depth_encoder, 1, "depth_encoder", self.notes, by_name.get(self.depth_name),
+                                         self.max_depth) if self.depth_name else None
         self.prev_action = nn.Embedding(NUM_ACTIONS + 1, action_embedding_size)
         self.visual_dim = (self.rgb.out_dim if self.rgb else 0) + (self.depth.out_dim if self.depth else 0)
 
@@ -223,15 +247,30 @@ class VLNPolicy(nn.Module):
 
     # -------------------------------------------------------------- inputs
 
+    def encoder_input(self, key: str, frames: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The ``key`` (rgb / depth) encoder's input (N, C, H, W) from raw frames: RGB uint8 / 255,
+        depth in metres clamped to [0, max_depth] / max_depth."""
+        if key == "rgb":
+            return frames[self.rgb_name].float().permute(0, 3, 1, 2) / 255.0
+        d = frames[self.depth_name].float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
+        return d.unsqueeze(1)
+
     def encode_frames(self, frames: dict[str, torch.Tensor]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        """Raw frames (N, H, W, 3) uint8 RGB / (N, H, W) depth in metres → per-encoder (spatial, global)."""
+        """Raw frames (N, H, W, 3) uint8 RGB / (N, H, W) depth in metres → per-encoder (spatial,
+        global). A frozen trunk's cached spatial features (``features.feature_name(key)``, from
+        the feature cache) stand in for its frames: only ``fc`` runs on them."""
+        from .features import feature_name
+
         out = {}
-        if self.rgb is not None:
-            x = frames[self.rgb_name].float().permute(0, 3, 1, 2) / 255.0
-            out["rgb"] = self.rgb(x)
-        if self.depth is not None:
-            d = frames[self.depth_name].float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
-            out["depth"] = self.depth(d.unsqueeze(1))
+        for key, enc in (("rgb", self.rgb), ("depth", self.depth)):
+            if enc is None:
+                continue
+            cached = frames.get(feature_name(key))
+            if cached is not None:
+                s = cached.float()
+                out[key] = (s, enc.fc(s))
+            else:
+                out[key] = enc(self.encoder_input(key, frames))
         return out
 
     def initial_state(self, batch: int, device: Any = None) -> torch.Tensor:

@@ -518,6 +518,9 @@ class Trainer:
         if init is not None:
             self.policy = policy_from_checkpoint(init, path=cfg.init, device=self.device)
         else:
+            from .encoder import check_encoders
+
+            check_encoders(cfg.policy.params, cfg.sensors)  # FoV and depth range of pretrained encoders' rigs
             self.policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, self.layout).to(self.device)
             self.policy.max_instruction_length = cfg.max_instruction_length
             for note in self.policy.notes:
@@ -535,10 +538,19 @@ class Trainer:
             pos = data.get("position") or {}
             start = (int(pos.get("epoch", 0)), int(pos.get("batch", 0)))
         coef = inflection_coefficient([store]) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
-        batches = EpisodeBatches([store], self.policy.vocab, cfg.max_instruction_length, self.layout)
+        data_store, layout = store, self.layout
+        from .features import feature_store, frozen_trunks
+
+        if cfg.cache.features and frozen_trunks(self.policy):  # frozen trunks: train from their cached features
+            data_store, self.summary["feature_cache"] = feature_store(
+                store, self.policy, base_dir=cfg.cache.dir, device=self.device, chunk_frames=cfg.cache.chunk_frames,
+                report=self.report)
+            layout = data_store.manifest["sensors"]
+        batches = EpisodeBatches([data_store], self.policy.vocab, cfg.max_instruction_length, layout)
         weighted = self.policy.uses_step_weights
         self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
-                    + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}")
+                    + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}"
+                    + (", from cached features" if data_store is not store else ""))
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
         if stats["stopped_by_budget"] and stats["unvalidated_batches"] and self.val_episodes \
                 and cfg.validation.metric != "accuracy":
