@@ -7,7 +7,7 @@ of semantic classes (``SEMANTIC_CLASSES``: the scene's label names mapped onto o
 shared by every scene, unknown names → ``other``) and the mean depth; per frame, the room type of
 the agent's cell (``ROOM_CLASSES``, from the room map; ``none`` outside every room).
 
-**Model.** Two ``policies.CNNEncoder`` trunks (the architecture the policies use): RGB and depth.
+**Model.** Two ``encoders.CNNEncoder`` trunks (the architecture the policies use): RGB and depth.
 Per objective a small head reads a trunk:
 
 - ``semantic`` — each trunk's spatial cells → class logits; soft cross-entropy against the cell's
@@ -166,7 +166,7 @@ def check_rig(meta: dict[str, Any], key: str, sensor: dict[str, Any], *, file: A
 def pretrained_trunk(path: str | Path, key: str, in_channels: int, sensor: dict[str, Any] | None, *, field: str,
                      frozen: bool = True, max_depth: float | None = None, notes: list[str] | None = None) -> nn.Module:
     """The ``key`` trunk (a ``CNNEncoder``) of an encoder file, checked against ``sensor``."""
-    from .policies import CNNEncoder
+    from .encoders import CNNEncoder
 
     state, meta = read_encoder(path, f"{field}.path")
     file = _paths(path)[0]
@@ -501,7 +501,7 @@ def expand_scenes(spec: Any, field: str) -> list:
 
 
 def _trunks(cfg: EncoderTrainConfig) -> dict[str, nn.Module]:
-    from .policies import CNNEncoder
+    from .encoders import CNNEncoder
 
     return {"rgb": CNNEncoder(3, cfg.out_dim, cfg.channels), "depth": CNNEncoder(1, cfg.out_dim, cfg.channels)}
 
