@@ -5,7 +5,7 @@ starts an episode and holds forward + left (a circle, so walls rarely stop it) f
 ``DRIVE_S`` seconds. Figures, best of ``--repeat`` drives: ``frames_per_s`` — 224×224 JPEG
 frames received by the client per second while a key is held; ``log_interval_ms`` — p50 / p99
 of the time between consecutive 50 ms log rows (server clock); ``log_jitter_ms`` — p50 / p99 of
-|interval − 50 ms|. The process (server, simulator and client) is pinned to one CPU core when
+|interval − 50 ms|; ``log_within_10ms`` — the share of intervals within 50 ± 10 ms. The process (server, simulator and client) is pinned to one CPU core when
 the OS allows it (``cores``). Episodes: one ``fine_grained`` episode on the first shipped
 ``test`` scene (``--seed`` seeds it).
 """
@@ -89,6 +89,7 @@ def run(args) -> dict:
                                            "p99": round(float(np.percentile(interval, 99)), 2)},
                        "log_jitter_ms": {"p50": round(float(np.percentile(abs(interval - 50.0), 50)), 2),
                                          "p99": round(float(np.percentile(abs(interval - 50.0), 99)), 2)},
+                       "log_within_10ms": round(float(np.mean(abs(interval - 50.0) <= 10.0)), 3),
                        "rows": int(len(ticks))}
                 if best is None or fig["frames_per_s"] > best["frames_per_s"]:
                     best = fig
