@@ -165,6 +165,7 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
 
     active, peak = [0], [0]
     lock = threading.Lock()
+    first_two = threading.Barrier(2)
 
     def reply(body, n):
         with lock:
@@ -172,6 +173,8 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
             peak[0] = max(peak[0], active[0])
         import time
 
+        if n < 2:  # the first two requests wait for each other: two in flight at once however busy the machine is
+            first_two.wait(timeout=60)
         time.sleep(0.15)
         with lock:
             active[0] -= 1
