@@ -223,7 +223,7 @@ def run(args) -> dict:
     from vlnverse.learn.agent import require_torch
     from vlnverse.tasks.episode import save_episodes
 
-    require_torch()
+    require_torch("vlnverse bench train", field=None)
     selected = _rows(args)  # a bad --policies fails before any work
     budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
     scale = min(1.0, budget / DEFAULT_BUDGET)

@@ -62,7 +62,7 @@ def _train(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)
-    require_torch()
+    require_torch("vlnverse train", field=None)
     from .trainer import run_training
 
     summary = run_training(cfg, progress=not args.no_progress)
@@ -79,7 +79,7 @@ def _waypoints_train(args: argparse.Namespace) -> int:
     for name in ("poses_per_scene", "val_poses_per_scene", "epochs", "batch_size", "image_size"):
         if getattr(args, name) <= 0:
             raise ConfigError(f"got {getattr(args, name)}", field=f"--{name.replace('_', '-')}", expected="a positive integer")
-    require_torch()
+    require_torch("vlnverse waypoints train", field=None)
     from .waypoints import WaypointTrainConfig, run_waypoint_training
 
     cfg = WaypointTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
@@ -96,7 +96,7 @@ def _waypoints_show(args: argparse.Namespace) -> int:
 
     from .agent import require_torch
 
-    require_torch()
+    require_torch("vlnverse waypoints show", field=None)
     from .waypoints import show_predictions
 
     result = show_predictions(args.predictor, args.scenes, args.out, n=args.n, seed=args.seed)
