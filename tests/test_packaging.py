@@ -173,7 +173,7 @@ def _venv_seeing_this_environment(venv: Path, env: dict) -> Path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             capture_output=True, text=True, env=env, check=True, timeout=60).stdout.strip()
+                             capture_output=True, text=True, env=env, check=True, timeout=300).stdout.strip()
     folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
     (Path(purelib) / "tests_parent_environment.pth").write_text(
         "".join(f"{f}\n" for f in dict.fromkeys(folders) if Path(f).is_dir()), encoding="utf-8")

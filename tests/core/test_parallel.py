@@ -48,7 +48,7 @@ def test_bad_settings_are_config_errors(kwargs, field):
 def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_job_retried(tmp_path):
     got: dict = {}
     failures: list = []
-    report = run_jobs(squares, _jobs(hang_once=str(tmp_path / "hung"), hang_at="s1-2"), workers=2, job_timeout=2.0,
+    report = run_jobs(squares, _jobs(hang_once=str(tmp_path / "hung"), hang_at="s1-2"), workers=2, job_timeout=5.0,
                       on_result=lambda item, value: got.setdefault(item, []).append(value),
                       on_failure=failures.append)
     assert (tmp_path / "hung").exists()  # a worker really stopped making progress (asleep, alive) on s1-2
@@ -60,7 +60,7 @@ def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_job_retried(tmp_p
 def test_a_job_that_hangs_every_time_is_reported_with_its_key(tmp_path):
     got: list = []
     report = run_jobs(squares, _jobs(hang_once=str(tmp_path / "hung"), hang_always=True, hang_at="s2-1"), workers=2,
-                      job_timeout=1.0, on_result=lambda item, value: got.append(item))
+                      job_timeout=5.0, on_result=lambda item, value: got.append(item))
     assert [f.key for f in report.failures] == ["scene2"] and report.timeouts == 2
     assert "no progress on scene2" in report.failures[0].error and report.failures[0].missing == ["s2-1", "s2-2", "s2-3"]
     assert sorted(got) == sorted([f"s{k}-{i}" for k in (0, 1, 3) for i in range(4)] + ["s2-0"])

@@ -96,10 +96,22 @@ def test_rejected_image_is_not_retried(key_env):
 
 
 def test_slow_reply_past_the_timeout(key_env):
-    with openai_server(lambda body, n: {"text": "Action: 1", "sleep": 1.5 if n == 0 else 0.0}) as (url, reqs):
-        slow = _model(url, key_env, False, timeout=0.3, max_retries=0).generate(HELLO)
-        assert slow.error_kind == "timeout" and slow.requests == 1  # cut off, not the reply 1.5 s later
-        retried = _model(url, key_env, False, timeout=0.3, max_retries=1).generate(HELLO)
+    import threading
+
+    released = threading.Event()
+
+    def reply(body, n):
+        if n == 0:  # the first request is answered only once the test is done with it
+            released.wait(60)
+        return {"text": "Action: 1"}
+
+    with openai_server(reply) as (url, reqs):
+        try:
+            slow = _model(url, key_env, False, timeout=3.0, max_retries=0).generate(HELLO)
+            assert slow.error_kind == "timeout" and slow.requests == 1  # cut off: no answer came
+            retried = _model(url, key_env, False, timeout=3.0, max_retries=1).generate(HELLO)
+        finally:
+            released.set()
     assert retried.ok and retried.requests == 1  # the second request is answered at once
 
 

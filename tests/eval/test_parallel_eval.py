@@ -94,7 +94,7 @@ def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_scene_rerun(episo
     flag = scenes / "corridor_a.hang-once"
     flag.touch()
     try:
-        summary, records = _run(episodes_file, tmp_path / "run", workers=2, job_timeout=8.0)
+        summary, records = _run(episodes_file, tmp_path / "run", workers=2, job_timeout=15.0)
         assert (scenes / "corridor_a.hung").exists()  # a worker really hung (asleep, alive) on corridor_a
     finally:
         flag.unlink(missing_ok=True)
