@@ -169,9 +169,28 @@ def _copy_source(dst: Path) -> Path:
     return dst
 
 
+def _venv_seeing_this_environment(venv: Path, env: dict) -> Path:
+    """A fresh venv whose site-packages lists this interpreter's site folders in a ``.pth`` file, so
+    it imports the dependencies installed where the tests run (a user's venv, a system Python, CI)
+    after its own packages. (``--system-site-packages`` would expose the base interpreter's
+    packages instead of a venv's.) Their ``.pth`` files are not run: an editable install of the
+    checkout stays out. Pip comes from this environment too. Returns the venv's ``python``."""
+    import site
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             capture_output=True, text=True, env=env, check=True, timeout=300).stdout.strip()
+    folders = [*site.getsitepackages(), *([site.getusersitepackages()] if site.ENABLE_USER_SITE else [])]
+    (Path(purelib) / "tests_parent_environment.pth").write_text(
+        "".join(f"{f}\n" for f in dict.fromkeys(folders) if Path(f).is_dir()), encoding="utf-8")
+    return python
+
+
 def test_wheel_installs_and_runs_from_any_folder(tmp_path):
-    """Build a wheel, install it (--no-deps) into a fresh venv that sees the installed dependencies, and run
-    `vlnverse scenes info` and a one-episode `vlnverse eval` from a folder outside the checkout."""
+    """Build a wheel, install it (--no-deps) into a fresh venv that sees this environment's installed
+    dependencies, and run `vlnverse scenes info` and a one-episode `vlnverse eval` from a folder
+    outside the checkout."""
     src = _copy_source(tmp_path / "src")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VLNVERSE_HOME")}
     pip = [sys.executable, "-m", "pip"]
@@ -179,15 +198,22 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
                    check=True, env=env, cwd=tmp_path, timeout=300)
     [wheel] = list((tmp_path / "dist").glob("vlnverse-*.whl"))
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
-    python, command = venv / "bin" / "python", venv / "bin" / "vlnverse"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, env=env, timeout=300)
+    python = _venv_seeing_this_environment(venv, env)
+    command = venv / "bin" / "vlnverse"
+    # --ignore-installed: this environment's own vlnverse (e.g. an editable install) is neither kept nor touched
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed", str(wheel)],
+                   check=True, env=env, timeout=300)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    where = subprocess.run([str(python), "-c", "import vlnverse, vlnverse.paths as p; print(vlnverse.__file__); "
-                            "print(p.scenes_dir())"], capture_output=True, text=True, env=env, cwd=work, check=True)
-    package_file, scenes = where.stdout.split()
+    where = subprocess.run([str(python), "-c", "import vlnverse, vlnverse.paths as p, yaml, gymnasium; "
+                            "print(vlnverse.__file__); print(p.scenes_dir()); print(yaml.__file__); "
+                            "print(gymnasium.__file__)"], capture_output=True, text=True, env=env, cwd=work, check=True)
+    package_file, scenes, *dependencies = where.stdout.split()
     assert Path(package_file).is_relative_to(venv) and Path(scenes).is_relative_to(venv)  # the wheel, not a checkout
+    import gymnasium
+    import yaml
+
+    assert dependencies == [yaml.__file__, gymnasium.__file__]  # the packages of the interpreter running the tests
     info = subprocess.run([str(command), "scenes", "info", "home_0012"], capture_output=True, text=True, env=env,
                           cwd=work, timeout=300)
     assert info.returncode == 0, info.stderr

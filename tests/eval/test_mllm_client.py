@@ -97,10 +97,22 @@ def test_rejected_image_is_not_retried(key_env):
 
 
 def test_slow_reply_past_the_timeout(key_env):
-    with openai_server(lambda body, n: {"text": "Action: 1", "sleep": 1.5 if n == 0 else 0.0}) as (url, reqs):
-        slow = _model(url, key_env, False, timeout=0.3, max_retries=0).generate(HELLO)
-        assert slow.error_kind == "timeout" and slow.latency_s < 1.4
-        retried = _model(url, key_env, False, timeout=0.3, max_retries=1).generate(HELLO)
+    import threading
+
+    released = threading.Event()
+
+    def reply(body, n):
+        if n == 0:  # the first request is answered only once the test is done with it
+            released.wait(60)
+        return {"text": "Action: 1"}
+
+    with openai_server(reply) as (url, reqs):
+        try:
+            slow = _model(url, key_env, False, timeout=3.0, max_retries=0).generate(HELLO)
+            assert slow.error_kind == "timeout" and slow.requests == 1  # cut off: no answer came
+            retried = _model(url, key_env, False, timeout=3.0, max_retries=1).generate(HELLO)
+        finally:
+            released.set()
     assert retried.ok and retried.requests == 1  # the second request is answered at once
 
 
@@ -166,6 +178,7 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
 
     active, peak = [0], [0]
     lock = threading.Lock()
+    first_two = threading.Barrier(2)
 
     def reply(body, n):
         with lock:
@@ -173,6 +186,8 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
             peak[0] = max(peak[0], active[0])
         import time
 
+        if n < 2:  # the first two requests wait for each other: two in flight at once however busy the machine is
+            first_two.wait(timeout=60)
         time.sleep(0.15)
         with lock:
             active[0] -= 1

@@ -56,6 +56,23 @@ def walker(body, n):
     return {"text": text, "sleep": 0.2, "prompt_tokens": len(last)}
 
 
+def overlapping(at_once: int):
+    """``walker`` whose first ``at_once`` requests wait for each other (at most 10 s): a run allowed
+    that many requests at once reaches it however busy the machine is."""
+    import contextlib
+    import threading
+
+    meet = threading.Barrier(at_once, timeout=10)
+
+    def reply(body, n):
+        if n < at_once:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                meet.wait()
+        return walker(body, n)
+
+    return reply
+
+
 def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int = 1,
          engine: str = "local") -> tuple[dict, list[dict]]:
     conc = "" if concurrency is None else f", concurrency: {concurrency}"
@@ -101,7 +118,7 @@ def monkeypatch_module():
 
 
 def test_graph_mode_runs_n_requests_at_once_with_the_serial_records(setup, serial, tmp_path):
-    with openai_server(walker) as (url, reqs):
+    with openai_server(overlapping(3)) as (url, reqs):
         summary, records = _run(setup, url, tmp_path / "run", 3)
         assert reqs.max_in_flight == 3
     assert [r["episode_id"] for r in records] == [r["episode_id"] for r in serial[1]]  # same order in the log
@@ -112,7 +129,7 @@ def test_graph_mode_runs_n_requests_at_once_with_the_serial_records(setup, seria
 
 def test_the_limit_is_global_across_worker_processes(setup, serial, tmp_path):
     # 2 workers × 3 episode threads could send 6 requests at once; the run-wide limit is 3
-    with openai_server(walker) as (url, reqs):
+    with openai_server(overlapping(3)) as (url, reqs):
         summary, records = _run(setup, url, tmp_path / "run", 3, workers=2)
         assert reqs.max_in_flight == 3
     by_id = {r["episode_id"]: r for r in serial[1]}
@@ -134,7 +151,7 @@ def test_the_limit_is_global_across_ray_workers(setup, serial, tmp_path):
     ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        with openai_server(walker) as (url, reqs):
+        with openai_server(overlapping(3)) as (url, reqs):
             summary, records = _run(setup, url, tmp_path / "run", 3, workers=2, engine="ray")
             assert reqs.max_in_flight == 3
     finally:

@@ -245,7 +245,7 @@ def test_importing_the_isaac_backend_imports_no_omniverse():
     code = ("import sys; import vlnverse.sim.isaac, vlnverse.sim.isaac.backend; "
             "bad = [m for m in sys.modules if m.split('.')[0] in ('omni', 'isaacsim', 'carb')]; "
             "print(bad); assert not bad")
-    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
 def test_tools_cli_selects_isaac_from_its_arguments_and_fails_in_one_line_without_it(tmp_path):

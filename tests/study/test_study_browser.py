@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ pytest.importorskip("fastapi", reason="the study extra is not installed (pip ins
 
 from vlnverse.study.assign import StudyStore
 from vlnverse.study.config import StudyConfig
-from vlnverse.study.log import read_episode_end, read_rows
+from vlnverse.study.log import IDLE, read_episode_end, read_rows
 from vlnverse.study.server import BackgroundServer, create_app
 
 CONSENT = "TEST CONSENT: you agree to drive a robot. Only your id is stored."
@@ -31,20 +32,39 @@ def _login(page, url, pid):
 
 
 def _start_driving(page):
-    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=20_000)
+    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
     page.click("#modal-go")
-    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=60_000)
-
-
-def _hold(page, key, seconds):
-    page.keyboard.down(key)
-    page.wait_for_timeout(int(seconds * 1000))
-    page.keyboard.up(key)
-    page.wait_for_timeout(300)
+    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=120_000)
 
 
 def _csv(store, pid, eid):
-    return read_rows(store.folder(pid) / f"{eid}.csv")
+    """The episode's rows as logged so far (``strict``: a row being written is skipped, the file left alone)."""
+    return read_rows(store.folder(pid) / f"{eid}.csv", strict=True)
+
+
+def _wait_rows(store, pid, eid, ok, what, timeout=120.0):
+    """Poll the episode's CSV until ``ok(rows)``: waits on what the server logged, never on a
+    duration tuned to an idle machine (the timeout only ends a hung run)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = _csv(store, pid, eid)
+        if ok(rows):
+            return rows
+        assert time.monotonic() < deadline, f"{what}: not logged within {timeout:.0f} s; last rows {rows[-3:]}"
+        time.sleep(0.05)
+
+
+def _hold(page, store, pid, eid, key, action, rows):
+    """Hold ``key`` until the server has logged ``rows`` ticks of ``action``, release it and wait for
+    the first idle row after that; returns the rows logged from the last one before the key went down."""
+    start = _csv(store, pid, eid)[-1].t
+    page.keyboard.down(key)
+    _wait_rows(store, pid, eid, lambda r: sum(x.action == action for x in r if x.t > start) >= rows,
+               f"{rows} rows of {action!r} while {key!r} is held")
+    page.keyboard.up(key)
+    logged = _wait_rows(store, pid, eid, lambda r: r[-1].t > start and r[-1].action == IDLE
+                        and any(x.action == action for x in r if x.t > start), f"an idle row after releasing {key!r}")
+    return [r for r in logged if r.t >= start]
 
 
 def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
@@ -62,32 +82,35 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     page.screenshot(path=str(artifacts / "study_instruction.png"))
     _start_driving(page)
 
-    # A held for 1 s turns left (counter-clockwise) at 60 deg/s; Q tilts the camera up
-    before = _csv(store, pid, eid)[-1]
-    _hold(page, "a", 1.0)
-    _hold(page, "q", 0.2)
-    after = _csv(store, pid, eid)[-1]
+    # A held turns left (counter-clockwise) at 60 deg/s = 3 deg per 50 ms tick; Q tilts the camera up
+    turning = _hold(page, store, pid, eid, "a", "left", 15)
+    before, after = turning[0], turning[-1]
+    lefts = sum(r.action == "left" for r in turning)
     turned = math.degrees(math.remainder(after.yaw - before.yaw, math.tau))
-    assert 35 <= turned <= 80, turned
-    assert after.pitch > before.pitch + math.radians(10), (before, after)
+    assert 0.5 * 3 * lefts <= turned <= 1.5 * 3 * lefts, (turned, lefts)  # physics follows the command
     assert math.hypot(after.x - before.x, after.y - before.y) < 0.1, (before, after)
+    tilting = _hold(page, store, pid, eid, "q", "look_up", 1)
+    assert tilting[-1].pitch > tilting[0].pitch + math.radians(10), (tilting[0], tilting[-1])
 
-    start = _csv(store, pid, eid)[-1]
-    # W held for 3 s: the agent moves along its heading at 0.5 m/s, one row per 50 ms
-    _hold(page, "w", 3.0)
-    rows = [r for r in _csv(store, pid, eid) if r.t >= start.t]
+    # W held for 40 ticks: the agent moves along its heading at 0.5 m/s, one row per 50 ms
+    rows = _hold(page, store, pid, eid, "w", "forward", 40)
+    start = rows[0]
     forward = [r for r in rows if r.action == "forward"]
-    # 3 s / 50 ms = 60 rows; the window the server sees the key held shrinks by the browser's key
-    # latency under load, so the count is bounded loosely and the 50 ms spacing is checked below
-    assert 45 <= len(forward) <= 68, len(forward)
-    wall = np.diff([r.wall_time for r in rows if r.wall_time >= forward[0].wall_time])
-    assert abs(np.median(wall) - 0.05) <= 0.01, np.round(wall, 3)
-    assert np.mean(np.abs(wall - 0.05) <= 0.010) >= 0.7, np.round(wall, 3)  # shared CI cores: most, not all
-    assert np.allclose(np.diff([r.t for r in rows]), 0.05, atol=1e-3)  # the driving clock has no gaps
+    assert forward and {r.action for r in rows} <= {"forward", IDLE}, sorted({r.action for r in rows})
+    held = [i for i, r in enumerate(rows) if r.action == "forward"]
+    assert held == list(range(held[0], held[-1] + 1)), [r.action for r in rows]  # one press: one unbroken run
+    # t is the measured driving time: it rises with the server's wall clock and never drifts from it;
+    # the wall clock never goes back (how close rows come to 50 ms apart is `vlnverse bench study`'s figure)
+    assert all(b.t > a.t for a, b in zip(rows, rows[1:]))
+    assert all(abs((b.t - a.t) - (b.wall_time - a.wall_time)) < 0.004 for a, b in zip(rows, rows[1:]))
+    assert all(b.wall_time >= a.wall_time for a, b in zip(rows, rows[1:]))
     end = rows[-1]
     moved = np.array([end.x - start.x, end.y - start.y])
     along = moved @ [math.cos(start.yaw), math.sin(start.yaw)]
     assert along > 0.2 or any(r.collided for r in forward), (moved, start.yaw)
+    too_fast = [(math.hypot(b.x - a.x, b.y - a.y), b.t - a.t) for a, b in zip(rows, rows[1:])
+                if math.hypot(b.x - a.x, b.y - a.y) > 0.5 * (b.t - a.t) + 0.01]
+    assert not too_fast, too_fast  # never faster than 0.5 m/s over the time that really passed
     free = [(a, b) for a, b in zip(rows, rows[1:]) if b.action == "forward" and not b.collided]
     assert len(free) > 10  # driving straight: no turning on the ticks without contact
     assert max(abs(math.remainder(b.yaw - a.yaw, math.tau)) for a, b in free) < math.radians(1)
@@ -106,11 +129,11 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     page.close()
     page = browser.new_page()
     _login(page, url, pid)
-    page.wait_for_selector("#modal-resume:not(.hidden)", timeout=20_000)
+    page.wait_for_selector("#modal-resume:not(.hidden)", timeout=120_000)
     page.screenshot(path=str(artifacts / "study_resume.png"))
     assert read_episode_end(store.folder(pid), eid) is None
     _start_driving(page)
-    _hold(page, "w", 0.5)
+    _hold(page, store, pid, eid, "w", "forward", 5)
     resumed = _csv(store, pid, eid)
     assert resumed[:len(logged)] == logged
     first_new = resumed[len(logged)]
@@ -143,12 +166,14 @@ def test_held_key_is_rate_limited_not_queued(browser, study):
         page.keyboard.down("w")
         page.wait_for_timeout(10)
     page.keyboard.up("w")
-    page.wait_for_timeout(400)
-    rows = _csv(store, pid, eid)
+    # stopped once the key was released: idle rows follow, and no queued forward row comes after them
+    released = _wait_rows(store, pid, eid, lambda r: r[-1].t > before.t and r[-1].action == IDLE
+                          and any(x.action == "forward" for x in r if x.t > before.t), "an idle row after the flood")
+    rows = _wait_rows(store, pid, eid, lambda r: len(r) >= len(released) + 10, "10 more rows")
+    assert all(r.action == IDLE for r in rows[len(released) - 1:]), [r.action for r in rows[len(released) - 1:]]
     after = rows[-1]
-    elapsed = sum(1 for r in rows if r.action == "forward") * 0.05
+    elapsed = sum(b.t - a.t for a, b in zip(rows, rows[1:]) if b.action == "forward")
     assert math.hypot(after.x - before.x, after.y - before.y) <= 0.5 * elapsed + 0.05
-    assert rows[-1].action == "idle" and rows[-2].action == "idle"  # stopped as soon as the key was released
     page.close()
 
 

@@ -111,5 +111,5 @@ def test_driver_closes_its_simulator_when_idle(tmp_path, study_episodes):
         time.sleep(0.05)
     assert events[0]["type"] == "ready" and frames and frames[0][:2] == b"\xff\xd8"  # a JPEG
     driver.pause()
-    driver.join(10)
+    driver.join(120)  # returns as soon as the thread ends (idle 0.5 s); the limit only ends a hang
     assert not driver.alive and driver._sim is None  # idle: thread ended, simulator closed

@@ -70,12 +70,12 @@ def test_viewer_page_steps_and_compares(browser, runs, artifacts):
         page.wait_for_selector(".vpanel")
         assert ep.episode_id in page.inner_text(".vpanel .p-title")
         assert "SR" in page.inner_text(".vpanel .p-metrics")
-        page.wait_for_function("document.querySelector('.vpanel .p-map').naturalWidth > 0", timeout=30_000)
+        page.wait_for_function("document.querySelector('.vpanel .p-map').naturalWidth > 0", timeout=120_000)
         page.click("#next")
         page.click("#next")
         assert page.inner_text("#step-label").startswith("step 2 /")
         assert "step=2" in page.get_attribute(".vpanel .p-map", "src")
-        page.wait_for_function("document.querySelector('.vpanel .p-view').naturalWidth > 0", timeout=30_000)
+        page.wait_for_function("document.querySelector('.vpanel .p-view').naturalWidth > 0", timeout=120_000)
         # the study session as the chosen run, compared with the agent (a run is never offered against itself)
         page.goto(f"{url}/run/1/P9/{ep.episode_id}")
         page.wait_for_selector(".vpanel")
@@ -85,16 +85,18 @@ def test_viewer_page_steps_and_compares(browser, runs, artifacts):
         first, second = page.locator(".vpanel").nth(0), page.locator(".vpanel").nth(1)
         assert "participant P9" in first.locator(".p-title").inner_text()
         page.wait_for_function("[...document.querySelectorAll('.vpanel .p-map')].every(i => i.naturalWidth > 0)",
-                               timeout=30_000)
-        page.click("#jump-off")  # the study path drives straight off the reference
-        page.wait_for_timeout(300)
+                               timeout=120_000)
         view = viewer.episode_view(1, f"P9/{ep.episode_id}")
         assert 40 <= view["left_reference_step"] <= 42  # 1 m at 25 mm a row
-        assert page.inner_text("#step-label").startswith(f"step {view['left_reference_step']} /")
+        off = view["left_reference_step"]
+        page.click("#jump-off")  # the study path drives straight off the reference
+        page.wait_for_function(f"document.getElementById('step-label').textContent.startsWith('step {off} /')",
+                               timeout=120_000)
         assert "this step" in first.locator(".p-off").inner_text()
+        # the maps of the new step render on the worker thread: wait until both panels show them
         page.wait_for_function(f"[...document.querySelectorAll('.vpanel .p-map')].every(i => i.complete && "
-                               f"i.naturalWidth > 0 && i.src.includes('step='))", timeout=30_000)
-        page.wait_for_timeout(1500)  # the maps of the new step render on the worker thread
+                               f"i.naturalWidth > 0) && /[?&]step={off}(&|$)/.test("
+                               f"document.querySelectorAll('.vpanel .p-map')[0].src)", timeout=120_000)
         page.screenshot(path=str(artifacts / "viewer_compare.png"), full_page=True)
         response = page.goto(url + "/run/5/missing-episode")
         assert response.status == 404 and "no run 5" in page.inner_text("main")

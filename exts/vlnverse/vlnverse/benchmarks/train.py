@@ -397,7 +397,7 @@ def run(args) -> dict:
     from vlnverse.learn.homes import check_disjoint_homes, held_out_scenes
     from vlnverse.tasks.episode import save_episodes
 
-    require_torch()
+    require_torch("vlnverse bench train", field=None)
     selected = _rows(args)  # a bad --policies fails before any work
     budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
     scale = min(1.0, budget / DEFAULT_BUDGET)

@@ -33,8 +33,12 @@ def code_version() -> str:
 
 
 def _register_gym_env() -> None:
-    import gymnasium
-
+    """Register ``vlnverse/VLN-v0`` with gymnasium when it is installed (importing the layer does
+    not need it; ``gym_env`` does)."""
+    try:
+        import gymnasium
+    except ModuleNotFoundError:
+        return
     if "vlnverse/VLN-v0" not in gymnasium.registry:
         gymnasium.register(id="vlnverse/VLN-v0", entry_point="vlnverse.learn.gym_env:VLNEnv")
 

@@ -27,13 +27,15 @@ from ..eval.agents import Agent, AgentState, register_agent
 from ..sim.types import DiscreteAction, WaypointAction
 
 
-def require_torch() -> None:
-    """Raise ``ConfigError`` when torch is not importable."""
+def require_torch(needed_by: str = "the policy agent", field: str | None = "agent.name") -> None:
+    """Raise ``ConfigError`` (one line: the package, the ``[learn]`` extra) when torch is not importable."""
+    from ..deps import install_hint
+
     try:
         import torch  # noqa: F401
     except ModuleNotFoundError:
-        raise ConfigError("the policy agent needs torch", field="agent.name",
-                          expected="pip install 'vlnverse[learn]' (torch==2.13.0)") from None
+        raise ConfigError(f"{needed_by} needs torch, which is not installed", field=field,
+                          expected=f"torch==2.13.0 and the [learn] extra: {install_hint('learn')}") from None
 
 
 @register_agent("policy")

@@ -105,7 +105,7 @@ def _checkpoint_convert(args: argparse.Namespace) -> int:
 
     from .agent import require_torch
 
-    require_torch()
+    require_torch("vlnverse checkpoint convert", field=None)
     from .checkpoint import convert_legacy
 
     out = convert_legacy(args.old, args.new, trust=args.trust, warn=lambda s: print(s, file=sys.stderr))
@@ -131,7 +131,7 @@ def _train(args: argparse.Namespace) -> int:
             overrides.append(f"{name}={getattr(args, name)}")
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)
     cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
-    require_torch()
+    require_torch("vlnverse train", field=None)
     from .trainer import run_training
 
     summary = run_training(cfg, progress=not args.no_progress)
@@ -148,7 +148,7 @@ def _waypoints_train(args: argparse.Namespace) -> int:
     for name in ("poses_per_scene", "val_poses_per_scene", "epochs", "batch_size", "image_size"):
         if getattr(args, name) <= 0:
             raise ConfigError(f"got {getattr(args, name)}", field=f"--{name.replace('_', '-')}", expected="a positive integer")
-    require_torch()
+    require_torch("vlnverse waypoints train", field=None)
     from .waypoints import WaypointTrainConfig, run_waypoint_training
 
     cfg = WaypointTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
@@ -165,7 +165,7 @@ def _waypoints_show(args: argparse.Namespace) -> int:
 
     from .agent import require_torch
 
-    require_torch()
+    require_torch("vlnverse waypoints show", field=None)
     from .waypoints import show_predictions
 
     result = show_predictions(args.predictor, args.scenes, args.out, n=args.n, seed=args.seed)
@@ -179,7 +179,7 @@ def _pretrain_encoder(args: argparse.Namespace) -> int:
 
     from .agent import require_torch
 
-    require_torch()
+    require_torch("vlnverse pretrain-encoder", field=None)
     from .encoder import EncoderTrainConfig, run_pretraining
 
     cfg = EncoderTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
