@@ -140,3 +140,19 @@ def test_mode_params_are_keyed_per_mode(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_eval_config(path)
     assert "mode_params.displacement_threshold" in str(err.value) and str(path) in str(err.value)
+
+
+def test_every_shipped_eval_config_validates_in_a_fresh_interpreter():
+    """The graph-mode configs name the ``viewpoints`` backend, which the evaluation layer registers
+    itself: validating a shipped config must not depend on which modules happened to be imported."""
+    import subprocess
+    import sys
+
+    from vlnverse.paths import resource_dir
+
+    code = ("import sys\nfrom pathlib import Path\nfrom vlnverse.eval.config import load_eval_config\n"
+            "for p in sorted(Path(sys.argv[1]).glob('*.yaml')):\n    if p.name == 'quickstart.yaml':\n        continue  # the quickstart's own format\n    load_eval_config(p).validate()\n    print(p.name)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(resource_dir("tasks") / "eval")], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "mllm_navgpt_graph.yaml" in out.stdout.split()

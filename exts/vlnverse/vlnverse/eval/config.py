@@ -218,6 +218,8 @@ class EvalConfig:
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
         from ..sim.api import BACKENDS, check_backend
 
+        register_eval_backends()
+
         require(self.backend == "auto" or self.backend in BACKENDS, "backend", f"got {self.backend!r}",
                 f"auto or one of {BACKENDS.names()}")
         check_backend(self.backend)  # e.g. backend: isaac without Isaac Sim fails here, before any episode
@@ -263,3 +265,12 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     except ConfigError as exc:
         raise ConfigError(exc.problem, file=path, field=exc.field, expected=exc.expected) from None
     return load_config(EvalConfig, path, overrides)
+
+
+def register_eval_backends() -> None:
+    """Backends the evaluation layer adds to the simulator's registry, by import path (nothing is
+    imported until one is made): ``viewpoints``, the simulator-free cached views of graph mode."""
+    from ..sim.api import BACKENDS
+
+    if "viewpoints" not in BACKENDS:
+        BACKENDS.register("viewpoints")("vlnverse.eval.mllm.cache:ViewpointSimulator")

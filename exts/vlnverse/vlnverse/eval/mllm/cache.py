@@ -11,7 +11,7 @@ per viewpoint::
 ``views.npy`` is the raw array of every viewpoint's views, memory-mapped when read (no PNG
 decoding per step); the PNGs stay for people and for caches built before it existed.
 
-The ``viewpoints`` simulator backend (registered here in ``vlnverse.sim.BACKENDS``) then serves
+The ``viewpoints`` simulator backend (registered in ``vlnverse.sim.BACKENDS`` by ``eval.config.register_eval_backends``) then serves
 graph-mode evaluation from disk with no physics and no rendering: ``backend: viewpoints`` in an
 eval config; its observations are ``views_rgb`` (4, H, W, 3) and ``pose``. The root is
 ``VLNVERSE_VIEW_CACHE`` or ``<VLNVERSE_CACHE>/views``.
@@ -28,7 +28,8 @@ import numpy as np
 
 from ...core.errors import ConfigError
 from ...core.io import write_json_atomic
-from ...sim.api import BACKENDS, ControlConfig, Simulator
+from ..config import register_eval_backends
+from ...sim.api import ControlConfig, Simulator
 from ...sim.types import ActionResult, AgentPose, InvalidActionError
 
 CACHE_VERSION = 1
@@ -302,5 +303,4 @@ class ViewpointSimulator(Simulator):
         """Nothing to release."""
 
 
-if "viewpoints" not in BACKENDS:
-    BACKENDS.register("viewpoints")("vlnverse.eval.mllm.cache:ViewpointSimulator")
+register_eval_backends()
