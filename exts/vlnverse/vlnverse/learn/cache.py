@@ -40,6 +40,18 @@ def cache_root(base: str | Path | None) -> Path:
     return Path(base) if base else cache_dir() / "learn"
 
 
+def keyed_store(base_dir: str | Path | None, namespace: str, key: dict) -> tuple[Path, StepStore, str | None]:
+    """The step store of ``key`` under ``<cache root>/<namespace>/<hash of key>`` and why it cannot be
+    reused (``None``: complete and made for this key)."""
+    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+    root = cache_root(base_dir) / namespace / name
+    store = StepStore(root)
+    problem = store.check() if root.exists() else "missing"
+    if problem is None and store.manifest.get("key") != key:
+        problem = "its key does not match"
+    return root, store, problem
+
+
 def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
                   base_dir: str | Path | None = None, chunk_frames: int = 512,
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
@@ -58,12 +70,7 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     render = resolve_render_path(render, collision_mode, teacher, sensors)
     key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
                     teacher=teacher, render=render)
-    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    root = cache_root(base_dir) / "obs" / name
-    store = StepStore(root)
-    problem = store.check() if root.exists() else "missing"
-    if problem is None and store.manifest.get("key") != key:
-        problem = "its key does not match"
+    root, store, problem = keyed_store(base_dir, "obs", key)
     if problem is None:
         stats = {"status": "reused", "path": str(root), "frames": store.num_steps, "episodes": len(store),
                  "bytes": store.size_bytes()}

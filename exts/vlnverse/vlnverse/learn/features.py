@@ -74,15 +74,10 @@ def feature_store(obs: StepStore, policy: Any, *, base_dir: str | Path | None = 
     """The feature store of ``obs`` for ``policy``'s frozen trunks (built when missing or stale);
     returns it and its stats (``status``: reused / built / rebuilt, ``steps``, ``bytes``,
     ``steps_per_s`` when built)."""
-    from .cache import cache_root
+    from .cache import keyed_store
 
     key = feature_key(obs, policy)
-    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    root = cache_root(base_dir) / "features" / name
-    store = StepStore(root)
-    problem = store.check() if root.exists() else "missing"
-    if problem is None and store.manifest.get("key") != key:
-        problem = "its key does not match"
+    root, store, problem = keyed_store(base_dir, "features", key)
     if problem is None:
         stats = {"status": "reused", "path": str(root), "steps": store.num_steps, "bytes": store.size_bytes()}
         report(f"feature cache: reusing {root} ({stats['steps']} steps, {stats['bytes'] / 1e6:.1f} MB)")
