@@ -27,7 +27,7 @@ PACKAGE = Path(vlnverse.__file__).parent
 
 #: Top-level units by layer, lowest first (see the module docstring).
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
-    "__init__ core", "scenes", "sim", "tasks", "eval", "learn study", "benchmarks kit cli",
+    "__init__ core deps", "scenes", "sim", "tasks", "eval", "learn study", "benchmarks kit cli",
     "extension __main__", "kit_tests"))
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
