@@ -125,7 +125,9 @@ def test_experimenter_page_shows_progress_and_ends_and_resumes_a_session(browser
     assert "experimenter has paused your session" in pages["B2"].inner_text("#message-text")
     boss.wait_for_function("document.querySelector(\"tr[data-participant='B2'] td.state\")?.textContent === 'ended by you'",
                            timeout=20_000)
-    assert row("B2").locator("td").nth(1).inner_text() == "no"
+    boss.wait_for_function(  # the closed connection reaches the page after the state: wait for it
+        "document.querySelector(\"tr[data-participant='B2']\")?.querySelectorAll('td')[1]?.textContent === 'no'",
+        timeout=60_000)
     again = browser.new_page()
     again.goto(url)
     again.fill("#pid", "B2")
