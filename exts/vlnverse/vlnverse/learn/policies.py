@@ -9,6 +9,12 @@ action (embedding of 7 ids: 0 = episode start, 1 + action), and score the six VL
   (bidirectional LSTM outputs); that text context attends over the RGB and depth spatial
   features; a second GRU over all of them gives the action logits (cross-modal attention).
 
+Progress monitor (Ma et al. 2019, VLN-CE's CMA auxiliary loss): with ``progress_weight`` λ > 0 a
+head on the same features predicts the episode's progress p̂ = sigmoid(·) ∈ [0, 1]; its target at
+step t of an n-step teacher episode is (t + 1) / n (1 at the teacher's STOP); the loss adds
+λ · mean (p̂ − p)² over valid steps. ``stop_threshold`` τ (needs the head) makes the agent's STOP
+the head's decision: STOP when p̂ ≥ τ, else the best non-STOP action (the STOP logit is not used).
+
 Visual encoders are small CNNs trained from scratch by default. ``rgb_encoder: {type: resnet18,
 weights: PATH}`` uses a torchvision ResNet (weights loaded from a local file only); ``weights`` on
 the CNN encoders and ``instruction_encoder.embeddings`` (a GloVe-format text file) load local
@@ -127,8 +133,19 @@ class VLNPolicy(nn.Module):
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
                  action_embedding_size: int = 32, instruction_encoder: dict | None = None,
-                 rgb_encoder: dict | None = None, depth_encoder: dict | None = None, max_depth: float = 10.0):
+                 rgb_encoder: dict | None = None, depth_encoder: dict | None = None, max_depth: float = 10.0,
+                 progress_weight: float = 0.0, stop_threshold: float | None = None):
         super().__init__()
+        if not (isinstance(progress_weight, (int, float)) and math.isfinite(progress_weight) and progress_weight >= 0):
+            raise ConfigError(f"progress_weight {progress_weight!r}", field="policy.params.progress_weight",
+                              expected="a number >= 0 (0: no progress monitor)")
+        if stop_threshold is not None and not (isinstance(stop_threshold, (int, float)) and 0 < stop_threshold <= 1
+                                               and progress_weight > 0):
+            raise ConfigError(f"stop_threshold {stop_threshold!r} with progress_weight {progress_weight!r}",
+                              field="policy.params.stop_threshold",
+                              expected="null, or a number in (0, 1] with progress_weight > 0 (the progress head decides STOP)")
+        self.progress_weight = float(progress_weight)
+        self.stop_threshold = None if stop_threshold is None else float(stop_threshold)
         self.notes: list[str] = []
         self.vocab = vocab
         self.sensors = sensors
@@ -181,25 +198,61 @@ class VLNPolicy(nn.Module):
 
     num_layers = 1
 
-    def step(self, instruction: tuple, visual: dict, prev_action: torch.Tensor, hidden: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step: (logits (B, 6), new hidden)."""
+    def features(self, instruction: tuple, visual: dict, prev_action: torch.Tensor, hidden: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of the recurrence: (features (B, feature_size) read by the heads, new hidden)."""
         raise NotImplementedError
 
-    def forward_sequence(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
-                         ) -> torch.Tensor:
-        """Logits (B, T, 6) for padded episodes: frames (B, T, ...), previous-action ids (B, T)."""
+    def _make_heads(self, feature_size: int) -> None:
+        self.head = nn.Linear(feature_size, NUM_ACTIONS)
+        self.progress_head = nn.Linear(feature_size, 1) if self.progress_weight > 0 else None
+
+    def step(self, instruction: tuple, visual: dict, prev_action: torch.Tensor, hidden: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: (logits (B, 6), new hidden). In eval mode with ``stop_threshold`` the progress
+        head decides STOP (logits: +inf for STOP when p̂ >= τ, else -inf)."""
+        feats, hidden = self.features(instruction, visual, prev_action, hidden)
+        logits = self.head(feats)
+        if self.stop_threshold is not None and not self.training:
+            stop = torch.sigmoid(self.progress_head(feats))[:, 0] >= self.stop_threshold
+            logits = logits.clone()
+            logits[:, 0] = torch.where(stop, torch.tensor(float("inf")), torch.tensor(float("-inf")))
+        return logits, hidden
+
+    def sequence_outputs(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
+                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits (B, T, 6), progress p̂ (B, T) or None) for padded episodes: frames (B, T, ...),
+        previous-action ids (B, T)."""
         b, t = prev_actions.shape
         instruction = self.instruction(tokens)
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
         visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
         hidden = self.initial_state(b, prev_actions.device)
-        logits = []
+        feats = []
         for i in range(t):
             step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
-            out, hidden = self.step(instruction, step_visual, prev_actions[:, i], hidden)
-            logits.append(out)
-        return torch.stack(logits, dim=1)
+            out, hidden = self.features(instruction, step_visual, prev_actions[:, i], hidden)
+            feats.append(out)
+        f = torch.stack(feats, dim=1)
+        progress = torch.sigmoid(self.progress_head(f))[..., 0] if self.progress_head is not None else None
+        return self.head(f), progress
+
+    def forward_sequence(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
+                         ) -> torch.Tensor:
+        """Logits (B, T, 6) for padded episodes (see ``sequence_outputs``)."""
+        return self.sequence_outputs(tokens, frames, prev_actions)[0]
+
+    def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        """(weighted cross-entropy + λ · progress MSE, correctly predicted valid steps)."""
+        logits, progress = self.sequence_outputs(batch["tokens"], batch["frames"], batch["prev"])
+        loss = sequence_loss(logits, batch["labels"], batch["weights"])
+        valid = batch["weights"] > 0
+        if progress is not None:
+            lengths = valid.sum(1, keepdim=True).clamp(min=1).float()
+            target = torch.arange(1, valid.shape[1] + 1, device=valid.device).float()[None] / lengths
+            loss = loss + self.progress_weight * ((progress - target) ** 2)[valid].mean()
+        correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
+        return loss, correct
 
     def _visual_globals(self, visual: dict) -> list[torch.Tensor]:
         return [visual[k][1] for k in ("rgb", "depth") if k in visual]
@@ -215,13 +268,13 @@ class Seq2SeqPolicy(VLNPolicy):
         super().__init__(vocab, sensors, **params)
         in_dim = self.instruction.out_dim + self.visual_dim + self.prev_action.embedding_dim
         self.gru = nn.GRUCell(in_dim, self.hidden_size)
-        self.head = nn.Linear(self.hidden_size, NUM_ACTIONS)
+        self._make_heads(self.hidden_size)
 
-    def step(self, instruction, visual, prev_action, hidden):
-        """See ``VLNPolicy.step``."""
+    def features(self, instruction, visual, prev_action, hidden):
+        """See ``VLNPolicy.features``: the GRU state."""
         x = torch.cat([instruction[2], *self._visual_globals(visual), self.prev_action(prev_action)], dim=1)
         h = self.gru(x, hidden[:, 0])
-        return self.head(h), h.unsqueeze(1)
+        return h, h.unsqueeze(1)
 
 
 def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
@@ -257,10 +310,10 @@ class CMAPolicy(VLNPolicy):
                 self.visual_query[key] = nn.Linear(text, a)
                 attended += enc.spatial_channels
         self.second_gru = nn.GRUCell(h + text + attended + act, h)
-        self.head = nn.Linear(h + text, NUM_ACTIONS)
+        self._make_heads(h + text)
 
-    def step(self, instruction, visual, prev_action, hidden):
-        """See ``VLNPolicy.step``."""
+    def features(self, instruction, visual, prev_action, hidden):
+        """See ``VLNPolicy.features``: [second GRU state, attended instruction]."""
         ctx, mask, _ = instruction
         prev = self.prev_action(prev_action)
         h1 = self.state_gru(torch.cat([*self._visual_globals(visual), prev], dim=1), hidden[:, 0])
@@ -272,7 +325,14 @@ class CMAPolicy(VLNPolicy):
                 keys = self.visual_keys[key](spatial).transpose(1, 2)
                 attended.append(_attend(self.visual_query[key](text), keys, spatial.transpose(1, 2)))
         h2 = self.second_gru(torch.cat([h1, text, *attended, prev], dim=1), hidden[:, 1])
-        return self.head(torch.cat([h2, text], dim=1)), torch.stack([h1, h2], dim=1)
+        return torch.cat([h2, text], dim=1), torch.stack([h1, h2], dim=1)
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1)
+    return (ce * w).sum() / w.sum().clamp(min=1e-8)
 
 
 def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: list[dict[str, Any]]) -> VLNPolicy:

@@ -24,7 +24,6 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
@@ -166,13 +165,6 @@ class EpisodeBatches:
         return {"extras": extras, "tokens": torch.from_numpy(tokens).to(device), "frames": frames, "prev": torch.from_numpy(prev).to(device),
                 "labels": torch.from_numpy(labels).to(device), "weights": torch.from_numpy(weights).to(device),
                 "steps": int(sum(e["length"] for e in eps))}
-
-
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
-    w = weights.reshape(-1)
-    return (ce * w).sum() / w.sum().clamp(min=1e-8)
 
 
 # -------------------------------------------------------------------------------------------- episodes
@@ -372,11 +364,7 @@ class Trainer:
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
-                    if hasattr(self.policy, "imitation_loss"):  # policies with their own objective (RDP)
-                        loss, correct = self.policy.imitation_loss(batch)
-                    else:
-                        logits = self.policy.forward_sequence(batch["tokens"], batch["frames"], batch["prev"])
-                        loss = sequence_loss(logits, batch["labels"], batch["weights"])
+                    loss, correct = self.policy.imitation_loss(batch)
                     if not torch.isfinite(loss):
                         raise TrainingError(
                             f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "
@@ -391,8 +379,6 @@ class Trainer:
                     unvalidated += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
-                    if not hasattr(self.policy, "imitation_loss"):
-                        correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
                     steps = float(valid.sum())
                     samples += int(steps)
                     seconds += dt
