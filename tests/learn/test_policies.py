@@ -87,3 +87,42 @@ def test_policy_agent_names_the_expected_sensor_rig():
         agent.propose({"rgb": good["rgb"]})
     with pytest.raises(ConfigError, match="exactly one of checkpoint / policy"):
         PolicyAgent()
+
+
+@pytest.mark.parametrize("name", ["seq2seq", "cma"])
+def test_progress_monitor_loss_targets_and_progress_decided_stop(name):
+    """The progress head's target at step t of an n-step episode is (t + 1) / n (padding ignored);
+    with stop_threshold the head alone decides STOP in eval mode."""
+    import torch
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.policies import build_policy, sequence_loss
+
+    torch.manual_seed(0)
+    policy = build_policy(name, {"hidden_size": 32, "progress_weight": 2.0}, _vocab(), SENSORS)
+    frames = {"rgb": torch.randint(0, 255, (2, 4, 16, 16, 3), dtype=torch.uint8),
+              "depth": (torch.rand(2, 4, 16, 16) * 5).half()}
+    batch = {"tokens": torch.tensor([[2, 3, 4, 0], [5, 6, 1, 7]]), "frames": frames,
+             "prev": torch.tensor([[0, 2, 2, 1], [0, 1, 1, 0]]), "labels": torch.tensor([[1, 1, 2, 0], [1, 0, 0, 0]]),
+             "weights": torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 0.0, 0.0]])}  # lengths 4 and 2
+    loss, correct = policy.imitation_loss(batch)
+    logits, progress = policy.sequence_outputs(batch["tokens"], frames, batch["prev"])
+    target = torch.tensor([[0.25, 0.5, 0.75, 1.0], [0.5, 1.0, 0.0, 0.0]])
+    valid = batch["weights"] > 0
+    expected = sequence_loss(logits, batch["labels"], batch["weights"]) + 2.0 * ((progress - target)[valid] ** 2).mean()
+    assert torch.allclose(loss, expected, atol=1e-6)
+    assert correct == float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
+    # the head decides STOP: bias it to p̂ = sigmoid(+-20)
+    policy = build_policy(name, {"hidden_size": 32, "progress_weight": 1.0, "stop_threshold": 0.5}, _vocab(), SENSORS).eval()
+    instruction = policy.instruction(batch["tokens"])
+    visual = policy.encode_frames({k: v[:, 0] for k, v in frames.items()})
+    with torch.no_grad():
+        for bias, stops in ((20.0, True), (-20.0, False)):
+            policy.progress_head.weight.zero_()
+            policy.progress_head.bias.fill_(bias)
+            logits, _ = policy.step(instruction, visual, batch["prev"][:, 0], policy.initial_state(2))
+            assert bool((logits.argmax(-1) == 0).all()) is stops
+    with pytest.raises(ConfigError, match="stop_threshold"):
+        build_policy(name, {"stop_threshold": 0.9}, _vocab(), SENSORS)  # no progress head to decide
+    with pytest.raises(ConfigError, match="progress_weight"):
+        build_policy(name, {"progress_weight": -1}, _vocab(), SENSORS)
