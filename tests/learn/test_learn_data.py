@@ -42,6 +42,33 @@ def test_step_store_writes_chunks_and_reads_them_memory_mapped(tmp_path):
     assert len(StepStore(tmp_path / "s")) == 2 and StepStore(tmp_path / "s").check() is None
 
 
+def test_every_instruction_of_a_path_is_one_training_item(tmp_path):
+    """With ``instructions`` each (episode, instruction) pair is an item: the same frames and
+    labels, each instruction's tokens; without it the stored (first) instruction only."""
+    from vlnverse.learn.store import StepStore
+    from vlnverse.learn.trainer import EpisodeBatches
+    from vlnverse.learn.vocab import Vocabulary
+
+    layout = [{"name": "depth", "kind": "depth", "shape": [2, 2]}]
+    store = StepStore.create(tmp_path / "s", key={"k": 1}, sensors=layout, chunk_frames=8)
+    for e, n in enumerate((3, 2)):
+        store.add_episode(f"ep{e}", f"first {e}", [{"depth": np.full((2, 2), e + t, np.float32), "label": t % 3,
+                                                    "executed": 1, "pose": np.zeros(3)} for t in range(n)])
+    store.close()
+    store = StepStore(tmp_path / "s")
+    texts = {"ep0": ["go left", "walk to the sofa", "turn around"], "ep1": ["stop"]}
+    vocab = Vocabulary.build([t for ts in texts.values() for t in ts] + ["first 0", "first 1"])
+    every = EpisodeBatches([store], vocab, 6, layout, texts)
+    assert len(every) == 4 and len(EpisodeBatches([store], vocab, 6, layout)) == 2
+    b = every.batch(np.arange(4), 1.0, "cpu")
+    assert [list(map(int, row[:3])) for row in b["tokens"]] == [list(vocab.encode(t, 6)[:3]) for t in
+                                                                ("go left", "walk to the sofa", "turn around", "stop")]
+    assert b["labels"][:3].tolist() == [[0, 1, 2]] * 3 and b["labels"][3].tolist() == [0, 1, 0]
+    assert float(b["frames"]["depth"][1, 2, 0, 0]) == float(b["frames"]["depth"][2, 2, 0, 0]) == 2.0
+    first = EpisodeBatches([store], vocab, 6, layout).batch(np.arange(2), 1.0, "cpu")
+    assert list(map(int, first["tokens"][1][:2])) == list(vocab.encode("first 1", 6)[:2])
+
+
 def _settings(ctx):
     from vlnverse.eval.runner import RunSettings
 

@@ -82,6 +82,8 @@ class ILConfig:
     #: wall-clock budget of one training phase in seconds (null: none); training stops at the
     #: first batch past it, saving the checkpoint and data position
     max_seconds: float | None = None
+    #: train on every instruction of a path (one item per instruction, as R2R), not the first only
+    all_instructions: bool = False
 
     def validate(self) -> None:
         """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""

@@ -121,11 +121,17 @@ def inflection_coefficient(stores: list[StepStore]) -> float:
 
 
 class EpisodeBatches:
-    """Padded batches of whole episodes from one or more stores, in a seeded order per epoch."""
+    """Padded batches of whole episodes from one or more stores, in a seeded order per epoch.
 
-    def __init__(self, stores: list[StepStore], vocab: Vocabulary, max_length: int, sensors: list[dict[str, Any]]):
+    ``instructions`` (episode id → its instruction texts) makes every (episode, instruction) pair
+    one item, as R2R trains on each of a path's instructions: the frames and teacher labels depend
+    on the path only, so the other instructions cost no rendering."""
+
+    def __init__(self, stores: list[StepStore], vocab: Vocabulary, max_length: int, sensors: list[dict[str, Any]],
+                 instructions: dict[str, list[str]] | None = None):
         self.stores, self.vocab, self.max_length, self.sensors = stores, vocab, max_length, sensors
-        self.items = [(s, i) for s in stores for i in range(len(s))]
+        self.items = [(s, i, text) for s in stores for i in range(len(s))
+                      for text in ((instructions or {}).get(s.episodes[i]["episode_id"]) or [None])]
         if not self.items:
             raise TrainingError("no training steps: the episode stores are empty")
 
@@ -138,7 +144,12 @@ class EpisodeBatches:
 
     def batch(self, indices: np.ndarray, coef: float, device: Any) -> dict[str, Any]:
         """Tensors of a batch: tokens (B, L), frames (B, T, ...), prev (B, T), labels, weights, mask."""
-        eps = [self.items[i][0].episode(self.items[i][1]) for i in indices]
+        eps = []
+        for i in indices:
+            store, k, text = self.items[i]
+            eps.append(store.episode(k))
+            if text is not None:
+                eps[-1]["instruction"] = text
         t = max(e["length"] for e in eps)
         b = len(eps)
         frames = {}
@@ -517,7 +528,8 @@ class Trainer:
     def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         store = self._teacher_store(train)
-        vocab = Vocabulary.build(e.instruction_text for e in train)
+        texts = {e.episode_id: [i.text for i in e.instructions] or [e.instruction_text] for e in train}
+        vocab = Vocabulary.build(t for ts in texts.values() for t in ts)
         data = self._build_or_resume(vocab, None)
         start = (0, 0)
         if data is not None:
@@ -532,9 +544,11 @@ class Trainer:
                 store, self.policy, base_dir=cfg.cache.dir, device=self.device, chunk_frames=cfg.cache.chunk_frames,
                 report=self.report)
             layout = data_store.manifest["sensors"]
-        batches = EpisodeBatches([data_store], self.policy.vocab, cfg.max_instruction_length, layout)
+        batches = EpisodeBatches([data_store], self.policy.vocab, cfg.max_instruction_length, layout,
+                                 texts if cfg.il.all_instructions else None)
         weighted = self.policy.uses_step_weights
-        self.report(f"IL: {len(batches)} episodes, {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
+        self.report(f"IL: {len(batches)} episodes" + (f" (every instruction of {len(store)} paths)" if cfg.il.all_instructions
+                                                       else "") + f", {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}"
                     + (", from cached features" if data_store is not store else ""))
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
