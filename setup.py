@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "exts" / "vlnverse" / "config" / "extension.toml"
 #: Resource folder at the repository root → its package inside the wheel, and the files it ships.
 RESOURCES = {"robots": ["*.yaml"], "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "textures/*.png"],
-             "tasks": ["*.yaml", "*/*.yaml"]}
+             "tasks": ["*.yaml", "*/*.yaml", "train/*.pt"]}
 
 
 def read_manifest() -> dict:

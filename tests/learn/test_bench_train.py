@@ -12,7 +12,7 @@ def test_every_row_builds_its_policy_on_the_bench_rig():
 
     rig = [{"name": s["name"], "kind": s["kind"], "shape": [s["height"], s["width"], 3] if s["kind"] == "rgb"
             else [s["height"], s["width"]]} for s in SENSORS]
-    assert [r["name"] for r in POLICY_ROWS] == ["cma", "rdp", "vlnbert"]
+    assert [r["name"] for r in POLICY_ROWS] == ["seq2seq", "cma", "rdp", "vlnbert"]
     for row in POLICY_ROWS:
         params = dict(row["params"])
         if row.get("waypoint_predictor"):  # the bench trains one first; an untrained one of default size here
@@ -25,8 +25,9 @@ def test_policies_flag_picks_rows_and_rejects_unknown_names():
     from vlnverse.benchmarks.train import _rows
     from vlnverse.core.errors import ConfigError
 
-    assert [r["name"] for r in _rows(SimpleNamespace(policies=None))] == ["cma", "rdp", "vlnbert"]
+    assert [r["name"] for r in _rows(SimpleNamespace(policies=None))] == ["seq2seq", "cma", "rdp", "vlnbert"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="rdp, cma"))] == ["cma", "rdp"]  # table order
+    assert [r["name"] for r in _rows(SimpleNamespace(policies="cma,seq2seq"))] == ["seq2seq", "cma"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="rdp"))] == ["rdp"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="vlnbert,rdp"))] == ["rdp", "vlnbert"]
     with pytest.raises(ConfigError, match="--policies.*seq2sq"):

@@ -17,8 +17,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="also write the JSON to this file")
     p.add_argument("--budget", type=float, default=None, help="CPU budget in seconds, for benchmarks that take one "
-                                                             "(train: default 1200 per policy row)")
-    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: cma,rdp,vlnbert)")
+                                                             "(train: an optional cap per policy row)")
+    p.add_argument("--epochs", type=int, default=None, help="train: IL epochs per policy row (default 15; the DAgger "
+                                                           "round retrains for a fifth of them)")
+    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert)")
     p.add_argument("--train-homes", type=int, default=None,
                    help="train: train on N procedurally generated homes (made on demand, reused) instead of the shipped train scenes")
     p.add_argument("--episodes-per-home", type=int, default=None, help="train: episodes per generated home (default 10)")
@@ -27,6 +29,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--test-episodes", type=int, default=None, help="train: episodes per test scene (default: --eval-episodes)")
     p.add_argument("--val-seen-episodes", type=int, default=None,
                    help="train: with --train-homes, val_seen episodes kept of the homes' held-out ones (default 40)")
+    p.add_argument("--encoder", choices=("pretrained", "cnn"), default="pretrained",
+                   help="train: the rows' visual encoder: one pretrained on renders of the training homes, frozen "
+                        "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--workers", type=int, default=None,

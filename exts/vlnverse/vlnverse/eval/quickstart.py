@@ -86,8 +86,15 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
         episode_dirs[task] = folder
     # 2. every combination as one resumable eval run
     runs, rows = [], []
+    agents = []
+    for agent in qs.agents:
+        missing = _missing_requirement(agent)
+        if missing:
+            print(f"quickstart: skipping agent '{agent.name}': {missing}")
+        else:
+            agents.append(agent)
     for task in qs.tasks:
-        for agent in qs.agents:
+        for agent in agents:
             for mode in qs.collision_modes:
                 name = f"{task}__{agent.name}__{mode}"
                 cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_dirs[task])),
@@ -108,6 +115,15 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
         print_table(rows, title="vlnverse quickstart")
         print(f"wrote {out / 'summary.json'} and {out / 'report.html'}")
     return combined
+
+
+def _missing_requirement(agent: NamedSpec) -> str | None:
+    """Why ``agent`` cannot run in this environment (a learned policy needs torch), else None."""
+    import importlib.util
+
+    if agent.name == "policy" and importlib.util.find_spec("torch") is None:
+        return "the learned policy needs torch (python3 -m pip install torch==2.13.0 -e '.[learn]')"
+    return None
 
 
 def _load_records(run_dir: Path) -> list[dict]:

@@ -40,7 +40,8 @@ def require_torch(needed_by: str = "the policy agent", field: str | None = "agen
 
 @register_agent("policy")
 class PolicyAgent(Agent):
-    """Wraps a ``VLNPolicy``: from ``checkpoint`` (a path), or an in-memory ``policy`` object."""
+    """Wraps a ``VLNPolicy``: from ``checkpoint`` (a path, or a shipped checkpoint's name such as
+    ``cma_fine_grained``), or an in-memory ``policy`` object."""
 
     def __init__(self, *, checkpoint: str | None = None, policy: Any = None, device: str = "cpu",
                  sample: bool = False, **kwargs: Any):
@@ -48,7 +49,7 @@ class PolicyAgent(Agent):
         require_torch()
         import torch
 
-        from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device
+        from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_checkpoint, resolve_device
 
         if (checkpoint is None) == (policy is None):
             raise ConfigError("give exactly one of checkpoint / policy", field="agent.params.checkpoint",
@@ -57,6 +58,7 @@ class PolicyAgent(Agent):
         #: the training config's cameras (field of view, depth range), when known
         self.train_sensors: list | None = None
         if checkpoint is not None:
+            checkpoint = str(resolve_checkpoint(checkpoint))
             data = read_checkpoint(checkpoint)
             policy = policy_from_checkpoint(data, path=checkpoint, device=self.device)
             self.train_sensors = list((data.get("config") or {}).get("sensors") or [])

@@ -43,6 +43,25 @@ def save_checkpoint(path: str | Path, policy: Any, *, config: dict[str, Any], ex
     return write_checkpoint_dict(path, checkpoint_dict(policy, config=config, extra=extra))
 
 
+def shipped_checkpoints() -> dict[str, Path]:
+    """The checkpoints shipped beside their training recipes: ``tasks/train/<name>.pt`` by name."""
+    from ..paths import tasks_dir
+
+    return {p.stem: p for p in sorted((tasks_dir() / "train").glob("*.pt"))}
+
+
+def resolve_checkpoint(checkpoint: str | Path) -> Path:
+    """A checkpoint path as given, or the name of a shipped checkpoint (``cma_fine_grained``)."""
+    path = Path(checkpoint)
+    if path.exists() or path.suffix or len(path.parts) > 1:
+        return path
+    shipped = shipped_checkpoints()
+    if str(checkpoint) in shipped:
+        return shipped[str(checkpoint)]
+    raise ConfigError(f"no file or shipped checkpoint '{checkpoint}'", field="agent.params.checkpoint",
+                      expected=f"a checkpoint file or one of the shipped {sorted(shipped)}")
+
+
 def read_checkpoint(path: str | Path, *, expected_policy: str | None = None) -> dict[str, Any]:
     """A checkpoint's dict (plus ``tensors_sha256``); a missing, pickled, corrupt, tampered or
     newer-format file, or one of another policy type, is a one-line ``ConfigError``."""
