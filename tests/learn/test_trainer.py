@@ -168,15 +168,15 @@ def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tm
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 
-    from vlnverse.learn import trainer as T
+    from vlnverse.learn import policies as P, trainer as T
 
-    original, calls = T.sequence_loss, {"n": 0}
+    original, calls = P.sequence_loss, {"n": 0}
 
     def poisoned(*a):
         calls["n"] += 1
         return original(*a) * (float("nan") if calls["n"] == 3 else 1.0)
 
-    monkeypatch.setattr(T, "sequence_loss", poisoned)
+    monkeypatch.setattr(P, "sequence_loss", poisoned)
     cfg = small_config(tmp_path / "nan", episodes_file, policy="seq2seq", **{**TINY, "val": {}})
     with pytest.raises(T.TrainingError, match=r"loss is nan at epoch 2 batch 1.*last good checkpoint is kept"):
         _train(cfg, corridor)

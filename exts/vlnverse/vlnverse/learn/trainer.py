@@ -24,13 +24,12 @@ from typing import Any, Callable
 
 import numpy as np
 import torch
-from torch.nn import functional as F
 
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
-from .policies import build_policy
+from .policies import build_policy, sequence_loss  # noqa: F401 (sequence_loss re-exported)
 from .store import StepStore, sensor_layout, truncate_store
 from .vocab import Vocabulary
 
@@ -168,13 +167,6 @@ class EpisodeBatches:
                 "steps": int(sum(e["length"] for e in eps))}
 
 
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
-    w = weights.reshape(-1)
-    return (ce * w).sum() / w.sum().clamp(min=1e-8)
-
-
 # -------------------------------------------------------------------------------------------- episodes
 
 
@@ -253,7 +245,8 @@ class Trainer:
                                         collision_mode=cfg.collision_mode, mode_params=cfg.mode_params,
                                         sensors=list(cfg.sensors), body=cfg.body, max_steps=cfg.max_steps,
                                         success_distance=cfg.success_distance, seed=cfg.seed, backend=cfg.backend,
-                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False))
+                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False),
+                                        plugins=list(cfg.plugins))
         self.settings = resolve_settings(self.eval_template)
         self.sensor_specs = cfg.sensor_specs()
         self.layout = sensor_layout(self.sensor_specs)
@@ -306,12 +299,11 @@ class Trainer:
             "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
 
     def teacher_spec(self) -> Any:
-        """The configured policy's teacher (``POLICIES`` class ``teacher_spec(params)``), or None
-        for the discrete oracle teacher of Seq2Seq / CMA."""
+        """The configured policy's teacher (``VLNPolicy.teacher_spec(params)``), or None for the
+        discrete oracle teacher of Seq2Seq / CMA."""
         from .policies import POLICIES
 
-        make = getattr(POLICIES.get(self.cfg.policy.name), "teacher_spec", None)
-        return make(dict(self.cfg.policy.params or {})) if make is not None else None
+        return POLICIES.get(self.cfg.policy.name).teacher_spec(dict(self.cfg.policy.params or {}))
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
@@ -372,11 +364,7 @@ class Trainer:
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
-                    if hasattr(self.policy, "imitation_loss"):  # policies with their own objective (RDP)
-                        loss, correct = self.policy.imitation_loss(batch)
-                    else:
-                        logits = self.policy.forward_sequence(batch["tokens"], batch["frames"], batch["prev"])
-                        loss = sequence_loss(logits, batch["labels"], batch["weights"])
+                    loss, correct = self.policy.imitation_loss(batch)  # the policy's own objective
                     if not torch.isfinite(loss):
                         raise TrainingError(
                             f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "
@@ -391,8 +379,6 @@ class Trainer:
                     unvalidated += 1
                     dt = time.perf_counter() - t0
                     valid = batch["weights"] > 0
-                    if not hasattr(self.policy, "imitation_loss"):
-                        correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
                     steps = float(valid.sum())
                     samples += int(steps)
                     seconds += dt
