@@ -12,7 +12,6 @@ runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggrega
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import math
@@ -170,27 +169,6 @@ class EpisodeBatches:
 # -------------------------------------------------------------------------------------------- episodes
 
 
-def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress: bool) -> list:
-    """Generated episodes, kept in the cache (``<cache dir>/datasets/<key hash>``) and reused."""
-    from ..eval.runner import generate_episodes
-    from ..tasks.episode import load_episodes
-
-    gen = spec.generate
-    key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
-           "max_scenes": gen.max_scenes, "body": body}
-    from .cache import cache_root
-
-    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    if (folder / "done.json").is_file():
-        return load_episodes(folder)
-    if folder.exists():
-        shutil.rmtree(folder)
-    episodes = generate_episodes(key["task"], gen.scenes, gen.episodes_per_scene, gen.seed, folder, body=body,
-                                 max_scenes=gen.max_scenes, progress=progress)
-    write_json_atomic(folder / "done.json", key)
-    return episodes
-
-
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
                   field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None,
                   workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None) -> list:
@@ -216,7 +194,9 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
         episodes = load_episodes(source.path)
         dataset_dir = Path(source.path) if Path(source.path).is_dir() else Path(source.path).parent
     else:
-        episodes = _generated(source, task, body, cache_dir, progress)
+        from .cache import generated_episodes
+
+        episodes = generated_episodes(source.generate, task=task, body=body, cache_dir=cache_dir, progress=progress)
         dataset_dir = None
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
