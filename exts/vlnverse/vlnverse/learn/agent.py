@@ -60,7 +60,7 @@ class PolicyAgent(Agent):
         self.policy = policy
         self.checkpoint = checkpoint
         self.sample = bool(sample)
-        self.max_length = int(getattr(policy, "max_instruction_length", 80))
+        self.max_length = int(policy.max_instruction_length)
         self._torch = torch
         #: the policy's acting memory of the current episode (``VLNPolicy.begin_episode``)
         self.memory: dict[str, Any] = {}

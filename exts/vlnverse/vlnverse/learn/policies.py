@@ -131,6 +131,8 @@ class VLNPolicy(nn.Module):
     #: whether ``imitation_loss`` weighs steps by the batch's inflection weights (False: every
     #: valid step weighs 1, and the trainer reports no inflection weight)
     uses_step_weights = True
+    #: instruction tokens the policy reads (the training config's; saved in checkpoints)
+    max_instruction_length = 80
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
                  action_embedding_size: int = 32, instruction_encoder: dict | None = None,
