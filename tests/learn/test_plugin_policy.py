@@ -119,7 +119,7 @@ def _cli(*args: str, cwd: Path, ok: bool = True) -> subprocess.CompletedProcess:
 def test_a_plugin_policy_trains_and_evaluates_from_the_command_line(plugin_file, tmp_path):
     plugins = f"plugins=[{plugin_file}]"
     _cli("train", "cma_fine_grained", "policy.name=tiny_plugin", "policy.params={hidden_size: 32}", plugins,
-         "train.generate.episodes_per_scene=1", "train.generate.scenes=[home_0001]", "val={}", "validation.split=null",
+         "train={generate: {scenes: [home_0001], episodes_per_scene: 1, seed: 0}}", "val={}", "validation.split=null",
          "il.epochs=1", "device=cpu", "threads=1", "out=runs/tiny", f"cache.dir={tmp_path / 'cache'}", "--no-progress",
          cwd=tmp_path)
     best = tmp_path / "runs" / "tiny" / "best.pt"
