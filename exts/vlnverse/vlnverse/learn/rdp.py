@@ -290,7 +290,6 @@ class RDPPolicy(VLNPolicy):
 
     name = "rdp"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
-    action_space = "waypoint"
 
     def _instruction_defaults(self, spec: dict | None) -> dict:
         return {"bidirectional": True, **(spec or {})}

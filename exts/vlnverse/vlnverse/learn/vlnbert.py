@@ -246,8 +246,6 @@ class VLNBertPolicy(VLNPolicy):
 
     name = "vlnbert"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
-    action_space = "waypoint"
-    panoramic = True
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, waypoint_predictor: Any = None,
                  text_encoder: dict | None = None, layers: int = 2, heads: int = 4, stop_distance: float = 1.5,
