@@ -11,7 +11,7 @@ Both module-level imports and imports inside functions count (a lazy import is s
 dependency); registrations by name (``Registry.register_lazy("name", "vlnverse.x")``, backend
 strings) are not imports and are how a lower layer names a plug-in that lives above it.
 
-Also: no import cycle between modules beyond the two recorded ones (which may only shrink); nothing
+Also: no import cycle between modules beyond the recorded one (which may only shrink); nothing
 imports Isaac Sim at module level outside the Kit boundary; only ``vlnverse.learn`` imports torch.
 """
 from __future__ import annotations
@@ -43,8 +43,6 @@ KNOWN_CYCLES = (
                *(f"vlnverse.tasks.instructions.templates.{m}" for m in (
                    "coarse_grained", "dialogue", "false_premise", "fine_grained", "long_horizon", "object_goal",
                    "video_contextualized", "visual_reference"))}),
-    # policies register at the bottom of learn/policies.py (issue 29, req. 2: one VLNPolicy base, lazy registration)
-    frozenset({"vlnverse.learn.policies", "vlnverse.learn.rdp", "vlnverse.learn.vlnbert", "vlnverse.learn.waypoints"}),
 )
 
 

@@ -16,11 +16,11 @@ def _vocab():
 def test_policies_score_the_six_vlnce_actions_and_batch_equals_stepwise(name):
     import torch
 
-    from vlnverse.learn.policies import NUM_ACTIONS, POLICIES, build_policy
-    from vlnverse.learn.policies_registry import policy_names
+    from vlnverse.learn.policies import NUM_ACTIONS, POLICIES, VLNPolicy, build_policy
     from vlnverse.sim.types import DiscreteAction
 
-    assert sorted(POLICIES.names()) == policy_names() and NUM_ACTIONS == len(DiscreteAction) == 6
+    assert {"seq2seq", "cma", "rdp", "vlnbert"} <= set(POLICIES.names()) and NUM_ACTIONS == len(DiscreteAction) == 6
+    assert issubclass(POLICIES.get("rdp"), VLNPolicy) and POLICIES.get(name).name == name
     torch.manual_seed(0)
     policy = build_policy(name, {"hidden_size": 32}, _vocab(), SENSORS).eval()
     tokens = torch.tensor([[2, 3, 4, 0], [5, 6, 1, 7]])

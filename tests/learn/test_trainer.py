@@ -168,9 +168,7 @@ def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tm
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 
-    from vlnverse.learn import trainer as T
-
-    from vlnverse.learn import policies as P
+    from vlnverse.learn import policies as P, trainer as T
 
     original, calls = P.sequence_loss, {"n": 0}
 

@@ -79,6 +79,24 @@ def load_plugins(specs: Iterable[str] | str | None, *, field: str = "plugins", e
     return [load_plugin(s, field=f"{field}[{i}]") for i, s in enumerate(specs)]
 
 
+def load_config_plugins(path: str | Path, overrides: dict | None = None) -> None:
+    """Import the ``plugins`` list of the config file ``path`` (an ``overrides`` entry wins) and
+    the entry-point plug-ins, before the config is validated: the names they register (agents,
+    task types, policies ...) then validate like built-in ones. Errors name the file."""
+    from .config import load_yaml
+
+    plugins = (overrides or {}).get("plugins")
+    if plugins is None:
+        raw = load_yaml(path)
+        plugins = raw.get("plugins") if isinstance(raw, dict) else None
+    if plugins is not None and not (isinstance(plugins, list) and all(isinstance(p, str) for p in plugins)):
+        raise ConfigError(f"got {plugins!r}", file=path, field="plugins", expected="a list of module names, e.g. [my_pkg.agents]")
+    try:
+        load_plugins(plugins)
+    except ConfigError as exc:
+        raise ConfigError(exc.problem, file=path, field=exc.field, expected=exc.expected) from None
+
+
 def load_entry_point_plugins() -> list[str]:
     """Import every module registered in the :data:`ENTRY_POINT_GROUP` entry-point group and
     those listed in :data:`PLUGINS_ENV` (once per process); returns the names loaded now."""
@@ -102,4 +120,5 @@ def load_entry_point_plugins() -> list[str]:
     return names + listed
 
 
-__all__ = ["ENTRY_POINT_GROUP", "PLUGINS_ENV", "load_entry_point_plugins", "load_plugin", "load_plugins"]
+__all__ = ["ENTRY_POINT_GROUP", "PLUGINS_ENV", "load_config_plugins", "load_entry_point_plugins", "load_plugin",
+           "load_plugins"]

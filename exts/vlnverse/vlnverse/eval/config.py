@@ -249,21 +249,11 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     Its ``plugins`` (and the installed ``vlnverse.plugins`` entry points) are imported first, so
     the agents, task types, models and collision modes they register validate like built-in ones.
     """
-    from ..core.config import load_yaml
-    from ..core.plugins import load_plugins
+    from ..core.plugins import load_config_plugins
 
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides, file=path)
-    plugins = (overrides or {}).get("plugins")
-    if plugins is None:
-        raw = load_yaml(path)
-        plugins = raw.get("plugins") if isinstance(raw, dict) else None
-    if plugins is not None and not (isinstance(plugins, list) and all(isinstance(p, str) for p in plugins)):
-        raise ConfigError(f"got {plugins!r}", file=path, field="plugins", expected="a list of module names, e.g. [my_pkg.agents]")
-    try:
-        load_plugins(plugins)
-    except ConfigError as exc:
-        raise ConfigError(exc.problem, file=path, field=exc.field, expected=exc.expected) from None
+    load_config_plugins(path, overrides)
     return load_config(EvalConfig, path, overrides)
 
 

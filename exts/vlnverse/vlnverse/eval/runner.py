@@ -59,16 +59,23 @@ class RunSettings:
     task_type: str
 
 
-def resolve_settings(cfg: EvalConfig) -> RunSettings:
-    """Fill unset eval settings from the task config (``tasks/<task>.yaml``)."""
+def run_settings(task: str, *, body: str | None = None, max_steps: int | None = None,
+                 success_distance: float | None = None) -> RunSettings:
+    """The settings of a run of ``task``: the values given, the task config's (``tasks/<task>.yaml``)
+    for those left None."""
     from ..core.body import load_body
     from ..tasks.base import load_task_config
 
-    task_cfg = load_task_config(cfg.task)
-    return RunSettings(max_steps=cfg.max_steps or task_cfg.max_steps,
-                       success_distance=cfg.success_distance or task_cfg.success_distance,
-                       body=load_body(cfg.body or task_cfg.body), resolution=task_cfg.map_resolution,
+    task_cfg = load_task_config(task)
+    return RunSettings(max_steps=max_steps or task_cfg.max_steps,
+                       success_distance=success_distance or task_cfg.success_distance,
+                       body=load_body(body or task_cfg.body), resolution=task_cfg.map_resolution,
                        task_type=task_cfg.task_type)
+
+
+def resolve_settings(cfg: EvalConfig) -> RunSettings:
+    """Fill unset eval settings from the task config (``run_settings``)."""
+    return run_settings(cfg.task, body=cfg.body, max_steps=cfg.max_steps, success_distance=cfg.success_distance)
 
 
 # --------------------------------------------------------------------------------------------

@@ -8,13 +8,14 @@ and importing this package does not import torch either:
 - ``config`` — ``TrainConfig`` (``vlnverse train CONFIG``; configs in ``tasks/train/``);
 - ``store`` — the chunked, memory-mapped on-disk step store (observation cache, DAgger aggregate);
 - ``collect`` — teacher-labelled rollouts through the eval runner (the oracle's ``best_action``);
-- ``policies`` — the ``POLICIES`` registry: ``seq2seq`` and ``cma`` (VLN-CE) [torch];
+- ``policies_registry`` — the ``POLICIES`` registry (built-ins lazy, plug-ins on import);
+- ``policies`` — the ``VLNPolicy`` base and ``seq2seq`` / ``cma`` (VLN-CE) [torch];
 - ``encoder`` — ``vlnverse pretrain-encoder``: visual trunks pretrained on the toolkit's renders [torch];
 - ``features`` — the feature cache of frozen trunks (IL reads features instead of pixels) [torch];
 - ``trainer`` — offline IL and DAgger trainers, checkpoints [torch];
 - ``checkpoint`` / ``tensorfile`` — checkpoints as safetensors + JSON metadata (nothing in a file runs);
 - ``agent`` — the ``policy`` eval agent wrapping any checkpoint (torch imported on use);
-- ``gym_env`` — ``gymnasium.make("vlnverse/VLN-v0", ...)`` and ``make_vec_env``.
+- ``gym_env`` — ``gymnasium.make("vlnverse/VLN-v0")``: an eval ``Rollout`` per episode.
 
 See ``docs/learning.md``.
 """

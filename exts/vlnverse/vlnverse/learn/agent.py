@@ -2,14 +2,12 @@
 
 ``vlnverse eval CONFIG agent.name=policy agent.params.checkpoint=PATH``. Registration does not
 import torch (the eval layer imports this module on first use of the name); constructing the
-agent does, with a clear error when the ``[learn]`` extra is missing. Actions are the policy's
-argmax (``sample: true`` samples from its softmax, seeded per episode). Continuous policies
-(``action_space != "discrete"``, e.g. RDP) emit ``WaypointAction`` or STOP through their
-``act_step``; their sampling is seeded by (agent seed, episode id), and each step's predicted
-progress and any NaN re-samples go into the record's ``agent_outputs``. Panoramic policies
-(``panoramic = True``: VLN-BERT) render the agent's depth panorama at each step, take the waypoint
-predictor's candidates and emit the chosen ``WaypointAction`` or STOP; with no candidate they turn
-in place and predict again (counted in ``agent_outputs``).
+agent does, with a clear error when the ``[learn]`` extra is missing. The policy acts: the agent
+keeps the per-episode memory that ``VLNPolicy.begin_episode`` gives and calls the policy's
+``propose`` / ``executed`` (``act``) with itself as the helper that converts frames (``frames``),
+picks from logits (``pick``: argmax, or ``sample: true`` draws from the softmax, seeded per
+episode) and collects ``outputs`` (e.g. RDP's predicted progress, VLN-BERT's candidates).
+A checkpoint of a plug-in policy needs its plug-in loaded (``plugins=[...]``).
 
 The agent brings its cameras: ``required_sensors`` asks the runner for the checkpoint's cameras
 that the eval config's rig lacks (named ``policy_<name>`` when the rig uses the name for a camera
@@ -24,7 +22,6 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..eval.agents import Agent, AgentState, register_agent
-from ..sim.types import DiscreteAction, WaypointAction
 
 
 def require_torch(needed_by: str = "the policy agent", field: str | None = "agent.name") -> None:
@@ -65,13 +62,13 @@ class PolicyAgent(Agent):
         self.policy = policy
         self.checkpoint = checkpoint
         self.sample = bool(sample)
-        self.max_length = int(getattr(policy, "max_instruction_length", 80))
+        self.max_length = int(policy.max_instruction_length)
         self._torch = torch
-        self._instruction = None
-        self._hidden = None
-        self._prev = 0
+        #: the policy's acting memory of the current episode (``VLNPolicy.begin_episode``)
+        self.memory: dict[str, Any] = {}
+        #: what the policy keeps across episodes (e.g. VLN-BERT's panorama renderer)
+        self.cache: dict[str, Any] = {}
         self._rng = np.random.default_rng(self.seed)
-
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (parallel DAgger collection sends the learner to workers): without the torch module."""
@@ -136,74 +133,27 @@ class PolicyAgent(Agent):
                               expected=f"the checkpoint's rig [{fmt(self.policy.sensors)}] (name, kind, width x height)")
 
     def reset(self, episode: Any, context: Any) -> None:
-        """Encode the instruction; zero the recurrent state."""
+        """Encode the instruction; the policy starts its episode memory."""
         super().reset(episode, context)
         torch = self._torch
         self.policy.eval()
         tokens = self.policy.vocab.encode(episode.instruction_text, self.max_length)
-        with torch.no_grad():
-            self._instruction = self.policy.instruction(torch.from_numpy(tokens)[None].to(self.device))
-        self._hidden = self.policy.initial_state(1, self.device)
-        self._prev = 0
         self._rng = self.episode_rng(episode)
-        if self.panoramic:
-            self._context = context
-            self.no_candidate_turns = self._empty = 0
-            if getattr(self, "_perception", None) is None:
-                from .vlnbert import Perception
-
-                self._perception = Perception(self.policy.predictor)
-        elif self.continuous:
-            self._prev = self.policy.start_motion(1, self.device)
-            self._generator = self.policy.generator_for(self.seed, episode.episode_id, self.device)
-
-    @property
-    def panoramic(self) -> bool:
-        """Whether the policy acts on waypoint candidates of a panorama (VLN-BERT)."""
-        return bool(getattr(self.policy, "panoramic", False))
-
-    def choose(self, view_feats: np.ndarray, cands: np.ndarray) -> int:
-        """VLN-BERT: advance the state token one step on (view features, candidates) and return the
-        chosen index (a candidate, or len(cands) for STOP)."""
-        torch = self._torch
         with torch.no_grad():
-            f = torch.from_numpy(np.asarray(view_feats, dtype=np.float32))[None].to(self.device)
-            c = torch.from_numpy(np.asarray(cands, dtype=np.float32))[None].to(self.device)
-            logits, self._hidden = self.policy.step(self._instruction, f, c, self._hidden)
+            instruction = self.policy.instruction(torch.from_numpy(tokens)[None].to(self.device))
+            self.memory = self.policy.begin_episode(instruction, episode, context, self)
+
+    def pick(self, logits: Any) -> int:
+        """The index chosen from one row of logits: argmax, or a seeded softmax draw with ``sample``."""
+        torch = self._torch
         if self.sample:
-            p = torch.softmax(logits[0].double(), 0).cpu().numpy()
+            p = torch.softmax(logits.double(), 0).cpu().numpy()
             return int(self._rng.choice(len(p), p=p / p.sum()))
-        return int(torch.argmax(logits[0]).item())
+        return int(torch.argmax(logits).item())
 
-    def _act_panoramic(self, state: AgentState) -> Any:
-        import math
-
-        from .vlnbert import candidate_action
-
-        pose = state.pose
-        feats, cands, n = self._perception(self._context.desc, self._context.body, (pose.x, pose.y, pose.yaw),
-                                           relax=self._empty)
-        if n == 0:  # the predictor found no candidate: turn in place, predict again next step (lower threshold)
-            self.no_candidate_turns += 1
-            self._empty += 1
-            self.outputs.append({"no_candidates": True, "no_candidate_turns": self.no_candidate_turns})
-            return WaypointAction(0.0, 0.0, math.radians(self.policy.turn_deg))
-        self._empty = 0
-        choice = self.choose(feats, cands)
-        info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
-        if choice == len(cands):
-            self.outputs.append(info)
-            return DiscreteAction.STOP
-        info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
-        self.outputs.append(info)
-        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
-
-    @property
-    def continuous(self) -> bool:
-        """Whether the policy emits continuous (waypoint) actions."""
-        return getattr(self.policy, "action_space", "discrete") != "discrete"
-
-    def _frames(self, observations: dict[str, Any]) -> dict[str, Any]:
+    def frames(self, observations: dict[str, Any]) -> dict[str, Any]:
+        """The checkpoint's cameras from ``observations`` as (1, ...) tensors (under their own
+        name or ``policy_<name>``); a missing camera or another shape is a ``ConfigError``."""
         torch = self._torch
         out = {}
         for spec in self.policy.sensors:
@@ -222,41 +172,17 @@ class PolicyAgent(Agent):
             out[spec["name"]] = torch.from_numpy(np.ascontiguousarray(frame))[None].to(self.device)
         return out
 
-    def propose(self, observations: dict[str, Any]) -> DiscreteAction:
-        """Advance the recurrent state by one step and return the policy's action (the previous
-        action fed next step is whatever ``set_previous`` records)."""
-        torch = self._torch
-        if self.continuous:
-            with torch.no_grad():
-                visual = self.policy.encode_frames(self._frames(observations))
-                action, self._hidden, info = self.policy.act_step(self._instruction, visual, self._prev, self._hidden,
-                                                                  generator=self._generator)
-            self.outputs.append(info)
-            return action
-        with torch.no_grad():
-            visual = self.policy.encode_frames(self._frames(observations))
-            prev = torch.tensor([self._prev], device=self.device)
-            logits, self._hidden = self.policy.step(self._instruction, visual, prev, self._hidden)
-        if self.sample:
-            p = torch.softmax(logits[0].double(), 0).cpu().numpy()
-            return DiscreteAction(int(self._rng.choice(len(p), p=p / p.sum())))
-        return DiscreteAction(int(torch.argmax(logits[0]).item()))
+    def propose(self, observations: dict[str, Any], state: AgentState | None = None) -> Any:
+        """Advance the policy by one step and return its action (what is fed back next step is
+        whatever ``set_previous`` records: DAgger may execute the teacher's action)."""
+        with self._torch.no_grad():
+            return self.policy.propose(self.memory, observations, state, self)
 
     def set_previous(self, action: Any) -> None:
-        """Record the action actually executed (fed back as the previous action)."""
-        if self.panoramic:
-            return  # VLN-BERT's history is its state token
-        if self.continuous:
-            from .rdp import motion_vector
-
-            self._prev = self._torch.from_numpy(motion_vector(action))[None].to(self.device)
-            return
-        self._prev = 1 + int(DiscreteAction.coerce(action))
+        """Record the action actually executed."""
+        self.policy.executed(self.memory, action)
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """The policy's action for this step."""
-        if self.panoramic:
-            return self._act_panoramic(state)
-        action = self.propose(observations)
-        self.set_previous(action)
-        return action
+        with self._torch.no_grad():
+            return self.policy.act(self.memory, observations, state, self)

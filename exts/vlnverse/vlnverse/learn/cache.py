@@ -93,3 +93,26 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     report(f"observation cache: {status} {root}: {stats['frames']} frames of {stats['episodes']} episodes, "
            f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s rendered by {render} (teacher SR {stats['teacher_SR']:.2f})")
     return store, stats
+
+
+def generated_episodes(gen: Any, *, task: str, body: str | None = None, cache_dir: Any = None,
+                       progress: bool = True) -> list:
+    """The episodes of a ``GenerateSpec`` (``task`` when it names none), kept in the cache
+    (``<cache dir>/datasets/<key hash>``) and reused."""
+    import shutil
+
+    from ..core.io import write_json_atomic
+    from ..eval.runner import generate_episodes
+    from ..tasks.episode import load_episodes
+
+    key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
+           "max_scenes": gen.max_scenes, "body": body}
+    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    if (folder / "done.json").is_file():
+        return load_episodes(folder)
+    if folder.exists():
+        shutil.rmtree(folder)
+    episodes = generate_episodes(key["task"], gen.scenes, gen.episodes_per_scene, gen.seed, folder, body=body,
+                                 max_scenes=gen.max_scenes, progress=progress)
+    write_json_atomic(folder / "done.json", key)
+    return episodes

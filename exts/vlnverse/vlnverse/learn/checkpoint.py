@@ -28,7 +28,7 @@ def checkpoint_dict(policy: Any, *, config: dict[str, Any], extra: dict[str, Any
             "policy": policy.name, "policy_params": config["policy"].get("params", {}),
             "vocab": policy.vocab.to_dict(), "sensors": policy.sensors, "config": config,
             "state_dict": dict(policy.state_dict()),
-            **(policy.checkpoint_extras() if hasattr(policy, "checkpoint_extras") else {}), **(extra or {})}
+            **policy.checkpoint_extras(), **(extra or {})}
 
 
 def write_checkpoint_dict(path: str | Path, data: dict[str, Any]) -> Path:
@@ -83,20 +83,13 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
     are not needed: the checkpoint holds every parameter)."""
     from .policies import POLICIES, build_policy
 
-    params = {k: v for k, v in dict(data["policy_params"]).items()}
-    rebuild = getattr(POLICIES.get(data["policy"]), "params_from_checkpoint", None)
-    if rebuild is not None:  # e.g. VLN-BERT: its waypoint predictor travels inside the checkpoint
-        params = rebuild(params, data, path)
-    for enc, prefix in (("rgb_encoder", "rgb"), ("depth_encoder", "depth")):  # pretrained files: training time only
-        if isinstance(params.get(enc), dict) and params[enc].get("type") == "pretrained":
-            from .encoder import arch_of
-
-            params[enc] = {"type": "cnn", "frozen": bool(params[enc].get("frozen", True)),
-                           **arch_of(data["state_dict"], prefix)}
-        elif isinstance(params.get(enc), dict):
-            params[enc] = {k: v for k, v in params[enc].items() if k != "weights"}
-    if isinstance(params.get("instruction_encoder"), dict):
-        params["instruction_encoder"] = {k: v for k, v in params["instruction_encoder"].items() if k != "embeddings"}
+    name = data["policy"]
+    if name not in POLICIES:
+        plugins = (data.get("config") or {}).get("plugins") or []
+        raise ConfigError(f"checkpoint holds a '{name}' policy, which no loaded module registers", file=path,
+                          field="plugins", expected=f"plugins={plugins} (the plug-in the policy was trained with)"
+                          if plugins else f"one of {POLICIES.names()}, or the plug-in that registers '{name}'")
+    params = POLICIES.get(name).params_from_checkpoint(dict(data["policy_params"]), data, path)
     policy = build_policy(data["policy"], params, Vocabulary.from_dict(data["vocab"]), data["sensors"])
     try:
         policy.load_state_dict(data["state_dict"])

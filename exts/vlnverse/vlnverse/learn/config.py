@@ -198,12 +198,16 @@ class TrainConfig:
     #: folder(s) searched first for the episodes' scenes (then the dataset's folder, the shipped
     #: scenes; see ``vlnverse.tasks.scene_roots``); ``--scene-root`` adds to it
     scene_root: Any = None
+    #: modules (dotted names or ``.py`` paths) imported before validation: plug-in policies, task
+    #: types, agents (``vlnverse.core.plugins``)
+    plugins: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
-        from .policies_registry import policy_names
+        from .policies_registry import POLICIES
 
-        require(self.policy.name in policy_names(), "policy.name", f"got {self.policy.name!r}", f"one of {policy_names()}")
+        require(self.policy.name in POLICIES, "policy.name", f"got {self.policy.name!r}",
+                f"one of {POLICIES.names()}, or a policy of a module in 'plugins'")
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
         self.train = train_source(self.train, "train")
         require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
@@ -254,7 +258,7 @@ class TrainConfig:
         """Settings that must match to resume a run folder (everything but ``out``, ``device`` and ``validation``)."""
         data = self.to_dict()
         for key in ("out", "device", "threads", "validation", "cache", "workers", "engine", "address",
-                    "job_timeout", "scene_root"):
+                    "job_timeout", "scene_root", "plugins"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
         return data
@@ -279,7 +283,11 @@ def resolve_train_config_path(name: str) -> Path:
 
 
 def load_train_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
-    """Load and validate a train config; ``overrides`` are ``key.sub=value`` strings or a dict."""
+    """Load and validate a train config; ``overrides`` are ``key.sub=value`` strings or a dict.
+    Its ``plugins`` are imported first (``vlnverse.core.plugins.load_config_plugins``)."""
+    from ..core.plugins import load_config_plugins
+
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
+    load_config_plugins(path, overrides)
     return load_config(TrainConfig, path, overrides)

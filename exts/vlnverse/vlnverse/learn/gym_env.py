@@ -1,16 +1,23 @@
 """``vlnverse/VLN-v0``: a gymnasium environment for VLN episodes (``import vlnverse.learn`` registers it).
 
     import gymnasium, vlnverse.learn
+    env = gymnasium.make("vlnverse/VLN-v0")   # fine_grained episodes on the shipped homes' train split
     env = gymnasium.make("vlnverse/VLN-v0", episodes="data/fine_grained/train.jsonl",
                          sensors=[{"name": "rgb", "kind": "rgb", "width": 64, "height": 64}])
-    vec = vlnverse.learn.gym_env.make_vec_env(4, episodes=...)   # batch collection
+    from vlnverse.sim.vector_env import make_vector_env
+    vec = make_vector_env(VLNEnv, 4, asynchronous=False, episodes=...)   # batch collection
+
+Each episode is an ``eval.rollout.Rollout``: the evaluation's own rules (start placement, step
+budget, STOP, Strict failures under the runner's collision modes), so the env's episodes end as
+``vlnverse eval``'s do and ``env.unwrapped.rollout.record()`` is the record the runner writes.
+Settings (step budget, success distance, body) come from the task config unless given
+(``eval.runner.run_settings``). Without ``episodes``, the env generates ``DEFAULT_EPISODES`` of
+the task (default ``fine_grained``) once into the learn cache and reuses them.
 
 Observation (``Dict``): each sensor of the rig (RGB uint8 (H, W, 3), depth float32 (H, W) in
 metres), ``pose`` (float32 [x, y, yaw, pitch], as the task-agnostic ``sim`` env), the
 instruction as ``instruction_tokens`` (int64 ids of the vocabulary, zero-padded) and as
 ``instruction`` text. Actions: ``Discrete(6)``, the VLN-CE actions (``DiscreteAction`` values).
-Motion follows the eval runner's collision modes (Strict: a large displacement ends the episode
-as a failure; Tel-Hop: moves are resolved on the navigable map).
 
 Reward per step (``info`` carries its parts):
 
@@ -35,11 +42,15 @@ import numpy as np
 from gymnasium import spaces
 
 from ..core.errors import ConfigError
-from ..sim.types import AgentPose, DiscreteAction
+from ..sim.types import DiscreteAction
 from .vocab import Vocabulary
 
 TEXT_CHARSET = "".join(c for c in string.printable if c not in "\t\n\r\x0b\x0c")
 TEXT_MAX = 4096
+#: The episodes of an env made without ``episodes``: generated on the shipped homes' train split (cached).
+DEFAULT_EPISODES = {"generate": {"scenes": "train", "episodes_per_scene": 5, "seed": 0}}
+#: The task of an env made without ``episodes`` or ``task``.
+DEFAULT_TASK = "fine_grained"
 
 
 def _sensor_configs(sensors: Any) -> list:
@@ -65,28 +76,36 @@ def _sensor_configs(sensors: Any) -> list:
 class VLNEnv(gym.Env):
     """A VLN episode per ``reset`` (see the module docstring).
 
-    ``episodes``: a JSONL path/folder or a list of ``Episode``; ``reset(options={"episode": i})``
-    picks episode ``i`` (an index or an id), else one is drawn with the env's seeded generator.
-    Scenes are found as ``vlnverse eval`` finds them: ``scene_root`` (folder or list), the
-    episode file's folder, the shipped scenes (``vlnverse.tasks.scene_roots``).
+    ``episodes``: a JSONL path/folder, a list of ``Episode``, or None (``DEFAULT_EPISODES`` of
+    ``task``, generated once into ``cache_dir``, default ``$VLNVERSE_CACHE/learn``);
+    ``reset(options={"episode": i})`` picks episode ``i`` (an index or an id), else one is drawn
+    with the env's seeded generator. Scenes are found as ``vlnverse eval`` finds them:
+    ``scene_root`` (folder or list), the episode file's folder, the shipped scenes
+    (``vlnverse.tasks.scene_roots``).
     """
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, episodes: Any, *, sensors: Any = None, collision_mode: str = "telhop",
+    def __init__(self, episodes: Any = None, *, sensors: Any = None, collision_mode: str = "telhop",
                  task: str | None = None, body: str | None = None, max_steps: int | None = None,
                  success_distance: float | None = None, vocab: Vocabulary | dict | None = None,
                  max_instruction_length: int = 80, success_bonus: float = 2.5, collision_penalty: float = 0.1,
                  mode_params: dict | None = None, scene_loader: Callable | None = None, backend: str = "auto",
-                 render_mode: str | None = None, scene_root: Any = None):
-        from ..eval.config import EpisodeSource, EvalConfig, NamedSpec
-        from ..eval.runner import resolve_settings
+                 render_mode: str | None = None, scene_root: Any = None, cache_dir: Any = None):
+        from ..eval.runner import run_settings
         from ..sim.gym_env import observation_space_for
         from ..tasks.episode import load_episodes
         from ..tasks.scene_roots import SceneResolver, root_args, scene_roots
 
         dataset_dir = None
-        if isinstance(episodes, (str, Path)):
+        if episodes is None:
+            from .cache import generated_episodes
+            from .config import episode_source
+
+            task = task or DEFAULT_TASK
+            episodes = generated_episodes(episode_source(DEFAULT_EPISODES, "episodes").generate, task=task, body=body,
+                                          cache_dir=cache_dir, progress=False)
+        elif isinstance(episodes, (str, Path)):
             if not Path(episodes).exists():
                 raise ConfigError("episode file or folder not found", field="episodes", file=episodes)
             dataset_dir = Path(episodes) if Path(episodes).is_dir() else Path(episodes).parent
@@ -100,12 +119,12 @@ class VLNEnv(gym.Env):
             raise ConfigError(f"got {collision_mode!r}", field="collision_mode", expected="strict or telhop")
         if render_mode not in (None, "rgb_array"):
             raise ConfigError(f"got {render_mode!r}", field="render_mode", expected="None or 'rgb_array'")
+        for name, value in (("max_steps", max_steps), ("success_distance", success_distance)):
+            if value is not None and not value > 0:
+                raise ConfigError(f"got {value!r}", field=name, expected="a positive number or None (the task's)")
         self.sensor_configs = _sensor_configs(sensors)
-        ecfg = EvalConfig(agent=NamedSpec("env"), task=task or self.episodes[0].task_type, episodes=EpisodeSource(path="-"),
-                          collision_mode=collision_mode, sensors=self.sensor_configs, body=body, max_steps=max_steps,
-                          success_distance=success_distance)
-        ecfg.validate()
-        self.settings = resolve_settings(ecfg)
+        self.settings = run_settings(task or self.episodes[0].task_type, body=body, max_steps=max_steps,
+                                     success_distance=success_distance)
         self.collision_mode, self.mode_params, self.backend = collision_mode, mode_params or {}, backend
         self.scene_loader, self.render_mode = scene_loader, render_mode
         self.success_bonus, self.collision_penalty = float(success_bonus), float(collision_penalty)
@@ -120,11 +139,11 @@ class VLNEnv(gym.Env):
         self.observation_space = spaces.Dict(space)
         self.action_space = spaces.Discrete(len(DiscreteAction))
         self.sim = self.mode = self.context = self.episode = None
+        #: the current episode's ``eval.rollout.Rollout`` (``rollout.record()``: the runner's record)
+        self.rollout: Any = None
         self._scene: str | None = None
         self._obs: dict[str, Any] = {}
         self._distance = 0.0
-        self._steps = 0
-        self._goal_fn: Any = None
 
     # ------------------------------------------------------------------ internals
 
@@ -159,14 +178,14 @@ class VLNEnv(gym.Env):
         out["instruction_tokens"] = self.vocab.encode(text, self.max_instruction_length)
         return out
 
+    def _goal_distance(self) -> float:
+        return float(self.rollout.goal_distance(self.rollout.pose.xy[None])[0])
+
     # ------------------------------------------------------------------ gym API
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode (``options["episode"]``: index or id; default: a seeded draw)."""
-        import warnings
-
-        from ..eval.rollout import goal_distance_fn
-        from ..tasks.scoring import has_ordered_goals
+        from ..eval.rollout import Rollout
 
         super().reset(seed=seed)
         choice = (options or {}).get("episode")
@@ -184,41 +203,32 @@ class VLNEnv(gym.Env):
                                   expected=f"0..{len(self.episodes) - 1}")
         self.episode = ep = self.episodes[index]
         self._load_scene(str(ep.scene_path) if self.scene_loader is not None else str(self.resolve_scene(ep)))
-        goals = np.array([g.position[:2] for g in ep.goals], dtype=float)
-        self._goal_fn = goal_distance_fn(self.context, goals[-1:] if has_ordered_goals(ep) else goals)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            sensor_obs = self.mode.reset(AgentPose(float(ep.start_position[0]), float(ep.start_position[1]),
-                                                   float(ep.start_yaw)))
-        self._obs = self._observation(sensor_obs)
-        self._distance = float(self._goal_fn(self.sim.pose.xy[None])[0])
-        self._steps = 0
+        self.rollout = Rollout(ep, self.context, self.sim, self.mode, self.settings)
+        self._obs = self._observation(self.rollout.reset())
+        self._distance = self._goal_distance()
         return _copy(self._obs), {"episode_id": ep.episode_id, "distance_to_goal": self._distance}
 
     def step(self, action: Any):
-        """Apply a VLN-CE action; reward = progress - collision penalty (+ success bonus on STOP)."""
-        if self.episode is None:
+        """Apply a VLN-CE action through the rollout; reward = progress - collision penalty
+        (+ success bonus on STOP)."""
+        if self.rollout is None:
             raise RuntimeError("call reset() before step()")
         if isinstance(action, np.ndarray):
             action = action.item()
-        outcome = self.mode.step(DiscreteAction.coerce(action))
-        self._steps += 1
-        info: dict[str, Any] = {"episode_id": self.episode.episode_id, "collided": bool(outcome.collided),
-                                "failure": outcome.failure}
-        if outcome.stop:
+        result = self.rollout.step(DiscreteAction.coerce(action))
+        info: dict[str, Any] = {"episode_id": self.episode.episode_id, "collided": bool(result.collided),
+                                "failure": result.info.get("failure")}
+        if result.termination == "stop":
             success = self._distance < self.settings.success_distance
-            reward = self.success_bonus * success
             info.update(progress=0.0, success=bool(success), distance_to_goal=self._distance)
-            return _copy(self._obs), float(reward), True, False, info
-        self._obs = self._observation(outcome.observations)
-        distance = float(self._goal_fn(outcome.pose.xy[None])[0])
+            return _copy(self._obs), float(self.success_bonus * success), True, False, info
+        self._obs = self._observation(result.observations)
+        distance = self._goal_distance()
         progress = self._distance - distance
         self._distance = distance
-        reward = progress - self.collision_penalty * bool(outcome.collided)
+        reward = progress - self.collision_penalty * bool(result.collided)
         info.update(progress=progress, success=False, distance_to_goal=distance)
-        terminated = outcome.failure is not None
-        truncated = not terminated and self._steps >= self.settings.max_steps
-        return _copy(self._obs), float(reward), terminated, truncated, info
+        return _copy(self._obs), float(reward), result.termination == "failure", result.termination == "max_steps", info
 
     def render(self):
         """The first RGB sensor's current frame (``render_mode="rgb_array"``)."""
@@ -237,11 +247,3 @@ class VLNEnv(gym.Env):
 def _copy(obs: dict[str, Any]) -> dict[str, Any]:
     """Fresh arrays (users keep what an env returns)."""
     return {k: (np.array(v) if isinstance(v, np.ndarray) else v) for k, v in obs.items()}
-
-
-def make_vec_env(num_envs: int, **kwargs: Any) -> gym.vector.VectorEnv:
-    """``num_envs`` synchronous copies of ``vlnverse/VLN-v0`` (each with its own simulator) for
-    batch collection; ``kwargs`` go to ``VLNEnv``."""
-    if num_envs < 1:
-        raise ConfigError(f"got {num_envs}", field="num_envs", expected="a positive integer")
-    return gym.vector.SyncVectorEnv([lambda: VLNEnv(**kwargs) for _ in range(num_envs)])

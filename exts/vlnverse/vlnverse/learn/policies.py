@@ -1,4 +1,12 @@
-"""Seq2Seq and CMA policies as in VLN-CE (Krantz et al. 2020), in the ``POLICIES`` registry.
+"""The ``VLNPolicy`` base, and the Seq2Seq and CMA policies of VLN-CE (Krantz et al. 2020).
+
+A policy is one ``VLNPolicy`` subclass registered with ``register_policy`` (``POLICIES``, in
+``policies_registry``: built-ins load lazily, plug-ins on import). The base declares everything the
+trainer, the checkpoints and the ``policy`` eval agent ask of a policy: ``imitation_loss`` (the
+training objective), ``teacher_spec`` (the teacher that labels its data; None: the discrete
+oracle), ``checkpoint_extras`` / ``params_from_checkpoint`` (what a checkpoint saves beside the
+weights, and how its parameters rebuild the policy), and ``begin_episode`` / ``propose`` /
+``executed`` / ``act`` (acting one step at a time in the runner).
 
 Both read the instruction (word embeddings + LSTM), an RGB and a depth encoder, and the previous
 action (embedding of 7 ids: 0 = episode start, 1 + action), and score the six VLN-CE actions
@@ -33,8 +41,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
-from ..core.registry import Registry
+from ..sim.types import DiscreteAction
 from .encoders import CNNEncoder, ResNetEncoder, _local_file, _note, load_weights  # noqa: F401 (re-exported)
+from .policies_registry import POLICIES, register_policy  # noqa: F401 (re-exported)
 from .vocab import PAD_ID, Vocabulary
 
 log = logging.getLogger(__name__)
@@ -42,9 +51,6 @@ log = logging.getLogger(__name__)
 NUM_ACTIONS = 6
 #: previous-action ids: 0 = no previous action (episode start), 1 + DiscreteAction value
 START_ACTION = 0
-
-POLICIES: Registry[type["VLNPolicy"]] = Registry("policy")
-
 
 def make_visual_encoder(spec: dict[str, Any] | None, in_channels: int, field: str, notes: list[str],
                         sensor: dict[str, Any] | None = None, max_depth: float | None = None) -> nn.Module:
@@ -123,13 +129,16 @@ class VLNPolicy(nn.Module):
 
     ``step`` is the single definition of the recurrence; training unrolls it over padded episode
     batches (``forward_sequence``) and the eval agent calls it once per step, so both see the
-    same computation.
+    same computation. Subclasses override what differs (see the module docstring); the defaults
+    are those of a discrete policy over the six VLN-CE actions.
     """
 
     name = "policy"
     #: whether ``imitation_loss`` weighs steps by the batch's inflection weights (False: every
     #: valid step weighs 1, and the trainer reports no inflection weight)
     uses_step_weights = True
+    #: instruction tokens the policy reads (the training config's; saved in checkpoints)
+    max_instruction_length = 80
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
                  action_embedding_size: int = 32, instruction_encoder: dict | None = None,
@@ -243,7 +252,8 @@ class VLNPolicy(nn.Module):
         return self.sequence_outputs(tokens, frames, prev_actions)[0]
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-        """(weighted cross-entropy + λ · progress MSE, correctly predicted valid steps)."""
+        """(loss, correct valid steps) of a trainer batch (``trainer.EpisodeBatches``): here the
+        step-weighted cross-entropy against the teacher's labels + λ · progress MSE."""
         logits, progress = self.sequence_outputs(batch["tokens"], batch["frames"], batch["prev"])
         loss = sequence_loss(logits, batch["labels"], batch["weights"])
         valid = batch["weights"] > 0
@@ -251,14 +261,80 @@ class VLNPolicy(nn.Module):
             lengths = valid.sum(1, keepdim=True).clamp(min=1).float()
             target = torch.arange(1, valid.shape[1] + 1, device=valid.device).float()[None] / lengths
             loss = loss + self.progress_weight * ((progress - target) ** 2)[valid].mean()
-        correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
+        with torch.no_grad():
+            correct = float(((logits.argmax(-1) == batch["labels"]) & valid).sum())
         return loss, correct
 
     def _visual_globals(self, visual: dict) -> list[torch.Tensor]:
         return [visual[k][1] for k in ("rgb", "depth") if k in visual]
 
+    # -------------------------------------------------------------- training
 
-@POLICIES.register("seq2seq")
+    @classmethod
+    def teacher_spec(cls, params: dict[str, Any]) -> Any:
+        """The teacher that labels this policy's training data for ``policy.params`` (an object
+        with ``key``, ``extra_fields`` and ``make_agent``: ``learn.collect``), or None for the
+        discrete oracle teacher."""
+        return None
+
+    # -------------------------------------------------------------- checkpoints
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """JSON-able entries a checkpoint saves beside the weights (read back by ``params_from_checkpoint``)."""
+        return {}
+
+    @classmethod
+    def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
+        """The constructor parameters that rebuild the policy of checkpoint ``data`` (its
+        ``policy_params``): files read at training time only are dropped, since the weights hold
+        what they gave (a pretrained encoder file becomes the CNN of its architecture)."""
+        params = dict(params)
+        for enc, prefix in (("rgb_encoder", "rgb"), ("depth_encoder", "depth")):
+            if isinstance(params.get(enc), dict) and params[enc].get("type") == "pretrained":
+                from .encoder import arch_of
+
+                params[enc] = {"type": "cnn", "frozen": bool(params[enc].get("frozen", True)),
+                               **arch_of(data["state_dict"], prefix)}
+            elif isinstance(params.get(enc), dict):
+                params[enc] = {k: v for k, v in params[enc].items() if k != "weights"}
+        if isinstance(params.get("instruction_encoder"), dict):
+            params["instruction_encoder"] = {k: v for k, v in params["instruction_encoder"].items() if k != "embeddings"}
+        return params
+
+    # -------------------------------------------------------------- acting (the ``policy`` eval agent)
+
+    def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
+        """The per-episode acting memory that ``agent`` (a ``PolicyAgent``) keeps: the encoded
+        instruction, the recurrent state and the previous action id."""
+        return {"instruction": instruction, "hidden": self.initial_state(1, agent.device), "prev": START_ACTION}
+
+    def propose(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """Advance ``memory`` one step on ``observations`` and return the action: the argmax, or
+        a draw from the softmax when the agent samples (``agent.pick``)."""
+        visual = self.encode_frames(agent.frames(observations))
+        prev = torch.tensor([memory["prev"]], device=agent.device)
+        logits, memory["hidden"] = self.step(memory["instruction"], visual, prev, memory["hidden"])
+        return DiscreteAction(agent.pick(logits[0]))
+
+    def executed(self, memory: dict[str, Any], action: Any) -> None:
+        """Record the action actually executed (fed back as the previous action next step)."""
+        memory["prev"] = 1 + int(DiscreteAction.coerce(action))
+
+    def act(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """One step of the eval agent: ``propose``, then ``executed`` with that action."""
+        action = self.propose(memory, observations, state, agent)
+        self.executed(memory, action)
+        return action
+
+
+def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
+    w = weights.reshape(-1)
+    return (ce * w).sum() / w.sum().clamp(min=1e-8)
+
+
+@register_policy("seq2seq")
 class Seq2SeqPolicy(VLNPolicy):
     """VLN-CE Seq2Seq: a single GRU over [instruction LSTM state, RGB, depth, previous action]."""
 
@@ -285,7 +361,7 @@ def _attend(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask:
     return torch.einsum("bn,bnd->bd", F.softmax(scores, dim=1), values)
 
 
-@POLICIES.register("cma")
+@register_policy("cma")
 class CMAPolicy(VLNPolicy):
     """VLN-CE cross-modal attention policy (see the module docstring)."""
 
@@ -328,13 +404,6 @@ class CMAPolicy(VLNPolicy):
         return torch.cat([h2, text], dim=1), torch.stack([h1, h2], dim=1)
 
 
-def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """Inflection-weighted cross-entropy over the valid steps (weight 0 = padding)."""
-    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), reduction="none")
-    w = weights.reshape(-1)
-    return (ce * w).sum() / w.sum().clamp(min=1e-8)
-
-
 def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: list[dict[str, Any]]) -> VLNPolicy:
     """Instantiate the registered policy ``name``; bad parameters are a ``ConfigError``."""
     cls = POLICIES.get(name)
@@ -347,7 +416,3 @@ def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: 
 def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, torch.Tensor]:
     """numpy frames → tensors on ``device`` (depth float16 → float32)."""
     return {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in frames.items()}
-
-
-from . import rdp  # noqa: E402,F401  (registers the continuous RDP policy)
-from . import vlnbert  # noqa: E402,F401  (registers the waypoint-based VLN-BERT policy)

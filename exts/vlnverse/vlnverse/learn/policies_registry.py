@@ -1,17 +1,34 @@
-"""Names of the registered policies, known without importing torch (the classes live in ``policies``)."""
+"""The ``POLICIES`` registry, importable without torch: ``TrainConfig`` checks names against it.
+
+Built-in policies register lazily by module (imported, with torch, on first ``get``), as the eval
+``AGENTS`` registry does; a plug-in registers its own ``VLNPolicy`` subclass on import::
+
+    from vlnverse.learn.policies import VLNPolicy, register_policy
+
+    @register_policy("my_policy")
+    class MyPolicy(VLNPolicy): ...
+
+and is trained with ``vlnverse train CONFIG plugins=[my_pkg.policies]`` (or a ``.py`` path).
+"""
 from __future__ import annotations
 
-#: Policy name → short description; ``vlnverse.learn.policies.POLICIES`` holds the classes.
-POLICY_NAMES = {
-    "seq2seq": "VLN-CE Seq2Seq: instruction LSTM + RGB/depth CNNs + previous action -> one GRU",
-    "cma": "VLN-CE cross-modal attention: two GRUs with instruction and visual attention",
-    "rdp": "recurrent diffusion policy: cross-modal attention + GRU, DDPM over continuous waypoint actions, "
-           "stop-progress head",
-    "vlnbert": "recurrent VLN-BERT: transformer over [state, instruction, waypoint candidates, STOP] with a "
-               "candidate waypoint predictor on the depth panorama",
-}
+from typing import Any
+
+from ..core.registry import Registry
+
+#: Policy name → ``VLNPolicy`` subclass (``vlnverse.learn.policies``).
+POLICIES: Registry[type[Any]] = Registry("policy")
+POLICIES.register_lazy("seq2seq", "vlnverse.learn.policies")
+POLICIES.register_lazy("cma", "vlnverse.learn.policies")
+POLICIES.register_lazy("rdp", "vlnverse.learn.rdp")
+POLICIES.register_lazy("vlnbert", "vlnverse.learn.vlnbert")
 
 
-def policy_names() -> list[str]:
-    """Registered policy names, sorted."""
-    return sorted(POLICY_NAMES)
+def register_policy(name: str):
+    """Class decorator adding a ``VLNPolicy`` subclass to ``POLICIES`` under ``name`` (also set as its ``name``)."""
+
+    def decorator(cls: type) -> type:
+        cls.name = name
+        return POLICIES.register(name)(cls)
+
+    return decorator

@@ -47,7 +47,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..sim.types import DiscreteAction, WaypointAction, wrap_angle
 from .collect import TeacherForcingAgent
-from .policies import POLICIES, VLNPolicy
+from .policies import VLNPolicy, register_policy
 from .vocab import Vocabulary
 
 ACTION_DIM = 3  # (dx, dy, dyaw)
@@ -284,13 +284,12 @@ def medoid(chunks: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------- policy
 
 
-@POLICIES.register("rdp")
+@register_policy("rdp")
 class RDPPolicy(VLNPolicy):
     """Recurrent diffusion policy (see the module docstring); emits ``WaypointAction`` or STOP."""
 
     name = "rdp"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
-    action_space = "waypoint"
 
     def _instruction_defaults(self, spec: dict | None) -> dict:
         return {"bidirectional": True, **(spec or {})}
@@ -477,3 +476,26 @@ class RDPPolicy(VLNPolicy):
         g = torch.Generator(device=device)
         g.manual_seed(int(seed) * 1_000_003 + zlib.crc32(str(episode_id).encode()))
         return g
+
+    # ---------------------------------------------------------------- acting
+
+    def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
+        """Acting memory: the instruction, the GRU state, the previous motion (zeros) and the
+        sampling generator of (agent seed, episode id)."""
+        return {"instruction": instruction, "hidden": self.initial_state(1, agent.device),
+                "prev": self.start_motion(1, agent.device),
+                "generator": self.generator_for(agent.seed, episode.episode_id, agent.device)}
+
+    def propose(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """STOP or the first ``WaypointAction`` of a sampled chunk (``act_step``); the step's
+        predicted progress and NaN re-samples go into the agent's outputs."""
+        with torch.no_grad():
+            visual = self.encode_frames(agent.frames(observations))
+            action, memory["hidden"], info = self.act_step(memory["instruction"], visual, memory["prev"],
+                                                           memory["hidden"], generator=memory["generator"])
+        agent.outputs.append(info)
+        return action
+
+    def executed(self, memory: dict[str, Any], action: Any) -> None:
+        """The executed motion (dx, dy, dyaw) is the next step's previous motion."""
+        memory["prev"] = torch.from_numpy(motion_vector(action))[None].to(memory["prev"].device)

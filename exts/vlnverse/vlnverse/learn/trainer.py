@@ -12,7 +12,6 @@ runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggrega
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import math
@@ -29,7 +28,7 @@ from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
-from .policies import build_policy
+from .policies import build_policy, sequence_loss  # noqa: F401 (sequence_loss re-exported)
 from .store import StepStore, sensor_layout, truncate_store
 from .vocab import Vocabulary
 
@@ -181,27 +180,6 @@ class EpisodeBatches:
 # -------------------------------------------------------------------------------------------- episodes
 
 
-def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress: bool) -> list:
-    """Generated episodes, kept in the cache (``<cache dir>/datasets/<key hash>``) and reused."""
-    from ..eval.runner import generate_episodes
-    from ..tasks.episode import load_episodes
-
-    gen = spec.generate
-    key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
-           "max_scenes": gen.max_scenes, "body": body}
-    from .cache import cache_root
-
-    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
-    if (folder / "done.json").is_file():
-        return load_episodes(folder)
-    if folder.exists():
-        shutil.rmtree(folder)
-    episodes = generate_episodes(key["task"], gen.scenes, gen.episodes_per_scene, gen.seed, folder, body=body,
-                                 max_scenes=gen.max_scenes, progress=progress)
-    write_json_atomic(folder / "done.json", key)
-    return episodes
-
-
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
                   field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None,
                   workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None) -> list:
@@ -227,7 +205,9 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
         episodes = load_episodes(source.path)
         dataset_dir = Path(source.path) if Path(source.path).is_dir() else Path(source.path).parent
     else:
-        episodes = _generated(source, task, body, cache_dir, progress)
+        from .cache import generated_episodes
+
+        episodes = generated_episodes(source.generate, task=task, body=body, cache_dir=cache_dir, progress=progress)
         dataset_dir = None
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
@@ -256,7 +236,8 @@ class Trainer:
                                         collision_mode=cfg.collision_mode, mode_params=cfg.mode_params,
                                         sensors=list(cfg.sensors), body=cfg.body, max_steps=cfg.max_steps,
                                         success_distance=cfg.success_distance, seed=cfg.seed, backend=cfg.backend,
-                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False))
+                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False),
+                                        plugins=list(cfg.plugins))
         self.settings = resolve_settings(self.eval_template)
         self.sensor_specs = cfg.sensor_specs()
         self.layout = sensor_layout(self.sensor_specs)
@@ -309,12 +290,11 @@ class Trainer:
             "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
 
     def teacher_spec(self) -> Any:
-        """The configured policy's teacher (``POLICIES`` class ``teacher_spec(params)``), or None
-        for the discrete oracle teacher of Seq2Seq / CMA."""
+        """The configured policy's teacher (``VLNPolicy.teacher_spec(params)``), or None for the
+        discrete oracle teacher of Seq2Seq / CMA."""
         from .policies import POLICIES
 
-        make = getattr(POLICIES.get(self.cfg.policy.name), "teacher_spec", None)
-        return make(dict(self.cfg.policy.params or {})) if make is not None else None
+        return POLICIES.get(self.cfg.policy.name).teacher_spec(dict(self.cfg.policy.params or {}))
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
@@ -375,7 +355,7 @@ class Trainer:
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
-                    loss, correct = self.policy.imitation_loss(batch)
+                    loss, correct = self.policy.imitation_loss(batch)  # the policy's own objective
                     if not torch.isfinite(loss):
                         raise TrainingError(
                             f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "

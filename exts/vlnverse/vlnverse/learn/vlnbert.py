@@ -43,7 +43,8 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..sim.types import DiscreteAction, WaypointAction
 from .collect import TeacherForcingAgent
-from .policies import POLICIES, VLNPolicy, _note, load_weights
+from .encoders import _note, load_weights
+from .policies import VLNPolicy, register_policy
 from .vocab import PAD_ID, Vocabulary
 from .waypoints import PanoramaRenderer, WaypointPredictor, load_predictor, to_world
 
@@ -217,7 +218,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         target = self.oracle(state, cands, n)
         choice = target
         if self.learner is not None:
-            proposal = self.learner.choose(feats, cands)
+            proposal = self.learner.policy.choose(self.learner.memory, feats, cands, self.learner)
             if self.rng.random() >= self.beta:
                 choice = proposal
         k = len(cands)
@@ -239,14 +240,12 @@ def self_goal(state: Any, xy: np.ndarray) -> np.ndarray:
 # -------------------------------------------------------------------------------------------- policy
 
 
-@POLICIES.register("vlnbert")
+@register_policy("vlnbert")
 class VLNBertPolicy(VLNPolicy):
     """Recurrent VLN-BERT over waypoint candidates (see the module docstring)."""
 
     name = "vlnbert"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
-    action_space = "waypoint"
-    panoramic = True
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, waypoint_predictor: Any = None,
                  text_encoder: dict | None = None, layers: int = 2, heads: int = 4, stop_distance: float = 1.5,
@@ -300,6 +299,7 @@ class VLNBertPolicy(VLNPolicy):
     def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
         """Rebuild parameters: the embedded predictor replaces the training-time predictor path;
         a checkpoint without it is a one-line ``ConfigError`` naming the file."""
+        params = super().params_from_checkpoint(params, data, path)
         wp = data.get("waypoint_predictor")
         has_weights = any(k.startswith("predictor.") for k in data.get("state_dict", {}))
         if not isinstance(wp, dict) or "params" not in wp or not has_weights:
@@ -397,11 +397,43 @@ class VLNBertPolicy(VLNPolicy):
 
     # ---------------------------------------------------------------- acting
 
-    def start_motion(self, batch: int, device: Any = None) -> None:
-        """No previous-motion input (the state token carries the history)."""
-        return None
+    def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
+        """Acting memory: the instruction, the state token, the scene (rendered for each panorama)
+        and the count of candidate-free predictions."""
+        if "perception" not in agent.cache:  # one renderer per agent, kept across episodes
+            agent.cache["perception"] = Perception(self.predictor)
+        return {"instruction": instruction, "hidden": self.initial_state(1, agent.device), "context": context,
+                "no_candidate_turns": 0, "empty": 0}
 
-    def generator_for(self, seed: int, episode_id: str, device: Any) -> None:
-        """Argmax policy: no sampling generator."""
-        return None
+    def choose(self, memory: dict[str, Any], view_feats: np.ndarray, cands: np.ndarray, agent: Any) -> int:
+        """Advance the state token one step on (view features, candidates) and return the chosen
+        index (a candidate, or len(cands) for STOP); the VLN-BERT teacher asks the learner this."""
+        with torch.no_grad():
+            f = torch.from_numpy(np.asarray(view_feats, dtype=np.float32))[None].to(agent.device)
+            c = torch.from_numpy(np.asarray(cands, dtype=np.float32))[None].to(agent.device)
+            logits, memory["hidden"] = self.step(memory["instruction"], f, c, memory["hidden"])
+        return agent.pick(logits[0])
+
+    def propose(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """Render the depth panorama at the agent's pose, take the predictor's candidates and
+        return the chosen ``WaypointAction`` or STOP; with no candidate, turn in place (counted)."""
+        ctx, pose = memory["context"], state.pose
+        feats, cands, n = agent.cache["perception"](ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"])
+        if n == 0:  # the predictor found no candidate: turn in place, predict again next step (lower threshold)
+            memory["no_candidate_turns"] += 1
+            memory["empty"] += 1
+            agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
+            return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
+        memory["empty"] = 0
+        choice = self.choose(memory, feats, cands, agent)
+        info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
+        if choice == len(cands):
+            agent.outputs.append(info)
+            return DiscreteAction.STOP
+        info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
+        agent.outputs.append(info)
+        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+
+    def executed(self, memory: dict[str, Any], action: Any) -> None:
+        """Nothing: VLN-BERT's history is its state token."""
 

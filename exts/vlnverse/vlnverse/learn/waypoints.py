@@ -242,7 +242,7 @@ class WaypointPredictor(nn.Module):
         if angles % views:
             raise ConfigError(f"{angles} angle bins over {views} views", field="waypoints.angles",
                               expected="a multiple of the number of views")
-        from .policies import CNNEncoder
+        from .encoders import CNNEncoder
 
         self.params = {k_: v for k_, v in locals().items() if k_ not in ("self", "__class__", "CNNEncoder")}
         self.grid = WaypointGrid(angles, distances, max_distance)
