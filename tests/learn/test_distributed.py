@@ -192,3 +192,45 @@ def test_killing_one_rank_mid_epoch_restarts_the_job_and_resumes_to_the_same_wei
     assert results[0][0]["ok"]
     a, b = _weights(full / "run"), _weights(cut / "run")
     assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_nproc_launches_the_same_train_command_through_torchrun(monkeypatch, capsys):
+    import vlnverse.learn.distributed as D
+    from vlnverse.cli import main
+    from vlnverse.learn.config import resolve_train_config_path
+
+    calls = []
+    monkeypatch.setattr(D, "launch", lambda n, command, **kw: calls.append((n, command, kw)))
+    assert main(["train", "cma_fine_grained", "il.lr=0.1", "--nproc", "2", "--max-restarts", "3", "--workers", "2",
+                 "--no-progress"]) == 0
+    path = str(resolve_train_config_path("cma_fine_grained"))
+    assert calls == [(2, ["-m", "vlnverse", "train", path, "il.lr=0.1", "workers=2", "--no-progress"], {"max_restarts": 3})]
+
+
+def test_bench_train_nproc_needs_two_ranks_or_more():
+    from types import SimpleNamespace
+
+    from vlnverse.benchmarks.train_ddp import run
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--nproc: got 1"):
+        run(SimpleNamespace(nproc=1, budget=None, out=None, seed=0))
+
+
+def test_run_log_of_an_earlier_version_keeps_its_columns_on_resume(tmp_path):
+    from vlnverse.learn.trainer import LOG_COLUMNS, RunLogger
+
+    old = [c for c in LOG_COLUMNS if c not in ("world_size", "effective_batch", "lr")]
+    (tmp_path / "train_log.csv").write_text(",".join(old) + "\n")
+    logger = RunLogger(tmp_path)
+    logger.log(3, phase="il", epoch=1, loss=0.5, world_size=2, effective_batch=8, lr=0.001)
+    logger.close()
+    rows = list(csv.DictReader(open(tmp_path / "train_log.csv")))
+    assert list(rows[0]) == old and rows[0]["loss"] == "0.5" and rows[0]["global_step"] == "3"
+    new = tmp_path / "new"
+    new.mkdir()
+    logger = RunLogger(new)
+    logger.log(1, phase="il", world_size=2, effective_batch=8, lr=0.001)
+    logger.close()
+    row = next(csv.DictReader(open(new / "train_log.csv")))
+    assert (row["world_size"], row["effective_batch"], row["lr"]) == ("2", "8", "0.001")

@@ -29,6 +29,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: with --train-homes, val_seen episodes kept of the homes' held-out ones (default 40)")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
+                        "default 60)")
     p.add_argument("--workers", type=int, default=None,
                    help="train: processes for generating homes, rendering caches and evaluating (default 1)")
     p.set_defaults(func=_run)

@@ -230,6 +230,8 @@ class Ranks(LocalRank):
             wrapper = _Objective(policy, objective)
             ids = [self.local_rank] if next(policy.parameters()).device.type == "cuda" else None
             self._ddp = (id(policy), DistributedDataParallel(wrapper, device_ids=ids, find_unused_parameters=True))
+            if self.rank > 0:  # the weights are rank 0's (DDP broadcast them); training draws differ per rank
+                torch.manual_seed(torch.initial_seed() + 1_000_003 * self.rank)
         return self._ddp[1]
 
     def whole_batch(self, policy: Any, loss: torch.Tensor, batch: dict, correct: float, steps: float):
@@ -305,7 +307,14 @@ def current(cfg: Any, device: torch.device) -> LocalRank:
         if device.type == "cuda" and torch.cuda.device_count() <= local:
             raise ConfigError(f"local rank {local} has no GPU ({torch.cuda.device_count()} on this node)",
                               field="--nproc", expected="at most one rank per GPU")
-        dist.init_process_group(backend, timeout=timedelta(seconds=cfg.distributed.timeout))
+        timeout = timedelta(seconds=cfg.distributed.timeout)
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+        if attempt is None:
+            dist.init_process_group(backend, timeout=timeout)
+        else:  # torchrun: keys of this attempt only (a restarted group would read the dead ranks' addresses)
+            store, _, _ = next(dist.rendezvous("env://", timeout=timeout))
+            dist.init_process_group(backend, store=dist.PrefixStore(f"vlnverse/attempt_{attempt}", store),
+                                    rank=rank, world_size=world, timeout=timeout)
         atexit.register(_destroy)
     return Ranks(rank, world, local, dist.get_backend())
 
@@ -317,12 +326,13 @@ def _destroy() -> None:
         dist.destroy_process_group()
 
 
-def launch(nproc: int, command: list[str], *, max_restarts: int = 0) -> None:
+def launch(nproc: int, command: list[str], *, max_restarts: int = 0, log_dir: str | Path | None = None) -> None:
     """Run ``command`` (``["-m", "vlnverse", "train", ...]`` or a script and its arguments) on
     ``nproc`` local ranks through ``torch.distributed.run`` (torchrun ``--standalone``); a rank
     that fails restarts the group up to ``max_restarts`` times (the job resumes from
-    ``last.pt``). A job that still fails is one ``VLNVerseError`` line (the ranks' errors are
-    printed above it)."""
+    ``last.pt``). ``log_dir``: the ranks' stdout and stderr go to files there instead of this
+    terminal. A job that still fails is one ``VLNVerseError`` line (the ranks' errors are printed
+    above it, or are in ``log_dir``)."""
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -333,8 +343,9 @@ def launch(nproc: int, command: list[str], *, max_restarts: int = 0) -> None:
     if rank_from_env()[1] > 1:
         raise ConfigError("already inside a distributed launch (torchrun)", field="--nproc",
                           expected="either torchrun or --nproc, not both")
+    logs = ["--log-dir", str(log_dir), "--redirects", "3"] if log_dir is not None else []
     args = parse_args(["--standalone", "--nproc_per_node", str(nproc), "--max_restarts", str(max_restarts),
-                       "--monitor_interval", "0.5", *command])
+                       "--monitor_interval", "0.5", *logs, *command])
     try:
         run(args)
     except ChildFailedError as exc:
@@ -348,7 +359,10 @@ def launch(nproc: int, command: list[str], *, max_restarts: int = 0) -> None:
 
 def describe(s: dict[str, Any], backend: str | None) -> str:
     """The log line of a run's batch and rate."""
-    ranks = f"{s['world_size']} rank(s)" + (f" ({backend})" if backend else "")
+    if s["world_size"] == 1:
+        return (f"training in one process: batch {s['effective_batch']} episodes, lr {s['lr']:.6g} "
+                f"(distributed.batch {s['batch']}, lr_scaling {s['lr_scaling']})")
+    ranks = f"{s['world_size']} ranks" + (f" ({backend})" if backend else "")
     per = (f"{s['effective_batch']} episodes split over the ranks" if s["batch"] == "global"
            else f"{s['effective_batch'] // s['world_size']} per rank x {s['world_size']}")
     return (f"data-parallel: {ranks}, effective batch {s['effective_batch']} ({per}), lr {s['lr']:.6g} "
