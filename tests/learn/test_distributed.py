@@ -49,6 +49,8 @@ JOBS = {
     "one_step": dict(kw=TINY),                                  # 4 episodes, global batch 4: one step
     "epochs": dict(kw={**TINY, "il__epochs": 2, "il__batch_size": 3, "val": None, "validation__every": 1}),
     "per_rank": dict(kw={**TINY, "il__batch_size": 2, "il__lr": 0.0005, "distributed": {"batch": "per_rank", "lr_scaling": "linear"}}),
+    # DAgger from the one-step checkpoint: rank 0 collects the round, every rank trains on the aggregate
+    "dagger": dict(kw={**TINY, "mode": "dagger", "dagger__rounds": 1, "dagger__epochs": 1, "dagger__episodes": 2}),
 }
 
 
@@ -61,6 +63,8 @@ def ddp(corridor, episodes_file, tmp_path_factory):
         kw = dict(job["kw"])
         if kw.get("val", {}) is None:  # validate on the training episodes
             kw.pop("val")
+        if kw.get("mode") == "dagger":
+            kw["init"] = str(tmp / "one_step" / "last.pt")
         jobs.append({**job, "kw": kw, "out": str(tmp / name)})
     results = _launch(tmp, episodes_file, jobs)
     return tmp, {name: (results[0][i], results[1][i]) for i, name in enumerate(JOBS)}, jobs
@@ -125,6 +129,23 @@ def test_per_rank_batches_with_linear_lr_scaling(ddp, corridor, episodes_file):
                          **{**TINY, "il__batch_size": 4, "il__lr": 0.001}), corridor)
     assert _max_diff(_weights(tmp / "per_rank"), _weights(tmp / "single_per_rank")) < 1e-5
     assert _max_diff(_weights(tmp / "per_rank"), _weights(tmp / "one_step")) < 1e-5  # the same step as global batch 4
+
+
+def test_dagger_round_on_two_ranks_collects_once_and_trains_like_one_process(ddp, corridor, episodes_file):
+    tmp, got, jobs = ddp
+    r0, r1 = got["dagger"]
+    assert r0["ok"] and r1["ok"], got["dagger"]
+    out = tmp / "dagger"
+    rounds = [json.loads(line) for line in (out / "dagger.jsonl").read_text().splitlines()]
+    assert [r["round"] for r in rounds] == [1] and rounds[0]["collected_episodes"] == 2
+    assert sorted(p.name for p in out.glob("*.pt")) == ["best.pt", "last.pt", "round_01.pt"]
+    kw = dict(jobs[list(JOBS).index("dagger")]["kw"])
+    _single(small_config(tmp / "single_dagger", episodes_file, policy="seq2seq", **kw), corridor)
+    single_rounds = [json.loads(line) for line in (tmp / "single_dagger" / "dagger.jsonl").read_text().splitlines()]
+    assert rounds[0]["aggregated_steps"] == single_rounds[0]["aggregated_steps"] > 0  # the same rollouts, once
+    for name in ("index.jsonl", "manifest.json"):
+        assert (out / "dagger_aggregate" / name).read_bytes() == (tmp / "single_dagger" / "dagger_aggregate" / name).read_bytes()
+    assert _max_diff(_weights(out), _weights(tmp / "single_dagger")) < 1e-5
 
 
 def test_scaling_and_config_errors():

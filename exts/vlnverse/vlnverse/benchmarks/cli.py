@@ -40,7 +40,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from ..core.io import write_json_atomic
 
-    module = importlib.import_module(f"vlnverse.benchmarks.{args.name}")
+    name = args.name
+    if name == "train" and getattr(args, "nproc", None) is not None:  # data-parallel throughput (train_ddp)
+        name = "train_ddp"
+    module = importlib.import_module(f"vlnverse.benchmarks.{name}")
     figures = module.run(args)
     print(json.dumps(figures, indent=2, sort_keys=True))
     if args.out:

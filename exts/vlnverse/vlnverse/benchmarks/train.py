@@ -398,10 +398,6 @@ def run(args) -> dict:
     from vlnverse.tasks.episode import save_episodes
 
     require_torch("vlnverse bench train", field=None)
-    if getattr(args, "nproc", None) is not None:  # data-parallel throughput instead of the policy table
-        from .train_ddp import run as run_ddp
-
-        return run_ddp(args)
     selected = _rows(args)  # a bad --policies fails before any work
     budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
     scale = min(1.0, budget / DEFAULT_BUDGET)
