@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -54,7 +55,7 @@ def run(args) -> dict:
            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "device": "auto", "seed": args.seed,
            "il": {"epochs": 100000, "batch_size": DDP_BATCH, "lr": 0.002, "max_seconds": budget, "checkpoint_every": 10 ** 6},
            "validation": {"every": 10 ** 6}, "cache": {"dir": str(work / "cache")}, "out": str(work / "runs" / "prepare")}
-    cache = _prepare_cache(cfg)  # built once, before the launches
+    cache = _prepare_cache(cfg)  # built once, before the launches (its log line on stderr: stdout is the JSON)
     t_prepared = time.perf_counter()
     rows = []
     for ranks in (1, nproc):
@@ -94,5 +95,6 @@ def _prepare_cache(cfg: dict) -> dict:
     train = resolve_split(EpisodeSource(path=cfg["train"]), split=None, task_type=trainer.settings.task_type,
                           task=config.task, body=None, cache_dir=config.cache.dir, field="train", progress=False)
     _, stats = teacher_cache(train, sensors=trainer.sensor_specs, settings=trainer.settings, collision_mode="telhop",
-                             base_dir=config.cache.dir, render=config.cache.render, progress=False)
+                             base_dir=config.cache.dir, render=config.cache.render, progress=False,
+                             report=lambda line: print(line, file=sys.stderr))
     return {k: stats.get(k) for k in ("status", "frames", "episodes", "frames_per_s")}
