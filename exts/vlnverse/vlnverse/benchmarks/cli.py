@@ -34,6 +34,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
+                        "default 60)")
     p.add_argument("--workers", type=int, default=None,
                    help="train: processes for generating homes, rendering caches and evaluating (default 1)")
     p.set_defaults(func=_run)
@@ -42,7 +45,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 def _run(args: argparse.Namespace) -> int:
     from ..core.io import write_json_atomic
 
-    module = importlib.import_module(f"vlnverse.benchmarks.{args.name}")
+    name = args.name
+    if name == "train" and getattr(args, "nproc", None) is not None:  # data-parallel throughput (train_ddp)
+        name = "train_ddp"
+    module = importlib.import_module(f"vlnverse.benchmarks.{name}")
     figures = module.run(args)
     print(json.dumps(figures, indent=2, sort_keys=True))
     if args.out:

@@ -13,6 +13,7 @@ and importing this package does not import torch either:
 - ``encoder`` — ``vlnverse pretrain-encoder``: visual trunks pretrained on the toolkit's renders [torch];
 - ``features`` — the feature cache of frozen trunks (IL reads features instead of pixels) [torch];
 - ``trainer`` — offline IL and DAgger trainers, checkpoints [torch];
+- ``distributed`` — data-parallel training on N ranks (DDP; ``torchrun`` / ``vlnverse train --nproc N``) [torch];
 - ``checkpoint`` / ``tensorfile`` — checkpoints as safetensors + JSON metadata (nothing in a file runs);
 - ``agent`` — the ``policy`` eval agent wrapping any checkpoint (torch imported on use);
 - ``gym_env`` — ``gymnasium.make("vlnverse/VLN-v0")``: an eval ``Rollout`` per episode.

@@ -52,19 +52,29 @@ def keyed_store(base_dir: str | Path | None, namespace: str, key: dict) -> tuple
     return root, store, problem
 
 
+def raise_not_built(what: str, root: Path, problem: str) -> None:
+    """The error of a rank that may not build a cache (only rank 0 builds)."""
+    from ..core.errors import VLNVerseError
+
+    raise VLNVerseError(f"{what} cache {root} cannot be reused after rank 0 built it ({problem}): "
+                        "every rank must see the same cache.dir (a shared file system on several nodes)")
+
+
 def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
                   base_dir: str | Path | None = None, chunk_frames: int = 512,
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
                   report: Callable[[str], None] = print, teacher: Any = None, workers: int = 1,
                   engine: str = "local", address: str | None = None,
-                  job_timeout: float | None = None, render: str = "auto") -> tuple[StepStore, dict[str, Any]]:
+                  job_timeout: float | None = None, render: str = "auto", build: bool = True
+                  ) -> tuple[StepStore, dict[str, Any]]:
     """The observation cache of ``episodes`` (built when missing or stale); returns the store and
     its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built).
     ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle.
     ``workers`` / ``engine`` / ``address`` / ``job_timeout`` render scenes in parallel (``collect``);
     the cache's files are byte-identical to a serial build's, so they are not part of its key.
     ``render``: ``auto`` (teleport where it applies), ``physics`` or ``teleport``
-    (``collect.resolve_render_path``)."""
+    (``collect.resolve_render_path``). ``build=False`` (ranks > 0 of a distributed run, which
+    open what rank 0 built) makes a cache that cannot be reused a ``VLNVerseError``."""
     from .collect import collect, resolve_render_path
 
     render = resolve_render_path(render, collision_mode, teacher, sensors)
@@ -76,6 +86,8 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
                  "bytes": store.size_bytes()}
         report(f"observation cache: reusing {root} ({stats['frames']} frames, {stats['bytes'] / 1e6:.1f} MB)")
         return store, stats
+    if not build:
+        raise_not_built("observation", root, problem)
     status = "built" if problem == "missing" else "rebuilt"
     if status == "rebuilt":
         report(f"observation cache at {root} is stale ({problem}): rebuilding")

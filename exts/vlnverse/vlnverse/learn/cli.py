@@ -17,6 +17,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="scenes rolled out in parallel for the observation cache and DAgger (same as workers=N)")
     p.add_argument("--engine", choices=("local", "ray"), default=None, help="local processes or a Ray cluster (engine=...)")
     p.add_argument("--address", default=None, help="Ray cluster HOST:PORT or auto (address=...)")
+    p.add_argument("--nproc", type=int, default=None,
+                   help="data-parallel training on N local ranks (DistributedDataParallel; launches "
+                        "'torchrun --standalone --nproc_per_node N -m vlnverse train ...')")
+    p.add_argument("--max-restarts", type=int, default=0,
+                   help="with --nproc: restarts of the whole job after a rank fails (it resumes from last.pt)")
     from ..tasks.scene_roots import add_scene_root_option
 
     add_scene_root_option(p, "train/val episodes")
@@ -122,6 +127,7 @@ def _train(args: argparse.Namespace) -> int:
     from ..eval.cli import _split_trailing_options, with_scene_roots
 
     args.backend = None
+    _launch_options(args)  # --nproc / --max-restarts after the overrides
     overrides = _split_trailing_options(args)  # --workers / --engine / --address may follow the overrides
     if args.backend is not None:
         overrides.append(f"backend={args.backend}")
@@ -132,11 +138,53 @@ def _train(args: argparse.Namespace) -> int:
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)
     cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
     require_torch("vlnverse train", field=None)
+    from .distributed import CollectiveError, launch, rank_from_env
+
+    if args.nproc is not None:  # the same command on N ranks, through torch.distributed.run
+        command = ["-m", "vlnverse", "train", str(resolve_train_config_path(args.config)), *overrides,
+                   *[f"--scene-root={r}" for r in (getattr(args, "scene_root", None) or [])],
+                   *(["--no-progress"] if args.no_progress else [])]
+        launch(args.nproc, command, max_restarts=args.max_restarts)
+        return 0
     from .trainer import run_training
 
-    summary = run_training(cfg, progress=not args.no_progress)
-    print(json.dumps({k: summary.get(k) for k in ("mode", "policy", "best", "checkpoint")}, default=str))
+    rank = rank_from_env()[0]
+    try:
+        summary = run_training(cfg, progress=not args.no_progress)
+    except CollectiveError:
+        if rank > 0:  # every rank raised it; rank 0 prints it
+            return 2
+        raise
+    if rank == 0:
+        print(json.dumps({k: summary.get(k) for k in ("mode", "policy", "best", "checkpoint", "world_size",
+                                                      "effective_batch")}, default=str))
     return 0
+
+
+def _launch_options(args: argparse.Namespace) -> None:
+    """Move ``--nproc N`` / ``--max-restarts N`` given after the overrides onto ``args`` (integers)."""
+    from ..core.errors import ConfigError
+
+    items, rest = list(args.overrides), []
+    while items:
+        item = items.pop(0)
+        name, eq, value = item.partition("=")
+        if name in ("--nproc", "--max-restarts"):
+            if not eq:
+                if not items:
+                    raise ConfigError(f"'{name}' needs a value", field=name)
+                value = items.pop(0)
+            try:
+                setattr(args, name[2:].replace("-", "_"), int(value))
+            except ValueError:
+                raise ConfigError(f"got {value!r}", field=name, expected="an integer") from None
+        else:
+            rest.append(item)
+    args.overrides = rest
+    if args.nproc is not None and args.nproc < 1:
+        raise ConfigError(f"got {args.nproc}", field="--nproc", expected="an integer >= 1")
+    if args.max_restarts < 0:
+        raise ConfigError(f"got {args.max_restarts}", field="--max-restarts", expected="an integer >= 0")
 
 
 def _waypoints_train(args: argparse.Namespace) -> int:

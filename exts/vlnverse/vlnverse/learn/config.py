@@ -31,6 +31,10 @@ from ..eval.config import EpisodeSource, NamedSpec, SensorConfig
 TRAIN_MODES = ("il", "dagger")
 #: Collision modes a discrete policy is trained in.
 TRAIN_COLLISION_MODES = ("strict", "telhop")
+#: ``distributed``: how ``il.batch_size`` counts, how ``il.lr`` follows the effective batch, process-group backends.
+BATCH_MODES = ("global", "per_rank")
+LR_SCALINGS = ("none", "linear", "sqrt")
+BACKENDS = ("auto", "gloo", "nccl")
 #: Metrics a checkpoint can be selected by (higher is better, except NE and TL).
 SELECTION_METRICS = ("SR", "SPL", "nDTW", "sDTW", "OSR", "CLS", "NE", "accuracy")
 
@@ -159,6 +163,30 @@ class CacheConfig:
 
 
 @dataclass
+class DistributedConfig:
+    """Data-parallel training on N ranks (``torchrun --nproc_per_node N -m vlnverse train`` or
+    ``vlnverse train CONFIG --nproc N``; ``learn.distributed``). ``batch``: how ``il.batch_size``
+    counts -- ``global`` (episodes per optimizer step over all ranks, split among them: 1 or N
+    ranks train the same steps) or ``per_rank`` (the effective batch is N x ``il.batch_size``);
+    ``lr_scaling``: ``il.lr`` is the rate of ``il.batch_size`` episodes, scaled by ``none``,
+    ``linear`` or ``sqrt`` of effective batch / ``il.batch_size``; ``backend``: ``auto`` (NCCL on
+    CUDA, gloo on CPU), ``gloo`` or ``nccl``; ``timeout``: seconds a rank waits for the others
+    (rank 0 builds the cache, validates, collects DAgger rollouts)."""
+
+    batch: str = "global"
+    lr_scaling: str = "none"
+    backend: str = "auto"
+    timeout: float = 3600.0
+
+    def validate(self) -> None:
+        """Known modes, a positive timeout."""
+        require(self.batch in BATCH_MODES, "batch", f"got {self.batch!r}", f"one of {BATCH_MODES}")
+        require(self.lr_scaling in LR_SCALINGS, "lr_scaling", f"got {self.lr_scaling!r}", f"one of {LR_SCALINGS}")
+        require(self.backend in BACKENDS, "backend", f"got {self.backend!r}", f"one of {BACKENDS}")
+        require(self.timeout > 0, "timeout", f"got {self.timeout}", "a positive number of seconds")
+
+
+@dataclass
 class TrainConfig:
     """One training run (see the module docstring)."""
 
@@ -181,6 +209,7 @@ class TrainConfig:
     dagger: DaggerConfig = field(default_factory=DaggerConfig)
     validation: ValidationConfig = field(default_factory=ValidationConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     device: str = "auto"
     #: CPU threads for torch (null: torch's default); 1 is fastest on a busy shared machine
     threads: int | None = None
@@ -261,6 +290,9 @@ class TrainConfig:
                     "job_timeout", "scene_root", "plugins"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
+        dist = {k: v for k, v in data.pop("distributed", {}).items() if k in ("batch", "lr_scaling")}
+        if dist != {"batch": "global", "lr_scaling": "none"}:  # the default trains what one process does
+            data["distributed"] = dist
         return data
 
     def sensor_specs(self) -> list:

@@ -69,12 +69,12 @@ def feature_key(obs: StepStore, policy: Any) -> dict[str, Any]:
 
 
 def feature_store(obs: StepStore, policy: Any, *, base_dir: str | Path | None = None, device: Any = "cpu",
-                  chunk_frames: int = 512, batch_steps: int = 256, report: Callable[[str], None] = print
-                  ) -> tuple[StepStore, dict[str, Any]]:
+                  chunk_frames: int = 512, batch_steps: int = 256, report: Callable[[str], None] = print,
+                  build: bool = True) -> tuple[StepStore, dict[str, Any]]:
     """The feature store of ``obs`` for ``policy``'s frozen trunks (built when missing or stale);
     returns it and its stats (``status``: reused / built / rebuilt, ``steps``, ``bytes``,
-    ``steps_per_s`` when built)."""
-    from .cache import keyed_store
+    ``steps_per_s`` when built). ``build=False``: one that cannot be reused is an error (``teacher_cache``)."""
+    from .cache import keyed_store, raise_not_built
 
     key = feature_key(obs, policy)
     root, store, problem = keyed_store(base_dir, "features", key)
@@ -82,6 +82,8 @@ def feature_store(obs: StepStore, policy: Any, *, base_dir: str | Path | None = 
         stats = {"status": "reused", "path": str(root), "steps": store.num_steps, "bytes": store.size_bytes()}
         report(f"feature cache: reusing {root} ({stats['steps']} steps, {stats['bytes'] / 1e6:.1f} MB)")
         return store, stats
+    if not build:
+        raise_not_built("feature", root, problem)
     status = "built" if problem == "missing" else "rebuilt"
     if status == "rebuilt":
         report(f"feature cache at {root} is stale ({problem}): rebuilding")

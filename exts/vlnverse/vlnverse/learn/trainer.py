@@ -8,6 +8,9 @@ validation ran), ``train_log.csv`` and TensorBoard
 events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/`` (the eval
 runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
 ``dagger.jsonl`` (β, collected and aggregated steps per round) and ``summary.json``.
+
+Under ``torchrun`` / ``--nproc N`` the trainer runs on every rank; ``learn.distributed`` (the
+``self.ranks`` seam) shards the batches, syncs the gradients and leaves every file to rank 0.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
+from .distributed import NullLogger, current as current_ranks, describe, scaling
 from .policies import build_policy, sequence_loss  # noqa: F401 (sequence_loss re-exported)
 from .store import StepStore, sensor_layout, truncate_store
 from .vocab import Vocabulary
@@ -37,7 +41,7 @@ log = logging.getLogger(__name__)
 LOWER_IS_BETTER = ("NE", "TL")
 LOG_COLUMNS = ("time", "phase", "round", "epoch", "batch", "global_step", "loss", "accuracy", "samples_per_s",
                "beta", "collected_steps", "aggregated_steps", "env_steps_per_s", "val_split", "val_SR", "val_SPL",
-               "val_nDTW", "val_NE", "val_OSR")
+               "val_nDTW", "val_NE", "val_OSR", "world_size", "effective_batch", "lr")
 
 
 class TrainingError(VLNVerseError):
@@ -62,8 +66,9 @@ class RunLogger:
     def __init__(self, out: Path, report: Callable[[str], None] = print):
         self.path = out / "train_log.csv"
         new = not self.path.is_file()
+        columns = LOG_COLUMNS if new else (self.path.read_text(encoding="utf-8").splitlines()[:1] or [""])[0].split(",")
         self._fh = open(self.path, "a", newline="", encoding="utf-8")
-        self._csv = csv.DictWriter(self._fh, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+        self._csv = csv.DictWriter(self._fh, fieldnames=[c for c in columns if c] or LOG_COLUMNS, extrasaction="ignore")
         if new:
             self._csv.writeheader()
         try:
@@ -177,6 +182,12 @@ class EpisodeBatches:
                 "steps": int(sum(e["length"] for e in eps))}
 
 
+def batch_objective(policy: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+    """The policy's imitation loss on a batch and the number of steps it gets right (the
+    callable that data-parallel training wraps)."""
+    return policy.imitation_loss(batch)
+
+
 # -------------------------------------------------------------------------------------------- episodes
 
 
@@ -242,12 +253,19 @@ class Trainer:
         self.sensor_specs = cfg.sensor_specs()
         self.layout = sensor_layout(self.sensor_specs)
         self.device = resolve_device(cfg.device)
+        self.ranks = current_ranks(cfg, self.device)  # LocalRank, or this process's rank under torchrun
+        self.device = self.ranks.device(self.device)
+        self.scale = scaling(cfg, self.ranks.world_size)
+        if not self.ranks.is_main:
+            self.report, self.progress = (lambda s: None), False
         self.last_path, self.best_path = self.out / "last.pt", self.out / "best.pt"
         self.policy: Any = None
         self.optimizer: Any = None
         self.best: dict[str, Any] = {"metric": cfg.validation.metric, "value": None, "tag": None}
         self.global_step = 0
-        self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device)}
+        self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device),
+                                        "world_size": self.ranks.world_size,
+                                        "effective_batch": self.scale["effective_batch"], "distributed": self.scale}
         self.provenance: dict[str, Any] = {"mode": cfg.mode}
 
     # ---------------------------------------------------------------- setup
@@ -281,10 +299,13 @@ class Trainer:
         return train, val
 
     def _new_optimizer(self) -> None:
-        self.optimizer = torch.optim.Adam([p for p in self.policy.parameters() if p.requires_grad], lr=self.cfg.il.lr,
+        self.optimizer = torch.optim.Adam([p for p in self.policy.parameters() if p.requires_grad], lr=self.scale["lr"],
                                           weight_decay=self.cfg.il.weight_decay)
 
     def _save(self, path: Path, **extra: Any) -> None:
+        if not self.ranks.is_main:  # one writer
+            return
+        extra["distributed"] = self.scale
         save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
             "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
@@ -304,12 +325,12 @@ class Trainer:
     def _teacher_store(self, train: list) -> StepStore:
         from .cache import teacher_cache
 
-        store, stats = teacher_cache(train, sensors=self.sensor_specs, settings=self.settings,
+        store, stats = self.ranks.main_first(lambda: teacher_cache(train, sensors=self.sensor_specs, settings=self.settings,
                                      collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
                                      base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                                      scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
                                      report=self.report, teacher=self.teacher_spec(), render=self.cfg.cache.render,
-                                     **self.parallel())
+                                     build=self.ranks.is_main, **self.parallel()))
         self.summary["cache"] = stats
         return store
 
@@ -322,7 +343,7 @@ class Trainer:
         from tqdm import tqdm
 
         cfg = self.cfg
-        bs = cfg.il.batch_size
+        bs = self.scale["effective_batch"]  # episodes per step over all ranks
         n_batches = math.ceil(len(data) / bs)
         samples, seconds, last = 0, 0.0, {}
         batches_done = epochs_done = 0  # in this call: the budget is checked from the second batch on
@@ -339,7 +360,8 @@ class Trainer:
             tot_loss = tot_correct = tot_steps = 0.0
             self.policy.train()
             for b in bar:
-                if cfg.il.max_seconds is not None and batches_done and time.perf_counter() - t_phase > cfg.il.max_seconds:
+                if cfg.il.max_seconds is not None and self.ranks.any(
+                        batches_done and time.perf_counter() - t_phase > cfg.il.max_seconds):
                     if epochs_done == 0 and start == (0, 0):
                         bar.close()
                         need = (time.perf_counter() - t_phase) / batches_done * n_batches * 1.1
@@ -354,11 +376,14 @@ class Trainer:
                     break
                 try:
                     t0 = time.perf_counter()
-                    batch = data.batch(order[b * bs:(b + 1) * bs], coef, self.device)
-                    loss, correct = self.policy.imitation_loss(batch)  # the policy's own objective
-                    if not torch.isfinite(loss):
+                    batch = data.batch(self.ranks.shard(order[b * bs:(b + 1) * bs]), coef, self.device)
+                    loss, correct = self.ranks.model(self.policy, batch_objective)(batch)
+                    # N ranks: the loss of this rank's share of the whole batch; value, correct, steps: the whole batch's
+                    loss, value, correct, steps = self.ranks.whole_batch(self.policy, loss, batch, correct,
+                                                                         float((batch["weights"] > 0).sum()))
+                    if not math.isfinite(value):
                         raise TrainingError(
-                            f"{phase}: loss is {loss.item()} at epoch {epoch + 1} batch {b + 1}: training stopped; "
+                            f"{phase}: loss is {value} at epoch {epoch + 1} batch {b + 1}: training stopped; "
                             f"the last good checkpoint is kept at {self.last_path} (lower il.lr or check the data)")
                     self.optimizer.zero_grad()
                     loss.backward()
@@ -369,14 +394,12 @@ class Trainer:
                     batches_done += 1
                     unvalidated += 1
                     dt = time.perf_counter() - t0
-                    valid = batch["weights"] > 0
-                    steps = float(valid.sum())
                     samples += int(steps)
                     seconds += dt
-                    tot_loss += loss.item() * steps
+                    tot_loss += value * steps
                     tot_correct += correct
                     tot_steps += steps
-                    bar.set_postfix(loss=f"{loss.item():.3f}", acc=f"{correct / max(steps, 1):.2f}")
+                    bar.set_postfix(loss=f"{value:.3f}", acc=f"{correct / max(steps, 1):.2f}")
                     if self.global_step % cfg.il.checkpoint_every == 0:
                         self._save(self.last_path, position=(position or self._il_position)(epoch, b + 1))
                 except KeyboardInterrupt:
@@ -388,7 +411,8 @@ class Trainer:
             if tot_steps:
                 last = {"loss": tot_loss / tot_steps, "accuracy": tot_correct / tot_steps}
                 self.logger.log(self.global_step, phase=phase, round=round_, epoch=epoch + 1, loss=last["loss"],
-                                accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None)
+                                accuracy=last["accuracy"], samples_per_s=samples / seconds if seconds else None,
+                                world_size=self.ranks.world_size, effective_batch=bs, lr=self.scale["lr"])
             if out_of_time:
                 break
             epochs_done += 1
@@ -429,6 +453,10 @@ class Trainer:
         return results
 
     def _validate_and_keep(self, tag: str, accuracy: float, *, position: dict, **log_extra: Any) -> dict | None:
+        """Validate and keep the best checkpoint: rank 0 alone (validation runs once), the others wait."""
+        return self.ranks.main_only(lambda: self._validate_and_keep_main(tag, accuracy, position=position, **log_extra))
+
+    def _validate_and_keep_main(self, tag: str, accuracy: float, *, position: dict, **log_extra: Any) -> dict | None:
         cfg = self.cfg
         results = self.validate(tag) if self.val_episodes else {}
         split = cfg.validation.split or next(iter(results), None)
@@ -458,17 +486,22 @@ class Trainer:
         random.seed(self.cfg.seed)
         if self.cfg.threads is not None:
             torch.set_num_threads(self.cfg.threads)
+        self.ranks.check_agreement(self.cfg)  # ranks with another config or code: one line on every rank
         init = self._read_init() if self.cfg.mode == "dagger" else None  # a bad init fails before anything is written
-        resume = self._check_run_folder()
-        train, self.val_episodes = self._episodes()
+        resume = self.ranks.main_first(self._check_run_folder, others=self.last_path.is_file)
+        train, self.val_episodes = self.ranks.main_first(self._episodes)  # rank 0 generates, the others read
+        self.report(describe(self.scale, self.ranks.backend))
         self.train_episodes = train
         self.provenance = {"mode": self.cfg.mode, "train_episodes": len(train), "seed": self.cfg.seed,
                            **({"init": str(self.cfg.init), "init_tensors_sha256": init["tensors_sha256"]} if init else {})}
-        self.logger = RunLogger(self.out, self.report)
+        self.logger = RunLogger(self.out, self.report) if self.ranks.is_main else NullLogger()
         try:
             result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume)
         finally:
             self.logger.close()
+        if not self.ranks.is_main:
+            self.summary.update(result)
+            return self.summary
         if not self.best_path.is_file() and self.last_path.is_file():  # the README's best.pt exists after every run
             from ..core.io import write_bytes_atomic
 
@@ -485,6 +518,11 @@ class Trainer:
         cfg = self.cfg
         if self.last_path.is_file():
             data = read_checkpoint(self.last_path, expected_policy=cfg.policy.name)
+            saved = (data.get("distributed") or {}).get("effective_batch", cfg.il.batch_size)
+            if saved != self.scale["effective_batch"]:  # the data position counts batches of that size
+                raise ConfigError(f"last.pt was saved with an effective batch of {saved} episodes, this launch has "
+                                  f"{self.scale['effective_batch']} ({self.ranks.world_size} ranks)", file=self.last_path,
+                                  field="distributed.batch", expected=f"the rank count that gives {saved}")
             self.policy = policy_from_checkpoint(data, path=self.last_path, device=self.device)
             self._new_optimizer()
             if data.get("optimizer"):
@@ -520,9 +558,9 @@ class Trainer:
         from .features import feature_store, frozen_trunks
 
         if cfg.cache.features and frozen_trunks(self.policy):  # frozen trunks: train from their cached features
-            data_store, self.summary["feature_cache"] = feature_store(
+            data_store, self.summary["feature_cache"] = self.ranks.main_first(lambda: feature_store(
                 store, self.policy, base_dir=cfg.cache.dir, device=self.device, chunk_frames=cfg.cache.chunk_frames,
-                report=self.report)
+                report=self.report, build=self.ranks.is_main))
             layout = data_store.manifest["sensors"]
         batches = EpisodeBatches([data_store], self.policy.vocab, cfg.max_instruction_length, layout,
                                  texts if cfg.il.all_instructions else None)
@@ -563,8 +601,13 @@ class Trainer:
         if data is not None and (data.get("position") or {}).get("phase") == "dagger":
             pos = data["position"]
             start_round = int(pos["round"]) + 1
-            aggregate = StepStore(agg_root)
-            truncate_store(aggregate, int(pos["aggregate_episodes"]))
+
+            def truncated() -> StepStore:
+                store = StepStore(agg_root)
+                truncate_store(store, int(pos["aggregate_episodes"]))
+                return store
+
+            aggregate = self.ranks.main_first(truncated, others=lambda: StepStore(agg_root))  # rank 0 truncates
             # an unfinished round restarts from the weights its collection used
             restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
             saved = read_checkpoint(restart)
@@ -575,9 +618,9 @@ class Trainer:
             self.report(f"DAgger: resuming at round {start_round} from {restart}")
         else:
             teacher = self.teacher_spec()
-            aggregate = StepStore.create(agg_root, key={"init": str(cfg.init)}, sensors=self.layout,
-                                         chunk_frames=cfg.cache.chunk_frames,
-                                         extra_fields=teacher.extra_fields if teacher is not None else None)
+            aggregate = self.ranks.main_first(lambda: StepStore.create(
+                agg_root, key={"init": str(cfg.init)}, sensors=self.layout, chunk_frames=cfg.cache.chunk_frames,
+                extra_fields=teacher.extra_fields if teacher is not None else None), others=lambda: StepStore(agg_root))
         rounds = []
         log_path = self.out / "dagger.jsonl"
         for r in range(start_round, cfg.dagger.rounds + 1):
@@ -585,27 +628,34 @@ class Trainer:
             rng = np.random.default_rng([cfg.seed, r])
             episodes = train if cfg.dagger.episodes is None or cfg.dagger.episodes >= len(train) else \
                 [train[i] for i in sorted(rng.choice(len(train), cfg.dagger.episodes, replace=False))]
-            learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device))
-            self.policy.eval()
-            got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
-                          store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
-                          beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
-                          desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec(), **self.parallel())
-            aggregate.close()
-            info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
-                    "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),
-                    "env_steps_per_s": got["steps_per_s"],
-                    "collection_SR": round(float(np.mean([rec["metrics"]["SR"] or 0.0 for rec in got["records"]])), 4)}
-            self.report(f"DAgger round {r}: beta {beta:.3f}, collected {got['steps']} steps "
-                        f"({got['steps_per_s']} env steps/s), aggregate {aggregate.num_steps} steps")
-            self.logger.log(self.global_step, phase="dagger", round=r, beta=beta, collected_steps=got["steps"],
-                            aggregated_steps=aggregate.num_steps, env_steps_per_s=got["steps_per_s"])
+
+            def collect_round(r: int = r, beta: float = beta, episodes: list = episodes) -> dict:  # rank 0 alone
+                learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device))
+                self.policy.eval()
+                got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
+                              store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
+                              beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
+                              desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec(), **self.parallel())
+                aggregate.close()
+                info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
+                        "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),
+                        "env_steps_per_s": got["steps_per_s"],
+                        "collection_SR": round(float(np.mean([rec["metrics"]["SR"] or 0.0 for rec in got["records"]])), 4)}
+                self.report(f"DAgger round {r}: beta {beta:.3f}, collected {got['steps']} steps "
+                            f"({got['steps_per_s']} env steps/s), aggregate {aggregate.num_steps} steps")
+                self.logger.log(self.global_step, phase="dagger", round=r, beta=beta, collected_steps=got["steps"],
+                                aggregated_steps=aggregate.num_steps, env_steps_per_s=got["steps_per_s"])
+                return info
+
+            # rollouts on rank 0 (its parallel engine), aggregated once; every rank then trains on the aggregate
+            info = self.ranks.share(self.ranks.main_first(collect_round, others=lambda: None))
+            aggregate = aggregate if self.ranks.is_main else StepStore(agg_root)
             all_stores = stores + [aggregate]
             coef = inflection_coefficient(all_stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
             batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout)
 
             def position(epoch: int, batch: int, r: int = r) -> dict:  # mid-round: the round restarts on resume
-                return {"phase": "dagger", "round": r - 1, "aggregate_episodes": len(aggregate) - got["episodes"]}
+                return {"phase": "dagger", "round": r - 1, "aggregate_episodes": len(aggregate) - info["collected_episodes"]}
 
             stats = self.train_epochs(batches, epochs=cfg.dagger.epochs, coef=coef, phase="dagger", round_=r,
                                       position=position)
@@ -615,8 +665,9 @@ class Trainer:
             self._save(self.last_path, position=done_pos)
             self._save(self.out / f"round_{r:02d}.pt", position=done_pos)
             info["validation"] = self._validate_and_keep(f"round_{r:02d}", stats["accuracy"] or 0.0, position=done_pos)
-            with open(log_path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(to_jsonable(info)) + "\n")
+            if self.ranks.is_main:
+                with open(log_path, "a", encoding="utf-8") as fh:
+                    fh.write(json.dumps(to_jsonable(info)) + "\n")
             rounds.append(info)
         return {"dagger": rounds}
 
