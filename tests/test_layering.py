@@ -44,7 +44,7 @@ KNOWN_CYCLES = (
                    "coarse_grained", "dialogue", "false_premise", "fine_grained", "long_horizon", "object_goal",
                    "video_contextualized", "visual_reference"))}),
     # policies register at the bottom of learn/policies.py (issue 29, req. 2: one VLNPolicy base, lazy registration)
-    frozenset({"vlnverse.learn.policies", "vlnverse.learn.rdp", "vlnverse.learn.vlnbert", "vlnverse.learn.waypoints"}),
+    frozenset({"vlnverse.learn.policies", "vlnverse.learn.rdp", "vlnverse.learn.vlnbert", "vlnverse.learn.waypoints.model"}),
 )
 
 

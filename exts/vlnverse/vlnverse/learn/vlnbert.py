@@ -45,7 +45,9 @@ from ..sim.types import DiscreteAction, WaypointAction
 from .collect import TeacherForcingAgent
 from .policies import POLICIES, VLNPolicy, _note, load_weights
 from .vocab import PAD_ID, Vocabulary
-from .waypoints import PanoramaRenderer, WaypointPredictor, load_predictor, to_world
+from .waypoints.data import PanoramaRenderer
+from .waypoints.grid import to_world
+from .waypoints.model import WaypointPredictor, load_predictor
 
 
 # -------------------------------------------------------------------------------------------- text
