@@ -10,7 +10,7 @@ from vlnverse.core.errors import ConfigError, UnknownNameError
 from vlnverse.eval.agents import AGENTS, Agent, make_agent, register_agent
 from vlnverse.eval.config import EpisodeSource, load_eval_config
 from vlnverse.eval.models import make_model
-from vlnverse.eval.modes import MODES, CollisionMode, make_mode
+from vlnverse.eval.modes import MODES, CollisionMode, CollisionModeProtocol, make_mode
 from vlnverse.eval.runner import append_record, read_finished
 from vlnverse.sim.types import AgentPose, DiscreteAction, InvalidActionError, VelocityAction, WaypointAction
 
@@ -108,6 +108,24 @@ def test_target_poses_of_actions():
     # custom step sizes
     big = CollisionMode(sim=None, forward_step=0.5, turn_angle_deg=30)
     assert big.target_pose(AgentPose(0, 0, 0), DiscreteAction.MOVE_FORWARD).x == pytest.approx(0.5)
+
+
+def test_the_point_modes_satisfy_the_collision_mode_protocol():
+    """``CollisionModeProtocol`` states what the episode loop uses of a mode; Strict and TelHop (and
+    the base class) have it with their step sizes, an object without ``step`` does not."""
+    for name in ("strict", "telhop"):
+        mode = make_mode(name, None, forward_step=0.5, turn_angle_deg=30.0)
+        assert isinstance(mode, CollisionModeProtocol) and mode.name == name
+        assert (mode.forward_step, mode.turn_angle) == (0.5, pytest.approx(math.radians(30.0)))
+    assert isinstance(CollisionMode(sim=None), CollisionModeProtocol)
+
+    class ResetOnly:
+        name, forward_step, turn_angle = "x", 0.25, 0.26
+
+        def reset(self, pose):
+            return {}
+
+    assert not isinstance(ResetOnly(), CollisionModeProtocol)
 
 
 @pytest.mark.parametrize("bad", ["JUMP", 17, None, 2.5, WaypointAction(float("nan"), 0.0), VelocityAction(1.0, 0.0, -1.0),

@@ -114,7 +114,7 @@ def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, pre
     from test_trainer import _actions
     from learn_helpers import make_episodes
 
-    import vlnverse.learn.waypoints as wp
+    import vlnverse.learn.waypoints.model as wp  # the predictor calls its module's nms
 
     thresholds = []
     monkeypatch.setattr(wp, "nms", lambda heat, threshold, **kw: thresholds.append(threshold) or [])

@@ -253,15 +253,15 @@ def test_textured_meshes_read_back_as_the_primitives_they_stand_for(home, tmp_pa
     """Writing textured boxes/cylinders/spheres as Meshes changes nothing for the toolkit: the
     loaded description has the same geom kinds, sizes and transforms (bit for bit) as one written
     with implicit Cube/Cylinder/Sphere prims, so occupancy and physics are unchanged."""
-    import vlnverse.scenes.usd_io as usd_io
+    import vlnverse.scenes.usd_write as usd_write
 
     plain = tmp_path / "plain.usd"
-    original = usd_io._texture_tile
+    original = usd_write._texture_tile
     try:
-        usd_io._texture_tile = lambda g: None  # the writer's path for untextured primitives
+        usd_write._texture_tile = lambda g: None  # the writer's path for untextured primitives
         write_usd(home, plain)
     finally:
-        usd_io._texture_tile = original
+        usd_write._texture_tile = original
     meshed = load_scene(write_usd(home, tmp_path / "meshed.usd"))
     prims = load_scene(plain)
     assert [g.kind for g in meshed.geoms] == [g.kind for g in prims.geoms] == [g.kind for g in home.geoms]

@@ -11,7 +11,8 @@ from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics, UsdShade
 from vlnverse.core.errors import ConfigError, SceneError
 from vlnverse.scenes.description import Geom, SceneDescription, SceneObject
 from vlnverse.scenes.procgen import generate_home
-from vlnverse.scenes.usd_io import SceneLoadWarning, _triangulate, clear_cache, load_scene, write_usd
+from vlnverse.scenes.usd_io import SceneLoadWarning, clear_cache, load_scene, write_usd
+from vlnverse.scenes.usd_read import _triangulate
 
 
 @pytest.fixture(scope="module")

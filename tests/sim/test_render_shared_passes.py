@@ -66,7 +66,7 @@ def test_panorama_views_equal_single_renders(home, gl_context, quality):
 
 def _antialias_full_image(rgb, threshold=12.0, span=48.0):
     """The whole-image formula ``antialias`` computes on edge pixels only."""
-    from vlnverse.sim.mujoco.render import _LUMA
+    from vlnverse.sim.mujoco.gl_render import _LUMA
 
     img = rgb.astype(np.float32)
     luma = img @ _LUMA
@@ -91,3 +91,27 @@ def test_edge_only_antialias_equals_the_whole_image_formula():
     for image in (noise, steps, flat):
         np.testing.assert_array_equal(antialias(image), _antialias_full_image(image))
     assert not np.array_equal(antialias(steps), steps)  # the edge was softened
+
+
+def test_both_renderers_satisfy_the_renderer_protocol(room, gl_context):
+    """``render.Renderer`` states what the backend uses of a camera renderer; the GL and ray-cast
+    renderers both have it, and an object without ``render`` does not."""
+    from vlnverse.sim import make_simulator
+    from vlnverse.sim.mujoco.render import GLRenderer, RaycastRenderer, Renderer
+
+    for choice, cls in (("gl", GLRenderer), ("raycast", RaycastRenderer)):
+        sim = make_simulator(room, "r2r_ce", sensors=[make_sensor("rgb")], renderer=choice)
+        try:
+            renderer = sim._renderer
+            assert type(renderer) is cls and isinstance(renderer, Renderer) and renderer.name == choice
+            assert sim.reset(AgentPose(3.0, 3.0, 0.0))["rgb"].shape[2] == 3
+        finally:
+            sim.close()
+
+    class NoRender:
+        name = "none"
+
+        def close(self):
+            pass
+
+    assert not isinstance(NoRender(), Renderer)

@@ -9,7 +9,8 @@ import pytest
 
 from vlnverse.core.errors import NoNavigableSpaceError
 from vlnverse.scenes.occupancy import FREE, OCCUPIED, UNKNOWN, OccupancyMap
-from vlnverse.tasks.pathing import PathPlanner, _shifted, path_heading, polyline_length, resample_polyline
+from vlnverse.tasks.path_geometry import shifted
+from vlnverse.tasks.pathing import PathPlanner, path_heading, polyline_length, resample_polyline
 
 RES = 0.1
 
@@ -103,7 +104,7 @@ def _visibility_graph_length(planner: PathPlanner, a, b) -> float:
     occ = ~planner.free
     corner = np.zeros_like(planner.free)
     for dr, dc in ((1, 1), (1, -1), (-1, 1), (-1, -1)):
-        corner |= planner.free & _shifted(occ, dr, dc) & _shifted(planner.free, dr, 0) & _shifted(planner.free, 0, dc)
+        corner |= planner.free & shifted(occ, dr, dc) & shifted(planner.free, dr, 0) & shifted(planner.free, 0, dc)
     rc = np.argwhere(corner)
     pts = np.vstack([a, b, planner.cell_centres(rc[:, 0], rc[:, 1])])
     i, j = np.triu_indices(len(pts), 1)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -45,6 +45,25 @@ class StepOutcome:
 def observe(sim: Any) -> dict[str, Any]:
     """Current observations of every attached sensor, without moving the agent."""
     return sim.get_observations()
+
+
+@runtime_checkable
+class CollisionModeProtocol(Protocol):
+    """What the episode loop (``rollout.Rollout``) uses of a collision mode: ``CollisionMode`` and its
+    subclasses have it; a graph mode also has ``node``, ``neighbours()`` and ``position(node)``."""
+
+    #: the registered name (``strict``, ``telhop``, ``graph``)
+    name: str
+    #: metres of one MOVE_FORWARD
+    forward_step: float
+    #: radians of one TURN_LEFT / TURN_RIGHT
+    turn_angle: float
+
+    def reset(self, pose: AgentPose) -> dict[str, Any]:
+        """Place the agent at ``pose`` and return the first observations."""
+
+    def step(self, action: Any) -> StepOutcome:
+        """Apply ``action``; raise ``InvalidActionError`` when it is not a valid action."""
 
 
 class CollisionMode:

@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from ..core.body import AgentBody
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
 from ..core.parallel import (JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
@@ -54,7 +55,7 @@ class RunSettings:
 
     max_steps: int
     success_distance: float
-    body: Any
+    body: AgentBody
     resolution: float
     task_type: str
 

@@ -46,7 +46,9 @@ from .collect import TeacherForcingAgent
 from .encoders import _note, load_weights
 from .policies import VLNPolicy, register_policy
 from .vocab import PAD_ID, Vocabulary
-from .waypoints import PanoramaRenderer, WaypointPredictor, load_predictor, to_world
+from .waypoints.data import PanoramaRenderer
+from .waypoints.grid import to_world
+from .waypoints.model import WaypointPredictor, load_predictor
 
 
 # -------------------------------------------------------------------------------------------- text

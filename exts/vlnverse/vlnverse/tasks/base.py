@@ -18,11 +18,11 @@ import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
-from ..core.body import DEFAULT_BODY, as_body
+from ..core.body import DEFAULT_BODY, AgentBody, as_body
 from ..core.cache_key import content_key
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
@@ -31,6 +31,10 @@ from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
 from .scoring import DEFAULT_SCORING, TaskScoring
+
+if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene is loaded
+    from ..scenes.description import SceneDescription
+    from ..scenes.maps import SceneMaps
 
 #: modules a worker process working on scenes needs (task types, scene loading and maps, OpenUSD):
 #: parallel runs have the local fork server import them once (``core.parallel.start_fork_server``)
@@ -145,10 +149,10 @@ class SceneContext:
     """
 
     scene_path: Path
-    desc: Any
-    maps: Any
+    desc: SceneDescription
+    maps: SceneMaps
     planner: PathPlanner
-    body: Any
+    body: AgentBody
     renderer: Callable[..., np.ndarray] | None = None
     _navgraph: Any = field(default=None, repr=False)
 

@@ -24,20 +24,21 @@ from __future__ import annotations
 import hashlib
 import io
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..core.body import as_body
+from ..core.body import AgentBody, as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
 from ..core.parallel import (Job, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
                              start_workers_early)
 from ..core.plugins import load_plugins
-from .base import TASKS, WORKER_PRELOAD, SceneContext, TaskConfig, load_scene_context, load_task_config, load_task_types
+from .base import (TASKS, WORKER_PRELOAD, SceneContext, TaskConfig, TaskGenerator, load_scene_context, load_task_config,
+                   load_task_types)
 from .episode import Episode, save_episodes
 from .instructions.llm import collect_llm_warnings
 from .pathing import polyline_length
@@ -256,11 +257,11 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         if hasattr(generator, "assets_dir") and generator.assets_dir is None:
             generator.assets_dir = tmp / "assets"
         inline = runs_inline(engine, workers)
-        payload = {"task": task, "task_config": task_config, "body": body_obj, "seed": seed,
-                   "episodes_per_scene": episodes_per_scene, "split_of": split_of, "default_split": default_split,
-                   "val_seen_fraction": val_seen_fraction, "renderer_factory": renderer_factory, "output_dir": tmp,
-                   "generator": generator if inline else None, "plugins": plugins}
-        jobs = [Job(Path(path).stem, (str(path),), {**payload, "path": path}) for path in scene_paths]
+        jobs = [Job(Path(path).stem, (str(path),), GenerateJob(
+            path=path, task=task, task_config=task_config, body=body_obj, seed=seed,
+            episodes_per_scene=episodes_per_scene, split_of=split_of, default_split=default_split,
+            val_seen_fraction=val_seen_fraction, renderer_factory=renderer_factory, output_dir=tmp,
+            generator=generator if inline else None, plugins=plugins)) for path in scene_paths]
         results: dict[str, tuple] = {}
         bar = tqdm(total=len(scene_paths), desc=f"{task}", unit="scene", disable=not progress, dynamic_ncols=True)
 
@@ -309,47 +310,68 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     return summary
 
 
-def generate_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+@dataclass(frozen=True)
+class GenerateJob:
+    """The payload of one scene's generation job (``generate_scene_job``; picklable, sent to worker
+    processes or Ray actors). ``generator`` is the caller's own generator when the run is inline
+    (``None``: each worker builds one per task config)."""
+
+    path: str | Path
+    task: str
+    task_config: TaskConfig
+    body: AgentBody
+    seed: int
+    episodes_per_scene: int
+    split_of: dict[str, str]
+    default_split: str
+    val_seen_fraction: float
+    renderer_factory: Callable[[SceneContext], tuple[Any, Callable[[], None] | None]] | None
+    output_dir: Path
+    generator: TaskGenerator | None
+    plugins: list[str]
+
+
+def generate_scene_job(payload: GenerateJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): generate one scene's episodes (seeded by the
     dataset seed and the scene id, so any worker gives the same episodes) and ``emit(path,
     (scene_id, episodes, shortfall))``; the task generator is built once per worker."""
-    task, task_config, body_obj = payload["task"], payload["task_config"], payload["body"]
-    load_plugins(payload.get("plugins"), field="--plugins")  # a fresh worker process has not imported them
+    task, task_config, body_obj = payload.task, payload.task_config, payload.body
+    load_plugins(payload.plugins, field="--plugins")  # a fresh worker process has not imported them
     load_task_types()  # ... nor registered the task types
     generator_cls = TASKS.get(task)
-    generator = payload["generator"]
+    generator = payload.generator
     if generator is None:
-        key = ("generator", task, repr(task_config), str(payload["output_dir"]))
+        key = ("generator", task, repr(task_config), str(payload.output_dir))
         if key not in state:
             generator = generator_cls(task_config)
-            generator.output_dir = payload["output_dir"]
+            generator.output_dir = payload.output_dir
             if hasattr(generator, "assets_dir") and generator.assets_dir is None:
-                generator.assets_dir = Path(payload["output_dir"]) / "assets"
+                generator.assets_dir = Path(payload.output_dir) / "assets"
             state[key] = generator
         generator = state[key]
-    path = payload["path"]
+    path = payload.path
     renderer, close = None, None
     ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution)
     if generator_cls.needs_renderer:
-        factory = payload["renderer_factory"]
+        factory = payload.renderer_factory
         if factory is None:
             raise ConfigError(f"task '{task}' renders images and needs a renderer", field="renderer",
                               expected="a renderer factory (the CLI uses the simulator's camera)")
         renderer, close = factory(ctx)
         ctx = load_scene_context(path, body_obj, resolution=task_config.map_resolution, renderer=renderer)
-    split = payload["split_of"].get(ctx.scene_id, payload["default_split"])
-    gen_seq, split_seq = scene_seed(payload["seed"], ctx.scene_id, task).spawn(2)
+    split = payload.split_of.get(ctx.scene_id, payload.default_split)
+    gen_seq, split_seq = scene_seed(payload.seed, ctx.scene_id, task).spawn(2)
     generator.shortfall = None
     try:
-        episodes = generator.generate(ctx, np.random.default_rng(gen_seq), payload["episodes_per_scene"], split)
+        episodes = generator.generate(ctx, np.random.default_rng(gen_seq), payload.episodes_per_scene, split)
     finally:
         if close is not None:
             close()
-    if split == "train" and payload["val_seen_fraction"] > 0:
+    if split == "train" and payload.val_seen_fraction > 0:
         # One draw per episode group (false-premise pairs share info["pair_id"]; any other
         # episode is its own group), so a pair never straddles train and val_seen.
         groups = list(dict.fromkeys(ep.info.get("pair_id", ep.episode_id) for ep in episodes))
-        held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < payload["val_seen_fraction"]))
+        held = dict(zip(groups, np.random.default_rng(split_seq).random(len(groups)) < payload.val_seen_fraction))
         for ep in episodes:
             if held[ep.info.get("pair_id", ep.episode_id)]:
                 ep.split = "val_seen"

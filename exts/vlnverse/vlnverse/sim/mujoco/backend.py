@@ -48,7 +48,7 @@ class MujocoSimulator(PhysicsSimulator):
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
     order fixes the semantic ids; scene labels not in it are appended sorted); ``antialias``
     (4× MSAA for GL RGB at ``fast``); ``quality`` = fast | default | high (render preset, see
-    ``vlnverse.sim.mujoco.render.GLRenderer``; depth and segmentation do not depend on it).
+    ``vlnverse.sim.mujoco.gl_render.GLRenderer``; depth and segmentation do not depend on it).
     """
 
     servo_tau = SERVO_TAU
