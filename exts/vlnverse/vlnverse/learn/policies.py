@@ -291,3 +291,6 @@ def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, t
 
 from . import rdp  # noqa: E402,F401  (registers the continuous RDP policy)
 from . import vlnbert  # noqa: E402,F401  (registers the waypoint-based VLN-BERT policy)
+# policies with their own training loop (``run_training``), imported on first use
+POLICIES.register_lazy("graph_nf", "vlnverse.learn.graph_policy")
+POLICIES.register_lazy("room_classifier", "vlnverse.learn.room_classifier")

@@ -9,7 +9,12 @@ POLICY_NAMES = {
            "stop-progress head",
     "vlnbert": "recurrent VLN-BERT: transformer over [state, instruction, waypoint candidates, STOP] with a "
                "candidate waypoint predictor on the depth panorama",
+    "graph_nf": "VLN-BERT on the navigation graph with an added NOT_FOUND class (false-premise baseline, "
+                "graph mode)",
+    "room_classifier": "ROAM's room classifier: semantic observation of a viewpoint -> room type (room labels only)",
 }
+#: policies that act between navigation-graph viewpoints (``collision_mode: graph``)
+GRAPH_POLICIES = ("graph_nf",)
 
 
 def policy_names() -> list[str]:
