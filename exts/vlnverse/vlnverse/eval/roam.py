@@ -137,13 +137,13 @@ def multi_hot(seen: Sequence[set[str]], vocab: Sequence[str]) -> np.ndarray:
     return np.array([[c in s for c in vocab] for s in seen], dtype=float).reshape(len(seen), len(vocab))
 
 
-def room_accuracy(classifier: Any, contexts: Iterable[Any]) -> dict[str, Any]:
-    """Room-classification accuracy of ``classifier`` on the in-room viewpoints of ``contexts``
-    (labels from the room maps): ``{"viewpoints", "accuracy", "per_room"}``."""
+def room_accuracy(classifier: Any, samples: Iterable[tuple[Sequence[set[str]], Sequence[str]]]) -> dict[str, Any]:
+    """Room-classification accuracy of ``classifier`` on ``samples``: per scene, the categories
+    seen at its in-room viewpoints and their room types (:func:`scene_samples` with the
+    classifier's ``sight``): ``{"viewpoints", "accuracy", "per_room"}``."""
     hits: dict[str, list[bool]] = {}
-    for ctx in contexts:
-        seen, labels, _ = scene_samples(ctx, classifier.sight)
-        if not labels:
+    for seen, labels in samples:
+        if not len(labels):
             continue
         for lab, pred in zip(labels, classifier.predict(multi_hot(seen, classifier.categories))):
             hits.setdefault(lab, []).append(pred == lab)
@@ -176,6 +176,18 @@ _SCORE = re.compile(r"score\s*[:=]\s*([01](?:\.\d+)?|\.\d+)", re.I)
 
 # ------------------------------------------------------------------------------------------
 # the agent
+
+
+def go_to_node(graph: Any, node: int, state: AgentState) -> Any:
+    """The action that moves to viewpoint ``node``: the node id in graph mode, else a
+    ``WaypointAction`` to its position, facing it (Tel-Hop, Strict's waypoint controller)."""
+    if state.mode == "graph":
+        return node
+    xy = np.asarray(graph.nodes[node]["position"][:2], dtype=float)
+    d = xy - np.asarray(state.pose.xy, dtype=float)
+    rel = math.atan2(d[1], d[0]) - state.pose.yaw
+    dist = float(np.linalg.norm(d))
+    return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
 
 
 class ROAMAgent(MLLMAgent):
@@ -283,13 +295,7 @@ class ROAMAgent(MLLMAgent):
             int(self.context.navgraph.nearest_node(state.pose.xy))
 
     def _go(self, node: int, state: AgentState) -> Any:
-        if state.mode == "graph":
-            return node
-        xy = np.asarray(self.context.navgraph.graph.nodes[node]["position"][:2], dtype=float)
-        d = xy - np.asarray(state.pose.xy, dtype=float)
-        rel = math.atan2(d[1], d[0]) - state.pose.yaw
-        dist = float(np.linalg.norm(d))
-        return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
+        return go_to_node(self.context.navgraph.graph, node, state)
 
     def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
         here = self._here(state)

@@ -400,9 +400,10 @@ def labelled_episodes(cfg: Any, source: Any, field: str, split: str | None, sigh
 
 @register_agent("graph_policy")
 class GraphPolicyAgent(Agent):
-    """A ``graph_nf`` checkpoint acting in graph mode (``checkpoint``: the ``best.pt`` of
-    ``vlnverse train graph_nf``, or an in-memory ``policy``): the argmax over neighbours, FOUND
-    (STOP) and NOT_FOUND; each step's scores go into ``agent_outputs``."""
+    """A ``graph_nf`` checkpoint (``checkpoint``: the ``best.pt`` of ``vlnverse train graph_nf``,
+    or an in-memory ``policy``): the argmax over neighbours, FOUND (STOP) and NOT_FOUND; each
+    step's scores go into ``agent_outputs``. Trained for graph mode; under Tel-Hop / Strict it
+    reads the viewpoint nearest to the agent and moves to the chosen one by waypoint."""
 
     def __init__(self, *, checkpoint: str | None = None, policy: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
@@ -438,11 +439,13 @@ class GraphPolicyAgent(Agent):
 
     @torch.no_grad()
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
-        """The policy's argmax at the current viewpoint."""
-        if state.mode != "graph" or state.node is None:
-            raise ConfigError(f"got collision mode {state.mode!r}", field="collision_mode",
-                              expected="graph (the graph_policy agent moves between viewpoints)")
-        node = int(state.node)
+        """The policy's argmax at the current viewpoint (outside graph mode: the viewpoint
+        nearest to the agent, and a waypoint to the chosen one)."""
+        from ..eval.roam import go_to_node
+
+        graph = self._observer.graph
+        node = int(state.node) if state.mode == "graph" and state.node is not None else \
+            int(state.context.navgraph.nearest_node(state.pose.xy))
         self._visited.add(node)
         obs = self._observer.step(node, self._visited, state.step)
         x = self.policy.tensors([[obs]], [self._decision])
@@ -454,7 +457,7 @@ class GraphPolicyAgent(Agent):
         finite = {n: round(float(v), 3) for n, v in zip(names, scores[0].tolist()) if n and math.isfinite(v)}
         self.outputs.append({"step": state.step, "node": node, "scores": finite, "action": names[choice]})
         if choice < len(ids):
-            return obs["cands"][choice]["node"]
+            return go_to_node(graph, obs["cands"][choice]["node"], state)
         if not self._decision:
             return DiscreteAction.STOP
         return Decision.FOUND if choice == kp else Decision.NOT_FOUND

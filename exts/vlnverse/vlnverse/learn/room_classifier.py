@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from ..eval.roam import ROOM_CLASSIFIERS, ROOM_SIGHT, multi_hot, room_accuracy, scene_samples
 from .policies import POLICIES
@@ -96,11 +96,19 @@ class RoomClassifier(nn.Module):
         torch.manual_seed(cfg.seed)
         if cfg.threads is not None:
             torch.set_num_threads(cfg.threads)
-        contexts = scene_contexts(cfg, cfg.train, "train", scene_loader)
-        seen, labels = [], []
-        for ctx in contexts:
-            s, lab, _ = scene_samples(ctx, sight)
-            seen, labels = seen + s, labels + lab
+        memo: dict[int, tuple[list, list]] = {}
+
+        def samples(source: Any, field: str) -> list[tuple[list, list]]:
+            out = []
+            for ctx in scene_contexts(cfg, source, field, scene_loader):
+                if id(ctx) not in memo:
+                    memo[id(ctx)] = scene_samples(ctx, sight)[:2]
+                out.append(memo[id(ctx)])
+            return out
+
+        train = samples(cfg.train, "train")
+        seen = [s for scene, _ in train for s in scene]
+        labels = [lab for _, scene in train for lab in scene]
         classes = sorted(set(labels))
         if len(classes) < 2:
             raise ConfigError(f"{len(labels)} in-room viewpoints of room types {classes}", field="train",
@@ -123,9 +131,8 @@ class RoomClassifier(nn.Module):
                 opt.step()
                 total += float(loss.detach()) * len(idx)
             losses.append(round(total / len(y), 6))
-        train_acc = room_accuracy(model, contexts)
-        val = {name: room_accuracy(model, scene_contexts(cfg, src, f"val.{name}", scene_loader))
-               for name, src in cfg.val.items()}
+        train_acc = room_accuracy(model, train)
+        val = {name: room_accuracy(model, samples(src, f"val.{name}")) for name, src in cfg.val.items()}
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         best = out / "best.pt"
@@ -158,8 +165,9 @@ def scene_contexts(cfg: Any, source: Any, field: str, scene_loader: Callable | N
     if source.generate is not None:
         try:
             paths = resolve_scene_paths(source.generate.scenes)
-        except ConfigError as exc:
-            raise ConfigError(exc.problem, field=f"{field}.generate.scenes", expected=exc.expected) from None
+        except VLNVerseError as exc:  # an unknown scene or split names the known ones
+            raise ConfigError(getattr(exc, "problem", None) or str(exc), field=f"{field}.generate.scenes",
+                              expected=getattr(exc, "expected", None) or "a split name, 'all', scene ids or paths") from None
         paths = paths[:source.generate.max_scenes] if source.generate.max_scenes else paths
     else:
         from ..tasks.episode import load_episodes
