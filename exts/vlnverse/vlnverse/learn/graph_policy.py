@@ -302,8 +302,11 @@ class GraphNFPolicy(nn.Module):
         opt = torch.optim.Adam(policy.parameters(), lr=cfg.il.lr, weight_decay=cfg.il.weight_decay)
         report(f"graph_nf: {len(train)} episodes, {sum(len(s) for _, s in train)} teacher steps, vocabulary "
                f"{len(vocab)} words")
+        from tqdm import tqdm
+
         bs, losses = cfg.il.batch_size, []
-        for epoch in range(cfg.il.epochs):
+        bar = tqdm(range(cfg.il.epochs), desc="graph_nf", unit="epoch", disable=not progress)
+        for epoch in bar:
             policy.train()
             order = np.random.default_rng([cfg.seed, epoch]).permutation(len(train))
             total = n = 0.0
@@ -324,6 +327,7 @@ class GraphNFPolicy(nn.Module):
                 total += float(loss.detach()) * int(mask.sum())
                 n += int(mask.sum())
             losses.append(round(total / max(n, 1), 6))
+            bar.set_postfix(loss=f"{losses[-1]:.3f}")
         accuracy = {"train": policy.accuracy(train), **{name: policy.accuracy(eps) for name, eps in val.items()}}
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
