@@ -128,6 +128,12 @@ def test_train_config_bad_input(tmp_path):
                              "train": {"generate": {"scenes": "no_such_home"}}, "out": str(tmp_path / "x")})
     with pytest.raises(ConfigError, match="train.generate.scenes"):
         run_training(cfg, progress=False, report=lambda s: None)
+    (tmp_path / "init.pt").write_bytes(b"x")
+    for name, mode in (("graph_nf", "graph"), ("room_classifier", "telhop")):
+        cfg = _config(tmp_path, {**base, "policy": {"name": name}, "collision_mode": mode, "mode": "dagger",
+                                 "init": str(tmp_path / "init.pt"), "out": str(tmp_path / "d")})
+        with pytest.raises(ConfigError, match="mode: got 'dagger'"):
+            run_training(cfg, progress=False, report=lambda s: None)
 
 
 # ---------------------------------------------------------------------------------------------

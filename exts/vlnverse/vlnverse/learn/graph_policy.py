@@ -282,6 +282,8 @@ class GraphNFPolicy(nn.Module):
         ``best.pt`` and ``summary.json`` into ``cfg.out``; returns the summary."""
         from .checkpoint import save_checkpoint
 
+        if cfg.mode != "il":
+            raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (graph_nf trains by imitation only)")
         params = dict(cfg.policy.params or {})
         unknown = set(params) - PARAMS
         if unknown:

@@ -88,6 +88,8 @@ class RoomClassifier(nn.Module):
         ``best.pt`` and ``summary.json`` into ``cfg.out`` and returns the summary."""
         from .checkpoint import save_checkpoint
 
+        if cfg.mode != "il":
+            raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (the room classifier trains supervised, in one pass)")
         params = dict(cfg.policy.params or {})
         unknown = set(params) - {"hidden_size", "sight"}
         if unknown:
