@@ -48,7 +48,7 @@ from .vocab import PAD_ID, Vocabulary, tokenize
 
 #: words per category name, object tokens per viewpoint, categories per candidate direction
 MAX_WORDS, MAX_SEEN, MAX_DIRECTION = 3, 24, 8
-PARAMS = {"hidden_size", "layers", "heads", "sight", "max_steps_hint"}
+PARAMS = {"hidden_size", "layers", "heads", "sight"}
 
 
 # -------------------------------------------------------------------------------------------- observation
@@ -171,7 +171,7 @@ class GraphNFPolicy(nn.Module):
     action_space = "graph"
 
     def __init__(self, vocab: Vocabulary, sensors: list | None = None, *, hidden_size: int = 64, layers: int = 2,
-                 heads: int = 4, sight: float = 4.0, max_steps_hint: int = 20):
+                 heads: int = 4, sight: float = 4.0):
         super().__init__()
         if int(hidden_size) < 8 or int(hidden_size) % int(heads) or int(layers) < 1 or not float(sight) > 0:
             raise ConfigError(f"got hidden_size={hidden_size}, heads={heads}, layers={layers}, sight={sight}",
@@ -254,13 +254,13 @@ class GraphNFPolicy(nn.Module):
         w = self.types.weight
         tokens = torch.cat([(state + w[0])[:, None], ctx + w[1], seen + w[2], cand + w[3],
                             (self.decision_tokens + w[4:6])[None].expand(b, -1, -1)], dim=1)
-        ones = torch.ones(b, 3, dtype=torch.bool)
-        keep = torch.cat([ones[:, :1], tmask, seen_ok, valid, ones[:, :2]], dim=1)
+        ones = torch.ones(b, 1, dtype=torch.bool)
+        keep = torch.cat([ones, tmask, seen_ok, valid, ones, ones], dim=1)
         out = self.encoder(tokens, src_key_padding_mask=~keep)
         new = self.state_update(torch.cat([out[:, 0], hidden], dim=1))
         acts = out[:, -(k + 2):]
         scores = self.scorer(torch.cat([new[:, None].expand(-1, k + 2, -1), acts], dim=-1)).squeeze(-1)
-        allowed = torch.cat([valid, torch.ones(b, 1, dtype=torch.bool), x["decision"][:, None]], dim=1)
+        allowed = torch.cat([valid, ones, x["decision"][:, None]], dim=1)
         return scores.masked_fill(~allowed, float("-inf")), new
 
     def sequence_logits(self, tokens: torch.Tensor, x: dict[str, torch.Tensor]) -> torch.Tensor:
