@@ -260,3 +260,22 @@ def test_roam_table_cli_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert err.count("\n") == 0 and "--model" in err and "not JSON" in err
     assert main(["table", "--episodes", str(tmp_path / "e.jsonl"), "--out", str(tmp_path), "--model", "[1]"]) == 2
     assert "a JSON object with a 'name'" in capsys.readouterr().err
+
+
+def test_shipped_configs_load_and_vlnverse_train_runs_the_room_classifier(tmp_path, capsys):
+    from vlnverse.cli import main
+    from vlnverse.learn.config import load_train_config, resolve_train_config_path
+
+    rc = load_train_config(resolve_train_config_path("room_classifier"))
+    gnf = load_train_config(resolve_train_config_path("graph_nf_false_premise"))
+    assert rc.policy.name == "room_classifier" and "val_unseen" in rc.val
+    assert gnf.policy.name == "graph_nf" and gnf.collision_mode == "graph" and gnf.task == "false_premise"
+    out = tmp_path / "rooms"
+    assert main(["train", "room_classifier", "train.generate.scenes=home_0014",
+                 "val.val_unseen.generate.scenes=home_0014", "il.epochs=30", f"out={out}", "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert printed["policy"] == "room_classifier" and printed["checkpoint"] == str(out / "best.pt")
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["val"]["val_unseen"]["viewpoints"] == summary["train"]["viewpoints"] >= 10
+    assert main(["train", "room_classifier", "train.generate.scenes=nowhere", f"out={tmp_path / 'x'}"]) == 2
+    assert "train.generate.scenes" in capsys.readouterr().err
