@@ -18,10 +18,12 @@ on episodes without a decision) and the added NOT_FOUND token. The transformer r
 
 NOT_FOUND is scored only on decision episodes (false premise); elsewhere FOUND is STOP.
 
-**Teacher** (imitation): the toolkit's oracle in graph mode (``OracleAgent.best_graph_action``):
-the next viewpoint on the shortest route through the episode's reference exploration (the
-target room's entry, then the viewpoints that see its objects), then the ground-truth decision:
-FOUND at the object when it is present, NOT_FOUND once the room is explored when it is absent.
+**Teacher** (imitation, :func:`teacher_steps`): the shortest graph route to the nearest
+viewpoint inside the target room (door viewpoints excluded), then FOUND as soon as the named
+object is in sight when it is present; otherwise on to the nearest unvisited room viewpoint that
+shows a room object not seen yet, and NOT_FOUND when none is left (the room explored). (The
+``oracle`` agent's graph route ends at the viewpoint nearest its reference viewpoint, which can
+be a door viewpoint outside the room.)
 Training (``vlnverse train graph_nf``): teacher-forced episodes of ``train`` (cross-entropy over
 every step, Adam, ``il`` settings, seeded); each ``val`` split reports teacher-forced step and
 decision accuracy; ``best.pt`` (a policy checkpoint, safetensors) holds the last weights.
