@@ -264,3 +264,27 @@ def test_export_sft_cli(home14, tmp_path, capsys):
     assert "samples" in capsys.readouterr().out and (tmp_path / "sft" / "sft.jsonl").is_file()
     assert main(["data", "export-sft", str(tmp_path / "missing.jsonl"), "--out", str(tmp_path / "x")]) == 2
     assert "missing.jsonl: no episode file" in capsys.readouterr().err
+
+
+def test_bad_agent_parameters_and_a_missing_prior_video_are_config_errors(home14, tmp_path):
+    """Issue 27's bad input: parameters out of range and no chat model are one-line errors naming
+    the field; an episode whose prior video is gone names the file when the episode starts."""
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.models import make_model
+
+    model = make_model("scripted", {"answers": ["Frame: 0\nAction: STOP"]})
+    with pytest.raises(ConfigError, match="video_frames >= 1"):
+        make_agent("mv_dualvln", {"video_frames": 0, "view_size": SIZE}, model=model)
+    with pytest.raises(ConfigError, match="snap >= 0"):
+        make_agent("mv_dualvln", {"snap": -1, "view_size": SIZE}, model=model)
+    with pytest.raises(ConfigError, match="a chat model"):
+        make_agent("mv_dualvln", {"view_size": SIZE})
+    agent = make_agent("mv_dualvln", {"view_size": SIZE, "video_root": str(tmp_path)}, model=model)
+    try:
+        ep = _episode(home14, _open_east_start(home14), tmp_path, video_len=10)
+        (tmp_path / "tour.npz").unlink()
+        with pytest.raises(ConfigError, match="prior video not found") as err:
+            agent.reset(ep, home14)
+        assert "tour.npz" in str(err.value) and "\n" not in str(err.value)
+    finally:
+        agent.panorama.close()

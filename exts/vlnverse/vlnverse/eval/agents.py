@@ -37,6 +37,7 @@ from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for ag
 AGENTS: Registry[type["Agent"]] = Registry("agent")
 # agents of optional layers: their module is imported on first use (torch only when asked for)
 AGENTS.register_lazy("policy", "vlnverse.learn.agent")
+AGENTS.register_lazy("graph_policy", "vlnverse.learn.graph_policy")
 
 
 def register_agent(name: str):

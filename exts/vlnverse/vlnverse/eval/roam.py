@@ -2,8 +2,9 @@
 
 * **Room-Level Navigator** (Sec. 4.1): the target room type ``r*`` is parsed from the
   instruction with the toolkit's lexicon (:func:`parse_target`); every navigation-graph viewpoint
-  gets a room label ``r(v)`` — from a :class:`RoomClassifier` trained with room-level supervision
-  only (``room_labels: classifier``, the default) or, as an ablation, the ground truth of the
+  gets a room label ``r(v)`` — from the room classifier that ``vlnverse train room_classifier``
+  trains with room-level supervision only (``vlnverse.learn.room_classifier``; ``room_labels:
+  classifier``, the default) or, as an ablation, the ground truth of the
   room maps (``room_labels: ground_truth``); the agent walks the graph's shortest route to
   ``argmin_{v : r(v) = r*} d_G(v_start, v)``. An instruction without a parsable room (or a room
   type no viewpoint carries) falls back to exploring from the start over the whole graph
@@ -35,6 +36,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from ..core.errors import ConfigError
+from ..core.registry import Registry
 from ..sim.types import WaypointAction
 from ..tasks.actions import Decision
 from .agents import AgentState, register_agent
@@ -70,85 +72,35 @@ def parse_target(text: str, room_types: Iterable[str] = (), categories: Iterable
 # room classifier (room-level supervision only)
 
 
-#: line-of-sight range (m) of the classifier's observation
+#: line-of-sight range (m) of the room classifier's observation
 ROOM_SIGHT = 3.0
 
+#: Loaders of room classifiers (path -> classifier with ``categories``, ``classes``, ``sight`` and
+#: ``predict(multi-hot features) -> room types``). The learned one (``vlnverse train
+#: room_classifier``, ``vlnverse.learn.room_classifier``) needs torch and is imported on first use.
+ROOM_CLASSIFIERS: Registry[Any] = Registry("room classifier")
+ROOM_CLASSIFIERS.register_lazy("learned", "vlnverse.learn.room_classifier")
 
-def semantic_features(ctx: Any, xy: Sequence[float], vocab: Sequence[str], *, cache: dict | None = None) -> np.ndarray:
+
+def load_room_classifier(path: str | Path, field: str = "agent.params.room_classifier") -> Any:
+    """The room classifier checkpoint at ``path`` (``vlnverse train room_classifier``); without
+    torch, a ``ConfigError`` naming the ground-truth ablation."""
+    try:
+        loader = ROOM_CLASSIFIERS.get("learned")
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"the learned room classifier needs {exc.name}, which is not installed", field=field,
+                          expected="the [learn] extra (torch), or room_labels: ground_truth (the ablation)") from None
+    return loader(path, field=field)
+
+
+def semantic_features(ctx: Any, xy: Sequence[float], vocab: Sequence[str], *, sight: float = ROOM_SIGHT,
+                      cache: dict | None = None) -> np.ndarray:
     """The room classifier's observation at ``xy``: which categories of ``vocab`` the semantic
-    panorama shows — objects in line of sight at camera height within :data:`ROOM_SIGHT` in any
+    panorama shows — objects in line of sight at camera height within ``sight`` m in any
     direction (the scene's semantic labels, as the simulator's semantic views give them) —
     as a multi-hot vector."""
-    seen = visible_categories(ctx, xy, max_range=ROOM_SIGHT, cache=cache)
+    seen = visible_categories(ctx, xy, max_range=sight, cache=cache)
     return np.array([c in seen for c in vocab], dtype=float)
-
-
-class RoomClassifier:
-    """Observation → room type: softmax regression on :func:`semantic_features` over the
-    category vocabulary ``vocab``, trained with room labels only (no trajectories). Saved as
-    ``.npz`` (arrays only, read with ``allow_pickle=False``)."""
-
-    def __init__(self, classes: Sequence[str], weights: np.ndarray, bias: np.ndarray, mean: np.ndarray, std: np.ndarray,
-                 vocab: Sequence[str] = ()):
-        self.classes = [str(c) for c in classes]
-        self.vocab = [str(c) for c in vocab]
-        self.weights, self.bias, self.mean, self.std = (np.asarray(a, dtype=float) for a in (weights, bias, mean, std))
-
-    @classmethod
-    def fit(cls, features: np.ndarray, labels: Sequence[str], *, vocab: Sequence[str] = (), epochs: int = 500,
-            lr: float = 0.5, l2: float = 0.1, seed: int = 0) -> "RoomClassifier":
-        """Full-batch gradient descent on the cross-entropy (deterministic)."""
-        x = np.asarray(features, dtype=float)
-        classes = sorted(set(labels))
-        if len(x) == 0 or len(classes) < 2:
-            raise ValueError(f"a room classifier needs samples of at least 2 room types, got {len(x)} of {classes}")
-        y = np.array([classes.index(lab) for lab in labels])
-        mean, std = x.mean(axis=0), x.std(axis=0) + 1e-6
-        z = (x - mean) / std
-        rng = np.random.default_rng(seed)
-        w = rng.normal(0, 0.01, (z.shape[1], len(classes)))
-        b = np.zeros(len(classes))
-        onehot = np.eye(len(classes))[y]
-        for _ in range(epochs):
-            logits = z @ w + b
-            p = np.exp(logits - logits.max(axis=1, keepdims=True))
-            p /= p.sum(axis=1, keepdims=True)
-            g = (p - onehot) / len(z)
-            w -= lr * (z.T @ g + l2 * w)
-            b -= lr * g.sum(axis=0)
-        return cls(classes, w, b, mean, std, vocab)
-
-    def predict(self, features: np.ndarray) -> list[str]:
-        """Room type of each feature row."""
-        z = (np.atleast_2d(np.asarray(features, dtype=float)) - self.mean) / self.std
-        return [self.classes[i] for i in np.argmax(z @ self.weights + self.bias, axis=1)]
-
-    def save(self, path: str | Path) -> Path:
-        """Write the ``.npz`` atomically."""
-        import io
-
-        from ..core.io import write_bytes_atomic
-
-        buf = io.BytesIO()
-        np.savez(buf, classes=np.array(self.classes, dtype=str), weights=self.weights, bias=self.bias, mean=self.mean,
-                 std=self.std, vocab=np.array(self.vocab, dtype=str))
-        write_bytes_atomic(Path(path), buf.getvalue())
-        return Path(path)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "RoomClassifier":
-        """Read a saved classifier; a missing or malformed file is a ``ConfigError`` naming it."""
-        path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                return cls(data["classes"].tolist(), data["weights"], data["bias"], data["mean"], data["std"],
-                           data["vocab"].tolist())
-        except FileNotFoundError:
-            raise ConfigError("no such file", file=str(path), field="room_classifier",
-                              expected="a classifier written by 'python -m vlnverse.eval.roam train-rooms'") from None
-        except (KeyError, ValueError, OSError) as exc:
-            raise ConfigError(f"unreadable ({exc})", file=str(path), field="room_classifier",
-                              expected="an .npz with classes, weights, bias, mean, std, vocab") from None
 
 
 def node_room_types(ctx: Any) -> dict[int, str | None]:
@@ -166,16 +118,15 @@ def node_room_types(ctx: Any) -> dict[int, str | None]:
     return out
 
 
-def scene_samples(ctx: Any) -> tuple[list[set[str]], list[str], list[int]]:
-    """(categories seen, room type, node id) of the scene's viewpoints that lie in a room."""
+def scene_samples(ctx: Any, sight: float = ROOM_SIGHT) -> tuple[list[set[str]], list[str], list[int]]:
+    """(categories seen within ``sight`` m, room type, node id) of the scene's viewpoints that lie in a room."""
     labels = node_room_types(ctx)
     cache: dict = {}
     seen, labs, nodes = [], [], []
     for n in sorted(labels):
         if labels[n] is None:
             continue
-        seen.append(visible_categories(ctx, ctx.navgraph.graph.nodes[n]["position"][:2], max_range=ROOM_SIGHT,
-                                       cache=cache))
+        seen.append(visible_categories(ctx, ctx.navgraph.graph.nodes[n]["position"][:2], max_range=sight, cache=cache))
         labs.append(labels[n])
         nodes.append(n)
     return seen, labs, nodes
@@ -184,6 +135,21 @@ def scene_samples(ctx: Any) -> tuple[list[set[str]], list[str], list[int]]:
 def multi_hot(seen: Sequence[set[str]], vocab: Sequence[str]) -> np.ndarray:
     """(N, len(vocab)) multi-hot rows of category sets."""
     return np.array([[c in s for c in vocab] for s in seen], dtype=float).reshape(len(seen), len(vocab))
+
+
+def room_accuracy(classifier: Any, samples: Iterable[tuple[Sequence[set[str]], Sequence[str]]]) -> dict[str, Any]:
+    """Room-classification accuracy of ``classifier`` on ``samples``: per scene, the categories
+    seen at its in-room viewpoints and their room types (:func:`scene_samples` with the
+    classifier's ``sight``): ``{"viewpoints", "accuracy", "per_room"}``."""
+    hits: dict[str, list[bool]] = {}
+    for seen, labels in samples:
+        if not len(labels):
+            continue
+        for lab, pred in zip(labels, classifier.predict(multi_hot(seen, classifier.categories))):
+            hits.setdefault(lab, []).append(pred == lab)
+    flat = [h for v in hits.values() for h in v]
+    return {"viewpoints": len(flat), "accuracy": round(float(np.mean(flat)), 4) if flat else None,
+            "per_room": {k: round(float(np.mean(v)), 4) for k, v in sorted(hits.items())}}
 
 
 # ------------------------------------------------------------------------------------------
@@ -212,9 +178,21 @@ _SCORE = re.compile(r"score\s*[:=]\s*([01](?:\.\d+)?|\.\d+)", re.I)
 # the agent
 
 
+def go_to_node(graph: Any, node: int, state: AgentState) -> Any:
+    """The action that moves to viewpoint ``node``: the node id in graph mode, else a
+    ``WaypointAction`` to its position, facing it (Tel-Hop, Strict's waypoint controller)."""
+    if state.mode == "graph":
+        return node
+    xy = np.asarray(graph.nodes[node]["position"][:2], dtype=float)
+    d = xy - np.asarray(state.pose.xy, dtype=float)
+    rel = math.atan2(d[1], d[0]) - state.pose.yaw
+    dist = float(np.linalg.norm(d))
+    return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
+
+
 class ROAMAgent(MLLMAgent):
     """ROAM (see the module docstring). Parameters beyond the MLLM agents': ``room_labels``
-    (``classifier`` / ``ground_truth``), ``room_classifier`` (path of the ``.npz``),
+    (``classifier`` / ``ground_truth``), ``room_classifier`` (its checkpoint),
     ``detector`` (``visibility`` / ``model``), ``tau`` (0.5), ``detect_range`` (4.0 m),
     ``stop_criterion`` (``coverage`` / ``frontier`` / ``budget``), ``min_room_coverage`` (0.8),
     ``explore_budget`` (12 moves), ``free`` (true), ``free_range`` (5.0 m)."""
@@ -242,13 +220,13 @@ class ROAMAgent(MLLMAgent):
         self.detect_range, self.stop_criterion = float(detect_range), stop_criterion
         self.min_room_coverage, self.explore_budget = float(min_room_coverage), int(explore_budget)
         self.free, self.free_range = bool(free), float(free_range)
-        self.classifier: RoomClassifier | None = None
+        self.classifier: Any = None
         if room_labels == "classifier":
             if not room_classifier:
                 raise ConfigError("missing", field=f"agent.params.room_classifier ({name})",
-                                  expected="the path of a room classifier (python -m vlnverse.eval.roam train-rooms), "
+                                  expected="the checkpoint of 'vlnverse train room_classifier', "
                                            "or room_labels: ground_truth (the ablation)")
-            self.classifier = RoomClassifier.load(room_classifier)
+            self.classifier = load_room_classifier(room_classifier, f"agent.params.room_classifier ({name})")
         self._depth = None
         self._labels_memo: dict[Any, dict[int, str | None]] = {}
         self._scene_cache: dict = {}
@@ -275,8 +253,8 @@ class ROAMAgent(MLLMAgent):
             else:
                 graph = self.context.navgraph.graph
                 nodes = sorted(graph.nodes)
-                feats = np.array([semantic_features(self.context, graph.nodes[n]["position"][:2], self.classifier.vocab,
-                                                    cache=self._scene_cache) for n in nodes])
+                feats = np.array([semantic_features(self.context, graph.nodes[n]["position"][:2], self.classifier.categories,
+                                                    sight=self.classifier.sight, cache=self._scene_cache) for n in nodes])
                 self._labels_memo[key] = dict(zip(nodes, self.classifier.predict(feats)))
         return self._labels_memo[key]
 
@@ -317,13 +295,7 @@ class ROAMAgent(MLLMAgent):
             int(self.context.navgraph.nearest_node(state.pose.xy))
 
     def _go(self, node: int, state: AgentState) -> Any:
-        if state.mode == "graph":
-            return node
-        xy = np.asarray(self.context.navgraph.graph.nodes[node]["position"][:2], dtype=float)
-        d = xy - np.asarray(state.pose.xy, dtype=float)
-        rel = math.atan2(d[1], d[0]) - state.pose.yaw
-        dist = float(np.linalg.norm(d))
-        return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
+        return go_to_node(self.context.navgraph.graph, node, state)
 
     def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
         here = self._here(state)

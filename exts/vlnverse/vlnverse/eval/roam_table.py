@@ -1,10 +1,13 @@
-"""VLN-NF Table 2 on the toolkit's homes: ROAM and the baselines in one runner, and ROAM's room
-classifier (``python -m vlnverse.eval.roam_table train-rooms | table``; see docs/evaluation.md).
+"""VLN-NF Table 2 on the toolkit's homes: ROAM and the baselines in one runner
+(``python -m vlnverse.eval.roam_table table``; see docs/evaluation.md).
 
 ``table`` runs every method of :data:`METHODS` through ``vlnverse eval`` (graph mode on the view
 cache) on the same false-premise episodes with the same model (a scripted one by default, or
 any ``MODELS`` entry, e.g. an OpenAI-compatible endpoint) and prints Coverage, Len (reach),
-Len (explore), Reach SR, Reach&Decision SR, Reach SPL and REV-SPL per method.
+Len (explore), Reach SR, Reach&Decision SR, Reach SPL and REV-SPL per method. ROAM's learned
+room classifier (``vlnverse train room_classifier``) and the supervised graph policy
+(``vlnverse train graph_nf``) come as checkpoints; without one, its row is left out. With the
+classifier, its room-classification accuracy on the episodes' scenes is reported too.
 """
 from __future__ import annotations
 
@@ -12,10 +15,9 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
-#: Table 2 rows: label -> agent block (params added to the shared ones)
+#: Table 2 rows: label -> agent block (MLLM agents get the shared model and ``max_reprompts``)
 METHODS: dict[str, dict[str, Any]] = {
+    "Supervised (NOT_FOUND)": {"name": "graph_policy"},
     "NavGPT": {"name": "navgpt"},
     "MapGPT": {"name": "mapgpt"},
     "SoM": {"name": "som"},
@@ -53,9 +55,11 @@ def format_table(rows: list[list[str]]) -> str:
 
 
 def run_table(episodes: str, out: str, *, model: dict | None = None, room_classifier: str | None = None,
-              methods: Sequence[str] | None = None, max_steps: int = 40, scene_loader: Any = None) -> dict[str, Any]:
+              graph_policy: str | None = None, methods: Sequence[str] | None = None, max_steps: int = 40,
+              scene_loader: Any = None) -> dict[str, Any]:
     """Evaluate the methods on ``episodes`` (a false-premise JSONL), one run folder each under
-    ``out``; returns ``{"rows": ..., "summaries": ...}``."""
+    ``out``; returns ``{"rows": ..., "summaries": ..., "room_accuracy": ...}`` (the last with a
+    ``room_classifier``: its accuracy on the in-room viewpoints of the episodes' scenes)."""
     from .runner import run_eval
 
     model = model or SCRIPTED
@@ -63,7 +67,12 @@ def run_table(episodes: str, out: str, *, model: dict | None = None, room_classi
     for label in methods or list(METHODS):
         agent = json.loads(json.dumps(METHODS[label]))
         params = agent.setdefault("params", {})
-        params.setdefault("max_reprompts", 1)
+        if agent["name"] == "graph_policy":
+            if not graph_policy:
+                continue  # no checkpoint of 'vlnverse train graph_nf': the row is left out
+            params["checkpoint"] = str(graph_policy)
+        else:
+            params.setdefault("max_reprompts", 1)
         if params.get("room_labels") == "classifier":
             if not room_classifier:
                 continue  # no classifier given: the GT-rooms ablation row stands alone
@@ -74,7 +83,32 @@ def run_table(episodes: str, out: str, *, model: dict | None = None, room_classi
                                      "seed": 0, "out": str(folder), "report": {"enabled": False}}, folder)
         kwargs = {"scene_loader": scene_loader} if scene_loader is not None else {}
         summaries[label] = run_eval(cfg, progress=False, print_summary=False, **kwargs)
-    return {"rows": table_rows(summaries), "summaries": summaries}
+    result = {"rows": table_rows(summaries), "summaries": summaries}
+    if room_classifier:
+        result["room_accuracy"] = classifier_accuracy(room_classifier, episodes, scene_loader)
+    return result
+
+
+def classifier_accuracy(path: str, episodes: str, scene_loader: Any = None) -> dict[str, Any]:
+    """Room-classification accuracy of the classifier at ``path`` on the in-room viewpoints of
+    the scenes of ``episodes`` (their split: val_unseen for the table), labels from the room maps."""
+    from ..core.body import load_body
+    from ..tasks.base import load_scene_context, load_task_config
+    from ..tasks.episode import load_episodes
+    from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
+    from .roam import load_room_classifier, room_accuracy, scene_samples
+
+    clf = load_room_classifier(path, "--room-classifier")
+    eps = load_episodes(episodes)
+    if scene_loader is None:
+        where = Path(episodes)
+        eps = resolve_episode_scenes(eps, scene_roots(None, where if where.is_dir() else where.parent))
+        task = load_task_config("false_premise")
+        body = load_body(task.body)
+        scene_loader = lambda p: load_scene_context(p, body, task.map_resolution)  # noqa: E731
+    paths = list(dict.fromkeys(e.scene_path for e in eps))
+    return {"splits": sorted({e.split for e in eps}), "scenes": len(paths),
+            **room_accuracy(clf, [scene_samples(scene_loader(p), clf.sight)[:2] for p in paths])}
 
 
 def load_eval_config_dict(data: dict, folder: Path):
@@ -90,68 +124,60 @@ def load_eval_config_dict(data: dict, folder: Path):
     return load_eval_config(path)
 
 
-# ------------------------------------------------------------------------------------------
-# room classifier: train, report accuracy
-
-
-def train_rooms(train_scenes: str, eval_scenes: str | None, out: str) -> dict[str, Any]:
-    """Train ROAM's :class:`~vlnverse.eval.roam.RoomClassifier` on the viewpoints of
-    ``train_scenes`` (room labels from the room maps: room-level supervision only), save it to
-    ``out`` and report its accuracy on ``eval_scenes``' viewpoints; returns the figures."""
-    from ..core.body import load_body
-    from ..tasks.base import load_scene_context
-    from ..tasks.dataset import resolve_scene_paths
-    from .roam import RoomClassifier, multi_hot, scene_samples
-
-    body = load_body("r2r_ce")
-
-    def samples(spec):
-        seen, labs = [], []
-        for p in resolve_scene_paths(spec):
-            s, lab, _ = scene_samples(load_scene_context(p, body, 0.05))
-            seen += s
-            labs += lab
-        return seen, labs
-
-    seen, y = samples(train_scenes)
-    vocab = sorted({c for s in seen for c in s})
-    clf = RoomClassifier.fit(multi_hot(seen, vocab), y, vocab=vocab)
-    clf.save(out)
-    accuracy = lambda s, lab: round(float(np.mean(np.array(clf.predict(multi_hot(s, vocab))) == np.array(lab))), 4)  # noqa: E731
-    report = {"train_scenes": train_scenes, "train_viewpoints": len(y), "classes": clf.classes,
-              "train_accuracy": accuracy(seen, y), "out": str(out)}
-    if eval_scenes:
-        seen_e, ye = samples(eval_scenes)
-        report.update({"eval_scenes": eval_scenes, "eval_viewpoints": len(ye), "eval_accuracy": accuracy(seen_e, ye)})
-    return report
-
-
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m vlnverse.eval.roam_table table ...``; bad input is one line, exit status 2."""
+    import sys
+
+    from ..core.errors import VLNVerseError
+
+    try:
+        return _main(argv)
+    except VLNVerseError as exc:
+        print(f"vlnverse.eval.roam_table: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: Sequence[str] | None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(prog="python -m vlnverse.eval.roam_table")
     sub = ap.add_subparsers(dest="cmd", required=True)
-    tr = sub.add_parser("train-rooms", help="train ROAM's room classifier; print its accuracy")
-    tr.add_argument("--scenes", default="train")
-    tr.add_argument("--eval-scenes", default="val_unseen")
-    tr.add_argument("--out", required=True)
     tb = sub.add_parser("table", help="VLN-NF Table 2: ROAM and the baselines on false-premise episodes")
     tb.add_argument("--episodes", required=True, help="false-premise episodes (JSONL, from 'vlnverse data generate')")
     tb.add_argument("--out", required=True, help="folder of the runs (one per method)")
-    tb.add_argument("--room-classifier", default=None, help="ROAM's room classifier (.npz); without it only the "
-                    "ground-truth-rooms ablation of ROAM runs")
+    tb.add_argument("--room-classifier", default=None, help="ROAM's room classifier (best.pt of 'vlnverse train "
+                    "room_classifier'); without it only the ground-truth-rooms ablation of ROAM runs")
+    tb.add_argument("--graph-policy", default=None, help="the supervised graph policy with NOT_FOUND (best.pt of "
+                    "'vlnverse train graph_nf'); without it its row is left out")
     tb.add_argument("--model", default=None, help="model block as JSON (default: the scripted model)")
     tb.add_argument("--max-steps", type=int, default=40)
     args = ap.parse_args(argv)
-    if args.cmd == "train-rooms":
-        print(json.dumps(train_rooms(args.scenes, args.eval_scenes, args.out), indent=1))
-        return 0
-    result = run_table(args.episodes, args.out, model=json.loads(args.model) if args.model else None,
-                       room_classifier=args.room_classifier, max_steps=args.max_steps)
+    result = run_table(args.episodes, args.out, model=parse_model(args.model), room_classifier=args.room_classifier,
+                       graph_policy=args.graph_policy, max_steps=args.max_steps)
     n = {label: s["overall"]["episodes"] for label, s in result["summaries"].items()}
     print(f"VLN-NF Table 2 on {args.episodes} (episodes per method: {n})")
     print(format_table(result["rows"]))
+    acc = result.get("room_accuracy")
+    if acc:
+        print(f"ROAM's room classifier on {'/'.join(acc['splits'])} ({acc['scenes']} scenes, {acc['viewpoints']} in-room "
+              f"viewpoints): accuracy {100 * acc['accuracy']:.1f}%")
     return 0
+
+
+def parse_model(text: str | None) -> dict | None:
+    """``--model`` as a JSON object with a ``name``; anything else is a one-line ``ConfigError``."""
+    from ..core.errors import ConfigError
+
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"not JSON ({exc.msg})", field="--model", expected='a model block, e.g. '
+                          '\'{"name": "openai", "params": {...}}\'') from None
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        raise ConfigError(f"got {text!r}", field="--model", expected="a JSON object with a 'name' (and 'params')")
+    return data
 
 
 if __name__ == "__main__":

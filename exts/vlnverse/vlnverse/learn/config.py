@@ -233,7 +233,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
-        from .policies_registry import POLICIES
+        from .policies_registry import GRAPH_POLICIES, POLICIES
 
         require(self.policy.name in POLICIES, "policy.name", f"got {self.policy.name!r}",
                 f"one of {POLICIES.names()}, or a policy of a module in 'plugins'")
@@ -241,8 +241,9 @@ class TrainConfig:
         self.train = train_source(self.train, "train")
         require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
         self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
-        require(self.collision_mode in TRAIN_COLLISION_MODES, "collision_mode", f"got {self.collision_mode!r}",
-                f"one of {TRAIN_COLLISION_MODES} (a discrete policy)")
+        modes = ("graph",) if self.policy.name in GRAPH_POLICIES else TRAIN_COLLISION_MODES
+        require(self.collision_mode in modes, "collision_mode", f"got {self.collision_mode!r}",
+                f"one of {modes} (a {'graph' if modes == ('graph',) else 'discrete'} policy)")
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")
         require(self.mode != "dagger" or bool(self.init), "init", "mode=dagger needs a checkpoint",
                 "init=PATH of an IL checkpoint")

@@ -22,6 +22,11 @@ POLICIES.register_lazy("seq2seq", "vlnverse.learn.policies")
 POLICIES.register_lazy("cma", "vlnverse.learn.policies")
 POLICIES.register_lazy("rdp", "vlnverse.learn.rdp")
 POLICIES.register_lazy("vlnbert", "vlnverse.learn.vlnbert")
+# policies with their own training loop (``run_training``)
+POLICIES.register_lazy("graph_nf", "vlnverse.learn.graph_policy")
+POLICIES.register_lazy("room_classifier", "vlnverse.learn.room_classifier")
+#: policies that act between navigation-graph viewpoints (``collision_mode: graph``)
+GRAPH_POLICIES = ("graph_nf",)
 
 
 def register_policy(name: str):

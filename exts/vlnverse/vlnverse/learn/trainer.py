@@ -684,5 +684,11 @@ def _replace(cfg: Any, **changes: Any) -> Any:
 
 def run_training(cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,
                  report: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run ``cfg`` (IL or DAgger); returns the summary (also ``<out>/summary.json``)."""
+    """Run ``cfg`` (IL or DAgger; a policy class with its own ``run_training``, e.g. ``graph_nf``,
+    runs that); returns the summary (also ``<out>/summary.json``)."""
+    from .policies import POLICIES
+
+    own = getattr(POLICIES.get(cfg.policy.name), "run_training", None)
+    if own is not None:
+        return own(cfg, scene_loader=scene_loader, progress=progress, report=report)
     return Trainer(cfg, scene_loader=scene_loader, progress=progress, report=report).run()
