@@ -172,6 +172,15 @@ class GraphNFPolicy(nn.Module):
     name = "graph_nf"
     action_space = "graph"
 
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """Nothing beside the weights, vocabulary and params (the checkpoint seam of ``VLNPolicy``)."""
+        return {}
+
+    @classmethod
+    def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
+        """The saved params rebuild the policy as they are."""
+        return dict(params)
+
     def __init__(self, vocab: Vocabulary, sensors: list | None = None, *, hidden_size: int = 64, layers: int = 2,
                  heads: int = 4, sight: float = 4.0):
         super().__init__()
