@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
+from ..core.parallel import CONFIG_FIELDS, ParallelConfig
 from ..eval.config import EpisodeSource, NamedSpec, SensorConfig
 
 #: Training modes.
@@ -226,16 +227,15 @@ class TrainConfig:
                 f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
         require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
-        from ..core.parallel import check_job_timeout, check_workers
-
-        check_workers(self.workers, "workers")
-        check_job_timeout(self.job_timeout, "job_timeout")
-        require(self.engine in ("local", "ray"), "engine", f"got {self.engine!r}", "local or ray")
         require(self.scene_root is None or isinstance(self.scene_root, str) or (
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
             "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
-        require(self.address is None or self.engine == "ray", "address", f"got {self.address!r} with engine local",
-                "engine: ray")
+        self.parallel().validate(CONFIG_FIELDS)
+
+    def parallel(self) -> ParallelConfig:
+        """``workers`` / ``engine`` / ``address`` / ``job_timeout`` as one ``ParallelConfig``
+        (for the observation cache and DAgger collection)."""
+        return ParallelConfig(self.workers, self.engine, self.address, self.job_timeout)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and ``config.json``)."""
