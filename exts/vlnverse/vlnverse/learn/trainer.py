@@ -12,7 +12,6 @@ runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggrega
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import logging
 import math
@@ -186,9 +185,9 @@ def _generated(spec: Any, task: str, body: str | None, cache_dir: Any, progress:
     gen = spec.generate
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
            "max_scenes": gen.max_scenes, "body": body}
-    from .cache import cache_root
+    from .cache import keyed_folder
 
-    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    folder = keyed_folder(cache_dir, "datasets", key)
     if (folder / "done.json").is_file():
         return load_episodes(folder)
     if folder.exists():

@@ -30,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from ...core.cache_key import content_key
 from ...core.errors import ConfigError
 from ...core.io import write_json_atomic
 from ...tasks.chat import HTTPFailure, post_json
@@ -113,10 +114,13 @@ class ResponseCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    #: format version of the stored answers (part of every key)
+    VERSION = 1
+
     @staticmethod
     def key(request: dict[str, Any]) -> str:
-        """Hex SHA-256 of the canonical JSON of ``request``."""
-        return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        """The request's content key (``vlnverse.core.cache_key.content_key``)."""
+        return content_key("mllm_responses", ResponseCache.VERSION, request)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
