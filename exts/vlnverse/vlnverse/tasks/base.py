@@ -14,7 +14,6 @@ optional renderer injected by the CLI — the task layer never imports a simulat
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Callable, ClassVar
 import numpy as np
 
 from ..core.body import DEFAULT_BODY, as_body
-from ..core.cache_key import content_key
+from ..core.cache_key import content_digest, content_key
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
@@ -200,7 +199,7 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
     from ..scenes.usd_io import load_scene
     body = as_body(body)
     scene_path = Path(scene_path)
-    digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
+    digest = content_digest(scene_path.read_bytes()) if scene_path.is_file() else str(scene_path)
     key = (digest, _body_key(body), float(resolution))
     ctx = _CONTEXT_CACHE.get(key)
     if ctx is None:
@@ -271,7 +270,7 @@ def scene_navigable_bounds(scene_path: str | Path, body: Any, resolution: float 
     body = as_body(body)
     path = Path(scene_path)
     if loader is None and path.is_file():
-        key = _bounds_key(hashlib.sha1(path.read_bytes()).hexdigest(), body, resolution)
+        key = _bounds_key(content_digest(path.read_bytes()), body, resolution)
         try:
             data = json.loads(_bounds_file(key).read_text(encoding="utf-8"))
             return None if data["bounds"] is None else (list(data["bounds"][0]), list(data["bounds"][1]))
