@@ -194,7 +194,7 @@ class EvalConfig:
         require(isinstance(self.episodes, EpisodeSource), "episodes", f"got {self.episodes!r}",
                 "a JSONL path or a mapping with 'path' or 'generate'")
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
-        from .modes import MODES
+        from .modes import MODES, check_mode_params
 
         require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {MODES.names()}")
@@ -202,6 +202,7 @@ class EvalConfig:
             require(mode in MODES, f"mode_params.{mode}", "not a collision mode",
                     f"a mapping keyed by mode name, one of {MODES.names()}")
             require(isinstance(params, dict), f"mode_params.{mode}", f"got {params!r}", "a mapping of parameters")
+            check_mode_params(mode, params)
         require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}",
                 "a positive integer or null (task default)")
         require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core.body import DEFAULT_BODY, as_body
 from ..core.cache_key import content_digest, content_key
+from ..core.params import check_ranges, parse_params
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
@@ -299,28 +300,10 @@ class NoParams:
     """The parameters of a task type that takes none (any ``params`` key is an error)."""
 
 
-#: Allowed ranges of numeric task ``params`` (docs/reliability.md); every other numeric parameter
-#: must be finite. Counts are capped so that a typo cannot make generation run for days.
-PARAM_RANGES: dict[str, tuple[float, float]] = {
-    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
-    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
-    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
-    "pitch_limit_deg": (0.0, 90.0),
-}
-
-
 def check_param_ranges(params: Any, *, file: Any = None) -> None:
-    """Every numeric field of a task's ``Params`` object finite and within ``PARAM_RANGES``."""
-    import math
-
-    for f in dataclasses.fields(params):
-        value = getattr(params, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        lo, hi = PARAM_RANGES.get(f.name, (-math.inf, math.inf))
-        if not (math.isfinite(value) and lo <= value <= hi):
-            span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) else "finite"
-            raise ConfigError(f"got {value}", file=file, field=f"params.{f.name}", expected=f"a number {span}")
+    """Every numeric field of a task's ``Params`` object finite and within its declared range
+    (``vlnverse.core.params.param``)."""
+    check_ranges(params, file=file, prefix="params")
 
 
 class TaskGenerator:
@@ -352,15 +335,7 @@ class TaskGenerator:
         failed check raises ``ConfigError`` naming ``file`` (default ``tasks/<task>.yaml``) and
         ``params.<key>``."""
         file = file if file is not None else f"tasks/{config.task_type}.yaml"
-        params = dict(config.params or {})
-        known = {f.name for f in dataclasses.fields(cls.Params) if f.init}
-        for key in params:
-            if key not in known:
-                raise ConfigError(f"unknown field(s) ['{key}'] for task '{config.task_type}'", file=file, field=f"params.{key}",
-                                  expected=f"one of {sorted(known)}" if known else "no parameters")
-        parsed = from_dict(cls.Params, params, file=file, prefix="params")
-        check_param_ranges(parsed, file=file)
-        return parsed
+        return parse_params(cls.Params, config.params, owner=f"task '{config.task_type}'", file=file)
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Produce ``n`` episodes for scene ``ctx`` (deterministic given ``rng``)."""
