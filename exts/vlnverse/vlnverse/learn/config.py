@@ -212,7 +212,6 @@ class TrainConfig:
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")
         require(self.mode != "dagger" or bool(self.init), "init", "mode=dagger needs a checkpoint",
                 "init=PATH of an IL checkpoint")
-        require(self.init is None or Path(self.init).is_file(), "init", f"no such file: {self.init}", "a checkpoint file")
         require(self.max_instruction_length > 0, "max_instruction_length", f"got {self.max_instruction_length}",
                 "a positive integer")
         require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}", "a positive integer or null")
@@ -231,6 +230,11 @@ class TrainConfig:
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
             "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
         self.parallel().validate(CONFIG_FIELDS)
+
+    def preflight(self) -> None:
+        """Check what ``validate`` (pure) cannot: the files and the engine the run needs exist."""
+        require(self.init is None or Path(self.init).is_file(), "init", f"no such file: {self.init}", "a checkpoint file")
+        self.parallel().preflight(CONFIG_FIELDS)
 
     def parallel(self) -> ParallelConfig:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` as one ``ParallelConfig``
@@ -277,7 +281,13 @@ def resolve_train_config_path(name: str) -> Path:
 
 
 def load_train_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
-    """Load and validate a train config; ``overrides`` are ``key.sub=value`` strings or a dict."""
+    """Load and validate a train config, then ``preflight`` it; ``overrides`` are ``key.sub=value``
+    strings or a dict."""
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
-    return load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides)
+    try:
+        cfg.preflight()
+    except ConfigError as exc:
+        raise exc.in_file(path) from None
+    return cfg
