@@ -56,3 +56,53 @@ def test_task_and_collision_mode_params_declare_their_ranges():
         check_mode_params("strict", {"displacement_threshold": 0})
     with pytest.raises(ConfigError, match=r"^mode_params.graph.displacement_threshold: unknown"):
         check_mode_params("graph", {"displacement_threshold": 0.2})
+
+
+def test_the_baseline_agents_declare_params_matching_their_constructors():
+    """``random``, ``forward``, ``oracle`` and ``wall_bumper`` declare ``Params`` whose fields and
+    defaults are their constructors' keyword parameters; ``make_agent`` checks against them."""
+    import inspect
+
+    from vlnverse.eval.agents import AGENTS, make_agent
+
+    for name in ("random", "forward", "oracle", "wall_bumper"):
+        cls = AGENTS.get(name)
+        own = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+               if p.kind is p.KEYWORD_ONLY and k not in ("seed", "model")}
+        declared = {f.name: f.default for f in dataclasses.fields(cls.Params)}
+        assert declared == own, name
+    with pytest.raises(ConfigError, match=r"^agent.params.stop_prob: got 1.5 \(expected a number in \[0, 1\]\)"):
+        make_agent("random", {"stop_prob": 1.5})
+    with pytest.raises(ConfigError, match=r"^agent.params.hop: unknown field"):
+        make_agent("forward", {"hop": 1.0})
+    assert make_agent("oracle", {"turn_angle_deg": 20.0}).patience == 40
+
+
+def test_the_chat_models_declare_params_matching_their_constructors():
+    """Each chat model's ``Params`` names its constructor's keyword parameters with the same
+    defaults, and ``make_model`` refuses what they refuse before anything is built."""
+    import inspect
+
+    from vlnverse.eval.mllm.models import ChatModel, OllamaModel, OpenAIChatModel, ScriptedModel
+    from vlnverse.eval.models import make_model
+
+    def own(cls):
+        return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+                if p.kind is p.KEYWORD_ONLY}
+
+    def declared(cls):
+        return {f.name: f.default if f.default is not dataclasses.MISSING else
+                (f.default_factory() if f.default_factory is not dataclasses.MISSING else inspect.Parameter.empty)
+                for f in dataclasses.fields(cls.Params)}
+
+    base = {k: v for k, v in own(ChatModel).items() if k != "model"}
+    assert declared(ChatModel) == base
+    assert declared(OpenAIChatModel) == {**base, **own(OpenAIChatModel)}
+    assert declared(OllamaModel) == {**base, **own(OpenAIChatModel), **own(OllamaModel), "api_key_env": None}
+    assert declared(ScriptedModel) == {**base, **own(ScriptedModel), "answers": ["Action: STOP"]}
+    with pytest.raises(ConfigError, match=r"^model.params.max_concurrency: got 0"):
+        make_model("scripted", {"max_concurrency": 0})
+    with pytest.raises(ConfigError, match=r"^model.params.api: got 'grpc'"):
+        make_model("ollama", {"model": "m", "api": "grpc"})
+    with pytest.raises(ConfigError, match=r"^model.params.bogus: unknown field"):
+        make_model("openai", {"model": "m", "bogus": 1})

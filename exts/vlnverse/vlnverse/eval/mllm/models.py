@@ -28,10 +28,11 @@ from urllib.parse import urlsplit
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
 from ...core.cache_key import content_key
 from ...core.errors import ConfigError
+from ...core.params import param
 from ...core.io import write_json_atomic
 from ...tasks.chat import HTTPFailure, post_json
 from ..models import register_model
@@ -162,6 +163,23 @@ class CircuitBreaker:
             return False
 
 
+@dataclass(kw_only=True)
+class ChatModelParams:
+    """``model.params`` every chat model takes (see :class:`ChatModel`), with their ranges."""
+
+    cache: Any = True
+    max_concurrency: int = param(4, low=1, high=4096)
+    temperature: float = param(0.0)
+    max_tokens: int = param(512, low=1, high=10_000_000)
+    seed: int | None = param(0)
+    price_per_1k_input: float = param(0.0, low=0.0)
+    price_per_1k_output: float = param(0.0, low=0.0)
+    cache_refresh: bool = False
+    max_consecutive_failures: int = param(3, low=0, high=1_000_000)
+    run_timeout: float | None = param(None, low=1e-3)
+    max_answer_chars: int = param(16384, low=64, high=1 << 30)
+
+
 class ChatModel:
     """Base class: request keys, the response cache, usage accounting, a concurrency limit, the
     circuit breaker and the run's time budget.
@@ -178,21 +196,14 @@ class ChatModel:
     """
 
     kind = "base"
+    #: the ``model.params`` it takes, with their ranges (checked by ``make_model``)
+    Params: ClassVar[type] = ChatModelParams
 
     def __init__(self, *, model: str = "", cache: Any = True, max_concurrency: int = 4,
                  temperature: float = 0.0, max_tokens: int = 512, seed: int | None = 0,
                  price_per_1k_input: float = 0.0, price_per_1k_output: float = 0.0,
                  cache_refresh: bool = False, max_consecutive_failures: int = 3, run_timeout: float | None = None,
                  max_answer_chars: int = 16384):
-        if max_concurrency < 1:
-            raise ConfigError(f"got {max_concurrency}", field="model.params.max_concurrency", expected="an integer >= 1")
-        if int(max_consecutive_failures) < 0:
-            raise ConfigError(f"got {max_consecutive_failures}", field="model.params.max_consecutive_failures",
-                              expected="an integer >= 0 (0: no circuit breaker)")
-        if run_timeout is not None and float(run_timeout) <= 0:
-            raise ConfigError(f"got {run_timeout}", field="model.params.run_timeout", expected="seconds > 0, or null (off)")
-        if int(max_answer_chars) < 64:
-            raise ConfigError(f"got {max_answer_chars}", field="model.params.max_answer_chars", expected="an integer >= 64")
         self.model = str(model)
         self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if seed is not None:
@@ -421,6 +432,22 @@ def openai_messages(messages: list[dict[str, str]], images: list[bytes], detail:
     return out
 
 
+@dataclass(kw_only=True)
+class OpenAIParams(ChatModelParams):
+    """``model.params`` of ``openai`` (see :class:`OpenAIChatModel`)."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float = param(30.0, low=1e-3, high=86_400.0)
+    max_retries: int = param(2, low=0, high=100)
+    backoff: float = param(1.0, low=0.0, high=3600.0)
+    max_backoff: float = param(10.0, low=0.0, high=3600.0)
+    step_timeout: float | None = param(120.0, low=1e-3)
+    max_response_bytes: int = param(4 << 20, low=1024, high=1 << 34)
+    image_detail: str | None = None
+
+
 @register_model("openai")
 class OpenAIChatModel(ChatModel):
     """A chat model behind any OpenAI-compatible endpoint, through the toolkit's chat client
@@ -439,6 +466,7 @@ class OpenAIChatModel(ChatModel):
     """
 
     kind = "openai"
+    Params = OpenAIParams
     #: the request path below ``base_url``
     path = "/chat/completions"
 
@@ -447,14 +475,6 @@ class OpenAIChatModel(ChatModel):
                  step_timeout: float | None = 120.0, max_response_bytes: int = 4 << 20,
                  image_detail: str | None = None, **kwargs: Any):
         super().__init__(model=model, **kwargs)
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ConfigError(f"got timeout={timeout}, max_retries={max_retries}, backoff={backoff}",
-                              field="model.params", expected="timeout > 0, max_retries >= 0, backoff >= 0")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ConfigError(f"got {step_timeout}", field="model.params.step_timeout", expected="seconds > 0, or null (off)")
-        if int(max_response_bytes) < 1024:
-            raise ConfigError(f"got {max_response_bytes}", field="model.params.max_response_bytes",
-                              expected="an integer >= 1024")
         key = _read_key(api_key_env)
         self._secrets.append(key)
         self._key = key
@@ -560,6 +580,19 @@ class _BadBody(Exception):
         self.kind = kind
 
 
+@dataclass(kw_only=True)
+class OllamaParams(OpenAIParams):
+    """``model.params`` of ``ollama``: those of ``openai``, ``api`` and no key by default."""
+
+    api: str = "openai"
+    api_key_env: str | None = None
+
+    def validate(self) -> None:
+        """``api`` names one of Ollama's two APIs."""
+        if self.api not in ("openai", "native"):
+            raise ConfigError(f"got {self.api!r}", field="api", expected="'openai' or 'native'")
+
+
 @register_model("ollama")
 class OllamaModel(OpenAIChatModel):
     """A model served by Ollama: its OpenAI-compatible API (``api: openai``, default, at
@@ -567,10 +600,9 @@ class OllamaModel(OpenAIChatModel):
     ``base_url`` ``http://localhost:11434``; images as base64 strings of the message)."""
 
     kind = "ollama"
+    Params = OllamaParams
 
     def __init__(self, *, model: str, api: str = "openai", base_url: str | None = None, **kwargs: Any):
-        if api not in ("openai", "native"):
-            raise ConfigError(f"got {api!r}", field="model.params.api", expected="'openai' or 'native'")
         self.api = api
         default = "http://localhost:11434/v1" if api == "openai" else "http://localhost:11434"
         kwargs.setdefault("api_key_env", None)
@@ -595,6 +627,16 @@ class OllamaModel(OpenAIChatModel):
                 int(data.get("eval_count", 0) or 0), data.get("model") if isinstance(data.get("model"), str) else None)
 
 
+@dataclass(kw_only=True)
+class ScriptedParams(ChatModelParams):
+    """``model.params`` of ``scripted`` (no response cache by default)."""
+
+    answers: list[str] = field(default_factory=lambda: ["Action: STOP"])
+    cycle: bool = False
+    respond: Any = None
+    cache: Any = False
+
+
 @register_model("scripted")
 class ScriptedModel(ChatModel):
     """Canned answers, no network: ``answers`` are returned in turn (``cycle``: start over at the
@@ -602,6 +644,7 @@ class ScriptedModel(ChatModel):
     dry runs of an agent's prompting, parsing and logging. No response cache by default."""
 
     kind = "scripted"
+    Params = ScriptedParams
 
     def __init__(self, *, answers: Sequence[str] = ("Action: STOP",), cycle: bool = False,
                  respond: Callable[[list[dict[str, str]], list[bytes]], str] | None = None, cache: Any = False,
