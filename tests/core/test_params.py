@@ -58,23 +58,32 @@ def test_task_and_collision_mode_params_declare_their_ranges():
         check_mode_params("graph", {"displacement_threshold": 0.2})
 
 
-def test_the_baseline_agents_declare_params_matching_their_constructors():
-    """``random``, ``forward``, ``oracle`` and ``wall_bumper`` declare ``Params`` whose fields and
-    defaults are their constructors' keyword parameters; ``make_agent`` checks against them."""
+def test_every_built_in_agent_declares_params_matching_its_constructor():
+    """Every agent of the evaluation layer (the ``policy`` agent is the learning layer's) declares
+    ``Params`` whose fields and defaults are its constructors' keyword parameters (along its
+    bases); ``make_agent`` checks against them."""
     import inspect
 
-    from vlnverse.eval.agents import AGENTS, make_agent
+    from vlnverse.eval.agents import AGENTS, MLLM_AGENTS, make_agent
 
-    for name in ("random", "forward", "oracle", "wall_bumper"):
+    names = ["random", "forward", "oracle", "wall_bumper", *MLLM_AGENTS, "mv_dualvln", "roam", "som"]
+    for name in names:
         cls = AGENTS.get(name)
-        own = {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
-               if p.kind is p.KEYWORD_ONLY and k not in ("seed", "model")}
+        own: dict = {}
+        for klass in reversed(cls.__mro__):
+            if "__init__" in vars(klass):
+                own.update({k: p.default for k, p in inspect.signature(klass.__init__).parameters.items()
+                            if p.kind is p.KEYWORD_ONLY and k not in ("seed", "model")})
         declared = {f.name: f.default for f in dataclasses.fields(cls.Params)}
         assert declared == own, name
     with pytest.raises(ConfigError, match=r"^agent.params.stop_prob: got 1.5 \(expected a number in \[0, 1\]\)"):
         make_agent("random", {"stop_prob": 1.5})
     with pytest.raises(ConfigError, match=r"^agent.params.hop: unknown field"):
         make_agent("forward", {"hop": 1.0})
+    with pytest.raises(ConfigError, match=r"^agent.params.views: got 'eyes'"):
+        make_agent("navgpt", {"views": "eyes"})
+    with pytest.raises(ConfigError, match=r"^agent.params.video_frames: got 0"):
+        make_agent("mv_dualvln", {"video_frames": 0})
     assert make_agent("oracle", {"turn_angle_deg": 20.0}).patience == 40
 
 
