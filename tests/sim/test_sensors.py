@@ -166,7 +166,7 @@ def test_bad_sensor_and_preset_names_raise_clear_errors(room):
     with pytest.raises(ConfigError, match="width"):
         make_sensor("rgb", width=0)
     for fov in (0.0, 180.0, -5.0, 200.0):
-        with pytest.raises(ConfigError, match="hfov_deg.*\\[1, 180\\)"):
+        with pytest.raises(ConfigError, match="hfov_deg.*\\(0, 180\\)"):
             make_sensor("rgb", hfov_deg=fov)
     with pytest.raises(ConfigError, match="rate_hz"):
         make_sensor("depth", rate_hz=0.0)
@@ -192,8 +192,8 @@ def test_intrinsics_formula():
     assert not body.holonomic and body.camera_height == pytest.approx(1.29)
 
 
-@pytest.mark.parametrize("bad, field", [({"width": 7}, "width"), ({"height": 4097}, "height"),
-                                        ({"hfov_deg": 0.5}, "hfov_deg"), ({"hfov_deg": 180.0}, "hfov_deg"),
+@pytest.mark.parametrize("bad, field", [({"width": 0}, "width"), ({"height": 4097}, "height"),
+                                        ({"hfov_deg": 0.0}, "hfov_deg"), ({"hfov_deg": 180.0}, "hfov_deg"),
                                         ({"max_depth": 0.05}, "max_depth"), ({"max_depth": 1500.0}, "max_depth")])
 def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field):
     """``SensorConfig`` (a config file's camera) and ``CameraSpec`` check against the same limits
@@ -204,6 +204,6 @@ def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field
     for camera in (SensorConfig(name="rgb", kind="rgb", **bad), CameraSpec(name="rgb", kind="rgb", **bad)):
         with pytest.raises(ConfigError, match=f"^{field}: "):
             camera.validate()
-    edge = {"width": IMAGE_SIDE_PX[0], "height": IMAGE_SIDE_PX[1], "hfov_deg": HFOV_DEG[0], "max_depth": MAX_DEPTH_M[1]}
+    edge = {"width": IMAGE_SIDE_PX[0], "height": IMAGE_SIDE_PX[1], "hfov_deg": HFOV_DEG[1] - 0.5, "max_depth": MAX_DEPTH_M[1]}
     SensorConfig(name="d", kind="depth", **edge).validate()
     SensorConfig(name="d", kind="depth", **edge).to_spec().validate()

@@ -39,8 +39,8 @@ def _validate_mount(mount: tuple, prefix: str = "mount") -> None:
 
 #: The one set of camera limits: every camera (``CameraSpec``, ``PanoramaSpec``, and the configs'
 #: ``vlnverse.eval.config.SensorConfig``) is checked against these by ``check_camera``.
-IMAGE_SIDE_PX = (8, 4096)  # image width and height, pixels (inclusive)
-HFOV_DEG = (1.0, 180.0)  # horizontal field of view, degrees [low, high)
+IMAGE_SIDE_PX = (1, 4096)  # image width and height, pixels (inclusive)
+HFOV_DEG = (0.0, 180.0)  # horizontal field of view, degrees (low, high), both excluded
 MAX_DEPTH_M = (0.1, 1000.0)  # the depth range's far end, metres (inclusive)
 
 
@@ -56,7 +56,7 @@ def check_camera(*, kind: str | None = None, kinds: tuple = CAMERA_KINDS, width:
                 f"got {v!r}", f"an integer in [{lo}, {hi}] pixels")
     lo, hi = HFOV_DEG
     require(isinstance(hfov_deg, (int, float)) and not isinstance(hfov_deg, bool) and math.isfinite(hfov_deg)
-            and lo <= hfov_deg < hi, "hfov_deg", f"got {hfov_deg!r}", f"a field of view in [{lo:g}, {hi:g}) degrees")
+            and lo < hfov_deg < hi, "hfov_deg", f"got {hfov_deg!r}", f"a field of view in ({lo:g}, {hi:g}) degrees")
     lo, hi = MAX_DEPTH_M
     require(isinstance(max_depth, (int, float)) and not isinstance(max_depth, bool) and math.isfinite(max_depth)
             and lo <= max_depth <= hi, "max_depth", f"got {max_depth!r}", f"metres in [{lo:g}, {hi:g}]")
