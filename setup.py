@@ -50,12 +50,12 @@ setup(
     + list(manifest["vlnverse"]["standalone_requirements"]),
     extras_require={
         "learn": ["torch>=2.7", "tensorboard>=2.14", "safetensors>=0.4"],
-        "mllm": ["openai>=1.40"],
+        # the MLLM agents' chat client is the toolkit's own (vlnverse.tasks.chat): nothing to install
+        "mllm": [],
         "ray": ["ray>=2.40"],
         "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],
         # the study/viewer browser tests drive Debian's chromium through Playwright (no browser download)
-        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40",
-                 "openai>=1.40"],
+        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )

@@ -43,7 +43,6 @@ def _cli_without(hidden: str, *argv: str, cwd: Path) -> subprocess.CompletedProc
     ("torch", ["train", "cma_fine_grained", "out=run"], ["vlnverse train needs torch", "'vlnverse[learn]'"]),
     ("fastapi", ["study", "serve", "--episodes", "e.jsonl", "--out", "study"], ["fastapi is not installed",
                                                                                "'vlnverse[study]'"]),
-    ("openai", ["eval", "mllm_navgpt_graph", "out=run"], ["'openai' package is not installed", "'vlnverse[mllm]'"]),
     ("numpy", ["scenes", "info", "home_0012"], ["numpy is not installed", "core requirement", "pip install vlnverse"]),
     ("pxr", ["scenes", "info", "home_0012"], ["usd-core is not installed", "core requirement"]),
     ("mujoco", ["sim", "info"], ["mujoco is not installed", "core requirement"]),

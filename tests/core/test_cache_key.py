@@ -42,3 +42,22 @@ def test_the_maps_and_bounds_caches_use_it(monkeypatch):
     key = base._bounds_key("d" * 40, as_body("r2r_ce"), 0.05)
     monkeypatch.setattr(base, "BOUNDS_VERSION", base.BOUNDS_VERSION + 1)
     assert base._bounds_key("d" * 40, as_body("r2r_ce"), 0.05) != key and key.startswith("d" * 40 + "_")
+
+
+def test_the_learning_and_response_caches_use_it(tmp_path, monkeypatch):
+    """The learning caches' folders and the MLLM response cache are named by ``content_key``:
+    a folder follows its namespace, version and key, and the same key finds the same folder."""
+    from vlnverse.eval.mllm.models import ResponseCache
+    from vlnverse.learn import cache
+
+    key = {"task": "fine_grained", "seed": 3}
+    folder = cache.keyed_folder(tmp_path, "datasets", key)
+    assert folder == tmp_path / "datasets" / content_key("datasets", cache.CACHE_VERSION, key, length=12)
+    assert cache.keyed_folder(tmp_path, "datasets", dict(reversed(key.items()))) == folder
+    assert cache.keyed_folder(tmp_path, "homes", key).name != folder.name
+    root, store, problem = cache.keyed_store(tmp_path, "obs", key)
+    assert root.name == content_key("obs", cache.CACHE_VERSION, key, length=16) and problem == "missing"
+    monkeypatch.setattr(cache, "CACHE_VERSION", cache.CACHE_VERSION + 1)
+    assert cache.keyed_folder(tmp_path, "datasets", key) != folder  # a new format never reads old folders
+    request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    assert ResponseCache.key(request) == content_key("mllm_responses", ResponseCache.VERSION, request)

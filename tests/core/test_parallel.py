@@ -50,14 +50,18 @@ def test_engines_are_registered_driver_classes_and_a_plug_in_engine_runs_jobs():
     it runs inline, and is accepted by every check, the command-line option included."""
     import argparse
 
-    from vlnverse.core.parallel import (ENGINES, Engine, _InlineDriver, add_parallel_options, check_engine,
-                                        parallel_settings, runs_inline)
+    from vlnverse.core.parallel import ENGINES, Engine, ParallelConfig, _InlineDriver, add_parallel_options
 
-    assert ENGINES.names() == ["local", "ray"] and runs_inline("local", 1) and not runs_inline("local", 2)
-    built = []
+    assert ENGINES.names() == ["local", "ray"]
+    assert ParallelConfig(1).inline and not ParallelConfig(2).inline
+    built, checked = [], []
 
     class Recording(Engine):
         default_workers = 3
+
+        @classmethod
+        def preflight(cls, address, fields):
+            checked.append(address)
 
         @classmethod
         def inline(cls, workers):
@@ -72,15 +76,37 @@ def test_engines_are_registered_driver_classes_and_a_plug_in_engine_runs_jobs():
     try:
         got: dict = {}
         report = run_jobs(squares, _jobs(), workers=3, engine="recording", on_result=got.__setitem__)
-        assert built == [(3, 4)] and len(got) == 16 and got["s3-3"][0] == 9 and report.engine == "recording"
-        assert check_engine("recording") == "recording" and runs_inline("recording", 3)
+        assert built == [(3, 4)] and checked == [None] and len(got) == 16 and got["s3-3"][0] == 9
+        assert report.engine == "recording"
+        settled = ParallelConfig(engine="recording").checked()
+        assert settled.workers == 3 and settled.inline and checked == [None, None]
         parser = argparse.ArgumentParser()
         add_parallel_options(parser, "jobs")
-        assert parallel_settings(parser.parse_args(["--engine", "recording"]))["workers"] == 3
+        assert ParallelConfig.from_args(parser.parse_args(["--engine", "recording"])).validate().workers == 3
     finally:
         ENGINES._items.pop("recording", None)
     with pytest.raises(ConfigError, match="one of local, ray"):
-        check_engine("recording")
+        ParallelConfig(engine="recording").validate()
+
+
+def test_parallel_config_validate_is_pure_and_names_the_fields_of_its_source():
+    """``validate`` checks values without I/O (an unreachable cluster passes it; ``preflight``
+    is what connects) and names each field as the command line or a config file spells it."""
+    from vlnverse.core.parallel import CONFIG_FIELDS, ParallelConfig
+
+    ray_cfg = ParallelConfig(engine="ray", address="127.0.0.1:1")
+    assert ray_cfg.validate() == ParallelConfig(2, "ray", "127.0.0.1:1", None)
+    assert ParallelConfig(2, job_timeout=5).validate().job_timeout == 5.0
+    with pytest.raises(ConfigError, match="^--job-timeout: got 0"):
+        ParallelConfig(job_timeout=0).validate()
+    with pytest.raises(ConfigError, match="^job_timeout: got 0"):
+        ParallelConfig(job_timeout=0).validate(CONFIG_FIELDS)
+    with pytest.raises(ConfigError, match="^address: .* with the local engine.*engine: ray"):
+        ParallelConfig(address="h:1").validate(CONFIG_FIELDS)
+    with pytest.raises(ConfigError, match="^--address: .*expected --engine ray"):
+        ParallelConfig(address="h:1").validate()
+    with pytest.raises(ConfigError, match="^--address: got 'nohost'"):
+        ParallelConfig(engine="ray", address="nohost").validate()
 
 
 def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_job_retried(tmp_path):
@@ -161,20 +187,6 @@ def test_workers_take_the_costliest_jobs_first():
     run_jobs(squares, jobs, workers=1, on_result=lambda item, value: order.append(item))
     # longest first; equal costs keep their order (scene1 before scene3)
     assert order == ["s1-1", "s3-1", "s2-1", "s0-1"]
-
-
-def test_scene_jobs_cost_grows_with_the_episode_count_and_the_scene_file(tmp_path):
-    from types import SimpleNamespace
-
-    from vlnverse.core.parallel import scene_cost, scene_jobs
-
-    small, large = tmp_path / "small.usda", tmp_path / "large.usda"
-    small.write_bytes(b"x" * 200_000)
-    large.write_bytes(b"x" * 600_000)
-    eps = [SimpleNamespace(scene_id="a", episode_id=f"e{i}") for i in range(3)]
-    jobs = scene_jobs({str(small): eps, str(large): eps[:2]}, {}, send=False, field_name="x", expected="y")
-    assert [j.cost for j in jobs] == pytest.approx([3 * 0.2, 2 * 0.6])
-    assert scene_cost(tmp_path / "missing.usda") == 1.0 and scene_cost(None) == 1.0
 
 
 def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):

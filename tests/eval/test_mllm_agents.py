@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("openai", reason="the 'openai' package (extra [mllm]) is not installed")
 
 from eval_scenes import corridor_scene  # noqa: E402
 from mllm_server import message_text, openai_server  # noqa: E402

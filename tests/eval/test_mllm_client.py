@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytest.importorskip("openai", reason="the 'openai' package (extra [mllm]) is not installed")
 
 from mllm_server import message_text, openai_server  # noqa: E402
 from vlnverse.core.errors import ConfigError  # noqa: E402
@@ -265,3 +264,21 @@ def test_cache_refresh_by_name_uses_the_default_folder(tmp_path, key_env, monkey
         assert refreshed.cache.root == tmp_path / "user" / "mllm_responses" and refreshed.cache_refresh
         assert refreshed.generate(HELLO).text == "answer 1" and len(reqs) == 2
         assert _model(url, key_env, True).generate(HELLO).text == "answer 1"
+
+
+def test_the_chat_models_share_the_toolkit_client_guards(key_env):
+    """The MLLM models go through ``vlnverse.tasks.chat.post_json`` like the LLM stage: a redirect
+    to another origin is refused (the key is never sent there) and credentials in the URL are not sent."""
+    def redirect(h):
+        h.send_response(307)
+        h.send_header("Location", "http://203.0.113.9:1/v1/chat/completions")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    with openai_server(lambda body, n: {"handle": redirect}) as (url, reqs):
+        gen = _model(url, key_env, False).generate(HELLO)
+    assert gen.error_kind == "rejected" and "another origin" in gen.error and len(reqs) == 1
+    with openai_server(lambda body, n: {"text": "Action: 1"}) as (url, reqs):
+        model = _model(url.replace("127.0.0.1", "me:secret@127.0.0.1"), key_env, False)
+        assert model.generate(HELLO).text == "Action: 1" and reqs[0]["auth"] == f"Bearer {KEY}"
+    assert "secret" not in model.endpoint

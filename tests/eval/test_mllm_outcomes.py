@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("openai", reason="the 'openai' package (extra [mllm]) is not installed")
 
 from eval_scenes import named_corridor_loader  # noqa: E402
 from mllm_server import message_text, openai_server  # noqa: E402

@@ -50,8 +50,11 @@ def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
 
 
 def test_a_config_failing_at_run_time_writes_no_config_record(corridor, tmp_path):
-    bad = _cfg(tmp_path, corridor, mode="strict", mode_params={"strict": {"no_such_parameter": 1}})
-    with pytest.raises(ConfigError, match="mode_params.strict"):
+    with pytest.raises(ConfigError, match="^mode_params.strict.no_such_parameter: "):  # found by validate(), before a run
+        _cfg(tmp_path, corridor, mode="strict", mode_params={"strict": {"no_such_parameter": 1}})
+    bad = _cfg(tmp_path, corridor, mode="strict")
+    bad.agent.params = {"no_such_parameter": 1}  # agent parameters are checked when the agent is built
+    with pytest.raises(ConfigError, match="agent.params"):
         run_eval(bad, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     out = Path(bad.out)
     assert not (out / CONFIG_FILE).exists() and not (out / EPISODES_FILE).exists()

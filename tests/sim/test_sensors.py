@@ -190,3 +190,20 @@ def test_intrinsics_formula():
     assert make_sensor("depth").width == 256 and make_sensor("rgb").hfov_deg == 90.0
     body = load_body("stretch")
     assert not body.holonomic and body.camera_height == pytest.approx(1.29)
+
+
+@pytest.mark.parametrize("bad, field", [({"width": 0}, "width"), ({"height": 4097}, "height"),
+                                        ({"hfov_deg": 0.0}, "hfov_deg"), ({"hfov_deg": 180.0}, "hfov_deg"),
+                                        ({"max_depth": 0.05}, "max_depth"), ({"max_depth": 1500.0}, "max_depth")])
+def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field):
+    """``SensorConfig`` (a config file's camera) and ``CameraSpec`` check against the same limits
+    (``vlnverse.sim.sensors.check_camera``): what one refuses the other refuses, naming the field."""
+    from vlnverse.eval.config import SensorConfig
+    from vlnverse.sim.sensors import HFOV_DEG, IMAGE_SIDE_PX, MAX_DEPTH_M
+
+    for camera in (SensorConfig(name="rgb", kind="rgb", **bad), CameraSpec(name="rgb", kind="rgb", **bad)):
+        with pytest.raises(ConfigError, match=f"^{field}: "):
+            camera.validate()
+    edge = {"width": IMAGE_SIDE_PX[0], "height": IMAGE_SIDE_PX[1], "hfov_deg": HFOV_DEG[1] - 0.5, "max_depth": MAX_DEPTH_M[1]}
+    SensorConfig(name="d", kind="depth", **edge).validate()
+    SensorConfig(name="d", kind="depth", **edge).to_spec().validate()

@@ -13,7 +13,6 @@ PACKAGES: dict[str, tuple[str, str | None]] = {
     "gymnasium": ("gymnasium", None), "matplotlib": ("matplotlib", None), "mpl_toolkits": ("matplotlib", None),
     "PIL": ("pillow", None), "tqdm": ("tqdm", None), "rich": ("rich", None),
     "torch": ("torch", "learn"), "tensorboard": ("tensorboard", "learn"),
-    "openai": ("openai", "mllm"),
     "fastapi": ("fastapi", "study"), "starlette": ("fastapi", "study"), "uvicorn": ("uvicorn", "study"),
     "websockets": ("websockets", "study"),
     "ray": ("ray", "ray"),

@@ -15,3 +15,9 @@ def content_key(namespace: str, version: int, *parts: Any, length: int = 64) -> 
         raise ValueError(f"a cache key needs a namespace and an integer version, got {namespace!r}, {version!r}")
     payload = json.dumps([namespace, version, *parts], sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:length]
+
+
+def content_digest(data: bytes) -> str:
+    """Hex SHA-1 of raw bytes (a scene file's content): the fingerprint a cache keyed by a file's
+    content puts among its key parts (in-process scene, context and bounds caches)."""
+    return hashlib.sha1(data).hexdigest()

@@ -29,6 +29,7 @@ function and its payload must be picklable (a module-level function).
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import multiprocessing as mp
@@ -38,7 +39,7 @@ import queue
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from .errors import ConfigError, VLNVerseError
 from .registry import Registry
@@ -102,86 +103,90 @@ class RunReport:
                 + (f" (and {more} more scene(s))" if more else ""))
 
 
-def scene_jobs(by_scene: dict, common: dict, *, send: bool, field_name: str, expected: str) -> list[Job]:
-    """One ``Job`` per scene of ``by_scene`` ({scene path: [episode, ...]}): key the scene id,
-    items the episode ids, payload ``common`` + ``scene_path`` + ``episodes``, cost the episode
-    count times ``scene_cost(path)``. With ``send`` (the jobs go to worker processes) a payload
-    that cannot be pickled is a ``ConfigError`` naming ``field_name``, before any worker starts."""
-    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps},
-                cost=len(eps) * scene_cost(path))
-            for path, eps in by_scene.items()]
-    if send and jobs:
-        import pickle
-
-        try:
-            pickle.dumps(jobs[0].payload)
-        except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene loader or agent factory
-            raise ConfigError(f"the run cannot be sent to worker processes ({exc})", field=field_name,
-                              expected=expected) from None
-    return jobs
+#: where each setting is named in errors: on the command line (the default) and in a config file
+CLI_FIELDS = {"workers": "--workers", "engine": "--engine", "address": "--address", "job_timeout": "--job-timeout"}
+CONFIG_FIELDS = {name: name for name in CLI_FIELDS}
 
 
-def scene_cost(path: Any) -> float:
-    """Relative cost of working on the scene file ``path``: its size in MB (a larger home takes
-    longer to load, simulate and render), at least 0.1; 1 for a scene that is not a file."""
-    try:
-        return max(0.1, os.path.getsize(path) / 1e6)
-    except (OSError, TypeError, ValueError):
-        return 1.0
+def _needs(fields: dict, name: str, value: str) -> str:
+    """``--engine ray`` on the command line, ``engine: ray`` in a config file."""
+    return f"{fields[name]} {value}" if fields[name].startswith("--") else f"{fields[name]}: {value}"
 
 
-def check_workers(workers: Any, field_name: str = "--workers") -> int:
-    """``workers`` as an int >= 1, else ``ConfigError`` naming ``field_name``."""
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ConfigError(f"got {workers!r}", field=field_name, expected="an integer >= 1")
-    return workers
+@dataclass(frozen=True)
+class ParallelConfig:
+    """How a run spreads its jobs, one object for ``vlnverse eval``, ``train`` and ``data
+    generate``: ``workers`` (``None``: the engine's ``default_workers``), ``engine`` (a name in
+    ``ENGINES``), ``address`` (a Ray cluster's ``HOST:PORT`` or ``auto``; ``None``: a local
+    instance), ``job_timeout`` (seconds without progress before a worker is killed; ``None``: off).
+
+    ``validate()`` checks the values without I/O; ``preflight()`` checks the environment (the
+    engine is installed, the cluster answers); ``checked()`` does both and fills ``workers``."""
+
+    workers: int | None = None
+    engine: str = "local"
+    address: str | None = None
+    job_timeout: float | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> "ParallelConfig":
+        """The settings of options added by ``add_parallel_options`` (unset ones keep their defaults)."""
+        given = {name: getattr(args, name, None) for name in CLI_FIELDS}
+        return cls(**{k: v for k, v in given.items() if v is not None})
+
+    def validate(self, fields: dict = CLI_FIELDS) -> "ParallelConfig":
+        """Check the values (no I/O; ``ConfigError`` naming ``fields[name]``); returns a copy with
+        ``workers`` filled in from the engine and ``job_timeout`` as a float."""
+        if self.engine not in ENGINES:
+            raise ConfigError(f"got {self.engine!r}", field=fields["engine"], expected="one of " + ", ".join(ENGINES))
+        engine = ENGINES.get(self.engine)
+        workers = engine.default_workers if self.workers is None else self.workers
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ConfigError(f"got {workers!r}", field=fields["workers"], expected="an integer >= 1")
+        timeout = self.job_timeout
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0 \
+                    or timeout == float("inf"):
+                raise ConfigError(f"got {timeout!r}", field=fields["job_timeout"],
+                                  expected="a number of seconds > 0 (or unset: off)")
+            timeout = float(timeout)
+        engine.validate(self.address, fields)
+        return dataclasses.replace(self, workers=workers, job_timeout=timeout)
+
+    def preflight(self, fields: dict = CLI_FIELDS) -> None:
+        """Check the environment the engine needs (``ConfigError`` in one line): e.g. Ray is
+        installed and the cluster at ``address`` accepts a connection within a few seconds."""
+        ENGINES.get(self.engine).preflight(self.address, fields)
+
+    def checked(self, fields: dict = CLI_FIELDS) -> "ParallelConfig":
+        """``validate()`` then ``preflight()``: the settings a run starts with."""
+        settled = self.validate(fields)
+        settled.preflight(fields)
+        return settled
+
+    @property
+    def inline(self) -> bool:
+        """Whether the jobs run in this process (their payloads are then not pickled)."""
+        return ENGINES.get(self.engine).inline(self.workers or 1)
+
+    def start_early(self, fn: JobFn, preload: Iterable[str] = ()) -> None:
+        """Call at the start of a run that will ``run_jobs(fn, ..., preload=preload)``: with local
+        worker processes the fork server starts now and imports while this process prepares the
+        run (reads episodes, checks configs) instead of after it; otherwise nothing."""
+        ENGINES.get(self.engine).start_early(fn, self.workers or 1, preload)
+
+    def kwargs(self) -> dict:
+        """``workers``/``engine``/``address``/``job_timeout`` as keyword arguments (``run_eval`` ...)."""
+        return dataclasses.asdict(self)
 
 
-def check_address(address: str | None) -> None:
-    """A ``HOST:PORT`` Ray address must be well formed and accept a connection within a few
-    seconds (``ConfigError`` in one line otherwise); ``None``/``auto``/``local`` pass."""
-    if address in (None, "", "local", "auto"):
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ConfigError(f"got {address!r}", field="--address", expected="HOST:PORT of `ray start --head`, or auto")
-    import socket
-
-    try:
-        socket.create_connection((host, int(port)), timeout=min(3.0, RAY_CONNECT_TIMEOUT_S)).close()
-    except OSError as exc:
-        raise ConfigError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc})", field="--address",
-                          expected="HOST:PORT of a running `ray start --head`") from None
-
-
-def check_engine(engine: str, address: str | None = None) -> str:
-    """``engine`` if known; ``ray`` must be importable (the ``[ray]`` extra)."""
-    if engine not in ENGINES:
-        raise ConfigError(f"got {engine!r}", field="--engine", expected="one of " + ", ".join(ENGINES))
-    ENGINES.get(engine).check(address)
-    return engine
-
-
-def runs_inline(engine: str, workers: int) -> bool:
-    """Whether ``engine`` with ``workers`` runs the jobs in this process (payloads not pickled)."""
-    return ENGINES.get(engine).inline(workers)
-
-
-def check_job_timeout(job_timeout: Any, field_name: str = "--job-timeout") -> float | None:
-    """``job_timeout`` as seconds > 0 (or ``None``: off), else ``ConfigError`` naming ``field_name``."""
-    if job_timeout is None:
-        return None
-    if isinstance(job_timeout, bool) or not isinstance(job_timeout, (int, float)) or not job_timeout > 0 \
-            or job_timeout == float("inf"):
-        raise ConfigError(f"got {job_timeout!r}", field=field_name, expected="a number of seconds > 0 (or unset: off)")
-    return float(job_timeout)
-
-
-def add_parallel_options(parser: Any, what: str) -> None:
-    """``--workers N``, ``--engine local|ray`` and ``--address HOST:PORT`` (``vlnverse.core.parallel``)."""
+def add_parallel_options(parser: Any, what: str, *, defaults: bool = True) -> None:
+    """``--workers N``, ``--engine NAME``, ``--address HOST:PORT`` and ``--job-timeout SECONDS``
+    (read back with ``ParallelConfig.from_args``). Without ``defaults`` an option not given is
+    ``None``, so that a config file's value stands (``vlnverse train``)."""
     parser.add_argument("--workers", type=int, default=None,
                         help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
-    parser.add_argument("--engine", choices=ENGINES.names(), default="local",
+    parser.add_argument("--engine", choices=ENGINES.names(), default="local" if defaults else None,
                         help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
     parser.add_argument("--address", default=None,
                         help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
@@ -190,33 +195,48 @@ def add_parallel_options(parser: Any, what: str) -> None:
                              "elsewhere (default: off; worker processes / Ray only)")
 
 
-def parallel_settings(args: Any) -> dict:
-    """``workers``/``engine``/``address``/``job_timeout`` keyword arguments from parsed ``add_parallel_options``."""
-    workers = args.workers if args.workers is not None else ENGINES.get(args.engine).default_workers
-    return {"workers": workers, "engine": args.engine, "address": args.address,
-            "job_timeout": getattr(args, "job_timeout", None)}
+def check_address(address: str | None, fields: dict = CLI_FIELDS, *, connect: bool = True) -> None:
+    """A ``HOST:PORT`` Ray address must be well formed and (with ``connect``) accept a connection
+    within a few seconds (``ConfigError`` in one line otherwise); ``None``/``auto``/``local`` pass."""
+    if address in (None, "", "local", "auto"):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"got {address!r}", field=fields["address"],
+                          expected="HOST:PORT of `ray start --head`, or auto")
+    if not connect:
+        return
+    import socket
+
+    try:
+        socket.create_connection((host, int(port)), timeout=min(3.0, RAY_CONNECT_TIMEOUT_S)).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach a Ray cluster at {address} ({exc.strerror or exc})", field=fields["address"],
+                          expected="HOST:PORT of a running `ray start --head`") from None
 
 
 def run_jobs(fn: JobFn, jobs: Iterable[Job], *, on_result: Callable[[str, Any], None], workers: int = 1,
              engine: str = "local", address: str | None = None, max_attempts: int = 2,
              on_failure: Callable[[JobFailure], None] | None = None, job_timeout: float | None = None,
-             shared: dict | None = None, preload: Iterable[str] = ()) -> RunReport:
+             shared: dict | None = None, preload: Iterable[str] = (),
+             parallel: ParallelConfig | None = None) -> RunReport:
     """Run ``jobs`` with ``fn`` on ``workers`` workers of ``engine``; ``on_result(item_id,
     result)`` runs in this process, once per item, as results arrive (in completion order:
     callers that need the serial order sort afterwards). ``job_timeout`` (s, default off) kills
-    and retries a worker that makes no progress on a job for that long. ``shared`` names
+    and retries a worker that makes no progress on a job for that long; ``parallel`` (a
+    ``ParallelConfig`` already ``checked()``) stands for these four settings. ``shared`` names
     run-wide limits, ``{name: n}``: each becomes one semaphore of ``n`` slots shared by every
     worker of the run (``state["shared"][name]``, see ``SharedLimit``). ``preload`` names modules
     that local workers import once, in the fork server they are forked from (with the job
     function's module), instead of each worker importing them at start-up (effective when this
     process starts its first fork server). Returns a ``RunReport``."""
-    check_workers(workers)
-    check_engine(engine, address)
-    job_timeout = check_job_timeout(job_timeout)
+    if parallel is None:
+        parallel = ParallelConfig(workers, engine, address, job_timeout).checked()
     jobs = [j for j in jobs if j.items]
-    driver = ENGINES.get(engine).driver(fn, workers=workers, n_jobs=len(jobs), address=address, shared=shared,
-                                        preload=preload)
-    return _drive(driver, jobs, on_result, max_attempts, on_failure, workers, engine, job_timeout)
+    driver = ENGINES.get(parallel.engine).driver(fn, workers=parallel.workers, n_jobs=len(jobs),
+                                                 address=parallel.address, shared=shared, preload=preload)
+    return _drive(driver, jobs, on_result, max_attempts, on_failure, parallel.workers, parallel.engine,
+                  parallel.job_timeout)
 
 
 # --------------------------------------------------------------------------------------------
@@ -350,7 +370,32 @@ def _make_limits(shared: dict | None, kind: str, *, ctx: Any = None, workers: in
 # the driver loop, shared by every engine
 
 
-def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
+class Driver(Protocol):
+    """What an engine's driver does for the driver loop (``_drive``): worker slots that take one
+    job at a time and report ``(kind, slot, item, value)`` messages (``start``, ``item``,
+    ``done``, ``error``, ``fatal``)."""
+
+    def connect(self, handle: Callable[[tuple], None]) -> None:
+        """Receive the loop's message handler (a driver that runs jobs in this process calls it
+        directly; one with workers returns their messages from ``poll``)."""
+
+    def idle_slots(self, busy: set) -> list[int]:
+        """Slots whose worker can take a job now (``busy``: slots running one)."""
+
+    def submit(self, slot: int, job: Job) -> None:
+        """Give ``job`` to the worker in ``slot``."""
+
+    def poll(self, timeout: float) -> list[tuple]:
+        """Messages that arrived within ``timeout`` seconds."""
+
+    def kill(self, slot: int) -> None:
+        """Kill the worker in ``slot`` (hung or dead) and start a fresh one there."""
+
+    def close(self) -> None:
+        """Stop every worker (or keep them for the next run)."""
+
+
+def _drive(driver: Driver, jobs: list[Job], on_result: Callable, max_attempts: int,
            on_failure: Callable | None, workers: int, engine: str, job_timeout: float | None = None) -> RunReport:
     report = RunReport(workers=workers, engine=engine)
     received: set = set()
@@ -400,8 +445,7 @@ def _drive(driver: Any, jobs: list[Job], on_result: Callable, max_attempts: int,
         if kind == "fatal":
             raise VLNVerseError(f"job {running[slot][0].key if slot in running else '?'}: {value}")
 
-    if isinstance(driver, _InlineDriver):
-        driver.handle = handle
+    driver.connect(handle)
     try:
         while pending or running:
             for slot in driver.idle_slots(set(running)):
@@ -473,6 +517,9 @@ class _InlineDriver:
         self.fn, self.state = fn, {"shared": _make_limits(shared, "thread")}
         self.handle: Callable[[tuple], None] | None = None
 
+    def connect(self, handle: Callable[[tuple], None]) -> None:
+        self.handle = handle
+
     def idle_slots(self, busy: set) -> list[int]:
         return [] if busy else [0]
 
@@ -509,13 +556,6 @@ def _fork_server_running() -> bool:
     except OSError:
         return False
     return True
-
-
-def start_workers_early(fn: JobFn, *, workers: int, engine: str, preload: Iterable[str] = ()) -> None:
-    """Call at the start of a run that will ``run_jobs(fn, ..., preload=preload)``: with local
-    worker processes (``workers`` > 1) the fork server starts now and imports while this process
-    prepares the run (reads episodes, checks configs) instead of after it; otherwise nothing."""
-    ENGINES.get(engine).start_early(fn, workers, preload)
 
 
 def _ready() -> None:
@@ -589,6 +629,9 @@ class _LocalDriver:
     def pids(self) -> list[int]:
         """Process ids of the live workers."""
         return [p.pid for p in self.procs.values() if p.is_alive()]
+
+    def connect(self, handle: Callable[[tuple], None]) -> None:
+        """Messages come back through ``poll``."""
 
     def idle_slots(self, busy: set) -> list[int]:
         return [s for s in self.procs if s not in busy]
@@ -814,6 +857,9 @@ class _RayDriver:
         """Process ids of the live worker actors."""
         return self.ray.get([a.pid.remote() for a in self.actors.values()], timeout=30)
 
+    def connect(self, handle: Callable[[tuple], None]) -> None:
+        """Messages come back through ``poll``."""
+
     def idle_slots(self, busy: set) -> list[int]:
         return [s for s in self.actors if s not in busy]
 
@@ -902,15 +948,20 @@ class _GeneratorBridge:
 
 
 class Engine:
-    """A parallel engine: checks its settings and builds the driver that runs a run's jobs
-    (``start(jobs)``, ``poll()``, ``stop()``... as :class:`_LocalDriver` and :class:`_RayDriver`)."""
+    """A parallel engine, registered in ``ENGINES`` under its name: checks its settings
+    (``validate`` without I/O, ``preflight`` for the environment) and builds the :class:`Driver`
+    that runs a run's jobs."""
 
     #: workers when the command line names none
     default_workers = 1
 
     @classmethod
-    def check(cls, address: str | None) -> None:
-        """Raise ``ConfigError`` when the engine cannot run with ``address`` (or is not installed)."""
+    def validate(cls, address: str | None, fields: dict = CLI_FIELDS) -> None:
+        """Raise ``ConfigError`` when the engine cannot take ``address`` (no I/O)."""
+
+    @classmethod
+    def preflight(cls, address: str | None, fields: dict = CLI_FIELDS) -> None:
+        """Raise ``ConfigError`` when the engine cannot run here (not installed, cluster unreachable)."""
 
     @classmethod
     def inline(cls, workers: int) -> bool:
@@ -923,7 +974,7 @@ class Engine:
 
     @classmethod
     def driver(cls, fn: JobFn, *, workers: int, n_jobs: int, address: str | None, shared: dict | None,
-               preload: Iterable[str]) -> Any:
+               preload: Iterable[str]) -> Driver:
         raise NotImplementedError
 
 
@@ -932,9 +983,10 @@ class LocalEngine(Engine):
     """Worker processes on this machine (``forkserver``/``spawn``); one worker runs in this process."""
 
     @classmethod
-    def check(cls, address: str | None) -> None:
+    def validate(cls, address: str | None, fields: dict = CLI_FIELDS) -> None:
         if address:
-            raise ConfigError(f"got {address!r} with the local engine", field="--address", expected="--engine ray")
+            raise ConfigError(f"got {address!r} with the local engine", field=fields["address"],
+                              expected=_needs(fields, "engine", "ray"))
 
     @classmethod
     def inline(cls, workers: int) -> bool:
@@ -946,7 +998,7 @@ class LocalEngine(Engine):
             start_fork_server([fn.__module__, *preload])
 
     @classmethod
-    def driver(cls, fn, *, workers, n_jobs, address, shared, preload):
+    def driver(cls, fn, *, workers, n_jobs, address, shared, preload) -> Driver:
         if workers == 1:
             return _InlineDriver(fn, shared)
         return _LocalDriver(fn, min(workers, max(1, n_jobs)), shared, preload)
@@ -959,14 +1011,18 @@ class RayEngine(Engine):
     default_workers = 2
 
     @classmethod
-    def check(cls, address: str | None) -> None:
+    def validate(cls, address: str | None, fields: dict = CLI_FIELDS) -> None:
+        check_address(address, fields, connect=False)
+
+    @classmethod
+    def preflight(cls, address: str | None, fields: dict = CLI_FIELDS) -> None:
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise ConfigError("ray is not installed", field="--engine",
+            raise ConfigError("ray is not installed", field=fields["engine"],
                               expected="pip install 'vlnverse[ray]' (or --engine local)") from None
-        check_address(address)
+        check_address(address, fields)
 
     @classmethod
-    def driver(cls, fn, *, workers, n_jobs, address, shared, preload):
+    def driver(cls, fn, *, workers, n_jobs, address, shared, preload) -> Driver:
         return _RayDriver(fn, workers, address, shared)

@@ -23,10 +23,11 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
+from ..core.params import param, parse_params
 from ..core.registry import Registry
 from ..sim.api import ControlConfig
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
@@ -81,9 +82,13 @@ class AgentState:
 
 
 class Agent:
-    """Base class of evaluation agents. ``params`` come from the eval config's ``agent.params``."""
+    """Base class of evaluation agents. ``params`` come from the eval config's ``agent.params``;
+    ``Params`` (a dataclass, ``vlnverse.core.params``) declares them with their ranges, and
+    ``make_agent`` checks the given ones against it before building the agent (``None``: the
+    constructor alone decides)."""
 
     name = "agent"
+    Params: ClassVar[type | None] = None
 
     def __init__(self, *, seed: int = 0, model: Any = None, **params: Any):
         if params:
@@ -123,6 +128,14 @@ class Agent:
         return np.random.default_rng([self.seed, key])
 
 
+@dataclass
+class RandomParams:
+    """``agent.params`` of ``random``."""
+
+    min_steps: int = param(20, low=0, high=100_000)
+    stop_prob: float = param(0.05, low=0.0, high=1.0)
+
+
 @register_agent("random")
 class RandomAgent(Agent):
     """Uniform random over MOVE_FORWARD / TURN_LEFT / TURN_RIGHT (seeded per episode).
@@ -133,6 +146,7 @@ class RandomAgent(Agent):
     """
 
     MOVES = (DiscreteAction.MOVE_FORWARD, DiscreteAction.TURN_LEFT, DiscreteAction.TURN_RIGHT)
+    Params = RandomParams
 
     def __init__(self, *, min_steps: int = 20, stop_prob: float = 0.05, **kwargs: Any):
         super().__init__(**kwargs)
@@ -159,9 +173,16 @@ class RandomAgent(Agent):
         return self.MOVES[int(self.rng.integers(len(self.MOVES)))]
 
 
+@dataclass
+class NoAgentParams:
+    """The ``agent.params`` of an agent that takes none."""
+
+
 @register_agent("forward")
 class ForwardAgent(Agent):
     """Forward-only baseline: MOVE_FORWARD every step, STOP on the last allowed step."""
+
+    Params = NoAgentParams
 
 
     def act(self, observations: dict[str, Any], state: AgentState) -> DiscreteAction:
@@ -173,6 +194,20 @@ class ForwardAgent(Agent):
             turn = np.abs(wrap_angle(np.arctan2(delta[:, 1], delta[:, 0]) - state.pose.yaw))
             return state.neighbours[int(np.argmin(turn))][0]
         return DiscreteAction.MOVE_FORWARD
+
+
+@dataclass
+class OracleParams:
+    """``agent.params`` of ``oracle`` (distances in metres; ``turn_angle_deg`` unset: the simulator's)."""
+
+    clearance: float = param(0.1, low=0.0, high=2.0)
+    lookahead: float = param(1.0, low=0.05, high=20.0)
+    stop_margin: float = param(0.5, low=0.0, high=10.0)
+    stop_distance: float = param(0.5, low=0.0, high=10.0)
+    replan_distance: float = param(0.4, low=0.0, high=20.0)
+    turn_angle_deg: float | None = param(None, low=0.1, high=180.0)
+    patience: int = param(40, low=1, high=100_000)
+    waypoint_tolerance: float = param(0.35, low=0.0, high=10.0)
 
 
 @register_agent("oracle")
@@ -201,6 +236,7 @@ class OracleAgent(Agent):
     ground-truth FOUND / NOT_FOUND decision.
     """
 
+    Params = OracleParams
 
     def __init__(self, *, clearance: float = 0.1, lookahead: float = 1.0, stop_margin: float = 0.5,
                  stop_distance: float = 0.5, replan_distance: float = 0.4, turn_angle_deg: float | None = None, patience: int = 40,
@@ -399,12 +435,21 @@ class OracleAgent(Agent):
         return DiscreteAction.STOP if len(route) < 2 else route[1]
 
 
+@dataclass
+class WallBumperParams:
+    """``agent.params`` of ``wall_bumper`` (metres)."""
+
+    hop: float = param(1.0, low=0.01, high=20.0)
+    stop_margin: float = param(0.5, low=0.0, high=10.0)
+
+
 @register_agent("wall_bumper")
 class WallBumperAgent(Agent):
     """Test agent: faces the goal in a straight line and hops ``hop`` metres toward it with a
     ``WaypointAction``, walls or not. Under Strict physics a wall in the way stops it (failure);
     under Tel-Hop it hops through thin walls. STOPs when Euclidean-close to the goal."""
 
+    Params = WallBumperParams
 
     def __init__(self, *, hop: float = 1.0, stop_margin: float = 0.5, **kwargs: Any):
         super().__init__(**kwargs)
@@ -432,6 +477,8 @@ class WallBumperAgent(Agent):
 def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0, model: Any = None) -> Agent:
     """Instantiate the registered agent ``name`` (``UnknownNameError`` lists the names)."""
     cls = AGENTS.get(name)
+    if cls.Params is not None:  # unknown keys, types and ranges, before anything is built
+        parse_params(cls.Params, params, owner=f"agent '{name}'", prefix="agent.params")
     try:
         return cls(seed=seed, model=model, **dict(params or {}))
     except (TypeError, ValueError) as exc:

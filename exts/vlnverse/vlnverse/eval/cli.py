@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
-from ..core.parallel import ENGINES, add_parallel_options, parallel_settings
+from ..core.parallel import ParallelConfig, add_parallel_options
 
 #: exit status of ``vlnverse eval`` when some episodes were not evaluated (model endpoint failures)
 NOT_EVALUATED_STATUS = 3
@@ -76,63 +75,6 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_cache_commands(sub)  # vlnverse cache build
 
 
-_OPTION_ARGS = {"--workers": "workers", "--engine": "engine", "--address": "address", "--backend": "backend",
-                "--job-timeout": "job_timeout"}
-
-
-def _split_trailing_options(args: argparse.Namespace) -> list[str]:
-    """Options given after the overrides land in REMAINDER: move them onto ``args``."""
-    from ..core.errors import ConfigError
-
-    overrides, items = [], list(args.overrides)
-    while items:
-        item = items.pop(0)
-        name, eq, value = item.partition("=")
-        if item == "--no-progress":
-            args.no_progress = True
-        elif name == "--scene-root":
-            if not eq:
-                if not items:
-                    raise ConfigError(f"'{name}' needs a value", field=name)
-                value = items.pop(0)
-            args.scene_root = [*(getattr(args, "scene_root", None) or []), value]
-        elif name in _OPTION_ARGS:
-            if not eq:
-                if not items:
-                    raise ConfigError(f"'{name}' needs a value", field=name)
-                value = items.pop(0)
-            if name == "--workers":
-                try:
-                    value = int(value)
-                except ValueError:
-                    raise ConfigError(f"got {value!r}", field="--workers", expected="an integer >= 1") from None
-            elif name == "--job-timeout":
-                try:
-                    value = float(value)
-                except ValueError:
-                    raise ConfigError(f"got {value!r}", field="--job-timeout", expected="a number of seconds > 0") from None
-            elif name == "--engine" and value not in ENGINES:
-                raise ConfigError(f"got {value!r}", field="--engine", expected=" or ".join(ENGINES))
-            setattr(args, _OPTION_ARGS[name], value)
-        elif item.startswith("-"):
-            raise ConfigError(f"unknown option '{item}'",
-                              expected="--no-progress, --backend NAME, --workers N, --engine local|ray, --address HOST:PORT, "
-                                       "--job-timeout SECONDS, --scene-root DIR or key=value overrides")
-        else:
-            overrides.append(item)
-    return overrides
-
-
-def with_scene_roots(configured: Any, given: list | None) -> Any:
-    """A config's ``scene_root`` with the ``--scene-root`` folders (checked to exist) in front."""
-    from ..tasks.scene_roots import root_args
-
-    if not given:
-        return configured
-    before = [configured] if isinstance(configured, str) else list(configured or [])
-    return [str(p) for p in root_args(given)] + before
-
-
 def resolve_config_path(name: str) -> Path:
     """A config path as given, else ``tasks/eval/<name>.yaml``; unknown names list the shipped configs."""
     from ..core.errors import UnknownNameError
@@ -152,21 +94,19 @@ def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
     from .runner import not_evaluated_line, run_eval
 
+    from ..core.cli_options import split_trailing_options
     from ..core.errors import ConfigError, VLNVerseError
-    from ..core.parallel import check_engine, check_job_timeout, check_workers
+    from ..tasks.scene_roots import with_scene_roots
 
-    overrides = _split_trailing_options(args)
+    overrides = split_trailing_options(args)
     if args.backend is not None:
         overrides.append(f"backend={args.backend}")
-    parallel = parallel_settings(args)
-    check_workers(parallel["workers"])
-    check_engine(parallel["engine"], parallel["address"])
-    check_job_timeout(parallel["job_timeout"])
+    parallel = ParallelConfig.from_args(args).checked()
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides)
     cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
     try:
-        summary = run_eval(cfg, progress=not args.no_progress, **parallel)
+        summary = run_eval(cfg, progress=not args.no_progress, **parallel.kwargs())
     except ConfigError as exc:  # found at run time (mode_params, agent.params, ...): name the config file
         raise exc.in_file(path) from None
     if summary.get("failed_scenes"):

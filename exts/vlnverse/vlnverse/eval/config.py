@@ -24,8 +24,10 @@ from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError
+from ..sim.sensors import CAMERA_KINDS, CameraSpec, check_camera
 
-SENSOR_KINDS = ("rgb", "depth", "semantic", "instance")
+#: the kinds a config's camera may have (the simulator's)
+SENSOR_KINDS = CAMERA_KINDS
 
 
 @dataclass
@@ -96,7 +98,8 @@ class EpisodeSource:
 
 @dataclass
 class SensorConfig:
-    """A pinhole camera for the agent (and the report's first-person frames)."""
+    """A pinhole camera for the agent (and the report's first-person frames): the part of the
+    simulator's ``CameraSpec`` a config file sets (``to_spec``), checked against the same limits."""
 
     name: str
     kind: str = "rgb"
@@ -106,18 +109,12 @@ class SensorConfig:
     max_depth: float = 10.0
 
     def validate(self) -> None:
-        """Kind known, image size and FoV sane."""
-        require(self.kind in SENSOR_KINDS, "kind", f"got {self.kind!r}", f"one of {SENSOR_KINDS}")
-        require(8 <= self.width <= 4096 and 8 <= self.height <= 4096, "width/height",
-                f"got {self.width}x{self.height}", "8..4096 pixels")
-        require(1.0 <= self.hfov_deg < 180.0, "hfov_deg", f"got {self.hfov_deg}", "degrees in [1, 180)")
-        require(math.isfinite(self.max_depth) and 0.1 <= self.max_depth <= 1000.0, "max_depth",
-                f"got {self.max_depth}", "metres in [0.1, 1000]")
+        """Kind known, image size, FoV and depth range within the camera limits (``vlnverse.sim.sensors.check_camera``)."""
+        check_camera(kind=self.kind, kinds=SENSOR_KINDS, width=self.width, height=self.height, hfov_deg=self.hfov_deg,
+                     max_depth=self.max_depth)
 
-    def to_spec(self):
+    def to_spec(self) -> CameraSpec:
         """The simulator's ``CameraSpec``."""
-        from ..sim.sensors import CameraSpec
-
         return CameraSpec(name=self.name, kind=self.kind, width=self.width, height=self.height,
                           hfov_deg=self.hfov_deg, max_depth=self.max_depth)
 
@@ -197,7 +194,7 @@ class EvalConfig:
         require(isinstance(self.episodes, EpisodeSource), "episodes", f"got {self.episodes!r}",
                 "a JSONL path or a mapping with 'path' or 'generate'")
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
-        from .modes import MODES
+        from .modes import MODES, check_mode_params
 
         require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {MODES.names()}")
@@ -205,6 +202,7 @@ class EvalConfig:
             require(mode in MODES, f"mode_params.{mode}", "not a collision mode",
                     f"a mapping keyed by mode name, one of {MODES.names()}")
             require(isinstance(params, dict), f"mode_params.{mode}", f"got {params!r}", "a mapping of parameters")
+            check_mode_params(mode, params)
         require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}",
                 "a positive integer or null (task default)")
         require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import ConfigError
+from ..core.params import parse_params
 from ..core.registry import Registry
 
 #: Name → model class (or factory).
@@ -24,8 +25,12 @@ def register_model(name: str):
 
 
 def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
-    """Instantiate the registered model ``name`` (``UnknownNameError`` lists the names)."""
+    """Instantiate the registered model ``name`` (``UnknownNameError`` lists the names); a model
+    class's ``Params`` (``vlnverse.core.params``) checks ``params`` first."""
     factory = MODELS.get(name)
+    declared = getattr(factory, "Params", None)  # a plug-in factory may be a plain function: no Params
+    if declared is not None:  # unknown keys, types and ranges, before anything is built
+        parse_params(declared, params, owner=f"model '{name}'", prefix="model.params")
     try:
         return factory(**dict(params or {}))
     except (TypeError, ValueError) as exc:

@@ -16,16 +16,49 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..core.params import param, parse_params
 from ..core.registry import Registry
 from ..sim.types import (ActionResult, AgentPose, DiscreteAction, InvalidActionError, VelocityAction,
                          WaypointAction, wrap_angle)
 
 #: Name → collision-mode class (``strict``, ``telhop``, ``graph``).
 MODES: Registry[type["CollisionMode"]] = Registry("collision mode")
+
+
+@dataclass
+class ModeParams:
+    """The parameters every collision mode takes (a config's ``mode_params.<mode>``): the discrete
+    action sizes. Unset, they come from the simulator's ``ControlConfig``."""
+
+    forward_step: float = param(0.25, low=0.01, high=5.0)
+    turn_angle_deg: float = param(15.0, low=0.1, high=180.0)
+    look_angle_deg: float = param(15.0, low=0.1, high=90.0)
+
+
+@dataclass
+class StrictParams(ModeParams):
+    """Strict's: the displacement (m) by an obstacle that ends an episode."""
+
+    displacement_threshold: float = param(0.1, low=1e-6, high=10.0)
+
+
+@dataclass
+class TelHopParams(ModeParams):
+    """Tel-Hop's (and graph's): how far (m) a teleport may land off its target before it counts
+    as a resolved collision."""
+
+    resolve_tolerance: float = param(0.01, low=0.0, high=1.0)
+
+
+def check_mode_params(name: str, params: dict | None, *, file: Any = None) -> None:
+    """``params`` (a config's ``mode_params.<name>``) against the mode's ``Params``: unknown keys,
+    types and ranges (``ConfigError`` naming ``mode_params.<name>.<key>``); no I/O."""
+    parse_params(MODES.get(name).Params, params, owner=f"collision mode '{name}'", file=file,
+                 prefix=f"mode_params.{name}")
 
 
 @dataclass
@@ -74,6 +107,8 @@ class CollisionMode:
     """
 
     name = "base"
+    #: the parameters a config may give (``mode_params.<name>``), with their ranges
+    Params: ClassVar[type] = ModeParams
 
     def __init__(self, sim: Any, *, forward_step: float = 0.25, turn_angle_deg: float = 15.0,
                  look_angle_deg: float = 15.0, **params: Any):
@@ -144,6 +179,7 @@ class Strict(CollisionMode):
     metres or more from the commanded motion ends the episode as a failure (VLNVerse Strict)."""
 
     name = "strict"
+    Params = StrictParams
 
     def __init__(self, sim: Any, *, displacement_threshold: float = 0.1, **params: Any):
         super().__init__(sim, **params)
@@ -181,6 +217,7 @@ class TelHop(CollisionMode):
     """
 
     name = "telhop"
+    Params = TelHopParams
 
     def __init__(self, sim: Any, *, resolve_tolerance: float = 0.01, planner: Any = None, **params: Any):
         super().__init__(sim, **params)
@@ -226,6 +263,7 @@ class Graph(CollisionMode):
     """
 
     name = "graph"
+    Params = TelHopParams
 
     def __init__(self, sim: Any, *, navgraph: Any = None, resolve_tolerance: float = 0.01, planner: Any = None,
                  **params: Any):

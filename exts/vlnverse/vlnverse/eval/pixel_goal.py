@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..core.errors import VLNVerseError
+from ..core.params import param
 from ..sim.sensors import camera_extrinsics, camera_intrinsics
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction
 from ..tasks.actions import SelectFrame
@@ -161,9 +163,22 @@ Pixel: <u>, <v>   (column, row of a floor point in that view, 0 at the top-left;
 When you have arrived, answer 'Frame: <frame index>' and 'Action: STOP'."""
 
 
+@dataclass
+class MVDualVLNParams:
+    """``agent.params`` of ``mv_dualvln`` (see :class:`MVDualVLNAgent`)."""
+
+    video_frames: int = param(50, low=1, high=10_000)
+    video_root: str | None = None
+    view_size: int = param(224, low=8, high=4096)
+    max_reprompts: int = param(2, low=0, high=100)
+    snap: float = param(0.3, low=0.0, high=100.0)
+
+
 class MVDualVLNAgent(Agent):
     """MV-DualVLN pixel-goal agent (see the module docstring). Parameters: ``video_frames`` (50),
     ``video_root``, ``view_size`` (224), ``max_reprompts`` (2), ``snap`` (0.3 m)."""
+
+    Params = MVDualVLNParams
 
     def __init__(self, *, video_frames: int = 50, video_root: str | None = None, view_size: int = 224,
                  max_reprompts: int = 2, snap: float = 0.3, **kwargs: Any):
@@ -172,9 +187,6 @@ class MVDualVLNAgent(Agent):
 
         if self.model is None or not hasattr(self.model, "generate"):
             raise ConfigError("missing", field=f"model ({self.name})", expected="a chat model (openai, scripted, ...)")
-        if int(video_frames) < 1 or int(max_reprompts) < 0 or not float(snap) >= 0:
-            raise ConfigError(f"got video_frames={video_frames}, max_reprompts={max_reprompts}, snap={snap}",
-                              field=f"agent.params ({self.name})", expected="video_frames >= 1, max_reprompts >= 0, snap >= 0")
         self.video_frames, self.max_reprompts, self.snap = int(video_frames), int(max_reprompts), float(snap)
         self.video_root = Path(video_root) if video_root else Path.cwd()
         self.panorama = Panorama(int(view_size))

@@ -30,17 +30,20 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from ..core.config import require
 from ..core.errors import ConfigError
 from ..core.registry import Registry
+from ..core.params import param
 from ..sim.types import WaypointAction
 from ..tasks.actions import Decision
 from .agents import AgentState, register_agent
-from .mllm.agents import MLLMAgent, _remember
+from .mllm.agents import MLLMAgent, MLLMParams, _remember
 
 LABEL_SOURCES = ("classifier", "ground_truth")
 STOP_CRITERIA = ("coverage", "frontier", "budget")
@@ -190,6 +193,30 @@ def go_to_node(graph: Any, node: int, state: AgentState) -> Any:
     return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
 
 
+@dataclass
+class ROAMParams(MLLMParams):
+    """``agent.params`` of ``roam``: the MLLM agents' and ROAM's own (see :class:`ROAMAgent`)."""
+
+    room_labels: str = "classifier"
+    room_classifier: str | None = None
+    detector: str = "visibility"
+    tau: float = param(0.5, low=0.0, high=1.0)
+    detect_range: float = param(4.0, low=0.0, high=100.0)
+    stop_criterion: str = "coverage"
+    min_room_coverage: float = param(0.8, low=1e-6, high=1.0)
+    explore_budget: int = param(12, low=1, high=100_000)
+    free: bool = True
+    free_range: float = param(5.0, low=0.0, high=100.0)
+
+    def validate(self) -> None:
+        """The MLLM agents' checks; label source, detector and stop criterion known."""
+        super().validate()
+        require(self.room_labels in LABEL_SOURCES, "room_labels", f"got {self.room_labels!r}", " or ".join(LABEL_SOURCES))
+        require(self.stop_criterion in STOP_CRITERIA, "stop_criterion", f"got {self.stop_criterion!r}",
+                " / ".join(STOP_CRITERIA))
+        require(self.detector in DETECTORS, "detector", f"got {self.detector!r}", " or ".join(DETECTORS))
+
+
 class ROAMAgent(MLLMAgent):
     """ROAM (see the module docstring). Parameters beyond the MLLM agents': ``room_labels``
     (``classifier`` / ``ground_truth``), ``room_classifier`` (its checkpoint),
@@ -199,23 +226,14 @@ class ROAMAgent(MLLMAgent):
 
     memory = "history"
 
+    Params = ROAMParams
+
     def __init__(self, *, room_labels: str = "classifier", room_classifier: str | None = None,
                  detector: str = "visibility", tau: float = 0.5, detect_range: float = 4.0,
                  stop_criterion: str = "coverage", min_room_coverage: float = 0.8, explore_budget: int = 12,
                  free: bool = True, free_range: float = 5.0, **kwargs: Any):
         super().__init__(**kwargs)
         name = self.name
-        if room_labels not in LABEL_SOURCES:
-            raise ConfigError(f"got {room_labels!r}", field=f"agent.params.room_labels ({name})", expected=" or ".join(LABEL_SOURCES))
-        if stop_criterion not in STOP_CRITERIA:
-            raise ConfigError(f"got {stop_criterion!r}", field=f"agent.params.stop_criterion ({name})",
-                              expected=" / ".join(STOP_CRITERIA))
-        if detector not in DETECTORS:
-            raise ConfigError(f"got {detector!r}", field=f"agent.params.detector ({name})", expected=" or ".join(DETECTORS))
-        if not (0.0 <= float(tau) <= 1.0) or not (0.0 < float(min_room_coverage) <= 1.0) or int(explore_budget) < 1:
-            raise ConfigError(f"got tau={tau}, min_room_coverage={min_room_coverage}, explore_budget={explore_budget}",
-                              field=f"agent.params ({name})", expected="tau in [0, 1], min_room_coverage in (0, 1], "
-                              "explore_budget >= 1")
         self.room_labels, self.detector, self.tau = room_labels, detector, float(tau)
         self.detect_range, self.stop_criterion = float(detect_range), stop_criterion
         self.min_room_coverage, self.explore_budget = float(min_room_coverage), int(explore_budget)

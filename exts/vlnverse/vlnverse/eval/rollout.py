@@ -342,8 +342,9 @@ def scene_mode(name: str, sim: Any, ctx: Any, params: dict | None = None) -> Any
     ``ControlConfig``), the scene's planner (Tel-Hop, graph) and navigation graph (graph), and
     ``params`` (the eval config's ``mode_params.<name>``) on top."""
     from ..core.errors import ConfigError
-    from .modes import make_mode
+    from .modes import check_mode_params, make_mode
 
+    check_mode_params(name, params)  # a config built in code is checked here
     control = sim.control
     kwargs = {"forward_step": control.forward_step, "turn_angle_deg": control.turn_angle_deg,
               "look_angle_deg": control.look_angle_deg, **dict(params or {})}

@@ -33,8 +33,8 @@ import numpy as np
 from ..core.body import AgentBody
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import (JobFailure, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
-                             scene_jobs, start_workers_early)
+from ..core.parallel import JobFailure, ParallelConfig, run_jobs
+from ..tasks.scene_jobs import scene_jobs
 from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from . import metrics as M
 from .agents import Agent, make_agent
@@ -579,11 +579,9 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     from ..tasks.scoring import scoring_for
     from .report import write_report
 
-    check_workers(workers)
-    check_engine(engine, address)
-    check_job_timeout(job_timeout)
+    parallel = ParallelConfig(workers, engine, address, job_timeout).checked()
     preload = WORKER_PRELOAD + (backend_module(cfg.backend),)
-    start_workers_early(eval_scene_job, workers=workers, engine=engine, preload=preload)
+    parallel.start_early(eval_scene_job, preload)
     load_plugins(cfg.plugins)
     load_task_types()
     out = Path(cfg.out)
@@ -630,7 +628,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     # The episodes that get report pictures are fixed up front (the first ones in serial order),
     # so a record does not depend on which worker finished first.
     with_visuals = set(serial_order[:report_budget]) if cfg.report.enabled else set()
-    inline = runs_inline(engine, workers)
+    inline = parallel.inline
     common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
               "with_visuals": with_visuals, "scene_loader": scene_loader,
               "agent": agent if inline else None, "agent_factory": agent_factory}
@@ -654,8 +652,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                   f"{len(failure.missing)} episode(s) not evaluated")
 
     try:
-        report = run_jobs(eval_scene_job, jobs, on_result=on_record, workers=workers, engine=engine,
-                          address=address, on_failure=on_failure, job_timeout=job_timeout,
+        report = run_jobs(eval_scene_job, jobs, on_result=on_record, parallel=parallel, on_failure=on_failure,
                           shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
                           else None, preload=preload)
     except KeyboardInterrupt:
@@ -679,7 +676,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
-                         "workers": workers, "engine": engine}
+                         "workers": parallel.workers, "engine": parallel.engine}
     if report.failures:
         summary["failed_scenes"] = [{"scene": f.key, "error": f.error, "missing_episodes": f.missing}
                                     for f in report.failures]

@@ -8,12 +8,11 @@ says why. Its size and render rate (frames/s) are reported.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from ..core.cache_key import content_key
 from . import code_version
 from .store import StepStore, sensor_layout
 
@@ -24,10 +23,9 @@ def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: s
               teacher: Any = None, render: str = "physics") -> dict[str, Any]:
     """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``; ``render`` is the
     render path (``physics`` | ``teleport``)."""
-    digest = hashlib.sha256()
-    for ep in episodes:
-        digest.update(json.dumps({k: v for k, v in ep.to_dict().items() if k != "info"}, sort_keys=True).encode())
-    return {"episodes_sha256": digest.hexdigest(), "episodes": len(episodes), "sensors": sensor_layout(sensors),
+    episodes_key = content_key("episodes", 1, [{k: v for k, v in ep.to_dict().items() if k != "info"}
+                                               for ep in episodes])
+    return {"episodes_sha256": episodes_key, "episodes": len(episodes), "sensors": sensor_layout(sensors),
             "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
             "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
             "code_version": code_version(), "render": render, **({"teacher": teacher.key} if teacher is not None else {})}
@@ -40,11 +38,20 @@ def cache_root(base: str | Path | None) -> Path:
     return Path(base) if base else cache_dir() / "learn"
 
 
+#: format version of every keyed folder of the learning caches (part of each folder's content key)
+CACHE_VERSION = 1
+
+
+def keyed_folder(base_dir: str | Path | None, namespace: str, key: dict, *, length: int = 12) -> Path:
+    """``<cache root>/<namespace>/<content key>``: the folder of one cached result
+    (``vlnverse.core.cache_key.content_key`` of the namespace, ``CACHE_VERSION`` and ``key``)."""
+    return cache_root(base_dir) / namespace / content_key(namespace, CACHE_VERSION, key, length=length)
+
+
 def keyed_store(base_dir: str | Path | None, namespace: str, key: dict) -> tuple[Path, StepStore, str | None]:
-    """The step store of ``key`` under ``<cache root>/<namespace>/<hash of key>`` and why it cannot be
+    """The step store of ``key`` under ``<cache root>/<namespace>/<content key>`` and why it cannot be
     reused (``None``: complete and made for this key)."""
-    name = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    root = cache_root(base_dir) / namespace / name
+    root = keyed_folder(base_dir, namespace, key, length=16)
     store = StepStore(root)
     problem = store.check() if root.exists() else "missing"
     if problem is None and store.manifest.get("key") != key:
@@ -119,7 +126,7 @@ def generated_episodes(gen: Any, *, task: str, body: str | None = None, cache_di
 
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
            "max_scenes": gen.max_scenes, "body": body}
-    folder = cache_root(cache_dir) / "datasets" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    folder = keyed_folder(cache_dir, "datasets", key)
     if (folder / "done.json").is_file():
         return load_episodes(folder)
     if folder.exists():

@@ -13,10 +13,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs=argparse.REMAINDER,
                    help="dotted key=value overrides, e.g. mode=dagger init=runs/train/x/best.pt il.epochs=2")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    p.add_argument("--workers", type=int, default=None,
-                   help="scenes rolled out in parallel for the observation cache and DAgger (same as workers=N)")
-    p.add_argument("--engine", choices=("local", "ray"), default=None, help="local processes or a Ray cluster (engine=...)")
-    p.add_argument("--address", default=None, help="Ray cluster HOST:PORT or auto (address=...)")
+    from ..core.parallel import add_parallel_options
+
+    add_parallel_options(p, "scenes rolled out in parallel for the observation cache and DAgger (workers=N)",
+                         defaults=False)  # unset: the config's workers / engine / address / job_timeout stand
     p.add_argument("--nproc", type=int, default=None,
                    help="data-parallel training on N local ranks (DistributedDataParallel; launches "
                         "'torchrun --standalone --nproc_per_node N -m vlnverse train ...')")
@@ -124,15 +124,16 @@ def _train(args: argparse.Namespace) -> int:
     from .agent import require_torch
     from .config import load_train_config, resolve_train_config_path
 
-    from ..eval.cli import _split_trailing_options, with_scene_roots
+    from ..core.cli_options import split_trailing_options
+    from ..core.parallel import CONFIG_FIELDS
+    from ..tasks.scene_roots import with_scene_roots
 
     args.backend = None
     _launch_options(args)  # --nproc / --max-restarts after the overrides
-    overrides = _split_trailing_options(args)  # --workers / --engine / --address may follow the overrides
+    overrides = split_trailing_options(args)  # --workers / --engine / --address may follow the overrides
     if args.backend is not None:
         overrides.append(f"backend={args.backend}")
-    args.job_timeout = getattr(args, "job_timeout", None)
-    for name in ("workers", "engine", "address", "job_timeout"):
+    for name in CONFIG_FIELDS:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)

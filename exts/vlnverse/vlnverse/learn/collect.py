@@ -206,17 +206,16 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     from tqdm import tqdm
 
     from ..core.errors import VLNVerseError
-    from ..core.parallel import check_engine, check_job_timeout, check_workers, run_jobs, scene_jobs
+    from ..core.parallel import CONFIG_FIELDS, ParallelConfig, run_jobs
+    from ..tasks.scene_jobs import scene_jobs
 
-    check_workers(workers, "workers")
-    check_engine(engine, address)
-    check_job_timeout(job_timeout)
+    parallel = ParallelConfig(workers, engine, address, job_timeout).checked(CONFIG_FIELDS)
     if render not in RENDER_PATHS or (render == "teleport" and (learner is not None or teacher is not None)):
         raise ValueError(f"render={render!r}: one of {RENDER_PATHS}; teleport only for the oracle teacher alone")
     by_scene: dict[str, list] = {}
     for ep in episodes:
         by_scene.setdefault(str(ep.scene_path), []).append(ep)
-    inline = workers == 1 and engine == "local"
+    inline = parallel.inline
     torch_threads = None
     if learner is not None and not inline:
         import torch
@@ -249,8 +248,8 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
         from ..eval.runner import WORKER_PRELOAD
         from ..sim.api import backend_module
 
-        report = run_jobs(collect_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                          address=address, job_timeout=job_timeout, preload=WORKER_PRELOAD + (backend_module(backend),))
+        report = run_jobs(collect_scene_job, jobs, on_result=on_result, parallel=parallel,
+                          preload=WORKER_PRELOAD + (backend_module(backend),))
     finally:
         bar.close()
     if report.failures:

@@ -25,6 +25,7 @@ from typing import Any
 
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
+from ..core.parallel import CONFIG_FIELDS, ParallelConfig
 from ..eval.config import EpisodeSource, NamedSpec, SensorConfig
 
 #: Training modes.
@@ -247,7 +248,6 @@ class TrainConfig:
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")
         require(self.mode != "dagger" or bool(self.init), "init", "mode=dagger needs a checkpoint",
                 "init=PATH of an IL checkpoint")
-        require(self.init is None or Path(self.init).is_file(), "init", f"no such file: {self.init}", "a checkpoint file")
         require(self.max_instruction_length > 0, "max_instruction_length", f"got {self.max_instruction_length}",
                 "a positive integer")
         require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}", "a positive integer or null")
@@ -262,16 +262,20 @@ class TrainConfig:
                 f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
         require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
-        from ..core.parallel import check_job_timeout, check_workers
-
-        check_workers(self.workers, "workers")
-        check_job_timeout(self.job_timeout, "job_timeout")
-        require(self.engine in ("local", "ray"), "engine", f"got {self.engine!r}", "local or ray")
         require(self.scene_root is None or isinstance(self.scene_root, str) or (
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
             "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
-        require(self.address is None or self.engine == "ray", "address", f"got {self.address!r} with engine local",
-                "engine: ray")
+        self.parallel().validate(CONFIG_FIELDS)
+
+    def preflight(self) -> None:
+        """Check what ``validate`` (pure) cannot: the files and the engine the run needs exist."""
+        require(self.init is None or Path(self.init).is_file(), "init", f"no such file: {self.init}", "a checkpoint file")
+        self.parallel().preflight(CONFIG_FIELDS)
+
+    def parallel(self) -> ParallelConfig:
+        """``workers`` / ``engine`` / ``address`` / ``job_timeout`` as one ``ParallelConfig``
+        (for the observation cache and DAgger collection)."""
+        return ParallelConfig(self.workers, self.engine, self.address, self.job_timeout)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (stored in checkpoints and ``config.json``)."""
@@ -316,11 +320,16 @@ def resolve_train_config_path(name: str) -> Path:
 
 
 def load_train_config(path: str | Path, overrides: list[str] | dict[str, Any] | None = None) -> TrainConfig:
-    """Load and validate a train config; ``overrides`` are ``key.sub=value`` strings or a dict.
-    Its ``plugins`` are imported first (``vlnverse.core.plugins.load_config_plugins``)."""
+    """Load and validate a train config, then ``preflight`` it; ``overrides`` are ``key.sub=value``
+    strings or a dict. Its ``plugins`` are imported first (``vlnverse.core.plugins.load_config_plugins``)."""
     from ..core.plugins import load_config_plugins
 
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides)
     load_config_plugins(path, overrides)
-    return load_config(TrainConfig, path, overrides)
+    cfg = load_config(TrainConfig, path, overrides)
+    try:
+        cfg.preflight()
+    except ConfigError as exc:
+        raise exc.in_file(path) from None
+    return cfg

@@ -14,7 +14,6 @@ missing, interrupted or lost a chunk is rebuilt, and the log says why.
 from __future__ import annotations
 
 import hashlib
-import json
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -22,6 +21,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..core.cache_key import content_key
+from .cache import CACHE_VERSION
 from .store import StepStore
 
 
@@ -63,7 +64,7 @@ def feature_key(obs: StepStore, policy: Any) -> dict[str, Any]:
     """The feature store's key (JSON-ready)."""
     from . import code_version
 
-    obs_key = hashlib.sha256(json.dumps(obs.manifest.get("key"), sort_keys=True).encode()).hexdigest()
+    obs_key = content_key("obs", CACHE_VERSION, obs.manifest.get("key"))
     return {"obs_key_sha256": obs_key, "obs_steps": obs.num_steps,
             "trunks": {k: trunk_sha256(e) for k, e in _encoders(policy).items()}, "code_version": code_version()}
 

@@ -217,10 +217,10 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
     from ..core.io import write_json_atomic
     from ..tasks.dataset import generate_dataset, simulator_renderer_factory
     from ..tasks.episode import load_episodes
-    from .cache import cache_root
+    from .cache import keyed_folder
 
     key = spec.key(task, body)
-    folder = cache_root(cache_dir) / "homes" / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    folder = keyed_folder(cache_dir, "homes", key)
     done = folder / "done.json"
     if done.is_file():
         info = json.loads(done.read_text(encoding="utf-8"))

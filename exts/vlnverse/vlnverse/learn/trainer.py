@@ -319,8 +319,7 @@ class Trainer:
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
-        cfg = self.cfg
-        return {"workers": cfg.workers, "engine": cfg.engine, "address": cfg.address, "job_timeout": cfg.job_timeout}
+        return self.cfg.parallel().kwargs()
 
     def _teacher_store(self, train: list) -> StepStore:
         from .cache import teacher_cache

@@ -5,12 +5,22 @@ imports this module on first use, so evaluating API models never imports torch o
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..eval.mllm.models import ChatModel, Generation
+from ..eval.mllm.models import ChatModel, ChatModelParams, Generation
 from ..eval.models import register_model
+
+
+@dataclass(kw_only=True)
+class TransformersParams(ChatModelParams):
+    """``model.params`` of ``transformers``."""
+
+    path: str
+    device: str = "cpu"
+    dtype: str = "auto"
 
 
 @register_model("transformers")
@@ -24,6 +34,7 @@ class TransformersVLM(ChatModel):
     """
 
     kind = "transformers"
+    Params = TransformersParams
 
     def __init__(self, *, path: str, device: str = "cpu", dtype: str = "auto", **kwargs: Any):
         folder = Path(path).expanduser()

@@ -37,22 +37,36 @@ def _validate_mount(mount: tuple, prefix: str = "mount") -> None:
     require(-90.0 <= mount[3] <= 90.0, f"{prefix}[3]", f"pitch {mount[3]}", "a pitch in [-90, 90] degrees")
 
 
-def _validate_image(width: Any, height: Any, hfov_deg: Any) -> None:
+#: The one set of camera limits: every camera (``CameraSpec``, ``PanoramaSpec``, and the configs'
+#: ``vlnverse.eval.config.SensorConfig``) is checked against these by ``check_camera``.
+IMAGE_SIDE_PX = (1, 4096)  # image width and height, pixels (inclusive)
+HFOV_DEG = (0.0, 180.0)  # horizontal field of view, degrees (low, high), both excluded
+MAX_DEPTH_M = (0.1, 1000.0)  # the depth range's far end, metres (inclusive)
+
+
+def check_camera(*, kind: str | None = None, kinds: tuple = CAMERA_KINDS, width: Any, height: Any, hfov_deg: Any,
+                 max_depth: Any, min_depth: Any = 0.0) -> None:
+    """Raise ``ConfigError`` naming the field when a camera's kind (when given), image size, field
+    of view or depth range is outside the limits (``IMAGE_SIDE_PX``, ``HFOV_DEG``, ``MAX_DEPTH_M``)."""
+    if kind is not None:
+        require(kind in kinds, "kind", f"got {kind!r}", f"one of {kinds}")
+    lo, hi = IMAGE_SIDE_PX
     for name, v in (("width", width), ("height", height)):
-        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and 0 < v <= 4096, name,
-                f"got {v!r}", "an integer in [1, 4096]")
-    require(isinstance(hfov_deg, (int, float)) and math.isfinite(hfov_deg) and 0.0 < hfov_deg < 180.0,
-            "hfov_deg", f"got {hfov_deg!r}", "a field of view in (0, 180) degrees")
+        require(isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lo <= v <= hi, name,
+                f"got {v!r}", f"an integer in [{lo}, {hi}] pixels")
+    lo, hi = HFOV_DEG
+    require(isinstance(hfov_deg, (int, float)) and not isinstance(hfov_deg, bool) and math.isfinite(hfov_deg)
+            and lo < hfov_deg < hi, "hfov_deg", f"got {hfov_deg!r}", f"a field of view in ({lo:g}, {hi:g}) degrees")
+    lo, hi = MAX_DEPTH_M
+    require(isinstance(max_depth, (int, float)) and not isinstance(max_depth, bool) and math.isfinite(max_depth)
+            and lo <= max_depth <= hi, "max_depth", f"got {max_depth!r}", f"metres in [{lo:g}, {hi:g}]")
+    require(isinstance(min_depth, (int, float)) and 0.0 <= min_depth < max_depth, "min_depth",
+            f"got [{min_depth}, {max_depth}]", "0 <= min_depth < max_depth")
 
 
 def _validate_rate(rate_hz: Any) -> None:
     require(rate_hz is None or (isinstance(rate_hz, (int, float)) and math.isfinite(rate_hz) and rate_hz > 0),
             "rate_hz", f"got {rate_hz!r}", "None (every observation) or a positive rate in Hz")
-
-
-def _validate_depth_range(min_depth: float, max_depth: float) -> None:
-    require(0.0 <= min_depth < max_depth and math.isfinite(max_depth), "min_depth/max_depth",
-            f"got [{min_depth}, {max_depth}]", "0 <= min_depth < max_depth < inf")
 
 
 @dataclass
@@ -82,11 +96,10 @@ class CameraSpec:
         """Raise ``ConfigError`` naming the field for any invalid parameter."""
         require(isinstance(self.name, str) and self.name.isidentifier(), "name", f"got {self.name!r}",
                 "a Python identifier")
-        require(self.kind in CAMERA_KINDS, "kind", f"got {self.kind!r}", f"one of {CAMERA_KINDS}")
-        _validate_image(self.width, self.height, self.hfov_deg)
+        check_camera(kind=self.kind, width=self.width, height=self.height, hfov_deg=self.hfov_deg,
+                     min_depth=self.min_depth, max_depth=self.max_depth)
         _validate_mount(self.mount)
         _validate_rate(self.rate_hz)
-        _validate_depth_range(self.min_depth, self.max_depth)
 
     @property
     def intrinsics(self) -> np.ndarray:
@@ -126,13 +139,13 @@ class PanoramaSpec:
                 "a Python identifier")
         require(isinstance(self.views, int) and 1 <= self.views <= 72, "views", f"got {self.views!r}",
                 "an integer in [1, 72]")
-        _validate_image(self.width, self.height, self.hfov_deg)
+        check_camera(width=self.width, height=self.height, hfov_deg=self.hfov_deg, min_depth=self.min_depth,
+                     max_depth=self.max_depth)
         mods = tuple(self.modalities)
         require(len(mods) > 0 and len(set(mods)) == len(mods) and all(m in PANORAMA_MODALITIES for m in mods),
                 "modalities", f"got {self.modalities!r}", f"distinct names from {PANORAMA_MODALITIES}")
         _validate_mount(self.mount)
         _validate_rate(self.rate_hz)
-        _validate_depth_range(self.min_depth, self.max_depth)
 
     def view_specs(self) -> list[tuple[float, CameraSpec]]:
         """(yaw offset rad, CameraSpec) for each view and modality, in view-major order."""

@@ -14,7 +14,6 @@ optional renderer injected by the CLI — the task layer never imports a simulat
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import numpy as np
 
 from ..core.body import DEFAULT_BODY, AgentBody, as_body
-from ..core.cache_key import content_key
+from ..core.cache_key import content_digest, content_key
+from ..core.params import check_ranges, parse_params
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
 from ..core.registry import Registry
@@ -204,7 +204,7 @@ def load_scene_context(scene_path: str | Path, body, resolution: float = 0.05,
     from ..scenes.usd_io import load_scene
     body = as_body(body)
     scene_path = Path(scene_path)
-    digest = hashlib.sha1(scene_path.read_bytes()).hexdigest() if scene_path.is_file() else str(scene_path)
+    digest = content_digest(scene_path.read_bytes()) if scene_path.is_file() else str(scene_path)
     key = (digest, _body_key(body), float(resolution))
     ctx = _CONTEXT_CACHE.get(key)
     if ctx is None:
@@ -275,7 +275,7 @@ def scene_navigable_bounds(scene_path: str | Path, body: Any, resolution: float 
     body = as_body(body)
     path = Path(scene_path)
     if loader is None and path.is_file():
-        key = _bounds_key(hashlib.sha1(path.read_bytes()).hexdigest(), body, resolution)
+        key = _bounds_key(content_digest(path.read_bytes()), body, resolution)
         try:
             data = json.loads(_bounds_file(key).read_text(encoding="utf-8"))
             return None if data["bounds"] is None else (list(data["bounds"][0]), list(data["bounds"][1]))
@@ -304,28 +304,10 @@ class NoParams:
     """The parameters of a task type that takes none (any ``params`` key is an error)."""
 
 
-#: Allowed ranges of numeric task ``params`` (docs/reliability.md); every other numeric parameter
-#: must be finite. Counts are capped so that a typo cannot make generation run for days.
-PARAM_RANGES: dict[str, tuple[float, float]] = {
-    "instructions_per_episode": (1, 20), "max_attempts_per_episode": (1, 1000),
-    "landmark_radius": (0.1, 20.0), "goal_offset": (0.0, 10.0),
-    "leg_min_geodesic": (0.0, 200.0), "leg_max_geodesic": (0.0, 200.0),
-    "pitch_limit_deg": (0.0, 90.0),
-}
-
-
 def check_param_ranges(params: Any, *, file: Any = None) -> None:
-    """Every numeric field of a task's ``Params`` object finite and within ``PARAM_RANGES``."""
-    import math
-
-    for f in dataclasses.fields(params):
-        value = getattr(params, f.name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        lo, hi = PARAM_RANGES.get(f.name, (-math.inf, math.inf))
-        if not (math.isfinite(value) and lo <= value <= hi):
-            span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) else "finite"
-            raise ConfigError(f"got {value}", file=file, field=f"params.{f.name}", expected=f"a number {span}")
+    """Every numeric field of a task's ``Params`` object finite and within its declared range
+    (``vlnverse.core.params.param``)."""
+    check_ranges(params, file=file, prefix="params")
 
 
 class TaskGenerator:
@@ -357,15 +339,7 @@ class TaskGenerator:
         failed check raises ``ConfigError`` naming ``file`` (default ``tasks/<task>.yaml``) and
         ``params.<key>``."""
         file = file if file is not None else f"tasks/{config.task_type}.yaml"
-        params = dict(config.params or {})
-        known = {f.name for f in dataclasses.fields(cls.Params) if f.init}
-        for key in params:
-            if key not in known:
-                raise ConfigError(f"unknown field(s) ['{key}'] for task '{config.task_type}'", file=file, field=f"params.{key}",
-                                  expected=f"one of {sorted(known)}" if known else "no parameters")
-        parsed = from_dict(cls.Params, params, file=file, prefix="params")
-        check_param_ranges(parsed, file=file)
-        return parsed
+        return parse_params(cls.Params, config.params, owner=f"task '{config.task_type}'", file=file)
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Produce ``n`` episodes for scene ``ctx`` (deterministic given ``rng``)."""

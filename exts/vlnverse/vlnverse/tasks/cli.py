@@ -17,7 +17,7 @@ import json
 import math
 
 from ..core.body import DEFAULT_BODY
-from ..core.parallel import add_parallel_options, parallel_settings
+from ..core.parallel import ParallelConfig, add_parallel_options
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -96,7 +96,7 @@ def _generate(args: argparse.Namespace) -> int:
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
                                progress=not args.no_progress,
                                renderer_factory=simulator_renderer_factory(backend=args.backend),
-                               scene_root=args.scene_root, plugins=args.plugins, **parallel_settings(args))
+                               scene_root=args.scene_root, plugins=args.plugins, **ParallelConfig.from_args(args).kwargs())
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]
     print(f"wrote {summary['total_episodes']} {args.task} episodes to {args.out} ({counts}); "

@@ -34,8 +34,7 @@ from ..core.body import AgentBody, as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
-from ..core.parallel import (Job, check_engine, check_job_timeout, check_workers, run_jobs, runs_inline,
-                             start_workers_early)
+from ..core.parallel import Job, ParallelConfig, run_jobs
 from ..core.plugins import load_plugins
 from .base import (TASKS, WORKER_PRELOAD, SceneContext, TaskConfig, TaskGenerator, load_scene_context, load_task_config,
                    load_task_types)
@@ -220,10 +219,8 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         raise ConfigError(f"got {short(episodes_per_scene)}", field="--episodes-per-scene",
                           expected=f"an integer in 1..{MAX_EPISODES_PER_SCENE}")
     check_seed(seed, "--seed")
-    check_workers(workers)
-    check_engine(engine, address)
-    check_job_timeout(job_timeout)
-    start_workers_early(generate_scene_job, workers=workers, engine=engine, preload=WORKER_PRELOAD)
+    parallel = ParallelConfig(workers, engine, address, job_timeout).checked()
+    parallel.start_early(generate_scene_job, WORKER_PRELOAD)
     if not 0.0 <= val_seen_fraction < 1.0:
         raise ConfigError(f"got {val_seen_fraction}", field="--val-seen-fraction", expected="a fraction in [0, 1)")
     plugins = [str(p) for p in (plugins or [])]
@@ -256,7 +253,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
         generator.output_dir = tmp
         if hasattr(generator, "assets_dir") and generator.assets_dir is None:
             generator.assets_dir = tmp / "assets"
-        inline = runs_inline(engine, workers)
+        inline = parallel.inline
         jobs = [Job(Path(path).stem, (str(path),), GenerateJob(
             path=path, task=task, task_config=task_config, body=body_obj, seed=seed,
             episodes_per_scene=episodes_per_scene, split_of=split_of, default_split=default_split,
@@ -271,9 +268,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
             bar.update(1)
 
         try:
-            report = run_jobs(generate_scene_job, jobs, on_result=on_result, workers=workers, engine=engine,
-                              address=address, job_timeout=job_timeout,
-                              preload=WORKER_PRELOAD)
+            report = run_jobs(generate_scene_job, jobs, on_result=on_result, parallel=parallel, preload=WORKER_PRELOAD)
         finally:
             bar.close()
         if report.failures:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..core.errors import SceneError
 from ..paths import ResourceNotFoundError, scenes_dir
@@ -75,6 +75,14 @@ def root_args(values: Iterable[str | Path] | str | Path | None, field: str = "--
                                   expected="an existing folder holding USD scenes")
             out.append(path)
     return out
+
+
+def with_scene_roots(configured: Any, given: list | None) -> Any:
+    """A config's ``scene_root`` with the ``--scene-root`` folders (checked to exist) in front."""
+    if not given:
+        return configured
+    before = [configured] if isinstance(configured, str) else list(configured or [])
+    return [str(p) for p in root_args(given)] + before
 
 
 class SceneResolver:

@@ -35,12 +35,15 @@ import math
 import re
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ...core.config import require
 from ...core.errors import VLNVerseError
+from ...core.params import param
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.actions import Decision, SelectFrame
 from ..agents import Agent, AgentState, register_agent
@@ -93,6 +96,34 @@ FORMATS = {
 }
 
 
+@dataclass
+class MLLMParams:
+    """``agent.params`` of the MLLM agents (see :class:`MLLMAgent`), with their ranges."""
+
+    max_reprompts: int = param(2, low=0, high=100)
+    views: str = "auto"
+    view_cache: str | None = None
+    image_dir: str | None = None
+    view_size: int = param(224, low=8, high=4096)
+    caption_model: dict | None = None
+    max_questions: int = param(3, low=0, high=1000)
+    video_root: str | None = None
+    video_frames: int = param(8, low=1, high=10_000)
+    merge_distance: float = param(0.5, low=0.0, high=100.0)
+    assistant: dict | None = None
+    max_consultations: int = param(3, low=0, high=10_000)
+    consult_away_steps: int = param(3, low=0, high=100_000)
+    consult_off_reference: float = param(2.0, low=0.0, high=1000.0)
+
+    def validate(self) -> None:
+        """``views`` names a source of views."""
+        require(self.views in VIEW_SOURCES, "views", f"got {self.views!r}", " or ".join(VIEW_SOURCES))
+
+
+#: where an MLLM agent's views come from (``views``)
+VIEW_SOURCES = ("auto", "observations", "cache", "render")
+
+
 class MLLMAgent(Agent):
     """Base of the eight VLN-MME agents (see the module docstring). Parameters:
 
@@ -119,6 +150,7 @@ class MLLMAgent(Agent):
     cot = False
     reflection = False
     prompt_version = PROMPT_VERSION
+    Params = MLLMParams
 
     def __init__(self, *, max_reprompts: int = 2, views: str = "auto", view_cache: str | None = None,
                  image_dir: str | None = None, view_size: int = 224, caption_model: dict | None = None,
@@ -131,23 +163,15 @@ class MLLMAgent(Agent):
                              "(or ollama / transformers / scripted)")
         if not hasattr(self.model, "generate"):
             raise ValueError(f"agent '{self.name}': the model has no generate(messages, images) method")
-        if views not in ("auto", "observations", "cache", "render"):
-            raise ValueError(f"agent '{self.name}': views must be auto, observations, cache or render, got {views!r}")
-        if max_reprompts < 0 or max_questions < 0:
-            raise ValueError(f"agent '{self.name}': max_reprompts and max_questions must be >= 0")
         from ...paths import cache_dir
 
         self.max_reprompts, self.max_questions = int(max_reprompts), int(max_questions)
-        if video_frames < 1:
-            raise ValueError(f"agent '{self.name}': video_frames must be >= 1, got {video_frames}")
         self.video_root = Path(video_root) if video_root else Path.cwd()
         self.video_frames = int(video_frames)
         self.views_source = views
         self.view_cache_root = Path(view_cache) if view_cache else cache_dir() / "views"
         self.image_dir = Path(image_dir) if image_dir else cache_dir() / "mllm_images"
         self.view_size = int(view_size)
-        if not float(merge_distance) >= 0:
-            raise ValueError(f"agent '{self.name}': merge_distance must be >= 0 metres, got {merge_distance}")
         self.merge_distance = float(merge_distance)
         self._logged_size: tuple[int, int] | None = None
         self.captioner: ChatModel | None = None
@@ -155,9 +179,6 @@ class MLLMAgent(Agent):
             from ..models import make_model
 
             self.captioner = make_model(caption_model["name"], caption_model.get("params", {}))
-        if max_consultations < 0 or consult_away_steps < 0 or consult_off_reference < 0:
-            raise ValueError(f"agent '{self.name}': max_consultations, consult_away_steps and consult_off_reference "
-                             "must be >= 0")
         self.assistant: ChatModel | None = None
         if assistant:
             from ..models import make_model

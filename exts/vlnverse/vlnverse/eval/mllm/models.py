@@ -28,10 +28,13 @@ from urllib.parse import urlsplit
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, ClassVar, Sequence
 
+from ...core.cache_key import content_key
 from ...core.errors import ConfigError
+from ...core.params import param
 from ...core.io import write_json_atomic
+from ...tasks.chat import HTTPFailure, post_json
 from ..models import register_model
 
 log = logging.getLogger(__name__)
@@ -112,10 +115,13 @@ class ResponseCache:
     def __init__(self, root: str | Path):
         self.root = Path(root)
 
+    #: format version of the stored answers (part of every key)
+    VERSION = 1
+
     @staticmethod
     def key(request: dict[str, Any]) -> str:
-        """Hex SHA-256 of the canonical JSON of ``request``."""
-        return hashlib.sha256(json.dumps(request, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+        """The request's content key (``vlnverse.core.cache_key.content_key``)."""
+        return content_key("mllm_responses", ResponseCache.VERSION, request)
 
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
@@ -157,6 +163,23 @@ class CircuitBreaker:
             return False
 
 
+@dataclass(kw_only=True)
+class ChatModelParams:
+    """``model.params`` every chat model takes (see :class:`ChatModel`), with their ranges."""
+
+    cache: Any = True
+    max_concurrency: int = param(4, low=1, high=4096)
+    temperature: float = param(0.0)
+    max_tokens: int = param(512, low=1, high=10_000_000)
+    seed: int | None = param(0)
+    price_per_1k_input: float = param(0.0, low=0.0)
+    price_per_1k_output: float = param(0.0, low=0.0)
+    cache_refresh: bool = False
+    max_consecutive_failures: int = param(3, low=0, high=1_000_000)
+    run_timeout: float | None = param(None, low=1e-3)
+    max_answer_chars: int = param(16384, low=64, high=1 << 30)
+
+
 class ChatModel:
     """Base class: request keys, the response cache, usage accounting, a concurrency limit, the
     circuit breaker and the run's time budget.
@@ -173,21 +196,14 @@ class ChatModel:
     """
 
     kind = "base"
+    #: the ``model.params`` it takes, with their ranges (checked by ``make_model``)
+    Params: ClassVar[type] = ChatModelParams
 
     def __init__(self, *, model: str = "", cache: Any = True, max_concurrency: int = 4,
                  temperature: float = 0.0, max_tokens: int = 512, seed: int | None = 0,
                  price_per_1k_input: float = 0.0, price_per_1k_output: float = 0.0,
                  cache_refresh: bool = False, max_consecutive_failures: int = 3, run_timeout: float | None = None,
                  max_answer_chars: int = 16384):
-        if max_concurrency < 1:
-            raise ConfigError(f"got {max_concurrency}", field="model.params.max_concurrency", expected="an integer >= 1")
-        if int(max_consecutive_failures) < 0:
-            raise ConfigError(f"got {max_consecutive_failures}", field="model.params.max_consecutive_failures",
-                              expected="an integer >= 0 (0: no circuit breaker)")
-        if run_timeout is not None and float(run_timeout) <= 0:
-            raise ConfigError(f"got {run_timeout}", field="model.params.run_timeout", expected="seconds > 0, or null (off)")
-        if int(max_answer_chars) < 64:
-            raise ConfigError(f"got {max_answer_chars}", field="model.params.max_answer_chars", expected="an integer >= 64")
         self.model = str(model)
         self.params: dict[str, Any] = {"temperature": float(temperature), "max_tokens": int(max_tokens)}
         if seed is not None:
@@ -416,100 +432,91 @@ def openai_messages(messages: list[dict[str, str]], images: list[bytes], detail:
     return out
 
 
+@dataclass(kw_only=True)
+class OpenAIParams(ChatModelParams):
+    """``model.params`` of ``openai`` (see :class:`OpenAIChatModel`)."""
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str | None = "OPENAI_API_KEY"
+    timeout: float = param(30.0, low=1e-3, high=86_400.0)
+    max_retries: int = param(2, low=0, high=100)
+    backoff: float = param(1.0, low=0.0, high=3600.0)
+    max_backoff: float = param(10.0, low=0.0, high=3600.0)
+    step_timeout: float | None = param(120.0, low=1e-3)
+    max_response_bytes: int = param(4 << 20, low=1024, high=1 << 34)
+    image_detail: str | None = None
+
+
 @register_model("openai")
 class OpenAIChatModel(ChatModel):
-    """A chat model behind any OpenAI-compatible endpoint, on the official ``openai`` client.
+    """A chat model behind any OpenAI-compatible endpoint, through the toolkit's chat client
+    (``vlnverse.tasks.chat.post_json``).
 
-    ``base_url`` (e.g. ``http://localhost:8000/v1`` for vLLM; None: the client's default),
-    ``model``, ``api_key_env`` (the environment variable holding the key; null for a keyless
-    server), ``timeout`` (s per request, default 30), ``max_retries`` (default 2) with
-    exponential ``backoff`` (s; a server's ``Retry-After`` is honoured up to ``max_backoff``,
-    default 10) on 429, 5xx, timeouts and connection errors; 401/403 (``auth``) and other 4xx
-    (``rejected``) are not retried. ``step_timeout`` (s, default 120) bounds one agent step's
-    calls, retries and back-off included; ``max_response_bytes`` (default 4 MiB) bounds the body
-    read (a longer one is ``oversized``). Worst case against a hung server with the defaults:
-    min(120, 3 × 30 + 1 + 2) = 93 s per step, and the circuit breaker stops sending after 3
-    such steps.
+    ``base_url`` (e.g. ``http://localhost:8000/v1`` for vLLM; None: ``OPENAI_BASE_URL``, else
+    ``https://api.openai.com/v1``), ``model``, ``api_key_env`` (the environment variable holding
+    the key; null for a keyless server), ``timeout`` (s per network wait, default 30),
+    ``max_retries`` (default 2) with exponential ``backoff`` (s; a server's ``Retry-After`` is
+    honoured up to ``max_backoff``, default 10) on 429, 5xx, timeouts and connection errors;
+    401/403 (``auth``) and other 4xx (``rejected``) are not retried. ``step_timeout`` (s,
+    default 120) bounds one agent step's calls, retries and back-off included;
+    ``max_response_bytes`` (default 4 MiB) bounds the body read (a longer one is ``oversized``).
+    Worst case against a hung server with the defaults: min(120, 3 × 30 + 1 + 2) = 93 s per
+    step, and the circuit breaker stops sending after 3 such steps.
     """
 
     kind = "openai"
+    Params = OpenAIParams
+    #: the request path below ``base_url``
+    path = "/chat/completions"
 
     def __init__(self, *, model: str, base_url: str | None = None, api_key_env: str | None = "OPENAI_API_KEY",
                  timeout: float = 30.0, max_retries: int = 2, backoff: float = 1.0, max_backoff: float = 10.0,
                  step_timeout: float | None = 120.0, max_response_bytes: int = 4 << 20,
                  image_detail: str | None = None, **kwargs: Any):
         super().__init__(model=model, **kwargs)
-        try:
-            import openai
-        except ImportError:
-            raise ConfigError("the 'openai' package is not installed", field="model.name",
-                              expected="pip install 'vlnverse[mllm]'") from None
-        if timeout <= 0 or max_retries < 0 or backoff < 0:
-            raise ConfigError(f"got timeout={timeout}, max_retries={max_retries}, backoff={backoff}",
-                              field="model.params", expected="timeout > 0, max_retries >= 0, backoff >= 0")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ConfigError(f"got {step_timeout}", field="model.params.step_timeout", expected="seconds > 0, or null (off)")
-        if int(max_response_bytes) < 1024:
-            raise ConfigError(f"got {max_response_bytes}", field="model.params.max_response_bytes",
-                              expected="an integer >= 1024")
         key = _read_key(api_key_env)
         self._secrets.append(key)
+        self._key = key
         self.base_url = base_url
         self.timeout = float(timeout)
         self.step_timeout = float(step_timeout) if step_timeout is not None else None
         self.max_response_bytes = int(max_response_bytes)
         self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
         self.image_detail = image_detail
-        self._openai = openai
-        # retries are ours (counted, logged per step), so the client's own are off
-        self.client = openai.OpenAI(base_url=base_url, api_key=key, timeout=float(timeout), max_retries=0)
+        self._base = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
 
     @property
     def endpoint(self) -> str:
-        """The base URL without user, password, query or trailing slash."""
-        url = str(self.client.base_url)
-        parts = urlsplit(url)
+        """The base URL without user, password, query or trailing slash (where requests go)."""
+        parts = urlsplit(self._base)
         host = parts.hostname or ""
         return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
 
-    def _wait(self, attempt: int, exc: Exception) -> float:
+    def _wait(self, attempt: int, retry_after: float | None) -> float:
         delay = self.backoff * (2 ** attempt)
-        response = getattr(exc, "response", None)
-        retry_after = response.headers.get("retry-after") if response is not None else None
-        try:
-            if retry_after is not None:
-                delay = max(delay, float(retry_after))
-        except ValueError:
-            pass
+        if retry_after is not None:
+            delay = max(delay, retry_after)
         return min(delay, self.max_backoff)
 
-    def _read(self, resp: Any, deadline: float | None) -> Any:
-        """The JSON body of a streamed response, read at most ``max_response_bytes`` and until
-        ``deadline``; raises :class:`_BadBody` for a body that is not JSON or too long."""
-        ctype = str(resp.http_response.headers.get("content-type", ""))
-        chunks, size = [], 0
-        for chunk in resp.iter_bytes():
-            size += len(chunk)
-            if size > self.max_response_bytes:
-                raise _BadBody("oversized", f"the response body exceeds {self.max_response_bytes} bytes "
-                                            "(model.params.max_response_bytes)")
-            if deadline is not None and time.monotonic() > deadline:
-                raise self._openai.APITimeoutError(request=resp.http_response.request)
-            chunks.append(chunk)
-        data = b"".join(chunks)
+    def _post(self, path: str, body: dict, timeout: float, deadline: float | None) -> Any:
+        """The JSON answer of one request to ``base_url + path``; ``HTTPFailure`` from the client,
+        :class:`_BadBody` for a 200 body that is not JSON."""
+        left = None if deadline is None else max(0.01, deadline - time.monotonic())
+        answer = post_json(self.endpoint + path, body, api_key=self._key, timeout=timeout, deadline=left,
+                           max_response_bytes=self.max_response_bytes)
         try:
-            return json.loads(data)
+            return json.loads(answer.body)
         except ValueError:
-            raise _BadBody("non_text", f"the endpoint answered {ctype or 'no content type'} ({size} bytes), not a chat "
-                                       f"completion: check model.params.base_url ({self.endpoint})") from None
+            raise _BadBody("non_text", f"the endpoint answered {answer.content_type or 'no content type'} "
+                                       f"({len(answer.body)} bytes), not a chat completion: check model.params.base_url "
+                                       f"({self.endpoint})") from None
 
     def _request(self, messages: list[dict[str, str]], images: list[bytes], timeout: float,
                  deadline: float | None) -> tuple[Any, int, int, str | None]:
         """One chat-completions request: (content, prompt tokens, completion tokens, served model)."""
-        with self.client.chat.completions.with_streaming_response.create(
-                model=self.model, messages=openai_messages(messages, images, self.image_detail), timeout=timeout,
-                **self.params) as resp:
-            data = self._read(resp, deadline)
+        data = self._post(self.path, {"model": self.model, "messages": openai_messages(messages, images, self.image_detail),
+                                      **self.params}, timeout, deadline)
         choices = data.get("choices") if isinstance(data, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _BadBody("non_text", "the answer has no choices")
@@ -519,9 +526,8 @@ class OpenAIChatModel(ChatModel):
         return content, int(usage.get("prompt_tokens", 0) or 0), int(usage.get("completion_tokens", 0) or 0), served
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
-        oa = self._openai
         requests = 0
-        last_kind, last_error, last_exc = "unreachable", "", None
+        last_kind, last_error, retry_after = "unreachable", "", None
         t0 = time.monotonic()
         deadlines = [d for d in (None if self.step_timeout is None else t0 + self.step_timeout,
                                  None if self.remaining() is None else t0 + self.remaining()) if d is not None]
@@ -536,18 +542,18 @@ class OpenAIChatModel(ChatModel):
             try:
                 content, n_in, n_out, served = self._request(messages, images, self.timeout if left is None
                                                              else min(self.timeout, left), deadline)
-            except oa.APITimeoutError as exc:
-                last_kind, last_error, last_exc = "timeout", str(exc), exc
-            except oa.APIConnectionError as exc:
-                last_kind, last_error, last_exc = "unreachable", f"{exc} ({self.endpoint})", exc
-            except oa.RateLimitError as exc:
-                last_kind, last_error, last_exc = "rate_limit", str(exc), exc
-            except oa.APIStatusError as exc:
-                if exc.status_code >= 500:
-                    last_kind, last_error, last_exc = "server_error", str(exc), exc
-                else:  # 4xx: the request or the credentials are wrong: asking again will not help
-                    kind = "auth" if exc.status_code in (401, 403) else "rejected"
-                    return Generation(error_kind=kind, error=str(exc), requests=requests)
+            except HTTPFailure as exc:
+                retry_after = exc.retry_after
+                if exc.kind == "status" and exc.status is not None and exc.status < 500 and exc.status != 429:
+                    # 4xx: the request or the credentials are wrong: asking again will not help
+                    return Generation(error_kind="auth" if exc.status in (401, 403) else "rejected", error=str(exc),
+                                      requests=requests)
+                if exc.kind in ("oversized", "refused"):
+                    return Generation(error_kind="oversized" if exc.kind == "oversized" else "rejected",
+                                      error=str(exc), requests=requests)
+                last_kind = {"timeout": "timeout", "unreachable": "unreachable"}.get(exc.kind) or \
+                    ("rate_limit" if exc.status == 429 else "server_error")
+                last_error = f"{exc} ({self.endpoint})" if last_kind == "unreachable" else str(exc)
             except _BadBody as exc:
                 return Generation(error_kind=exc.kind, error=str(exc), requests=requests)
             else:
@@ -558,7 +564,7 @@ class OpenAIChatModel(ChatModel):
                     gen.text = content
                 return gen
             if attempt < self.max_retries:
-                delay = self._wait(attempt, last_exc or Exception())
+                delay = self._wait(attempt, retry_after)
                 if deadline is not None and time.monotonic() + delay >= deadline:
                     break  # no time left for another try
                 log.info("%s request failed (%s), retry %d in %.2f s", self.model, last_kind, attempt + 1, delay)
@@ -574,6 +580,19 @@ class _BadBody(Exception):
         self.kind = kind
 
 
+@dataclass(kw_only=True)
+class OllamaParams(OpenAIParams):
+    """``model.params`` of ``ollama``: those of ``openai``, ``api`` and no key by default."""
+
+    api: str = "openai"
+    api_key_env: str | None = None
+
+    def validate(self) -> None:
+        """``api`` names one of Ollama's two APIs."""
+        if self.api not in ("openai", "native"):
+            raise ConfigError(f"got {self.api!r}", field="api", expected="'openai' or 'native'")
+
+
 @register_model("ollama")
 class OllamaModel(OpenAIChatModel):
     """A model served by Ollama: its OpenAI-compatible API (``api: openai``, default, at
@@ -581,10 +600,9 @@ class OllamaModel(OpenAIChatModel):
     ``base_url`` ``http://localhost:11434``; images as base64 strings of the message)."""
 
     kind = "ollama"
+    Params = OllamaParams
 
     def __init__(self, *, model: str, api: str = "openai", base_url: str | None = None, **kwargs: Any):
-        if api not in ("openai", "native"):
-            raise ConfigError(f"got {api!r}", field="model.params.api", expected="'openai' or 'native'")
         self.api = api
         default = "http://localhost:11434/v1" if api == "openai" else "http://localhost:11434"
         kwargs.setdefault("api_key_env", None)
@@ -595,8 +613,6 @@ class OllamaModel(OpenAIChatModel):
         """Native ``/api/chat`` through the same client (its retries and errors), else the OpenAI API."""
         if self.api == "openai":
             return super()._request(messages, images, timeout, deadline)
-        from openai._constants import RAW_RESPONSE_HEADER
-
         msgs = [dict(m) for m in messages]
         if images:
             last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
@@ -604,16 +620,21 @@ class OllamaModel(OpenAIChatModel):
         body = {"model": self.model, "messages": msgs, "stream": False,
                 "options": {"temperature": self.params["temperature"], "num_predict": self.params["max_tokens"],
                             **({"seed": self.params["seed"]} if "seed" in self.params else {})}}
-        resp = self.client.post("/api/chat", body=body, cast_to=object,
-                                options={"timeout": timeout, "headers": {RAW_RESPONSE_HEADER: "stream"}})
-        try:
-            data = self._read(resp, deadline)
-        finally:
-            resp.close()
+        data = self._post("/api/chat", body, timeout, deadline)
         if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
             raise _BadBody("non_text", "the answer has no message")
         return (data["message"].get("content"), int(data.get("prompt_eval_count", 0) or 0),
                 int(data.get("eval_count", 0) or 0), data.get("model") if isinstance(data.get("model"), str) else None)
+
+
+@dataclass(kw_only=True)
+class ScriptedParams(ChatModelParams):
+    """``model.params`` of ``scripted`` (no response cache by default)."""
+
+    answers: list[str] = field(default_factory=lambda: ["Action: STOP"])
+    cycle: bool = False
+    respond: Any = None
+    cache: Any = False
 
 
 @register_model("scripted")
@@ -623,6 +644,7 @@ class ScriptedModel(ChatModel):
     dry runs of an agent's prompting, parsing and logging. No response cache by default."""
 
     kind = "scripted"
+    Params = ScriptedParams
 
     def __init__(self, *, answers: Sequence[str] = ("Action: STOP",), cycle: bool = False,
                  respond: Callable[[list[dict[str, str]], list[bytes]], str] | None = None, cache: Any = False,

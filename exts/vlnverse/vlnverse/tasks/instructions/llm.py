@@ -1,6 +1,6 @@
 """Optional LLM stage: rewrite template instructions through an OpenAI-compatible chat endpoint.
 
-Used only when a URL is configured; stdlib ``http.client`` only (no client library). The rewrite
+Used only when a URL is configured; the toolkit's chat client (``vlnverse.tasks.chat``). The rewrite
 is re-grounded by matching the scene vocabulary (``extract_mentions``) against the facts the LLM
 was given, and kept only if it names every entity of the template it replaces, is no refusal or
 placeholder (``rewrite_problems``), the ``Verifier`` accepts it and it names nothing outside those
@@ -11,20 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import http.client
-import json
 import logging
 import re
-import socket
-import threading
-import time
-import urllib.parse
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Iterable, Iterator
 
-from ...core.errors import VLNVerseError
 from ...core.io import redact_secrets, redact_url  # noqa: F401 - re-exported
+from ..chat import SHARED_FAILURES, ChatClient, LLMError  # noqa: F401 - re-exported
 from .lexicon import COLOR_WORDS, MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
 from .types import GroundedInstruction, Mention, ObjectRef, RoomRef
 from .verifier import Verifier
@@ -41,16 +35,12 @@ _GAP = re.compile(r"^\s*,?\s*(?:(?:that|which) (?:is|are|sits|stands) )?(?:locat
                   r"(?:[\w-]+\s+){0,3}$", re.IGNORECASE)
 
 
-class LLMError(VLNVerseError):
-    """The chat endpoint could not be reached or answered something unusable."""
-
-
 log = logging.getLogger(__name__)
 
 #: Fallback counts of the LLM stage for the run in progress (see ``collect_llm_warnings``).
 _WARNINGS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("vlnverse_llm_warnings", default=None)
-#: Consecutive failures per endpoint for the run in progress (the shared circuit breaker).
-_FAILURES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("vlnverse_llm_failures", default=None)
+#: Consecutive failures per endpoint for the run in progress (the chat clients' shared circuit breaker).
+_FAILURES = SHARED_FAILURES
 
 
 @contextlib.contextmanager
@@ -75,158 +65,6 @@ def _warn(kind: str, message: str) -> None:
             log.warning("%s", message)
     else:
         log.warning("%s", message)
-
-
-@dataclass
-class ChatClient:
-    """Minimal OpenAI-compatible chat client: ``POST {url}/chat/completions``.
-
-    ``url`` is the API base (``http://host:8000/v1``) or the full ``…/chat/completions`` URL.
-    Guards: ``timeout`` per network wait and ``deadline`` seconds for the whole request (a server
-    dripping bytes is cut off), answers over ``max_response_bytes`` are refused (read in chunks),
-    redirects are followed only within the same origin (scheme, host, port; never sending the
-    key elsewhere), and after ``max_failures`` consecutive failures the circuit opens: further
-    requests fail at once without touching the network. Messages never show a key from the URL.
-    """
-
-    url: str
-    model: str = "default"
-    api_key: str | None = None
-    timeout: float = 30.0
-    temperature: float = 0.7
-    deadline: float = 60.0
-    max_response_bytes: int = 2_000_000
-    max_failures: int = 5
-    max_redirects: int = 3
-    _own_failures: int = field(default=0, init=False, repr=False)
-
-    @property
-    def consecutive_failures(self) -> int:
-        """Failures in a row of this endpoint: shared by every client of the same endpoint inside
-        one ``collect_llm_warnings`` block (a dataset run), so the circuit stays open across scenes."""
-        shared = _FAILURES.get()
-        return shared.get(self.endpoint, 0) if shared is not None else self._own_failures
-
-    @consecutive_failures.setter
-    def consecutive_failures(self, value: int) -> None:
-        shared = _FAILURES.get()
-        if shared is not None:
-            shared[self.endpoint] = value
-        else:
-            self._own_failures = value
-
-    @property
-    def endpoint(self) -> str:
-        """The full chat-completions URL."""
-        base = self.url.rstrip("/")
-        return base if base.endswith("/chat/completions") else base + "/chat/completions"
-
-    @property
-    def circuit_open(self) -> bool:
-        """True after ``max_failures`` consecutive failures (no more requests are sent)."""
-        return self.consecutive_failures >= self.max_failures
-
-    def complete(self, messages: list[dict], *, seed: int | None = None) -> str:
-        """The assistant message text for ``messages``; raises ``LLMError`` on any failure."""
-        where = redact_url(self.endpoint)
-        if self.circuit_open:
-            raise LLMError(f"chat endpoint {where}: not contacted after {self.consecutive_failures} consecutive "
-                           "failures (circuit open)")
-        body = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if seed is not None:
-            body["seed"] = int(seed)
-        try:
-            raw = self._post(json.dumps(body).encode("utf-8"))
-            data = json.loads(raw.decode("utf-8"))
-            content = data["choices"][0]["message"]["content"]
-            if not isinstance(content, str):
-                raise ValueError(f"message content is {type(content).__name__}, not text")
-        except LLMError as exc:
-            self.consecutive_failures += 1
-            raise LLMError(f"chat endpoint {where}: {exc}") from None
-        except (OSError, ValueError, KeyError, IndexError, TypeError, http.client.HTTPException) as exc:
-            self.consecutive_failures += 1
-            raise LLMError(f"chat endpoint {where}: {type(exc).__name__}: {str(exc)[:200]}") from None
-        self.consecutive_failures = 0
-        return content.strip()
-
-    def _post(self, payload: bytes) -> bytes:
-        """POST ``payload`` and return the body, under the deadline and size cap."""
-        start = time.monotonic()
-        url = self.endpoint
-        origin = _origin(url)
-        for _ in range(self.max_redirects + 1):
-            parts = urllib.parse.urlsplit(url)
-            if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise LLMError(f"unsupported URL scheme '{parts.scheme}'")
-            remaining = self.deadline - (time.monotonic() - start)
-            if remaining <= 0:
-                raise LLMError(f"no answer within the {self.deadline:g} s deadline")
-            conn_cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-            conn = conn_cls(parts.hostname, parts.port, timeout=min(self.timeout, remaining))
-            headers = {"Content-Type": "application/json", "Accept": "application/json"}
-            if self.api_key:
-                headers["Authorization"] = f"Bearer {self.api_key}"
-            if parts.username or parts.password:
-                raise LLMError("credentials inside the URL are not sent (use VLNVERSE_LLM_API_KEY)")
-            # a watchdog closes the socket at the deadline, whatever the server drips
-            watchdog = threading.Timer(remaining, _abort, args=(conn,))
-            watchdog.daemon = True
-            watchdog.start()
-            try:
-                path = parts.path or "/"
-                conn.request("POST", path + (f"?{parts.query}" if parts.query else ""), body=payload, headers=headers)
-                response = conn.getresponse()
-                if response.status in (301, 302, 307, 308):
-                    target = urllib.parse.urljoin(url, response.getheader("Location") or "")
-                    if _origin(target) != origin:
-                        raise LLMError(f"redirect to another origin ({redact_url(target)}) refused")
-                    url = target
-                    continue
-                if response.status != 200:
-                    raise LLMError(f"HTTP {response.status} {response.reason}")
-                length = response.getheader("Content-Length")
-                if length is not None and length.isdigit() and int(length) > self.max_response_bytes:
-                    raise LLMError(f"answer of {int(length)} bytes refused (limit {self.max_response_bytes})")
-                chunks, size = [], 0
-                while True:
-                    chunk = response.read1(65536)
-                    if not chunk:
-                        break
-                    size += len(chunk)
-                    if size > self.max_response_bytes:
-                        raise LLMError(f"answer over {self.max_response_bytes} bytes refused")
-                    if time.monotonic() - start > self.deadline:
-                        raise LLMError(f"no complete answer within the {self.deadline:g} s deadline")
-                    chunks.append(chunk)
-                if time.monotonic() - start >= self.deadline:  # the watchdog closed the socket
-                    raise LLMError(f"no complete answer within the {self.deadline:g} s deadline")
-                if length is not None and length.isdigit() and size < int(length):
-                    raise LLMError(f"answer cut off after {size} of {length} bytes")
-                return b"".join(chunks)
-            except (OSError, http.client.HTTPException) as exc:
-                if time.monotonic() - start >= self.deadline:
-                    raise LLMError(f"no complete answer within the {self.deadline:g} s deadline") from None
-                raise LLMError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-            finally:
-                watchdog.cancel()
-                conn.close()
-        raise LLMError(f"more than {self.max_redirects} redirects")
-
-
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urllib.parse.urlsplit(url)
-    port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-    return parts.scheme, (parts.hostname or "").lower(), port
-
-
-def _abort(conn: http.client.HTTPConnection) -> None:
-    sock = conn.sock
-    if sock is not None:
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 #: Phrases of a refusal, an apology, a meta answer or a placeholder: never an instruction.

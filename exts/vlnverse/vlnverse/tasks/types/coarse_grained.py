@@ -17,6 +17,7 @@ import numpy as np
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ...core.config import require
+from ...core.params import param
 from ...core.errors import ConfigError
 from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
 from .goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
@@ -29,8 +30,8 @@ class CoarseGrainedParams(LLMParams):
     may lie from its object (``goal_offset``, m) and the sampling budget per episode."""
 
     styles: list[str] = field(default_factory=lambda: list(STYLES))
-    goal_offset: float = 1.0
-    max_attempts_per_episode: int = 20
+    goal_offset: float = param(1.0, low=0.0, high=10.0)
+    max_attempts_per_episode: int = param(20, low=1, high=1000)
 
     def validate(self) -> None:
         """Offsets and budgets must be positive."""

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.config import require
+from ...core.params import param
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Describer, Synthesizer, synthesize_verified
@@ -25,9 +26,9 @@ class FineGrainedParams(LLMParams):
     """``params`` of ``tasks/fine_grained.yaml``: distinct instructions per episode, the radius
     (m) within which landmarks are named, and the sampling budget per episode."""
 
-    instructions_per_episode: int = 3
-    landmark_radius: float = 1.5
-    max_attempts_per_episode: int = 20
+    instructions_per_episode: int = param(3, low=1, high=20)
+    landmark_radius: float = param(1.5, low=0.1, high=20.0)
+    max_attempts_per_episode: int = param(20, low=1, high=1000)
 
     def validate(self) -> None:
         """Counts and radii must be positive."""

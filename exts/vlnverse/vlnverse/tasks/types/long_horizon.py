@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.config import require
+from ...core.params import param
 from ..base import SceneContext, TaskGenerator, register_task
 from ..scoring import TaskScoring
 from ..episode import Episode
@@ -42,10 +43,10 @@ class LongHorizonParams(LLMParams):
 
     min_subgoals: int = 2
     max_subgoals: int = 3
-    leg_min_geodesic: float = 2.0
-    leg_max_geodesic: float = 15.0
-    goal_offset: float = 1.0
-    max_attempts_per_episode: int = 30
+    leg_min_geodesic: float = param(2.0, low=0.0, high=200.0)
+    leg_max_geodesic: float = param(15.0, low=0.0, high=200.0)
+    goal_offset: float = param(1.0, low=0.0, high=10.0)
+    max_attempts_per_episode: int = param(30, low=1, high=1000)
 
     def validate(self) -> None:
         """2 <= min_subgoals <= max_subgoals <= 3 and an ordered, positive leg range."""

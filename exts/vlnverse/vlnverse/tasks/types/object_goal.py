@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.config import require
+from ...core.params import param
 from ..base import SceneContext, TaskGenerator, register_task
 from ..episode import Episode
 from ..instructions import Synthesizer, synthesize_verified
@@ -25,9 +26,9 @@ class ObjectGoalParams:
     """``params`` of ``tasks/object_goal.yaml``: the goal point's largest offset from its object
     (m), the allowed goal ``categories`` (all when unset) and the sampling budget per episode."""
 
-    goal_offset: float = 1.0
+    goal_offset: float = param(1.0, low=0.0, high=10.0)
     categories: list[str] | None = None
-    max_attempts_per_episode: int = 20
+    max_attempts_per_episode: int = param(20, low=1, high=1000)
 
     def validate(self) -> None:
         """A positive offset and budget; a non-empty category list when given."""

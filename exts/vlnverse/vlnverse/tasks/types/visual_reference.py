@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.config import require
+from ...core.params import param
 from ...core.errors import ConfigError
 from ...core.io import atomic_path
 from ...core.precision import ANGLE_DECIMALS, LENGTH_DECIMALS, round_float
@@ -133,7 +134,7 @@ class VisualReferenceParams(CoarseGrainedParams):
     """``params`` of ``tasks/visual_reference.yaml``: the coarse-grained ones plus the largest
     camera pitch (degrees) of the reference image."""
 
-    pitch_limit_deg: float = 30.0
+    pitch_limit_deg: float = param(30.0, low=0.0, high=90.0)
     min_mask_fraction: float = MIN_MASK_FRACTION
 
     def validate(self) -> None:
