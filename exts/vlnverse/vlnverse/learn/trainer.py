@@ -532,8 +532,13 @@ class Trainer:
         if init is not None:
             self.policy = policy_from_checkpoint(init, path=cfg.init, device=self.device)
         else:
-            from .encoder import check_encoders
+            from .encoder import check_encoders, resolve_auto_encoders
 
+            encoder = self.ranks.main_first(lambda: resolve_auto_encoders(  # {type: pretrained, path: auto}
+                cfg.policy.params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
+                progress=self.progress, report=self.report))
+            if encoder is not None:
+                self.summary["encoder"] = encoder
             check_encoders(cfg.policy.params, cfg.sensors)  # FoV and depth range of pretrained encoders' rigs
             self.policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, self.layout).to(self.device)
             self.policy.max_instruction_length = cfg.max_instruction_length
@@ -545,6 +550,7 @@ class Trainer:
     def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         store = self._teacher_store(train)
+        self.train_scenes = sorted({str(e.scene_path) for e in train})
         texts = {e.episode_id: [i.text for i in e.instructions] or [e.instruction_text] for e in train}
         vocab = Vocabulary.build(t for ts in texts.values() for t in ts)
         data = self._build_or_resume(vocab, None)
