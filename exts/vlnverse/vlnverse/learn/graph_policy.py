@@ -46,6 +46,7 @@ from ..core.params import param
 from ..eval.agents import Agent, AgentState, register_agent
 from ..sim.types import DiscreteAction
 from ..tasks.actions import Decision
+from . import seed_torch
 from .policies import POLICIES, check_policy_params
 from .vlnbert import TextEncoder
 from .vocab import PAD_ID, Vocabulary, tokenize
@@ -312,9 +313,7 @@ class GraphNFPolicy(nn.Module):
             raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (graph_nf trains by imitation only)")
         params = dict(cfg.policy.params or {})
         parsed = check_policy_params(cls, params)
-        torch.manual_seed(cfg.seed)
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
+        seed_torch(cfg.seed, cfg.threads)
         sight = parsed.sight
         max_steps = int(cfg.max_steps or 40)
         train = labelled_episodes(cfg, cfg.train, "train", cfg.train_split, sight, max_steps, scene_loader)

@@ -29,6 +29,7 @@ from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from ..core.params import param
 from ..eval.roam import ROOM_CLASSIFIERS, ROOM_SIGHT, multi_hot, room_accuracy, scene_samples
+from . import seed_torch
 from .policies import POLICIES, check_policy_params
 from .vocab import Vocabulary
 
@@ -108,9 +109,7 @@ class RoomClassifier(nn.Module):
             raise ConfigError("set from the training data", field="policy.params.classes",
                               expected="no classes in the config (the room types of the training scenes)")
         sight = check_policy_params(cls, params).sight
-        torch.manual_seed(cfg.seed)
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
+        seed_torch(cfg.seed, cfg.threads)
         memo: dict[int, tuple[list, list]] = {}
 
         def samples(source: Any, field: str) -> list[tuple[list, list]]:

@@ -15,6 +15,7 @@ from torch.nn import functional as F
 from ...core.errors import ConfigError
 from ...core.io import atomic_path, to_jsonable, write_json_atomic
 from ...core.params import check_ranges, param
+from .. import seed_torch
 from .data import PanoramaRenderer, WaypointData, build_dataset
 from .grid import to_world
 from .model import WaypointPredictor, save_predictor
@@ -131,9 +132,7 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
     cfg.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    seed_torch(cfg.seed, cfg.threads)
     from ...core.body import as_body
 
     body = as_body(cfg.body)  # the free-space check sees obstacles as this body would
