@@ -47,6 +47,7 @@ from torch.nn import functional as F
 
 from ..core.errors import ConfigError
 from ..core.io import atomic_path, to_jsonable, write_json_atomic
+from . import seed_torch
 
 FORMAT = "vlnverse-visual-encoder"
 FORMAT_VERSION = 1
@@ -529,9 +530,7 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
     cfg.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    seed_torch(cfg.seed, cfg.threads)
     load = context_loader or (lambda s: load_scene_context(s, cfg.body))
     scenes = list(cfg.scenes) if context_loader else expand_scenes(cfg.scenes, "scenes")
     val_scenes = list(cfg.val_scenes) if context_loader else expand_scenes(cfg.val_scenes, "val_scenes")

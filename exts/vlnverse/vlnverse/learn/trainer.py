@@ -29,6 +29,7 @@ import torch
 
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
+from . import seed_torch
 from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
 from .distributed import NullLogger, current as current_ranks, describe, scaling
@@ -481,10 +482,8 @@ class Trainer:
         """Run the configured mode; returns (and writes) ``summary.json``."""
         import random
 
-        torch.manual_seed(self.cfg.seed)
+        seed_torch(self.cfg.seed, self.cfg.threads)
         random.seed(self.cfg.seed)
-        if self.cfg.threads is not None:
-            torch.set_num_threads(self.cfg.threads)
         self.ranks.check_agreement(self.cfg)  # ranks with another config or code: one line on every rank
         init = self._read_init() if self.cfg.mode == "dagger" else None  # a bad init fails before anything is written
         resume = self.ranks.main_first(self._check_run_folder, others=self.last_path.is_file)
