@@ -80,3 +80,33 @@ report: {{max_episodes: 1, frame_width: 32}}
     # a second run resumes: nothing is evaluated again and the numbers are the same
     assert main(["quickstart", "--out", str(out), "--config", str(cfg), "--no-progress"]) == 0
     assert json.loads((out / "summary.json").read_text()) == combined
+
+
+def test_quickstart_runs_the_shipped_learned_agent_where_only_allows(tmp_path, capsys, val_scene):
+    """The shipped CMA checkpoint (``tasks/train/cma_fine_grained.pt``, named by its recipe) runs
+    beside the oracle through the runner (which adds the policy's 64 px cameras), restricted by
+    ``only`` to its training task; ``only`` naming an unknown agent is a one-line error."""
+    pytest.importorskip("torch")
+    body = f"""
+scenes: [{val_scene}]
+max_scenes: 1
+tasks: [fine_grained, coarse_grained]
+episodes_per_scene: 1
+agents: [{{name: oracle}}, {{name: policy, params: {{checkpoint: cma_fine_grained}}}}]
+collision_modes: [telhop]
+max_steps: 12
+sensors: [{{name: rgb, kind: rgb, width: 32, height: 32}}, {{name: depth, kind: depth, width: 32, height: 32}}]
+report: {{enabled: false}}
+"""
+    cfg = _write(tmp_path / "qs.yaml", body + "only: {policy: {tasks: [fine_grained]}}\n")
+    out = tmp_path / "qs"
+    assert main(["quickstart", "--out", str(out), "--config", str(cfg), "--no-progress"]) == 0
+    combined = json.loads((out / "summary.json").read_text())
+    assert sorted(combined["runs"]) == ["oracle / telhop / coarse_grained", "oracle / telhop / fine_grained",
+                                        "policy / telhop / fine_grained"]
+    record = json.loads((out / "fine_grained__policy__telhop" / "episodes.jsonl").read_text().splitlines()[0])
+    assert 1 <= len(record["actions"]) <= 12
+    bad = _write(tmp_path / "bad.yaml", body + "only: {cma: {tasks: [fine_grained]}}\n")
+    assert main(["quickstart", "--out", str(tmp_path / "b"), "--config", str(bad), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "only.cma" in err and "\n" not in err

@@ -233,3 +233,24 @@ def test_encoder_weights_must_be_safetensors(tmp_path, capsys):
         CNNEncoder(3, out_dim=16, weights=str(tmp_path / "bad.safetensors"), field="rgb_encoder")
     with pytest.raises(ConfigError, match="rgb_encoder.weights: weights do not fit"):
         CNNEncoder(3, out_dim=32, weights=str(tmp_path / "rgb.safetensors"), field="rgb_encoder")
+
+
+def test_export_drops_the_resume_state_and_keeps_what_evaluation_needs(saved, tmp_path):
+    """``vlnverse checkpoint export``: no optimizer / position / step, the same weights and metadata."""
+    import torch
+
+    from vlnverse.cli import main
+    from vlnverse.learn.checkpoint import RESUME_ONLY, policy_from_checkpoint, read_checkpoint, save_checkpoint
+
+    opt = torch.optim.Adam(saved["policy"].parameters())
+    full = save_checkpoint(tmp_path / "full.pt", saved["policy"], config=saved["cfg"].to_dict(),
+                           extra={"optimizer": opt.state_dict(), "global_step": 3, "position": {"epoch": 1}})
+    assert main(["checkpoint", "export", str(full), str(tmp_path / "slim.pt")]) == 0
+    slim, data = read_checkpoint(tmp_path / "slim.pt"), read_checkpoint(full)
+    assert not set(RESUME_ONLY) & set(slim) and {"optimizer", "global_step", "position"} <= set(data)
+    assert slim["provenance"]["exported_from"]["tensors_sha256"] == data["tensors_sha256"]
+    assert slim["vocab"] == data["vocab"] and slim["sensors"] == data["sensors"] and slim["config"] == data["config"]
+    a, b = policy_from_checkpoint(slim), policy_from_checkpoint(data)
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    assert main(["checkpoint", "export", str(tmp_path / "missing.pt"), str(tmp_path / "x.pt")]) == 2
+    assert not (tmp_path / "x.pt").exists()

@@ -38,13 +38,30 @@ class QuickstartConfig:
     seed: int = 0
     report: ReportConfig = field(default_factory=lambda: ReportConfig(max_episodes=3))
     render: RenderConfig = field(default_factory=RenderConfig)
+    #: agent name → ``{tasks: [...], collision_modes: [...]}``: the combinations it runs (default all)
+    only: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
     def validate(self) -> None:
-        """Non-empty lists and positive counts."""
+        """Non-empty lists and positive counts; ``only`` names configured agents, tasks and modes."""
         require(self.max_scenes > 0, "max_scenes", f"got {self.max_scenes}", "a positive integer")
         require(self.episodes_per_scene > 0, "episodes_per_scene", f"got {self.episodes_per_scene}", "a positive integer")
         for name in ("tasks", "agents", "collision_modes", "sensors"):
             require(len(getattr(self, name)) > 0, name, "empty", "at least one entry")
+        require(isinstance(self.only, dict), "only", f"got {self.only!r}", "a mapping agent name -> {tasks, collision_modes}")
+        agents = [a.name for a in self.agents]
+        for agent, rule in self.only.items():
+            require(agent in agents, f"only.{agent}", "not an agent of 'agents'", f"one of {agents}")
+            require(isinstance(rule, dict) and set(rule) <= {"tasks", "collision_modes"}, f"only.{agent}",
+                    f"got {rule!r}", "a mapping with tasks and/or collision_modes")
+            for key, allowed in (("tasks", self.tasks), ("collision_modes", self.collision_modes)):
+                values = rule.get(key, allowed)
+                require(isinstance(values, list) and values and set(values) <= set(allowed), f"only.{agent}.{key}",
+                        f"got {values!r}", f"a non-empty subset of {list(allowed)}")
+
+    def runs(self, agent: str, task: str, mode: str) -> bool:
+        """Whether ``agent`` runs ``task`` under ``mode`` (``only``)."""
+        rule = self.only.get(agent, {})
+        return task in rule.get("tasks", [task]) and mode in rule.get("collision_modes", [mode])
 
 
 def default_config_path() -> Path:
@@ -96,6 +113,8 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
     for task in qs.tasks:
         for agent in agents:
             for mode in qs.collision_modes:
+                if not qs.runs(agent.name, task, mode):
+                    continue
                 name = f"{task}__{agent.name}__{mode}"
                 cfg = EvalConfig(agent=agent, task=task, episodes=EpisodeSource(path=str(episode_dirs[task])),
                                  collision_mode=mode, sensors=list(qs.sensors), max_steps=qs.max_steps, seed=qs.seed,

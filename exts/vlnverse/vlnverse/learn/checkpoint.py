@@ -99,6 +99,23 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
     return policy.to(device)
 
 
+#: what a checkpoint needs for resuming only (dropped by ``export_checkpoint``)
+RESUME_ONLY = ("optimizer", "position", "global_step", "best")
+
+
+def export_checkpoint(src: str | Path, dst: str | Path) -> dict[str, Any]:
+    """Write ``src`` without its resume-only entries (``RESUME_ONLY``: the optimizer state is
+    about as large as the weights): the file a user evaluates or ships. Checked by loading the
+    policy; returns the sizes."""
+    data = read_checkpoint(src)
+    policy_from_checkpoint(data, path=src)  # the weights fit their policy
+    slim = {k: v for k, v in data.items() if k not in RESUME_ONLY}
+    slim["provenance"] = {**(data.get("provenance") or {}), "exported_from": {
+        "tensors_sha256": data.get("tensors_sha256"), **{k: data[k] for k in ("best", "position") if k in data}}}
+    write_checkpoint_dict(dst, slim)
+    return {"src": str(src), "dst": str(dst), "src_bytes": Path(src).stat().st_size, "dst_bytes": Path(dst).stat().st_size}
+
+
 def resolve_device(name: str) -> "torch.device":
     """``auto`` → cuda when available else cpu; ``cuda`` without a GPU is a ``ConfigError``."""
     if name == "auto":

@@ -1,5 +1,5 @@
 """``vlnverse train CONFIG [key=value ...]``, ``vlnverse waypoints train|show``, ``vlnverse
-checkpoint info|convert`` and ``vlnverse pretrain-encoder`` (torch is imported only when a command needs it)."""
+checkpoint info|convert|export`` and ``vlnverse pretrain-encoder`` (torch is imported only when a command needs it)."""
 from __future__ import annotations
 
 import argparse
@@ -88,6 +88,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     v.add_argument("new", help="the file to write")
     v.add_argument("--trust", action="store_true", help="I trust OLD: unpickling it may run code")
     v.set_defaults(func=_checkpoint_convert)
+    x = csub.add_parser("export", help="a checkpoint for evaluation and sharing: the policy's weights and metadata "
+                                       "without the optimizer state and resume position")
+    x.add_argument("src", help="a policy checkpoint (e.g. runs/train/X/best.pt)")
+    x.add_argument("dst", help="the file to write")
+    x.set_defaults(func=_checkpoint_export)
 
 
 def _checkpoint_info(args: argparse.Namespace) -> int:
@@ -115,6 +120,18 @@ def _checkpoint_convert(args: argparse.Namespace) -> int:
 
     out = convert_legacy(args.old, args.new, trust=args.trust, warn=lambda s: print(s, file=sys.stderr))
     print(json.dumps(out))
+    return 0
+
+
+def _checkpoint_export(args: argparse.Namespace) -> int:
+    import json
+
+    from .agent import require_torch
+
+    require_torch("vlnverse checkpoint export", field=None)
+    from .checkpoint import export_checkpoint
+
+    print(json.dumps(export_checkpoint(args.src, args.dst)))
     return 0
 
 

@@ -574,9 +574,9 @@ class Trainer:
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}"
                     + (", from cached features" if data_store is not store else ""))
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
-        if stats["stopped_by_budget"] and stats["unvalidated_batches"] and self.val_episodes \
-                and cfg.validation.metric != "accuracy":
-            # the weights the budget ended with are a candidate too (selected on the validation split)
+        if stats["unvalidated_batches"] and self.val_episodes and cfg.validation.metric != "accuracy":
+            # the weights IL ended with (its budget, or a last epoch between validations) are a
+            # candidate too (selected on the validation split)
             self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
                        "steps": store.num_steps}}
