@@ -115,3 +115,51 @@ def test_gasa_with_zero_distances_equals_plain_attention_and_distances_matter():
     assert torch.allclose(gasa(x, e0), _plain_attention(gasa, x), atol=1e-5)
     far = torch.rand(2, 5, 5) * 10
     assert not torch.allclose(gasa(x, far + far.transpose(1, 2), mask), gasa(x, e0, mask), atol=1e-3)
+
+
+def test_same_load_balancing_loss_is_minimal_for_uniform_usage():
+    from vlnverse.learn.gama import SAME, expert_share, load_balancing_loss
+
+    n, k, b = 4, 2, 8
+    uniform = torch.full((b, n), 1.0 / n)
+    assert load_balancing_loss(uniform).item() == pytest.approx(1.0)
+    skewed = torch.tensor([[0.7, 0.2, 0.05, 0.05]]).expand(b, -1)
+    assert load_balancing_loss(skewed).item() == pytest.approx(4 * (0.49 + 0.04 + 2 * 0.0025))
+    torch.manual_seed(0)
+    for _ in range(20):  # any routing scores at least the uniform one
+        p = torch.softmax(torch.randn(b, n) * 3, -1)
+        assert load_balancing_loss(p).item() >= 1.0 - 1e-6
+    # gradient descent on the loss spreads a collapsed router towards uniform usage
+    same = SAME(6, 5, experts=n, k=k)
+    with torch.no_grad():
+        same.router.bias.copy_(torch.tensor([3.0, 0.0, 0.0, 0.0]))
+    feats = torch.randn(64, 6)
+    opt = torch.optim.SGD(same.router.parameters(), lr=0.5)
+    first = None
+    for _ in range(100):
+        probs, idx, _ = same.route(feats)
+        loss = load_balancing_loss(probs)
+        first = loss.item() if first is None else first
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert first > 1.3 and loss.item() < 1.1
+    share = expert_share(idx, n)
+    assert share.sum().item() == pytest.approx(1.0) and share.max().item() < 0.5  # no expert takes every step
+
+
+def test_same_routes_per_step_to_top_k_experts():
+    from vlnverse.learn.gama import SAME
+
+    torch.manual_seed(2)
+    same = SAME(6, 5, experts=3, k=1)
+    probs, idx, gates = same.route(torch.randn(2, 6))
+    assert probs.shape == (2, 3) and idx.shape == (2, 1) and torch.allclose(gates, torch.ones(2, 1))
+    tokens = torch.randn(2, 4, 5)
+    scores = same.score(tokens, idx, gates)
+    for b in range(2):  # k = 1: exactly the chosen expert's scores
+        assert torch.allclose(scores[b], same.experts[int(idx[b, 0])](tokens[b])[:, 0], atol=1e-6)
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        SAME(6, 5, experts=2, k=3)
