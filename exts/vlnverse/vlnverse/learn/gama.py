@@ -66,3 +66,64 @@ class SAME(nn.Module):
         all_scores = torch.stack([e(tokens)[..., 0] for e in self.experts], -1)  # (B, A, N)
         weight = torch.zeros(idx.shape[0], self.n, device=tokens.device, dtype=tokens.dtype).scatter(1, idx, gates)
         return (all_scores * weight[:, None]).sum(-1)
+
+
+# -------------------------------------------------------------------------------------------- policy
+
+from .hnr import HNRPolicy  # noqa: E402
+from .policies import register_policy  # noqa: E402
+
+
+@register_policy("gama")
+class GAMAPolicy(HNRPolicy):
+    """HNR's backbone with local and global cross-modal encoders scored by SAME (module docstring)."""
+
+    name = "gama"
+
+    def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, experts: int = 4, top_k: int = 2,
+                 balance_weight: float = 0.01, global_layers: int = 1, **params: Any):
+        super().__init__(vocab, sensors, **params)
+        if not (isinstance(balance_weight, (int, float)) and balance_weight >= 0):
+            raise ConfigError(f"bad value {balance_weight!r}", field="policy.params.balance_weight", expected="a number >= 0")
+        if not (isinstance(global_layers, int) and global_layers >= 1):
+            raise ConfigError(f"bad value {global_layers!r}", field="policy.params.global_layers", expected="an integer >= 1")
+        h = self.hidden_size
+        self.balance_weight = float(balance_weight)
+        self.same = SAME(2 * h, 2 * h, experts=experts, k=top_k, hidden=h)
+        self.fusion = nn.Linear(3 * h, 1)
+        self.global_stop = nn.Parameter(torch.randn(1, 1, h) * 0.02)
+        self.global_types = nn.Embedding(3, h)  # text, node, stop
+        layer = nn.TransformerEncoderLayer(h, int(params.get("heads", 4)), dim_feedforward=2 * h, dropout=0.0, batch_first=True)
+        self.global_encoder = nn.TransformerEncoder(layer, global_layers, enable_nested_tensor=False)
+
+    def score_actions(self, instruction: tuple, new_state: torch.Tensor, actions: torch.Tensor, graph: dict
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """σ_t · local + (1 - σ_t) · global scores, both through the routed experts."""
+        ctx, tmask, summary = instruction
+        b = new_state.shape[0]
+        nodes, nmask = graph["nodes"], graph["mask"]
+        g = self.global_types.weight
+        tokens = torch.cat([self.text_proj(ctx) + g[0], nodes + g[1], self.global_stop.expand(b, -1, -1) + g[2]], 1)
+        keep = torch.cat([tmask, nmask, torch.ones(b, 1, dtype=torch.bool, device=nodes.device)], 1)
+        out = self.global_encoder(tokens, src_key_padding_mask=~keep)
+        first, k = ctx.shape[1] + int(graph["first"]), graph["valid"].shape[1]
+        global_actions = torch.cat([out[:, first:first + k] + out[:, first + k:first + 2 * k], out[:, -1:]], 1)
+        route = torch.cat([graph["current"], self.text_proj(summary)], -1)  # view CLS, instruction CLS (Eq. 8)
+        probs, idx, gates = self.same.route(route)
+        expand = lambda a: torch.cat([new_state[:, None].expand(-1, a.shape[1], -1), a], -1)  # noqa: E731
+        local = self.same.score(expand(actions), idx, gates)
+        glob = self.same.score(expand(global_actions), idx, gates)
+        sigma = torch.sigmoid(self.fusion(torch.cat([new_state, route], -1)))  # (B, 1)
+        return sigma * local + (1 - sigma) * glob, {"probs": probs, "experts": idx, "sigma": sigma[:, 0]}
+
+    def auxiliary_loss(self, aux: list[dict], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
+        """HNR's rendering loss + ``balance_weight`` × the load-balancing loss over the valid steps."""
+        loss = super().auxiliary_loss(aux, batch, valid)
+        if self.balance_weight > 0:
+            probs = torch.stack([a["probs"] for a in aux], 1)[valid]
+            loss = loss + self.balance_weight * load_balancing_loss(probs)
+        return loss
+
+    def step_info(self, aux: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """The step's experts (top-k, by router probability) and fusion weight σ_t."""
+        return {"experts": [int(e) for e in aux["experts"][0]], "sigma": round(float(aux["sigma"][0]), 4)}

@@ -44,7 +44,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
-from ..sim.types import DiscreteAction
+from ..sim.types import DiscreteAction, WaypointAction
 from .policies import register_policy
 from .vlnbert import Perception, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
 from .vocab import PAD_ID
@@ -210,3 +210,266 @@ class GraphLayer(nn.Module):
     def forward(self, x: torch.Tensor, distances: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = x + self.attn(self.norm1(x), distances, mask)
         return x + self.ffn(self.norm2(x))
+
+
+# -------------------------------------------------------------------------------------------- policy
+
+
+def view_depths(depth: np.ndarray, max_depth: float) -> np.ndarray:
+    """(V,) depth of each panorama view (V, H, W): the median of its two centre rows (no hit:
+    ``max_depth``)."""
+    h = depth.shape[1]
+    rows = np.nan_to_num(depth[:, max(0, h // 2 - 1):h // 2 + 1], nan=max_depth, posinf=max_depth)
+    return np.median(rows.reshape(depth.shape[0], -1), axis=1).clip(0.0, max_depth).astype(np.float32)
+
+
+class HNRPerception(Perception):
+    """VLN-BERT's perception that also keeps the per-view depths of the last panorama (``last_depth``)."""
+
+    def __init__(self, predictor: Any):
+        super().__init__(predictor)
+        render = self.renderer.render
+        self.last_depth: np.ndarray | None = None
+
+        def capture(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+            img = render(*args, **kwargs)
+            self.last_depth = view_depths(img["depth"], predictor.params["max_depth"])
+            return img
+
+        self.renderer.render = capture
+
+
+@dataclass(frozen=True)
+class HNRTeacher(VLNBertTeacher):
+    """VLN-BERT's waypoint oracle, recording also the per-view depths and the pose (the cloud's inputs)."""
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return {**super().key, "kind": "hnr"}
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        fields = super().extra_fields
+        return {**fields, "view_depth": [fields["view_feats"][0]], "world_pose": [3]}
+
+    def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
+                   seed: int = 0) -> "HNRTeacherAgent":
+        return HNRTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+class HNRTeacherAgent(VLNBertTeacherAgent):
+    """``VLNBertTeacherAgent`` with the per-view depths and the pose in every recorded step."""
+
+    name = "hnr_teacher"
+
+    def __init__(self, spec: HNRTeacher, **kwargs: Any):
+        super().__init__(spec, **kwargs)
+        self.perception = HNRPerception(self.perception.predictor)
+
+    def act(self, observations: dict[str, Any], state: Any) -> Any:
+        pose = state.pose
+        if self.learner is not None:  # the learner's ``choose`` reads the same panorama's depths
+            self.learner.memory["sense"] = (self.perception, (pose.x, pose.y, pose.yaw))
+        n = len(self.steps)
+        action = super().act(observations, state)
+        if len(self.steps) > n:
+            self.steps[-1]["view_depth"] = self.perception.last_depth.copy()
+            self.steps[-1]["world_pose"] = np.array([pose.x, pose.y, pose.yaw], dtype=np.float32)
+        return action
+
+
+class GraphMemory:
+    """Per-episode (batched) memory of the HNR policy: the feature cloud and the visited nodes."""
+
+    def __init__(self, batch: int, feat_dim: int, hidden: int, cap: int, device: Any):
+        self.cloud = FeatureCloud(batch, feat_dim, cap, device)
+        self.positions = torch.zeros(batch, 0, 2, device=device)
+        self.tokens = torch.zeros(batch, 0, hidden, device=device)
+
+
+@register_policy("hnr")
+class HNRPolicy(VLNBertPolicy):
+    """VLN-BERT with HNR's feature cloud, rendered lookahead views and GASA graph (module docstring)."""
+
+    name = "hnr"
+
+    def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
+                 graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, **params: Any):
+        super().__init__(vocab, sensors, **params)
+        checks = {"cloud_cap": isinstance(cloud_cap, int) and cloud_cap >= 1, "history": isinstance(history, int) and history >= 0,
+                  "graph_layers": isinstance(graph_layers, int) and graph_layers >= 0,
+                  "render_weight": isinstance(render_weight, (int, float)) and render_weight >= 0}
+        for name, ok in checks.items():
+            if not ok:
+                raise ConfigError(f"bad value {locals()[name]!r}", field=f"policy.params.{name}",
+                                  expected="an integer >= 1" if name == "cloud_cap" else "a number >= 0")
+        if render is not None and not isinstance(render, dict):
+            raise ConfigError(f"got {render!r}", field="policy.params.render",
+                              expected="a mapping of k, rays, samples, near, far, hfov_deg, radius, hidden")
+        self.cloud_cap, self.history, self.render_weight = cloud_cap, history, float(render_weight)
+        h, feat = self.hidden_size, self.predictor.params["hidden_size"]
+        self.feat_dim = feat
+        # the panorama's views: one point per view, a 1 x 1 grid of a camera of the panorama's field of view
+        from .waypoints.grid import PANORAMA_HFOV_DEG
+
+        self.view_fx = 0.5 / math.tan(math.radians(PANORAMA_HFOV_DEG) / 2)
+        try:
+            self.renderer = VolumeRenderer(feat, **{"hidden": h, **dict(render or {})})
+        except TypeError as exc:
+            raise ConfigError(str(exc), field="policy.params.render") from None
+        self.render_proj = nn.Linear(feat, h)
+        self.node_types = nn.Embedding(4, h)  # visited, current, candidate, lookahead
+        heads = int(params.get("heads", 4))
+        self.graph = nn.ModuleList(GraphLayer(h, heads) for _ in range(graph_layers))
+
+    @classmethod
+    def teacher_spec(cls, params: dict[str, Any]) -> HNRTeacher:
+        """VLN-BERT's oracle, recording the cloud's inputs too."""
+        t = super().teacher_spec(params)
+        return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg)
+
+    def new_memory(self, batch: int, device: Any) -> GraphMemory:
+        return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
+
+    # ---------------------------------------------------------------- graph
+
+    def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                    pose: torch.Tensor, mem: GraphMemory) -> dict[str, torch.Tensor]:
+        """Grow the cloud, render a lookahead per candidate, encode the graph with GASA; update
+        the visited nodes. Returns the node outputs and what the scorers read."""
+        b, v, f = view_feats.shape
+        k = cands.shape[1]
+        angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
+        zeros = torch.zeros(b, v, device=pose.device)
+        cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
+                           pose[:, None, 2] + angles, zeros], -1)
+        pts = backproject(view_feats[..., None, None], view_depth[..., None, None], (self.view_fx, self.view_fx, 0.5, 0.5), cam)
+        mem.cloud.add({key: t.reshape(b, v, *t.shape[3:]) for key, t in pts.items()})
+        heading = pose[:, None, 2] + cands[..., 0]
+        cand_xy = pose[:, None, :2] + cands[..., 1:2] * torch.stack([torch.cos(heading), torch.sin(heading)], -1)
+        origins = torch.cat([cand_xy, torch.zeros(b, k, 1, device=pose.device)], -1)
+        rendered, opacity = self.renderer(mem.cloud, origins, heading)
+        valid = cands[..., 2] > 0.5
+        current = self.view_proj(view_feats.mean(1))  # the current view's CLS
+        t = self.node_types.weight
+        cand_tok = self.candidate_tokens(view_feats, cands)
+        nodes = torch.cat([mem.tokens + t[0], current[:, None] + t[1], cand_tok + t[2],
+                           self.render_proj(rendered) + t[3]], 1)
+        positions = torch.cat([mem.positions, pose[:, None, :2], cand_xy, cand_xy], 1)
+        ones = torch.ones(b, mem.tokens.shape[1] + 1, dtype=torch.bool, device=pose.device)
+        mask = torch.cat([ones, valid, valid], 1)
+        dist = torch.cdist(positions, positions)
+        for layer in self.graph:
+            nodes = layer(nodes, dist, mask)
+        first = mem.tokens.shape[1] + 1
+        mem.tokens = torch.cat([mem.tokens, current[:, None]], 1)[:, -self.history:] if self.history else mem.tokens
+        mem.positions = torch.cat([mem.positions, pose[:, None, :2]], 1)[:, -self.history:] if self.history else mem.positions
+        return {"nodes": nodes, "mask": mask, "distances": dist, "candidates": nodes[:, first:first + k] + nodes[:, first + k:],
+                "first": torch.tensor(first), "valid": valid, "current": current, "rendered": rendered, "opacity": opacity}
+
+    def score_actions(self, instruction: tuple, new_state: torch.Tensor, actions: torch.Tensor, graph: dict
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Scores (B, K + 1) of the encoded actions (VLN-BERT's scorer) and auxiliary outputs."""
+        return self.scorer(torch.cat([new_state[:, None].expand(-1, actions.shape[1], -1), actions], -1))[..., 0], {}
+
+    def graph_step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                   pose: torch.Tensor, hidden: torch.Tensor, mem: GraphMemory
+                   ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """One step: (logits (B, K + 1), STOP last, invalid -inf; new state (B, 1, H); auxiliary outputs)."""
+        graph = self.build_graph(instruction, view_feats, cands, view_depth, pose, mem)
+        new_state, actions, keep = self.encode_actions(instruction, graph["candidates"], graph["valid"], hidden)
+        scores, aux = self.score_actions(instruction, new_state, actions, graph)
+        aux["rendered"] = graph["rendered"]
+        return scores.masked_fill(~keep, float("-inf")), new_state.unsqueeze(1), aux
+
+    # ---------------------------------------------------------------- training
+
+    def auxiliary_loss(self, aux: list[dict], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
+        """λ_render · (1 - cos) between the rendered view of the oracle's candidate at step t and
+        the real view the agent faces at step t + 1 (view 0 of the next panorama)."""
+        if self.render_weight <= 0 or valid.shape[1] < 2:
+            return torch.zeros((), device=valid.device)
+        extras = batch["extras"]
+        target = extras["target"].long()
+        k = extras["candidates"].shape[2]
+        rendered = torch.stack([a["rendered"] for a in aux], 1)  # (B, T, K, F)
+        moves = valid[:, :-1] & valid[:, 1:] & (target[:, :-1] < k)
+        if not moves.any():
+            return torch.zeros((), device=valid.device)
+        idx = target[:, :-1].clamp(max=k - 1)
+        picked = torch.gather(rendered[:, :-1], 2, idx[..., None, None].expand(-1, -1, 1, rendered.shape[-1]))[:, :, 0]
+        real = extras["view_feats"][:, 1:, 0]
+        cos = F.cosine_similarity(picked, real, dim=-1)
+        return self.render_weight * (1 - cos)[moves].mean()
+
+    def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        """VLN-BERT's cross-entropy (every valid step weighs 1) + ``auxiliary_loss``."""
+        extras = batch["extras"]
+        feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
+        depth, pose = extras["view_depth"], extras["world_pose"]
+        b, t = target.shape
+        tokens = batch["tokens"]
+        instruction = self.instruction(tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))])
+        hidden = self.initial_state(b, target.device)
+        mem = self.new_memory(b, target.device)
+        logits, aux = [], []
+        for i in range(t):
+            out, hidden, a = self.graph_step(instruction, feats[:, i], cands[:, i], depth[:, i], pose[:, i], hidden, mem)
+            logits.append(out)
+            aux.append(a)
+        logits = torch.stack(logits, 1)
+        valid = batch["weights"] > 0
+        k = cands.shape[2]
+        target = torch.where(valid, target, torch.full_like(target, k))
+        ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
+        w = valid.float().reshape(-1)
+        loss = (ce * w).sum() / w.sum().clamp(min=1e-8) + self.auxiliary_loss(aux, batch, valid)
+        return loss, float(((logits.argmax(-1) == target) & valid).sum())
+
+    # ---------------------------------------------------------------- acting
+
+    def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
+        """VLN-BERT's acting memory plus the graph memory (feature cloud, visited nodes)."""
+        if "hnr_perception" not in agent.cache:
+            agent.cache["hnr_perception"] = HNRPerception(self.predictor)
+        memory = super().begin_episode(instruction, episode, context, agent)
+        memory["graph"] = self.new_memory(1, agent.device)
+        return memory
+
+    def step_info(self, aux: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """What the agent logs of a step's auxiliary outputs (``agent_outputs``)."""
+        return {}
+
+    def choose(self, memory: dict[str, Any], view_feats: np.ndarray, cands: np.ndarray, agent: Any,
+               view_depth: np.ndarray | None = None, pose: Any = None) -> int:
+        """Advance one step and return the chosen index (len(cands): STOP); without ``view_depth``
+        (the teacher asking during DAgger) the depths and pose come from ``memory["sense"]``."""
+        if view_depth is None:
+            perception, pose = memory.pop("sense")
+            view_depth = perception.last_depth
+        dev = agent.device
+        as_t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))[None].to(dev)  # noqa: E731
+        with torch.no_grad():
+            logits, memory["hidden"], aux = self.graph_step(memory["instruction"], as_t(view_feats), as_t(cands),
+                                                            as_t(view_depth), as_t(pose), memory["hidden"], memory["graph"])
+        memory["info"] = self.step_info(aux)
+        return agent.pick(logits[0])
+
+    def propose(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """VLN-BERT's ``propose`` through the graph step (turn in place when no candidate)."""
+        ctx, pose = memory["context"], state.pose
+        perception = agent.cache["hnr_perception"]
+        feats, cands, n = perception(ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"])
+        if n == 0:
+            memory["no_candidate_turns"] += 1
+            memory["empty"] += 1
+            agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
+            return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
+        memory["empty"] = 0
+        choice = self.choose(memory, feats, cands, agent, perception.last_depth, (pose.x, pose.y, pose.yaw))
+        info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice, **memory.pop("info", {})}
+        agent.outputs.append(info)
+        if choice == len(cands):
+            return DiscreteAction.STOP
+        info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
+        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
