@@ -94,3 +94,74 @@ def test_rendering_loss_supervises_the_lookahead_with_the_next_real_view(corrido
         loss.backward()
         opt.step()
     assert render_loss().item() < 0.95 * first.item()  # measured 0.233 -> 0.213 (plateau: the cloud's geometry)
+
+
+@pytest.mark.parametrize("name", ["hnr_fine_grained", "gama_fine_grained"])
+def test_shipped_configs_build_a_cpu_sized_policy_that_trains_a_step(name, predictor_file):
+    """The shipped configs validate (preflight) and build their policy; one optimiser step on a
+    synthetic batch of the teacher's fields gives a finite loss and changes the weights."""
+    from vlnverse.learn.config import load_train_config, resolve_train_config_path
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.vocab import Vocabulary
+
+    cfg = load_train_config(resolve_train_config_path(name), {"policy.params.waypoint_predictor": str(predictor_file)})
+    assert cfg.policy.name == name.split("_")[0]
+    vocab = Vocabulary.build(["go to the door", "turn left"])
+    policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, [s.to_dict() if hasattr(s, "to_dict") else s
+                                                                       for s in cfg.to_dict()["sensors"]])
+    trainable = sum(p.numel() for p in policy.parameters() if p.requires_grad)
+    assert 50_000 < trainable < 5_000_000  # CPU-sized
+    g = torch.Generator().manual_seed(0)
+    b, t, k = 2, 3, policy.predictor.params["k"]
+    cands = torch.zeros(b, t, k, 3)
+    cands[..., 0] = torch.rand(b, t, k, generator=g) * 6.28
+    cands[..., 1] = 0.5 + torch.rand(b, t, k, generator=g)
+    cands[:, :, :3, 2] = 1.0
+    batch = {"extras": {"view_feats": torch.randn(b, t, 12, policy.feat_dim, generator=g), "candidates": cands,
+                        "target": torch.tensor([[0.0, 1.0, k], [2.0, k, 0.0]]), "view_depth": 1 + torch.rand(b, t, 12, generator=g),
+                        "world_pose": torch.rand(b, t, 3, generator=g)},
+             "tokens": torch.from_numpy(np.stack([vocab.encode("go to the door", 8), vocab.encode("turn left", 8)])),
+             "weights": torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])}
+    loss, correct = policy.imitation_loss(batch)
+    assert torch.isfinite(loss) and 0 <= correct <= 5
+    before = {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+    opt = torch.optim.Adam([p for p in policy.parameters() if p.requires_grad], lr=1e-3)
+    loss.backward()
+    opt.step()
+    changed = {n for n, p in policy.named_parameters() if p.requires_grad and not torch.equal(p, before[n])}
+    assert any(n.startswith("renderer.") for n in changed) and any(n.startswith("graph.") for n in changed)
+    if cfg.policy.name == "gama":
+        assert any(n.startswith("same.router") for n in changed) and any(n.startswith("global_encoder") for n in changed)
+
+
+def test_gama_fine_tunes_online_with_schedule_sampling(corridor, episodes_file, predictor_file, tmp_path):
+    """A DAgger round: the HNR teacher asks the learner (its ``choose`` reads the teacher's
+    panorama depths) and executes its choice with probability 1 - β."""
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, "gama", GAMA, il__epochs=1)
+    _train(cfg, corridor)
+    dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, "gama", GAMA, il__epochs=1, mode="dagger",
+                  init=str(Path(cfg.out) / "last.pt"), dagger={"rounds": 1, "p": 0.5, "epochs": 1})
+    before = read_checkpoint(Path(cfg.out) / "last.pt")["state_dict"]
+    out = _train(dagger, corridor)
+    after = read_checkpoint(Path(dagger.out) / "round_01.pt")["state_dict"]
+    changed = [k for k in before if not torch.equal(before[k], after[k])]
+    assert changed and not any(k.startswith("predictor.") for k in changed)
+    assert out["dagger"][0]["beta"] == 0.5 and out["dagger"][0]["collected_steps"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("policy,params", [("hnr", SMALL), ("gama", GAMA)])
+def test_overfits_four_episodes_through_the_runner(corridor, episodes_file, predictor_file, tmp_path, policy, params):
+    """VLN-BERT's overfit protocol (IL on the 4 corridor episodes, 3 online rounds, ``run_eval``
+    with the ``policy`` agent) under Tel-Hop: SR >= 0.75."""
+    common = dict(il__epochs=40, il__batch_size=1, il__lr=0.002, collision_mode="telhop")
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, policy, params, **common)
+    _train(cfg, corridor)
+    dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, policy, params, mode="dagger",
+                  init=str(Path(cfg.out) / "last.pt"), dagger={"rounds": 3, "p": 0.5, "epochs": 10}, **common)
+    _train(dagger, corridor)
+    summary = _eval(Path(dagger.out) / "last.pt", episodes_file, corridor, tmp_path / "eval", "telhop")
+    assert summary["overall"]["means"]["SR"] >= 0.75, summary["overall"]["means"]
+    records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+    if policy == "gama":
+        assert all("experts" in o for r in records for o in r["agent_outputs"] if "candidates" in o)
