@@ -163,3 +163,20 @@ def test_same_routes_per_step_to_top_k_experts():
 
     with pytest.raises(ConfigError):
         SAME(6, 5, experts=2, k=3)
+
+
+def test_graph_distances_follow_the_trajectory_not_the_straight_line():
+    from vlnverse.learn.hnr import graph_distances, topological_edges
+
+    # visited (0,0) -> (2,0) -> (2,2), current (0,2); candidates (0,3) and (-1,2); lookaheads at the candidates
+    pos = torch.tensor([[[0.0, 0.0], [2.0, 0.0], [2.0, 2.0], [0.0, 2.0], [0.0, 3.0], [-1.0, 2.0], [0.0, 3.0], [-1.0, 2.0]]])
+    adj = topological_edges(3, 2, 1)
+    assert adj.shape == (1, 8, 8) and torch.equal(adj, adj.transpose(1, 2))
+    d = graph_distances(pos, adj)[0]
+    assert d[0, 3].item() == pytest.approx(6.0)  # along the path: 2 + 2 + 2 (the straight line is 2)
+    assert d[0, 4].item() == pytest.approx(7.0) and d[4, 5].item() == pytest.approx(2.0)  # candidate to candidate via the current node
+    assert d[4, 6].item() == pytest.approx(0.0) and d[6, 7].item() == pytest.approx(2.0)
+    assert torch.equal(d, d.T)
+    cut = adj.clone()
+    cut[0, 0, 1] = cut[0, 1, 0] = False
+    assert graph_distances(pos, cut)[0, 0, 3].item() == 100.0  # unreachable: the cap

@@ -22,9 +22,10 @@ candidates, the state token and the oracle teacher). Each step the 12 panorama v
 into the cloud (one point per view, at the view's median centre-row depth: ``backproject`` of a
 1 x 1 grid); for each candidate a lookahead view is rendered at the candidate's position facing
 its direction; the topological graph holds the visited nodes (the last ``history`` positions),
-the current node, the candidates and one lookahead node per candidate, encoded by
-``graph_layers`` GASA layers over their Euclidean distances (metres; the paper's geodesic
-distances on its graph: here the straight-line distance between node positions). A candidate's
+the current node, the candidates and one lookahead node per candidate (at the candidate's
+position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
+(``graph_distances``: shortest paths along the trajectory chain, current - candidate and
+candidate - lookahead edges, each as long as the straight line between its nodes). A candidate's
 token for the VLN-BERT scorer is its graph token plus its lookahead's.
 
 Training: ``render_weight`` λ > 0 adds λ · (1 - cos) between the rendered feature of the oracle's
@@ -199,6 +200,32 @@ class GraphAwareAttention(nn.Module):
         return self.out(out.transpose(1, 2).reshape(b, n, self.dim))
 
 
+def graph_distances(positions: torch.Tensor, adjacency: torch.Tensor, unreachable: float = 100.0) -> torch.Tensor:
+    """Shortest-path lengths (B, N, N) over the edges ``adjacency`` (B, N, N, symmetric) whose
+    lengths are the Euclidean distances between ``positions`` (B, N, D) (Floyd-Warshall);
+    unreachable pairs read ``unreachable`` metres."""
+    d = torch.cdist(positions, positions)
+    eye = torch.eye(d.shape[-1], dtype=torch.bool, device=d.device)
+    d = torch.where(adjacency | eye, d, torch.full_like(d, float("inf")))
+    for m in range(d.shape[-1]):
+        d = torch.minimum(d, d[:, :, m:m + 1] + d[:, m:m + 1, :])
+    return d.nan_to_num(posinf=unreachable).clamp(max=unreachable)
+
+
+def topological_edges(visited: int, candidates: int, batch: int, device: Any = None) -> torch.Tensor:
+    """Adjacency (B, N, N) of HNR's graph ``[visited (chronological), current, candidates,
+    lookaheads]``: the trajectory chain, current — each candidate, each candidate — its lookahead."""
+    n = visited + 1 + 2 * candidates
+    a = torch.zeros(n, n, dtype=torch.bool, device=device)
+    chain = torch.arange(visited, device=device)
+    a[chain, chain + 1] = True
+    cur, cand = visited, visited + 1 + torch.arange(candidates, device=device)
+    a[cur, cand] = True
+    a[cand, cand + candidates] = True
+    a = a | a.T
+    return a.expand(batch, n, n)
+
+
 class GraphLayer(nn.Module):
     """Pre-norm GASA + feed-forward block."""
 
@@ -358,7 +385,7 @@ class HNRPolicy(VLNBertPolicy):
         positions = torch.cat([mem.positions, pose[:, None, :2], cand_xy, cand_xy], 1)
         ones = torch.ones(b, mem.tokens.shape[1] + 1, dtype=torch.bool, device=pose.device)
         mask = torch.cat([ones, valid, valid], 1)
-        dist = torch.cdist(positions, positions)
+        dist = graph_distances(positions, topological_edges(mem.tokens.shape[1], k, b, pose.device))
         for layer in self.graph:
             nodes = layer(nodes, dist, mask)
         first = mem.tokens.shape[1] + 1
