@@ -165,3 +165,22 @@ def test_overfits_four_episodes_through_the_runner(corridor, episodes_file, pred
     records = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
     if policy == "gama":
         assert all("experts" in o for r in records for o in r["agent_outputs"] if "candidates" in o)
+
+
+def test_lookahead_similarity_against_the_copy_baseline(corridor, episodes_file, predictor_file, tmp_path):
+    """The rendered lookahead's cosine to the real next view, and the copy-the-current-view baseline,
+    over the teacher steps of a store (the corridor's training store here: not held out)."""
+    from vlnverse.learn.hnr import lookahead_similarity, view_at_angle
+    from vlnverse.learn.store import StepStore
+
+    f = torch.arange(12, dtype=torch.float32)[None, :, None].expand(1, 12, 2)
+    assert view_at_angle(f, torch.tensor([[0.0, 3 * 3.14159265 / 12, -3.14159265 / 6]]))[0, :, 0].tolist() == \
+        pytest.approx([0.0, 1.5, 11.0], abs=1e-5)
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, "hnr", {**SMALL, "render_weight": 1.0}, il__epochs=2)
+    summary = _train(cfg, corridor)
+    store = StepStore(summary["cache"]["path"])
+    policy = policy_from_checkpoint(read_checkpoint(Path(cfg.out) / "last.pt"))
+    out = lookahead_similarity(policy, store)
+    moves = sum(int((store.episode(i)["target"][:-1] < store.episode(i)["candidates"].shape[1]).sum()) for i in range(len(store)))
+    assert out["steps"] == moves > 0
+    assert -1 <= out["rendered_cos"] <= 1 and -1 <= out["copy_baseline_cos"] <= 1

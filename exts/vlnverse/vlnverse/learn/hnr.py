@@ -360,11 +360,11 @@ class HNRPolicy(VLNBertPolicy):
 
     # ---------------------------------------------------------------- graph
 
-    def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
-                    pose: torch.Tensor, mem: GraphMemory) -> dict[str, torch.Tensor]:
-        """Grow the cloud, render a lookahead per candidate, encode the graph with GASA; update
-        the visited nodes. Returns the node outputs and what the scorers read."""
-        b, v, f = view_feats.shape
+    def render_lookaheads(self, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                          pose: torch.Tensor, mem: GraphMemory) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Add the panorama's points to the cloud, then render a view at each candidate facing its
+        direction: (features (B, K, F), opacity (B, K), candidate positions (B, K, 2))."""
+        b, v, _ = view_feats.shape
         k = cands.shape[1]
         angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
         zeros = torch.zeros(b, v, device=pose.device)
@@ -376,6 +376,14 @@ class HNRPolicy(VLNBertPolicy):
         cand_xy = pose[:, None, :2] + cands[..., 1:2] * torch.stack([torch.cos(heading), torch.sin(heading)], -1)
         origins = torch.cat([cand_xy, torch.zeros(b, k, 1, device=pose.device)], -1)
         rendered, opacity = self.renderer(mem.cloud, origins, heading)
+        return rendered, opacity, cand_xy
+
+    def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                    pose: torch.Tensor, mem: GraphMemory) -> dict[str, torch.Tensor]:
+        """Grow the cloud, render a lookahead per candidate, encode the graph with GASA; update
+        the visited nodes. Returns the node outputs and what the scorers read."""
+        b, k = cands.shape[:2]
+        rendered, opacity, cand_xy = self.render_lookaheads(view_feats, cands, view_depth, pose, mem)
         valid = cands[..., 2] > 0.5
         current = self.view_proj(view_feats.mean(1))  # the current view's CLS
         t = self.node_types.weight
@@ -500,3 +508,42 @@ class HNRPolicy(VLNBertPolicy):
             return DiscreteAction.STOP
         info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
         return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+
+
+def view_at_angle(view_feats: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """The panorama feature (B, M, F) at ``angles`` (B, M) (rad CCW, agent frame): linear between
+    the two nearest of the V views (view v faces 2πv / V)."""
+    b, v, f = view_feats.shape
+    pos = (angles / (2 * math.pi / v)) % v
+    lo = pos.floor().long() % v
+    w = (pos - pos.floor()).unsqueeze(-1)
+    gather = lambda idx: torch.gather(view_feats, 1, idx.unsqueeze(-1).expand(-1, -1, f))  # noqa: E731
+    return (1 - w) * gather(lo) + w * gather((lo + 1) % v)
+
+
+@torch.no_grad()
+def lookahead_similarity(policy: HNRPolicy, store: Any) -> dict[str, Any]:
+    """How well ``policy`` (``hnr`` or ``gama``) predicts the view ahead, over the teacher steps of
+    a ``StepStore`` (collected by ``HNRTeacher``; held-out homes for a fair figure): the mean cosine
+    similarity between the rendered view of the oracle's candidate at step t and the real front view
+    at step t + 1, against the baseline that copies the current panorama's feature in that direction."""
+    policy.eval()
+    rendered_cos, copy_cos = [], []
+    for i in range(len(store)):
+        ep = store.episode(i)
+        t = int(ep["length"])
+        as_t = lambda name: torch.from_numpy(np.asarray(ep[name], dtype=np.float32))[None]  # noqa: E731
+        feats, cands, depth, pose = as_t("view_feats"), as_t("candidates"), as_t("view_depth"), as_t("world_pose")
+        target = ep["target"].astype(int)
+        k = cands.shape[2]
+        mem = policy.new_memory(1, "cpu")
+        for s in range(t):
+            rendered, _, _ = policy.render_lookaheads(feats[:, s], cands[:, s], depth[:, s], pose[:, s], mem)
+            if s + 1 < t and target[s] < k:
+                real = feats[0, s + 1, 0]
+                rendered_cos.append(float(F.cosine_similarity(rendered[0, target[s]], real, dim=0)))
+                copy = view_at_angle(feats[:, s], cands[:, s, target[s]:target[s] + 1, 0])[0, 0]
+                copy_cos.append(float(F.cosine_similarity(copy, real, dim=0)))
+    n = len(rendered_cos)
+    return {"steps": n, "rendered_cos": round(float(np.mean(rendered_cos)), 4) if n else None,
+            "copy_baseline_cos": round(float(np.mean(copy_cos)), 4) if n else None}
