@@ -180,3 +180,25 @@ def test_graph_distances_follow_the_trajectory_not_the_straight_line():
     cut = adj.clone()
     cut[0, 0, 1] = cut[0, 1, 0] = False
     assert graph_distances(pos, cut)[0, 0, 3].item() == 100.0  # unreachable: the cap
+
+
+def test_expert_usage_per_task_and_step_and_its_plot(tmp_path):
+    import json
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.gama import expert_usage, plot_expert_usage
+
+    fine = [{"agent_outputs": [{"candidates": 3, "experts": [0, 1]}, {"no_candidates": True}, {"candidates": 2, "experts": [0, 2]}]},
+            {"agent_outputs": [{"candidates": 3, "experts": [1, 0]}]}]
+    path = tmp_path / "episodes.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in fine) + "\n")
+    usage = expert_usage({"fine_grained": path, "object_goal": [{"agent_outputs": [{"experts": [2, 1]}]}]}, experts=3)
+    assert usage["fine_grained"]["steps"] == [4, 2]
+    assert usage["fine_grained"]["share"] == [[0.5, 0.5, 0.0], [0.5, 0.0, 0.5]]
+    assert usage["fine_grained"]["overall"] == [0.5, 0.3333, 0.1667]
+    assert usage["object_goal"]["share"] == [[0.0, 0.5, 0.5]]
+    png = plot_expert_usage(usage, tmp_path / "usage.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not list(tmp_path.glob("*.tmp*"))
+    with pytest.raises(ConfigError) as err:
+        expert_usage({"x": [{"agent_outputs": [{"experts": [5]}]}]}, experts=3)
+    assert "\n" not in str(err.value) and "experts" in str(err.value)

@@ -127,3 +127,65 @@ class GAMAPolicy(HNRPolicy):
     def step_info(self, aux: dict[str, torch.Tensor]) -> dict[str, Any]:
         """The step's experts (top-k, by router probability) and fusion weight σ_t."""
         return {"experts": [int(e) for e in aux["experts"][0]], "sigma": round(float(aux["sigma"][0]), 4)}
+
+
+# -------------------------------------------------------------------------------------------- expert usage
+
+
+def expert_usage(records_by_task: dict[str, Any], experts: int) -> dict[str, dict[str, Any]]:
+    """Which experts fire for which task and step: ``records_by_task`` maps a task name to the
+    episode records of a ``gama`` eval run (``episodes.jsonl``: a path, or the parsed records).
+    Per task: ``share`` (steps × N, the share of top-k picks of each expert at decision step t,
+    counted over episodes), ``overall`` (N,) and ``steps`` (decisions counted per step)."""
+    import json
+    from pathlib import Path
+
+    out: dict[str, dict[str, Any]] = {}
+    for task, records in records_by_task.items():
+        if isinstance(records, (str, Path)):
+            records = [json.loads(line) for line in Path(records).read_text().splitlines() if line.strip()]
+        counts: list[list[float]] = []
+        for rec in records:
+            decisions = [o["experts"] for o in rec.get("agent_outputs") or [] if isinstance(o, dict) and "experts" in o]
+            for t, chosen in enumerate(decisions):
+                while len(counts) <= t:
+                    counts.append([0.0] * experts)
+                for e in chosen:
+                    if not 0 <= int(e) < experts:
+                        raise ConfigError(f"expert {e} in a record of task {task!r}", field="agent_outputs.experts",
+                                          expected=f"ids in 0..{experts - 1} (the policy's policy.params.experts)")
+                    counts[t][int(e)] += 1.0
+        steps = [sum(row) for row in counts]
+        total = [sum(row[e] for row in counts) for e in range(experts)]
+        out[task] = {"share": [[round(c / s, 4) for c in row] for row, s in zip(counts, steps)],
+                     "overall": [round(c / max(sum(total), 1.0), 4) for c in total],
+                     "steps": [int(s) for s in steps]}
+    return out
+
+
+def plot_expert_usage(usage: dict[str, dict[str, Any]], path: Any) -> Any:
+    """A PNG of ``expert_usage``: one heat map (expert × step) per task; written atomically."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from ..core.io import atomic_path
+
+    tasks = list(usage)
+    fig = Figure(figsize=(4 + 0.2 * max((len(u["share"]) for u in usage.values()), default=1), 1.8 * max(len(tasks), 1)))
+    FigureCanvasAgg(fig)
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(len(tasks), 1, i + 1)
+        share = usage[task]["share"]
+        n = len(usage[task]["overall"])
+        grid = [[row[e] for row in share] for e in range(n)] if share else [[0.0] for _ in range(n)]
+        im = ax.imshow(grid, aspect="auto", vmin=0.0, vmax=1.0, cmap="viridis", interpolation="nearest")
+        ax.set_ylabel(f"{task}\nexpert")
+        ax.set_yticks(range(n))
+        fig.colorbar(im, ax=ax, fraction=0.03)
+    if tasks:
+        fig.axes[0].set_title("GAMA expert usage (share of top-k picks per decision step)")
+        fig.axes[len(tasks) - 1 if len(tasks) > 1 else 0].set_xlabel("decision step")
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:
+        fig.savefig(tmp, format="png", dpi=80)
+    return path
