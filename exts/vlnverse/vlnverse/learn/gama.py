@@ -95,6 +95,7 @@ class GAMAPolicy(HNRPolicy):
         self.global_types = nn.Embedding(3, h)  # text, node, stop
         layer = nn.TransformerEncoderLayer(h, int(params.get("heads", 4)), dim_feedforward=2 * h, dropout=0.0, batch_first=True)
         self.global_encoder = nn.TransformerEncoder(layer, global_layers, enable_nested_tensor=False)
+        self.freeze_for_stage()
 
     def score_actions(self, instruction: tuple, new_state: torch.Tensor, actions: torch.Tensor, graph: dict
                       ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:

@@ -31,7 +31,9 @@ token for the VLN-BERT scorer is its graph token plus its lookahead's.
 Training: ``render_weight`` λ > 0 adds λ · (1 - cos) between the rendered feature of the oracle's
 candidate at step t and the real panorama view the agent faces at step t + 1 (the simulator's
 render at that pose, which the teacher recorded): the rendering model is supervised by the
-encoder's feature of the real view, jointly with the policy (the paper pretrains it first).
+encoder's feature of the real view, jointly with the policy; or first alone, as the paper does:
+``stage: render`` trains only the rendering model on that loss (one ``vlnverse train`` run), then
+``stage: joint`` (the default) trains the policy with ``render.weights: <that run's checkpoint>``.
 """
 from __future__ import annotations
 
@@ -321,8 +323,13 @@ class HNRPolicy(VLNBertPolicy):
     name = "hnr"
 
     def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
-                 graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, **params: Any):
+                 graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, stage: str = "joint",
+                 **params: Any):
         super().__init__(vocab, sensors, **params)
+        if stage not in ("joint", "render"):
+            raise ConfigError(f"got {stage!r}", field="policy.params.stage",
+                              expected="joint (policy + rendering loss) or render (the rendering model alone)")
+        self.stage = stage
         checks = {"cloud_cap": isinstance(cloud_cap, int) and cloud_cap >= 1, "history": isinstance(history, int) and history >= 0,
                   "graph_layers": isinstance(graph_layers, int) and graph_layers >= 0,
                   "render_weight": isinstance(render_weight, (int, float)) and render_weight >= 0}
@@ -340,14 +347,52 @@ class HNRPolicy(VLNBertPolicy):
         from .waypoints.grid import PANORAMA_HFOV_DEG
 
         self.view_fx = 0.5 / math.tan(math.radians(PANORAMA_HFOV_DEG) / 2)
+        render = dict(render or {})
+        weights = render.pop("weights", None)
         try:
-            self.renderer = VolumeRenderer(feat, **{"hidden": h, **dict(render or {})})
+            self.renderer = VolumeRenderer(feat, **{"hidden": h, **render})
         except TypeError as exc:
             raise ConfigError(str(exc), field="policy.params.render") from None
+        if weights:
+            self.load_renderer(weights)
         self.render_proj = nn.Linear(feat, h)
         self.node_types = nn.Embedding(4, h)  # visited, current, candidate, lookahead
         heads = int(params.get("heads", 4))
         self.graph = nn.ModuleList(GraphLayer(h, heads) for _ in range(graph_layers))
+        self.freeze_for_stage()
+
+    def load_renderer(self, path: Any) -> None:
+        """The ``renderer.*`` weights of a ``vlnverse train`` checkpoint (``render.weights``: e.g. a
+        ``stage: render`` run's), read without pickle; a checkpoint without them, or of another
+        size, is a one-line ``ConfigError``."""
+        from .checkpoint import read_checkpoint
+
+        data = read_checkpoint(path)
+        state = {k[len("renderer."):]: v for k, v in data["state_dict"].items() if k.startswith("renderer.")}
+        if not state:
+            raise ConfigError("no renderer weights in the checkpoint", file=path, field="policy.params.render.weights",
+                              expected="a checkpoint of an hnr or gama policy")
+        try:
+            self.renderer.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ConfigError(f"renderer weights do not fit: {str(exc).splitlines()[0]}", file=path,
+                              field="policy.params.render.weights", expected="the same render.hidden and hidden_size") from None
+        self.notes.append(f"renderer: loaded weights from {path}")
+
+    @classmethod
+    def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
+        """VLN-BERT's, and ``render.weights`` dropped (the renderer's weights are in the state dict)."""
+        out = super().params_from_checkpoint(params, data, path)
+        if isinstance(out.get("render"), dict):
+            out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
+        return out
+
+    def freeze_for_stage(self) -> None:
+        """``stage: render``: only the rendering model trains (called last by each constructor)."""
+        if self.stage == "render":
+            for name, p in self.named_parameters():
+                if not name.startswith("renderer."):
+                    p.requires_grad_(False)
 
     @classmethod
     def teacher_spec(cls, params: dict[str, Any]) -> HNRTeacher:
@@ -420,14 +465,20 @@ class HNRPolicy(VLNBertPolicy):
     # ---------------------------------------------------------------- training
 
     def auxiliary_loss(self, aux: list[dict], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
-        """λ_render · (1 - cos) between the rendered view of the oracle's candidate at step t and
-        the real view the agent faces at step t + 1 (view 0 of the next panorama)."""
-        if self.render_weight <= 0 or valid.shape[1] < 2:
+        """λ_render · ``render_loss``."""
+        if self.render_weight <= 0:
+            return torch.zeros((), device=valid.device)
+        return self.render_weight * self.render_loss([a["rendered"] for a in aux], batch, valid)
+
+    def render_loss(self, rendered: list[torch.Tensor], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
+        """Mean (1 - cos) between the rendered view (per step (B, K, F)) of the oracle's candidate at
+        step t and the real view the agent faces at step t + 1 (view 0 of the next panorama)."""
+        if valid.shape[1] < 2:
             return torch.zeros((), device=valid.device)
         extras = batch["extras"]
         target = extras["target"].long()
         k = extras["candidates"].shape[2]
-        rendered = torch.stack([a["rendered"] for a in aux], 1)  # (B, T, K, F)
+        rendered = torch.stack(rendered, 1)  # (B, T, K, F)
         moves = valid[:, :-1] & valid[:, 1:] & (target[:, :-1] < k)
         if not moves.any():
             return torch.zeros((), device=valid.device)
@@ -435,14 +486,19 @@ class HNRPolicy(VLNBertPolicy):
         picked = torch.gather(rendered[:, :-1], 2, idx[..., None, None].expand(-1, -1, 1, rendered.shape[-1]))[:, :, 0]
         real = extras["view_feats"][:, 1:, 0]
         cos = F.cosine_similarity(picked, real, dim=-1)
-        return self.render_weight * (1 - cos)[moves].mean()
+        return (1 - cos)[moves].mean()
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-        """VLN-BERT's cross-entropy (every valid step weighs 1) + ``auxiliary_loss``."""
+        """VLN-BERT's cross-entropy (every valid step weighs 1) + ``auxiliary_loss``; with
+        ``stage: render`` the ``render_loss`` alone (no step is scored: 0 correct)."""
         extras = batch["extras"]
         feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
         depth, pose = extras["view_depth"], extras["world_pose"]
         b, t = target.shape
+        if self.stage == "render":
+            mem = self.new_memory(b, target.device)
+            rendered = [self.render_lookaheads(feats[:, i], cands[:, i], depth[:, i], pose[:, i], mem)[0] for i in range(t)]
+            return self.render_loss(rendered, batch, batch["weights"] > 0), 0.0
         tokens = batch["tokens"]
         instruction = self.instruction(tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))])
         hidden = self.initial_state(b, target.device)
