@@ -245,3 +245,21 @@ def test_render_stage_trains_the_rendering_model_alone_then_the_policy_starts_fr
         build_policy("hnr", {"waypoint_predictor": str(predictor_file), "stage": "pretrain"},
                      Vocabulary.from_dict(data["vocab"]), RIG16)
     assert "policy.params.stage" in str(err.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hnr_fine_grained", "gama_fine_grained"])
+def test_vlnverse_train_and_eval_cli_with_the_shipped_config(name, predictor_file, tmp_path):
+    """``vlnverse train <config>`` (one home_0001 episode, one epoch, the test predictor) and
+    ``vlnverse eval ... agent.name=policy`` on its checkpoint, as the config's header says."""
+    from test_readme_commands import TINY, _cli
+
+    _cli("train", name, *TINY, f"cache.dir={tmp_path / 'cache'}", f"policy.params.waypoint_predictor={predictor_file}",
+         "policy.params.heads=4", cwd=tmp_path)
+    ckpt = tmp_path / "runs" / "train" / name / "best.pt"
+    assert ckpt.is_file() and read_checkpoint(ckpt)["policy"] == name.split("_")[0]
+    _cli("eval", "oracle_fine_grained_strict", "agent.name=policy", f"agent.params.checkpoint={ckpt}", "limit=1",
+         "max_steps=10", "report.enabled=false", "--no-progress", cwd=tmp_path)
+    records = [json.loads(line) for line in
+               (tmp_path / "runs" / "oracle_fine_grained_strict" / "episodes.jsonl").read_text().splitlines()]
+    assert len(records) == 1 and records[0]["actions"]
