@@ -55,8 +55,12 @@ def test_the_learning_and_response_caches_use_it(tmp_path, monkeypatch):
     assert folder == tmp_path / "datasets" / content_key("datasets", cache.CACHE_VERSION, key, length=12)
     assert cache.keyed_folder(tmp_path, "datasets", dict(reversed(key.items()))) == folder
     assert cache.keyed_folder(tmp_path, "homes", key).name != folder.name
-    root, store, problem = cache.keyed_store(tmp_path, "obs", key)
-    assert root.name == content_key("obs", cache.CACHE_VERSION, key, length=16) and problem == "missing"
+    root, store, status = cache.keyed_store(tmp_path, "obs", key, what="observation")
+    assert root.name == content_key("obs", cache.CACHE_VERSION, key, length=16) and status == "built"
+    from vlnverse.core.errors import VLNVerseError
+
+    with pytest.raises(VLNVerseError, match="observation cache .* cannot be reused after rank 0 built it \\(missing\\)"):
+        cache.keyed_store(tmp_path, "obs", key, what="observation", build=False)
     monkeypatch.setattr(cache, "CACHE_VERSION", cache.CACHE_VERSION + 1)
     assert cache.keyed_folder(tmp_path, "datasets", key) != folder  # a new format never reads old folders
     request = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}

@@ -270,3 +270,23 @@ def test_il_trains_from_cached_features_when_the_trunks_are_frozen(corridor, epi
                         il__epochs=1, validation__every=100, max_steps=40, cache__features=False)
     assert "feature_cache" not in run_training(cfg2, scene_loader=lambda *a: corridor, progress=False,
                                                report=lambda s: None)
+
+
+def test_auto_encoder_paths_are_resolved_only_when_asked_and_need_one_square_rig(tmp_path):
+    """``{type: pretrained, path: auto}`` (the recipes' encoder, pretrained on the training homes):
+    params without it are left alone; cameras of two sizes, or a single training home, are one-line errors."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.encoder import resolve_auto_encoders
+
+    rig = [{"name": "rgb", "kind": "rgb", "width": 32, "height": 32}, {"name": "depth", "kind": "depth", "width": 32,
+                                                                      "height": 32}]
+    params = {"rgb_encoder": {"type": "cnn"}, "depth_encoder": {"type": "pretrained", "path": "x.safetensors"}}
+    assert resolve_auto_encoders(params, rig, ["a.usd", "b.usd"], seed=0, cache_dir=tmp_path) is None
+    assert params["depth_encoder"]["path"] == "x.safetensors"
+    auto = {"rgb_encoder": {"type": "pretrained", "path": "auto"}}
+    with pytest.raises(ConfigError, match="rgb_encoder.path.*square RGB and depth cameras of one size"):
+        resolve_auto_encoders(auto, [rig[0], {**rig[1], "width": 48, "height": 48}], ["a.usd", "b.usd"], seed=0,
+                              cache_dir=tmp_path)
+    with pytest.raises(ConfigError, match="at least 2 training homes"):
+        resolve_auto_encoders(auto, rig, ["a.usd", "a.usd"], seed=0, cache_dir=tmp_path)
+    assert auto["rgb_encoder"]["path"] == "auto"  # nothing half-resolved

@@ -126,3 +126,75 @@ def test_progress_monitor_loss_targets_and_progress_decided_stop(name):
         build_policy(name, {"stop_threshold": 0.9}, _vocab(), SENSORS)  # no progress head to decide
     with pytest.raises(ConfigError, match="progress_weight"):
         build_policy(name, {"progress_weight": -1}, _vocab(), SENSORS)
+
+
+def _keywords(cls) -> dict:
+    """The keyword-only parameters (with defaults) of ``cls``'s constructors along its bases."""
+    import inspect
+
+    own: dict = {}
+    for klass in reversed(cls.__mro__):
+        if "__init__" in vars(klass):
+            own.update({k: p.default for k, p in inspect.signature(klass.__init__).parameters.items()
+                        if p.kind is p.KEYWORD_ONLY and k not in ("seed", "model")})
+    return own
+
+
+def test_every_policy_declares_params_matching_its_constructor():
+    """Each built-in policy (and the agents that run checkpoints) declares ``Params`` whose fields
+    and defaults are its constructors' keywords; ``build_policy`` refuses what they refuse, naming
+    ``policy.params.<field>``, before anything is built."""
+    import dataclasses
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.core.params import param_range
+    from vlnverse.eval.agents import AGENTS
+    from vlnverse.learn.policies import POLICIES, build_policy
+
+    for name in ("seq2seq", "cma", "rdp", "vlnbert", "graph_nf", "room_classifier"):
+        cls = POLICIES.get(name)
+        assert {f.name: f.default for f in dataclasses.fields(cls.Params)} == _keywords(cls), name
+    for name in ("policy", "graph_policy"):
+        cls = AGENTS.get(name)
+        assert {f.name: f.default for f in dataclasses.fields(cls.Params)} == _keywords(cls), name
+    rdp = {f.name: param_range(f) for f in dataclasses.fields(POLICIES.get("rdp").Params)}
+    assert rdp["diffusion_steps"] == (2, 10_000) and rdp["progress_weight"][0] == 0.0
+    cases = [("cma", {"attention_size": 0}, r"policy.params.attention_size: got 0 \(expected a number in \[1, 8192\]\)"),
+             ("seq2seq", {"progress_weight": -0.5}, r"policy.params.progress_weight: got -0.5 \(expected a number >= 0\)"),
+             ("seq2seq", {"hidden_size": 32.5}, r"policy.params.hidden_size: got 32.5 \(expected an integer\)"),
+             ("seq2seq", {"rgb_encoder": "cnn"}, r"policy.params.rgb_encoder: got 'cnn' \(expected a mapping\)"),
+             ("cma", {"stop_threshold": 1.5, "progress_weight": 1.0}, r"policy.params.stop_threshold: stop_threshold 1.5"),
+             ("rdp", {"ddim_steps": 30}, r"policy.params.ddim_steps: bad value 30 \(expected 1..diffusion_steps\)"),
+             ("rdp", {"attention_heads": 3}, r"policy.params.attention_heads: bad value 3"),
+             ("rdp", {"stop_threshold": 1.0}, r"policy.params.stop_threshold: bad value 1.0 \(expected in \(0, 1\)\)"),
+             ("vlnbert", {}, r"policy.params.waypoint_predictor: VLN-BERT needs a waypoint predictor"),
+             ("vlnbert", {"waypoint_predictor": "p.pt", "no_candidate_turn_deg": 190},
+              r"policy.params.no_candidate_turn_deg: got 190.0 \(expected a number in \[0.1, 180\]\)"),
+             ("graph_nf", {"hidden_size": 30}, r"policy.params.heads: hidden_size 30 with heads 4"),
+             ("room_classifier", {"classes": ["kitchen"]}, r"policy.params.classes: got \['kitchen'\]"),
+             ("room_classifier", {"sight": 0}, r"policy.params.sight: got 0.0 \(expected a number in \[0.1, 100\]\)")]
+    for name, params, message in cases:
+        with pytest.raises(ConfigError, match="^" + message):
+            build_policy(name, params, _vocab(), SENSORS)
+    # RDP's own progress head: its stop_threshold needs no base-class progress_weight
+    assert build_policy("rdp", {"hidden_size": 32, "progress_weight": 0.0}, _vocab(), SENSORS).stop_threshold == 0.95
+
+
+def test_a_plugin_policy_without_params_still_has_its_base_fields_checked():
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.policies import POLICIES, VLNPolicy, build_policy, register_policy
+
+    @register_policy("_params_probe")
+    class Probe(VLNPolicy):
+        def __init__(self, vocab, sensors, *, bias: float = 0.0, **params):
+            super().__init__(vocab, sensors, **params)
+            self.bias = bias
+
+    try:
+        assert build_policy("_params_probe", {"bias": 2.0, "hidden_size": 16}, _vocab(), SENSORS).bias == 2.0
+        with pytest.raises(ConfigError, match=r"^policy.params.max_depth: got 0.0"):
+            build_policy("_params_probe", {"max_depth": 0.0}, _vocab(), SENSORS)
+        with pytest.raises(ConfigError, match=r"^policy.params: .*unexpected keyword argument 'colour'"):
+            build_policy("_params_probe", {"colour": 1}, _vocab(), SENSORS)
+    finally:
+        POLICIES._items.pop("_params_probe", None)

@@ -14,8 +14,10 @@ import pytest
 pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parents[2]
-#: one training episode per train scene, no validation split, one epoch / round, small model
-TINY = ["train.generate.episodes_per_scene=1", "train.generate.scenes=[home_0001]", "val={}", "validation.split=null", "il.epochs=1",
+#: one training episode on each of two shipped train homes (the recipe's encoder, ``path: auto``, is
+#: pretrained on them: one is held out), no validation split, one epoch / round, small model
+TINY = ["train={generate: {scenes: [home_0001, home_0006], episodes_per_scene: 1, seed: 0}}", "val={}",
+        "validation.split=null", "il.epochs=1",
         "dagger.rounds=1", "dagger.epochs=1", "dagger.episodes=1", "policy.params.hidden_size=32",
         "device=cpu", "threads=1", "--no-progress"]
 

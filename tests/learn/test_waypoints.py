@@ -151,3 +151,30 @@ def test_free_space_filter_drops_candidates_behind_what_the_depth_panorama_sees(
     high[0, :6] = 1.5  # rows 0-5 look up by more than atan(2.5/8); at 1.5 m their points are above 0.88 m
     np.testing.assert_array_equal(free_space_filter(cands, high, **kw), cands)
     assert free_space_filter(np.zeros((0, 2)), depth, **kw).shape == (0, 2)
+
+
+def test_train_config_is_validated_as_a_config_dataclass(capsys):
+    """``WaypointTrainConfig`` checks its own ranges and model keys (no argparse needed), before
+    any scene is read; the command line names the option."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
+
+    WaypointTrainConfig(model={"image_size": 8, "rgb": True}).validate()
+    cases = [({"poses_per_scene": 0}, r"^poses_per_scene: got 0 \(expected a number in \[1, 1e\+06\]\)"),
+             ({"lr": 0.0}, r"^lr: got 0.0"), ({"threads": 0}, r"^threads: got 0"),
+             ({"hit_radius": float("nan")}, r"^hit_radius: got nan"),
+             ({"model": {"image_sise": 8}}, r"^model.image_sise: unknown key 'image_sise'"),
+             ({"model": {"image_size": 0}}, r"^model.image_size: got 0 \(expected a positive integer\)")]
+    for fields, message in cases:
+        with pytest.raises(ConfigError, match=message):
+            WaypointTrainConfig(**fields).validate()
+
+    def no_scene(s):
+        raise AssertionError("a bad config must fail before any scene is loaded")
+
+    with pytest.raises(ConfigError, match=r"^batch_size: got -1"):
+        run_waypoint_training(WaypointTrainConfig(batch_size=-1), "unused", context_loader=no_scene)
+    from vlnverse.cli import main
+
+    assert main(["waypoints", "train", "--val-poses-per-scene", "0"]) == 2
+    assert capsys.readouterr().err.startswith("vlnverse: error: --val-poses-per-scene: got 0 (expected a number in")

@@ -18,7 +18,7 @@ Steps:
    (``learn.collect``), twice each in alternation, best of each -- frames/s, their ratio, and
    whether labels, poses and frames agree.
 3. Encoder (``--encoder pretrained``, default): one visual encoder pretrained on renders of the
-   training homes (``pretrain_encoder``, ``ENCODER_PRETRAINING``), frozen and shared by every row
+   training homes (``pretrain_encoder``: ``learn.encoder.RECIPE_PRETRAINING``), frozen and shared by every row
    that reads RGB-D frames, which then train from its cached features; ``--encoder cnn``: each row
    trains small CNNs from scratch.
 4. Per policy row: the teacher cache (RGB-D 64x64, Tel-Hop, teleport-rendered for the discrete
@@ -67,10 +67,6 @@ BOOTSTRAP_SAMPLES = 2000
 METRICS = ("SR", "SPL", "nDTW")
 #: the from-scratch encoders of ``--encoder cnn``
 ENCODER = {"type": "cnn", "channels": 16, "out_dim": 64}
-#: ``--encoder pretrained`` (default): one encoder pretrained on renders of the training homes
-#: (``vlnverse pretrain-encoder``: semantic cells, depth, room type), frozen, shared by every row
-#: that reads RGB-D frames; IL then trains from its cached features
-ENCODER_PRETRAINING = {"channels": 32, "out_dim": 128, "frames": 1500, "held_out_frames": 120, "epochs": 15}
 #: Seq2Seq and CMA sized for a CPU budget, batches of 16 episodes (the recurrent step loop costs
 #: the same for 1 or 16 episodes, so big batches buy samples/s), with a progress monitor
 #: (λ = 1) whose estimate decides STOP (``stop_threshold``)
@@ -157,31 +153,12 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int) -> dict:
 
 
 def pretrain_encoder(work: Path, train_episodes: list, seed: int) -> dict:
-    """The rows' shared visual encoder (``ENCODER_PRETRAINING``), pretrained on renders of the
-    training homes at the rows' resolution; its held-out frames come from the last fifth of those
-    homes (at least one), which it does not train on (val_unseen and test stay untouched)."""
-    from vlnverse.learn.encoder import EncoderTrainConfig, run_pretraining
+    """The rows' shared visual encoder: the recipe's (``learn.encoder.pretrain_on_homes``),
+    pretrained on renders of the training homes at the rows' resolution into ``work/encoder``."""
+    from vlnverse.learn.encoder import pretrain_on_homes
 
-    scenes = sorted({str(e.scene_path) for e in train_episodes})
-    if len(scenes) < 2:
-        from vlnverse.core.errors import ConfigError
-
-        raise ConfigError(f"{len(scenes)} training home", field="--encoder",
-                          expected="at least 2 training homes for a pretrained encoder (or --encoder cnn)")
-    held = max(1, len(scenes) // 5)
-    spec = ENCODER_PRETRAINING
-    cfg = EncoderTrainConfig(scenes=scenes[:-held], val_scenes=scenes[-held:], image_size=RESOLUTION,
-                             poses_per_scene=max(10, spec["frames"] // (len(scenes) - held)),
-                             val_poses_per_scene=max(10, spec["held_out_frames"] // held), channels=spec["channels"],
-                             out_dim=spec["out_dim"], epochs=spec["epochs"], probe_epochs=0, seed=seed)
-    t0 = time.perf_counter()
-    metrics = run_pretraining(cfg, work / "encoder", progress=True)
-    keep = ("loss", "semantic_rgb_accuracy", "semantic_depth_accuracy", "depth_rgb_error_m", "room_rgb_accuracy")
-    return {"path": str(work / "encoder" / "encoder.safetensors"), "train_homes": len(scenes) - held, "held_out_homes": held,
-            "train_frames": metrics["train_frames"], "render_frames_per_s": metrics["render_frames_per_s"],
-            "held_out_before": {k: round(metrics["held_out_before"][k], 4) for k in keep},
-            "held_out": {k: round(metrics["held_out"][k], 4) for k in keep},
-            "seconds": round(time.perf_counter() - t0, 1)}
+    return pretrain_on_homes([e.scene_path for e in train_episodes], image_size=RESOLUTION, seed=seed,
+                             out=work / "encoder")
 
 
 def bootstrap_ci(values, *, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES, level: float = 0.95) -> dict:

@@ -39,8 +39,10 @@ def check_ranges(params: Any, *, file: Any = None, prefix: str = "params") -> No
             continue
         lo, hi = param_range(f)
         if not (math.isfinite(value) and lo <= value <= hi):
-            span = f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) or math.isfinite(hi) else "finite"
-            raise ConfigError(f"got {value}", file=file, field=f"{prefix}.{f.name}", expected=f"a number {span}")
+            span = (f"in [{lo:g}, {hi:g}]" if math.isfinite(lo) and math.isfinite(hi) else f">= {lo:g}"
+                    if math.isfinite(lo) else f"<= {hi:g}" if math.isfinite(hi) else "finite")
+            raise ConfigError(f"got {value}", file=file, field=f"{prefix}.{f.name}" if prefix else f.name,
+                              expected=f"a number {span}")
 
 
 def parse_params(cls: type, data: dict | None, *, owner: str, file: Any = None, prefix: str = "params") -> Any:

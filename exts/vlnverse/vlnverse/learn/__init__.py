@@ -34,6 +34,15 @@ def code_version() -> str:
     return f"{__version__}+learn{LEARN_VERSION}"
 
 
+def seed_torch(seed: int, threads: int | None = None) -> None:
+    """Seed torch's generator for a run and set its CPU threads (None or 0: torch's default)."""
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+
+
 def _register_gym_env() -> None:
     """Register ``vlnverse/VLN-v0`` with gymnasium when it is installed (importing the layer does
     not need it; ``gym_env`` does)."""

@@ -15,7 +15,7 @@ of another size), so any eval config works with any checkpoint.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -35,10 +35,28 @@ def require_torch(needed_by: str = "the policy agent", field: str | None = "agen
                           expected=f"torch==2.13.0 and the [learn] extra: {install_hint('learn')}") from None
 
 
+@dataclass
+class PolicyAgentParams:
+    """``agent.params`` of ``policy`` (``device``: auto, cpu or cuda[:N]; ``policy``: an in-memory
+    ``VLNPolicy``, for code that builds the agent itself)."""
+
+    checkpoint: str | None = None
+    policy: Any = None
+    device: str = "cpu"
+    sample: bool = False
+
+    def validate(self) -> None:
+        """A device name (exactly one of ``checkpoint`` / ``policy``: the constructor's rule)."""
+        if self.device not in ("auto", "cpu") and not self.device.startswith("cuda"):
+            raise ConfigError(f"got {self.device!r}", field="device", expected="auto, cpu or cuda[:N]")
+
+
 @register_agent("policy")
 class PolicyAgent(Agent):
     """Wraps a ``VLNPolicy``: from ``checkpoint`` (a path, or a shipped checkpoint's name such as
     ``cma_fine_grained``), or an in-memory ``policy`` object."""
+
+    Params = PolicyAgentParams
 
     def __init__(self, *, checkpoint: str | None = None, policy: Any = None, device: str = "cpu",
                  sample: bool = False, **kwargs: Any):

@@ -48,23 +48,27 @@ def keyed_folder(base_dir: str | Path | None, namespace: str, key: dict, *, leng
     return cache_root(base_dir) / namespace / content_key(namespace, CACHE_VERSION, key, length=length)
 
 
-def keyed_store(base_dir: str | Path | None, namespace: str, key: dict) -> tuple[Path, StepStore, str | None]:
-    """The step store of ``key`` under ``<cache root>/<namespace>/<content key>`` and why it cannot be
-    reused (``None``: complete and made for this key)."""
+def keyed_store(base_dir: str | Path | None, namespace: str, key: dict, *, what: str, build: bool = True,
+                report: Callable[[str], None] = print) -> tuple[Path, StepStore, str]:
+    """The step store of ``key`` under ``<cache root>/<namespace>/<content key>`` and its status:
+    ``reused`` (complete and made for this key), else ``built`` / ``rebuilt`` (to be written at the
+    returned root; a stale one is reported). ``build=False`` (a rank that may not build) makes a
+    store that cannot be reused a ``VLNVerseError``; ``what`` names the cache in messages."""
     root = keyed_folder(base_dir, namespace, key, length=16)
     store = StepStore(root)
     problem = store.check() if root.exists() else "missing"
     if problem is None and store.manifest.get("key") != key:
         problem = "its key does not match"
-    return root, store, problem
+    if problem is None:
+        return root, store, "reused"
+    if not build:
+        from ..core.errors import VLNVerseError
 
-
-def raise_not_built(what: str, root: Path, problem: str) -> None:
-    """The error of a rank that may not build a cache (only rank 0 builds)."""
-    from ..core.errors import VLNVerseError
-
-    raise VLNVerseError(f"{what} cache {root} cannot be reused after rank 0 built it ({problem}): "
-                        "every rank must see the same cache.dir (a shared file system on several nodes)")
+        raise VLNVerseError(f"{what} cache {root} cannot be reused after rank 0 built it ({problem}): "
+                            "every rank must see the same cache.dir (a shared file system on several nodes)")
+    if problem != "missing":
+        report(f"{what} cache at {root} is stale ({problem}): rebuilding")
+    return root, store, "built" if problem == "missing" else "rebuilt"
 
 
 def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None = None,
@@ -87,17 +91,12 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     render = resolve_render_path(render, collision_mode, teacher, sensors)
     key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
                     teacher=teacher, render=render)
-    root, store, problem = keyed_store(base_dir, "obs", key)
-    if problem is None:
+    root, store, status = keyed_store(base_dir, "obs", key, what="observation", build=build, report=report)
+    if status == "reused":
         stats = {"status": "reused", "path": str(root), "frames": store.num_steps, "episodes": len(store),
                  "bytes": store.size_bytes()}
         report(f"observation cache: reusing {root} ({stats['frames']} frames, {stats['bytes'] / 1e6:.1f} MB)")
         return store, stats
-    if not build:
-        raise_not_built("observation", root, problem)
-    status = "built" if problem == "missing" else "rebuilt"
-    if status == "rebuilt":
-        report(f"observation cache at {root} is stale ({problem}): rebuilding")
     store = StepStore.create(root, key=key, sensors=sensor_layout(sensors), chunk_frames=chunk_frames,
                               extra_fields=teacher.extra_fields if teacher is not None else None)
     result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,

@@ -194,9 +194,6 @@ def _waypoints_train(args: argparse.Namespace) -> int:
     from ..core.errors import ConfigError
     from .agent import require_torch
 
-    for name in ("poses_per_scene", "val_poses_per_scene", "epochs", "batch_size", "image_size"):
-        if getattr(args, name) <= 0:
-            raise ConfigError(f"got {getattr(args, name)}", field=f"--{name.replace('_', '-')}", expected="a positive integer")
     require_torch("vlnverse waypoints train", field=None)
     from .waypoints import WaypointTrainConfig, run_waypoint_training
 
@@ -204,6 +201,11 @@ def _waypoints_train(args: argparse.Namespace) -> int:
                               val_poses_per_scene=args.val_poses_per_scene, epochs=args.epochs,
                               batch_size=args.batch_size, lr=args.lr, seed=args.seed,
                               model={"image_size": args.image_size, "rgb": bool(args.rgb)})
+    try:
+        cfg.validate()
+    except ConfigError as exc:  # name the command-line option of the field
+        flag = f"--{exc.field.rsplit('.', 1)[-1].replace('_', '-')}" if exc.field else None
+        raise ConfigError(exc.problem, field=flag, expected=exc.expected) from None
     metrics = run_waypoint_training(cfg, args.out, progress=not args.no_progress)
     print(json.dumps(metrics["held_out"]))
     return 0

@@ -47,6 +47,7 @@ from torch.nn import functional as F
 
 from ..core.errors import ConfigError
 from ..core.io import atomic_path, to_jsonable, write_json_atomic
+from . import seed_torch
 
 FORMAT = "vlnverse-visual-encoder"
 FORMAT_VERSION = 1
@@ -529,9 +530,7 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
     cfg.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    seed_torch(cfg.seed, cfg.threads)
     load = context_loader or (lambda s: load_scene_context(s, cfg.body))
     scenes = list(cfg.scenes) if context_loader else expand_scenes(cfg.scenes, "scenes")
     val_scenes = list(cfg.val_scenes) if context_loader else expand_scenes(cfg.val_scenes, "val_scenes")
@@ -593,6 +592,81 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
     _loss_png(curve, out / "loss.png")
     report(f"pretrain-encoder: wrote {weights} and {out / 'encoder.json'}")
     return metrics
+
+
+#: the training recipes' encoder (``{type: pretrained, path: auto}``, ``bench train --encoder
+#: pretrained``): trunk size, rendered frames over the training homes, held-out frames, epochs
+RECIPE_PRETRAINING = {"channels": 32, "out_dim": 128, "frames": 1500, "held_out_frames": 120, "epochs": 15}
+
+
+def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, max_depth: float = 10.0,
+                      seed: int = 0, out: str | Path | None = None, cache_dir: Any = None, progress: bool = True,
+                      report: Callable[[str], None] = print) -> dict[str, Any]:
+    """The recipe's encoder (``RECIPE_PRETRAINING``) pretrained on renders of the training homes
+    ``scenes`` (USD paths); its held-out frames come from the last fifth of the sorted homes (at
+    least one), which it does not train on, so val_unseen and test stay untouched. Written to
+    ``out``, or cached under ``<cache>/encoders/<content key>`` (the homes' bytes, the rig, the
+    recipe, the seed and the code version) and reused. Returns the file and its figures."""
+    from . import code_version
+    from ..core.cache_key import content_digest
+    from .cache import keyed_folder
+
+    paths = sorted({str(s) for s in scenes})
+    if len(paths) < 2:
+        raise ConfigError(f"{len(paths)} training home", field="rgb_encoder.path",
+                          expected="at least 2 training homes to pretrain an encoder on (one is held out)")
+    held = max(1, len(paths) // 5)
+    spec = RECIPE_PRETRAINING
+    cfg = EncoderTrainConfig(scenes=paths[:-held], val_scenes=paths[-held:], image_size=int(image_size),
+                             hfov_deg=float(hfov_deg), max_depth=float(max_depth),
+                             poses_per_scene=max(10, spec["frames"] // (len(paths) - held)),
+                             val_poses_per_scene=max(10, spec["held_out_frames"] // held), channels=spec["channels"],
+                             out_dim=spec["out_dim"], epochs=spec["epochs"], probe_epochs=0, seed=int(seed))
+    if out is None:
+        key = {"homes": [content_digest(Path(p).read_bytes()) for p in paths], "config": asdict(cfg) | {
+            "scenes": None, "val_scenes": None}, "code": code_version()}
+        out = keyed_folder(cache_dir, "encoders", key)
+    out = Path(out)
+    done = out / "done.json"
+    t0 = time.perf_counter()
+    if done.is_file():
+        report(f"encoder: reusing {out / 'encoder.safetensors'}")
+        figures = json.loads(done.read_text(encoding="utf-8"))
+    else:
+        metrics = run_pretraining(cfg, out, progress=progress, report=report)
+        keep = ("loss", "semantic_rgb_accuracy", "semantic_depth_accuracy", "depth_rgb_error_m", "room_rgb_accuracy")
+        figures = {"train_homes": len(paths) - held, "held_out_homes": held, "train_frames": metrics["train_frames"],
+                   "render_frames_per_s": metrics["render_frames_per_s"],
+                   "held_out_before": {k: round(metrics["held_out_before"][k], 4) for k in keep},
+                   "held_out": {k: round(metrics["held_out"][k], 4) for k in keep},
+                   "seconds": round(time.perf_counter() - t0, 1)}
+        write_json_atomic(done, figures)
+    return {"path": str(out / "encoder.safetensors"), **figures}
+
+
+def resolve_auto_encoders(params: dict[str, Any], sensors: list, scenes: list, *, seed: int, cache_dir: Any,
+                          progress: bool = True, report: Callable[[str], None] = print) -> dict[str, Any] | None:
+    """Replace ``path: auto`` of ``type: pretrained`` encoders in policy ``params`` (in place) by
+    the recipe's encoder pretrained on ``scenes`` for the configured cameras (``pretrain_on_homes``);
+    returns its figures (None when no encoder asks for it)."""
+    auto = [f for f in ("rgb_encoder", "depth_encoder") if isinstance(params.get(f), dict)
+            and params[f].get("type") == "pretrained" and params[f].get("path") == "auto"]
+    if not auto:
+        return None
+    cams = {c["kind"]: c for c in (s if isinstance(s, dict) else asdict(s) for s in sensors)}
+    rgb, depth = cams.get("rgb"), cams.get("depth")
+    size = {(c.get("width"), c.get("height")) for c in (rgb, depth) if c is not None}
+    fov = {float(c.get("hfov_deg") or 90.0) for c in (rgb, depth) if c is not None}
+    if len(size) != 1 or len(fov) != 1 or next(iter(size))[0] != next(iter(size))[1]:
+        raise ConfigError(f"cameras {sorted(size)} with fields of view {sorted(fov)}", field=f"policy.params.{auto[0]}.path",
+                          expected="'auto' needs square RGB and depth cameras of one size and field of view "
+                                   "(or a file of vlnverse pretrain-encoder)")
+    figures = pretrain_on_homes(scenes, image_size=next(iter(size))[0], hfov_deg=next(iter(fov)),
+                                max_depth=float((depth or {}).get("max_depth") or 10.0), seed=seed,
+                                cache_dir=cache_dir, progress=progress, report=report)
+    for f in auto:
+        params[f] = {**params[f], "path": figures["path"]}
+    return figures
 
 
 def _loss_png(curve: list[dict], path: Path) -> None:

@@ -75,19 +75,14 @@ def feature_store(obs: StepStore, policy: Any, *, base_dir: str | Path | None = 
     """The feature store of ``obs`` for ``policy``'s frozen trunks (built when missing or stale);
     returns it and its stats (``status``: reused / built / rebuilt, ``steps``, ``bytes``,
     ``steps_per_s`` when built). ``build=False``: one that cannot be reused is an error (``teacher_cache``)."""
-    from .cache import keyed_store, raise_not_built
+    from .cache import keyed_store
 
     key = feature_key(obs, policy)
-    root, store, problem = keyed_store(base_dir, "features", key)
-    if problem is None:
+    root, store, status = keyed_store(base_dir, "features", key, what="feature", build=build, report=report)
+    if status == "reused":
         stats = {"status": "reused", "path": str(root), "steps": store.num_steps, "bytes": store.size_bytes()}
         report(f"feature cache: reusing {root} ({stats['steps']} steps, {stats['bytes'] / 1e6:.1f} MB)")
         return store, stats
-    if not build:
-        raise_not_built("feature", root, problem)
-    status = "built" if problem == "missing" else "rebuilt"
-    if status == "rebuilt":
-        report(f"feature cache at {root} is stale ({problem}): rebuilding")
     encs = _encoders(policy)
     names = {s["kind"]: s["name"] for s in obs.manifest["sensors"]}
     t0 = time.perf_counter()

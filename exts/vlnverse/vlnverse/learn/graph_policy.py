@@ -31,6 +31,7 @@ decision accuracy; ``best.pt`` (a policy checkpoint, safetensors) holds the last
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -41,16 +42,17 @@ from torch.nn import functional as F
 
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
+from ..core.params import param
 from ..eval.agents import Agent, AgentState, register_agent
 from ..sim.types import DiscreteAction
 from ..tasks.actions import Decision
-from .policies import POLICIES
+from . import seed_torch
+from .policies import POLICIES, check_policy_params
 from .vlnbert import TextEncoder
 from .vocab import PAD_ID, Vocabulary, tokenize
 
 #: words per category name, object tokens per viewpoint, categories per candidate direction
 MAX_WORDS, MAX_SEEN, MAX_DIRECTION = 3, 24, 8
-PARAMS = {"hidden_size", "layers", "heads", "sight"}
 
 
 # -------------------------------------------------------------------------------------------- observation
@@ -164,6 +166,22 @@ def teacher_steps(episode: Any, ctx: Any, observer: GraphObserver, max_steps: in
 # -------------------------------------------------------------------------------------------- policy
 
 
+@dataclass
+class GraphNFParams:
+    """``policy.params`` of ``graph_nf`` (``sight`` in metres)."""
+
+    hidden_size: int = param(64, low=8, high=8192)
+    layers: int = param(2, low=1, high=256)
+    heads: int = param(4, low=1, high=256)
+    sight: float = param(4.0, low=0.1, high=100.0)
+
+    def validate(self) -> None:
+        """Attention heads that divide ``hidden_size``."""
+        if self.hidden_size % self.heads:
+            raise ConfigError(f"hidden_size {self.hidden_size} with heads {self.heads}", field="heads",
+                              expected="a divisor of hidden_size")
+
+
 @POLICIES.register("graph_nf")
 class GraphNFPolicy(nn.Module):
     """See the module docstring. ``sensors`` is empty: the policy reads the navigation graph and
@@ -171,6 +189,7 @@ class GraphNFPolicy(nn.Module):
 
     name = "graph_nf"
     action_space = "graph"
+    Params = GraphNFParams
 
     def checkpoint_extras(self) -> dict[str, Any]:
         """Nothing beside the weights, vocabulary and params (the checkpoint seam of ``VLNPolicy``)."""
@@ -184,9 +203,6 @@ class GraphNFPolicy(nn.Module):
     def __init__(self, vocab: Vocabulary, sensors: list | None = None, *, hidden_size: int = 64, layers: int = 2,
                  heads: int = 4, sight: float = 4.0):
         super().__init__()
-        if int(hidden_size) < 8 or int(hidden_size) % int(heads) or int(layers) < 1 or not float(sight) > 0:
-            raise ConfigError(f"got hidden_size={hidden_size}, heads={heads}, layers={layers}, sight={sight}",
-                              field="policy.params", expected="hidden_size >= 8 divisible by heads, layers >= 1, sight > 0")
         self.notes: list[str] = []
         self.vocab, self.sensors = vocab, list(sensors or [])
         self.sight = float(sight)
@@ -296,13 +312,9 @@ class GraphNFPolicy(nn.Module):
         if cfg.mode != "il":
             raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (graph_nf trains by imitation only)")
         params = dict(cfg.policy.params or {})
-        unknown = set(params) - PARAMS
-        if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)}", field="policy.params", expected=", ".join(sorted(PARAMS)))
-        torch.manual_seed(cfg.seed)
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
-        sight = float(params.get("sight", 4.0))
+        parsed = check_policy_params(cls, params)
+        seed_torch(cfg.seed, cfg.threads)
+        sight = parsed.sight
         max_steps = int(cfg.max_steps or 40)
         train = labelled_episodes(cfg, cfg.train, "train", cfg.train_split, sight, max_steps, scene_loader)
         val = {name: labelled_episodes(cfg, src, f"val.{name}", name, sight, max_steps, scene_loader)
@@ -415,12 +427,22 @@ def labelled_episodes(cfg: Any, source: Any, field: str, split: str | None, sigh
 # -------------------------------------------------------------------------------------------- agent
 
 
+@dataclass
+class GraphPolicyAgentParams:
+    """``agent.params`` of ``graph_policy`` (``policy``: an in-memory ``GraphNFPolicy``)."""
+
+    checkpoint: str | None = None
+    policy: Any = None
+
+
 @register_agent("graph_policy")
 class GraphPolicyAgent(Agent):
     """A ``graph_nf`` checkpoint (``checkpoint``: the ``best.pt`` of ``vlnverse train graph_nf``,
     or an in-memory ``policy``): the argmax over neighbours, FOUND (STOP) and NOT_FOUND; each
     step's scores go into ``agent_outputs``. Trained for graph mode; under Tel-Hop / Strict it
     reads the viewpoint nearest to the agent and moves to the chosen one by waypoint."""
+
+    Params = GraphPolicyAgentParams
 
     def __init__(self, *, checkpoint: str | None = None, policy: Any = None, **kwargs: Any):
         super().__init__(**kwargs)

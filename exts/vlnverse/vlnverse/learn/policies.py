@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -41,6 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
+from ..core.params import param, parse_params
 from ..sim.types import DiscreteAction
 from .encoders import CNNEncoder, ResNetEncoder, _local_file, _note, load_weights  # noqa: F401 (re-exported)
 from .policies_registry import POLICIES, register_policy  # noqa: F401 (re-exported)
@@ -124,6 +126,35 @@ def _load_glove(embedding: nn.Embedding, vocab: Vocabulary, path: Path) -> int:
     return found
 
 
+@dataclass
+class VLNPolicyParams:
+    """``policy.params`` of ``seq2seq``: the ``VLNPolicy`` constructor's (a subclass's ``Params``
+    extends it with its own keywords). ``stop_threshold`` (in (0, 1]) needs ``progress_weight`` > 0."""
+
+    hidden_size: int = param(128, low=1, high=8192)
+    action_embedding_size: int = param(32, low=1, high=4096)
+    instruction_encoder: dict[str, Any] | None = None
+    rgb_encoder: dict[str, Any] | None = None
+    depth_encoder: dict[str, Any] | None = None
+    max_depth: float = param(10.0, low=0.1, high=1000.0)
+    progress_weight: float = param(0.0, low=0.0)
+    stop_threshold: float | None = param(None, low=0.0, high=1.0)
+
+    def validate(self) -> None:
+        """``stop_threshold``: null, or in (0, 1] with a progress head to decide STOP."""
+        if self.stop_threshold is not None and not (0 < self.stop_threshold <= 1 and self.progress_weight > 0):
+            raise ConfigError(f"stop_threshold {self.stop_threshold!r} with progress_weight {self.progress_weight!r}",
+                              field="stop_threshold",
+                              expected="null, or a number in (0, 1] with progress_weight > 0 (the progress head decides STOP)")
+
+
+@dataclass
+class CMAParams(VLNPolicyParams):
+    """``policy.params`` of ``cma``."""
+
+    attention_size: int = param(128, low=1, high=8192)
+
+
 class VLNPolicy(nn.Module):
     """Base class: instruction + RGB-D + previous action → action logits, one step at a time.
 
@@ -139,20 +170,15 @@ class VLNPolicy(nn.Module):
     uses_step_weights = True
     #: instruction tokens the policy reads (the training config's; saved in checkpoints)
     max_instruction_length = 80
+    #: ``policy.params`` with their ranges (a dataclass extending ``VLNPolicyParams``), checked by
+    #: ``build_policy``; None: the constructor alone decides (the base fields are still checked)
+    Params: ClassVar[type | None] = None
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, hidden_size: int = 128,
                  action_embedding_size: int = 32, instruction_encoder: dict | None = None,
                  rgb_encoder: dict | None = None, depth_encoder: dict | None = None, max_depth: float = 10.0,
                  progress_weight: float = 0.0, stop_threshold: float | None = None):
         super().__init__()
-        if not (isinstance(progress_weight, (int, float)) and math.isfinite(progress_weight) and progress_weight >= 0):
-            raise ConfigError(f"progress_weight {progress_weight!r}", field="policy.params.progress_weight",
-                              expected="a number >= 0 (0: no progress monitor)")
-        if stop_threshold is not None and not (isinstance(stop_threshold, (int, float)) and 0 < stop_threshold <= 1
-                                               and progress_weight > 0):
-            raise ConfigError(f"stop_threshold {stop_threshold!r} with progress_weight {progress_weight!r}",
-                              field="policy.params.stop_threshold",
-                              expected="null, or a number in (0, 1] with progress_weight > 0 (the progress head decides STOP)")
         self.progress_weight = float(progress_weight)
         self.stop_threshold = None if stop_threshold is None else float(stop_threshold)
         self.notes: list[str] = []
@@ -339,6 +365,7 @@ class Seq2SeqPolicy(VLNPolicy):
     """VLN-CE Seq2Seq: a single GRU over [instruction LSTM state, RGB, depth, previous action]."""
 
     name = "seq2seq"
+    Params = VLNPolicyParams
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], **params: Any):
         super().__init__(vocab, sensors, **params)
@@ -367,6 +394,7 @@ class CMAPolicy(VLNPolicy):
 
     name = "cma"
     num_layers = 2
+    Params = CMAParams
 
     def _instruction_defaults(self, spec: dict | None) -> dict:
         return {"bidirectional": True, **(spec or {})}
@@ -407,10 +435,26 @@ class CMAPolicy(VLNPolicy):
 def build_policy(name: str, params: dict[str, Any], vocab: Vocabulary, sensors: list[dict[str, Any]]) -> VLNPolicy:
     """Instantiate the registered policy ``name``; bad parameters are a ``ConfigError``."""
     cls = POLICIES.get(name)
+    check_policy_params(cls, params)
     try:
         return cls(vocab, sensors, **dict(params or {}))
     except TypeError as exc:
         raise ConfigError(str(exc), field="policy.params") from None
+
+
+def check_policy_params(cls: type, params: dict[str, Any] | None) -> Any:
+    """``params`` parsed into ``cls.Params`` (unknown keys, types and ranges: a one-line
+    ``ConfigError`` naming ``policy.params.<field>``). A ``VLNPolicy`` without ``Params`` has the
+    base fields it is given checked (None is returned); its constructor decides the rest."""
+    declared = getattr(cls, "Params", None)
+    owner = f"policy '{getattr(cls, 'name', cls.__name__)}'"
+    if declared is not None:
+        return parse_params(declared, params, owner=owner, prefix="policy.params")
+    if issubclass(cls, VLNPolicy):
+        base = {f for f in VLNPolicyParams.__dataclass_fields__}
+        parse_params(VLNPolicyParams, {k: v for k, v in (params or {}).items() if k in base}, owner=owner,
+                     prefix="policy.params")
+    return None
 
 
 def frames_to_tensors(frames: dict[str, np.ndarray], device: Any) -> dict[str, torch.Tensor]:

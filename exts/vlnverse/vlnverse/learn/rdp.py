@@ -45,9 +45,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
+from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction, wrap_angle
 from .collect import TeacherForcingAgent
-from .policies import VLNPolicy, register_policy
+from .policies import VLNPolicy, VLNPolicyParams, register_policy
 from .vocab import Vocabulary
 
 ACTION_DIM = 3  # (dx, dy, dyaw)
@@ -284,12 +285,48 @@ def medoid(chunks: torch.Tensor) -> torch.Tensor:
 # -------------------------------------------------------------------------------------------- policy
 
 
+@dataclass
+class RDPParams(VLNPolicyParams):
+    """``policy.params`` of ``rdp`` (metres; its ``progress_weight`` / ``stop_threshold`` are its
+    own progress head's: the threshold in (0, 1), no base-class STOP rule)."""
+
+    progress_weight: float = param(1.0, low=0.0)
+    stop_threshold: float = param(0.95, low=0.0, high=1.0)
+    horizon: int = param(4, low=1, high=64)
+    waypoint_spacing: float = param(0.5, low=0.01, high=10.0)
+    stop_radius: float | None = param(None, low=0.0, high=100.0)
+    teacher_clearance: float = param(0.15, low=0.0, high=2.0)
+    diffusion_steps: int = param(20, low=2, high=10_000)
+    sampler: str = "ddim"
+    ddim_steps: int = param(10, low=1, high=10_000)
+    attention_heads: int = param(4, low=1, high=256)
+    denoiser_size: int = param(128, low=1, high=8192)
+    denoiser_layers: int = param(2, low=1, high=256)
+    clip_sample: float = param(3.0, low=0.0)
+    noise_samples: int = param(4, low=1, high=10_000)
+    action_samples: int = param(1, low=1, high=10_000)
+
+    def validate(self) -> None:
+        """The sampler's name, DDIM steps within the diffusion's, the threshold in (0, 1), and
+        attention heads that divide the widths they split."""
+        checks = {"sampler": (self.sampler in ("ddpm", "ddim"), "ddpm or ddim"),
+                  "ddim_steps": (self.ddim_steps <= self.diffusion_steps, "1..diffusion_steps"),
+                  "stop_threshold": (0 < self.stop_threshold < 1, "in (0, 1)"),
+                  "attention_heads": (self.hidden_size % self.attention_heads == 0
+                                      and self.denoiser_size % self.attention_heads == 0,
+                                      "a divisor of hidden_size and denoiser_size")}
+        for field, (ok, expected) in checks.items():
+            if not ok:
+                raise ConfigError(f"bad value {getattr(self, field)!r}", field=field, expected=expected)
+
+
 @register_policy("rdp")
 class RDPPolicy(VLNPolicy):
     """Recurrent diffusion policy (see the module docstring); emits ``WaypointAction`` or STOP."""
 
     name = "rdp"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
+    Params = RDPParams
 
     def _instruction_defaults(self, spec: dict | None) -> dict:
         return {"bidirectional": True, **(spec or {})}
@@ -302,14 +339,6 @@ class RDPPolicy(VLNPolicy):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
-        checks = {"horizon": horizon >= 1, "waypoint_spacing": waypoint_spacing > 0, "teacher_clearance": teacher_clearance >= 0, "diffusion_steps": diffusion_steps >= 2,
-                  "ddim_steps": 1 <= ddim_steps <= diffusion_steps, "progress_weight": progress_weight >= 0,
-                  "stop_threshold": 0 < stop_threshold < 1, "noise_samples": noise_samples >= 1, "action_samples": action_samples >= 1, "sampler": sampler in ("ddpm", "ddim")}
-        for field, ok in checks.items():
-            if not ok:
-                raise ConfigError(f"bad value {locals()[field]!r}", field=f"policy.params.{field}",
-                                  expected={"sampler": "ddpm or ddim", "ddim_steps": "1..diffusion_steps",
-                                            "stop_threshold": "in (0, 1)"}.get(field, "a positive number"))
         self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
         self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
         self.noise_samples, self.action_samples = int(noise_samples), int(action_samples)

@@ -16,6 +16,7 @@ per-split accuracy, per room type). ROAM loads it with ``room_classifier: <out>/
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -26,9 +27,26 @@ from torch.nn import functional as F
 
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
+from ..core.params import param
 from ..eval.roam import ROOM_CLASSIFIERS, ROOM_SIGHT, multi_hot, room_accuracy, scene_samples
-from .policies import POLICIES
+from . import seed_torch
+from .policies import POLICIES, check_policy_params
 from .vocab import Vocabulary
+
+
+@dataclass
+class RoomClassifierParams:
+    """``policy.params`` of ``room_classifier`` (``sight`` in metres; ``hidden_size`` 0: softmax
+    regression). ``classes`` come from the training data (and the checkpoint), never the config."""
+
+    classes: list[str] | None = None
+    hidden_size: int = param(64, low=0, high=8192)
+    sight: float = param(ROOM_SIGHT, low=0.1, high=100.0)
+
+    def validate(self) -> None:
+        """At least two room classes, when given."""
+        if self.classes is not None and len(self.classes) < 2:
+            raise ConfigError(f"got {self.classes!r}", field="classes", expected="at least 2 room types")
 
 
 @POLICIES.register("room_classifier")
@@ -37,15 +55,11 @@ class RoomClassifier(nn.Module):
     "word" each), ``classes`` the room types; ``sensors`` is empty (the observation is semantic)."""
 
     name = "room_classifier"
+    Params = RoomClassifierParams
 
     def __init__(self, vocab: Vocabulary, sensors: list | None = None, *, classes: list[str] | None = None,
                  hidden_size: int = 64, sight: float = ROOM_SIGHT):
         super().__init__()
-        if not classes or len(classes) < 2:
-            raise ConfigError(f"got {classes!r}", field="room_classifier.classes", expected="at least 2 room types")
-        if int(hidden_size) < 0 or not float(sight) > 0:
-            raise ConfigError(f"got hidden_size={hidden_size}, sight={sight}", field="policy.params",
-                              expected="hidden_size >= 0 (0: softmax regression), sight > 0 metres")
         self.vocab, self.sensors = vocab, list(sensors or [])
         self.categories = list(vocab.words[2:])
         self.classes = [str(c) for c in classes]
@@ -91,13 +105,11 @@ class RoomClassifier(nn.Module):
         if cfg.mode != "il":
             raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (the room classifier trains supervised, in one pass)")
         params = dict(cfg.policy.params or {})
-        unknown = set(params) - {"hidden_size", "sight"}
-        if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)}", field="policy.params", expected="hidden_size, sight")
-        sight = float(params.get("sight", ROOM_SIGHT))
-        torch.manual_seed(cfg.seed)
-        if cfg.threads is not None:
-            torch.set_num_threads(cfg.threads)
+        if "classes" in params:
+            raise ConfigError("set from the training data", field="policy.params.classes",
+                              expected="no classes in the config (the room types of the training scenes)")
+        sight = check_policy_params(cls, params).sight
+        seed_torch(cfg.seed, cfg.threads)
         memo: dict[int, tuple[list, list]] = {}
 
         def samples(source: Any, field: str) -> list[tuple[list, list]]:

@@ -29,6 +29,7 @@ import torch
 
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
+from . import seed_torch
 from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
 from .distributed import NullLogger, current as current_ranks, describe, scaling
@@ -481,10 +482,8 @@ class Trainer:
         """Run the configured mode; returns (and writes) ``summary.json``."""
         import random
 
-        torch.manual_seed(self.cfg.seed)
+        seed_torch(self.cfg.seed, self.cfg.threads)
         random.seed(self.cfg.seed)
-        if self.cfg.threads is not None:
-            torch.set_num_threads(self.cfg.threads)
         self.ranks.check_agreement(self.cfg)  # ranks with another config or code: one line on every rank
         init = self._read_init() if self.cfg.mode == "dagger" else None  # a bad init fails before anything is written
         resume = self.ranks.main_first(self._check_run_folder, others=self.last_path.is_file)
@@ -532,8 +531,13 @@ class Trainer:
         if init is not None:
             self.policy = policy_from_checkpoint(init, path=cfg.init, device=self.device)
         else:
-            from .encoder import check_encoders
+            from .encoder import check_encoders, resolve_auto_encoders
 
+            encoder = self.ranks.main_first(lambda: resolve_auto_encoders(  # {type: pretrained, path: auto}
+                cfg.policy.params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
+                progress=self.progress, report=self.report))
+            if encoder is not None:
+                self.summary["encoder"] = encoder
             check_encoders(cfg.policy.params, cfg.sensors)  # FoV and depth range of pretrained encoders' rigs
             self.policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, self.layout).to(self.device)
             self.policy.max_instruction_length = cfg.max_instruction_length
@@ -545,6 +549,7 @@ class Trainer:
     def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
         store = self._teacher_store(train)
+        self.train_scenes = sorted({str(e.scene_path) for e in train})
         texts = {e.episode_id: [i.text for i in e.instructions] or [e.instruction_text] for e in train}
         vocab = Vocabulary.build(t for ts in texts.values() for t in ts)
         data = self._build_or_resume(vocab, None)

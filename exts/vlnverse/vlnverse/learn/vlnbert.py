@@ -41,10 +41,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
+from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from .collect import TeacherForcingAgent
 from .encoders import _note, load_weights
-from .policies import VLNPolicy, register_policy
+from .policies import VLNPolicy, VLNPolicyParams, register_policy
 from .vocab import PAD_ID, Vocabulary
 from .waypoints.data import PanoramaRenderer
 from .waypoints.grid import to_world
@@ -242,31 +243,48 @@ def self_goal(state: Any, xy: np.ndarray) -> np.ndarray:
 # -------------------------------------------------------------------------------------------- policy
 
 
+@dataclass
+class VLNBertParams(VLNPolicyParams):
+    """``policy.params`` of ``vlnbert`` (metres, degrees); ``waypoint_predictor`` is required: the
+    file of ``vlnverse waypoints train`` (a checkpoint rebuilds it from its saved parameters)."""
+
+    waypoint_predictor: str | dict[str, Any] | None = None
+    text_encoder: dict[str, Any] | None = None
+    layers: int = param(2, low=1, high=256)
+    heads: int = param(4, low=1, high=256)
+    stop_distance: float = param(1.5, low=0.01, high=100.0)
+    open_space_radius: float = param(0.3, low=0.0, high=10.0)
+    no_candidate_turn_deg: float = param(30.0, low=0.1, high=180.0)
+
+    def validate(self) -> None:
+        """The base rules, a waypoint predictor, and heads that divide ``hidden_size``."""
+        super().validate()
+        if self.waypoint_predictor is None:
+            raise ConfigError("VLN-BERT needs a waypoint predictor", field="waypoint_predictor",
+                              expected="the predictor.pt of 'vlnverse waypoints train'")
+        if self.hidden_size % self.heads:
+            raise ConfigError(f"hidden_size {self.hidden_size} with heads {self.heads}", field="heads",
+                              expected="a divisor of hidden_size")
+
+
 @register_policy("vlnbert")
 class VLNBertPolicy(VLNPolicy):
     """Recurrent VLN-BERT over waypoint candidates (see the module docstring)."""
 
     name = "vlnbert"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
+    Params = VLNBertParams
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, waypoint_predictor: Any = None,
                  text_encoder: dict | None = None, layers: int = 2, heads: int = 4, stop_distance: float = 1.5,
                  open_space_radius: float = 0.3, no_candidate_turn_deg: float = 30.0, **params: Any):
         super().__init__(vocab, sensors, **params)
-        if waypoint_predictor is None:
-            raise ConfigError("VLN-BERT needs a waypoint predictor", field="policy.params.waypoint_predictor",
-                              expected="the predictor.pt of 'vlnverse waypoints train'")
         if isinstance(waypoint_predictor, dict):  # rebuilt from a checkpoint (weights come with the state dict)
             self.predictor_path = None
             predictor = WaypointPredictor(**waypoint_predictor)
         else:
             self.predictor_path = str(waypoint_predictor)
             predictor = load_predictor(waypoint_predictor)
-        checks = {"stop_distance": stop_distance > 0, "open_space_radius": open_space_radius >= 0,
-                  "no_candidate_turn_deg": 0 < no_candidate_turn_deg <= 180, "layers": layers >= 1}
-        for name, ok in checks.items():
-            if not ok:
-                raise ConfigError(f"bad value {locals()[name]!r}", field=f"policy.params.{name}", expected="a positive number")
         self.stop_distance, self.open_space_radius = float(stop_distance), float(open_space_radius)
         self.turn_deg = float(no_candidate_turn_deg)
         self.predictor = predictor

@@ -2,6 +2,7 @@
 ``metrics.json`` and the loss curve."""
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -11,7 +12,10 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from ...core.errors import ConfigError
 from ...core.io import atomic_path, to_jsonable, write_json_atomic
+from ...core.params import check_ranges, param
+from .. import seed_torch
 from .data import PanoramaRenderer, WaypointData, build_dataset
 from .grid import to_world
 from .model import WaypointPredictor, save_predictor
@@ -19,20 +23,33 @@ from .model import WaypointPredictor, save_predictor
 
 @dataclass
 class WaypointTrainConfig:
-    """``vlnverse waypoints train`` settings (model parameters in ``model``)."""
+    """``vlnverse waypoints train`` settings (model parameters in ``model``: ``WaypointPredictor``'s
+    keywords); numeric ranges are field metadata (``core.params``), checked by ``validate``."""
 
     scenes: Any = "train"
     val_scenes: Any = "val_unseen"
-    poses_per_scene: int = 150
-    val_poses_per_scene: int = 60
-    epochs: int = 15
-    batch_size: int = 32
-    lr: float = 1e-3
+    poses_per_scene: int = param(150, low=1, high=1_000_000)
+    val_poses_per_scene: int = param(60, low=1, high=1_000_000)
+    epochs: int = param(15, low=1, high=1_000_000)
+    batch_size: int = param(32, low=1, high=1_000_000)
+    lr: float = param(1e-3, low=1e-9, high=10.0)
     seed: int = 0
     body: str = "r2r_ce"
     model: dict[str, Any] = field(default_factory=dict)
-    hit_radius: float = 1.0
-    threads: int | None = 1
+    hit_radius: float = param(1.0, low=0.01, high=100.0)
+    threads: int | None = param(1, low=1, high=4096)
+
+    def validate(self) -> None:
+        """Ranges of the numeric fields; ``model`` keys among the predictor's, a positive
+        ``model.image_size``. Reads nothing but the fields."""
+        check_ranges(self, prefix="")
+        known = {k for k, p in inspect.signature(WaypointPredictor.__init__).parameters.items() if p.kind is p.KEYWORD_ONLY}
+        for key in self.model:
+            if key not in known:
+                raise ConfigError(f"unknown key {key!r}", field=f"model.{key}", expected=f"one of {sorted(known)}")
+        size = self.model.get("image_size", 16)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ConfigError(f"got {size!r}", field="model.image_size", expected="a positive integer")
 
 
 def evaluate(model: WaypointPredictor, data: WaypointData, contexts: dict[str, Any], *, hit_radius: float = 1.0,
@@ -112,11 +129,10 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
     from ...scenes.splits import resolve_scenes
     from ...tasks.base import load_scene_context
 
+    cfg.validate()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
+    seed_torch(cfg.seed, cfg.threads)
     from ...core.body import as_body
 
     body = as_body(cfg.body)  # the free-space check sees obstacles as this body would

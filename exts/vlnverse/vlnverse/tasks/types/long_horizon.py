@@ -56,8 +56,6 @@ class LongHorizonParams(LLMParams):
         require(0 <= self.leg_min_geodesic < self.leg_max_geodesic, "leg_min_geodesic/leg_max_geodesic",
                 f"got [{self.leg_min_geodesic}, {self.leg_max_geodesic}]", "0 <= min < max (m)")
         require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
-        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
-                "an integer >= 1")
 
 
 def _named_categories(goal: GoalObject) -> set[str]:

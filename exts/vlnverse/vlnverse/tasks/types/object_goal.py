@@ -31,12 +31,10 @@ class ObjectGoalParams:
     max_attempts_per_episode: int = param(20, low=1, high=1000)
 
     def validate(self) -> None:
-        """A positive offset and budget; a non-empty category list when given."""
+        """A positive offset; a non-empty category list when given."""
         require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
         require(self.categories is None or len(self.categories) > 0, "categories", "empty",
                 "a non-empty list of categories, or unset for all")
-        require(self.max_attempts_per_episode >= 1, "max_attempts_per_episode", f"got {self.max_attempts_per_episode}",
-                "an integer >= 1")
 
 
 @register_task("object_goal")
