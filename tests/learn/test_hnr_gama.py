@@ -263,3 +263,20 @@ def test_vlnverse_train_and_eval_cli_with_the_shipped_config(name, predictor_fil
     records = [json.loads(line) for line in
                (tmp_path / "runs" / "oracle_fine_grained_strict" / "episodes.jsonl").read_text().splitlines()]
     assert len(records) == 1 and records[0]["actions"]
+
+
+@pytest.mark.parametrize("policy,bad,field", [("hnr", {"cloud_cap": 0}, "policy.params.cloud_cap"),
+                                              ("hnr", {"stage": "pretrain"}, "policy.params.stage"),
+                                              ("gama", {"experts": 2, "top_k": 3}, "policy.params.top_k"),
+                                              ("gama", {"balance_weight": -1.0}, "policy.params.balance_weight"),
+                                              ("hnr", {"render": {"rays": 0}}, "policy.params.render"),
+                                              ("gama", {"expertz": 2}, "policy.params.expertz")])
+def test_bad_parameters_are_one_line_errors(policy, bad, field, predictor_file):
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.vocab import Vocabulary
+
+    with pytest.raises(ConfigError) as err:
+        build_policy(policy, {"hidden_size": 32, "waypoint_predictor": str(predictor_file), **bad},
+                     Vocabulary.build(["go"]), RIG16)
+    assert field in str(err.value) and "\n" not in str(err.value)

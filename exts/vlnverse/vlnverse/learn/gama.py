@@ -70,8 +70,28 @@ class SAME(nn.Module):
 
 # -------------------------------------------------------------------------------------------- policy
 
-from .hnr import HNRPolicy  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from ..core.params import param  # noqa: E402
+from .hnr import HNRParams, HNRPolicy  # noqa: E402
 from .policies import register_policy  # noqa: E402
+
+
+@dataclass
+class GAMAParams(HNRParams):
+    """``policy.params`` of ``gama``: HNR's and the mixture of experts'."""
+
+    experts: int = param(4, low=1, high=1024)
+    top_k: int = param(2, low=1, high=1024)
+    balance_weight: float = param(0.01, low=0.0)
+    global_layers: int = param(1, low=1, high=256)
+
+    def validate(self) -> None:
+        """HNR's rules and ``top_k`` <= ``experts``."""
+        super().validate()
+        if self.top_k > self.experts:
+            raise ConfigError(f"top_k {self.top_k} with {self.experts} experts", field="top_k",
+                              expected=f"at most experts ({self.experts})")
 
 
 @register_policy("gama")
@@ -79,14 +99,11 @@ class GAMAPolicy(HNRPolicy):
     """HNR's backbone with local and global cross-modal encoders scored by SAME (module docstring)."""
 
     name = "gama"
+    Params = GAMAParams
 
     def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, experts: int = 4, top_k: int = 2,
                  balance_weight: float = 0.01, global_layers: int = 1, **params: Any):
         super().__init__(vocab, sensors, **params)
-        if not (isinstance(balance_weight, (int, float)) and balance_weight >= 0):
-            raise ConfigError(f"bad value {balance_weight!r}", field="policy.params.balance_weight", expected="a number >= 0")
-        if not (isinstance(global_layers, int) and global_layers >= 1):
-            raise ConfigError(f"bad value {global_layers!r}", field="policy.params.global_layers", expected="an integer >= 1")
         h = self.hidden_size
         self.balance_weight = float(balance_weight)
         self.same = SAME(2 * h, 2 * h, experts=experts, k=top_k, hidden=h)

@@ -47,9 +47,10 @@ from torch import nn
 from torch.nn import functional as F
 
 from ..core.errors import ConfigError
+from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from .policies import register_policy
-from .vlnbert import Perception, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
+from .vlnbert import Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
 from .vocab import PAD_ID
 
 # -------------------------------------------------------------------------------------------- feature cloud
@@ -316,30 +317,37 @@ class GraphMemory:
         self.tokens = torch.zeros(batch, 0, hidden, device=device)
 
 
+@dataclass
+class HNRParams(VLNBertParams):
+    """``policy.params`` of ``hnr``: VLN-BERT's and the cloud, graph and rendering ones (module docstring)."""
+
+    cloud_cap: int = param(256, low=1, high=10_000_000)
+    history: int = param(8, low=0, high=100_000)
+    graph_layers: int = param(1, low=0, high=256)
+    render: dict[str, Any] | None = None
+    render_weight: float = param(0.1, low=0.0)
+    stage: str = "joint"
+
+    def validate(self) -> None:
+        """VLN-BERT's rules and a known ``stage``."""
+        super().validate()
+        if self.stage not in ("joint", "render"):
+            raise ConfigError(f"got {self.stage!r}", field="stage",
+                              expected="joint (policy + rendering loss) or render (the rendering model alone)")
+
+
 @register_policy("hnr")
 class HNRPolicy(VLNBertPolicy):
     """VLN-BERT with HNR's feature cloud, rendered lookahead views and GASA graph (module docstring)."""
 
     name = "hnr"
+    Params = HNRParams
 
     def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
                  graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, stage: str = "joint",
                  **params: Any):
         super().__init__(vocab, sensors, **params)
-        if stage not in ("joint", "render"):
-            raise ConfigError(f"got {stage!r}", field="policy.params.stage",
-                              expected="joint (policy + rendering loss) or render (the rendering model alone)")
         self.stage = stage
-        checks = {"cloud_cap": isinstance(cloud_cap, int) and cloud_cap >= 1, "history": isinstance(history, int) and history >= 0,
-                  "graph_layers": isinstance(graph_layers, int) and graph_layers >= 0,
-                  "render_weight": isinstance(render_weight, (int, float)) and render_weight >= 0}
-        for name, ok in checks.items():
-            if not ok:
-                raise ConfigError(f"bad value {locals()[name]!r}", field=f"policy.params.{name}",
-                                  expected="an integer >= 1" if name == "cloud_cap" else "a number >= 0")
-        if render is not None and not isinstance(render, dict):
-            raise ConfigError(f"got {render!r}", field="policy.params.render",
-                              expected="a mapping of k, rays, samples, near, far, hfov_deg, radius, hidden")
         self.cloud_cap, self.history, self.render_weight = cloud_cap, history, float(render_weight)
         h, feat = self.hidden_size, self.predictor.params["hidden_size"]
         self.feat_dim = feat
