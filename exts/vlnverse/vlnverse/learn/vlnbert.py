@@ -369,25 +369,30 @@ class VLNBertPolicy(VLNPolicy):
         polar = torch.stack([torch.sin(cands[..., 0]), torch.cos(cands[..., 0]), cands[..., 1] / self.max_distance], -1)
         return self.view_proj(feat) + self.polar(polar)
 
-    def step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, hidden: torch.Tensor
-             ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step: (logits (B, K + 1), index K = STOP; invalid candidates -inf) and the new state (B, 1, H)."""
+    def encode_actions(self, instruction: tuple, cand_tokens: torch.Tensor, valid: torch.Tensor, hidden: torch.Tensor
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The transformer over [state, instruction, candidate tokens (B, K, H), STOP]: (new state
+        (B, H), action outputs (B, K + 1, H) with STOP last, action mask (B, K + 1))."""
         ctx, mask, _ = instruction
-        b, k = cands.shape[:2]
-        valid = cands[..., 2] > 0.5
+        b = cand_tokens.shape[0]
         state = hidden[:, 0]
         text = self.text_proj(ctx)
         tokens = torch.cat([state[:, None] + self.types.weight[0], text + self.types.weight[1],
-                            self.candidate_tokens(view_feats, cands) + self.types.weight[2],
+                            cand_tokens + self.types.weight[2],
                             self.stop_token.expand(b, -1, -1) + self.types.weight[3]], dim=1)
-        ones = torch.ones(b, 1, dtype=torch.bool, device=cands.device)
+        ones = torch.ones(b, 1, dtype=torch.bool, device=valid.device)
         keep = torch.cat([ones, mask, valid, ones], dim=1)
         out = self.encoder(tokens, src_key_padding_mask=~keep)
         new_state = self.state_update(torch.cat([out[:, 0], state], dim=1))
-        actions = out[:, 1 + ctx.shape[1]:]  # K candidates + STOP
-        scores = self.scorer(torch.cat([new_state[:, None].expand(-1, k + 1, -1), actions], dim=-1)).squeeze(-1)
-        scores = scores.masked_fill(~torch.cat([valid, ones], dim=1), float("-inf"))
-        return scores, new_state.unsqueeze(1)
+        return new_state, out[:, 1 + ctx.shape[1]:], torch.cat([valid, ones], dim=1)
+
+    def step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, hidden: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step: (logits (B, K + 1), index K = STOP; invalid candidates -inf) and the new state (B, 1, H)."""
+        new_state, actions, keep = self.encode_actions(instruction, self.candidate_tokens(view_feats, cands),
+                                                       cands[..., 2] > 0.5, hidden)
+        scores = self.scorer(torch.cat([new_state[:, None].expand(-1, actions.shape[1], -1), actions], dim=-1)).squeeze(-1)
+        return scores.masked_fill(~keep, float("-inf")), new_state.unsqueeze(1)
 
     # ---------------------------------------------------------------- training
 

@@ -1,0 +1,613 @@
+"""HNR (Wang et al. 2024, "Lookahead exploration with neural radiance representation", as in the
+VLNVerse paper's appendix A.1.1): the building blocks and the ``hnr`` policy in ``POLICIES``.
+
+- ``backproject`` (Eq. 2): grid features of a view, with planar depth (the simulator's
+  convention) and pinhole intrinsics, become world points with an orientation (the camera's
+  heading) and a scale (the footprint of a cell at its depth, ``depth / fx`` per pixel).
+- ``FeatureCloud``: the points of an episode, grown step by step, capped at ``cap`` points;
+  **eviction is first-in first-out** (when full, the oldest points go first: the cloud holds the
+  most recent observations).
+- ``VolumeRenderer`` (Eqs. 3-4): a lookahead view at (origin, heading) is ``rays`` horizontal
+  rays across ``hfov``, ``samples`` points on each between ``near`` and ``far``; each sample
+  gathers its K nearest cloud points (torch ``cdist`` + ``topk``, batched), embeds their relative
+  position and orientation in the ray's frame, weighs them (softmax over K) into a latent
+  feature and predicts a density; only neighbours within ``radius`` count (a sample with none is
+  empty space, density 0). The ray integrates ``Σ T_i (1 - exp(-σ_i δ_i)) f_i`` (Eq. 4); the
+  view's region feature is the mean over its rays.
+- ``GraphAwareAttention`` (Eq. 5): multi-head self-attention over graph nodes whose logits add a
+  learnt per-head map of the node distance matrix E (E = 0: plain attention).
+
+The ``hnr`` policy extends VLN-BERT (``learn.vlnbert``: the panorama, the waypoint predictor's
+candidates, the state token and the oracle teacher). Each step the 12 panorama view features go
+into the cloud (one point per view, at the view's median centre-row depth: ``backproject`` of a
+1 x 1 grid); for each candidate a lookahead view is rendered at the candidate's position facing
+its direction; the topological graph holds the visited nodes (the last ``history`` positions),
+the current node, the candidates and one lookahead node per candidate (at the candidate's
+position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
+(``graph_distances``: shortest paths along the trajectory chain, current - candidate and
+candidate - lookahead edges, each as long as the straight line between its nodes). A candidate's
+token for the VLN-BERT scorer is its graph token plus its lookahead's.
+
+Training: ``render_weight`` λ > 0 adds λ · (1 - cos) between the rendered feature of the oracle's
+candidate at step t and the real panorama view the agent faces at step t + 1 (the simulator's
+render at that pose, which the teacher recorded): the rendering model is supervised by the
+encoder's feature of the real view, jointly with the policy; or first alone, as the paper does:
+``stage: render`` trains only the rendering model on that loss (one ``vlnverse train`` run), then
+``stage: joint`` (the default) trains the policy with ``render.weights: <that run's checkpoint>``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..core.errors import ConfigError
+from ..core.params import param
+from ..sim.types import DiscreteAction, WaypointAction
+from .policies import register_policy
+from .vlnbert import Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
+from .vocab import PAD_ID
+
+# -------------------------------------------------------------------------------------------- feature cloud
+
+
+def backproject(features: torch.Tensor, depth: torch.Tensor, intrinsics: tuple[float, float, float, float],
+                pose: torch.Tensor) -> dict[str, torch.Tensor]:
+    """World points of grid features (Eq. 2).
+
+    ``features`` (..., C, h, w) on a grid over a (H, W) image; ``depth`` (..., H, W) planar depth in
+    metres (each cell reads the median depth of its pixels); ``intrinsics`` (fx, fy, cx, cy) in
+    pixels of the (H, W) image; ``pose`` (..., 5): camera position (x, y, z), yaw (CCW from +x)
+    and pitch (up positive) in the world (z up; the camera looks along its yaw). Returns
+    ``positions`` (..., h*w, 3), ``features`` (..., h*w, C), ``headings`` (..., h*w) (the
+    camera's yaw) and ``scales`` (..., h*w) (metres per pixel at the cell's depth, ``d / fx``)."""
+    fx, fy, cx, cy = (float(v) for v in intrinsics)
+    *lead, c, h, w = features.shape
+    hh, ww = depth.shape[-2:]
+    if hh % h or ww % w:
+        raise ValueError(f"depth {hh}x{ww} is not a multiple of the feature grid {h}x{w}")
+    cells = depth.reshape(*lead, h, hh // h, w, ww // w).transpose(-3, -2).reshape(*lead, h, w, -1)
+    d = cells.median(-1).values  # (..., h, w)
+    u = (torch.arange(w, dtype=depth.dtype, device=depth.device) + 0.5) * (ww / w)
+    v = (torch.arange(h, dtype=depth.dtype, device=depth.device) + 0.5) * (hh / h)
+    xc = (u[None, :] - cx) / fx * d  # right
+    yc = (v[:, None] - cy) / fy * d  # down
+    # camera frame → agent-aligned frame (forward, left, up), then pitch about the left axis, then yaw
+    fwd, left, up = d, -xc, -yc
+    pitch, yaw = pose[..., 4][..., None, None], pose[..., 3][..., None, None]
+    fwd, up = fwd * torch.cos(pitch) - up * torch.sin(pitch), fwd * torch.sin(pitch) + up * torch.cos(pitch)
+    x = pose[..., 0][..., None, None] + fwd * torch.cos(yaw) - left * torch.sin(yaw)
+    y = pose[..., 1][..., None, None] + fwd * torch.sin(yaw) + left * torch.cos(yaw)
+    z = pose[..., 2][..., None, None] + up
+    positions = torch.stack([x, y, z], -1).reshape(*lead, h * w, 3)
+    return {"positions": positions, "features": features.reshape(*lead, c, h * w).transpose(-1, -2),
+            "headings": pose[..., 3][..., None].expand(*lead, h * w), "scales": (d / fx).reshape(*lead, h * w)}
+
+
+class FeatureCloud:
+    """The points of one or a batch of episodes (B, N, ·), at most ``cap`` per episode; when full
+    the oldest points are evicted first (FIFO)."""
+
+    def __init__(self, batch: int, feat_dim: int, cap: int = 256, device: Any = None):
+        if cap < 1:
+            raise ValueError("cap must be >= 1")
+        self.cap = int(cap)
+        z = lambda *s: torch.zeros(batch, 0, *s, device=device)  # noqa: E731
+        self.positions, self.features, self.headings, self.scales = z(3), z(feat_dim), z(), z()
+
+    def __len__(self) -> int:
+        return self.positions.shape[1]
+
+    def add(self, points: dict[str, torch.Tensor]) -> None:
+        """Append ``backproject``'s output (B, n, ·); keep the newest ``cap`` points."""
+        for key in ("positions", "features", "headings", "scales"):
+            setattr(self, key, torch.cat([getattr(self, key), points[key]], dim=1)[:, -self.cap:])
+
+
+# -------------------------------------------------------------------------------------------- rendering
+
+
+def integrate(density: torch.Tensor, latent: torch.Tensor, deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 4 along the last sample axis: density (..., S), latent (..., S, C), deltas (S,) →
+    (feature (..., C), opacity (...) = 1 - transmittance past the last sample)."""
+    alpha = 1.0 - torch.exp(-density * deltas)
+    trans = torch.cumprod(torch.cat([torch.ones_like(alpha[..., :1]), 1.0 - alpha[..., :-1] + 1e-10], -1), -1)
+    weights = trans * alpha
+    return (weights.unsqueeze(-1) * latent).sum(-2), weights.sum(-1)
+
+
+class VolumeRenderer(nn.Module):
+    """Renders region features of lookahead views from a ``FeatureCloud`` (see the module docstring)."""
+
+    def __init__(self, feat_dim: int, hidden: int = 32, k: int = 4, rays: int = 3, samples: int = 8, near: float = 0.2,
+                 far: float = 3.0, hfov_deg: float = 90.0, radius: float = 0.75):
+        super().__init__()
+        if not (k >= 1 and rays >= 1 and samples >= 2 and 0 <= near < far and radius > 0 and 0 < hfov_deg < 360):
+            raise ConfigError(f"k={k} rays={rays} samples={samples} near={near} far={far} radius={radius} hfov_deg={hfov_deg}",
+                              field="policy.params.render",
+                              expected="k >= 1, rays >= 1, samples >= 2, 0 <= near < far, radius > 0, 0 < hfov_deg < 360")
+        self.k, self.radius = int(k), float(radius)
+        half = math.radians(hfov_deg) / 2
+        self.register_buffer("ray_yaws", torch.linspace(-half, half, rays) if rays > 1 else torch.zeros(1), persistent=False)
+        self.register_buffer("depths", torch.linspace(near, far, samples), persistent=False)
+        # Eq. 3: relative position (ray frame: forward, left, up), distance, relative orientation, scale
+        self.rel = nn.Sequential(nn.Linear(7, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, hidden))
+        self.score = nn.Linear(hidden, 1)
+        self.density = nn.Sequential(nn.Linear(hidden + feat_dim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, 1))
+
+    def forward(self, cloud: FeatureCloud, origins: torch.Tensor, yaws: torch.Tensor
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views at ``origins`` (B, M, 3) facing ``yaws`` (B, M) → (features (B, M, C), opacity (B, M))."""
+        b, m = yaws.shape
+        ray_yaw = yaws[..., None] + self.ray_yaws  # (B, M, R)
+        r, s = ray_yaw.shape[-1], self.depths.shape[0]
+        direction = torch.stack([torch.cos(ray_yaw), torch.sin(ray_yaw), torch.zeros_like(ray_yaw)], -1)
+        pts = origins[:, :, None, None] + direction[:, :, :, None] * self.depths[:, None]  # (B, M, R, S, 3)
+        q = pts.reshape(b, -1, 3)
+        n = len(cloud)
+        k = min(self.k, n)
+        dist = torch.cdist(q, cloud.positions)  # (B, Q, N)
+        near_d, idx = dist.topk(k, dim=-1, largest=False)
+        gather = lambda t: torch.gather(t[:, None].expand(-1, q.shape[1], *t.shape[1:]), 2,  # noqa: E731
+                                        idx.reshape(*idx.shape, *([1] * (t.dim() - 2))).expand(*idx.shape, *t.shape[2:]))
+        p_k, f_k, h_k, s_k = (gather(cloud.positions), gather(cloud.features), gather(cloud.headings), gather(cloud.scales))
+        yaw_q = ray_yaw[..., None].expand(b, m, r, s).reshape(b, -1)[..., None]  # (B, Q, 1)
+        off = p_k - q[:, :, None]
+        cos, sin = torch.cos(yaw_q), torch.sin(yaw_q)
+        rel = torch.stack([off[..., 0] * cos + off[..., 1] * sin, -off[..., 0] * sin + off[..., 1] * cos, off[..., 2],
+                           near_d, torch.sin(h_k - yaw_q), torch.cos(h_k - yaw_q), s_k], -1)
+        emb = self.rel(rel)  # (B, Q, K, hidden)
+        inside = near_d <= self.radius
+        logits = self.score(emb)[..., 0].masked_fill(~inside, -1e4)
+        w = F.softmax(logits, -1) * inside
+        latent = (w[..., None] * f_k).sum(2)  # (B, Q, C)
+        ctx = (w[..., None] * emb).sum(2)
+        sigma = F.softplus(self.density(torch.cat([ctx, latent], -1))[..., 0]) * inside.any(-1)
+        deltas = torch.cat([self.depths[1:] - self.depths[:-1], (self.depths[-1] - self.depths[-2])[None]])
+        feat, opacity = integrate(sigma.reshape(b, m, r, s), latent.reshape(b, m, r, s, -1), deltas)
+        return feat.mean(2), opacity.mean(2)
+
+
+# -------------------------------------------------------------------------------------------- graph
+
+
+class GraphAwareAttention(nn.Module):
+    """Eq. 5: softmax(Q Kᵀ / √d + φ(E)) V per head, φ a learnt affine map of the distance matrix
+    E (B, N, N) per head (initialised to -E: nearer nodes attend more); ``mask`` (B, N) keys."""
+
+    def __init__(self, dim: int, heads: int = 4):
+        super().__init__()
+        if dim % heads:
+            raise ConfigError(f"hidden_size {dim} with {heads} heads", field="policy.params.heads",
+                              expected="a divisor of hidden_size")
+        self.heads, self.dim = heads, dim
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.edge = nn.Linear(1, heads)
+        with torch.no_grad():
+            self.edge.weight.fill_(-1.0)
+            self.edge.bias.zero_()
+
+    def forward(self, x: torch.Tensor, distances: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, self.dim // self.heads).permute(2, 0, 3, 1, 4)
+        logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + self.edge(distances[..., None]).permute(0, 3, 1, 2)
+        if mask is not None:
+            logits = logits.masked_fill(~mask[:, None, None, :], float("-inf"))
+        out = F.softmax(logits, -1) @ v
+        return self.out(out.transpose(1, 2).reshape(b, n, self.dim))
+
+
+def graph_distances(positions: torch.Tensor, adjacency: torch.Tensor, unreachable: float = 100.0) -> torch.Tensor:
+    """Shortest-path lengths (B, N, N) over the edges ``adjacency`` (B, N, N, symmetric) whose
+    lengths are the Euclidean distances between ``positions`` (B, N, D) (Floyd-Warshall);
+    unreachable pairs read ``unreachable`` metres."""
+    d = torch.cdist(positions, positions)
+    eye = torch.eye(d.shape[-1], dtype=torch.bool, device=d.device)
+    d = torch.where(adjacency | eye, d, torch.full_like(d, float("inf")))
+    for m in range(d.shape[-1]):
+        d = torch.minimum(d, d[:, :, m:m + 1] + d[:, m:m + 1, :])
+    return d.nan_to_num(posinf=unreachable).clamp(max=unreachable)
+
+
+def topological_edges(visited: int, candidates: int, batch: int, device: Any = None) -> torch.Tensor:
+    """Adjacency (B, N, N) of HNR's graph ``[visited (chronological), current, candidates,
+    lookaheads]``: the trajectory chain, current — each candidate, each candidate — its lookahead."""
+    n = visited + 1 + 2 * candidates
+    a = torch.zeros(n, n, dtype=torch.bool, device=device)
+    chain = torch.arange(visited, device=device)
+    a[chain, chain + 1] = True
+    cur, cand = visited, visited + 1 + torch.arange(candidates, device=device)
+    a[cur, cand] = True
+    a[cand, cand + candidates] = True
+    a = a | a.T
+    return a.expand(batch, n, n)
+
+
+class GraphLayer(nn.Module):
+    """Pre-norm GASA + feed-forward block."""
+
+    def __init__(self, dim: int, heads: int = 4):
+        super().__init__()
+        self.attn, self.norm1, self.norm2 = GraphAwareAttention(dim, heads), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.ffn = nn.Sequential(nn.Linear(dim, 2 * dim), nn.ReLU(inplace=True), nn.Linear(2 * dim, dim))
+
+    def forward(self, x: torch.Tensor, distances: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.norm1(x), distances, mask)
+        return x + self.ffn(self.norm2(x))
+
+
+# -------------------------------------------------------------------------------------------- policy
+
+
+def view_depths(depth: np.ndarray, max_depth: float) -> np.ndarray:
+    """(V,) depth of each panorama view (V, H, W): the median of its two centre rows (no hit:
+    ``max_depth``)."""
+    h = depth.shape[1]
+    rows = np.nan_to_num(depth[:, max(0, h // 2 - 1):h // 2 + 1], nan=max_depth, posinf=max_depth)
+    return np.median(rows.reshape(depth.shape[0], -1), axis=1).clip(0.0, max_depth).astype(np.float32)
+
+
+class HNRPerception(Perception):
+    """VLN-BERT's perception that also keeps the per-view depths of the last panorama (``last_depth``)."""
+
+    def __init__(self, predictor: Any):
+        super().__init__(predictor)
+        render = self.renderer.render
+        self.last_depth: np.ndarray | None = None
+
+        def capture(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+            img = render(*args, **kwargs)
+            self.last_depth = view_depths(img["depth"], predictor.params["max_depth"])
+            return img
+
+        self.renderer.render = capture
+
+
+@dataclass(frozen=True)
+class HNRTeacher(VLNBertTeacher):
+    """VLN-BERT's waypoint oracle, recording also the per-view depths and the pose (the cloud's inputs)."""
+
+    @property
+    def key(self) -> dict[str, Any]:
+        return {**super().key, "kind": "hnr"}
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        fields = super().extra_fields
+        return {**fields, "view_depth": [fields["view_feats"][0]], "world_pose": [3]}
+
+    def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
+                   seed: int = 0) -> "HNRTeacherAgent":
+        return HNRTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+class HNRTeacherAgent(VLNBertTeacherAgent):
+    """``VLNBertTeacherAgent`` with the per-view depths and the pose in every recorded step."""
+
+    name = "hnr_teacher"
+
+    def __init__(self, spec: HNRTeacher, **kwargs: Any):
+        super().__init__(spec, **kwargs)
+        self.perception = HNRPerception(self.perception.predictor)
+
+    def act(self, observations: dict[str, Any], state: Any) -> Any:
+        pose = state.pose
+        if self.learner is not None:  # the learner's ``choose`` reads the same panorama's depths
+            self.learner.memory["sense"] = (self.perception, (pose.x, pose.y, pose.yaw))
+        n = len(self.steps)
+        action = super().act(observations, state)
+        if len(self.steps) > n:
+            self.steps[-1]["view_depth"] = self.perception.last_depth.copy()
+            self.steps[-1]["world_pose"] = np.array([pose.x, pose.y, pose.yaw], dtype=np.float32)
+        return action
+
+
+class GraphMemory:
+    """Per-episode (batched) memory of the HNR policy: the feature cloud and the visited nodes."""
+
+    def __init__(self, batch: int, feat_dim: int, hidden: int, cap: int, device: Any):
+        self.cloud = FeatureCloud(batch, feat_dim, cap, device)
+        self.positions = torch.zeros(batch, 0, 2, device=device)
+        self.tokens = torch.zeros(batch, 0, hidden, device=device)
+
+
+@dataclass
+class HNRParams(VLNBertParams):
+    """``policy.params`` of ``hnr``: VLN-BERT's and the cloud, graph and rendering ones (module docstring)."""
+
+    cloud_cap: int = param(256, low=1, high=10_000_000)
+    history: int = param(8, low=0, high=100_000)
+    graph_layers: int = param(1, low=0, high=256)
+    render: dict[str, Any] | None = None
+    render_weight: float = param(0.1, low=0.0)
+    stage: str = "joint"
+
+    def validate(self) -> None:
+        """VLN-BERT's rules and a known ``stage``."""
+        super().validate()
+        if self.stage not in ("joint", "render"):
+            raise ConfigError(f"got {self.stage!r}", field="stage",
+                              expected="joint (policy + rendering loss) or render (the rendering model alone)")
+
+
+@register_policy("hnr")
+class HNRPolicy(VLNBertPolicy):
+    """VLN-BERT with HNR's feature cloud, rendered lookahead views and GASA graph (module docstring)."""
+
+    name = "hnr"
+    Params = HNRParams
+
+    def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
+                 graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, stage: str = "joint",
+                 **params: Any):
+        super().__init__(vocab, sensors, **params)
+        self.stage = stage
+        self.cloud_cap, self.history, self.render_weight = cloud_cap, history, float(render_weight)
+        h, feat = self.hidden_size, self.predictor.params["hidden_size"]
+        self.feat_dim = feat
+        # the panorama's views: one point per view, a 1 x 1 grid of a camera of the panorama's field of view
+        from .waypoints.grid import PANORAMA_HFOV_DEG
+
+        self.view_fx = 0.5 / math.tan(math.radians(PANORAMA_HFOV_DEG) / 2)
+        render = dict(render or {})
+        weights = render.pop("weights", None)
+        try:
+            self.renderer = VolumeRenderer(feat, **{"hidden": h, **render})
+        except TypeError as exc:
+            raise ConfigError(str(exc), field="policy.params.render") from None
+        if weights:
+            self.load_renderer(weights)
+        self.render_proj = nn.Linear(feat, h)
+        self.node_types = nn.Embedding(4, h)  # visited, current, candidate, lookahead
+        heads = int(params.get("heads", 4))
+        self.graph = nn.ModuleList(GraphLayer(h, heads) for _ in range(graph_layers))
+        self.freeze_for_stage()
+
+    def load_renderer(self, path: Any) -> None:
+        """The ``renderer.*`` weights of a ``vlnverse train`` checkpoint (``render.weights``: e.g. a
+        ``stage: render`` run's), read without pickle; a checkpoint without them, or of another
+        size, is a one-line ``ConfigError``."""
+        from .checkpoint import read_checkpoint
+
+        data = read_checkpoint(path)
+        state = {k[len("renderer."):]: v for k, v in data["state_dict"].items() if k.startswith("renderer.")}
+        if not state:
+            raise ConfigError("no renderer weights in the checkpoint", file=path, field="policy.params.render.weights",
+                              expected="a checkpoint of an hnr or gama policy")
+        try:
+            self.renderer.load_state_dict(state)
+        except RuntimeError as exc:
+            raise ConfigError(f"renderer weights do not fit: {str(exc).splitlines()[0]}", file=path,
+                              field="policy.params.render.weights", expected="the same render.hidden and hidden_size") from None
+        self.notes.append(f"renderer: loaded weights from {path}")
+
+    @classmethod
+    def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
+        """VLN-BERT's, and ``render.weights`` dropped (the renderer's weights are in the state dict)."""
+        out = super().params_from_checkpoint(params, data, path)
+        if isinstance(out.get("render"), dict):
+            out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
+        return out
+
+    def freeze_for_stage(self) -> None:
+        """``stage: render``: only the rendering model trains (called last by each constructor)."""
+        if self.stage == "render":
+            for name, p in self.named_parameters():
+                if not name.startswith("renderer."):
+                    p.requires_grad_(False)
+
+    @classmethod
+    def teacher_spec(cls, params: dict[str, Any]) -> HNRTeacher:
+        """VLN-BERT's oracle, recording the cloud's inputs too."""
+        t = super().teacher_spec(params)
+        return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg)
+
+    def new_memory(self, batch: int, device: Any) -> GraphMemory:
+        return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
+
+    # ---------------------------------------------------------------- graph
+
+    def render_lookaheads(self, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                          pose: torch.Tensor, mem: GraphMemory) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Add the panorama's points to the cloud, then render a view at each candidate facing its
+        direction: (features (B, K, F), opacity (B, K), candidate positions (B, K, 2))."""
+        b, v, _ = view_feats.shape
+        k = cands.shape[1]
+        angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
+        zeros = torch.zeros(b, v, device=pose.device)
+        cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
+                           pose[:, None, 2] + angles, zeros], -1)
+        pts = backproject(view_feats[..., None, None], view_depth[..., None, None], (self.view_fx, self.view_fx, 0.5, 0.5), cam)
+        mem.cloud.add({key: t.reshape(b, v, *t.shape[3:]) for key, t in pts.items()})
+        heading = pose[:, None, 2] + cands[..., 0]
+        cand_xy = pose[:, None, :2] + cands[..., 1:2] * torch.stack([torch.cos(heading), torch.sin(heading)], -1)
+        origins = torch.cat([cand_xy, torch.zeros(b, k, 1, device=pose.device)], -1)
+        rendered, opacity = self.renderer(mem.cloud, origins, heading)
+        return rendered, opacity, cand_xy
+
+    def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                    pose: torch.Tensor, mem: GraphMemory) -> dict[str, torch.Tensor]:
+        """Grow the cloud, render a lookahead per candidate, encode the graph with GASA; update
+        the visited nodes. Returns the node outputs and what the scorers read."""
+        b, k = cands.shape[:2]
+        rendered, opacity, cand_xy = self.render_lookaheads(view_feats, cands, view_depth, pose, mem)
+        valid = cands[..., 2] > 0.5
+        current = self.view_proj(view_feats.mean(1))  # the current view's CLS
+        t = self.node_types.weight
+        cand_tok = self.candidate_tokens(view_feats, cands)
+        nodes = torch.cat([mem.tokens + t[0], current[:, None] + t[1], cand_tok + t[2],
+                           self.render_proj(rendered) + t[3]], 1)
+        positions = torch.cat([mem.positions, pose[:, None, :2], cand_xy, cand_xy], 1)
+        ones = torch.ones(b, mem.tokens.shape[1] + 1, dtype=torch.bool, device=pose.device)
+        mask = torch.cat([ones, valid, valid], 1)
+        dist = graph_distances(positions, topological_edges(mem.tokens.shape[1], k, b, pose.device))
+        for layer in self.graph:
+            nodes = layer(nodes, dist, mask)
+        first = mem.tokens.shape[1] + 1
+        mem.tokens = torch.cat([mem.tokens, current[:, None]], 1)[:, -self.history:] if self.history else mem.tokens
+        mem.positions = torch.cat([mem.positions, pose[:, None, :2]], 1)[:, -self.history:] if self.history else mem.positions
+        return {"nodes": nodes, "mask": mask, "distances": dist, "candidates": nodes[:, first:first + k] + nodes[:, first + k:],
+                "first": torch.tensor(first), "valid": valid, "current": current, "rendered": rendered, "opacity": opacity}
+
+    def score_actions(self, instruction: tuple, new_state: torch.Tensor, actions: torch.Tensor, graph: dict
+                      ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Scores (B, K + 1) of the encoded actions (VLN-BERT's scorer) and auxiliary outputs."""
+        return self.scorer(torch.cat([new_state[:, None].expand(-1, actions.shape[1], -1), actions], -1))[..., 0], {}
+
+    def graph_step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
+                   pose: torch.Tensor, hidden: torch.Tensor, mem: GraphMemory
+                   ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """One step: (logits (B, K + 1), STOP last, invalid -inf; new state (B, 1, H); auxiliary outputs)."""
+        graph = self.build_graph(instruction, view_feats, cands, view_depth, pose, mem)
+        new_state, actions, keep = self.encode_actions(instruction, graph["candidates"], graph["valid"], hidden)
+        scores, aux = self.score_actions(instruction, new_state, actions, graph)
+        aux["rendered"] = graph["rendered"]
+        return scores.masked_fill(~keep, float("-inf")), new_state.unsqueeze(1), aux
+
+    # ---------------------------------------------------------------- training
+
+    def auxiliary_loss(self, aux: list[dict], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
+        """λ_render · ``render_loss``."""
+        if self.render_weight <= 0:
+            return torch.zeros((), device=valid.device)
+        return self.render_weight * self.render_loss([a["rendered"] for a in aux], batch, valid)
+
+    def render_loss(self, rendered: list[torch.Tensor], batch: dict[str, Any], valid: torch.Tensor) -> torch.Tensor:
+        """Mean (1 - cos) between the rendered view (per step (B, K, F)) of the oracle's candidate at
+        step t and the real view the agent faces at step t + 1 (view 0 of the next panorama)."""
+        if valid.shape[1] < 2:
+            return torch.zeros((), device=valid.device)
+        extras = batch["extras"]
+        target = extras["target"].long()
+        k = extras["candidates"].shape[2]
+        rendered = torch.stack(rendered, 1)  # (B, T, K, F)
+        moves = valid[:, :-1] & valid[:, 1:] & (target[:, :-1] < k)
+        if not moves.any():
+            return torch.zeros((), device=valid.device)
+        idx = target[:, :-1].clamp(max=k - 1)
+        picked = torch.gather(rendered[:, :-1], 2, idx[..., None, None].expand(-1, -1, 1, rendered.shape[-1]))[:, :, 0]
+        real = extras["view_feats"][:, 1:, 0]
+        cos = F.cosine_similarity(picked, real, dim=-1)
+        return (1 - cos)[moves].mean()
+
+    def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+        """VLN-BERT's cross-entropy (every valid step weighs 1) + ``auxiliary_loss``; with
+        ``stage: render`` the ``render_loss`` alone (no step is scored: 0 correct)."""
+        extras = batch["extras"]
+        feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
+        depth, pose = extras["view_depth"], extras["world_pose"]
+        b, t = target.shape
+        if self.stage == "render":
+            mem = self.new_memory(b, target.device)
+            rendered = [self.render_lookaheads(feats[:, i], cands[:, i], depth[:, i], pose[:, i], mem)[0] for i in range(t)]
+            return self.render_loss(rendered, batch, batch["weights"] > 0), 0.0
+        tokens = batch["tokens"]
+        instruction = self.instruction(tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))])
+        hidden = self.initial_state(b, target.device)
+        mem = self.new_memory(b, target.device)
+        logits, aux = [], []
+        for i in range(t):
+            out, hidden, a = self.graph_step(instruction, feats[:, i], cands[:, i], depth[:, i], pose[:, i], hidden, mem)
+            logits.append(out)
+            aux.append(a)
+        logits = torch.stack(logits, 1)
+        valid = batch["weights"] > 0
+        k = cands.shape[2]
+        target = torch.where(valid, target, torch.full_like(target, k))
+        ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
+        w = valid.float().reshape(-1)
+        loss = (ce * w).sum() / w.sum().clamp(min=1e-8) + self.auxiliary_loss(aux, batch, valid)
+        return loss, float(((logits.argmax(-1) == target) & valid).sum())
+
+    # ---------------------------------------------------------------- acting
+
+    def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
+        """VLN-BERT's acting memory plus the graph memory (feature cloud, visited nodes)."""
+        if "hnr_perception" not in agent.cache:
+            agent.cache["hnr_perception"] = HNRPerception(self.predictor)
+        memory = super().begin_episode(instruction, episode, context, agent)
+        memory["graph"] = self.new_memory(1, agent.device)
+        return memory
+
+    def step_info(self, aux: dict[str, torch.Tensor]) -> dict[str, Any]:
+        """What the agent logs of a step's auxiliary outputs (``agent_outputs``)."""
+        return {}
+
+    def choose(self, memory: dict[str, Any], view_feats: np.ndarray, cands: np.ndarray, agent: Any,
+               view_depth: np.ndarray | None = None, pose: Any = None) -> int:
+        """Advance one step and return the chosen index (len(cands): STOP); without ``view_depth``
+        (the teacher asking during DAgger) the depths and pose come from ``memory["sense"]``."""
+        if view_depth is None:
+            perception, pose = memory.pop("sense")
+            view_depth = perception.last_depth
+        dev = agent.device
+        as_t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))[None].to(dev)  # noqa: E731
+        with torch.no_grad():
+            logits, memory["hidden"], aux = self.graph_step(memory["instruction"], as_t(view_feats), as_t(cands),
+                                                            as_t(view_depth), as_t(pose), memory["hidden"], memory["graph"])
+        memory["info"] = self.step_info(aux)
+        return agent.pick(logits[0])
+
+    def propose(self, memory: dict[str, Any], observations: dict[str, Any], state: Any, agent: Any) -> Any:
+        """VLN-BERT's ``propose`` through the graph step (turn in place when no candidate)."""
+        ctx, pose = memory["context"], state.pose
+        perception = agent.cache["hnr_perception"]
+        feats, cands, n = perception(ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"])
+        if n == 0:
+            memory["no_candidate_turns"] += 1
+            memory["empty"] += 1
+            agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
+            return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
+        memory["empty"] = 0
+        choice = self.choose(memory, feats, cands, agent, perception.last_depth, (pose.x, pose.y, pose.yaw))
+        info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice, **memory.pop("info", {})}
+        agent.outputs.append(info)
+        if choice == len(cands):
+            return DiscreteAction.STOP
+        info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
+        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+
+
+def view_at_angle(view_feats: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """The panorama feature (B, M, F) at ``angles`` (B, M) (rad CCW, agent frame): linear between
+    the two nearest of the V views (view v faces 2πv / V)."""
+    b, v, f = view_feats.shape
+    pos = (angles / (2 * math.pi / v)) % v
+    lo = pos.floor().long() % v
+    w = (pos - pos.floor()).unsqueeze(-1)
+    gather = lambda idx: torch.gather(view_feats, 1, idx.unsqueeze(-1).expand(-1, -1, f))  # noqa: E731
+    return (1 - w) * gather(lo) + w * gather((lo + 1) % v)
+
+
+@torch.no_grad()
+def lookahead_similarity(policy: HNRPolicy, store: Any) -> dict[str, Any]:
+    """How well ``policy`` (``hnr`` or ``gama``) predicts the view ahead, over the teacher steps of
+    a ``StepStore`` (collected by ``HNRTeacher``; held-out homes for a fair figure): the mean cosine
+    similarity between the rendered view of the oracle's candidate at step t and the real front view
+    at step t + 1, against the baseline that copies the current panorama's feature in that direction."""
+    policy.eval()
+    rendered_cos, copy_cos = [], []
+    for i in range(len(store)):
+        ep = store.episode(i)
+        t = int(ep["length"])
+        as_t = lambda name: torch.from_numpy(np.asarray(ep[name], dtype=np.float32))[None]  # noqa: E731
+        feats, cands, depth, pose = as_t("view_feats"), as_t("candidates"), as_t("view_depth"), as_t("world_pose")
+        target = ep["target"].astype(int)
+        k = cands.shape[2]
+        mem = policy.new_memory(1, "cpu")
+        for s in range(t):
+            rendered, _, _ = policy.render_lookaheads(feats[:, s], cands[:, s], depth[:, s], pose[:, s], mem)
+            if s + 1 < t and target[s] < k:
+                real = feats[0, s + 1, 0]
+                rendered_cos.append(float(F.cosine_similarity(rendered[0, target[s]], real, dim=0)))
+                copy = view_at_angle(feats[:, s], cands[:, s, target[s]:target[s] + 1, 0])[0, 0]
+                copy_cos.append(float(F.cosine_similarity(copy, real, dim=0)))
+    n = len(rendered_cos)
+    return {"steps": n, "rendered_cos": round(float(np.mean(rendered_cos)), 4) if n else None,
+            "copy_baseline_cos": round(float(np.mean(copy_cos)), 4) if n else None}
