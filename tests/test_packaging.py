@@ -214,6 +214,10 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
     import yaml
 
     assert dependencies == [yaml.__file__, gymnasium.__file__]  # the packages of the interpreter running the tests
+    shipped = subprocess.run([str(python), "-c", "import vlnverse.paths as p; "
+                              "print((p.tasks_dir() / 'train' / 'cma_fine_grained.pt').stat().st_size)"],
+                             capture_output=True, text=True, env=env, cwd=work, check=True)
+    assert int(shipped.stdout) > 100_000  # the shipped CMA checkpoint travels in the wheel
     info = subprocess.run([str(command), "scenes", "info", "home_0012"], capture_output=True, text=True, env=env,
                           cwd=work, timeout=300)
     assert info.returncode == 0, info.stderr

@@ -67,7 +67,7 @@ def test_episode_metrics_and_table_from_eval_records(tmp_path):
     assert line.startswith("cma_il") and "0.667 [" in line and " 3 " in line
 
 
-@pytest.mark.parametrize("flags, field", [({"train_homes": 0}, "--train-homes"), ({"workers": 0}, "--workers"),
+@pytest.mark.parametrize("flags, field", [({"train_homes": -1}, "--train-homes"), ({"workers": 0}, "--workers"),
                                           ({"eval_episodes": -1}, "--eval-episodes"),
                                           ({"episodes_per_home": 0}, "--episodes-per-home")])
 def test_bench_count_flags_are_one_line_errors(flags, field):

@@ -22,8 +22,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                            "round retrains for a fifth of them)")
     p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert)")
     p.add_argument("--train-homes", type=int, default=None,
-                   help="train: train on N procedurally generated homes (made on demand, reused) instead of the shipped train scenes")
-    p.add_argument("--episodes-per-home", type=int, default=None, help="train: episodes per generated home (default 10)")
+                   help="train: N procedurally generated training homes (made on demand, reused; default 20); "
+                        "0: the 6 shipped train scenes")
+    p.add_argument("--episodes-per-home", type=int, default=None, help="train: episodes per generated home (default 8)")
     p.add_argument("--eval-episodes", type=int, default=None,
                    help="train: episodes per val_unseen and per test scene (default 50: 100 per split)")
     p.add_argument("--test-episodes", type=int, default=None, help="train: episodes per test scene (default: --eval-episodes)")

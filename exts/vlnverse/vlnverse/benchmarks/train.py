@@ -6,11 +6,12 @@ IL 50%, DAgger retraining 10%), evaluated on the same splits against random and 
 An epoch budget gives the same weights on any machine load; the seconds each row took are reported.
 
 Steps:
-1. Data. Training homes: the 6 shipped ``train`` scenes (``fine_grained`` episodes, ``--seed``,
-   a quarter held out as ``val_seen``: same homes, disjoint episodes), or with ``--train-homes N``
-   N procedurally generated homes (``learn.homes``: seeds 1000 …, ``--episodes-per-home`` each,
-   generated on demand into the work folder's cache; ``VAL_SEEN_HOMES_EPISODES`` of their episodes
-   held out as ``val_seen``). Held-out homes: ``--eval-episodes`` episodes on each shipped
+1. Data. Training homes: ``--train-homes N`` (default ``TRAIN_HOMES``) procedurally generated
+   homes (``learn.homes``: seeds 1000 …, ``--episodes-per-home`` each, generated on demand into the
+   work folder's cache; ``VAL_SEEN_HOMES_EPISODES`` of their held-out episodes as ``val_seen``:
+   same homes, disjoint episodes), the recipe of ``tasks/train/cma_fine_grained.yaml``; or with
+   ``--train-homes 0`` the 6 shipped ``train`` scenes (``fine_grained`` episodes, ``--seed``, a
+   quarter held out as ``val_seen``). Held-out homes: ``--eval-episodes`` episodes on each shipped
    ``val_unseen`` scene (``--seed`` + 1) and ``--test-episodes`` (default the same) on each
    ``test`` scene (``--seed`` + 2). The split guard refuses training homes shared with them.
 2. Render paths (``render``): the teacher cache of the first ``RENDER_COMPARE_EPISODES`` training
@@ -58,7 +59,8 @@ SENSORS = [{"name": "rgb", "kind": "rgb", "width": RESOLUTION, "height": RESOLUT
 VAL_SEEN_FRACTION = 0.25
 TRAIN_SCENE_EPISODES = 20      # per train scene at the default budget (6 scenes: ~90 train, ~30 val_seen)
 EVAL_EPISODES = 50             # per val_unseen and per test scene (2 + 2 scenes: 100 + 100 episodes)
-EPISODES_PER_HOME = 10         # with --train-homes
+TRAIN_HOMES = 20               # generated training homes (--train-homes; 0: the 6 shipped train scenes)
+EPISODES_PER_HOME = 8          # per generated home (--episodes-per-home): the recipe of tasks/train/cma_fine_grained.yaml
 VAL_SEEN_HOMES_EPISODES = 40   # val_seen episodes held out of the generated homes' episodes
 VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (selection and curve)
 VALIDATION_EVERY = 4           # IL epochs between validations
@@ -431,6 +433,7 @@ def run(args) -> dict:
         raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
     scale = 1.0 if budget is None else min(1.0, budget / DEFAULT_BUDGET)
     homes = getattr(args, "train_homes", None)
+    homes = TRAIN_HOMES if homes is None else homes
     workers = int(getattr(args, "workers", None) or 1)
     per_held_out = int(getattr(args, "eval_episodes", None) or EVAL_EPISODES)
     per_test = int(getattr(args, "test_episodes", None) or per_held_out)
@@ -551,7 +554,7 @@ def _check_counts(homes, workers, per_held_out, per_home) -> None:
     """One-line ``ConfigError`` for a bad ``--train-homes``, ``--workers``, ``--eval-episodes`` or ``--episodes-per-home``."""
     from vlnverse.core.errors import ConfigError
 
-    for flag, value, low in (("--train-homes", homes, 1), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
+    for flag, value, low in (("--train-homes", homes, 0), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
                              ("--episodes-per-home", per_home, 1)):
         if value is not None and (not isinstance(value, int) or value < low):
             raise ConfigError(f"got {value!r}", field=flag, expected=f"an integer >= {low}")
