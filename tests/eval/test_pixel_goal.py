@@ -273,9 +273,9 @@ def test_bad_agent_parameters_and_a_missing_prior_video_are_config_errors(home14
     from vlnverse.eval.models import make_model
 
     model = make_model("scripted", {"answers": ["Frame: 0\nAction: STOP"]})
-    with pytest.raises(ConfigError, match="video_frames >= 1"):
+    with pytest.raises(ConfigError, match=r"agent.params.video_frames: got 0 \(expected a number in \[1, "):
         make_agent("mv_dualvln", {"video_frames": 0, "view_size": SIZE}, model=model)
-    with pytest.raises(ConfigError, match="snap >= 0"):
+    with pytest.raises(ConfigError, match=r"agent.params.snap: got -1"):
         make_agent("mv_dualvln", {"snap": -1, "view_size": SIZE}, model=model)
     with pytest.raises(ConfigError, match="a chat model"):
         make_agent("mv_dualvln", {"view_size": SIZE})
