@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import copy
 import math
 import shutil
 import time
@@ -533,13 +534,17 @@ class Trainer:
         else:
             from .encoder import check_encoders, resolve_auto_encoders
 
-            encoder = self.ranks.main_first(lambda: resolve_auto_encoders(  # {type: pretrained, path: auto}
-                cfg.policy.params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
+            # {type: pretrained, path: auto}: the config (and so every checkpoint's) keeps 'auto'; the
+            # policy is built from the resolved file, whose trunks its weights then hold
+            params = copy.deepcopy(cfg.policy.params)
+            encoder = self.ranks.main_first(lambda: resolve_auto_encoders(
+                params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
                 progress=self.progress, report=self.report))
             if encoder is not None:
                 self.summary["encoder"] = encoder
-            check_encoders(cfg.policy.params, cfg.sensors)  # FoV and depth range of pretrained encoders' rigs
-            self.policy = build_policy(cfg.policy.name, cfg.policy.params, vocab, self.layout).to(self.device)
+                self.provenance["encoder"] = {k: encoder.get(k) for k in ("path", "train_homes", "held_out_homes")}
+            check_encoders(params, cfg.sensors)  # FoV and depth range of pretrained encoders' rigs
+            self.policy = build_policy(cfg.policy.name, params, vocab, self.layout).to(self.device)
             self.policy.max_instruction_length = cfg.max_instruction_length
             for note in self.policy.notes:
                 self.report(note)
