@@ -254,3 +254,17 @@ def test_export_drops_the_resume_state_and_keeps_what_evaluation_needs(saved, tm
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     assert main(["checkpoint", "export", str(tmp_path / "missing.pt"), str(tmp_path / "x.pt")]) == 2
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_the_shipped_checkpoint_is_the_model_of_its_recipe():
+    """``tasks/train/cma_fine_grained.pt`` has the policy, parameters, rig and instruction length of
+    ``tasks/train/cma_fine_grained.yaml`` (so ``mode=dagger init=`` accepts it), by name too."""
+    from vlnverse.core.io import to_jsonable
+    from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint, shipped_checkpoints
+    from vlnverse.learn.config import load_train_config, resolve_train_config_path
+
+    assert "cma_fine_grained" in shipped_checkpoints()
+    data = read_checkpoint(resolve_checkpoint("cma_fine_grained"), expected_policy="cma")
+    recipe = to_jsonable(load_train_config(resolve_train_config_path("cma_fine_grained")).model_key())
+    assert {k: data["config"].get(k) for k in recipe} == recipe
+    assert not {"optimizer", "position"} & set(data)  # exported: nothing only resuming needs
