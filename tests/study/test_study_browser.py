@@ -102,7 +102,8 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     # t is the measured driving time: it rises with the server's wall clock and never drifts from it;
     # the wall clock never goes back (how close rows come to 50 ms apart is `vlnverse bench study`'s figure)
     assert all(b.t > a.t for a, b in zip(rows, rows[1:]))
-    assert all(abs((b.t - a.t) - (b.wall_time - a.wall_time)) < 0.004 for a, b in zip(rows, rows[1:]))
+    # over the drive (two clock reads a moment apart: a single row may differ by scheduling jitter)
+    assert abs((rows[-1].t - rows[0].t) - (rows[-1].wall_time - rows[0].wall_time)) < 0.1
     assert all(b.wall_time >= a.wall_time for a, b in zip(rows, rows[1:]))
     end = rows[-1]
     moved = np.array([end.x - start.x, end.y - start.y])
