@@ -89,6 +89,28 @@ def test_policy_agent_names_the_expected_sensor_rig():
         PolicyAgent()
 
 
+def test_policy_agent_sets_torch_threads_unless_told_to_leave_them():
+    """The acting process runs torch on ``threads`` (1 by default); None leaves the trainer's setting."""
+    import torch
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.agent import PolicyAgent
+    from vlnverse.learn.policies import build_policy
+
+    policy = build_policy("seq2seq", {"hidden_size": 16}, _vocab(), SENSORS)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        PolicyAgent(policy=policy, threads=None)
+        assert torch.get_num_threads() == 2
+        PolicyAgent(policy=policy)
+        assert torch.get_num_threads() == 1
+        with pytest.raises(ConfigError, match="threads.*an integer >= 1"):
+            PolicyAgent(policy=policy, threads=0)
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("name", ["seq2seq", "cma"])
 def test_progress_monitor_loss_targets_and_progress_decided_stop(name):
     """The progress head's target at step t of an n-step episode is (t + 1) / n (padding ignored);

@@ -449,7 +449,8 @@ class Trainer:
             if Path(ecfg.out).exists():
                 shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
             summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device)))
+                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed,
+                                                                 device=str(self.device), threads=None))
             results[name] = summary["overall"]["means"]
         return results
 
@@ -639,7 +640,7 @@ class Trainer:
                 [train[i] for i in sorted(rng.choice(len(train), cfg.dagger.episodes, replace=False))]
 
             def collect_round(r: int = r, beta: float = beta, episodes: list = episodes) -> dict:  # rank 0 alone
-                learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device))
+                learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device), threads=None)
                 self.policy.eval()
                 got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
                               store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
