@@ -4,6 +4,7 @@ the ``policy`` eval agent acts through its methods, and it trains and evaluates 
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -87,6 +88,17 @@ def test_a_plugin_policy_validates_saves_its_extras_and_acts_through_its_methods
     vocab = Vocabulary.build(["walk to the sofa"])
     policy = build_policy("tiny_plugin", {"bias": 0.5}, vocab, SENSORS)
     assert isinstance(policy, VLNPolicy) and policy.name == "tiny_plugin"
+    # training unrolls the plug-in's own ``step`` (it defines no ``features``): the loss reaches its head
+    b, t = 2, 3
+    batch = {"tokens": torch.as_tensor(np.stack([vocab.encode("walk to the sofa", 8)] * b)),
+             "frames": {"rgb": torch.zeros(b, t, 16, 16, 3, dtype=torch.uint8), "depth": torch.ones(b, t, 16, 16)},
+             "prev": torch.zeros(b, t, dtype=torch.long), "labels": torch.ones(b, t, dtype=torch.long),
+             "weights": torch.ones(b, t)}
+    loss, correct = policy.imitation_loss(batch)
+    loss.backward()
+    assert math.isfinite(loss.item()) and 0 <= correct <= b * t and float(policy.head.weight.grad.abs().sum()) > 0
+    with pytest.raises(ConfigError, match="progress_weight.*tiny_plugin"):
+        build_policy("tiny_plugin", {"progress_weight": 0.5}, vocab, SENSORS).imitation_loss(batch)
     ckpt = save_checkpoint(tmp_path / "tiny.pt", policy, config=cfg.to_dict() | {"policy": {"name": "tiny_plugin",
                                                                                             "params": {"bias": 0.5}}})
     data = read_checkpoint(ckpt)

@@ -99,7 +99,7 @@ def test_sensor_rate_renders_one_frame_per_period(room, backend):
 
 
 def test_panorama_views_turn_counter_clockwise(room, backend):
-    pano = PanoramaSpec("pano", views=4, width=16, height=16, modalities=("depth",))
+    pano = PanoramaSpec.of("pano", views=4, width=16, height=16, modalities=("depth",))
     with _make(backend, room, [pano]) as sim:
         obs = sim.reset((4.0, 3.0, 0.0))
         centre = obs["pano_depth"][:, 8, 8]

@@ -202,7 +202,7 @@ def test_lidar_rays_skip_the_agent_and_stop_at_the_walls(room, fake):
 
 
 def test_panorama_views_turn_counter_clockwise(room, fake):
-    pano = PanoramaSpec("pano", views=4, width=8, height=8, modalities=("rgb",))
+    pano = PanoramaSpec.of("pano", views=4, width=8, height=8, modalities=("rgb",))
     with _sim(room, fake, sensors=[pano]) as sim:
         del fake.calls[:]
         sim.reset((3.0, 3.0, 0.0))

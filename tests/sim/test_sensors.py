@@ -9,6 +9,7 @@ import pytest
 from vlnverse.core.errors import ConfigError, UnknownNameError
 from vlnverse.sim import (AgentPose, CameraSpec, LidarSpec, PanoramaSpec, VelocityAction, camera_intrinsics, load_body,
                           make_sensor, make_simulator)
+from vlnverse.sim.sensors import validate_sensor
 from vlnverse.sim.demo import demo_home
 
 FACING_EAST_WALL = (4.0, 3.0, 0.0)  # east wall inner face at x = 6: 2 m ahead
@@ -95,7 +96,7 @@ def test_teleport_invalidates_rate_limited_frames(room):
 
 
 def test_panorama_views_match_single_cameras(room):
-    pano = PanoramaSpec(width=32, height=32, views=12)
+    pano = PanoramaSpec.of(width=32, height=32, views=12)
     with make_simulator(room, "r2r_ce", sensors=[pano], renderer="raycast") as sim:
         obs = sim.reset((3.0, 3.0, 0.0))
         assert obs["panorama_rgb"].shape == (12, 32, 32, 3) and obs["panorama_depth"].shape == (12, 32, 32)
@@ -201,9 +202,37 @@ def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field
     from vlnverse.eval.config import SensorConfig
     from vlnverse.sim.sensors import HFOV_DEG, IMAGE_SIDE_PX, MAX_DEPTH_M
 
-    for camera in (SensorConfig(name="rgb", kind="rgb", **bad), CameraSpec(name="rgb", kind="rgb", **bad)):
+    for camera in (SensorConfig(name="rgb", kind="rgb", **bad), CameraSpec(name="rgb", kind="rgb", **bad),
+                   PanoramaSpec.of(**bad)):
         with pytest.raises(ConfigError, match=f"^{field}: "):
             camera.validate()
     edge = {"width": IMAGE_SIDE_PX[0], "height": IMAGE_SIDE_PX[1], "hfov_deg": HFOV_DEG[1] - 0.5, "max_depth": MAX_DEPTH_M[1]}
     SensorConfig(name="d", kind="depth", **edge).validate()
     SensorConfig(name="d", kind="depth", **edge).to_spec().validate()
+
+
+def test_a_panorama_is_one_camera_spec_turned_views_times():
+    """``PanoramaSpec`` holds a ``CameraSpec`` (no copy of its fields or checks): the preset's flat
+    fields build it, the camera's fields read through, its checks are the camera's, and each view
+    is that camera turned ``i * 360 / views`` degrees."""
+    import pickle
+
+    cam = CameraSpec(width=40, height=30, hfov_deg=75.0, mount=(0.1, 0.0, 1.2, -10.0), max_depth=6.0, normalize=True)
+    pano = PanoramaSpec(name="pano", views=4, modalities=("rgb", "depth"), camera=cam)
+    assert make_sensor("panorama", name="pano", views=4, width=40, height=30, hfov_deg=75.0,
+                       mount=(0.1, 0.0, 1.2, -10.0), max_depth=6.0, normalize=True) == pano
+    assert (pano.width, pano.height, pano.max_depth, pano.normalize, pano.rate_hz) == (40, 30, 6.0, True, None)
+    np.testing.assert_array_equal(pano.intrinsics, cam.intrinsics)
+    assert pickle.loads(pickle.dumps(pano)) == pano
+    with pytest.raises(AttributeError):
+        pano.kind  # a panorama draws modalities; the camera's kind is not its own
+    views = pano.view_specs()
+    assert [(round(math.degrees(yaw)), s.name, s.kind) for yaw, s in views[:4]] == [
+        (0, "pano_rgb", "rgb"), (0, "pano_depth", "depth"), (90, "pano_rgb", "rgb"), (90, "pano_depth", "depth")]
+    assert all((s.width, s.hfov_deg, s.mount, s.max_depth) == (40, 75.0, (0.1, 0.0, 1.2, -10.0), 6.0) for _, s in views)
+    with pytest.raises(ConfigError, match="sensor preset 'panorama'.*'kind'"):
+        make_sensor("panorama", kind="rgb")
+    with pytest.raises(ConfigError, match="sensor 'pano'.mount\\[3\\]"):
+        validate_sensor(PanoramaSpec(name="pano", camera=CameraSpec(mount=(0.0, 0.0, None, 95.0))))
+    with pytest.raises(ConfigError, match="sensor 'panorama'.modalities"):
+        make_sensor("panorama", modalities=("rgb", "thermal"))

@@ -118,7 +118,7 @@ class DepthViews:
             self.close()
             self._sim = make_simulator(ctx.desc, ctx.body, sensors=[])
             self._desc = ctx.desc
-        spec = PanoramaSpec(name="free", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
+        spec = PanoramaSpec.of(name="free", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("depth",), max_depth=self.max_depth,
                             mount=(0.0, 0.0, None, self.pitch_deg))
         depth = np.asarray(self._sim.render_at(AgentPose(float(xy[0]), float(xy[1]), 0.0), spec)["free_depth"])

@@ -110,7 +110,7 @@ class Panorama:
             self.close()
             self._sim = make_simulator(ctx.desc, ctx.body, sensors=[])
             self._desc = ctx.desc
-        spec = PanoramaSpec(name="pix", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
+        spec = PanoramaSpec.of(name="pix", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("rgb", "depth"), max_depth=self.max_depth)
         out = self._sim.render_at(AgentPose(float(xy[0]), float(xy[1]), 0.0), spec)
         return np.asarray(out["pix_rgb"]), np.asarray(out["pix_depth"])

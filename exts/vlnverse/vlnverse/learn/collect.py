@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 import zlib
+from dataclasses import replace
 from typing import Any, Callable
 
 import numpy as np
@@ -128,9 +129,7 @@ def _rgbd_pass(sensors: list) -> Any:
     if (rgb.width, rgb.height, rgb.hfov_deg, tuple(rgb.mount)) != (depth.width, depth.height, depth.hfov_deg,
                                                                   tuple(depth.mount)):
         return None
-    return PanoramaSpec(name="teacher_rgbd", views=1, width=rgb.width, height=rgb.height, hfov_deg=rgb.hfov_deg,
-                        modalities=("rgb", "depth"), mount=tuple(rgb.mount), min_depth=depth.min_depth,
-                        max_depth=depth.max_depth, normalize=depth.normalize)
+    return PanoramaSpec(name="teacher_rgbd", views=1, modalities=("rgb", "depth"), camera=replace(depth, rate_hz=None))
 
 
 def render_frames(sim: Any, poses: list, sensors: list) -> list[dict[str, np.ndarray]]:

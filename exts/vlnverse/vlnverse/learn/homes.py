@@ -9,21 +9,18 @@ with the seconds spent per home) and reused; nothing is shipped. Homes and episo
 ``workers`` processes (``vlnverse.core.parallel``); the files do not depend on the count.
 
 The split guard (``check_disjoint_homes``) refuses a train split that shares a home with
-``val_unseen`` or ``test`` -- by scene id, or by content (``home_fingerprint``: the geometry and
-labels, whatever the scene id or file format), since the generator with a held-out home's seed
+``val_unseen`` or ``test`` -- by scene id, or by content (``scenes.description.scene_content_hash(portable=True)``:
+the geometry and labels, whatever the scene id or file format), since the generator with a held-out home's seed
 makes that home again under another name.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
-
-import numpy as np
 
 from ..core.config import require
 from ..core.errors import ConfigError
@@ -72,28 +69,6 @@ def home_scene_id(seed: int) -> str:
     return f"gen_{int(seed):05d}"
 
 
-def home_fingerprint(desc: Any) -> str:
-    """SHA-256 of a home's content -- geoms (kind, label, collision, pose, size, mesh) and rooms --
-    without its scene id, prim paths or file format; floats rounded to 0.1 mm (a USD round trip
-    keeps them to float32)."""
-    def put(h: Any, arr: Any) -> None:
-        a = np.round(np.asarray(arr, dtype=np.float32).astype(np.float64), 4) + 0.0  # + 0.0: no -0.0
-        h.update(str(a.shape).encode())
-        h.update(a.tobytes())
-
-    h = hashlib.sha256()
-    for g in desc.geoms:
-        h.update(f"|{g.kind}|{g.label}|{bool(g.collides)}".encode())
-        put(h, g.transform)
-        put(h, g.size)
-        if g.vertices is not None:
-            put(h, g.vertices)
-    for r in desc.rooms:
-        h.update(f"|r|{r.room_type}".encode())
-        put(h, r.polygon)
-    return h.hexdigest()
-
-
 #: fingerprints remembered in this process (file key -> fingerprint)
 _MEMO: dict[str, str] = {}
 
@@ -108,7 +83,9 @@ def _fingerprint_of(path: Path, loader: Callable[[str], Any], memo: dict[str, st
     stat = path.stat()
     key = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}"
     if key not in memo:
-        memo[key] = home_fingerprint(loader(str(path)))
+        from ..scenes.description import scene_content_hash
+
+        memo[key] = scene_content_hash(loader(str(path)), portable=True)
     return memo[key]
 
 
@@ -158,7 +135,7 @@ def held_out_scenes(val: dict[str, list]) -> dict[str, list[Path]]:
 def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader: Callable[[str], Any] | None = None,
                          cache_dir: Any = None) -> None:
     """Raise ``ConfigError`` (field ``train``) when a training episode's home is a held-out home:
-    the same scene id, or the same content (``home_fingerprint``) under another id or file.
+    the same scene id, or the same content (``scene_content_hash(portable=True)``) under another id or file.
     ``loader(path)`` gives a scene description (default: ``scenes.usd_io.load_scene``);
     fingerprints are remembered in ``<cache dir>/homes/fingerprints.json`` by file, size and mtime."""
     if loader is None:

@@ -158,10 +158,12 @@ class CMAParams(VLNPolicyParams):
 class VLNPolicy(nn.Module):
     """Base class: instruction + RGB-D + previous action → action logits, one step at a time.
 
-    ``step`` is the single definition of the recurrence; training unrolls it over padded episode
-    batches (``forward_sequence``) and the eval agent calls it once per step, so both see the
-    same computation. Subclasses override what differs (see the module docstring); the defaults
-    are those of a discrete policy over the six VLN-CE actions.
+    A policy defines its recurrence once, either as ``step`` (→ logits; what a plug-in usually
+    overrides) or as ``features`` with the heads of ``_make_heads`` (Seq2Seq, CMA: the progress
+    head reads the same features). Training unrolls it over padded episode batches
+    (``sequence_outputs``) and the eval agent calls ``step`` once per step, so both see the same
+    computation. Subclasses override what differs (see the module docstring); the defaults are
+    those of a discrete policy over the six VLN-CE actions.
     """
 
     name = "policy"
@@ -263,12 +265,18 @@ class VLNPolicy(nn.Module):
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
         visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
         hidden = self.initial_state(b, prev_actions.device)
-        feats = []
+        by_step = type(self).features is VLNPolicy.features  # the recurrence is ``step`` itself (see the class)
+        if by_step and self.progress_weight > 0:
+            raise ConfigError(f"progress_weight {self.progress_weight} on policy '{self.name}', which defines step "
+                              "but no features for a progress head", field="progress_weight", expected="0")
+        outs = []
         for i in range(t):
             step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
-            out, hidden = self.features(instruction, step_visual, prev_actions[:, i], hidden)
-            feats.append(out)
-        f = torch.stack(feats, dim=1)
+            out, hidden = (self.step if by_step else self.features)(instruction, step_visual, prev_actions[:, i], hidden)
+            outs.append(out)
+        if by_step:
+            return torch.stack(outs, dim=1), None
+        f = torch.stack(outs, dim=1)
         progress = torch.sigmoid(self.progress_head(f))[..., 0] if self.progress_head is not None else None
         return self.head(f), progress
 

@@ -7,6 +7,8 @@ labelled ``SceneObject``s, plus ``Room`` polygons and ``Door`` openings where kn
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -200,3 +202,52 @@ class SceneDescription:
     def label_of_instance(self) -> dict[int, str]:
         """Map every geom instance id to its semantic label (for segmentation)."""
         return {g.instance_id: g.label for g in self.geoms}
+
+
+def _put_array(h: Any, arr: Any, dtype: Any = float, decimals: int | None = None) -> None:
+    """Feed ``arr`` (its shape, then its bytes) to hash ``h``; with ``decimals``, the values as
+    float32 rounded to that many decimals (and no -0.0)."""
+    if decimals is None:
+        a = np.ascontiguousarray(np.asarray(arr, dtype=dtype))
+    else:
+        a = np.round(np.asarray(arr, dtype=np.float32).astype(np.float64), decimals) + 0.0
+    h.update(str(a.shape).encode())
+    h.update(a.tobytes())
+
+
+def scene_content_hash(desc: SceneDescription, *, portable: bool = False) -> str:
+    """SHA-256 (hex) of a scene's content, never of its file path.
+
+    By default everything the derived maps depend on: scene id, floor height, geoms (with
+    instance ids and mesh faces), objects, rooms and doors (``scenes.maps`` keys its cache by it).
+    ``portable=True`` hashes only what the home *is* -- geoms (kind, label, collision, pose, size,
+    mesh vertices) and room types and polygons -- without scene id, ids, names or prim paths,
+    floats rounded to 0.1 mm (a USD round trip keeps them to float32): the same home under another
+    id or file format hashes the same (``learn.homes`` split guard). The two byte layouts are those
+    of the cache keys and fingerprints already written; do not change them without a version bump.
+    """
+    put = (lambda h, a, dtype=float: _put_array(h, a, decimals=4)) if portable else _put_array
+    h = hashlib.sha256()
+    if not portable:
+        h.update(f"{desc.scene_id}|{desc.floor_z!r}".encode())
+    for g in desc.geoms:
+        h.update((f"|{g.kind}|{g.label}|{bool(g.collides)}" if portable
+                  else f"|g|{g.kind}|{g.label}|{g.instance_id}|{g.collides}").encode())
+        put(h, g.transform)
+        put(h, g.size)
+        if g.vertices is not None:
+            put(h, g.vertices)
+            if not portable:
+                put(h, g.faces, dtype=np.int64)
+    for o in [] if portable else desc.objects:
+        h.update(f"|o|{o.instance_id}|{o.category}|{o.prim_path}|{o.movable}|{o.room_id}|".encode())
+        h.update(json.dumps(o.attributes, sort_keys=True, default=str).encode())
+        put(h, np.concatenate([o.bounds_min, o.bounds_max]))
+        put(h, o.geom_indices, dtype=np.int64)
+    for r in desc.rooms:
+        h.update((f"|r|{r.room_type}" if portable else f"|r|{r.room_id}|{r.room_type}|{r.name}").encode())
+        put(h, r.polygon)
+    for d in [] if portable else desc.doors:
+        h.update(f"|d|{d.door_id}|{d.room_ids}|{d.width!r}|{d.axis}".encode())
+        put(h, d.center)
+    return h.hexdigest()

@@ -8,8 +8,6 @@ labels, rooms, doors), the body's radius and height, the resolution and ``MAPS_V
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +20,7 @@ from ..core.cache_key import content_key
 from ..core.errors import ConfigError
 from ..core.io import write_json_atomic
 from ..paths import cache_dir
-from .description import STRUCTURE_LABELS, SceneDescription
+from .description import STRUCTURE_LABELS, SceneDescription, scene_content_hash
 from .occupancy import FREE, OccupancyMap, build_navigable_map, build_occupancy_map, scene_name, write_npz
 from .room_map import NO_ROOM, build_room_map
 from .scene_graph import SceneGraph, build_scene_graph
@@ -63,37 +61,6 @@ class SceneMaps:
                                       resolution=np.float64(self.resolution))
         paths["scene_graph"] = self.scene_graph.save(out / "scene_graph.json")
         return paths
-
-
-def _hash_array(h: "hashlib._Hash", arr: Any, dtype=float) -> None:
-    a = np.ascontiguousarray(np.asarray(arr, dtype=dtype))
-    h.update(str(a.shape).encode())
-    h.update(a.tobytes())
-
-
-def scene_content_hash(desc: SceneDescription) -> str:
-    """SHA-256 of everything in ``desc`` that the maps depend on (not its file path)."""
-    h = hashlib.sha256()
-    h.update(f"{desc.scene_id}|{desc.floor_z!r}".encode())
-    for g in desc.geoms:
-        h.update(f"|g|{g.kind}|{g.label}|{g.instance_id}|{g.collides}".encode())
-        _hash_array(h, g.transform)
-        _hash_array(h, g.size)
-        if g.vertices is not None:
-            _hash_array(h, g.vertices)
-            _hash_array(h, g.faces, dtype=np.int64)
-    for o in desc.objects:
-        h.update(f"|o|{o.instance_id}|{o.category}|{o.prim_path}|{o.movable}|{o.room_id}|".encode())
-        h.update(json.dumps(o.attributes, sort_keys=True, default=str).encode())
-        _hash_array(h, np.concatenate([o.bounds_min, o.bounds_max]))
-        _hash_array(h, o.geom_indices, dtype=np.int64)
-    for r in desc.rooms:
-        h.update(f"|r|{r.room_id}|{r.room_type}|{r.name}".encode())
-        _hash_array(h, r.polygon)
-    for d in desc.doors:
-        h.update(f"|d|{d.door_id}|{d.room_ids}|{d.width!r}|{d.axis}".encode())
-        _hash_array(h, d.center)
-    return h.hexdigest()
 
 
 def _cache_path(desc: SceneDescription, radius: float, height: float, resolution: float, step_height: float) -> Path:

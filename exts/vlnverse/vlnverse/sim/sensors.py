@@ -13,7 +13,7 @@ the floor, pitch_deg)``; ``z=None`` means the body's ``camera_height``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Union
 
 import numpy as np
@@ -24,7 +24,6 @@ from ..core.registry import Registry
 from .types import AgentPose
 
 CAMERA_KINDS = ("rgb", "depth", "semantic", "instance")
-PANORAMA_MODALITIES = ("rgb", "depth", "semantic", "instance")
 
 
 def _validate_mount(mount: tuple, prefix: str = "mount") -> None:
@@ -37,7 +36,7 @@ def _validate_mount(mount: tuple, prefix: str = "mount") -> None:
     require(-90.0 <= mount[3] <= 90.0, f"{prefix}[3]", f"pitch {mount[3]}", "a pitch in [-90, 90] degrees")
 
 
-#: The one set of camera limits: every camera (``CameraSpec``, ``PanoramaSpec``, and the configs'
+#: The one set of camera limits: every camera (``CameraSpec``, a ``PanoramaSpec``'s camera, and the configs'
 #: ``vlnverse.eval.config.SensorConfig``) is checked against these by ``check_camera``.
 IMAGE_SIDE_PX = (1, 4096)  # image width and height, pixels (inclusive)
 HFOV_DEG = (0.0, 180.0)  # horizontal field of view, degrees (low, high), both excluded
@@ -112,10 +111,17 @@ class CameraSpec:
         return vertical_fov_deg(self.width, self.height, self.hfov_deg)
 
 
+#: What a panorama reads through from its camera (``pano.width`` is ``pano.camera.width``).
+_CAMERA_ATTRS = frozenset({"width", "height", "hfov_deg", "mount", "rate_hz", "min_depth", "max_depth", "normalize",
+                           "intrinsics", "vfov_deg"})
+
+
 @dataclass
 class PanoramaSpec:
-    """A rig of ``views`` cameras sharing one mount, view i turned ``i * 360 / views`` degrees CCW
-    from the agent's heading (VLNVerse online setting: 12 views at 30°, 224², 90° FoV, RGB + depth).
+    """``views`` copies of one ``camera`` sharing its mount, view i turned ``i * 360 / views``
+    degrees CCW from the agent's heading, each drawing ``modalities`` (the camera's own name and
+    kind are not used). VLNVerse online setting: 12 views at 30°, 224², 90° FoV, RGB + depth.
+    The camera's fields read through: ``pano.width`` is ``pano.camera.width``.
 
     Outputs one array per modality, key ``<name>_<modality>``, stacked over views: e.g.
     ``panorama_rgb`` ``uint8 (V, H, W, 3)`` and ``panorama_depth`` ``float32 (V, H, W)``.
@@ -123,15 +129,21 @@ class PanoramaSpec:
 
     name: str = "panorama"
     views: int = 12
-    width: int = 224
-    height: int = 224
-    hfov_deg: float = 90.0
     modalities: tuple = ("rgb", "depth")
-    mount: tuple = (0.0, 0.0, None, 0.0)
-    rate_hz: float | None = None
-    min_depth: float = 0.0
-    max_depth: float = 10.0
-    normalize: bool = False
+    camera: CameraSpec = field(default_factory=CameraSpec)
+
+    @classmethod
+    def of(cls, name: str = "panorama", views: int = 12, modalities: tuple = ("rgb", "depth"),
+           **camera: Any) -> "PanoramaSpec":
+        """A panorama from flat fields (the ``panorama`` preset's): ``camera`` holds ``CameraSpec`` fields but ``name`` and ``kind``."""
+        if "kind" in camera:
+            raise TypeError("a panorama has modalities, not a kind: unexpected keyword argument 'kind'")
+        return cls(name=name, views=views, modalities=modalities, camera=CameraSpec(**camera))
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in _CAMERA_ATTRS and "camera" in self.__dict__:
+            return getattr(self.__dict__["camera"], attr)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the field for any invalid parameter."""
@@ -139,29 +151,17 @@ class PanoramaSpec:
                 "a Python identifier")
         require(isinstance(self.views, int) and 1 <= self.views <= 72, "views", f"got {self.views!r}",
                 "an integer in [1, 72]")
-        check_camera(width=self.width, height=self.height, hfov_deg=self.hfov_deg, min_depth=self.min_depth,
-                     max_depth=self.max_depth)
+        require(isinstance(self.camera, CameraSpec), "camera", f"got {type(self.camera).__name__}", "a CameraSpec")
+        self.camera.validate()
         mods = tuple(self.modalities)
-        require(len(mods) > 0 and len(set(mods)) == len(mods) and all(m in PANORAMA_MODALITIES for m in mods),
-                "modalities", f"got {self.modalities!r}", f"distinct names from {PANORAMA_MODALITIES}")
-        _validate_mount(self.mount)
-        _validate_rate(self.rate_hz)
+        require(len(mods) > 0 and len(set(mods)) == len(mods) and all(m in CAMERA_KINDS for m in mods),
+                "modalities", f"got {self.modalities!r}", f"distinct names from {CAMERA_KINDS}")
 
     def view_specs(self) -> list[tuple[float, CameraSpec]]:
         """(yaw offset rad, CameraSpec) for each view and modality, in view-major order."""
-        out = []
-        for i in range(self.views):
-            for mod in self.modalities:
-                out.append((2 * math.pi * i / self.views,
-                            CameraSpec(name=f"{self.name}_{mod}", kind=mod, width=self.width, height=self.height,
-                                       hfov_deg=self.hfov_deg, mount=tuple(self.mount), min_depth=self.min_depth,
-                                       max_depth=self.max_depth, normalize=self.normalize)))
-        return out
-
-    @property
-    def intrinsics(self) -> np.ndarray:
-        """3×3 pinhole matrix K shared by all views."""
-        return camera_intrinsics(self.width, self.height, self.hfov_deg)
+        return [(2 * math.pi * i / self.views, replace(self.camera, name=f"{self.name}_{mod}", kind=mod, rate_hz=None,
+                                                       mount=tuple(self.camera.mount)))
+                for i in range(self.views) for mod in self.modalities]
 
 
 @dataclass
@@ -228,7 +228,7 @@ SENSORS.register("rgb")(lambda **kw: CameraSpec(**{"name": "rgb", "kind": "rgb",
 SENSORS.register("depth")(lambda **kw: CameraSpec(**{"name": "depth", "kind": "depth", "width": 256, "height": 256, **kw}))
 SENSORS.register("semantic")(lambda **kw: CameraSpec(**{"name": "semantic", "kind": "semantic", **kw}))
 SENSORS.register("instance")(lambda **kw: CameraSpec(**{"name": "instance", "kind": "instance", **kw}))
-SENSORS.register("panorama")(lambda **kw: PanoramaSpec(**kw))
+SENSORS.register("panorama")(PanoramaSpec.of)
 SENSORS.register("lidar2d")(lambda **kw: LidarSpec(**{"name": "lidar2d", "beams": 360, "channels": 1, **kw}))
 SENSORS.register("lidar3d")(lambda **kw: LidarSpec(**{"name": "lidar3d", "beams": 1024, "channels": 32,
                                                       "vertical_fov_deg": (-22.5, 22.5), **kw}))

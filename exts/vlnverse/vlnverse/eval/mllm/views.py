@@ -214,7 +214,7 @@ class ViewRenderer:
             self.close()
             self._sim = make_simulator(desc, body, sensors=[])
             self._desc = desc
-        spec = PanoramaSpec(name="views", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
+        spec = PanoramaSpec.of(name="views", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("rgb",))
         return np.asarray(self._sim.render_at(AgentPose(float(xy[0]), float(xy[1]), 0.0), spec)["views_rgb"])
 

@@ -19,7 +19,7 @@ class PanoramaRenderer:
                  max_depth: float = 10.0):
         from ...sim.sensors import PanoramaSpec
 
-        self.spec = PanoramaSpec(name="wp", views=views, width=size, height=size, hfov_deg=hfov_deg,
+        self.spec = PanoramaSpec.of(name="wp", views=views, width=size, height=size, hfov_deg=hfov_deg,
                                  modalities=("depth", "rgb") if rgb else ("depth",), max_depth=max_depth)
         self._desc: Any = None
         self._sim: Any = None
