@@ -2,6 +2,8 @@
 Chromium (Debian's ``chromium`` through Playwright), and a folder for screenshots."""
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import shutil
 from pathlib import Path
@@ -61,3 +63,47 @@ def browser():
             pytest.skip(f"Chromium did not start: {str(exc).splitlines()[0]}")
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="session")
+def headings(study_episodes, tmp_path_factory):
+    """Episodes of the test home turned to face open floor (``free``: 3 s at 0.5 m/s without
+    contact) and a wall (``wall``: the earliest contact), found by driving the simulator."""
+    from vlnverse.sim import make_simulator
+    from vlnverse.sim.body import load_body
+    from vlnverse.sim.types import AgentPose, VelocityAction
+    from vlnverse.tasks.base import load_scene_context, load_task_config
+    from vlnverse.tasks.episode import load_episodes, save_episodes
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    episodes = resolve_episode_scenes(load_episodes(study_episodes), scene_roots(None, study_episodes.parent))
+    ep = episodes[0]
+    cfg = load_task_config(ep.task_type)
+    body = load_body(cfg.body)
+    ctx = load_scene_context(ep.scene_path, body, cfg.map_resolution)
+    sim = make_simulator(ctx.desc, body, sensors=[])
+    first_contact = {}
+    try:
+        for k in range(16):
+            yaw = k * math.tau / 16
+            sim.reset(AgentPose(float(ep.start_position[0]), float(ep.start_position[1]), yaw))
+            first_contact[yaw] = 99
+            for i in range(70):
+                out = sim.step(VelocityAction(0.5, 0.0, 0.05))
+                result = out[1] if isinstance(out, tuple) else out
+                if result.collided:
+                    first_contact[yaw] = i
+                    break
+    finally:
+        sim.close()
+    free = max(first_contact, key=first_contact.get)
+    wall = min(first_contact, key=first_contact.get)
+    assert first_contact[free] == 99 and first_contact[wall] < 40, first_contact
+    folder = tmp_path_factory.mktemp("flow-episodes")
+    out = {}
+    for name, yaw in (("free", free), ("wall", wall)):
+        path = folder / f"{name}.jsonl"
+        portable = load_episodes(study_episodes)[0].scene_path  # relative to the shipped scenes
+        save_episodes(path, [dataclasses.replace(ep, episode_id=f"{name}-0", start_yaw=float(yaw), scene_path=portable)])
+        out[name] = path
+    return out
