@@ -37,7 +37,9 @@ def test_same_seed_same_bytes_across_processes(tmp_path):
     code = ("import sys; from vlnverse.scenes.procgen import generate_home; from vlnverse.scenes.usd_io import write_usd; "
             "write_usd(generate_home(21), sys.argv[1])")
     for name in ("a.usd", "b.usd"):
-        subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True)
+        run = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, f"writing {name} in a new process failed: {run.stderr}"
     assert (tmp_path / "a.usd").read_bytes() == (tmp_path / "b.usd").read_bytes()
     assert write_usd(generate_home(21), tmp_path / "c.usd").read_bytes() == (tmp_path / "a.usd").read_bytes()
 
@@ -269,7 +271,8 @@ def test_shipped_scenes_match_the_generator_on_any_simd_path():
     if simd:  # the second process really ran without them
         code = ("import sys, numpy as np; m = getattr(np, '_core', None) or np.core; "
                 "f = m._multiarray_umath.__cpu_features__; print(' '.join(n for n in sys.argv[1:] if f.get(n)))")
-        probe = subprocess.run([sys.executable, "-c", code, *simd], env=envs[1], capture_output=True, text=True)
+        probe = subprocess.run([sys.executable, "-c", code, *simd], env=envs[1], capture_output=True, text=True,
+                               timeout=300)
         assert probe.returncode == 0 and probe.stdout.split() == [], probe.stdout + probe.stderr
 
 
