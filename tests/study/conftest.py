@@ -1,5 +1,6 @@
-"""Fixtures for the study and viewer tests: a few real episodes on a shipped home, a headless
-Chromium (Debian's ``chromium`` through Playwright), and a folder for screenshots."""
+"""Fixtures for the study and viewer tests: a few real episodes on a shipped home (and copies
+turned to face open floor or a wall), a headless Chromium (Debian's ``chromium`` through
+Playwright), and a folder for screenshots."""
 from __future__ import annotations
 
 import dataclasses
@@ -46,9 +47,30 @@ def artifacts(tmp_path_factory) -> Path:
     return folder
 
 
+#: Playwright's limit for a page action or wait (ms): it only ends a hung run, so it is generous
+#: (Playwright's own default, 30 s, can pass by on a loaded machine while a scene loads).
+PAGE_TIMEOUT_MS = 120_000
+
+
+class _Browser:
+    """The Chromium browser, whose new pages wait up to ``PAGE_TIMEOUT_MS`` by default."""
+
+    def __init__(self, chromium):
+        self._chromium = chromium
+
+    def new_page(self, *args, **kwargs):
+        page = self._chromium.new_page(*args, **kwargs)
+        page.set_default_timeout(PAGE_TIMEOUT_MS)
+        return page
+
+    def __getattr__(self, name):
+        return getattr(self._chromium, name)
+
+
 @pytest.fixture(scope="session")
 def browser():
-    """A headless Chromium; the tests skip (with the reason) when it cannot start."""
+    """A headless Chromium (pages with a generous default timeout); the tests skip (with the
+    reason) when it cannot start."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -61,7 +83,7 @@ def browser():
                                           args=["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"])
         except Exception as exc:  # noqa: BLE001 - any launch failure is a reason to skip
             pytest.skip(f"Chromium did not start: {str(exc).splitlines()[0]}")
-        yield chromium
+        yield _Browser(chromium)
         chromium.close()
 
 

@@ -32,9 +32,9 @@ def _login(page, url, pid):
 
 
 def _start(page):
-    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=30_000)
+    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
     page.click("#modal-go")
-    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=60_000)
+    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=120_000)
 
 
 ACTIONS = {"w": "forward", "a": "left", "d": "right"}
@@ -99,12 +99,12 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         # confirmed: the practice episode ends (flagged), the pause screen shows, then the first real episode
         page.keyboard.press("Enter")
         page.click("#confirm-yes")
-        page.wait_for_selector("#pause:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#pause:not(.hidden)", timeout=120_000)
         assert "Practice finished" in page.inner_text("#pause-title")
         page.screenshot(path=str(artifacts / "study_pause.png"))
         end = read_episode_end(store.folder("F01"), practice)
         assert end["termination"] == "stop" and end["practice"] is True
-        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
         assert page.is_hidden("#pause")
         real = store.current("F01")
         assert real != practice and real in store.order
@@ -117,7 +117,7 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         _hold(page, store, "F01", "d", 5)
         page.keyboard.press("Enter")
         page.click("#confirm-yes")
-        page.wait_for_selector("#message:not(.hidden)", timeout=30_000)
+        page.wait_for_selector("#message:not(.hidden)", timeout=120_000)
         assert "finished all 1 episodes" in page.inner_text("#message-text")
         page.close()
     summary = score_study(store.out, print_summary=False)
@@ -175,7 +175,7 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         page.wait_for_timeout(500)
         assert page.evaluate("window.vlnverseStudy.hits()") == 0
         page.keyboard.down("w")
-        page.wait_for_function("window.vlnverseStudy.hits() > 0", timeout=20_000)
+        page.wait_for_function("window.vlnverseStudy.hits() > 0", timeout=120_000)
         page.screenshot(path=str(artifacts / "study_collision.png"))
         page.keyboard.up("w")
         rows = read_rows(store.folder("C01") / f"{eid}.csv", strict=True)
@@ -187,7 +187,7 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         assert debug.is_visible("#fps-wrap")
         _hold(debug, store, "C01", "a", 10)
         # the counter shows the frames of the last second, refreshed every 500 ms: wait for a refresh
-        debug.wait_for_function("Number(document.getElementById('fps').textContent) > 0", timeout=60_000)
+        debug.wait_for_function("Number(document.getElementById('fps').textContent) > 0", timeout=120_000)
         debug.close()
 
 
@@ -207,7 +207,7 @@ def test_withdraw_ends_the_session_and_refuses_the_id(browser, study_episodes, t
         page.click("#withdraw")
         assert ("deleted" if fate == "delete" else "kept") in page.inner_text("#withdraw-text")
         page.click("#withdraw-yes")
-        page.wait_for_selector("#message:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#message:not(.hidden)", timeout=120_000)
         assert "withdrawn" in page.inner_text("#message-title")
         record = json.loads((store.folder("W01") / "assignment.json").read_text())
         assert record["withdrawn_at"] > 0
