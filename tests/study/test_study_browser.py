@@ -114,10 +114,10 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     moved = np.array([end.x - start.x, end.y - start.y])
     along = moved @ [math.cos(start.yaw), math.sin(start.yaw)]
     assert along > 0.2 or any(r.collided for r in forward), (moved, start.yaw)
-    # never faster than 0.5 m/s over the time that passed (a row's pose may lag its t by a control
-    # step or two on a loaded machine, hence the 0.1 m allowance; no per-row timing is asserted)
+    # never faster than 0.5 m/s over the driving time that passed (server clock; slack: the first step
+    # may simulate back to the tick before the first row, at most 0.25 s, and the braking)
     path = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip(rows, rows[1:]))
-    assert path <= 0.5 * (rows[-1].t - rows[0].t) + 0.1, (path, rows[-1].t - rows[0].t)
+    assert path <= 0.5 * (rows[-1].t - rows[0].t + 0.25) + 0.1, (path, rows[-1].t - rows[0].t)
     free = [(a, b) for a, b in zip(rows, rows[1:]) if b.action == "forward" and not b.collided]
     assert len(free) > 10  # driving straight: no turning on the ticks without contact
     assert max(abs(math.remainder(b.yaw - a.yaw, math.tau)) for a, b in free) < math.radians(1)
@@ -195,7 +195,7 @@ def test_held_key_is_rate_limited_not_queued(browser, study):
     # step may simulate back to the tick before ``before`` (at most 0.25 s) and the braking.
     after, held_s = rows[-1], released[-1].t - before.t
     moved = math.hypot(after.x - before.x, after.y - before.y)
-    assert moved <= 0.5 * (held_s + 0.25) + 0.05, (moved, held_s)
+    assert moved <= 0.5 * (held_s + 0.25) + 0.1, (moved, held_s)
     page.close()
 
 
