@@ -25,7 +25,7 @@ def _isaac_env_reason() -> str | None:
     if not PY.is_file():
         return f"no Isaac Sim environment at {ENV} (make it with tools/make_isaac_env.sh)"
     run = subprocess.run([str(PY), "-c", "import importlib.metadata as m; print(m.version('isaacsim'))"],
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, timeout=300)
     if run.returncode != 0:
         return f"{PY} has no isaacsim package (run tools/make_isaac_env.sh {ENV})"
     accepted = os.environ.get("OMNI_KIT_ACCEPT_EULA", "").lower() in ("y", "yes", "1") or any(
@@ -119,7 +119,7 @@ def test_the_contract_suites_isaac_half_fails_with_the_backends_one_line_error(t
     """With the 6.2 packages Kit cannot start here (placeholder extscache-kit): every Isaac contract test
     must fail with BackendError carrying Kit's reason, not kill pytest with SystemExit."""
     probe = subprocess.run([str(PY), "-c", "import pytest, yaml, mujoco, networkx, gymnasium"], capture_output=True,
-                           text=True)
+                           text=True, timeout=300)
     if probe.returncode != 0:
         pytest.skip(f"{PY} lacks the toolkit's Kit requirements (rerun tools/make_isaac_env.sh): "
                     f"{probe.stderr.strip().splitlines()[-1]}")

@@ -27,8 +27,10 @@ def squares(payload, items, state, emit):
 def limited(payload, items, state, emit):
     """Hold the run-wide limit ``slots`` for ``hold`` s per item, counting holders in files
     under ``payload["dir"]`` (one file per holder, so the count is visible across processes);
-    emit (item, the most holders seen at once). ``die_once`` (a flag path): the first holder kills
-    its worker while holding a slot."""
+    emit (item, the most holders seen at once). ``meet`` (a number): until that many holders have
+    been seen at once (a ``met`` flag file then), a holder first waits for them (at most 60 s), so
+    the peak does not hang on threads starting within ``hold`` on a busy machine. ``die_once`` (a
+    flag path): the first holder kills its worker while holding a slot."""
     import threading
 
     folder = Path(payload["dir"])
@@ -44,6 +46,12 @@ def limited(payload, items, state, emit):
                 os._exit(9)
             mark = folder / f"{item}.{os.getpid()}"
             mark.touch()
+            met = folder.parent / f"{folder.name}.met"
+            deadline = time.monotonic() + 60
+            while payload.get("meet") and not met.exists() and time.monotonic() < deadline:
+                if len(list(folder.iterdir())) >= payload["meet"]:
+                    met.touch()
+                time.sleep(0.01)
             time.sleep(payload["hold"])
             peak = max(peak, len(list(folder.iterdir())))
             mark.unlink()

@@ -107,8 +107,9 @@ def test_temporaries_of_a_killed_run_are_cleaned(tmp_path):
             "    (tmp / 'a.jsonl').write_text('x')\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n")
     env = {**os.environ, "PYTHONPATH": PKG}
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ds")], env=env, capture_output=True)
-    assert run.returncode == -signal.SIGKILL
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "ds")], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == -signal.SIGKILL, f"exit status {run.returncode}: {run.stderr}"
     stale = [p for p in tmp_path.iterdir() if p.name.startswith(".ds.vlnverse-tmp")]
     assert len(stale) == 1
     (tmp_path / ".ds.vlnverse-tmp.otherhost.1.x").mkdir()  # not ours to judge: another host
@@ -161,8 +162,10 @@ def test_a_dataset_from_before_the_marker_is_replaced_without_stale_splits(tmp_p
 def test_a_temporary_file_of_a_killed_writer_is_cleaned(tmp_path):
     code = ("import os, signal, sys\nfrom vlnverse.core.io import atomic_path\n"
             "with atomic_path(sys.argv[1]) as tmp:\n    tmp.write_text('half')\n    os.kill(os.getpid(), signal.SIGKILL)\n")
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "summary.json")], env={**os.environ, "PYTHONPATH": PKG})
-    assert run.returncode == -signal.SIGKILL and len(list(tmp_path.iterdir())) == 1
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "summary.json")], env={**os.environ, "PYTHONPATH": PKG},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGKILL, f"exit status {run.returncode}: {run.stderr}"
+    assert len(list(tmp_path.iterdir())) == 1
     from vlnverse.core.io import write_text_atomic
 
     write_text_atomic(tmp_path / "summary.json", "{}")

@@ -139,7 +139,9 @@ def test_bad_job_timeout_is_a_config_error(bad):
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_shared_limit_bounds_holders_across_worker_processes_and_threads(tmp_path, workers):
     got: dict = {}
-    jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(3)), {"dir": str(tmp_path), "hold": 0.3})
+    (tmp_path / "held").mkdir()
+    # the first two holders wait for each other (``meet``): the peak does not depend on how fast threads start
+    jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(3)), {"dir": str(tmp_path / "held"), "hold": 0.3, "meet": 2})
             for k in range(2)]
     run_jobs(limited, jobs, workers=workers, shared={"slots": 2}, on_result=lambda item, peak: got.update({item: peak}))
     assert len(got) == 6
@@ -165,7 +167,7 @@ def test_ray_engine_shared_limit_and_hung_actor(tmp_path):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         got: dict = {}
-        jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(3)), {"dir": str(tmp_path / "held"), "hold": 0.3})
+        jobs = [Job(f"scene{k}", tuple(f"s{k}-{i}" for i in range(3)), {"dir": str(tmp_path / "held"), "hold": 0.3, "meet": 2})
                 for k in range(2)]
         (tmp_path / "held").mkdir()
         run_jobs(limited, jobs, workers=2, engine="ray", shared={"slots": 2},

@@ -6,9 +6,12 @@ from __future__ import annotations
 import statistics
 from types import SimpleNamespace
 
+import pytest
+
 from vlnverse.benchmarks import scale
 
 
+@pytest.mark.slow  # ~80 s on a loaded 2-core machine; parallel = serial results are tests/*/test_*parallel*'s
 def test_bench_scale_reports_paired_speedups_and_identical_results(monkeypatch):
     monkeypatch.setattr(scale, "SCENES", 2)
     monkeypatch.setattr(scale, "GENERATE_EPISODES_PER_SCENE", 2)

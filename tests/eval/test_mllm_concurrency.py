@@ -56,12 +56,13 @@ def walker(body, n):
 
 
 def overlapping(at_once: int):
-    """``walker`` whose first ``at_once`` requests wait for each other (at most 10 s): a run allowed
-    that many requests at once reaches it however busy the machine is."""
+    """``walker`` whose first ``at_once`` requests wait for each other (at most 60 s, which only ends
+    a run that never sends that many: a worker starting late on a busy machine still arrives): a run
+    allowed that many requests at once reaches it however busy the machine is."""
     import contextlib
     import threading
 
-    meet = threading.Barrier(at_once, timeout=10)
+    meet = threading.Barrier(at_once, timeout=60)
 
     def reply(body, n):
         if n < at_once:
@@ -78,7 +79,7 @@ def _run(setup: Path, url: str, out: Path, concurrency: int | None, workers: int
     (out.parent / f"{out.name}.yaml").write_text(
         f"agent: {{name: navgpt, params: {{view_size: {SIZE}, image_dir: '{setup / 'images'}'}}}}\n"
         f"model: {{name: openai{conc}, params: {{model: nav-vlm, base_url: '{url}', api_key_env: null, cache: false, "
-        f"max_retries: 0, timeout: 20}}}}\n"
+        f"max_retries: 0, timeout: 120}}}}\n"
         f"task: fine_grained\nepisodes: {setup / 'episodes.jsonl'}\ncollision_mode: graph\nbackend: viewpoints\n"
         f"max_steps: 8\nout: {out}\nreport: {{enabled: false}}\n")
     cfg = load_eval_config(out.parent / f"{out.name}.yaml")

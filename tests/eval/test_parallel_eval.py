@@ -89,6 +89,7 @@ def test_a_killed_worker_is_replaced_and_every_episode_runs_exactly_once(episode
     assert _comparable(summary, records) == serial
 
 
+@pytest.mark.slow  # >= 15 s of job timeout, ~45 s loaded; the hung-worker machinery is tests/core/test_parallel.py's
 def test_a_hung_worker_is_killed_after_the_job_timeout_and_its_scene_rerun(episodes_file, serial, tmp_path):
     scenes = Path(json.loads(episodes_file.read_text().splitlines()[0])["scene_path"]).parent
     flag = scenes / "corridor_a.hang-once"

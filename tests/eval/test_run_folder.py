@@ -43,8 +43,9 @@ def test_a_second_run_on_a_locked_folder_is_refused_naming_the_holder(corridor, 
 def test_the_lock_is_released_when_its_holder_is_killed(tmp_path):
     code = ("import os, signal, sys\nfrom vlnverse.core.io import folder_lock\n"
             "with folder_lock(sys.argv[1]):\n    os.kill(os.getpid(), signal.SIGKILL)\n")
-    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env={**os.environ, "PYTHONPATH": PKG})
-    assert run.returncode == -signal.SIGKILL
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], env={**os.environ, "PYTHONPATH": PKG},
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == -signal.SIGKILL, f"exit status {run.returncode}: {run.stderr}"
     with folder_lock(tmp_path):
         pass
 

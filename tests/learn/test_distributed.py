@@ -1,5 +1,8 @@
 """Data-parallel training (``learn.distributed``): 2 gloo ranks on CPU launched through
-``torch.distributed.run`` against single-process runs of the same configs on the corridor."""
+``torch.distributed.run`` against single-process runs of the same configs on the corridor.
+
+The 2-rank launches are slow (~30-50 s on a loaded 2-core machine, ``pytest -m slow``); the
+non-slow suite keeps the single-process checks (scaling, launch options, the torchrun command)."""
 from __future__ import annotations
 
 import csv
@@ -70,6 +73,7 @@ def ddp(corridor, episodes_file, tmp_path_factory):
     return tmp, {name: (results[0][i], results[1][i]) for i, name in enumerate(JOBS)}, jobs
 
 
+@pytest.mark.slow  # the shared 2-rank gloo launch (ddp fixture)
 def test_ranks_that_disagree_on_config_or_code_stop_with_one_line_and_write_nothing(ddp):
     tmp, got, _ = ddp
     for name, field in (("config", "il.lr"), ("code", "code_version")):
@@ -80,6 +84,7 @@ def test_ranks_that_disagree_on_config_or_code_stop_with_one_line_and_write_noth
     assert "0.01 (rank 0: 0.001)" in got["config"][0]["error"]
 
 
+@pytest.mark.slow  # the shared 2-rank gloo launch (ddp fixture)
 def test_one_step_on_two_ranks_equals_one_process_on_the_concatenated_batch(ddp, corridor, episodes_file):
     tmp, got, jobs = ddp
     r0, r1 = got["one_step"]
@@ -97,6 +102,7 @@ def test_one_step_on_two_ranks_equals_one_process_on_the_concatenated_batch(ddp,
     assert r0["il"]["loss"] == pytest.approx(single["il"]["loss"], abs=1e-5)  # the whole batch's loss, logged once
 
 
+@pytest.mark.slow  # the shared 2-rank gloo launch (ddp fixture)
 def test_a_run_on_two_ranks_writes_one_checkpoint_one_log_and_validates_once(ddp, corridor, episodes_file):
     """Global batch 3 of 4 episodes: the last batch of an epoch leaves rank 1 without an episode."""
     tmp, got, jobs = ddp
@@ -119,6 +125,7 @@ def test_a_run_on_two_ranks_writes_one_checkpoint_one_log_and_validates_once(ddp
     assert single["il"]["samples"] == r0["il"]["samples"]
 
 
+@pytest.mark.slow  # the shared 2-rank gloo launch (ddp fixture)
 def test_per_rank_batches_with_linear_lr_scaling(ddp, corridor, episodes_file):
     tmp, got, _ = ddp
     r0, _ = got["per_rank"]
@@ -131,6 +138,7 @@ def test_per_rank_batches_with_linear_lr_scaling(ddp, corridor, episodes_file):
     assert _max_diff(_weights(tmp / "per_rank"), _weights(tmp / "one_step")) < 1e-5  # the same step as global batch 4
 
 
+@pytest.mark.slow  # the shared 2-rank gloo launch (ddp fixture)
 def test_dagger_round_on_two_ranks_collects_once_and_trains_like_one_process(ddp, corridor, episodes_file):
     tmp, got, jobs = ddp
     r0, r1 = got["dagger"]

@@ -55,6 +55,7 @@ def test_trains_records_the_cloud_inputs_and_the_checkpoint_round_trips(corridor
         assert all(len(set(o["experts"])) == 2 and all(0 <= e < 3 for e in o["experts"]) and 0 < o["sigma"] < 1 for o in steps)
 
 
+@pytest.mark.slow  # the rendering loss falling in training is also the render-stage test's check
 def test_rendering_loss_supervises_the_lookahead_with_the_next_real_view(corridor, episodes_file, predictor_file, tmp_path):
     """``render_weight`` > 0 adds (1 - cos) of the oracle candidate's rendered view against the next
     panorama's front view; training lowers it (the rendering model learns from the real views)."""
@@ -134,6 +135,7 @@ def test_shipped_configs_build_a_cpu_sized_policy_that_trains_a_step(name, predi
         assert any(n.startswith("same.router") for n in changed) and any(n.startswith("global_encoder") for n in changed)
 
 
+@pytest.mark.slow  # online rounds of both policies run in the overfit-through-the-runner tests
 def test_gama_fine_tunes_online_with_schedule_sampling(corridor, episodes_file, predictor_file, tmp_path):
     """A DAgger round: the HNR teacher asks the learner (its ``choose`` reads the teacher's
     panorama depths) and executes its choice with probability 1 - β."""

@@ -324,11 +324,14 @@ def test_kill_9_during_training_resumes_to_the_same_weights(corridor, episodes_f
         deadline = time.time() + 300
         while not last.is_file() and proc.poll() is None and time.time() < deadline:
             time.sleep(0.05)
-        assert proc.poll() is None, "the training process ended before it could be killed"
+        assert proc.poll() is None, f"the training process ended (status {proc.returncode}) before it could be killed"
+        assert last.is_file(), "the training process wrote no checkpoint within 300 s"
         time.sleep(0.1)  # a few more batches: the kill may land in the middle of a write
         os.kill(proc.pid, signal.SIGKILL)
     finally:
-        proc.wait()
+        if proc.poll() is None:  # a failed check above: the run must not outlive the test
+            proc.kill()
+        proc.wait(60)
     assert proc.returncode == -signal.SIGKILL
     position = read_checkpoint(last)["position"]  # readable: an interrupted write never replaces it
     assert position["phase"] == "il" and (position["epoch"], position["batch"]) < (10, 0)

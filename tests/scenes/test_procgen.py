@@ -37,7 +37,9 @@ def test_same_seed_same_bytes_across_processes(tmp_path):
     code = ("import sys; from vlnverse.scenes.procgen import generate_home; from vlnverse.scenes.usd_io import write_usd; "
             "write_usd(generate_home(21), sys.argv[1])")
     for name in ("a.usd", "b.usd"):
-        subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], check=True)
+        run = subprocess.run([sys.executable, "-c", code, str(tmp_path / name)], capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, f"writing {name} in a new process failed: {run.stderr}"
     assert (tmp_path / "a.usd").read_bytes() == (tmp_path / "b.usd").read_bytes()
     assert write_usd(generate_home(21), tmp_path / "c.usd").read_bytes() == (tmp_path / "a.usd").read_bytes()
 
@@ -254,6 +256,26 @@ def _widest_simd_paths() -> list[str]:
     return [name for name in __cpu_dispatch__ if __cpu_features__.get(name)]
 
 
+def test_a_shipped_home_matches_the_generator(tmp_path):
+    """The smallest shipped home is byte for byte what the generator writes from its seed, textures
+    included (the quick guard against a generator change without regenerating scenes_usd/; every
+    home in two processes and on any SIMD path is the slow test below)."""
+    import json
+
+    from vlnverse.paths import scenes_dir
+    from vlnverse.scenes.usd_io import write_usd
+
+    shipped = scenes_dir()
+    seeds = [seed for split in json.loads((shipped / "splits.json").read_text())["seeds"].values() for seed in split]
+    seed = min(seeds, key=lambda s: (shipped / f"home_{s:04d}.usd").stat().st_size)
+    fresh = write_usd(generate_home(seed), tmp_path / f"home_{seed:04d}.usd")
+    assert fresh.read_bytes() == (shipped / fresh.name).read_bytes(), \
+        f"{fresh.name} differs from a fresh generation: run python tools/generate_shipped_scenes.py"
+    textures = sorted((tmp_path / "textures").glob("*.png"))
+    assert textures and all(p.read_bytes() == (shipped / "textures" / p.name).read_bytes() for p in textures)
+
+
+@pytest.mark.slow  # every shipped home, twice (~110 s on a loaded 2-core machine)
 def test_shipped_scenes_match_the_generator_on_any_simd_path():
     """scenes_usd/ is byte for byte what tools/generate_shipped_scenes.py produces from this code, in two
     separate processes: numpy's default dispatch and with its widest SIMD paths disabled (floats are
@@ -264,12 +286,13 @@ def test_shipped_scenes_match_the_generator_on_any_simd_path():
     runs = [subprocess.Popen([sys.executable, str(tool), "--check", "--quiet"], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for env in envs]
     for env, run in zip(envs, runs):
-        _, err = run.communicate(timeout=300)
+        _, err = run.communicate(timeout=1800)  # ends only a hung run
         assert run.returncode == 0, f"NPY_DISABLE_CPU_FEATURES={env.get('NPY_DISABLE_CPU_FEATURES', '')!r}: {err}"
     if simd:  # the second process really ran without them
         code = ("import sys, numpy as np; m = getattr(np, '_core', None) or np.core; "
                 "f = m._multiarray_umath.__cpu_features__; print(' '.join(n for n in sys.argv[1:] if f.get(n)))")
-        probe = subprocess.run([sys.executable, "-c", code, *simd], env=envs[1], capture_output=True, text=True)
+        probe = subprocess.run([sys.executable, "-c", code, *simd], env=envs[1], capture_output=True, text=True,
+                               timeout=300)
         assert probe.returncode == 0 and probe.stdout.split() == [], probe.stdout + probe.stderr
 
 

@@ -14,7 +14,10 @@ from vlnverse.study.config import StudyConfig
 from vlnverse.study.log import IDLE, read_episode_end, read_rows
 from vlnverse.study.server import BackgroundServer, create_app
 
+from study_helpers import assert_t_is_driving_time
+
 CONSENT = "TEST CONSENT: you agree to drive a robot. Only your id is stored."
+CLOSED_S = 2.0  # how long the resume test keeps the tab closed
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +85,17 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     page.screenshot(path=str(artifacts / "study_instruction.png"))
     _start_driving(page)
 
-    # A held turns left (counter-clockwise) at 60 deg/s = 3 deg per 50 ms tick; Q tilts the camera up
+    # A held turns left (counter-clockwise) at 60 deg/s; Q tilts the camera up
     turning = _hold(page, store, pid, eid, "a", "left", 15)
     before, after = turning[0], turning[-1]
     lefts = sum(r.action == "left" for r in turning)
     turned = math.degrees(math.remainder(after.yaw - before.yaw, math.tau))
-    assert 0.5 * 3 * lefts <= turned <= 1.5 * 3 * lefts, (turned, lefts)  # physics follows the command
+    # physics follows the command: at least half of 3 deg per row of 'left' (rows are >= 50 ms apart,
+    # later ones under load), and never faster than 60 deg/s over the driving time from the last row
+    # before the key went down to the idle row after it came up (server clock; slack: the first step
+    # may simulate back to the tick before, at most 0.25 s, and the braking)
+    assert turned >= 0.5 * 3 * lefts, (turned, lefts)
+    assert turned <= 60 * (after.t - before.t + 0.25) + 3, (turned, after.t - before.t)
     assert math.hypot(after.x - before.x, after.y - before.y) < 0.1, (before, after)
     tilting = _hold(page, store, pid, eid, "q", "look_up", 1)
     assert tilting[-1].pitch > tilting[0].pitch + math.radians(10), (tilting[0], tilting[-1])
@@ -99,20 +107,17 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     assert forward and {r.action for r in rows} <= {"forward", IDLE}, sorted({r.action for r in rows})
     held = [i for i, r in enumerate(rows) if r.action == "forward"]
     assert held == list(range(held[0], held[-1] + 1)), [r.action for r in rows]  # one press: one unbroken run
-    # t is the measured driving time: it rises with the server's wall clock and never drifts from it;
-    # the wall clock never goes back (how close rows come to 50 ms apart is `vlnverse bench study`'s figure)
-    assert all(b.t > a.t for a, b in zip(rows, rows[1:]))
-    # over the drive (two clock reads a moment apart: a single row may differ by scheduling jitter)
-    assert abs((rows[-1].t - rows[0].t) - (rows[-1].wall_time - rows[0].wall_time)) < 0.1
-    assert all(b.wall_time >= a.wall_time for a, b in zip(rows, rows[1:]))
+    # t is the measured driving time: it rises with the server's wall clock and never drifts from it
+    # (how close rows come to 50 ms apart is `vlnverse bench study`'s figure, not asserted here)
+    assert_t_is_driving_time(rows)
     end = rows[-1]
     moved = np.array([end.x - start.x, end.y - start.y])
     along = moved @ [math.cos(start.yaw), math.sin(start.yaw)]
     assert along > 0.2 or any(r.collided for r in forward), (moved, start.yaw)
-    # never faster than 0.5 m/s over the time that passed (a row's pose may lag its t by a control
-    # step or two on a loaded machine, hence the 0.1 m allowance; no per-row timing is asserted)
+    # never faster than 0.5 m/s over the driving time that passed (server clock; slack: the first step
+    # may simulate back to the tick before the first row, at most 0.25 s, and the braking)
     path = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip(rows, rows[1:]))
-    assert path <= 0.5 * (rows[-1].t - rows[0].t) + 0.1, (path, rows[-1].t - rows[0].t)
+    assert path <= 0.5 * (rows[-1].t - rows[0].t + 0.25) + 0.1, (path, rows[-1].t - rows[0].t)
     free = [(a, b) for a, b in zip(rows, rows[1:]) if b.action == "forward" and not b.collided]
     assert len(free) > 10  # driving straight: no turning on the ticks without contact
     assert max(abs(math.remainder(b.yaw - a.yaw, math.tau)) for a, b in free) < math.radians(1)
@@ -129,6 +134,8 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     # closing the tab loses nothing; reopening offers to resume at the last pose
     logged = _csv(store, pid, eid)
     page.close()
+    # the tab stays closed for 2 s (not a wait for anything: time that must not count as driving)
+    time.sleep(CLOSED_S)
     page = browser.new_page()
     _login(page, url, pid)
     page.wait_for_selector("#modal-resume:not(.hidden)", timeout=120_000)
@@ -138,11 +145,19 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     _hold(page, store, pid, eid, "w", "forward", 5)
     resumed = _csv(store, pid, eid)
     assert resumed[:len(logged)] == logged
-    first_new = resumed[len(logged)]
-    assert math.hypot(first_new.x - logged[-1].x, first_new.y - logged[-1].y) < 0.05
-    assert abs(first_new.pitch - logged[-1].pitch) < 1e-3
-    # t is driving time: it goes on from the last row, the time the tab was closed is not in it
-    assert logged[-1].t < first_new.t < logged[-1].t + 1.0
+    # the resume: the rows around the longest wall-clock gap (rows logged before the server saw the
+    # tab close are rows like any other)
+    gap = max(range(len(logged) - 1, len(resumed) - 1), key=lambda i: resumed[i + 1].wall_time - resumed[i].wall_time)
+    last, first_new = resumed[gap], resumed[gap + 1]
+    assert math.hypot(first_new.x - last.x, first_new.y - last.y) < 0.05
+    assert abs(first_new.pitch - last.pitch) < 1e-3
+    # t is driving time: it goes on from the last row (one log interval and the logger's lead after
+    # it, at least), and the time the tab was closed is not in it: across the resume the wall clock
+    # advanced by at least the CLOSED_S the tab was closed more than t did (half of it, for the time the
+    # server may take to notice the close on a loaded machine); no upper bound on the lag is asserted
+    assert first_new.t >= last.t + store.config.log_interval_s, (last, first_new)
+    excluded = (first_new.wall_time - last.wall_time) - (first_new.t - last.t)
+    assert excluded >= CLOSED_S / 2, (excluded, last, first_new)
 
     # Enter asks "Are you at the goal?"; confirming ends the episode (a STOP) and the next one's instruction pops up
     page.keyboard.press("Enter")
@@ -174,9 +189,13 @@ def test_held_key_is_rate_limited_not_queued(browser, study):
                           and any(x.action == "forward" for x in r if x.t > before.t), "an idle row after the flood")
     rows = _wait_rows(store, pid, eid, lambda r: len(r) >= len(released) + 10, "10 more rows")
     assert all(r.action == IDLE for r in rows[len(released) - 1:]), [r.action for r in rows[len(released) - 1:]]
-    after = rows[-1]
-    elapsed = sum(b.t - a.t for a, b in zip(rows, rows[1:]) if b.action == "forward")
-    assert math.hypot(after.x - before.x, after.y - before.y) <= 0.5 * elapsed + 0.05
+    # the speed stays the controller's: the distance (braked to rest 10 rows later) is at most 0.5 m/s
+    # over the driving time from the last row before the flood to the first idle row after it, on the
+    # server's clock (a load that stretches the flood stretches that time too). Slack: the first
+    # step may simulate back to the tick before ``before`` (at most 0.25 s) and the braking.
+    after, held_s = rows[-1], released[-1].t - before.t
+    moved = math.hypot(after.x - before.x, after.y - before.y)
+    assert moved <= 0.5 * (held_s + 0.25) + 0.1, (moved, held_s)
     page.close()
 
 

@@ -1,14 +1,12 @@
 """The participant flow as a lab runs it, in headless Chromium: practice episode (flagged, not
 scored), Enter asks "Are you at the goal?", a double Enter never starts the next episode, pause
 screen, collision cue, withdraw (data deleted or kept; the id refused afterwards), frame-rate
-counter only in debug mode, and the body reaching the configured speeds (within 5 %)."""
+counter only in debug mode, and held keys driving the body at the configured speeds."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 
-import numpy as np
 import pytest
 
 pytest.importorskip("fastapi", reason="the study extra is not installed (pip install -e '.[study]')")
@@ -19,50 +17,7 @@ from vlnverse.study.config import StudyConfig
 from vlnverse.study.log import read_episode_end, read_rows  # strict=True on live files: a row being written is skipped, not cut off
 from vlnverse.study.server import BackgroundServer, create_app
 
-
-@pytest.fixture(scope="module")
-def headings(study_episodes, tmp_path_factory):
-    """Episodes of the test home turned to face open floor (``free``: 3 s at 0.5 m/s without
-    contact) and a wall (``wall``: the earliest contact), found by driving the simulator."""
-    from vlnverse.sim import make_simulator
-    from vlnverse.sim.types import AgentPose, VelocityAction
-    from vlnverse.tasks.base import load_scene_context, load_task_config
-    from vlnverse.tasks.episode import load_episodes, save_episodes
-    from vlnverse.sim.body import load_body
-
-    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
-
-    episodes = resolve_episode_scenes(load_episodes(study_episodes), scene_roots(None, study_episodes.parent))
-    ep = episodes[0]
-    cfg = load_task_config(ep.task_type)
-    body = load_body(cfg.body)
-    ctx = load_scene_context(ep.scene_path, body, cfg.map_resolution)
-    sim = make_simulator(ctx.desc, body, sensors=[])
-    first_contact = {}
-    try:
-        for k in range(16):
-            yaw = k * math.tau / 16
-            sim.reset(AgentPose(float(ep.start_position[0]), float(ep.start_position[1]), yaw))
-            first_contact[yaw] = 99
-            for i in range(70):
-                out = sim.step(VelocityAction(0.5, 0.0, 0.05))
-                result = out[1] if isinstance(out, tuple) else out
-                if result.collided:
-                    first_contact[yaw] = i
-                    break
-    finally:
-        sim.close()
-    free = max(first_contact, key=first_contact.get)
-    wall = min(first_contact, key=first_contact.get)
-    assert first_contact[free] == 99 and first_contact[wall] < 40, first_contact
-    folder = tmp_path_factory.mktemp("flow-episodes")
-    out = {}
-    for name, yaw in (("free", free), ("wall", wall)):
-        path = folder / f"{name}.jsonl"
-        portable = load_episodes(study_episodes)[0].scene_path  # relative to the shipped scenes
-        save_episodes(path, [dataclasses.replace(ep, episode_id=f"{name}-0", start_yaw=float(yaw), scene_path=portable)])
-        out[name] = path
-    return out
+from study_helpers import assert_t_is_driving_time
 
 
 def _serve(tmp_path, episodes, **config):
@@ -77,9 +32,9 @@ def _login(page, url, pid):
 
 
 def _start(page):
-    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=30_000)
+    page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
     page.click("#modal-go")
-    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=60_000)
+    page.wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=120_000)
 
 
 ACTIONS = {"w": "forward", "a": "left", "d": "right"}
@@ -144,12 +99,12 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         # confirmed: the practice episode ends (flagged), the pause screen shows, then the first real episode
         page.keyboard.press("Enter")
         page.click("#confirm-yes")
-        page.wait_for_selector("#pause:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#pause:not(.hidden)", timeout=120_000)
         assert "Practice finished" in page.inner_text("#pause-title")
         page.screenshot(path=str(artifacts / "study_pause.png"))
         end = read_episode_end(store.folder("F01"), practice)
         assert end["termination"] == "stop" and end["practice"] is True
-        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
         assert page.is_hidden("#pause")
         real = store.current("F01")
         assert real != practice and real in store.order
@@ -162,7 +117,7 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
         _hold(page, store, "F01", "d", 5)
         page.keyboard.press("Enter")
         page.click("#confirm-yes")
-        page.wait_for_selector("#message:not(.hidden)", timeout=30_000)
+        page.wait_for_selector("#message:not(.hidden)", timeout=120_000)
         assert "finished all 1 episodes" in page.inner_text("#message-text")
         page.close()
     summary = score_study(store.out, print_summary=False)
@@ -171,9 +126,10 @@ def test_practice_confirm_pause_and_double_enter(browser, study_episodes, tmp_pa
     assert sum(r["episodes"] for r in summary["human"].values()) == 1
 
 
-def test_configured_speeds_are_reached(browser, headings, tmp_path):
-    """W drives at linear_speed and A turns at angular_speed_deg, within 5 % (the 50 ms tick is 2.5
-    control ticks: the session carries the remainder, so the simulated time keeps up)."""
+def test_held_keys_drive_at_the_configured_speeds_in_the_browser(browser, headings, tmp_path):
+    """W and A held in the page drive the body through physics at the configured speeds, checked on
+    the server's clock with slack for a loaded machine (the 5 % figure is checked on a
+    deterministic clock in test_study_session_clock.py)."""
     store, server = _serve(tmp_path, headings["free"], linear_speed=0.5, angular_speed_deg=60.0)
     with server as url:
         page = browser.new_page()
@@ -186,23 +142,25 @@ def test_configured_speeds_are_reached(browser, headings, tmp_path):
         page.close()
     rows = read_rows(store.folder("S01") / f"{eid}.csv")
     assert not any(r.collided for r in rows)
-    # t is the measured driving time: it only grows, and over the drive it advances as the server's wall
-    # clock does (the two are read a moment apart, so a single row may differ by scheduling jitter)
-    assert all(b.t > a.t for a, b in zip(rows, rows[1:]))
-    assert abs((rows[-1].t - rows[0].t) - (rows[-1].wall_time - rows[0].wall_time)) < 0.1
+    # t is the measured driving time: it only grows, and over the drive it advances as the server's wall clock does
+    assert_t_is_driving_time(rows)
 
-    def steady(action, skip):  # rows of a held key after it reached speed (acceleration limits)
-        return [r for r in rows if r.action == action][skip:]
+    def run(action):  # the last row before the key went down, the held rows, the first idle row after
+        held = [i for i, r in enumerate(rows) if r.action == action]
+        assert held == list(range(held[0], held[-1] + 1)), [r.action for r in rows]  # one press: one unbroken run
+        assert held[-1] + 1 < len(rows) and rows[held[-1] + 1].action == "idle", [r.action for r in rows]
+        return rows[max(held[0] - 1, 0)], len(held), rows[held[-1] + 1]
 
-    fwd = steady("forward", 8)
-    dist = sum(math.hypot(b.x - a.x, b.y - a.y) for a, b in zip(fwd, fwd[1:]))
-    speed = dist / (fwd[-1].t - fwd[0].t)
-    turn = steady("left", 6)
-    rate = math.degrees(sum(math.remainder(b.yaw - a.yaw, math.tau) for a, b in zip(turn, turn[1:]))) / (
-        turn[-1].t - turn[0].t)
-    assert len(fwd) >= 20 and len(turn) >= 15, (len(fwd), len(turn))
-    assert speed == pytest.approx(0.5, rel=0.05), speed
-    assert rate == pytest.approx(60.0, rel=0.05), rate
+    # at least half the configured speed per held row (rows are >= 50 ms apart), never faster than it over
+    # the driving time from the last row before the key went down to the first idle row after it came up
+    # (slack: the first step may simulate back to the tick before, at most 0.25 s, and the braking)
+    start, n, end = run("forward")
+    along = (end.x - start.x) * math.cos(start.yaw) + (end.y - start.y) * math.sin(start.yaw)
+    assert along >= 0.5 * 0.5 * 0.05 * n, (along, n)
+    assert math.hypot(end.x - start.x, end.y - start.y) <= 0.5 * (end.t - start.t + 0.25) + 0.1, (start, end)
+    start, n, end = run("left")
+    turned = math.degrees(math.remainder(end.yaw - start.yaw, math.tau))
+    assert 0.5 * 60 * 0.05 * n <= turned <= 60 * (end.t - start.t + 0.25) + 3, (turned, n, end.t - start.t)
 
 
 def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, artifacts):
@@ -217,7 +175,7 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         page.wait_for_timeout(500)
         assert page.evaluate("window.vlnverseStudy.hits()") == 0
         page.keyboard.down("w")
-        page.wait_for_function("window.vlnverseStudy.hits() > 0", timeout=20_000)
+        page.wait_for_function("window.vlnverseStudy.hits() > 0", timeout=120_000)
         page.screenshot(path=str(artifacts / "study_collision.png"))
         page.keyboard.up("w")
         rows = read_rows(store.folder("C01") / f"{eid}.csv", strict=True)
@@ -228,7 +186,8 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         _start(debug)
         assert debug.is_visible("#fps-wrap")
         _hold(debug, store, "C01", "a", 10)
-        assert int(debug.inner_text("#fps")) > 0
+        # the counter shows the frames of the last second, refreshed every 500 ms: wait for a refresh
+        debug.wait_for_function("Number(document.getElementById('fps').textContent) > 0", timeout=120_000)
         debug.close()
 
 
@@ -248,7 +207,7 @@ def test_withdraw_ends_the_session_and_refuses_the_id(browser, study_episodes, t
         page.click("#withdraw")
         assert ("deleted" if fate == "delete" else "kept") in page.inner_text("#withdraw-text")
         page.click("#withdraw-yes")
-        page.wait_for_selector("#message:not(.hidden)", timeout=20_000)
+        page.wait_for_selector("#message:not(.hidden)", timeout=120_000)
         assert "withdrawn" in page.inner_text("#message-title")
         record = json.loads((store.folder("W01") / "assignment.json").read_text())
         assert record["withdrawn_at"] > 0

@@ -102,10 +102,10 @@ def test_experimenter_page_shows_progress_and_ends_and_resumes_a_session(browser
         page.fill("#pid", pid)
         page.click("#login-button")
         page.click("#agree")
-        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=30_000)
+        page.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
         pages[pid] = page
     pages["A1"].click("#modal-go")
-    pages["A1"].wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=60_000)
+    pages["A1"].wait_for_function("document.getElementById('status').textContent === 'driving'", timeout=120_000)
     eid = store.current("A1")
     pages["A1"].keyboard.press("Enter")
     pages["A1"].click("#confirm-yes")  # A1 finishes one episode: progress 1 / 2
@@ -114,20 +114,20 @@ def test_experimenter_page_shows_progress_and_ends_and_resumes_a_session(browser
     boss.goto(f"{url}/experimenter?token={TOKEN}")
     row = lambda pid: boss.locator(f"tr[data-participant='{pid}']")  # noqa: E731
     boss.wait_for_function("document.querySelector(\"tr[data-participant='A1'] td.progress\")?.textContent === '1 / 2'",
-                           timeout=30_000)
+                           timeout=120_000)
     assert row("B2").locator("td.progress").inner_text() == "0 / 2"
     assert row("A1").locator("td").nth(1).inner_text() == "yes" and row("B2").locator("td").nth(1).inner_text() == "yes"
     boss.screenshot(path=str(artifacts / "study_experimenter.png"))
 
     # end B2's session: their page says so, the id is refused until the experimenter resumes it
     row("B2").locator("button").click()
-    pages["B2"].wait_for_selector("#message:not(.hidden)", timeout=20_000)
+    pages["B2"].wait_for_selector("#message:not(.hidden)", timeout=120_000)
     assert "experimenter has paused your session" in pages["B2"].inner_text("#message-text")
     boss.wait_for_function("document.querySelector(\"tr[data-participant='B2'] td.state\")?.textContent === 'ended by you'",
-                           timeout=20_000)
+                           timeout=120_000)
     boss.wait_for_function(  # the closed connection reaches the page after the state: wait for it
         "document.querySelector(\"tr[data-participant='B2']\")?.querySelectorAll('td')[1]?.textContent === 'no'",
-        timeout=60_000)
+        timeout=120_000)
     again = browser.new_page()
     again.goto(url)
     again.fill("#pid", "B2")
@@ -136,11 +136,11 @@ def test_experimenter_page_shows_progress_and_ends_and_resumes_a_session(browser
     assert "paused your session" in again.inner_text("#message-text")
     row("B2").locator("button", has_text="Resume").click()
     boss.wait_for_function("document.querySelector(\"tr[data-participant='B2'] td.state\")?.textContent !== 'ended by you'",
-                           timeout=20_000)
+                           timeout=120_000)
     again.goto(url)
     again.fill("#pid", "B2")
     again.click("#login-button")
-    again.wait_for_selector("#instruction-modal:not(.hidden)", timeout=30_000)
+    again.wait_for_selector("#instruction-modal:not(.hidden)", timeout=120_000)
     assert store.current("B2") is not None
     for page in (*pages.values(), again, boss):
         page.close()
