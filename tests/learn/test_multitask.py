@@ -86,6 +86,17 @@ def test_gama_trains_on_two_tasks_and_reports_each_task_and_its_experts(corridor
     assert (fine - 1 / 3).abs().sum() > 0.3 and (coarse - 1 / 3).abs().sum() > 0.3
     assert (fine - coarse).abs().sum() > 0.3
     assert report["expert_usage"]["overall"] == {n: u["overall"] for n, u in usage.items()}
+    # the checkpoint is selected by the mean over tasks of the metric on validation.split (the final validation here)
+    final = summary["validation"][-1]
+    assert set(final) >= {"fine_grained/val_seen", "coarse/val_seen"}
+    assert summary["best"]["value"] == pytest.approx((final["fine_grained/val_seen"]["SR"] + final["coarse/val_seen"]["SR"]) / 2)
+    # DAgger on the mix: each task's episodes are rolled out with its own settings into one aggregate
+    dagger = _config(tmp_path / "online", task_files, predictor_file, mode="dagger", init=str(out / "best.pt"),
+                     dagger={"rounds": 1, "p": 0.5, "epochs": 1, "episodes": 4})
+    online = _train(dagger, corridor)
+    (round_1,) = online["dagger"]
+    assert round_1["collected_episodes"] == 4 and round_1["aggregated_episodes"] == 4
+    assert set(json.loads((Path(dagger.out) / "tasks.json").read_text())["tasks"]) == {"fine_grained", "coarse"}
 
 
 def test_tasks_config_errors_are_one_line():
