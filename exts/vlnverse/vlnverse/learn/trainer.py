@@ -225,7 +225,7 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
         episodes = [e for e in episodes if e.split == split]
-    elif split is not None and episodes and field == "train":
+    elif split is not None and episodes and (field == "train" or field.endswith("].train")):  # a 'tasks' entry's too
         raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
     if not episodes:
         raise ConfigError(f"empty split: no '{task_type}' episodes", field=field, expected="at least one episode")
@@ -320,8 +320,8 @@ class Trainer:
         homes: dict = {}
         train = resolve_split(source, split=cfg.train_split, field=f"{field}train", workers=cfg.workers, report=self.report,
                               info=homes, **common)
-        if homes:
-            self.summary.setdefault("homes", {}).update(homes) if cfg.tasks else self.summary.update(homes=homes)
+        if homes:  # a multi-task run: per task
+            self.summary.setdefault("homes", {}).update({name: homes} if cfg.tasks else homes)
         held_out = {split: resolve_split(src, split=split, field=f"{field}val.{split}", **common) for split, src in val.items()}
         return train, held_out
 
