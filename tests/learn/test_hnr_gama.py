@@ -293,3 +293,20 @@ def test_bad_parameters_are_one_line_errors(policy, bad, field, predictor_file):
         build_policy(policy, {"hidden_size": 32, "waypoint_predictor": str(predictor_file), **bad},
                      Vocabulary.build(["go"]), RIG16)
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_teacher_records_the_built_policys_cloud_inputs(episodes_file, predictor_file, tmp_path):
+    """The config's ``cloud_grid`` (default 2) sets the teacher's grid; once a policy is built (a
+    DAgger init from a checkpoint written before grid features holds one point per view), the
+    teacher records what that policy reads."""
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.trainer import Trainer
+    from vlnverse.learn.vocab import Vocabulary
+
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, "hnr", SMALL)
+    trainer = Trainer(cfg, progress=False, report=lambda s: None)
+    assert trainer.teacher_spec().grid == 2 and "view_grid" in trainer.teacher_spec().extra_fields
+    rig = [{"name": "depth", "kind": "depth", "shape": [16, 16]}]
+    trainer.policy = build_policy("hnr", {**cfg.policy.params, "cloud_grid": 0}, Vocabulary.build(["go"]), rig)
+    spec = trainer.teacher_spec()
+    assert spec.grid == 0 and spec.extra_fields["view_depth"] == [12] and "view_grid" not in spec.extra_fields

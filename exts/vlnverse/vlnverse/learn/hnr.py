@@ -466,6 +466,10 @@ class HNRPolicy(VLNBertPolicy):
         out["cloud_grid"] = int(cloud["grid"]) if isinstance(cloud, dict) and "grid" in cloud else 0
         return out
 
+    def teacher_overrides(self) -> dict[str, Any]:
+        """The teacher records this policy's cloud inputs (its grid, whatever the config says)."""
+        return {"cloud_grid": self.cloud_grid}
+
     def checkpoint_extras(self) -> dict[str, Any]:
         """VLN-BERT's and the cloud's grid (``cloud_grid`` as built, default included)."""
         return {**super().checkpoint_extras(), "cloud": {"grid": self.cloud_grid}}

@@ -349,7 +349,11 @@ class Trainer:
         discrete oracle teacher of Seq2Seq / CMA."""
         from .policies import POLICIES
 
-        return POLICIES.get(self.cfg.policy.name).teacher_spec(dict(self.cfg.policy.params or {}))
+        params = dict(self.cfg.policy.params or {})
+        # a built policy may say what its teacher must record beyond its config (e.g. an HNR
+        # checkpoint from before grid features: one point per view)
+        params.update(getattr(self.policy, "teacher_overrides", dict)())
+        return POLICIES.get(self.cfg.policy.name).teacher_spec(params)
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
