@@ -114,6 +114,7 @@ def test_tasks_config_errors_are_one_line():
                        ({"tasks": [{"task": "fine_grained"}]}, "tasks"),
                        ({"tasks": [{**good[0], "name": "a/b"}]}, "tasks[0].name"),
                        ({"tasks": good, "validation": {"split": "val_unseen"}}, "validation.split"),
+                       ({"tasks": good, "policy": {"name": "graph_nf"}}, "tasks"),
                        ({}, "task")):
         with pytest.raises(ConfigError) as err:
             from_dict(TrainConfig, {**base, **bad})

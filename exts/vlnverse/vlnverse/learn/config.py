@@ -314,8 +314,12 @@ class TrainConfig:
     def _validate_tasks(self) -> None:
         """``tasks``: TaskSpecs with distinct names, no top-level ``train`` / ``val``; ``task`` is
         set to the first task's (the run's default settings)."""
+        from .policies_registry import OWN_LOOP_POLICIES
+
         require(isinstance(self.tasks, list) and all(isinstance(t, TaskSpec) for t in self.tasks), "tasks",
                 f"got {self.tasks!r}", "a list of {task, train, val, name} mappings")
+        require(self.policy.name not in OWN_LOOP_POLICIES, "tasks", f"a task mix for {self.policy.name!r}",
+                f"a policy of the shared trainer (not {list(OWN_LOOP_POLICIES)}), or one task: task / train / val")
         require(self.train is None and not self.val, "train", "top-level 'train' / 'val' with 'tasks'",
                 "the episodes of each task in its 'tasks' entry")
         require(not self.task or self.task == self.tasks[0].task, "task", f"got {self.task!r} with 'tasks'",
