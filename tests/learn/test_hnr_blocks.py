@@ -278,3 +278,24 @@ def test_cell_depths_take_the_median_and_fill_misses_with_the_max_depth():
     depth[0, 2:, 2:] = np.nan
     out = cell_depths(depth, 2, max_depth=5.0)
     assert out.tolist() == [[[2.5, 1.0], [1.0, 5.0]]]
+
+
+def test_rows_of_rays_see_a_point_above_the_horizon_in_their_band_only():
+    """``rows`` = 2 over a 90° square view: rays pitched ±atan(1/2) (the centres of the upper and
+    lower band); an opaque point 2 m ahead on the upper ray is rendered by that row alone (half
+    the view's rays: half its feature, opacity 1/2), and level rays (1 row) miss it."""
+    torch.manual_seed(0)
+    feature = torch.tensor([1.0, -2.0])
+    up = math.atan(0.5)
+    cloud = _single_point_cloud(feature, at=(2 * math.cos(up), 0.0, 2 * math.sin(up)))
+    two = VolumeRenderer(2, hidden=8, k=1, rays=1, rows=2, samples=32, near=0.2, far=4.0, radius=0.2)
+    assert torch.allclose(two.ray_pitches.sort().values, torch.tensor([-up, up]), atol=1e-6)
+    level = VolumeRenderer(2, hidden=8, k=1, rays=1, rows=1, samples=32, near=0.2, far=4.0, radius=0.2)
+    for r in (two, level):
+        with torch.no_grad():
+            r.density[-1].bias.fill_(60.0)
+    with torch.no_grad():
+        feat, opacity = two(cloud, torch.zeros(1, 1, 3), torch.zeros(1, 1))
+        flat, flat_opacity = level(cloud, torch.zeros(1, 1, 3), torch.zeros(1, 1))
+    assert opacity[0, 0] == pytest.approx(0.5, abs=1e-4) and torch.allclose(feat[0, 0], feature / 2, atol=1e-4)
+    assert float(flat_opacity[0, 0]) == 0.0 and torch.equal(flat[0, 0], torch.zeros(2))

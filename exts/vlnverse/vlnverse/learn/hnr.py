@@ -7,8 +7,9 @@ VLNVerse paper's appendix A.1.1): the building blocks and the ``hnr`` policy in 
 - ``FeatureCloud``: the points of an episode, grown step by step, capped at ``cap`` points;
   **eviction is first-in first-out** (when full, the oldest points go first: the cloud holds the
   most recent observations).
-- ``VolumeRenderer`` (Eqs. 3-4): a lookahead view at (origin, heading) is ``rays`` horizontal
-  rays across ``hfov``, ``samples`` points on each between ``near`` and ``far``; each sample
+- ``VolumeRenderer`` (Eqs. 3-4): a lookahead view at (origin, heading) is ``rows`` x ``rays``
+  rays (``rays`` across ``hfov``; ``rows`` through the centres of horizontal bands of the square
+  view, 1: level), ``samples`` points on each between ``near`` and ``far``; each sample
   gathers its K nearest cloud points (torch ``cdist`` + ``topk``, batched), embeds their relative
   position and orientation in the ray's frame, weighs them (softmax over K) into a latent
   feature and predicts a density; only neighbours within ``radius`` count (a sample with none is
