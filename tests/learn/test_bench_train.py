@@ -4,6 +4,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from test_vlnbert import predictor_file  # noqa: F401 (the session fixture)
+
 
 def test_every_row_builds_its_policy_on_the_bench_rig():
     from vlnverse.benchmarks.train import POLICY_ROWS, SENSORS
@@ -12,7 +14,7 @@ def test_every_row_builds_its_policy_on_the_bench_rig():
 
     rig = [{"name": s["name"], "kind": s["kind"], "shape": [s["height"], s["width"], 3] if s["kind"] == "rgb"
             else [s["height"], s["width"]]} for s in SENSORS]
-    assert [r["name"] for r in POLICY_ROWS] == ["seq2seq", "cma", "rdp", "vlnbert"]
+    assert [r["name"] for r in POLICY_ROWS] == ["seq2seq", "cma", "rdp", "vlnbert", "hnr", "gama"]
     for row in POLICY_ROWS:
         params = dict(row["params"])
         if row.get("waypoint_predictor"):  # the bench trains one first; an untrained one of default size here
@@ -25,7 +27,8 @@ def test_policies_flag_picks_rows_and_rejects_unknown_names():
     from vlnverse.benchmarks.train import _rows
     from vlnverse.core.errors import ConfigError
 
-    assert [r["name"] for r in _rows(SimpleNamespace(policies=None))] == ["seq2seq", "cma", "rdp", "vlnbert"]
+    assert [r["name"] for r in _rows(SimpleNamespace(policies=None))] == ["seq2seq", "cma", "rdp", "vlnbert", "hnr", "gama"]
+    assert [r["name"] for r in _rows(SimpleNamespace(policies="gama,hnr,vlnbert"))] == ["vlnbert", "hnr", "gama"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="rdp, cma"))] == ["cma", "rdp"]  # table order
     assert [r["name"] for r in _rows(SimpleNamespace(policies="cma,seq2seq"))] == ["seq2seq", "cma"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="rdp"))] == ["rdp"]
@@ -94,3 +97,38 @@ def test_a_budget_too_small_for_one_epoch_names_the_minimum_budget(monkeypatch):
     with pytest.raises(ConfigError, match=r"--budget.*at least 141 s") as err:
         _train({}, 100.0, 0.5)
     assert "\n" not in str(err.value) and "il" in str(err.value)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hnr", "gama"])
+def test_hnr_and_gama_rows_train_il_and_a_dagger_round_through_the_bench_path(name, corridor, predictor_file, tmp_path,
+                                                                              monkeypatch):
+    """Smoke test of a row on the corridor with a tiny budget (1 IL epoch, 1 DAgger epoch): the
+    bench's own ``train_row`` (same config builder, rig, selection and DAgger round as every row)
+    with the shared waypoint predictor given; checkpoints and figures come back."""
+    from dataclasses import replace
+
+    import vlnverse.learn.trainer as trainer
+    from vlnverse.benchmarks.train import POLICY_ROWS, train_row
+    from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.tasks.episode import save_episodes
+
+    from learn_helpers import make_episodes
+
+    run = trainer.run_training
+    monkeypatch.setattr(trainer, "run_training", lambda cfg, progress=True: run(  # the corridor is not a USD file
+        cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None))
+    eps = make_episodes(corridor)
+    save_episodes(tmp_path / "train.jsonl", eps)
+    save_episodes(tmp_path / "val_seen.jsonl", [replace(e, split="val_seen") for e in eps[:2]])
+    row = next(r for r in POLICY_ROWS if r["name"] == name)
+    row = {**row, "batch_size": 2}
+    predictor = {"path": str(predictor_file), "held_out": {}, "train_poses": 0, "seconds": 0.0}
+    out = train_row(row, tmp_path, None, 0, epochs=1, device="cpu", predictor=predictor)
+    assert set(out["checkpoints"]) == {f"{name}_il", f"{name}_il_dagger"}
+    for path in out["checkpoints"].values():
+        data = read_checkpoint(path)
+        assert data["policy"] == name and data["cloud"] == {"grid": 2}
+    fig = out["figures"]
+    assert fig["policy"] == name and fig["il_epochs"] == 1 and fig["dagger_episodes"] >= 1
+    assert fig["params"]["waypoint_predictor"] == str(predictor_file) and fig["waypoint_predictor"]["train_poses"] == 0

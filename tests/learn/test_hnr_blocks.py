@@ -202,3 +202,100 @@ def test_expert_usage_per_task_and_step_and_its_plot(tmp_path):
     with pytest.raises(ConfigError) as err:
         expert_usage({"x": [{"agent_outputs": [{"experts": [5]}]}]}, experts=3)
     assert "\n" not in str(err.value) and "experts" in str(err.value)
+
+
+def _room_panorama(center, yaw, half=2.0, views=12, size=16, hfov_deg=90.0):
+    """Planar depth (V, H, W) of a 12-view panorama at ``center`` (x, y), heading ``yaw``, inside
+    walls at x, y = ±``half`` (floor and ceiling out of reach): per pixel, the ray's distance to
+    the first wall times its cosine to the optical axis. Also returns the wall (0-3) each
+    pixel column hits (V, W)."""
+    import numpy as np
+
+    f = (size / 2) / math.tan(math.radians(hfov_deg) / 2)
+    u = (np.arange(size) + 0.5 - size / 2) / f  # right, per unit forward
+    v = (np.arange(size) + 0.5 - size / 2) / f  # down
+    depth = np.zeros((views, size, size), dtype=np.float32)
+    walls = np.zeros((views, size), dtype=int)
+    for i in range(views):
+        a = yaw + 2 * math.pi * i / views
+        fwd, left = np.array([math.cos(a), math.sin(a)]), np.array([-math.sin(a), math.cos(a)])
+        dirs = fwd[None] - u[:, None] * left[None]  # (W, 2) horizontal ray per column, forward component 1
+        t = np.full(size, np.inf)
+        for n, (axis, wall) in enumerate(((0, -half), (0, half), (1, -half), (1, half))):
+            with np.errstate(divide="ignore", invalid="ignore"):
+                s = (wall - center[axis]) / dirs[:, axis]
+            walls[i] = np.where((s > 0) & (s < t), n, walls[i])
+            t = np.where((s > 0) & (s < t), s, t)
+        depth[i] = np.broadcast_to(t[None, :], (size, size))  # planar depth = t (forward component 1)
+    return depth, walls
+
+
+def test_grid_features_back_project_to_the_room_walls():
+    """A 12-view depth panorama of a square room (walls at ±2 m): each view's 4 x 4 grid cells,
+    at the median depth of their pixels (``cell_depths``), back-project (``panorama_points``) onto
+    the walls; view 0 faces the x = 2 wall squarely, so its cells land at x = 2 exactly, spread
+    over y and z as the cell centres' rays do."""
+    import numpy as np
+
+    from vlnverse.learn.hnr import cell_depths, panorama_points
+
+    center, yaw, g = (0.4, -0.3), 0.0, 4
+    depth, walls = _room_panorama(center, yaw)
+    cells = cell_depths(depth, g, max_depth=10.0)
+    assert cells.shape == (12, g, g)
+    feats = torch.arange(12 * 3 * g * g, dtype=torch.float32).reshape(1, 12, 3, g, g)
+    pts = panorama_points(feats, torch.from_numpy(cells)[None], torch.tensor([[*center, yaw]]), 90.0)
+    pos = pts["positions"][0].double()
+    assert pos.shape == (12 * g * g, 3) and pts["features"].shape == (1, 12 * g * g, 3)
+    assert torch.equal(pts["features"][0, :g * g], feats[0, 0].reshape(3, -1).T)  # view 0's cells first, row-major
+    # view 0 (heading 0, facing the x = 2 wall at 1.6 m): cell (i, j) at y = cy - (u_j - cx)/f · d, z = -(v_i - cy)/f · d
+    d0 = 2.0 - center[0]
+    offs = (torch.arange(g, dtype=torch.float64) + 0.5) / g * 2 - 1  # cell centres in units of tan(45°) = 1
+    v0 = pos[:g * g].reshape(g, g, 3)
+    assert torch.allclose(v0[..., 0], torch.tensor(2.0, dtype=torch.float64), atol=1e-5)
+    assert torch.allclose(v0[..., 1], (center[1] - offs * d0)[None].expand(g, g), atol=1e-5)
+    assert torch.allclose(v0[..., 2], (-offs * d0)[:, None].expand(g, g), atol=1e-5)
+    # every cell that sees one wall lies on it within 2 cm (a cell's median depth vs its centre's
+    # ray); a cell across a corner (its columns see two walls) within 25 cm (measured 0.20 m)
+    off_wall = torch.minimum((pos[:, 0].abs() - 2).abs(), (pos[:, 1].abs() - 2).abs()).reshape(12, g, g)
+    cols = walls.reshape(12, g, -1)
+    corner = torch.from_numpy((cols != cols[..., :1]).any(-1))[:, None, :].expand(12, g, g)  # (V, rows, cols)
+    assert 0 < int(corner.sum()) <= 12 * g * 2
+    assert off_wall[~corner].max() < 0.02 and off_wall[corner].max() < 0.25, off_wall.max()
+    # the heading of each point is its view's; its scale is depth / f (metres per cell at that depth)
+    assert torch.allclose(pts["headings"][0].reshape(12, -1)[:, 0], torch.arange(12) * (2 * math.pi / 12))
+    f = (g / 2) / math.tan(math.radians(45.0))
+    assert torch.allclose(pts["scales"][0].reshape(12, g, g), torch.from_numpy(cells) / f)
+
+
+def test_cell_depths_take_the_median_and_fill_misses_with_the_max_depth():
+    import numpy as np
+
+    from vlnverse.learn.hnr import cell_depths
+
+    depth = np.ones((1, 4, 4), dtype=np.float32)
+    depth[0, :2, :2] = [[1.0, 2.0], [3.0, np.inf]]
+    depth[0, 2:, 2:] = np.nan
+    out = cell_depths(depth, 2, max_depth=5.0)
+    assert out.tolist() == [[[2.5, 1.0], [1.0, 5.0]]]
+
+
+def test_rows_of_rays_see_a_point_above_the_horizon_in_their_band_only():
+    """``rows`` = 2 over a 90° square view: rays pitched ±atan(1/2) (the centres of the upper and
+    lower band); an opaque point 2 m ahead on the upper ray is rendered by that row alone (half
+    the view's rays: half its feature, opacity 1/2), and level rays (1 row) miss it."""
+    torch.manual_seed(0)
+    feature = torch.tensor([1.0, -2.0])
+    up = math.atan(0.5)
+    cloud = _single_point_cloud(feature, at=(2 * math.cos(up), 0.0, 2 * math.sin(up)))
+    two = VolumeRenderer(2, hidden=8, k=1, rays=1, rows=2, samples=32, near=0.2, far=4.0, radius=0.2)
+    assert torch.allclose(two.ray_pitches.sort().values, torch.tensor([-up, up]), atol=1e-6)
+    level = VolumeRenderer(2, hidden=8, k=1, rays=1, rows=1, samples=32, near=0.2, far=4.0, radius=0.2)
+    for r in (two, level):
+        with torch.no_grad():
+            r.density[-1].bias.fill_(60.0)
+    with torch.no_grad():
+        feat, opacity = two(cloud, torch.zeros(1, 1, 3), torch.zeros(1, 1))
+        flat, flat_opacity = level(cloud, torch.zeros(1, 1, 3), torch.zeros(1, 1))
+    assert opacity[0, 0] == pytest.approx(0.5, abs=1e-4) and torch.allclose(feat[0, 0], feature / 2, atol=1e-4)
+    assert float(flat_opacity[0, 0]) == 0.0 and torch.equal(flat[0, 0], torch.zeros(2))

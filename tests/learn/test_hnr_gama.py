@@ -16,7 +16,7 @@ from test_vlnbert import RIG16, _eval, _train, predictor_file  # noqa: E402,F401
 
 from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint  # noqa: E402
 
-SMALL = {"hidden_size": 32, "cloud_cap": 64, "history": 4, "render": {"k": 3, "rays": 2, "samples": 6}}
+SMALL = {"hidden_size": 32, "cloud_cap": 192, "history": 4, "render": {"k": 3, "rays": 2, "samples": 6}}
 GAMA = {**SMALL, "experts": 3, "top_k": 2}
 
 
@@ -38,12 +38,20 @@ def test_trains_records_the_cloud_inputs_and_the_checkpoint_round_trips(corridor
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, policy, params, il__epochs=2)
     summary = _train(cfg, corridor)
     ep = StepStore(summary["cache"]["path"]).episode(0)
-    assert ep["view_depth"].shape[1:] == (12,) and (ep["view_depth"] > 0).all() and (ep["view_depth"] <= 10).all()
+    # the cloud's inputs: per-cell depths and the encoder's grid features of the 12 views (2 x 2 cells each)
+    assert ep["view_depth"].shape[1:] == (12, 2, 2) and (ep["view_depth"] > 0).all() and (ep["view_depth"] <= 10).all()
+    from vlnverse.learn.waypoints.model import load_predictor
+
+    assert ep["view_grid"].shape[1:] == (12, load_predictor(predictor_file).grid_channels, 2, 2)
+    assert ep["view_grid"].std() > 0
     assert np.allclose(ep["world_pose"], ep["pose"])
     assert summary["cache"]["teacher_SR"] >= 0.75
     data = read_checkpoint(Path(cfg.out) / "last.pt")
     assert data["policy"] == policy and any(k.startswith("renderer.") for k in data["state_dict"])
     rebuilt = policy_from_checkpoint(data)
+    assert data["cloud"] == {"grid": 2} and rebuilt.cloud_grid == 2  # the default grid is kept with the weights
+    legacy = {k: v for k, v in data.items() if k != "cloud"}  # a checkpoint from before grid features: one point per view
+    assert type(rebuilt).params_from_checkpoint(dict(data["config"]["policy"]["params"]), legacy, "x")["cloud_grid"] == 0
     for key, value in rebuilt.state_dict().items():
         assert torch.equal(value, data["state_dict"][key]), key
     agent = make_agent("policy", {"checkpoint": str(Path(cfg.out) / "last.pt")})
@@ -82,7 +90,8 @@ def test_rendering_loss_supervises_the_lookahead_with_the_next_real_view(corrido
         mem, hidden, aux = policy.new_memory(len(eps), "cpu"), policy.initial_state(len(eps)), []
         for i in range(t):
             _, hidden, a = policy.graph_step(instr, extras["view_feats"][:, i], extras["candidates"][:, i],
-                                             extras["view_depth"][:, i], extras["world_pose"][:, i], hidden, mem)
+                                             extras["view_depth"][:, i], extras["world_pose"][:, i], hidden, mem,
+                                             extras["view_grid"][:, i])
             aux.append(a)
         return policy.auxiliary_loss(aux, batch, weights > 0)
 
@@ -94,7 +103,8 @@ def test_rendering_loss_supervises_the_lookahead_with_the_next_real_view(corrido
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert render_loss().item() < 0.95 * first.item()  # measured 0.233 -> 0.213 (plateau: the cloud's geometry)
+    # measured 0.218 -> 0.184 with 2 x 2 grid cells per view (plateau: the cloud's geometry)
+    assert render_loss().item() < 0.95 * first.item()
 
 
 @pytest.mark.parametrize("name", ["hnr_fine_grained", "gama_fine_grained"])
@@ -118,9 +128,12 @@ def test_shipped_configs_build_a_cpu_sized_policy_that_trains_a_step(name, predi
     cands[..., 0] = torch.rand(b, t, k, generator=g) * 6.28
     cands[..., 1] = 0.5 + torch.rand(b, t, k, generator=g)
     cands[:, :, :3, 2] = 1.0
-    batch = {"extras": {"view_feats": torch.randn(b, t, 12, policy.feat_dim, generator=g), "candidates": cands,
-                        "target": torch.tensor([[0.0, 1.0, k], [2.0, k, 0.0]]), "view_depth": 1 + torch.rand(b, t, 12, generator=g),
-                        "world_pose": torch.rand(b, t, 3, generator=g)},
+    grid = cfg.policy.params["cloud_grid"]
+    assert grid == 2 and policy.cloud_grid == 2 and policy.renderer.ray_pitches.numel() == 2 * cfg.policy.params["render"]["rays"]
+    batch = {"extras": {"view_feats": torch.randn(b, t, 12, policy.predictor.params["hidden_size"], generator=g),
+                        "view_grid": torch.rand(b, t, 12, policy.feat_dim, grid, grid, generator=g), "candidates": cands,
+                        "target": torch.tensor([[0.0, 1.0, k], [2.0, k, 0.0]]),
+                        "view_depth": 1 + torch.rand(b, t, 12, grid, grid, generator=g), "world_pose": torch.rand(b, t, 3, generator=g)},
              "tokens": torch.from_numpy(np.stack([vocab.encode("go to the door", 8), vocab.encode("turn left", 8)])),
              "weights": torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])}
     loss, correct = policy.imitation_loss(batch)
@@ -282,3 +295,20 @@ def test_bad_parameters_are_one_line_errors(policy, bad, field, predictor_file):
         build_policy(policy, {"hidden_size": 32, "waypoint_predictor": str(predictor_file), **bad},
                      Vocabulary.build(["go"]), RIG16)
     assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_teacher_records_the_built_policys_cloud_inputs(episodes_file, predictor_file, tmp_path):
+    """The config's ``cloud_grid`` (default 2) sets the teacher's grid; once a policy is built (a
+    DAgger init from a checkpoint written before grid features holds one point per view), the
+    teacher records what that policy reads."""
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.trainer import Trainer
+    from vlnverse.learn.vocab import Vocabulary
+
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, "hnr", SMALL)
+    trainer = Trainer(cfg, progress=False, report=lambda s: None)
+    assert trainer.teacher_spec().grid == 2 and "view_grid" in trainer.teacher_spec().extra_fields
+    rig = [{"name": "depth", "kind": "depth", "shape": [16, 16]}]
+    trainer.policy = build_policy("hnr", {**cfg.policy.params, "cloud_grid": 0}, Vocabulary.build(["go"]), rig)
+    spec = trainer.teacher_spec()
+    assert spec.grid == 0 and spec.extra_fields["view_depth"] == [12] and "view_grid" not in spec.extra_fields

@@ -20,7 +20,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                              "(train: an optional cap per policy row)")
     p.add_argument("--epochs", type=int, default=None, help="train: IL epochs per policy row (default 15; the DAgger "
                                                            "round retrains for a fifth of them)")
-    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert)")
+    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert,hnr,gama)")
     p.add_argument("--train-homes", type=int, default=None,
                    help="train: N procedurally generated training homes (made on demand, reused; default 20); "
                         "0: the 6 shipped train scenes")

@@ -1,4 +1,4 @@
-"""``vlnverse bench train``: each policy of ``POLICY_ROWS`` (Seq2Seq, CMA, RDP, VLN-BERT) trained
+"""``vlnverse bench train``: each policy of ``POLICY_ROWS`` (Seq2Seq, CMA, RDP, VLN-BERT, HNR, GAMA) trained
 by imitation, then one DAgger round (VLN-BERT: one online fine-tuning round), each with the same
 budget (``--epochs`` IL epochs per policy, default ``IL_EPOCHS``; the DAgger round retrains for
 ``DAGGER_EPOCH_SHARE`` of them; ``--budget SECONDS`` optionally caps each row's wall-clock time:
@@ -27,8 +27,10 @@ Steps:
    rate and batch size), validated on ``VALIDATION_EPISODES`` val_seen episodes every
    ``VALIDATION_EVERY`` epochs and at the end: ``best.pt`` is the best val_seen nDTW (a continuous
    score; SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
-   training episodes). VLN-BERT first gets a waypoint predictor trained on panoramas of the train
-   scenes (outside the budget). ``--no-dagger``: IL only.
+   training episodes). The waypoint rows (VLN-BERT, HNR, GAMA) share one waypoint predictor
+   trained first on panoramas of the train scenes (outside the budget). ``--no-dagger``: IL only.
+   GAMA's row is single-task here (fine-grained, the same data as every row); its multi-task
+   training is ``tasks/train/gama_multitask.yaml``.
 5. Evaluate random, forward-only (they read no frames: evaluated without sensors, same metrics),
    and per row IL (``<row>_il``, the val_seen-selected checkpoint) and IL + DAgger
    (``<row>_il_dagger``) on all of val_seen, val_unseen and test under Tel-Hop; the row agent with
@@ -79,6 +81,12 @@ POLICY_PARAMS = {"hidden_size": 128, "instruction_encoder": {"embedding_size": 3
 RDP_PARAMS = {**POLICY_PARAMS, "denoiser_size": 64, "horizon": 4, "diffusion_steps": 20, "noise_samples": 4}
 #: VLN-BERT sized for the CPU budget (its waypoint predictor sees 12 depth views of 16x16)
 VLNBERT_PARAMS = {"hidden_size": 64, "layers": 2, "heads": 4}
+#: HNR on VLN-BERT's size: the encoder's 2 x 2 grid cells per view in a cloud of 1024 points, one
+#: GASA layer, lookaheads of 2 x 3 rays with 8 samples (``tasks/train/hnr_fine_grained.yaml``'s)
+HNR_PARAMS = {**VLNBERT_PARAMS, "cloud_grid": 2, "cloud_cap": 1024, "history": 8, "graph_layers": 1,
+              "render": {"k": 4, "rays": 3, "rows": 2, "samples": 8, "radius": 1.5}, "render_weight": 0.1}
+#: GAMA: HNR's and 4 experts, top 2 per step, load balancing 0.01
+GAMA_PARAMS = {**HNR_PARAMS, "experts": 4, "top_k": 2, "balance_weight": 0.01}
 #: The rows: every policy gets the same budget, splits, validation and DAgger round (for VLN-BERT
 #: the DAgger round is the paper's online fine-tuning: schedule sampling between oracle and
 #: prediction). A row with ``waypoint_predictor`` first trains the candidate waypoint predictor on
@@ -89,6 +97,8 @@ POLICY_ROWS = [
     {"name": "rdp", "policy": "rdp", "params": RDP_PARAMS, "lr": 0.002, "batch_size": 16},
     {"name": "vlnbert", "policy": "vlnbert", "params": VLNBERT_PARAMS, "lr": 0.001, "batch_size": 8,
      "waypoint_predictor": True},
+    {"name": "hnr", "policy": "hnr", "params": HNR_PARAMS, "lr": 0.001, "batch_size": 8, "waypoint_predictor": True},
+    {"name": "gama", "policy": "gama", "params": GAMA_PARAMS, "lr": 0.001, "batch_size": 8, "waypoint_predictor": True},
 ]
 
 
@@ -246,16 +256,21 @@ def _train(cfg: dict, budget: float, share: float) -> dict:
 
 
 def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: float = 1.0, device: str = "auto",
-              workers: int = 1, dagger: bool = True, encoder: str | None = None, epochs: int = IL_EPOCHS) -> dict:
+              workers: int = 1, dagger: bool = True, encoder: str | None = None, epochs: int = IL_EPOCHS,
+              predictor: dict | None = None) -> dict:
     """IL then (``dagger``) one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints
-    and figures. ``encoder``: a pretrained encoder file replacing the rows' RGB and depth encoders (frozen)."""
+    and figures. ``encoder``: a pretrained encoder file replacing the rows' RGB and depth encoders
+    (frozen); ``predictor``: the waypoint rows' shared predictor (``train_waypoint_predictor``;
+    trained here when not given)."""
     name = row["name"]
     params = dict(row["params"])
     if encoder is not None and "rgb_encoder" in params:
         params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "path": encoder, "frozen": True}
-    predictor = None
-    if row.get("waypoint_predictor"):
+    if not row.get("waypoint_predictor"):
+        predictor = None
+    elif predictor is None:
         predictor = train_waypoint_predictor(work, scale, seed)
+    if predictor is not None:
         params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
     base = row_config(row, work, budget, seed, device, workers, params, epochs)
@@ -480,8 +495,10 @@ def run(args) -> dict:
     device = "auto"
     dagger = not getattr(args, "no_dagger", False)
     encoder_path = encoder_figures["path"] if encoder_figures else None
-    rows = {row["name"]: train_row(row, work, budget, args.seed, scale, device, workers, dagger, encoder_path, epochs)
-            for row in selected}
+    # one waypoint predictor shared by the waypoint rows (VLN-BERT, HNR, GAMA), outside their budgets
+    predictor = train_waypoint_predictor(work, scale, args.seed) if any(r.get("waypoint_predictor") for r in selected) else None
+    rows = {row["name"]: train_row(row, work, budget, args.seed, scale, device, workers, dagger, encoder_path, epochs,
+                                   predictor) for row in selected}
     t_trained = time.perf_counter()
 
     blind = []  # random and forward-only read no frames: no sensors, the same metrics

@@ -174,8 +174,11 @@ def _train(args: argparse.Namespace) -> int:
             return 2
         raise
     if rank == 0:
-        print(json.dumps({k: summary.get(k) for k in ("mode", "policy", "best", "checkpoint", "world_size",
-                                                      "effective_batch")}, default=str))
+        out = {k: summary.get(k) for k in ("mode", "policy", "best", "checkpoint", "world_size", "effective_batch")}
+        if summary.get("tasks"):  # a multi-task run: SR / SPL per task and split (all in tasks.json)
+            out["tasks"] = {name: {split: {m: row[m] for m in ("SR", "SPL", "episodes")} for split, row in splits.items()}
+                            for name, splits in summary["tasks"]["tasks"].items()}
+        print(json.dumps(out, default=str))
     return 0
 
 

@@ -15,6 +15,20 @@ Example (``tasks/train/cma_fine_grained.yaml``)::
     out: runs/train/cma_fine_grained
 
 ``mode=dagger init=CHECKPOINT`` switches to online DAgger fine-tuning from a checkpoint.
+
+Multi-task (one model on a mix of tasks, e.g. ``tasks/train/gama_multitask.yaml``): ``tasks`` lists
+each task with its own episodes and held-out splits, instead of the top-level ``task`` / ``train`` /
+``val``::
+
+    tasks:
+      - {task: fine_grained, train: {generate: {...}}, val: {val_seen: {generate: {...}}}}
+      - {task: object_goal, train: {generate: {...}}, val: {val_seen: {generate: {...}}}}
+
+The teacher cache is built per task (each with its task's settings: success distance, step
+limit), IL and DAgger batches mix them; validation runs each task's splits and selects by the mean
+over tasks of ``validation.metric`` on ``validation.split``; after training the selected weights
+are evaluated on every task's splits (``tasks.json``; for ``gama`` also the experts fired per task
+and step: ``expert_usage.json`` / ``expert_usage.png``).
 """
 from __future__ import annotations
 
@@ -188,12 +202,35 @@ class DistributedConfig:
 
 
 @dataclass
+class TaskSpec:
+    """One task of a multi-task run (``tasks``): the task (``tasks/<task>.yaml``), its training
+    episodes and held-out splits (as ``train`` / ``val``), and ``name``, how the reports call it
+    (default: the task)."""
+
+    task: str
+    train: Any
+    val: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None
+
+    def validate(self) -> None:
+        """A task name, sources as the top-level ``train`` / ``val``, a plain ``name``."""
+        require(isinstance(self.task, str) and bool(self.task.strip()), "task", f"got {self.task!r}",
+                "a task name (tasks/<task>.yaml)")
+        self.name = self.name or self.task
+        require(self.name.replace("_", "").replace("-", "").isalnum(), "name", f"got {self.name!r}",
+                "letters, digits, '_' or '-' (it names output folders)")
+        self.train = train_source(self.train, "train")
+        require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
+        self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
+
+
+@dataclass
 class TrainConfig:
     """One training run (see the module docstring)."""
 
     policy: NamedSpec
-    task: str
-    train: Any
+    task: str = ""
+    train: Any = None
     train_split: str | None = None
     val: dict[str, Any] = field(default_factory=dict)
     collision_mode: str = "telhop"
@@ -231,6 +268,8 @@ class TrainConfig:
     #: modules (dotted names or ``.py`` paths) imported before validation: plug-in policies, task
     #: types, agents (``vlnverse.core.plugins``)
     plugins: list[str] = field(default_factory=list)
+    #: a multi-task run: one ``TaskSpec`` per task, replacing ``task`` / ``train`` / ``val`` (module docstring)
+    tasks: list[TaskSpec] = field(default_factory=list)
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
@@ -238,10 +277,14 @@ class TrainConfig:
 
         require(self.policy.name in POLICIES, "policy.name", f"got {self.policy.name!r}",
                 f"one of {POLICIES.names()}, or a policy of a module in 'plugins'")
-        require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
-        self.train = train_source(self.train, "train")
-        require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
-        self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
+        if self.tasks:
+            self._validate_tasks()
+        else:
+            require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
+            require(self.train is not None, "train", "missing", "a JSONL path or a mapping with 'path', 'generate' or 'homes'")
+            self.train = train_source(self.train, "train")
+            require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
+            self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
         modes = ("graph",) if self.policy.name in GRAPH_POLICIES else TRAIN_COLLISION_MODES
         require(self.collision_mode in modes, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {modes} (a {'graph' if modes == ('graph',) else 'discrete'} policy)")
@@ -258,14 +301,37 @@ class TrainConfig:
                 "sensors", f"got kinds {kinds}", "one rgb and/or one depth camera")
         require(self.device in ("auto", "cpu") or self.device.startswith("cuda"), "device", f"got {self.device!r}",
                 "auto, cpu or cuda[:N]")
-        require(self.validation.split is None or self.validation.split in self.val, "validation.split",
-                f"got {self.validation.split!r}", f"one of the 'val' names {sorted(self.val)}")
+        splits = sorted({s for t in self.tasks for s in t.val} if self.tasks else self.val)
+        require(self.validation.split is None or self.validation.split in splits, "validation.split",
+                f"got {self.validation.split!r}", f"one of the 'val' names {splits}")
         require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
         require(self.scene_root is None or isinstance(self.scene_root, str) or (
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
             "scene_root", f"got {self.scene_root!r}", "a folder, a list of folders, or null")
         self.parallel().validate(CONFIG_FIELDS)
+
+    def _validate_tasks(self) -> None:
+        """``tasks``: TaskSpecs with distinct names, no top-level ``train`` / ``val``; ``task`` is
+        set to the first task's (the run's default settings)."""
+        from .policies_registry import OWN_LOOP_POLICIES
+
+        require(isinstance(self.tasks, list) and all(isinstance(t, TaskSpec) for t in self.tasks), "tasks",
+                f"got {self.tasks!r}", "a list of {task, train, val, name} mappings")
+        require(self.policy.name not in OWN_LOOP_POLICIES, "tasks", f"a task mix for {self.policy.name!r}",
+                f"a policy of the shared trainer (not {list(OWN_LOOP_POLICIES)}), or one task: task / train / val")
+        require(self.train is None and not self.val, "train", "top-level 'train' / 'val' with 'tasks'",
+                "the episodes of each task in its 'tasks' entry")
+        require(not self.task or self.task == self.tasks[0].task, "task", f"got {self.task!r} with 'tasks'",
+                "no top-level 'task' (each 'tasks' entry names its own)")
+        names = [t.name or t.task for t in self.tasks]
+        require(len(set(names)) == len(names), "tasks", f"repeated names {sorted({n for n in names if names.count(n) > 1})}",
+                "distinct task names (give 'name' to tell apart two entries of one task)")
+        self.task = self.tasks[0].task
+
+    def task_names(self) -> list[str]:
+        """The names of ``tasks`` (one task: ``[task]``)."""
+        return [t.name or t.task for t in self.tasks] if self.tasks else [self.task]
 
     def preflight(self) -> None:
         """Check what ``validate`` (pure) cannot: the files and the engine the run needs exist."""

@@ -191,8 +191,10 @@ def plot_expert_usage(usage: dict[str, dict[str, Any]], path: Any) -> Any:
     tasks = list(usage)
     fig = Figure(figsize=(4 + 0.2 * max((len(u["share"]) for u in usage.values()), default=1), 1.8 * max(len(tasks), 1)))
     FigureCanvasAgg(fig)
+    axes = []
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(len(tasks), 1, i + 1)
+        axes.append(ax)
         share = usage[task]["share"]
         n = len(usage[task]["overall"])
         grid = [[row[e] for row in share] for e in range(n)] if share else [[0.0] for _ in range(n)]
@@ -200,9 +202,9 @@ def plot_expert_usage(usage: dict[str, dict[str, Any]], path: Any) -> Any:
         ax.set_ylabel(f"{task}\nexpert")
         ax.set_yticks(range(n))
         fig.colorbar(im, ax=ax, fraction=0.03)
-    if tasks:
-        fig.axes[0].set_title("GAMA expert usage (share of top-k picks per decision step)")
-        fig.axes[len(tasks) - 1 if len(tasks) > 1 else 0].set_xlabel("decision step")
+    if tasks:  # (fig.axes also holds the colour bars: the task panels are ``axes``)
+        axes[0].set_title("GAMA expert usage (share of top-k picks per decision step)")
+        axes[-1].set_xlabel("decision step")
     fig.tight_layout()
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, format="png", dpi=80)

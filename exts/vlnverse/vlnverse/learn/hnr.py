@@ -7,8 +7,9 @@ VLNVerse paper's appendix A.1.1): the building blocks and the ``hnr`` policy in 
 - ``FeatureCloud``: the points of an episode, grown step by step, capped at ``cap`` points;
   **eviction is first-in first-out** (when full, the oldest points go first: the cloud holds the
   most recent observations).
-- ``VolumeRenderer`` (Eqs. 3-4): a lookahead view at (origin, heading) is ``rays`` horizontal
-  rays across ``hfov``, ``samples`` points on each between ``near`` and ``far``; each sample
+- ``VolumeRenderer`` (Eqs. 3-4): a lookahead view at (origin, heading) is ``rows`` x ``rays``
+  rays (``rays`` across ``hfov``; ``rows`` through the centres of horizontal bands of the square
+  view, 1: level), ``samples`` points on each between ``near`` and ``far``; each sample
   gathers its K nearest cloud points (torch ``cdist`` + ``topk``, batched), embeds their relative
   position and orientation in the ray's frame, weighs them (softmax over K) into a latent
   feature and predicts a density; only neighbours within ``radius`` count (a sample with none is
@@ -18,9 +19,13 @@ VLNVerse paper's appendix A.1.1): the building blocks and the ``hnr`` policy in 
   learnt per-head map of the node distance matrix E (E = 0: plain attention).
 
 The ``hnr`` policy extends VLN-BERT (``learn.vlnbert``: the panorama, the waypoint predictor's
-candidates, the state token and the oracle teacher). Each step the 12 panorama view features go
-into the cloud (one point per view, at the view's median centre-row depth: ``backproject`` of a
-1 x 1 grid); for each candidate a lookahead view is rendered at the candidate's position facing
+candidates, the state token and the oracle teacher). Each step the panorama goes into the cloud as
+**grid features**: each view's depth image through the encoder's CNN trunk
+(``WaypointPredictor.grid_features``: the 4 x 4 spatial map pooled to ``cloud_grid`` x
+``cloud_grid`` cells, default 2: 12 · 4 = 48 points per step), each cell back-projected at the
+median depth of its pixels (``cell_depths``, ``panorama_points``) with the camera's heading and
+the cell's scale; ``cloud_grid: 0`` puts one point per view (its panorama token at its median
+centre-row depth), as checkpoints from before grid features do. For each candidate a lookahead view is rendered at the candidate's position facing
 its direction; the topological graph holds the visited nodes (the last ``history`` positions),
 the current node, the candidates and one lookahead node per candidate (at the candidate's
 position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
@@ -30,7 +35,7 @@ token for the VLN-BERT scorer is its graph token plus its lookahead's.
 
 Training: ``render_weight`` λ > 0 adds λ · (1 - cos) between the rendered feature of the oracle's
 candidate at step t and the real panorama view the agent faces at step t + 1 (the simulator's
-render at that pose, which the teacher recorded): the rendering model is supervised by the
+render at that pose, which the teacher recorded; with grid features, the mean of that view's cells): the rendering model is supervised by the
 encoder's feature of the real view, jointly with the policy; or first alone, as the paper does:
 ``stage: render`` trains only the rendering model on that loss (one ``vlnverse train`` run), then
 ``stage: joint`` (the default) trains the policy with ``render.weights: <that run's checkpoint>``.
@@ -125,15 +130,20 @@ class VolumeRenderer(nn.Module):
     """Renders region features of lookahead views from a ``FeatureCloud`` (see the module docstring)."""
 
     def __init__(self, feat_dim: int, hidden: int = 32, k: int = 4, rays: int = 3, samples: int = 8, near: float = 0.2,
-                 far: float = 3.0, hfov_deg: float = 90.0, radius: float = 0.75):
+                 far: float = 3.0, hfov_deg: float = 90.0, radius: float = 0.75, rows: int = 1):
         super().__init__()
-        if not (k >= 1 and rays >= 1 and samples >= 2 and 0 <= near < far and radius > 0 and 0 < hfov_deg < 360):
-            raise ConfigError(f"k={k} rays={rays} samples={samples} near={near} far={far} radius={radius} hfov_deg={hfov_deg}",
-                              field="policy.params.render",
-                              expected="k >= 1, rays >= 1, samples >= 2, 0 <= near < far, radius > 0, 0 < hfov_deg < 360")
+        if not (k >= 1 and rays >= 1 and rows >= 1 and samples >= 2 and 0 <= near < far and radius > 0 and 0 < hfov_deg < 180):
+            raise ConfigError(f"k={k} rays={rays} rows={rows} samples={samples} near={near} far={far} radius={radius} "
+                              f"hfov_deg={hfov_deg}", field="policy.params.render",
+                              expected="k >= 1, rays >= 1, rows >= 1, samples >= 2, 0 <= near < far, radius > 0, "
+                                       "0 < hfov_deg < 180")
         self.k, self.radius = int(k), float(radius)
         half = math.radians(hfov_deg) / 2
-        self.register_buffer("ray_yaws", torch.linspace(-half, half, rays) if rays > 1 else torch.zeros(1), persistent=False)
+        yaws = torch.linspace(-half, half, rays) if rays > 1 else torch.zeros(1)
+        # rows of rays through the centres of ``rows`` horizontal bands of a square view (1 row: level)
+        pitches = torch.atan(((torch.arange(rows) + 0.5) / rows * 2 - 1) * math.tan(half))
+        self.register_buffer("ray_yaws", yaws.repeat(rows), persistent=False)
+        self.register_buffer("ray_pitches", pitches.repeat_interleave(len(yaws)), persistent=False)
         self.register_buffer("depths", torch.linspace(near, far, samples), persistent=False)
         # Eq. 3: relative position (ray frame: forward, left, up), distance, relative orientation, scale
         self.rel = nn.Sequential(nn.Linear(7, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, hidden))
@@ -146,7 +156,8 @@ class VolumeRenderer(nn.Module):
         b, m = yaws.shape
         ray_yaw = yaws[..., None] + self.ray_yaws  # (B, M, R)
         r, s = ray_yaw.shape[-1], self.depths.shape[0]
-        direction = torch.stack([torch.cos(ray_yaw), torch.sin(ray_yaw), torch.zeros_like(ray_yaw)], -1)
+        cp, sp = torch.cos(self.ray_pitches), torch.sin(self.ray_pitches)
+        direction = torch.stack([cp * torch.cos(ray_yaw), cp * torch.sin(ray_yaw), sp.expand_as(ray_yaw)], -1)
         pts = origins[:, :, None, None] + direction[:, :, :, None] * self.depths[:, None]  # (B, M, R, S, 3)
         q = pts.reshape(b, -1, 3)
         n = len(cloud)
@@ -253,17 +264,56 @@ def view_depths(depth: np.ndarray, max_depth: float) -> np.ndarray:
     return np.median(rows.reshape(depth.shape[0], -1), axis=1).clip(0.0, max_depth).astype(np.float32)
 
 
-class HNRPerception(Perception):
-    """VLN-BERT's perception that also keeps the per-view depths of the last panorama (``last_depth``)."""
+def cell_depths(depth: np.ndarray, grid: int, max_depth: float) -> np.ndarray:
+    """(V, grid, grid) depth of each cell of each panorama view (V, H, W): the median of its
+    pixels (no hit: ``max_depth``), what ``backproject`` reads per cell."""
+    v, h, w = depth.shape
+    d = np.nan_to_num(np.asarray(depth, dtype=np.float32), nan=max_depth, posinf=max_depth)
+    cells = d.reshape(v, grid, h // grid, grid, w // grid).transpose(0, 1, 3, 2, 4).reshape(v, grid, grid, -1)
+    return np.median(cells, axis=-1).clip(0.0, max_depth).astype(np.float32)
 
-    def __init__(self, predictor: Any):
+
+def panorama_points(grid_feats: torch.Tensor, cell_depth: torch.Tensor, pose: torch.Tensor,
+                    hfov_deg: float) -> dict[str, torch.Tensor]:
+    """The cloud points (B, V·g·g, ·) of a panorama's grid features (B, V, C, g, g) at their cell
+    depths (B, V, g, g): view v faces ``yaw + 2πv/V`` (CCW), a pinhole camera of ``hfov_deg``
+    (square pixels) at the agent's (x, y), pose (B, 3) = (x, y, yaw); heights are relative to the
+    camera (z = 0: the rendered rays' height)."""
+    b, v, c, g = grid_feats.shape[:4]
+    angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
+    zeros = torch.zeros(b, v, device=pose.device, dtype=pose.dtype)
+    cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
+                       pose[:, None, 2] + angles, zeros], -1)
+    f = (g / 2) / math.tan(math.radians(hfov_deg) / 2)
+    pts = backproject(grid_feats, cell_depth, (f, f, g / 2, g / 2), cam)
+    return {key: t.reshape(b, v * t.shape[2], *t.shape[3:]) for key, t in pts.items()}
+
+
+class HNRPerception(Perception):
+    """VLN-BERT's perception that also keeps the cloud's inputs of the last panorama: with
+    ``grid`` > 0 the per-cell depths (``last_depth``, (V, g, g)) and the encoder's grid features
+    (``last_grid``, (V, C, g, g): ``WaypointPredictor.grid_features``); with ``grid`` 0 the
+    per-view depths (V,)."""
+
+    def __init__(self, predictor: Any, grid: int = 0):
         super().__init__(predictor)
         render = self.renderer.render
+        self.grid = int(grid)
         self.last_depth: np.ndarray | None = None
+        self.last_grid: np.ndarray | None = None
 
+        @torch.no_grad()
         def capture(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
             img = render(*args, **kwargs)
-            self.last_depth = view_depths(img["depth"], predictor.params["max_depth"])
+            max_depth = predictor.params["max_depth"]
+            if not self.grid:
+                self.last_depth = view_depths(img["depth"], max_depth)
+                return img
+            self.last_depth = cell_depths(img["depth"], self.grid, max_depth)
+            dev = next(predictor.parameters()).device
+            d = torch.from_numpy(img["depth"])[None].to(dev)
+            r = torch.from_numpy(img["rgb"])[None].to(dev) if "rgb" in img else None
+            self.last_grid = predictor.grid_features(d, r, self.grid)[0].cpu().numpy().astype(np.float32)
             return img
 
         self.renderer.render = capture
@@ -271,16 +321,22 @@ class HNRPerception(Perception):
 
 @dataclass(frozen=True)
 class HNRTeacher(VLNBertTeacher):
-    """VLN-BERT's waypoint oracle, recording also the per-view depths and the pose (the cloud's inputs)."""
+    """VLN-BERT's waypoint oracle, recording also the cloud's inputs (``HNRPerception``: per-cell
+    depths and grid features, or per-view depths with ``grid`` 0) and the pose."""
+
+    grid: int = 0
 
     @property
     def key(self) -> dict[str, Any]:
-        return {**super().key, "kind": "hnr"}
+        return {**super().key, "kind": "hnr", "grid": self.grid}
 
     @property
     def extra_fields(self) -> dict[str, list[int]]:
         fields = super().extra_fields
-        return {**fields, "view_depth": [fields["view_feats"][0]], "world_pose": [3]}
+        v, g = fields["view_feats"][0], self.grid
+        if not g:
+            return {**fields, "view_depth": [v], "world_pose": [3]}
+        return {**fields, "view_depth": [v, g, g], "view_grid": [v, self._predictor().grid_channels, g, g], "world_pose": [3]}
 
     def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
                    seed: int = 0) -> "HNRTeacherAgent":
@@ -294,7 +350,7 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
 
     def __init__(self, spec: HNRTeacher, **kwargs: Any):
         super().__init__(spec, **kwargs)
-        self.perception = HNRPerception(self.perception.predictor)
+        self.perception = HNRPerception(self.perception.predictor, spec.grid)
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         pose = state.pose
@@ -304,8 +360,14 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
         action = super().act(observations, state)
         if len(self.steps) > n:
             self.steps[-1]["view_depth"] = self.perception.last_depth.copy()
+            if self.spec.grid:
+                self.steps[-1]["view_grid"] = self.perception.last_grid.copy()
             self.steps[-1]["world_pose"] = np.array([pose.x, pose.y, pose.yaw], dtype=np.float32)
         return action
+
+
+#: cells per side of each view's grid features in the cloud (``cloud_grid``)
+DEFAULT_GRID = 2
 
 
 class GraphMemory:
@@ -322,6 +384,7 @@ class HNRParams(VLNBertParams):
     """``policy.params`` of ``hnr``: VLN-BERT's and the cloud, graph and rendering ones (module docstring)."""
 
     cloud_cap: int = param(256, low=1, high=10_000_000)
+    cloud_grid: int = DEFAULT_GRID
     history: int = param(8, low=0, high=100_000)
     graph_layers: int = param(1, low=0, high=256)
     render: dict[str, Any] | None = None
@@ -331,6 +394,9 @@ class HNRParams(VLNBertParams):
     def validate(self) -> None:
         """VLN-BERT's rules and a known ``stage``."""
         super().validate()
+        if self.cloud_grid not in (0, 1, 2, 4):
+            raise ConfigError(f"got {self.cloud_grid!r}", field="cloud_grid",
+                              expected="1, 2 or 4 grid cells per side of each view (0: one point per view)")
         if self.stage not in ("joint", "render"):
             raise ConfigError(f"got {self.stage!r}", field="stage",
                               expected="joint (policy + rendering loss) or render (the rendering model alone)")
@@ -345,20 +411,24 @@ class HNRPolicy(VLNBertPolicy):
 
     def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
                  graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, stage: str = "joint",
-                 **params: Any):
+                 cloud_grid: int = DEFAULT_GRID, **params: Any):
         super().__init__(vocab, sensors, **params)
         self.stage = stage
         self.cloud_cap, self.history, self.render_weight = cloud_cap, history, float(render_weight)
-        h, feat = self.hidden_size, self.predictor.params["hidden_size"]
+        self.cloud_grid = int(cloud_grid)
+        h = self.hidden_size
+        # the cloud's features: the encoder's grid cells (its spatial channels), or one panorama token per view
+        feat = self.predictor.grid_channels if self.cloud_grid else self.predictor.params["hidden_size"]
         self.feat_dim = feat
-        # the panorama's views: one point per view, a 1 x 1 grid of a camera of the panorama's field of view
         from .waypoints.grid import PANORAMA_HFOV_DEG
 
-        self.view_fx = 0.5 / math.tan(math.radians(PANORAMA_HFOV_DEG) / 2)
+        self.view_hfov = PANORAMA_HFOV_DEG
         render = dict(render or {})
         weights = render.pop("weights", None)
         try:
-            self.renderer = VolumeRenderer(feat, **{"hidden": h, **render})
+            # a grid's cells are sparser than its pixels: a wider neighbourhood (1.5 m) unless given
+            defaults = {"hidden": h, "rows": max(1, self.cloud_grid), **({"radius": 1.5} if self.cloud_grid else {})}
+            self.renderer = VolumeRenderer(feat, **{**defaults, **render})
         except TypeError as exc:
             raise ConfigError(str(exc), field="policy.params.render") from None
         if weights:
@@ -393,7 +463,17 @@ class HNRPolicy(VLNBertPolicy):
         out = super().params_from_checkpoint(params, data, path)
         if isinstance(out.get("render"), dict):
             out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
+        cloud = data.get("cloud")  # a checkpoint from before grid features held one point per view
+        out["cloud_grid"] = int(cloud["grid"]) if isinstance(cloud, dict) and "grid" in cloud else 0
         return out
+
+    def teacher_overrides(self) -> dict[str, Any]:
+        """The teacher records this policy's cloud inputs (its grid, whatever the config says)."""
+        return {"cloud_grid": self.cloud_grid}
+
+    def checkpoint_extras(self) -> dict[str, Any]:
+        """VLN-BERT's and the cloud's grid (``cloud_grid`` as built, default included)."""
+        return {**super().checkpoint_extras(), "cloud": {"grid": self.cloud_grid}}
 
     def freeze_for_stage(self) -> None:
         """``stage: render``: only the rendering model trains (called last by each constructor)."""
@@ -406,25 +486,37 @@ class HNRPolicy(VLNBertPolicy):
     def teacher_spec(cls, params: dict[str, Any]) -> HNRTeacher:
         """VLN-BERT's oracle, recording the cloud's inputs too."""
         t = super().teacher_spec(params)
-        return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg)
+        return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg,
+                          int(params.get("cloud_grid", DEFAULT_GRID)))
 
     def new_memory(self, batch: int, device: Any) -> GraphMemory:
         return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
 
     # ---------------------------------------------------------------- graph
 
+    def cloud_points(self, view_feats: torch.Tensor, view_depth: torch.Tensor, pose: torch.Tensor,
+                     view_grid: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+        """A panorama's cloud points: its grid features (B, V, C, g, g) at their cell depths (B, V,
+        g, g), or (``cloud_grid`` 0) each view token (B, V, F) at its view depth (B, V)."""
+        if self.cloud_grid:
+            if view_grid is None:
+                raise ConfigError("no grid features for the feature cloud", field="view_grid",
+                                  expected=f"steps recorded with cloud_grid {self.cloud_grid} (a fresh teacher cache)")
+            return panorama_points(view_grid, view_depth, pose, self.view_hfov)
+        return panorama_points(view_feats[..., None, None], view_depth[..., None, None], pose, self.view_hfov)
+
+    def cloud_target(self, view_feats: torch.Tensor, view_grid: torch.Tensor | None) -> torch.Tensor:
+        """The encoder's feature of a real view (..., F): the mean of its grid cells (view_grid
+        (..., C, g, g)), or its panorama token (``cloud_grid`` 0)."""
+        return view_grid.mean((-2, -1)) if self.cloud_grid else view_feats
+
     def render_lookaheads(self, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
-                          pose: torch.Tensor, mem: GraphMemory) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                          pose: torch.Tensor, mem: GraphMemory, view_grid: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Add the panorama's points to the cloud, then render a view at each candidate facing its
         direction: (features (B, K, F), opacity (B, K), candidate positions (B, K, 2))."""
-        b, v, _ = view_feats.shape
-        k = cands.shape[1]
-        angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
-        zeros = torch.zeros(b, v, device=pose.device)
-        cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
-                           pose[:, None, 2] + angles, zeros], -1)
-        pts = backproject(view_feats[..., None, None], view_depth[..., None, None], (self.view_fx, self.view_fx, 0.5, 0.5), cam)
-        mem.cloud.add({key: t.reshape(b, v, *t.shape[3:]) for key, t in pts.items()})
+        b, k = cands.shape[:2]
+        mem.cloud.add(self.cloud_points(view_feats, view_depth, pose, view_grid))
         heading = pose[:, None, 2] + cands[..., 0]
         cand_xy = pose[:, None, :2] + cands[..., 1:2] * torch.stack([torch.cos(heading), torch.sin(heading)], -1)
         origins = torch.cat([cand_xy, torch.zeros(b, k, 1, device=pose.device)], -1)
@@ -432,11 +524,11 @@ class HNRPolicy(VLNBertPolicy):
         return rendered, opacity, cand_xy
 
     def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
-                    pose: torch.Tensor, mem: GraphMemory) -> dict[str, torch.Tensor]:
+                    pose: torch.Tensor, mem: GraphMemory, view_grid: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
         """Grow the cloud, render a lookahead per candidate, encode the graph with GASA; update
         the visited nodes. Returns the node outputs and what the scorers read."""
         b, k = cands.shape[:2]
-        rendered, opacity, cand_xy = self.render_lookaheads(view_feats, cands, view_depth, pose, mem)
+        rendered, opacity, cand_xy = self.render_lookaheads(view_feats, cands, view_depth, pose, mem, view_grid)
         valid = cands[..., 2] > 0.5
         current = self.view_proj(view_feats.mean(1))  # the current view's CLS
         t = self.node_types.weight
@@ -461,10 +553,10 @@ class HNRPolicy(VLNBertPolicy):
         return self.scorer(torch.cat([new_state[:, None].expand(-1, actions.shape[1], -1), actions], -1))[..., 0], {}
 
     def graph_step(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
-                   pose: torch.Tensor, hidden: torch.Tensor, mem: GraphMemory
+                   pose: torch.Tensor, hidden: torch.Tensor, mem: GraphMemory, view_grid: torch.Tensor | None = None
                    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """One step: (logits (B, K + 1), STOP last, invalid -inf; new state (B, 1, H); auxiliary outputs)."""
-        graph = self.build_graph(instruction, view_feats, cands, view_depth, pose, mem)
+        graph = self.build_graph(instruction, view_feats, cands, view_depth, pose, mem, view_grid)
         new_state, actions, keep = self.encode_actions(instruction, graph["candidates"], graph["valid"], hidden)
         scores, aux = self.score_actions(instruction, new_state, actions, graph)
         aux["rendered"] = graph["rendered"]
@@ -492,7 +584,8 @@ class HNRPolicy(VLNBertPolicy):
             return torch.zeros((), device=valid.device)
         idx = target[:, :-1].clamp(max=k - 1)
         picked = torch.gather(rendered[:, :-1], 2, idx[..., None, None].expand(-1, -1, 1, rendered.shape[-1]))[:, :, 0]
-        real = extras["view_feats"][:, 1:, 0]
+        grid = extras.get("view_grid")
+        real = self.cloud_target(extras["view_feats"][:, 1:, 0], grid[:, 1:, 0] if grid is not None else None)
         cos = F.cosine_similarity(picked, real, dim=-1)
         return (1 - cos)[moves].mean()
 
@@ -501,11 +594,13 @@ class HNRPolicy(VLNBertPolicy):
         ``stage: render`` the ``render_loss`` alone (no step is scored: 0 correct)."""
         extras = batch["extras"]
         feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
-        depth, pose = extras["view_depth"], extras["world_pose"]
+        depth, pose, grid = extras["view_depth"], extras["world_pose"], extras.get("view_grid")
+        at = lambda i: grid[:, i] if grid is not None else None  # noqa: E731
         b, t = target.shape
         if self.stage == "render":
             mem = self.new_memory(b, target.device)
-            rendered = [self.render_lookaheads(feats[:, i], cands[:, i], depth[:, i], pose[:, i], mem)[0] for i in range(t)]
+            rendered = [self.render_lookaheads(feats[:, i], cands[:, i], depth[:, i], pose[:, i], mem, at(i))[0]
+                        for i in range(t)]
             return self.render_loss(rendered, batch, batch["weights"] > 0), 0.0
         tokens = batch["tokens"]
         instruction = self.instruction(tokens[:, :max(1, int((tokens != PAD_ID).sum(1).max()))])
@@ -513,7 +608,8 @@ class HNRPolicy(VLNBertPolicy):
         mem = self.new_memory(b, target.device)
         logits, aux = [], []
         for i in range(t):
-            out, hidden, a = self.graph_step(instruction, feats[:, i], cands[:, i], depth[:, i], pose[:, i], hidden, mem)
+            out, hidden, a = self.graph_step(instruction, feats[:, i], cands[:, i], depth[:, i], pose[:, i], hidden, mem,
+                                             at(i))
             logits.append(out)
             aux.append(a)
         logits = torch.stack(logits, 1)
@@ -530,7 +626,7 @@ class HNRPolicy(VLNBertPolicy):
     def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
         """VLN-BERT's acting memory plus the graph memory (feature cloud, visited nodes)."""
         if "hnr_perception" not in agent.cache:
-            agent.cache["hnr_perception"] = HNRPerception(self.predictor)
+            agent.cache["hnr_perception"] = HNRPerception(self.predictor, self.cloud_grid)
         memory = super().begin_episode(instruction, episode, context, agent)
         memory["graph"] = self.new_memory(1, agent.device)
         return memory
@@ -540,17 +636,18 @@ class HNRPolicy(VLNBertPolicy):
         return {}
 
     def choose(self, memory: dict[str, Any], view_feats: np.ndarray, cands: np.ndarray, agent: Any,
-               view_depth: np.ndarray | None = None, pose: Any = None) -> int:
+               view_depth: np.ndarray | None = None, pose: Any = None, view_grid: np.ndarray | None = None) -> int:
         """Advance one step and return the chosen index (len(cands): STOP); without ``view_depth``
-        (the teacher asking during DAgger) the depths and pose come from ``memory["sense"]``."""
+        (the teacher asking during DAgger) the cloud's inputs and pose come from ``memory["sense"]``."""
         if view_depth is None:
             perception, pose = memory.pop("sense")
-            view_depth = perception.last_depth
+            view_depth, view_grid = perception.last_depth, perception.last_grid
         dev = agent.device
         as_t = lambda a: torch.from_numpy(np.asarray(a, dtype=np.float32))[None].to(dev)  # noqa: E731
         with torch.no_grad():
             logits, memory["hidden"], aux = self.graph_step(memory["instruction"], as_t(view_feats), as_t(cands),
-                                                            as_t(view_depth), as_t(pose), memory["hidden"], memory["graph"])
+                                                            as_t(view_depth), as_t(pose), memory["hidden"], memory["graph"],
+                                                            as_t(view_grid) if self.cloud_grid else None)
         memory["info"] = self.step_info(aux)
         return agent.pick(logits[0])
 
@@ -565,7 +662,8 @@ class HNRPolicy(VLNBertPolicy):
             agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
             return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
         memory["empty"] = 0
-        choice = self.choose(memory, feats, cands, agent, perception.last_depth, (pose.x, pose.y, pose.yaw))
+        choice = self.choose(memory, feats, cands, agent, perception.last_depth, (pose.x, pose.y, pose.yaw),
+                             perception.last_grid)
         info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice, **memory.pop("info", {})}
         agent.outputs.append(info)
         if choice == len(cands):
@@ -598,15 +696,18 @@ def lookahead_similarity(policy: HNRPolicy, store: Any) -> dict[str, Any]:
         t = int(ep["length"])
         as_t = lambda name: torch.from_numpy(np.asarray(ep[name], dtype=np.float32))[None]  # noqa: E731
         feats, cands, depth, pose = as_t("view_feats"), as_t("candidates"), as_t("view_depth"), as_t("world_pose")
+        grid = as_t("view_grid") if policy.cloud_grid else None
+        views = policy.cloud_target(feats, grid)  # (1, T, V, F): the encoder's feature of each real view
         target = ep["target"].astype(int)
         k = cands.shape[2]
         mem = policy.new_memory(1, "cpu")
         for s in range(t):
-            rendered, _, _ = policy.render_lookaheads(feats[:, s], cands[:, s], depth[:, s], pose[:, s], mem)
+            rendered, _, _ = policy.render_lookaheads(feats[:, s], cands[:, s], depth[:, s], pose[:, s], mem,
+                                                      grid[:, s] if grid is not None else None)
             if s + 1 < t and target[s] < k:
-                real = feats[0, s + 1, 0]
+                real = views[0, s + 1, 0]
                 rendered_cos.append(float(F.cosine_similarity(rendered[0, target[s]], real, dim=0)))
-                copy = view_at_angle(feats[:, s], cands[:, s, target[s]:target[s] + 1, 0])[0, 0]
+                copy = view_at_angle(views[:, s], cands[:, s, target[s]:target[s] + 1, 0])[0, 0]
                 copy_cos.append(float(F.cosine_similarity(copy, real, dim=0)))
     n = len(rendered_cos)
     return {"steps": n, "rendered_cos": round(float(np.mean(rendered_cos)), 4) if n else None,

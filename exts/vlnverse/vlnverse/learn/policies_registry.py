@@ -27,6 +27,8 @@ POLICIES.register_lazy("gama", "vlnverse.learn.gama")
 # policies with their own training loop (``run_training``)
 POLICIES.register_lazy("graph_nf", "vlnverse.learn.graph_policy")
 POLICIES.register_lazy("room_classifier", "vlnverse.learn.room_classifier")
+#: built-in policies with their own training loop (single-task: no ``tasks`` mix)
+OWN_LOOP_POLICIES = ("graph_nf", "room_classifier")
 #: policies that act between navigation-graph viewpoints (``collision_mode: graph``)
 GRAPH_POLICIES = ("graph_nf",)
 

@@ -225,7 +225,7 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
         episodes = [e for e in episodes if e.split == split]
-    elif split is not None and episodes and field == "train":
+    elif split is not None and episodes and (field == "train" or field.endswith("].train")):  # a 'tasks' entry's too
         raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
     if not episodes:
         raise ConfigError(f"empty split: no '{task_type}' episodes", field=field, expected="at least one episode")
@@ -245,13 +245,19 @@ class Trainer:
 
         self.cfg, self.scene_loader, self.progress, self.report = cfg, scene_loader, progress, report
         self.out = Path(cfg.out)
-        self.eval_template = EvalConfig(agent=NamedSpec("policy"), task=cfg.task, episodes=EpisodeSource(path="-"),
-                                        collision_mode=cfg.collision_mode, mode_params=cfg.mode_params,
-                                        sensors=list(cfg.sensors), body=cfg.body, max_steps=cfg.max_steps,
-                                        success_distance=cfg.success_distance, seed=cfg.seed, backend=cfg.backend,
-                                        limit=cfg.validation.limit, report=ReportConfig(enabled=False),
-                                        plugins=list(cfg.plugins))
-        self.settings = resolve_settings(self.eval_template)
+        # one eval template and its settings per task (a multi-task run's ``tasks``; else the one ``task``)
+        self.templates = {name: EvalConfig(agent=NamedSpec("policy"), task=spec.task if spec else cfg.task,
+                                           episodes=EpisodeSource(path="-"), collision_mode=cfg.collision_mode,
+                                           mode_params=cfg.mode_params, sensors=list(cfg.sensors), body=cfg.body,
+                                           max_steps=cfg.max_steps, success_distance=cfg.success_distance, seed=cfg.seed,
+                                           backend=cfg.backend, limit=cfg.validation.limit,
+                                           report=ReportConfig(enabled=False), plugins=list(cfg.plugins))
+                          for name, spec in zip(cfg.task_names(), cfg.tasks or [None])}
+        self.task_settings = {name: resolve_settings(t) for name, t in self.templates.items()}
+        self.eval_template = next(iter(self.templates.values()))
+        self.settings = next(iter(self.task_settings.values()))
+        self._task_of: dict[int, str] = {}  # id(episode) -> task name (multi-task runs)
+        self.val_task: dict[str, str] = {}  # val split key -> task name
         self.sensor_specs = cfg.sensor_specs()
         self.layout = sensor_layout(self.sensor_specs)
         self.device = resolve_device(cfg.device)
@@ -287,18 +293,44 @@ class Trainer:
 
     def _episodes(self) -> tuple[list, dict[str, list]]:
         cfg = self.cfg
-        common = dict(task_type=self.settings.task_type, task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir,
-                      progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root)
-        homes: dict = {}
-        train = resolve_split(cfg.train, split=cfg.train_split, field="train", workers=cfg.workers, report=self.report,
-                              info=homes, **common)
-        if homes:
-            self.summary["homes"] = homes
-        val = {name: resolve_split(src, split=name, field=f"val.{name}", **common) for name, src in cfg.val.items()}
+        if cfg.tasks:  # one model on a mix of tasks: each task's episodes with its settings
+            train, val = [], {}
+            for i, spec in enumerate(cfg.tasks):
+                eps, held_out = self._task_episodes(spec.name, spec.task, spec.train, spec.val, f"tasks[{i}].")
+                train += eps
+                self._task_of.update({id(e): spec.name for e in eps})
+                for split, v in held_out.items():
+                    val[f"{spec.name}/{split}"] = v
+                    self.val_task[f"{spec.name}/{split}"] = spec.name
+            self.summary["tasks_train_episodes"] = {n: sum(1 for e in train if self._task_of[id(e)] == n)
+                                                    for n in cfg.task_names()}
+        else:
+            train, val = self._task_episodes(cfg.task, cfg.task, cfg.train, cfg.val, "")
+            self.val_task = {split: cfg.task for split in val}
         from .homes import check_disjoint_homes, held_out_scenes
 
         check_disjoint_homes(train, held_out_scenes(val), cache_dir=cfg.cache.dir)
         return train, val
+
+    def _task_episodes(self, name: str, task: str, source: Any, val: dict[str, Any], field: str) -> tuple[list, dict[str, list]]:
+        """(train episodes, {split: episodes}) of one task with that task's settings."""
+        cfg = self.cfg
+        common = dict(task_type=self.task_settings[name].task_type, task=task, body=cfg.body, cache_dir=cfg.cache.dir,
+                      progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root)
+        homes: dict = {}
+        train = resolve_split(source, split=cfg.train_split, field=f"{field}train", workers=cfg.workers, report=self.report,
+                              info=homes, **common)
+        if homes:  # a multi-task run: per task
+            self.summary.setdefault("homes", {}).update({name: homes} if cfg.tasks else homes)
+        held_out = {split: resolve_split(src, split=split, field=f"{field}val.{split}", **common) for split, src in val.items()}
+        return train, held_out
+
+    def _groups(self, episodes: list) -> list[tuple[str, Any, list]]:
+        """``episodes`` grouped by task, in the config's order: (name, settings, episodes)."""
+        if not self.cfg.tasks:
+            return [(self.cfg.task, self.settings, list(episodes))]
+        groups = [(n, self.task_settings[n], [e for e in episodes if self._task_of[id(e)] == n]) for n in self.cfg.task_names()]
+        return [g for g in groups if g[2]]
 
     def _new_optimizer(self) -> None:
         self.optimizer = torch.optim.Adam([p for p in self.policy.parameters() if p.requires_grad], lr=self.scale["lr"],
@@ -317,23 +349,30 @@ class Trainer:
         discrete oracle teacher of Seq2Seq / CMA."""
         from .policies import POLICIES
 
-        return POLICIES.get(self.cfg.policy.name).teacher_spec(dict(self.cfg.policy.params or {}))
+        params = dict(self.cfg.policy.params or {})
+        # a built policy may say what its teacher must record beyond its config (e.g. an HNR
+        # checkpoint from before grid features: one point per view)
+        params.update(getattr(self.policy, "teacher_overrides", dict)())
+        return POLICIES.get(self.cfg.policy.name).teacher_spec(params)
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
         return self.cfg.parallel().kwargs()
 
-    def _teacher_store(self, train: list) -> StepStore:
+    def _teacher_stores(self, train: list) -> list[StepStore]:
+        """The teacher cache of ``train``: one store per task (each with its task's settings)."""
         from .cache import teacher_cache
 
-        store, stats = self.ranks.main_first(lambda: teacher_cache(train, sensors=self.sensor_specs, settings=self.settings,
-                                     collision_mode=self.cfg.collision_mode, mode_params=self.cfg.mode_params,
-                                     base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
-                                     scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress,
-                                     report=self.report, teacher=self.teacher_spec(), render=self.cfg.cache.render,
-                                     build=self.ranks.is_main, **self.parallel()))
-        self.summary["cache"] = stats
-        return store
+        stores, stats = [], {}
+        for name, settings, eps in self._groups(train):
+            store, stats[name] = self.ranks.main_first(lambda eps=eps, settings=settings: teacher_cache(
+                eps, sensors=self.sensor_specs, settings=settings, collision_mode=self.cfg.collision_mode,
+                mode_params=self.cfg.mode_params, base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
+                scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress, report=self.report,
+                teacher=self.teacher_spec(), render=self.cfg.cache.render, build=self.ranks.is_main, **self.parallel()))
+            stores.append(store)
+        self.summary["cache"] = {"tasks": stats} if self.cfg.tasks else stats[self.cfg.task]
+        return stores
 
     # ---------------------------------------------------------------- training epochs
 
@@ -444,7 +483,8 @@ class Trainer:
             path = self.out / "val_episodes" / f"{name}.jsonl"
             if not path.is_file():
                 save_episodes(path, episodes)
-            ecfg = _replace(self.eval_template, episodes=EpisodeSource(path=str(path)), out=str(self.out / "val" / tag / name))
+            ecfg = _replace(self.templates[self.val_task[name]], episodes=EpisodeSource(path=str(path)),
+                            out=str(self.out / "val" / tag / name))
             ecfg.agent.params = {"checkpoint": str(self.last_path)}
             if Path(ecfg.out).exists():
                 shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
@@ -453,6 +493,52 @@ class Trainer:
                                                                  device=str(self.device), threads=None))
             results[name] = summary["overall"]["means"]
         return results
+
+    def task_report(self) -> dict[str, Any]:
+        """Multi-task runs: the selected weights (``best.pt``) evaluated on every split of every task
+        (all its episodes) -> ``tasks.json`` {task: {split: {episodes, SR, SPL, nDTW, NE, OSR}}} and,
+        for a policy with a mixture of experts (``gama``), the experts fired per task and decision
+        step (``gama.expert_usage`` over the splits' episode records) -> ``expert_usage.json`` and
+        ``expert_usage.png``."""
+        from ..eval.config import EpisodeSource
+        from ..eval.runner import EPISODES_FILE, run_eval
+        from ..tasks.episode import save_episodes
+        from .agent import PolicyAgent
+
+        ckpt = self.best_path if self.best_path.is_file() else self.last_path
+        self.policy.load_state_dict(read_checkpoint(ckpt)["state_dict"])
+        report: dict[str, Any] = {"checkpoint": str(ckpt), "tasks": {}}
+        records: dict[str, list] = {name: [] for name in self.cfg.task_names()}
+        for key, episodes in self.val_episodes.items():
+            name, split = key.split("/", 1)
+            path = self.out / "val_episodes" / f"{key}.jsonl"
+            if not path.is_file():
+                save_episodes(path, episodes)
+            out = self.out / "tasks" / name / split
+            ecfg = _replace(self.templates[name], episodes=EpisodeSource(path=str(path)), out=str(out), limit=None)
+            ecfg.agent.params = {"checkpoint": str(ckpt)}
+            if out.exists():
+                shutil.rmtree(out)
+            summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
+                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device)))
+            means = summary["overall"]["means"]
+            report["tasks"].setdefault(name, {})[split] = {
+                "episodes": summary["overall"]["episodes"],
+                **{m: (round(float(means[m]), 4) if means.get(m) is not None else None) for m in ("SR", "SPL", "nDTW", "NE", "OSR")}}
+            records[name] += [json.loads(line) for line in (out / EPISODES_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
+            m = report["tasks"][name][split]
+            self.report(f"[tasks] {name} {split}: SR {m['SR'] or 0:.3f} SPL {m['SPL'] or 0:.3f} ({m['episodes']} episodes)")
+        same = getattr(self.policy, "same", None)
+        if same is not None:
+            from .gama import expert_usage, plot_expert_usage
+
+            usage = expert_usage({n: r for n, r in records.items() if r}, same.n)
+            write_json_atomic(self.out / "expert_usage.json", usage)
+            plot_expert_usage(usage, self.out / "expert_usage.png")
+            report["expert_usage"] = {"json": str(self.out / "expert_usage.json"), "png": str(self.out / "expert_usage.png"),
+                                      "overall": {n: u["overall"] for n, u in usage.items()}}
+        write_json_atomic(self.out / "tasks.json", to_jsonable(report))
+        return report
 
     def _validate_and_keep(self, tag: str, accuracy: float, *, position: dict, **log_extra: Any) -> dict | None:
         """Validate and keep the best checkpoint: rank 0 alone (validation runs once), the others wait."""
@@ -466,7 +552,13 @@ class Trainer:
             self.logger.log(self.global_step, phase="val", val_split=name, **{f"val_{k}": m.get(k) for k in
                                                                               ("SR", "SPL", "nDTW", "NE", "OSR")}, **log_extra)
             self.report(f"[{tag}] {name}: SR {m.get('SR', 0):.3f} SPL {m.get('SPL', 0):.3f} nDTW {m.get('nDTW', 0):.3f}")
-        value = accuracy if cfg.validation.metric == "accuracy" or split is None else results[split].get(cfg.validation.metric)
+        if cfg.tasks and split is not None:  # multi-task: the mean over the tasks that hold the split
+            split = cfg.validation.split or split.split("/", 1)[1]
+            got = [m.get(cfg.validation.metric) for key, m in results.items() if key.split("/", 1)[1] == split]
+            value = None if cfg.validation.metric == "accuracy" or not got or None in got else float(np.mean(got))
+            value = accuracy if cfg.validation.metric == "accuracy" else value
+        else:
+            value = accuracy if cfg.validation.metric == "accuracy" or split is None else results[split].get(cfg.validation.metric)
         self.summary.setdefault("validation", []).append({"tag": tag, "train_accuracy": accuracy, **results})
         if value is None:
             return results
@@ -510,6 +602,8 @@ class Trainer:
             self.report(f"no validation ran ({self.cfg.validation.metric} every {self.cfg.validation.every} epochs): "
                         f"{self.best_path} holds the last weights")
         self.summary.update(result, best=self.best, checkpoint=str(self.best_path if self.best_path.is_file() else self.last_path))
+        if self.cfg.tasks:
+            self.summary["tasks"] = self.task_report()
         write_json_atomic(self.out / "summary.json", to_jsonable(self.summary))
         return self.summary
 
@@ -554,7 +648,7 @@ class Trainer:
 
     def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
         cfg = self.cfg
-        store = self._teacher_store(train)
+        stores = self._teacher_stores(train)
         self.train_scenes = sorted({str(e.scene_path) for e in train})
         texts = {e.episode_id: [i.text for i in e.instructions] or [e.instruction_text] for e in train}
         vocab = Vocabulary.build(t for ts in texts.values() for t in ts)
@@ -563,29 +657,33 @@ class Trainer:
         if data is not None:
             pos = data.get("position") or {}
             start = (int(pos.get("epoch", 0)), int(pos.get("batch", 0)))
-        coef = inflection_coefficient([store]) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
-        data_store, layout = store, self.layout
+        coef = inflection_coefficient(stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
+        data_stores, layout = stores, self.layout
         from .features import feature_store, frozen_trunks
 
         if cfg.cache.features and frozen_trunks(self.policy):  # frozen trunks: train from their cached features
-            data_store, self.summary["feature_cache"] = self.ranks.main_first(lambda: feature_store(
+            built = [self.ranks.main_first(lambda store=store: feature_store(
                 store, self.policy, base_dir=cfg.cache.dir, device=self.device, chunk_frames=cfg.cache.chunk_frames,
-                report=self.report, build=self.ranks.is_main))
-            layout = data_store.manifest["sensors"]
-        batches = EpisodeBatches([data_store], self.policy.vocab, cfg.max_instruction_length, layout,
+                report=self.report, build=self.ranks.is_main)) for store in stores]
+            data_stores = [b[0] for b in built]
+            self.summary["feature_cache"] = built[0][1] if len(built) == 1 else [b[1] for b in built]
+            layout = data_stores[0].manifest["sensors"]
+        batches = EpisodeBatches(data_stores, self.policy.vocab, cfg.max_instruction_length, layout,
                                  texts if cfg.il.all_instructions else None)
         weighted = self.policy.uses_step_weights
-        self.report(f"IL: {len(batches)} episodes" + (f" (every instruction of {len(store)} paths)" if cfg.il.all_instructions
-                                                       else "") + f", {store.num_steps} steps, vocabulary {len(self.policy.vocab)} words, "
+        paths, steps = sum(len(s) for s in stores), sum(s.num_steps for s in stores)
+        self.report(f"IL: {len(batches)} episodes" + (f" (every instruction of {paths} paths)" if cfg.il.all_instructions
+                                                       else "") + f", {steps} steps, vocabulary {len(self.policy.vocab)} words, "
                     + (f"inflection weight {coef:.2f}, " if weighted else "uniform step weights, ") + f"device {self.device}"
-                    + (", from cached features" if data_store is not store else ""))
+                    + (", from cached features" if data_stores is not stores else "")
+                    + (f", tasks {cfg.task_names()}" if cfg.tasks else ""))
         stats = self.train_epochs(batches, epochs=cfg.il.epochs, coef=coef, phase="il", start=start)
         if stats["unvalidated_batches"] and self.val_episodes and cfg.validation.metric != "accuracy":
             # the weights IL ended with (its budget, or a last epoch between validations) are a
             # candidate too (selected on the validation split)
             self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
-                       "steps": store.num_steps}}
+                       "steps": steps}}
 
     def _read_init(self) -> dict[str, Any]:
         """The DAgger init checkpoint; another policy type, sensor rig or instruction length is a ``ConfigError``."""
@@ -605,7 +703,7 @@ class Trainer:
 
         cfg = self.cfg
         data = self._build_or_resume(None, init)
-        stores = [self._teacher_store(train)] if cfg.dagger.include_teacher_data else []
+        stores = self._teacher_stores(train) if cfg.dagger.include_teacher_data else []
         agg_root = self.out / "dagger_aggregate"
         start_round = 1
         if data is not None and (data.get("position") or {}).get("phase") == "dagger":
@@ -642,10 +740,13 @@ class Trainer:
             def collect_round(r: int = r, beta: float = beta, episodes: list = episodes) -> dict:  # rank 0 alone
                 learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device), threads=None)
                 self.policy.eval()
-                got = collect(episodes, settings=self.settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
-                              store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
-                              beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
-                              desc=f"dagger round {r} (beta {beta:.3f})", teacher=self.teacher_spec(), **self.parallel())
+                parts = [collect(eps, settings=settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
+                                 store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
+                                 beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
+                                 desc=f"dagger round {r} (beta {beta:.3f})" + (f" {name}" if cfg.tasks else ""),
+                                 teacher=self.teacher_spec(), **self.parallel())
+                         for name, settings, eps in self._groups(episodes)]
+                got = parts[0] if len(parts) == 1 else merge_collected(parts)
                 aggregate.close()
                 info = {"round": r, "beta": round(beta, 6), "collected_steps": got["steps"], "collected_episodes": got["episodes"],
                         "aggregated_steps": aggregate.num_steps, "aggregated_episodes": len(aggregate),
@@ -680,6 +781,14 @@ class Trainer:
                     fh.write(json.dumps(to_jsonable(info)) + "\n")
             rounds.append(info)
         return {"dagger": rounds}
+
+
+def merge_collected(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """One ``collect`` result of several (a DAgger round over several tasks): summed steps and
+    episodes, records in order, steps/s over the summed seconds."""
+    steps, seconds = sum(p["steps"] for p in parts), sum(p["seconds"] for p in parts)
+    return {"episodes": sum(p["episodes"] for p in parts), "steps": steps, "seconds": round(seconds, 3),
+            "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": [r for p in parts for r in p["records"]]}
 
 
 def _replace(cfg: Any, **changes: Any) -> Any:

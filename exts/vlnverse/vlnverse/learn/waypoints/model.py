@@ -55,6 +55,28 @@ class WaypointPredictor(nn.Module):
             x = x + self.rgb_encoder(rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0)[1]
         return self.encoder(x.reshape(b, v, -1) + self.position)
 
+    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
+        """Per-view grid features (B, V, C, grid, grid) of the CNN trunks (``CNNEncoder``'s 4 x 4
+        spatial map, the RGB trunk's added when the predictor reads RGB), average-pooled to
+        ``grid`` cells per side (a divisor of 4); inputs as ``view_features``. Cell (i, j) covers
+        rows i·H/grid … and columns j·W/grid … of each view's image."""
+        if grid not in (1, 2, 4):
+            raise ConfigError(f"got {grid!r}", field="policy.params.cloud_grid", expected="1, 2 or 4 cells per side")
+        b, v = depth.shape[:2]
+        d = depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
+        x = self.depth_encoder.net(d.reshape(b * v, 1, *d.shape[2:]))
+        if self.rgb_encoder is not None:
+            if rgb is None:
+                raise ConfigError("this waypoint predictor reads RGB too", field="rgb", expected="an RGB panorama")
+            x = x + self.rgb_encoder.net(rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0)
+        x = torch.nn.functional.adaptive_avg_pool2d(x, grid)
+        return x.reshape(b, v, *x.shape[1:])
+
+    @property
+    def grid_channels(self) -> int:
+        """C of ``grid_features``."""
+        return self.depth_encoder.spatial_channels
+
     def forward(self, depth: torch.Tensor, rgb: torch.Tensor | None = None) -> torch.Tensor:
         """Heatmap logits (B, angles, distances)."""
         tokens = self.view_features(depth, rgb)
