@@ -11,7 +11,7 @@ Both module-level imports and imports inside functions count (a lazy import is s
 dependency); registrations by name (``Registry.register_lazy("name", "vlnverse.x")``, backend
 strings) are not imports and are how a lower layer names a plug-in that lives above it.
 
-Also: no import cycle between modules beyond the recorded one (which may only shrink); nothing
+Also: no import cycle between modules (``KNOWN_CYCLES`` is empty); nothing
 imports Isaac Sim at module level outside the Kit boundary; only ``vlnverse.learn`` imports torch.
 """
 from __future__ import annotations
@@ -31,19 +31,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
     "extension __main__", "kit_tests"))
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
-#: Import cycles (strongly connected module sets) that exist today; each may only lose members.
-KNOWN_CYCLES = (
-    # task types register in tasks.base's registry and import it back (lazy registration: issue 29, req. 6/7)
-    frozenset({"vlnverse.tasks.base", "vlnverse.tasks.episode", "vlnverse.tasks.scoring", "vlnverse.tasks.types",
-               *(f"vlnverse.tasks.types.{m}" for m in ("coarse_grained", "dialogue", "false_premise", "fine_grained",
-                                                       "goals", "long_horizon", "object_goal", "video_contextualized",
-                                                       "visual_reference")),
-               *(f"vlnverse.tasks.instructions{m}" for m in ("", ".describer", ".graph", ".llm", ".phrases",
-                                                            ".synthesizer", ".types", ".verifier", ".templates")),
-               *(f"vlnverse.tasks.instructions.templates.{m}" for m in (
-                   "coarse_grained", "dialogue", "false_premise", "fine_grained", "long_horizon", "object_goal",
-                   "video_contextualized", "visual_reference"))}),
-)
+#: Import cycles (strongly connected module sets) allowed: none (the last one, tasks.base ↔ the task
+#: types ↔ tasks.instructions, went with issue 29: the task types are named in tasks.registry).
+KNOWN_CYCLES: tuple[frozenset[str], ...] = ()
 
 
 def _module_name(path: Path) -> str:
@@ -165,8 +155,9 @@ def test_the_whole_layer_order_holds():
     assert layer_violations(import_graph()) == []
 
 
-def test_no_import_cycle_beyond_the_recorded_ones():
-    assert new_cycles(import_graph()) == []
+def test_no_import_cycle():
+    assert KNOWN_CYCLES == ()
+    assert cycles(import_graph()) == []
 
 
 def test_the_named_circles_are_gone():
@@ -212,6 +203,38 @@ def test_lazily_registered_plugins_resolve_to_their_modules():
     for name in ("openai", "ollama", "scripted"):
         assert MODELS.get(name).__module__ == "vlnverse.eval.mllm.models"
     assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here
+
+
+def test_built_in_task_types_are_named_where_they_register():
+    """``tasks.registry`` names every built-in task type with the module that registers it (the
+    table replaces the registry importing the task types, which import it back)."""
+    import re
+
+    from vlnverse.tasks.registry import BUILTIN_TASKS, TASKS
+
+    declared = {}
+    for path in sorted((PACKAGE / "tasks" / "types").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        constants = dict(re.findall(r'^([A-Z_]+) = "(\w+)"$', text, re.M))
+        for arg in re.findall(r"@register_task\((\w+|\"\w+\")\)", text):
+            declared[arg.strip('"') if arg.startswith('"') else constants[arg]] = _module_name(path)
+    assert declared == BUILTIN_TASKS and len(declared) == 8
+    for name, module in BUILTIN_TASKS.items():
+        assert TASKS.get(name).__module__ == module and TASKS.get(name).name == name
+
+
+def test_a_plugin_cannot_take_a_built_in_task_name_even_before_it_loads():
+    from vlnverse.tasks.registry import TASKS, register_task
+
+    loaded = TASKS._items.pop("object_goal", None)   # as in a process that has not used it yet
+    try:
+        with pytest.raises(ValueError, match="task 'object_goal' is already registered"):
+            register_task("object_goal")(type("Mine", (), {}))
+        assert "object_goal" not in TASKS._items
+    finally:
+        if loaded is not None:
+            TASKS._items["object_goal"] = loaded
+    assert TASKS.get("object_goal").__module__ == "vlnverse.tasks.types.object_goal"
 
 
 # -- the checker itself fails on planted faults ----------------------------------------------------

@@ -211,6 +211,39 @@ def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field
     SensorConfig(name="d", kind="depth", **edge).to_spec().validate()
 
 
+def test_a_config_camera_is_made_of_the_camera_spec_fields():
+    """``SensorConfig`` is not a second camera definition: its fields are ``CONFIG_CAMERA_FIELDS``
+    of ``CameraSpec`` with ``CameraSpec``'s types and defaults (``name`` required); a config entry
+    keeps its six keys (dumps unchanged), converts to the equal ``CameraSpec``, and a bad entry
+    fails in one line naming the file, the field and the expected value."""
+    import dataclasses
+
+    from vlnverse.eval.config import SensorConfig, sensor_config
+    from vlnverse.sim.sensors import CONFIG_CAMERA_FIELDS
+
+    spec = {f.name: f for f in dataclasses.fields(CameraSpec)}
+    entry = dataclasses.fields(SensorConfig)
+    assert tuple(f.name for f in entry) == CONFIG_CAMERA_FIELDS == ("name", "kind", "width", "height", "hfov_deg", "max_depth")
+    assert entry[0].default is dataclasses.MISSING
+    assert [(f.type, f.default) for f in entry[1:]] == [(spec[f.name].type, spec[f.name].default) for f in entry[1:]]
+    assert [f.default for f in entry[1:]] == ["rgb", 224, 224, 90.0, 10.0]
+
+    written = {"name": "depth", "kind": "depth", "width": 64, "height": 48, "hfov_deg": 79.0, "max_depth": 5.0}
+    cam = sensor_config(written)
+    assert dataclasses.asdict(cam) == written and SensorConfig("depth", "depth", 64, 48, 79.0, 5.0) == cam
+    assert cam.to_spec() == CameraSpec(name="depth", kind="depth", width=64, height=48, hfov_deg=79.0, max_depth=5.0)
+    assert sensor_config({"name": "rgb"}).to_spec() == CameraSpec(name="rgb")
+    for bad, message in (({"name": "d", "mount": [0, 0, 1, 0]}, "x.yaml: sensors[1]: unknown field(s) ['mount'] (expected one of"),
+                         ({"kind": "rgb"}, "x.yaml: sensors[1]: missing required field(s) ['name']"),
+                         ({"name": "a b"}, "x.yaml: sensors[1].name: got 'a b' (expected a Python identifier)"),
+                         ({"name": "d", "kind": "thermal"}, "x.yaml: sensors[1].kind: got 'thermal' (expected one of"),
+                         ({"name": "d", "max_depth": 0.05}, "x.yaml: sensors[1].max_depth: got 0.05 (expected metres in"),
+                         (["d"], "x.yaml: sensors[1]: got ['d'] (expected a mapping with keys from")):
+        with pytest.raises(ConfigError) as err:
+            sensor_config(bad, field="sensors[1]", file="x.yaml")
+        assert str(err.value).startswith(message) and "\n" not in str(err.value), str(err.value)
+
+
 def test_a_panorama_is_one_camera_spec_turned_views_times():
     """``PanoramaSpec`` holds a ``CameraSpec`` (no copy of its fields or checks): the preset's flat
     fields build it, the camera's fields read through, its checks are the camera's, and each view

@@ -18,13 +18,13 @@ Example (``tasks/eval/oracle_fine_grained_strict.yaml``)::
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError
-from ..sim.sensors import CAMERA_KINDS, CameraSpec, check_camera
+from ..sim.sensors import CAMERA_KINDS, CONFIG_CAMERA_FIELDS, CameraSpec
 
 #: the kinds a config's camera may have (the simulator's)
 SENSOR_KINDS = CAMERA_KINDS
@@ -96,27 +96,44 @@ class EpisodeSource:
                 "both or neither given", "exactly one of 'path' or 'generate'")
 
 
-@dataclass
-class SensorConfig:
-    """A pinhole camera for the agent (and the report's first-person frames): the part of the
-    simulator's ``CameraSpec`` a config file sets (``to_spec``), checked against the same limits."""
-
-    name: str
-    kind: str = "rgb"
-    width: int = 224
-    height: int = 224
-    hfov_deg: float = 90.0
-    max_depth: float = 10.0
+class _CameraEntry:
+    """Methods of ``SensorConfig`` (its fields are ``CameraSpec``'s, see below)."""
 
     def validate(self) -> None:
-        """Kind known, image size, FoV and depth range within the camera limits (``vlnverse.sim.sensors.check_camera``)."""
-        check_camera(kind=self.kind, kinds=SENSOR_KINDS, width=self.width, height=self.height, hfov_deg=self.hfov_deg,
-                     max_depth=self.max_depth)
+        """The camera's own checks (``CameraSpec.validate``: name, kind, image size, FoV and depth
+        range within ``vlnverse.sim.sensors``' limits)."""
+        self.to_spec().validate()
 
     def to_spec(self) -> CameraSpec:
-        """The simulator's ``CameraSpec``."""
-        return CameraSpec(name=self.name, kind=self.kind, width=self.width, height=self.height,
-                          hfov_deg=self.hfov_deg, max_depth=self.max_depth)
+        """The simulator's ``CameraSpec`` (its other fields at their defaults)."""
+        return CameraSpec(**{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+def _camera_entry_fields() -> list[tuple]:
+    spec = {f.name: f for f in fields(CameraSpec)}
+    return [(n, spec[n].type) if n == "name" else (n, spec[n].type, field(default=spec[n].default))
+            for n in CONFIG_CAMERA_FIELDS]
+
+
+#: A pinhole camera as a config file writes it (``sensors:`` of eval and train configs, a policy
+#: checkpoint's rig): the ``CameraSpec`` fields ``CONFIG_CAMERA_FIELDS`` (``name`` required), with
+#: ``CameraSpec``'s types, defaults and checks; ``to_spec()`` gives the ``CameraSpec``.
+SensorConfig = make_dataclass("SensorConfig", _camera_entry_fields(), bases=(_CameraEntry,),
+                              namespace={"__module__": __name__, "__doc__": "A config file's camera: the ``CameraSpec`` fields "
+                                         "``CONFIG_CAMERA_FIELDS`` (``name`` required); ``to_spec()`` gives the camera."})
+
+
+def sensor_config(data: Any, *, field: str = "sensors", file: Any = None) -> Any:
+    """A ``SensorConfig`` from a mapping (a config entry or a checkpoint's rig entry), validated;
+    a ``SensorConfig`` is returned as is. Errors name ``file`` and ``<field>.<key>``."""
+    from ..core.config import from_dict
+
+    if isinstance(data, SensorConfig):
+        return data
+    if not isinstance(data, dict):
+        raise ConfigError(f"got {data!r}", field=field, file=file,
+                          expected=f"a mapping with keys from {list(CONFIG_CAMERA_FIELDS)}")
+    return from_dict(SensorConfig, data, file=file, prefix=field)
 
 
 @dataclass

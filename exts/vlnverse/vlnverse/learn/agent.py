@@ -115,16 +115,18 @@ class PolicyAgent(Agent):
     ALIAS_PREFIX = "policy_"
 
     def _cameras(self) -> list[Any]:
-        """The checkpoint's rig as ``CameraSpec``s (field of view and depth range from its training config)."""
-        from ..sim.sensors import CameraSpec
+        """The checkpoint's rig as ``CameraSpec``s: each policy sensor's name, kind and size, with the
+        field of view and depth range of its training config's ``sensors`` entry (``SensorConfig``'s
+        defaults where the config has none)."""
+        from ..eval.config import sensor_config
 
         trained = {s.get("name"): s for s in (self.train_sensors or []) if isinstance(s, dict)}
         out = []
-        for spec in self.policy.sensors:
+        for i, spec in enumerate(self.policy.sensors):
             t = trained.get(spec["name"], {})
-            out.append(CameraSpec(name=spec["name"], kind=spec["kind"], width=int(spec["shape"][1]),
-                                  height=int(spec["shape"][0]), hfov_deg=float(t.get("hfov_deg", 90.0)),
-                                  max_depth=float(t.get("max_depth", 10.0))))
+            entry = {"name": spec["name"], "kind": spec["kind"], "width": int(spec["shape"][1]),
+                     "height": int(spec["shape"][0]), **{k: t[k] for k in ("hfov_deg", "max_depth") if k in t}}
+            out.append(sensor_config(entry, field=f"sensors[{i}]", file=self.checkpoint).to_spec())
         return out
 
     @staticmethod

@@ -54,23 +54,11 @@ DEFAULT_TASK = "fine_grained"
 
 
 def _sensor_configs(sensors: Any) -> list:
-    from ..core.config import from_dict
-    from ..eval.config import SensorConfig
+    from ..eval.config import SensorConfig, sensor_config
 
     if sensors is None:
         return [SensorConfig("rgb", "rgb", 64, 64), SensorConfig("depth", "depth", 64, 64)]
-    out = []
-    for i, s in enumerate(sensors):
-        if isinstance(s, SensorConfig):
-            out.append(s)
-        elif isinstance(s, dict):
-            try:
-                out.append(from_dict(SensorConfig, s))
-            except ConfigError as exc:
-                raise ConfigError(exc.problem, field=f"sensors[{i}].{exc.field}", expected=exc.expected) from None
-        else:
-            raise ConfigError(f"got {s!r}", field=f"sensors[{i}]", expected="a mapping name/kind/width/height")
-    return out
+    return [sensor_config(s, field=f"sensors[{i}]") for i, s in enumerate(sensors)]
 
 
 class VLNEnv(gym.Env):

@@ -26,10 +26,10 @@ from ..core.cache_key import content_digest, content_key
 from ..core.params import check_ranges, parse_params
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
-from ..core.registry import Registry
 from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
+from .registry import TASKS, load_task_types, register_task  # noqa: F401 - re-exported
 from .scoring import DEFAULT_SCORING, TaskScoring
 
 if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene is loaded
@@ -41,34 +41,6 @@ if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene
 #: instead of every worker importing them on its first scene
 WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.tasks.types", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps",
                   "pxr.Usd", "pxr.UsdGeom", "pxr.UsdLux", "pxr.UsdPhysics", "pxr.UsdSemantics", "pxr.UsdShade")
-
-#: Task generator classes by CLI name (``fine_grained``, ``coarse_grained`` ...).
-TASKS: Registry = Registry("task")
-
-
-def register_task(name: str) -> Callable[[type], type]:
-    """Class decorator registering a ``TaskGenerator`` subclass under ``name``; returns the class."""
-
-    def decorator(cls: type) -> type:
-        cls.name = name
-        return TASKS.register(name)(cls)
-
-    return decorator
-
-
-def load_task_types() -> list[str]:
-    """Import the task-type package (filling ``TASKS``) if it exists, and the installed
-    ``vlnverse.plugins`` entry points; returns the registered names."""
-    from ..core.plugins import load_entry_point_plugins
-
-    load_entry_point_plugins()
-    try:
-        import vlnverse.tasks.types  # noqa: F401
-    except ModuleNotFoundError as exc:
-        if exc.name != "vlnverse.tasks.types":
-            raise
-    return TASKS.names()
-
 
 @dataclass
 class TaskConfig:

@@ -144,7 +144,7 @@ _KNOWN = set(_REQUIRED) | {"info", "version"}
 
 def _instruction_optional(task_type: str) -> bool:
     """Whether ``task_type``'s generator declares its episodes may carry no instruction text."""
-    from .base import TASKS, load_task_types
+    from .registry import TASKS, load_task_types
 
     if task_type not in TASKS:
         load_task_types()

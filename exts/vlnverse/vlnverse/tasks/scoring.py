@@ -99,7 +99,7 @@ def scoring_for(task: Any) -> TaskScoring:
     if isinstance(task, TaskScoring):
         return task
     if isinstance(task, str):
-        from .base import TASKS, load_task_types
+        from .registry import TASKS, load_task_types
 
         if task not in TASKS:
             load_task_types()

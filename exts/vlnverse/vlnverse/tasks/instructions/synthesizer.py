@@ -8,80 +8,21 @@ renders: ``goal``, ``exit``, ``turn_at``, ``chain3`` …) and ``{slot}`` fields.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable
 
 import numpy as np
 
 from ...core.errors import VLNVerseError
-from ...core.registry import Registry
 from .grammar import capitalize_first, number_word
 from .lexicon import Lexicon
-from .phrases import Phrase, category_phrase, object_phrase, relation_phrase, render, room_phrase, slot_names
+from .phrases import Phrase, category_phrase, object_phrase, relation_phrase, render, room_phrase
+from .template_sets import STYLES, TEMPLATES, Template, TemplateSet, register_templates  # noqa: F401 - re-exported
+from .templates import BUILTIN_TEMPLATE_SETS  # noqa: F401 - importing registers the built-in sets
 from .types import GroundedInstruction, RouteEvent, RouteFacts, TargetFacts
-
-STYLES = ("formal", "natural", "casual")
 
 
 class InstructionError(VLNVerseError):
     """No instruction could be produced (no template fits the facts, or none passed the Verifier)."""
-
-
-@dataclass(frozen=True)
-class Template:
-    """One instruction template: ``text`` with ``{slot}`` fields, its style and clause ``part``."""
-
-    template_id: str
-    text: str
-    style: str = "natural"
-    part: str = "goal"
-
-    @property
-    def slots(self) -> set[str]:
-        """Slot names used by the template text."""
-        return slot_names(self.text)
-
-
-class TemplateSet:
-    """The templates of one task type; ``select`` filters by style, part and fillable slots."""
-
-    def __init__(self, task_type: str, templates: Iterable[Template]):
-        self.task_type = task_type
-        self.templates = list(templates)
-        ids = [t.template_id for t in self.templates]
-        duplicates = sorted({i for i in ids if ids.count(i) > 1})
-        if duplicates:
-            raise ValueError(f"task '{task_type}': duplicate template ids {duplicates}")
-
-    def __len__(self) -> int:
-        return len(self.templates)
-
-    def styles(self) -> list[str]:
-        """Styles present in the set, in ``STYLES`` order first."""
-        present = {t.style for t in self.templates}
-        return [s for s in STYLES if s in present] + sorted(present - set(STYLES))
-
-    def select(self, part: str, style: str | None = None, available: set[str] | None = None) -> list[Template]:
-        """Templates of ``part`` (and ``style``) whose slots are all in ``available``."""
-        return [t for t in self.templates if t.part == part and (style is None or t.style == style)
-                and (available is None or t.slots <= available)]
-
-
-#: Template sets by task type.
-TEMPLATES: Registry[TemplateSet] = Registry("instruction template set")
-
-
-def register_templates(task_type: str, templates: Iterable[Template]) -> TemplateSet:
-    """Register (or extend) the template set of ``task_type``; returns the set."""
-    templates = list(templates)
-    if task_type in TEMPLATES:
-        existing = TEMPLATES.get(task_type)
-        merged = TemplateSet(task_type, existing.templates + templates)
-        TEMPLATES.register(task_type, overwrite=True)(merged)
-        return merged
-    tset = TemplateSet(task_type, templates)
-    TEMPLATES.register(task_type)(tset)
-    return tset
 
 
 def _pick(rng: np.random.Generator, items: list):
@@ -112,8 +53,6 @@ class Synthesizer:
     straight_min = 4.0
 
     def __init__(self, task_type: str, lexicon: Lexicon | None = None, templates: TemplateSet | None = None):
-        from . import templates as _builtin  # noqa: F401  (registers the built-in sets)
-
         self.task_type = task_type
         self.lexicon = lexicon or Lexicon()
         self.templates = templates or TEMPLATES.get(task_type)

@@ -8,3 +8,7 @@ templates use ``{a_category}``, ``{category}``, ``{the_category}``, ``{categorie
 """
 from . import (coarse_grained, dialogue, false_premise, fine_grained, long_horizon, object_goal,  # noqa: F401
                video_contextualized, visual_reference)
+
+#: The task types with a built-in template set (each module above registers its own).
+BUILTIN_TEMPLATE_SETS = ("coarse_grained", "dialogue", "false_premise", "fine_grained", "long_horizon", "object_goal",
+                         "video_contextualized", "visual_reference")
