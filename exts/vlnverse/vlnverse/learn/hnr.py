@@ -94,6 +94,12 @@ def backproject(features: torch.Tensor, depth: torch.Tensor, intrinsics: tuple[f
             "headings": pose[..., 3][..., None].expand(*lead, h * w), "scales": (d / fx).reshape(*lead, h * w)}
 
 
+#: the depth recorded for a panorama cell or view the agent's observation setup does not see (monocular)
+UNSEEN = -1.0
+#: where an unseen point waits in a batch's cloud (metres on every axis): beyond any rendering radius
+PARKED = 1.0e4
+
+
 class FeatureCloud:
     """The points of one or a batch of episodes (B, N, ·), at most ``cap`` per episode; when full
     the oldest points are evicted first (FIFO)."""
@@ -109,7 +115,16 @@ class FeatureCloud:
         return self.positions.shape[1]
 
     def add(self, points: dict[str, torch.Tensor]) -> None:
-        """Append ``backproject``'s output (B, n, ·); keep the newest ``cap`` points."""
+        """Append ``backproject``'s output (B, n, ·); keep the newest ``cap`` points. With ``seen``
+        (B, n) (``panorama_points`` of a monocular setup) the unseen points are dropped where no
+        episode of the batch saw them, else parked out of every ray's reach (``PARKED``)."""
+        seen = points.get("seen")
+        if seen is not None:
+            keep = seen.any(0)
+            points = {k: v[:, keep] for k, v in points.items()}
+            park = ~points["seen"]
+            points["positions"] = points["positions"].masked_fill(park[..., None], PARKED)
+            points["features"] = points["features"].masked_fill(park[..., None], 0.0)
         for key in ("positions", "features", "headings", "scales"):
             setattr(self, key, torch.cat([getattr(self, key), points[key]], dim=1)[:, -self.cap:])
 
@@ -278,15 +293,18 @@ def panorama_points(grid_feats: torch.Tensor, cell_depth: torch.Tensor, pose: to
     """The cloud points (B, V·g·g, ·) of a panorama's grid features (B, V, C, g, g) at their cell
     depths (B, V, g, g): view v faces ``yaw + 2πv/V`` (CCW), a pinhole camera of ``hfov_deg``
     (square pixels) at the agent's (x, y), pose (B, 3) = (x, y, yaw); heights are relative to the
-    camera (z = 0: the rendered rays' height)."""
+    camera (z = 0: the rendered rays' height). Cells of depth ``UNSEEN`` (< 0: outside a monocular
+    setup's field of view) come back marked in ``seen`` (B, V·g·g) for ``FeatureCloud.add``."""
     b, v, c, g = grid_feats.shape[:4]
     angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
     zeros = torch.zeros(b, v, device=pose.device, dtype=pose.dtype)
     cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
                        pose[:, None, 2] + angles, zeros], -1)
     f = (g / 2) / math.tan(math.radians(hfov_deg) / 2)
-    pts = backproject(grid_feats, cell_depth, (f, f, g / 2, g / 2), cam)
-    return {key: t.reshape(b, v * t.shape[2], *t.shape[3:]) for key, t in pts.items()}
+    pts = backproject(grid_feats, cell_depth.clamp(min=0.0), (f, f, g / 2, g / 2), cam)
+    out = {key: t.reshape(b, v * t.shape[2], *t.shape[3:]) for key, t in pts.items()}
+    seen = (cell_depth >= 0).reshape(b, -1)
+    return out if bool(seen.all()) else {**out, "seen": seen}
 
 
 class HNRPerception(Perception):
@@ -295,12 +313,13 @@ class HNRPerception(Perception):
     (``last_grid``, (V, C, g, g): ``WaypointPredictor.grid_features``); with ``grid`` 0 the
     per-view depths (V,)."""
 
-    def __init__(self, predictor: Any, grid: int = 0):
-        super().__init__(predictor)
+    def __init__(self, predictor: Any, grid: int = 0, observation: Any = None):
+        super().__init__(predictor, observation)
         render = self.renderer.render
         self.grid = int(grid)
         self.last_depth: np.ndarray | None = None
         self.last_grid: np.ndarray | None = None
+        hidden = ~self.visible
 
         @torch.no_grad()
         def capture(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
@@ -308,12 +327,14 @@ class HNRPerception(Perception):
             max_depth = predictor.params["max_depth"]
             if not self.grid:
                 self.last_depth = view_depths(img["depth"], max_depth)
+                self.last_depth[hidden] = UNSEEN
                 return img
             self.last_depth = cell_depths(img["depth"], self.grid, max_depth)
             dev = next(predictor.parameters()).device
             d = torch.from_numpy(img["depth"])[None].to(dev)
             r = torch.from_numpy(img["rgb"])[None].to(dev) if "rgb" in img else None
             self.last_grid = predictor.grid_features(d, r, self.grid)[0].cpu().numpy().astype(np.float32)
+            self.last_depth[hidden], self.last_grid[hidden] = UNSEEN, 0.0
             return img
 
         self.renderer.render = capture
@@ -350,7 +371,7 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
 
     def __init__(self, spec: HNRTeacher, **kwargs: Any):
         super().__init__(spec, **kwargs)
-        self.perception = HNRPerception(self.perception.predictor, spec.grid)
+        self.perception = HNRPerception(self.perception.predictor, spec.grid, spec.observation)
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         pose = state.pose
@@ -487,7 +508,7 @@ class HNRPolicy(VLNBertPolicy):
         """VLN-BERT's oracle, recording the cloud's inputs too."""
         t = super().teacher_spec(params)
         return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg,
-                          int(params.get("cloud_grid", DEFAULT_GRID)))
+                          grid=int(params.get("cloud_grid", DEFAULT_GRID)))
 
     def new_memory(self, batch: int, device: Any) -> GraphMemory:
         return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
@@ -626,7 +647,7 @@ class HNRPolicy(VLNBertPolicy):
     def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
         """VLN-BERT's acting memory plus the graph memory (feature cloud, visited nodes)."""
         if "hnr_perception" not in agent.cache:
-            agent.cache["hnr_perception"] = HNRPerception(self.predictor, self.cloud_grid)
+            agent.cache["hnr_perception"] = HNRPerception(self.predictor, self.cloud_grid, getattr(agent, "observation", None))
         memory = super().begin_episode(instruction, episode, context, agent)
         memory["graph"] = self.new_memory(1, agent.device)
         return memory
