@@ -105,13 +105,13 @@ def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
     waypoint predictor and a renderer (one simulator per scene), as the ``observation`` setup
-    (``ObservationSetup``) sees it. ``relax`` (the number of consecutive empty predictions before
+    (``ObservationSetup``) sees it (``rgb``: render RGB too, for a reader other than the predictor). ``relax`` (the number of consecutive empty predictions before
     this one) lowers the NMS threshold by ``RELAX`` per empty prediction, so turning in place and
     predicting again cannot repeat forever."""
 
     RELAX = 0.7
 
-    def __init__(self, predictor: WaypointPredictor, observation: ObservationSetup | None = None):
+    def __init__(self, predictor: WaypointPredictor, observation: ObservationSetup | None = None, rgb: bool = False):
         from .waypoints.grid import PANORAMA_HFOV_DEG
 
         p = predictor.params
@@ -119,7 +119,7 @@ class Perception:
         self.k = int(p["k"])
         self.observation = ObservationSetup.parse(observation)
         self.visible = self.observation.visible(int(p["views"]), PANORAMA_HFOV_DEG)
-        self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
+        self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"] or rgb, max_depth=p["max_depth"])
         if self.observation.monocular:  # the unseen views read as blank for everyone downstream
             render, hidden = self.renderer.render, ~self.visible
 
