@@ -94,3 +94,8 @@ def test_gama_trains_and_acts_on_a_pretrained_encoders_grid_features(corridor, e
     assert agent.policy.cloud_encoder is not None and agent.policy.feat_dim == 8
     actions = _actions(agent, corridor, make_episodes(corridor)[:1])
     assert actions[0] and any("experts" in o for o in agent.outputs)
+    # the policy agent's observation option (what a task's eval sets) reaches the policy's perception
+    mono = make_agent("policy", {"checkpoint": str(ckpt), "observation": {"view": "monocular", "hfov_deg": 90}})
+    _actions(mono, corridor, make_episodes(corridor)[:1])
+    seen = mono.cache["hnr_perception"]
+    assert seen.observation.monocular and (seen.last_depth[1:] == -1).all() and (seen.last_depth[0] >= 0).all()
