@@ -113,6 +113,7 @@ def test_tasks_config_errors_are_one_line():
                        ({"tasks": [good[0], dict(good[0])]}, "tasks"),
                        ({"tasks": [{"task": "fine_grained"}]}, "tasks"),
                        ({"tasks": [{**good[0], "name": "a/b"}]}, "tasks[0].name"),
+                       ({"tasks": [good[0], {**good[1], "observation": {"view": "fisheye"}}]}, "tasks[1].observation.view"),
                        ({"tasks": good, "validation": {"split": "val_unseen"}}, "validation.split"),
                        ({"tasks": good, "policy": {"name": "graph_nf"}}, "tasks"),
                        ({}, "task")):
@@ -129,3 +130,6 @@ def test_shipped_multitask_config_lists_the_five_tasks(predictor_file):
     assert cfg.policy.name == "gama"
     assert [t.task for t in cfg.tasks] == ["fine_grained", "coarse_grained", "visual_reference", "long_horizon", "object_goal"]
     assert all(set(t.val) == {"val_seen", "val_unseen"} for t in cfg.tasks)
+    # one task sees a monocular forward camera, the others the panorama
+    assert {t.task: t.observation for t in cfg.tasks if t.observation} == {
+        "visual_reference": {"view": "monocular", "hfov_deg": 90.0}}

@@ -48,6 +48,9 @@ class PolicyAgentParams:
     #: an eval worker acts on one frame at a time, and on a busy machine several spinning threads
     #: made the policy's forward pass ~30x slower (measured under load 6 on 2 cores).
     threads: int | None = 1
+    #: what a waypoint policy (vlnbert, hnr, gama) sees: ``{view: panoramic|monocular, hfov_deg}``
+    #: (``vlnbert.ObservationSetup``; None: the panorama)
+    observation: dict[str, Any] | None = None
 
     def validate(self) -> None:
         """A device name and a thread count (exactly one of ``checkpoint`` / ``policy``: the constructor's rule)."""
@@ -66,7 +69,7 @@ class PolicyAgent(Agent):
     Params = PolicyAgentParams
 
     def __init__(self, *, checkpoint: str | None = None, policy: Any = None, device: str = "cpu",
-                 sample: bool = False, threads: int | None = 1, **kwargs: Any):
+                 sample: bool = False, threads: int | None = 1, observation: Any = None, **kwargs: Any):
         super().__init__(**kwargs)
         require_torch()
         import torch
@@ -81,6 +84,10 @@ class PolicyAgent(Agent):
             raise ConfigError("give exactly one of checkpoint / policy", field="agent.params.checkpoint",
                               expected="a checkpoint path")
         self.device = resolve_device(device)
+        from .vlnbert import ObservationSetup
+
+        #: what a waypoint policy sees (``ObservationSetup``)
+        self.observation = ObservationSetup.parse(observation, "agent.params.observation")
         #: the training config's cameras (field of view, depth range), when known
         self.train_sensors: list | None = None
         if checkpoint is not None:

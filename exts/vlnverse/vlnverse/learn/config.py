@@ -205,12 +205,15 @@ class DistributedConfig:
 class TaskSpec:
     """One task of a multi-task run (``tasks``): the task (``tasks/<task>.yaml``), its training
     episodes and held-out splits (as ``train`` / ``val``), and ``name``, how the reports call it
-    (default: the task)."""
+    (default: the task), and ``observation``, what a waypoint policy (vlnbert, hnr, gama) sees in
+    this task: ``{view: panoramic|monocular, hfov_deg}`` (``waypoints.grid.ObservationSetup``;
+    default: the panorama) in its teacher's cache, DAgger, validation and the task report."""
 
     task: str
     train: Any
     val: dict[str, Any] = field(default_factory=dict)
     name: str | None = None
+    observation: dict[str, Any] | None = None
 
     def validate(self) -> None:
         """A task name, sources as the top-level ``train`` / ``val``, a plain ``name``."""
@@ -222,6 +225,10 @@ class TaskSpec:
         self.train = train_source(self.train, "train")
         require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
         self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
+        from .waypoints.grid import ObservationSetup
+
+        if self.observation is not None:
+            self.observation = ObservationSetup.parse(self.observation).to_dict()
 
 
 @dataclass
@@ -361,6 +368,9 @@ class TrainConfig:
                     "job_timeout", "scene_root", "plugins"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
+        for task in data.get("tasks") or []:  # runs from before per-task observation setups resume
+            if task.get("observation") is None:
+                task.pop("observation", None)
         dist = {k: v for k, v in data.pop("distributed", {}).items() if k in ("batch", "lr_scaling")}
         if dist != {"batch": "global", "lr_scaling": "none"}:  # the default trains what one process does
             data["distributed"] = dist

@@ -94,6 +94,12 @@ def backproject(features: torch.Tensor, depth: torch.Tensor, intrinsics: tuple[f
             "headings": pose[..., 3][..., None].expand(*lead, h * w), "scales": (d / fx).reshape(*lead, h * w)}
 
 
+#: the depth recorded for a panorama cell or view the agent's observation setup does not see (monocular)
+UNSEEN = -1.0
+#: where an unseen point waits in a batch's cloud (metres on every axis): beyond any rendering radius
+PARKED = 1.0e4
+
+
 class FeatureCloud:
     """The points of one or a batch of episodes (B, N, ·), at most ``cap`` per episode; when full
     the oldest points are evicted first (FIFO)."""
@@ -109,7 +115,16 @@ class FeatureCloud:
         return self.positions.shape[1]
 
     def add(self, points: dict[str, torch.Tensor]) -> None:
-        """Append ``backproject``'s output (B, n, ·); keep the newest ``cap`` points."""
+        """Append ``backproject``'s output (B, n, ·); keep the newest ``cap`` points. With ``seen``
+        (B, n) (``panorama_points`` of a monocular setup) the unseen points are dropped where no
+        episode of the batch saw them, else parked out of every ray's reach (``PARKED``)."""
+        seen = points.get("seen")
+        if seen is not None:
+            keep = seen.any(0)
+            points = {k: v[:, keep] for k, v in points.items()}
+            park = ~points["seen"]
+            points["positions"] = points["positions"].masked_fill(park[..., None], PARKED)
+            points["features"] = points["features"].masked_fill(park[..., None], 0.0)
         for key in ("positions", "features", "headings", "scales"):
             setattr(self, key, torch.cat([getattr(self, key), points[key]], dim=1)[:, -self.cap:])
 
@@ -278,29 +293,109 @@ def panorama_points(grid_feats: torch.Tensor, cell_depth: torch.Tensor, pose: to
     """The cloud points (B, V·g·g, ·) of a panorama's grid features (B, V, C, g, g) at their cell
     depths (B, V, g, g): view v faces ``yaw + 2πv/V`` (CCW), a pinhole camera of ``hfov_deg``
     (square pixels) at the agent's (x, y), pose (B, 3) = (x, y, yaw); heights are relative to the
-    camera (z = 0: the rendered rays' height)."""
+    camera (z = 0: the rendered rays' height). Cells of depth ``UNSEEN`` (< 0: outside a monocular
+    setup's field of view) come back marked in ``seen`` (B, V·g·g) for ``FeatureCloud.add``."""
     b, v, c, g = grid_feats.shape[:4]
     angles = torch.arange(v, device=pose.device, dtype=pose.dtype) * (2 * math.pi / v)
     zeros = torch.zeros(b, v, device=pose.device, dtype=pose.dtype)
     cam = torch.stack([pose[:, None, 0].expand(b, v), pose[:, None, 1].expand(b, v), zeros,
                        pose[:, None, 2] + angles, zeros], -1)
     f = (g / 2) / math.tan(math.radians(hfov_deg) / 2)
-    pts = backproject(grid_feats, cell_depth, (f, f, g / 2, g / 2), cam)
-    return {key: t.reshape(b, v * t.shape[2], *t.shape[3:]) for key, t in pts.items()}
+    pts = backproject(grid_feats, cell_depth.clamp(min=0.0), (f, f, g / 2, g / 2), cam)
+    out = {key: t.reshape(b, v * t.shape[2], *t.shape[3:]) for key, t in pts.items()}
+    seen = (cell_depth >= 0).reshape(b, -1)
+    return out if bool(seen.all()) else {**out, "seen": seen}
+
+
+#: where the cloud's grid features come from (``cloud_encoder.type``)
+CLOUD_ENCODERS = ("predictor", "pretrained")
+
+
+def cloud_encoder_spec(spec: Any) -> dict[str, Any]:
+    """``cloud_encoder`` as a mapping: ``predictor`` (the waypoint predictor's CNN trunks, the
+    default) or ``{type: pretrained, path: FILE, trunk: depth|rgb}`` (a trunk of an encoder of
+    ``vlnverse pretrain-encoder``; a checkpoint rebuilds it from ``arch`` without the file)."""
+    field = "policy.params.cloud_encoder"
+    if spec is None or spec == "predictor":
+        return {"type": "predictor"}
+    if spec == "pretrained":
+        raise ConfigError("'pretrained' without a file", field=field,
+                          expected="{type: pretrained, path: <encoder.safetensors of vlnverse pretrain-encoder>, trunk: depth|rgb}")
+    if not isinstance(spec, dict) or spec.get("type", "predictor") not in CLOUD_ENCODERS \
+            or set(spec) - {"type", "path", "trunk", "arch"}:
+        raise ConfigError(f"got {spec!r}", field=field,
+                          expected="predictor, or {type: pretrained, path: FILE, trunk: depth|rgb}")
+    if spec.get("type", "predictor") == "predictor":
+        return {"type": "predictor"}
+    trunk = spec.get("trunk", "depth")
+    if trunk not in ("depth", "rgb"):
+        raise ConfigError(f"got {trunk!r}", field=f"{field}.trunk", expected="depth or rgb")
+    if not spec.get("path") and not isinstance(spec.get("arch"), dict):
+        raise ConfigError("no encoder file", field=f"{field}.path", expected="the encoder.safetensors of vlnverse pretrain-encoder")
+    return {"type": "pretrained", "trunk": trunk, **({"path": str(spec["path"])} if spec.get("path") else {"arch": dict(spec["arch"])})}
+
+
+class PretrainedGridEncoder(nn.Module):
+    """Grid features of the panorama views from one trunk (depth or RGB) of a visual encoder
+    pretrained on the toolkit's renders (``learn.encoder``, ``vlnverse pretrain-encoder``),
+    frozen: the trunk's 4 x 4 spatial map of each view, average-pooled to ``grid`` cells per side
+    (as ``WaypointPredictor.grid_features``, with the encoder's input scaling: depth / max_depth,
+    RGB / 255). The file must be made for the panorama's views (``encoder.check_rig``: square
+    ``image_size`` images, 90° FoV, the predictor's depth range)."""
+
+    def __init__(self, trunk: str, image_size: int, max_depth: float, *, path: str | None = None,
+                 arch: dict[str, int] | None = None, notes: list[str] | None = None):
+        super().__init__()
+        from .encoder import pretrained_trunk
+        from .encoders import CNNEncoder
+        from .waypoints.grid import PANORAMA_HFOV_DEG
+
+        self.key, self.max_depth, self.path = trunk, float(max_depth), path
+        channels = 3 if trunk == "rgb" else 1
+        if path:
+            sensor = {"kind": trunk, "width": int(image_size), "height": int(image_size), "hfov_deg": PANORAMA_HFOV_DEG}
+            self.trunk = pretrained_trunk(path, trunk, channels, sensor, field="policy.params.cloud_encoder", frozen=True,
+                                          max_depth=self.max_depth if trunk == "depth" else None, notes=notes)
+        else:  # rebuilt from a checkpoint: the weights come with its state dict
+            self.trunk = CNNEncoder(channels, out_dim=int(arch["out_dim"]), channels=int(arch["channels"]), frozen=True)
+
+    @property
+    def needs_rgb(self) -> bool:
+        return self.key == "rgb"
+
+    @property
+    def grid_channels(self) -> int:
+        return self.trunk.spatial_channels
+
+    @torch.no_grad()
+    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
+        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
+        b, v = depth.shape[:2]
+        if self.needs_rgb:
+            if rgb is None:
+                raise ConfigError("the cloud's pretrained RGB trunk got no RGB panorama", field="policy.params.cloud_encoder.trunk",
+                                  expected="depth, or an RGB panorama")
+            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
+        else:
+            x = (depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth).reshape(b * v, 1, *depth.shape[2:])
+        x = F.adaptive_avg_pool2d(self.trunk.net(x), grid)
+        return x.reshape(b, v, *x.shape[1:])
 
 
 class HNRPerception(Perception):
     """VLN-BERT's perception that also keeps the cloud's inputs of the last panorama: with
-    ``grid`` > 0 the per-cell depths (``last_depth``, (V, g, g)) and the encoder's grid features
-    (``last_grid``, (V, C, g, g): ``WaypointPredictor.grid_features``); with ``grid`` 0 the
-    per-view depths (V,)."""
+    ``grid`` > 0 the per-cell depths (``last_depth``, (V, g, g)) and the grid features of
+    ``encoder`` (``last_grid``, (V, C, g, g): ``WaypointPredictor.grid_features`` by default, or a
+    ``PretrainedGridEncoder``); with ``grid`` 0 the per-view depths (V,)."""
 
-    def __init__(self, predictor: Any, grid: int = 0):
-        super().__init__(predictor)
+    def __init__(self, predictor: Any, grid: int = 0, observation: Any = None, encoder: Any = None):
+        encoder = predictor if encoder is None else encoder
+        super().__init__(predictor, observation, rgb=bool(getattr(encoder, "needs_rgb", False)))
         render = self.renderer.render
         self.grid = int(grid)
         self.last_depth: np.ndarray | None = None
         self.last_grid: np.ndarray | None = None
+        hidden = ~self.visible
 
         @torch.no_grad()
         def capture(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
@@ -308,12 +403,14 @@ class HNRPerception(Perception):
             max_depth = predictor.params["max_depth"]
             if not self.grid:
                 self.last_depth = view_depths(img["depth"], max_depth)
+                self.last_depth[hidden] = UNSEEN
                 return img
             self.last_depth = cell_depths(img["depth"], self.grid, max_depth)
             dev = next(predictor.parameters()).device
             d = torch.from_numpy(img["depth"])[None].to(dev)
             r = torch.from_numpy(img["rgb"])[None].to(dev) if "rgb" in img else None
-            self.last_grid = predictor.grid_features(d, r, self.grid)[0].cpu().numpy().astype(np.float32)
+            self.last_grid = encoder.grid_features(d, r, self.grid)[0].cpu().numpy().astype(np.float32)
+            self.last_depth[hidden], self.last_grid[hidden] = UNSEEN, 0.0
             return img
 
         self.renderer.render = capture
@@ -325,10 +422,25 @@ class HNRTeacher(VLNBertTeacher):
     depths and grid features, or per-view depths with ``grid`` 0) and the pose."""
 
     grid: int = 0
+    #: the cloud's pretrained grid encoder (``cloud_encoder`` {type: pretrained}): file and trunk; None: the predictor's
+    encoder_path: str | None = None
+    encoder_trunk: str = "depth"
 
     @property
     def key(self) -> dict[str, Any]:
-        return {**super().key, "kind": "hnr", "grid": self.grid}
+        key = {**super().key, "kind": "hnr", "grid": self.grid}
+        if self.encoder_path:
+            from .encoder import _paths, sha256_file
+
+            key["cloud_encoder"] = {"trunk": self.encoder_trunk, "sha256": sha256_file(_paths(self.encoder_path)[0])[:16]}
+        return key
+
+    def grid_encoder(self, predictor: Any) -> Any:
+        """What computes the grid features: the predictor, or the pretrained trunk."""
+        if not self.encoder_path:
+            return predictor
+        p = predictor.params
+        return PretrainedGridEncoder(self.encoder_trunk, p["image_size"], p["max_depth"], path=self.encoder_path)
 
     @property
     def extra_fields(self) -> dict[str, list[int]]:
@@ -336,7 +448,8 @@ class HNRTeacher(VLNBertTeacher):
         v, g = fields["view_feats"][0], self.grid
         if not g:
             return {**fields, "view_depth": [v], "world_pose": [3]}
-        return {**fields, "view_depth": [v, g, g], "view_grid": [v, self._predictor().grid_channels, g, g], "world_pose": [3]}
+        c = self.grid_encoder(self._predictor()).grid_channels
+        return {**fields, "view_depth": [v, g, g], "view_grid": [v, c, g, g], "world_pose": [3]}
 
     def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
                    seed: int = 0) -> "HNRTeacherAgent":
@@ -350,7 +463,8 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
 
     def __init__(self, spec: HNRTeacher, **kwargs: Any):
         super().__init__(spec, **kwargs)
-        self.perception = HNRPerception(self.perception.predictor, spec.grid)
+        predictor = self.perception.predictor
+        self.perception = HNRPerception(predictor, spec.grid, spec.observation, spec.grid_encoder(predictor))
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         pose = state.pose
@@ -390,10 +504,14 @@ class HNRParams(VLNBertParams):
     render: dict[str, Any] | None = None
     render_weight: float = param(0.1, low=0.0)
     stage: str = "joint"
+    cloud_encoder: Any = "predictor"
 
     def validate(self) -> None:
-        """VLN-BERT's rules and a known ``stage``."""
+        """VLN-BERT's rules, a known ``stage``, a ``cloud_encoder`` (a pretrained one needs grid cells)."""
         super().validate()
+        if cloud_encoder_spec(self.cloud_encoder)["type"] == "pretrained" and not self.cloud_grid:
+            raise ConfigError("a pretrained cloud encoder with cloud_grid 0", field="cloud_encoder",
+                              expected="cloud_grid 1, 2 or 4 (grid cells of the encoder), or cloud_encoder: predictor")
         if self.cloud_grid not in (0, 1, 2, 4):
             raise ConfigError(f"got {self.cloud_grid!r}", field="cloud_grid",
                               expected="1, 2 or 4 grid cells per side of each view (0: one point per view)")
@@ -411,14 +529,22 @@ class HNRPolicy(VLNBertPolicy):
 
     def __init__(self, vocab: Any, sensors: list[dict[str, Any]], *, cloud_cap: int = 256, history: int = 8,
                  graph_layers: int = 1, render: dict | None = None, render_weight: float = 0.1, stage: str = "joint",
-                 cloud_grid: int = DEFAULT_GRID, **params: Any):
+                 cloud_grid: int = DEFAULT_GRID, cloud_encoder: Any = "predictor", **params: Any):
         super().__init__(vocab, sensors, **params)
         self.stage = stage
         self.cloud_cap, self.history, self.render_weight = cloud_cap, history, float(render_weight)
         self.cloud_grid = int(cloud_grid)
         h = self.hidden_size
+        spec = cloud_encoder_spec(cloud_encoder)
+        self.cloud_encoder_path = spec.get("path")
+        if spec["type"] == "pretrained":  # frozen; its weights travel in the checkpoint
+            p = self.predictor.params
+            self.cloud_encoder = PretrainedGridEncoder(spec["trunk"], p["image_size"], p["max_depth"], path=spec.get("path"),
+                                                       arch=spec.get("arch"), notes=self.notes)
+        else:
+            self.cloud_encoder = None
         # the cloud's features: the encoder's grid cells (its spatial channels), or one panorama token per view
-        feat = self.predictor.grid_channels if self.cloud_grid else self.predictor.params["hidden_size"]
+        feat = self.grid_encoder.grid_channels if self.cloud_grid else self.predictor.params["hidden_size"]
         self.feat_dim = feat
         from .waypoints.grid import PANORAMA_HFOV_DEG
 
@@ -438,6 +564,11 @@ class HNRPolicy(VLNBertPolicy):
         heads = int(params.get("heads", 4))
         self.graph = nn.ModuleList(GraphLayer(h, heads) for _ in range(graph_layers))
         self.freeze_for_stage()
+
+    @property
+    def grid_encoder(self) -> Any:
+        """What computes the cloud's grid features: the pretrained trunk (``cloud_encoder``) or the predictor."""
+        return self.cloud_encoder if self.cloud_encoder is not None else self.predictor
 
     def load_renderer(self, path: Any) -> None:
         """The ``renderer.*`` weights of a ``vlnverse train`` checkpoint (``render.weights``: e.g. a
@@ -463,6 +594,12 @@ class HNRPolicy(VLNBertPolicy):
         out = super().params_from_checkpoint(params, data, path)
         if isinstance(out.get("render"), dict):
             out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
+        enc = out.get("cloud_encoder")
+        if cloud_encoder_spec(enc)["type"] == "pretrained":  # rebuilt without the file: weights in the state dict
+            from .encoder import arch_of
+
+            out["cloud_encoder"] = {"type": "pretrained", "trunk": cloud_encoder_spec(enc)["trunk"],
+                                    "arch": arch_of(data["state_dict"], "cloud_encoder.trunk")}
         cloud = data.get("cloud")  # a checkpoint from before grid features held one point per view
         out["cloud_grid"] = int(cloud["grid"]) if isinstance(cloud, dict) and "grid" in cloud else 0
         return out
@@ -486,8 +623,13 @@ class HNRPolicy(VLNBertPolicy):
     def teacher_spec(cls, params: dict[str, Any]) -> HNRTeacher:
         """VLN-BERT's oracle, recording the cloud's inputs too."""
         t = super().teacher_spec(params)
+        enc = cloud_encoder_spec(params.get("cloud_encoder"))
+        if enc["type"] == "pretrained" and not enc.get("path"):
+            raise ConfigError("the teacher needs the cloud encoder's file", field="policy.params.cloud_encoder.path",
+                              expected="the encoder.safetensors the policy was built from")
         return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg,
-                          int(params.get("cloud_grid", DEFAULT_GRID)))
+                          grid=int(params.get("cloud_grid", DEFAULT_GRID)), encoder_path=enc.get("path"),
+                          encoder_trunk=enc.get("trunk", "depth"))
 
     def new_memory(self, batch: int, device: Any) -> GraphMemory:
         return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
@@ -626,7 +768,8 @@ class HNRPolicy(VLNBertPolicy):
     def begin_episode(self, instruction: tuple, episode: Any, context: Any, agent: Any) -> dict[str, Any]:
         """VLN-BERT's acting memory plus the graph memory (feature cloud, visited nodes)."""
         if "hnr_perception" not in agent.cache:
-            agent.cache["hnr_perception"] = HNRPerception(self.predictor, self.cloud_grid)
+            agent.cache["hnr_perception"] = HNRPerception(self.predictor, self.cloud_grid, getattr(agent, "observation", None),
+                                                          self.grid_encoder)
         memory = super().begin_episode(instruction, episode, context, agent)
         memory["graph"] = self.new_memory(1, agent.device)
         return memory

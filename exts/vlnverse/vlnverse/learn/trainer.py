@@ -344,16 +344,43 @@ class Trainer:
             "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
             "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
 
-    def teacher_spec(self) -> Any:
+    def observation(self, task: str | None) -> dict[str, Any] | None:
+        """The observation setup of a task of a multi-task run (``tasks[i].observation``; None: the policy's own)."""
+        return next((t.observation for t in self.cfg.tasks if t.name == task), None)
+
+    def teacher_spec(self, task: str | None = None) -> Any:
         """The configured policy's teacher (``VLNPolicy.teacher_spec(params)``), or None for the
-        discrete oracle teacher of Seq2Seq / CMA."""
+        discrete oracle teacher of Seq2Seq / CMA; with ``task``, seeing that task's observation setup."""
+        from dataclasses import replace
+
         from .policies import POLICIES
+        from .waypoints.grid import ObservationSetup
 
         params = dict(self.cfg.policy.params or {})
         # a built policy may say what its teacher must record beyond its config (e.g. an HNR
         # checkpoint from before grid features: one point per view)
         params.update(getattr(self.policy, "teacher_overrides", dict)())
-        return POLICIES.get(self.cfg.policy.name).teacher_spec(params)
+        spec = POLICIES.get(self.cfg.policy.name).teacher_spec(params)
+        obs = self.observation(task)
+        if obs is None:
+            return spec
+        if not hasattr(spec, "observation"):
+            i = self.cfg.task_names().index(task)
+            raise ConfigError(f"an observation setup for {self.cfg.policy.name!r}", field=f"tasks[{i}].observation",
+                              expected="a waypoint policy (vlnbert, hnr, gama), or no 'observation'")
+        return replace(spec, observation=ObservationSetup.parse(obs))
+
+    def _agent(self, task: str | None, **kwargs: Any) -> Any:
+        """The ``policy`` agent of the current weights, seeing ``task``'s observation setup."""
+        from .agent import PolicyAgent
+
+        return PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device),
+                           observation=self.observation(task), **kwargs)
+
+    def _agent_params(self, checkpoint: Path, task: str | None) -> dict[str, Any]:
+        """The eval config's ``agent.params`` (what ``vlnverse eval`` would need to repeat the run)."""
+        obs = self.observation(task)
+        return {"checkpoint": str(checkpoint), **({"observation": obs} if obs else {})}
 
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
@@ -369,7 +396,8 @@ class Trainer:
                 eps, sensors=self.sensor_specs, settings=settings, collision_mode=self.cfg.collision_mode,
                 mode_params=self.cfg.mode_params, base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                 scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress, report=self.report,
-                teacher=self.teacher_spec(), render=self.cfg.cache.render, build=self.ranks.is_main, **self.parallel()))
+                teacher=self.teacher_spec(name if self.cfg.tasks else None), render=self.cfg.cache.render,
+                build=self.ranks.is_main, **self.parallel()))
             stores.append(store)
         self.summary["cache"] = {"tasks": stats} if self.cfg.tasks else stats[self.cfg.task]
         return stores
@@ -476,7 +504,6 @@ class Trainer:
         from ..eval.config import EpisodeSource
         from ..eval.runner import run_eval
         from ..tasks.episode import save_episodes
-        from .agent import PolicyAgent
 
         results = {}
         for name, episodes in self.val_episodes.items():
@@ -485,12 +512,12 @@ class Trainer:
                 save_episodes(path, episodes)
             ecfg = _replace(self.templates[self.val_task[name]], episodes=EpisodeSource(path=str(path)),
                             out=str(self.out / "val" / tag / name))
-            ecfg.agent.params = {"checkpoint": str(self.last_path)}
+            task = self.val_task[name]
+            ecfg.agent.params = self._agent_params(self.last_path, task)
             if Path(ecfg.out).exists():
                 shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
             summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed,
-                                                                 device=str(self.device), threads=None))
+                               agent_factory=lambda task=task: self._agent(task, threads=None))
             results[name] = summary["overall"]["means"]
         return results
 
@@ -503,7 +530,6 @@ class Trainer:
         from ..eval.config import EpisodeSource
         from ..eval.runner import EPISODES_FILE, run_eval
         from ..tasks.episode import save_episodes
-        from .agent import PolicyAgent
 
         ckpt = self.best_path if self.best_path.is_file() else self.last_path
         self.policy.load_state_dict(read_checkpoint(ckpt)["state_dict"])
@@ -516,12 +542,13 @@ class Trainer:
                 save_episodes(path, episodes)
             out = self.out / "tasks" / name / split
             ecfg = _replace(self.templates[name], episodes=EpisodeSource(path=str(path)), out=str(out), limit=None)
-            ecfg.agent.params = {"checkpoint": str(ckpt)}
+            ecfg.agent.params = self._agent_params(ckpt, name)
             if out.exists():
                 shutil.rmtree(out)
             summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda: PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device)))
+                               agent_factory=lambda name=name: self._agent(name))
             means = summary["overall"]["means"]
+            report.setdefault("observation", {})[name] = self.observation(name) or {"view": "panoramic"}
             report["tasks"].setdefault(name, {})[split] = {
                 "episodes": summary["overall"]["episodes"],
                 **{m: (round(float(means[m]), 4) if means.get(m) is not None else None) for m in ("SR", "SPL", "nDTW", "NE", "OSR")}}
@@ -698,7 +725,6 @@ class Trainer:
         return init
 
     def _run_dagger(self, train: list, resume: bool, init: dict[str, Any]) -> dict[str, Any]:
-        from .agent import PolicyAgent
         from .collect import collect
 
         cfg = self.cfg
@@ -738,13 +764,13 @@ class Trainer:
                 [train[i] for i in sorted(rng.choice(len(train), cfg.dagger.episodes, replace=False))]
 
             def collect_round(r: int = r, beta: float = beta, episodes: list = episodes) -> dict:  # rank 0 alone
-                learner = PolicyAgent(policy=self.policy, seed=cfg.seed, device=str(self.device), threads=None)
                 self.policy.eval()
                 parts = [collect(eps, settings=settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
-                                 store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params, learner=learner,
+                                 store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params,
+                                 learner=self._agent(name if cfg.tasks else None, threads=None),
                                  beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
                                  desc=f"dagger round {r} (beta {beta:.3f})" + (f" {name}" if cfg.tasks else ""),
-                                 teacher=self.teacher_spec(), **self.parallel())
+                                 teacher=self.teacher_spec(name if cfg.tasks else None), **self.parallel())
                          for name, settings, eps in self._groups(episodes)]
                 got = parts[0] if len(parts) == 1 else merge_collected(parts)
                 aggregate.close()

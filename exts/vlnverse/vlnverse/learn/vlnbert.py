@@ -48,7 +48,7 @@ from .encoders import _note, load_weights
 from .policies import VLNPolicy, VLNPolicyParams, register_policy
 from .vocab import PAD_ID, Vocabulary
 from .waypoints.data import PanoramaRenderer
-from .waypoints.grid import to_world
+from .waypoints.grid import ObservationSetup, to_world  # noqa: F401  (ObservationSetup: re-exported)
 from .waypoints.model import WaypointPredictor, load_predictor
 
 
@@ -104,17 +104,34 @@ def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 
 
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
-    waypoint predictor and a renderer (one simulator per scene). ``relax`` (the number of
-    consecutive empty predictions before this one) lowers the NMS threshold by ``RELAX`` per
-    empty prediction, so turning in place and predicting again cannot repeat forever."""
+    waypoint predictor and a renderer (one simulator per scene), as the ``observation`` setup
+    (``ObservationSetup``) sees it (``rgb``: render RGB too, for a reader other than the predictor). ``relax`` (the number of consecutive empty predictions before
+    this one) lowers the NMS threshold by ``RELAX`` per empty prediction, so turning in place and
+    predicting again cannot repeat forever."""
 
     RELAX = 0.7
 
-    def __init__(self, predictor: WaypointPredictor):
+    def __init__(self, predictor: WaypointPredictor, observation: ObservationSetup | None = None, rgb: bool = False):
+        from .waypoints.grid import PANORAMA_HFOV_DEG
+
         p = predictor.params
         self.predictor = predictor
         self.k = int(p["k"])
-        self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
+        self.observation = ObservationSetup.parse(observation)
+        self.visible = self.observation.visible(int(p["views"]), PANORAMA_HFOV_DEG)
+        self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"] or rgb, max_depth=p["max_depth"])
+        if self.observation.monocular:  # the unseen views read as blank for everyone downstream
+            render, hidden = self.renderer.render, ~self.visible
+
+            def blank(*args: Any, **kwargs: Any) -> dict[str, np.ndarray]:
+                img = dict(render(*args, **kwargs))
+                for key in ("depth", "rgb"):
+                    if key in img:
+                        img[key] = np.array(img[key])
+                        img[key][hidden] = 0
+                return img
+
+            self.renderer.render = blank
 
     @torch.no_grad()
     def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0
@@ -128,6 +145,9 @@ class Perception:
         feats = self.predictor.view_features(d, r)
         heat = torch.sigmoid(self.predictor(d, r))[0].cpu().numpy()
         cands = self.predictor.candidates(heat, img["depth"], threshold=self.predictor.params["threshold"] * self.RELAX ** relax)
+        if self.observation.monocular:
+            feats[:, torch.from_numpy(~self.visible).to(dev)] = 0.0
+            cands = cands[self.observation.in_view(cands[:, 0])] if len(cands) else cands
         out = np.zeros((self.k, 3), dtype=np.float32)
         out[: len(cands), :2] = cands
         out[: len(cands), 2] = 1.0
@@ -146,13 +166,16 @@ class VLNBertTeacher:
     stop_distance: float = 1.5
     open_space_radius: float = 0.3
     turn_deg: float = 30.0
+    #: what the agent sees (a multi-task run's ``tasks[i].observation``)
+    observation: ObservationSetup = ObservationSetup()
 
     @property
     def key(self) -> dict[str, Any]:
-        """Part of the observation-cache key (the predictor by content)."""
+        """Part of the observation-cache key (the predictor by content; a monocular setup)."""
         digest = hashlib.sha256(Path(self.predictor_path).read_bytes()).hexdigest()[:16]
-        return {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
-                "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg}
+        key = {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
+               "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg}
+        return {**key, "observation": self.observation.to_dict()} if self.observation.monocular else key
 
     def _predictor(self) -> WaypointPredictor:
         return load_predictor(self.predictor_path)
@@ -178,7 +201,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
     def __init__(self, spec: VLNBertTeacher, **kwargs: Any):
         super().__init__(**kwargs)
         self.spec = spec
-        self.perception = Perception(spec._predictor())
+        self.perception = Perception(spec._predictor(), spec.observation)
         self.no_candidates = 0
 
     def reset(self, episode: Any, context: Any) -> None:
@@ -426,7 +449,7 @@ class VLNBertPolicy(VLNPolicy):
         """Acting memory: the instruction, the state token, the scene (rendered for each panorama)
         and the count of candidate-free predictions."""
         if "perception" not in agent.cache:  # one renderer per agent, kept across episodes
-            agent.cache["perception"] = Perception(self.predictor)
+            agent.cache["perception"] = Perception(self.predictor, getattr(agent, "observation", None))
         return {"instruction": instruction, "hidden": self.initial_state(1, agent.device), "context": context,
                 "no_candidate_turns": 0, "empty": 0}
 

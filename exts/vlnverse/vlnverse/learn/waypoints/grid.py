@@ -120,6 +120,65 @@ def candidates_polar(picks: list[tuple[int, int, float]], grid: WaypointGrid) ->
 #: Horizontal (= vertical) field of view of each panorama view the predictor reads.
 PANORAMA_HFOV_DEG = 90.0
 
+#: the observation setups of ``ObservationSetup.view``
+VIEWS = ("panoramic", "monocular")
+
+
+@dataclass(frozen=True)
+class ObservationSetup:
+    """What the waypoint agent sees (the VLNVerse paper's "diverse observation spaces", GAMA
+    appendix A.1.2; per task in a multi-task run: ``tasks[i].observation``). ``panoramic`` (the
+    default): the predictor's 360° panorama. ``monocular``: a forward camera of ``hfov_deg``
+    (at least one panorama view's 90°): only the panorama views that lie wholly inside it are
+    seen (``visible``: 90° → the forward view alone; 150° → the forward view and its two
+    neighbours); the others read as blank (depth 0, black RGB) for the waypoint predictor, their
+    view features are zero, and candidates outside ±``hfov_deg``/2 are dropped (a monocular agent
+    with no candidate turns in place, as when the predictor finds none)."""
+
+    view: str = "panoramic"
+    hfov_deg: float = 90.0
+
+    @classmethod
+    def parse(cls, spec: Any, field: str = "observation") -> "ObservationSetup":
+        """An ``ObservationSetup`` from a mapping ``{view, hfov_deg}`` (None: panoramic); bad
+        input is a one-line ``ConfigError`` naming ``field``."""
+        from ...core.errors import ConfigError
+
+        if spec is None or isinstance(spec, cls):
+            return spec or cls()
+        if not isinstance(spec, dict) or set(spec) - {"view", "hfov_deg"}:
+            raise ConfigError(f"got {spec!r}", field=field, expected="a mapping with keys view, hfov_deg")
+        view, hfov = spec.get("view", "panoramic"), spec.get("hfov_deg", PANORAMA_HFOV_DEG)
+        if view not in VIEWS:
+            raise ConfigError(f"got {view!r}", field=f"{field}.view", expected=f"one of {VIEWS}")
+        if isinstance(hfov, bool) or not isinstance(hfov, (int, float)) or not PANORAMA_HFOV_DEG <= hfov < 360:
+            raise ConfigError(f"got {hfov!r}", field=f"{field}.hfov_deg",
+                              expected=f"degrees in [{PANORAMA_HFOV_DEG:g}, 360) (one panorama view is {PANORAMA_HFOV_DEG:g})")
+        return cls(str(view), float(hfov))
+
+    @property
+    def monocular(self) -> bool:
+        return self.view == "monocular"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"view": self.view, "hfov_deg": self.hfov_deg}
+
+    def visible(self, views: int, view_hfov_deg: float) -> np.ndarray:
+        """(views,) bool: the panorama views (view v faces 360°·v/V CCW) this setup sees."""
+        if not self.monocular:
+            return np.ones(views, dtype=bool)
+        ang = np.degrees(np.arange(views) * 2 * math.pi / views)
+        ang = np.abs(np.where(ang > 180, ang - 360, ang))
+        return ang + view_hfov_deg / 2 <= self.hfov_deg / 2 + 1e-6
+
+    def in_view(self, angles: np.ndarray) -> np.ndarray:
+        """Whether candidate angles (rad CCW from the heading) lie within the field of view."""
+        if not self.monocular:
+            return np.ones(np.shape(angles), dtype=bool)
+        a = (np.asarray(angles, dtype=float) + math.pi) % (2 * math.pi) - math.pi
+        return np.abs(a) <= math.radians(self.hfov_deg) / 2 + 1e-6
+
+
 
 def obstacle_points(depth: np.ndarray, *, hfov_deg: float, camera_height: float, band: tuple[float, float],
                     max_depth: float) -> tuple[np.ndarray, np.ndarray]:
