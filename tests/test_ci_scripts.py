@@ -66,9 +66,12 @@ def test_stress_script_stops_them_when_interrupted(tmp_path):
     (fake / "tools").mkdir(parents=True)
     for name in ("readme_test_command.sh", "stress_tests.sh"):
         shutil.copy2(ROOT / "tools" / name, fake / "tools")
-    # a README whose test command waits for a file that never comes (stands in for a long run)
-    (fake / "README.md").write_text("python3 -m pip install --version >/dev/null && python3 -m pytest --version "
-                                    "&& sleep 600\n", encoding="utf-8")
+    # a README whose test command runs long and, like pytest, catches Ctrl-C and exits with its own
+    # status; `pip install --help` (not `--version`, which fails where pip.conf sets find-links)
+    (fake / "README.md").write_text("python3 -m pip install --help >/dev/null && python3 -m pytest --version "
+                                    "&& python3 -c 'import signal, sys, time; "
+                                    "signal.signal(signal.SIGINT, lambda *a: sys.exit(2)); open(\"ready\", \"w\").close(); time.sleep(600)'\n",
+                                    encoding="utf-8")
     proc = subprocess.Popen([str(fake / "tools" / "stress_tests.sh"), "--current"], stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     try:
@@ -79,6 +82,10 @@ def test_stress_script_stops_them_when_interrupted(tmp_path):
             lines.append(line)
         pids = [int(p) for p in re.search(r"busy processes \(PIDs ([\d ]+)\)", "".join(lines)).group(1).split()]
         assert all(Path(f"/proc/{pid}").exists() for pid in pids)
+        ready = time.monotonic() + 120
+        while not (fake / "ready").exists():  # the long run has started and handles Ctrl-C itself
+            assert time.monotonic() < ready and proc.poll() is None, "the README command never started"
+            time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C sends to the terminal's foreground group
         assert proc.wait(timeout=60) == 130
     finally:
