@@ -24,7 +24,7 @@ import os
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -497,7 +497,25 @@ def model_concurrency(cfg: EvalConfig) -> int:
     return int(getattr(cfg.model, "concurrency", None) or 1) if cfg.model is not None else 1
 
 
-def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+@dataclass(frozen=True)
+class EvalJob:
+    """The payload of one scene's evaluation job (``eval_scene_job``; picklable for worker
+    processes unless ``agent`` -- the inline run's own agent -- is set)."""
+
+    cfg: EvalConfig
+    settings: RunSettings
+    out: Path
+    sensors: list
+    rgb_sensor: Any
+    with_visuals: set
+    scene_loader: Callable[..., Any] | None
+    agent: Agent | None
+    agent_factory: Callable[[], Agent] | None
+    scene_path: str = ""
+    episodes: list = field(default_factory=list)
+
+
+def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
     ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
     and the scene's simulator once per job. With ``model.concurrency`` N, every model request
@@ -505,16 +523,16 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
     runs up to N episodes at once in threads (an agent per thread), records in episode order."""
     from .mllm.models import attach_request_limit, share_breaker
 
-    cfg, settings, out = payload["cfg"], payload["settings"], payload["out"]
+    cfg, settings, out = payload.cfg, payload.settings, payload.out
     limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
 
     def new_agent() -> Agent:
-        made = make_run_agent(cfg, payload["agent_factory"])
+        made = make_run_agent(cfg, payload.agent_factory)
         attach_request_limit(made, limit)
         share_breaker(made, agent)  # the episode threads of a scene open one circuit breaker
         return made
 
-    agent = payload["agent"]
+    agent = payload.agent
     if agent is None:
         key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
         if key not in state:
@@ -527,16 +545,16 @@ def eval_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str
         agent = state[key]
     attach_request_limit(agent, limit)
     wanted = set(items)
-    episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
+    episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
 
     def visuals(record: dict, ctx: Any, sim: Any) -> None:
-        if record["episode_id"] in payload["with_visuals"]:
-            save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload["rgb_sensor"], frames=cfg.report.frames)
+        if record["episode_id"] in payload.with_visuals:
+            save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload.rgb_sensor, frames=cfg.report.frames)
 
-    run_scene(payload["scene_path"], episodes, settings, agent, collision_mode=cfg.collision_mode,
-              mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload["sensors"],
+    run_scene(payload.scene_path, episodes, settings, agent, collision_mode=cfg.collision_mode,
+              mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload.sensors,
               backend=cfg.backend, quality=cfg.render.quality,
-              scene_loader=payload["scene_loader"],
+              scene_loader=payload.scene_loader,
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
               on_record=lambda record: emit(record["episode_id"], record),
               threads=model_concurrency(cfg), agent_factory=new_agent)
@@ -629,9 +647,9 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     # so a record does not depend on which worker finished first.
     with_visuals = set(serial_order[:report_budget]) if cfg.report.enabled else set()
     inline = parallel.inline
-    common = {"cfg": cfg, "settings": settings, "out": out, "sensors": sensors, "rgb_sensor": rgb_sensor,
-              "with_visuals": with_visuals, "scene_loader": scene_loader,
-              "agent": agent if inline else None, "agent_factory": agent_factory}
+    common = EvalJob(cfg=cfg, settings=settings, out=out, sensors=sensors, rgb_sensor=rgb_sensor,
+                     with_visuals=with_visuals, scene_loader=scene_loader, agent=agent if inline else None,
+                     agent_factory=agent_factory)
     jobs = scene_jobs(by_scene, common, send=not inline, field_name="--workers",
                       expected="1, or a module-level agent_factory / scene_loader")
     t_start = time.perf_counter()

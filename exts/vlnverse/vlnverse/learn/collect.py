@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import numpy as np
@@ -149,36 +149,57 @@ def render_frames(sim: Any, poses: list, sensors: list) -> list[dict[str, np.nda
     return out
 
 
-def collect_scene_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
+@dataclass(frozen=True)
+class CollectJob:
+    """The payload of one scene's collection job (``collect_scene_job``; picklable for workers)."""
+
+    teacher: Any
+    learner: Any
+    beta: float
+    seed: int
+    settings: Any
+    sensors: list
+    sensor_names: tuple
+    collision_mode: str
+    mode_params: dict
+    backend: str
+    scene_loader: Callable[..., Any] | None
+    torch_threads: int | None
+    render: str
+    scene_path: str = ""
+    episodes: list = field(default_factory=list)
+
+
+def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): roll out the episodes ``items`` of one scene with
     a recording agent and ``emit(episode_id, {"record", "instruction", "steps"})`` as each ends;
     the driver writes the steps to the store in the serial order."""
     from ..eval.rollout import run_scene
 
-    if payload.get("torch_threads") and state.get("torch_threads") != payload["torch_threads"]:
+    if payload.torch_threads and state.get("torch_threads") != payload.torch_threads:
         import torch  # the learner's numbers match the driver's only with the same intra-op thread count
 
-        torch.set_num_threads(int(payload["torch_threads"]))
-        state["torch_threads"] = payload["torch_threads"]
-    teacher, names = payload["teacher"], payload["sensor_names"]
-    kwargs = dict(learner=payload["learner"], beta=payload["beta"], sensors=names, seed=payload["seed"])
+        torch.set_num_threads(int(payload.torch_threads))
+        state["torch_threads"] = payload.torch_threads
+    teacher, names = payload.teacher, payload.sensor_names
+    kwargs = dict(learner=payload.learner, beta=payload.beta, sensors=names, seed=payload.seed)
     agent = teacher.make_agent(**kwargs) if teacher is not None else TeacherForcingAgent(**kwargs)
     wanted = set(items)
-    episodes = [ep for ep in payload["episodes"] if ep.episode_id in wanted]
-    teleport = payload.get("render") == "teleport"
+    episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
+    teleport = payload.render == "teleport"
     if teleport:  # the rollout only moves the agent; frames are drawn afterwards at its poses
         agent.sensors = ()
 
     def draw(record: dict, ctx: Any, sim: Any) -> None:  # the episode's frames, while its simulator lives
-        for step, frames in zip(agent.steps, render_frames(sim, agent.poses, payload["sensors"])):
+        for step, frames in zip(agent.steps, render_frames(sim, agent.poses, payload.sensors)):
             step.update(frames)
 
     def done(record: dict) -> None:  # runs after the episode's last step, before the next reset
         emit(record["episode_id"], {"record": record, "instruction": record["instruction"], "steps": agent.steps})
 
-    run_scene(payload["scene_path"], episodes, payload["settings"], agent, collision_mode=payload["collision_mode"],
-              mode_params=payload["mode_params"], sensors=[] if teleport else payload["sensors"],
-              backend=payload["backend"], scene_loader=payload["scene_loader"], on_record=done,
+    run_scene(payload.scene_path, episodes, payload.settings, agent, collision_mode=payload.collision_mode,
+              mode_params=payload.mode_params, sensors=[] if teleport else payload.sensors,
+              backend=payload.backend, scene_loader=payload.scene_loader, on_record=done,
               visuals=draw if teleport else None)
 
 
@@ -220,10 +241,10 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
         import torch
 
         torch_threads = torch.get_num_threads()
-    common = {"teacher": teacher, "learner": learner, "beta": beta, "seed": seed, "settings": settings,
-              "sensors": sensors, "sensor_names": tuple(s.name for s in sensors), "collision_mode": collision_mode,
-              "mode_params": (mode_params or {}).get(collision_mode, {}), "backend": backend,
-              "scene_loader": scene_loader, "torch_threads": torch_threads, "render": render}
+    common = CollectJob(teacher=teacher, learner=learner, beta=beta, seed=seed, settings=settings, sensors=sensors,
+                        sensor_names=tuple(s.name for s in sensors), collision_mode=collision_mode,
+                        mode_params=(mode_params or {}).get(collision_mode, {}), backend=backend,
+                        scene_loader=scene_loader, torch_threads=torch_threads, render=render)
     jobs = scene_jobs(by_scene, common, send=not inline, field_name="workers",
                       expected="1, or a module-level scene_loader and picklable teacher / learner")
     order = [ep.episode_id for eps in by_scene.values() for ep in eps]

@@ -175,16 +175,25 @@ def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader
             _write_memo(cache_dir, memo)
 
 
-def generate_home_job(payload: dict, items: tuple, state: dict, emit: Callable[[Any, Any], None]) -> None:
+@dataclass(frozen=True)
+class HomesJob:
+    """The payload of a home-generation job (``generate_home_job``): the folder and room counts."""
+
+    folder: str
+    min_rooms: int
+    max_rooms: int
+
+
+def generate_home_job(payload: HomesJob, items: tuple, state: dict, emit: Callable[[Any, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): generate and write the homes of the seeds ``items``
-    (``gen_<seed>.usd`` in ``payload["folder"]``, each written atomically); emit each file's path."""
+    (``gen_<seed>.usd`` in ``payload.folder``, each written atomically); emit each file's path."""
     from ..scenes.procgen import generate_home
     from ..scenes.usd_io import write_usd
 
     for seed in items:
-        desc = generate_home(int(seed), scene_id=home_scene_id(seed), min_rooms=payload["min_rooms"],
-                             max_rooms=payload["max_rooms"])
-        emit(seed, str(write_usd(desc, Path(payload["folder"]) / f"{desc.scene_id}.usd")))
+        desc = generate_home(int(seed), scene_id=home_scene_id(seed), min_rooms=payload.min_rooms,
+                             max_rooms=payload.max_rooms)
+        emit(seed, str(write_usd(desc, Path(payload.folder) / f"{desc.scene_id}.usd")))
 
 
 def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: Any, progress: bool = True,
@@ -220,7 +229,7 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
         made[int(seed)] = path
         bar.update(1)
 
-    payload = {"folder": str(scenes), "min_rooms": spec.min_rooms, "max_rooms": spec.max_rooms}
+    payload = HomesJob(folder=str(scenes), min_rooms=spec.min_rooms, max_rooms=spec.max_rooms)
     try:
         run = run_jobs(generate_home_job, [Job(home_scene_id(s), (s,), payload) for s in seeds], on_result=got,
                        workers=workers)

@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import os
 import pickle
+from dataclasses import replace
 from typing import Any
 
 from ..core.errors import ConfigError
 from ..core.parallel import Job
 
 
-def scene_jobs(by_scene: dict, common: dict, *, send: bool, field_name: str, expected: str) -> list[Job]:
+def scene_jobs(by_scene: dict, common: Any, *, send: bool, field_name: str, expected: str) -> list[Job]:
     """One ``Job`` per scene of ``by_scene`` ({scene path: [episode, ...]}): key the scene id,
-    items the episode ids, payload ``common`` + ``scene_path`` + ``episodes``, cost the episode
+    items the episode ids, payload ``common`` (a dataclass with ``scene_path`` and ``episodes``
+    fields, e.g. ``EvalJob``) with this scene's path and episodes, cost the episode
     count times ``scene_cost(path)``. With ``send`` (the jobs go to worker processes) a payload
     that cannot be pickled is a ``ConfigError`` naming ``field_name``, before any worker starts."""
-    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), {**common, "scene_path": path, "episodes": eps},
+    jobs = [Job(eps[0].scene_id, tuple(ep.episode_id for ep in eps), replace(common, scene_path=path, episodes=eps),
                 cost=len(eps) * scene_cost(path))
             for path, eps in by_scene.items()]
     if send and jobs:
