@@ -72,8 +72,11 @@ def test_stress_script_stops_them_when_interrupted(tmp_path):
                                     "&& python3 -c 'import signal, sys, time; "
                                     "signal.signal(signal.SIGINT, lambda *a: sys.exit(2)); open(\"ready\", \"w\").close(); time.sleep(600)'\n",
                                     encoding="utf-8")
+    # Ctrl-C as in a terminal: a suite started from a background job (nohup, `&`, some CI runners)
+    # inherits SIGINT ignored, and a shell started with it ignored cannot trap it
     proc = subprocess.Popen([str(fake / "tools" / "stress_tests.sh"), "--current"], stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+                            text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         lines = []
         while not any("run 1/1" in line for line in lines):
