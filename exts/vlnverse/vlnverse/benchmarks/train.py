@@ -350,13 +350,12 @@ def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
 
 def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str) -> dict:
     """One agent on one split and collision mode through the eval runner; SR / SPL / nDTW with CIs."""
-    from vlnverse.core.config import from_dict
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, SensorConfig
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, sensor_config
     from vlnverse.eval.runner import run_eval
 
     out = work / "eval" / out_name / mode / split
     cfg = EvalConfig(agent=spec, task="fine_grained", episodes=EpisodeSource(path=str(work / f"{split}.jsonl")),
-                     collision_mode=mode, sensors=[from_dict(SensorConfig, s) for s in sensors], seed=seed,
+                     collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed,
                      out=str(out), report=ReportConfig(enabled=False))
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers)

@@ -24,11 +24,7 @@ from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError
-from ..sim.sensors import CAMERA_KINDS, CONFIG_CAMERA_FIELDS, CameraSpec
-
-#: the kinds a config's camera may have (the simulator's)
-SENSOR_KINDS = CAMERA_KINDS
-
+from ..sim.sensors import CONFIG_CAMERA_FIELDS, CameraSpec
 
 @dataclass
 class NamedSpec:
