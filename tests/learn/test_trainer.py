@@ -129,6 +129,32 @@ def test_dagger_refuses_an_init_checkpoint_of_another_policy_or_rig(il_run, corr
         _train(cfg, corridor)
 
 
+def test_il_with_init_warm_starts_from_the_checkpoint_and_refuses_another_policy(il_run, corridor, episodes_file,
+                                                                                   tmp_path):
+    """``init=`` in IL mode is offline fine-tuning: training starts from the checkpoint's weights and
+    vocabulary (a near-zero learning rate leaves them there; a cold start does not), and an init of
+    another policy is refused as in DAgger."""
+    import torch
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    init = Path(il_run[0].out) / "best.pt"
+    start = read_checkpoint(init)
+    tiny = {**TINY, "il__epochs": 1, "il__lr": 1e-12, "validation__every": 1}
+    summary = _train(small_config(tmp_path / "warm", episodes_file, policy="seq2seq", init=str(init), **tiny), corridor)
+    warm = read_checkpoint(tmp_path / "warm" / "last.pt")
+    assert warm["vocab"] == start["vocab"] and summary["init_unknown_words"] == 0
+    assert all(torch.allclose(warm["state_dict"][k].float(), v.float(), atol=1e-6) for k, v in start["state_dict"].items())
+    assert warm["config"]["init"] == str(init)
+    _train(small_config(tmp_path / "cold", episodes_file, policy="seq2seq", **tiny), corridor)
+    cold = read_checkpoint(tmp_path / "cold" / "last.pt")["state_dict"]
+    assert any(not torch.allclose(cold[k].float(), v.float(), atol=1e-3) for k, v in start["state_dict"].items()
+               if v.dtype.is_floating_point)
+    with pytest.raises(ConfigError, match="'seq2seq' policy"):
+        _train(small_config(tmp_path / "other", episodes_file, policy="cma", init=str(init), **TINY), corridor)
+
+
 def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 

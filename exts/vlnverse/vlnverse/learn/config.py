@@ -14,7 +14,8 @@ Example (``tasks/train/cma_fine_grained.yaml``)::
     il: {epochs: 10, batch_size: 8, lr: 0.00025, inflection_weight: auto}
     out: runs/train/cma_fine_grained
 
-``mode=dagger init=CHECKPOINT`` switches to online DAgger fine-tuning from a checkpoint.
+``mode=dagger init=CHECKPOINT`` switches to online DAgger fine-tuning from a checkpoint; ``init=`` in
+IL mode warm-starts imitation from it (offline fine-tuning: its weights and vocabulary).
 
 Multi-task (one model on a mix of tasks, e.g. ``tasks/train/gama_multitask.yaml``): ``tasks`` lists
 each task with its own episodes and held-out splits, instead of the top-level ``task`` / ``train`` /

@@ -311,6 +311,8 @@ class GraphNFPolicy(nn.Module):
 
         if cfg.mode != "il":
             raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (graph_nf trains by imitation only)")
+        if cfg.init:
+            raise ConfigError(f"got {cfg.init!r}", field="init", expected="no init: graph_nf trains from scratch")
         params = dict(cfg.policy.params or {})
         parsed = check_policy_params(cls, params)
         seed_torch(cfg.seed, cfg.threads)

@@ -104,6 +104,8 @@ class RoomClassifier(nn.Module):
 
         if cfg.mode != "il":
             raise ConfigError(f"got {cfg.mode!r}", field="mode", expected="il (the room classifier trains supervised, in one pass)")
+        if cfg.init:
+            raise ConfigError(f"got {cfg.init!r}", field="init", expected="no init: the room classifier trains from scratch")
         params = dict(cfg.policy.params or {})
         if "classes" in params:
             raise ConfigError("set from the training data", field="policy.params.classes",

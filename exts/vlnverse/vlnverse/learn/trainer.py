@@ -606,7 +606,7 @@ class Trainer:
         seed_torch(self.cfg.seed, self.cfg.threads)
         random.seed(self.cfg.seed)
         self.ranks.check_agreement(self.cfg)  # ranks with another config or code: one line on every rank
-        init = self._read_init() if self.cfg.mode == "dagger" else None  # a bad init fails before anything is written
+        init = self._read_init() if self.cfg.init else None  # a bad init fails before anything is written
         resume = self.ranks.main_first(self._check_run_folder, others=self.last_path.is_file)
         train, self.val_episodes = self.ranks.main_first(self._episodes)  # rank 0 generates, the others read
         self.report(describe(self.scale, self.ranks.backend))
@@ -615,7 +615,7 @@ class Trainer:
                            **({"init": str(self.cfg.init), "init_tensors_sha256": init["tensors_sha256"]} if init else {})}
         self.logger = RunLogger(self.out, self.report) if self.ranks.is_main else NullLogger()
         try:
-            result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume)
+            result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume, init)
         finally:
             self.logger.close()
         if not self.ranks.is_main:
@@ -673,13 +673,21 @@ class Trainer:
         self._new_optimizer()
         return None
 
-    def _run_il(self, train: list, resume: bool) -> dict[str, Any]:
+    def _run_il(self, train: list, resume: bool, init: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Imitation on the teacher stores; with ``init``, a warm start from that checkpoint's weights
+        and vocabulary (words it never saw read as unknown), as offline fine-tuning."""
         cfg = self.cfg
         stores = self._teacher_stores(train)
         self.train_scenes = sorted({str(e.scene_path) for e in train})
         texts = {e.episode_id: [i.text for i in e.instructions] or [e.instruction_text] for e in train}
         vocab = Vocabulary.build(t for ts in texts.values() for t in ts)
-        data = self._build_or_resume(vocab, None)
+        data = self._build_or_resume(vocab, init)
+        if init is not None and data is None:
+            known = Vocabulary.from_dict(init["vocab"])
+            unknown = sorted(set(vocab.words) - set(known.words))
+            self.summary["init_unknown_words"] = len(unknown)
+            self.report(f"IL: warm start from {cfg.init} (its vocabulary of {len(known)} words; {len(unknown)} "
+                        f"training words unknown to it" + (f", e.g. {unknown[:5]})" if unknown else ")"))
         start = (0, 0)
         if data is not None:
             pos = data.get("position") or {}
