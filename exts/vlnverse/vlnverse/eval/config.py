@@ -26,6 +26,7 @@ from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError
 from ..sim.sensors import CONFIG_CAMERA_FIELDS, CameraSpec
 
+
 @dataclass
 class NamedSpec:
     """A registry name plus constructor parameters (``agent``, ``model``)."""
