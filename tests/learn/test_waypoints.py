@@ -153,6 +153,33 @@ def test_free_space_filter_drops_candidates_behind_what_the_depth_panorama_sees(
     assert free_space_filter(np.zeros((0, 2)), depth, **kw).shape == (0, 2)
 
 
+def test_free_space_check_lifts_depth_from_the_camera_of_the_body_that_took_it():
+    """An empty floor seen from a camera 0.60 m high (planar depth 0.60 / tan(angle below the
+    horizon), nothing above the horizon). Lifted from the predictor's training camera (0.88 m) the
+    floor would sit 0.28 m up, an obstacle all around, and the candidate 1 m ahead would be dropped;
+    lifted from the camera that took it, the floor is floor and the candidate stays."""
+    from dataclasses import replace
+
+    from vlnverse.core.body import load_body
+    from vlnverse.learn.waypoints import WaypointPredictor
+
+    m = WaypointPredictor(hidden_size=32, image_size=16).eval()
+    assert m.params["camera_height"] == 0.88
+    low = replace(load_body("r2r_ce"), camera_height=0.60, height=0.65)
+    f = 8 / math.tan(math.radians(45))  # 16 px, 90 degree views
+    below = (np.arange(16) + 0.5 - 8) / f  # tan of the angle below the optical axis, per row
+    depth = np.full((12, 16, 16), 10.0, dtype=np.float32)
+    for row in range(16):
+        if below[row] > 0:
+            depth[:, row, :] = 0.60 / below[row]
+    heat = np.zeros((120, 12), dtype=np.float32)
+    heat[0, 3] = 0.9  # one peak: 0 rad, 1 m
+    np.testing.assert_allclose(m.candidates(heat), [[0.0, 1.0]])
+    assert m.candidates(heat, depth).shape == (0, 2)  # the training camera's height: floor read as obstacle
+    np.testing.assert_allclose(m.candidates(heat, depth, body=low), [[0.0, 1.0]])
+    assert m.candidates(heat, depth, body=load_body("r2r_ce")).shape == (0, 2)
+
+
 def test_train_config_is_validated_as_a_config_dataclass(capsys):
     """``WaypointTrainConfig`` checks its own ranges and model keys (no argparse needed), before
     any scene is read; the command line names the option."""

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..core.body import as_body
 from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
@@ -144,7 +145,8 @@ class Perception:
         self.predictor.eval()
         feats = self.predictor.view_features(d, r)
         heat = torch.sigmoid(self.predictor(d, r))[0].cpu().numpy()
-        cands = self.predictor.candidates(heat, img["depth"], threshold=self.predictor.params["threshold"] * self.RELAX ** relax)
+        cands = self.predictor.candidates(heat, img["depth"], threshold=self.predictor.params["threshold"] * self.RELAX ** relax,
+                                          body=None if body is None else as_body(body))
         if self.observation.monocular:
             feats[:, torch.from_numpy(~self.visible).to(dev)] = 0.0
             cands = cands[self.observation.in_view(cands[:, 0])] if len(cands) else cands

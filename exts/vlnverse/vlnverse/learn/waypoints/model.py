@@ -85,18 +85,22 @@ class WaypointPredictor(nn.Module):
         # view v's slice covers angle bins v*per_view - per_view//2 ... v*per_view + per_view//2 - 1
         return torch.roll(flat, shifts=-(self.per_view // 2), dims=1)
 
-    def candidates(self, heatmap: np.ndarray, depth: np.ndarray | None = None, *, threshold: float | None = None
-                   ) -> np.ndarray:
+    def candidates(self, heatmap: np.ndarray, depth: np.ndarray | None = None, *, threshold: float | None = None,
+                   body: Any = None) -> np.ndarray:
         """(K, 2) (angle, distance) candidates of one sigmoid heatmap (configured NMS, ``threshold``
         overriding its threshold), then the free-space check against the depth panorama
-        (V, H, W) when one is given and ``free_space`` is on."""
+        (V, H, W) when one is given and ``free_space`` is on. The check lifts the depth into 3-D
+        from the camera height of the body that took the panorama (``body``, an ``AgentBody``, its
+        height and radius too); default: the body the predictor was trained with."""
         p = self.params
         cands = candidates_polar(nms(heatmap, k=p["k"], threshold=p["threshold"] if threshold is None else threshold,
                                      nms_angle=p["nms_angle"], nms_distance=p["nms_distance"]), self.grid)
         if depth is None or not p["free_space"]:
             return cands
-        return free_space_filter(cands, depth, hfov_deg=PANORAMA_HFOV_DEG, camera_height=p["camera_height"],
-                                 band=(p["obstacle_floor"], p["body_height"]), radius=p["body_radius"],
+        camera, height, radius = ((p["camera_height"], p["body_height"], p["body_radius"]) if body is None
+                                  else (body.camera_height, body.height, body.radius))
+        return free_space_filter(cands, depth, hfov_deg=PANORAMA_HFOV_DEG, camera_height=camera,
+                                 band=(p["obstacle_floor"], height), radius=radius,
                                  clearance=p["clearance"], max_depth=p["max_depth"])
 
     @torch.no_grad()
