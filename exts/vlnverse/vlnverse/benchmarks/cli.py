@@ -19,7 +19,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=float, default=None, help="CPU budget in seconds, for benchmarks that take one "
                                                              "(train: an optional cap per policy row)")
     p.add_argument("--epochs", type=int, default=None, help="train: IL epochs per policy row (default 15; the DAgger "
-                                                           "round retrains for a fifth of them)")
+                                                           "round retrains for a fifth of them); transfer: the source "
+                                                           "model's IL epochs (default 10)")
     p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert,hnr,gama)")
     p.add_argument("--train-homes", type=int, default=None,
                    help="train: N procedurally generated training homes (made on demand, reused; default 20); "
@@ -35,6 +36,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
+    p.add_argument("--work", default=None, help="transfer: the work folder of 'bench train --policies vlnbert --out FILE.json' (FILE)")
+    p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base)")
+    p.add_argument("--rounds", type=int, default=None, help="transfer: online fine-tuning rounds (default 3)")
+    p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
     p.add_argument("--nproc", type=int, default=None,
                    help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
                         "default 60)")

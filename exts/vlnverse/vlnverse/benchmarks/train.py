@@ -348,14 +348,16 @@ def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
             "note": f"best of 2 builds each, alternated, one process; RGB-D {RESOLUTION}x{RESOLUTION} Tel-Hop, the oracle teacher"}
 
 
-def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str) -> dict:
-    """One agent on one split and collision mode through the eval runner; SR / SPL / nDTW with CIs."""
+def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str,
+             body: str | None = None) -> dict:
+    """One agent on one split and collision mode through the eval runner (``body``: a preset name
+    or YAML path, default the task's); SR / SPL / nDTW with CIs."""
     from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, sensor_config
     from vlnverse.eval.runner import run_eval
 
     out = work / "eval" / out_name / mode / split
     cfg = EvalConfig(agent=spec, task="fine_grained", episodes=EpisodeSource(path=str(work / f"{split}.jsonl")),
-                     collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed,
+                     collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed, body=body,
                      out=str(out), report=ReportConfig(enabled=False))
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers)

@@ -1,0 +1,189 @@
+"""``vlnverse bench transfer``: the paper's Table 7 at CPU scale -- VLN-BERT trained elsewhere,
+evaluated zero-shot in a new domain, then fine-tuned online there.
+
+- *Trained elsewhere* (the source): the VLN-BERT row of ``bench train`` (``train.POLICY_ROWS``)
+  trained by IL on the 6 shipped train scenes (``--epochs``, default ``SOURCE_EPOCHS``) with the
+  default body (``r2r_ce``, camera 0.88 m) and the work folder's waypoint predictor, trained on that
+  body's panoramas.
+- *The new domain* (the target): ``--body`` (default ``low_base``, camera 0.60 m) in the work
+  folder's generated training homes. The waypoint predictor stays the source's, frozen, as the
+  paper keeps the original predictor; its free-space check uses the target body's geometry.
+- *Online fine-tuning*: ``mode=dagger`` from the source checkpoint with the target body --
+  ``--rounds`` rounds of schedule sampling (β = ``DAGGER_P``^round: the oracle's or the policy's
+  action at each step, every visited state labelled by the waypoint oracle), each retraining
+  ``--round-epochs`` epochs on the aggregate plus the target body's teacher-forced cache, at
+  ``ONLINE_LR``; round checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes.
+- *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
+  after round 1 and after the last round; SR / SPL / nDTW with 95% bootstrap CIs (as ``bench train``).
+
+The work folder is the one ``vlnverse bench train --policies vlnbert --out FILE.json`` leaves
+(``FILE``): its ``train.jsonl``, ``val_seen.jsonl``, ``val_unseen.jsonl`` and ``waypoints/predictor.pt``.
+``--out FILE.json`` also writes ``FILE.png`` (SR and nDTW per stage with CIs, and the rounds).
+"""
+from __future__ import annotations
+
+import copy
+import os
+import time
+from pathlib import Path
+
+from .train import (POLICY_ROWS, SENSORS, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION, VALIDATION_EPISODES, _dataset,
+                    _train, evaluate, row_config, table_lines)
+
+SOURCE_BODY = "r2r_ce"       # the body the source model and the waypoint predictor were trained with
+TARGET_BODY = "low_base"     # --body default
+SOURCE_EPOCHS = 10           # --epochs: the source model's IL epochs on the shipped train scenes
+ROUNDS = 3                   # --rounds
+ROUND_EPOCHS = 4             # --round-epochs: retraining epochs per online round
+DAGGER_P = 0.5               # β = p^round
+ONLINE_LR = 5e-4
+WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
+
+
+def check_args(args) -> tuple[Path, str, int, int, int]:
+    """(work folder, target body, source epochs, rounds, round epochs); one-line ``ConfigError`` naming the flag."""
+    from vlnverse.core.body import load_body
+    from vlnverse.core.errors import ConfigError, VLNVerseError
+
+    if not getattr(args, "work", None):
+        raise ConfigError("missing", field="--work", expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
+    work = Path(args.work)
+    missing = [f for f in WORK_FILES if not (work / f).is_file()]
+    if missing:
+        raise ConfigError(f"{work} lacks {missing}", field="--work",
+                          expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
+    body = getattr(args, "body", None) or TARGET_BODY
+    try:
+        target = load_body(body)
+    except VLNVerseError as exc:
+        raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
+    if body == SOURCE_BODY or target == load_body(SOURCE_BODY):
+        raise ConfigError(f"got {body!r}, the source body", field="--body", expected=f"a body other than {SOURCE_BODY}")
+    given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS)}
+    counts = {flag: default if getattr(args, attr, None) is None else getattr(args, attr)
+              for flag, (attr, default) in given.items()}
+    for flag, value in counts.items():
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"got {value!r}", field=flag, expected="an integer >= 1")
+    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"]
+
+
+def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
+    """The source model's IL ``TrainConfig`` (a dict): the VLN-BERT row on the shipped train scenes, default body."""
+    from vlnverse.tasks.episode import save_episodes
+
+    seen = _dataset("fine_grained", "train", TRAIN_SCENE_EPISODES, seed, work / "data_shipped_train", VAL_SEEN_FRACTION)
+    folder = work / "transfer"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "val_seen"):
+        save_episodes(folder / f"shipped_{split}.jsonl", [e for e in seen if e.split == split])
+    row = next(r for r in POLICY_ROWS if r["name"] == "vlnbert")
+    params = {**row["params"], "waypoint_predictor": str(work / "waypoints" / "predictor.pt")}
+    cfg = row_config(row, work, None, seed, "auto", workers, params, epochs)
+    cfg.update(train=str(folder / "shipped_train.jsonl"), val={"val_seen": str(folder / "shipped_val_seen.jsonl")},
+               out=str(folder / "source"))
+    return cfg
+
+
+def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int) -> dict:
+    """The online fine-tuning ``TrainConfig`` (a dict): DAgger from the source's ``best.pt`` with the
+    target ``body`` on the work folder's training homes."""
+    cfg = copy.deepcopy(source)
+    cfg.update(mode="dagger", init=str(Path(source["out"]) / "best.pt"), body=body,
+               train=str(work / "train.jsonl"), val={"val_seen": str(work / "val_seen.jsonl")},
+               out=str(work / "transfer" / "online"),
+               validation={"metric": "nDTW", "every": 1, "limit": VALIDATION_EPISODES, "split": "val_seen"},
+               dagger={"rounds": rounds, "p": DAGGER_P, "epochs": round_epochs, "episodes": None,
+                       "include_teacher_data": True})
+    cfg["il"] = {**cfg["il"], "lr": ONLINE_LR}
+    return cfg
+
+
+def run(args) -> dict:
+    """Train the source, evaluate it zero-shot with the target body, fine-tune online, evaluate
+    after round 1 and the last round; the figures (see the module docstring)."""
+    import shutil
+
+    from vlnverse.eval.config import NamedSpec
+    from vlnverse.learn.agent import require_torch
+    from vlnverse.learn.checkpoint import resolve_device
+
+    require_torch("vlnverse bench transfer", field=None)
+    work, body, epochs, rounds, round_epochs = check_args(args)
+    seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
+    shutil.rmtree(work / "transfer", ignore_errors=True)  # a fresh run (the generated episodes are reused)
+    load_start, t0 = os.getloadavg(), time.perf_counter()
+    source = source_config(work, seed, workers, epochs)
+    src = _train(source, float("inf"), 1.0)
+    t_source = time.perf_counter()
+    online = online_config(source, work, body, rounds, round_epochs)
+    table: list[dict] = []
+
+    def stage(name: str, checkpoint: str) -> None:
+        got = evaluate(NamedSpec("policy", {"checkpoint": checkpoint, "device": "auto"}), "val_unseen", "telhop", work,
+                       seed, workers, SENSORS, f"transfer_{name}", body=body)
+        table.append({"agent": name, "split": "val_unseen", "mode": "telhop", "body": body, **got})
+
+    stage("zero_shot", online["init"])
+    t_zero = time.perf_counter()
+    got = _train(online, float("inf"), 1.0)
+    t_online = time.perf_counter()
+    out = Path(online["out"])
+    stage("online_round_1", str(out / "round_01.pt"))
+    if rounds > 1:
+        stage(f"online_round_{rounds}", str(out / "last.pt"))
+    before, after = table[0]["SR"]["mean"], table[-1]["SR"]["mean"]
+    figures = {
+        "source": {"body": SOURCE_BODY, "scenes": "the 6 shipped train scenes", "il_epochs": epochs,
+                   "episodes": src["il"]["episodes"], "accuracy": src["il"]["accuracy"], "seconds": src["il"]["seconds"],
+                   "checkpoint": online["init"]},
+        "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR")},
+        "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
+                   "include_teacher_data": True,
+                   "per_round": [{k: r.get(k) for k in ("round", "beta", "collected_episodes", "collected_steps",
+                                                        "collection_SR", "train_accuracy", "env_steps_per_s")}
+                                 for r in got.get("dagger", [])]},
+        "table": table, "table_text": table_lines(table),
+        "SR_after_over_before": round(after / before, 2) if before else None,
+        "seconds": {"source": round(t_source - t0, 1), "zero_shot_eval": round(t_zero - t_source, 1),
+                    "online": round(t_online - t_zero, 1), "eval": round(time.perf_counter() - t_online, 1)},
+        "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
+        "device": str(resolve_device("auto")), "torch_threads": 1, "cpu_count": os.cpu_count(), "workers": workers,
+        "work_dir": str(work),
+    }
+    if getattr(args, "out", None):
+        figures["plot"] = str(Path(args.out).with_suffix(".png"))
+        plot_stages(figures, Path(figures["plot"]))
+    return figures
+
+
+def plot_stages(figures: dict, path: Path) -> None:
+    """PNG: SR and nDTW with their 95% CIs per stage, and the rounds' collection SR and accuracy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = figures["table"]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    names = [r["agent"] for r in table]
+    for ax, metric in zip(axes[:2], ("SR", "nDTW")):
+        means = [r[metric]["mean"] for r in table]
+        err = [[m - r[metric]["lo"] for m, r in zip(means, table)], [r[metric]["hi"] - m for m, r in zip(means, table)]]
+        ax.bar(names, means, yerr=err, capsize=4, color=["#999999"] + ["#3b7dd8"] * (len(names) - 1))
+        ax.set_title(f"val_unseen {metric} (95% CI), body {figures['target']['body']}")
+        ax.tick_params(axis="x", rotation=15)
+    rounds = figures["online"]["per_round"]
+    axes[2].plot([r["round"] for r in rounds], [r["collection_SR"] for r in rounds], "o-", label="collection SR")
+    axes[2].plot([r["round"] for r in rounds], [r["train_accuracy"] for r in rounds], "s-", label="train accuracy")
+    axes[2].set_xticks([r["round"] for r in rounds])
+    axes[2].set_xlabel("online round")
+    axes[2].legend()
+    axes[2].set_title("online rounds")
+    fig.suptitle(f"bench transfer: {figures['source']['body']} (shipped scenes) -> {figures['target']['body']} "
+                 f"(generated homes); device {figures['device']}, load {figures['load_average_1m']}")
+    fig.tight_layout()
+    tmp = path.with_suffix(".tmp.png")
+    fig.savefig(tmp, dpi=90)
+    plt.close(fig)
+    tmp.replace(path)

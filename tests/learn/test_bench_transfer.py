@@ -1,0 +1,94 @@
+"""``vlnverse bench transfer`` (Table 7): its flags fail in one line, and the stages are wired as
+the paper's protocol asks -- the source trained on the shipped scenes with the default body, every
+evaluation and the online rounds with the target body, the rounds starting from the source."""
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+def _work(tmp_path):
+    work = tmp_path / "bt"
+    (work / "waypoints").mkdir(parents=True)
+    for name in ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt"):
+        (work / name).write_text("")
+    return work
+
+
+def _args(**kw):
+    base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, seed=0, workers=None, out=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+@pytest.mark.parametrize("change, field", [({"work": None}, "--work"), ({"body": "no_such_body"}, "--body"),
+                                           ({"body": "r2r_ce"}, "--body"), ({"rounds": 0}, "--rounds"),
+                                           ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs")])
+def test_bad_flags_are_one_line_errors_naming_the_flag(tmp_path, change, field):
+    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.core.errors import ConfigError
+
+    args = _args(work=str(_work(tmp_path)))
+    vars(args).update(change)
+    with pytest.raises(ConfigError) as err:
+        check_args(args)
+    assert field in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_work_folder_without_the_bench_files_is_refused(tmp_path):
+    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.core.errors import ConfigError
+
+    work = _work(tmp_path)
+    (work / "waypoints" / "predictor.pt").unlink()
+    with pytest.raises(ConfigError, match=r"--work.*predictor\.pt"):
+        check_args(_args(work=str(work)))
+
+
+def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, monkeypatch):
+    import vlnverse.benchmarks.transfer as T
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    work = _work(tmp_path)
+    trained, evaluated = [], []
+    episodes = [Episode(f"e{i}", "home_0001", "home_0001.usda", split, "fine_grained", [0.0, 0.0, 0.0], 0.0,
+                        [Goal([2.0, 0.0, 0.0])], [[0.0, 0.0, 0.0], [2.0, 0.0, 0.0]], 2.0, [Instruction("go")])
+                for i, split in enumerate(["train", "train", "val_seen"])]
+    monkeypatch.setattr(T, "_dataset", lambda task, scenes, n, seed, out, frac: episodes if scenes == "train" else [])
+
+    def fake_train(cfg, budget, share):
+        trained.append(cfg)
+        if cfg.get("mode") == "dagger":
+            return {"dagger": [{"round": r, "beta": 0.5 ** r, "collection_SR": 0.3, "train_accuracy": 0.5} for r in (1, 2)],
+                    "cache": {"teacher_SR": 0.6}}
+        return {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}
+
+    sr = {"transfer_zero_shot": 0.05, "transfer_online_round_1": 0.1, "transfer_online_round_2": 0.2}
+
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
+        evaluated.append({"checkpoint": spec.params["checkpoint"], "split": split, "mode": mode, "body": body, "name": out_name})
+        ci = {"mean": sr[out_name], "lo": sr[out_name] / 2, "hi": sr[out_name] * 2, "n": 100}
+        return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
+
+    monkeypatch.setattr(T, "_train", fake_train)
+    monkeypatch.setattr(T, "evaluate", fake_evaluate)
+    figures = T.run(_args(work=str(work), rounds=2, out=str(tmp_path / "transfer.json")))
+
+    source, online = trained
+    assert source.get("body") is None and source.get("mode", "il") == "il" and source["policy"]["name"] == "vlnbert"
+    assert [json.loads(line)["episode_id"] for line in open(source["train"])] == ["e0", "e1"]  # the shipped scenes
+    assert source["policy"]["params"]["waypoint_predictor"] == str(work / "waypoints" / "predictor.pt")
+    assert online["mode"] == "dagger" and online["body"] == "low_base" and online["train"] == str(work / "train.jsonl")
+    assert online["init"] == str(tmp_path / "bt" / "transfer" / "source" / "best.pt")
+    assert online["dagger"]["rounds"] == 2 and online["dagger"]["include_teacher_data"] is True
+    assert online["policy"] == source["policy"] and online["sensors"] == source["sensors"]  # the init check passes
+    assert [e["checkpoint"] for e in evaluated] == [online["init"], str(work / "transfer" / "online" / "round_01.pt"),
+                                                    str(work / "transfer" / "online" / "last.pt")]
+    assert {(e["split"], e["mode"], e["body"]) for e in evaluated} == {("val_unseen", "telhop", "low_base")}
+    assert figures["SR_after_over_before"] == 4.0 and figures["target"]["teacher_SR"] == 0.6
+    assert [r["agent"] for r in figures["table"]] == ["zero_shot", "online_round_1", "online_round_2"]
+    assert (tmp_path / "transfer.png").stat().st_size > 10_000
