@@ -56,6 +56,26 @@ def test_candidate_action_and_open_space(corridor):
     assert not in_open_space(corridor.planner, (-5.0, -5.0), 0.3)
 
 
+def test_candidate_loss_weighs_stop_steps_by_il_stop_weight():
+    """Two valid steps and a padded one, K = 2 candidates + STOP. Step 0 is STOP with uniform
+    scores (cross-entropy ln 3), step 1 is candidate 0 scored (ln 2, 0, 0) (ln 2); padding counts
+    for nothing. With stop_weight 3 the loss is (3 ln 3 + ln 2) / 4, with 1 (ln 3 + ln 2) / 2."""
+    from vlnverse.core.config import from_dict
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import ILConfig
+    from vlnverse.learn.vlnbert import candidate_loss
+
+    logits = torch.tensor([[[0.0, 0.0, 0.0], [math.log(2.0), 0.0, 0.0], [5.0, 0.0, 0.0]]])
+    target = torch.tensor([[2, 0, 1]])
+    batch = {"weights": torch.tensor([[1.0, 1.0, 0.0]])}
+    loss, correct = candidate_loss(logits, target, batch)
+    assert loss.item() == pytest.approx((math.log(3) + math.log(2)) / 2, abs=1e-6) and correct == 1.0
+    loss, _ = candidate_loss(logits, target, {**batch, "stop_weight": 3.0})
+    assert loss.item() == pytest.approx((3 * math.log(3) + math.log(2)) / 4, abs=1e-6)
+    with pytest.raises(ConfigError, match="stop_weight"):
+        from_dict(ILConfig, {"stop_weight": 0})
+
+
 def test_vlnbert_trains_evaluates_and_fine_tunes_online(corridor, episodes_file, predictor_file, tmp_path):
     from vlnverse.learn.store import StepStore
 

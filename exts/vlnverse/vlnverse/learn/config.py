@@ -104,6 +104,9 @@ class ILConfig:
     max_seconds: float | None = None
     #: train on every instruction of a path (one item per instruction, as R2R), not the first only
     all_instructions: bool = False
+    #: weight of the STOP steps in the loss of the waypoint policies (VLN-BERT, HNR, GAMA), whose
+    #: other steps weigh 1; also used by DAgger's retraining
+    stop_weight: float = 1.0
 
     def validate(self) -> None:
         """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""
@@ -117,6 +120,9 @@ class ILConfig:
         require(self.max_seconds is None or self.max_seconds > 0, "max_seconds", f"got {self.max_seconds}",
                 "a positive number of seconds or null")
         require(self.checkpoint_every > 0, "checkpoint_every", f"got {self.checkpoint_every}", "a positive integer")
+        require(isinstance(self.stop_weight, (int, float)) and not isinstance(self.stop_weight, bool)
+                and math.isfinite(self.stop_weight) and self.stop_weight > 0, "stop_weight", f"got {self.stop_weight!r}",
+                "a positive number (1 = every step weighs the same)")
 
 
 @dataclass

@@ -55,7 +55,8 @@ from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from .policies import register_policy
-from .vlnbert import Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
+from .vlnbert import (Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action,
+                      candidate_loss)
 from .vocab import PAD_ID
 
 # -------------------------------------------------------------------------------------------- feature cloud
@@ -732,7 +733,7 @@ class HNRPolicy(VLNBertPolicy):
         return (1 - cos)[moves].mean()
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-        """VLN-BERT's cross-entropy (every valid step weighs 1) + ``auxiliary_loss``; with
+        """VLN-BERT's cross-entropy (``candidate_loss``) + ``auxiliary_loss``; with
         ``stage: render`` the ``render_loss`` alone (no step is scored: 0 correct)."""
         extras = batch["extras"]
         feats, cands, target = extras["view_feats"], extras["candidates"], extras["target"].long()
@@ -754,14 +755,8 @@ class HNRPolicy(VLNBertPolicy):
                                              at(i))
             logits.append(out)
             aux.append(a)
-        logits = torch.stack(logits, 1)
-        valid = batch["weights"] > 0
-        k = cands.shape[2]
-        target = torch.where(valid, target, torch.full_like(target, k))
-        ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
-        w = valid.float().reshape(-1)
-        loss = (ce * w).sum() / w.sum().clamp(min=1e-8) + self.auxiliary_loss(aux, batch, valid)
-        return loss, float(((logits.argmax(-1) == target) & valid).sum())
+        loss, correct = candidate_loss(torch.stack(logits, 1), target, batch)
+        return loss + self.auxiliary_loss(aux, batch, batch["weights"] > 0), correct
 
     # ---------------------------------------------------------------- acting
 

@@ -445,6 +445,7 @@ class Trainer:
                 try:
                     t0 = time.perf_counter()
                     batch = data.batch(self.ranks.shard(order[b * bs:(b + 1) * bs]), coef, self.device)
+                    batch["stop_weight"] = cfg.il.stop_weight
                     loss, correct = self.ranks.model(self.policy, batch_objective)(batch)
                     # N ranks: the loss of this rank's share of the whole batch; value, correct, steps: the whole batch's
                     loss, value, correct, steps = self.ranks.whole_batch(self.policy, loss, batch, correct,

@@ -259,6 +259,23 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         return executed
 
 
+def candidate_loss(logits: torch.Tensor, target: torch.Tensor, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
+    """Cross-entropy of the step scores (B, T, K + 1) against the oracle's choice (B, T; K = STOP)
+    over the batch's valid steps, and the number of correct argmaxes. Every step weighs 1 (the
+    trainer's inflection weights follow move / STOP labels only) except STOP steps, which weigh
+    ``batch["stop_weight"]`` (``il.stop_weight``, default 1)."""
+    valid = batch["weights"] > 0
+    k = logits.shape[-1] - 1
+    target = torch.where(valid, target, torch.full_like(target, k))  # padding: STOP (weight 0)
+    w = valid.float()
+    stop_weight = float(batch.get("stop_weight", 1.0))
+    if stop_weight != 1.0:
+        w = w * torch.where(target == k, torch.full_like(w, stop_weight), torch.ones_like(w))
+    ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
+    loss = (ce * w.reshape(-1)).sum() / w.sum().clamp(min=1e-8)
+    return loss, float(((logits.argmax(-1) == target) & valid).sum())
+
+
 def self_goal(state: Any, xy: np.ndarray) -> np.ndarray:
     """The episode's (last) goal position (x, y), or ``xy`` when the state carries no episode."""
     ep = getattr(state, "episode", None)
@@ -435,15 +452,7 @@ class VLNBertPolicy(VLNPolicy):
         for i in range(t):
             out, hidden = self.step(instruction, feats[:, i], cands[:, i], hidden)
             logits.append(out)
-        logits = torch.stack(logits, dim=1)
-        valid = batch["weights"] > 0
-        w = valid.float()  # every step weighs 1: the trainer's inflection weights follow move/STOP labels only
-        k = cands.shape[2]
-        target = torch.where(valid, target, torch.full_like(target, k))  # padding: STOP (weight 0)
-        ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
-        loss = (ce * w.reshape(-1)).sum() / w.sum().clamp(min=1e-8)
-        correct = float(((logits.argmax(-1) == target) & valid).sum())
-        return loss, correct
+        return candidate_loss(torch.stack(logits, dim=1), target, batch)
 
     # ---------------------------------------------------------------- acting
 
