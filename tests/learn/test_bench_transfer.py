@@ -20,14 +20,16 @@ def _work(tmp_path):
 
 
 def _args(**kw):
-    base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, seed=0, workers=None, out=None)
+    base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, stop_weight=None, seed=0, workers=None,
+                out=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 @pytest.mark.parametrize("change, field", [({"work": None}, "--work"), ({"body": "no_such_body"}, "--body"),
                                            ({"body": "r2r_ce"}, "--body"), ({"rounds": 0}, "--rounds"),
-                                           ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs")])
+                                           ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs"),
+                                           ({"stop_weight": 0.0}, "--stop-weight")])
 def test_bad_flags_are_one_line_errors_naming_the_flag(tmp_path, change, field):
     from vlnverse.benchmarks.transfer import check_args
     from vlnverse.core.errors import ConfigError
@@ -76,7 +78,7 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
 
     monkeypatch.setattr(T, "_train", fake_train)
     monkeypatch.setattr(T, "evaluate", fake_evaluate)
-    figures = T.run(_args(work=str(work), rounds=2, out=str(tmp_path / "transfer.json")))
+    figures = T.run(_args(work=str(work), rounds=2, stop_weight=4.0, out=str(tmp_path / "transfer.json")))
 
     source, online = trained
     assert source.get("body") is None and source.get("mode", "il") == "il" and source["policy"]["name"] == "vlnbert"
@@ -85,6 +87,7 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
     assert online["mode"] == "dagger" and online["body"] == "low_base" and online["train"] == str(work / "train.jsonl")
     assert online["init"] == str(tmp_path / "bt" / "transfer" / "source" / "best.pt")
     assert online["dagger"]["rounds"] == 2 and online["dagger"]["include_teacher_data"] is True
+    assert online["il"]["stop_weight"] == 4.0 and "stop_weight" not in source["il"]
     assert online["policy"] == source["policy"] and online["sensors"] == source["sensors"]  # the init check passes
     assert [e["checkpoint"] for e in evaluated] == [online["init"], str(work / "transfer" / "online" / "round_01.pt"),
                                                     str(work / "transfer" / "online" / "last.pt")]

@@ -40,6 +40,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base)")
     p.add_argument("--rounds", type=int, default=None, help="transfer: online fine-tuning rounds (default 3)")
     p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
+    p.add_argument("--stop-weight", type=float, default=None,
+                   help="transfer: weight of STOP steps in the online rounds' loss (il.stop_weight, default 1)")
     p.add_argument("--nproc", type=int, default=None,
                    help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
                         "default 60)")

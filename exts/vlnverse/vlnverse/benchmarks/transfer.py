@@ -12,7 +12,8 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   ``--rounds`` rounds of schedule sampling (β = ``DAGGER_P``^round: the oracle's or the policy's
   action at each step, every visited state labelled by the waypoint oracle), each retraining
   ``--round-epochs`` epochs on the aggregate plus the target body's teacher-forced cache, at
-  ``ONLINE_LR``; round checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes.
+  ``ONLINE_LR``, STOP steps weighing ``--stop-weight`` (``il.stop_weight``, default 1); round
+  checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes.
 - *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
   after round 1 and after the last round; SR / SPL / nDTW with 95% bootstrap CIs (as ``bench train``).
 
@@ -40,8 +41,9 @@ ONLINE_LR = 5e-4
 WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
 
 
-def check_args(args) -> tuple[Path, str, int, int, int]:
-    """(work folder, target body, source epochs, rounds, round epochs); one-line ``ConfigError`` naming the flag."""
+def check_args(args) -> tuple[Path, str, int, int, int, float]:
+    """(work folder, target body, source epochs, rounds, round epochs, STOP weight); one-line
+    ``ConfigError`` naming the flag."""
     from vlnverse.core.body import load_body
     from vlnverse.core.errors import ConfigError, VLNVerseError
 
@@ -65,7 +67,10 @@ def check_args(args) -> tuple[Path, str, int, int, int]:
     for flag, value in counts.items():
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"got {value!r}", field=flag, expected="an integer >= 1")
-    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"]
+    stop_weight = 1.0 if getattr(args, "stop_weight", None) is None else args.stop_weight
+    if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
+        raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
+    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight)
 
 
 def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
@@ -85,7 +90,7 @@ def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
     return cfg
 
 
-def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int) -> dict:
+def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int, stop_weight: float = 1.0) -> dict:
     """The online fine-tuning ``TrainConfig`` (a dict): DAgger from the source's ``best.pt`` with the
     target ``body`` on the work folder's training homes."""
     cfg = copy.deepcopy(source)
@@ -95,7 +100,7 @@ def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs
                validation={"metric": "nDTW", "every": 1, "limit": VALIDATION_EPISODES, "split": "val_seen"},
                dagger={"rounds": rounds, "p": DAGGER_P, "epochs": round_epochs, "episodes": None,
                        "include_teacher_data": True})
-    cfg["il"] = {**cfg["il"], "lr": ONLINE_LR}
+    cfg["il"] = {**cfg["il"], "lr": ONLINE_LR, "stop_weight": stop_weight}
     return cfg
 
 
@@ -109,14 +114,14 @@ def run(args) -> dict:
     from vlnverse.learn.checkpoint import resolve_device
 
     require_torch("vlnverse bench transfer", field=None)
-    work, body, epochs, rounds, round_epochs = check_args(args)
+    work, body, epochs, rounds, round_epochs, stop_weight = check_args(args)
     seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
     shutil.rmtree(work / "transfer", ignore_errors=True)  # a fresh run (the generated episodes are reused)
     load_start, t0 = os.getloadavg(), time.perf_counter()
     source = source_config(work, seed, workers, epochs)
     src = _train(source, float("inf"), 1.0)
     t_source = time.perf_counter()
-    online = online_config(source, work, body, rounds, round_epochs)
+    online = online_config(source, work, body, rounds, round_epochs, stop_weight)
     table: list[dict] = []
 
     def stage(name: str, checkpoint: str) -> None:
@@ -139,7 +144,7 @@ def run(args) -> dict:
                    "checkpoint": online["init"]},
         "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR")},
         "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
-                   "include_teacher_data": True,
+                   "include_teacher_data": True, "stop_weight": stop_weight,
                    "per_round": [{k: r.get(k) for k in ("round", "beta", "collected_episodes", "collected_steps",
                                                         "collection_SR", "train_accuracy", "env_steps_per_s")}
                                  for r in got.get("dagger", [])]},
