@@ -568,11 +568,17 @@ def run(args) -> dict:
     return figures
 
 
-def _check_counts(homes, workers, per_held_out, per_home) -> None:
-    """One-line ``ConfigError`` for a bad ``--train-homes``, ``--workers``, ``--eval-episodes`` or ``--episodes-per-home``."""
+def check_int_flags(flags) -> None:
+    """One-line ``ConfigError`` naming the first ``(flag, value, lowest)`` whose value (when given)
+    is not an integer >= lowest."""
     from vlnverse.core.errors import ConfigError
 
-    for flag, value, low in (("--train-homes", homes, 0), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
-                             ("--episodes-per-home", per_home, 1)):
+    for flag, value, low in flags:
         if value is not None and (not isinstance(value, int) or value < low):
             raise ConfigError(f"got {value!r}", field=flag, expected=f"an integer >= {low}")
+
+
+def _check_counts(homes, workers, per_held_out, per_home) -> None:
+    """``--train-homes``, ``--workers``, ``--eval-episodes`` and ``--episodes-per-home`` (``check_int_flags``)."""
+    check_int_flags((("--train-homes", homes, 0), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
+                     ("--episodes-per-home", per_home, 1)))

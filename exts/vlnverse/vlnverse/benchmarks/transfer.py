@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from .train import (POLICY_ROWS, SENSORS, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION, VALIDATION_EPISODES, _dataset,
-                    _train, evaluate, row_config, table_lines)
+                    _train, check_int_flags, evaluate, row_config, table_lines)
 
 SOURCE_BODY = "r2r_ce"       # the body the source model and the waypoint predictor were trained with
 TARGET_BODY = "low_base"     # --body default
@@ -64,9 +64,7 @@ def check_args(args) -> tuple[Path, str, int, int, int, float]:
     given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS)}
     counts = {flag: default if getattr(args, attr, None) is None else getattr(args, attr)
               for flag, (attr, default) in given.items()}
-    for flag, value in counts.items():
-        if not isinstance(value, int) or value < 1:
-            raise ConfigError(f"got {value!r}", field=flag, expected="an integer >= 1")
+    check_int_flags((flag, value, 1) for flag, value in counts.items())
     stop_weight = 1.0 if getattr(args, "stop_weight", None) is None else args.stop_weight
     if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
         raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
