@@ -21,7 +21,7 @@ def _work(tmp_path):
 
 def _args(**kw):
     base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, stop_weight=None, seed=0, workers=None,
-                out=None)
+                out=None, adapt_predictor=False)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -95,3 +95,45 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
     assert figures["SR_after_over_before"] == 4.0 and figures["target"]["teacher_SR"] == 0.6
     assert [r["agent"] for r in figures["table"]] == ["zero_shot", "online_round_1", "online_round_2"]
     assert (tmp_path / "transfer.png").stat().st_size > 10_000
+
+
+def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_checkpoint(tmp_path, monkeypatch):
+    """``--adapt-predictor``: a predictor trained on the target body's panoramas is swapped into the
+    source checkpoint, evaluated zero-shot as its own stage, and the online rounds start from that
+    file with that predictor's oracle; both ratios are reported."""
+    import vlnverse.benchmarks.transfer as T
+    import vlnverse.learn.checkpoint as C
+
+    work = _work(tmp_path)
+    trained, evaluated, predictors, swaps = [], [], [], []
+    monkeypatch.setattr(T, "_dataset", lambda *a: [])
+    monkeypatch.setattr(T, "_train", lambda cfg, b, s: trained.append(cfg) or (
+        {"dagger": [{"round": 1}], "cache": {"teacher_SR": 1.0, "frames": 714}} if cfg.get("mode") == "dagger"
+        else {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}))
+
+    def fake_predictor(work_, scale, seed, body, folder):
+        predictors.append((work_, body, folder))
+        return {"path": str(work_ / folder / "predictor.pt"), "held_out": {"next_waypoint_hit": 0.9}, "seconds": 1.0}
+
+    sr = {"transfer_zero_shot": 0.02, "transfer_zero_shot_adapted_predictor": 0.18, "transfer_online_round_1": 0.3}
+
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
+        evaluated.append((spec.params["checkpoint"], body))
+        ci = {"mean": sr[out_name], "lo": 0.0, "hi": 1.0, "n": 100}
+        return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
+
+    monkeypatch.setattr(T, "train_waypoint_predictor", fake_predictor)
+    monkeypatch.setattr(C, "swap_predictor", lambda src, pred, dst: swaps.append((src, pred, dst)))
+    monkeypatch.setattr(T, "evaluate", fake_evaluate)
+    figures = T.run(_args(work=str(work), rounds=1, adapt_predictor=True))
+
+    source, online = trained
+    wp = str(work / "transfer" / "waypoints_low_base" / "predictor.pt")
+    assert predictors == [(work / "transfer", "low_base", "waypoints_low_base")]
+    assert swaps == [(str(work / "transfer" / "source" / "best.pt"), wp, str(work / "transfer" / "source_adapted_predictor.pt"))]
+    assert online["init"] == swaps[0][2] and online["policy"]["params"]["waypoint_predictor"] == wp
+    assert source["policy"]["params"]["waypoint_predictor"] == str(work / "waypoints" / "predictor.pt")
+    assert [c for c, _ in evaluated] == [swaps[0][0], swaps[0][2], str(work / "transfer" / "online" / "round_01.pt")]
+    assert [r["agent"] for r in figures["table"]] == ["zero_shot", "zero_shot_adapted_predictor", "online_round_1"]
+    assert figures["SR_after_over_before"] == 15.0 and figures["SR_after_over_adapted_zero_shot"] == 1.67
+    assert figures["target"]["adapted_predictor"]["path"] == wp and figures["target"]["teacher_frames"] == 714

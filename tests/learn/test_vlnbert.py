@@ -199,3 +199,42 @@ def test_text_encoder_weights_load_from_a_local_file_and_predictor_is_required(p
         build_policy("vlnbert", PARAMS, vocab, rig)
     with pytest.raises(ConfigError, match="waypoint predictor not found"):
         build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(tmp_path / "none.pt")}, vocab, rig)
+
+
+def test_swap_predictor_keeps_the_navigator_and_loads_as_a_dagger_init(corridor, episodes_file, predictor_file, tmp_path):
+    """``vlnverse checkpoint swap-predictor``: the new file holds the other predictor's weights and
+    parameters and the source's navigator; a DAgger config naming the new predictor accepts it as init.
+    A checkpoint without a predictor, or a predictor whose features do not fit, is refused in one line."""
+    from vlnverse.cli import main
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.checkpoint import shipped_checkpoints, swap_predictor
+    from vlnverse.learn.waypoints.model import WaypointPredictor, load_predictor, save_predictor
+
+    cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
+    _train(cfg, corridor)
+    src = Path(cfg.out) / "last.pt"
+    old = load_predictor(predictor_file)
+    torch.manual_seed(1)
+    other = WaypointPredictor(**{**old.params, "camera_height": 0.6, "body_height": 0.65})  # fresh weights, a lower body
+    save_predictor(tmp_path / "low.pt", other)
+    assert main(["checkpoint", "swap-predictor", str(src), str(tmp_path / "low.pt"), str(tmp_path / "swapped.pt")]) == 0
+    before, after = read_checkpoint(src), read_checkpoint(tmp_path / "swapped.pt")
+    for k, v in after["state_dict"].items():
+        if k.startswith("predictor."):
+            assert torch.equal(v, other.state_dict()[k[len("predictor."):]])
+            assert not torch.equal(v, before["state_dict"][k]) or v.numel() == 0 or k.endswith("num_batches_tracked")
+        else:
+            assert torch.equal(v, before["state_dict"][k])
+    assert after["waypoint_predictor"]["params"]["camera_height"] == 0.6 and "optimizer" not in after
+    assert after["config"]["policy"]["params"]["waypoint_predictor"] == str(tmp_path / "low.pt")
+    # the DAgger init check passes with a config naming the new predictor, and the round trains
+    dagger = _cfg(tmp_path / "dagger", episodes_file, tmp_path / "low.pt", il__epochs=1, mode="dagger",
+                  init=str(tmp_path / "swapped.pt"), dagger={"rounds": 1, "p": 0.5, "epochs": 1})
+    assert _train(dagger, corridor)["dagger"][0]["round"] == 1
+    with pytest.raises(ConfigError, match="holds no waypoint predictor"):
+        swap_predictor(shipped_checkpoints()["cma_fine_grained"], tmp_path / "low.pt", tmp_path / "x.pt")
+    save_predictor(tmp_path / "wide.pt", WaypointPredictor(**{**old.params, "hidden_size": 48}))
+    with pytest.raises(ConfigError) as err:
+        swap_predictor(src, tmp_path / "wide.pt", tmp_path / "x.pt")
+    assert "wide.pt" in str(err.value) and "does not fit" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "x.pt").exists()

@@ -148,19 +148,20 @@ def _rows(args) -> list[dict]:
     return [r for r in POLICY_ROWS if r["name"] in names]
 
 
-def train_waypoint_predictor(work: Path, scale: float, seed: int) -> dict:
-    """The candidate waypoint predictor trained afresh on panoramas of the train scenes (150 poses
-    per scene at the default budget); returns its file, held-out metrics and seconds."""
+def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints") -> dict:
+    """The candidate waypoint predictor trained afresh on ``body``'s panoramas of the train scenes
+    (150 poses per scene at the default budget) into ``work/folder``; returns its file, held-out
+    metrics and seconds."""
     import shutil
 
     from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
 
-    shutil.rmtree(work / "waypoints", ignore_errors=True)  # a fresh run (it would resume)
+    shutil.rmtree(work / folder, ignore_errors=True)  # a fresh run (it would resume)
     t0 = time.perf_counter()
     wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
-                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed),
-                               work / "waypoints")
-    return {"path": str(work / "waypoints" / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
+                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed, body=body),
+                               work / folder)
+    return {"path": str(work / folder / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
 
 

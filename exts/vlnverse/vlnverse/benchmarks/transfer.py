@@ -14,8 +14,13 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   ``--round-epochs`` epochs on the aggregate plus the target body's teacher-forced cache, at
   ``ONLINE_LR``, STOP steps weighing ``--stop-weight`` (``il.stop_weight``, default 1); round
   checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes.
+- ``--adapt-predictor`` (not the paper's protocol, reported as its own stage): a waypoint predictor
+  trained afresh on the *target* body's panoramas of the same scenes (the simulator's free labels, no
+  navigator data) replaces the source's (``learn.checkpoint.swap_predictor``), evaluated zero-shot,
+  and the online rounds start from that checkpoint with its oracle as the teacher.
 - *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
-  after round 1 and after the last round; SR / SPL / nDTW with 95% bootstrap CIs (as ``bench train``).
+  (zero-shot with the adapted predictor,) after round 1 and after the last round; SR / SPL / nDTW
+  with 95% bootstrap CIs (as ``bench train``).
 
 The work folder is the one ``vlnverse bench train --policies vlnbert --out FILE.json`` leaves
 (``FILE``): its ``train.jsonl``, ``val_seen.jsonl``, ``val_unseen.jsonl`` and ``waypoints/predictor.pt``.
@@ -29,7 +34,7 @@ import time
 from pathlib import Path
 
 from .train import (POLICY_ROWS, SENSORS, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION, VALIDATION_EPISODES, _dataset,
-                    _train, check_int_flags, evaluate, row_config, table_lines)
+                    _train, check_int_flags, evaluate, row_config, table_lines, train_waypoint_predictor)
 
 SOURCE_BODY = "r2r_ce"       # the body the source model and the waypoint predictor were trained with
 TARGET_BODY = "low_base"     # --body default
@@ -41,9 +46,9 @@ ONLINE_LR = 5e-4
 WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
 
 
-def check_args(args) -> tuple[Path, str, int, int, int, float]:
-    """(work folder, target body, source epochs, rounds, round epochs, STOP weight); one-line
-    ``ConfigError`` naming the flag."""
+def check_args(args) -> tuple[Path, str, int, int, int, float, bool]:
+    """(work folder, target body, source epochs, rounds, round epochs, STOP weight, adapt the
+    predictor); one-line ``ConfigError`` naming the flag."""
     from vlnverse.core.body import load_body
     from vlnverse.core.errors import ConfigError, VLNVerseError
 
@@ -68,7 +73,8 @@ def check_args(args) -> tuple[Path, str, int, int, int, float]:
     stop_weight = 1.0 if getattr(args, "stop_weight", None) is None else args.stop_weight
     if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
         raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
-    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight)
+    adapt = bool(getattr(args, "adapt_predictor", False))
+    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight), adapt
 
 
 def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
@@ -112,7 +118,9 @@ def run(args) -> dict:
     from vlnverse.learn.checkpoint import resolve_device
 
     require_torch("vlnverse bench transfer", field=None)
-    work, body, epochs, rounds, round_epochs, stop_weight = check_args(args)
+    from vlnverse.learn.checkpoint import swap_predictor
+
+    work, body, epochs, rounds, round_epochs, stop_weight, adapt = check_args(args)
     seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
     shutil.rmtree(work / "transfer", ignore_errors=True)  # a fresh run (the generated episodes are reused)
     load_start, t0 = os.getloadavg(), time.perf_counter()
@@ -128,6 +136,14 @@ def run(args) -> dict:
         table.append({"agent": name, "split": "val_unseen", "mode": "telhop", "body": body, **got})
 
     stage("zero_shot", online["init"])
+    predictor = None
+    if adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
+        predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=f"waypoints_{Path(body).stem}")
+        adapted = str(work / "transfer" / "source_adapted_predictor.pt")
+        swap_predictor(online["init"], predictor["path"], adapted)
+        online["init"] = adapted
+        online["policy"]["params"]["waypoint_predictor"] = predictor["path"]
+        stage("zero_shot_adapted_predictor", adapted)
     t_zero = time.perf_counter()
     got = _train(online, float("inf"), 1.0)
     t_online = time.perf_counter()
@@ -136,11 +152,14 @@ def run(args) -> dict:
     if rounds > 1:
         stage(f"online_round_{rounds}", str(out / "last.pt"))
     before, after = table[0]["SR"]["mean"], table[-1]["SR"]["mean"]
+    adapted_before = table[1]["SR"]["mean"] if adapt else None
     figures = {
         "source": {"body": SOURCE_BODY, "scenes": "the 6 shipped train scenes", "il_epochs": epochs,
                    "episodes": src["il"]["episodes"], "accuracy": src["il"]["accuracy"], "seconds": src["il"]["seconds"],
                    "checkpoint": online["init"]},
-        "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR")},
+        "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR"),
+                   "teacher_frames": (got.get("cache") or {}).get("frames"),
+                   "adapted_predictor": predictor and {k: predictor[k] for k in ("path", "held_out", "seconds")}},
         "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
                    "include_teacher_data": True, "stop_weight": stop_weight,
                    "per_round": [{k: r.get(k) for k in ("round", "beta", "collected_episodes", "collected_steps",
@@ -148,6 +167,7 @@ def run(args) -> dict:
                                  for r in got.get("dagger", [])]},
         "table": table, "table_text": table_lines(table),
         "SR_after_over_before": round(after / before, 2) if before else None,
+        "SR_after_over_adapted_zero_shot": round(after / adapted_before, 2) if adapted_before else None,
         "seconds": {"source": round(t_source - t0, 1), "zero_shot_eval": round(t_zero - t_source, 1),
                     "online": round(t_online - t_zero, 1), "eval": round(time.perf_counter() - t_online, 1)},
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
@@ -173,7 +193,7 @@ def plot_stages(figures: dict, path: Path) -> None:
     for ax, metric in zip(axes[:2], ("SR", "nDTW")):
         means = [r[metric]["mean"] for r in table]
         err = [[m - r[metric]["lo"] for m, r in zip(means, table)], [r[metric]["hi"] - m for m, r in zip(means, table)]]
-        ax.bar(names, means, yerr=err, capsize=4, color=["#999999"] + ["#3b7dd8"] * (len(names) - 1))
+        ax.bar(names, means, yerr=err, capsize=4, color=["#999999" if n.startswith("zero_shot") else "#3b7dd8" for n in names])
         ax.set_title(f"val_unseen {metric} (95% CI), body {figures['target']['body']}")
         ax.tick_params(axis="x", rotation=15)
     rounds = figures["online"]["per_round"]

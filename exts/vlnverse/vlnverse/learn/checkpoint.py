@@ -116,6 +116,38 @@ def export_checkpoint(src: str | Path, dst: str | Path) -> dict[str, Any]:
     return {"src": str(src), "dst": str(dst), "src_bytes": Path(src).stat().st_size, "dst_bytes": Path(dst).stat().st_size}
 
 
+def swap_predictor(src: str | Path, predictor: str | Path, dst: str | Path) -> dict[str, Any]:
+    """Write ``src`` (a waypoint policy's checkpoint: VLN-BERT, HNR, GAMA) with its frozen waypoint
+    predictor replaced by ``predictor`` (a ``vlnverse waypoints train`` file, e.g. one fitted on another
+    body's panoramas); the navigator's weights are kept, the resume state dropped. Checked by loading
+    the policy; a checkpoint without a predictor, or a predictor whose features do not fit the
+    navigator, is a one-line ``ConfigError``."""
+    from .waypoints.model import predictor_from_dict, read_predictor
+
+    data = read_checkpoint(src)
+    if not isinstance(data.get("waypoint_predictor"), dict) or not any(k.startswith("predictor.") for k in data["state_dict"]):
+        raise ConfigError(f"a '{data['policy']}' checkpoint holds no waypoint predictor", file=src, field="waypoint_predictor",
+                          expected="a checkpoint of a waypoint policy (vlnbert, hnr, gama)")
+    model = predictor_from_dict(read_predictor(predictor), file=predictor)
+    before = dict(data["waypoint_predictor"].get("params") or {})
+    state = {k: v for k, v in data["state_dict"].items() if not k.startswith("predictor.")}
+    state.update({f"predictor.{k}": v for k, v in model.state_dict().items()})
+    params = {**(data["config"].get("policy") or {}).get("params", {}), "waypoint_predictor": str(predictor)}
+    out = {k: v for k, v in data.items() if k not in RESUME_ONLY}
+    out.update(state_dict=state, policy_params=params, waypoint_predictor={"params": dict(model.params), "source": str(predictor)},
+               config={**data["config"], "policy": {**data["config"]["policy"], "params": params}},
+               provenance={**(data.get("provenance") or {}), "predictor_swapped": {
+                   "from_tensors_sha256": data.get("tensors_sha256"), "predictor": str(predictor)}})
+    try:
+        policy_from_checkpoint(out, path=predictor)
+    except ConfigError as exc:
+        raise ConfigError(f"the predictor does not fit the navigator of {src}: {exc}", file=predictor,
+                          field="waypoint_predictor", expected=f"a predictor with the features of {src}'s") from None
+    write_checkpoint_dict(dst, out)
+    changed = sorted(k for k in model.params if model.params[k] != before.get(k))
+    return {"src": str(src), "predictor": str(predictor), "dst": str(dst), "changed_predictor_params": changed}
+
+
 def resolve_device(name: str) -> "torch.device":
     """``auto`` → cuda when available else cpu; ``cuda`` without a GPU is a ``ConfigError``."""
     if name == "auto":

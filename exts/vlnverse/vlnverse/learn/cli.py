@@ -1,5 +1,5 @@
 """``vlnverse train CONFIG [key=value ...]``, ``vlnverse waypoints train|show``, ``vlnverse
-checkpoint info|convert|export`` and ``vlnverse pretrain-encoder`` (torch is imported only when a command needs it)."""
+checkpoint info|convert|export|swap-predictor`` and ``vlnverse pretrain-encoder`` (torch is imported only when a command needs it)."""
 from __future__ import annotations
 
 import argparse
@@ -93,6 +93,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     x.add_argument("src", help="a policy checkpoint (e.g. runs/train/X/best.pt)")
     x.add_argument("dst", help="the file to write")
     x.set_defaults(func=_checkpoint_export)
+    w = csub.add_parser("swap-predictor", help="a waypoint policy's checkpoint (vlnbert, hnr, gama) with another "
+                                               "waypoint predictor, e.g. one trained on another body's panoramas")
+    w.add_argument("src", help="a vlnbert / hnr / gama checkpoint")
+    w.add_argument("predictor", help="a predictor.pt of 'vlnverse waypoints train'")
+    w.add_argument("dst", help="the file to write")
+    w.set_defaults(func=_checkpoint_swap_predictor)
 
 
 def _checkpoint_info(args: argparse.Namespace) -> int:
@@ -132,6 +138,18 @@ def _checkpoint_export(args: argparse.Namespace) -> int:
     from .checkpoint import export_checkpoint
 
     print(json.dumps(export_checkpoint(args.src, args.dst)))
+    return 0
+
+
+def _checkpoint_swap_predictor(args: argparse.Namespace) -> int:
+    import json
+
+    from .agent import require_torch
+
+    require_torch("vlnverse checkpoint swap-predictor", field=None)
+    from .checkpoint import swap_predictor
+
+    print(json.dumps(swap_predictor(args.src, args.predictor, args.dst)))
     return 0
 
 
