@@ -35,8 +35,9 @@ def test_the_command_reports_the_cosines_of_lookahead_similarity_on_the_corridor
     from vlnverse.learn.hnr import lookahead_cosines, lookahead_similarity
     from vlnverse.learn.store import StepStore
 
-    cfg = small_config(tmp_path / "il", episodes_file, policy="hnr", policy__params={**SMALL, "waypoint_predictor": str(predictor_file)},
-                       sensors=RIG16, max_steps=25, il__batch_size=2, il__epochs=2, validation__every=1000, val={})
+    params = {**SMALL, "waypoint_predictor": str(predictor_file)}
+    cfg = small_config(tmp_path / "il", episodes_file, policy="hnr", policy__params=params, sensors=RIG16, max_steps=25,
+                       il__batch_size=2, il__epochs=2, validation__every=1000, val={})
     summary = _train(cfg, corridor)
     trained = StepStore(summary["cache"]["path"])
     checkpoint = Path(cfg.out) / "last.pt"
@@ -68,7 +69,8 @@ def test_the_command_reports_the_cosines_of_lookahead_similarity_on_the_corridor
     expected = ("rendering beats copying" if figures["difference"]["lo"] > 0 else "copying beats rendering"
                 if figures["difference"]["hi"] < 0 else "no significant difference")
     assert figures["verdict"] == expected
-    assert 0 <= figures["opacity"]["mean"] <= 1
+    assert 0 <= figures["opacity"]["mean"] <= 1 and len(cos["depth_ahead"]) == figures["steps"]
+    assert all(0 < d <= 10 for d in cos["depth_ahead"])  # the corridor's front views see their cells
     assert figures["load_average_1m"]["start"] >= 0 and Path(figures["plot"]).stat().st_size > 5000
 
     # --limit: the first N taken in turn from each scene (one scene here: the file's first two)
@@ -91,13 +93,19 @@ def test_the_figures_pair_the_cosines_and_say_which_is_ahead():
     from vlnverse.benchmarks.lookahead import figures_of
 
     cos = {"rendered": [0.9, 0.8, 0.7, 0.6], "copy": [0.5, 0.5, 0.5, 0.5], "opacity": [1.0, 0.0, 0.5, 0.05],
-           "episode": [0, 0, 1, 1], "mean_view": [0.9] * 4, "rendered_centred": [0.1] * 4, "copy_centred": [0.2] * 4}
+           "episode": [0, 0, 1, 1], "depth_ahead": [1.0, 2.0, 2.0, 4.0], "mean_view": [0.9] * 4, "rendered_centred": [0.1] * 4, "copy_centred": [0.2] * 4}
     f = figures_of(cos)
     assert f["steps"] == 4 and f["rendered_cos"]["mean"] == 0.75 and f["difference"]["mean"] == 0.25
     assert f["verdict"] == "rendering beats copying" and f["difference"]["lo"] > 0
     assert f["per_episode"]["rendered_cos"]["mean"] == 0.75 and f["per_episode"]["episodes"] == 2
-    assert f["opacity"]["empty_below_0.1"] == {"steps": 2, "rendered_cos": 0.7, "copy_baseline_cos": 0.5}
+    empty = f["opacity"]["empty_below_0.1"]
+    got = (empty["steps"], empty["rendered_cos"], empty["copy_baseline_cos"], empty["difference"]["mean"])
+    assert got == (2, 0.7, 0.5, 0.2)
+    assert empty["depth_ahead_m"] == 3.0 and f["opacity"]["not_empty"]["depth_ahead_m"] == 1.5
     assert f["centred"]["difference"]["mean"] == pytest.approx(-0.1)
+    # moves numbered within each episode: episode 0's steps are moves 0, 1; episode 1's too
+    assert f["by_move"]["move_0"]["steps"] == 2 and f["by_move"]["move_0"]["rendered_cos"] == pytest.approx(0.8)
+    assert f["by_move"]["move_1"]["empty_share"] == 1.0 and f["by_move"]["moves_4_on"] == {"steps": 0, "empty_share": None}
     f = figures_of({**cos, "rendered": [0.5, 0.5, 0.5, 0.5], "copy": [0.9, 0.8, 0.7, 0.6]})
     assert f["verdict"] == "copying beats rendering"
     f = figures_of({**cos, "rendered": [0.5, 0.6, 0.5, 0.6], "copy": [0.6, 0.5, 0.6, 0.5]})

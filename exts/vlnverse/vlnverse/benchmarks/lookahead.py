@@ -16,7 +16,9 @@ view's feature.
   copy baseline's (the current panorama's feature in that direction). Reported: the means with
   95% bootstrap CIs over steps (``train.bootstrap_ci``), the paired difference rendered − copy
   and its verdict, the same over per-episode means, and diagnostics: the rendered views' opacity
-  (the cosines of nearly empty and of the other views), ``mean_view_cos`` (the cosine of the
+  (the cosines of nearly empty and of the other views, and the mean depth of the real view
+  ahead, from its recorded cell depths), the same by the step's move number in its episode
+  (``by_move``: the cloud grows along the episode), ``mean_view_cos`` (the cosine of the
   mean real view μ to each: how much of any cosine the features' shared direction explains) and
   ``centred`` (both cosines with μ subtracted from every feature).
 - ``--out FILE.json`` also writes ``FILE.png``: histograms of the per-step cosines.
@@ -33,6 +35,8 @@ from .train import bootstrap_ci, check_int_flags
 CHECKPOINT_HELP = "an hnr or gama checkpoint written by vlnverse train"
 #: a rendered view with less opacity than this counts as (nearly) empty in the figures
 EMPTY_OPACITY = 0.1
+#: the figures by the step's move number in its episode (first move: 0): name, first, last
+MOVE_BUCKETS = (("move_0", 0, 0), ("move_1", 1, 1), ("moves_2_3", 2, 3), ("moves_4_on", 4, 1 << 30))
 
 
 def check_args(args) -> tuple[Path, Path, int | None, str | None, int]:
@@ -143,11 +147,23 @@ def figures_of(cos: dict, seed: int = 0) -> dict:
     verdict = ("no steps" if not len(diff) else "rendering beats copying" if d["lo"] > 0 else
                "copying beats rendering" if d["hi"] < 0 else "no significant difference")
     empty = opacity < EMPTY_OPACITY
-    part = lambda mask: {"steps": int(mask.sum()), **({"rendered_cos": round(float(rendered[mask].mean()), 4),  # noqa: E731
-                                                        "copy_baseline_cos": round(float(copy[mask].mean()), 4)}
-                                                       if mask.any() else {})}
+    depth = np.asarray(cos.get("depth_ahead") or [np.nan] * len(diff), dtype=float)
+
+    def part(mask: np.ndarray) -> dict:
+        if not mask.any():
+            return {"steps": 0}
+        ahead = depth[mask][depth[mask] > 0]
+        return {"steps": int(mask.sum()), "rendered_cos": round(float(rendered[mask].mean()), 4),
+                "copy_baseline_cos": round(float(copy[mask].mean()), 4), "difference": bootstrap_ci(diff[mask], seed=seed),
+                "depth_ahead_m": round(float(ahead.mean()), 3) if len(ahead) else None}
+    # each step's move number in its episode (the steps of an episode come in order): the cloud grows with it
+    move = np.array([int((episode[:i] == episode[i]).sum()) for i in range(len(episode))], dtype=int)
+    by_move = {}
+    for name, lo, hi in MOVE_BUCKETS:
+        mask = (move >= lo) & (move <= hi)
+        by_move[name] = {**part(mask), "empty_share": round(float(empty[mask].mean()), 4) if mask.any() else None}
     return {
-        "steps": int(len(diff)), "episodes_with_steps": len(ids),
+        "steps": int(len(diff)), "episodes_with_steps": len(ids), "by_move": by_move,
         "rendered_cos": bootstrap_ci(rendered, seed=seed), "copy_baseline_cos": bootstrap_ci(copy, seed=seed),
         "difference": d, "verdict": verdict,
         "per_episode": {"episodes": len(ids), "rendered_cos": bootstrap_ci(per_ep["rendered"], seed=seed),

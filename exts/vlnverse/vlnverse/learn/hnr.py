@@ -827,11 +827,12 @@ def lookahead_cosines(policy: HNRPolicy, store: Any) -> dict[str, list]:
     candidate and a next step exists: ``rendered`` (the cosine between ``policy``'s rendered view of
     that candidate at step t and the encoder's feature of the real front view at t + 1), ``copy``
     (the cosine of the current panorama's feature in that direction to the same real view),
-    ``opacity`` (the rendered view's), ``episode`` (the store's episode index), and diagnostics
+    ``opacity`` (the rendered view's), ``episode`` (the store's episode index), ``depth_ahead`` (the
+    mean depth of the real view's seen cells, metres; ``UNSEEN`` when none is seen), and diagnostics
     with the mean μ of all these real views: ``mean_view`` (the cosine of μ to each real view) and
     ``rendered_centred`` / ``copy_centred`` (the cosines after subtracting μ from both sides)."""
     policy.eval()
-    out: dict[str, list] = {"rendered": [], "copy": [], "opacity": [], "episode": [], "mean_view": [],
+    out: dict[str, list] = {"rendered": [], "copy": [], "opacity": [], "episode": [], "depth_ahead": [], "mean_view": [],
                             "rendered_centred": [], "copy_centred": []}
     vectors: dict[str, list] = {"real": [], "rendered": [], "copy": []}
     for i in range(len(store)):
@@ -856,6 +857,9 @@ def lookahead_cosines(policy: HNRPolicy, store: Any) -> dict[str, list]:
                 out["copy"].append(float(F.cosine_similarity(copy, real, dim=0)))
                 out["opacity"].append(float(opacity[0, target[s]]))
                 out["episode"].append(i)
+                ahead = depth[0, s + 1, 0]
+                seen = ahead[ahead > 0]
+                out["depth_ahead"].append(float(seen.mean()) if len(seen) else UNSEEN)
     if vectors["real"]:
         real, rendered, copy = (torch.stack(vectors[k]) for k in ("real", "rendered", "copy"))
         mu = real.mean(0, keepdim=True)
