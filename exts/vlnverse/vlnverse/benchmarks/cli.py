@@ -37,7 +37,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--work", default=None, help="transfer: the work folder of 'bench train --policies vlnbert --out FILE.json' (FILE)")
-    p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base)")
+    p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base); "
+                                                  "lookahead: the body (default the checkpoint's)")
+    p.add_argument("--checkpoint", default=None, help="lookahead: an hnr or gama checkpoint (vlnverse train)")
+    p.add_argument("--episodes", default=None, help="lookahead: the held-out episodes (a JSONL file)")
+    p.add_argument("--limit", type=int, default=None,
+                   help="lookahead: at most N episodes, taken in turn from each scene (default all)")
     p.add_argument("--rounds", type=int, default=None, help="transfer: online fine-tuning rounds (default 3)")
     p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
     p.add_argument("--stop-weight", type=float, default=None,
@@ -49,7 +54,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
                         "default 60)")
     p.add_argument("--workers", type=int, default=None,
-                   help="train: processes for generating homes, rendering caches and evaluating (default 1)")
+                   help="train: processes for generating homes, rendering caches and evaluating; lookahead: "
+                        "processes rendering its teacher store (default 1)")
     p.set_defaults(func=_run)
 
 
