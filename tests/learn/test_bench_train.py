@@ -1,5 +1,6 @@
 """``vlnverse bench train``'s policy rows: every row names a registered policy whose params build,
 and ``--policies`` picks rows or fails in one line naming the flag."""
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -14,7 +15,7 @@ def test_every_row_builds_its_policy_on_the_bench_rig():
 
     rig = [{"name": s["name"], "kind": s["kind"], "shape": [s["height"], s["width"], 3] if s["kind"] == "rgb"
             else [s["height"], s["width"]]} for s in SENSORS]
-    assert [r["name"] for r in POLICY_ROWS] == ["seq2seq", "cma", "rdp", "vlnbert", "hnr", "gama"]
+    assert [r["name"] for r in POLICY_ROWS] == ["seq2seq", "cma", "rdp", "vlnbert", "hnr", "gama", "gama_multitask"]
     for row in POLICY_ROWS:
         params = dict(row["params"])
         if row.get("waypoint_predictor"):  # the bench trains one first; an untrained one of default size here
@@ -33,6 +34,7 @@ def test_policies_flag_picks_rows_and_rejects_unknown_names():
     assert [r["name"] for r in _rows(SimpleNamespace(policies="cma,seq2seq"))] == ["seq2seq", "cma"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="rdp"))] == ["rdp"]
     assert [r["name"] for r in _rows(SimpleNamespace(policies="vlnbert,rdp"))] == ["rdp", "vlnbert"]
+    assert [r["name"] for r in _rows(SimpleNamespace(policies="gama_multitask,gama"))] == ["gama", "gama_multitask"]
     with pytest.raises(ConfigError, match="--policies.*seq2sq"):
         _rows(SimpleNamespace(policies="rdp,seq2sq"))
 
@@ -132,3 +134,179 @@ def test_hnr_and_gama_rows_train_il_and_a_dagger_round_through_the_bench_path(na
     fig = out["figures"]
     assert fig["policy"] == name and fig["il_epochs"] == 1 and fig["dagger_episodes"] >= 1
     assert fig["params"]["waypoint_predictor"] == str(predictor_file) and fig["waypoint_predictor"]["train_poses"] == 0
+
+
+def test_multitask_row_mixes_the_shipped_configs_five_tasks_with_their_observation_setups():
+    from vlnverse.benchmarks.train import POLICY_ROWS, multitask_entries, multitask_tasks
+
+    tasks = multitask_tasks()
+    assert [t["task"] for t in tasks] == ["fine_grained", "coarse_grained", "visual_reference", "long_horizon", "object_goal"]
+    assert {t["name"]: t["observation"] for t in tasks if t["observation"]} == {
+        "visual_reference": {"view": "monocular", "hfov_deg": 90.0}}
+    row = next(r for r in POLICY_ROWS if r["name"] == "gama_multitask")
+    gama = next(r for r in POLICY_ROWS if r["name"] == "gama")
+    assert row["policy"] == "gama" and row["params"] == gama["params"] and row["lr"] == gama["lr"] and row["multitask"]
+    entries = multitask_entries(Path("w"), tasks)
+    assert [e["name"] for e in entries] == [t["name"] for t in tasks]
+    assert entries[2] == {"task": "visual_reference", "name": "visual_reference",
+                          "train": str(Path("w/tasks/visual_reference/train.jsonl")),
+                          "val": {"val_seen": str(Path("w/tasks/visual_reference/val_seen.jsonl"))},
+                          "observation": {"view": "monocular", "hfov_deg": 90.0}}
+    assert "observation" not in entries[0]
+    # the entries make a valid multi-task TrainConfig
+    from vlnverse.core.config import from_dict
+    from vlnverse.learn.config import TrainConfig
+
+    cfg = from_dict(TrainConfig, {"policy": {"name": "gama", "params": {}}, "out": "x", "tasks": entries})
+    assert cfg.task_names() == [t["name"] for t in tasks]
+
+
+def test_multitask_config_must_start_with_fine_grained(tmp_path):
+    from vlnverse.benchmarks.train import multitask_tasks
+    from vlnverse.core.errors import ConfigError
+
+    bad = tmp_path / "mix.yaml"
+    bad.write_text("tasks:\n  - {task: coarse_grained, train: a.jsonl}\n  - {task: fine_grained, train: b.jsonl}\n")
+    with pytest.raises(ConfigError, match="fine_grained first") as err:
+        multitask_tasks(str(bad))
+    assert "\n" not in str(err.value) and "mix.yaml" in str(err.value)
+    bad.write_text("tasks:\n  - {train: a.jsonl}\n")
+    with pytest.raises(ConfigError, match=r"tasks\[0\].task"):
+        multitask_tasks(str(bad))
+    bad.write_text("tasks:\n  - {task: fine_grained, train: a.jsonl, observation: {view: fisheye}}\n")
+    with pytest.raises(ConfigError, match=r"tasks\[0\].observation.view"):
+        multitask_tasks(str(bad))
+
+
+def test_task_counts_default_to_a_share_of_the_rows_counts_or_follow_the_flags():
+    from vlnverse.benchmarks.train import TASK_SHARE, task_counts
+
+    assert TASK_SHARE == 0.25
+    none = SimpleNamespace(task_episodes=None, task_eval_episodes=None)
+    assert task_counts(none, homes=20, per_home=8, per_held_out=50, per_test=50) == {"train": 2, "val_unseen": 12, "test": 12}
+    assert task_counts(none, homes=20, per_home=2, per_held_out=3, per_test=10) == {"train": 1, "val_unseen": 1, "test": 2}
+    # shipped train scenes: a quarter of TRAIN_SCENE_EPISODES (20) at the budget's scale, at least 2
+    assert task_counts(none, homes=0, per_home=8, per_held_out=50, per_test=50)["train"] == 5
+    assert task_counts(none, homes=0, per_home=8, per_held_out=50, per_test=50, scale=0.1)["train"] == 2
+    flags = SimpleNamespace(task_episodes=3, task_eval_episodes=4)
+    assert task_counts(flags, homes=20, per_home=8, per_held_out=50, per_test=7) == {"train": 3, "val_unseen": 4, "test": 4}
+
+
+@pytest.mark.parametrize("flags, policies, match", [
+    ({"task_episodes": 0}, "gama_multitask", "--task-episodes.*integer >= 1"),
+    ({"task_eval_episodes": -2}, "gama_multitask", "--task-eval-episodes.*integer >= 1"),
+    ({"task_episodes": 2.5}, "gama_multitask", "--task-episodes"),
+    ({"task_episodes": 2}, "gama", "--task-episodes.*gama_multitask"),
+    ({"task_eval_episodes": 2}, None, "--task-eval-episodes.*gama_multitask")])
+def test_task_flags_are_one_line_errors(flags, policies, match):
+    from vlnverse.benchmarks.train import _rows, check_task_flags
+    from vlnverse.core.errors import ConfigError
+
+    args = SimpleNamespace(policies=policies, task_episodes=None, task_eval_episodes=None, **{})
+    for k, v in flags.items():
+        setattr(args, k, v)
+    with pytest.raises(ConfigError, match=match) as err:
+        check_task_flags(args, _rows(args))
+    assert "\n" not in str(err.value)
+    check_task_flags(SimpleNamespace(policies="gama_multitask", task_episodes=2, task_eval_episodes=1),
+                     _rows(SimpleNamespace(policies="gama_multitask")))  # fine
+
+
+def test_hold_out_seen_caps_val_seen_and_never_leaves_it_empty():
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train import hold_out_seen
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    def ep(i, split):
+        return Episode(f"e{i}", "s", "s.usd", split, "coarse_grained", [0.0, 0.0, 0.0], 0.0, [Goal([1.0, 0.0, 0.0])],
+                       [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], 1.0, [Instruction("go")])
+
+    eps = [ep(i, "val_seen" if i % 3 == 0 else "train") for i in range(12)]  # 4 val_seen, 8 train
+    train, seen = hold_out_seen(eps, 0, 2)
+    assert len(train) == 8 and len(seen) == 2 and {e.split for e in seen} == {"val_seen"}
+    assert hold_out_seen(eps, 0, 2) == (train, seen)  # seeded
+    assert len(hold_out_seen(eps, 0, 40)[1]) == 4
+    only_train = [replace(e, split="train") for e in eps[:5]]
+    train, seen = hold_out_seen(only_train, 0, 40)  # none held out: one train episode moves
+    assert len(train) == 4 and len(seen) == 1 and seen[0].split == "val_seen"
+    assert {e.episode_id for e in train} | {seen[0].episode_id} == {e.episode_id for e in only_train}
+    assert hold_out_seen(only_train[:1], 0, 40) == (only_train[:1], [])  # one episode: nothing to hold out
+
+
+def test_table_lines_add_a_task_column_with_a_multitask_row():
+    from vlnverse.benchmarks.train import bootstrap_ci, table_lines
+
+    cells = {m: bootstrap_ci([1.0, 0.0], seed=0) for m in ("SR", "SPL", "nDTW")}
+    rows = [{"agent": "gama_multitask_il_dagger", "split": "test", "mode": "telhop", "episodes": 2, **cells},
+            {"agent": "gama_multitask_il_dagger", "task": "visual_reference", "split": "test", "mode": "telhop",
+             "episodes": 2, **cells}]
+    header, fine, visual = table_lines(rows)
+    assert header.split()[:5] == ["agent", "task", "split", "mode", "n"]
+    assert fine.split()[:5] == ["gama_multitask_il_dagger", "fine_grained", "test", "telhop", "2"]
+    assert visual.split()[:2] == ["gama_multitask_il_dagger", "visual_reference"] and "0.500 [" in visual
+    assert len({len(x) for x in (header, fine, visual)}) == 1  # aligned
+
+
+@pytest.mark.slow
+def test_multitask_row_runs_end_to_end_and_reports_each_task(predictor_file, tmp_path, monkeypatch):
+    """``bench train --policies gama_multitask`` at the tiniest size (2 generated homes, 1 IL epoch,
+    no DAgger, 1 episode per held-out scene and task, a step budget of 10; the test's waypoint
+    predictor): every task has its own episodes, val_unseen / test results with n and CIs in the
+    table and the JSON, and its expert usage."""
+    import json
+
+    import vlnverse.benchmarks.train as bench
+
+    predictor = {"path": str(predictor_file), "held_out": {}, "train_poses": 0, "seconds": 0.0}
+    monkeypatch.setattr(bench, "train_waypoint_predictor", lambda work, scale, seed: predictor)
+    monkeypatch.setattr(bench, "RENDER_COMPARE_EPISODES", 1)
+    monkeypatch.setattr(bench, "MAX_STEPS", 10)
+    args = SimpleNamespace(out=str(tmp_path / "bench.json"), seed=0, policies="gama_multitask", train_homes=2,
+                           episodes_per_home=4, eval_episodes=1, test_episodes=None, val_seen_episodes=None,
+                           task_episodes=2, task_eval_episodes=1, epochs=1, budget=None, workers=1, encoder="pretrained",
+                           no_strict=True, no_dagger=True)
+    fig = bench.run(args)
+    names = ["fine_grained", "coarse_grained", "visual_reference", "long_horizon", "object_goal"]
+    mt = fig["multitask"]["gama_multitask"]
+    assert mt["tasks"] == names and mt["observation"]["visual_reference"] == {"view": "monocular", "hfov_deg": 90.0}
+    assert mt["counts"] == {"train": 2, "val_unseen": 1, "test": 1}
+    for name in names[1:]:  # 2 per home on 2 homes (fewer if a generator falls short); 1 per held-out scene (2 + 2)
+        n = mt["episodes"][name]
+        assert 2 <= n["train"] + n["val_seen"] <= 4 and n["val_seen"] >= 1 and n["val_unseen"] == 2 and n["test"] == 2, (name, n)
+    assert mt["episodes"]["fine_grained"] == {s: fig["episodes"][s] for s in ("train", "val_seen", "val_unseen", "test")}
+    assert mt["train_episodes"] == {name: mt["episodes"][name]["train"] for name in names}
+    (agent,) = mt["results"]
+    assert agent == "gama_multitask_il"
+    res = mt["results"][agent]
+    assert list(res) == names
+    for name in names:
+        for split in ("val_unseen", "test"):
+            got = res[name][split]
+            assert got["episodes"] == mt["episodes"][name][split] == got["SR"]["n"] == 2
+            assert 0.0 <= got["SR"]["lo"] <= got["SR"]["mean"] <= got["SR"]["hi"] <= 1.0
+    (fine_test,) = [r for r in fig["table"] if r["agent"] == agent and r["split"] == "test" and "task" not in r]
+    assert res["fine_grained"]["test"] == {k: v for k, v in fine_test.items() if k not in ("agent", "split", "mode")}
+    usage = mt["expert_usage"][agent]
+    assert list(usage) == names
+    for name, u in usage.items():  # 4 experts, top 2 per decision step
+        assert len(u["overall"]) == 4 and abs(sum(u["overall"]) - 1.0) < 1e-3, (name, u)
+        assert all(abs(sum(row) - 1.0) < 1e-3 for row in u["share"]) and sum(u["steps"]) > 0
+        records = []
+        for split in ("val_unseen", "test"):
+            folder = Path(fig["work_dir"]) / "eval" / agent / ("" if name == "fine_grained" else name) / "telhop" / split
+            records += [json.loads(x) for x in (folder / "episodes.jsonl").read_text().splitlines() if x.strip()]
+        assert len(records) == 4
+        picks = [o["experts"] for r in records for o in r["agent_outputs"] if "experts" in o]
+        assert picks and all(len(p) == 2 for p in picks) and sum(u["steps"]) == 2 * len(picks)  # the records, recounted
+    assert Path(mt["expert_usage_png"][agent]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the per-task lines of the table: fine-grained with the rows, every other task on its held-out splits
+    lines = fig["table_text"]
+    assert lines[0].split()[:3] == ["agent", "task", "split"]
+    for name in names[1:]:
+        for split in ("val_unseen", "test"):
+            (line,) = [x for x in lines if x.split()[:3] == [agent, name, split]]
+            assert line.split()[4] == "2"
+    assert {r["agent"] for r in fig["table"] if r["split"] == "test" and "task" not in r} == {"random", "forward", agent}
+    assert json.loads(json.dumps(fig))["multitask"]["gama_multitask"]["results"] == mt["results"]  # JSON-ready
+    assert Path(fig["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

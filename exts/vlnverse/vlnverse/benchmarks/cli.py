@@ -21,7 +21,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--epochs", type=int, default=None, help="train: IL epochs per policy row (default 15; the DAgger "
                                                            "round retrains for a fifth of them); transfer: the source "
                                                            "model's IL epochs (default 10)")
-    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default all: seq2seq,cma,rdp,vlnbert,hnr,gama)")
+    p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default: seq2seq,cma,rdp,"
+                                                    "vlnbert,hnr,gama; also gama_multitask, GAMA on the five-task mix)")
+    p.add_argument("--task-episodes", type=int, default=None,
+                   help="train, gama_multitask: episodes of each other task per generated home (per shipped train scene "
+                        "with --train-homes 0; default a quarter of the fine-grained count)")
+    p.add_argument("--task-eval-episodes", type=int, default=None,
+                   help="train, gama_multitask: episodes of each other task per val_unseen and per test scene "
+                        "(default a quarter of --eval-episodes / --test-episodes)")
     p.add_argument("--train-homes", type=int, default=None,
                    help="train: N procedurally generated training homes (made on demand, reused; default 20); "
                         "0: the 6 shipped train scenes")

@@ -29,16 +29,31 @@ Steps:
    score; SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
    training episodes). The waypoint rows (VLN-BERT, HNR, GAMA) share one waypoint predictor
    trained first on panoramas of the train scenes (outside the budget). ``--no-dagger``: IL only.
-   GAMA's row is single-task here (fine-grained, the same data as every row); its multi-task
-   training is ``tasks/train/gama_multitask.yaml``.
+   The ``gama`` row is single-task (fine-grained, the same data as every row). The
+   ``gama_multitask`` row (only with ``--policies gama_multitask``: about twice the ``gama`` row's
+   training and five times its held-out evaluation) is the same GAMA, config, budget, predictor and DAgger
+   round trained as one model on the task mix of ``tasks/train/gama_multitask.yaml``
+   (``multitask_tasks``: fine-grained, coarse-grained, visual-reference, long-horizon,
+   object-goal, each with that config's observation setup: visual-reference sees a monocular 90°
+   camera). Its fine-grained task is the rows' data; each other task is generated on the same
+   training homes (``--task-episodes`` per home or shipped train scene, val_seen held out alike)
+   and on the same val_unseen / test scenes (``--task-eval-episodes`` per scene); both default to
+   ``TASK_SHARE`` of the rows' counts (``task_counts``, ``multitask_data``). Validation selects
+   by the mean over tasks of val_seen nDTW.
 5. Evaluate random, forward-only (they read no frames: evaluated without sensors, same metrics),
    and per row IL (``<row>_il``, the val_seen-selected checkpoint) and IL + DAgger
    (``<row>_il_dagger``) on all of val_seen, val_unseen and test under Tel-Hop; the row agent with
    the best val_seen SR (ties: nDTW) also under Strict on val_unseen and test. val_unseen and test
-   are touched only here (``--no-strict``: Tel-Hop only, to save time).
+   are touched only here (``--no-strict``: Tel-Hop only, to save time). The multi-task row's
+   agents also on each other task's val_unseen and test (Tel-Hop, the task's settings and
+   observation setup; ``evaluate_multitask``; val_seen per task: the trainer's ``tasks.json``),
+   with the experts fired per task and decision step over the val_unseen and test runs
+   (``gama.expert_usage``; heat maps ``<work>/eval/<agent>/expert_usage.png``).
 6. The table: per agent, split and mode SR / SPL / nDTW with a 95% percentile-bootstrap CI
    (``bootstrap_ci``, seeded, ``BOOTSTRAP_SAMPLES`` resamples of the episodes) and the episode
-   count; ``--out FILE.json`` also writes ``FILE.png`` (learning curves and the table).
+   count (a task column with the multi-task row; its per-task results, episode counts and expert
+   usage under ``multitask``); ``--out FILE.json`` also writes ``FILE.png`` (learning curves and
+   the table).
 
 With ``--budget``, a budget too small for one IL (or DAgger) epoch stops with one line giving the
 smallest ``--budget`` that fits. Torch runs on CUDA when present (``device: auto``), else on 1 CPU
@@ -99,21 +114,38 @@ POLICY_ROWS = [
      "waypoint_predictor": True},
     {"name": "hnr", "policy": "hnr", "params": HNR_PARAMS, "lr": 0.001, "batch_size": 8, "waypoint_predictor": True},
     {"name": "gama", "policy": "gama", "params": GAMA_PARAMS, "lr": 0.001, "batch_size": 8, "waypoint_predictor": True},
+    # GAMA as the paper's unified agent: one model on the task mix of ``MULTITASK_CONFIG`` (not in
+    # the default set: about twice the ``gama`` row's data and five times its held-out evaluation)
+    {"name": "gama_multitask", "policy": "gama", "params": GAMA_PARAMS, "lr": 0.001, "batch_size": 8,
+     "waypoint_predictor": True, "multitask": True, "default": False},
 ]
+#: the multi-task row's tasks and their observation setups: those of ``tasks/train/<name>.yaml``
+MULTITASK_CONFIG = "gama_multitask"
+#: default per-task episode counts of the multi-task row's other tasks, as a share of the rows'
+#: fine-grained counts (``--task-episodes``, ``--task-eval-episodes``)
+TASK_SHARE = 0.25
+#: the held-out splits the multi-task row reports per task (val_seen: the trainer's ``tasks.json``)
+MULTITASK_SPLITS = ("val_unseen", "test")
+#: step budget of every row's rollouts and evaluations; None: each task's own (``tasks/<task>.yaml``)
+MAX_STEPS: int | None = None
 
 
-def _dataset(task: str, scenes: str, per_scene: int, seed: int, out: Path, val_seen_fraction: float) -> list:
-    """Episodes generated once into ``out`` (reused when its ``done`` marker exists)."""
+def _dataset(task: str, scenes: str | list, per_scene: int, seed: int, out: Path, val_seen_fraction: float) -> list:
+    """Episodes generated once into ``out`` (reused when its ``done`` marker exists); ``scenes``: a
+    split name or a list of scene files."""
     from vlnverse.core.io import write_json_atomic
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
     from vlnverse.tasks.episode import load_episodes
 
+    if not isinstance(scenes, str):
+        scenes = [str(p) for p in scenes]
     key = {"task": task, "scenes": scenes, "n": per_scene, "seed": seed, "val_seen_fraction": val_seen_fraction}
     marker = out / "done.json"
     if marker.is_file() and __import__("json").loads(marker.read_text()) == key:
         return load_episodes(out / "episodes")
-    generate_dataset(task, resolve_scene_paths(scenes), per_scene, seed, out / "episodes", progress=True,
-                     val_seen_fraction=val_seen_fraction, renderer_factory=simulator_renderer_factory())
+    generate_dataset(task, resolve_scene_paths(scenes) if isinstance(scenes, str) else scenes, per_scene, seed,
+                     out / "episodes", progress=True, val_seen_fraction=val_seen_fraction,
+                     renderer_factory=simulator_renderer_factory())
     write_json_atomic(marker, key)
     return load_episodes(out / "episodes")
 
@@ -134,12 +166,12 @@ def training_curve(log_path: Path) -> dict:
 
 
 def _rows(args) -> list[dict]:
-    """The ``POLICY_ROWS`` named by ``--policies`` (all when not given), in table order."""
+    """The ``POLICY_ROWS`` named by ``--policies`` (when not given: all but ``gama_multitask``), in table order."""
     from vlnverse.core.errors import ConfigError
 
     wanted = getattr(args, "policies", None)
     if not wanted:
-        return list(POLICY_ROWS)
+        return [r for r in POLICY_ROWS if r.get("default", True)]
     names = [n.strip() for n in str(wanted).split(",") if n.strip()]
     known = [r["name"] for r in POLICY_ROWS]
     unknown = [n for n in names if n not in known]
@@ -219,11 +251,118 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=work / "cache",
                                            workers=workers)
     episodes = resolve_episode_scenes(episodes, scene_roots(None, folder / "episodes"))
+    train, seen = hold_out_seen(episodes, seed, val_seen_cap)
+    return train, seen, {"homes": homes, "episodes_per_home": per_home, "seed": spec.seed, **info}
+
+
+def hold_out_seen(episodes: list, seed: int, cap: int) -> tuple[list, list]:
+    """(train, val_seen) of generated episodes: the train ones, and a seeded subset of at most
+    ``cap`` of the val_seen ones (the generator holds each out with a probability); when it held
+    none out and there are two train episodes or more, one seeded train episode moves to val_seen
+    (every task of the multi-task row needs a val_seen split for validation)."""
+    import numpy as np
+
+    train = [e for e in episodes if e.split == "train"]
     seen = [e for e in episodes if e.split == "val_seen"]
-    keep = sorted(np.random.default_rng(seed).choice(len(seen), min(val_seen_cap, len(seen)),
-                                                     replace=False).tolist())
-    return ([e for e in episodes if e.split == "train"], [seen[i] for i in keep],
-            {"homes": homes, "episodes_per_home": per_home, "seed": spec.seed, **info})
+    if not seen and len(train) >= 2:
+        from dataclasses import replace
+
+        i = int(np.random.default_rng(seed).integers(len(train)))
+        return train[:i] + train[i + 1:], [replace(train[i], split="val_seen")]
+    keep = sorted(np.random.default_rng(seed).choice(len(seen), min(cap, len(seen)), replace=False).tolist())
+    return train, [seen[i] for i in keep]
+
+
+def multitask_tasks(config: str = MULTITASK_CONFIG) -> list[dict]:
+    """The task mix of the multi-task row: ``{task, name, observation}`` per ``tasks`` entry of the
+    shipped train config ``config`` (its order; ``observation`` None: the panorama); the first
+    must be ``fine_grained`` (it trains on the other rows' data)."""
+    import yaml
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import resolve_train_config_path
+    from vlnverse.learn.waypoints.grid import ObservationSetup
+
+    path = resolve_train_config_path(config)
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    out = []
+    for i, t in enumerate(data.get("tasks") or []):
+        if not isinstance(t, dict) or not isinstance(t.get("task"), str):
+            raise ConfigError(f"{path}: got {t!r}", field=f"tasks[{i}].task", expected="a task name")
+        obs = t.get("observation")
+        out.append({"task": str(t["task"]), "name": str(t.get("name") or t["task"]),
+                    "observation": None if obs is None else ObservationSetup.parse(obs, f"{path}: tasks[{i}].observation").to_dict()})
+    if not out or out[0]["task"] != "fine_grained":
+        raise ConfigError(f"{path}: tasks {[t['task'] for t in out]}", field="tasks",
+                          expected="fine_grained first (the multi-task row trains it on the other rows' data)")
+    return out
+
+
+def task_counts(args, homes: int, per_home: int, per_held_out: int, per_test: int, scale: float = 1.0) -> dict:
+    """Episodes of each task but fine-grained in the multi-task row: ``train`` per generated home
+    (``--train-homes`` > 0) or per shipped train scene, ``val_unseen`` / ``test`` per held-out
+    scene: ``--task-episodes`` and ``--task-eval-episodes`` (both held-out splits), by default
+    ``TASK_SHARE`` of the rows' fine-grained counts (at least 1; 2 per shipped train scene)."""
+    train = getattr(args, "task_episodes", None)
+    held = getattr(args, "task_eval_episodes", None)
+    if train is None:
+        train = max(1, round(per_home * TASK_SHARE)) if homes else max(2, round(TRAIN_SCENE_EPISODES * scale * TASK_SHARE))
+    return {"train": int(train),
+            "val_unseen": int(held) if held is not None else max(1, round(per_held_out * TASK_SHARE)),
+            "test": int(held) if held is not None else max(1, round(per_test * TASK_SHARE))}
+
+
+def check_task_flags(args, selected: list[dict]) -> None:
+    """``--task-episodes`` / ``--task-eval-episodes``: integers >= 1, and only with a multi-task row."""
+    from vlnverse.core.errors import ConfigError
+
+    flags = (("--task-episodes", getattr(args, "task_episodes", None), 1),
+             ("--task-eval-episodes", getattr(args, "task_eval_episodes", None), 1))
+    check_int_flags(flags)
+    given = [f for f, v, _ in flags if v is not None]
+    if given and not any(r.get("multitask") for r in selected):
+        raise ConfigError("given without a multi-task row", field=given[0],
+                          expected="--policies including " + ",".join(r["name"] for r in POLICY_ROWS if r.get("multitask")))
+
+
+def multitask_data(work: Path, tasks: list[dict], split_eps: dict, counts: dict, seed: int, homes: bool,
+                   val_seen_cap: int = VAL_SEEN_HOMES_EPISODES) -> dict:
+    """Each task's episodes, split as the rows' -> ``{name: {split: [episodes]}}``, saved as
+    ``work/tasks/<name>/<split>.jsonl``. fine_grained: the rows' own (``split_eps``); task ``i`` of
+    the others: ``counts['train']`` episodes per training scene of the rows (the generated homes,
+    ``homes``, or the shipped train scenes; seed ``seed + 10 i``, val_seen held out as the rows'
+    are), ``counts['val_unseen']`` / ``counts['test']`` per shipped val_unseen / test scene
+    (seeds ``seed + 10 i + 1`` / ``+ 2``), generated once into ``work/data_<split>_<name>``."""
+    from vlnverse.tasks.episode import save_episodes
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    def made(task: str, scenes, n: int, task_seed: int, folder: str, fraction: float) -> list:
+        eps = _dataset(task, scenes, n, task_seed, work / folder, fraction)
+        return resolve_episode_scenes(eps, scene_roots(None, work / folder / "episodes"))
+
+    out: dict = {}
+    for i, t in enumerate(tasks):
+        name, task = t["name"], t["task"]
+        if task == "fine_grained" and i == 0:
+            data = {s: list(split_eps[s]) for s in ("train", "val_seen", *MULTITASK_SPLITS)}
+        else:
+            s0 = seed + 10 * i
+            scenes = sorted({str(e.scene_path) for e in split_eps["train"] + split_eps["val_seen"]}) if homes else "train"
+            train, seen = hold_out_seen(made(task, scenes, counts["train"], s0, f"data_train_{name}", VAL_SEEN_FRACTION),
+                                        s0, val_seen_cap)
+            data = {"train": train, "val_seen": seen}
+            for split, k in (("val_unseen", 1), ("test", 2)):
+                data[split] = [e for e in made(task, split, counts[split], s0 + k, f"data_{split}_{name}", 0.0)
+                               if e.split == split]
+        for split, eps in data.items():
+            if not eps:
+                from vlnverse.core.errors import ConfigError
+
+                raise ConfigError(f"task {name!r} has no {split} episodes", field="--task-episodes" if split in
+                                  ("train", "val_seen") else "--task-eval-episodes", expected="a larger count")
+            save_episodes(work / "tasks" / name / f"{split}.jsonl", eps)
+        out[name] = data
+    return out
 
 
 def row_config(row: dict, work: Path, budget: float | None, seed: int, device: str, workers: int, params: dict,
@@ -231,7 +370,7 @@ def row_config(row: dict, work: Path, budget: float | None, seed: int, device: s
     """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, epochs, budget share and selection for every row."""
     return {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
-            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers,
+            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
                    "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True},
             "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": VALIDATION_EPISODES, "split": "val_seen"},
@@ -258,11 +397,12 @@ def _train(cfg: dict, budget: float, share: float) -> dict:
 
 def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: float = 1.0, device: str = "auto",
               workers: int = 1, dagger: bool = True, encoder: str | None = None, epochs: int = IL_EPOCHS,
-              predictor: dict | None = None) -> dict:
+              predictor: dict | None = None, tasks: list[dict] | None = None) -> dict:
     """IL then (``dagger``) one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints
     and figures. ``encoder``: a pretrained encoder file replacing the rows' RGB and depth encoders
     (frozen); ``predictor``: the waypoint rows' shared predictor (``train_waypoint_predictor``;
-    trained here when not given)."""
+    trained here when not given); ``tasks``: a multi-task run's ``TrainConfig.tasks`` entries in
+    place of the rows' fine-grained ``train`` / ``val`` (``multitask_entries``)."""
     name = row["name"]
     params = dict(row["params"])
     if encoder is not None and "rgb_encoder" in params:
@@ -275,6 +415,10 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
     base = row_config(row, work, budget, seed, device, workers, params, epochs)
+    if tasks:
+        for key in ("task", "train", "val"):
+            base.pop(key)
+        base["tasks"] = tasks
     il = _train(base, budget, 0.50)
     il_dir = work / "il" / name
     ckpt = str(il_dir / "best.pt" if (il_dir / "best.pt").is_file() else il_dir / "last.pt")
@@ -289,6 +433,12 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         (round_info,) = _train(dagger_cfg, budget, 0.10)["dagger"]
     curve = training_curve(il_dir / "train_log.csv")
     cache = il["cache"]
+    per_task = cache.get("tasks")
+    if per_task:  # one teacher cache per task: their totals
+        cache = {"frames": sum(c["frames"] for c in per_task.values()), "bytes": sum(c["bytes"] for c in per_task.values()),
+                 "status": {n: c["status"] for n, c in per_task.items()},
+                 "render": {n: c.get("render") for n, c in per_task.items()},
+                 "teacher_SR": {n: c.get("teacher_SR") for n, c in per_task.items()}}
     figures = {
         "policy": row["policy"], "params": params, "lr": row["lr"], "seconds_train": round(time.perf_counter() - t0, 1),
         "device": il["device"], "threads": 1,
@@ -302,6 +452,9 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         "dagger_beta": round_info.get("beta"), "dagger_aggregated_steps": round_info.get("aggregated_steps"),
         "dagger_train_accuracy": round_info.get("train_accuracy"),
     }
+    if per_task:
+        figures["tasks_train_episodes"] = il.get("tasks_train_episodes")
+        figures["cache_frames_per_s"] = {n: c.get("frames_per_s") for n, c in per_task.items()}
     if predictor is not None:
         figures["waypoint_predictor"] = {k: predictor[k] for k in ("held_out", "train_poses", "seconds")}
         figures["cache_teacher_SR"] = cache.get("teacher_SR")
@@ -350,15 +503,16 @@ def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
 
 
 def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str,
-             body: str | None = None) -> dict:
+             body: str | None = None, task: str = "fine_grained", episodes: Path | None = None) -> dict:
     """One agent on one split and collision mode through the eval runner (``body``: a preset name
-    or YAML path, default the task's); SR / SPL / nDTW with CIs."""
+    or YAML path, default the task's; ``task`` and its ``episodes``, default the rows'
+    ``work/<split>.jsonl``), into ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
     from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, sensor_config
     from vlnverse.eval.runner import run_eval
 
     out = work / "eval" / out_name / mode / split
-    cfg = EvalConfig(agent=spec, task="fine_grained", episodes=EpisodeSource(path=str(work / f"{split}.jsonl")),
-                     collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed, body=body,
+    cfg = EvalConfig(agent=spec, task=task, episodes=EpisodeSource(path=str(episodes or work / f"{split}.jsonl")),
+                     max_steps=MAX_STEPS, collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed, body=body,
                      out=str(out), report=ReportConfig(enabled=False))
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers)
@@ -367,15 +521,73 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
 
 
 def table_lines(table: list[dict]) -> list[str]:
-    """The table as aligned text lines (mean [95% CI] per metric)."""
+    """The table as aligned text lines (mean [95% CI] per metric); with a multi-task row, a task
+    column after the agent's (rows without ``task`` are fine-grained)."""
     def cell(c: dict) -> str:
         return "-" if c["mean"] is None else f"{c['mean']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}]"
 
-    lines = [f"{'agent':<18} {'split':<10} {'mode':<7} {'n':>4}  " + "  ".join(f"{m:<21}" for m in METRICS)]
+    width = max([18] + [len(r["agent"]) for r in table])
+    tasks = any("task" in r for r in table)
+    task_width = max([16] + [len(r.get("task", "")) for r in table])
+
+    def head(agent: str, task: str) -> str:
+        return f"{agent:<{width}} " + (f"{task:<{task_width}} " if tasks else "")
+
+    lines = [head("agent", "task") + f"{'split':<10} {'mode':<7} {'n':>4}  " + "  ".join(f"{m:<21}" for m in METRICS)]
     for r in table:
-        lines.append(f"{r['agent']:<18} {r['split']:<10} {r['mode']:<7} {r['episodes']:>4}  "
+        lines.append(head(r["agent"], r.get("task", "fine_grained")) + f"{r['split']:<10} {r['mode']:<7} {r['episodes']:>4}  "
                      + "  ".join(f"{cell(r[m]):<21}" for m in METRICS))
     return lines
+
+
+def multitask_entries(work: Path, tasks: list[dict]) -> list[dict]:
+    """The ``TrainConfig.tasks`` entries of the multi-task row: each task's ``work/tasks/<name>``
+    train and val_seen files (``multitask_data``) and its observation setup."""
+    return [{"task": t["task"], "name": t["name"], "train": str(work / "tasks" / t["name"] / "train.jsonl"),
+             "val": {"val_seen": str(work / "tasks" / t["name"] / "val_seen.jsonl")},
+             **({"observation": t["observation"]} if t["observation"] else {})} for t in tasks]
+
+
+def evaluate_multitask(trained: dict, tasks: list[dict], results: dict, table: list, work: Path, seed: int,
+                       workers: int, device: str, experts: int) -> dict:
+    """The multi-task row's checkpoints on every task's ``MULTITASK_SPLITS`` (Tel-Hop, each task
+    with its settings and observation setup; fine-grained: the main table's runs in ``results``),
+    per-task table lines appended to ``table``; the experts fired per task and decision step over
+    those runs' episodes (``gama.expert_usage``) and their heat map
+    ``work/eval/<agent>/expert_usage.png``."""
+    import json
+
+    from vlnverse.eval.config import NamedSpec
+    from vlnverse.eval.runner import EPISODES_FILE
+    from vlnverse.learn.gama import expert_usage, plot_expert_usage
+
+    out: dict = {"tasks": [t["name"] for t in tasks],
+                 "observation": {t["name"]: t["observation"] or {"view": "panoramic"} for t in tasks},
+                 "results": {}, "expert_usage": {}, "expert_usage_png": {}}
+    for agent, path in trained["checkpoints"].items():
+        per_task, records = {}, {}
+        for i, t in enumerate(tasks):
+            name = t["name"]
+            records[name] = []
+            for split in MULTITASK_SPLITS:
+                if i == 0:  # fine-grained: the rows' data, evaluated with every row
+                    got, folder = results["telhop"][split][agent], work / "eval" / agent / "telhop" / split
+                else:
+                    spec = NamedSpec("policy", {"checkpoint": path, "device": device,
+                                                **({"observation": t["observation"]} if t["observation"] else {})})
+                    got = evaluate(spec, split, "telhop", work, seed, workers, SENSORS, f"{agent}/{name}", task=t["task"],
+                                   episodes=work / "tasks" / name / f"{split}.jsonl")
+                    folder = work / "eval" / agent / name / "telhop" / split
+                    table.append({"agent": agent, "task": name, "split": split, "mode": "telhop", **got})
+                per_task.setdefault(name, {})[split] = got
+                with open(folder / EPISODES_FILE, encoding="utf-8") as fh:
+                    records[name] += [json.loads(line) for line in fh if line.strip()]
+        out["results"][agent] = per_task
+        out["expert_usage"][agent] = usage = expert_usage(records, experts)
+        png = work / "eval" / agent / "expert_usage.png"
+        plot_expert_usage(usage, png)
+        out["expert_usage_png"][agent] = str(png)
+    return out
 
 
 def plot_curve(curves: dict, table: list[dict], path: Path, title: str = "") -> None:
@@ -401,7 +613,7 @@ def plot_curve(curves: dict, table: list[dict], path: Path, title: str = "") -> 
     ax_loss.legend()
     ax_acc.set(title="IL accuracy (RDP: stop decision); val_seen nDTW", xlabel="epoch", ylim=(0, 1))
     ax_acc.legend(fontsize=7)
-    rows = [r for r in table if r["mode"] == "telhop"]
+    rows = [r for r in table if r["mode"] == "telhop" and "task" not in r]  # fine-grained
     agents = list(dict.fromkeys(r["agent"] for r in rows))
     splits = list(dict.fromkeys(r["split"] for r in rows))
     width = 0.8 / max(1, len(splits))
@@ -456,6 +668,7 @@ def run(args) -> dict:
     per_test = int(getattr(args, "test_episodes", None) or per_held_out)
     _check_counts(homes, workers, per_held_out, getattr(args, "episodes_per_home", None))
     _check_counts(None, workers, per_test, None)
+    check_task_flags(args, selected)
     work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-train-"))
     load_start = os.getloadavg()
     t_start = time.perf_counter()
@@ -477,15 +690,26 @@ def run(args) -> dict:
     assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
     for name, eps in split_eps.items():
         save_episodes(work / f"{name}.jsonl", eps)
+    tasks, counts, task_eps = [], None, {}
+    if any(r.get("multitask") for r in selected):  # the other tasks' episodes on the same scenes
+        tasks = multitask_tasks()
+        counts = task_counts(args, int(homes), int(getattr(args, "episodes_per_home", None) or EPISODES_PER_HOME),
+                             per_held_out, per_test, scale)
+        task_eps = multitask_data(work, tasks, split_eps, counts, args.seed, bool(homes),
+                                  int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
     from vlnverse.learn.trainer import resolve_split
     from vlnverse.eval.config import EpisodeSource
 
-    def resolved(name: str) -> list:
-        return resolve_split(EpisodeSource(path=str(work / f"{name}.jsonl")), split=name, task_type="fine_grained",
-                             task="fine_grained", body=None, cache_dir=work / "cache", field=name, progress=False)
+    def resolved(name: str, task: dict | None = None) -> list:
+        path = work / (f"{name}.jsonl" if task is None else f"tasks/{task['name']}/{name}.jsonl")
+        kind = "fine_grained" if task is None else task["task"]
+        return resolve_split(EpisodeSource(path=str(path)), split=name, task_type=kind, task=kind, body=None,
+                             cache_dir=work / "cache", field=name, progress=False)
 
-    check_disjoint_homes(resolved("train"), held_out_scenes({s: resolved(s) for s in ("val_unseen", "test")}),
-                         cache_dir=work / "cache")
+    extra = tasks[1:]  # the multi-task row's other tasks: trained on the same homes, held out on the same scenes
+    check_disjoint_homes(resolved("train") + [e for t in extra for e in resolved("train", t)],
+                         held_out_scenes({s: resolved(s) + [e for t in extra for e in resolved(s, t)]
+                                          for s in ("val_unseen", "test")}), cache_dir=work / "cache")
     t_generated = time.perf_counter()
     render = compare_render_paths(resolved("train")[:RENDER_COMPARE_EPISODES], work, args.seed)
     t_render = time.perf_counter()
@@ -500,7 +724,8 @@ def run(args) -> dict:
     # one waypoint predictor shared by the waypoint rows (VLN-BERT, HNR, GAMA), outside their budgets
     predictor = train_waypoint_predictor(work, scale, args.seed) if any(r.get("waypoint_predictor") for r in selected) else None
     rows = {row["name"]: train_row(row, work, budget, args.seed, scale, device, workers, dagger, encoder_path, epochs,
-                                   predictor) for row in selected}
+                                   predictor, multitask_entries(work, tasks) if row.get("multitask") else None)
+            for row in selected}
     t_trained = time.perf_counter()
 
     blind = []  # random and forward-only read no frames: no sensors, the same metrics
@@ -528,6 +753,12 @@ def run(args) -> dict:
         for agent in ("random", "forward", best):
             for split in ("val_unseen", "test"):
                 run_one(agent, split, "strict")
+    multitask = {name: evaluate_multitask(rows[name], tasks, results, table, work, args.seed, workers, device,
+                                          int(row["params"]["experts"]))
+                 for name, row in ((r["name"], r) for r in selected) if row.get("multitask")}
+    for name, got in multitask.items():
+        got.update(counts=counts, episodes={t: {s: len(e) for s, e in eps.items()} for t, eps in task_eps.items()},
+                   train_episodes=rows[name]["figures"].get("tasks_train_episodes"))
     unseen_sr = results["telhop"]["val_unseen"]
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
     from vlnverse.learn.checkpoint import resolve_device
@@ -561,6 +792,8 @@ def run(args) -> dict:
                                     for a in learned},
         "curves": {name: trained["curve"] for name, trained in rows.items()}, "work_dir": str(work),
     }
+    if multitask:
+        figures["multitask"] = multitask
     if args.out:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
         plot_curve(figures["curves"], table, Path(figures["plot"]),
