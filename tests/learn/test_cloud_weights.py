@@ -200,10 +200,11 @@ def test_bad_weights_are_one_line_errors(tmp_path, predictor_file):
               "cloud_encoder", "unknown key"),
              (lambda: cloud_encoder_spec({"type": "resnet18", "path": "x"}), "cloud_encoder", "unknown key"),
              (lambda: cloud_encoder_spec({"type": "clip_vit", "weights": "x", "heads": 0}), "cloud_encoder.heads", ""),
-             (lambda: HNRParams(waypoint_predictor="p.pt", cloud_grid=0, cloud_encoder={"type": "cnn", "weights": str(cnn)}).validate(),
-              "cloud_encoder", "cloud_grid 0"),
-             (lambda: HNRPolicy.teacher_spec({"waypoint_predictor": str(predictor_file), "cloud_encoder": {"type": "cnn", "arch": {
-                 "channels": 4}}}), "cloud_encoder.weights", "needs the cloud encoder's file")]
+             (lambda: HNRParams(waypoint_predictor="p.pt", cloud_grid=0,
+                                cloud_encoder={"type": "cnn", "weights": str(cnn)}).validate(), "cloud_encoder", "cloud_grid 0"),
+             (lambda: HNRPolicy.teacher_spec({"waypoint_predictor": str(predictor_file),
+                                              "cloud_encoder": {"type": "cnn", "arch": {"channels": 4}}}),
+              "cloud_encoder.weights", "needs the cloud encoder's file")]
     for make, where, what in cases:
         with pytest.raises(ConfigError) as err:
             make()

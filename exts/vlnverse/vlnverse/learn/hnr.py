@@ -25,9 +25,12 @@ candidates, the state token and the oracle teacher). Each step the panorama goes
 ``cloud_grid`` cells, default 2: 12 · 4 = 48 points per step), each cell back-projected at the
 median depth of its pixels (``cell_depths``, ``panorama_points``) with the camera's heading and
 the cell's scale; ``cloud_grid: 0`` puts one point per view (its panorama token at its median
-centre-row depth), as checkpoints from before grid features do. For each candidate a lookahead view is rendered at the candidate's position facing
-its direction; the topological graph holds the visited nodes (the last ``history`` positions),
-the current node, the candidates and one lookahead node per candidate (at the candidate's
+centre-row depth), as checkpoints from before grid features do. ``cloud_encoder`` takes the grid
+features from another frozen encoder instead: a ``vlnverse pretrain-encoder`` trunk
+(``PretrainedGridEncoder``) or a user's weights file, e.g. a CLIP ViT image tower
+(``WeightsGridEncoder``; ``cloud_encoder_spec``). For each candidate a lookahead view is rendered
+at the candidate's position facing its direction; the topological graph holds the visited nodes
+(the last ``history`` positions), the current node, the candidates and one lookahead node per candidate (at the candidate's
 position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
 (``graph_distances``: shortest paths along the trajectory chain, current - candidate and
 candidate - lookahead edges, each as long as the straight line between its nodes). A candidate's
@@ -371,7 +374,42 @@ def encoder_file(spec: dict[str, Any]) -> str | None:
     return spec.get("path") or spec.get("weights")
 
 
-class PretrainedGridEncoder(nn.Module):
+class GridEncoder(nn.Module):
+    """A frozen encoder of the cloud's grid features: each view's ``feature_map`` (of depth /
+    max_depth, or RGB / 255, per ``key``) average-pooled to ``grid`` cells per side."""
+
+    key = "depth"
+    max_depth = 10.0
+
+    @property
+    def needs_rgb(self) -> bool:
+        return self.key == "rgb"
+
+    @property
+    def grid_channels(self) -> int:
+        return int(self.trunk.spatial_channels)
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, h, w) of inputs x (N, 1 or 3, H, W) in [0, 1]."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
+        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
+        b, v = depth.shape[:2]
+        if self.needs_rgb:
+            if rgb is None:
+                raise ConfigError("the cloud encoder reads RGB but got no RGB panorama",
+                                  field="policy.params.cloud_encoder", expected="depth, or an RGB panorama")
+            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
+        else:
+            x = depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
+            x = x.reshape(b * v, 1, *depth.shape[2:])
+        x = F.adaptive_avg_pool2d(self.feature_map(x), grid)
+        return x.reshape(b, v, *x.shape[1:])
+
+
+class PretrainedGridEncoder(GridEncoder):
     """Grid features of the panorama views from one trunk (depth or RGB) of a visual encoder
     pretrained on the toolkit's renders (``learn.encoder``, ``vlnverse pretrain-encoder``),
     frozen: the trunk's 4 x 4 spatial map of each view, average-pooled to ``grid`` cells per side
@@ -395,27 +433,9 @@ class PretrainedGridEncoder(nn.Module):
         else:  # rebuilt from a checkpoint: the weights come with its state dict
             self.trunk = CNNEncoder(channels, out_dim=int(arch["out_dim"]), channels=int(arch["channels"]), frozen=True)
 
-    @property
-    def needs_rgb(self) -> bool:
-        return self.key == "rgb"
-
-    @property
-    def grid_channels(self) -> int:
-        return self.trunk.spatial_channels
-
-    @torch.no_grad()
-    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
-        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
-        b, v = depth.shape[:2]
-        if self.needs_rgb:
-            if rgb is None:
-                raise ConfigError("the cloud's pretrained RGB trunk got no RGB panorama", field="policy.params.cloud_encoder.trunk",
-                                  expected="depth, or an RGB panorama")
-            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
-        else:
-            x = (depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth).reshape(b * v, 1, *depth.shape[2:])
-        x = F.adaptive_avg_pool2d(self.trunk.net(x), grid)
-        return x.reshape(b, v, *x.shape[1:])
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The trunk's 4 x 4 spatial map (as in pretraining)."""
+        return self.trunk.net(x)
 
 
 def weights_arch(kind: str, state: dict[str, Any]) -> dict[str, int] | None:
@@ -431,7 +451,7 @@ def weights_arch(kind: str, state: dict[str, Any]) -> dict[str, int] | None:
     return {} if "conv1.weight" in state else None  # torchvision ResNets: the type fixes the sizes
 
 
-class WeightsGridEncoder(nn.Module):
+class WeightsGridEncoder(GridEncoder):
     """Grid features of the panorama views from a user's own pretrained encoder, read from a local
     safetensors state dict (``tensorfile.load_state_dict_file``: a pickle is refused, nothing in the
     file runs), frozen (eval mode always: a ResNet's batch norms keep their statistics): each
@@ -499,35 +519,13 @@ class WeightsGridEncoder(nn.Module):
         """Always eval mode (frozen statistics), whatever the policy's mode."""
         return super().train(False)
 
-    @property
-    def needs_rgb(self) -> bool:
-        return self.key == "rgb"
-
-    @property
-    def grid_channels(self) -> int:
-        return int(self.trunk.spatial_channels)
-
     def feature_map(self, x: torch.Tensor) -> torch.Tensor:
-        """The last feature map (N, C, h, w) of inputs x (N, 1 or 3, H, W) in [0, 1]."""
+        """The encoder's last feature map (N, C, h, w)."""
         if self.kind == "cnn":
             return self.trunk.net[:-1](x)  # before its 4 x 4 pooling
         if self.kind == "clip_vit":
             return self.trunk.spatial_map(x)
         return self.trunk.trunk[:-1]((x - self.trunk.mean) / self.trunk.std)
-
-    @torch.no_grad()
-    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
-        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
-        b, v = depth.shape[:2]
-        if self.needs_rgb:
-            if rgb is None:
-                raise ConfigError("the cloud encoder reads RGB but got no RGB panorama", field="policy.params.cloud_encoder",
-                                  expected="an RGB panorama")
-            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
-        else:
-            x = (depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth).reshape(b * v, 1, *depth.shape[2:])
-        x = F.adaptive_avg_pool2d(self.feature_map(x), grid)
-        return x.reshape(b, v, *x.shape[1:])
 
 
 class HNRPerception(Perception):
