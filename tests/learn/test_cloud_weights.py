@@ -147,6 +147,12 @@ def test_resnet_weights_give_layer4_grid_features(tmp_path):
     with torch.no_grad():
         last = torch.nn.Sequential(*list(net.children())[:-2])(x)
     assert got.shape == (1, 12, 512, 2, 2) and torch.allclose(got[0], F.adaptive_avg_pool2d(last, 2), atol=1e-4)
+    # a checkpoint's tensors rebuild it without the file (what params_from_checkpoint does)
+    from vlnverse.learn.hnr import weights_arch
+
+    again = WeightsGridEncoder({"type": "resnet18", "arch": weights_arch("resnet18", enc.trunk.state_dict())}, 10.0)
+    again.load_state_dict(enc.state_dict())
+    assert torch.equal(again.grid_features(torch.rand(1, 12, 64, 64), pix, 2), got)
 
 
 def test_the_teacher_cache_key_follows_the_weights(tmp_path, predictor_file):

@@ -448,7 +448,8 @@ def weights_arch(kind: str, state: dict[str, Any]) -> dict[str, int] | None:
         return {"channels": int(w.shape[0]), "in_channels": int(w.shape[1])} if w is not None and w.ndim == 4 else None
     if kind == "clip_vit":
         return clip_arch(state)
-    return {} if "conv1.weight" in state else None  # torchvision ResNets: the type fixes the sizes
+    # ResNets (only ever read from a checkpoint here: ``ResNetEncoder`` reads the file): the type fixes the sizes
+    return {} if "trunk.0.weight" in state else None
 
 
 class WeightsGridEncoder(GridEncoder):
