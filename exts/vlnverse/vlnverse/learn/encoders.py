@@ -26,11 +26,18 @@ def load_weights(module: nn.Module, path: Any, field: str) -> None:
     from .tensorfile import load_state_dict_file
 
     file = _local_file(path, field)
-    state = load_state_dict_file(file, field=field)
+    fit_state(module, load_state_dict_file(file, field=field), file, field)
+
+
+def fit_state(module: nn.Module, state: dict[str, Any], file: Any, field: str) -> None:
+    """``module.load_state_dict(state)`` (strict); tensors of another name or shape are one line
+    naming ``file`` and ``field``."""
     try:
         module.load_state_dict(state)
-    except RuntimeError as exc:
-        raise ConfigError(f"weights do not fit: {str(exc).splitlines()[0]}", file=file, field=field,
+    except RuntimeError as exc:  # torch's first line names the module, the second what does not fit
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        detail = " ".join(lines[:2])
+        raise ConfigError(f"weights do not fit: {detail[:300]}", file=file, field=field,
                           expected="a state dict of this module") from None
 
 
@@ -104,6 +111,87 @@ class ResNetEncoder(nn.Module):
         """(N, 3, H, W) in [0, 1] → spatial (N, C, 16), global (N, out_dim)."""
         s = self.spatial_features(x)
         return s, self.fc(s)
+
+
+class _QuickGELU(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+class _CLIPBlock(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        from collections import OrderedDict
+
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.mlp = nn.Sequential(OrderedDict(c_fc=nn.Linear(width, 4 * width), gelu=_QuickGELU(),
+                                             c_proj=nn.Linear(4 * width, width)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.ln_1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp(self.ln_2(x))
+
+
+class _CLIPTransformer(nn.Module):
+    def __init__(self, width: int, layers: int, heads: int):
+        super().__init__()
+        self.resblocks = nn.Sequential(*(_CLIPBlock(width, heads) for _ in range(layers)))
+
+
+#: CLIP's input normalisation (RGB in [0, 1])
+CLIP_MEAN, CLIP_STD = (0.48145466, 0.4578275, 0.40821073), (0.26862954, 0.26130258, 0.27577711)
+
+
+class CLIPVisionEncoder(nn.Module):
+    """The image tower of a CLIP ViT in OpenAI's layout (``conv1``, ``class_embedding``,
+    ``positional_embedding``, ``ln_pre``, ``transformer.resblocks.i.{attn, ln_1, mlp.c_fc,
+    mlp.c_proj, ln_2}``, ``ln_post``, ``proj``; QuickGELU), so a ``visual.*`` state dict loads as
+    it is; ``clip_arch`` reads the sizes from the tensors. ``spatial_map`` gives the last layer's
+    patch tokens (after ``ln_post`` and ``proj``: the image-text space) as a (N, D, g, g) map."""
+
+    def __init__(self, width: int, layers: int, heads: int, patch: int, grid: int, output_dim: int | None = None):
+        super().__init__()
+        self.patch, self.grid = int(patch), int(grid)
+        scale = width ** -0.5
+        self.conv1 = nn.Conv2d(3, width, patch, stride=patch, bias=False)
+        self.class_embedding = nn.Parameter(scale * torch.randn(width))
+        self.positional_embedding = nn.Parameter(scale * torch.randn(grid * grid + 1, width))
+        self.ln_pre, self.ln_post = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.transformer = _CLIPTransformer(width, layers, heads)
+        self.proj = nn.Parameter(scale * torch.randn(width, output_dim)) if output_dim else None
+        self.spatial_channels = int(output_dim or width)
+        self.register_buffer("mean", torch.tensor(CLIP_MEAN).view(1, 3, 1, 1), persistent=False)  # not in CLIP files
+        self.register_buffer("std", torch.tensor(CLIP_STD).view(1, 3, 1, 1), persistent=False)
+
+    def spatial_map(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, 3, H, W) RGB in [0, 1], resized to the model's input size → (N, D, g, g)."""
+        from torch.nn import functional as F
+
+        size = self.patch * self.grid
+        if x.shape[-2:] != (size, size):
+            x = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False)
+        x = self.conv1((x - self.mean) / self.std).flatten(2).transpose(1, 2)  # (N, g², width)
+        x = torch.cat([self.class_embedding.expand(x.shape[0], 1, -1).to(x.dtype), x], 1) + self.positional_embedding
+        x = self.ln_post(self.transformer.resblocks(self.ln_pre(x))[:, 1:])
+        if self.proj is not None:
+            x = x @ self.proj
+        return x.transpose(1, 2).reshape(x.shape[0], -1, self.grid, self.grid)
+
+
+def clip_arch(state: dict[str, Any]) -> dict[str, int] | None:
+    """``{width, layers, patch, grid, output_dim}`` of a CLIP ViT image tower's tensors (None: not one)."""
+    try:
+        conv, pos = state["conv1.weight"], state["positional_embedding"]
+    except KeyError:
+        return None
+    layers = len({k.split(".")[2] for k in state if k.startswith("transformer.resblocks.")})
+    grid = int(round((pos.shape[0] - 1) ** 0.5))
+    if conv.ndim != 4 or conv.shape[1] != 3 or grid * grid + 1 != pos.shape[0] or not layers:
+        return None
+    return {"width": int(conv.shape[0]), "layers": layers, "patch": int(conv.shape[-1]), "grid": grid,
+            "output_dim": int(state["proj"].shape[1]) if "proj" in state else 0}
 
 
 def _note(notes: list[str] | None, text: str) -> None:

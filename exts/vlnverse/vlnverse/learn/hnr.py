@@ -25,9 +25,12 @@ candidates, the state token and the oracle teacher). Each step the panorama goes
 ``cloud_grid`` cells, default 2: 12 · 4 = 48 points per step), each cell back-projected at the
 median depth of its pixels (``cell_depths``, ``panorama_points``) with the camera's heading and
 the cell's scale; ``cloud_grid: 0`` puts one point per view (its panorama token at its median
-centre-row depth), as checkpoints from before grid features do. For each candidate a lookahead view is rendered at the candidate's position facing
-its direction; the topological graph holds the visited nodes (the last ``history`` positions),
-the current node, the candidates and one lookahead node per candidate (at the candidate's
+centre-row depth), as checkpoints from before grid features do. ``cloud_encoder`` takes the grid
+features from another frozen encoder instead: a ``vlnverse pretrain-encoder`` trunk
+(``PretrainedGridEncoder``) or a user's weights file, e.g. a CLIP ViT image tower
+(``WeightsGridEncoder``; ``cloud_encoder_spec``). For each candidate a lookahead view is rendered
+at the candidate's position facing its direction; the topological graph holds the visited nodes
+(the last ``history`` positions), the current node, the candidates and one lookahead node per candidate (at the candidate's
 position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
 (``graph_distances``: shortest paths along the trajectory chain, current - candidate and
 candidate - lookahead edges, each as long as the straight line between its nodes). A candidate's
@@ -309,34 +312,104 @@ def panorama_points(grid_feats: torch.Tensor, cell_depth: torch.Tensor, pose: to
 
 
 #: where the cloud's grid features come from (``cloud_encoder.type``)
-CLOUD_ENCODERS = ("predictor", "pretrained")
+CLOUD_ENCODERS = ("predictor", "pretrained", "cnn", "resnet18", "resnet50", "clip_vit")
+#: a user's own encoder from a local weights file (``WeightsGridEncoder``): its keys besides type and weights
+WEIGHTS_ENCODERS = {"cnn": {"trunk"}, "resnet18": set(), "resnet50": set(), "clip_vit": {"heads"}}
+_EXPECTED = ("predictor, {type: pretrained, path: FILE, trunk: depth|rgb}, or a weights file: "
+             "{type: cnn, weights: FILE, trunk: depth|rgb} / {type: resnet18|resnet50|clip_vit, weights: FILE}")
 
 
 def cloud_encoder_spec(spec: Any) -> dict[str, Any]:
     """``cloud_encoder`` as a mapping: ``predictor`` (the waypoint predictor's CNN trunks, the
-    default) or ``{type: pretrained, path: FILE, trunk: depth|rgb}`` (a trunk of an encoder of
-    ``vlnverse pretrain-encoder``; a checkpoint rebuilds it from ``arch`` without the file)."""
+    default), ``{type: pretrained, path: FILE, trunk: depth|rgb}`` (a trunk of an encoder of
+    ``vlnverse pretrain-encoder``), or a user's own encoder from a safetensors state dict (the
+    shape of the policies' ``rgb_encoder`` option): ``{type: cnn, weights: FILE, trunk:
+    depth|rgb}``, ``{type: resnet18|resnet50, weights: FILE}`` or ``{type: clip_vit, weights:
+    FILE, heads: N}``. A checkpoint rebuilds either without the file, from ``arch``."""
     field = "policy.params.cloud_encoder"
     if spec is None or spec == "predictor":
         return {"type": "predictor"}
     if spec == "pretrained":
         raise ConfigError("'pretrained' without a file", field=field,
                           expected="{type: pretrained, path: <encoder.safetensors of vlnverse pretrain-encoder>, trunk: depth|rgb}")
-    if not isinstance(spec, dict) or spec.get("type", "predictor") not in CLOUD_ENCODERS \
-            or set(spec) - {"type", "path", "trunk", "arch"}:
-        raise ConfigError(f"got {spec!r}", field=field,
-                          expected="predictor, or {type: pretrained, path: FILE, trunk: depth|rgb}")
-    if spec.get("type", "predictor") == "predictor":
+    kind = spec.get("type", "predictor") if isinstance(spec, dict) else None
+    if kind not in CLOUD_ENCODERS:
+        raise ConfigError(f"got {spec!r}", field=field, expected=_EXPECTED)
+    if kind == "predictor":
         return {"type": "predictor"}
-    trunk = spec.get("trunk", "depth")
+    allowed = {"type", "path", "trunk", "arch"} if kind == "pretrained" else {"type", "weights", "arch"} | WEIGHTS_ENCODERS[kind]
+    if set(spec) - allowed:
+        raise ConfigError(f"unknown key(s) {sorted(set(spec) - allowed)}", field=field,
+                          expected=f"keys among {sorted(allowed)}")
+    trunk = spec.get("trunk", "depth" if kind in ("pretrained", "cnn") else "rgb")
     if trunk not in ("depth", "rgb"):
         raise ConfigError(f"got {trunk!r}", field=f"{field}.trunk", expected="depth or rgb")
-    if not spec.get("path") and not isinstance(spec.get("arch"), dict):
-        raise ConfigError("no encoder file", field=f"{field}.path", expected="the encoder.safetensors of vlnverse pretrain-encoder")
-    return {"type": "pretrained", "trunk": trunk, **({"path": str(spec["path"])} if spec.get("path") else {"arch": dict(spec["arch"])})}
+    file_key = "path" if kind == "pretrained" else "weights"
+    if not spec.get(file_key) and not isinstance(spec.get("arch"), dict):
+        raise ConfigError("no encoder file", field=f"{field}.{file_key}",
+                          expected="the encoder.safetensors of vlnverse pretrain-encoder" if kind == "pretrained"
+                          else "a local safetensors state dict of the encoder (nothing is downloaded)")
+    out = {"type": kind, **({"trunk": trunk} if kind in ("pretrained", "cnn") else {})}
+    if "heads" in spec:
+        heads = spec["heads"]
+        if not isinstance(heads, int) or isinstance(heads, bool) or heads < 1:
+            raise ConfigError(f"got {heads!r}", field=f"{field}.heads", expected="a positive integer (default width / 64)")
+        out["heads"] = heads
+    return {**out, **({file_key: str(spec[file_key])} if spec.get(file_key) else {"arch": dict(spec["arch"])})}
 
 
-class PretrainedGridEncoder(nn.Module):
+def make_grid_encoder(spec: dict[str, Any], image_size: int, max_depth: float, *,
+                      notes: list[str] | None = None) -> nn.Module | None:
+    """The cloud's grid encoder of a ``cloud_encoder_spec``: None for the predictor's own trunk."""
+    if spec["type"] == "predictor":
+        return None
+    if spec["type"] == "pretrained":
+        return PretrainedGridEncoder(spec["trunk"], image_size, max_depth, path=spec.get("path"), arch=spec.get("arch"),
+                                     notes=notes)
+    return WeightsGridEncoder(spec, max_depth, notes=notes)
+
+
+def encoder_file(spec: dict[str, Any]) -> str | None:
+    """The file a ``cloud_encoder_spec`` reads (``path`` or ``weights``), if any."""
+    return spec.get("path") or spec.get("weights")
+
+
+class GridEncoder(nn.Module):
+    """A frozen encoder of the cloud's grid features: each view's ``feature_map`` (of depth /
+    max_depth, or RGB / 255, per ``key``) average-pooled to ``grid`` cells per side."""
+
+    key = "depth"
+    max_depth = 10.0
+
+    @property
+    def needs_rgb(self) -> bool:
+        return self.key == "rgb"
+
+    @property
+    def grid_channels(self) -> int:
+        return int(self.trunk.spatial_channels)
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """(N, C, h, w) of inputs x (N, 1 or 3, H, W) in [0, 1]."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
+        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
+        b, v = depth.shape[:2]
+        if self.needs_rgb:
+            if rgb is None:
+                raise ConfigError("the cloud encoder reads RGB but got no RGB panorama",
+                                  field="policy.params.cloud_encoder", expected="depth, or an RGB panorama")
+            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
+        else:
+            x = depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth
+            x = x.reshape(b * v, 1, *depth.shape[2:])
+        x = F.adaptive_avg_pool2d(self.feature_map(x), grid)
+        return x.reshape(b, v, *x.shape[1:])
+
+
+class PretrainedGridEncoder(GridEncoder):
     """Grid features of the panorama views from one trunk (depth or RGB) of a visual encoder
     pretrained on the toolkit's renders (``learn.encoder``, ``vlnverse pretrain-encoder``),
     frozen: the trunk's 4 x 4 spatial map of each view, average-pooled to ``grid`` cells per side
@@ -360,27 +433,100 @@ class PretrainedGridEncoder(nn.Module):
         else:  # rebuilt from a checkpoint: the weights come with its state dict
             self.trunk = CNNEncoder(channels, out_dim=int(arch["out_dim"]), channels=int(arch["channels"]), frozen=True)
 
-    @property
-    def needs_rgb(self) -> bool:
-        return self.key == "rgb"
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The trunk's 4 x 4 spatial map (as in pretraining)."""
+        return self.trunk.net(x)
 
-    @property
-    def grid_channels(self) -> int:
-        return self.trunk.spatial_channels
 
-    @torch.no_grad()
-    def grid_features(self, depth: torch.Tensor, rgb: torch.Tensor | None = None, grid: int = 4) -> torch.Tensor:
-        """(B, V, C, grid, grid) of depth (B, V, H, W) metres / rgb (B, V, H, W, 3) uint8."""
-        b, v = depth.shape[:2]
-        if self.needs_rgb:
-            if rgb is None:
-                raise ConfigError("the cloud's pretrained RGB trunk got no RGB panorama", field="policy.params.cloud_encoder.trunk",
-                                  expected="depth, or an RGB panorama")
-            x = rgb.reshape(b * v, *rgb.shape[2:]).float().permute(0, 3, 1, 2) / 255.0
+def weights_arch(kind: str, state: dict[str, Any]) -> dict[str, int] | None:
+    """What rebuilds a ``WeightsGridEncoder``'s trunk of ``kind`` from its tensors (a user's file,
+    or a checkpoint's ``cloud_encoder.trunk.*``); None: the tensors are not of that architecture."""
+    from .encoders import clip_arch
+
+    if kind == "cnn":
+        w = state.get("net.0.weight")
+        return {"channels": int(w.shape[0]), "in_channels": int(w.shape[1])} if w is not None and w.ndim == 4 else None
+    if kind == "clip_vit":
+        return clip_arch(state)
+    # ResNets (only ever read from a checkpoint here: ``ResNetEncoder`` reads the file): the type fixes the sizes
+    return {} if "trunk.0.weight" in state else None
+
+
+class WeightsGridEncoder(GridEncoder):
+    """Grid features of the panorama views from a user's own pretrained encoder, read from a local
+    safetensors state dict (``tensorfile.load_state_dict_file``: a pickle is refused, nothing in the
+    file runs), frozen (eval mode always: a ResNet's batch norms keep their statistics): each
+    view's **last feature map**, average-pooled to ``grid`` cells per side.
+
+    - ``cnn`` (``encoders.CNNEncoder``'s state dict, sizes read from it; ``trunk: depth | rgb``: what
+      it reads, depth / max_depth or RGB / 255): the map of its last convolution;
+    - ``resnet18`` / ``resnet50`` (a torchvision state dict; ``encoders.ResNetEncoder``, needs
+      torchvision): ``layer4``'s map, ImageNet normalisation;
+    - ``clip_vit`` (a CLIP ViT image tower in OpenAI's layout, ``visual.`` prefix optional,
+      ``encoders.CLIPVisionEncoder``): the last layer's patch tokens in the image-text space, views
+      resized to its input size, CLIP normalisation; ``heads`` defaults to width / 64.
+
+    The global heads (``fc``) are dropped: only the spatial map is used."""
+
+    def __init__(self, spec: dict[str, Any], max_depth: float, *, notes: list[str] | None = None):
+        super().__init__()
+        from .encoders import CLIPVisionEncoder, CNNEncoder, ResNetEncoder, _local_file, fit_state
+        from .tensorfile import load_state_dict_file
+
+        self.kind, self.key, self.max_depth = spec["type"], spec.get("trunk", "rgb"), float(max_depth)
+        field = "policy.params.cloud_encoder"
+        path = spec.get("weights")
+        if self.kind in ("resnet18", "resnet50"):  # ResNetEncoder reads the file (load_weights)
+            self.trunk = ResNetEncoder(self.kind, out_dim=1, weights=path, field=field, notes=notes if path else None)
+            self.arch: dict[str, int] = {}
         else:
-            x = (depth.float().nan_to_num(self.max_depth).clamp(0, self.max_depth) / self.max_depth).reshape(b * v, 1, *depth.shape[2:])
-        x = F.adaptive_avg_pool2d(self.trunk.net(x), grid)
-        return x.reshape(b, v, *x.shape[1:])
+            state, file = None, None
+            if path:
+                file = _local_file(path, f"{field}.weights")
+                state = load_state_dict_file(file, field=f"{field}.weights")
+                if self.kind == "clip_vit" and any(k.startswith("visual.") for k in state):  # a whole CLIP: its image tower
+                    state = {k[len("visual."):]: v for k, v in state.items() if k.startswith("visual.")}
+                arch = weights_arch(self.kind, state)
+                if arch is None:
+                    what = "an encoders.CNNEncoder (net.0.weight)" if self.kind == "cnn" else \
+                        "a CLIP ViT image tower (conv1.weight, positional_embedding, transformer.resblocks.*)"
+                    raise ConfigError(f"not a {self.kind} state dict", file=file, field=f"{field}.type",
+                                      expected=f"{what}, or the type of this file's encoder")
+            else:  # rebuilt from a checkpoint: the weights come with its state dict
+                arch = dict(spec["arch"])
+            self.arch = arch
+            if self.kind == "cnn":
+                self.trunk = CNNEncoder(3 if self.key == "rgb" else 1, out_dim=1, channels=arch["channels"])
+                del self.trunk.fc
+            else:
+                width = arch["width"]
+                heads = int(spec.get("heads") or max(1, width // 64))
+                if width % heads:
+                    raise ConfigError(f"{heads} heads do not divide the width {width}", file=file, field=f"{field}.heads",
+                                      expected="a divisor of the encoder's width")
+                self.trunk = CLIPVisionEncoder(width, arch["layers"], heads, arch["patch"], arch["grid"],
+                                               arch["output_dim"] or None)
+            if state is not None:
+                fit_state(self.trunk, {k: v for k, v in state.items() if not k.startswith("fc.")}, file, f"{field}.weights")
+                if notes is not None:
+                    notes.append(f"{field}: {self.kind} weights from {file} (frozen)")
+        if hasattr(self.trunk, "fc"):
+            del self.trunk.fc
+        for p in self.parameters():
+            p.requires_grad_(False)
+        self.train(False)
+
+    def train(self, mode: bool = True) -> "WeightsGridEncoder":
+        """Always eval mode (frozen statistics), whatever the policy's mode."""
+        return super().train(False)
+
+    def feature_map(self, x: torch.Tensor) -> torch.Tensor:
+        """The encoder's last feature map (N, C, h, w)."""
+        if self.kind == "cnn":
+            return self.trunk.net[:-1](x)  # before its 4 x 4 pooling
+        if self.kind == "clip_vit":
+            return self.trunk.spatial_map(x)
+        return self.trunk.trunk[:-1]((x - self.trunk.mean) / self.trunk.std)
 
 
 class HNRPerception(Perception):
@@ -423,25 +569,45 @@ class HNRTeacher(VLNBertTeacher):
     depths and grid features, or per-view depths with ``grid`` 0) and the pose."""
 
     grid: int = 0
-    #: the cloud's pretrained grid encoder (``cloud_encoder`` {type: pretrained}): file and trunk; None: the predictor's
+    #: the cloud's grid encoder's file (``cloud_encoder``'s path or weights), trunk and type; None: the predictor's
     encoder_path: str | None = None
     encoder_trunk: str = "depth"
+    encoder_type: str = "pretrained"
+    #: a ``clip_vit`` encoder's ``heads`` (0: its default)
+    encoder_heads: int = 0
+
+    @property
+    def encoder_spec(self) -> dict[str, Any]:
+        """The ``cloud_encoder_spec`` of the recorded grid encoder."""
+        if not self.encoder_path:
+            return {"type": "predictor"}
+        spec = {"type": self.encoder_type, ("path" if self.encoder_type == "pretrained" else "weights"): self.encoder_path}
+        if self.encoder_type in ("pretrained", "cnn"):
+            spec["trunk"] = self.encoder_trunk
+        return {**spec, "heads": self.encoder_heads} if self.encoder_heads else spec
 
     @property
     def key(self) -> dict[str, Any]:
+        """VLN-BERT's, the grid, and the cloud encoder by its file's content (a changed file: a new cache)."""
         key = {**super().key, "kind": "hnr", "grid": self.grid}
         if self.encoder_path:
+            from pathlib import Path
+
             from .encoder import _paths, sha256_file
 
-            key["cloud_encoder"] = {"trunk": self.encoder_trunk, "sha256": sha256_file(_paths(self.encoder_path)[0])[:16]}
+            if self.encoder_type == "pretrained":  # the key of caches written before the other types
+                enc, file = {"trunk": self.encoder_trunk}, _paths(self.encoder_path)[0]
+            else:
+                enc = {k: v for k, v in self.encoder_spec.items() if k != "weights"}
+                file = Path(self.encoder_path).expanduser()
+            key["cloud_encoder"] = {**enc, "sha256": sha256_file(file)[:16]}
         return key
 
     def grid_encoder(self, predictor: Any) -> Any:
-        """What computes the grid features: the predictor, or the pretrained trunk."""
-        if not self.encoder_path:
-            return predictor
+        """What computes the grid features: the predictor, or the ``cloud_encoder``."""
         p = predictor.params
-        return PretrainedGridEncoder(self.encoder_trunk, p["image_size"], p["max_depth"], path=self.encoder_path)
+        enc = make_grid_encoder(self.encoder_spec, p["image_size"], p["max_depth"])
+        return predictor if enc is None else enc
 
     @property
     def extra_fields(self) -> dict[str, list[int]]:
@@ -508,10 +674,15 @@ class HNRParams(VLNBertParams):
     cloud_encoder: Any = "predictor"
 
     def validate(self) -> None:
-        """VLN-BERT's rules, a known ``stage``, a ``cloud_encoder`` (a pretrained one needs grid cells)."""
+        """VLN-BERT's rules, a known ``stage``, a ``cloud_encoder`` (other than the predictor: needs grid cells)."""
         super().validate()
-        if cloud_encoder_spec(self.cloud_encoder)["type"] == "pretrained" and not self.cloud_grid:
-            raise ConfigError("a pretrained cloud encoder with cloud_grid 0", field="cloud_encoder",
+        try:
+            kind = cloud_encoder_spec(self.cloud_encoder)["type"]
+        except ConfigError as exc:  # its field is relative to policy.params here
+            raise ConfigError(exc.problem, file=exc.file, field=exc.field.removeprefix("policy.params."),
+                              expected=exc.expected) from None
+        if kind != "predictor" and not self.cloud_grid:
+            raise ConfigError(f"a {kind} cloud encoder with cloud_grid 0", field="cloud_encoder",
                               expected="cloud_grid 1, 2 or 4 (grid cells of the encoder), or cloud_encoder: predictor")
         if self.cloud_grid not in (0, 1, 2, 4):
             raise ConfigError(f"got {self.cloud_grid!r}", field="cloud_grid",
@@ -537,13 +708,9 @@ class HNRPolicy(VLNBertPolicy):
         self.cloud_grid = int(cloud_grid)
         h = self.hidden_size
         spec = cloud_encoder_spec(cloud_encoder)
-        self.cloud_encoder_path = spec.get("path")
-        if spec["type"] == "pretrained":  # frozen; its weights travel in the checkpoint
-            p = self.predictor.params
-            self.cloud_encoder = PretrainedGridEncoder(spec["trunk"], p["image_size"], p["max_depth"], path=spec.get("path"),
-                                                       arch=spec.get("arch"), notes=self.notes)
-        else:
-            self.cloud_encoder = None
+        self.cloud_encoder_path = encoder_file(spec)
+        p = self.predictor.params  # a cloud encoder is frozen; its weights travel in the checkpoint
+        self.cloud_encoder = make_grid_encoder(spec, p["image_size"], p["max_depth"], notes=self.notes)
         # the cloud's features: the encoder's grid cells (its spatial channels), or one panorama token per view
         feat = self.grid_encoder.grid_channels if self.cloud_grid else self.predictor.params["hidden_size"]
         self.feat_dim = feat
@@ -568,7 +735,7 @@ class HNRPolicy(VLNBertPolicy):
 
     @property
     def grid_encoder(self) -> Any:
-        """What computes the cloud's grid features: the pretrained trunk (``cloud_encoder``) or the predictor."""
+        """What computes the cloud's grid features: the ``cloud_encoder`` or the predictor."""
         return self.cloud_encoder if self.cloud_encoder is not None else self.predictor
 
     def load_renderer(self, path: Any) -> None:
@@ -595,12 +762,20 @@ class HNRPolicy(VLNBertPolicy):
         out = super().params_from_checkpoint(params, data, path)
         if isinstance(out.get("render"), dict):
             out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
-        enc = out.get("cloud_encoder")
-        if cloud_encoder_spec(enc)["type"] == "pretrained":  # rebuilt without the file: weights in the state dict
+        enc = cloud_encoder_spec(out.get("cloud_encoder"))
+        if enc["type"] == "pretrained":  # rebuilt without the file: weights in the state dict
             from .encoder import arch_of
 
-            out["cloud_encoder"] = {"type": "pretrained", "trunk": cloud_encoder_spec(enc)["trunk"],
+            out["cloud_encoder"] = {"type": "pretrained", "trunk": enc["trunk"],
                                     "arch": arch_of(data["state_dict"], "cloud_encoder.trunk")}
+        elif enc["type"] != "predictor":
+            prefix = "cloud_encoder.trunk."
+            state = {k[len(prefix):]: v for k, v in data["state_dict"].items() if k.startswith(prefix)}
+            arch = weights_arch(enc["type"], state)
+            if arch is None:
+                raise ConfigError(f"no {enc['type']} cloud encoder weights in the checkpoint", file=path,
+                                  field="policy.params.cloud_encoder", expected="a checkpoint of the policy as trained")
+            out["cloud_encoder"] = {**{k: v for k, v in enc.items() if k != "weights"}, "arch": arch}
         cloud = data.get("cloud")  # a checkpoint from before grid features held one point per view
         out["cloud_grid"] = int(cloud["grid"]) if isinstance(cloud, dict) and "grid" in cloud else 0
         return out
@@ -625,12 +800,14 @@ class HNRPolicy(VLNBertPolicy):
         """VLN-BERT's oracle, recording the cloud's inputs too."""
         t = super().teacher_spec(params)
         enc = cloud_encoder_spec(params.get("cloud_encoder"))
-        if enc["type"] == "pretrained" and not enc.get("path"):
-            raise ConfigError("the teacher needs the cloud encoder's file", field="policy.params.cloud_encoder.path",
-                              expected="the encoder.safetensors the policy was built from")
+        if enc["type"] != "predictor" and not encoder_file(enc):
+            file_key = "path" if enc["type"] == "pretrained" else "weights"
+            raise ConfigError("the teacher needs the cloud encoder's file", field=f"policy.params.cloud_encoder.{file_key}",
+                              expected="the encoder file the policy was built from")
         return HNRTeacher(t.predictor_path, t.stop_distance, t.open_space_radius, t.turn_deg,
-                          grid=int(params.get("cloud_grid", DEFAULT_GRID)), encoder_path=enc.get("path"),
-                          encoder_trunk=enc.get("trunk", "depth"))
+                          grid=int(params.get("cloud_grid", DEFAULT_GRID)), encoder_path=encoder_file(enc),
+                          encoder_trunk=enc.get("trunk", "depth"), encoder_type=enc["type"],
+                          encoder_heads=int(enc.get("heads", 0)))
 
     def new_memory(self, batch: int, device: Any) -> GraphMemory:
         return GraphMemory(batch, self.feat_dim, self.hidden_size, self.cloud_cap, device)
@@ -895,17 +1072,16 @@ def checkpoint_teacher(policy: HNRPolicy, data: dict[str, Any], folder: Any, *, 
     params = {**dict(data.get("policy_params") or {}), "waypoint_predictor": str(path), "cloud_grid": policy.cloud_grid}
     if policy.cloud_encoder is not None:
         enc = cloud_encoder_spec(params.get("cloud_encoder"))
-        if not enc.get("path") or not Path(enc["path"]).is_file():
-            raise ConfigError(f"its pretrained cloud encoder's file {enc.get('path')!r} is not here", file=file,
-                              field="policy.params.cloud_encoder.path",
-                              expected="the encoder.safetensors the checkpoint was trained with, at that path")
-        trunk = PretrainedGridEncoder(enc["trunk"], policy.predictor.params["image_size"], policy.predictor.params["max_depth"],
-                                      path=enc["path"]).trunk.state_dict()
+        field = f"policy.params.cloud_encoder.{'path' if enc['type'] == 'pretrained' else 'weights'}"
+        if not encoder_file(enc) or not Path(encoder_file(enc)).is_file():
+            raise ConfigError(f"its cloud encoder's file {encoder_file(enc)!r} is not here", file=file, field=field,
+                              expected="the encoder file the checkpoint was trained with, at that path")
+        trunk = make_grid_encoder(enc, policy.predictor.params["image_size"],
+                                  policy.predictor.params["max_depth"]).trunk.state_dict()
         mine = policy.cloud_encoder.trunk.state_dict()
         if trunk.keys() != mine.keys() or any(not torch.equal(trunk[k], mine[k]) for k in mine):
-            raise ConfigError(f"the cloud encoder file {enc['path']} holds other weights than the checkpoint's trunk",
-                              file=file, field="policy.params.cloud_encoder.path",
-                              expected="the encoder.safetensors the checkpoint was trained with")
+            raise ConfigError(f"the cloud encoder file {encoder_file(enc)} holds other weights than the checkpoint's trunk",
+                              file=file, field=field, expected="the encoder file the checkpoint was trained with")
     else:
         params["cloud_encoder"] = "predictor"
     return type(policy).teacher_spec(params)
