@@ -137,3 +137,4 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
     assert [r["agent"] for r in figures["table"]] == ["zero_shot", "zero_shot_adapted_predictor", "online_round_1"]
     assert figures["SR_after_over_before"] == 15.0 and figures["SR_after_over_adapted_zero_shot"] == 1.67
     assert figures["target"]["adapted_predictor"]["path"] == wp and figures["target"]["teacher_frames"] == 714
+    assert figures["source"]["checkpoint"] == swaps[0][0]

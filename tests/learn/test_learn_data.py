@@ -99,7 +99,7 @@ def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor
         assert replay == rec["label"].tolist() and rec["label"][-1] == 0  # ends with STOP
         assert np.array_equal(rec["executed"], rec["label"])  # beta = 1: the teacher drives
     _, again = teacher_cache(episodes, **kw)
-    assert again["status"] == "reused" and "reusing" in said[-1]
+    assert again["status"] == "reused" and "reusing" in said[-1] and again["teacher_SR"] == 1.0  # kept in the manifest
     next((store.root / "chunks").glob("*.rgb.npy")).unlink()
     _, rebuilt = teacher_cache(episodes, **kw)
     assert rebuilt["status"] == "rebuilt" and "stale" in said[-2] and "missing" in said[-2]

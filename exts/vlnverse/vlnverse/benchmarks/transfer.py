@@ -135,7 +135,8 @@ def run(args) -> dict:
                        seed, workers, SENSORS, f"transfer_{name}", body=body)
         table.append({"agent": name, "split": "val_unseen", "mode": "telhop", "body": body, **got})
 
-    stage("zero_shot", online["init"])
+    source_checkpoint = online["init"]
+    stage("zero_shot", source_checkpoint)
     predictor = None
     if adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
         predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=f"waypoints_{Path(body).stem}")
@@ -156,7 +157,7 @@ def run(args) -> dict:
     figures = {
         "source": {"body": SOURCE_BODY, "scenes": "the 6 shipped train scenes", "il_epochs": epochs,
                    "episodes": src["il"]["episodes"], "accuracy": src["il"]["accuracy"], "seconds": src["il"]["seconds"],
-                   "checkpoint": online["init"]},
+                   "checkpoint": source_checkpoint},
         "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR"),
                    "teacher_frames": (got.get("cache") or {}).get("frames"),
                    "adapted_predictor": predictor and {k: predictor[k] for k in ("path", "held_out", "seconds")}},

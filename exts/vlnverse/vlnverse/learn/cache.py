@@ -94,7 +94,7 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     root, store, status = keyed_store(base_dir, "obs", key, what="observation", build=build, report=report)
     if status == "reused":
         stats = {"status": "reused", "path": str(root), "frames": store.num_steps, "episodes": len(store),
-                 "bytes": store.size_bytes()}
+                 "bytes": store.size_bytes(), "teacher_SR": (store.manifest.get("summary") or {}).get("teacher_SR")}
         report(f"observation cache: reusing {root} ({stats['frames']} frames, {stats['bytes'] / 1e6:.1f} MB)")
         return store, stats
     store = StepStore.create(root, key=key, sensors=sensor_layout(sensors), chunk_frames=chunk_frames,
@@ -103,11 +103,12 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
                      scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
                      desc="render cache", teacher=teacher, workers=workers, engine=engine, address=address,
                      job_timeout=job_timeout, render=render)
-    store.close()
+    teacher_sr = round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)
+    store.close(teacher_SR=teacher_sr)
     stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),
              "bytes": store.size_bytes(), "seconds": result["seconds"], "frames_per_s": result["steps_per_s"],
              "workers": workers, "engine": engine, "render": render,
-             "teacher_SR": round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)}
+             "teacher_SR": teacher_sr}
     report(f"observation cache: {status} {root}: {stats['frames']} frames of {stats['episodes']} episodes, "
            f"{stats['bytes'] / 1e6:.1f} MB, {stats['frames_per_s']} frames/s rendered by {render} (teacher SR {stats['teacher_SR']:.2f})")
     return store, stats

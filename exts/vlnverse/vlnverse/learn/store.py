@@ -149,10 +149,13 @@ class StepStore:
         write_json_atomic(self.root / MANIFEST, self.manifest)
         self._buffer, self._buffered = [], 0
 
-    def close(self) -> None:
-        """Flush and mark the store complete."""
+    def close(self, **summary: Any) -> None:
+        """Flush and mark the store complete; ``summary`` (JSON values, e.g. the teacher's SR) is
+        kept in the manifest for whoever reuses the store."""
         self.flush()
         self.manifest.update(complete=True, steps=self.num_steps, episodes=len(self.episodes))
+        if summary:
+            self.manifest["summary"] = summary
         write_json_atomic(self.root / MANIFEST, self.manifest)
 
     # ---------------------------------------------------------------- reading
