@@ -135,6 +135,7 @@ def test_the_policy_scores_earlier_frontier_nodes_with_the_fused_formula_and_lea
                                                 ex["world_pose"][:, i], hidden, mem, ex["view_grid"][:, i])
         outs.append((logits, aux))
     (l0, a0), (l1, a1) = outs
+    l1, a1 = l1.detach(), {key: v.detach() if torch.is_tensor(v) else v for key, v in a1.items()}
     assert l0.shape == (1, k + 1) and l1.shape == (1, k + 2)  # step 1: K candidates, STOP, the left candidate of step 0
     assert [f.id for f in a1["earlier"][0]] == [1] and torch.isfinite(l1[0, [0, k, k + 1]]).all()
     assert torch.isinf(l1[0, 1:k]).all()  # invalid candidate slots
@@ -145,8 +146,8 @@ def test_the_policy_scores_earlier_frontier_nodes_with_the_fused_formula_and_lea
     g = probs[idx] / probs[idx].sum()
     state = hidden[0, 0]
     x = torch.cat([state, policy.back_token[0, 0]])
-    back = sum(g[j] * policy.same.experts[int(e)](x)[0] for j, e in enumerate(idx))
-    assert float(back.detach()) == pytest.approx(float(a1["back"][0, 0].detach()), abs=1e-5)
+    back = sum(g[j] * policy.same.experts[int(e)](x)[0] for j, e in enumerate(idx)).detach()
+    assert float(back) == pytest.approx(float(a1["back"][0, 0]), abs=1e-5)
     assert float(l1[0, k + 1]) == pytest.approx(float(sigma * back + (1 - sigma) * a1["global"][0, k + 1]), abs=1e-5)
     assert float(l1[0, 0]) == pytest.approx(float(sigma * a1["local"][0, 0] + (1 - sigma) * a1["global"][0, 0]), abs=1e-5)
     # IL on a global label (go back to the left candidate at step 1) trains the frontier's parameters
