@@ -58,6 +58,7 @@ from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from .policies import register_policy
+from .topomap import TopoMap, candidate_xy, hop_action
 from .vlnbert import (Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action,
                       candidate_loss)
 from .vocab import PAD_ID
@@ -576,6 +577,12 @@ class HNRTeacher(VLNBertTeacher):
     #: a ``clip_vit`` encoder's ``heads`` (0: its default)
     encoder_heads: int = 0
 
+    #: GAMA's global actions: label over the current candidates, STOP and the earlier frontier
+    #: nodes of a ``topomap.TopoMap`` (``merge_radius``, ``frontier_cap``); False: the candidates and STOP
+    global_actions: bool = False
+    merge_radius: float = 0.5
+    frontier_cap: int = 16
+
     @property
     def encoder_spec(self) -> dict[str, Any]:
         """The ``cloud_encoder_spec`` of the recorded grid encoder."""
@@ -590,6 +597,8 @@ class HNRTeacher(VLNBertTeacher):
     def key(self) -> dict[str, Any]:
         """VLN-BERT's, the grid, and the cloud encoder by its file's content (a changed file: a new cache)."""
         key = {**super().key, "kind": "hnr", "grid": self.grid}
+        if self.global_actions:
+            key["global_actions"] = {"merge_radius": self.merge_radius, "frontier": self.frontier_cap}
         if self.encoder_path:
             from pathlib import Path
 
@@ -632,9 +641,61 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
         super().__init__(spec, **kwargs)
         predictor = self.perception.predictor
         self.perception = HNRPerception(predictor, spec.grid, spec.observation, spec.grid_encoder(predictor))
+        self.topo: TopoMap | None = None
+        self.hops: list[np.ndarray] = []
+
+    def reset(self, episode: Any, context: Any) -> None:
+        """A new episode: with global actions a fresh topological map and no pending hops."""
+        super().reset(episode, context)
+        self.topo = TopoMap(self.spec.merge_radius, self.spec.frontier_cap) if self.spec.global_actions else None
+        self.hops = []
+
+    def oracle(self, state: Any, cands: np.ndarray, n: int) -> int:
+        """VLN-BERT's oracle over the current candidates and STOP; with global actions the map is
+        updated first and an earlier frontier node f wins when DUET's teacher cost, the trip's
+        length plus f's geodesic distance to the goal, is below the chosen candidate's (its
+        straight hop plus its geodesic distance): index ``K + 1 + i`` of ``topo.earlier()[i]``."""
+        if self.topo is None:
+            return super().oracle(state, cands, n)
+        pose = state.pose
+        world = np.array([pose.x, pose.y, pose.yaw], dtype=np.float32)  # as recorded (world_pose)
+        self.topo.arrive(world)
+        self.topo.observe(world, cands, len(self.steps))
+        return self.global_oracle(state, cands, super().oracle(state, cands, n))
+
+    def global_oracle(self, state: Any, cands: np.ndarray, local: int) -> int:
+        """The global label given the local one (see ``oracle``; STOP stays STOP)."""
+        k = len(cands)
+        earlier = self.topo.earlier()
+        if local == k or not earlier:
+            return local
+        xy = self.topo.visited[self.topo.current]
+        planner = self.context.planner
+
+        def geo(pts: np.ndarray) -> np.ndarray:
+            return np.where(planner.is_navigable(pts), np.asarray(state.goal_distance(pts), dtype=float), np.inf)
+
+        c = candidate_xy(np.asarray([state.pose.x, state.pose.y, state.pose.yaw], dtype=np.float32), cands[local:local + 1])
+        best = float(np.linalg.norm(c[0] - xy) + geo(c)[0])
+        pts = np.stack([f.xy for f in earlier])
+        cost = np.array([self.topo.travel(f) for f in earlier]) + geo(pts)
+        i = int(np.argmin(cost))
+        return k + 1 + i if cost[i] < best - 1e-6 else local
+
+    def execute(self, choice: int, cands: np.ndarray, state: Any) -> Any:
+        """A candidate or STOP as VLN-BERT; an earlier frontier node (``choice`` > K): the first
+        hop of the trip through visited nodes, the others queued for the next steps."""
+        k = len(cands)
+        if choice <= k:
+            return super().execute(choice, cands, state)
+        path = self.topo.path(self.topo.earlier()[choice - k - 1])
+        self.hops = path[1:]
+        return candidate_action(*hop_action((state.pose.x, state.pose.y, state.pose.yaw), path[0]))
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         pose = state.pose
+        if self.hops:  # the rest of a trip to a frontier node: a waypoint hop, no decision, nothing recorded
+            return candidate_action(*hop_action((pose.x, pose.y, pose.yaw), self.hops.pop(0)))
         if self.learner is not None:  # the learner's ``choose`` reads the same panorama's depths
             self.learner.memory["sense"] = (self.perception, (pose.x, pose.y, pose.yaw))
         n = len(self.steps)
@@ -932,8 +993,17 @@ class HNRPolicy(VLNBertPolicy):
                                              at(i))
             logits.append(out)
             aux.append(a)
-        loss, correct = candidate_loss(torch.stack(logits, 1), target, batch)
-        return loss + self.auxiliary_loss(aux, batch, batch["weights"] > 0), correct
+        width = max(x.shape[-1] for x in logits)  # GAMA's global actions: K + 1 + the step's earlier frontier nodes
+        logits = torch.stack([F.pad(x, (0, width - x.shape[-1]), value=float("-inf")) for x in logits], 1)
+        valid = batch["weights"] > 0
+        picked = torch.gather(logits, 2, torch.where(valid, target, 0).clamp(max=width - 1)[..., None])[..., 0]
+        if bool((valid & ((target >= width) | torch.isinf(picked))).any()):
+            raise ConfigError("a teacher label names an action the policy does not offer at that step",
+                              field="extras.target",
+                              expected="a teacher cache recorded with this policy's global_actions, merge_radius and "
+                                       "frontier (rebuild the cache)")
+        loss, correct = candidate_loss(logits, target, batch, stop=cands.shape[2])
+        return loss + self.auxiliary_loss(aux, batch, valid), correct
 
     # ---------------------------------------------------------------- acting
 
@@ -983,8 +1053,15 @@ class HNRPolicy(VLNBertPolicy):
         agent.outputs.append(info)
         if choice == len(cands):
             return DiscreteAction.STOP
+        if choice > len(cands):  # GAMA's global action: an earlier frontier node
+            info["choice"] = "frontier"
+            return self.frontier_action(memory, choice - len(cands) - 1, state, info)
         info["waypoint"] = [round(float(cands[choice, 0]), 4), round(float(cands[choice, 1]), 3)]
         return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+
+    def frontier_action(self, memory: dict[str, Any], index: int, state: Any, info: dict[str, Any]) -> Any:
+        """The first hop towards earlier frontier node ``index`` (GAMA overrides; HNR offers none)."""
+        raise ValueError(f"{self.name} has no global actions (choice {index} beyond STOP)")
 
 
 def view_at_angle(view_feats: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:

@@ -250,7 +250,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
             if self.rng.random() >= self.beta:
                 choice = proposal
         k = len(cands)
-        executed = DiscreteAction.STOP if choice == k else candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
+        executed = self.execute(choice, cands, state)
         step = {name: np.array(observations[name]) for name in self.sensors}
         step.update(label=0 if target == k else 1, executed=0 if choice == k else 1,
                     pose=np.array([pose.x, pose.y, pose.yaw], dtype=np.float32), view_feats=feats, candidates=cands,
@@ -258,20 +258,28 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         self.steps.append(step)
         return executed
 
+    def execute(self, choice: int, cands: np.ndarray, state: Any) -> Any:
+        """The simulator action of a chosen index: STOP (``len(cands)``) or the candidate's waypoint."""
+        if choice == len(cands):
+            return DiscreteAction.STOP
+        return candidate_action(float(cands[choice, 0]), float(cands[choice, 1]))
 
-def candidate_loss(logits: torch.Tensor, target: torch.Tensor, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-    """Cross-entropy of the step scores (B, T, K + 1) against the oracle's choice (B, T; K = STOP)
-    over the batch's valid steps, and the number of correct argmaxes. Every step weighs 1 (the
-    trainer's inflection weights follow move / STOP labels only) except STOP steps, which weigh
+
+def candidate_loss(logits: torch.Tensor, target: torch.Tensor, batch: dict[str, Any], stop: int | None = None
+                   ) -> tuple[torch.Tensor, float]:
+    """Cross-entropy of the step scores (B, T, A) against the oracle's choice (B, T) over the
+    batch's valid steps, and the number of correct argmaxes; ``stop`` is STOP's index (default the
+    last, A - 1 = K; GAMA's global actions put earlier frontier nodes after it). Every step weighs 1
+    (the trainer's inflection weights follow move / STOP labels only) except STOP steps, which weigh
     ``batch["stop_weight"]`` (``il.stop_weight``, default 1)."""
     valid = batch["weights"] > 0
-    k = logits.shape[-1] - 1
+    k = logits.shape[-1] - 1 if stop is None else int(stop)
     target = torch.where(valid, target, torch.full_like(target, k))  # padding: STOP (weight 0)
     w = valid.float()
     stop_weight = float(batch.get("stop_weight", 1.0))
     if stop_weight != 1.0:
         w = w * torch.where(target == k, torch.full_like(w, stop_weight), torch.ones_like(w))
-    ce = F.cross_entropy(logits.reshape(-1, k + 1), target.reshape(-1), reduction="none")
+    ce = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), reduction="none")
     loss = (ce * w.reshape(-1)).sum() / w.sum().clamp(min=1e-8)
     return loss, float(((logits.argmax(-1) == target) & valid).sum())
 
