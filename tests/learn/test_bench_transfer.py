@@ -78,7 +78,11 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
 
     monkeypatch.setattr(T, "_train", fake_train)
     monkeypatch.setattr(T, "evaluate", fake_evaluate)
+    earlier = work / "eval" / "transfer_zero_shot" / "telhop" / "val_unseen"  # a run of other settings
+    earlier.mkdir(parents=True)
+    (work / "eval" / "cma_il").mkdir()
     figures = T.run(_args(work=str(work), rounds=2, stop_weight=4.0, out=str(tmp_path / "transfer.json")))
+    assert not (work / "eval" / "transfer_zero_shot").exists() and (work / "eval" / "cma_il").is_dir()
 
     source, online = trained
     assert source.get("body") is None and source.get("mode", "il") == "il" and source["policy"]["name"] == "vlnbert"

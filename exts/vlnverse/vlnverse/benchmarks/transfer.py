@@ -122,7 +122,9 @@ def run(args) -> dict:
 
     work, body, epochs, rounds, round_epochs, stop_weight, adapt = check_args(args)
     seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
-    shutil.rmtree(work / "transfer", ignore_errors=True)  # a fresh run (the generated episodes are reused)
+    # a fresh run: the generated episodes are reused, the models and their evaluations are not
+    for stale in [work / "transfer", *(work / "eval").glob("transfer_*")]:
+        shutil.rmtree(stale, ignore_errors=True)
     load_start, t0 = os.getloadavg(), time.perf_counter()
     source = source_config(work, seed, workers, epochs)
     src = _train(source, float("inf"), 1.0)
