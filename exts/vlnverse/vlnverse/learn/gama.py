@@ -301,7 +301,7 @@ def expert_usage(records_by_task: dict[str, Any], experts: int) -> dict[str, dic
     """Which experts fire for which task and step: ``records_by_task`` maps a task name to the
     episode records of a ``gama`` eval run (``episodes.jsonl``: a path, or the parsed records).
     Per task: ``share`` (steps × N, the share of top-k picks of each expert at decision step t,
-    counted over episodes), ``overall`` (N,) and ``steps`` (decisions counted per step)."""
+    counted over episodes), ``overall`` (N,) and ``steps`` (top-k expert picks counted per step: decisions × k)."""
     import json
     from pathlib import Path
 
