@@ -91,6 +91,7 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
     assert online["mode"] == "dagger" and online["body"] == "low_base" and online["train"] == str(work / "train.jsonl")
     assert online["init"] == str(tmp_path / "bt" / "transfer" / "source" / "best.pt")
     assert online["dagger"]["rounds"] == 2 and online["dagger"]["include_teacher_data"] is True
+    assert online["dagger"]["max_steps"] == 15 and figures["online"]["max_steps"] == 15  # loops cannot flood the aggregate
     assert online["il"]["stop_weight"] == 4.0 and "stop_weight" not in source["il"]
     assert online["policy"] == source["policy"] and online["sensors"] == source["sensors"]  # the init check passes
     assert [e["checkpoint"] for e in evaluated] == [online["init"], str(work / "transfer" / "online" / "round_01.pt"),

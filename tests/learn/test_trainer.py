@@ -116,6 +116,24 @@ def test_one_dagger_round_changes_weights_logs_beta_and_teacher_labels(il_run, c
     assert mixed > 0  # the policy drove some steps (beta 0.5 on a barely trained policy)
 
 
+def test_dagger_max_steps_ends_each_collected_episode_at_the_cap(il_run, corridor, episodes_file, tmp_path):
+    from vlnverse.core.config import from_dict
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import TrainConfig
+    from vlnverse.learn.store import StepStore
+
+    cfg_il, _ = il_run
+    cfg = small_config(tmp_path / "capped", episodes_file, policy="seq2seq", mode="dagger", init=str(Path(cfg_il.out) / "best.pt"),
+                       dagger={"rounds": 1, "p": 0.5, "epochs": 1, "max_steps": 3}, **TINY)
+    (info,) = _train(cfg, corridor)["dagger"]
+    store = StepStore(tmp_path / "capped" / "dagger_aggregate")
+    lengths = [len(store.episode(i)["label"]) for i in range(len(store))]
+    assert len(lengths) == info["collected_episodes"] > 0
+    assert max(lengths) == 3 and info["collected_steps"] == sum(lengths) <= 3 * len(lengths)  # the corridor needs more
+    with pytest.raises(ConfigError, match="max_steps"):
+        from_dict(TrainConfig, {**cfg.to_dict(), "dagger": {"max_steps": 0}})
+
+
 def test_dagger_refuses_an_init_checkpoint_of_another_policy_or_rig(il_run, corridor, episodes_file, tmp_path):
     from vlnverse.core.errors import ConfigError
 

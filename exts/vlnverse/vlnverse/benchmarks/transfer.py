@@ -13,7 +13,9 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   action at each step, every visited state labelled by the waypoint oracle), each retraining
   ``--round-epochs`` epochs on the aggregate plus the target body's teacher-forced cache, at
   ``ONLINE_LR``, STOP steps weighing ``--stop-weight`` (``il.stop_weight``, default 1); round
-  checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes.
+  checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes. A collected episode ends
+  after ``ONLINE_MAX_STEPS`` decisions (``dagger.max_steps``): a learner that loops would
+  otherwise add up to the task's 200 near-copies of one state per episode to the aggregate.
 - ``--adapt-predictor`` (not the paper's protocol, reported as its own stage): a waypoint predictor
   trained afresh on the *target* body's panoramas of the same scenes (the simulator's free labels, no
   navigator data) replaces the source's (``learn.checkpoint.swap_predictor``), evaluated zero-shot,
@@ -43,6 +45,7 @@ ROUNDS = 3                   # --rounds
 ROUND_EPOCHS = 4             # --round-epochs: retraining epochs per online round
 DAGGER_P = 0.5               # β = p^round
 ONLINE_LR = 5e-4
+ONLINE_MAX_STEPS = 15        # decisions per collected episode: 3x the ~5 the waypoint oracle takes on these homes
 WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
 
 
@@ -103,7 +106,7 @@ def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs
                out=str(work / "transfer" / "online"),
                validation={"metric": "nDTW", "every": 1, "limit": VALIDATION_EPISODES, "split": "val_seen"},
                dagger={"rounds": rounds, "p": DAGGER_P, "epochs": round_epochs, "episodes": None,
-                       "include_teacher_data": True})
+                       "include_teacher_data": True, "max_steps": ONLINE_MAX_STEPS})
     cfg["il"] = {**cfg["il"], "lr": ONLINE_LR, "stop_weight": stop_weight}
     return cfg
 
@@ -164,7 +167,7 @@ def run(args) -> dict:
                    "teacher_frames": (got.get("cache") or {}).get("frames"),
                    "adapted_predictor": predictor and {k: predictor[k] for k in ("path", "held_out", "seconds")}},
         "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
-                   "include_teacher_data": True, "stop_weight": stop_weight,
+                   "include_teacher_data": True, "stop_weight": stop_weight, "max_steps": ONLINE_MAX_STEPS,
                    "per_round": [{k: r.get(k) for k in ("round", "beta", "collected_episodes", "collected_steps",
                                                         "collection_SR", "train_accuracy", "env_steps_per_s")}
                                  for r in got.get("dagger", [])]},

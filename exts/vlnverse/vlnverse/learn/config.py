@@ -130,13 +130,16 @@ class DaggerConfig:
     """Online DAgger: ``rounds`` rounds; in round r (1-based) the executed action is the teacher's
     with probability β = p^r, else the policy's; each round's steps (all labelled by the teacher)
     join the on-disk aggregate, then the policy trains ``epochs`` epochs on the aggregate (plus the
-    offline teacher cache when ``include_teacher_data``). ``episodes``: per round (null: all)."""
+    offline teacher cache when ``include_teacher_data``). ``episodes``: per round (null: all).
+    ``max_steps``: a collected episode ends after this many steps (null: the task's limit), so a
+    learner that loops cannot fill the aggregate with near-copies of one state."""
 
     rounds: int = 1
     p: float = 0.75
     epochs: int = 2
     episodes: int | None = None
     include_teacher_data: bool = True
+    max_steps: int | None = None
 
     def validate(self) -> None:
         """Positive counts, p in [0, 1]."""
@@ -144,6 +147,7 @@ class DaggerConfig:
         require(0.0 <= self.p <= 1.0, "p", f"got {self.p}", "a probability in [0, 1]")
         require(self.epochs > 0, "epochs", f"got {self.epochs}", "a positive integer")
         require(self.episodes is None or self.episodes > 0, "episodes", f"got {self.episodes}", "a positive integer or null")
+        require(self.max_steps is None or self.max_steps > 0, "max_steps", f"got {self.max_steps}", "a positive integer or null")
 
 
 @dataclass

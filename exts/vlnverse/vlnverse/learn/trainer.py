@@ -332,6 +332,13 @@ class Trainer:
         groups = [(n, self.task_settings[n], [e for e in episodes if self._task_of[id(e)] == n]) for n in self.cfg.task_names()]
         return [g for g in groups if g[2]]
 
+    def _collection_settings(self, settings: Any) -> Any:
+        """A DAgger round's run settings: the task's, with ``dagger.max_steps`` as the step limit when lower."""
+        from dataclasses import replace
+
+        cap = self.cfg.dagger.max_steps
+        return settings if cap is None or cap >= settings.max_steps else replace(settings, max_steps=int(cap))
+
     def _new_optimizer(self) -> None:
         self.optimizer = torch.optim.Adam([p for p in self.policy.parameters() if p.requires_grad], lr=self.scale["lr"],
                                           weight_decay=self.cfg.il.weight_decay)
@@ -774,7 +781,7 @@ class Trainer:
 
             def collect_round(r: int = r, beta: float = beta, episodes: list = episodes) -> dict:  # rank 0 alone
                 self.policy.eval()
-                parts = [collect(eps, settings=settings, sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
+                parts = [collect(eps, settings=self._collection_settings(settings), sensors=self.sensor_specs, collision_mode=cfg.collision_mode,
                                  store=aggregate, scene_loader=self.scene_loader, mode_params=cfg.mode_params,
                                  learner=self._agent(name if cfg.tasks else None, threads=None),
                                  beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
