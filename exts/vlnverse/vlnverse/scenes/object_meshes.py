@@ -11,7 +11,8 @@ geoms, colour and material attributes), so it works for generated and loaded hom
 - the pose's yaw comes from an upright part and the catalog dimensions ``(w, d, h)`` are solved
   from the parts' local bounds (``object_frame``: the catalog builders are deterministic);
 - the variant (shape parameters, accent colours) is drawn from a seed derived from the scene id,
-  the instance id and the category (``variant_seed``): byte-identical meshes for a home;
+  the instance id and the category (``variant_seed``): byte-identical meshes for a home; an
+  object's ``render_variant`` attribute pins the shape variant (the object sheet's showrooms);
 - every mesh stays within the union of the object's collision footprints (``footprint_contains``,
   tested per category), so the navigable map is still exact.
 
@@ -543,7 +544,7 @@ def gen_plant(b, w, d, h, rng, variant):
         n = 14
         for k in range(n):
             phi = 2 * math.pi * k / n + float(rng.uniform(-0.15, 0.15))
-            tilt = float(rng.uniform(0.5, 1.2))
+            tilt = float(rng.uniform(0.75, 1.35))
             length = min(_plant_reach(r, phi) / (math.cos(tilt) + 0.16), crown * 1.1)
             b.leaf("leaf", base, phi, tilt, length, length * 0.32, droop=0.35)
     elif variant == 1:  # upright blades
@@ -729,7 +730,8 @@ def render_meshes(desc: SceneDescription) -> dict[int, list[Geom]]:
             color = "white"
         label = geoms[0].label
         seed = variant_seed(desc.scene_id, obj.instance_id, obj.category)
-        parts = build_local(obj.category, np.round(dims, 6), seed)
+        pinned = obj.attributes.get("render_variant")
+        parts = build_local(obj.category, np.round(dims, 6), seed, None if pinned is None else int(pinned))
         out[obj.instance_id] = [
             Geom("mesh", pose, label=label, instance_id=obj.instance_id, color=tone_look(tone, color, material)[0],
                  collides=False, name=f"{obj.prim_path}/render_{k:02d}", vertices=p.vertices, faces=p.faces,
