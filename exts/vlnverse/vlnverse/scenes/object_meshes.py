@@ -11,7 +11,8 @@ geoms, colour and material attributes), so it works for generated and loaded hom
 - the pose's yaw comes from an upright part and the catalog dimensions ``(w, d, h)`` are solved
   from the parts' local bounds (``object_frame``: the catalog builders are deterministic);
 - the variant (shape parameters, accent colours) is drawn from a seed derived from the scene id,
-  the instance id and the category (``variant_seed``): byte-identical meshes for a home; an
+  the category and the object's model (``variant_seed``): byte-identical meshes for a home, twins
+  alike; an
   object's ``render_variant`` attribute pins the shape variant (the object sheet's showrooms);
 - every mesh stays within the union of the object's collision footprints (``footprint_contains``,
   tested per category), so the navigable map is still exact.
@@ -47,10 +48,12 @@ def check_objects(value: str, field: str = "render.objects") -> str:
     return value
 
 
-def variant_seed(scene_id: str, instance_id: int, category: str) -> int:
-    """Seed of an object's variant: stable across runs, machines and USD round trips."""
-    digest = hashlib.sha256(f"{scene_id}|{int(instance_id)}|{category}".encode()).digest()
-    return int.from_bytes(digest[:8], "little")
+def variant_seed(scene_id: str, category: str, dims, color: str, material: str) -> int:
+    """Seed of an object's variant: stable across runs, machines and USD round trips. Objects of one
+    model in a home (a set of dining chairs, a pair of nightstands) share it, so they match and a
+    USD file stores their meshes once."""
+    key = f"{scene_id}|{category}|{np.round(np.asarray(dims, float), 3).tolist()}|{color}|{material}"
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "little")
 
 
 # --------------------------------------------------------------------------- tones
@@ -305,7 +308,7 @@ def gen_dresser(b, w, d, h, rng, variant, *, drawers: int = 3, z_base: float = 0
         zt = h - 0.20
         b.box("wood", (-w / 2 + 0.03, d / 2, zt), (w / 2 - 0.03, d / 2 + 0.015, zt + 0.14))
         b.tube("metal", [(0.0, d / 2 + 0.015, zt + 0.07), (0.0, d / 2 + 0.03, zt + 0.07)], 0.011, segments=12)
-        b.box("dark", (-w / 2 + 0.03, d / 2 - 0.005, z_base + 0.03), (w / 2 - 0.03, d / 2, zt - 0.03))
+        b.box("dark", (-w / 2 + 0.03, d / 2, z_base + 0.03), (w / 2 - 0.03, d / 2 + 0.002, zt - 0.03))
         return
     dh = (h - 0.12) / drawers
     for i in range(drawers):
@@ -729,7 +732,7 @@ def render_meshes(desc: SceneDescription) -> dict[int, list[Geom]]:
         if color not in COLORS:
             color = "white"
         label = geoms[0].label
-        seed = variant_seed(desc.scene_id, obj.instance_id, obj.category)
+        seed = variant_seed(desc.scene_id, obj.category, dims, color, material)
         pinned = obj.attributes.get("render_variant")
         parts = build_local(obj.category, np.round(dims, 6), seed, None if pinned is None else int(pinned))
         out[obj.instance_id] = [
