@@ -305,10 +305,11 @@ def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, mi
     for each) so that load from other processes hits them alike; best of ``repeat`` rounds of at
     least ``min_time`` s per preset; plus the ratio of the best default and fast rates, and the same
     for ``default`` with render meshes (``objects="meshes"``, taking its turn in the same loop)."""
-    from vlnverse.scenes.object_meshes import render_meshes
+    from vlnverse.scenes.object_meshes import clear_cache, render_meshes
     from vlnverse.sim import AgentPose, make_simulator
     from vlnverse.sim.types import RENDER_QUALITIES
 
+    clear_cache()
     t0 = time.perf_counter()
     render_meshes(scene)
     build_s = time.perf_counter() - t0

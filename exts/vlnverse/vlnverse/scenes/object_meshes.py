@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import OrderedDict
+from functools import lru_cache
 from typing import Callable
 
 import numpy as np
@@ -645,7 +647,13 @@ GENERATORS: dict[str, tuple[Callable, int]] = {
 
 def build_local(category: str, dims, seed: int, variant: int | None = None) -> dict:
     """``{tone: MeshPart}`` of a ``category`` object with catalog dimensions ``dims`` in its local
-    frame; the variant is drawn from ``seed`` unless given. Vertices rounded to 0.01 mm."""
+    frame; the variant is drawn from ``seed`` unless given. Vertices rounded to 0.01 mm. Cached
+    (twins are built once): treat the result as read-only."""
+    return _build_cached(category, tuple(float(x) for x in dims), int(seed), None if variant is None else int(variant))
+
+
+@lru_cache(maxsize=256)
+def _build_cached(category: str, dims: tuple, seed: int, variant: int | None) -> dict:
     gen, n = GENERATORS[category]
     rng = np.random.default_rng(seed)
     v = int(rng.integers(n))
@@ -713,7 +721,31 @@ def object_frame(obj: SceneObject, geoms: list[Geom]) -> tuple[np.ndarray, np.nd
 
 def render_meshes(desc: SceneDescription) -> dict[int, list[Geom]]:
     """Render meshes (world-placed visual-only mesh ``Geom``s) per instance id, for the objects of
-    ``desc`` whose category has a generator and whose geoms match their catalog builder."""
+    ``desc`` whose category has a generator and whose geoms match their catalog builder. Cached
+    in-process by the scene's content hash (a home's presets share them): treat as read-only."""
+    from .description import scene_content_hash
+
+    key = scene_content_hash(desc)
+    if key in _MESH_CACHE:
+        _MESH_CACHE.move_to_end(key)
+        return _MESH_CACHE[key]
+    out = _render_meshes(desc)
+    _MESH_CACHE[key] = out
+    while len(_MESH_CACHE) > 4:
+        _MESH_CACHE.popitem(last=False)
+    return out
+
+
+_MESH_CACHE: "OrderedDict[str, dict[int, list[Geom]]]" = OrderedDict()
+
+
+def clear_cache() -> None:
+    """Forget cached render meshes (homes and built models)."""
+    _MESH_CACHE.clear()
+    _build_cached.cache_clear()
+
+
+def _render_meshes(desc: SceneDescription) -> dict[int, list[Geom]]:
     out: dict[int, list[Geom]] = {}
     for obj in desc.objects:
         if obj.category not in GENERATORS or not obj.geom_indices:
