@@ -3,6 +3,7 @@
 Commands::
 
     vlnverse scenes generate --count N --seed S --out DIR [--format usda|usd] [--min-rooms 4 --max-rooms 12]
+                             [--objects primitives|meshes]
     vlnverse scenes info SCENE [--body r2r_ce] [--resolution 0.05] [--json]
     vlnverse scenes render-map SCENE --out map.png [--body r2r_ce] [--resolution 0.05]
     vlnverse scenes export-maps SCENE --out DIR [--body r2r_ce] [--resolution 0.05]
@@ -35,6 +36,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--format", choices=("usda", "usd"), default="usda", help="USD text (usda) or binary (usd)")
     g.add_argument("--min-rooms", type=int, default=4)
     g.add_argument("--max-rooms", type=int, default=12)
+    g.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+                   help="also write each object's detailed render meshes (meshes; Isaac Sim shows them) or not")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     g.set_defaults(func=_generate)
 
@@ -119,7 +122,7 @@ def _generate(args: argparse.Namespace) -> int:
     out = claim_output_dir(args.out, command="scenes generate")
     for seed in tqdm(range(args.seed, args.seed + args.count), desc="homes", unit="home", disable=args.no_progress):
         desc = generate_home(seed, min_rooms=args.min_rooms, max_rooms=args.max_rooms)
-        path = write_usd(desc, out / f"{desc.scene_id}.{args.format}")
+        path = write_usd(desc, out / f"{desc.scene_id}.{args.format}", objects=args.objects)
         tqdm.write(str(path))
     return 0
 

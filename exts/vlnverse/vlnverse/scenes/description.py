@@ -28,7 +28,7 @@ class Geom:
 
     ``size`` holds half extents for a box (hx, hy, hz), (radius, half_height, 0) for a
     Z-aligned cylinder (in its local frame), (radius, 0, 0) for a sphere; meshes keep local
-    ``vertices``/``faces`` and ignore ``size``. ``transform`` is the 4×4 local→world matrix
+    ``vertices``/``faces`` (optionally ``texcoords``) and ignore ``size``. ``transform`` is the 4×4 local→world matrix
     (rotation and translation only; scale is baked into ``size`` or ``vertices``). ``material`` is
     a semantic visual material name (``wood_oak``, ``tile_white``; see ``scenes.textures``), empty
     when unknown.
@@ -46,6 +46,9 @@ class Geom:
     vertices: np.ndarray | None = None
     faces: np.ndarray | None = None
     material: str = ""
+    #: Per-vertex texture coordinates (N, 2) in metres of a render mesh (``scenes.object_meshes``);
+    #: visual only, outside every hash.
+    texcoords: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in GEOM_KINDS:

@@ -21,3 +21,9 @@ MATERIAL_ATTR = "vlnverse:material"
 #: ``sphere``) and its size (``Geom.size``): ``load_scene`` reads such a mesh back as that shape,
 #: so occupancy and physics are those of the primitive.
 PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR = "vlnverse:primitive", "vlnverse:primitiveSize"
+#: Attribute (``true``) of an object's ``Render`` prim: visual-only render meshes
+#: (``scenes.object_meshes``, an instance of a prototype under ``RENDER_PROTOTYPES``) that
+#: ``load_scene`` skips; the object's collision gprims beside it are then invisible.
+RENDER_ONLY_ATTR = "vlnverse:renderOnly"
+#: Abstract (``class``) prim holding the render-mesh prototypes of a stage.
+RENDER_PROTOTYPES = "/World/RenderPrototypes"

@@ -17,7 +17,8 @@ import numpy as np
 
 from ..core.errors import SceneError
 from .description import STRUCTURE_LABELS, Geom, Door, Room, SceneDescription, SceneObject
-from .usd_conventions import ATTR_PREFIX, INSTANCE_ID_ATTR, MATERIAL_ATTR, PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR
+from .usd_conventions import (ATTR_PREFIX, INSTANCE_ID_ATTR, MATERIAL_ATTR, PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR,
+                              RENDER_ONLY_ATTR)
 
 #: Labels treated as walkable floor (in addition to ``floor``) in third-party stages.
 FLOOR_LABELS = ("floor", "floors", "ground", "ground_plane", "groundplane")
@@ -262,7 +263,12 @@ def _read_stage(path: Path) -> SceneDescription:
 
     has_physics = False
     gprims = []
-    for prim in Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)):
+    prims = iter(Usd.PrimRange.Stage(stage, Usd.TraverseInstanceProxies(Usd.PrimDefaultPredicate)))
+    for prim in prims:
+        flag = prim.GetAttribute(RENDER_ONLY_ATTR)
+        if flag and flag.Get():  # an object's render meshes (visual only): not scene geometry
+            prims.PruneChildren()
+            continue
         if prim.HasAPI(UsdPhysics.CollisionAPI) or prim.HasAPI(UsdPhysics.RigidBodyAPI) or prim.IsA(UsdPhysics.Scene):
             has_physics = True
         if prim.IsA(UsdGeom.Gprim) and prim.GetTypeName() in ("Cube", "Cylinder", "Sphere", "Capsule", "Cone", "Mesh", "Plane"):

@@ -22,7 +22,7 @@ from ..core.precision import (FRICTION_DECIMALS, LENGTH_DECIMALS, MASS_DECIMALS,
                               round_float, round_length, round_lengths, unit_quaternion)
 from .description import Geom, SceneDescription
 from .usd_conventions import (ATTR_PREFIX, FORMAT_VERSION, INSTANCE_ID_ATTR, MATERIAL_ATTR, PRIMITIVE_ATTR,
-                              PRIMITIVE_SIZE_ATTR, WRITABLE_USD_SUFFIXES)
+                              PRIMITIVE_SIZE_ATTR, RENDER_ONLY_ATTR, RENDER_PROTOTYPES, WRITABLE_USD_SUFFIXES)
 
 
 def _quat_wxyz(rot: np.ndarray) -> tuple[float, float, float, float]:
@@ -378,11 +378,14 @@ def _jsonable_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_usd(desc: SceneDescription, path: str | Path) -> Path:
+def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primitives") -> Path:
     """Write ``desc`` as a USD stage (``.usda`` text or ``.usd``/``.usdc`` crate by suffix), atomically.
 
     The output is byte-identical for identical descriptions (no timestamps; prims in the
-    description's order). Returns ``path``.
+    description's order). ``objects="meshes"`` adds each object's render meshes
+    (``scenes.object_meshes``) as an instanceable ``Render`` prim referencing a shared prototype and
+    makes its collision gprims invisible (``_write_render_meshes``); ``load_scene`` reads the same
+    description from either file. Returns ``path``.
     """
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
 
@@ -400,6 +403,10 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
     scene.CreateGravityDirectionAttr().Set(Gf.Vec3f(0.0, 0.0, -1.0))
     scene.CreateGravityMagnitudeAttr().Set(9.81)
 
+    from .object_meshes import check_objects, render_meshes
+
+    meshes = render_meshes(desc) if check_objects(objects, "objects") == "meshes" else {}
+    hidden = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
     obj_paths, geom_paths = _plan_paths(desc)
     owner = {gi: k for k, obj in enumerate(desc.objects) for gi in obj.geom_indices}
     materials: dict[float, Any] = {}
@@ -430,6 +437,10 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
         _define_ancestors(stage, geom_paths[gi])
         _write_geom(stage, geom_paths[gi], g, obj_world[k] if k is not None else np.eye(4), k is not None,
                     k is not None and desc.objects[k].movable, materials, looks)
+        if gi in hidden:  # drawn by the object's render meshes; still collides
+            UsdGeom.Imageable(stage.GetPrimAtPath(geom_paths[gi])).MakeInvisible()
+    if meshes:
+        _write_render_meshes(stage, desc, meshes, obj_paths, obj_world, looks)
 
     if desc.rooms:
         UsdGeom.Scope.Define(stage, "/World/Rooms")
@@ -463,6 +474,60 @@ def write_usd(desc: SceneDescription, path: str | Path) -> Path:
 
         write_textures(path.parent, looks.kinds)
     return path
+
+
+def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths: list[str],
+                         obj_world: dict[int, np.ndarray], looks: _Looks) -> None:
+    """Each distinct set of render meshes once, as a prototype under the abstract
+    ``RENDER_PROTOTYPES`` (one ``Mesh`` per material with vertex ``st`` and a UsdPreviewSurface
+    binding); each object gets an instanceable ``Render`` Xform referencing its prototype, posed in
+    the object's frame and marked ``RENDER_ONLY_ATTR``."""
+    import hashlib
+
+    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+
+    stage.CreateClassPrim(RENDER_PROTOTYPES)
+    protos: dict[str, str] = {}
+    used: set[str] = set()
+    for k, obj in enumerate(desc.objects):
+        parts = meshes.get(obj.instance_id)
+        if not parts or k not in obj_world:
+            continue
+        h = hashlib.sha256()
+        for g in parts:
+            h.update(f"{g.material}|{round_color(g.color)}".encode())
+            for arr in (g.vertices, g.faces, g.texcoords):
+                h.update(np.ascontiguousarray(arr).tobytes())
+        digest = h.hexdigest()
+        if digest not in protos:
+            proto = _unique(f"{RENDER_PROTOTYPES}/{_identifier(obj.category)}_{len(protos):03d}", used)
+            UsdGeom.Xform.Define(stage, proto)
+            for j, g in enumerate(parts):
+                mesh = UsdGeom.Mesh.Define(stage, f"{proto}/part_{j:02d}")
+                verts = round_array(np.asarray(g.vertices, float), LENGTH_DECIMALS)
+                faces = np.asarray(g.faces, np.int64)
+                mesh.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(verts.astype(np.float32)))
+                mesh.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
+                mesh.CreateFaceVertexIndicesAttr().Set(Vt.IntArray(faces.ravel().tolist()))
+                mesh.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
+                lo, hi = verts.min(axis=0), verts.max(axis=0)
+                mesh.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+                mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
+                tile = _texture_tile(g) or 1.0
+                st = np.round(np.asarray(g.texcoords, float) / tile, _ST_DECIMALS)
+                UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray,
+                                                        UsdGeom.Tokens.vertex).Set(
+                    Vt.Vec2fArray.FromNumpy(st.astype(np.float32)))
+                look = _visual_material(stage, g, looks)
+                if look is not None:
+                    UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(look)
+            protos[digest] = proto
+        render = UsdGeom.Xform.Define(stage, _unique(f"{obj_paths[k]}/Render", used))
+        _set_xform(render, np.linalg.inv(obj_world[k]) @ parts[0].transform, None)
+        prim = render.GetPrim()
+        prim.GetReferences().AddInternalReference(Sdf.Path(protos[digest]))
+        prim.SetInstanceable(True)
+        prim.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
 
 
 def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:

@@ -5,8 +5,9 @@ Commands::
     vlnverse sim info [--json]
     vlnverse sim drive SCENE [--body r2r_ce] [--pose X,Y,YAW] [--actions F*4,L,F | --random N]
                        [--seed S] [--renderer auto|gl|raycast] [--quality fast|default|high]
-                       [--width 224 --height 224] --out DIR
-    vlnverse scenes gallery SCENE[,SCENE...|SPLIT] --out DIR [--rooms 3] [--quality Q ...]
+                       [--objects primitives|meshes] [--width 224 --height 224] --out DIR
+    vlnverse scenes gallery [SCENE[,SCENE...|SPLIT]] --out DIR [--rooms 3] [--quality Q ...]
+                       [--objects primitives|meshes] [--object-sheet [--categories C,...]]
 
 SCENE is a USD file or the id of a shipped scene. ``drive`` writes ``steps.jsonl`` (one
 ``ActionResult`` per action), ``summary.json`` and ``frames/step_NNNN.png`` (RGB | depth |
@@ -47,6 +48,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--quality", choices=("fast", "default", "high"), default="default",
                    help="render preset (render.quality): fast = flat colours, default = textures, lights and "
                         "anti-aliasing, high = plus shadows and reflections")
+    d.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+                   help="how objects are drawn: their collision primitives (default; what the shipped policies "
+                        "were trained on) or detailed render meshes (opt-in)")
     d.add_argument("--width", type=int, default=224)
     d.add_argument("--height", type=int, default=224)
     d.add_argument("--out", required=True, help="output folder (replaced atomically)")
@@ -64,8 +68,16 @@ def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
     ssub = next(a for a in scenes._actions if isinstance(a, argparse._SubParsersAction))
     g = ssub.add_parser("gallery", help="contact sheet (PNG + JSON) of first-person views of homes at each "
                                         "render preset, with the frame rate each achieved")
-    g.add_argument("scene", metavar="SCENE", help="USD file(s), scene id(s) or a split name (comma-separated)")
+    g.add_argument("scene", metavar="SCENE", nargs="?", default=None,
+                   help="USD file(s), scene id(s) or a split name (comma-separated); optional with --object-sheet")
     g.add_argument("--out", required=True, help="output folder (gallery.png, gallery.json)")
+    g.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+                   help="draw the homes' objects as primitives (default) or render meshes")
+    g.add_argument("--object-sheet", action="store_true",
+                   help="also write objects.png / objects_thumb.png / objects.json: per category, close-ups of "
+                        "two render-mesh variants from the agent's height")
+    g.add_argument("--categories", default=None, help="object sheet categories (comma-separated; default: all "
+                                                     "with a render-mesh generator)")
     g.add_argument("--rooms", type=int, default=3, help="views per home, one per room, largest rooms first")
     g.add_argument("--width", type=int, default=224)
     g.add_argument("--height", type=int, default=224)
@@ -83,9 +95,25 @@ def _gallery(args: argparse.Namespace) -> int:
 
     if args.rooms < 1:
         raise ConfigError(f"got {args.rooms}", field="--rooms", expected="an integer >= 1")
+    if args.scene is None and not args.object_sheet:
+        raise ConfigError("missing", field="SCENE", expected="scene(s) or a split, or --object-sheet")
+    if args.object_sheet:
+        from ..scenes.object_meshes import GENERATORS
+        from .gallery import render_object_sheet
+
+        cats = [c.strip() for c in args.categories.split(",") if c.strip()] if args.categories else None
+        for c in cats or ():
+            if c not in GENERATORS:
+                raise ConfigError(f"got {c!r}", field="--categories", expected="categories of " + ", ".join(GENERATORS))
+        sheet = render_object_sheet(args.out, categories=cats, width=args.width, height=args.height,
+                                    progress=not args.no_progress)
+        print(f"wrote {Path(args.out) / 'objects.png'} ({len(sheet['views'])} close-ups)")
+    if args.scene is None:
+        return 0
     paths = resolve_scenes(args.scene)
     summary = render_gallery(paths, args.out, rooms=args.rooms, width=args.width, height=args.height,
-                             qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress)
+                             qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress,
+                             objects=args.objects)
     fps = ", ".join(f"{q} {v['fps']}" for q, v in summary["presets"].items())
     print(f"wrote {Path(args.out) / 'gallery.png'} ({len(summary['views'])} views; frames/s: {fps})")
     return 0
@@ -214,7 +242,7 @@ def _drive(args: argparse.Namespace) -> int:
     size = dict(width=args.width, height=args.height)
     env = VLNVerseNavEnv(desc, args.body, [make_sensor("rgb", **size), make_sensor("depth", **size),
                                            make_sensor("semantic", **size)], renderer=args.renderer,
-                         quality=args.quality)
+                         quality=args.quality, objects=args.objects)
     try:
         try:
             obs, _ = env.reset(seed=args.seed, options={"pose": pose})

@@ -74,8 +74,9 @@ def image_stats(rgb: np.ndarray) -> dict[str, float]:
 
 def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int = 3, width: int = 224,
                    height: int = 224, qualities: Sequence[str] = RENDER_QUALITIES, body: str = "r2r_ce",
-                   repeat: int = 5, progress: bool = True) -> dict[str, Any]:
-    """Render the gallery of ``scenes`` (USD paths) into folder ``out``; returns the JSON summary."""
+                   repeat: int = 5, progress: bool = True, objects: str = "primitives") -> dict[str, Any]:
+    """Render the gallery of ``scenes`` (USD paths) into folder ``out``; returns the JSON summary.
+    ``objects`` = primitives | meshes (``scenes.object_meshes``) for every preset's row."""
     from tqdm import tqdm
 
     from ..scenes.usd_io import load_scene
@@ -88,7 +89,8 @@ def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int 
         homes.append((desc, room_views(desc, body, rooms)))
     columns = [(desc.scene_id, name, pose) for desc, views in homes for name, pose in views]
     rows: dict[str, list[np.ndarray]] = {}
-    summary: dict[str, Any] = {"width": width, "height": height, "views": [
+    summary: dict[str, Any] = {"width": width, "height": height, **({"objects": objects} if objects != "primitives"
+                                                                      else {}), "views": [
         {"scene": sid, "room": name, "pose": pose.to_dict()} for sid, name, pose in columns], "presets": {}}
     bar = tqdm(total=len(homes), desc="gallery", unit="home", disable=not progress)
     seconds = {q: 0.0 for q in qualities}
@@ -96,7 +98,7 @@ def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int 
     for q in qualities:
         rows[q] = []
     for desc, views in homes:
-        sims = {q: make_simulator(desc, body, sensors=[], quality=q) for q in qualities}
+        sims = {q: make_simulator(desc, body, sensors=[], quality=q, objects=objects) for q in qualities}
         try:
             for q, sim in sims.items():
                 for _, pose in views:
@@ -145,4 +147,119 @@ def _contact_sheet(rows: dict[str, list[np.ndarray]], summary: dict, columns) ->
         draw.text((pad + 2, top + 3), f"{q}: {summary['presets'][q]['fps']} frames/s ({w}x{h})", fill=(255, 220, 120))
         for c, frame in enumerate(frames):
             sheet.paste(Image.fromarray(frame), (pad + c * (w + pad), top + label))
+    return sheet
+
+
+#: Height (m) of the plain stand small objects are shown on in the object sheet.
+STAND_HEIGHT = 0.72
+
+
+def showroom(category: str, seed: int, variant: int) -> "SceneDescription":
+    """A one-room scene holding one ``category`` object (catalog sizes and palette drawn from
+    ``seed``, render-mesh variant pinned by its ``render_variant`` attribute), on a stand if it is a
+    small object, with a floor, a ceiling and two walls."""
+    from ..scenes.catalog import CATEGORIES, COLORS, MATERIALS, make_model
+    from ..scenes.description import Geom, Room, SceneDescription, SceneObject
+    from ..scenes.procgen.furnish import _part_geom, _pose_matrix
+
+    def box(centre, half, label, colour, material, iid):
+        m = np.eye(4)
+        m[:3, 3] = centre
+        return Geom("box", m, np.asarray(half, float), label=label, instance_id=iid, color=COLORS[colour],
+                    material=material, friction=MATERIALS["wood"])
+
+    desc = SceneDescription(scene_id=f"showroom_{category}_{variant}")
+    desc.rooms.append(Room(0, "living_room", [[-3, -3], [3, -3], [3, 3], [-3, 3]], name="showroom"))
+    desc.geoms += [box((0, 0, -0.05), (3, 3, 0.05), "floor", "oak", "wood_oak", 1),
+                   box((0, 0, 2.75), (3, 3, 0.05), "ceiling", "white", "paint_white", 2),
+                   box((0, -1.2, 1.35), (3, 0.06, 1.35), "wall", "cream", "plaster_cream", 3),
+                   box((-2.2, 0, 1.35), (0.06, 3, 1.35), "wall", "cream", "plaster_cream", 4)]
+    model = make_model(category, np.random.default_rng(seed))
+    z = 0.0
+    if CATEGORIES[category].placement == "on":
+        z = STAND_HEIGHT
+        desc.geoms.append(box((0, -0.6, z / 2), (0.45, 0.45, z / 2), "table", "white", "marble_white", 5))
+    lo_y = min(float(_part_geom(p, np.eye(4), "white").world_aabb()[0][1]) for p in model.parts)
+    pose = _pose_matrix(np.array([0.0, -1.14 - lo_y if z == 0 else -0.6, z]), 0.0)
+    first = len(desc.geoms)
+    for k, part in enumerate(model.parts):
+        desc.geoms.append(_part_geom(part, pose, model.color, model.material, label=category, instance_id=10,
+                                     name=f"/World/Objects/{category}/part_{k:02d}"))
+    boxes = [g.world_aabb() for g in desc.geoms[first:]]
+    attrs = dict(model.attributes, render_variant=int(variant))
+    desc.objects.append(SceneObject(10, category, f"/World/Objects/{category}", np.min([b[0] for b in boxes], axis=0),
+                                    np.max([b[1] for b in boxes], axis=0), list(range(first, len(desc.geoms))),
+                                    attributes=attrs))
+    return desc
+
+
+def object_view(desc, body: str = "r2r_ce") -> tuple[AgentPose, float]:
+    """A close-up of the showroom's object from the agent's camera height: pose (30° off its front,
+    pitched at its centre) and the horizontal field of view (degrees) that frames it."""
+    from ..core.body import as_body
+
+    obj = desc.objects[0]
+    centre, size = obj.position, obj.size
+    radius = 0.5 * float(np.linalg.norm(size))
+    cam_z = as_body(body).camera_height
+    dist = max(1.6 * radius + 0.35, 0.8)
+    heading = math.radians(60.0)  # from the object towards the camera: front (+y), 30° to the right
+    x, y = centre[0] + dist * math.cos(heading), centre[1] + dist * math.sin(heading)
+    yaw = math.atan2(centre[1] - y, centre[0] - x)
+    pitch = math.atan2(centre[2] - cam_z, dist)
+    reach = math.hypot(dist, centre[2] - cam_z)
+    hfov = math.degrees(2 * math.atan(1.25 * radius / reach))
+    return AgentPose(round(x, 4), round(y, 4), round(yaw, 4), round(pitch, 4)), float(np.clip(round(hfov, 1), 20, 90))
+
+
+def render_object_sheet(out: str | Path, *, categories: Sequence[str] | None = None, variants: int = 2,
+                        width: int = 224, height: int = 224, quality: str = "default", body: str = "r2r_ce",
+                        columns: int = 6, thumb_scale: float = 0.5, progress: bool = True) -> dict[str, Any]:
+    """The object sheet: per category, close-ups of ``variants`` render-mesh variants (``objects``
+    = ``meshes``) at ``width`` × ``height`` from the agent's camera height. Writes ``objects.png``
+    (full size), ``objects_thumb.png`` (``thumb_scale``, 256 colours: the README's) and
+    ``objects.json`` (per view: pose, field of view, image statistics); returns the JSON summary."""
+    from tqdm import tqdm
+
+    from ..scenes.object_meshes import GENERATORS
+    from . import make_sensor, make_simulator
+
+    cats = list(categories) if categories else list(GENERATORS)
+    tiles, views = [], []
+    for c, cat in enumerate(tqdm(cats, desc="objects", unit="category", disable=not progress)):
+        n = GENERATORS[cat][1]
+        for v in range(variants):
+            desc = showroom(cat, seed=c * 7 + v, variant=v % n)
+            pose, hfov = object_view(desc, body)
+            spec = make_sensor("rgb", width=width, height=height, hfov_deg=hfov)
+            with make_simulator(desc, body, sensors=[], quality=quality, objects="meshes") as sim:
+                rgb = sim.render_at(pose, spec)["rgb"]
+            tiles.append((f"{cat} {v % n + 1}/{n}", rgb))
+            views.append({"category": cat, "variant": v % n, "pose": pose.to_dict(), "hfov_deg": hfov,
+                          **image_stats(rgb)})
+    sheet = _tile_sheet(tiles, width, height, columns)
+    out = Path(out)
+    with atomic_path(out / "objects.png") as tmp:
+        sheet.save(tmp, format="PNG", optimize=True)
+    small = sheet.resize((max(1, int(sheet.width * thumb_scale)), max(1, int(sheet.height * thumb_scale))))
+    small = small.quantize(256, dither=0)
+    with atomic_path(out / "objects_thumb.png") as tmp:
+        small.save(tmp, format="PNG", optimize=True)
+    summary = {"width": width, "height": height, "quality": quality, "views": views}
+    write_json_atomic(out / "objects.json", summary)
+    return summary
+
+
+def _tile_sheet(tiles, w: int, h: int, columns: int) -> "Image.Image":
+    from PIL import Image, ImageDraw
+
+    pad, label = 4, 16
+    cols = max(1, min(columns, len(tiles)))
+    rows = (len(tiles) + cols - 1) // cols
+    sheet = Image.new("RGB", (cols * (w + pad) + pad, rows * (h + label + pad) + pad), (24, 24, 28))
+    draw = ImageDraw.Draw(sheet)
+    for i, (caption, img) in enumerate(tiles):
+        x, y = pad + (i % cols) * (w + pad), pad + (i // cols) * (h + label + pad)
+        draw.text((x + 2, y + 2), caption, fill=(255, 220, 120))
+        sheet.paste(Image.fromarray(img), (x, y + label))
     return sheet

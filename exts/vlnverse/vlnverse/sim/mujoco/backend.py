@@ -48,18 +48,21 @@ class MujocoSimulator(PhysicsSimulator):
     than this do not block the agent, as in the occupancy map); ``label_table`` (label names whose
     order fixes the semantic ids; scene labels not in it are appended sorted); ``antialias``
     (4× MSAA for GL RGB at ``fast``); ``quality`` = fast | default | high (render preset, see
-    ``vlnverse.sim.mujoco.gl_render.GLRenderer``; depth and segmentation do not depend on it).
+    ``vlnverse.sim.mujoco.gl_render.GLRenderer``; depth and segmentation do not depend on it);
+    ``objects`` = primitives | meshes (``scenes.object_meshes``: detailed render meshes, an opt-in that
+    changes every image; the default is what the shipped policies were trained on).
     """
 
     servo_tau = SERVO_TAU
 
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
                  control: ControlConfig, renderer: str = "auto", step_height: float | None = None,
-                 label_table: list[str] | None = None, antialias: bool = False, quality: str = "default"):
+                 label_table: list[str] | None = None, antialias: bool = False, quality: str = "default",
+                 objects: str = "primitives"):
         self._mj = import_mujoco()
         super().__init__(scene, body, control)
         self._built = build_model(scene, body, step_height=step_height, physics_dt=control.physics_dt,
-                                  label_table=label_table, quality=quality)
+                                  label_table=label_table, quality=quality, objects=objects)
         self._m = copy.copy(self._built.model)
         self._d = self._mj.MjData(self._m)
         self._mj.mj_forward(self._m, self._d)

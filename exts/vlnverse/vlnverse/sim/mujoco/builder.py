@@ -26,6 +26,7 @@ import numpy as np
 
 from ...core.errors import ConfigError, SceneError
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
+from ...scenes.object_meshes import check_objects, render_meshes
 from ..body import AgentBody
 from ..labels import default_label_table, label_table_for  # noqa: F401  (re-exported)
 from ..types import RENDER_QUALITIES
@@ -36,8 +37,9 @@ AGENT_GEOM = "vlnverse_agent_geom"
 AGENT_SITE = "vlnverse_agent_base"
 AGENT_HEADING_BODY = "vlnverse_agent_heading"
 RENDER_CAMERA = "vlnverse_camera"
-#: Geom groups: structure 0, objects 1, agent 3 (hidden from cameras and ray casts).
-GROUP_STRUCTURE, GROUP_OBJECT, GROUP_AGENT = 0, 1, 3
+#: Geom groups: structure 0, objects 1, agent 3 (hidden from cameras and ray casts), and 4: the
+#: collision geoms of objects drawn by render meshes (``objects="meshes"``), hidden from cameras too.
+GROUP_STRUCTURE, GROUP_OBJECT, GROUP_AGENT, GROUP_COLLISION_ONLY = 0, 1, 3, 4
 #: Density used for movable objects that declare no mass (kg/m³).
 DEFAULT_DENSITY = 400.0
 #: Labels that never block the agent (the agent moves on the floor plane).
@@ -75,9 +77,12 @@ _CACHE: "OrderedDict[str, BuiltScene]" = OrderedDict()
 
 
 def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, physics_dt: float,
-               label_table: Sequence[str] | None = None, quality: str = "fast") -> str:
-    """SHA-1 over everything that changes the compiled model (geometry, objects, body, options)."""
+               label_table: Sequence[str] | None = None, quality: str = "fast", objects: str = "primitives") -> str:
+    """SHA-1 over everything that changes the compiled model (geometry, objects, body, options);
+    ``objects`` enters only when it is not the default (keys of the default are unchanged)."""
     h = hashlib.sha1()
+    if objects != "primitives":
+        h.update(f"objects={objects}|".encode())
     h.update(repr((desc.floor_z, step_height, physics_dt, tuple(label_table or ()),
                    sorted(vars(body).items()), quality, desc.metadata.get("wall_height"))).encode())
     for room in desc.rooms:
@@ -120,11 +125,14 @@ def check_quality(quality: str, field: str = "render.quality") -> str:
 
 def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float | None = None,
                 physics_dt: float = 0.005, label_table: Sequence[str] | None = None,
-                quality: str = "fast") -> BuiltScene:
+                quality: str = "fast", objects: str = "primitives") -> BuiltScene:
     """Compile ``desc`` with the agent ``body``; cached in-process by ``scene_hash``.
 
     ``quality`` (``QUALITIES``) adds materials, textures and room lights (``default``, ``high``);
-    geometry, and therefore depth and segmentation, is the same at every preset.
+    geometry, and therefore depth and segmentation, is the same at every preset. ``objects``
+    (``scenes.object_meshes.OBJECT_STYLES``): ``meshes`` draws objects with a render-mesh generator
+    by visual-only meshes carrying their label and instance id (cameras, ray casts and lidar see
+    those) while their collision geoms keep colliding in the hidden ``GROUP_COLLISION_ONLY``.
     Raises ``SceneError`` naming the scene for unusable geometry and ``ConfigError`` for a step
     height not below the body height or an unknown quality.
     """
@@ -132,12 +140,13 @@ def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float |
     if not 0.0 <= step_height < body.height:
         raise ConfigError(f"got {step_height}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
     check_quality(quality)
+    check_objects(objects, "objects")
     key = scene_hash(desc, body, step_height=step_height, physics_dt=physics_dt, label_table=label_table,
-                     quality=quality)
+                     quality=quality, objects=objects)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    built = _compile(desc, body, step_height, physics_dt, label_table, key, quality)
+    built = _compile(desc, body, step_height, physics_dt, label_table, key, quality, objects)
     _CACHE[key] = built
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -145,7 +154,8 @@ def build_model(desc: SceneDescription, body: AgentBody, *, step_height: float |
 
 
 def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physics_dt: float,
-             label_table: Sequence[str] | None, key: str, quality: str = "fast") -> BuiltScene:
+             label_table: Sequence[str] | None, key: str, quality: str = "fast",
+             objects: str = "primitives") -> BuiltScene:
     mujoco = import_mujoco()
     where = desc.source_path or f"scene '{desc.scene_id}'"
     if not desc.geoms:
@@ -191,6 +201,29 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
             owner[gi] = obj_index
 
     geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
+    meshes = render_meshes(desc) if objects == "meshes" else {}
+    drawn_by_mesh = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
+
+    def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
+        """The object's render meshes: visual only, massless, in the object group."""
+        for k, g in enumerate(meshes.get(obj.instance_id, ())):
+            name = f"r{obj.instance_id}_{k}"
+            mesh = spec.add_mesh(name=f"mesh_{name}", uservert=np.asarray(g.vertices, float).reshape(-1).tolist(),
+                                 userface=np.asarray(g.faces, int).reshape(-1).tolist(),
+                                 usertexcoord=np.asarray(g.texcoords, float).reshape(-1).tolist())
+            if hasattr(mujoco, "mjtMeshInertia"):  # open surfaces: no volume to derive inertia from
+                mesh.inertia = mujoco.mjtMeshInertia.mjMESH_INERTIA_SHELL
+            kw: dict = dict(name=name, type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_{name}",
+                            rgba=[*map(float, g.color), 1.0], pos=g.transform[:3, 3] - offset,
+                            quat=_quat(mujoco, g.transform[:3, :3]), contype=0, conaffinity=0, group=GROUP_OBJECT,
+                            mass=0.0)
+            if quality != "fast":
+                mat = material_for(spec, g, materials)
+                if mat:
+                    kw["material"] = mat
+                    kw["rgba"] = [0.5, 0.5, 0.5, 1.0]
+            parent.add_geom(**kw)
+            geom_meta.append((name, g.label, int(g.instance_id), movable))
 
     def add_geom(parent, index: int, g: Geom, offset: np.ndarray, mass: float | None, movable: bool) -> None:
         name = f"g{index}"
@@ -225,6 +258,8 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         else:
             kw.update(contype=1, conaffinity=3)
         kw["group"] = GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT
+        if index in drawn_by_mesh:
+            kw["group"] = GROUP_COLLISION_ONLY
         if mass is not None:
             kw["mass"] = mass
         parent.add_geom(**kw)
@@ -234,6 +269,9 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         obj = desc.objects[owner[i]] if i in owner else None
         if obj is None or not obj.movable:
             add_geom(world, i, g, np.zeros(3), None, False)
+    for obj in desc.objects:
+        if not obj.movable:
+            add_render_meshes(world, obj, np.zeros(3), False)
     movable_names: dict[int, str] = {}
     for obj in desc.objects:
         if not obj.movable or not obj.geom_indices:
@@ -249,6 +287,7 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         b.add_freejoint()
         for gi, g, vol in zip(obj.geom_indices, geoms, volumes):
             add_geom(b, gi, g, centre, float(total_mass * vol / volumes.sum()), True)
+        add_render_meshes(b, obj, centre, True)
         movable_names[obj.instance_id] = bname
 
     # The agent: a cylinder on slide-x and slide-y joints at the origin (the pose lives in qpos), and a

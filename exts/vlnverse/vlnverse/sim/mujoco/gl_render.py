@@ -10,7 +10,7 @@ from typing import Iterable
 import numpy as np
 
 from ..sensors import vertical_fov_deg
-from .builder import GROUP_AGENT, BuiltScene
+from .builder import GROUP_AGENT, GROUP_COLLISION_ONLY, BuiltScene
 from .culling import CULL_GROUP, RoomPortals, frustum_visible
 from .gl import import_mujoco
 from .raycast import _multiray_has_normal
@@ -102,6 +102,7 @@ class GLRenderer:
         self._option = self._mj.MjvOption()
         self._option.geomgroup[:] = 1
         self._option.geomgroup[GROUP_AGENT] = 0
+        self._option.geomgroup[GROUP_COLLISION_ONLY] = 0  # drawn by their render meshes
         self._option.geomgroup[CULL_GROUP] = 0
         self._option.sitegroup[:] = 0
         self.render_calls = 0

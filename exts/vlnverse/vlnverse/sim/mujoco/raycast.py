@@ -9,7 +9,7 @@ from typing import Iterable
 import numpy as np
 
 from ..sensors import pixel_rays
-from .builder import GROUP_AGENT, BuiltScene
+from .builder import GROUP_AGENT, GROUP_COLLISION_ONLY, BuiltScene
 from .gl import import_mujoco
 
 #: Background colour of the ray-cast renderer (no geometry hit).
@@ -19,6 +19,7 @@ BACKGROUND_RGB = np.array([150, 170, 190], np.uint8)
 def _visible_groups() -> np.ndarray:
     groups = np.ones(6, np.uint8)
     groups[GROUP_AGENT] = 0
+    groups[GROUP_COLLISION_ONLY] = 0  # collision geoms drawn by render meshes (``objects="meshes"``)
     return groups
 
 
