@@ -87,6 +87,40 @@ def test_volume_rendering_of_a_single_opaque_point_gives_its_feature():
     assert torch.allclose(feat[0, 0], float(opacity[0, 0]) * feature, atol=1e-5)
 
 
+def test_the_background_fills_the_transmittance_a_ray_has_left():
+    """``Σ w_i f_i + T_N f_bg``: an empty cloud (or a ray through empty space) renders the background,
+    an opaque point still renders its own feature, a translucent one mixes the two by its opacity."""
+    torch.manual_seed(0)
+    feature, bg = torch.tensor([0.3, -1.2, 2.0, 0.7]), torch.tensor([[[1.5, 0.25, -0.5, 4.0], [-2.0, 1.0, 0.5, 3.0]]])
+    renderer = VolumeRenderer(4, hidden=16, k=3, rays=3, samples=16, near=0.2, far=4.0, radius=0.3)
+    origins, yaws = torch.zeros(1, 2, 3), torch.tensor([[0.0, math.pi]])
+    with torch.no_grad():
+        feat, opacity = renderer(FeatureCloud(1, 4), origins, yaws, bg)  # nothing in the cloud yet
+        assert torch.equal(feat, bg) and torch.equal(opacity, torch.zeros(1, 2))
+        feat, opacity = renderer(FeatureCloud(1, 4), origins, yaws)  # without a background: zero
+        assert torch.equal(feat, torch.zeros(1, 2, 4)) and torch.equal(opacity, torch.zeros(1, 2))
+        renderer.density[-1].bias.fill_(60.0)
+        one_ray = VolumeRenderer(4, hidden=16, k=3, rays=1, samples=16, near=0.2, far=4.0, radius=0.3)
+        one_ray.load_state_dict(renderer.state_dict())
+        feat, opacity = one_ray(_single_point_cloud(feature), origins, yaws, bg)
+    assert torch.allclose(feat[0, 0], feature, atol=1e-4) and opacity[0, 0] == pytest.approx(1.0, abs=1e-5)
+    assert torch.allclose(feat[0, 1], bg[0, 1]) and float(opacity[0, 1]) == 0.0  # facing away: all background
+    with torch.no_grad():  # translucent: opacity · f + (1 - opacity) · f_bg (one ray: the view's opacity is the ray's)
+        renderer.density[-1].bias.fill_(-3.0)
+        for p in renderer.density[:-1].parameters():
+            p.zero_()
+        renderer.density[-1].weight.zero_()
+        one_ray.load_state_dict(renderer.state_dict())
+        feat, opacity = one_ray(_single_point_cloud(feature), origins, yaws, bg)
+        a = float(opacity[0, 0])
+        assert 0.0 < a < 0.9
+        assert torch.allclose(feat[0, 0], a * feature + (1 - a) * bg[0, 0], atol=1e-5)
+        # three rays (the point lies on the middle one only): the background fills each ray's own gap
+        feat, opacity = renderer(_single_point_cloud(feature), origins, yaws, bg)
+        assert float(opacity[0, 0]) == pytest.approx(a / 3, abs=1e-6)
+        assert torch.allclose(feat[0, 0], (a * feature + (1 - a) * bg[0, 0] + 2 * bg[0, 0]) / 3, atol=1e-5)
+
+
 def test_integrate_is_front_to_back():
     latent = torch.tensor([[[1.0], [5.0]]])
     feat, opacity = integrate(torch.tensor([[100.0, 100.0]]), latent, torch.tensor([1.0, 1.0]))

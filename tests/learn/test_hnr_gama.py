@@ -54,6 +54,22 @@ def test_trains_records_the_cloud_inputs_and_the_checkpoint_round_trips(corridor
     assert type(rebuilt).params_from_checkpoint(dict(data["config"]["policy"]["params"]), legacy, "x")["cloud_grid"] == 0
     for key, value in rebuilt.state_dict().items():
         assert torch.equal(value, data["state_dict"][key]), key
+    # render.background travels with the weights (default on); a checkpoint from before it renders without
+    assert data["render"] == {"background": True} and rebuilt.render_background is True
+    old = policy_from_checkpoint({k: v for k, v in data.items() if k != "render"})
+    assert old.render_background is False
+    step = {k: torch.from_numpy(np.asarray(ep[k][:1], dtype=np.float32)) for k in
+            ("view_feats", "candidates", "view_depth", "world_pose", "view_grid")}
+    args = (step["view_feats"], step["candidates"], step["view_depth"], step["world_pose"])
+    with torch.no_grad():
+        got_old = old.render_lookaheads(*args, old.new_memory(1, "cpu"), step["view_grid"])
+        mem = rebuilt.new_memory(1, "cpu")
+        got_new = rebuilt.render_lookaheads(*args, mem, step["view_grid"])
+        heading = step["world_pose"][:, None, 2] + step["candidates"][..., 0]
+        origins = torch.cat([got_new[2], torch.zeros(*heading.shape, 1)], -1)
+        plain = rebuilt.renderer(mem.cloud, origins, heading)  # Eq. 4 alone, as before the background
+    assert torch.equal(got_old[0], plain[0]) and torch.equal(got_old[1], got_new[1])
+    assert not torch.allclose(got_new[0], plain[0]) and float(got_new[1].min()) < 1  # the background fills the gaps
     if policy == "gama":  # the global action space travels with the weights; a checkpoint from before it has none
         assert data["gama"] == {"global_actions": True, "merge_radius": 0.5, "frontier": 16} and rebuilt.global_actions
         old = {k: v for k, v in data.items() if k != "gama"}
@@ -191,7 +207,7 @@ def test_overfits_four_episodes_through_the_runner(corridor, episodes_file, pred
 def test_lookahead_similarity_against_the_copy_baseline(corridor, episodes_file, predictor_file, tmp_path):
     """The rendered lookahead's cosine to the real next view, and the copy-the-current-view baseline,
     over the teacher steps of a store (the corridor's training store here: not held out)."""
-    from vlnverse.learn.hnr import lookahead_similarity, view_at_angle
+    from vlnverse.learn.hnr import lookahead_cosines, lookahead_similarity, view_at_angle
     from vlnverse.learn.store import StepStore
 
     f = torch.arange(12, dtype=torch.float32)[None, :, None].expand(1, 12, 2)
@@ -205,6 +221,13 @@ def test_lookahead_similarity_against_the_copy_baseline(corridor, episodes_file,
     moves = sum(int((store.episode(i)["target"][:-1] < store.episode(i)["candidates"].shape[1]).sum()) for i in range(len(store)))
     assert out["steps"] == moves > 0
     assert -1 <= out["rendered_cos"] <= 1 and -1 <= out["copy_baseline_cos"] <= 1
+    # a renderer that finds no density anywhere renders the background alone: exactly the copy baseline
+    with torch.no_grad():
+        policy.renderer.density[-1].bias.fill_(-1e4)
+    cos = lookahead_cosines(policy, store)
+    assert max(cos["opacity"]) == 0.0 and cos["rendered"] == pytest.approx(cos["copy"], abs=1e-6)
+    policy.render_background = False  # without it an empty render is zero: cosine 0
+    assert lookahead_cosines(policy, store)["rendered"] == pytest.approx([0.0] * moves)
 
 
 def test_render_stage_trains_the_rendering_model_alone_then_the_policy_starts_from_it(corridor, episodes_file,
@@ -289,6 +312,7 @@ def test_vlnverse_train_and_eval_cli_with_the_shipped_config(name, predictor_fil
                                               ("gama", {"experts": 2, "top_k": 3}, "policy.params.top_k"),
                                               ("gama", {"balance_weight": -1.0}, "policy.params.balance_weight"),
                                               ("hnr", {"render": {"rays": 0}}, "policy.params.render"),
+                                              ("hnr", {"render": {"background": "yes"}}, "policy.params.render.background"),
                                               ("gama", {"expertz": 2}, "policy.params.expertz")])
 def test_bad_parameters_are_one_line_errors(policy, bad, field, predictor_file):
     from vlnverse.core.errors import ConfigError

@@ -13,8 +13,9 @@ VLNVerse paper's appendix A.1.1): the building blocks and the ``hnr`` policy in 
   gathers its K nearest cloud points (torch ``cdist`` + ``topk``, batched), embeds their relative
   position and orientation in the ray's frame, weighs them (softmax over K) into a latent
   feature and predicts a density; only neighbours within ``radius`` count (a sample with none is
-  empty space, density 0). The ray integrates ``Σ T_i (1 - exp(-σ_i δ_i)) f_i`` (Eq. 4); the
-  view's region feature is the mean over its rays.
+  empty space, density 0). The ray integrates ``Σ T_i (1 - exp(-σ_i δ_i)) f_i`` (Eq. 4), plus
+  with a ``background`` the transmittance left past its last sample times it, ``T_N f_bg``
+  (NeRF's background colour); the view's region feature is the mean over its rays.
 - ``GraphAwareAttention`` (Eq. 5): multi-head self-attention over graph nodes whose logits add a
   learnt per-head map of the node distance matrix E (E = 0: plain attention).
 
@@ -34,7 +35,11 @@ at the candidate's position facing its direction; the topological graph holds th
 position), encoded by ``graph_layers`` GASA layers over their geodesic distances on the graph
 (``graph_distances``: shortest paths along the trajectory chain, current - candidate and
 candidate - lookahead edges, each as long as the straight line between its nodes). A candidate's
-token for the VLN-BERT scorer is its graph token plus its lookahead's.
+token for the VLN-BERT scorer is its graph token plus its lookahead's. ``render.background``
+(default true; false for checkpoints from before it, which render as they did) gives each ray the
+current view's feature in the candidate's direction as its background: where the cloud holds
+nothing yet (early in an episode) the lookahead falls back to that view, where it holds points
+the rendered features cover it by their opacity.
 
 Training: ``render_weight`` λ > 0 adds λ · (1 - cos) between the rendered feature of the oracle's
 candidate at step t and the real panorama view the agent faces at step t + 1 (the simulator's
@@ -170,10 +175,16 @@ class VolumeRenderer(nn.Module):
         self.score = nn.Linear(hidden, 1)
         self.density = nn.Sequential(nn.Linear(hidden + feat_dim, hidden), nn.ReLU(inplace=True), nn.Linear(hidden, 1))
 
-    def forward(self, cloud: FeatureCloud, origins: torch.Tensor, yaws: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Views at ``origins`` (B, M, 3) facing ``yaws`` (B, M) → (features (B, M, C), opacity (B, M))."""
+    def forward(self, cloud: FeatureCloud, origins: torch.Tensor, yaws: torch.Tensor,
+                background: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Views at ``origins`` (B, M, 3) facing ``yaws`` (B, M) → (features (B, M, C), opacity (B, M)).
+        With ``background`` (B, M, C) each ray composites it behind its last sample, weighted by
+        the transmittance left, ``Σ w_i f_i + T_N f_bg`` (NeRF's background colour): a ray through
+        empty space renders the background."""
         b, m = yaws.shape
+        if len(cloud) == 0:  # nothing to gather: every ray is empty space
+            empty = torch.zeros(b, m, cloud.features.shape[-1], device=yaws.device, dtype=yaws.dtype)
+            return (empty if background is None else background), torch.zeros(b, m, device=yaws.device, dtype=yaws.dtype)
         ray_yaw = yaws[..., None] + self.ray_yaws  # (B, M, R)
         r, s = ray_yaw.shape[-1], self.depths.shape[0]
         cp, sp = torch.cos(self.ray_pitches), torch.sin(self.ray_pitches)
@@ -201,6 +212,8 @@ class VolumeRenderer(nn.Module):
         sigma = F.softplus(self.density(torch.cat([ctx, latent], -1))[..., 0]) * inside.any(-1)
         deltas = torch.cat([self.depths[1:] - self.depths[:-1], (self.depths[-1] - self.depths[-2])[None]])
         feat, opacity = integrate(sigma.reshape(b, m, r, s), latent.reshape(b, m, r, s, -1), deltas)
+        if background is not None:  # T_N = 1 - the ray's opacity
+            feat = feat + (1.0 - opacity)[..., None] * background[:, :, None]
         return feat.mean(2), opacity.mean(2)
 
 
@@ -780,6 +793,10 @@ class HNRPolicy(VLNBertPolicy):
         self.view_hfov = PANORAMA_HFOV_DEG
         render = dict(render or {})
         weights = render.pop("weights", None)
+        self.render_background = render.pop("background", True)
+        if not isinstance(self.render_background, bool):
+            raise ConfigError(f"got {self.render_background!r}", field="policy.params.render.background",
+                              expected="true (composite the current view's feature behind each ray) or false")
         try:
             # a grid's cells are sparser than its pixels: a wider neighbourhood (1.5 m) unless given
             defaults = {"hidden": h, "rows": max(1, self.cloud_grid), **({"radius": 1.5} if self.cloud_grid else {})}
@@ -819,10 +836,12 @@ class HNRPolicy(VLNBertPolicy):
 
     @classmethod
     def params_from_checkpoint(cls, params: dict[str, Any], data: dict[str, Any], path: Any) -> dict[str, Any]:
-        """VLN-BERT's, and ``render.weights`` dropped (the renderer's weights are in the state dict)."""
+        """VLN-BERT's, ``render.weights`` dropped (the renderer's weights are in the state dict), and
+        ``render.background`` as saved (a checkpoint from before it rendered without: off)."""
         out = super().params_from_checkpoint(params, data, path)
-        if isinstance(out.get("render"), dict):
-            out["render"] = {k: v for k, v in out["render"].items() if k != "weights"}
+        saved = data.get("render")
+        out["render"] = {**{k: v for k, v in (out.get("render") or {}).items() if k != "weights"},
+                         "background": bool(saved.get("background")) if isinstance(saved, dict) else False}
         enc = cloud_encoder_spec(out.get("cloud_encoder"))
         if enc["type"] == "pretrained":  # rebuilt without the file: weights in the state dict
             from .encoder import arch_of
@@ -846,8 +865,10 @@ class HNRPolicy(VLNBertPolicy):
         return {"cloud_grid": self.cloud_grid}
 
     def checkpoint_extras(self) -> dict[str, Any]:
-        """VLN-BERT's and the cloud's grid (``cloud_grid`` as built, default included)."""
-        return {**super().checkpoint_extras(), "cloud": {"grid": self.cloud_grid}}
+        """VLN-BERT's, the cloud's grid (``cloud_grid`` as built, default included) and whether the
+        renderer composites a background (``render.background``)."""
+        return {**super().checkpoint_extras(), "cloud": {"grid": self.cloud_grid},
+                "render": {"background": self.render_background}}
 
     def freeze_for_stage(self) -> None:
         """``stage: render``: only the rendering model trains (called last by each constructor)."""
@@ -895,13 +916,18 @@ class HNRPolicy(VLNBertPolicy):
                           pose: torch.Tensor, mem: GraphMemory, view_grid: torch.Tensor | None = None
                           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Add the panorama's points to the cloud, then render a view at each candidate facing its
-        direction: (features (B, K, F), opacity (B, K), candidate positions (B, K, 2))."""
+        direction: (features (B, K, F), opacity (B, K), candidate positions (B, K, 2)). With
+        ``render.background`` each ray's remaining transmittance composites the current view's
+        feature in the candidate's direction (``view_at_angle`` of ``cloud_target``: what the copy
+        baseline of ``lookahead_cosines`` predicts), so where the cloud is empty the render falls
+        back to it."""
         b, k = cands.shape[:2]
         mem.cloud.add(self.cloud_points(view_feats, view_depth, pose, view_grid))
         heading = pose[:, None, 2] + cands[..., 0]
         cand_xy = pose[:, None, :2] + cands[..., 1:2] * torch.stack([torch.cos(heading), torch.sin(heading)], -1)
         origins = torch.cat([cand_xy, torch.zeros(b, k, 1, device=pose.device)], -1)
-        rendered, opacity = self.renderer(mem.cloud, origins, heading)
+        background = view_at_angle(self.cloud_target(view_feats, view_grid), cands[..., 0]) if self.render_background else None
+        rendered, opacity = self.renderer(mem.cloud, origins, heading, background)
         return rendered, opacity, cand_xy
 
     def build_graph(self, instruction: tuple, view_feats: torch.Tensor, cands: torch.Tensor, view_depth: torch.Tensor,
