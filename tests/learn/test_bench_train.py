@@ -310,3 +310,40 @@ def test_multitask_row_runs_end_to_end_and_reports_each_task(predictor_file, tmp
     assert {r["agent"] for r in fig["table"] if r["split"] == "test" and "task" not in r} == {"random", "forward", agent}
     assert json.loads(json.dumps(fig))["multitask"]["gama_multitask"]["results"] == mt["results"]  # JSON-ready
     assert Path(fig["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_render_only_needs_an_episodes_file_and_a_positive_limit(tmp_path):
+    from vlnverse.benchmarks.train import render_only
+    from vlnverse.core.errors import ConfigError
+
+    args = SimpleNamespace(episodes=str(tmp_path / "missing.jsonl"), limit=None, workers=1, out=None, seed=0)
+    with pytest.raises(ConfigError, match="--episodes"):
+        render_only(args)
+    (tmp_path / "train.jsonl").write_text("")
+    with pytest.raises(ConfigError, match="--limit"):
+        render_only(SimpleNamespace(**{**vars(args), "episodes": str(tmp_path / "train.jsonl"), "limit": 0}))
+
+
+@pytest.mark.slow
+def test_render_only_compares_every_render_path_on_the_same_frames(corridor, tmp_path):
+    """``bench train --render-only``: physics, teleport with the reference depth pass, teleport and
+    teleport on 2 workers build the same cache (labels, poses, frames), each twice, in one run."""
+    from eval_scenes import corridor_scene
+    from learn_helpers import make_episodes
+    from vlnverse.benchmarks.train import render_only
+    from vlnverse.scenes.usd_io import write_usd
+    from vlnverse.tasks.episode import save_episodes
+
+    scene = tmp_path / "corridor.usda"
+    write_usd(corridor_scene(), scene)
+    episodes = make_episodes(corridor)[:2]
+    for ep in episodes:
+        ep.scene_path = str(scene)
+    save_episodes(tmp_path / "train.jsonl", episodes)
+    got = render_only(SimpleNamespace(episodes=str(tmp_path / "train.jsonl"), limit=2, workers=2,
+                                      out=str(tmp_path / "r.json"), seed=0))["render"]
+    paths = ("teleport_reference", "teleport", "teleport_2_workers")
+    assert set(got["frames_per_s"]) == {"physics", *paths} and got["episodes"] == 2 and got["frames"] > 10
+    assert all(all(got["equal"][p].values()) for p in paths)
+    assert all(len(r) == 2 and min(r) > 0 for r in got["runs_frames_per_s"].values())
+    assert got["glass_pass_speedup"] > 0 and got["workers_speedup"] > 0 and len(got["load_average_1m"]) == 9

@@ -43,13 +43,18 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
+    p.add_argument("--render-only", action="store_true",
+                   help="train: only the teacher cache's render-path figure, on the training episodes of --episodes "
+                        "FILE (the first --limit), with --workers")
     p.add_argument("--work", default=None, help="transfer: the work folder of 'bench train --policies vlnbert --out FILE.json' (FILE)")
     p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base); "
                                                   "lookahead: the body (default the checkpoint's)")
     p.add_argument("--checkpoint", default=None, help="lookahead: an hnr or gama checkpoint (vlnverse train)")
-    p.add_argument("--episodes", default=None, help="lookahead: the held-out episodes (a JSONL file)")
+    p.add_argument("--episodes", default=None, help="lookahead: the held-out episodes (a JSONL file); train --render-only: "
+                                                      "the training episodes to render")
     p.add_argument("--limit", type=int, default=None,
-                   help="lookahead: at most N episodes, taken in turn from each scene (default all)")
+                   help="lookahead: at most N episodes, taken in turn from each scene (default all); train --render-only: "
+                        "the first N episodes")
     p.add_argument("--rounds", type=int, default=None, help="transfer: online fine-tuning rounds (default 3)")
     p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
     p.add_argument("--stop-weight", type=float, default=None,

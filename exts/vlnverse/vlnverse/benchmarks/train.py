@@ -15,9 +15,11 @@ Steps:
    ``val_unseen`` scene (``--seed`` + 1) and ``--test-episodes`` (default the same) on each
    ``test`` scene (``--seed`` + 2). The split guard refuses training homes shared with them.
 2. Render paths (``render``): the teacher cache of the first ``RENDER_COMPARE_EPISODES`` training
-   episodes built both ways in one run -- physics (the rollout renders every sensor) and teleport
-   (``learn.collect``), twice each in alternation, best of each -- frames/s, their ratio, and
-   whether labels, poses and frames agree.
+   episodes built in one run by physics (the rollout renders every sensor), teleport
+   (``learn.collect``) with the reference full depth pass and as shipped, and teleport on
+   ``--workers`` processes, twice each in alternation, best of each (``compare_render_paths``) --
+   frames/s, their ratios, and whether labels, poses and frames agree. ``--render-only
+   --episodes FILE [--limit N]`` measures only this, on any training episodes.
 3. Encoder (``--encoder pretrained``, default): one visual encoder pretrained on renders of the
    training homes (``pretrain_encoder``: ``learn.encoder.RECIPE_PRETRAINING``), frozen and shared by every row
    that reads RGB-D frames, which then train from its cached features; ``--encoder cnn``: each row
@@ -464,9 +466,20 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
     return {"checkpoints": checkpoints, "figures": figures, "curve": curve}
 
 
-def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
-    """The teacher cache of ``episodes`` (the rows' rig, Tel-Hop) built by the physics and by the
-    teleport render path in this run: frames/s of each, the ratio, and whether they agree."""
+#: The teacher cache's frame rate when the issue asking for 10x was filed (RGB-D 64x64, physics path)
+ISSUE_START_FRAMES_PER_S = 26.0
+
+
+def compare_render_paths(episodes: list, work: Path, seed: int, workers: int = 1, train: Path | None = None) -> dict:
+    """The teacher cache of ``episodes`` (the rows' rig, Tel-Hop) built in this run by the physics
+    path, by the teleport path with the reference depth pass (``GLRenderer.glass_depth = "full"``:
+    the whole view redrawn for depth when window glass is in view), by the teleport path as
+    shipped (the glass-only depth pass) and, with ``workers`` > 1, by that path on ``workers``
+    processes; each twice, alternated (the load drifts), in fresh cache folders, with no scene
+    kept in memory between builds. Frames/s of each (best of 2), the in-process CPU seconds of
+    the one-process builds (less sensitive to other processes' load), the ratios, and whether
+    labels, poses and frames agree with the physics path's byte for byte. ``train``: the
+    episodes file the trainer config names (default ``work/train.jsonl``)."""
     import shutil
 
     import numpy as np
@@ -475,31 +488,92 @@ def compare_render_paths(episodes: list, work: Path, seed: int) -> dict:
     from vlnverse.learn.cache import teacher_cache
     from vlnverse.learn.config import TrainConfig
     from vlnverse.learn.trainer import Trainer
+    from vlnverse.sim.mujoco.render import GLRenderer
+    from vlnverse.tasks import base
 
     root = work / "render_compare"
     shutil.rmtree(root, ignore_errors=True)
-    cfg = from_dict(TrainConfig, {"policy": {"name": "cma"}, "task": "fine_grained", "train": str(work / "train.jsonl"),
+    cfg = from_dict(TrainConfig, {"policy": {"name": "cma"}, "task": "fine_grained",
+                                  "train": str(train or work / "train.jsonl"),
                                   "collision_mode": "telhop", "sensors": SENSORS, "device": "cpu", "seed": seed,
                                   "cache": {"dir": str(root)}, "out": str(root / "run")})
     trainer = Trainer(cfg, progress=False)
-    stores, stats, runs = {}, {}, {"physics": [], "teleport": []}
-    for i, path in enumerate(("physics", "teleport", "teleport", "physics")):  # alternated: load drifts
-        stores[path], got = teacher_cache(episodes, sensors=trainer.sensor_specs, settings=trainer.settings,
-                                          collision_mode="telhop", base_dir=root / str(i), render=path)
+    paths = ["physics", "teleport_reference", "teleport"] + ([f"teleport_{workers}_workers"] if workers > 1 else [])
+    stores, stats, runs, cpu = {}, {}, {p: [] for p in paths}, {p: [] for p in paths if "workers" not in p}
+    loads = [round(os.getloadavg()[0], 2)]
+    for i, path in enumerate(paths + paths[::-1]):  # alternated: the load drifts
+        base._CONTEXT_CACHE.clear()  # every build loads its scenes, as a fresh ``vlnverse train`` does
+        GLRenderer.glass_depth = "full" if path == "teleport_reference" else "glass"
+        t_cpu = time.process_time()
+        try:
+            store, got = teacher_cache(episodes, sensors=trainer.sensor_specs, settings=trainer.settings,
+                                       collision_mode="telhop", base_dir=root / str(i), progress=False,
+                                       render="physics" if path == "physics" else "teleport",
+                                       workers=workers if "workers" in path else 1)
+        finally:
+            GLRenderer.glass_depth = "glass"
+        if path in cpu:
+            cpu[path].append(round(time.process_time() - t_cpu, 2))
+        stores.setdefault(path, store)
         runs[path].append(got["frames_per_s"])
+        loads.append(round(os.getloadavg()[0], 2))
         if path not in stats or got["frames_per_s"] > stats[path]["frames_per_s"]:
             stats[path] = got
-    same = {f: True for f in ("label", "pose", "rgb", "depth")}
-    for i in range(len(stores["physics"])):
-        a, b = stores["physics"].episode(i), stores["teleport"].episode(i)
-        for f in same:
-            same[f] = same[f] and a[f].shape == b[f].shape and bool(np.array_equal(a[f], b[f]))
-    fps = {p: stats[p]["frames_per_s"] for p in stats}
-    return {"episodes": len(episodes), "frames": stats["physics"]["frames"], "physics_frames_per_s": fps["physics"],
-            "teleport_frames_per_s": fps["teleport"],
-            "teleport_speedup": round(fps["teleport"] / fps["physics"], 2) if fps["physics"] else None,
-            "runs_frames_per_s": runs, "equal": same,
-            "note": f"best of 2 builds each, alternated, one process; RGB-D {RESOLUTION}x{RESOLUTION} Tel-Hop, the oracle teacher"}
+    same = {p: {f: True for f in ("label", "executed", "pose", "rgb", "depth")} for p in paths[1:]}
+    for path in paths[1:]:
+        for i in range(len(stores["physics"])):
+            a, b = stores["physics"].episode(i), stores[path].episode(i)
+            for f in same[path]:
+                same[path][f] = same[path][f] and a[f].shape == b[f].shape and bool(np.array_equal(a[f], b[f]))
+    fps = {p: stats[p]["frames_per_s"] for p in paths}
+    frames = stats["physics"]["frames"]
+    best_cpu = {p: min(v) for p, v in cpu.items()}
+
+    def ratio(a, b):
+        return round(a / b, 2) if a and b else None
+
+    out = {"episodes": len(episodes), "frames": frames, "scenes": len({str(e.scene_path) for e in episodes}),
+           "frames_per_s": fps, "runs_frames_per_s": runs, "cpu_seconds": cpu,
+           "cpu_frames_per_s": {p: round(frames / c, 1) for p, c in best_cpu.items() if c > 0},
+           "physics_frames_per_s": fps["physics"], "teleport_frames_per_s": fps["teleport"],
+           "teleport_speedup": ratio(fps["teleport"], fps["physics"]),
+           "glass_pass_speedup": ratio(fps["teleport"], fps["teleport_reference"]),
+           "glass_pass_cpu_speedup": ratio(best_cpu["teleport_reference"], best_cpu["teleport"]),
+           "best_vs_issue_start": ratio(max(fps.values()), ISSUE_START_FRAMES_PER_S),
+           "issue_start_frames_per_s": ISSUE_START_FRAMES_PER_S, "equal": same, "load_average_1m": loads,
+           "note": f"best of 2 builds each, alternated; RGB-D {RESOLUTION}x{RESOLUTION} Tel-Hop, the oracle teacher; "
+                   "the one-process builds run in this process (cpu_seconds: this process only)"}
+    if workers > 1:
+        out["workers_speedup"] = ratio(fps[paths[-1]], fps["teleport"])
+    return out
+
+
+def render_only(args) -> dict:
+    """``bench train --render-only``: only the render-path figure (``compare_render_paths``), on
+    the training episodes of ``--episodes FILE`` (e.g. a previous run's ``train.jsonl``; the
+    first ``--limit`` of them), with ``--workers``; work files under ``--out``'s folder."""
+    import tempfile
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.tasks.episode import load_episodes
+
+    source = getattr(args, "episodes", None)
+    if not source or not Path(source).is_file():
+        raise ConfigError(f"got {source!r}", field="--episodes", expected="a JSONL file of training episodes")
+    episodes = load_episodes(source)
+    limit = getattr(args, "limit", None)
+    if limit is not None:
+        if limit < 1:
+            raise ConfigError(f"got {limit}", field="--limit", expected="an integer >= 1")
+        episodes = episodes[:limit]
+    workers = int(getattr(args, "workers", None) or 1)
+    work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-render-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    render = compare_render_paths(episodes, work, args.seed, workers=workers, train=Path(source))
+    return {"render": render, "seconds_total": round(time.perf_counter() - t0, 1), "workers": workers,
+            "cpu_count": os.cpu_count(), "episodes_file": str(source), "work_dir": str(work),
+            "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)"}
 
 
 def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str,
@@ -653,6 +727,8 @@ def run(args) -> dict:
     from vlnverse.tasks.episode import save_episodes
 
     require_torch("vlnverse bench train", field=None)
+    if getattr(args, "render_only", False):
+        return render_only(args)
     selected = _rows(args)  # a bad --policies fails before any work
     budget = float(args.budget) if getattr(args, "budget", None) else None
     epochs = int(getattr(args, "epochs", None) or IL_EPOCHS)
@@ -711,7 +787,7 @@ def run(args) -> dict:
                          held_out_scenes({s: resolved(s) + [e for t in extra for e in resolved(s, t)]
                                           for s in ("val_unseen", "test")}), cache_dir=work / "cache")
     t_generated = time.perf_counter()
-    render = compare_render_paths(resolved("train")[:RENDER_COMPARE_EPISODES], work, args.seed)
+    render = compare_render_paths(resolved("train")[:RENDER_COMPARE_EPISODES], work, args.seed, workers=workers)
     t_render = time.perf_counter()
 
     encoder_figures = None

@@ -55,8 +55,9 @@ ACTIVE_ROOM_LIGHTS = 2
 
 
 class GLRenderer:
-    """Offscreen OpenGL rendering with one ``mujoco.Renderer`` per resolution; RGB, depth and
-    segmentation of one camera pose share one scene update.
+    """Offscreen OpenGL rendering with one ``mujoco.Renderer`` (GL context, model resources and
+    offscreen buffer) per multisampling setting, drawing any image size up to its buffer; RGB,
+    depth and segmentation of one camera pose share one scene update.
 
     ``quality``: ``fast`` (no shadows, reflections or anti-aliasing), ``default`` (edge
     anti-aliasing by ``antialias``: 4× MSAA would cost more than half the frame rate on llvmpipe),
@@ -64,9 +65,17 @@ class GLRenderer:
     second context without multisampling, so they are identical at every preset. Only the
     ``ACTIVE_ROOM_LIGHTS`` room lights nearest the camera are on in a frame (fixed cost per frame
     whatever the number of rooms).
+
+    Depth of a view with window glass in it (``glass_depth``): ``glass`` (default) keeps the RGB
+    pass's depth buffer (which has every opaque geom but no glass) and draws only the glass in a
+    second, depth-only pass, keeping the nearer of the two per pixel; ``full`` redraws the whole
+    view for depth. Both give the same bytes (depth testing keeps the nearest fragment either
+    way; tests compare them); ``glass`` draws a few geoms instead of the view again.
     """
 
     name = "gl"
+    #: see the class docstring: ``glass`` | ``full`` (the reference the tests compare against)
+    glass_depth = "glass"
 
     def __init__(self, built: BuiltScene, model, antialias: bool = False, quality: str = "fast",
                  portals: RoomPortals | None = None):
@@ -88,7 +97,7 @@ class GLRenderer:
         names = [model.light(i).name for i in range(model.nlight)]
         self._room_lights = np.array([i for i, n in enumerate(names) if n.startswith(ROOM_LIGHT_PREFIX)], int)
         self._room_light_pos = np.asarray(model.light_pos)[self._room_lights].copy() if len(self._room_lights) else None
-        self._renderers: dict[tuple[int, int, bool], object] = {}
+        self._renderers: dict[bool, object] = {}  # by multisampling (MSAA RGB or not)
         # Frustum culling: geoms whose bounding sphere lies outside the view move to a hidden
         # group for the draw (rendering cost follows the geoms drawn, not the scene size).
         self._group = np.asarray(model.geom_group).copy()
@@ -111,20 +120,31 @@ class GLRenderer:
         self._renderer(16, 16, True)  # fail now (no GL context) rather than at the first observation
 
     def _renderer(self, width: int, height: int, rgb: bool):
-        key = (width, height, rgb and self._samples > 0)
-        if key not in self._renderers:
-            vis = self._model.vis.global_
+        """The ``mujoco.Renderer`` for RGB (``rgb``) or depth / segmentation, set to draw
+        ``width`` × ``height``. One per multisampling setting, shared by every image size: a GL
+        context and the model's GL resources cost ~0.2 s to make (per scene), and drawing into
+        the lower-left ``width`` × ``height`` of a larger offscreen buffer gives the same pixels
+        as a buffer of that size (the viewport is the image). A request larger than the buffer
+        makes a new one."""
+        key = rgb and self._samples > 0
+        r = self._renderers.get(key)
+        vis = self._model.vis.global_
+        if r is None or width > int(vis.offwidth) or height > int(vis.offheight):
+            if r is not None:
+                r.close()
             vis.offwidth = max(int(vis.offwidth), width)
             vis.offheight = max(int(vis.offheight), height)
-            self._model.vis.quality.offsamples = self._samples if key[2] else 0
+            self._model.vis.quality.offsamples = self._samples if key else 0
             r = self._mj.Renderer(self._model, height=height, width=width)
             flags = r.scene.flags
-            high = self.quality == "high" and key[2]
+            high = self.quality == "high" and key
             flags[self._mj.mjtRndFlag.mjRND_SHADOW] = int(high)
             flags[self._mj.mjtRndFlag.mjRND_REFLECTION] = int(high)
             flags[self._mj.mjtRndFlag.mjRND_SKYBOX] = 0
             self._renderers[key] = r
-        return self._renderers[key]
+        if (r.width, r.height) != (width, height):  # the size this draw reads (see ``mujoco.Renderer.render``)
+            r._width, r._height, r._rect = width, height, self._mj.MjrRect(0, 0, width, height)
+        return r
 
     def _light_rooms_near(self, position: np.ndarray) -> None:
         """Switch on the room lights nearest ``position`` and off the rest."""
@@ -170,16 +190,35 @@ class GLRenderer:
             mark_shadowless(renderer.scene, self._shadowless)
         self.last_drawn = int(renderer.scene.ngeom)
 
-    def _read(self, rgb_renderer, aux_renderer, kinds: set, out: dict, hidden: np.ndarray) -> None:
+    def _read(self, rgb_renderer, aux_renderer, kinds: set, out: dict, hidden: np.ndarray, data) -> None:
         """Render the updated scenes and read ``kinds`` into ``out``. When RGB and depth come
-        from the same context and no see-through geom is drawn (``hidden`` = the culled geoms),
-        depth is read from the RGB pass's depth buffer: the same values as a depth pass
-        (checked equal), one render fewer."""
+        from the same context, depth is read from the RGB pass's depth buffer (the same values
+        as a depth pass: checked equal), with the window glass in view (``hidden`` = the culled
+        geoms) drawn over it in a glass-only depth pass (``glass_depth``)."""
         if "rgb" in kinds:
             out["rgb"] = antialias(rgb_renderer.render()) if self._post_aa else rgb_renderer.render()
         r = aux_renderer
-        if "depth" in kinds and "rgb" in kinds and r is rgb_renderer and not (self._transparent & ~hidden).any():
+        shared = "depth" in kinds and "rgb" in kinds and r is rgb_renderer
+        glass = self._transparent & ~hidden if shared else None
+        if shared and not glass.any():
             out["depth"] = self._depth_buffer(r)
+        elif shared and self.glass_depth == "glass":
+            opaque, drawn = self._depth_raw(r), self.last_drawn
+            self._update(r, data, ~glass)  # the glass alone
+            flags = r.scene.flags
+            saved = flags.copy()
+            flags[self._mj.mjtRndFlag.mjRND_SEGMENT] = 1  # as ``mujoco.Renderer`` draws depth: glass opaque
+            flags[self._mj.mjtRndFlag.mjRND_IDCOLOR] = 1
+            try:
+                r._gl_context.make_current()
+                self._mj.mjr_render(r._rect, r.scene, r._mjr_context)
+            finally:
+                flags[:] = saved
+            # reversed Z (``mjDEPTH_ZEROFAR``): the nearer fragment has the larger buffer value
+            out["depth"] = self._depth_metres(np.maximum(opaque, self._depth_raw(r)))
+            if "geom" in kinds:  # the whole view again for segmentation
+                self._update(r, data, hidden)
+            self.last_drawn = drawn
         elif "depth" in kinds:
             r.enable_depth_rendering()
             depth = r.render()
@@ -193,13 +232,21 @@ class GLRenderer:
             r.disable_segmentation_rendering()
             out["geom"] = np.where(seg[..., 1] == int(self._mj.mjtObj.mjOBJ_GEOM), seg[..., 0], -1).astype(np.int32)
 
-    def _depth_buffer(self, renderer) -> np.ndarray:
-        """Planar depth (m, ``inf`` beyond the far plane) from the depth buffer of ``renderer``'s
-        last render, converted exactly as ``mujoco.Renderer`` converts a depth render."""
-        m = self._model
+    def _depth_raw(self, renderer) -> np.ndarray:
+        """The depth buffer of ``renderer``'s last render (reversed Z, float32, rows bottom up)."""
         buf = np.empty((renderer.height, renderer.width), np.float32)
         renderer._gl_context.make_current()
         self._mj.mjr_readPixels(None, buf, renderer._rect, renderer._mjr_context)
+        return buf
+
+    def _depth_buffer(self, renderer) -> np.ndarray:
+        """Planar depth (m, ``inf`` beyond the far plane) from the depth buffer of ``renderer``'s
+        last render, converted exactly as ``mujoco.Renderer`` converts a depth render."""
+        return self._depth_metres(self._depth_raw(renderer))
+
+    def _depth_metres(self, buf: np.ndarray) -> np.ndarray:
+        """``_depth_buffer``'s conversion of a raw depth buffer ``buf``."""
+        m = self._model
         extent = m.stat.extent
         znear, zfar = np.float32(m.vis.map.znear * extent), np.float32(m.vis.map.zfar * extent)
         c_coef = -(zfar + znear) / (zfar - znear)
@@ -230,7 +277,7 @@ class GLRenderer:
             aux_r = self._renderer(width, height, False)
             if aux_r is not rgb_r:
                 self._update(aux_r, data, hidden)
-        self._read(rgb_r, aux_r, kinds, out, hidden)
+        self._read(rgb_r, aux_r, kinds, out, hidden, data)
         return out
 
     def render_views(self, data, position: np.ndarray, rotations, width: int, height: int, hfov_deg: float,
@@ -262,7 +309,7 @@ class GLRenderer:
             for r in renderers:
                 self._update(r, data, hidden, rgb=r is rgb_r)
             out: dict[str, np.ndarray] = {}
-            self._read(rgb_r, aux_r, kinds, out, hidden)
+            self._read(rgb_r, aux_r, kinds, out, hidden, data)
             views.append(out)
         return views
 
