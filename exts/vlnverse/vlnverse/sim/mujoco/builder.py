@@ -203,6 +203,11 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
     meshes = render_meshes(desc) if objects == "meshes" else {}
     drawn_by_mesh = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
+    # baked light (``lightmap``): the meshes opt-in's floors at the textured presets, as baked meshes
+    baked = {}
+    if objects == "meshes" and quality != "fast":
+        from .lightmap import bake_lightmaps
+        baked = bake_lightmaps(desc)
 
     def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
         """The object's render meshes: visual only, massless, in the object group."""
@@ -258,12 +263,23 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         else:
             kw.update(contype=1, conaffinity=3)
         kw["group"] = GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT
-        if index in drawn_by_mesh:
+        if index in drawn_by_mesh or index in baked:
             kw["group"] = GROUP_COLLISION_ONLY
         if mass is not None:
             kw["mass"] = mass
         parent.add_geom(**kw)
         geom_meta.append((name, g.label, int(g.instance_id), movable))
+        if index in baked:  # drawn by a visual-only copy with the baked light map
+            from ...scenes.textures import LOOKS, material_kind
+            from ...scenes.textures import DEFAULT_KIND_BY_LABEL
+            from .lightmap import add_baked_floor
+
+            kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
+            mat = add_baked_floor(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))
+            parent.add_geom(name=f"b{index}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_b{index}",
+                            material=mat, rgba=[0.5, 0.5, 0.5, 1.0], pos=kw["pos"], quat=kw["quat"], contype=0,
+                            conaffinity=0, group=GROUP_STRUCTURE, mass=0.0)
+            geom_meta.append((f"b{index}", g.label, int(g.instance_id), movable))
 
     for i, g in enumerate(desc.geoms):
         obj = desc.objects[owner[i]] if i in owner else None
