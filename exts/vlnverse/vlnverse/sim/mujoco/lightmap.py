@@ -1,9 +1,9 @@
-"""Baked light for the ``objects="meshes"`` opt-in: per-home light maps of the room floors,
+"""Baked light for the ``objects="meshes"`` opt-in: per-home light maps of the room floors and rugs,
 computed once by casting rays on the CPU and cached on disk, drawn as textures.
 
 For each floor texel (``TEXEL_M``, at most ``MAX_TEXELS`` a side) one ``mj_multiRay`` call from
 just above the floor casts ``AO_RAYS`` fixed cosine-weighted hemisphere directions (ambient
-occlusion: a hit nearer than ``AO_RANGE_M`` occludes by how near it is), shadow rays to
+occlusion: a hit at distance d < ``AO_RANGE_M`` occludes by 1 - (d / range)²), shadow rays to
 ``LIGHT_SAMPLES`` points on the room's ceiling light (soft contact shadows under tables, beds,
 sofas) and to points on every window pane within reach (light falling in through windows). The
 texel's factor, ``(AO_FLOOR + (1 - AO_FLOOR) ao) (1 - SHADOW + SHADOW v) (1 + WINDOW_GAIN w)``,
@@ -35,7 +35,7 @@ LIGHTMAP_VERSION = 1
 TEXEL_M = 0.15
 MAX_TEXELS = 96
 AO_RAYS = 32
-AO_RANGE_M = 0.9
+AO_RANGE_M = 1.0
 LIGHT_SAMPLES = 5
 LIGHT_RADIUS_M = 0.15
 LIGHT_FIXTURE_M = 0.3
@@ -52,9 +52,14 @@ BAKED_PX_PER_M, BAKED_MAX_PX = 100.0, 1024
 BAKE_CALLS = {"computed": 0}
 
 
-def floor_geoms(desc: SceneDescription) -> list[int]:
-    """Indices of the floor boxes (``label == "floor"``) that get light maps."""
-    return [i for i, g in enumerate(desc.geoms) if g.label == "floor" and g.kind == "box"]
+#: Labels of the horizontal boxes that get light maps: the room floors and the rugs on them.
+BAKED_LABELS = ("floor", "rug")
+
+
+def baked_surfaces(desc: SceneDescription) -> list[int]:
+    """Indices of the axis-aligned boxes labelled ``BAKED_LABELS`` that get light maps."""
+    return [i for i, g in enumerate(desc.geoms) if g.label in BAKED_LABELS and g.kind == "box"
+            and np.allclose(np.abs(g.transform[:3, :3]), np.eye(3))]
 
 
 def floor_rect(g: Geom) -> tuple[float, float, float, float, float]:
@@ -146,7 +151,7 @@ def _bake_floor(mj, model, data, groups, exclude: int, g: Geom, light: np.ndarra
                     mj.mj_multiRay(model, data, p, vec[lo:hi].reshape(-1), groups, 1, exclude, gid[lo:hi],
                                    dist[lo:hi], None, hi - lo, float(cut))
             hit = (gid >= 0) & (dist >= 0)
-            occl = np.where(hit[:n_ao] & (dist[:n_ao] < AO_RANGE_M), 1.0 - dist[:n_ao] / AO_RANGE_M, 0.0)
+            occl = np.where(hit[:n_ao] & (dist[:n_ao] < AO_RANGE_M), 1.0 - (dist[:n_ao] / AO_RANGE_M) ** 2, 0.0)
             ao = 1.0 - float(occl.mean())
             v = 1.0
             if n_l:
@@ -209,7 +214,7 @@ def bake_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, n
     groups[GROUP_AGENT] = groups[GROUP_COLLISION_ONLY] = 0
     win_pts, win_n, win_area = _window_samples(desc)
     maps: dict[int, np.ndarray] = {}
-    for gi in floor_geoms(desc):
+    for gi in baked_surfaces(desc):
         g = desc.geoms[gi]
         f = _blur(_bake_floor(mj, built.model, data, groups, built.agent_body, g, _light_for_floor(desc, g),
                               win_pts, win_n, win_area))
@@ -231,8 +236,9 @@ def timed_bake(desc: SceneDescription) -> float:
 
 
 def factor_at(desc: SceneDescription, maps: dict[int, np.ndarray], x: float, y: float) -> float:
-    """The baked factor at floor point (x, y) (nearest texel of the floor under it); NaN off the floors."""
-    for gi, m in maps.items():
+    """The baked factor at floor point (x, y): the nearest texel of the topmost baked surface there
+    (a rug over the floor); NaN off them."""
+    for gi, m in sorted(maps.items(), key=lambda item: -floor_rect(desc.geoms[item[0]])[4]):
         x0, y0, x1, y1, _ = floor_rect(desc.geoms[gi])
         if x0 <= x <= x1 and y0 <= y <= y1:
             ny, nx = m.shape
