@@ -74,6 +74,9 @@ def test_meshes_default_draws_floors_with_baked_maps_and_primitives_untouched(ba
         assert meshed.geom_instance[drawn] == meshed.geom_instance[hidden]
         tex = m.mat_texid[m.geom_matid[drawn]][1]
         assert tex >= 0 and m.tex_width[tex] >= 100  # its own baked texture
+    high = build_model(home, body, quality="high", objects="meshes").model
+    assert all(high.geom(f"b{gi}").matid >= 0 for gi in maps)
+    assert lightmap.BAKE_CALLS["computed"] == before + 1
 
 
 def test_baked_texture_multiplies_the_factor_into_the_detail():

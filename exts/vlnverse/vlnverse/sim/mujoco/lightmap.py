@@ -39,7 +39,9 @@ AO_RANGE_M = 1.0
 LIGHT_SAMPLES = 5
 LIGHT_RADIUS_M = 0.15
 LIGHT_FIXTURE_M = 0.3
-WINDOW_SAMPLES = 6
+#: Points sampled on a window pane, as fractions of its two large extents (80 % of the pane).
+PANE_POINTS = ((-0.5, -0.5), (0.5, -0.5), (-0.5, 0.5), (0.5, 0.5), (0.0, 0.0), (0.0, 0.45))
+WINDOW_SAMPLES = len(PANE_POINTS)
 WINDOW_REACH_M = 5.0
 #: Mix of the terms (see the module docstring): the darkest full occlusion keeps AO_FLOOR of the
 #: texture; a full shadow of the ceiling light keeps 1 - SHADOW.
@@ -96,7 +98,7 @@ def _window_samples(desc: SceneDescription) -> tuple[np.ndarray, np.ndarray, flo
         rot, c = g.transform[:3, :3], g.transform[:3, 3]
         thin = int(np.argmin(size))
         a, b = [i for i in range(3) if i != thin]
-        for s, t in ((-0.5, -0.5), (0.5, -0.5), (-0.5, 0.5), (0.5, 0.5), (0.0, 0.0), (0.0, 0.45)):
+        for s, t in PANE_POINTS:
             local = np.zeros(3)
             local[a], local[b] = s * size[a] * 2 * 0.8, t * size[b] * 2 * 0.8
             pts.append(c + rot @ local)
