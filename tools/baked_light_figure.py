@@ -11,7 +11,6 @@ import numpy as np
 from PIL import Image
 
 import vlnverse.sim.mujoco.builder as builder
-import vlnverse.sim.mujoco.lightmap as lightmap
 from vlnverse.scenes.procgen import generate_home
 from vlnverse.sim import make_sensor, make_simulator
 from vlnverse.sim.types import AgentPose
@@ -21,10 +20,10 @@ home = generate_home(3)
 views = [((3.2, 3.4), (1.5, 1.74)), ((5.0, 3.4), (6.18, 1.11)), ((14.6, 3.4), (12.21, 0.54)), ((11.2, 5.6), (9.73, 7.75))]
 poses = [AgentPose(x, y, math.atan2(ty - y, tx - x)) for (x, y), (tx, ty) in views]
 spec = make_sensor("rgb", width=160, height=160)
-bake = lightmap.bake_lightmaps
+bake = builder.baked_lightmaps
 rows = []
 for bakefn in ((lambda desc, cache=True: {}), bake):
-    lightmap.bake_lightmaps = bakefn
+    builder.baked_lightmaps = bakefn
     builder._CACHE.clear()
     with make_simulator(home, "r2r_ce", sensors=[spec], quality="default", objects="meshes") as sim:
         rows.append(np.concatenate([sim.render_at(p, spec)["rgb"] for p in poses], 1))

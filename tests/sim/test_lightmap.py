@@ -10,7 +10,7 @@ import pytest
 from vlnverse.scenes.procgen import generate_home
 from vlnverse.sim.body import as_body
 from vlnverse.sim.mujoco import lightmap
-from vlnverse.sim.mujoco.builder import GROUP_COLLISION_ONLY, build_model
+from vlnverse.sim.mujoco.builder import GROUP_COLLISION_ONLY, baked_lightmaps, build_model
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +20,7 @@ def baked(tmp_path_factory):
     mp.setenv("VLNVERSE_CACHE", str(tmp_path_factory.mktemp("cache")))
     home = generate_home(3)
     before = lightmap.BAKE_CALLS["computed"]
-    maps = lightmap.bake_lightmaps(home)
+    maps = baked_lightmaps(home)
     yield home, maps, before
     mp.undo()
 
@@ -46,7 +46,7 @@ def test_bake_is_cached_by_content(baked):
     assert lightmap.BAKE_CALLS["computed"] == before + 1
     path = lightmap.lightmap_path(home)
     assert path.is_file()
-    again = lightmap.bake_lightmaps(generate_home(3))
+    again = baked_lightmaps(generate_home(3))
     assert lightmap.BAKE_CALLS["computed"] == before + 1  # read, not recomputed
     assert all(np.array_equal(again[k], maps[k]) for k in maps)
     other = generate_home(4)
@@ -92,5 +92,5 @@ def test_baked_texture_multiplies_the_factor_into_the_detail():
 @pytest.mark.slow
 def test_bake_is_deterministic(baked):
     home, maps, _ = baked
-    fresh = lightmap.bake_lightmaps(home, cache=False)
+    fresh = baked_lightmaps(home, cache=False)
     assert sorted(fresh) == sorted(maps) and all(np.array_equal(fresh[k], maps[k]) for k in maps)

@@ -314,9 +314,11 @@ def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, mi
     t0 = time.perf_counter()
     render_meshes(scene)
     build_s = time.perf_counter() - t0
-    from vlnverse.sim.mujoco.lightmap import timed_bake
+    from vlnverse.sim.mujoco.builder import baked_lightmaps
 
-    bake_s = timed_bake(scene)  # from scratch; the simulator below reads (or writes) the disk cache
+    t0 = time.perf_counter()
+    baked_lightmaps(scene, cache=False)  # from scratch; the simulator below reads (or writes) the disk cache
+    bake_s = time.perf_counter() - t0
     sims = {q: make_simulator(scene, "r2r_ce", sensors=[], quality=q) for q in RENDER_QUALITIES}
     sims["default_meshes"] = make_simulator(scene, "r2r_ce", sensors=[], quality="default", objects="meshes")
     best = {q: 0.0 for q in sims}

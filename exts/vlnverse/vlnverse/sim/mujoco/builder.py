@@ -27,10 +27,11 @@ import numpy as np
 from ...core.errors import ConfigError, SceneError
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
 from ...scenes.object_meshes import check_objects, render_meshes
-from ..body import AgentBody
+from ..body import AgentBody, as_body
 from ..labels import default_label_table, label_table_for  # noqa: F401  (re-exported)
 from ..types import RENDER_QUALITIES
 from .gl import import_mujoco
+from .lightmap import add_baked_floor, bake_lightmaps
 
 AGENT_BODY = "vlnverse_agent"
 AGENT_GEOM = "vlnverse_agent_geom"
@@ -97,6 +98,18 @@ def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, p
     for o in desc.objects:
         h.update(repr((o.instance_id, o.category, tuple(o.geom_indices), o.movable, o.mass)).encode())
     return h.hexdigest()
+
+
+def baked_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, np.ndarray]:
+    """The home's floor and rug light maps (``lightmap.bake_lightmaps``), cast against the model the
+    meshes opt-in draws at ``fast`` (render meshes; the agent and the hidden collision geoms left out)."""
+    def occluders():
+        built = build_model(desc, as_body("r2r_ce"), quality="fast", objects="meshes")
+        groups = np.ones(6, np.uint8)
+        groups[GROUP_AGENT] = groups[GROUP_COLLISION_ONLY] = 0
+        return built.model, built.agent_body, groups
+
+    return bake_lightmaps(desc, occluders, cache=cache)
 
 
 def _geom_volume(g: Geom) -> float:
@@ -206,8 +219,7 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     # baked light (``lightmap``): the meshes opt-in's floors at the textured presets, as baked meshes
     baked = {}
     if objects == "meshes" and quality != "fast":
-        from .lightmap import bake_lightmaps
-        baked = bake_lightmaps(desc)
+        baked = baked_lightmaps(desc)
 
     def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
         """The object's render meshes: visual only, massless, in the object group."""
@@ -272,7 +284,6 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         if index in baked:  # drawn by a visual-only copy with the baked light map
             from ...scenes.textures import LOOKS, material_kind
             from ...scenes.textures import DEFAULT_KIND_BY_LABEL
-            from .lightmap import add_baked_floor
 
             kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
             mat = add_baked_floor(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))

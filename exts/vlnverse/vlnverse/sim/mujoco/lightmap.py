@@ -18,8 +18,8 @@ content hash (``scene_content_hash``) and ``LIGHTMAP_VERSION``, like the scene m
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -195,9 +195,11 @@ def _light_for_floor(desc: SceneDescription, g: Geom) -> np.ndarray | None:
     return None
 
 
-def bake_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, np.ndarray]:
-    """{floor geom index: (ny, nx) uint8 factor map (``FACTOR_SCALE``)} of ``desc``; read from the
-    disk cache when there (module docstring), else computed and written (atomically)."""
+def bake_lightmaps(desc: SceneDescription, occluders: Callable[[], tuple], *, cache: bool = True) -> dict[int, np.ndarray]:
+    """{surface geom index: (ny, nx) uint8 factor map (``FACTOR_SCALE``)} of ``desc``; read from the
+    disk cache when there (module docstring), else computed and written (atomically). ``occluders()``
+    gives (compiled MuJoCo model, body id to exclude, geom-group mask) to cast against; it is called
+    only when the maps are computed (``builder.baked_lightmaps`` passes the meshes opt-in's model)."""
     path = lightmap_path(desc) if cache else None
     if path is not None and path.is_file():
         try:
@@ -205,20 +207,15 @@ def bake_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, n
                 return {int(k[6:]): np.asarray(d[k], np.uint8) for k in d.files if k.startswith("floor_")}
         except Exception:  # a corrupt entry is rebuilt
             pass
-    from ..body import as_body
-    from .builder import GROUP_AGENT, GROUP_COLLISION_ONLY, build_model
-
     mj = import_mujoco()
-    built = build_model(desc, as_body("r2r_ce"), quality="fast", objects="meshes")
-    data = mj.MjData(built.model)
-    mj.mj_forward(built.model, data)
-    groups = np.ones(6, np.uint8)
-    groups[GROUP_AGENT] = groups[GROUP_COLLISION_ONLY] = 0
+    model, exclude, groups = occluders()
+    data = mj.MjData(model)
+    mj.mj_forward(model, data)
     win_pts, win_n, win_area = _window_samples(desc)
     maps: dict[int, np.ndarray] = {}
     for gi in baked_surfaces(desc):
         g = desc.geoms[gi]
-        f = _blur(_bake_floor(mj, built.model, data, groups, built.agent_body, g, _light_for_floor(desc, g),
+        f = _blur(_bake_floor(mj, model, data, groups, exclude, g, _light_for_floor(desc, g),
                               win_pts, win_n, win_area))
         maps[gi] = np.clip(np.round(f * FACTOR_SCALE), 0, 255).astype(np.uint8)
     BAKE_CALLS["computed"] += 1
@@ -228,13 +225,6 @@ def bake_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, n
         except OSError:  # a read-only cache must not break building
             pass
     return maps
-
-
-def timed_bake(desc: SceneDescription) -> float:
-    """Seconds to bake ``desc``'s light maps from scratch (not cached): for ``bench sim``."""
-    t0 = time.perf_counter()
-    bake_lightmaps(desc, cache=False)
-    return time.perf_counter() - t0
 
 
 def factor_at(desc: SceneDescription, maps: dict[int, np.ndarray], x: float, y: float) -> float:
