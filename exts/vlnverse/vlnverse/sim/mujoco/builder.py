@@ -27,6 +27,7 @@ import numpy as np
 from ...core.errors import ConfigError, SceneError
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
 from ...scenes.object_meshes import check_objects, render_meshes
+from ...scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind
 from ..body import AgentBody, as_body
 from ..labels import default_label_table, label_table_for  # noqa: F401  (re-exported)
 from ..types import RENDER_QUALITIES
@@ -216,7 +217,7 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
     meshes = render_meshes(desc) if objects == "meshes" else {}
     drawn_by_mesh = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
-    # baked light (``lightmap``): the meshes opt-in's floors at the textured presets, as baked meshes
+    # baked light (``lightmap``): the meshes opt-in's floors and rugs at the textured presets
     baked = {}
     if objects == "meshes" and quality != "fast":
         baked = baked_lightmaps(desc)
@@ -282,14 +283,12 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         parent.add_geom(**kw)
         geom_meta.append((name, g.label, int(g.instance_id), movable))
         if index in baked:  # drawn by a visual-only copy with the baked light map
-            from ...scenes.textures import LOOKS, material_kind
-            from ...scenes.textures import DEFAULT_KIND_BY_LABEL
-
             kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
             mat = add_baked_floor(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))
             parent.add_geom(name=f"b{index}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_b{index}",
                             material=mat, rgba=[0.5, 0.5, 0.5, 1.0], pos=kw["pos"], quat=kw["quat"], contype=0,
-                            conaffinity=0, group=GROUP_STRUCTURE, mass=0.0)
+                            conaffinity=0, mass=0.0,
+                            group=GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT)
             geom_meta.append((f"b{index}", g.label, int(g.instance_id), movable))
 
     for i, g in enumerate(desc.geoms):
