@@ -9,7 +9,8 @@ command through the controller loop, contacts collected every step), ``discrete_
 (224² RGB at each preset ``fast`` / ``default`` / ``high``, measured interleaved in the same run),
 ``default_over_fast_rgb`` (their ratio), ``rgb_fps_default_meshes`` / ``default_meshes_over_fast_rgb``
 (``default`` with the ``objects="meshes"`` opt-in, in the same interleaved loop) and
-``render_mesh_build_s`` (seconds to build the home's render meshes), ``rgbd_agent_steps_per_s_by_quality`` (``fast`` and
+``render_mesh_build_s`` (seconds to build the home's render meshes), ``light_bake_s`` (seconds to
+bake the home's floor light maps from scratch, ``sim.mujoco.lightmap``; the meshes opt-in draws them at ``default``), ``rgbd_agent_steps_per_s_by_quality`` (``fast`` and
 ``default``, interleaved); ``raw_mj_steps_per_s`` (the same compiled model
 stepped by ``mj_step`` alone) and ``physics_efficiency`` (the controller loop's rate ÷ raw, the two
 taking turns call by call, compared at the 0.8 quantile of per-call rates); ``rgb_fps_large_over_small`` (224² RGB in a 12-room vs a 4-room generated home,
@@ -304,7 +305,7 @@ def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, mi
     """224² RGB frames/s at each render preset, the presets taking turns frame by frame (same pose
     for each) so that load from other processes hits them alike; best of ``repeat`` rounds of at
     least ``min_time`` s per preset; plus the ratio of the best default and fast rates, and the same
-    for ``default`` with render meshes (``objects="meshes"``, taking its turn in the same loop)."""
+    for ``default`` with render meshes and baked light (``objects="meshes"``, taking its turn in the same loop)."""
     from vlnverse.scenes.object_meshes import clear_cache, render_meshes
     from vlnverse.sim import AgentPose, make_simulator
     from vlnverse.sim.types import RENDER_QUALITIES
@@ -313,6 +314,11 @@ def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, mi
     t0 = time.perf_counter()
     render_meshes(scene)
     build_s = time.perf_counter() - t0
+    from vlnverse.sim.mujoco.builder import baked_lightmaps
+
+    t0 = time.perf_counter()
+    baked_lightmaps(scene, cache=False)  # from scratch; the simulator below reads (or writes) the disk cache
+    bake_s = time.perf_counter() - t0
     sims = {q: make_simulator(scene, "r2r_ce", sensors=[], quality=q) for q in RENDER_QUALITIES}
     sims["default_meshes"] = make_simulator(scene, "r2r_ce", sensors=[], quality="default", objects="meshes")
     best = {q: 0.0 for q in sims}
@@ -339,7 +345,7 @@ def _quality_rates(scene, start, spec, repeat: int, rng: np.random.Generator, mi
             "default_over_fast_rgb": round(best["default"] / max(best["fast"], 1e-9), 3),
             "rgb_fps_default_meshes": round(best["default_meshes"], 1),
             "default_meshes_over_fast_rgb": round(best["default_meshes"] / max(best["fast"], 1e-9), 3),
-            "render_mesh_build_s": round(build_s, 3)}
+            "render_mesh_build_s": round(build_s, 3), "light_bake_s": round(bake_s, 3)}
 
 
 def _agent_step_rates(scene, start, actions, repeat: int) -> dict:

@@ -27,10 +27,12 @@ import numpy as np
 from ...core.errors import ConfigError, SceneError
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
 from ...scenes.object_meshes import check_objects, render_meshes
-from ..body import AgentBody
+from ...scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind
+from ..body import AgentBody, as_body
 from ..labels import default_label_table, label_table_for  # noqa: F401  (re-exported)
 from ..types import RENDER_QUALITIES
 from .gl import import_mujoco
+from .lightmap import add_baked_floor, bake_lightmaps
 
 AGENT_BODY = "vlnverse_agent"
 AGENT_GEOM = "vlnverse_agent_geom"
@@ -97,6 +99,18 @@ def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, p
     for o in desc.objects:
         h.update(repr((o.instance_id, o.category, tuple(o.geom_indices), o.movable, o.mass)).encode())
     return h.hexdigest()
+
+
+def baked_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, np.ndarray]:
+    """The home's floor and rug light maps (``lightmap.bake_lightmaps``), cast against the model the
+    meshes opt-in draws at ``fast`` (render meshes; the agent and the hidden collision geoms left out)."""
+    def occluders():
+        built = build_model(desc, as_body("r2r_ce"), quality="fast", objects="meshes")
+        groups = np.ones(6, np.uint8)
+        groups[GROUP_AGENT] = groups[GROUP_COLLISION_ONLY] = 0
+        return built.model, built.agent_body, groups
+
+    return bake_lightmaps(desc, occluders, cache=cache)
 
 
 def _geom_volume(g: Geom) -> float:
@@ -203,6 +217,10 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
     meshes = render_meshes(desc) if objects == "meshes" else {}
     drawn_by_mesh = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
+    # baked light (``lightmap``): the meshes opt-in's floors and rugs at the textured presets
+    baked = {}
+    if objects == "meshes" and quality != "fast":
+        baked = baked_lightmaps(desc)
 
     def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
         """The object's render meshes: visual only, massless, in the object group."""
@@ -258,12 +276,20 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         else:
             kw.update(contype=1, conaffinity=3)
         kw["group"] = GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT
-        if index in drawn_by_mesh:
+        if index in drawn_by_mesh or index in baked:
             kw["group"] = GROUP_COLLISION_ONLY
         if mass is not None:
             kw["mass"] = mass
         parent.add_geom(**kw)
         geom_meta.append((name, g.label, int(g.instance_id), movable))
+        if index in baked:  # drawn by a visual-only copy with the baked light map
+            kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
+            mat = add_baked_floor(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))
+            parent.add_geom(name=f"b{index}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_b{index}",
+                            material=mat, rgba=[0.5, 0.5, 0.5, 1.0], pos=kw["pos"], quat=kw["quat"], contype=0,
+                            conaffinity=0, mass=0.0,
+                            group=GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT)
+            geom_meta.append((f"b{index}", g.label, int(g.instance_id), movable))
 
     for i, g in enumerate(desc.geoms):
         obj = desc.objects[owner[i]] if i in owner else None
