@@ -243,8 +243,6 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
     ``tasks/train/*.yaml``): the dataset's train episodes, and at most ``VAL_SEEN_HOMES_EPISODES``
     of its val_seen episodes (a seeded subset: same homes, disjoint episodes)."""
-    import numpy as np
-
     from vlnverse.learn.homes import HomesSource, homes_dataset
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 

@@ -286,7 +286,7 @@ def _texture_tile(g: Geom) -> float | None:
 
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
                 materials: dict[float, Any], looks: _Looks) -> None:
-    from pxr import Gf, Sdf, UsdGeom, UsdPhysics, UsdShade, Vt
+    from pxr import Gf, Sdf, UsdGeom, Vt
 
     local = np.linalg.inv(parent_world) @ g.transform
     tile = _texture_tile(g)
