@@ -146,6 +146,15 @@ def test_study_config_takes_render_objects(tmp_path):
     cfg = tmp_path / "study.yaml"
     cfg.write_text("render: {objects: meshes}\n")
     assert load_study_config(cfg).render.sim_options() == {"quality": "default", "objects": "meshes"}
+    # what ``study.json`` records (``asdict`` of the config) is what the viewer reads back
+    from dataclasses import asdict
+
+    from vlnverse.core.io import to_jsonable
+    from vlnverse.study.viewer import recorded_render
+
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "study.json").write_text(json.dumps({"config": to_jsonable(asdict(load_study_config(cfg)))}))
+    assert recorded_render(tmp_path / "study") == RenderConfig("default", "meshes")
     cfg.write_text("render: {objects: clay}\n")
     with pytest.raises(ConfigError, match=r"study\.yaml.*render\.objects"):
         load_study_config(cfg)
