@@ -50,7 +50,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     # REMAINDER so that options may also follow the overrides (argparse cannot mix them otherwise)
     p.add_argument("overrides", nargs=argparse.REMAINDER,
                    help="dotted key=value overrides, e.g. collision_mode=telhop agent.name=random "
-                        "render.quality=fast")
+                        "render.quality=fast render.objects=meshes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
     p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
@@ -68,6 +68,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
     q.add_argument("--quality", choices=("fast", "default", "high"), default=None,
                    help="render preset (default: the config's render.quality, else 'default')")
+    q.add_argument("--objects", choices=("primitives", "meshes"), default=None,
+                   help="how objects are drawn: meshes = detailed render meshes and baked light (default: the "
+                        "config's render.objects, else 'primitives')")
     q.set_defaults(func=_quickstart)
 
     from .mllm.cli import add_commands as add_cache_commands
@@ -123,5 +126,5 @@ def _quickstart(args: argparse.Namespace) -> int:
     from .quickstart import run_quickstart
 
     run_quickstart(out=args.out, episodes_per_scene=args.episodes, config=args.config, progress=not args.no_progress,
-                   quality=args.quality)
+                   quality=args.quality, objects=args.objects)
     return 0

@@ -150,16 +150,27 @@ class ReportConfig:
 
 @dataclass
 class RenderConfig:
-    """Rendering options: ``quality`` = fast | default | high (``vlnverse.sim.types.RENDER_QUALITIES``)."""
+    """Rendering options: ``quality`` = fast | default | high (``vlnverse.sim.types.RENDER_QUALITIES``);
+    ``objects`` = primitives | meshes (``vlnverse.scenes.object_meshes.OBJECT_STYLES``: ``meshes`` draws
+    objects with detailed render meshes and baked light, physics unchanged)."""
 
     quality: str = "default"
+    objects: str = "primitives"
 
     def validate(self) -> None:
-        """Quality must name a preset."""
+        """Quality must name a preset, objects an object style."""
+        from ..scenes.object_meshes import OBJECT_STYLES
         from ..sim.types import RENDER_QUALITIES
 
         require(self.quality in RENDER_QUALITIES, "quality", f"got {self.quality!r}",
                 "one of " + ", ".join(RENDER_QUALITIES))
+        require(self.objects in OBJECT_STYLES, "objects", f"got {self.objects!r}",
+                "one of " + ", ".join(OBJECT_STYLES))
+
+    def sim_options(self) -> dict[str, str]:
+        """The ``make_simulator`` options these settings give (``objects`` only when not the default,
+        so backends without the option keep working with the default)."""
+        return {"quality": self.quality, **({} if self.objects == "primitives" else {"objects": self.objects})}
 
 
 @dataclass
@@ -246,10 +257,13 @@ class EvalConfig:
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
         ``limit``, report options, ``scene_root``, ``plugins`` and ``model.concurrency``, which do not change
-        any episode's result)."""
+        any episode's result). ``render.objects`` is left out when ``primitives`` (the default), so
+        run folders written before the field existed resume."""
         data = self.to_dict()
         for key in ("out", "limit", "report", "scene_root", "plugins"):
             data.pop(key, None)
+        if isinstance(data.get("render"), dict) and data["render"].get("objects") == "primitives":
+            data["render"].pop("objects")
         if isinstance(data.get("model"), dict):
             data["model"].pop("concurrency", None)
         return data

@@ -79,9 +79,10 @@ def run_quickstart(out: str | Path = "runs/quickstart", **kwargs: Any) -> dict:
 
 
 def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, config: str | Path | None = None,
-                          progress: bool = True, print_summary: bool = True, quality: str | None = None) -> dict:
-    """``run_quickstart``'s body, for a caller holding ``out``'s lock; ``quality`` overrides the
-    config's ``render.quality``."""
+                          progress: bool = True, print_summary: bool = True, quality: str | None = None,
+                          objects: str | None = None) -> dict:
+    """``run_quickstart``'s body, for a caller holding ``out``'s lock; ``quality`` and ``objects``
+    override the config's ``render.quality`` and ``render.objects``."""
     from .report import write_report
     from .runner import generate_episodes, print_table, run_eval
 
@@ -90,8 +91,8 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
     if episodes_per_scene is not None:
         require(episodes_per_scene > 0, "--episodes", f"got {episodes_per_scene}", "a positive integer")
         qs.episodes_per_scene = episodes_per_scene
-    if quality is not None:
-        qs.render = RenderConfig(quality)
+    if quality is not None or objects is not None:
+        qs.render = RenderConfig(quality or qs.render.quality, objects or qs.render.objects)
         qs.render.validate()
     # 1. episodes per task, generated once and shared by every run (kept for resume)
     episode_dirs = {}

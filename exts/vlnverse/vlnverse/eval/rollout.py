@@ -363,7 +363,7 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
               scene_loader: Callable[[str, Any, float], Any] | None = None, hooks: Iterable[Any] = (),
               extra: dict | None = None, visuals: Callable[[dict, Any, Any], None] | None = None,
               on_record: Callable[[dict], None] | None = None, quality: str | None = None,
-              threads: int = 1, agent_factory: Callable[[], Agent] | None = None) -> list[dict]:
+              objects: str | None = None, threads: int = 1, agent_factory: Callable[[], Agent] | None = None) -> list[dict]:
     """Evaluate ``episodes`` of one scene: load its context (``scene_loader(path, body,
     resolution)``, default ``load_scene_context``), build one simulator and collision mode, run
     every episode and return their records. Everything it uses is an argument or lives in this
@@ -372,7 +372,8 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     ``extra`` is added to each record (e.g. agent name and collision mode); ``visuals(record,
     ctx, sim)`` runs while the simulator is alive (report maps/frames); ``on_record(record)``
     runs as each episode finishes (e.g. append it to the episode log). ``quality`` is the
-    render preset (``fast | default | high``; the backend's default when None).
+    render preset (``fast | default | high``; the backend's default when None), ``objects`` how
+    objects are drawn (``primitives | meshes``; passed to the backend only when ``meshes``).
 
     ``threads`` > 1 with ``agent_factory`` runs up to that many episodes at once in threads, each
     with its own simulator, collision mode and agent (``agent_factory()``), when the backend allows
@@ -384,9 +385,12 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
 
     ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
 
+    options = {**({} if quality is None else {"quality": quality}),
+               **({} if objects in (None, "primitives") else {"objects": objects})}
+
     def new_sim() -> Any:
         return make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors),
-                              backend=backend, **({} if quality is None else {"quality": quality}))
+                              backend=backend, **options)
 
     sim = new_sim()
     episodes = list(episodes)

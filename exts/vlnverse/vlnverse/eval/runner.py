@@ -553,7 +553,7 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
 
     run_scene(payload.scene_path, episodes, settings, agent, collision_mode=cfg.collision_mode,
               mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload.sensors,
-              backend=cfg.backend, quality=cfg.render.quality,
+              backend=cfg.backend, quality=cfg.render.quality, objects=cfg.render.objects,
               scene_loader=payload.scene_loader,
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
               on_record=lambda record: emit(record["episode_id"], record),

@@ -8,6 +8,7 @@ Commands::
                        [--objects primitives|meshes] [--width 224 --height 224] --out DIR
     vlnverse scenes gallery [SCENE[,SCENE...|SPLIT]] --out DIR [--rooms 3] [--quality Q ...]
                        [--objects primitives|meshes] [--object-sheet [--categories C,...]]
+                       [--room-sheet]
 
 SCENE is a USD file or the id of a shipped scene. ``drive`` writes ``steps.jsonl`` (one
 ``ActionResult`` per action), ``summary.json`` and ``frames/step_NNNN.png`` (RGB | depth |
@@ -76,9 +77,14 @@ def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--object-sheet", action="store_true",
                    help="also write objects.png / objects_thumb.png / objects.json: per category, close-ups of "
                         "two render-mesh variants from the agent's height")
+    g.add_argument("--room-sheet", action="store_true",
+                   help="write rooms.png / rooms.json instead of the gallery: per home, a whole-room view (a "
+                        "corner of its living room, wide field of view; --rooms per home) at each preset, "
+                        "objects drawn as render meshes")
     g.add_argument("--categories", default=None, help="object sheet categories (comma-separated; default: all "
                                                      "with a render-mesh generator)")
-    g.add_argument("--rooms", type=int, default=3, help="views per home, one per room, largest rooms first")
+    g.add_argument("--rooms", type=int, default=None, help="views per home, one per room, largest rooms first "
+                                                          "(default 3; 1 with --room-sheet)")
     g.add_argument("--width", type=int, default=224)
     g.add_argument("--height", type=int, default=224)
     g.add_argument("--quality", action="append", choices=("fast", "default", "high"), default=None,
@@ -93,8 +99,11 @@ def _gallery(args: argparse.Namespace) -> int:
     from .gallery import render_gallery
     from .types import RENDER_QUALITIES
 
-    if args.rooms < 1:
-        raise ConfigError(f"got {args.rooms}", field="--rooms", expected="an integer >= 1")
+    rooms = args.rooms if args.rooms is not None else (1 if args.room_sheet else 3)
+    if rooms < 1:
+        raise ConfigError(f"got {rooms}", field="--rooms", expected="an integer >= 1")
+    if args.scene is None and args.room_sheet:
+        raise ConfigError("missing", field="SCENE", expected="scene(s) or a split for --room-sheet")
     if args.scene is None and not args.object_sheet:
         raise ConfigError("missing", field="SCENE", expected="scene(s) or a split, or --object-sheet")
     if args.object_sheet:
@@ -111,7 +120,14 @@ def _gallery(args: argparse.Namespace) -> int:
     if args.scene is None:
         return 0
     paths = resolve_scenes(args.scene)
-    summary = render_gallery(paths, args.out, rooms=args.rooms, width=args.width, height=args.height,
+    if args.room_sheet:
+        from .gallery import render_room_sheet
+
+        sheet = render_room_sheet(paths, args.out, rooms=rooms, width=args.width, height=args.height,
+                                  qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress)
+        print(f"wrote {Path(args.out) / 'rooms.png'} ({len(sheet['views'])} views x {len(sheet['presets'])} presets)")
+        return 0
+    summary = render_gallery(paths, args.out, rooms=rooms, width=args.width, height=args.height,
                              qualities=args.quality or RENDER_QUALITIES, progress=not args.no_progress,
                              objects=args.objects)
     fps = ", ".join(f"{q} {v['fps']}" for q, v in summary["presets"].items())

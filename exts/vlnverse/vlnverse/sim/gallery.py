@@ -8,6 +8,10 @@ has one row per preset, labelled with the frame rate it achieved over those view
 ``repeat`` passes per home, the presets taking turns so that machine load hits them alike). Written:
 ``gallery.png`` (the sheet) and ``gallery.json`` (poses, per-preset frames/s, mean luminance and
 distinct colours per view), each atomically.
+
+``--room-sheet`` adds ``rooms.png``: per home, the same whole-room view (from a corner of its
+living room, else its largest room, at the agent's camera height, wide field of view) drawn with
+``objects="meshes"`` at every preset, one row per view (``render_room_sheet``).
 """
 from __future__ import annotations
 
@@ -247,6 +251,96 @@ def render_object_sheet(out: str | Path, *, categories: Sequence[str] | None = N
         small.save(tmp, format="PNG", optimize=True)
     summary = {"width": width, "height": height, "quality": quality, "views": views}
     write_json_atomic(out / "objects.json", summary)
+    return summary
+
+
+#: Whole-room views: horizontal field of view (degrees) and camera pitch (radians, down).
+ROOM_HFOV_DEG, ROOM_PITCH = 100.0, -0.2
+#: How far (m) the corner view stands in from the room's corner at most (the nearest navigable cell).
+CORNER_REACH = 1.5
+#: Depth (m) under which a pixel counts as blocked by something next to the camera.
+NEAR_M = 1.2
+
+
+def corner_views(desc, body: str = "r2r_ce", rooms: int = 1, objects: str = "meshes") -> list[tuple[str, AgentPose]]:
+    """(room name, pose) of one whole-room view for each of the ``rooms`` first rooms of ``desc``
+    (living rooms first, then by area): the navigable cell nearest each corner of the room's
+    polygon (within ``CORNER_REACH``), facing the room's centroid, pitched down by
+    ``ROOM_PITCH``; of the corners, the one whose ``ROOM_HFOV_DEG`` view (with ``objects`` drawn)
+    scores best is kept: median depth × the share of pixels farther than ``NEAR_M`` (a deep view
+    not blocked by furniture next to the camera). Deterministic."""
+    from ..scenes.maps import compute_scene_maps
+    from . import make_sensor, make_simulator
+
+    nav = compute_scene_maps(desc, body).navigable
+    free = np.argwhere(nav.free_mask())
+    if len(free) == 0:
+        return []
+    centres = nav.cell_to_world(free)
+    order = sorted(desc.rooms, key=lambda r: (r.room_type != "living_room", -float(np.prod(np.ptp(r.polygon, axis=0))),
+                                              r.room_id))[:rooms]
+    depth = make_sensor("depth", width=64, height=48, hfov_deg=ROOM_HFOV_DEG)
+    views = []
+    with make_simulator(desc, body, sensors=[], quality="fast", objects=objects) as sim:
+        for room in order:
+            inside = centres[room.contains(centres)]
+            if not len(inside):
+                continue
+            best, best_pose = -1.0, None
+            for corner in room.polygon:
+                d = np.linalg.norm(inside - corner, axis=1)
+                k = int(np.argmin(d))
+                if d[k] > CORNER_REACH:
+                    continue
+                x, y = (round(float(v), 3) for v in inside[k])
+                cx, cy = room.centroid
+                pose = AgentPose(x, y, round(math.atan2(cy - y, cx - x), 4), ROOM_PITCH)
+                d = sim.render_at(pose, depth)["depth"]
+                score = float(np.median(d)) * (1.0 - float(np.mean(d < NEAR_M)))
+                if score > best + 1e-6:
+                    best, best_pose = score, pose
+            if best_pose is not None:
+                views.append((room.name or f"room_{room.room_id}", best_pose))
+    return views
+
+
+def render_room_sheet(scenes: Sequence[str | Path], out: str | Path, *, rooms: int = 1, width: int = 320,
+                      height: int = 240, qualities: Sequence[str] = RENDER_QUALITIES, body: str = "r2r_ce",
+                      progress: bool = True) -> dict[str, Any]:
+    """Whole-room views per preset: for each home of ``scenes`` (USD paths), ``corner_views`` of
+    its ``rooms`` first rooms, each drawn with ``objects="meshes"`` at every preset of
+    ``qualities`` (one row per view, one column per preset). Writes ``rooms.png`` (256-colour
+    PNG: the README's) and ``rooms.json`` (per view: scene, room, pose, and per preset the image
+    statistics), atomically; returns the JSON summary."""
+    from tqdm import tqdm
+
+    from ..scenes.usd_io import load_scene
+    from . import make_sensor, make_simulator
+
+    spec = make_sensor("rgb", width=width, height=height, hfov_deg=ROOM_HFOV_DEG)
+    tiles, views = [], []
+    for path in tqdm(list(scenes), desc="rooms", unit="home", disable=not progress):
+        desc = load_scene(path)
+        poses = corner_views(desc, body, rooms)
+        sims = {q: make_simulator(desc, body, sensors=[], quality=q, objects="meshes") for q in qualities}
+        try:
+            for name, pose in poses:
+                stats = {}
+                for q, sim in sims.items():
+                    rgb = sim.render_at(pose, spec)["rgb"]
+                    tiles.append((f"{desc.scene_id} {name}: {q}", rgb))
+                    stats[q] = image_stats(rgb)
+                views.append({"scene": desc.scene_id, "room": name, "pose": pose.to_dict(), "presets": stats})
+        finally:
+            for sim in sims.values():
+                sim.close()
+    summary = {"width": width, "height": height, "hfov_deg": ROOM_HFOV_DEG, "objects": "meshes",
+               "presets": list(qualities), "views": views}
+    sheet = _tile_sheet(tiles, width, height, len(qualities)).quantize(256, dither=0)
+    out = Path(out)
+    with atomic_path(out / "rooms.png") as tmp:
+        sheet.save(tmp, format="PNG", optimize=True)
+    write_json_atomic(out / "rooms.json", summary)
     return summary
 
 

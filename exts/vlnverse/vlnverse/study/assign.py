@@ -16,6 +16,7 @@ import json
 import threading
 import time
 import zlib
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +107,7 @@ class StudyStore:
         if not self.order:
             raise ConfigError(f"the {len(self.practice)} practice episode(s) leave no episode to assign",
                               field="practice_episodes", expected=f"fewer than the study's {len(episodes)} episodes")
-        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(config.__dict__), "episodes": len(episodes),
+        write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(asdict(config)), "episodes": len(episodes),
                                                   "scene_roots": [str(r.resolve()) for r in self.scene_roots]})
 
     # ------------------------------------------------------------------ participants

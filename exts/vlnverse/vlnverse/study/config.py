@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.config import from_dict, load_yaml, require
+from ..eval.config import RenderConfig
 
 DEFAULT_CONSENT = (
     "You are invited to take part in a navigation study. You will read short directions and drive a "
@@ -31,7 +32,9 @@ class StudyConfig:
     scored — a number N (the first N episodes of the study's file) or a list of episode ids; they
     are left out of the assignment. ``pause_s``: the break screen between episodes (s).
     ``withdraw_data``: what happens to a participant's logs when they withdraw (``keep`` or
-    ``delete``); the consent text shown says which (:meth:`consent_shown`).
+    ``delete``); the consent text shown says which (:meth:`consent_shown`). ``render``: the view's
+    ``quality`` and ``objects`` (as an eval config's ``render``; ``objects: meshes`` draws detailed
+    furniture with baked light).
     """
 
     title: str = "vlnverse navigation study"
@@ -53,6 +56,7 @@ class StudyConfig:
     practice_episodes: Any = 0
     pause_s: float = 3.0
     withdraw_data: str = "keep"
+    render: RenderConfig = field(default_factory=RenderConfig)
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the field for any invalid value."""

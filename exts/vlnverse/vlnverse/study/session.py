@@ -217,7 +217,8 @@ class ParticipantDriver:
             size = self.cfg.image_size
             # no sensor on the rig: physics steps stay cheap, and the view is rendered after the
             # tick's row is logged, only when there is time (logging has priority over frames)
-            self._sim = make_simulator(ctx.desc, body, sensors=[], backend=self._backend)
+            self._sim = make_simulator(ctx.desc, body, sensors=[], backend=self._backend,
+                                       **self.cfg.render.sim_options())
             self._camera = CameraSpec("rgb", "rgb", size, size, self.cfg.hfov_deg)
             self._scene = (str(episode.scene_path), body.name)
         mode = scene_mode(self.cfg.collision_mode, self._sim, ctx)

@@ -114,8 +114,23 @@ def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> 
     return int(off[0]) if len(off) else None
 
 
+def recorded_render(folder: Path) -> Any:
+    """The ``RenderConfig`` a run or study folder recorded (``config.json`` / ``study.json``: its
+    ``config.render``); the defaults for folders written before the field existed."""
+    from ..core.config import from_dict
+    from ..eval.config import RenderConfig
+
+    for name in ("config.json", "study.json"):
+        path = folder / name
+        if path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+            return from_dict(RenderConfig, data.get("render") or {}, file=path, prefix="config.render")
+    return RenderConfig()
+
+
 class Run:
-    """One run folder: its records (by key), the episodes they came from, its summary."""
+    """One run folder: its records (by key), the episodes they came from, its summary, and the
+    render settings its views are drawn with (``recorded_render``)."""
 
     def __init__(self, index: int, path: str | Path, scene_root: Any = None):
         from ..tasks.episode import load_episodes
@@ -148,6 +163,7 @@ class Run:
             raise ConfigError("not a run folder", file=self.path,
                               expected="episodes.jsonl (vlnverse eval) or study.json (vlnverse study serve)")
         self.episodes = {e.episode_id: e for e in load_episodes(episodes_file)} if episodes_file.is_file() else {}
+        self.render = recorded_render(self.path)
 
     def listing(self) -> dict:
         """What the page's pickers need."""
@@ -294,7 +310,8 @@ class Viewer:
         if held is None or held[0] != scene:
             if held is not None:
                 held[1].close()
-            self._sims[run.index] = held = (scene, make_simulator(ctx.desc, body, sensors=[]))
+            self._sims[run.index] = held = (scene, make_simulator(ctx.desc, body, sensors=[],
+                                                                          **run.render.sim_options()))
         image = held[1].render_at(AgentPose(x, y, yaw, pitch), spec)
         return encode_jpeg(image.get("view", next(iter(image.values()))), 85)
 

@@ -214,8 +214,8 @@ class ViewpointSimulator(Simulator):
     threadsafe_instances = True
 
     def __init__(self, scene: Any, body: Any, *, sensors: Iterable[Any] = (), control: Any = None,
-                 cache: str | Path | None = None, quality: str | None = None):
-        # ``quality`` (the render preset) is accepted like every backend's; cached views are fixed images
+                 cache: str | Path | None = None, quality: str | None = None, objects: str | None = None):
+        # ``quality`` and ``objects`` (render options) are accepted like every backend's; cached views are fixed images
         self.scene, self.body = scene, body
         self.control = control or ControlConfig()
         self.cache = ViewCache(cache)

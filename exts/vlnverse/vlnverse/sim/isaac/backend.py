@@ -19,8 +19,11 @@ lists them); the stage is authored with plain OpenUSD by ``vlnverse.sim.isaac.st
   casts in the ``LidarSpec`` directions.
 
 Options: ``headless`` (default True; ignored inside a running Kit app), ``step_height``,
-``label_table`` (as the MuJoCo backend), ``stage_dir`` (where the authored stage is written;
-default a temporary folder), ``adapter`` (an ``IsaacAdapter``, for tests).
+``label_table`` (as the MuJoCo backend), ``objects`` = primitives | meshes (``meshes``: the
+objects' render meshes are authored, visual only, and their collision primitives hidden from the
+cameras; the baked light maps are MuJoCo's only), ``quality`` (checked like the MuJoCo backend's;
+RTX draws every preset the same, from the stage's display colours), ``stage_dir`` (where the
+authored stage is written; default a temporary folder), ``adapter`` (an ``IsaacAdapter``, for tests).
 """
 from __future__ import annotations
 
@@ -51,7 +54,14 @@ class IsaacSimulator(PhysicsSimulator):
     def __init__(self, scene: SceneDescription, body: AgentBody, *, sensors: list[SensorSpec],
                  control: ControlConfig, headless: bool = True, step_height: float | None = None,
                  label_table: list[str] | None = None, stage_dir: str | Path | None = None,
-                 adapter: IsaacAdapter | None = None):
+                 adapter: IsaacAdapter | None = None, quality: str = "default", objects: str = "primitives"):
+        from ...core.errors import ConfigError
+        from ...scenes.object_meshes import check_objects
+        from ..types import RENDER_QUALITIES
+
+        if quality not in RENDER_QUALITIES:
+            raise ConfigError(f"got {quality!r}", field="quality", expected="one of " + ", ".join(RENDER_QUALITIES))
+        check_objects(objects, "objects")
         if adapter is None:
             require_isaacsim()
             adapter = IsaacAdapter()
@@ -62,10 +72,11 @@ class IsaacSimulator(PhysicsSimulator):
         self._label_id = {name: i for i, name in enumerate(self._labels)}
         self._own_dir = stage_dir is None
         self._dir = Path(tempfile.mkdtemp(prefix="vlnverse-isaac-")) if stage_dir is None else Path(stage_dir)
-        self.layout = author_stage(scene, body, self._dir / f"{scene.scene_id or 'scene'}.usda", step_height=step_height)
+        self.layout = author_stage(scene, body, self._dir / f"{scene.scene_id or 'scene'}.usda", step_height=step_height,
+                                   objects=objects)
         adapter.open_stage(self.layout.usd_path, control.physics_dt, PHYSICS_SCENE)
         adapter.enable_contact_report(AGENT_PATH)
-        for path, info in self.layout.colliders.items():
+        for path, info in {**self.layout.colliders, **self.layout.visuals}.items():
             adapter.add_semantic_label(path, info.label)
         self._agent = adapter.rigid_prim(AGENT_PATH)
         self._objects = {iid: adapter.rigid_prim(path) for iid, path in self.layout.objects.items()}

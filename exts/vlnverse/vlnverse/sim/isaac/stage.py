@@ -10,6 +10,9 @@ and PhysX reads the same file on a GPU machine. Layout (metres, Z up, ``metersPe
   ``collides=False`` are visual only.
 - ``/World/Scene/Objects/object_<instance>`` — one rigid body per movable object
   (``RigidBodyAPI`` + ``MassAPI`` with the object's mass), its geoms as convex-hull children.
+- With ``objects="meshes"`` (``scenes.object_meshes``) each object that has render meshes gets them
+  as visual-only ``Mesh`` children (``<geom>_render_NN``, no collider, in :attr:`StageLayout.visuals`)
+  and its collision geoms get purpose ``guide``: cameras see the meshes, PhysX the primitives.
 - ``/World/Agent`` — the agent body: a rigid body (mass, inertia about Z as in the MuJoCo model)
   whose cylinder collider (``/World/Agent/collider``) spans [``step_height``, ``height``] above the
   floor (objects lower than the step height do not block it, as in the occupancy map), purpose
@@ -60,16 +63,19 @@ class StageLayout:
     usd_path: str
     colliders: dict[str, ColliderInfo] = field(default_factory=dict)
     objects: dict[int, str] = field(default_factory=dict)  # movable instance id → rigid body prim path
+    visuals: dict[str, ColliderInfo] = field(default_factory=dict)  # render-only mesh prims (objects="meshes")
     object_start: dict[int, np.ndarray] = field(default_factory=dict)  # instance id → initial (x, y, z)
     inertia_z: float = 0.0
     floor_z: float = 0.0
 
     def info(self, collider_path: str) -> ColliderInfo:
-        """The collider at ``collider_path`` (or its nearest authored ancestor)."""
+        """The collider or render mesh at ``collider_path`` (or its nearest authored ancestor)."""
         path = collider_path
         while path.startswith("/") and len(path) > 1:
             if path in self.colliders:
                 return self.colliders[path]
+            if path in self.visuals:
+                return self.visuals[path]
             path = path.rsplit("/", 1)[0]
         return ColliderInfo("unknown", -1, collider_path, False)
 
@@ -155,10 +161,14 @@ def _tag(prim, label: str, instance: int) -> None:
     prim.GetPrim().CreateAttribute("vlnverse:instance", Sdf.ValueTypeNames.Int).Set(int(instance))
 
 
-def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, step_height: float | None = None) -> StageLayout:
+def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, step_height: float | None = None,
+                 objects: str = "primitives") -> StageLayout:
     """Write the physics stage of ``scene`` with ``body`` to ``path`` (a ``.usda``/``.usd`` file,
-    written to a temp file and renamed) and return its :class:`StageLayout`."""
+    written to a temp file and renamed) and return its :class:`StageLayout`. ``objects`` =
+    primitives | meshes (see the module doc)."""
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
+
+    from ...scenes.object_meshes import check_objects, render_meshes
 
     where = scene.source_path or f"scene '{scene.scene_id}'"
     if not scene.geoms:
@@ -166,6 +176,7 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
     step = body.step_height if step_height is None else step_height
     if not 0.0 <= step < body.height:
         raise ConfigError(f"got {step}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
+    meshes = render_meshes(scene) if check_objects(objects, "objects") == "meshes" else {}
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
@@ -180,6 +191,7 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
     materials: dict = {}
 
     owner = {gi: obj for obj in scene.objects if obj.movable for gi in obj.geom_indices}
+    drawn_by_mesh = {gi for obj in scene.objects if obj.instance_id in meshes for gi in obj.geom_indices}
     UsdGeom.Scope.Define(stage, "/World/Scene")
     UsdGeom.Scope.Define(stage, "/World/Scene/Static")
     UsdGeom.Scope.Define(stage, "/World/Scene/Objects")
@@ -214,6 +226,18 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
             approximation = None if g.kind != "mesh" else ("convexHull" if obj is not None else "none")
             _collider(stage, prim, materials, g.friction, approximation)
             layout.colliders[gpath] = ColliderInfo(g.label, int(g.instance_id), g.name or name, obj is not None)
+        if gi in drawn_by_mesh:
+            prim.CreatePurposeAttr(UsdGeom.Tokens.guide)  # drawn by its render meshes instead
+    for obj in scene.objects:
+        parent = layout.objects.get(obj.instance_id, "/World/Scene/Static")
+        offset = obj.position if obj.instance_id in layout.objects else np.zeros(3)
+        for k, g in enumerate(meshes.get(obj.instance_id, ())):
+            vpath = f"{parent}/{_prim_name(obj.category, 'object')}_{obj.instance_id}_render_{k:02d}"
+            local = g.transform.copy()
+            local[:3, 3] -= offset
+            prim = _geom_prim(stage, vpath, g, local, where)
+            _tag(prim, g.label, g.instance_id)
+            layout.visuals[vpath] = ColliderInfo(g.label, int(g.instance_id), g.name or vpath, obj.instance_id in layout.objects)
 
     # The agent: planar rigid body (x, y, yaw free) with a guide-purpose cylinder collider.
     agent = UsdGeom.Xform.Define(stage, AGENT_PATH)
