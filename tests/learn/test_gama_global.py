@@ -50,10 +50,10 @@ def test_frontier_keeps_unvisited_candidates_of_earlier_steps_and_drops_visited_
     step(topo, (2, 0, 0), [(0.2, 1.1)], 2)
     assert xy_of(topo.earlier()) == [(-1, 0)]
     assert [(f.source, f.step, f.slot) for f in topo.frontier] == [(0, 0, 2), (2, 2, 0)]
-    assert topo.edges == {0: {1: 1.0}, 1: {0: 1.0, 2: 1.0}, 2: {1: 1.0}}
+    assert {tuple(sorted(e[:2])): e[2] for e in topo.graph.edges(data="weight")} == {(0, 1): 1.0, (1, 2): 1.0}
     # reaching C (through the hops) visits it: it leaves the frontier and links to its source, node 0
     step(topo, (-1.1, 0, 0), [], 3)
-    assert xy_of(topo.frontier) == [(0.2, 1.1)] and topo.current == 3 and 0 in topo.edges[3] and 2 not in topo.edges[3]
+    assert xy_of(topo.frontier) == [(0.2, 1.1)] and topo.current == 3 and topo.graph.has_edge(3, 0) and not topo.graph.has_edge(3, 2)
     # the cap drops the oldest earlier nodes first
     small = TopoMap(merge_radius=0.5, cap=2)
     step(small, (0, 0, 0), [(3, 0), (0, 3)], 0)

@@ -16,16 +16,16 @@ Rules (one decision step = ``arrive`` then ``observe``):
   (the oldest earlier-step ones are dropped first).
 - The global action set of a step: the current candidates (their slots), STOP, then the
   **earlier** frontier nodes (seen at earlier steps), oldest first (``earlier``).
-- ``path(node)``: the shortest path through visited nodes (Dijkstra over travelled edges) from
+- ``path(node)``: the shortest path through visited nodes (Dijkstra over travelled edges, networkx) from
   the current node to the node's source, then the node: the waypoint hops of one global action.
 """
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass
 from typing import Any
 
+import networkx as nx
 import numpy as np
 
 
@@ -56,7 +56,7 @@ class TopoMap:
     def __init__(self, merge_radius: float = 0.5, cap: int = 16):
         self.merge_radius, self.cap = float(merge_radius), int(cap)
         self.visited: list[np.ndarray] = []
-        self.edges: dict[int, dict[int, float]] = {}
+        self.graph = nx.Graph()  # visited node ids, travelled edges weighted by length (m)
         self.frontier: list[FrontierNode] = []
         self.current: int | None = None
         self.step = -1
@@ -70,9 +70,7 @@ class TopoMap:
 
     def _link(self, a: int, b: int) -> None:
         if a != b:
-            length = float(np.linalg.norm(self.visited[a] - self.visited[b]))
-            self.edges.setdefault(a, {})[b] = length
-            self.edges.setdefault(b, {})[a] = length
+            self.graph.add_edge(a, b, weight=float(np.linalg.norm(self.visited[a] - self.visited[b])))
 
     def arrive(self, pose: Any) -> int:
         """The agent is at ``pose`` (x, y, ...) for a decision: returns its visited node."""
@@ -116,24 +114,13 @@ class TopoMap:
 
     def route(self, target: int) -> tuple[list[int], float]:
         """Shortest path (visited node ids, length) from the current node to visited node ``target``."""
-        dist, prev = {self.current: 0.0}, {}
-        heap = [(0.0, self.current)]
-        while heap:
-            d, u = heapq.heappop(heap)
-            if u == target:
-                break
-            if d > dist.get(u, math.inf):
-                continue
-            for v, w in self.edges.get(u, {}).items():
-                if d + w < dist.get(v, math.inf):
-                    dist[v], prev[v] = d + w, u
-                    heapq.heappush(heap, (d + w, v))
-        if target not in dist:
-            raise ValueError(f"visited node {target} is not connected to the current node {self.current}")
-        nodes = [target]
-        while nodes[-1] != self.current:
-            nodes.append(prev[nodes[-1]])
-        return nodes[::-1], dist[target]
+        if target == self.current:
+            return [target], 0.0
+        try:
+            length, nodes = nx.single_source_dijkstra(self.graph, self.current, target)
+        except (nx.NetworkXNoPath, nx.NodeNotFound):
+            raise ValueError(f"visited node {target} is not connected to the current node {self.current}") from None
+        return nodes, float(length)
 
     def path(self, node: FrontierNode) -> list[np.ndarray]:
         """The waypoints (world x, y) of the trip to frontier ``node``: the visited nodes after the
