@@ -154,3 +154,105 @@ def build_cache_meshes(ctx, root, monkeypatch):
     monkeypatch.setattr(dataset, "resolve_scene_paths", lambda scenes: ["home11.usda"])
     monkeypatch.setattr(base, "load_scene_context", lambda path, body: ctx)
     return build_cache("home11", root, size=SIZE, quality=QUALITY, objects="meshes", progress=False)
+
+
+def test_cache_key_differs_between_render_settings_and_old_manifests_are_the_default(home, tmp_path):
+    assert render_folder(None) is None and render_folder({}) is None
+    assert render_folder({"quality": "default"}) is None and render_folder({"objects": "primitives"}) is None
+    keys = {render_folder({"quality": q, "objects": o}) for q in ("fast", "default", "high")
+            for o in ("primitives", "meshes")}
+    assert len(keys) == 6 and "render-default-meshes" in keys and "render-fast-primitives" in keys
+    # a cache written before the settings were recorded: read as the default's, refused by a meshes run
+    folder = tmp_path / "old" / home.scene_id
+    folder.mkdir(parents=True)
+    strip = np.arange(SIZE * 4 * SIZE * 3, dtype=np.uint32).reshape(SIZE, 4 * SIZE, 3).astype(np.uint8)
+    Image.fromarray(strip).save(folder / "0.png")
+    (folder / "manifest.json").write_text(json.dumps({"version": 1, "scene_id": home.scene_id, "size": SIZE,
+                                                      "hfov_deg": 90.0, "nodes": {"0": [1.0, 2.0]}}))
+    old = ViewCache(tmp_path / "old")
+    assert old.render == ("default", "primitives") and old.views_at(home.scene_id, 0, (1.0, 2.0)).shape == (4, SIZE, SIZE, 3)
+    assert ViewCache(tmp_path / "old", {"objects": "meshes"}).views_at(home.scene_id, 0, (1.0, 2.0)) is None
+    # a manifest whose settings are not its folder's (copied by hand): one clear error
+    moved = tmp_path / "old" / "render-default-meshes" / home.scene_id
+    moved.mkdir(parents=True)
+    (moved / "manifest.json").write_text((folder / "manifest.json").read_text())
+    with pytest.raises(ConfigError) as err:
+        ViewCache(tmp_path / "old", {"objects": "meshes"}).manifest(home.scene_id)
+    line = str(err.value)
+    assert "render-default-meshes" in line and "manifest.json" in line and "objects 'primitives'" in line
+    assert "objects 'meshes'" in line
+
+
+def test_viewpoints_backend_serves_the_views_of_the_runs_settings(home, direct_views, tmp_path):
+    root = tmp_path / "views"
+    with pytest.raises(ConfigError, match=r"cache build --quality default --objects meshes"):
+        ViewpointSimulator(home.desc, home.body, cache=root, quality="default", objects="meshes")
+    build_scene_cache(home.with_render_options({"objects": "meshes"}), root, size=SIZE)
+    assert not (root / home.scene_id).exists()  # nothing in the default's folder
+    with pytest.raises(ConfigError, match=r"no cached views.*expected run 'vlnverse cache build' for"):
+        ViewpointSimulator(home.desc, home.body, cache=root)
+    sim = ViewpointSimulator(home.desc, home.body, cache=root, quality="default", objects="meshes")
+    xy = tuple(float(v) for v in home.navgraph.graph.nodes[3]["position"][:2])
+    obs = sim.reset(AgentPose(xy[0], xy[1], 0.0))
+    assert np.array_equal(obs["views_rgb"], direct_views(xy, objects="meshes"))
+    assert not np.array_equal(obs["views_rgb"], direct_views(xy))
+
+
+def test_pixel_goal_and_free_space_views_use_the_contexts_render_options(home, tmp_path):
+    from vlnverse.eval.free_space import DepthViews
+    from vlnverse.eval.pixel_goal import Panorama
+
+    meshed = home.with_render_options({"quality": QUALITY, "objects": "meshes"})
+    assert meshed.navgraph is home.navgraph and meshed.maps is home.maps  # one navigation graph for the copies
+    assert home.with_render_options({}) is home and meshed.with_render_options(meshed.render_options) is meshed
+    xy = tuple(float(v) for v in home.navgraph.graph.nodes[6]["position"][:2])
+    pano = Panorama(SIZE)
+    rgb_p, depth_p = pano.render(home, xy)
+    rgb_m, depth_m = pano.render(meshed, xy)
+    pano.close()
+    sim = make_simulator(home.desc, home.body, sensors=[], quality=QUALITY, objects="meshes")
+    spec = PanoramaSpec.of(name="pix", views=4, width=SIZE, height=SIZE, hfov_deg=90.0, modalities=("rgb", "depth"),
+                           max_depth=10.0)
+    want = sim.render_at(AgentPose(xy[0], xy[1], 0.0), spec)
+    sim.close()
+    assert np.array_equal(rgb_m, want["pix_rgb"]) and np.array_equal(depth_m, want["pix_depth"])
+    assert int(np.any(rgb_m != rgb_p, axis=-1).sum()) > 100
+    depth = DepthViews(size=SIZE)
+    free_p, free_m = depth.depth(home, xy), depth.depth(meshed, xy)
+    again = depth.depth(home, xy)
+    depth.close()
+    assert np.array_equal(again, free_p)  # kept per render settings: the meshes views did not replace it
+    assert float(np.mean(np.abs(free_m - free_p) > 0.01)) > 0.01  # the meshes' shapes, not the primitives'
+
+
+def test_default_settings_render_what_the_backend_defaults_render(home):
+    """An eval at the default ``render`` hands the agents ``{"quality": "default"}``: the same
+    pixels as the simulator built without options (what agents rendered before)."""
+    from vlnverse.eval.mllm.views import ViewRenderer
+
+    xy = tuple(float(v) for v in home.navgraph.graph.nodes[2]["position"][:2])
+    renderer = ViewRenderer(SIZE)
+    bare = renderer.render(home.desc, home.body, xy)
+    run_default = renderer.render(home.desc, home.body, xy, RenderConfig().sim_options())
+    renderer.close()
+    assert np.array_equal(bare, run_default)
+
+
+def test_cache_build_cli_renders_the_asked_settings_into_their_folder(tmp_path, capsys):
+    from vlnverse.cli import main
+
+    assert main(["cache", "build", "--scenes", "home_0014", "--size", "16", "--objects", "meshes", "--out",
+                 str(tmp_path), "--no-progress"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    folder = tmp_path / "render-default-meshes"
+    assert printed["folder"] == str(folder) and printed["rendered"] == printed["viewpoints"] > 5
+    manifest = json.loads((folder / "home_0014" / "manifest.json").read_text())
+    assert (manifest["quality"], manifest["objects"]) == ("default", "meshes")
+    assert json.loads((folder / "build_summary.json").read_text())["rendered"] == printed["rendered"]
+    assert not (tmp_path / "home_0014").exists() and not (tmp_path / "build_summary.json").exists()
+    node = int(next(iter(manifest["nodes"])))
+    assert ViewCache(tmp_path, {"objects": "meshes"}).views("home_0014", node).shape == (4, 16, 16, 3)
+    assert ViewCache(tmp_path).manifest("home_0014") is None  # a default run finds nothing to reuse
+    with pytest.raises(SystemExit) as exit_:
+        main(["cache", "build", "--scenes", "home_0014", "--objects", "clay", "--out", str(tmp_path)])
+    assert exit_.value.code == 2 and "--objects: invalid choice: 'clay'" in capsys.readouterr().err

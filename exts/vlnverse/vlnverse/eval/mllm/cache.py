@@ -244,9 +244,10 @@ def build_cache(scenes: Any, root: str | Path | None = None, *, size: int = 224,
         out.append(build_scene_cache(ctx, root, size=size, hfov_deg=hfov_deg, progress=progress))
     summary = {"root": str(root), "scenes": out, "viewpoints": sum(s["viewpoints"] for s in out),
                "rendered": sum(s["rendered"] for s in out)}
-    if render_folder(render.sim_options()):
-        summary["folder"] = str(root / render_folder(render.sim_options()))
-    write_json_atomic(root / "build_summary.json", summary)
+    sub = render_folder(render.sim_options())
+    if sub:
+        summary["folder"] = str(root / sub)
+    write_json_atomic(root / (sub or "") / "build_summary.json", summary)
     return summary
 
 
