@@ -103,6 +103,7 @@ class DepthViews:
         self.size, self.hfov_deg, self.max_depth = int(size), float(hfov_deg), float(max_depth)
         self.pitch_deg = float(pitch_deg)
         self._desc: Any = None
+        self._options: dict = {}
         self._sim: Any = None
         self._memo: dict[tuple, np.ndarray] = {}
 
@@ -110,14 +111,16 @@ class DepthViews:
         """(4, H, W) float32 planar depth (m) facing east, north, west, south."""
         from ..sim import make_simulator
         from ..sim.sensors import PanoramaSpec
+        from ..tasks.base import render_options
 
-        key = (id(ctx.desc), round(float(xy[0]), 3), round(float(xy[1]), 3))
+        options = render_options(ctx)
+        key = (id(ctx.desc), tuple(sorted(options.items())), round(float(xy[0]), 3), round(float(xy[1]), 3))
         if key in self._memo:
             return self._memo[key]
-        if self._desc is not ctx.desc:
+        if self._desc is not ctx.desc or self._options != options:
             self.close()
-            self._sim = make_simulator(ctx.desc, ctx.body, sensors=[])
-            self._desc = ctx.desc
+            self._sim = make_simulator(ctx.desc, ctx.body, sensors=[], **options)
+            self._desc, self._options = ctx.desc, options
         spec = PanoramaSpec.of(name="free", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("depth",), max_depth=self.max_depth,
                             mount=(0.0, 0.0, None, self.pitch_deg))
@@ -138,3 +141,4 @@ class DepthViews:
         if self._sim is not None:
             self._sim.close()
         self._sim = self._desc = None
+        self._options = {}

@@ -99,17 +99,21 @@ class Panorama:
     def __init__(self, size: int = 224, hfov_deg: float = 90.0, max_depth: float = 10.0):
         self.size, self.hfov_deg, self.max_depth = int(size), float(hfov_deg), float(max_depth)
         self._desc: Any = None
+        self._options: dict = {}
         self._sim: Any = None
 
     def render(self, ctx: Any, xy: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-        """((4, H, W, 3) uint8, (4, H, W) float32) at ``xy``."""
+        """((4, H, W, 3) uint8, (4, H, W) float32) at ``xy``, with the run's render options
+        (``ctx.render_options``)."""
         from ..sim import make_simulator
         from ..sim.sensors import PanoramaSpec
+        from ..tasks.base import render_options
 
-        if self._desc is not ctx.desc:
+        options = render_options(ctx)
+        if self._desc is not ctx.desc or self._options != options:
             self.close()
-            self._sim = make_simulator(ctx.desc, ctx.body, sensors=[])
-            self._desc = ctx.desc
+            self._sim = make_simulator(ctx.desc, ctx.body, sensors=[], **options)
+            self._desc, self._options = ctx.desc, options
         spec = PanoramaSpec.of(name="pix", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("rgb", "depth"), max_depth=self.max_depth)
         out = self._sim.render_at(AgentPose(float(xy[0]), float(xy[1]), 0.0), spec)
@@ -120,6 +124,7 @@ class Panorama:
         if self._sim is not None:
             self._sim.close()
         self._sim = self._desc = None
+        self._options = {}
 
 
 def snap_to_navigable(navigable: Any, point: Sequence[float], max_distance: float) -> np.ndarray | None:

@@ -373,7 +373,9 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     ctx, sim)`` runs while the simulator is alive (report maps/frames); ``on_record(record)``
     runs as each episode finishes (e.g. append it to the episode log). ``quality`` is the
     render preset (``fast | default | high``; the backend's default when None), ``objects`` how
-    objects are drawn (``primitives | meshes``; passed to the backend only when ``meshes``).
+    objects are drawn (``primitives | meshes``; passed to the backend only when ``meshes``). The
+    agents get them too, on the scene context (``SceneContext.render_options``), for the views
+    they render themselves.
 
     ``threads`` > 1 with ``agent_factory`` runs up to that many episodes at once in threads, each
     with its own simulator, collision mode and agent (``agent_factory()``), when the backend allows
@@ -384,9 +386,10 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     from ..tasks.base import load_scene_context
 
     ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
-
     options = {**({} if quality is None else {"quality": quality}),
                **({} if objects in (None, "primitives") else {"objects": objects})}
+    if hasattr(ctx, "with_render_options"):  # agents that render their own views use the run's settings
+        ctx = ctx.with_render_options(options)
 
     def new_sim() -> Any:
         return make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors),

@@ -118,6 +118,11 @@ class SceneContext:
 
     ``renderer`` (optional) is a callable ``(x, y, yaw, pitch) -> RGB uint8 (H, W, 3)`` injected by
     the caller; generators needing images must check it is set.
+
+    ``render_options`` are the ``make_simulator`` options (``quality``, ``objects``) of the run's
+    cameras (set by the eval runner, :meth:`with_render_options`): every simulator an agent builds
+    to render its own views passes them (:func:`render_options`), so it sees what the run's
+    cameras see. Empty: the backend's defaults.
     """
 
     scene_path: Path
@@ -126,7 +131,9 @@ class SceneContext:
     planner: PathPlanner
     body: AgentBody
     renderer: Callable[..., np.ndarray] | None = None
-    _navgraph: Any = field(default=None, repr=False)
+    render_options: dict[str, str] = field(default_factory=dict)
+    #: lazily built members (the navigation graph), shared by the copies ``dataclasses.replace`` makes
+    _lazy: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def scene_id(self) -> str:
@@ -145,13 +152,19 @@ class SceneContext:
 
     @property
     def navgraph(self):
-        """The scene's navigation graph, built on first use."""
-        if self._navgraph is None:
+        """The scene's navigation graph, built on first use (once for this context and its copies)."""
+        if "navgraph" not in self._lazy:
             from .navgraph import build_navgraph
 
-            self._navgraph = build_navgraph(self.planner, rooms=self.desc.rooms, doors=self.desc.doors,
-                                            room_map=self.room_map, scene_id=self.scene_id)
-        return self._navgraph
+            self._lazy["navgraph"] = build_navgraph(self.planner, rooms=self.desc.rooms, doors=self.desc.doors,
+                                                    room_map=self.room_map, scene_id=self.scene_id)
+        return self._lazy["navgraph"]
+
+    def with_render_options(self, options: dict[str, str] | None) -> "SceneContext":
+        """This context with the run's render ``options`` (a copy sharing maps, planner and
+        navigation graph; ``self`` when they are already these)."""
+        options = dict(options or {})
+        return self if options == self.render_options else dataclasses.replace(self, render_options=options)
 
     def to_3d(self, xy) -> list[float]:
         """A floor-level [x, y, z] list from an (x, y) point."""
@@ -159,6 +172,12 @@ class SceneContext:
 
 
 _CONTEXT_CACHE: dict[tuple, SceneContext] = {}
+
+
+def render_options(ctx: Any) -> dict[str, str]:
+    """The ``make_simulator`` render options of a scene context (``SceneContext.render_options``;
+    none for a context without them: the backend's defaults)."""
+    return dict(getattr(ctx, "render_options", None) or {})
 
 
 def _body_key(body) -> tuple:

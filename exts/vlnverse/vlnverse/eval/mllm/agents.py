@@ -130,7 +130,8 @@ class MLLMAgent(Agent):
     ``max_reprompts`` (re-prompts with the parse error per step), ``views`` (``auto``: the
     observations' ``views_rgb``, else the view cache, else rendering; or one of
     ``observations`` / ``cache`` / ``render``), ``view_cache`` (folder of ``vlnverse cache
-    build``; default the user cache), ``image_dir`` (where the stitched images are saved;
+    build``; default ``$VLNVERSE_VIEW_CACHE`` or the user cache's ``views``: the
+    ``viewpoints`` backend's), ``image_dir`` (where the stitched images are saved;
     default ``<VLNVERSE_CACHE>/mllm_images``), ``view_size`` (pixels of a rendered view),
     ``caption_model`` (``{name, params}`` of a ``MODELS`` entry that describes each view in one
     sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode),
@@ -169,7 +170,7 @@ class MLLMAgent(Agent):
         self.video_root = Path(video_root) if video_root else Path.cwd()
         self.video_frames = int(video_frames)
         self.views_source = views
-        self.view_cache_root = Path(view_cache) if view_cache else cache_dir() / "views"
+        self.view_cache_root = Path(view_cache) if view_cache else _cache.default_view_cache()
         self.image_dir = Path(image_dir) if image_dir else cache_dir() / "mllm_images"
         self.view_size = int(view_size)
         self.merge_distance = float(merge_distance)
@@ -261,18 +262,22 @@ class MLLMAgent(Agent):
             return np.asarray(observations["views_rgb"]), "observations"
         if self.views_source == "observations":
             raise GenerationError("the observations hold no 'views_rgb' (use the 'viewpoints' backend or views: render)")
-        if self.views_source in ("auto", "cache") and node is not None:
-            from .cache import ViewCache
+        from ...tasks.base import render_options
 
-            if self._view_cache is None or self._view_cache.root != self.view_cache_root:
-                self._view_cache = ViewCache(self.view_cache_root)
+        options = render_options(self.context)  # the run's render settings: cached or rendered views use them
+        if self.views_source in ("auto", "cache") and node is not None:
+            from .cache import ViewCache, render_settings
+
+            if self._view_cache is None or self._view_cache.root != self.view_cache_root or \
+                    self._view_cache.render != render_settings(options):
+                self._view_cache = ViewCache(self.view_cache_root, options)
             views = self._view_cache.views_at(self.context.scene_id, node, state.pose.xy)
             if views is not None:
                 return views, "cache"
             if self.views_source == "cache":
                 raise GenerationError(f"no cached views of scene {self.context.scene_id!r} viewpoint {node!r} in "
-                                      f"{self.view_cache_root} (run 'vlnverse cache build')")
-        return self._renderer.render(self.context.desc, self.context.body, state.pose.xy), "render"
+                                      f"{self._view_cache.folder} (run 'vlnverse cache build')")
+        return self._renderer.render(self.context.desc, self.context.body, state.pose.xy, options), "render"
 
     def _caption(self, views: np.ndarray, key: str) -> list[str]:
         """One-sentence descriptions of the four global views (cached per viewpoint)."""

@@ -11,6 +11,11 @@ per viewpoint::
 ``views.npy`` is the raw array of every viewpoint's views, memory-mapped when read (no PNG
 decoding per step); the PNGs stay for people and for caches built before it existed.
 
+The views of other render settings than the default (``quality`` default, ``objects``
+primitives) live in their own folder, ``<root>/render-<quality>-<objects>/<scene_id>/``
+(:func:`render_folder`), with the settings in the manifest: a run with ``render.objects=meshes``
+never reads primitives views, and caches built before the settings were keyed are the default's.
+
 The ``viewpoints`` simulator backend (registered in ``vlnverse.sim.BACKENDS`` by ``eval.config.register_eval_backends``) then serves
 graph-mode evaluation from disk with no physics and no rendering: ``backend: viewpoints`` in an
 eval config; its observations are ``views_rgb`` (4, H, W, 3) and ``pose``. The root is
@@ -39,6 +44,24 @@ VIEWS_ARRAY = "views.npy"
 MATCH_TOLERANCE = 0.05
 
 
+def render_settings(options: dict | None) -> tuple[str, str]:
+    """(quality, objects) of ``make_simulator`` render ``options`` (``SceneContext.render_options``),
+    the backend's defaults filled in."""
+    from ..config import RenderConfig
+
+    default = RenderConfig()
+    options = options or {}
+    return str(options.get("quality") or default.quality), str(options.get("objects") or default.objects)
+
+
+def render_folder(options: dict | None) -> str | None:
+    """The sub-folder of a view cache holding the views of render ``options``: None (the root
+    itself) for the default settings, else ``render-<quality>-<objects>``."""
+    quality, objects = render_settings(options)
+    default = render_settings(None)
+    return None if (quality, objects) == default else f"render-{quality}-{objects}"
+
+
 def default_view_cache() -> Path:
     """``VLNVERSE_VIEW_CACHE`` or ``<VLNVERSE_CACHE>/views``."""
     env = os.environ.get("VLNVERSE_VIEW_CACHE")
@@ -50,17 +73,22 @@ def default_view_cache() -> Path:
 
 
 class ViewCache:
-    """Read access to a view cache folder (manifests are read once per scene)."""
+    """Read access to the views of one set of render settings (``render``: ``make_simulator``
+    options, default the backend's) in a view cache folder (manifests are read once per scene)."""
 
-    def __init__(self, root: str | Path | None = None):
+    def __init__(self, root: str | Path | None = None, render: dict | None = None):
         self.root = Path(root) if root is not None else default_view_cache()
+        self.render = render_settings(render)
+        sub = render_folder(render)
+        #: where the scenes of these render settings are: ``root`` or ``root/render-<quality>-<objects>``
+        self.folder = self.root / sub if sub else self.root
         self._manifests: dict[str, dict | None] = {}
         self._arrays: dict[str, tuple[np.ndarray, dict[int, int]] | None] = {}
 
     def manifest(self, scene_id: str) -> dict | None:
-        """The scene's manifest, or None when the scene is not cached."""
+        """The scene's manifest, or None when the scene is not cached with these render settings."""
         if scene_id not in self._manifests:
-            path = self.root / scene_id / "manifest.json"
+            path = self.folder / scene_id / "manifest.json"
             try:
                 data = json.loads(path.read_text(encoding="utf-8"))
             except FileNotFoundError:
@@ -71,6 +99,11 @@ class ViewCache:
             if data is not None and data.get("version") != CACHE_VERSION:
                 raise ConfigError(f"got {data.get('version')!r}", file=path, field="version", expected=CACHE_VERSION)
             if data is not None:
+                got = render_settings(data)  # a manifest without the fields: the default settings
+                if got != self.render:
+                    raise ConfigError(f"got quality {got[0]!r}, objects {got[1]!r}", file=path, field="quality/objects",
+                                      expected=f"quality {self.render[0]!r}, objects {self.render[1]!r} "
+                                               "(views of other render settings belong in their own folder)")
                 data["_xy"] = {int(k): np.asarray(v, dtype=float) for k, v in data["nodes"].items()}
             self._manifests[scene_id] = data
         return self._manifests[scene_id]
@@ -79,7 +112,7 @@ class ViewCache:
         """The scene's memory-mapped ``views.npy`` and node -> row, or None (an older cache)."""
         if scene_id not in self._arrays:
             manifest = self.manifest(scene_id)
-            path = self.root / scene_id / VIEWS_ARRAY
+            path = self.folder / scene_id / VIEWS_ARRAY
             entry = None
             if manifest is not None and manifest.get("rows") and path.is_file():
                 try:
@@ -101,7 +134,7 @@ class ViewCache:
         array = self._array(scene_id)
         if array is not None and int(node) in array[1]:
             return np.array(array[0][array[1][int(node)]])
-        return _read_strip(self.root / scene_id / f"{int(node)}.png")
+        return _read_strip(self.folder / scene_id / f"{int(node)}.png")
 
     def views_at(self, scene_id: str, node: Any, xy: Any) -> np.ndarray | None:
         """The views of ``node`` if cached and ``xy`` stands on it (within ``MATCH_TOLERANCE``), else None."""
@@ -127,19 +160,26 @@ class ViewCache:
 def build_scene_cache(ctx: Any, root: str | Path, *, size: int = 224, hfov_deg: float = 90.0,
                       progress: bool = False) -> dict[str, Any]:
     """Render and store the views of every viewpoint of ``ctx``'s navigation graph (skipping those
-    already stored with the same settings); returns counts and timing."""
+    already stored with the same settings) with ``ctx``'s render options
+    (``SceneContext.render_options``, in their own folder: :func:`render_folder`); returns
+    counts and timing."""
     from PIL import Image
     from tqdm import tqdm
 
     from ...core.io import atomic_path
+    from ...tasks.base import render_options
     from .views import ViewRenderer
 
-    folder = Path(root) / ctx.scene_id
+    options = render_options(ctx)
+    sub = render_folder(options)
+    folder = (Path(root) / sub if sub else Path(root)) / ctx.scene_id
     nav = ctx.navgraph
     nodes = {int(n): [round(float(v), 4) for v in nav.graph.nodes[n]["position"][:2]] for n in sorted(nav.graph.nodes)}
     manifest = {"version": CACHE_VERSION, "scene_id": ctx.scene_id, "size": int(size), "hfov_deg": float(hfov_deg),
                 "camera_height": float(ctx.body.camera_height), "views": ["east", "north", "west", "south"],
                 "nodes": {str(k): v for k, v in nodes.items()}}
+    if sub:  # the default settings' manifest stays what it was before they were recorded
+        manifest["quality"], manifest["objects"] = render_settings(options)
     old = None
     try:
         old = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
@@ -155,7 +195,7 @@ def build_scene_cache(ctx: Any, root: str | Path, *, size: int = 224, hfov_deg: 
             if same and path.is_file() and old["nodes"].get(str(node)) == xy:
                 continue
             t0 = time.perf_counter()
-            views = renderer.render(ctx.desc, ctx.body, xy)
+            views = renderer.render(ctx.desc, ctx.body, xy, options)
             t_render += time.perf_counter() - t0
             with atomic_path(path) as tmp:
                 Image.fromarray(np.concatenate(list(views), axis=1)).save(tmp, format="PNG")
@@ -184,21 +224,30 @@ def _read_strip(path: Path) -> np.ndarray:
 
 
 def build_cache(scenes: Any, root: str | Path | None = None, *, size: int = 224, hfov_deg: float = 90.0,
-                body: str = "r2r_ce", progress: bool = True) -> dict[str, Any]:
-    """``vlnverse cache build``: cache every scene of ``scenes`` (a split name, ``all``, ids or paths)."""
+                body: str = "r2r_ce", progress: bool = True, quality: str | None = None,
+                objects: str | None = None) -> dict[str, Any]:
+    """``vlnverse cache build``: cache every scene of ``scenes`` (a split name, ``all``, ids or
+    paths), rendered with ``quality`` and ``objects`` (an eval run's ``render`` settings; None:
+    the defaults)."""
     from ...sim.body import load_body
     from ...tasks.base import load_scene_context
     from ...tasks.dataset import resolve_scene_paths
+    from ..config import RenderConfig
 
+    render = RenderConfig(*render_settings({"quality": quality, "objects": objects}))
+    render.validate()
     root = Path(root) if root is not None else default_view_cache()
     agent_body = load_body(body)
     out = []
     for path in resolve_scene_paths(scenes):
-        ctx = load_scene_context(path, agent_body)
+        ctx = load_scene_context(path, agent_body).with_render_options(render.sim_options())
         out.append(build_scene_cache(ctx, root, size=size, hfov_deg=hfov_deg, progress=progress))
     summary = {"root": str(root), "scenes": out, "viewpoints": sum(s["viewpoints"] for s in out),
                "rendered": sum(s["rendered"] for s in out)}
-    write_json_atomic(root / "build_summary.json", summary)
+    sub = render_folder(render.sim_options())
+    if sub:
+        summary["folder"] = str(root / sub)
+    write_json_atomic(root / (sub or "") / "build_summary.json", summary)
     return summary
 
 
@@ -215,13 +264,15 @@ class ViewpointSimulator(Simulator):
 
     def __init__(self, scene: Any, body: Any, *, sensors: Iterable[Any] = (), control: Any = None,
                  cache: str | Path | None = None, quality: str | None = None, objects: str | None = None):
-        # ``quality`` and ``objects`` (render options) are accepted like every backend's; cached views are fixed images
+        # ``quality`` and ``objects`` (the run's render options) choose the cached views of those settings
         self.scene, self.body = scene, body
         self.control = control or ControlConfig()
-        self.cache = ViewCache(cache)
+        self.cache = ViewCache(cache, {"quality": quality, "objects": objects})
         if self.cache.manifest(scene.scene_id) is None:
-            raise ConfigError(f"no cached views of scene {scene.scene_id!r} in {self.cache.root}", field="backend",
-                              expected="run 'vlnverse cache build' for the split first")
+            q, o = self.cache.render
+            flags = f" --quality {q} --objects {o}" if self.cache.folder != self.cache.root else ""
+            raise ConfigError(f"no cached views of scene {scene.scene_id!r} in {self.cache.folder}", field="backend",
+                              expected=f"run 'vlnverse cache build{flags}' for the split first")
         self._sensors = {s.name: s for s in sensors}
         self._pose = AgentPose(0.0, 0.0, 0.0)
         self._time = 0.0

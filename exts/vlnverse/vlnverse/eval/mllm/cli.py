@@ -19,6 +19,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--body", default="r2r_ce", help="agent body preset (camera height; default r2r_ce)")
     b.add_argument("--episodes", default=None, metavar="FILE",
                    help="cache the scenes of this episode JSONL file or folder instead of --scenes")
+    from ...scenes.object_meshes import OBJECT_STYLES
+    from ...sim.types import RENDER_QUALITIES
+
+    b.add_argument("--quality", choices=RENDER_QUALITIES, default=None,
+                   help="render preset of the views (an eval run's render.quality; default 'default')")
+    b.add_argument("--objects", choices=OBJECT_STYLES, default=None,
+                   help="how objects are drawn (an eval run's render.objects; default 'primitives'); other "
+                        "settings than the defaults go to the cache's render-<quality>-<objects>/ folder")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ...tasks.scene_roots import add_scene_root_option
 
@@ -33,8 +41,9 @@ def _build(args: argparse.Namespace) -> int:
     if not 16 <= args.size <= 2048:
         raise ConfigError(f"got {args.size}", field="--size", expected="16..2048 pixels")
     summary = build_cache(cache_scenes(args.scenes, args.episodes, args.scene_root), args.out, size=args.size,
-                          hfov_deg=args.hfov, body=args.body, progress=not args.no_progress)
-    print(json.dumps({k: summary[k] for k in ("root", "viewpoints", "rendered")}, indent=2))
+                          hfov_deg=args.hfov, body=args.body, progress=not args.no_progress, quality=args.quality,
+                          objects=args.objects)
+    print(json.dumps({k: summary[k] for k in ("root", "folder", "viewpoints", "rendered") if k in summary}, indent=2))
     return 0
 
 

@@ -196,24 +196,28 @@ def stitch(views: np.ndarray, heading: float, candidates: Sequence[Candidate], *
 
 class ViewRenderer:
     """Renders the four global 90° views at a position with a simulator of the scene (built once
-    per scene description, no other sensors). Used when neither the observations nor the view
-    cache provide them."""
+    per scene description and render options, no other sensors). Used when neither the
+    observations nor the view cache provide them."""
 
     def __init__(self, size: int = 224, hfov_deg: float = 90.0):
         self.size, self.hfov_deg = int(size), float(hfov_deg)
         self._desc: Any = None
+        self._options: dict = {}
         self._sim: Any = None
 
-    def render(self, desc: Any, body: Any, xy: Sequence[float]) -> np.ndarray:
-        """(4, H, W, 3) uint8 views at ``xy`` facing east, north, west, south."""
+    def render(self, desc: Any, body: Any, xy: Sequence[float], options: dict | None = None) -> np.ndarray:
+        """(4, H, W, 3) uint8 views at ``xy`` facing east, north, west, south, rendered with the
+        ``make_simulator`` render ``options`` (``quality``, ``objects``: the run's, from
+        ``SceneContext.render_options``; none: the backend's defaults)."""
         from ...sim import make_simulator
         from ...sim.sensors import PanoramaSpec
         from ...sim.types import AgentPose
 
-        if self._desc is not desc:
+        options = dict(options or {})
+        if self._desc is not desc or self._options != options:
             self.close()
-            self._sim = make_simulator(desc, body, sensors=[])
-            self._desc = desc
+            self._sim = make_simulator(desc, body, sensors=[], **options)
+            self._desc, self._options = desc, options
         spec = PanoramaSpec.of(name="views", views=4, width=self.size, height=self.size, hfov_deg=self.hfov_deg,
                             modalities=("rgb",))
         return np.asarray(self._sim.render_at(AgentPose(float(xy[0]), float(xy[1]), 0.0), spec)["views_rgb"])
@@ -223,3 +227,4 @@ class ViewRenderer:
         if self._sim is not None:
             self._sim.close()
         self._sim = self._desc = None
+        self._options = {}
