@@ -259,11 +259,11 @@ def test_banded_meshes_split_by_level_with_darker_colours():
     g = meshes[inst][0]
     n = len(g.faces)
     fac = np.full(n, 200, np.uint8)
-    fac[: n // 2] = 100  # half the triangles at 0.5
+    fac[: n // 2] = 90  # half the triangles at 0.45
     bands = baked_light.banded_meshes([g], [fac])
-    assert [b.name for b in bands] == [f"{g.name}_l100", f"{g.name}_l050"]
+    assert [b.name for b in bands] == [f"{g.name}_l100", f"{g.name}_l045"]
     assert sum(len(b.faces) for b in bands) == n
-    assert bands[1].color == tuple(round(c * 0.5, 4) for c in g.color) and bands[0].color == tuple(round(c, 4) for c in g.color)
+    assert bands[1].color == tuple(round(c * 0.45, 4) for c in g.color) and bands[0].color == tuple(round(c, 4) for c in g.color)
     for b in bands:
         assert b.faces.max() < len(b.vertices) and len(b.texcoords) == len(b.vertices)
     # a band too small for MuJoCo (under 4 vertices) joins its nearest level

@@ -35,7 +35,7 @@ FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 FACE_AXES = ((1, 2), (0, 2), (0, 1))
 #: The darkness of object bands is quantised to this step (fewer bands, fewer geoms) and clipped to
 #: [OBJECT_MIN_LEVEL, 1].
-OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL = 0.1, 0.3
+OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL = 0.15, 0.3
 
 #: Who bakes a home's light (``SceneDescription`` → ``BakedLight``): MuJoCo's ray casts live above
 #: this layer, so ``write_usd`` finds them by name.
