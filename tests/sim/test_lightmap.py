@@ -79,7 +79,7 @@ def test_walls_darker_in_corners_and_beside_a_wardrobe_than_in_the_open(baked):
     assert wardrobe.bounds_max[1] > north - 0.2  # against that wall
     beside = wall_factor(home, light, (wardrobe.bounds_min[0] + 0.05, north, 1.4), (0, -1, 0))
     away = wall_factor(home, light, (wardrobe.bounds_min[0] - 1.55, north, 1.4), (0, -1, 0))
-    assert beside < 0.6 * away, (beside, away)  # measured 0.335, 0.895
+    assert beside < 0.6 * away, (beside, away)  # measured 0.33, 0.895
     # ceilings: darker along the walls than above the room's centre
     ceil = {gi: m for gi, m in light.surfaces.items() if home.geoms[gi].label == "ceiling"}
     assert len(ceil) == len(home.rooms)
@@ -107,7 +107,7 @@ def test_objects_darker_below_than_on_top(baked):
         f, z, nz = np.concatenate(factors), np.concatenate(heights), np.concatenate(up)
         r = (z - z.min()) / np.ptp(z)
         low, top = f[r < 0.2].mean(), f[(r > 0.8) & (nz > 0.5)].mean()
-        assert top > 1.5 * low, (obj.category, low, top)  # measured: sofa 0.33 / 0.79, fridge 0.38 / 0.92
+        assert top > 1.5 * low, (obj.category, low, top)  # measured: sofa 0.33 / 0.79, fridge 0.375 / 0.92
         checked += 1
     assert checked >= 4
 
