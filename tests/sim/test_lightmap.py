@@ -263,7 +263,8 @@ def test_banded_meshes_split_by_level_with_darker_colours():
     bands = baked_light.banded_meshes([g], [fac])
     assert [b.name for b in bands] == [f"{g.name}_l100", f"{g.name}_l045"]
     assert sum(len(b.faces) for b in bands) == n
-    assert bands[1].color == tuple(round(c * 0.45, 4) for c in g.color) and bands[0].color == tuple(round(c, 4) for c in g.color)
+    assert bands[1].color == tuple(round(c * 0.45, 4) for c in g.color)
+    assert bands[0].color == tuple(round(c, 4) for c in g.color)
     for b in bands:
         assert b.faces.max() < len(b.vertices) and len(b.texcoords) == len(b.vertices)
     # a band too small for MuJoCo (under 4 vertices) joins its nearest level
