@@ -156,6 +156,13 @@ def test_meshes_default_draws_baked_boxes_and_bands_and_primitives_untouched(bak
     for k in bands:
         by_inst.setdefault(int(meshed.geom_instance[k]), set()).add(meshed.labels[meshed.geom_label_id[k]])
     assert sorted(by_inst) == sorted(light.objects) and all(len(v) == 1 for v in by_inst.values())
+    darker = [k for k in bands if m.geom_matid[k] >= 0 and re.search(r"_l\d{3}$", m.material(m.geom_matid[k]).name)]
+    assert len(darker) > len(light.objects)  # the material's tint times the band's level
+    for k in darker:
+        name = m.material(m.geom_matid[k]).name
+        base = m.material(name.rsplit("_l", 1)[0])
+        np.testing.assert_allclose(m.mat_rgba[m.geom_matid[k]][:3], base.rgba[:3] * int(name[-3:]) / 100, atol=1e-6)
+        assert m.mat_texid[m.geom_matid[k]][1] == base.texid[1]
     high = build_model(home, body, quality="high", objects="meshes").model
     assert all(high.geom(f"b{gi}").matid >= 0 for gi in light.surfaces)
     assert lightmap.BAKE_CALLS["computed"] == before + 1
@@ -261,11 +268,11 @@ def test_banded_meshes_split_by_level_with_darker_colours():
     fac = np.full(n, 200, np.uint8)
     fac[: n // 2] = 90  # half the triangles at 0.45
     bands = baked_light.banded_meshes([g], [fac])
-    assert [b.name for b in bands] == [f"{g.name}_l100", f"{g.name}_l045"]
-    assert sum(len(b.faces) for b in bands) == n
-    assert bands[1].color == tuple(round(c * 0.45, 4) for c in g.color)
-    assert bands[0].color == tuple(round(c, 4) for c in g.color)
-    for b in bands:
+    assert [(b.name, level) for b, level in bands] == [(f"{g.name}_l100", 1.0), (f"{g.name}_l045", 0.45)]
+    assert sum(len(b.faces) for b, _ in bands) == n
+    assert all(b.color == g.color and b.material == g.material for b, _ in bands)
+    assert baked_light.darkened(bands[1][0], 0.45).color == tuple(round(c * 0.45, 4) for c in g.color)
+    for b, _ in bands:
         assert b.faces.max() < len(b.vertices) and len(b.texcoords) == len(b.vertices)
     # a band too small for MuJoCo (under 4 vertices) joins its nearest level
     fac[:] = 200

@@ -11,8 +11,9 @@ and the USD writer both draw from here, so the two show the same light.
   atlas (``box_atlas``): every face gets a region, its material's detail texture tiled in world
   metres times the bilinearly upsampled factor (faces without a map: factor 1, coarser pixels).
 - Objects: one uint8 factor per triangle of each render mesh; ``banded_meshes`` splits a mesh into
-  bands of equal (quantised) factor, each drawn with its colour darkened: darker undersides, lower
-  parts and corners at the cost of a few more geoms, no texture and no light.
+  bands of equal (quantised) factor, each drawn darkened by its level (MuJoCo: the material's tint,
+  after the detail texture's mean is undone; USD: the colour, ``darkened``): darker undersides,
+  lower parts and corners at the cost of more geoms, no texture and no light.
 """
 from __future__ import annotations
 
@@ -179,15 +180,16 @@ def object_levels(factors: np.ndarray) -> np.ndarray:
     return np.clip(np.round(f / OBJECT_LEVEL_STEP) * OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, 1.0).round(4)
 
 
-def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[Geom]:
+def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Geom, float]]:
     """Render meshes ``parts`` split into bands of equal level (``object_levels``), brightest
-    first, each with its colour times its level; ``name`` gains ``_l<level %>``. A part whose
-    factors do not match its triangles is kept as it is."""
-    out: list[Geom] = []
+    first: (band, level) pairs; a band keeps its part's colour and material (a renderer multiplies
+    its colour by the level: MuJoCo the material's tint, the USD the colour) and its ``name``
+    gains ``_l<level %>``. A part whose factors do not match its triangles is kept whole (level 1)."""
+    out: list[tuple[Geom, float]] = []
     for g, fac in zip(parts, factors):
         faces = np.asarray(g.faces, np.int64)
         if len(fac) != len(faces):
-            out.append(g)
+            out.append((g, 1.0))
             continue
         levels = object_levels(fac)
         while True:  # a band needs 4 vertices (MuJoCo's least mesh): a smaller one joins the nearest level
@@ -202,7 +204,11 @@ def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[Geom]:
             sub = faces[levels == level]
             used, inv = np.unique(sub, return_inverse=True)
             uv = None if g.texcoords is None else np.asarray(g.texcoords)[used]
-            out.append(replace(g, vertices=np.asarray(g.vertices)[used], faces=inv.reshape(-1, 3),
-                               texcoords=uv, name=f"{g.name}_l{int(round(level * 100)):03d}",
-                               color=tuple(round(float(c) * level, 4) for c in g.color)))
+            out.append((replace(g, vertices=np.asarray(g.vertices)[used], faces=inv.reshape(-1, 3), texcoords=uv,
+                                name=f"{g.name}_l{int(round(level * 100)):03d}"), float(level)))
     return out
+
+
+def darkened(g: Geom, level: float) -> Geom:
+    """``g`` with its colour times ``level`` (rounded to 4 decimals; the USD's look of a band)."""
+    return g if level >= 1.0 else replace(g, color=tuple(round(float(c) * level, 4) for c in g.color))

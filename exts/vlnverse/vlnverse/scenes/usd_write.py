@@ -583,9 +583,9 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
         if not parts or k not in obj_world:
             continue
         if light is not None and obj.instance_id in light.objects:
-            from .baked_light import banded_meshes
+            from .baked_light import banded_meshes, darkened
 
-            parts = banded_meshes(parts, light.objects[obj.instance_id])
+            parts = [darkened(g, level) for g, level in banded_meshes(parts, light.objects[obj.instance_id])]
         h = hashlib.sha256()
         for g in parts:
             h.update(f"{g.material}|{round_color(g.color)}".encode())

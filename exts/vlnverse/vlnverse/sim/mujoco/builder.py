@@ -116,6 +116,22 @@ def baked_lightmaps(desc: SceneDescription, *, cache: bool = True) -> BakedLight
     return bake_lightmaps(desc, occluders, render_meshes(desc), cache=cache)
 
 
+def _darker_material(spec, name: str, level: float, cache: dict) -> str:
+    """A copy of material ``name`` with its tint times ``level`` (a baked band; one per pair)."""
+    key = (name, level)
+    if key not in cache:
+        base = spec.material(name)
+        mat = spec.add_material(name=f"{name}_l{int(round(level * 100)):03d}",
+                                rgba=[*(float(c) * level for c in base.rgba[:3]), float(base.rgba[3])],
+                                specular=base.specular, shininess=base.shininess, reflectance=base.reflectance,
+                                emission=base.emission)
+        mat.textures[1] = base.textures[1]
+        mat.texuniform = base.texuniform
+        mat.texrepeat = list(base.texrepeat)
+        cache[key] = mat.name
+    return cache[key]
+
+
 def _geom_volume(g: Geom) -> float:
     if g.kind == "box":
         return float(8 * np.prod(g.size))
@@ -227,12 +243,14 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         light = baked_lightmaps(desc)
     baked = light.surfaces
 
+    darker: dict[tuple[str, float], str] = {}
+
     def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
         """The object's render meshes: visual only, massless, in the object group."""
-        parts = meshes.get(obj.instance_id, [])
-        if obj.instance_id in light.objects:  # baked: bands of darkened colour
-            parts = banded_meshes(parts, light.objects[obj.instance_id])
-        for k, g in enumerate(parts):
+        parts = [(g, 1.0) for g in meshes.get(obj.instance_id, [])]
+        if obj.instance_id in light.objects:  # baked: bands, darkened by their level
+            parts = banded_meshes([g for g, _ in parts], light.objects[obj.instance_id])
+        for k, (g, level) in enumerate(parts):
             name = f"r{obj.instance_id}_{k}"
             mesh = spec.add_mesh(name=f"mesh_{name}", uservert=np.asarray(g.vertices, float).reshape(-1).tolist(),
                                  userface=np.asarray(g.faces, int).reshape(-1).tolist(),
@@ -243,10 +261,12 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
                             rgba=[*map(float, g.color), 1.0], pos=g.transform[:3, 3] - offset,
                             quat=_quat(mujoco, g.transform[:3, :3]), contype=0, conaffinity=0, group=GROUP_OBJECT,
                             mass=0.0)
+            if level < 1.0:
+                kw["rgba"] = [*(float(c) * level for c in g.color), 1.0]
             if quality != "fast":
                 mat = material_for(spec, g, materials)
                 if mat:
-                    kw["material"] = mat
+                    kw["material"] = mat if level >= 1.0 else _darker_material(spec, mat, level, darker)
                     kw["rgba"] = [0.5, 0.5, 0.5, 1.0]
             parent.add_geom(**kw)
             geom_meta.append((name, g.label, int(g.instance_id), movable))
