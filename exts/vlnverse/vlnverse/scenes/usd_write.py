@@ -538,13 +538,16 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
             Vt.Vec2fArray.FromNumpy(np.round(uv, _ST_DECIMALS).astype(np.float32)))
         rel = f"{LIGHTMAP_DIR}/{_identifier(desc.scene_id)}/{name}.png"
         pngs[rel] = png_bytes(np.ascontiguousarray(img[::-1]))
-        colour = round_color(g.color)
+        colour = tuple(round(float(c), 4) for c in g.color)
         mat = UsdShade.Material.Define(stage, f"{_LOOKS_ROOT}/baked/{name}")
         pbr = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/PreviewSurface")
         pbr.CreateIdAttr("UsdPreviewSurface")
-        if look is not None:
+        if look is not None:  # the shading of the box's plain look (``_visual_material``)
             pbr.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(round(look.roughness, 4))
             pbr.CreateInput("metallic", Sdf.ValueTypeNames.Float).Set(round(look.metallic, 4))
+            if look.emission > 0:
+                pbr.CreateInput("emissiveColor", Sdf.ValueTypeNames.Color3f).Set(
+                    Gf.Vec3f(*(round(c * look.emission, 4) for c in colour)))
         reader = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/TexCoords")
         reader.CreateIdAttr("UsdPrimvarReader_float2")
         reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
