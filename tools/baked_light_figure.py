@@ -1,6 +1,6 @@
 """The docs' before/after pair of the baked light (docs/images/baked_light_before_after.png):
-generated home 3 with ``objects="meshes"`` at ``default``, top row without the floor light maps,
-bottom row with them (``vlnverse.sim.mujoco.lightmap``), four 160² views.
+generated home 3 with ``objects="meshes"`` at ``default``, top row without baked light,
+bottom row with it (floors, rugs, walls, ceilings and objects; (``vlnverse.sim.mujoco.lightmap``), four 160² views.
 
     PYTHONPATH=exts/vlnverse python3 tools/baked_light_figure.py OUT.png
 """
@@ -11,6 +11,7 @@ import numpy as np
 from PIL import Image
 
 import vlnverse.sim.mujoco.builder as builder
+from vlnverse.scenes.baked_light import BakedLight
 from vlnverse.scenes.procgen import generate_home
 from vlnverse.sim import make_sensor, make_simulator
 from vlnverse.sim.types import AgentPose
@@ -22,7 +23,7 @@ poses = [AgentPose(x, y, math.atan2(ty - y, tx - x)) for (x, y), (tx, ty) in vie
 spec = make_sensor("rgb", width=160, height=160)
 bake = builder.baked_lightmaps
 rows = []
-for bakefn in ((lambda desc, cache=True: {}), bake):
+for bakefn in ((lambda desc, cache=True: BakedLight()), bake):
     builder.baked_lightmaps = bakefn
     builder._CACHE.clear()
     with make_simulator(home, "r2r_ce", sensors=[spec], quality="default", objects="meshes") as sim:

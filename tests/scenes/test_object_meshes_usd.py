@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from vlnverse.scenes.baked_light import BakedLight
 from vlnverse.scenes.description import scene_content_hash
 from vlnverse.scenes.object_meshes import render_meshes
 from vlnverse.scenes.procgen import generate_home
@@ -17,7 +18,9 @@ from vlnverse.scenes.usd_io import load_scene, write_usd
 def files(tmp_path_factory):
     out = tmp_path_factory.mktemp("usd_meshes")
     home = generate_home(11, min_rooms=4, max_rooms=5)
-    return home, write_usd(home, out / "plain.usda"), write_usd(home, out / "meshes.usda", objects="meshes")
+    # without baked light (its light maps in the USD: tests/sim/test_lightmap.py), so no bake here
+    return home, write_usd(home, out / "plain.usda"), write_usd(home, out / "meshes.usda", objects="meshes",
+                                                                baked=BakedLight())
 
 
 def test_meshes_file_holds_instanced_prototypes_with_st_and_preview_surfaces(files):
@@ -67,5 +70,5 @@ def test_load_scene_reads_the_same_home_from_either_file_and_the_same_meshes(fil
 
 def test_meshes_file_is_byte_identical_when_written_twice(files, tmp_path):
     home, _, path = files
-    again = write_usd(home, tmp_path / "again.usda", objects="meshes")
+    again = write_usd(home, tmp_path / "again.usda", objects="meshes", baked=BakedLight())
     assert again.read_bytes() == path.read_bytes()

@@ -1,5 +1,6 @@
-"""Baked light (``sim.mujoco.lightmap``) for the ``objects="meshes"`` opt-in: floor light maps with
-ambient occlusion and soft shadows, from a real generated home; cached; the default untouched."""
+"""Baked light (``sim.mujoco.lightmap``, ``scenes.baked_light``) for the ``objects="meshes"`` opt-in:
+light maps of floors, rugs, walls and ceilings and darkened bands of the objects' render meshes,
+from a real generated home; cached; in the USD as textures; the default untouched."""
 from __future__ import annotations
 
 import re
@@ -7,6 +8,8 @@ import re
 import numpy as np
 import pytest
 
+from vlnverse.scenes import baked_light
+from vlnverse.scenes.object_meshes import render_meshes
 from vlnverse.scenes.procgen import generate_home
 from vlnverse.sim.body import as_body
 from vlnverse.sim.mujoco import lightmap
@@ -15,82 +18,263 @@ from vlnverse.sim.mujoco.builder import GROUP_COLLISION_ONLY, baked_lightmaps, b
 
 @pytest.fixture(scope="module")
 def baked(tmp_path_factory):
-    """Home 11 (5 rooms, 55 m²) baked once into a fresh cache; a second call must read that cache."""
+    """Home 11 (5 rooms, 55 m², 19 meshed objects) baked once into a fresh cache; a second call
+    must read that cache."""
     mp = pytest.MonkeyPatch()
     mp.setenv("VLNVERSE_CACHE", str(tmp_path_factory.mktemp("cache")))
     home = generate_home(11)
     before = lightmap.BAKE_CALLS["computed"]
-    maps = baked_lightmaps(home)
-    yield home, maps, before
+    light = baked_lightmaps(home)
+    yield home, light, before
     mp.undo()
 
 
-def test_occlusion_under_furniture_and_in_corners_open_floor_stays_bright(baked):
-    home, maps, _ = baked
-    assert sorted(maps) == lightmap.baked_surfaces(home)
-    assert {home.geoms[k].label for k in maps} == {"floor", "rug"} and len(maps) == len(home.rooms) + 2
-    under = {o.category: lightmap.factor_at(home, maps, *o.position[:2]) for o in home.objects
+def wall_factor(home, light, point, normal) -> float:
+    """The stored factor of the wall texel nearest ``point`` (x, y, z) on a wall face facing ``normal``."""
+    for gi, faces in light.surfaces.items():
+        g = home.geoms[gi]
+        if g.label != "wall":
+            continue
+        for face, m in faces.items():
+            k, sign, u, v, _, _ = baked_light.face_frame(g, face)
+            if normal[k] != sign or abs(point[k] - baked_light.face_plane(g, face)) > 0.1:
+                continue
+            f = lightmap.face_factor_at(g, face, m, point[u], point[v])
+            if not np.isnan(f):
+                return f
+    return float("nan")
+
+
+def test_floors_occlusion_under_furniture_and_in_corners_open_floor_stays_bright(baked):
+    home, light, _ = baked
+    assert sorted(light.surfaces) == lightmap.baked_surfaces(home)
+    labels = [home.geoms[k].label for k in light.surfaces]
+    assert labels.count("floor") == labels.count("ceiling") == len(home.rooms) and labels.count("rug") == 2
+    assert labels.count("wall") > 20
+    under = {o.category: lightmap.factor_at(home, light, *o.position[:2]) for o in home.objects
              if o.category in ("bed", "sofa")}
     assert set(under) == {"bed", "sofa"}
     assert max(under.values()) < 0.45, under  # measured: bed 0.225, sofa 0.23
     kitchen = home.rooms[0]
     assert kitchen.room_type == "kitchen"
-    centre = lightmap.factor_at(home, maps, *kitchen.centroid)  # open floor, under the ceiling light
+    centre = lightmap.factor_at(home, light, *kitchen.centroid)  # open floor, under the ceiling light
     assert centre > 0.9, centre  # measured 1.025
     lo, hi = kitchen.polygon.min(axis=0), kitchen.polygon.max(axis=0)
     for corner in (lo + 0.08, hi - 0.08, [lo[0] + 0.08, hi[1] - 0.08], [hi[0] - 0.08, lo[1] + 0.08]):
-        assert lightmap.factor_at(home, maps, *corner) < 0.6 * centre, corner  # measured 0.235-0.255
+        assert lightmap.factor_at(home, light, *corner) < 0.6 * centre, corner  # measured 0.235-0.255
+
+
+def test_walls_darker_in_corners_and_beside_a_wardrobe_than_in_the_open(baked):
+    home, light, _ = baked
+    kitchen = home.rooms[0]
+    lo, hi = kitchen.polygon.min(axis=0), kitchen.polygon.max(axis=0)
+    # the kitchen's north wall (facing -y) at 1.4 m: 5 cm from the west corner and 1 m into the room
+    corner = wall_factor(home, light, (lo[0] + 0.05, hi[1], 1.4), (0, -1, 0))
+    open_wall = wall_factor(home, light, (lo[0] + 1.0, hi[1], 1.4), (0, -1, 0))
+    assert open_wall > 0.9 and corner < 0.6 * open_wall, (corner, open_wall)  # measured 0.41, 1.03
+    # the bedroom's wardrobe stands against its north wall: the wall beside it, against 2.4 m away
+    wardrobe = next(o for o in home.objects if o.category == "wardrobe")
+    room = next(r for r in home.rooms if r.room_id == wardrobe.room_id)
+    north = room.polygon.max(axis=0)[1]
+    assert wardrobe.bounds_max[1] > north - 0.2  # against that wall
+    beside = wall_factor(home, light, (wardrobe.bounds_min[0] + 0.05, north, 1.4), (0, -1, 0))
+    away = wall_factor(home, light, (wardrobe.bounds_min[0] - 1.55, north, 1.4), (0, -1, 0))
+    assert beside < 0.6 * away, (beside, away)  # measured 0.33, 0.895
+    # ceilings: darker along the walls than above the room's centre
+    ceil = {gi: m for gi, m in light.surfaces.items() if home.geoms[gi].label == "ceiling"}
+    assert len(ceil) == len(home.rooms)
+    for gi, m in ceil.items():
+        assert m["-z"][1:-1, 1:-1].mean() > m["-z"][0].mean() + 5, gi
+
+
+def test_objects_darker_below_than_on_top(baked):
+    home, light, _ = baked
+    meshes = render_meshes(home)
+    assert sorted(light.objects) == sorted(meshes)
+    checked = 0
+    for obj in home.objects:
+        if obj.category not in ("sofa", "armchair", "fridge", "sink"):
+            continue
+        factors, heights, up = [], [], []
+        for g, fac in zip(meshes[obj.instance_id], light.objects[obj.instance_id]):
+            assert fac.dtype == np.uint8 and len(fac) == len(g.faces)
+            v = np.asarray(g.vertices) @ g.transform[:3, :3].T + g.transform[:3, 3]
+            tri = v[np.asarray(g.faces)]
+            n = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+            factors.append(fac / baked_light.FACTOR_SCALE)
+            heights.append(tri.mean(axis=1)[:, 2])
+            up.append(n[:, 2] / np.maximum(np.linalg.norm(n, axis=1), 1e-12))
+        f, z, nz = np.concatenate(factors), np.concatenate(heights), np.concatenate(up)
+        r = (z - z.min()) / np.ptp(z)
+        low, top = f[r < 0.2].mean(), f[(r > 0.8) & (nz > 0.5)].mean()
+        assert top > 1.5 * low, (obj.category, low, top)  # measured: sofa 0.33 / 0.79, fridge 0.375 / 0.92
+        checked += 1
+    assert checked >= 4
 
 
 def test_bake_is_cached_by_content(baked):
-    home, maps, before = baked
+    home, light, before = baked
     assert lightmap.BAKE_CALLS["computed"] == before + 1
     path = lightmap.lightmap_path(home)
     assert path.is_file()
     again = baked_lightmaps(generate_home(11))
     assert lightmap.BAKE_CALLS["computed"] == before + 1  # read, not recomputed
-    assert all(np.array_equal(again[k], maps[k]) for k in maps)
+    assert sorted(again.surfaces) == sorted(light.surfaces)
+    assert all(np.array_equal(again.surfaces[k][f], m) for k in light.surfaces for f, m in light.surfaces[k].items())
+    assert all(np.array_equal(a, b) for k in light.objects for a, b in zip(again.objects[k], light.objects[k]))
     other = generate_home(14)
     assert lightmap.lightmap_path(other) != path
 
 
-def test_meshes_default_draws_floors_with_baked_maps_and_primitives_untouched(baked):
-    home, maps, before = baked
+def test_meshes_default_draws_baked_boxes_and_bands_and_primitives_untouched(baked):
+    home, light, before = baked
     body = as_body("r2r_ce")
     plain = build_model(home, body, quality="default")
     assert not any(re.fullmatch(r"b\d+", plain.model.geom(k).name) for k in range(plain.model.ngeom))
     assert not np.any(np.asarray(plain.model.geom_group) == GROUP_COLLISION_ONLY)
     fast = build_model(home, body, quality="fast", objects="meshes")
-    assert not any(re.fullmatch(r"b\d+", fast.model.geom(k).name) for k in range(fast.model.ngeom))  # fast stays the unlit speed reference
+    names = [fast.model.geom(k).name for k in range(fast.model.ngeom)]
+    assert not any(re.fullmatch(r"b\d+", n) for n in names)  # fast stays the unlit speed reference
+    n_fast = sum(1 for n in names if n.startswith("r"))
     meshed = build_model(home, body, quality="default", objects="meshes")
     assert lightmap.BAKE_CALLS["computed"] == before + 1  # the builder read the cache
     m = meshed.model
-    for gi in maps:
+    for gi in light.surfaces:
         hidden, drawn = m.geom(f"g{gi}").id, m.geom(f"b{gi}").id
         label = home.geoms[gi].label
-        assert m.geom_group[hidden] == GROUP_COLLISION_ONLY  # floors still collide, rugs never did
-        assert (m.geom_contype[hidden] > 0) == (label == "floor")
+        assert m.geom_group[hidden] == GROUP_COLLISION_ONLY  # floors and walls still collide, rugs never did
+        assert (m.geom_contype[hidden] > 0) == home.geoms[gi].collides
         assert m.geom_contype[drawn] == 0 and m.geom_type[drawn] == 7  # a visual-only mesh
         assert meshed.labels[meshed.geom_label_id[drawn]] == label
         assert meshed.geom_instance[drawn] == meshed.geom_instance[hidden]
         tex = m.mat_texid[m.geom_matid[drawn]][1]
-        assert tex >= 0 and m.tex_width[tex] >= 100  # its own baked texture
+        assert tex >= 0 and m.tex_width[tex] >= 20  # its own baked atlas
+    # objects: more geoms (bands), darker colours, the same labels and instances
+    bands = [k for k in range(m.ngeom) if m.geom(k).name.startswith("r")]
+    assert len(bands) > n_fast
+    by_inst = {}
+    for k in bands:
+        by_inst.setdefault(int(meshed.geom_instance[k]), set()).add(meshed.labels[meshed.geom_label_id[k]])
+    assert sorted(by_inst) == sorted(light.objects) and all(len(v) == 1 for v in by_inst.values())
+    darker = [k for k in bands if m.geom_matid[k] >= 0 and re.search(r"_l\d{3}$", m.material(m.geom_matid[k]).name)]
+    assert len(darker) > len(light.objects)  # the material's tint times the band's level
+    for k in darker:
+        name = m.material(m.geom_matid[k]).name
+        base = m.material(name.rsplit("_l", 1)[0])
+        np.testing.assert_allclose(m.mat_rgba[m.geom_matid[k]][:3], base.rgba[:3] * int(name[-3:]) / 100, atol=1e-6)
+        assert m.mat_texid[m.geom_matid[k]][1] == base.texid[1]
     high = build_model(home, body, quality="high", objects="meshes").model
-    assert all(high.geom(f"b{gi}").matid >= 0 for gi in maps)
+    assert all(high.geom(f"b{gi}").matid >= 0 for gi in light.surfaces)
     assert lightmap.BAKE_CALLS["computed"] == before + 1
 
 
-def test_baked_texture_multiplies_the_factor_into_the_detail():
+def test_a_fresh_bake_of_some_faces_and_objects_equals_the_cached_one(baked):
+    home, light, _ = baked
+    built = build_model(home, as_body("r2r_ce"), quality="fast", objects="meshes")
+    groups = np.ones(6, np.uint8)
+    groups[3] = groups[GROUP_COLLISION_ONLY] = 0
+    caster = lightmap._Caster(home, built.model, built.agent_body, groups)
+    walls = [gi for gi in light.surfaces if home.geoms[gi].label == "wall"]
+    for gi in (min(light.surfaces), walls[0], walls[-1]):
+        for face, m in light.surfaces[gi].items():
+            fresh = lightmap._store(lightmap._blur(lightmap._bake_face(caster, home.geoms[gi], face)))
+            assert np.array_equal(fresh, m), (gi, face)
+    meshes = render_meshes(home)
+    inst = min(light.objects)
+    for g, stored in zip(meshes[inst], light.objects[inst]):
+        pts, normals, inv = lightmap._object_clusters(g)
+        assert np.array_equal(lightmap._store(caster.factors(pts, normals)[inv]), stored)
+
+
+@pytest.mark.slow
+def test_bake_is_deterministic(baked):
+    home, light, _ = baked
+    fresh = baked_lightmaps(home, cache=False)
+    assert sorted(fresh.surfaces) == sorted(light.surfaces)
+    assert all(np.array_equal(fresh.surfaces[k][f], m) for k in light.surfaces for f, m in light.surfaces[k].items())
+    assert sorted(fresh.objects) == sorted(light.objects)
+    assert all(np.array_equal(a, b) for k in light.objects for a, b in zip(fresh.objects[k], light.objects[k]))
+
+
+def test_usd_with_meshes_carries_the_light_maps_as_textures(baked, tmp_path):
+    from PIL import Image
+    from pxr import Usd, UsdGeom, UsdShade
+
+    from vlnverse.scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind, png_bytes, texture_array
+    from vlnverse.scenes.usd_conventions import BAKED_LIGHT_ROOT
+    from vlnverse.scenes.usd_io import write_usd
+
+    home, light, _ = baked
+    before = lightmap.BAKE_CALLS["computed"]
+    path = write_usd(home, tmp_path / "a" / "home.usda", objects="meshes")  # the registered baker: the cache
+    assert lightmap.BAKE_CALLS["computed"] == before
+    stage = Usd.Stage.Open(str(path))
+    root = stage.GetPrimAtPath(BAKED_LIGHT_ROOT)
+    drawn = [p for p in root.GetChildren() if p.IsA(UsdGeom.Mesh)]
+    assert len(drawn) == len(light.surfaces)
+    for gi, prim in zip(sorted(light.surfaces), drawn):  # written in geom order
+        g = home.geoms[gi]
+        assert UsdGeom.Imageable(stage.GetPrimAtPath(g.name)).ComputePurpose() == UsdGeom.Tokens.guide \
+            or UsdGeom.Imageable(stage.GetPrimAtPath(g.name)).ComputeVisibility() == UsdGeom.Tokens.invisible
+        st = UsdGeom.PrimvarsAPI(prim).GetPrimvar("st")
+        assert st and len(st.Get()) == len(UsdGeom.Mesh(prim).GetPointsAttr().Get()) == 24
+        material = UsdShade.MaterialBindingAPI(prim).GetDirectBinding().GetMaterial()
+        shader = material.ComputeSurfaceSource()[0]
+        tex = shader.GetInput("diffuseColor").GetConnectedSources()[0][0].source
+        assert UsdShade.Shader(tex.GetPrim()).GetIdAttr().Get() == "UsdUVTexture"
+        file = path.parent / UsdShade.Shader(tex.GetPrim()).GetInput("file").Get().path
+        assert file.is_file()
+        kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
+        look = LOOKS[kind]
+        atlas, _ = baked_light.box_atlas(g, light.surfaces[gi], texture_array(look.texture) if look.texture else None,
+                                         look.tile_m)
+        png = np.asarray(Image.open(file).convert("RGB"))
+        assert np.array_equal(png[::-1], atlas)  # st v = 0 is the image's bottom row
+        assert file.read_bytes() == png_bytes(np.ascontiguousarray(atlas[::-1]))  # no metadata: deterministic bytes
+    assert len(list((path.parent / "lightmaps").rglob("*.png"))) == len(light.surfaces)
+
+
+def test_atlas_regions_and_uvs_multiply_the_factor_into_the_detail():
     home = generate_home(11)
-    g = home.geoms[lightmap.baked_surfaces(home)[0]]
+    gi = next(i for i in lightmap.baked_surfaces(home) if home.geoms[i].label == "floor")
+    g = home.geoms[gi]
     detail = np.full((8, 8, 3), 200, np.uint8)
     factor = np.full((4, 4), 100, np.uint8)  # 0.5
     factor[:2] = 200  # 1.0 on the low-y half
-    img = lightmap.baked_texture(detail, 1.0, factor, g)
-    assert img[0, 0, 0] == 200 and img[-1, -1, 0] == 100  # row 0 at the floor's low y
+    img, regions = baked_light.box_atlas(g, {"+z": factor}, detail, 1.0)
+    row, h, w = regions["+z"]
+    top = img[row:row + h, baked_light.GUTTER_PX:baked_light.GUTTER_PX + w, 0]
+    assert top[0, 0] == 200 and top[-1, -1] == 100  # row 0 at the floor's low y
+    assert np.all(img[regions["-z"][0]:regions["-z"][0] + regions["-z"][1], 2:-2, 0] == 200)  # no map: factor 1
+    verts, faces, uv = baked_light.box_mesh(g, regions, img.shape[:2])
+    lo, hi = baked_light.box_bounds(g)
+    np.testing.assert_allclose(verts.min(axis=0), lo - (lo + hi) / 2)
+    tri = verts[faces]
+    normals = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    assert np.all(np.einsum("ij,ij->i", normals, tri.mean(axis=1)) > 0)  # counter-clockwise from outside
+    # "+z" is the last of the six faces: its corners span its region of the atlas
+    np.testing.assert_allclose(verts[20:24, 2], (hi - lo)[2] / 2)
+    px = uv[20:24] * [img.shape[1], img.shape[0]]
+    np.testing.assert_allclose(np.sort(np.unique(px[:, 1])), [row, row + h])
+    np.testing.assert_allclose(np.sort(np.unique(px[:, 0])), [baked_light.GUTTER_PX, baked_light.GUTTER_PX + w])
 
 
-def test_bake_is_deterministic(baked):
-    home, maps, _ = baked
-    fresh = baked_lightmaps(home, cache=False)
-    assert sorted(fresh) == sorted(maps) and all(np.array_equal(fresh[k], maps[k]) for k in maps)
+def test_banded_meshes_split_by_level_with_darker_colours():
+    home = generate_home(11)
+    meshes = render_meshes(home)
+    inst = next(iter(meshes))
+    g = meshes[inst][0]
+    n = len(g.faces)
+    fac = np.full(n, 200, np.uint8)
+    fac[: n // 2] = 90  # half the triangles at 0.45
+    bands = baked_light.banded_meshes([g], [fac])
+    assert [(b.name, level) for b, level in bands] == [(f"{g.name}_l100", 1.0), (f"{g.name}_l045", 0.45)]
+    assert sum(len(b.faces) for b, _ in bands) == n
+    assert all(b.color == g.color and b.material == g.material for b, _ in bands)
+    assert baked_light.darkened(bands[1][0], 0.45).color == tuple(round(c * 0.45, 4) for c in g.color)
+    for b, _ in bands:
+        assert b.faces.max() < len(b.vertices) and len(b.texcoords) == len(b.vertices)
+    # a band too small for MuJoCo (under 4 vertices) joins its nearest level
+    fac[:] = 200
+    fac[0] = 60
+    assert len(baked_light.banded_meshes([g], [fac])) == 1

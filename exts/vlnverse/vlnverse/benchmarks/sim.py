@@ -10,7 +10,7 @@ command through the controller loop, contacts collected every step), ``discrete_
 ``default_over_fast_rgb`` (their ratio), ``rgb_fps_default_meshes`` / ``default_meshes_over_fast_rgb``
 (``default`` with the ``objects="meshes"`` opt-in, in the same interleaved loop) and
 ``render_mesh_build_s`` (seconds to build the home's render meshes), ``light_bake_s`` (seconds to
-bake the home's floor light maps from scratch, ``sim.mujoco.lightmap``; the meshes opt-in draws them at ``default``), ``rgbd_agent_steps_per_s_by_quality`` (``fast``,
+bake the home's light from scratch: floors, rugs, walls, ceilings and objects, ``sim.mujoco.lightmap``; the meshes opt-in draws it at ``default``), ``rgbd_agent_steps_per_s_by_quality`` (``fast``,
 ``default`` and ``default_meshes``: ``default`` with render meshes and baked light, taking turns) and
 ``rgbd_agent_steps_per_s_default_meshes`` (the last, for its target); ``raw_mj_steps_per_s`` (the same compiled model
 stepped by ``mj_step`` alone) and ``physics_efficiency`` (the controller loop's rate ÷ raw, the two

@@ -27,3 +27,6 @@ PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR = "vlnverse:primitive", "vlnverse:primitiveS
 RENDER_ONLY_ATTR = "vlnverse:renderOnly"
 #: Abstract (``class``) prim holding the render-mesh prototypes of a stage.
 RENDER_PROTOTYPES = "/World/RenderPrototypes"
+#: Scope (``RENDER_ONLY_ATTR``) of the meshes drawing baked surfaces (``scenes.baked_light``), and
+#: the folder beside the stage holding their light-map PNGs (``<folder>/<scene id>/<name>.png``).
+BAKED_LIGHT_ROOT, LIGHTMAP_DIR = "/World/BakedLight", "lightmaps"

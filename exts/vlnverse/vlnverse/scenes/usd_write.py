@@ -21,8 +21,9 @@ from ..core.io import atomic_path
 from ..core.precision import (FRICTION_DECIMALS, LENGTH_DECIMALS, MASS_DECIMALS, round_array, round_color,
                               round_float, round_length, round_lengths, unit_quaternion)
 from .description import Geom, SceneDescription
-from .usd_conventions import (ATTR_PREFIX, FORMAT_VERSION, INSTANCE_ID_ATTR, MATERIAL_ATTR, PRIMITIVE_ATTR,
-                              PRIMITIVE_SIZE_ATTR, RENDER_ONLY_ATTR, RENDER_PROTOTYPES, WRITABLE_USD_SUFFIXES)
+from .usd_conventions import (ATTR_PREFIX, BAKED_LIGHT_ROOT, FORMAT_VERSION, INSTANCE_ID_ATTR, LIGHTMAP_DIR,
+                              MATERIAL_ATTR, PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR, RENDER_ONLY_ATTR, RENDER_PROTOTYPES,
+                              WRITABLE_USD_SUFFIXES)
 
 
 def _quat_wxyz(rot: np.ndarray) -> tuple[float, float, float, float]:
@@ -378,14 +379,19 @@ def _jsonable_metadata(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primitives") -> Path:
+def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primitives",
+              baked: Any = None) -> Path:
     """Write ``desc`` as a USD stage (``.usda`` text or ``.usd``/``.usdc`` crate by suffix), atomically.
 
     The output is byte-identical for identical descriptions (no timestamps; prims in the
     description's order). ``objects="meshes"`` adds each object's render meshes
     (``scenes.object_meshes``) as an instanceable ``Render`` prim referencing a shared prototype and
-    makes its collision gprims invisible (``_write_render_meshes``); ``load_scene`` reads the same
-    description from either file. Returns ``path``.
+    makes its collision gprims invisible (``_write_render_meshes``), and the home's baked light
+    (``scenes.baked_light``; ``baked``, a ``BakedLight``, or else the ``mujoco`` light baker's, read
+    from its cache): objects in darkened bands, and each baked floor, rug, wall and ceiling drawn by
+    a render-only mesh under ``BAKED_LIGHT_ROOT`` textured with its light map (a PNG under
+    ``LIGHTMAP_DIR`` beside the stage) while its gprim, invisible, keeps colliding. ``load_scene``
+    reads the same description from either file. Returns ``path``.
     """
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
 
@@ -407,6 +413,12 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
 
     meshes = render_meshes(desc) if check_objects(objects, "objects") == "meshes" else {}
     hidden = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
+    light = None
+    if objects == "meshes":
+        from .baked_light import LIGHT_BAKERS
+
+        light = baked if baked is not None else LIGHT_BAKERS.get("mujoco")(desc)
+        hidden |= set(light.surfaces)
     obj_paths, geom_paths = _plan_paths(desc)
     owner = {gi: k for k, obj in enumerate(desc.objects) for gi in obj.geom_indices}
     materials: dict[float, Any] = {}
@@ -437,10 +449,14 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
         _define_ancestors(stage, geom_paths[gi])
         _write_geom(stage, geom_paths[gi], g, obj_world[k] if k is not None else np.eye(4), k is not None,
                     k is not None and desc.objects[k].movable, materials, looks)
-        if gi in hidden:  # drawn by the object's render meshes; still collides
-            UsdGeom.Imageable(stage.GetPrimAtPath(geom_paths[gi])).MakeInvisible()
+        if gi in hidden:  # drawn by the object's render meshes or a baked mesh; still collides
+            if g.collides or light is None or gi not in light.surfaces:
+                UsdGeom.Imageable(stage.GetPrimAtPath(geom_paths[gi])).MakeInvisible()
+            else:  # a visual-only box (a rug): invisible ones are skipped on load, guides are not drawn
+                UsdGeom.Imageable(stage.GetPrimAtPath(geom_paths[gi])).CreatePurposeAttr().Set(UsdGeom.Tokens.guide)
     if meshes:
-        _write_render_meshes(stage, desc, meshes, obj_paths, obj_world, looks)
+        _write_render_meshes(stage, desc, meshes, obj_paths, obj_world, looks, light)
+    pngs = _write_baked_surfaces(stage, desc, light, geom_paths) if light is not None and light.surfaces else {}
 
     if desc.rooms:
         UsdGeom.Scope.Define(stage, "/World/Rooms")
@@ -473,15 +489,91 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
         from .textures import write_textures
 
         write_textures(path.parent, looks.kinds)
+    for rel, data in pngs.items():  # the light maps, only when missing or different
+        target = path.parent / rel
+        if not (target.exists() and target.read_bytes() == data):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with atomic_path(target) as tmp:
+                Path(tmp).write_bytes(data)
     return path
 
 
+def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list[str]) -> dict[str, bytes]:
+    """One render-only ``Mesh`` per baked box under ``BAKED_LIGHT_ROOT`` (``baked_light.box_mesh``:
+    vertex ``st`` into its atlas, labelled like the box) bound to its own ``UsdPreviewSurface`` whose
+    ``UsdUVTexture`` reads the atlas (the material's detail times the light map, tinted by the
+    colour); returns {path relative to the stage: PNG bytes} (rows flipped: ``st`` v = 0 is the
+    image's bottom row and the atlas' row 0)."""
+    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+
+    from .baked_light import box_atlas, box_bounds, box_mesh
+    from .textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind, png_bytes, texture_array
+
+    root = UsdGeom.Scope.Define(stage, BAKED_LIGHT_ROOT).GetPrim()
+    root.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
+    used: set[str] = set()
+    pngs: dict[str, bytes] = {}
+    for gi in sorted(light.surfaces):
+        g = desc.geoms[gi]
+        kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
+        look = LOOKS.get(kind)
+        detail = texture_array(look.texture) if look is not None and look.texture is not None else None
+        img, regions = box_atlas(g, light.surfaces[gi], detail, look.tile_m if look is not None else 1.0)
+        verts, faces, uv = box_mesh(g, regions, img.shape[:2])
+        path = _unique(f"{BAKED_LIGHT_ROOT}/{_identifier(geom_paths[gi].rsplit('/', 1)[-1])}", used)
+        name = path.rsplit("/", 1)[-1]
+        mesh = UsdGeom.Mesh.Define(stage, path)
+        points = round_array(verts, LENGTH_DECIMALS)
+        mesh.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(points.astype(np.float32)))
+        mesh.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
+        mesh.CreateFaceVertexIndicesAttr().Set(Vt.IntArray(faces.ravel().tolist()))
+        mesh.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
+        lo, hi = points.min(axis=0), points.max(axis=0)
+        mesh.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+        mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
+        centre = np.eye(4)
+        centre[:3, 3] = round_lengths(sum(box_bounds(g)) / 2)
+        _set_xform(mesh, centre, None)
+        UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray, UsdGeom.Tokens.vertex).Set(
+            Vt.Vec2fArray.FromNumpy(np.round(uv, _ST_DECIMALS).astype(np.float32)))
+        rel = f"{LIGHTMAP_DIR}/{_identifier(desc.scene_id)}/{name}.png"
+        pngs[rel] = png_bytes(np.ascontiguousarray(img[::-1]))
+        colour = tuple(round(float(c), 4) for c in g.color)
+        mat = UsdShade.Material.Define(stage, f"{_LOOKS_ROOT}/baked/{name}")
+        pbr = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/PreviewSurface")
+        pbr.CreateIdAttr("UsdPreviewSurface")
+        if look is not None:  # the shading of the box's plain look (``_visual_material``)
+            pbr.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(round(look.roughness, 4))
+            pbr.CreateInput("metallic", Sdf.ValueTypeNames.Float).Set(round(look.metallic, 4))
+            if look.emission > 0:
+                pbr.CreateInput("emissiveColor", Sdf.ValueTypeNames.Color3f).Set(
+                    Gf.Vec3f(*(round(c * look.emission, 4) for c in colour)))
+        reader = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/TexCoords")
+        reader.CreateIdAttr("UsdPrimvarReader_float2")
+        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
+        tex = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/LightMap")
+        tex.CreateIdAttr("UsdUVTexture")
+        tex.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(Sdf.AssetPath(rel))
+        tex.CreateInput("st", Sdf.ValueTypeNames.Float2).ConnectToSource(reader.ConnectableAPI(), "result")
+        tex.CreateInput("wrapS", Sdf.ValueTypeNames.Token).Set("clamp")
+        tex.CreateInput("wrapT", Sdf.ValueTypeNames.Token).Set("clamp")
+        tex.CreateInput("scale", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))  # tint
+        tex.CreateInput("fallback", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))
+        tex.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
+        pbr.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f).ConnectToSource(tex.ConnectableAPI(), "rgb")
+        mat.CreateSurfaceOutput().ConnectToSource(pbr.ConnectableAPI(), "surface")
+        UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(mat)
+        _set_label(mesh.GetPrim(), g.label, g.instance_id)
+    return pngs
+
+
 def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths: list[str],
-                         obj_world: dict[int, np.ndarray], looks: _Looks) -> None:
+                         obj_world: dict[int, np.ndarray], looks: _Looks, light=None) -> None:
     """Each distinct set of render meshes once, as a prototype under the abstract
     ``RENDER_PROTOTYPES`` (one ``Mesh`` per material with vertex ``st`` and a UsdPreviewSurface
-    binding); each object gets an instanceable ``Render`` Xform referencing its prototype, posed in
-    the object's frame and marked ``RENDER_ONLY_ATTR``."""
+    binding; with baked ``light``, one per darkened band, ``baked_light.banded_meshes``); each
+    object gets an instanceable ``Render`` Xform referencing its prototype, posed in the object's
+    frame and marked ``RENDER_ONLY_ATTR``."""
     import hashlib
 
     from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
@@ -493,6 +585,10 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
         parts = meshes.get(obj.instance_id)
         if not parts or k not in obj_world:
             continue
+        if light is not None and obj.instance_id in light.objects:
+            from .baked_light import banded_meshes, darkened
+
+            parts = [darkened(g, level) for g, level in banded_meshes(parts, light.objects[obj.instance_id])]
         h = hashlib.sha256()
         for g in parts:
             h.update(f"{g.material}|{round_color(g.color)}".encode())

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ...core.errors import ConfigError, SceneError
+from ...scenes.baked_light import LIGHT_BAKERS, BakedLight, banded_meshes, box_bounds
 from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
 from ...scenes.object_meshes import check_objects, render_meshes
 from ...scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind
@@ -32,7 +33,7 @@ from ..body import AgentBody, as_body
 from ..labels import default_label_table, label_table_for  # noqa: F401  (re-exported)
 from ..types import RENDER_QUALITIES
 from .gl import import_mujoco
-from .lightmap import add_baked_floor, bake_lightmaps
+from .lightmap import add_baked_box, bake_lightmaps
 
 AGENT_BODY = "vlnverse_agent"
 AGENT_GEOM = "vlnverse_agent_geom"
@@ -101,16 +102,34 @@ def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, p
     return h.hexdigest()
 
 
-def baked_lightmaps(desc: SceneDescription, *, cache: bool = True) -> dict[int, np.ndarray]:
-    """The home's floor and rug light maps (``lightmap.bake_lightmaps``), cast against the model the
-    meshes opt-in draws at ``fast`` (render meshes; the agent and the hidden collision geoms left out)."""
+@LIGHT_BAKERS.register("mujoco")
+def baked_lightmaps(desc: SceneDescription, *, cache: bool = True) -> BakedLight:
+    """The home's baked light (``lightmap.bake_lightmaps``: floors, rugs, walls, ceilings and the
+    objects' render meshes), cast against the model the meshes opt-in draws at ``fast`` (render
+    meshes; the agent and the hidden collision geoms left out)."""
     def occluders():
         built = build_model(desc, as_body("r2r_ce"), quality="fast", objects="meshes")
         groups = np.ones(6, np.uint8)
         groups[GROUP_AGENT] = groups[GROUP_COLLISION_ONLY] = 0
         return built.model, built.agent_body, groups
 
-    return bake_lightmaps(desc, occluders, cache=cache)
+    return bake_lightmaps(desc, occluders, render_meshes(desc), cache=cache)
+
+
+def _darker_material(spec, name: str, level: float, cache: dict) -> str:
+    """A copy of material ``name`` with its tint times ``level`` (a baked band; one per pair)."""
+    key = (name, level)
+    if key not in cache:
+        base = spec.material(name)
+        mat = spec.add_material(name=f"{name}_l{int(round(level * 100)):03d}",
+                                rgba=[*(float(c) * level for c in base.rgba[:3]), float(base.rgba[3])],
+                                specular=base.specular, shininess=base.shininess, reflectance=base.reflectance,
+                                emission=base.emission)
+        mat.textures[1] = base.textures[1]
+        mat.texuniform = base.texuniform
+        mat.texrepeat = list(base.texrepeat)
+        cache[key] = mat.name
+    return cache[key]
 
 
 def _geom_volume(g: Geom) -> float:
@@ -217,14 +236,21 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
     geom_meta: list[tuple[str, str, int, bool]] = []  # (mj name, label, instance, movable) in spec order
     meshes = render_meshes(desc) if objects == "meshes" else {}
     drawn_by_mesh = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
-    # baked light (``lightmap``): the meshes opt-in's floors and rugs at the textured presets
-    baked = {}
+    # baked light (``lightmap``): the meshes opt-in's floors, rugs, walls, ceilings and objects at
+    # the textured presets
+    light = BakedLight()
     if objects == "meshes" and quality != "fast":
-        baked = baked_lightmaps(desc)
+        light = baked_lightmaps(desc)
+    baked = light.surfaces
+
+    darker: dict[tuple[str, float], str] = {}
 
     def add_render_meshes(parent, obj, offset: np.ndarray, movable: bool) -> None:
         """The object's render meshes: visual only, massless, in the object group."""
-        for k, g in enumerate(meshes.get(obj.instance_id, ())):
+        parts = [(g, 1.0) for g in meshes.get(obj.instance_id, [])]
+        if obj.instance_id in light.objects:  # baked: bands, darkened by their level
+            parts = banded_meshes([g for g, _ in parts], light.objects[obj.instance_id])
+        for k, (g, level) in enumerate(parts):
             name = f"r{obj.instance_id}_{k}"
             mesh = spec.add_mesh(name=f"mesh_{name}", uservert=np.asarray(g.vertices, float).reshape(-1).tolist(),
                                  userface=np.asarray(g.faces, int).reshape(-1).tolist(),
@@ -235,10 +261,12 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
                             rgba=[*map(float, g.color), 1.0], pos=g.transform[:3, 3] - offset,
                             quat=_quat(mujoco, g.transform[:3, :3]), contype=0, conaffinity=0, group=GROUP_OBJECT,
                             mass=0.0)
+            if level < 1.0:
+                kw["rgba"] = [*(float(c) * level for c in g.color), 1.0]
             if quality != "fast":
                 mat = material_for(spec, g, materials)
                 if mat:
-                    kw["material"] = mat
+                    kw["material"] = mat if level >= 1.0 else _darker_material(spec, mat, level, darker)
                     kw["rgba"] = [0.5, 0.5, 0.5, 1.0]
             parent.add_geom(**kw)
             geom_meta.append((name, g.label, int(g.instance_id), movable))
@@ -284,9 +312,10 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         geom_meta.append((name, g.label, int(g.instance_id), movable))
         if index in baked:  # drawn by a visual-only copy with the baked light map
             kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
-            mat = add_baked_floor(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))
+            mat = add_baked_box(spec, g, f"b{index}", baked[index], kw.get("material", ""), LOOKS.get(kind))
+            lo, hi = box_bounds(g)
             parent.add_geom(name=f"b{index}", type=mujoco.mjtGeom.mjGEOM_MESH, meshname=f"mesh_b{index}",
-                            material=mat, rgba=[0.5, 0.5, 0.5, 1.0], pos=kw["pos"], quat=kw["quat"], contype=0,
+                            material=mat, rgba=[0.5, 0.5, 0.5, 1.0], pos=(lo + hi) / 2 - offset, contype=0,
                             conaffinity=0, mass=0.0,
                             group=GROUP_STRUCTURE if g.label in STRUCTURE_LABELS else GROUP_OBJECT)
             geom_meta.append((f"b{index}", g.label, int(g.instance_id), movable))

@@ -1,19 +1,22 @@
-"""Baked light for the ``objects="meshes"`` opt-in: per-home light maps of the room floors and rugs,
-computed once by casting rays on the CPU and cached on disk, drawn as textures.
+"""Baked light for the ``objects="meshes"`` opt-in: per-home light maps of the floors, rugs, walls
+and ceilings and per-triangle factors of the objects' render meshes, computed once by casting rays
+on the CPU and cached on disk (what is baked and how it is drawn: ``scenes.baked_light``).
 
-For each floor texel (``TEXEL_M``, at most ``MAX_TEXELS`` a side) one ``mj_multiRay`` call from
-just above the floor casts ``AO_RAYS`` fixed cosine-weighted hemisphere directions (ambient
+For each texel of a baked face (``TEXEL_M`` by label, at most ``MAX_TEXELS`` a side) and each
+cluster of an object's triangles (``OBJECT_CELL_M`` cells, by facing), one point 1 cm off the
+surface casts: ``AO_RAYS`` fixed cosine-weighted directions about the surface normal (ambient
 occlusion: a hit at distance d < ``AO_RANGE_M`` occludes by 1 - (d / range)²), shadow rays to
-``LIGHT_SAMPLES`` points on the room's ceiling light (soft contact shadows under tables, beds,
-sofas) and to points on every window pane within reach (light falling in through windows). The
-texel's factor, ``(AO_FLOOR + (1 - AO_FLOOR) ao) (1 - SHADOW + SHADOW v) (1 + WINDOW_GAIN w)``,
-multiplies the floor's texture; the real-time lights stay as they are, so what is baked is only
-what they cannot draw (occlusion and shadows) and the run-time cost is one texture lookup.
+``LIGHT_SAMPLES`` points on its room's ceiling light (soft contact shadows under tables, beds,
+sofas) and rays to points on every window pane within reach in front of it (light falling in
+through windows). The factor, ``(AO_FLOOR + (1 - AO_FLOOR) ao) (1 - SHADOW + SHADOW v) (1 +
+WINDOW_GAIN w)``, multiplies the surface's texture (objects: its colour); the real-time lights stay
+as they are, so what is baked is only what they cannot draw (occlusion and shadows) and the run-time
+cost is one texture lookup.
 
 The rays see the home as the ``meshes`` opt-in draws it (render meshes, not collision boxes; no
-agent). Maps are deterministic (fixed directions, per-texel rotations from a golden-ratio sequence,
-factors stored as uint8) and cached under ``cache_dir() / "lightmaps"`` keyed by the scene's
-content hash (``scene_content_hash``) and ``LIGHTMAP_VERSION``, like the scene maps.
+agent). Results are deterministic (fixed directions, per-point turns from a golden-ratio sequence,
+factors stored as uint8) and cached under ``cache_dir() / "lightmaps"`` keyed by the scene's content
+hash (``scene_content_hash``) and ``LIGHTMAP_VERSION``, like the scene maps.
 """
 from __future__ import annotations
 
@@ -26,14 +29,19 @@ import numpy as np
 from ...core.cache_key import content_key
 from ...core.io import write_npz
 from ...core.paths import cache_dir
+from ...scenes.baked_light import (FACTOR_SCALE, BakedLight, box_atlas, box_bounds, box_mesh, face_frame, face_plane,
+                                   is_axis_aligned_box, texel_grid)
 from ...scenes.description import Geom, SceneDescription, scene_content_hash
 from ...scenes.textures import room_light_positions
 from .gl import import_mujoco
 
 #: Bump when the bake's rules change (cached maps are keyed by it).
-LIGHTMAP_VERSION = 1
-TEXEL_M = 0.15
+LIGHTMAP_VERSION = 2
+#: Texel size by label (m): floors and rugs show contact shadows, walls and ceilings only soft gradients.
+TEXEL_M = {"floor": 0.15, "rug": 0.15, "wall": 0.25, "ceiling": 0.3}
 MAX_TEXELS = 96
+#: Objects: triangles are grouped into cells of this size (m) and facing; one ray bundle per group.
+OBJECT_CELL_M = 0.12
 AO_RAYS = 32
 AO_RANGE_M = 1.0
 LIGHT_SAMPLES = 5
@@ -46,38 +54,43 @@ WINDOW_REACH_M = 5.0
 #: Mix of the terms (see the module docstring): the darkest full occlusion keeps AO_FLOOR of the
 #: texture; a full shadow of the ceiling light keeps 1 - SHADOW.
 AO_FLOOR, SHADOW, WINDOW_GAIN = 0.3, 0.3, 0.6
-#: Factors are stored as uint8 ``round(factor * FACTOR_SCALE)`` (so at most 1.275).
-FACTOR_SCALE = 200.0
-#: Pixels per metre of a baked floor texture (at most the detail texture's own) and its cap a side.
-BAKED_PX_PER_M, BAKED_MAX_PX = 100.0, 1024
+#: How far in front of a wall face a room must be for the face to be baked (m).
+ROOM_PROBE_M = 0.1
 #: Calls of ``bake_lightmaps`` that computed (not read from the cache): tests count them.
 BAKE_CALLS = {"computed": 0}
+#: Labels of the axis-aligned boxes that get light maps.
+BAKED_LABELS = ("floor", "rug", "wall", "ceiling")
 
 
-#: Labels of the horizontal boxes that get light maps: the room floors and the rugs on them.
-BAKED_LABELS = ("floor", "rug")
+def baked_faces(desc: SceneDescription) -> dict[int, list[str]]:
+    """{geom index: faces baked} (``scenes.baked_light.FACES`` names): the top of floors and rugs,
+    the bottom of ceilings and the two large vertical faces of a wall where a room lies in front."""
+    out: dict[int, list[str]] = {}
+    for i, g in enumerate(desc.geoms):
+        if g.label not in BAKED_LABELS or not is_axis_aligned_box(g):
+            continue
+        if g.label in ("floor", "rug"):
+            out[i] = ["+z"]
+        elif g.label == "ceiling":
+            out[i] = ["-z"]
+        else:
+            lo, hi = box_bounds(g)
+            k = int(np.argmin((hi - lo)[:2]))
+            faces = []
+            for sign in "-+":
+                f = sign + "xy"[k]
+                p = (lo + hi) / 2
+                p[k] = face_plane(g, f) + (ROOM_PROBE_M if sign == "+" else -ROOM_PROBE_M)
+                if any(bool(r.contains(p[None, :2])[0]) for r in desc.rooms):
+                    faces.append(f)
+            if faces:
+                out[i] = faces
+    return out
 
 
 def baked_surfaces(desc: SceneDescription) -> list[int]:
-    """Indices of the axis-aligned boxes labelled ``BAKED_LABELS`` that get light maps."""
-    return [i for i, g in enumerate(desc.geoms) if g.label in BAKED_LABELS and g.kind == "box"
-            and np.allclose(np.abs(g.transform[:3, :3]), np.eye(3))]
-
-
-def floor_rect(g: Geom) -> tuple[float, float, float, float, float]:
-    """(x0, y0, x1, y1, top z) of an axis-aligned floor box."""
-    c, h = g.transform[:3, 3], np.abs(g.transform[:3, :3]) @ np.asarray(g.size, float)
-    return float(c[0] - h[0]), float(c[1] - h[1]), float(c[0] + h[0]), float(c[1] + h[1]), float(c[2] + h[2])
-
-
-def texel_grid(g: Geom) -> tuple[np.ndarray, np.ndarray]:
-    """Texel centres (xs (nx,), ys (ny,)) over the floor's top face."""
-    x0, y0, x1, y1, _ = floor_rect(g)
-    nx = int(min(MAX_TEXELS, max(2, math.ceil((x1 - x0) / TEXEL_M))))
-    ny = int(min(MAX_TEXELS, max(2, math.ceil((y1 - y0) / TEXEL_M))))
-    xs = x0 + (np.arange(nx) + 0.5) * (x1 - x0) / nx
-    ys = y0 + (np.arange(ny) + 0.5) * (y1 - y0) / ny
-    return xs, ys
+    """Indices of the geoms that get light maps (``baked_faces``)."""
+    return sorted(baked_faces(desc))
 
 
 def hemisphere_directions(n: int = AO_RAYS) -> np.ndarray:
@@ -86,6 +99,14 @@ def hemisphere_directions(n: int = AO_RAYS) -> np.ndarray:
     r = np.sqrt(k / n)
     phi = k * math.pi * (3.0 - math.sqrt(5.0))
     return np.stack([r * np.cos(phi), r * np.sin(phi), np.sqrt(1.0 - r * r)], axis=1)
+
+
+def _frames(normals: np.ndarray) -> np.ndarray:
+    """(N, 3, 3) rows (t1, t2, n): orthonormal frames about unit normals (N, 3) (deterministic)."""
+    helper = np.where(np.abs(normals[:, :1]) < 0.9, np.array([[1.0, 0.0, 0.0]]), np.array([[0.0, 1.0, 0.0]]))
+    t1 = np.cross(helper, normals)
+    t1 /= np.linalg.norm(t1, axis=1, keepdims=True)
+    return np.stack([t1, np.cross(normals, t1), normals], axis=1)
 
 
 def _window_samples(desc: SceneDescription) -> tuple[np.ndarray, np.ndarray, float]:
@@ -109,66 +130,129 @@ def _window_samples(desc: SceneDescription) -> tuple[np.ndarray, np.ndarray, flo
     return np.asarray(pts), np.asarray(normals), float(np.mean(areas))
 
 
-def _bake_floor(mj, model, data, groups, exclude: int, g: Geom, light: np.ndarray | None,
-                win_pts: np.ndarray, win_n: np.ndarray, win_area: float) -> np.ndarray:
-    """The (ny, nx) factor map of one floor (float, before storing)."""
-    xs, ys = texel_grid(g)
-    z = floor_rect(g)[4] + 0.01
-    hemi = hemisphere_directions()
-    golden = (math.sqrt(5.0) - 1.0) / 2.0
-    if light is not None:
+class _Caster:
+    """Casts the bake's rays (``mj_multiRay``) from surface points against one compiled model."""
+
+    def __init__(self, desc: SceneDescription, model, exclude: int, groups: np.ndarray):
+        self.mj = import_mujoco()
+        self.model, self.exclude, self.groups = model, exclude, groups
+        self.data = self.mj.MjData(model)
+        self.mj.mj_forward(model, self.data)
+        self.hemi = hemisphere_directions()
+        self.win_pts, self.win_n, self.win_area = _window_samples(desc)
+        by_room = dict(room_light_positions(desc))
+        self.rooms = [(r, np.asarray(by_room[r.room_id], float)) for r in desc.rooms if r.room_id in by_room]
         ang = np.arange(LIGHT_SAMPLES - 1) * 2 * math.pi / max(LIGHT_SAMPLES - 1, 1)
-        lights = np.vstack([light, light + LIGHT_RADIUS_M * np.stack([np.cos(ang), np.sin(ang), 0 * ang], 1)])
-    else:
-        lights = np.zeros((0, 3))
-    out = np.empty((len(ys), len(xs)))
-    n_ao, n_l = len(hemi), len(lights)
-    for j, y in enumerate(ys):
-        for i, x in enumerate(xs):
-            p = np.array([x, y, z])
-            t = ((j * len(xs) + i) * golden % 1.0) * 2 * math.pi  # a per-texel turn of the fixed directions
-            c, s = math.cos(t), math.sin(t)
-            dirs = [hemi @ np.array([[c, s, 0.0], [-s, c, 0.0], [0.0, 0.0, 1.0]])]
-            dist_to = [np.full(n_ao, AO_RANGE_M)]
-            near = np.zeros((0, 3))
-            if n_l:
-                d = lights - p
-                dist_to.append(np.linalg.norm(d, axis=1))
-                dirs.append(d / dist_to[-1][:, None])
-            if len(win_pts):
-                d = win_pts - p
-                dn = np.linalg.norm(d, axis=1)
-                keep = (dn < WINDOW_REACH_M) & (d[:, 2] > 0)
-                near = win_n[keep]
-                dist_to.append(dn[keep])
-                dirs.append(d[keep] / dn[keep][:, None])
-            vec = np.ascontiguousarray(np.vstack(dirs), np.float64)
-            lim = np.concatenate(dist_to)
-            nray = len(vec)
-            gid = np.empty(nray, np.int32)
-            dist = np.empty(nray, np.float64)
+        self.ring = LIGHT_RADIUS_M * np.stack([np.cos(ang), np.sin(ang), 0 * ang], 1)
+
+    def lights_for(self, points: np.ndarray, normals: np.ndarray) -> list[np.ndarray | None]:
+        """The ceiling light of the room each point (nudged along its normal) lies in, when in front
+        of the surface; None otherwise."""
+        probe = points[:, :2] + 0.05 * normals[:, :2]
+        out: list[np.ndarray | None] = [None] * len(points)
+        for room, pos in self.rooms:
+            inside = room.contains(probe)
+            front = np.einsum("ij,ij->i", pos[None, :] - points, normals)
+            for i in np.flatnonzero(inside & (front > 0.01)):
+                if out[i] is None:
+                    out[i] = pos
+        return out
+
+    def factors(self, points: np.ndarray, normals: np.ndarray, start: int = 0) -> np.ndarray:
+        """The factor of each surface point (N, 3) with unit normal (N, 3); ``start`` offsets the
+        per-point turns (points of one surface share a sequence)."""
+        mj, model, data, groups, exclude = self.mj, self.model, self.data, self.groups, self.exclude
+        n_pts, n_ao = len(points), len(self.hemi)
+        if n_pts == 0:
+            return np.zeros(0)
+        p = points + 0.01 * normals
+        # the fixed directions, turned about the normal by a per-point golden-ratio angle
+        t = (((start + np.arange(n_pts)) * ((math.sqrt(5.0) - 1.0) / 2.0)) % 1.0) * 2 * math.pi
+        c, s_ = np.cos(t), np.sin(t)
+        turn = np.zeros((n_pts, 3, 3))
+        turn[:, 0, 0], turn[:, 0, 1], turn[:, 1, 0], turn[:, 1, 1], turn[:, 2, 2] = c, s_, -s_, c, 1.0
+        ao_dirs = np.einsum("kj,ijl->ikl", self.hemi, turn @ _frames(normals))
+        lights = self.lights_for(points, normals)
+        has_l = np.array([x is not None for x in lights])
+        lp = np.stack([np.vstack([x, x + self.ring]) if x is not None else np.zeros((LIGHT_SAMPLES, 3))
+                       for x in lights])
+        l_vec = lp - p[:, None]
+        l_dist = np.linalg.norm(l_vec, axis=2)
+        l_dirs = l_vec / np.maximum(l_dist, 1e-9)[..., None]
+        w_vec = self.win_pts[None] - p[:, None]
+        w_dist = np.linalg.norm(w_vec, axis=2)
+        w_dirs = w_vec / np.maximum(w_dist, 1e-9)[..., None]
+        w_keep = (w_dist < WINDOW_REACH_M) & (np.einsum("ijk,ik->ij", w_vec, normals) > 1e-3)
+        ao_hit_d = np.full((n_pts, n_ao), np.inf)
+        l_hit_d = np.full(l_dist.shape, np.inf)
+        w_hit_d = np.full(w_dist.shape, np.inf)
+        gid = np.empty(n_ao + LIGHT_SAMPLES + len(self.win_pts), np.int32)
+        dist = np.empty(len(gid), np.float64)
+        for i in range(n_pts):
             # two calls: the short occlusion rays cull every geom beyond their reach (3x cheaper)
-            for lo, hi, cut in ((0, n_ao, AO_RANGE_M), (n_ao, nray, WINDOW_REACH_M + 0.5)):
-                if hi > lo:
-                    mj.mj_multiRay(model, data, p, vec[lo:hi].reshape(-1), groups, 1, exclude, gid[lo:hi],
-                                   dist[lo:hi], None, hi - lo, float(cut))
-            hit = (gid >= 0) & (dist >= 0)
-            occl = np.where(hit[:n_ao] & (dist[:n_ao] < AO_RANGE_M), 1.0 - (dist[:n_ao] / AO_RANGE_M) ** 2, 0.0)
-            ao = 1.0 - float(occl.mean())
-            v = 1.0
-            if n_l:
-                # the light's own fixture hangs around it: hits within LIGHT_FIXTURE_M of it do not shadow
-                lh = hit[n_ao:n_ao + n_l] & (dist[n_ao:n_ao + n_l] < lim[n_ao:n_ao + n_l] - LIGHT_FIXTURE_M)
-                v = 1.0 - float(lh.mean())
-            w = 0.0
-            if len(near):
-                k0 = n_ao + n_l
-                vis = ~(hit[k0:] & (dist[k0:] < lim[k0:] - 0.08))
-                dv = vec[k0:]
-                ff = dv[:, 2] * np.abs(np.einsum("ij,ij->i", dv, near)) / (math.pi * lim[k0:] ** 2) * win_area
-                w = float(np.sum(ff * vis))
-            out[j, i] = (AO_FLOOR + (1 - AO_FLOOR) * ao) * (1 - SHADOW + SHADOW * v) * (1 + WINDOW_GAIN * w)
-    return out
+            vec = np.ascontiguousarray(ao_dirs[i]).reshape(-1)
+            mj.mj_multiRay(model, data, p[i], vec, groups, 1, exclude, gid[:n_ao], dist[:n_ao], None, n_ao, AO_RANGE_M)
+            ao_hit_d[i] = np.where(gid[:n_ao] >= 0, dist[:n_ao], np.inf)
+            keep = np.flatnonzero(w_keep[i])
+            far = np.concatenate([l_dirs[i] if has_l[i] else np.zeros((0, 3)), w_dirs[i, keep]])
+            if len(far):
+                nf = len(far)
+                mj.mj_multiRay(model, data, p[i], np.ascontiguousarray(far).reshape(-1), groups, 1, exclude,
+                               gid[:nf], dist[:nf], None, nf, WINDOW_REACH_M + 0.5)
+                hit = np.where(gid[:nf] >= 0, dist[:nf], np.inf)
+                nl = LIGHT_SAMPLES if has_l[i] else 0
+                l_hit_d[i, :nl] = hit[:nl]
+                w_hit_d[i, keep] = hit[nl:]
+        hit = ao_hit_d < AO_RANGE_M
+        occl = np.where(hit, 1.0 - (np.where(hit, ao_hit_d, 0.0) / AO_RANGE_M) ** 2, 0.0)
+        ao = 1.0 - occl.mean(axis=1)
+        # the light's own fixture hangs around it: hits within LIGHT_FIXTURE_M of it do not shadow
+        v = np.where(has_l, 1.0 - (l_hit_d < l_dist - LIGHT_FIXTURE_M).mean(axis=1), 1.0)
+        vis = w_keep & ~(w_hit_d < w_dist - 0.08)
+        cos_r = np.einsum("ijk,ik->ij", w_dirs, normals)
+        cos_w = np.abs(np.einsum("ijk,jk->ij", w_dirs, self.win_n))
+        ff = cos_r * cos_w / (math.pi * np.maximum(w_dist, 1e-9) ** 2) * self.win_area
+        w = np.where(vis, ff, 0.0).sum(axis=1)
+        return (AO_FLOOR + (1 - AO_FLOOR) * ao) * (1 - SHADOW + SHADOW * v) * (1 + WINDOW_GAIN * w)
+
+
+def _bake_face(caster: _Caster, g: Geom, face: str) -> np.ndarray:
+    """The (nv, nu) factor map of one face (float, before blurring and storing)."""
+    k, sign, u, v, _, _ = face_frame(g, face)
+    us, vs = texel_grid(g, face, TEXEL_M.get(g.label, 0.25), MAX_TEXELS)
+    uu, vv = np.meshgrid(us, vs)
+    pts = np.empty((uu.size, 3))
+    pts[:, k], pts[:, u], pts[:, v] = face_plane(g, face), uu.ravel(), vv.ravel()
+    normal = np.zeros(3)
+    normal[k] = sign
+    return caster.factors(pts, np.repeat(normal[None], len(pts), axis=0)).reshape(uu.shape)
+
+
+def _object_clusters(g: Geom) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sample points (C, 3), unit normals (C, 3), cluster of each triangle (F,)) of a world-placed
+    render mesh: triangles grouped by ``OBJECT_CELL_M`` cell of their centroid and dominant facing."""
+    v = np.asarray(g.vertices, float) @ g.transform[:3, :3].T + g.transform[:3, 3]
+    tri = v[np.asarray(g.faces, np.int64)]
+    cen = tri.mean(axis=1)
+    nrm = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]) / 2  # length = area
+    axis = np.argmax(np.abs(nrm), axis=1)
+    facing = 2 * axis + (nrm[np.arange(len(nrm)), axis] > 0)
+    key = np.c_[np.floor(cen / OBJECT_CELL_M).astype(np.int64), facing]
+    _, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    n_c = int(inv.max()) + 1
+    area = np.linalg.norm(nrm, axis=1) + 1e-12
+    pts = np.zeros((n_c, 3))
+    np.add.at(pts, inv, cen * area[:, None])
+    pts /= np.bincount(inv, weights=area, minlength=n_c)[:, None]
+    nsum = np.zeros((n_c, 3))
+    np.add.at(nsum, inv, nrm)
+    length = np.linalg.norm(nsum, axis=1)
+    fallback = np.zeros((n_c, 3))
+    first = np.unique(inv, return_index=True)[1]
+    fallback[np.arange(n_c), axis[first]] = np.where(nrm[first, axis[first]] > 0, 1.0, -1.0)
+    normals = np.where(length[:, None] > 1e-9, nsum / np.maximum(length, 1e-12)[:, None], fallback)
+    return pts, normals, inv
 
 
 def _blur(a: np.ndarray) -> np.ndarray:
@@ -179,125 +263,105 @@ def _blur(a: np.ndarray) -> np.ndarray:
     return k[0] * rows[:, :-2] + k[1] * rows[:, 1:-1] + k[2] * rows[:, 2:]
 
 
+def _store(f: np.ndarray) -> np.ndarray:
+    return np.clip(np.round(f * FACTOR_SCALE), 0, 255).astype(np.uint8)
+
+
 def lightmap_path(desc: SceneDescription) -> Path:
     """Where the home's light maps are cached (keyed by its content and ``LIGHTMAP_VERSION``)."""
-    key = content_key("lightmaps", LIGHTMAP_VERSION, scene_content_hash(desc), TEXEL_M, MAX_TEXELS, AO_RAYS,
-                      length=20)
+    key = content_key("lightmaps", LIGHTMAP_VERSION, scene_content_hash(desc), sorted(TEXEL_M.items()), MAX_TEXELS,
+                      AO_RAYS, OBJECT_CELL_M, length=20)
     return cache_dir() / "lightmaps" / f"{desc.scene_id}-{key}.npz"
 
 
-def _light_for_floor(desc: SceneDescription, g: Geom) -> np.ndarray | None:
-    """The ceiling light above the floor (the room light whose xy lies on the floor's rectangle)."""
-    x0, y0, x1, y1, _ = floor_rect(g)
-    for _rid, pos in room_light_positions(desc):
-        if x0 <= pos[0] <= x1 and y0 <= pos[1] <= y1:
-            return np.asarray(pos, float)
-    return None
+def _face_key(gi: int, face: str) -> str:
+    return f"s_{gi}_{'p' if face[0] == '+' else 'm'}{face[1]}"
 
 
-def bake_lightmaps(desc: SceneDescription, occluders: Callable[[], tuple], *, cache: bool = True) -> dict[int, np.ndarray]:
-    """{surface geom index: (ny, nx) uint8 factor map (``FACTOR_SCALE``)} of ``desc``; read from the
-    disk cache when there (module docstring), else computed and written (atomically). ``occluders()``
-    gives (compiled MuJoCo model, body id to exclude, geom-group mask) to cast against; it is called
-    only when the maps are computed (``builder.baked_lightmaps`` passes the meshes opt-in's model)."""
+def _read(path: Path) -> BakedLight | None:
+    try:
+        with np.load(path, allow_pickle=False) as d:
+            out = BakedLight()
+            objs: dict[int, dict[int, np.ndarray]] = {}
+            for k in d.files:
+                parts = k.split("_")
+                if parts[0] == "s":
+                    face = ("+" if parts[2][0] == "p" else "-") + parts[2][1]
+                    out.surfaces.setdefault(int(parts[1]), {})[face] = np.asarray(d[k], np.uint8)
+                elif parts[0] == "o":
+                    objs.setdefault(int(parts[1]), {})[int(parts[2])] = np.asarray(d[k], np.uint8)
+            out.objects = {i: [m[j] for j in sorted(m)] for i, m in objs.items()}
+            return out
+    except Exception:  # a corrupt entry is rebuilt
+        return None
+
+
+def bake_lightmaps(desc: SceneDescription, occluders: Callable[[], tuple], meshes: dict[int, list[Geom]], *,
+                   cache: bool = True) -> BakedLight:
+    """The home's ``BakedLight``: read from the disk cache when there (module docstring), else
+    computed and written (atomically). ``occluders()`` gives (compiled MuJoCo model, body id to
+    exclude, geom-group mask) to cast against; it is called only when the maps are computed
+    (``builder.baked_lightmaps`` passes the meshes opt-in's model). ``meshes``: the objects' render
+    meshes (``object_meshes.render_meshes``), whose triangles get factors."""
     path = lightmap_path(desc) if cache else None
     if path is not None and path.is_file():
-        try:
-            with np.load(path, allow_pickle=False) as d:
-                return {int(k[6:]): np.asarray(d[k], np.uint8) for k in d.files if k.startswith("floor_")}
-        except Exception:  # a corrupt entry is rebuilt
-            pass
-    mj = import_mujoco()
+        got = _read(path)
+        if got is not None:
+            return got
     model, exclude, groups = occluders()
-    data = mj.MjData(model)
-    mj.mj_forward(model, data)
-    win_pts, win_n, win_area = _window_samples(desc)
-    maps: dict[int, np.ndarray] = {}
-    for gi in baked_surfaces(desc):
-        g = desc.geoms[gi]
-        f = _blur(_bake_floor(mj, model, data, groups, exclude, g, _light_for_floor(desc, g),
-                              win_pts, win_n, win_area))
-        maps[gi] = np.clip(np.round(f * FACTOR_SCALE), 0, 255).astype(np.uint8)
+    caster = _Caster(desc, model, exclude, groups)
+    out = BakedLight()
+    for gi, faces in sorted(baked_faces(desc).items()):
+        out.surfaces[gi] = {f: _store(_blur(_bake_face(caster, desc.geoms[gi], f))) for f in faces}
+    for inst in sorted(meshes):
+        out.objects[inst] = []
+        for g in meshes[inst]:
+            pts, normals, inv = _object_clusters(g)
+            out.objects[inst].append(_store(caster.factors(pts, normals)[inv]))
     BAKE_CALLS["computed"] += 1
     if path is not None:
+        arrays = {_face_key(gi, f): m for gi, faces in out.surfaces.items() for f, m in faces.items()}
+        arrays.update({f"o_{inst}_{k}": a for inst, lst in out.objects.items() for k, a in enumerate(lst)})
         try:
-            write_npz(path, **{f"floor_{gi}": m for gi, m in maps.items()})
+            write_npz(path, **arrays)
         except OSError:  # a read-only cache must not break building
             pass
-    return maps
+    return out
 
 
-def factor_at(desc: SceneDescription, maps: dict[int, np.ndarray], x: float, y: float) -> float:
-    """The baked factor at floor point (x, y): the nearest texel of the topmost baked surface there
-    (a rug over the floor); NaN off them."""
-    for gi, m in sorted(maps.items(), key=lambda item: -floor_rect(desc.geoms[item[0]])[4]):
-        x0, y0, x1, y1, _ = floor_rect(desc.geoms[gi])
-        if x0 <= x <= x1 and y0 <= y <= y1:
-            ny, nx = m.shape
-            i = min(nx - 1, int((x - x0) / (x1 - x0) * nx))
-            j = min(ny - 1, int((y - y0) / (y1 - y0) * ny))
-            return float(m[j, i]) / FACTOR_SCALE
+def factor_at(desc: SceneDescription, baked: BakedLight, x: float, y: float) -> float:
+    """The baked factor at floor point (x, y): the nearest texel of the topmost baked floor or rug
+    there (a rug over the floor); NaN off them."""
+    tops = [(gi, m["+z"]) for gi, m in baked.surfaces.items() if "+z" in m]
+    for gi, m in sorted(tops, key=lambda item: -box_bounds(desc.geoms[item[0]])[1][2]):
+        f = face_factor_at(desc.geoms[gi], "+z", m, x, y)
+        if not math.isnan(f):
+            return f
     return float("nan")
 
 
-def baked_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray, g: Geom) -> np.ndarray:
-    """The (H, W, 3) uint8 texture of a floor: its detail texture tiled every ``tile_m`` metres
-    (white without one) times the bilinearly upsampled ``factor`` map; row 0 at the floor's y0."""
-    x0, y0, x1, y1, _ = floor_rect(g)
-    ppm = BAKED_PX_PER_M if detail is None else min(BAKED_PX_PER_M, detail.shape[1] / tile_m)
-    w = int(min(BAKED_MAX_PX, max(4, round((x1 - x0) * ppm))))
-    h = int(min(BAKED_MAX_PX, max(4, round((y1 - y0) * ppm))))
-    px = x0 + (np.arange(w) + 0.5) * (x1 - x0) / w
-    py = y0 + (np.arange(h) + 0.5) * (y1 - y0) / h
-    ny, nx = factor.shape
-    fx = np.clip((px - x0) / (x1 - x0) * nx - 0.5, 0, nx - 1)
-    fy = np.clip((py - y0) / (y1 - y0) * ny - 0.5, 0, ny - 1)
-    ix, iy = np.minimum(fx.astype(int), nx - 2 if nx > 1 else 0), np.minimum(fy.astype(int), ny - 2 if ny > 1 else 0)
-    ax, ay = (fx - ix)[None, :], (fy - iy)[:, None]
-    f = factor.astype(np.float64) / FACTOR_SCALE
-    ix1, iy1 = np.minimum(ix + 1, nx - 1), np.minimum(iy + 1, ny - 1)
-    up = ((1 - ay) * ((1 - ax) * f[iy][:, ix] + ax * f[iy][:, ix1])
-          + ay * ((1 - ax) * f[iy1][:, ix] + ax * f[iy1][:, ix1]))
-    if detail is None:
-        base = np.full((h, w), 255.0)
-    else:
-        n = detail.shape[0]
-        tx = (np.floor(px / tile_m * n).astype(int)) % n
-        ty = (np.floor(py / tile_m * n).astype(int)) % n
-        base = detail[:, :, 0].astype(np.float64)[ty][:, tx]
-    img = np.clip(np.round(base * up), 0, 255).astype(np.uint8)
-    return np.repeat(img[..., None], 3, axis=2)
+def face_factor_at(g: Geom, face: str, m: np.ndarray, pu: float, pv: float) -> float:
+    """The stored factor of the texel of face map ``m`` nearest world coordinates (pu, pv) along
+    the face's (u, v) axes; NaN off the face."""
+    _, _, _, _, a, b = face_frame(g, face)
+    if not (a[0] <= pu <= b[0] and a[1] <= pv <= b[1]):
+        return float("nan")
+    ny, nx = m.shape
+    i = min(nx - 1, int((pu - a[0]) / (b[0] - a[0]) * nx))
+    j = min(ny - 1, int((pv - a[1]) / (b[1] - a[1]) * ny))
+    return float(m[j, i]) / FACTOR_SCALE
 
 
-def floor_mesh(g: Geom) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(vertices (24, 3) in the floor's frame, faces (12, 3), texcoords (24, 2)) of the floor box:
-    the top face spans the baked texture once, the sides take its edge texels."""
-    hx, hy, hz = (float(v) for v in g.size)
-    x0, y0, x1, y1, _ = floor_rect(g)
-    corners = {"top": [(-hx, -hy, hz), (hx, -hy, hz), (hx, hy, hz), (-hx, hy, hz)],
-               "bottom": [(-hx, -hy, -hz), (-hx, hy, -hz), (hx, hy, -hz), (hx, -hy, -hz)],
-               "-y": [(-hx, -hy, -hz), (hx, -hy, -hz), (hx, -hy, hz), (-hx, -hy, hz)],
-               "+y": [(hx, hy, -hz), (-hx, hy, -hz), (-hx, hy, hz), (hx, hy, hz)],
-               "-x": [(-hx, hy, -hz), (-hx, -hy, -hz), (-hx, -hy, hz), (-hx, hy, hz)],
-               "+x": [(hx, -hy, -hz), (hx, hy, -hz), (hx, hy, hz), (hx, -hy, hz)]}
-    verts, faces, uv = [], [], []
-    for quad in corners.values():
-        k = len(verts)
-        verts.extend(quad)
-        uv.extend([((x + hx) / (2 * hx), (y + hy) / (2 * hy)) for x, y, _ in quad])
-        faces.extend([(k, k + 1, k + 2), (k, k + 2, k + 3)])
-    return np.asarray(verts, float), np.asarray(faces, int), np.asarray(uv, float)
-
-
-def add_baked_floor(spec, g: Geom, name: str, factor: np.ndarray, material: str, look) -> str:
-    """Add the baked texture, material and mesh (``mesh_<name>``) of floor ``g``; returns the material's name.
-    ``material`` is the floor's plain material (``looks.material_for``; its tint, shine and the
-    like are copied), ``look`` its ``textures.MaterialLook`` (None: untextured)."""
+def add_baked_box(spec, g: Geom, name: str, maps: dict[str, np.ndarray], material: str, look) -> str:
+    """Add the baked atlas texture, material and mesh (``mesh_<name>``, vertices about the box's
+    centre along the world axes) of box ``g``; returns the material's name. ``material`` is the
+    box's plain material (``looks.material_for``; its tint, shine and the like are copied), ``look``
+    its ``textures.MaterialLook`` (None: untextured)."""
     from ...scenes.textures import texture_array
 
     mujoco = import_mujoco()
     detail = texture_array(look.texture) if look is not None and look.texture is not None else None
-    img = baked_texture(detail, look.tile_m if look is not None else 1.0, factor, g)
+    img, regions = box_atlas(g, maps, detail, look.tile_m if look is not None else 1.0)
     tex = spec.add_texture(name=f"tex_{name}", type=mujoco.mjtTexture.mjTEXTURE_2D, width=img.shape[1],
                            height=img.shape[0], nchannel=3)
     tex.data = img.tobytes()
@@ -310,7 +374,11 @@ def add_baked_floor(spec, g: Geom, name: str, factor: np.ndarray, material: str,
     mat.textures[1] = f"tex_{name}"
     mat.texuniform = False
     mat.texrepeat = [1.0, 1.0]
-    v, f, uv = floor_mesh(g)
+    v, f, uv = box_mesh(g, regions, img.shape[:2])
     spec.add_mesh(name=f"mesh_{name}", uservert=v.reshape(-1).tolist(), userface=f.reshape(-1).tolist(),
                   usertexcoord=uv.reshape(-1).tolist())
     return f"mat_{name}"
+
+
+__all__ = ["BakedLight", "LIGHTMAP_VERSION", "add_baked_box", "bake_lightmaps", "baked_faces", "baked_surfaces",
+           "factor_at", "face_factor_at", "lightmap_path"]
