@@ -152,10 +152,10 @@ def load(file_sha1: str) -> SceneDescription | None:
     """The cached parse of the file with content hash ``file_sha1``, or None (off, missing, damaged)."""
     if not enabled():
         return None
-    path = cache_file(file_sha1)
-    if not path.is_file():
-        return None
     try:
+        path = cache_file(file_sha1)
+        if not path.is_file():
+            return None
         with np.load(path, allow_pickle=False) as z:
             return decode({k: z[k] for k in z.files})
     except Exception:  # noqa: BLE001 - a damaged or foreign file: read the USD again (and rewrite it)
