@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
-import warnings
 from pathlib import Path
 
 import numpy as np
