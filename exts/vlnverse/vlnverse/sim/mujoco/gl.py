@@ -53,7 +53,7 @@ def acquire_gl_context():
         try:
             ctx.make_current()
             return ctx
-        except RuntimeError:  # still current in another thread (a simulator used from several): a new one
+        except Exception:  # noqa: BLE001 - still current in another thread (EGL_BAD_ACCESS): a new one
             continue
     if gl_context.GLContext is None:
         return None

@@ -61,6 +61,11 @@ def _pooled_renderer(mj, model, height: int, width: int):
     return _pooled_renderer_class(mj.Renderer)(mj, model, height, width, ctx)
 
 
+#: Model GL resources whose context could not be made current to free them (``close`` from another
+#: thread than the one that last drew): kept so that nothing frees them in the wrong context.
+_UNFREED: list = []
+
+
 @functools.lru_cache(maxsize=None)
 def _pooled_renderer_class(base: type) -> type:
     """``base`` (``mujoco.Renderer``, ``mujoco.rendering.classic``) with a context it borrows:
@@ -85,7 +90,12 @@ def _pooled_renderer_class(base: type) -> type:
         ctx = self._gl_context
         if self._mjr_context is not None:
             if ctx is not None:
-                ctx.make_current()  # the model's GL objects are freed in their own context
+                try:
+                    ctx.make_current()  # the model's GL objects are freed in their own context
+                except Exception:  # current in another thread: kept, never freed from this one
+                    _UNFREED.append((self._mjr_context, ctx))
+                    self._mjr_context = self._gl_context = None
+                    raise
             self._mjr_context.free()
             self._mjr_context = None
         self._gl_context = None
