@@ -220,3 +220,61 @@ def test_sampling_finds_pairs_in_a_one_cell_wide_corridor():
     pair = planner.sample_start_goal(np.random.default_rng(0), 8.0, 12.0, require_room_change=False)
     assert 8.0 <= pair.geodesic_distance <= 12.0
     assert abs(pair.start_xy[0] - pair.goal_xy[0]) == pytest.approx(pair.geodesic_distance)
+
+
+def _sample_cells_reference(self, a, b, step):
+    """``LineOfSight._sample_cells`` as it was before its per-axis rewrite (on (N, 2) arrays)."""
+    lengths = np.linalg.norm(b - a, axis=1)
+    counts = np.maximum(np.ceil(lengths / step).astype(np.int64), 1) + 1
+    seg = np.repeat(np.arange(len(a)), counts)
+    starts = np.cumsum(counts) - counts
+    t = (np.arange(counts.sum()) - starts[seg]) / (counts - 1)[seg]
+    pts = a[seg] + t[:, None] * (b - a)[seg]
+    rel = (pts - self.origin) / self.resolution + 1e-9
+    h, w = self.shape
+    rows = np.clip(np.floor(rel[:, 1]).astype(np.int64), -1, h)
+    cols = np.clip(np.floor(rel[:, 0]).astype(np.int64), -1, w)
+    return rows, cols, seg
+
+
+@pytest.mark.parametrize("res, origin", [(RES, (0.0, 0.0)), (0.05, (-3.7, 1.3))])
+def test_line_of_sight_sampling_and_plans_equal_the_reference(res, origin, monkeypatch):
+    """The per-axis sampler gives the reference's cells bit for bit (segments on and off the map,
+    zero-length, grid-aligned), hence the same visibility and the same planned paths (what the
+    oracle teacher follows: its labels cannot change)."""
+    from vlnverse.tasks.line_of_sight import LineOfSight
+
+    grid = cluttered(3).grid
+    planner = PathPlanner(make_map(grid, res, origin))
+    sight = planner.sight
+    rng = np.random.default_rng(0)
+    lo = np.asarray(origin) - 0.3
+    hi = np.asarray(origin) + np.array(grid.shape[::-1]) * res + 0.3
+    a = rng.uniform(lo, hi, (3000, 2))
+    b = rng.uniform(lo, hi, (3000, 2))
+    b[:50] = a[:50]  # zero length
+    b[50:100, 0] = a[50:100, 0]  # axis-aligned
+    a[100:150] = np.round(a[100:150] / res) * res + np.asarray(origin) % res  # on cell corners
+    for step in (2 * res, res / 2, 0.013):
+        for got, want in zip(sight._sample_cells(a, b, step), _sample_cells_reference(sight, a, b, step)):
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    cells = np.argwhere(planner.free)
+    ends = sight.cell_centres(cells[:, 0], cells[:, 1])[rng.integers(0, len(cells), 24)]
+    new = [sight.segments_free(a, b)]
+    for s, g in zip(ends[:12], ends[12:]):
+        try:
+            new.append(planner.shortest_path(s, g).dense)
+        except NoNavigableSpaceError:
+            new.append(None)
+    monkeypatch.setattr(LineOfSight, "_sample_cells", _sample_cells_reference)
+    old = PathPlanner(make_map(grid, res, origin))
+    ref = [old.sight.segments_free(a, b)]
+    for s, g in zip(ends[:12], ends[12:]):
+        try:
+            ref.append(old.shortest_path(s, g).dense)
+        except NoNavigableSpaceError:
+            ref.append(None)
+    assert 0 < new[0].sum() < len(a)
+    assert sum(x is not None for x in new[1:]) >= 6
+    for x, y in zip(new, ref):
+        assert (x is None and y is None) or (x.dtype == y.dtype and x.tobytes() == y.tobytes())

@@ -2,7 +2,8 @@
 
 It bakes world transforms (``UsdGeom.XformCache``), converts Y-up stages to Z-up and stage units to
 metres, triangulates meshes, and takes labels from UsdSemantics, the Isaac Sim legacy ``Semantics``
-schema or, failing both, prim names. Scenes are cached in-process by the hash of the file's bytes.
+schema or, failing both, prim names. Scenes are cached in-process by the hash of the file's bytes,
+and on disk across processes (``scene_cache``).
 """
 from __future__ import annotations
 
@@ -79,9 +80,22 @@ def load_scene(path: str | Path) -> SceneDescription:
     data = path.read_bytes()
     key = hashlib.sha1(data).hexdigest()
     if key not in _CACHE:
-        with np.errstate(all="ignore"):  # NaN/inf transforms are refused just below, not warned about
-            desc = _read_stage(path)
-        check_geometry(desc, path)
+        from . import scene_cache
+
+        desc = scene_cache.load(key)  # parsed before, by any process (``scene_cache``)
+        if desc is None:
+            caught: list = []
+            try:
+                with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+                    warnings.simplefilter("always")  # NaN/inf transforms are refused just below, not warned about
+                    desc = _read_stage(path)
+            finally:
+                for w in caught:  # as they were raised (the caller's filters apply now)
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source,
+                                           registry=globals().setdefault("__warningregistry__", {}))
+            check_geometry(desc, path)
+            if not caught:
+                scene_cache.store(key, desc)
         _CACHE[key] = desc
     desc = copy.deepcopy(_CACHE[key])
     desc.source_path = str(path)

@@ -5,6 +5,7 @@ Returns the raw images ``render.py`` documents (``rgb``, ``depth``, ``geom``).
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from ..sensors import vertical_fov_deg
 from .builder import GROUP_AGENT, GROUP_COLLISION_ONLY, BuiltScene
 from .culling import CULL_GROUP, RoomPortals, frustum_visible
-from .gl import import_mujoco
+from .gl import acquire_gl_context, import_mujoco, release_gl_context
 from .raycast import _multiray_has_normal
 
 _LUMA = np.array([0.299, 0.587, 0.114], np.float32)
@@ -48,6 +49,60 @@ def antialias(rgb: np.ndarray, threshold: float = 12.0, span: float = 48.0) -> n
     centre += 0.5
     out[y, x] = centre.astype(np.uint8)
     return out
+
+
+def _pooled_renderer(mj, model, height: int, width: int):
+    """A ``mujoco.Renderer`` drawing in a GL context from ``gl.acquire_gl_context`` (reused across
+    the scenes a process renders) instead of one made and destroyed with it; the model's GL
+    resources (``MjrContext``) are its own, as with ``mujoco.Renderer``."""
+    ctx = acquire_gl_context()
+    if ctx is None:
+        return mj.Renderer(model, height=height, width=width)  # no GL platform: mujoco's own error
+    return _pooled_renderer_class(mj.Renderer)(mj, model, height, width, ctx)
+
+
+#: Model GL resources whose context could not be made current to free them (``close`` from another
+#: thread than the one that last drew): kept so that nothing frees them in the wrong context.
+_UNFREED: list = []
+
+
+@functools.lru_cache(maxsize=None)
+def _pooled_renderer_class(base: type) -> type:
+    """``base`` (``mujoco.Renderer``, ``mujoco.rendering.classic``) with a context it borrows:
+    ``__init__`` does what mujoco's does with ``ctx`` in place of a new context; ``close`` frees
+    the model's GL resources in it and gives it back."""
+
+    def __init__(self, mj, model, height: int, width: int, ctx) -> None:
+        self._gl_context, self._mjr_context = None, None
+        self._width, self._height, self._model = width, height, model
+        self._scene = mj.MjvScene(model=model, maxgeom=10000)
+        self._scene_option = mj.MjvOption()
+        self._rect = mj.MjrRect(0, 0, width, height)
+        self._gl_context = ctx
+        ctx.make_current()
+        self._mjr_context = mj.MjrContext(model, mj.mjtFontScale.mjFONTSCALE_150.value)
+        mj.mjr_setBuffer(mj.mjtFramebuffer.mjFB_OFFSCREEN.value, self._mjr_context)
+        self._mjr_context.readDepthMap = mj.mjtDepthMap.mjDEPTH_ZEROFAR
+        self._depth_rendering = False
+        self._segmentation_rendering = False
+
+    def close(self) -> None:
+        ctx = self._gl_context
+        if self._mjr_context is not None:
+            if ctx is not None:
+                try:
+                    ctx.make_current()  # the model's GL objects are freed in their own context
+                except Exception:  # current in another thread: kept, never freed from this one
+                    _UNFREED.append((self._mjr_context, ctx))
+                    self._mjr_context = self._gl_context = None
+                    raise
+            self._mjr_context.free()
+            self._mjr_context = None
+        self._gl_context = None
+        if ctx is not None:
+            release_gl_context(ctx)
+
+    return type("PooledRenderer", (base,), {"__init__": __init__, "close": close, "__doc__": _pooled_renderer_class.__doc__})
 
 
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
@@ -135,7 +190,7 @@ class GLRenderer:
             vis.offwidth = max(int(vis.offwidth), width)
             vis.offheight = max(int(vis.offheight), height)
             self._model.vis.quality.offsamples = self._samples if key else 0
-            r = self._mj.Renderer(self._model, height=height, width=width)
+            r = _pooled_renderer(self._mj, self._model, height, width)
             flags = r.scene.flags
             high = self.quality == "high" and key
             flags[self._mj.mjtRndFlag.mjRND_SHADOW] = int(high)
