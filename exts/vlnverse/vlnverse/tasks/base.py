@@ -244,8 +244,6 @@ def _bounds_file(key: str) -> Path:
 
 def _remember_bounds(key: str, bounds: Any) -> None:
     """Store a scene's navigable bounds (best effort: a read-only cache only costs a reload later)."""
-    import json
-
     from ..core.io import write_json_atomic
 
     try:
