@@ -21,7 +21,7 @@ def _work(tmp_path):
 
 def _args(**kw):
     base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, stop_weight=None, seed=0, workers=None,
-                out=None, adapt_predictor=False)
+                out=None, adapt_predictor=False, validation_episodes=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -29,7 +29,8 @@ def _args(**kw):
 @pytest.mark.parametrize("change, field", [({"work": None}, "--work"), ({"body": "no_such_body"}, "--body"),
                                            ({"body": "r2r_ce"}, "--body"), ({"rounds": 0}, "--rounds"),
                                            ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs"),
-                                           ({"stop_weight": 0.0}, "--stop-weight")])
+                                           ({"stop_weight": 0.0}, "--stop-weight"),
+                                           ({"validation_episodes": 0}, "--validation-episodes")])
 def test_bad_flags_are_one_line_errors_naming_the_flag(tmp_path, change, field):
     from vlnverse.benchmarks.transfer import check_args
     from vlnverse.core.errors import ConfigError
@@ -99,7 +100,45 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
     assert {(e["split"], e["mode"], e["body"]) for e in evaluated} == {("val_unseen", "telhop", "low_base")}
     assert figures["SR_after_over_before"] == 4.0 and figures["target"]["teacher_SR"] == 0.6
     assert [r["agent"] for r in figures["table"]] == ["zero_shot", "online_round_1", "online_round_2"]
+    assert figures["selected"]["round"] == 2 and figures["SR_selected_over_before"] == 4.0  # no validation: the last
+    assert online["validation"]["limit"] == 6
     assert (tmp_path / "transfer.png").stat().st_size > 10_000
+
+
+def test_the_round_val_seen_selected_is_evaluated_and_gives_the_selected_lift(tmp_path, monkeypatch):
+    """Round 2 of 3 kept as ``best.pt`` by val_seen (on ``--validation-episodes``): it is evaluated as
+    its own stage and ``SR_selected_over_*`` use it; a selected first or last round is not evaluated twice."""
+    import vlnverse.benchmarks.transfer as T
+
+    work = _work(tmp_path)
+    monkeypatch.setattr(T, "_dataset", lambda *a: [])
+    best = {"tag": "round_02"}
+    trained, evaluated = [], []
+    monkeypatch.setattr(T, "_train", lambda cfg, b, s: trained.append(cfg) or (
+        {"dagger": [{"round": r} for r in (1, 2, 3)], "best": dict(best)} if cfg.get("mode") == "dagger"
+        else {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}))
+    sr = {"transfer_zero_shot": 0.1, "transfer_online_round_1": 0.2, "transfer_online_round_3": 0.12,
+          "transfer_online_selected": 0.25}
+
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
+        evaluated.append(spec.params["checkpoint"])
+        ci = {"mean": sr[out_name], "lo": 0.0, "hi": 1.0, "n": 100}
+        return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
+
+    monkeypatch.setattr(T, "evaluate", fake_evaluate)
+    figures = T.run(_args(work=str(work), rounds=3, validation_episodes=40))
+    online = work / "transfer" / "online"
+    assert trained[1]["validation"] == {"metric": "nDTW", "every": 1, "limit": 40, "split": "val_seen"}
+    assert evaluated[-1] == str(online / "best.pt") and len(evaluated) == 4
+    assert figures["selected"] == {"round": 2, "validation_episodes": 40, "metric": "nDTW", "agent": "online_selected",
+                                   "SR": {"mean": 0.25, "lo": 0.0, "hi": 1.0, "n": 100}}
+    assert figures["SR_after_over_before"] == 1.2 and figures["SR_selected_over_before"] == 2.5
+
+    best["tag"] = "round_01"  # the first round: already evaluated
+    evaluated.clear()
+    figures = T.run(_args(work=str(work), rounds=3, validation_episodes=40))
+    assert str(online / "best.pt") not in evaluated and len(evaluated) == 3
+    assert figures["selected"]["agent"] == "online_round_1" and figures["SR_selected_over_before"] == 2.0
 
 
 def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_checkpoint(tmp_path, monkeypatch):

@@ -59,6 +59,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
     p.add_argument("--stop-weight", type=float, default=None,
                    help="transfer: weight of STOP steps in the online rounds' loss (il.stop_weight, default 1)")
+    p.add_argument("--validation-episodes", type=int, default=None,
+                   help="transfer: val_seen episodes validating each online round, which selects best.pt (default 6)")
     p.add_argument("--adapt-predictor", action="store_true",
                    help="transfer: also train a waypoint predictor on the target body's panoramas, evaluate the source "
                         "with it zero-shot, and start the online rounds from that checkpoint")

@@ -12,8 +12,9 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   ``--rounds`` rounds of schedule sampling (β = ``DAGGER_P``^round: the oracle's or the policy's
   action at each step, every visited state labelled by the waypoint oracle), each retraining
   ``--round-epochs`` epochs on the aggregate plus the target body's teacher-forced cache, at
-  ``ONLINE_LR``, STOP steps weighing ``--stop-weight`` (``il.stop_weight``, default 1); round
-  checkpoints validated on ``VALIDATION_EPISODES`` val_seen episodes. A collected episode ends
+  ``ONLINE_LR``, STOP steps weighing ``--stop-weight`` (``il.stop_weight``, default 1); each round's
+  checkpoint validated on ``--validation-episodes`` (default ``VALIDATION_EPISODES``) val_seen
+  episodes by nDTW, the best round kept as ``best.pt`` (selection on val_seen only). A collected episode ends
   after ``ONLINE_MAX_STEPS`` decisions (``dagger.max_steps``): a learner that loops would
   otherwise add up to the task's 200 near-copies of one state per episode to the aggregate.
 - ``--adapt-predictor`` (not the paper's protocol, reported as its own stage): a waypoint predictor
@@ -21,8 +22,9 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   navigator data) replaces the source's (``learn.checkpoint.swap_predictor``), evaluated zero-shot,
   and the online rounds start from that checkpoint with its oracle as the teacher.
 - *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
-  (zero-shot with the adapted predictor,) after round 1 and after the last round; SR / SPL / nDTW
-  with 95% bootstrap CIs (as ``bench train``).
+  (zero-shot with the adapted predictor,) after round 1, after the last round and the round val_seen
+  selected (``online_selected``: evaluated once more only when it is neither of those; the lift
+  ratios ``SR_selected_over_*`` use it); SR / SPL / nDTW with 95% bootstrap CIs (as ``bench train``).
 
 The work folder is the one ``vlnverse bench train --policies vlnbert --out FILE.json`` leaves
 (``FILE``): its ``train.jsonl``, ``val_seen.jsonl``, ``val_unseen.jsonl`` and ``waypoints/predictor.pt``.
@@ -49,9 +51,9 @@ ONLINE_MAX_STEPS = 15        # decisions per collected episode: 3x the ~5 the wa
 WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
 
 
-def check_args(args) -> tuple[Path, str, int, int, int, float, bool]:
+def check_args(args) -> tuple[Path, str, int, int, int, float, bool, int]:
     """(work folder, target body, source epochs, rounds, round epochs, STOP weight, adapt the
-    predictor); one-line ``ConfigError`` naming the flag."""
+    predictor, val_seen episodes per validation); one-line ``ConfigError`` naming the flag."""
     from vlnverse.core.body import load_body
     from vlnverse.core.errors import ConfigError, VLNVerseError
 
@@ -69,7 +71,8 @@ def check_args(args) -> tuple[Path, str, int, int, int, float, bool]:
         raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
     if body == SOURCE_BODY or target == load_body(SOURCE_BODY):
         raise ConfigError(f"got {body!r}, the source body", field="--body", expected=f"a body other than {SOURCE_BODY}")
-    given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS)}
+    given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS),
+             "--validation-episodes": ("validation_episodes", VALIDATION_EPISODES)}
     counts = {flag: default if getattr(args, attr, None) is None else getattr(args, attr)
               for flag, (attr, default) in given.items()}
     check_int_flags((flag, value, 1) for flag, value in counts.items())
@@ -77,7 +80,8 @@ def check_args(args) -> tuple[Path, str, int, int, int, float, bool]:
     if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
         raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
     adapt = bool(getattr(args, "adapt_predictor", False))
-    return work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight), adapt
+    return (work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight), adapt,
+            counts["--validation-episodes"])
 
 
 def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
@@ -97,14 +101,15 @@ def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
     return cfg
 
 
-def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int, stop_weight: float = 1.0) -> dict:
+def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int, stop_weight: float = 1.0,
+                  validation_episodes: int = VALIDATION_EPISODES) -> dict:
     """The online fine-tuning ``TrainConfig`` (a dict): DAgger from the source's ``best.pt`` with the
-    target ``body`` on the work folder's training homes."""
+    target ``body`` on the work folder's training homes, each round validated on ``validation_episodes``."""
     cfg = copy.deepcopy(source)
     cfg.update(mode="dagger", init=str(Path(source["out"]) / "best.pt"), body=body,
                train=str(work / "train.jsonl"), val={"val_seen": str(work / "val_seen.jsonl")},
                out=str(work / "transfer" / "online"),
-               validation={"metric": "nDTW", "every": 1, "limit": VALIDATION_EPISODES, "split": "val_seen"},
+               validation={"metric": "nDTW", "every": 1, "limit": validation_episodes, "split": "val_seen"},
                dagger={"rounds": rounds, "p": DAGGER_P, "epochs": round_epochs, "episodes": None,
                        "include_teacher_data": True, "max_steps": ONLINE_MAX_STEPS})
     cfg["il"] = {**cfg["il"], "lr": ONLINE_LR, "stop_weight": stop_weight}
@@ -123,7 +128,7 @@ def run(args) -> dict:
     require_torch("vlnverse bench transfer", field=None)
     from vlnverse.learn.checkpoint import swap_predictor
 
-    work, body, epochs, rounds, round_epochs, stop_weight, adapt = check_args(args)
+    work, body, epochs, rounds, round_epochs, stop_weight, adapt, validation_episodes = check_args(args)
     seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
     # a fresh run: the generated episodes are reused, the models and their evaluations are not
     for stale in [work / "transfer", *(work / "eval").glob("transfer_*")]:
@@ -132,7 +137,7 @@ def run(args) -> dict:
     source = source_config(work, seed, workers, epochs)
     src = _train(source, float("inf"), 1.0)
     t_source = time.perf_counter()
-    online = online_config(source, work, body, rounds, round_epochs, stop_weight)
+    online = online_config(source, work, body, rounds, round_epochs, stop_weight, validation_episodes)
     table: list[dict] = []
 
     def stage(name: str, checkpoint: str) -> None:
@@ -159,6 +164,12 @@ def run(args) -> dict:
         stage(f"online_round_{rounds}", str(out / "last.pt"))
     before, after = table[0]["SR"]["mean"], table[-1]["SR"]["mean"]
     adapted_before = table[1]["SR"]["mean"] if adapt else None
+    selected_round = _selected_round(got) or rounds  # no validation: best.pt holds the last weights
+    if selected_round in (1, rounds):  # already evaluated: the same weights
+        selected = next(r for r in table if r["agent"] == f"online_round_{selected_round}")
+    else:
+        stage("online_selected", str(out / "best.pt"))
+        selected = table[-1]
     figures = {
         "source": {"body": SOURCE_BODY, "scenes": "the 6 shipped train scenes", "il_epochs": epochs,
                    "episodes": src["il"]["episodes"], "accuracy": src["il"]["accuracy"], "seconds": src["il"]["seconds"],
@@ -174,6 +185,11 @@ def run(args) -> dict:
         "table": table, "table_text": table_lines(table),
         "SR_after_over_before": round(after / before, 2) if before else None,
         "SR_after_over_adapted_zero_shot": round(after / adapted_before, 2) if adapted_before else None,
+        "selected": {"round": selected_round, "validation_episodes": validation_episodes, "metric": "nDTW",
+                     "agent": selected["agent"], "SR": selected["SR"]},
+        "SR_selected_over_before": round(selected["SR"]["mean"] / before, 2) if before else None,
+        "SR_selected_over_adapted_zero_shot": (round(selected["SR"]["mean"] / adapted_before, 2)
+                                               if adapted_before else None),
         "seconds": {"source": round(t_source - t0, 1), "zero_shot_eval": round(t_zero - t_source, 1),
                     "online": round(t_online - t_zero, 1), "eval": round(time.perf_counter() - t_online, 1)},
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
@@ -184,6 +200,13 @@ def run(args) -> dict:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
         plot_stages(figures, Path(figures["plot"]))
     return figures
+
+
+def _selected_round(got: dict) -> int | None:
+    """The online round whose checkpoint val_seen kept as ``best.pt`` (the trainer's ``best`` tag
+    ``round_NN``), or None when no validation ran."""
+    tag = (got.get("best") or {}).get("tag") or ""
+    return int(tag.split("_")[1]) if tag.startswith("round_") else None
 
 
 def plot_stages(figures: dict, path: Path) -> None:
