@@ -285,6 +285,23 @@ def _texture_tile(g: Geom) -> float | None:
     return look.tile_m if look is not None and look.texture is not None else None
 
 
+def _triangle_mesh(stage, path: str, vertices: Any, faces: Any):
+    """A ``UsdGeom.Mesh`` of triangles at ``path`` (points rounded to ``LENGTH_DECIMALS``, no
+    subdivision, its extent); returns the mesh and the rounded points."""
+    from pxr import Gf, UsdGeom, Vt
+
+    mesh = UsdGeom.Mesh.Define(stage, path)
+    verts = round_array(np.asarray(vertices, dtype=float).reshape(-1, 3), LENGTH_DECIMALS)
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    mesh.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(verts.astype(np.float32)))
+    mesh.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
+    mesh.CreateFaceVertexIndicesAttr().Set(Vt.IntArray([int(v) for v in faces.ravel()]))
+    mesh.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
+    lo, hi = verts.min(axis=0), verts.max(axis=0)
+    mesh.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+    return mesh, verts
+
+
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
                 materials: dict[float, Any], looks: _Looks) -> None:
     from pxr import Gf, Sdf, UsdGeom, Vt
@@ -330,17 +347,10 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
         gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(-r, -r, -r), Gf.Vec3f(r, r, r)]))
         _set_xform(gprim, local, None)
     else:
-        gprim = UsdGeom.Mesh.Define(stage, path)
-        verts = round_array(np.asarray(g.vertices, dtype=float).reshape(-1, 3), LENGTH_DECIMALS)
-        faces = np.asarray(g.faces, dtype=np.int64).reshape(-1, 3)
-        gprim.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(verts.astype(np.float32)))
-        gprim.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
-        gprim.CreateFaceVertexIndicesAttr().Set(Vt.IntArray([int(v) for v in faces.ravel()]))
-        gprim.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
-        lo, hi = verts.min(axis=0), verts.max(axis=0)
-        gprim.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+        gprim, verts = _triangle_mesh(stage, path, g.vertices, g.faces)
         _set_xform(gprim, local, None)
         if tile is not None:
+            faces = np.asarray(g.faces, dtype=np.int64).reshape(-1, 3)
             _set_texcoords(gprim, verts, [tuple(int(v) for v in f) for f in faces], tile, g.transform)
     _finish_gprim(stage, gprim, g, labelled, movable, materials, looks, mesh_approx=g.kind == "mesh")
 
@@ -522,14 +532,7 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
         verts, faces, uv = box_mesh(g, regions, img.shape[:2])
         path = _unique(f"{BAKED_LIGHT_ROOT}/{_identifier(geom_paths[gi].rsplit('/', 1)[-1])}", used)
         name = path.rsplit("/", 1)[-1]
-        mesh = UsdGeom.Mesh.Define(stage, path)
-        points = round_array(verts, LENGTH_DECIMALS)
-        mesh.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(points.astype(np.float32)))
-        mesh.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
-        mesh.CreateFaceVertexIndicesAttr().Set(Vt.IntArray(faces.ravel().tolist()))
-        mesh.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
-        lo, hi = points.min(axis=0), points.max(axis=0)
-        mesh.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+        mesh, _ = _triangle_mesh(stage, path, verts, faces)
         mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
         centre = np.eye(4)
         centre[:3, 3] = round_lengths(sum(box_bounds(g)) / 2)
@@ -599,15 +602,7 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
             proto = _unique(f"{RENDER_PROTOTYPES}/{_identifier(obj.category)}_{len(protos):03d}", used)
             UsdGeom.Xform.Define(stage, proto)
             for j, g in enumerate(parts):
-                mesh = UsdGeom.Mesh.Define(stage, f"{proto}/part_{j:02d}")
-                verts = round_array(np.asarray(g.vertices, float), LENGTH_DECIMALS)
-                faces = np.asarray(g.faces, np.int64)
-                mesh.CreatePointsAttr().Set(Vt.Vec3fArray.FromNumpy(verts.astype(np.float32)))
-                mesh.CreateFaceVertexCountsAttr().Set(Vt.IntArray([3] * len(faces)))
-                mesh.CreateFaceVertexIndicesAttr().Set(Vt.IntArray(faces.ravel().tolist()))
-                mesh.CreateSubdivisionSchemeAttr().Set(UsdGeom.Tokens.none)
-                lo, hi = verts.min(axis=0), verts.max(axis=0)
-                mesh.CreateExtentAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*map(float, lo)), Gf.Vec3f(*map(float, hi))]))
+                mesh, _ = _triangle_mesh(stage, f"{proto}/part_{j:02d}", g.vertices, g.faces)
                 mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
                 tile = _texture_tile(g) or 1.0
                 st = np.round(np.asarray(g.texcoords, float) / tile, _ST_DECIMALS)
