@@ -14,6 +14,7 @@ turns it off.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -43,14 +44,20 @@ def enabled() -> bool:
 def reader_version() -> str:
     """The reader's fingerprint in the key: package version, USD version, this format's version and
     the sha256 of the reader's source files."""
+    return hashlib.sha256(f"{_reader_sources()}|{SCENE_CACHE_VERSION}".encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _reader_sources() -> str:
+    """Package and USD versions and the reader's source files, hashed once per process."""
     from .. import __version__
 
-    h = hashlib.sha256(f"{__version__}|{_usd_version()}|{SCENE_CACHE_VERSION}".encode())
+    h = hashlib.sha256(f"{__version__}|{_usd_version()}".encode())
     here = Path(__file__).parent
     for name in _READER_MODULES:
         h.update(name.encode())
         h.update((here / name).read_bytes())
-    return h.hexdigest()[:16]
+    return h.hexdigest()
 
 
 def _usd_version() -> str:
