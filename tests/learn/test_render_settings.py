@@ -119,6 +119,7 @@ def test_a_training_run_renders_everything_with_its_settings_and_records_them(co
     summary = run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None)
     il_sims = len(made)
     assert il_sims >= 2 and all(m == render for m in made)  # the teacher cache's and validation's
+    assert summary["render"] == "fast:meshes"
     manifest = json.loads((Path(summary["cache"]["path"]) / "manifest.json").read_text())
     assert manifest["key"]["render_settings"] == render
     ckpt = read_checkpoint(tmp_path / "il" / "best.pt")
@@ -235,3 +236,25 @@ def test_waypoints_train_names_the_render_flag(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["waypoints", "train", "--objects", "boxes", "--out", str(tmp_path)])
     assert "--objects" in capsys.readouterr().err
+
+
+def test_the_feature_cache_key_follows_the_observation_caches_render(corridor):
+    """Frozen-trunk features are keyed by the observation cache's key: another render, another store."""
+    from types import SimpleNamespace
+
+    from vlnverse.eval.config import RenderConfig
+    from vlnverse.learn.cache import cache_key
+    from vlnverse.learn.features import feature_key
+
+    episodes = make_episodes(corridor)[:1]
+    kw = dict(sensors=_rig(), settings=_settings(corridor), collision_mode="telhop", mode_params=None)
+    keys = [feature_key(SimpleNamespace(manifest={"key": cache_key(episodes, render_settings=r, **kw)}, num_steps=9), None)
+            for r in (None, RenderConfig(), RenderConfig(objects="meshes"))]
+    assert keys[0] == keys[1] and keys[0]["obs_key_sha256"] != keys[2]["obs_key_sha256"]
+
+
+def test_checkpoint_info_shows_the_render_a_policy_was_trained_with():
+    from vlnverse.learn.tensorfile import format_info
+
+    text = format_info({"config": {"task": "fine_grained", "render": {"quality": "fast", "objects": "meshes"}, "x": 1}})
+    assert '"render": {"objects": "meshes", "quality": "fast"}' in text and "(and 1 more keys)" in text

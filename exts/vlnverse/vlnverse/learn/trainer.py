@@ -274,7 +274,8 @@ class Trainer:
         self.global_step = 0
         self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device),
                                         "world_size": self.ranks.world_size,
-                                        "effective_batch": self.scale["effective_batch"], "distributed": self.scale}
+                                        "effective_batch": self.scale["effective_batch"], "distributed": self.scale,
+                                        "render": cfg.render.label()}
         self.provenance: dict[str, Any] = {"mode": cfg.mode}
 
     # ---------------------------------------------------------------- setup
