@@ -258,3 +258,30 @@ def test_checkpoint_info_shows_the_render_a_policy_was_trained_with():
 
     text = format_info({"config": {"task": "fine_grained", "render": {"quality": "fast", "objects": "meshes"}, "x": 1}})
     assert '"render": {"objects": "meshes", "quality": "fast"}' in text and "(and 1 more keys)" in text
+
+
+def test_the_auto_encoders_identity_carries_a_non_default_render(tmp_path, monkeypatch):
+    """``path: auto`` pretrains on the run's render: another render, another cached encoder; the
+    defaults keep the folder of before."""
+    import vlnverse.learn.encoder as E
+
+    homes = []
+    for i in range(3):
+        homes.append(tmp_path / f"h{i}.usda")
+        homes[-1].write_text(f"#usda 1.0\n# home {i}\n")
+    folders, renders = [], []
+
+    class Stop(Exception):
+        pass
+
+    def fake(cfg, out, **kw):  # the folder it would pretrain into, then stop
+        folders.append(out)
+        renders.append(cfg.render.label())
+        raise Stop
+
+    monkeypatch.setattr(E, "run_pretraining", fake)
+    for render in (None, {"quality": "default", "objects": "primitives"}, "default:meshes", "fast"):
+        with pytest.raises(Stop):
+            E.pretrain_on_homes(homes, image_size=16, cache_dir=tmp_path / "cache", progress=False, render=render)
+    assert folders[0] == folders[1] and len(set(folders)) == 3
+    assert renders == ["default:primitives", "default:primitives", "default:meshes", "fast:primitives"]
