@@ -70,7 +70,8 @@ def render_flag(value, flag: str):
     try:
         return RenderConfig.parse(DEFAULT_RENDER if value is None else str(value), flag)
     except ConfigError as exc:
-        raise ConfigError(f"got {value!r} ({exc.problem})", field=flag,
+        part = (exc.field or "").rpartition(".")[2] if (exc.field or "").startswith(flag + ".") else None
+        raise ConfigError(f"got {value!r}" + (f" (unknown {part.upper()})" if part else ""), field=flag,
                           expected=f"QUALITY:OBJECTS, QUALITY one of {', '.join(RENDER_QUALITIES)}, "
                                    f"OBJECTS one of {', '.join(OBJECT_STYLES)} (default {DEFAULT_RENDER})") from None
 
