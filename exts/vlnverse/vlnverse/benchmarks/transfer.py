@@ -27,7 +27,9 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   evaluations, the online rounds' teacher cache, collection and validation, the frozen predictor's
   panoramas there, an adapted predictor's training panoramas -- is drawn with the target render
   (``TrainConfig.render``, ``EvalConfig.render``). When the renders differ, ``--body`` may be the
-  source body (a shift of the render alone); with one render it must differ.
+  source body (a shift of the render alone); with one render it must differ. The predictor reads
+  depth only unless trained with ``--rgb``: a ``quality``-only shift then changes nothing the
+  navigator reads (``objects: meshes`` changes depth too).
 - *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
   (zero-shot with the adapted predictor,) after round 1, after the last round and the round val_seen
   selected (``online_selected``: evaluated once more only when it is neither of those; the lift
