@@ -21,7 +21,7 @@ def _work(tmp_path):
 
 def _args(**kw):
     base = dict(work=None, body=None, epochs=None, rounds=None, round_epochs=None, stop_weight=None, seed=0, workers=None,
-                out=None, adapt_predictor=False, validation_episodes=None)
+                out=None, adapt_predictor=False, validation_episodes=None, source_render=None, target_render=None)
     base.update(kw)
     return argparse.Namespace(**base)
 
@@ -30,7 +30,12 @@ def _args(**kw):
                                            ({"body": "r2r_ce"}, "--body"), ({"rounds": 0}, "--rounds"),
                                            ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs"),
                                            ({"stop_weight": 0.0}, "--stop-weight"),
-                                           ({"validation_episodes": 0}, "--validation-episodes")])
+                                           ({"validation_episodes": 0}, "--validation-episodes"),
+                                           ({"target_render": "ultra:meshes"}, "--target-render"),
+                                           ({"source_render": "fast:boxes"}, "--source-render"),
+                                           ({"target_render": "fast:meshes:x"}, "--target-render"),
+                                           ({"body": "r2r_ce", "source_render": "fast", "target_render": "fast:primitives"},
+                                            "--body")])
 def test_bad_flags_are_one_line_errors_naming_the_flag(tmp_path, change, field):
     from vlnverse.benchmarks.transfer import check_args
     from vlnverse.core.errors import ConfigError
@@ -72,8 +77,9 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
 
     sr = {"transfer_zero_shot": 0.05, "transfer_online_round_1": 0.1, "transfer_online_round_2": 0.2}
 
-    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
-        evaluated.append({"checkpoint": spec.params["checkpoint"], "split": split, "mode": mode, "body": body, "name": out_name})
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None, render=None):
+        evaluated.append({"checkpoint": spec.params["checkpoint"], "split": split, "mode": mode, "body": body, "name": out_name,
+                          "render": render.label()})
         ci = {"mean": sr[out_name], "lo": sr[out_name] / 2, "hi": sr[out_name] * 2, "n": 100}
         return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
 
@@ -97,7 +103,9 @@ def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, m
     assert online["policy"] == source["policy"] and online["sensors"] == source["sensors"]  # the init check passes
     assert [e["checkpoint"] for e in evaluated] == [online["init"], str(work / "transfer" / "online" / "round_01.pt"),
                                                     str(work / "transfer" / "online" / "last.pt")]
-    assert {(e["split"], e["mode"], e["body"]) for e in evaluated} == {("val_unseen", "telhop", "low_base")}
+    assert {(e["split"], e["mode"], e["body"], e["render"]) for e in evaluated} == {
+        ("val_unseen", "telhop", "low_base", "default:primitives")}  # no render flag: today's protocol
+    assert source["render"] == online["render"] == {"quality": "default", "objects": "primitives"}
     assert figures["SR_after_over_before"] == 4.0 and figures["target"]["teacher_SR"] == 0.6
     assert [r["agent"] for r in figures["table"]] == ["zero_shot", "online_round_1", "online_round_2"]
     assert figures["selected"]["round"] == 2 and figures["SR_selected_over_before"] == 4.0  # no validation: the last
@@ -120,7 +128,7 @@ def test_the_round_val_seen_selected_is_evaluated_and_gives_the_selected_lift(tm
     sr = {"transfer_zero_shot": 0.1, "transfer_online_round_1": 0.2, "transfer_online_round_3": 0.12,
           "transfer_online_selected": 0.25}
 
-    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None, render=None):
         evaluated.append(spec.params["checkpoint"])
         ci = {"mean": sr[out_name], "lo": 0.0, "hi": 1.0, "n": 100}
         return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
@@ -155,13 +163,13 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
         {"dagger": [{"round": 1}], "cache": {"teacher_SR": 1.0, "frames": 714}} if cfg.get("mode") == "dagger"
         else {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}))
 
-    def fake_predictor(work_, scale, seed, body, folder):
+    def fake_predictor(work_, scale, seed, body, folder, render=None):
         predictors.append((work_, body, folder))
         return {"path": str(work_ / folder / "predictor.pt"), "held_out": {"next_waypoint_hit": 0.9}, "seconds": 1.0}
 
     sr = {"transfer_zero_shot": 0.02, "transfer_zero_shot_adapted_predictor": 0.18, "transfer_online_round_1": 0.3}
 
-    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None):
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None, render=None):
         evaluated.append((spec.params["checkpoint"], body))
         ci = {"mean": sr[out_name], "lo": 0.0, "hi": 1.0, "n": 100}
         return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
@@ -182,3 +190,83 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
     assert figures["SR_after_over_before"] == 15.0 and figures["SR_after_over_adapted_zero_shot"] == 1.67
     assert figures["target"]["adapted_predictor"]["path"] == wp and figures["target"]["teacher_frames"] == 714
     assert figures["source"]["checkpoint"] == swaps[0][0]
+
+
+def test_the_source_body_is_allowed_only_with_a_render_shift(tmp_path):
+    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.eval.config import RenderConfig
+
+    work = str(_work(tmp_path))
+    got = check_args(_args(work=work, body="r2r_ce", target_render="default:meshes"))
+    assert got[1] == "r2r_ce" and got[-2:] == (RenderConfig(), RenderConfig("default", "meshes"))
+    with pytest.raises(ConfigError, match=r"^--body.*--target-render other than --source-render"):
+        check_args(_args(work=work, body="r2r_ce", source_render="high:meshes", target_render="high:meshes"))
+    with pytest.raises(ConfigError, match=r"^--target-render: got 'ultra'.*QUALITY:OBJECTS, QUALITY one of fast, default, high"):
+        check_args(_args(work=work, target_render="ultra"))
+    assert check_args(_args(work=work))[-2:] == (RenderConfig(), RenderConfig())  # the defaults: no shift
+
+
+def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_with_the_target_one(tmp_path, monkeypatch):
+    """``--body r2r_ce --source-render default:primitives --target-render fast:meshes``: the source
+    trains with the source render; the zero-shot and round evaluations, the online rounds (teacher
+    cache, collection, validation: the online TrainConfig's ``render``) and an adapted predictor's
+    panoramas use the target render; the frozen predictor and the body stay the source's."""
+    import vlnverse.benchmarks.transfer as T
+    import vlnverse.learn.checkpoint as C
+    from vlnverse.eval.config import RenderConfig
+
+    work = _work(tmp_path)
+    trained, evaluated, predictors = [], [], []
+    monkeypatch.setattr(T, "_dataset", lambda *a: [])
+    monkeypatch.setattr(T, "_train", lambda cfg, b, s: trained.append(cfg) or (
+        {"dagger": [{"round": r} for r in (1, 2)]} if cfg.get("mode") == "dagger"
+        else {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}))
+
+    def fake_evaluate(spec, split, mode, work_, seed, workers, sensors, out_name, body=None, render=None):
+        evaluated.append((out_name, body, render))
+        ci = {"mean": 0.1, "lo": 0.0, "hi": 1.0, "n": 100}
+        return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
+
+    def fake_predictor(work_, scale, seed, body, folder, render=None):
+        predictors.append((body, folder, render))
+        return {"path": str(work_ / folder / "predictor.pt"), "held_out": {}, "seconds": 1.0}
+
+    monkeypatch.setattr(T, "evaluate", fake_evaluate)
+    monkeypatch.setattr(T, "train_waypoint_predictor", fake_predictor)
+    monkeypatch.setattr(C, "swap_predictor", lambda *a: None)
+    figures = T.run(_args(work=str(work), body="r2r_ce", rounds=2, adapt_predictor=True,
+                          source_render="default:primitives", target_render="fast:meshes",
+                          out=str(tmp_path / "shift.json")))
+    target = RenderConfig("fast", "meshes")
+    source, online = trained
+    assert source["render"] == {"quality": "default", "objects": "primitives"} and source.get("body") is None
+    assert online["render"] == {"quality": "fast", "objects": "meshes"} and online["body"] == "r2r_ce"
+    assert online["mode"] == "dagger" and online["policy"]["params"]["waypoint_predictor"].endswith(
+        "waypoints_r2r_ce_fast_meshes/predictor.pt")
+    assert source["policy"]["params"]["waypoint_predictor"] == str(work / "waypoints" / "predictor.pt")
+    assert predictors == [("r2r_ce", "waypoints_r2r_ce_fast_meshes", target)]
+    assert [e[0] for e in evaluated] == ["transfer_zero_shot", "transfer_zero_shot_adapted_predictor",
+                                         "transfer_online_round_1", "transfer_online_round_2"]
+    assert all(b == "r2r_ce" and r == target for _, b, r in evaluated)
+    assert {r["render"] for r in figures["table"]} == {"fast:meshes"}
+    assert figures["source"]["render"] == "default:primitives" and figures["target"]["render"] == "fast:meshes"
+    assert (tmp_path / "shift.png").stat().st_size > 10_000
+
+
+def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_training(tmp_path, monkeypatch):
+    import vlnverse.benchmarks.train as B
+    import vlnverse.eval.runner as R
+    import vlnverse.learn.waypoints as W
+    from vlnverse.eval.config import NamedSpec, RenderConfig
+
+    renders, predictor = [], []
+    monkeypatch.setattr(R, "run_eval", lambda cfg, **kw: renders.append(cfg.render))
+    monkeypatch.setattr(B, "episode_metrics", lambda out: {m: [1.0, 0.0] for m in B.METRICS})
+    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "x", render=RenderConfig("high", "meshes"))
+    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "y")
+    assert renders == [RenderConfig("high", "meshes"), RenderConfig()]
+    monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append(cfg.render) or
+                        {"held_out": {"predicted": {}}, "train_poses": 1})
+    B.train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
+    assert predictor == [RenderConfig("fast", "meshes")]

@@ -61,6 +61,12 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="transfer: weight of STOP steps in the online rounds' loss (il.stop_weight, default 1)")
     p.add_argument("--validation-episodes", type=int, default=None,
                    help="transfer: val_seen episodes validating each online round, which selects best.pt (default 6)")
+    p.add_argument("--source-render", default=None, metavar="QUALITY:OBJECTS",
+                   help="transfer: how the source's training frames are drawn (default default:primitives)")
+    p.add_argument("--target-render", default=None, metavar="QUALITY:OBJECTS",
+                   help="transfer: how everything in the target domain is drawn: evaluations, online rounds, the "
+                        "predictor's panoramas (default default:primitives); differing from --source-render, "
+                        "--body may be the source body (a visual shift alone)")
     p.add_argument("--adapt-predictor", action="store_true",
                    help="transfer: also train a waypoint predictor on the target body's panoramas, evaluate the source "
                         "with it zero-shot, and start the online rounds from that checkpoint")

@@ -68,6 +68,7 @@ import csv
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 DEFAULT_BUDGET = 1200.0        # seconds per row that the dataset sizes are scaled against (--budget)
 IL_EPOCHS = 15                 # IL epochs per row (--epochs): the budget, the same for every row
@@ -182,10 +183,11 @@ def _rows(args) -> list[dict]:
     return [r for r in POLICY_ROWS if r["name"] in names]
 
 
-def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints") -> dict:
+def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints",
+                             render: Any = None) -> dict:
     """The candidate waypoint predictor trained afresh on ``body``'s panoramas of the train scenes
-    (150 poses per scene at the default budget) into ``work/folder``; returns its file, held-out
-    metrics and seconds."""
+    (150 poses per scene at the default budget, drawn with ``render``: a ``RenderConfig``, None
+    the defaults) into ``work/folder``; returns its file, held-out metrics and seconds."""
     import shutil
 
     from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
@@ -193,7 +195,8 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r
     shutil.rmtree(work / folder, ignore_errors=True)  # a fresh run (it would resume)
     t0 = time.perf_counter()
     wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
-                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed, body=body),
+                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed, body=body,
+                                                   render=render),
                                work / folder)
     return {"path": str(work / folder / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
@@ -575,17 +578,18 @@ def render_only(args) -> dict:
 
 
 def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str,
-             body: str | None = None, task: str = "fine_grained", episodes: Path | None = None) -> dict:
+             body: str | None = None, task: str = "fine_grained", episodes: Path | None = None, render: Any = None) -> dict:
     """One agent on one split and collision mode through the eval runner (``body``: a preset name
     or YAML path, default the task's; ``task`` and its ``episodes``, default the rows'
-    ``work/<split>.jsonl``), into ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, ReportConfig, sensor_config
+    ``work/<split>.jsonl``; ``render``: the ``RenderConfig`` the cameras draw with, None the
+    defaults), into ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
+    from vlnverse.eval.config import EpisodeSource, EvalConfig, RenderConfig, ReportConfig, sensor_config
     from vlnverse.eval.runner import run_eval
 
     out = work / "eval" / out_name / mode / split
     cfg = EvalConfig(agent=spec, task=task, episodes=EpisodeSource(path=str(episodes or work / f"{split}.jsonl")),
                      max_steps=MAX_STEPS, collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed, body=body,
-                     out=str(out), report=ReportConfig(enabled=False))
+                     out=str(out), report=ReportConfig(enabled=False), render=RenderConfig.parse(render, "render"))
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers)
     per = episode_metrics(out)

@@ -21,6 +21,15 @@ evaluated zero-shot in a new domain, then fine-tuned online there.
   trained afresh on the *target* body's panoramas of the same scenes (the simulator's free labels, no
   navigator data) replaces the source's (``learn.checkpoint.swap_predictor``), evaluated zero-shot,
   and the online rounds start from that checkpoint with its oracle as the teacher.
+- *A visual shift* (``--source-render`` / ``--target-render QUALITY:OBJECTS``, default
+  ``default:primitives`` both: no shift): the source trains on frames drawn with the source render
+  (its teacher cache and validation); everything in the target domain -- the zero-shot and later
+  evaluations, the online rounds' teacher cache, collection and validation, the frozen predictor's
+  panoramas there, an adapted predictor's training panoramas -- is drawn with the target render
+  (``TrainConfig.render``, ``EvalConfig.render``). When the renders differ, ``--body`` may be the
+  source body (a shift of the render alone); with one render it must differ. The predictor reads
+  depth only unless trained with ``--rgb``: a ``quality``-only shift then changes nothing the
+  navigator reads (``objects: meshes`` changes depth too).
 - *Evaluated* with the target body under Tel-Hop on the work folder's val_unseen episodes: zero-shot,
   (zero-shot with the adapted predictor,) after round 1, after the last round and the round val_seen
   selected (``online_selected``: evaluated once more only when it is neither of those; the lift
@@ -49,11 +58,30 @@ DAGGER_P = 0.5               # β = p^round
 ONLINE_LR = 5e-4
 ONLINE_MAX_STEPS = 15        # decisions per collected episode: 3x the ~5 the waypoint oracle takes on these homes
 WORK_FILES = ("train.jsonl", "val_seen.jsonl", "val_unseen.jsonl", "waypoints/predictor.pt")
+DEFAULT_RENDER = "default:primitives"  # --source-render / --target-render default: the simulator's defaults
 
 
-def check_args(args) -> tuple[Path, str, int, int, int, float, bool, int]:
+def render_flag(value, flag: str):
+    """The ``RenderConfig`` of a ``QUALITY:OBJECTS`` flag (None: ``DEFAULT_RENDER``); a bad value
+    is a one-line ``ConfigError`` naming ``flag`` and the expected form."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.eval.config import RenderConfig
+    from vlnverse.scenes.object_meshes import OBJECT_STYLES
+    from vlnverse.sim.types import RENDER_QUALITIES
+
+    try:
+        return RenderConfig.parse(DEFAULT_RENDER if value is None else str(value), flag)
+    except ConfigError as exc:
+        part = (exc.field or "").rpartition(".")[2] if (exc.field or "").startswith(flag + ".") else None
+        raise ConfigError(f"got {value!r}" + (f" (unknown {part.upper()})" if part else ""), field=flag,
+                          expected=f"QUALITY:OBJECTS, QUALITY one of {', '.join(RENDER_QUALITIES)}, "
+                                   f"OBJECTS one of {', '.join(OBJECT_STYLES)} (default {DEFAULT_RENDER})") from None
+
+
+def check_args(args) -> tuple:
     """(work folder, target body, source epochs, rounds, round epochs, STOP weight, adapt the
-    predictor, val_seen episodes per validation); one-line ``ConfigError`` naming the flag."""
+    predictor, val_seen episodes per validation, source render, target render); one-line
+    ``ConfigError`` naming the flag."""
     from vlnverse.core.body import load_body
     from vlnverse.core.errors import ConfigError, VLNVerseError
 
@@ -69,8 +97,12 @@ def check_args(args) -> tuple[Path, str, int, int, int, float, bool, int]:
         target = load_body(body)
     except VLNVerseError as exc:
         raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
-    if body == SOURCE_BODY or target == load_body(SOURCE_BODY):
-        raise ConfigError(f"got {body!r}, the source body", field="--body", expected=f"a body other than {SOURCE_BODY}")
+    source_render = render_flag(getattr(args, "source_render", None), "--source-render")
+    target_render = render_flag(getattr(args, "target_render", None), "--target-render")
+    if (body == SOURCE_BODY or target == load_body(SOURCE_BODY)) and source_render == target_render:
+        raise ConfigError(f"got {body!r}, the source body, and one render ({source_render.label()}) for both domains",
+                          field="--body", expected=f"a body other than {SOURCE_BODY}, or a --target-render other "
+                                                   f"than --source-render (a visual shift)")
     given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS),
              "--validation-episodes": ("validation_episodes", VALIDATION_EPISODES)}
     counts = {flag: default if getattr(args, attr, None) is None else getattr(args, attr)
@@ -81,11 +113,14 @@ def check_args(args) -> tuple[Path, str, int, int, int, float, bool, int]:
         raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
     adapt = bool(getattr(args, "adapt_predictor", False))
     return (work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight), adapt,
-            counts["--validation-episodes"])
+            counts["--validation-episodes"], source_render, target_render)
 
 
-def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
-    """The source model's IL ``TrainConfig`` (a dict): the VLN-BERT row on the shipped train scenes, default body."""
+def source_config(work: Path, seed: int, workers: int, epochs: int, render=None) -> dict:
+    """The source model's IL ``TrainConfig`` (a dict): the VLN-BERT row on the shipped train scenes,
+    default body, frames drawn with ``render`` (a ``RenderConfig``; None: the defaults)."""
+    from dataclasses import asdict
+
     from vlnverse.tasks.episode import save_episodes
 
     seen = _dataset("fine_grained", "train", TRAIN_SCENE_EPISODES, seed, work / "data_shipped_train", VAL_SEEN_FRACTION)
@@ -98,14 +133,21 @@ def source_config(work: Path, seed: int, workers: int, epochs: int) -> dict:
     cfg = row_config(row, work, None, seed, "auto", workers, params, epochs)
     cfg.update(train=str(folder / "shipped_train.jsonl"), val={"val_seen": str(folder / "shipped_val_seen.jsonl")},
                out=str(folder / "source"))
+    if render is not None:
+        cfg["render"] = asdict(render)
     return cfg
 
 
 def online_config(source: dict, work: Path, body: str, rounds: int, round_epochs: int, stop_weight: float = 1.0,
-                  validation_episodes: int = VALIDATION_EPISODES) -> dict:
+                  validation_episodes: int = VALIDATION_EPISODES, render=None) -> dict:
     """The online fine-tuning ``TrainConfig`` (a dict): DAgger from the source's ``best.pt`` with the
-    target ``body`` on the work folder's training homes, each round validated on ``validation_episodes``."""
+    target ``body`` on the work folder's training homes, each round validated on ``validation_episodes``,
+    everything drawn with the target ``render`` (a ``RenderConfig``; None: the source's)."""
+    from dataclasses import asdict
+
     cfg = copy.deepcopy(source)
+    if render is not None:
+        cfg["render"] = asdict(render)
     cfg.update(mode="dagger", init=str(Path(source["out"]) / "best.pt"), body=body,
                train=str(work / "train.jsonl"), val={"val_seen": str(work / "val_seen.jsonl")},
                out=str(work / "transfer" / "online"),
@@ -128,28 +170,32 @@ def run(args) -> dict:
     require_torch("vlnverse bench transfer", field=None)
     from vlnverse.learn.checkpoint import swap_predictor
 
-    work, body, epochs, rounds, round_epochs, stop_weight, adapt, validation_episodes = check_args(args)
+    (work, body, epochs, rounds, round_epochs, stop_weight, adapt, validation_episodes, source_render,
+     target_render) = check_args(args)
     seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
     # a fresh run: the generated episodes are reused, the models and their evaluations are not
     for stale in [work / "transfer", *(work / "eval").glob("transfer_*")]:
         shutil.rmtree(stale, ignore_errors=True)
     load_start, t0 = os.getloadavg(), time.perf_counter()
-    source = source_config(work, seed, workers, epochs)
+    source = source_config(work, seed, workers, epochs, render=source_render)
     src = _train(source, float("inf"), 1.0)
     t_source = time.perf_counter()
-    online = online_config(source, work, body, rounds, round_epochs, stop_weight, validation_episodes)
+    online = online_config(source, work, body, rounds, round_epochs, stop_weight, validation_episodes, render=target_render)
     table: list[dict] = []
 
-    def stage(name: str, checkpoint: str) -> None:
+    def stage(name: str, checkpoint: str) -> None:  # the target domain: its body and its render
         got = evaluate(NamedSpec("policy", {"checkpoint": checkpoint, "device": "auto"}), "val_unseen", "telhop", work,
-                       seed, workers, SENSORS, f"transfer_{name}", body=body)
-        table.append({"agent": name, "split": "val_unseen", "mode": "telhop", "body": body, **got})
+                       seed, workers, SENSORS, f"transfer_{name}", body=body, render=target_render)
+        table.append({"agent": name, "split": "val_unseen", "mode": "telhop", "body": body,
+                      "render": target_render.label(), **got})
 
     source_checkpoint = online["init"]
     stage("zero_shot", source_checkpoint)
     predictor = None
     if adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
-        predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=f"waypoints_{Path(body).stem}")
+        folder = f"waypoints_{Path(body).stem}" + ("" if target_render.is_default() else
+                                                   f"_{target_render.quality}_{target_render.objects}")
+        predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=folder, render=target_render)
         adapted = str(work / "transfer" / "source_adapted_predictor.pt")
         swap_predictor(online["init"], predictor["path"], adapted)
         online["init"] = adapted
@@ -171,10 +217,11 @@ def run(args) -> dict:
         stage("online_selected", str(out / "best.pt"))
         selected = table[-1]
     figures = {
-        "source": {"body": SOURCE_BODY, "scenes": "the 6 shipped train scenes", "il_epochs": epochs,
+        "source": {"body": SOURCE_BODY, "render": source_render.label(), "scenes": "the 6 shipped train scenes",
+                   "il_epochs": epochs,
                    "episodes": src["il"]["episodes"], "accuracy": src["il"]["accuracy"], "seconds": src["il"]["seconds"],
                    "checkpoint": source_checkpoint},
-        "target": {"body": body, "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR"),
+        "target": {"body": body, "render": target_render.label(), "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR"),
                    "teacher_frames": (got.get("cache") or {}).get("frames"),
                    "adapted_predictor": predictor and {k: predictor[k] for k in ("path", "held_out", "seconds")}},
         "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
@@ -209,6 +256,11 @@ def _selected_round(got: dict) -> int | None:
     return int(tag.split("_")[1]) if tag.startswith("round_") else None
 
 
+def _render_note(label: str | None) -> str:
+    """`` (render QUALITY:OBJECTS)`` for a render other than the defaults, else nothing."""
+    return "" if label in (None, DEFAULT_RENDER) else f" (render {label})"
+
+
 def plot_stages(figures: dict, path: Path) -> None:
     """PNG: SR and nDTW with their 95% CIs per stage, and the rounds' collection SR and accuracy."""
     import matplotlib
@@ -223,7 +275,8 @@ def plot_stages(figures: dict, path: Path) -> None:
         means = [r[metric]["mean"] for r in table]
         err = [[m - r[metric]["lo"] for m, r in zip(means, table)], [r[metric]["hi"] - m for m, r in zip(means, table)]]
         ax.bar(names, means, yerr=err, capsize=4, color=["#999999" if n.startswith("zero_shot") else "#3b7dd8" for n in names])
-        ax.set_title(f"val_unseen {metric} (95% CI), body {figures['target']['body']}")
+        ax.set_title(f"val_unseen {metric} (95% CI), body {figures['target']['body']}"
+                     + _render_note(figures["target"].get("render")))
         ax.tick_params(axis="x", rotation=15)
     rounds = figures["online"]["per_round"]
     axes[2].plot([r["round"] for r in rounds], [r["collection_SR"] for r in rounds], "o-", label="collection SR")
@@ -232,7 +285,8 @@ def plot_stages(figures: dict, path: Path) -> None:
     axes[2].set_xlabel("online round")
     axes[2].legend()
     axes[2].set_title("online rounds")
-    fig.suptitle(f"bench transfer: {figures['source']['body']} (shipped scenes) -> {figures['target']['body']} "
+    fig.suptitle(f"bench transfer: {figures['source']['body']}{_render_note(figures['source'].get('render'))} (shipped "
+                 f"scenes) -> {figures['target']['body']}{_render_note(figures['target'].get('render'))} "
                  f"(generated homes); device {figures['device']}, load {figures['load_average_1m']}")
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")

@@ -172,6 +172,40 @@ class RenderConfig:
         so backends without the option keep working with the default)."""
         return {"quality": self.quality, **({} if self.objects == "primitives" else {"objects": self.objects})}
 
+    def is_default(self) -> bool:
+        """Whether these are the simulator's defaults (``default`` quality, ``primitives`` objects)."""
+        return (self.quality, self.objects) == ("default", "primitives")
+
+    def options(self) -> dict[str, str]:
+        """``sim_options()``, empty for the defaults: what the learning layer passes to every
+        simulator it makes (so runs with the default render are the ones from before the option)."""
+        return {} if self.is_default() else self.sim_options()
+
+    def key(self) -> dict[str, str] | None:
+        """``{quality, objects}`` for a cache key, None for the defaults (keys of default renders stay
+        as they were before render settings existed)."""
+        return None if self.is_default() else {"quality": self.quality, "objects": self.objects}
+
+    def label(self) -> str:
+        """``QUALITY:OBJECTS`` (the form ``parse`` reads)."""
+        return f"{self.quality}:{self.objects}"
+
+    @classmethod
+    def parse(cls, value: Any, field: str = "render") -> "RenderConfig":
+        """A validated ``RenderConfig`` from a mapping, another ``RenderConfig``, None (the defaults) or
+        a ``QUALITY:OBJECTS`` / ``QUALITY`` string; a bad one is a ``ConfigError`` naming ``field``."""
+        from ..core.config import from_dict, validate
+
+        if isinstance(value, cls):
+            validate(value, prefix=field)
+            return value
+        if isinstance(value, str):
+            parts = value.split(":")
+            if len(parts) > 2 or not all(p.strip() for p in parts):
+                raise ConfigError(f"got {value!r}", field=field, expected="QUALITY[:OBJECTS], e.g. default:meshes")
+            value = {"quality": parts[0].strip(), **({"objects": parts[1].strip()} if len(parts) == 2 else {})}
+        return from_dict(cls, {} if value is None else value, prefix=field)
+
 
 @dataclass
 class EvalConfig:

@@ -3,7 +3,8 @@
 A cache folder is ``<cache dir>/obs/<key hash>``; the key covers the episodes (ids, starts, goals,
 reference paths, instructions), the sensor rig, the body, the collision mode and its parameters,
 the step limits, the code version (``vlnverse.learn.code_version()``) and how the frames were
-rendered (``render``: ``physics`` or ``teleport``, see ``collect``), so any change makes a new cache. A cache that is missing, was interrupted, or lost a chunk file is rebuilt, and the log
+rendered (``render``: ``physics`` or ``teleport``, see ``collect``) and, when they are not the
+defaults, the render settings (``render_settings``: quality, objects), so any change makes a new cache. A cache that is missing, was interrupted, or lost a chunk file is rebuilt, and the log
 says why. Its size and render rate (frames/s) are reported.
 """
 from __future__ import annotations
@@ -20,15 +21,18 @@ log = logging.getLogger(__name__)
 
 
 def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None,
-              teacher: Any = None, render: str = "physics") -> dict[str, Any]:
+              teacher: Any = None, render: str = "physics", render_settings: Any = None) -> dict[str, Any]:
     """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``; ``render`` is the
-    render path (``physics`` | ``teleport``)."""
+    render path (``physics`` | ``teleport``); ``render_settings`` (a ``RenderConfig``) adds
+    ``{quality, objects}`` unless None or the defaults (the keys of default renders are unchanged)."""
+    view = None if render_settings is None else render_settings.key()
     episodes_key = content_key("episodes", 1, [{k: v for k, v in ep.to_dict().items() if k != "info"}
                                                for ep in episodes])
     return {"episodes_sha256": episodes_key, "episodes": len(episodes), "sensors": sensor_layout(sensors),
             "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
             "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
-            "code_version": code_version(), "render": render, **({"teacher": teacher.key} if teacher is not None else {})}
+            "code_version": code_version(), "render": render, **({"teacher": teacher.key} if teacher is not None else {}),
+            **({"render_settings": view} if view is not None else {})}
 
 
 def cache_root(base: str | Path | None) -> Path:
@@ -76,8 +80,8 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
                   scene_loader: Callable | None = None, backend: str = "auto", progress: bool = True,
                   report: Callable[[str], None] = print, teacher: Any = None, workers: int = 1,
                   engine: str = "local", address: str | None = None,
-                  job_timeout: float | None = None, render: str = "auto", build: bool = True
-                  ) -> tuple[StepStore, dict[str, Any]]:
+                  job_timeout: float | None = None, render: str = "auto", build: bool = True,
+                  render_settings: Any = None) -> tuple[StepStore, dict[str, Any]]:
     """The observation cache of ``episodes`` (built when missing or stale); returns the store and
     its stats (``status``: reused / built / rebuilt, ``frames``, ``bytes``, ``frames_per_s`` when built).
     ``teacher``: a policy's teacher spec (see ``collect``); None is the discrete oracle.
@@ -85,12 +89,13 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     the cache's files are byte-identical to a serial build's, so they are not part of its key.
     ``render``: ``auto`` (teleport where it applies), ``physics`` or ``teleport``
     (``collect.resolve_render_path``). ``build=False`` (ranks > 0 of a distributed run, which
-    open what rank 0 built) makes a cache that cannot be reused a ``VLNVerseError``."""
+    open what rank 0 built) makes a cache that cannot be reused a ``VLNVerseError``.
+    ``render_settings``: the ``RenderConfig`` the frames are drawn with (None: the defaults)."""
     from .collect import collect, resolve_render_path
 
     render = resolve_render_path(render, collision_mode, teacher, sensors)
     key = cache_key(episodes, sensors=sensors, settings=settings, collision_mode=collision_mode, mode_params=mode_params,
-                    teacher=teacher, render=render)
+                    teacher=teacher, render=render, render_settings=render_settings)
     root, store, status = keyed_store(base_dir, "obs", key, what="observation", build=build, report=report)
     if status == "reused":
         stats = {"status": "reused", "path": str(root), "frames": store.num_steps, "episodes": len(store),
@@ -102,7 +107,7 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
     result = collect(episodes, settings=settings, sensors=sensors, collision_mode=collision_mode, store=store,
                      scene_loader=scene_loader, mode_params=mode_params, backend=backend, progress=progress,
                      desc="render cache", teacher=teacher, workers=workers, engine=engine, address=address,
-                     job_timeout=job_timeout, render=render)
+                     job_timeout=job_timeout, render=render, render_settings=render_settings)
     teacher_sr = round(sum(r["metrics"]["SR"] or 0.0 for r in result["records"]) / max(1, len(result["records"])), 4)
     store.close(teacher_SR=teacher_sr)
     stats = {"status": status, "path": str(root), "frames": store.num_steps, "episodes": len(store),

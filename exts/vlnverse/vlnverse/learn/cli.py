@@ -41,6 +41,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--image-size", type=int, default=16, help="pixels per panorama view (square)")
     t.add_argument("--rgb", action="store_true", help="read the RGB panorama too")
+    _render_flags(t, "panoramas")
     t.add_argument("--out", default="runs/waypoints", help="output folder (predictor.pt, metrics.json, loss.png)")
     t.add_argument("--no-progress", action="store_true")
     t.set_defaults(func=_waypoints_train)
@@ -69,6 +70,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--probe-epochs", type=int, default=8, help="epochs of the frozen-feature probe (0: none)")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--threads", type=int, default=1, help="torch CPU threads")
+    _render_flags(e, "frames")
     e.add_argument("--out", default="runs/encoder", help="output folder (encoder.safetensors + encoder.json, "
                                                          "metrics.json, loss.png)")
     e.add_argument("--no-progress", action="store_true")
@@ -226,6 +228,14 @@ def _launch_options(args: argparse.Namespace) -> None:
         raise ConfigError(f"got {args.max_restarts}", field="--max-restarts", expected="an integer >= 0")
 
 
+def _render_flags(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--quality`` / ``--objects``: the ``render`` settings the ``what`` are drawn with (as ``vlnverse eval``'s)."""
+    parser.add_argument("--quality", choices=("fast", "default", "high"), default="default",
+                        help=f"render preset of the {what} (default: default)")
+    parser.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+                        help=f"how objects are drawn in the {what}: meshes = detailed render meshes (default: primitives)")
+
+
 def _waypoints_train(args: argparse.Namespace) -> int:
     import json
 
@@ -238,7 +248,8 @@ def _waypoints_train(args: argparse.Namespace) -> int:
     cfg = WaypointTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
                               val_poses_per_scene=args.val_poses_per_scene, epochs=args.epochs,
                               batch_size=args.batch_size, lr=args.lr, seed=args.seed,
-                              model={"image_size": args.image_size, "rgb": bool(args.rgb)})
+                              model={"image_size": args.image_size, "rgb": bool(args.rgb)},
+                              render={"quality": args.quality, "objects": args.objects})
     try:
         cfg.validate()
     except ConfigError as exc:  # name the command-line option of the field
@@ -276,7 +287,8 @@ def _pretrain_encoder(args: argparse.Namespace) -> int:
                              hfov_deg=args.hfov, max_depth=args.max_depth, channels=args.channels,
                              out_dim=args.out_dim, objectives=tuple(o.strip() for o in args.objectives.split(",") if o.strip()),
                              epochs=args.epochs, batch_size=args.batch_size, lr=args.lr, probe_epochs=args.probe_epochs,
-                             seed=args.seed, threads=args.threads)
+                             seed=args.seed, threads=args.threads,
+                             render={"quality": args.quality, "objects": args.objects})
     cfg.validate()
     metrics = run_pretraining(cfg, args.out, progress=not args.no_progress)
     print(json.dumps({"held_out_before": metrics["held_out_before"]["loss"], "held_out": metrics["held_out"],

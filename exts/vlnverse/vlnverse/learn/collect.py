@@ -15,7 +15,9 @@ sensor at each step inside the rollout, as evaluation does; ``teleport`` (Tel-Ho
 discrete oracle teacher) runs the same rollout with no sensor attached -- the simulator only
 teleports the agent and probes the destination, so the poses and labels are the physics
 rollout's -- and then renders each episode's frames at the recorded poses in one batch through
-``render_at``, RGB and depth of a matching rig in one pass (``render_frames``).
+``render_at``, RGB and depth of a matching rig in one pass (``render_frames``). Either way the
+simulator draws with the run's render settings (``render_settings``: the train config's
+``render``, quality and objects; None or the defaults: the simulator's defaults).
 """
 from __future__ import annotations
 
@@ -167,7 +169,17 @@ class CollectJob:
     torch_threads: int | None
     render: str
     scene_path: str = ""
+    #: the run's ``RenderConfig`` (quality, objects); None: the simulator's defaults
+    render_settings: Any = None
     episodes: list = field(default_factory=list)
+
+
+def render_kwargs(render_settings: Any) -> dict[str, str]:
+    """``run_scene``'s ``quality`` / ``objects`` for a ``RenderConfig`` (none for None or the defaults,
+    so a default run calls the simulator exactly as before render settings existed)."""
+    if render_settings is None or render_settings.is_default():
+        return {}
+    return {"quality": render_settings.quality, "objects": render_settings.objects}
 
 
 def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
@@ -200,7 +212,7 @@ def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Call
     run_scene(payload.scene_path, episodes, payload.settings, agent, collision_mode=payload.collision_mode,
               mode_params=payload.mode_params, sensors=[] if teleport else payload.sensors,
               backend=payload.backend, scene_loader=payload.scene_loader, on_record=done,
-              visuals=draw if teleport else None)
+              visuals=draw if teleport else None, **render_kwargs(payload.render_settings))
 
 
 def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str, store: Any,
@@ -208,14 +220,16 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
             learner: Any = None, beta: float = 1.0, seed: int = 0, backend: str = "auto",
             progress: bool = True, desc: str = "collect", teacher: Any = None,
             workers: int = 1, engine: str = "local", address: str | None = None,
-            job_timeout: float | None = None, render: str = "physics") -> dict[str, Any]:
+            job_timeout: float | None = None, render: str = "physics", render_settings: Any = None) -> dict[str, Any]:
     """Run ``episodes`` with a ``TeacherForcingAgent`` through the runner's ``run_scene`` (one
     simulator per scene, the rollout seam) and append every visited step to ``store``; returns
     ``{"episodes", "steps", "seconds", "steps_per_s", "records"}``. ``teacher`` (a policy's
     teacher spec with ``make_agent(learner, beta, sensors, seed)``, e.g. RDP's continuous
     waypoint teacher) replaces the discrete oracle teacher. ``render``: ``physics`` or
     ``teleport`` (``RENDER_PATHS``; teleport only with β = 1 and no learner: the frames are
-    drawn after each episode, so nothing may act on them).
+    drawn after each episode, so nothing may act on them). ``render_settings``: the
+    ``RenderConfig`` every simulator draws with (quality, objects; the teacher's and learner's own
+    panoramas too, through the scene context's ``render_options``); None: the defaults.
 
     ``workers`` / ``engine`` / ``address`` / ``job_timeout`` roll scenes out in parallel
     (``vlnverse.core.parallel``; ``scene_loader``, ``teacher`` and ``learner`` are then pickled
@@ -244,7 +258,8 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     common = CollectJob(teacher=teacher, learner=learner, beta=beta, seed=seed, settings=settings, sensors=sensors,
                         sensor_names=tuple(s.name for s in sensors), collision_mode=collision_mode,
                         mode_params=(mode_params or {}).get(collision_mode, {}), backend=backend,
-                        scene_loader=scene_loader, torch_threads=torch_threads, render=render)
+                        scene_loader=scene_loader, torch_threads=torch_threads, render=render,
+                        render_settings=render_settings)
     jobs = scene_jobs(by_scene, common, send=not inline, field_name="workers",
                       expected="1, or a module-level scene_loader and picklable teacher / learner")
     order = [ep.episode_id for eps in by_scene.values() for ep in eps]

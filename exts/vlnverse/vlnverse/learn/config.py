@@ -13,6 +13,7 @@ Example (``tasks/train/cma_fine_grained.yaml``)::
       - {name: depth, kind: depth, width: 64, height: 64}
     il: {epochs: 10, batch_size: 8, lr: 0.00025, inflection_weight: auto}
     out: runs/train/cma_fine_grained
+    render: {quality: default, objects: meshes}   # optional; default: default / primitives
 
 ``mode=dagger init=CHECKPOINT`` switches to online DAgger fine-tuning from a checkpoint; ``init=`` in
 IL mode warm-starts imitation from it (offline fine-tuning: its weights and vocabulary).
@@ -41,7 +42,7 @@ from typing import Any
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
 from ..core.parallel import CONFIG_FIELDS, ParallelConfig
-from ..eval.config import EpisodeSource, NamedSpec, SensorConfig
+from ..eval.config import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
 
 #: Training modes.
 TRAIN_MODES = ("il", "dagger")
@@ -288,6 +289,10 @@ class TrainConfig:
     plugins: list[str] = field(default_factory=list)
     #: a multi-task run: one ``TaskSpec`` per task, replacing ``task`` / ``train`` / ``val`` (module docstring)
     tasks: list[TaskSpec] = field(default_factory=list)
+    #: how every simulator of the run draws (``quality`` fast | default | high, ``objects`` primitives
+    #: | meshes; the eval config's ``render``): the teacher cache, DAgger, validation, pretrained
+    #: encoders resolved with ``path: auto``; recorded in the checkpoints, not forced at evaluation
+    render: RenderConfig = field(default_factory=RenderConfig)
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
@@ -382,6 +387,8 @@ class TrainConfig:
         for task in data.get("tasks") or []:  # runs from before per-task observation setups resume
             if task.get("observation") is None:
                 task.pop("observation", None)
+        if self.render.is_default():  # runs from before render settings resume
+            data.pop("render", None)
         dist = {k: v for k, v in data.pop("distributed", {}).items() if k in ("batch", "lr_scaling")}
         if dist != {"batch": "global", "lr_scaling": "none"}:  # the default trains what one process does
             data["distributed"] = dist
@@ -390,6 +397,10 @@ class TrainConfig:
     def sensor_specs(self) -> list:
         """The simulator's ``CameraSpec`` list."""
         return [s.to_spec() for s in self.sensors]
+
+    def render_options(self) -> dict[str, str]:
+        """The ``make_simulator`` render options of the run (``render``; empty for the defaults)."""
+        return self.render.options()
 
 
 def resolve_train_config_path(name: str) -> Path:

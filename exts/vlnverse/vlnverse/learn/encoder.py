@@ -237,13 +237,16 @@ class FrameData:
 
 class FrameRenderer:
     """RGB, depth and semantic frames of one camera rig at any pose (``render_at``), one simulator
-    per scene description."""
+    per scene description, drawn with the ``make_simulator`` render ``options`` (``quality``,
+    ``objects``; ``RenderConfig.options()``)."""
 
-    def __init__(self, size: int = 64, hfov_deg: float = 90.0, max_depth: float = 10.0):
+    def __init__(self, size: int = 64, hfov_deg: float = 90.0, max_depth: float = 10.0,
+                 options: dict[str, str] | None = None):
         from ..sim.sensors import CameraSpec
 
         self.specs = [CameraSpec(name=k, kind=k, width=size, height=size, hfov_deg=hfov_deg, max_depth=max_depth)
                       for k in ("rgb", "depth", "semantic")]
+        self.options = dict(options or {})
         self._desc: Any = None
         self._sim: Any = None
         self._lut: np.ndarray | None = None
@@ -255,7 +258,7 @@ class FrameRenderer:
 
         if self._desc is not desc:
             self.close()
-            self._sim = make_simulator(desc, body, sensors=[])
+            self._sim = make_simulator(desc, body, sensors=[], **self.options)
             self._desc = desc
             index = {n: i for i, n in enumerate(SEMANTIC_CLASSES)}
             self._lut = np.array([index.get(n, index["other"]) for n in self._sim.semantic_labels], dtype=np.int64)
@@ -445,7 +448,9 @@ def fit(trunks: dict[str, nn.Module], heads: Heads, train: FrameData, *, epochs:
 
 @dataclass
 class EncoderTrainConfig:
-    """``vlnverse pretrain-encoder`` settings."""
+    """``vlnverse pretrain-encoder`` settings; ``render``: how the frames are drawn (the train / eval
+    configs' ``render``: a mapping ``{quality, objects}``, a ``RenderConfig`` or ``QUALITY:OBJECTS``;
+    None: the defaults)."""
 
     scenes: Any = "train"
     val_scenes: Any = "val_unseen"
@@ -464,9 +469,13 @@ class EncoderTrainConfig:
     seed: int = 0
     body: str = "r2r_ce"
     threads: int | None = 1
+    render: Any = None
 
     def validate(self) -> None:
-        """Known objectives, positive sizes."""
+        """Known objectives, positive sizes, render settings (normalised to a ``RenderConfig``)."""
+        from ..eval.config import RenderConfig
+
+        self.render = RenderConfig.parse(self.render, "render")
         bad = [o for o in self.objectives if o not in OBJECTIVES]
         if bad or not self.objectives:
             raise ConfigError(f"got {list(self.objectives)}", field="objectives",
@@ -539,7 +548,7 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
         raise ConfigError(f"the held-out scenes share {len(shared)} home(s) with the training scenes "
                           f"({', '.join(p.stem for p in shared)})", field="val_scenes",
                           expected="scenes none of which is a training scene (held-out metrics must be unseen)")
-    renderer = FrameRenderer(cfg.image_size, cfg.hfov_deg, cfg.max_depth)
+    renderer = FrameRenderer(cfg.image_size, cfg.hfov_deg, cfg.max_depth, options=cfg.render.options())
     t0 = time.perf_counter()
     train = build_frames(scenes, cfg.poses_per_scene, cfg.seed, renderer=renderer, context_loader=load, progress=progress)
     val = build_frames(val_scenes, cfg.val_poses_per_scene, cfg.seed + 1, renderer=renderer, context_loader=load,
@@ -581,17 +590,32 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
             "room_classes": list(ROOM_CLASSES), "held_out": held_out,
             "data": {"train_frames": len(train), "held_out_frames": len(val),
                      "scenes": [str(getattr(s, "scene_id", s)) for s in scenes],
-                     "val_scenes": [str(getattr(s, "scene_id", s)) for s in val_scenes], "seed": cfg.seed}}
+                     "val_scenes": [str(getattr(s, "scene_id", s)) for s in val_scenes], "seed": cfg.seed,
+                     **({} if cfg.render.is_default() else {"render": cfg.render.key()})}}
     weights = save_encoder(out, trunks, meta)
     metrics = {"held_out_before": before, "held_out": held_out, "train": evaluate_heads(trunks, heads, train, cfg.max_depth),
                "probe": probes, "curve": curve, "train_frames": len(train), "held_out_frames": len(val),
                "render_seconds": round(render_s, 2), "render_frames_per_s": round(fps, 2),
                "train_seconds": round(train_s, 2), "threads": torch.get_num_threads(),
-               "config": asdict(cfg), "weights": weights.name}
+               "config": _config_dict(cfg), "weights": weights.name}
     write_json_atomic(out / "metrics.json", to_jsonable(metrics))
     _loss_png(curve, out / "loss.png")
     report(f"pretrain-encoder: wrote {weights} and {out / 'encoder.json'}")
     return metrics
+
+
+def _config_dict(cfg: EncoderTrainConfig) -> dict[str, Any]:
+    """``asdict(cfg)``; ``render`` only when not the defaults (the files and cache keys of default
+    renders are the ones from before render settings existed)."""
+    from ..eval.config import RenderConfig
+
+    data = asdict(cfg)
+    render = RenderConfig.parse(cfg.render, "render")
+    if render.is_default():
+        data.pop("render", None)
+    else:
+        data["render"] = render.key()
+    return data
 
 
 #: the training recipes' encoder (``{type: pretrained, path: auto}``, ``bench train --encoder
@@ -601,12 +625,13 @@ RECIPE_PRETRAINING = {"channels": 32, "out_dim": 128, "frames": 1500, "held_out_
 
 def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, max_depth: float = 10.0,
                       seed: int = 0, out: str | Path | None = None, cache_dir: Any = None, progress: bool = True,
-                      report: Callable[[str], None] = print) -> dict[str, Any]:
+                      report: Callable[[str], None] = print, render: Any = None) -> dict[str, Any]:
     """The recipe's encoder (``RECIPE_PRETRAINING``) pretrained on renders of the training homes
     ``scenes`` (USD paths); its held-out frames come from the last fifth of the sorted homes (at
     least one), which it does not train on, so val_unseen and test stay untouched. Written to
     ``out``, or cached under ``<cache>/encoders/<content key>`` (the homes' bytes, the rig, the
-    recipe, the seed and the code version) and reused. Returns the file and its figures."""
+    recipe, the seed, the code version and the ``render`` settings when not the defaults) and
+    reused. Returns the file and its figures."""
     from . import code_version
     from ..core.cache_key import content_digest
     from .cache import keyed_folder
@@ -621,9 +646,10 @@ def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, 
                              hfov_deg=float(hfov_deg), max_depth=float(max_depth),
                              poses_per_scene=max(10, spec["frames"] // (len(paths) - held)),
                              val_poses_per_scene=max(10, spec["held_out_frames"] // held), channels=spec["channels"],
-                             out_dim=spec["out_dim"], epochs=spec["epochs"], probe_epochs=0, seed=int(seed))
+                             out_dim=spec["out_dim"], epochs=spec["epochs"], probe_epochs=0, seed=int(seed), render=render)
+    cfg.validate()
     if out is None:
-        key = {"homes": [content_digest(Path(p).read_bytes()) for p in paths], "config": asdict(cfg) | {
+        key = {"homes": [content_digest(Path(p).read_bytes()) for p in paths], "config": _config_dict(cfg) | {
             "scenes": None, "val_scenes": None}, "code": code_version()}
         out = keyed_folder(cache_dir, "encoders", key)
     out = Path(out)
@@ -645,10 +671,11 @@ def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, 
 
 
 def resolve_auto_encoders(params: dict[str, Any], sensors: list, scenes: list, *, seed: int, cache_dir: Any,
-                          progress: bool = True, report: Callable[[str], None] = print) -> dict[str, Any] | None:
+                          progress: bool = True, report: Callable[[str], None] = print,
+                          render: Any = None) -> dict[str, Any] | None:
     """Replace ``path: auto`` of ``type: pretrained`` encoders in policy ``params`` (in place) by
-    the recipe's encoder pretrained on ``scenes`` for the configured cameras (``pretrain_on_homes``);
-    returns its figures (None when no encoder asks for it)."""
+    the recipe's encoder pretrained on ``scenes`` for the configured cameras (``pretrain_on_homes``,
+    drawn with the run's ``render`` settings); returns its figures (None when no encoder asks for it)."""
     auto = [f for f in ("rgb_encoder", "depth_encoder") if isinstance(params.get(f), dict)
             and params[f].get("type") == "pretrained" and params[f].get("path") == "auto"]
     if not auto:
@@ -663,7 +690,7 @@ def resolve_auto_encoders(params: dict[str, Any], sensors: list, scenes: list, *
                                    "(or a file of vlnverse pretrain-encoder)")
     figures = pretrain_on_homes(scenes, image_size=next(iter(size))[0], hfov_deg=next(iter(fov)),
                                 max_depth=float((depth or {}).get("max_depth") or 10.0), seed=seed,
-                                cache_dir=cache_dir, progress=progress, report=report)
+                                cache_dir=cache_dir, progress=progress, report=report, render=render)
     for f in auto:
         params[f] = {**params[f], "path": figures["path"]}
     return figures

@@ -69,7 +69,10 @@ class VLNEnv(gym.Env):
     ``reset(options={"episode": i})`` picks episode ``i`` (an index or an id), else one is drawn
     with the env's seeded generator. Scenes are found as ``vlnverse eval`` finds them:
     ``scene_root`` (folder or list), the episode file's folder, the shipped scenes
-    (``vlnverse.tasks.scene_roots``).
+    (``vlnverse.tasks.scene_roots``). ``render``: how the simulator draws, the train / eval
+    configs' ``render`` (a mapping ``{quality, objects}``, a ``RenderConfig`` or ``QUALITY:OBJECTS``;
+    default ``default:primitives``); agents reading ``env.unwrapped.context`` see it as its
+    ``render_options``.
     """
 
     metadata = {"render_modes": ["rgb_array"]}
@@ -79,7 +82,8 @@ class VLNEnv(gym.Env):
                  success_distance: float | None = None, vocab: Vocabulary | dict | None = None,
                  max_instruction_length: int = 80, success_bonus: float = 2.5, collision_penalty: float = 0.1,
                  mode_params: dict | None = None, scene_loader: Callable | None = None, backend: str = "auto",
-                 render_mode: str | None = None, scene_root: Any = None, cache_dir: Any = None):
+                 render_mode: str | None = None, scene_root: Any = None, cache_dir: Any = None, render: Any = None):
+        from ..eval.config import RenderConfig
         from ..eval.runner import run_settings
         from ..sim.gym_env import observation_space_for
         from ..tasks.episode import load_episodes
@@ -110,6 +114,7 @@ class VLNEnv(gym.Env):
         for name, value in (("max_steps", max_steps), ("success_distance", success_distance)):
             if value is not None and not value > 0:
                 raise ConfigError(f"got {value!r}", field=name, expected="a positive number or None (the task's)")
+        self.render = RenderConfig.parse(render, "render")
         self.sensor_configs = _sensor_configs(sensors)
         self.settings = run_settings(task or self.episodes[0].task_type, body=body, max_steps=max_steps,
                                      success_distance=success_distance)
@@ -146,7 +151,10 @@ class VLNEnv(gym.Env):
             self.sim.close()
         s = self.settings
         self.context = (self.scene_loader or load_scene_context)(scene_path, s.body, s.resolution)
-        self.sim = make_simulator(self.context.desc, s.body, sensors=self.sensor_specs, backend=self.backend)
+        options = self.render.options()
+        if hasattr(self.context, "with_render_options"):
+            self.context = self.context.with_render_options(options)
+        self.sim = make_simulator(self.context.desc, s.body, sensors=self.sensor_specs, backend=self.backend, **options)
         self.mode = scene_mode(self.collision_mode, self.sim, self.context, self.mode_params.get(self.collision_mode, {}))
         self._scene = scene_path
         space = self.observation_space.spaces  # the semantic/instance bounds need the loaded scene

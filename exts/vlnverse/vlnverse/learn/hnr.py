@@ -62,6 +62,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
+from ..tasks.base import render_options
 from .policies import register_policy
 from .topomap import TopoMap, candidate_xy, hop_action
 from .vlnbert import (Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action,
@@ -1066,7 +1067,8 @@ class HNRPolicy(VLNBertPolicy):
         """VLN-BERT's ``propose`` through the graph step (turn in place when no candidate)."""
         ctx, pose = memory["context"], state.pose
         perception = agent.cache["hnr_perception"]
-        feats, cands, n = perception(ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"])
+        feats, cands, n = perception(ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"],
+                                     options=render_options(ctx))
         if n == 0:
             memory["no_candidate_turns"] += 1
             memory["empty"] += 1

@@ -336,7 +336,7 @@ def format_info(info: dict[str, Any]) -> str:
                             for s in value if isinstance(s, dict))
             lines.append(f"sensors: [{rig}]")
         elif key == "config" and isinstance(value, dict):
-            keep = {k: value[k] for k in ("task", "mode", "train", "init", "collision_mode", "seed", "out") if k in value}
+            keep = {k: value[k] for k in ("task", "mode", "train", "init", "collision_mode", "seed", "out", "render") if k in value}
             lines.append(f"config: {json.dumps(keep, sort_keys=True)} (and {len(value) - len(keep)} more keys)")
         elif isinstance(value, (dict, list)):
             lines.append(f"{key}: {json.dumps(value, sort_keys=True)}")

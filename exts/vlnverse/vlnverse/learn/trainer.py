@@ -251,7 +251,8 @@ class Trainer:
                                            mode_params=cfg.mode_params, sensors=list(cfg.sensors), body=cfg.body,
                                            max_steps=cfg.max_steps, success_distance=cfg.success_distance, seed=cfg.seed,
                                            backend=cfg.backend, limit=cfg.validation.limit,
-                                           report=ReportConfig(enabled=False), plugins=list(cfg.plugins))
+                                           report=ReportConfig(enabled=False), plugins=list(cfg.plugins),
+                                           render=copy.deepcopy(cfg.render))
                           for name, spec in zip(cfg.task_names(), cfg.tasks or [None])}
         self.task_settings = {name: resolve_settings(t) for name, t in self.templates.items()}
         self.eval_template = next(iter(self.templates.values()))
@@ -273,7 +274,8 @@ class Trainer:
         self.global_step = 0
         self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device),
                                         "world_size": self.ranks.world_size,
-                                        "effective_batch": self.scale["effective_batch"], "distributed": self.scale}
+                                        "effective_batch": self.scale["effective_batch"], "distributed": self.scale,
+                                        "render": cfg.render.label()}
         self.provenance: dict[str, Any] = {"mode": cfg.mode}
 
     # ---------------------------------------------------------------- setup
@@ -404,7 +406,7 @@ class Trainer:
                 mode_params=self.cfg.mode_params, base_dir=self.cfg.cache.dir, chunk_frames=self.cfg.cache.chunk_frames,
                 scene_loader=self.scene_loader, backend=self.cfg.backend, progress=self.progress, report=self.report,
                 teacher=self.teacher_spec(name if self.cfg.tasks else None), render=self.cfg.cache.render,
-                build=self.ranks.is_main, **self.parallel()))
+                build=self.ranks.is_main, render_settings=self.cfg.render, **self.parallel()))
             stores.append(store)
         self.summary["cache"] = {"tasks": stats} if self.cfg.tasks else stats[self.cfg.task]
         return stores
@@ -669,7 +671,7 @@ class Trainer:
             params = copy.deepcopy(cfg.policy.params)
             encoder = self.ranks.main_first(lambda: resolve_auto_encoders(
                 params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
-                progress=self.progress, report=self.report))
+                progress=self.progress, report=self.report, render=cfg.render))
             if encoder is not None:
                 self.summary["encoder"] = encoder
                 self.provenance["encoder"] = {k: encoder.get(k) for k in ("path", "train_homes", "held_out_homes")}
@@ -786,7 +788,8 @@ class Trainer:
                                  learner=self._agent(name if cfg.tasks else None, threads=None),
                                  beta=beta, seed=cfg.seed + r, backend=cfg.backend, progress=self.progress,
                                  desc=f"dagger round {r} (beta {beta:.3f})" + (f" {name}" if cfg.tasks else ""),
-                                 teacher=self.teacher_spec(name if cfg.tasks else None), **self.parallel())
+                                 teacher=self.teacher_spec(name if cfg.tasks else None),
+                                 render_settings=cfg.render, **self.parallel())
                          for name, settings, eps in self._groups(episodes)]
                 got = parts[0] if len(parts) == 1 else merge_collected(parts)
                 aggregate.close()

@@ -44,6 +44,7 @@ from ..core.body import as_body
 from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
+from ..tasks.base import render_options
 from .collect import TeacherForcingAgent
 from .encoders import _note, load_weights
 from .policies import VLNPolicy, VLNPolicyParams, register_policy
@@ -135,10 +136,11 @@ class Perception:
             self.renderer.render = blank
 
     @torch.no_grad()
-    def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0
-                 ) -> tuple[np.ndarray, np.ndarray, int]:
-        """(view features, padded candidates (k, 3), number of candidates) at ``pose``."""
-        img = self.renderer.render(desc, body, pose)
+    def __call__(self, desc: Any, body: Any, pose: tuple[float, float, float], relax: int = 0,
+                 options: dict[str, str] | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+        """(view features, padded candidates (k, 3), number of candidates) at ``pose``, the panorama
+        drawn with the render ``options`` (the scene context's ``render_options``; None: the defaults)."""
+        img = self.renderer.render(desc, body, pose, options=options or {})
         dev = next(self.predictor.parameters()).device
         d = torch.from_numpy(img["depth"])[None].to(dev)
         r = torch.from_numpy(img["rgb"])[None].to(dev) if "rgb" in img else None
@@ -237,7 +239,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         """Perceive, label, pick the executed action (oracle with probability β), record."""
         pose = state.pose
         feats, cands, n = self.perception(self.context.desc, self.context.body, (pose.x, pose.y, pose.yaw),
-                                          relax=self._empty)
+                                          relax=self._empty, options=render_options(self.context))
         if n == 0:  # no candidate: turn in place and predict again (not a training step)
             self.no_candidates += 1
             self._empty += 1
@@ -485,7 +487,8 @@ class VLNBertPolicy(VLNPolicy):
         """Render the depth panorama at the agent's pose, take the predictor's candidates and
         return the chosen ``WaypointAction`` or STOP; with no candidate, turn in place (counted)."""
         ctx, pose = memory["context"], state.pose
-        feats, cands, n = agent.cache["perception"](ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"])
+        feats, cands, n = agent.cache["perception"](ctx.desc, ctx.body, (pose.x, pose.y, pose.yaw), relax=memory["empty"],
+                                                    options=render_options(ctx))
         if n == 0:  # the predictor found no candidate: turn in place, predict again next step (lower threshold)
             memory["no_candidate_turns"] += 1
             memory["empty"] += 1

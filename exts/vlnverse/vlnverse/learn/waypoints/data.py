@@ -13,26 +13,33 @@ from .grid import PANORAMA_HFOV_DEG, WaypointGrid, graph_nodes, gt_heatmap, targ
 
 class PanoramaRenderer:
     """Renders the ``views``-view depth (and RGB) panorama at a pose, one simulator per scene
-    description (a panorama sensor mounted on the agent: only the pose is used)."""
+    description (a panorama sensor mounted on the agent: only the pose is used). ``options``: the
+    ``make_simulator`` render options (``quality``, ``objects``; ``RenderConfig.options()``), which
+    ``render(..., options=)`` replaces per call (an agent's scene context's)."""
 
     def __init__(self, views: int = 12, size: int = 32, hfov_deg: float = PANORAMA_HFOV_DEG, rgb: bool = False,
-                 max_depth: float = 10.0):
+                 max_depth: float = 10.0, options: dict[str, str] | None = None):
         from ...sim.sensors import PanoramaSpec
 
         self.spec = PanoramaSpec.of(name="wp", views=views, width=size, height=size, hfov_deg=hfov_deg,
                                  modalities=("depth", "rgb") if rgb else ("depth",), max_depth=max_depth)
+        self.options = dict(options or {})
         self._desc: Any = None
         self._sim: Any = None
+        self._made_with: dict[str, str] = {}
 
-    def render(self, desc: Any, body: Any, pose: tuple[float, float, float]) -> dict[str, np.ndarray]:
-        """``{"depth": (V, H, W) float32, ["rgb": (V, H, W, 3) uint8]}`` at ``pose`` (x, y, yaw)."""
+    def render(self, desc: Any, body: Any, pose: tuple[float, float, float],
+               options: dict[str, str] | None = None) -> dict[str, np.ndarray]:
+        """``{"depth": (V, H, W) float32, ["rgb": (V, H, W, 3) uint8]}`` at ``pose`` (x, y, yaw),
+        drawn with ``options`` (None: the renderer's own)."""
         from ...sim import make_simulator
         from ...sim.types import AgentPose
 
-        if self._desc is not desc:
+        options = self.options if options is None else dict(options)
+        if self._desc is not desc or options != self._made_with:
             self.close()
-            self._sim = make_simulator(desc, body, sensors=[])
-            self._desc = desc
+            self._sim = make_simulator(desc, body, sensors=[], **options)
+            self._desc, self._made_with = desc, options
         out = self._sim.render_at(AgentPose(float(pose[0]), float(pose[1]), float(pose[2])), self.spec)
         res = {"depth": np.asarray(out["wp_depth"], dtype=np.float32)}
         if "wp_rgb" in out:

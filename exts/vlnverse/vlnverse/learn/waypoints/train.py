@@ -38,11 +38,17 @@ class WaypointTrainConfig:
     model: dict[str, Any] = field(default_factory=dict)
     hit_radius: float = param(1.0, low=0.01, high=100.0)
     threads: int | None = param(1, low=1, high=4096)
+    #: how the panoramas are drawn (the train / eval configs' ``render``: ``{quality, objects}``, a
+    #: ``RenderConfig`` or ``QUALITY:OBJECTS``; None: the defaults)
+    render: Any = None
 
     def validate(self) -> None:
         """Ranges of the numeric fields; ``model`` keys among the predictor's, a positive
         ``model.image_size``. Reads nothing but the fields."""
+        from ...eval.config import RenderConfig
+
         check_ranges(self, prefix="")
+        self.render = RenderConfig.parse(self.render, "render")
         known = {k for k, p in inspect.signature(WaypointPredictor.__init__).parameters.items() if p.kind is p.KEYWORD_ONLY}
         for key in self.model:
             if key not in known:
@@ -140,7 +146,8 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
                                  "body_radius": body.radius, **cfg.model})
     p = model.params
     grid = model.grid
-    renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"])
+    renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"], max_depth=p["max_depth"],
+                                options=cfg.render.options())
     load = context_loader or (lambda s: load_scene_context(s, cfg.body))
     scenes = cfg.scenes if context_loader else resolve_scenes(cfg.scenes)
     val_scenes = cfg.val_scenes if context_loader else resolve_scenes(cfg.val_scenes, field="val_scenes")
@@ -162,14 +169,23 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
     metrics = {"held_out": evaluate(model, val, contexts, hit_radius=cfg.hit_radius),
                "train": evaluate(model, train, contexts, hit_radius=cfg.hit_radius),
                "curve": curve, "train_poses": len(train.depth), "held_out_poses": len(val.depth),
-               "render_seconds": round(render_s, 2), "config": to_jsonable(asdict(cfg)), "params": p}
-    save_predictor(out / "predictor.pt", model, {"metrics": to_jsonable({k: metrics[k] for k in ("held_out", "train")})})
+               "render_seconds": round(render_s, 2), "config": to_jsonable(_config_dict(cfg)), "params": p}
+    extra = {} if cfg.render.is_default() else {"render": cfg.render.key()}  # what it was trained on (metadata)
+    save_predictor(out / "predictor.pt", model, {"metrics": to_jsonable({k: metrics[k] for k in ("held_out", "train")}),
+                                                 **extra})
     write_json_atomic(out / "metrics.json", to_jsonable(metrics))
     _loss_png(curve, out / "loss.png")
     h = metrics["held_out"]["predicted"]
     report(f"waypoints held-out: navigable {h['navigable_fraction']:.3f}, next-waypoint hit {h['next_waypoint_hit']:.3f}, "
            f"{h['mean_candidates']:.1f} candidates/pose; wrote {out / 'predictor.pt'}")
     return metrics
+
+
+def _config_dict(cfg: WaypointTrainConfig) -> dict[str, Any]:
+    """``asdict(cfg)`` with ``render`` only when not the defaults (default runs write what they did before)."""
+    data = asdict(cfg)
+    data.pop("render", None)
+    return data if cfg.render.is_default() else {**data, "render": cfg.render.key()}
 
 
 def _loss_png(curve: list[dict], path: Path) -> None:
