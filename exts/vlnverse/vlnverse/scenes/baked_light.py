@@ -11,14 +11,16 @@ and the USD writer both draw from here, so the two show the same light.
   atlas (``box_atlas``): every face gets a region, its material's detail texture tiled in world
   metres times the bilinearly upsampled factor (faces without a map: factor 1, coarser pixels).
 - Objects: one uint8 factor per triangle of each render mesh; ``banded_meshes`` splits a mesh into
-  bands of equal (quantised) factor, each drawn darkened by its level (MuJoCo: the material's tint,
-  after the detail texture's mean is undone; USD: the colour, ``darkened``): darker undersides,
-  lower parts and corners at the cost of more geoms, no texture and no light.
+  at most ``OBJECT_MAX_BANDS`` bands of similar (quantised) factor, each drawn darkened by its level
+  (MuJoCo: the material's tint, after the detail texture's mean is undone; USD: the colour,
+  ``darkened``): darker undersides, lower parts and corners at the cost of one more geom per mesh
+  (each drawn geom is a draw call, which is what a frame costs on llvmpipe), no texture and no light.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 
 import numpy as np
 
@@ -28,15 +30,17 @@ from .description import Geom
 #: Factors are stored as uint8 ``round(factor * FACTOR_SCALE)`` (so at most 1.275).
 FACTOR_SCALE = 200.0
 #: Pixels per metre of a baked face (at most the detail texture's own), of a face without a map,
-#: the cap of a region's side and the gutter (edge pixels repeated) around each region.
-BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 100.0, 25.0, 1024, 2
+#: the cap of a region's side and the gutter (edge pixels repeated) around each region. 50 px/m:
+#: a 224² view rarely resolves finer texels (a pixel spans ~1 cm of floor 1 m away, ~3 cm of wall
+#: 3 m away) and llvmpipe's frame time grows with the texels it reads (100 px/m cost ~5 % of it).
+BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 50.0, 25.0, 1024, 2
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 #: (u, v) world axes across each normal axis (the USD writer's box projection uses the same).
 FACE_AXES = ((1, 2), (0, 2), (0, 1))
-#: The darkness of object bands is quantised to this step (fewer bands, fewer geoms) and clipped to
-#: [OBJECT_MIN_LEVEL, 1].
-OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL = 0.15, 0.3
+#: The darkness of object bands is quantised to this step and clipped to [OBJECT_MIN_LEVEL, 1]; a
+#: render mesh gets at most OBJECT_MAX_BANDS bands (``fewest_levels``: its levels in that many runs).
+OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, OBJECT_MAX_BANDS = 0.15, 0.3, 2
 
 #: Who bakes a home's light (``SceneDescription`` → ``BakedLight``): MuJoCo's ray casts live above
 #: this layer, so ``write_usd`` finds them by name.
@@ -180,18 +184,51 @@ def object_levels(factors: np.ndarray) -> np.ndarray:
     return np.clip(np.round(f / OBJECT_LEVEL_STEP) * OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, 1.0).round(4)
 
 
+def triangle_areas(g: Geom) -> np.ndarray:
+    """(n_faces,) areas of a mesh ``Geom``'s triangles (its own frame: rotations keep them)."""
+    tri = np.asarray(g.vertices, float)[np.asarray(g.faces, np.int64)]
+    return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2
+
+
+def fewest_levels(levels: np.ndarray, areas: np.ndarray, k: int = OBJECT_MAX_BANDS) -> np.ndarray:
+    """Per-triangle ``levels`` reduced to at most ``k`` distinct values: the sorted distinct levels
+    split into ``k`` runs with the least area-weighted squared error (every split is tried; ties go
+    to the first), each run drawn at its area-weighted mean (rounded to 0.01)."""
+    values = sorted(set(np.asarray(levels).tolist()))
+    if len(values) <= k:
+        return levels
+    vals = np.asarray(values)
+    w = np.array([float(areas[levels == v].sum()) for v in values]) + 1e-12
+    best: tuple | None = None
+    for cuts in combinations(range(1, len(vals)), k - 1):
+        bounds = (0, *cuts, len(vals))
+        err, means = 0.0, []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            m = float((w[lo:hi] * vals[lo:hi]).sum() / w[lo:hi].sum())
+            err += float((w[lo:hi] * (vals[lo:hi] - m) ** 2).sum())
+            means.append(round(m, 2))
+        if best is None or err < best[0] - 1e-15:
+            best = (err, bounds, means)
+    _, bounds, means = best
+    out = np.array(levels, float)
+    for (lo, hi), m in zip(zip(bounds[:-1], bounds[1:]), means):
+        out[np.isin(levels, vals[lo:hi])] = m
+    return out
+
+
 def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Geom, float]]:
-    """Render meshes ``parts`` split into bands of equal level (``object_levels``), brightest
-    first: (band, level) pairs; a band keeps its part's colour and material (a renderer multiplies
-    its colour by the level: MuJoCo the material's tint, the USD the colour) and its ``name``
-    gains ``_l<level %>``. A part whose factors do not match its triangles is kept whole (level 1)."""
+    """Render meshes ``parts`` split into at most ``OBJECT_MAX_BANDS`` bands of similar level
+    (``object_levels``, then ``fewest_levels``), brightest first: (band, level) pairs; a band keeps
+    its part's colour and material (a renderer multiplies its colour by the level: MuJoCo the
+    material's tint, the USD the colour) and its ``name`` gains ``_l<level %>``. A part whose
+    factors do not match its triangles is kept whole (level 1)."""
     out: list[tuple[Geom, float]] = []
     for g, fac in zip(parts, factors):
         faces = np.asarray(g.faces, np.int64)
         if len(fac) != len(faces):
             out.append((g, 1.0))
             continue
-        levels = object_levels(fac)
+        levels = fewest_levels(object_levels(fac), triangle_areas(g))
         while True:  # a band needs 4 vertices (MuJoCo's least mesh): a smaller one joins the nearest level
             present = sorted(set(levels.tolist()), reverse=True)
             small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
