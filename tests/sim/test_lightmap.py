@@ -260,6 +260,27 @@ def test_atlas_regions_and_uvs_multiply_the_factor_into_the_detail():
     np.testing.assert_allclose(np.sort(np.unique(px[:, 0])), [baked_light.GUTTER_PX, baked_light.GUTTER_PX + w])
 
 
+def test_atlas_sizes_by_label_and_light_only_ceilings():
+    """Floors at 50 px/m and walls at 32 px/m keep the detail (a floor 50 px per metre, a wall 32);
+    a ceiling's atlas holds the light times the detail's mean, at 10 px/m."""
+    home = generate_home(11)
+    stripes = np.zeros((8, 8, 3), np.uint8)
+    stripes[:, ::2] = 200  # mean 100
+    for label, ppm in (("floor", 50.0), ("wall", 32.0), ("ceiling", 10.0)):
+        gi = next(i for i, faces in lightmap.baked_faces(home).items() if home.geoms[i].label == label)
+        g = home.geoms[gi]
+        face = lightmap.baked_faces(home)[gi][0]
+        factor = np.full((4, 4), 100, np.uint8)  # 0.5
+        tex = baked_light.face_texture(stripes, 0.01, factor, g, face)  # a 1 cm tile: 800 px/m of its own
+        _, _, _, _, a, b = baked_light.face_frame(g, face)
+        expect = [int(min(baked_light.BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (1, 0)]
+        assert list(tex.shape) == expect, label
+    assert np.all(tex == 50)  # the ceiling: 0.5 x the stripes' mean 100
+    gi = next(i for i, faces in lightmap.baked_faces(home).items() if home.geoms[i].label == "floor")
+    fine = baked_light.face_texture(stripes, 0.16, np.full((4, 4), 200, np.uint8), home.geoms[gi], "+z")
+    assert set(np.unique(fine).tolist()) == {0, 200}  # detail kept (8 px / 0.16 m = 50 px/m)
+
+
 def test_banded_meshes_split_by_level_with_darker_colours():
     home = generate_home(11)
     meshes = render_meshes(home)

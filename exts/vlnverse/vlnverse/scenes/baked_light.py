@@ -30,10 +30,16 @@ from .description import Geom
 #: Factors are stored as uint8 ``round(factor * FACTOR_SCALE)`` (so at most 1.275).
 FACTOR_SCALE = 200.0
 #: Pixels per metre of a baked face (at most the detail texture's own), of a face without a map,
-#: the cap of a region's side and the gutter (edge pixels repeated) around each region. 50 px/m:
-#: a 224² view rarely resolves finer texels (a pixel spans ~1 cm of floor 1 m away, ~3 cm of wall
-#: 3 m away) and llvmpipe's frame time grows with the texels it reads (100 px/m cost ~5 % of it).
+#: the cap of a region's side and the gutter (edge pixels repeated) around each region.
 BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 50.0, 25.0, 1024, 2
+#: Pixels per metre by label where not ``BAKED_PX_PER_M``. Every texel of an atlas is its own (the
+#: detail is multiplied in), and llvmpipe's frame time grows with the texels a view reads, so the
+#: sizes follow what a 224² view resolves: a pixel spans ~1 cm of floor 1 m ahead, ~3 cm of a
+#: wall 3 m away; ceilings, whose paint detail no view shows (``LIGHT_ONLY_LABELS``), hold the
+#: light alone, 3 pixels per 30 cm light texel.
+BAKED_PX_PER_M_BY_LABEL = {"wall": 32.0, "ceiling": 10.0}
+#: Labels whose atlases hold only the light times the detail texture's mean (no detail).
+LIGHT_ONLY_LABELS = ("ceiling",)
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 #: (u, v) world axes across each normal axis (the USD writer's box projection uses the same).
@@ -108,17 +114,19 @@ def upsample(factor: np.ndarray, fu: np.ndarray, fv: np.ndarray) -> np.ndarray:
 def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | None, g: Geom,
                  face: str) -> np.ndarray:
     """The (h, w) uint8 grey texture of a face: the detail texture tiled every ``tile_m`` world
-    metres along the face's axes (white without one) times the upsampled ``factor`` (1 without);
-    row 0 at the face's low v."""
+    metres along the face's axes (white without one; its mean for ``LIGHT_ONLY_LABELS``) times the
+    upsampled ``factor`` (1 without); ``BAKED_PX_PER_M_BY_LABEL`` pixels per metre; row 0 at the
+    face's low v."""
     _, _, _, _, a, b = face_frame(g, face)
-    ppm = BAKED_PX_PER_M if factor is not None else UNBAKED_PX_PER_M
-    if detail is not None:
+    ppm = BAKED_PX_PER_M_BY_LABEL.get(g.label, BAKED_PX_PER_M) if factor is not None else UNBAKED_PX_PER_M
+    light_only = detail is not None and g.label in LIGHT_ONLY_LABELS
+    if detail is not None and not light_only:
         ppm = min(ppm, detail.shape[1] / tile_m)
     w, h = (int(min(BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (0, 1))
     pu = a[0] + (np.arange(w) + 0.5) * (b[0] - a[0]) / w
     pv = a[1] + (np.arange(h) + 0.5) * (b[1] - a[1]) / h
-    if detail is None:
-        base = np.full((h, w), 255.0)
+    if detail is None or light_only:
+        base = np.full((h, w), 255.0 if detail is None else float(detail[:, :, 0].mean()))
     else:
         n = detail.shape[0]
         tu = (np.floor(pu / tile_m * n).astype(int)) % n
