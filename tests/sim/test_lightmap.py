@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from vlnverse.scenes import baked_light
+from vlnverse.scenes.description import Geom
 from vlnverse.scenes.object_meshes import render_meshes
 from vlnverse.scenes.procgen import generate_home
 from vlnverse.sim.body import as_body
@@ -151,7 +152,7 @@ def test_meshes_default_draws_baked_boxes_and_bands_and_primitives_untouched(bak
         assert tex >= 0 and m.tex_width[tex] >= 20  # its own baked atlas
     # objects: more geoms (bands), darker colours, the same labels and instances
     bands = [k for k in range(m.ngeom) if m.geom(k).name.startswith("r")]
-    assert len(bands) > n_fast
+    assert n_fast < len(bands) <= baked_light.OBJECT_MAX_BANDS * n_fast  # at most two bands per render mesh
     by_inst = {}
     for k in bands:
         by_inst.setdefault(int(meshed.geom_instance[k]), set()).add(meshed.labels[meshed.geom_label_id[k]])
@@ -259,6 +260,27 @@ def test_atlas_regions_and_uvs_multiply_the_factor_into_the_detail():
     np.testing.assert_allclose(np.sort(np.unique(px[:, 0])), [baked_light.GUTTER_PX, baked_light.GUTTER_PX + w])
 
 
+def test_atlas_sizes_by_label_and_light_only_ceilings():
+    """Floors at 50 px/m and walls at 32 px/m keep the detail (a floor 50 px per metre, a wall 32);
+    a ceiling's atlas holds the light times the detail's mean, at 10 px/m."""
+    home = generate_home(11)
+    stripes = np.zeros((8, 8, 3), np.uint8)
+    stripes[:, ::2] = 200  # mean 100
+    for label, ppm in (("floor", 50.0), ("wall", 32.0), ("ceiling", 10.0)):
+        gi = next(i for i, faces in lightmap.baked_faces(home).items() if home.geoms[i].label == label)
+        g = home.geoms[gi]
+        face = lightmap.baked_faces(home)[gi][0]
+        factor = np.full((4, 4), 100, np.uint8)  # 0.5
+        tex = baked_light.face_texture(stripes, 0.01, factor, g, face)  # a 1 cm tile: 800 px/m of its own
+        _, _, _, _, a, b = baked_light.face_frame(g, face)
+        expect = [int(min(baked_light.BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (1, 0)]
+        assert list(tex.shape) == expect, label
+    assert np.all(tex == 50)  # the ceiling: 0.5 x the stripes' mean 100
+    gi = next(i for i, faces in lightmap.baked_faces(home).items() if home.geoms[i].label == "floor")
+    fine = baked_light.face_texture(stripes, 0.16, np.full((4, 4), 200, np.uint8), home.geoms[gi], "+z")
+    assert set(np.unique(fine).tolist()) == {0, 200}  # detail kept (8 px / 0.16 m = 50 px/m)
+
+
 def test_banded_meshes_split_by_level_with_darker_colours():
     home = generate_home(11)
     meshes = render_meshes(home)
@@ -278,3 +300,26 @@ def test_banded_meshes_split_by_level_with_darker_colours():
     fac[:] = 200
     fac[0] = 60
     assert len(baked_light.banded_meshes([g], [fac])) == 1
+
+
+def test_banded_meshes_keep_at_most_two_bands_at_area_weighted_levels():
+    """Four levels on a strip of equal triangles (8 at 1.0, 8 at 0.9, 4 at 0.45, 2 at 0.3): the split
+    with the least area-weighted error is {1.0, 0.9} | {0.45, 0.3}, drawn at their means 0.95 and 0.4."""
+    n_quads = 11
+    xs = np.arange(n_quads + 1, dtype=float)
+    verts = np.concatenate([np.c_[xs, np.zeros_like(xs), np.zeros_like(xs)], np.c_[xs, np.ones_like(xs), np.zeros_like(xs)]])
+    top = n_quads + 1
+    faces = np.array([t for i in range(n_quads) for t in ((i, i + 1, top + i + 1), (i, top + i + 1, top + i))])
+    g = Geom("mesh", np.eye(4), label="sofa", instance_id=3, color=(0.5, 0.4, 0.3), collides=False,
+                         name="/World/sofa/render_00", vertices=verts, faces=faces, material="fabric_red",
+                         texcoords=verts[:, :2].copy())
+    fac = np.array([200] * 8 + [180] * 8 + [90] * 4 + [60] * 2, np.uint8)  # levels 1.0, 0.9, 0.45, 0.3
+    np.testing.assert_allclose(baked_light.triangle_areas(g), 0.5)
+    bands = baked_light.banded_meshes([g], [fac])
+    assert [(b.name, level) for b, level in bands] == [(f"{g.name}_l095", 0.95), (f"{g.name}_l040", 0.4)]
+    assert [len(b.faces) for b, _ in bands] == [16, 6]
+    np.testing.assert_array_equal(bands[1][0].vertices[bands[1][0].faces], verts[faces[16:]])
+    # three bands when allowed; fewer levels than that are kept as they are
+    levels = baked_light.object_levels(fac)
+    assert sorted(set(baked_light.fewest_levels(levels, baked_light.triangle_areas(g), 3).tolist())) == [0.4, 0.9, 1.0]
+    assert sorted(set(baked_light.fewest_levels(levels[:16], np.full(16, 0.5)).tolist())) == [0.9, 1.0]

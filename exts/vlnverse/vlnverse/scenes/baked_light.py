@@ -11,14 +11,16 @@ and the USD writer both draw from here, so the two show the same light.
   atlas (``box_atlas``): every face gets a region, its material's detail texture tiled in world
   metres times the bilinearly upsampled factor (faces without a map: factor 1, coarser pixels).
 - Objects: one uint8 factor per triangle of each render mesh; ``banded_meshes`` splits a mesh into
-  bands of equal (quantised) factor, each drawn darkened by its level (MuJoCo: the material's tint,
-  after the detail texture's mean is undone; USD: the colour, ``darkened``): darker undersides,
-  lower parts and corners at the cost of more geoms, no texture and no light.
+  at most ``OBJECT_MAX_BANDS`` bands of similar (quantised) factor, each drawn darkened by its level
+  (MuJoCo: the material's tint, after the detail texture's mean is undone; USD: the colour,
+  ``darkened``): darker undersides, lower parts and corners at the cost of one more geom per mesh
+  (each drawn geom is a draw call, which is what a frame costs on llvmpipe), no texture and no light.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from itertools import combinations
 
 import numpy as np
 
@@ -29,14 +31,22 @@ from .description import Geom
 FACTOR_SCALE = 200.0
 #: Pixels per metre of a baked face (at most the detail texture's own), of a face without a map,
 #: the cap of a region's side and the gutter (edge pixels repeated) around each region.
-BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 100.0, 25.0, 1024, 2
+BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 50.0, 25.0, 1024, 2
+#: Pixels per metre by label where not ``BAKED_PX_PER_M``. Every texel of an atlas is its own (the
+#: detail is multiplied in), and llvmpipe's frame time grows with the texels a view reads, so the
+#: sizes follow what a 224² view resolves: a pixel spans ~1 cm of floor 1 m ahead, ~3 cm of a
+#: wall 3 m away; ceilings, whose paint detail no view shows (``LIGHT_ONLY_LABELS``), hold the
+#: light alone, 3 pixels per 30 cm light texel.
+BAKED_PX_PER_M_BY_LABEL = {"wall": 32.0, "ceiling": 10.0}
+#: Labels whose atlases hold only the light times the detail texture's mean (no detail).
+LIGHT_ONLY_LABELS = ("ceiling",)
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 #: (u, v) world axes across each normal axis (the USD writer's box projection uses the same).
 FACE_AXES = ((1, 2), (0, 2), (0, 1))
-#: The darkness of object bands is quantised to this step (fewer bands, fewer geoms) and clipped to
-#: [OBJECT_MIN_LEVEL, 1].
-OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL = 0.15, 0.3
+#: The darkness of object bands is quantised to this step and clipped to [OBJECT_MIN_LEVEL, 1]; a
+#: render mesh gets at most OBJECT_MAX_BANDS bands (``fewest_levels``: its levels in that many runs).
+OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, OBJECT_MAX_BANDS = 0.15, 0.3, 2
 
 #: Who bakes a home's light (``SceneDescription`` → ``BakedLight``): MuJoCo's ray casts live above
 #: this layer, so ``write_usd`` finds them by name.
@@ -104,17 +114,19 @@ def upsample(factor: np.ndarray, fu: np.ndarray, fv: np.ndarray) -> np.ndarray:
 def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | None, g: Geom,
                  face: str) -> np.ndarray:
     """The (h, w) uint8 grey texture of a face: the detail texture tiled every ``tile_m`` world
-    metres along the face's axes (white without one) times the upsampled ``factor`` (1 without);
-    row 0 at the face's low v."""
+    metres along the face's axes (white without one; its mean for ``LIGHT_ONLY_LABELS``) times the
+    upsampled ``factor`` (1 without); ``BAKED_PX_PER_M_BY_LABEL`` pixels per metre; row 0 at the
+    face's low v."""
     _, _, _, _, a, b = face_frame(g, face)
-    ppm = BAKED_PX_PER_M if factor is not None else UNBAKED_PX_PER_M
-    if detail is not None:
+    ppm = BAKED_PX_PER_M_BY_LABEL.get(g.label, BAKED_PX_PER_M) if factor is not None else UNBAKED_PX_PER_M
+    light_only = detail is not None and g.label in LIGHT_ONLY_LABELS
+    if detail is not None and not light_only:
         ppm = min(ppm, detail.shape[1] / tile_m)
     w, h = (int(min(BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (0, 1))
     pu = a[0] + (np.arange(w) + 0.5) * (b[0] - a[0]) / w
     pv = a[1] + (np.arange(h) + 0.5) * (b[1] - a[1]) / h
-    if detail is None:
-        base = np.full((h, w), 255.0)
+    if detail is None or light_only:
+        base = np.full((h, w), 255.0 if detail is None else float(detail[:, :, 0].mean()))
     else:
         n = detail.shape[0]
         tu = (np.floor(pu / tile_m * n).astype(int)) % n
@@ -180,18 +192,51 @@ def object_levels(factors: np.ndarray) -> np.ndarray:
     return np.clip(np.round(f / OBJECT_LEVEL_STEP) * OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, 1.0).round(4)
 
 
+def triangle_areas(g: Geom) -> np.ndarray:
+    """(n_faces,) areas of a mesh ``Geom``'s triangles (its own frame: rotations keep them)."""
+    tri = np.asarray(g.vertices, float)[np.asarray(g.faces, np.int64)]
+    return np.linalg.norm(np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]), axis=1) / 2
+
+
+def fewest_levels(levels: np.ndarray, areas: np.ndarray, k: int = OBJECT_MAX_BANDS) -> np.ndarray:
+    """Per-triangle ``levels`` reduced to at most ``k`` distinct values: the sorted distinct levels
+    split into ``k`` runs with the least area-weighted squared error (every split is tried; ties go
+    to the first), each run drawn at its area-weighted mean (rounded to 0.01)."""
+    values = sorted(set(np.asarray(levels).tolist()))
+    if len(values) <= k:
+        return levels
+    vals = np.asarray(values)
+    w = np.array([float(areas[levels == v].sum()) for v in values]) + 1e-12
+    best: tuple | None = None
+    for cuts in combinations(range(1, len(vals)), k - 1):
+        bounds = (0, *cuts, len(vals))
+        err, means = 0.0, []
+        for lo, hi in zip(bounds[:-1], bounds[1:]):
+            m = float((w[lo:hi] * vals[lo:hi]).sum() / w[lo:hi].sum())
+            err += float((w[lo:hi] * (vals[lo:hi] - m) ** 2).sum())
+            means.append(round(m, 2))
+        if best is None or err < best[0] - 1e-15:
+            best = (err, bounds, means)
+    _, bounds, means = best
+    out = np.array(levels, float)
+    for (lo, hi), m in zip(zip(bounds[:-1], bounds[1:]), means):
+        out[np.isin(levels, vals[lo:hi])] = m
+    return out
+
+
 def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Geom, float]]:
-    """Render meshes ``parts`` split into bands of equal level (``object_levels``), brightest
-    first: (band, level) pairs; a band keeps its part's colour and material (a renderer multiplies
-    its colour by the level: MuJoCo the material's tint, the USD the colour) and its ``name``
-    gains ``_l<level %>``. A part whose factors do not match its triangles is kept whole (level 1)."""
+    """Render meshes ``parts`` split into at most ``OBJECT_MAX_BANDS`` bands of similar level
+    (``object_levels``, then ``fewest_levels``), brightest first: (band, level) pairs; a band keeps
+    its part's colour and material (a renderer multiplies its colour by the level: MuJoCo the
+    material's tint, the USD the colour) and its ``name`` gains ``_l<level %>``. A part whose
+    factors do not match its triangles is kept whole (level 1)."""
     out: list[tuple[Geom, float]] = []
     for g, fac in zip(parts, factors):
         faces = np.asarray(g.faces, np.int64)
         if len(fac) != len(faces):
             out.append((g, 1.0))
             continue
-        levels = object_levels(fac)
+        levels = fewest_levels(object_levels(fac), triangle_areas(g))
         while True:  # a band needs 4 vertices (MuJoCo's least mesh): a smaller one joins the nearest level
             present = sorted(set(levels.tolist()), reverse=True)
             small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
