@@ -310,3 +310,23 @@ def test_refine_with_kept_corner_sight_equals_a_fresh_refinement(seed):
     corners = planner.sight.corner_cells()
     assert len(ci) > 50 and 0 < kept[ci, cj].sum() < len(ci)
     assert np.array_equal(kept[ci, cj] > 0, planner.sight.segments_free(corners[ci], corners[cj]))
+
+
+def test_refine_keeps_no_corner_table_past_its_bound(monkeypatch):
+    """With more corner cells than ``MAX_KEPT_CORNERS`` nothing is kept (memory bound) and the
+    waypoints are those of a planner that keeps its table."""
+    from vlnverse.tasks.line_of_sight import LineOfSight
+
+    grid = cluttered(4).grid
+    keeping, bounded = PathPlanner(make_map(grid, 0.05)), PathPlanner(make_map(grid, 0.05))
+    monkeypatch.setattr(bounded.sight, "MAX_KEPT_CORNERS", 0)
+    cells = np.argwhere(keeping.free)
+    ends = keeping.cell_centres(cells[:, 0], cells[:, 1])[np.random.default_rng(1).integers(0, len(cells), (12, 2))]
+    for s, g in ends:
+        try:
+            want = keeping.shortest_path(s, g).dense
+        except NoNavigableSpaceError:
+            continue
+        assert bounded.shortest_path(s, g).dense.tobytes() == want.tobytes()
+    assert bounded.sight._corner_sight is None and keeping.sight._corner_sight is not None
+    assert LineOfSight.MAX_KEPT_CORNERS == 2048

@@ -14,8 +14,8 @@ class LineOfSight:
     (0, 0) has its outer corner at world ``origin`` and whose cells are ``resolution`` m wide."""
 
     #: with more corner cells than this, corner-to-corner sight is not kept between refinements
-    #: (the table is K x K bytes: 16 MB at this bound)
-    MAX_KEPT_CORNERS = 4096
+    #: (the table is K x K bytes: 4 MB at this bound)
+    MAX_KEPT_CORNERS = 2048
 
     def __init__(self, free: np.ndarray, origin: np.ndarray, resolution: float):
         self.free = free
