@@ -105,3 +105,42 @@ def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor
     assert rebuilt["status"] == "rebuilt" and "stale" in said[-2] and "missing" in said[-2]
     _, other = teacher_cache(episodes, **{**kw, "sensors": sensors[:1]})  # another rig: another cache
     assert other["status"] == "built" and other["path"] != rebuilt["path"]
+
+
+def test_oracle_reuses_its_aim_on_turns_in_place_with_the_same_labels(corridor):
+    """The oracle keeps its goal distance and aim point while the agent turns in place; the
+    labels equal those of a teacher that recomputes them at every step (memos cleared), on a
+    kinematic walk with turns, forward moves and pushes off the path (replans)."""
+    import math
+
+    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.sim.types import AgentPose, DiscreteAction
+
+    rng = np.random.default_rng(0)
+    hits = 0
+    for ep in make_episodes(corridor)[:3]:
+        kept, fresh = OracleAgent(), OracleAgent()
+        for t in (kept, fresh):
+            t.reset(ep, corridor)
+            t.success_distance = 1.5
+        x, y = ep.start_position[:2]
+        yaw = float(ep.start_yaw) if getattr(ep, "start_yaw", None) is not None else 0.0
+        labels = []
+        for step in range(150):
+            fresh._aim_memo = fresh._remaining_memo = None
+            before = kept._aim_memo
+            pose = AgentPose(float(x), float(y), yaw, 0.0)
+            a, b = kept.best_action(pose), fresh.best_action(pose)
+            assert a == b, f"step {step}"
+            hits += kept._aim_memo is before and before is not None
+            labels.append(int(a))
+            if a == DiscreteAction.STOP:
+                break
+            if a == DiscreteAction.MOVE_FORWARD:
+                x, y = x + 0.25 * math.cos(yaw), y + 0.25 * math.sin(yaw)
+                if step % 9 == 4:  # pushed sideways: off the path, a replan
+                    x, y = x + rng.uniform(-0.5, 0.5), y + rng.uniform(-0.5, 0.5)
+            else:
+                yaw += math.radians(15.0) * (1 if a == DiscreteAction.TURN_LEFT else -1)
+        assert labels[-1] == 0 and len(set(labels)) >= 3
+    assert hits > 5

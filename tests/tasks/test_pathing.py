@@ -278,3 +278,55 @@ def test_line_of_sight_sampling_and_plans_equal_the_reference(res, origin, monke
     assert sum(x is not None for x in new[1:]) >= 6
     for x, y in zip(new, ref):
         assert (x is None and y is None) or (x.dtype == y.dtype and x.tobytes() == y.tobytes())
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_refine_with_kept_corner_sight_equals_a_fresh_refinement(seed):
+    """Corner-to-corner line of sight kept between refinements (one planner, many plans, as an
+    oracle replans through one scene) gives the same waypoints, bit for bit, as a fresh
+    ``LineOfSight`` for every plan, and the kept table agrees with ``segments_free``."""
+    from vlnverse.tasks.line_of_sight import LineOfSight
+
+    grid = cluttered(seed).grid
+    planner = PathPlanner(make_map(grid, 0.05, (0.4, -2.0)))
+    cells = np.argwhere(planner.free)
+    rng = np.random.default_rng(seed)
+    ends = planner.cell_centres(cells[:, 0], cells[:, 1])[rng.integers(0, len(cells), (40, 2))]
+    refined = 0
+    for s, g in ends:
+        try:
+            cells_path = planner.shortest_path(s, g).cells
+        except NoNavigableSpaceError:
+            continue
+        chain = planner.simplify(planner.cell_centres(cells_path[:, 0], cells_path[:, 1]))
+        for max_corners in (250, 7):  # 7: the nearest corners only, picked in another order
+            got = planner.sight.refine_any_angle(chain, max_corners)
+            want = LineOfSight(planner.free, planner.origin, planner.resolution).refine_any_angle(chain, max_corners)
+            assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+            refined += len(got) < len(chain) or not np.array_equal(got, chain)
+    kept = planner.sight._corner_sight
+    assert kept is not None and refined > 5
+    ci, cj = np.nonzero(kept >= 0)
+    corners = planner.sight.corner_cells()
+    assert len(ci) > 50 and 0 < kept[ci, cj].sum() < len(ci)
+    assert np.array_equal(kept[ci, cj] > 0, planner.sight.segments_free(corners[ci], corners[cj]))
+
+
+def test_refine_keeps_no_corner_table_past_its_bound(monkeypatch):
+    """With more corner cells than ``MAX_KEPT_CORNERS`` nothing is kept (memory bound) and the
+    waypoints are those of a planner that keeps its table."""
+    from vlnverse.tasks.line_of_sight import LineOfSight
+
+    grid = cluttered(4).grid
+    keeping, bounded = PathPlanner(make_map(grid, 0.05)), PathPlanner(make_map(grid, 0.05))
+    monkeypatch.setattr(bounded.sight, "MAX_KEPT_CORNERS", 0)
+    cells = np.argwhere(keeping.free)
+    ends = keeping.cell_centres(cells[:, 0], cells[:, 1])[np.random.default_rng(1).integers(0, len(cells), (12, 2))]
+    for s, g in ends:
+        try:
+            want = keeping.shortest_path(s, g).dense
+        except NoNavigableSpaceError:
+            continue
+        assert bounded.shortest_path(s, g).dense.tobytes() == want.tobytes()
+    assert bounded.sight._corner_sight is None and keeping.sight._corner_sight is not None
+    assert LineOfSight.MAX_KEPT_CORNERS == 2048

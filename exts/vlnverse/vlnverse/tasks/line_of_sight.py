@@ -13,6 +13,10 @@ class LineOfSight:
     """Straight-line visibility over the navigable cells ``free`` (bool (H, W)) of a grid whose cell
     (0, 0) has its outer corner at world ``origin`` and whose cells are ``resolution`` m wide."""
 
+    #: with more corner cells than this, corner-to-corner sight is not kept between refinements
+    #: (the table is K x K bytes: 4 MB at this bound)
+    MAX_KEPT_CORNERS = 2048
+
     def __init__(self, free: np.ndarray, origin: np.ndarray, resolution: float):
         self.free = free
         self.origin = origin
@@ -20,6 +24,9 @@ class LineOfSight:
         self.shape = free.shape
         self._padded: np.ndarray | None = None
         self._corners: np.ndarray | None = None
+        #: line of sight between corner cells i -> j, kept across ``refine_any_angle`` calls
+        #: (int8 (K, K): -1 not yet checked, 0 blocked, 1 free); ``None`` until first needed
+        self._corner_sight: np.ndarray | None = None
 
     def cell_centres(self, rows, cols) -> np.ndarray:
         """World (x, y) centres of cells, shape (N, 2)."""
@@ -148,6 +155,32 @@ class LineOfSight:
             self._corners = self.cell_centres(rows, cols)
         return self._corners
 
+    def _pairs_free(self, nodes: np.ndarray, ii: np.ndarray, jj: np.ndarray, picked: np.ndarray,
+                    n_chain: int) -> np.ndarray:
+        """``segments_free(nodes[ii], nodes[jj])``, where ``nodes`` is ``n_chain`` chain points
+        followed by the corner cells ``picked`` (indices into ``corner_cells()``): a segment
+        between two corner cells is checked once per direction and kept (a segment's result
+        does not depend on the others checked with it), the rest are checked as given."""
+        both = (ii >= n_chain) & (jj >= n_chain)
+        if not both.any() or len(self.corner_cells()) > self.MAX_KEPT_CORNERS:
+            return self.segments_free(nodes[ii], nodes[jj])
+        if self._corner_sight is None:
+            k = len(self.corner_cells())
+            self._corner_sight = np.full((k, k), -1, dtype=np.int8)
+        known = self._corner_sight
+        ci, cj = picked[ii[both] - n_chain], picked[jj[both] - n_chain]
+        got = known[ci, cj]
+        todo = np.flatnonzero(got < 0)
+        if len(todo):
+            fresh = self.segments_free(nodes[ii[both][todo]], nodes[jj[both][todo]])
+            got[todo] = fresh
+            known[ci[todo], cj[todo]] = fresh
+        visible = np.empty(len(ii), dtype=bool)
+        visible[both] = got > 0
+        other = ~both
+        visible[other] = self.segments_free(nodes[ii[other]], nodes[jj[other]])
+        return visible
+
     def refine_any_angle(self, chain: np.ndarray, max_corners: int = 250) -> np.ndarray:
         """Shorten a collision-free polyline by re-routing it through obstacle corner cells.
 
@@ -163,13 +196,15 @@ class LineOfSight:
         a, b = chain[0], chain[-1]
         limit = polyline_length(chain) + 1e-9
         corners = self.corner_cells()
+        picked = np.arange(len(corners))
         if len(corners):
-            corners = corners[np.linalg.norm(corners - a, axis=1) + np.linalg.norm(corners - b, axis=1) < limit]
-        if len(corners) > max_corners:
+            picked = picked[np.linalg.norm(corners - a, axis=1) + np.linalg.norm(corners - b, axis=1) < limit]
+        if len(picked) > max_corners:
             from scipy.spatial import cKDTree
 
-            gap, _ = cKDTree(resample_polyline(chain, self.resolution)).query(corners)
-            corners = corners[np.argsort(gap, kind="stable")[:max_corners]]
+            gap, _ = cKDTree(resample_polyline(chain, self.resolution)).query(corners[picked])
+            picked = picked[np.argsort(gap, kind="stable")[:max_corners]]
+        corners = corners[picked]
         nodes = np.concatenate([chain, corners])
         n = len(nodes)
         to_a = np.linalg.norm(nodes - a, axis=1)
@@ -179,7 +214,7 @@ class LineOfSight:
         useful = np.minimum(to_a[ii] + to_b[jj], to_a[jj] + to_b[ii]) + lengths < limit
         k = np.arange(len(chain) - 1)
         ii, jj, lengths = ii[useful], jj[useful], lengths[useful]
-        visible = self.segments_free(nodes[ii], nodes[jj])
+        visible = self._pairs_free(nodes, ii, jj, picked, len(chain))
         # The chain's own segments are known to be free.
         ii = np.concatenate([ii[visible], k])
         jj = np.concatenate([jj[visible], k + 1])
