@@ -30,6 +30,10 @@ FACTOR_SCALE = 200.0
 #: Pixels per metre of a baked face (at most the detail texture's own), of a face without a map,
 #: the cap of a region's side and the gutter (edge pixels repeated) around each region.
 BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 100.0, 25.0, 1024, 2
+#: The same two densities in the USD's light-map PNGs (``write_usd``): a 224² agent view with a 90°
+#: field of view resolves about 70 px/m on a wall 2 m away and less on the floor seen at a slant,
+#: and faces without a map (under floors, tops of walls) are never seen from inside the home.
+USD_PX_PER_M = (50.0, 10.0)
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 #: (u, v) world axes across each normal axis (the USD writer's box projection uses the same).
@@ -102,12 +106,14 @@ def upsample(factor: np.ndarray, fu: np.ndarray, fv: np.ndarray) -> np.ndarray:
 
 
 def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | None, g: Geom,
-                 face: str) -> np.ndarray:
+                 face: str, density: tuple[float, float] | None = None) -> np.ndarray:
     """The (h, w) uint8 grey texture of a face: the detail texture tiled every ``tile_m`` world
     metres along the face's axes (white without one) times the upsampled ``factor`` (1 without);
-    row 0 at the face's low v."""
+    row 0 at the face's low v. ``density``: (pixels per metre of a baked face, of a face without a
+    map); default (``BAKED_PX_PER_M``, ``UNBAKED_PX_PER_M``), what MuJoCo draws."""
     _, _, _, _, a, b = face_frame(g, face)
-    ppm = BAKED_PX_PER_M if factor is not None else UNBAKED_PX_PER_M
+    baked_ppm, unbaked_ppm = density or (BAKED_PX_PER_M, UNBAKED_PX_PER_M)
+    ppm = baked_ppm if factor is not None else unbaked_ppm
     if detail is not None:
         ppm = min(ppm, detail.shape[1] / tile_m)
     w, h = (int(min(BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (0, 1))
@@ -125,12 +131,13 @@ def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | 
     return np.clip(np.round(base), 0, 255).astype(np.uint8)
 
 
-def box_atlas(g: Geom, maps: dict[str, np.ndarray], detail: np.ndarray | None,
-              tile_m: float) -> tuple[np.ndarray, dict[str, tuple[int, int, int]]]:
+def box_atlas(g: Geom, maps: dict[str, np.ndarray], detail: np.ndarray | None, tile_m: float,
+              density: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, tuple[int, int, int]]]:
     """(the (H, W, 3) uint8 texture of a baked box, {face: (first row, h, w)} of each face's region).
     Regions are stacked in ``FACES`` order, left-aligned, each inside a ``GUTTER_PX`` border of its
-    edge pixels (so filtering never mixes neighbours)."""
-    tiles = {f: face_texture(detail, tile_m, maps.get(f), g, f) for f in FACES}
+    edge pixels (so filtering never mixes neighbours). ``density``: see ``face_texture`` (the USD
+    writes ``USD_PX_PER_M``)."""
+    tiles = {f: face_texture(detail, tile_m, maps.get(f), g, f, density) for f in FACES}
     width = max(t.shape[1] for t in tiles.values()) + 2 * GUTTER_PX
     rows, regions, r = [], {}, 0
     for f in FACES:
@@ -180,6 +187,24 @@ def object_levels(factors: np.ndarray) -> np.ndarray:
     return np.clip(np.round(f / OBJECT_LEVEL_STEP) * OBJECT_LEVEL_STEP, OBJECT_MIN_LEVEL, 1.0).round(4)
 
 
+def face_levels(g: Geom, factors: np.ndarray) -> np.ndarray | None:
+    """The darkening level of each triangle of render mesh ``g`` (``object_levels``), a band with
+    fewer than 4 vertices (MuJoCo's least mesh) joined to the nearest level; None when the factors
+    do not match its triangles."""
+    faces = np.asarray(g.faces, np.int64)
+    if len(factors) != len(faces):
+        return None
+    levels = object_levels(factors)
+    while True:
+        present = sorted(set(levels.tolist()), reverse=True)
+        small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
+        if not small or len(present) == 1:
+            return levels
+        lv = small[0]
+        others = [o for o in present if o != lv]
+        levels[levels == lv] = min(others, key=lambda o: (abs(o - lv), -o))
+
+
 def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Geom, float]]:
     """Render meshes ``parts`` split into bands of equal level (``object_levels``), brightest
     first: (band, level) pairs; a band keeps its part's colour and material (a renderer multiplies
@@ -188,18 +213,10 @@ def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Ge
     out: list[tuple[Geom, float]] = []
     for g, fac in zip(parts, factors):
         faces = np.asarray(g.faces, np.int64)
-        if len(fac) != len(faces):
+        levels = face_levels(g, fac)
+        if levels is None:
             out.append((g, 1.0))
             continue
-        levels = object_levels(fac)
-        while True:  # a band needs 4 vertices (MuJoCo's least mesh): a smaller one joins the nearest level
-            present = sorted(set(levels.tolist()), reverse=True)
-            small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
-            if not small or len(present) == 1:
-                break
-            lv = small[0]
-            others = [o for o in present if o != lv]
-            levels[levels == lv] = min(others, key=lambda o: (abs(o - lv), -o))
         for level in sorted(set(levels.tolist()), reverse=True):
             sub = faces[levels == level]
             used, inv = np.unique(sub, return_inverse=True)
