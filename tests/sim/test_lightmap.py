@@ -266,9 +266,10 @@ def test_usd_with_meshes_carries_the_light_maps_as_textures(baked, tmp_path):
                 np.testing.assert_allclose(list(colour)[:3], [round(c * level, 4) for c in g.color], atol=1e-6)
                 n_subsets += 1
     assert n_subsets > 20
-    # sizes of this home's USD (crate) and light maps, as measured for docs/scenes.md
+    # this home is the shipped home_0011: crate 600 552 B and light maps 288 275 B (docs/scenes.md; before
+    # the GeomSubsets and the grey 50 px/m PNGs, home 12's were 1.12 MB and 2.57 MB)
     crate = write_usd(home, tmp_path / "b" / "home.usd", objects="meshes")
-    assert crate.stat().st_size < 600_000 and sum(p.stat().st_size for p in pngs) < 600_000
+    assert crate.stat().st_size < 650_000 and sum(p.stat().st_size for p in pngs) < 350_000
 
 
 def test_atlas_regions_and_uvs_multiply_the_factor_into_the_detail():
