@@ -244,7 +244,7 @@ def test_shipped_set_variety(shipped):
     assert len(categories) >= 40
     assert len(room_types) >= 8
     assert all(4 <= len(h.rooms) <= 12 for h in shipped)
-    # with render meshes and baked light (measured: 7.35 MB of USD, 12.77 MB with textures and light maps)
+    # with render meshes and baked light (measured: 7.35 MB of USD, 12.72 MB with textures and light maps)
     usd = resolve_scenes("all")
     assert sum(p.stat().st_size for p in usd) < 8e6
     folder = usd[0].parent
