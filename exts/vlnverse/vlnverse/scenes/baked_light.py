@@ -10,9 +10,11 @@ and the USD writer both draw from here, so the two show the same light.
 - Each baked box is drawn by one visual-only mesh (24 vertices, 12 triangles) whose texture is an
   atlas (``box_atlas``): every face gets a region, its material's detail texture tiled in world
   metres times the bilinearly upsampled factor (faces without a map: factor 1, coarser pixels).
-- Objects: one uint8 factor per triangle of each render mesh; ``banded_meshes`` splits a mesh into
-  bands of equal (quantised) factor, each drawn darkened by its level (MuJoCo: the material's tint,
-  after the detail texture's mean is undone; USD: the colour, ``darkened``): darker undersides,
+- Objects: one uint8 factor per triangle of each render mesh, quantised to levels
+  (``face_levels``); ``banded_meshes`` splits a mesh into bands of equal level for MuJoCo (which
+  has no vertex colours), each drawn darkened by its level (the material's tint, after the detail
+  texture's mean is undone); the USD keeps the mesh whole and binds each darker level's triangles
+  (a ``GeomSubset``) to the look darkened by it (the colour, ``darkened``): darker undersides,
   lower parts and corners at the cost of more geoms, no texture and no light.
 """
 from __future__ import annotations

@@ -398,9 +398,10 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
     (``scenes.object_meshes``) as an instanceable ``Render`` prim referencing a shared prototype and
     makes its collision gprims invisible (``_write_render_meshes``), and the home's baked light
     (``scenes.baked_light``; ``baked``, a ``BakedLight``, or else the ``mujoco`` light baker's, read
-    from its cache): objects in darkened bands, and each baked floor, rug, wall and ceiling drawn by
-    a render-only mesh under ``BAKED_LIGHT_ROOT`` textured with its light map (a PNG under
-    ``LIGHTMAP_DIR`` beside the stage) while its gprim, invisible, keeps colliding. ``load_scene``
+    from its cache): the objects' darker triangles as ``GeomSubset``s bound to darkened looks, and
+    each baked floor, rug, wall and ceiling drawn by a render-only mesh under ``BAKED_LIGHT_ROOT``
+    textured with its light map (an 8-bit greyscale PNG under ``LIGHTMAP_DIR`` beside the stage, at
+    ``baked_light.USD_PX_PER_M``) while its gprim, invisible, keeps colliding. ``load_scene``
     reads the same description from either file. Returns ``path``.
     """
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
@@ -620,8 +621,8 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
                     continue
                 binding = UsdShade.MaterialBindingAPI(mesh.GetPrim())
                 for level in sorted(set(lv.tolist()), reverse=True)[1:]:  # darker bands
-                    subset = binding.CreateMaterialBindSubset(
-                        f"light_{int(round(level * 100)):03d}", Vt.IntArray([int(i) for i in np.flatnonzero(lv == level)]))
+                    faces = Vt.IntArray([int(i) for i in np.flatnonzero(lv == level)])
+                    subset = binding.CreateMaterialBindSubset(f"light_{int(round(level * 100)):03d}", faces)
                     band = _visual_material(stage, darkened(g, level), looks)
                     if band is not None:
                         UsdShade.MaterialBindingAPI.Apply(subset.GetPrim()).Bind(band)
