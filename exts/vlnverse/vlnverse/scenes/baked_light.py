@@ -33,8 +33,8 @@ FACTOR_SCALE = 200.0
 #: the cap of a region's side and the gutter (edge pixels repeated) around each region.
 BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 100.0, 25.0, 1024, 2
 #: The same two densities in the USD's light-map PNGs (``write_usd``): a 224² agent view with a 90°
-#: field of view resolves about 70 px/m on a wall 2 m away and less on the floor seen at a slant,
-#: and faces without a map (under floors, tops of walls) are never seen from inside the home.
+#: field of view resolves 56 px/m on a wall 2 m away (112 / distance) and less on the floor seen at
+#: a slant; faces without a map (under floors, tops of walls) are never seen from inside the home.
 USD_PX_PER_M = (50.0, 10.0)
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
