@@ -254,6 +254,9 @@ def test_usd_with_meshes_carries_the_light_maps_as_textures(baked, tmp_path):
         assert len(parts) == len(meshes[inst])
         for mesh_prim, g, fac in zip(parts, meshes[inst], light.objects[inst]):
             levels = baked_light.face_levels(g, fac)
+            # the same levels as MuJoCo's bands: at most two per render mesh
+            assert sorted(set(levels.tolist()), reverse=True) == [lv for _, lv in baked_light.banded_meshes([g], [fac])]
+            assert len(set(levels.tolist())) <= baked_light.OBJECT_MAX_BANDS == 2
             binding = UsdShade.MaterialBindingAPI(mesh_prim)
             subsets = binding.GetMaterialBindSubsets()
             assert sorted(round(lv, 2) for lv in set(levels.tolist()))[:-1] == \
