@@ -14,7 +14,8 @@ from setuptools import find_packages, setup
 HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "exts" / "vlnverse" / "config" / "extension.toml"
 #: Resource folder at the repository root → its package inside the wheel, and the files it ships.
-RESOURCES = {"robots": ["*.yaml"], "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "textures/*.png"],
+RESOURCES = {"robots": ["*.yaml"],
+             "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "textures/*.png", "lightmaps/*/*.png"],
              "tasks": ["*.yaml", "*/*.yaml", "train/*.pt"]}
 
 

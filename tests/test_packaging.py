@@ -220,6 +220,11 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
                              capture_output=True, text=True, env=env, cwd=work, timeout=300)
     assert shipped.returncode == 0, shipped.stderr
     assert int(shipped.stdout) > 100_000  # the shipped CMA checkpoint travels in the wheel
+    maps = subprocess.run([str(python), "-c", "import vlnverse.paths as p; "
+                           "print(len(list((p.scenes_dir() / 'lightmaps' / 'home_0012').glob('*.png'))))"],
+                          capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    assert maps.returncode == 0, maps.stderr
+    assert int(maps.stdout) == len(list((ROOT / "scenes_usd" / "lightmaps" / "home_0012").glob("*.png"))) > 10
     info = subprocess.run([str(command), "scenes", "info", "home_0012"], capture_output=True, text=True, env=env,
                           cwd=work, timeout=300)
     assert info.returncode == 0, info.stderr

@@ -244,7 +244,12 @@ def test_shipped_set_variety(shipped):
     assert len(categories) >= 40
     assert len(room_types) >= 8
     assert all(4 <= len(h.rooms) <= 12 for h in shipped)
-    assert sum(p.stat().st_size for p in resolve_scenes("all")) < 5e6
+    # with render meshes and baked light (measured: 7.19 MB of USD, 12.56 MB with textures and light maps)
+    usd = resolve_scenes("all")
+    assert sum(p.stat().st_size for p in usd) < 8e6
+    folder = usd[0].parent
+    assert sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) < 14e6
+    assert all(sorted((folder / "lightmaps" / p.stem).glob("*.png")) for p in usd)  # every home has its light maps
 
 
 def _widest_simd_paths() -> list[str]:
@@ -257,9 +262,10 @@ def _widest_simd_paths() -> list[str]:
 
 
 def test_a_shipped_home_matches_the_generator(tmp_path):
-    """The smallest shipped home is byte for byte what the generator writes from its seed, textures
-    included (the quick guard against a generator change without regenerating scenes_usd/; every
-    home in two processes and on any SIMD path is the slow test below)."""
+    """The smallest shipped home is byte for byte what the generator writes from its seed (with its
+    render meshes and baked light, as tools/generate_shipped_scenes.py writes it), textures and light
+    maps included (the quick guard against a generator change without regenerating scenes_usd/;
+    every home in two processes and on any SIMD path is the slow test below)."""
     import json
 
     from vlnverse.paths import scenes_dir
@@ -268,11 +274,14 @@ def test_a_shipped_home_matches_the_generator(tmp_path):
     shipped = scenes_dir()
     seeds = [seed for split in json.loads((shipped / "splits.json").read_text())["seeds"].values() for seed in split]
     seed = min(seeds, key=lambda s: (shipped / f"home_{s:04d}.usd").stat().st_size)
-    fresh = write_usd(generate_home(seed), tmp_path / f"home_{seed:04d}.usd")
+    fresh = write_usd(generate_home(seed), tmp_path / f"home_{seed:04d}.usd", objects="meshes")
     assert fresh.read_bytes() == (shipped / fresh.name).read_bytes(), \
         f"{fresh.name} differs from a fresh generation: run python tools/generate_shipped_scenes.py"
     textures = sorted((tmp_path / "textures").glob("*.png"))
     assert textures and all(p.read_bytes() == (shipped / "textures" / p.name).read_bytes() for p in textures)
+    maps = sorted(p.relative_to(tmp_path) for p in (tmp_path / "lightmaps").rglob("*.png"))
+    assert maps and maps == sorted(p.relative_to(shipped) for p in (shipped / "lightmaps" / fresh.stem).glob("*.png"))
+    assert all((tmp_path / p).read_bytes() == (shipped / p).read_bytes() for p in maps)
 
 
 @pytest.mark.slow  # every shipped home, twice (~110 s on a loaded 2-core machine)

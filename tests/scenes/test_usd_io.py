@@ -94,6 +94,22 @@ def test_openusd_validators_find_no_error(home, tmp_path):
     assert [e.GetMessage() for e in errors] == []
 
 
+def test_openusd_validators_find_no_error_in_a_shipped_home():
+    """The shipped homes carry render meshes, GeomSubsets of their light and light-map meshes: the
+    validators (subset families, material bindings …) pass on the smallest one too."""
+    UsdValidation = pytest.importorskip("pxr.UsdValidation")
+    from vlnverse.paths import scenes_dir
+
+    registry = UsdValidation.ValidationRegistry()
+    validators = [registry.GetOrLoadValidatorByName(m.name) for m in registry.GetAllValidatorMetadata()
+                  if "Package" not in m.name and "Usdz" not in m.name]
+    path = min(scenes_dir().glob("home_*.usd"), key=lambda p: p.stat().st_size)
+    stage = Usd.Stage.Open(str(path))
+    assert any(p.GetName() == "Render" for p in stage.Traverse())  # the meshes are there
+    errors = UsdValidation.ValidationContext(validators).Validate(stage)
+    assert [e.GetMessage() for e in errors] == []
+
+
 def _bound_physics_material(prim):
     return UsdShade.MaterialBindingAPI(prim).ComputeBoundMaterial("physics")[0]
 

@@ -201,7 +201,7 @@ def test_usd_with_meshes_carries_the_light_maps_as_textures(baked, tmp_path):
     from PIL import Image
     from pxr import Usd, UsdGeom, UsdShade
 
-    from vlnverse.scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind, png_bytes, texture_array
+    from vlnverse.scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, grey_png_bytes, material_kind, texture_array
     from vlnverse.scenes.usd_conventions import BAKED_LIGHT_ROOT
     from vlnverse.scenes.usd_io import write_usd
 
@@ -228,11 +228,54 @@ def test_usd_with_meshes_carries_the_light_maps_as_textures(baked, tmp_path):
         kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
         look = LOOKS[kind]
         atlas, _ = baked_light.box_atlas(g, light.surfaces[gi], texture_array(look.texture) if look.texture else None,
-                                         look.tile_m)
-        png = np.asarray(Image.open(file).convert("RGB"))
-        assert np.array_equal(png[::-1], atlas)  # st v = 0 is the image's bottom row
-        assert file.read_bytes() == png_bytes(np.ascontiguousarray(atlas[::-1]))  # no metadata: deterministic bytes
-    assert len(list((path.parent / "lightmaps").rglob("*.png"))) == len(light.surfaces)
+                                         look.tile_m, baked_light.USD_PX_PER_M)
+        image = Image.open(file)
+        assert image.mode == "L"  # 8-bit greyscale: the atlas is grey
+        assert np.array_equal(np.asarray(image)[::-1], atlas[..., 0])  # st v = 0 is the image's bottom row
+        assert file.read_bytes() == grey_png_bytes(atlas[::-1, :, 0])  # no metadata: deterministic bytes
+        if g.label in ("wall", "ceiling"):  # the USD's density: 50 px/m on every baked face (MuJoCo: 32, 10)
+            face = next(iter(light.surfaces[gi]))
+            _, _, _, _, a, b = baked_light.face_frame(g, face)
+            usd_w = baked_light.face_texture(None, 1.0, light.surfaces[gi][face], g, face, baked_light.USD_PX_PER_M)
+            mj_w = baked_light.face_texture(None, 1.0, light.surfaces[gi][face], g, face)
+            for tex, ppm in ((usd_w, 50), (mj_w, 32 if g.label == "wall" else 10)):
+                assert tex.shape[1] == min(baked_light.BAKED_MAX_PX, max(2, round((b[0] - a[0]) * ppm))), g.label
+    pngs = sorted((path.parent / "lightmaps").rglob("*.png"))
+    assert len(pngs) == len(light.surfaces)
+    # the objects' light: one prototype mesh per render mesh, its darker levels as GeomSubsets bound
+    # to looks darkened by the level (MuJoCo's bands), not as separate meshes
+    meshes = render_meshes(home)
+    renders = [p for p in stage.Traverse() if p.GetName() == "Render"]
+    assert len(renders) == len(meshes)
+    n_subsets = 0
+    for prim in renders:
+        inst = int(prim.GetParent().GetAttribute("vlnverse:instanceId").Get())
+        parts = [p for p in prim.GetPrototype().GetChildren() if p.IsA(UsdGeom.Mesh)]
+        assert len(parts) == len(meshes[inst])
+        for mesh_prim, g, fac in zip(parts, meshes[inst], light.objects[inst]):
+            levels = baked_light.face_levels(g, fac)
+            # the same levels as MuJoCo's bands: at most two per render mesh
+            assert sorted(set(levels.tolist()), reverse=True) == [lv for _, lv in baked_light.banded_meshes([g], [fac])]
+            assert len(set(levels.tolist())) <= baked_light.OBJECT_MAX_BANDS == 2
+            binding = UsdShade.MaterialBindingAPI(mesh_prim)
+            subsets = binding.GetMaterialBindSubsets()
+            assert sorted(round(lv, 2) for lv in set(levels.tolist()))[:-1] == \
+                sorted(int(s.GetPrim().GetName().split("_")[1]) / 100 for s in subsets)
+            for subset in subsets:
+                level = int(subset.GetPrim().GetName().split("_")[1]) / 100
+                assert list(subset.GetIndicesAttr().Get()) == np.flatnonzero(np.isclose(levels, level)).tolist()
+                look = UsdShade.MaterialBindingAPI(subset.GetPrim()).GetDirectBinding().GetMaterial()
+                pbr = look.ComputeSurfaceSource()[0]
+                diffuse = pbr.GetInput("diffuseColor")
+                src = diffuse.GetConnectedSources()[0]
+                colour = UsdShade.Shader(src[0].source.GetPrim()).GetInput("scale").Get() if src else diffuse.Get()
+                np.testing.assert_allclose(list(colour)[:3], [round(c * level, 4) for c in g.color], atol=1e-6)
+                n_subsets += 1
+    assert n_subsets > 20
+    # this home is the shipped home_0011: crate 586 265 B and light maps 288 275 B (docs/scenes.md; before
+    # the GeomSubsets and the grey 50 px/m PNGs, home 12's were 1.12 MB and 2.57 MB)
+    crate = write_usd(home, tmp_path / "b" / "home.usd", objects="meshes")
+    assert crate.stat().st_size < 650_000 and sum(p.stat().st_size for p in pngs) < 350_000
 
 
 def test_atlas_regions_and_uvs_multiply_the_factor_into_the_detail():

@@ -10,11 +10,14 @@ and the USD writer both draw from here, so the two show the same light.
 - Each baked box is drawn by one visual-only mesh (24 vertices, 12 triangles) whose texture is an
   atlas (``box_atlas``): every face gets a region, its material's detail texture tiled in world
   metres times the bilinearly upsampled factor (faces without a map: factor 1, coarser pixels).
-- Objects: one uint8 factor per triangle of each render mesh; ``banded_meshes`` splits a mesh into
-  at most ``OBJECT_MAX_BANDS`` bands of similar (quantised) factor, each drawn darkened by its level
-  (MuJoCo: the material's tint, after the detail texture's mean is undone; USD: the colour,
-  ``darkened``): darker undersides, lower parts and corners at the cost of one more geom per mesh
-  (each drawn geom is a draw call, which is what a frame costs on llvmpipe), no texture and no light.
+- Objects: one uint8 factor per triangle of each render mesh, quantised to levels and reduced to
+  at most ``OBJECT_MAX_BANDS`` per mesh (``face_levels``, the one place both renderers take them
+  from); ``banded_meshes`` splits a mesh into bands of equal level for MuJoCo (which has no vertex
+  colours), each drawn darkened by its level (the material's tint, after the detail texture's mean
+  is undone): one more geom per mesh at most (each drawn geom is a draw call, which is what a frame
+  costs on llvmpipe); the USD keeps the mesh whole and binds each darker level's triangles (a
+  ``GeomSubset``) to the look darkened by it (the colour, ``darkened``): darker undersides, lower
+  parts and corners, no texture and no light.
 """
 from __future__ import annotations
 
@@ -32,14 +35,20 @@ FACTOR_SCALE = 200.0
 #: Pixels per metre of a baked face (at most the detail texture's own), of a face without a map,
 #: the cap of a region's side and the gutter (edge pixels repeated) around each region.
 BAKED_PX_PER_M, UNBAKED_PX_PER_M, BAKED_MAX_PX, GUTTER_PX = 50.0, 25.0, 1024, 2
-#: Pixels per metre by label where not ``BAKED_PX_PER_M``. Every texel of an atlas is its own (the
-#: detail is multiplied in), and llvmpipe's frame time grows with the texels a view reads, so the
-#: sizes follow what a 224² view resolves: a pixel spans ~1 cm of floor 1 m ahead, ~3 cm of a
-#: wall 3 m away; ceilings, whose paint detail no view shows (``LIGHT_ONLY_LABELS``), hold the
-#: light alone, 3 pixels per 30 cm light texel.
+#: Pixels per metre by label where not ``BAKED_PX_PER_M`` (MuJoCo's atlases). Every texel of an
+#: atlas is its own (the detail is multiplied in), and llvmpipe's frame time grows with the texels a
+#: view reads, so the sizes follow what a 224² view resolves: a pixel spans ~1 cm of floor 1 m
+#: ahead, ~3 cm of a wall 3 m away; ceilings, whose paint detail no view shows
+#: (``LIGHT_ONLY_LABELS``), hold the light alone, 3 pixels per 30 cm light texel.
 BAKED_PX_PER_M_BY_LABEL = {"wall": 32.0, "ceiling": 10.0}
-#: Labels whose atlases hold only the light times the detail texture's mean (no detail).
+#: Labels whose MuJoCo atlases hold only the light times the detail texture's mean (no detail).
 LIGHT_ONLY_LABELS = ("ceiling",)
+#: The USD's light-map PNGs (``write_usd``) have their own two densities, whatever the label and
+#: with the detail kept (pixels per metre of a baked face, of a face without a map): a 224² agent
+#: view with a 90° field of view resolves 56 px/m on a wall 2 m away (112 / distance) and less on
+#: the floor seen at a slant; faces without a map (under floors, tops of walls) are never seen from
+#: inside the home.
+USD_PX_PER_M = (50.0, 10.0)
 #: Faces of a box: the sign and the world axis of their outward normal.
 FACES = ("-x", "+x", "-y", "+y", "-z", "+z")
 #: (u, v) world axes across each normal axis (the USD writer's box projection uses the same).
@@ -112,14 +121,20 @@ def upsample(factor: np.ndarray, fu: np.ndarray, fv: np.ndarray) -> np.ndarray:
 
 
 def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | None, g: Geom,
-                 face: str) -> np.ndarray:
+                 face: str, density: tuple[float, float] | None = None) -> np.ndarray:
     """The (h, w) uint8 grey texture of a face: the detail texture tiled every ``tile_m`` world
-    metres along the face's axes (white without one; its mean for ``LIGHT_ONLY_LABELS``) times the
-    upsampled ``factor`` (1 without); ``BAKED_PX_PER_M_BY_LABEL`` pixels per metre; row 0 at the
-    face's low v."""
+    metres along the face's axes (white without one) times the upsampled ``factor`` (1 without);
+    row 0 at the face's low v. ``density`` None (MuJoCo's atlases): ``BAKED_PX_PER_M_BY_LABEL``
+    pixels per metre on a baked face (``UNBAKED_PX_PER_M`` without a map), and the detail's mean
+    instead of the detail for ``LIGHT_ONLY_LABELS``; else (pixels per metre of a baked face, of a
+    face without a map) for every label, detail kept (the USD's ``USD_PX_PER_M``)."""
     _, _, _, _, a, b = face_frame(g, face)
-    ppm = BAKED_PX_PER_M_BY_LABEL.get(g.label, BAKED_PX_PER_M) if factor is not None else UNBAKED_PX_PER_M
-    light_only = detail is not None and g.label in LIGHT_ONLY_LABELS
+    if density is None:
+        baked_ppm, unbaked_ppm = BAKED_PX_PER_M_BY_LABEL.get(g.label, BAKED_PX_PER_M), UNBAKED_PX_PER_M
+    else:
+        baked_ppm, unbaked_ppm = density
+    ppm = baked_ppm if factor is not None else unbaked_ppm
+    light_only = density is None and detail is not None and g.label in LIGHT_ONLY_LABELS
     if detail is not None and not light_only:
         ppm = min(ppm, detail.shape[1] / tile_m)
     w, h = (int(min(BAKED_MAX_PX, max(2, round((b[i] - a[i]) * ppm)))) for i in (0, 1))
@@ -137,12 +152,13 @@ def face_texture(detail: np.ndarray | None, tile_m: float, factor: np.ndarray | 
     return np.clip(np.round(base), 0, 255).astype(np.uint8)
 
 
-def box_atlas(g: Geom, maps: dict[str, np.ndarray], detail: np.ndarray | None,
-              tile_m: float) -> tuple[np.ndarray, dict[str, tuple[int, int, int]]]:
+def box_atlas(g: Geom, maps: dict[str, np.ndarray], detail: np.ndarray | None, tile_m: float,
+              density: tuple[float, float] | None = None) -> tuple[np.ndarray, dict[str, tuple[int, int, int]]]:
     """(the (H, W, 3) uint8 texture of a baked box, {face: (first row, h, w)} of each face's region).
     Regions are stacked in ``FACES`` order, left-aligned, each inside a ``GUTTER_PX`` border of its
-    edge pixels (so filtering never mixes neighbours)."""
-    tiles = {f: face_texture(detail, tile_m, maps.get(f), g, f) for f in FACES}
+    edge pixels (so filtering never mixes neighbours). ``density``: see ``face_texture`` (the USD
+    writes ``USD_PX_PER_M``)."""
+    tiles = {f: face_texture(detail, tile_m, maps.get(f), g, f, density) for f in FACES}
     width = max(t.shape[1] for t in tiles.values()) + 2 * GUTTER_PX
     rows, regions, r = [], {}, 0
     for f in FACES:
@@ -224,27 +240,38 @@ def fewest_levels(levels: np.ndarray, areas: np.ndarray, k: int = OBJECT_MAX_BAN
     return out
 
 
+def face_levels(g: Geom, factors: np.ndarray) -> np.ndarray | None:
+    """The darkening level of each triangle of render mesh ``g``, as MuJoCo's bands and the USD's
+    subsets both draw it: ``object_levels``, at most ``OBJECT_MAX_BANDS`` of them
+    (``fewest_levels``, area-weighted), a band with fewer than 4 vertices (MuJoCo's least mesh)
+    joined to the nearest level; None when the factors do not match its triangles."""
+    faces = np.asarray(g.faces, np.int64)
+    if len(factors) != len(faces):
+        return None
+    levels = fewest_levels(object_levels(factors), triangle_areas(g))
+    while True:
+        present = sorted(set(levels.tolist()), reverse=True)
+        small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
+        if not small or len(present) == 1:
+            return levels
+        lv = small[0]
+        others = [o for o in present if o != lv]
+        levels[levels == lv] = min(others, key=lambda o: (abs(o - lv), -o))
+
+
 def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Geom, float]]:
-    """Render meshes ``parts`` split into at most ``OBJECT_MAX_BANDS`` bands of similar level
-    (``object_levels``, then ``fewest_levels``), brightest first: (band, level) pairs; a band keeps
-    its part's colour and material (a renderer multiplies its colour by the level: MuJoCo the
-    material's tint, the USD the colour) and its ``name`` gains ``_l<level %>``. A part whose
-    factors do not match its triangles is kept whole (level 1)."""
+    """MuJoCo's object light: render meshes ``parts`` split into bands of equal level
+    (``face_levels``: at most ``OBJECT_MAX_BANDS``), brightest first: (band, level) pairs; a band
+    keeps its part's colour and material (MuJoCo multiplies the material's tint by the level) and
+    its ``name`` gains ``_l<level %>``. A part whose factors do not match its triangles is kept
+    whole (level 1). The USD draws the same levels as subsets of the whole mesh."""
     out: list[tuple[Geom, float]] = []
     for g, fac in zip(parts, factors):
         faces = np.asarray(g.faces, np.int64)
-        if len(fac) != len(faces):
+        levels = face_levels(g, fac)
+        if levels is None:
             out.append((g, 1.0))
             continue
-        levels = fewest_levels(object_levels(fac), triangle_areas(g))
-        while True:  # a band needs 4 vertices (MuJoCo's least mesh): a smaller one joins the nearest level
-            present = sorted(set(levels.tolist()), reverse=True)
-            small = [lv for lv in present if len(np.unique(faces[levels == lv])) < 4]
-            if not small or len(present) == 1:
-                break
-            lv = small[0]
-            others = [o for o in present if o != lv]
-            levels[levels == lv] = min(others, key=lambda o: (abs(o - lv), -o))
         for level in sorted(set(levels.tolist()), reverse=True):
             sub = faces[levels == level]
             used, inv = np.unique(sub, return_inverse=True)

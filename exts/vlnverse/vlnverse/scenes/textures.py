@@ -192,6 +192,36 @@ def png_bytes(image: np.ndarray) -> bytes:
             + chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 
 
+def _png_filtered_rows(image: np.ndarray) -> bytes:
+    """PNG scanlines of an (H, W) uint8 image, each row with the filter (None, Sub, Up, Average,
+    Paeth) whose residuals have the least sum of magnitudes (libpng's heuristic; first on ties)."""
+    a = image.astype(np.int16)
+    up = np.vstack([np.zeros((1, a.shape[1]), np.int16), a[:-1]])
+    left = np.hstack([np.zeros((a.shape[0], 1), np.int16), a[:, :-1]])
+    upleft = np.hstack([np.zeros((a.shape[0], 1), np.int16), up[:, :-1]])
+    p = left + up - upleft
+    pa, pb, pc = np.abs(p - left), np.abs(p - up), np.abs(p - upleft)
+    paeth = np.where((pa <= pb) & (pa <= pc), left, np.where(pb <= pc, up, upleft))
+    cands = np.stack([a, a - left, a - up, a - (left + up) // 2, a - paeth]) % 256  # (5, H, W)
+    cost = np.minimum(cands, 256 - cands).sum(axis=2)  # residuals as signed bytes
+    best = np.argmin(cost, axis=0)
+    rows = cands[best, np.arange(a.shape[0])].astype(np.uint8)
+    return np.hstack([best.astype(np.uint8)[:, None], rows]).tobytes()
+
+
+def grey_png_bytes(image: np.ndarray) -> bytes:
+    """Encode an (H, W) uint8 image as an 8-bit greyscale PNG (per-row adaptive filters, zlib level 9,
+    no metadata: deterministic bytes)."""
+    image = np.ascontiguousarray(image, dtype=np.uint8)
+    h, w = image.shape
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(_png_filtered_rows(image), 9)) + chunk(b"IEND", b""))
+
+
 def texture_file_name(kind: str) -> str:
     """Relative path of a kind's texture beside a USD file (``textures/<kind>.png``)."""
     return f"{TEXTURE_DIR}/{kind}.png"

@@ -398,9 +398,10 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
     (``scenes.object_meshes``) as an instanceable ``Render`` prim referencing a shared prototype and
     makes its collision gprims invisible (``_write_render_meshes``), and the home's baked light
     (``scenes.baked_light``; ``baked``, a ``BakedLight``, or else the ``mujoco`` light baker's, read
-    from its cache): objects in darkened bands, and each baked floor, rug, wall and ceiling drawn by
-    a render-only mesh under ``BAKED_LIGHT_ROOT`` textured with its light map (a PNG under
-    ``LIGHTMAP_DIR`` beside the stage) while its gprim, invisible, keeps colliding. ``load_scene``
+    from its cache): the objects' darker triangles as ``GeomSubset``s bound to darkened looks, and
+    each baked floor, rug, wall and ceiling drawn by a render-only mesh under ``BAKED_LIGHT_ROOT``
+    textured with its light map (an 8-bit greyscale PNG under ``LIGHTMAP_DIR`` beside the stage, at
+    ``baked_light.USD_PX_PER_M``) while its gprim, invisible, keeps colliding. ``load_scene``
     reads the same description from either file. Returns ``path``.
     """
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdLux, UsdPhysics, Vt
@@ -512,12 +513,12 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
     """One render-only ``Mesh`` per baked box under ``BAKED_LIGHT_ROOT`` (``baked_light.box_mesh``:
     vertex ``st`` into its atlas, labelled like the box) bound to its own ``UsdPreviewSurface`` whose
     ``UsdUVTexture`` reads the atlas (the material's detail times the light map, tinted by the
-    colour); returns {path relative to the stage: PNG bytes} (rows flipped: ``st`` v = 0 is the
-    image's bottom row and the atlas' row 0)."""
+    colour; at ``baked_light.USD_PX_PER_M``); returns {path relative to the stage: 8-bit greyscale
+    PNG bytes} (rows flipped: ``st`` v = 0 is the image's bottom row and the atlas' row 0)."""
     from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
 
-    from .baked_light import box_atlas, box_bounds, box_mesh
-    from .textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind, png_bytes, texture_array
+    from .baked_light import USD_PX_PER_M, box_atlas, box_bounds, box_mesh
+    from .textures import DEFAULT_KIND_BY_LABEL, LOOKS, grey_png_bytes, material_kind, texture_array
 
     root = UsdGeom.Scope.Define(stage, BAKED_LIGHT_ROOT).GetPrim()
     root.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
@@ -528,7 +529,8 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
         kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
         look = LOOKS.get(kind)
         detail = texture_array(look.texture) if look is not None and look.texture is not None else None
-        img, regions = box_atlas(g, light.surfaces[gi], detail, look.tile_m if look is not None else 1.0)
+        img, regions = box_atlas(g, light.surfaces[gi], detail, look.tile_m if look is not None else 1.0,
+                                 USD_PX_PER_M)
         verts, faces, uv = box_mesh(g, regions, img.shape[:2])
         path = _unique(f"{BAKED_LIGHT_ROOT}/{_identifier(geom_paths[gi].rsplit('/', 1)[-1])}", used)
         name = path.rsplit("/", 1)[-1]
@@ -540,7 +542,7 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
         UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray, UsdGeom.Tokens.vertex).Set(
             Vt.Vec2fArray.FromNumpy(np.round(uv, _ST_DECIMALS).astype(np.float32)))
         rel = f"{LIGHTMAP_DIR}/{_identifier(desc.scene_id)}/{name}.png"
-        pngs[rel] = png_bytes(np.ascontiguousarray(img[::-1]))
+        pngs[rel] = grey_png_bytes(img[::-1, :, 0])  # the atlas is grey: one channel
         colour = tuple(round(float(c), 4) for c in g.color)
         mat = UsdShade.Material.Define(stage, f"{_LOOKS_ROOT}/baked/{name}")
         pbr = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/PreviewSurface")
@@ -574,12 +576,16 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
                          obj_world: dict[int, np.ndarray], looks: _Looks, light=None) -> None:
     """Each distinct set of render meshes once, as a prototype under the abstract
     ``RENDER_PROTOTYPES`` (one ``Mesh`` per material with vertex ``st`` and a UsdPreviewSurface
-    binding; with baked ``light``, one per darkened band, ``baked_light.banded_meshes``); each
-    object gets an instanceable ``Render`` Xform referencing its prototype, posed in the object's
-    frame and marked ``RENDER_ONLY_ATTR``."""
+    binding; with baked ``light``, the triangles of each darkening level, ``baked_light.face_levels``,
+    form a ``GeomSubset`` (family ``materialBind``) bound to the look darkened by that level, the
+    brightest level keeping the mesh's own look); each object gets an instanceable ``Render`` Xform
+    referencing its prototype, posed in the object's frame and marked ``RENDER_ONLY_ATTR``. Objects
+    with the same meshes and light (twins) share a prototype."""
     import hashlib
 
     from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+
+    from .baked_light import darkened, face_levels
 
     stage.CreateClassPrim(RENDER_PROTOTYPES)
     protos: dict[str, str] = {}
@@ -588,20 +594,18 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
         parts = meshes.get(obj.instance_id)
         if not parts or k not in obj_world:
             continue
-        if light is not None and obj.instance_id in light.objects:
-            from .baked_light import banded_meshes, darkened
-
-            parts = [darkened(g, level) for g, level in banded_meshes(parts, light.objects[obj.instance_id])]
+        factors = light.objects.get(obj.instance_id) if light is not None else None
+        levels = [face_levels(g, f) for g, f in zip(parts, factors)] if factors else [None] * len(parts)
         h = hashlib.sha256()
-        for g in parts:
+        for g, lv in zip(parts, levels):
             h.update(f"{g.material}|{round_color(g.color)}".encode())
-            for arr in (g.vertices, g.faces, g.texcoords):
-                h.update(np.ascontiguousarray(arr).tobytes())
+            for arr in (g.vertices, g.faces, g.texcoords, lv):
+                h.update(b"-" if arr is None else np.ascontiguousarray(arr).tobytes())
         digest = h.hexdigest()
         if digest not in protos:
             proto = _unique(f"{RENDER_PROTOTYPES}/{_identifier(obj.category)}_{len(protos):03d}", used)
             UsdGeom.Xform.Define(stage, proto)
-            for j, g in enumerate(parts):
+            for j, (g, lv) in enumerate(zip(parts, levels)):
                 mesh, _ = _triangle_mesh(stage, f"{proto}/part_{j:02d}", g.vertices, g.faces)
                 mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
                 tile = _texture_tile(g) or 1.0
@@ -609,9 +613,21 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
                 UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray,
                                                         UsdGeom.Tokens.vertex).Set(
                     Vt.Vec2fArray.FromNumpy(st.astype(np.float32)))
-                look = _visual_material(stage, g, looks)
+                top = 1.0 if lv is None else float(lv.max())
+                look = _visual_material(stage, darkened(g, top), looks)
                 if look is not None:
                     UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(look)
+                if lv is None:
+                    continue
+                binding = UsdShade.MaterialBindingAPI(mesh.GetPrim())
+                for level in sorted(set(lv.tolist()), reverse=True)[1:]:  # darker bands
+                    faces = Vt.IntArray([int(i) for i in np.flatnonzero(lv == level)])
+                    subset = binding.CreateMaterialBindSubset(f"light_{int(round(level * 100)):03d}", faces)
+                    band = _visual_material(stage, darkened(g, level), looks)
+                    if band is not None:
+                        UsdShade.MaterialBindingAPI.Apply(subset.GetPrim()).Bind(band)
+                if len(set(lv.tolist())) > 1:
+                    binding.SetMaterialBindSubsetsFamilyType(UsdGeom.Tokens.nonOverlapping)
             protos[digest] = proto
         render = UsdGeom.Xform.Define(stage, _unique(f"{obj_paths[k]}/Render", used))
         _set_xform(render, np.linalg.inv(obj_world[k]) @ parts[0].transform, None)
