@@ -284,3 +284,16 @@ def banded_meshes(parts: list[Geom], factors: list[np.ndarray]) -> list[tuple[Ge
 def darkened(g: Geom, level: float) -> Geom:
     """``g`` with its colour times ``level`` (rounded to 4 decimals; the USD's look of a band)."""
     return g if level >= 1.0 else replace(g, color=tuple(round(float(c) * level, 4) for c in g.color))
+
+
+def home_light(desc, baked: BakedLight | None = None) -> BakedLight:
+    """The home's baked light: ``baked`` when given, else the ``mujoco`` light baker's (computed
+    once per home and read from its cache); what the USD writer and the Isaac stage both draw."""
+    return baked if baked is not None else LIGHT_BAKERS.get("mujoco")(desc)
+
+
+def object_face_levels(light: BakedLight | None, instance_id: int, parts: list[Geom]) -> list[np.ndarray | None]:
+    """``face_levels`` of each of an object's render meshes ``parts`` under ``light`` (None per part
+    without light: no light, no factors for the object, or factors that do not match)."""
+    factors = light.objects.get(instance_id) if light is not None else None
+    return [face_levels(g, f) for g, f in zip(parts, factors)] if factors else [None] * len(parts)

@@ -140,7 +140,7 @@ _LOOKS_ROOT = "/World/Looks"
 
 
 @dataclass
-class _Looks:
+class Looks:
     """Visual materials written so far: by (material, colour), prim paths used, kinds needing textures."""
 
     materials: dict[tuple, Any] = field(default_factory=dict)
@@ -148,7 +148,7 @@ class _Looks:
     kinds: set[str] = field(default_factory=set)
 
 
-def _visual_material(stage, g: Geom, looks: _Looks):
+def _visual_material(stage, g: Geom, looks: Looks):
     """The ``UsdShade.Material`` (UsdPreviewSurface; a ``UsdUVTexture`` tinted by the geom colour for
     textured kinds, the file in ``textures/`` beside the stage) for ``g.material`` and ``g.color``;
     one per (material, colour), named after the material. None when the geom has no material."""
@@ -303,7 +303,7 @@ def _triangle_mesh(stage, path: str, vertices: Any, faces: Any):
 
 
 def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: bool, movable: bool,
-                materials: dict[float, Any], looks: _Looks) -> None:
+                materials: dict[float, Any], looks: Looks) -> None:
     from pxr import Gf, Sdf, UsdGeom, Vt
 
     local = np.linalg.inv(parent_world) @ g.transform
@@ -355,7 +355,7 @@ def _write_geom(stage, path: str, g: Geom, parent_world: np.ndarray, labelled: b
     _finish_gprim(stage, gprim, g, labelled, movable, materials, looks, mesh_approx=g.kind == "mesh")
 
 
-def _finish_gprim(stage, gprim, g: Geom, labelled: bool, movable: bool, materials: dict[float, Any], looks: _Looks,
+def _finish_gprim(stage, gprim, g: Geom, labelled: bool, movable: bool, materials: dict[float, Any], looks: Looks,
                   mesh_approx: bool) -> None:
     """Display colour, collision (``MeshCollisionAPI`` for meshes), physics and visual material
     bindings and, for structure, the label of a written gprim."""
@@ -426,14 +426,14 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
     hidden = {gi for obj in desc.objects if obj.instance_id in meshes for gi in obj.geom_indices}
     light = None
     if objects == "meshes":
-        from .baked_light import LIGHT_BAKERS
+        from .baked_light import home_light
 
-        light = baked if baked is not None else LIGHT_BAKERS.get("mujoco")(desc)
+        light = home_light(desc, baked)
         hidden |= set(light.surfaces)
     obj_paths, geom_paths = _plan_paths(desc)
     owner = {gi: k for k, obj in enumerate(desc.objects) for gi in obj.geom_indices}
     materials: dict[float, Any] = {}
-    looks = _Looks()
+    looks = Looks()
     obj_world: dict[int, np.ndarray] = {}
     for gi, g in enumerate(desc.geoms):
         k = owner.get(gi)
@@ -496,29 +496,30 @@ def write_usd(desc: SceneDescription, path: str | Path, *, objects: str = "primi
     with atomic_path(path) as tmp:
         if not layer.Export(str(tmp)):
             raise SceneError(f"{path}: USD export failed")
+    write_stage_files(path.parent, looks, pngs)
+    return path
+
+
+def write_stage_files(folder: Path, looks: Looks, pngs: dict[str, bytes]) -> None:
+    """Write the files a stage's looks read beside it in ``folder``: the detail textures of
+    ``looks.kinds`` (``textures.write_textures``) and the light maps ``pngs`` ({path relative to
+    ``folder``: PNG bytes}), each atomically and only when missing or different."""
     if looks.kinds:
         from .textures import write_textures
 
-        write_textures(path.parent, looks.kinds)
-    for rel, data in pngs.items():  # the light maps, only when missing or different
-        target = path.parent / rel
+        write_textures(folder, looks.kinds)
+    for rel, data in pngs.items():
+        target = Path(folder) / rel
         if not (target.exists() and target.read_bytes() == data):
             target.parent.mkdir(parents=True, exist_ok=True)
             with atomic_path(target) as tmp:
                 Path(tmp).write_bytes(data)
-    return path
 
 
 def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list[str]) -> dict[str, bytes]:
-    """One render-only ``Mesh`` per baked box under ``BAKED_LIGHT_ROOT`` (``baked_light.box_mesh``:
-    vertex ``st`` into its atlas, labelled like the box) bound to its own ``UsdPreviewSurface`` whose
-    ``UsdUVTexture`` reads the atlas (the material's detail times the light map, tinted by the
-    colour; at ``baked_light.USD_PX_PER_M``); returns {path relative to the stage: 8-bit greyscale
-    PNG bytes} (rows flipped: ``st`` v = 0 is the image's bottom row and the atlas' row 0)."""
-    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
-
-    from .baked_light import USD_PX_PER_M, box_atlas, box_bounds, box_mesh
-    from .textures import DEFAULT_KIND_BY_LABEL, LOOKS, grey_png_bytes, material_kind, texture_array
+    """One render-only ``Mesh`` per baked box under ``BAKED_LIGHT_ROOT`` (``baked_surface_mesh``),
+    labelled like the box; returns {path relative to the stage: 8-bit greyscale PNG bytes}."""
+    from pxr import Sdf, UsdGeom
 
     root = UsdGeom.Scope.Define(stage, BAKED_LIGHT_ROOT).GetPrim()
     root.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
@@ -526,54 +527,72 @@ def _write_baked_surfaces(stage, desc: SceneDescription, light, geom_paths: list
     pngs: dict[str, bytes] = {}
     for gi in sorted(light.surfaces):
         g = desc.geoms[gi]
-        kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
-        look = LOOKS.get(kind)
-        detail = texture_array(look.texture) if look is not None and look.texture is not None else None
-        img, regions = box_atlas(g, light.surfaces[gi], detail, look.tile_m if look is not None else 1.0,
-                                 USD_PX_PER_M)
-        verts, faces, uv = box_mesh(g, regions, img.shape[:2])
         path = _unique(f"{BAKED_LIGHT_ROOT}/{_identifier(geom_paths[gi].rsplit('/', 1)[-1])}", used)
-        name = path.rsplit("/", 1)[-1]
-        mesh, _ = _triangle_mesh(stage, path, verts, faces)
-        mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
-        centre = np.eye(4)
-        centre[:3, 3] = round_lengths(sum(box_bounds(g)) / 2)
-        _set_xform(mesh, centre, None)
-        UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray, UsdGeom.Tokens.vertex).Set(
-            Vt.Vec2fArray.FromNumpy(np.round(uv, _ST_DECIMALS).astype(np.float32)))
-        rel = f"{LIGHTMAP_DIR}/{_identifier(desc.scene_id)}/{name}.png"
-        pngs[rel] = grey_png_bytes(img[::-1, :, 0])  # the atlas is grey: one channel
-        colour = tuple(round(float(c), 4) for c in g.color)
-        mat = UsdShade.Material.Define(stage, f"{_LOOKS_ROOT}/baked/{name}")
-        pbr = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/PreviewSurface")
-        pbr.CreateIdAttr("UsdPreviewSurface")
-        if look is not None:  # the shading of the box's plain look (``_visual_material``)
-            pbr.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(round(look.roughness, 4))
-            pbr.CreateInput("metallic", Sdf.ValueTypeNames.Float).Set(round(look.metallic, 4))
-            if look.emission > 0:
-                pbr.CreateInput("emissiveColor", Sdf.ValueTypeNames.Color3f).Set(
-                    Gf.Vec3f(*(round(c * look.emission, 4) for c in colour)))
-        reader = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/TexCoords")
-        reader.CreateIdAttr("UsdPrimvarReader_float2")
-        reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
-        tex = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/LightMap")
-        tex.CreateIdAttr("UsdUVTexture")
-        tex.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(Sdf.AssetPath(rel))
-        tex.CreateInput("st", Sdf.ValueTypeNames.Float2).ConnectToSource(reader.ConnectableAPI(), "result")
-        tex.CreateInput("wrapS", Sdf.ValueTypeNames.Token).Set("clamp")
-        tex.CreateInput("wrapT", Sdf.ValueTypeNames.Token).Set("clamp")
-        tex.CreateInput("scale", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))  # tint
-        tex.CreateInput("fallback", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))
-        tex.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
-        pbr.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f).ConnectToSource(tex.ConnectableAPI(), "rgb")
-        mat.CreateSurfaceOutput().ConnectToSource(pbr.ConnectableAPI(), "surface")
-        UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(mat)
+        mesh, rel, data = baked_surface_mesh(stage, path, g, light.surfaces[gi], desc.scene_id)
+        pngs[rel] = data
         _set_label(mesh.GetPrim(), g.label, g.instance_id)
     return pngs
 
 
+def baked_surface_mesh(stage, path: str, g: Geom, maps: dict[str, np.ndarray], scene_id: str,
+                       offset: np.ndarray | None = None) -> tuple[Any, str, bytes]:
+    """The render-only ``Mesh`` at ``path`` drawing baked box ``g`` (``baked_light.box_mesh``: 24
+    vertices, vertex ``st`` into its atlas, translated to the box centre less ``offset``, its
+    parent's origin) bound to its own ``UsdPreviewSurface`` (``/World/Looks/baked/<name>``) whose
+    ``UsdUVTexture`` reads the atlas (``maps``: the box's light maps; the material's detail times
+    the light, tinted by the colour; at ``baked_light.USD_PX_PER_M``); returns the mesh, the PNG's
+    path relative to the stage (``LIGHTMAP_DIR/<scene>/<name>.png``) and its 8-bit greyscale bytes
+    (rows flipped: ``st`` v = 0 is the image's bottom row and the atlas' row 0)."""
+    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+
+    from .baked_light import USD_PX_PER_M, box_atlas, box_bounds, box_mesh
+    from .textures import DEFAULT_KIND_BY_LABEL, LOOKS, grey_png_bytes, material_kind, texture_array
+
+    kind = material_kind(g.material) or DEFAULT_KIND_BY_LABEL.get(g.label, "")
+    look = LOOKS.get(kind)
+    detail = texture_array(look.texture) if look is not None and look.texture is not None else None
+    img, regions = box_atlas(g, maps, detail, look.tile_m if look is not None else 1.0, USD_PX_PER_M)
+    verts, faces, uv = box_mesh(g, regions, img.shape[:2])
+    name = path.rsplit("/", 1)[-1]
+    mesh, _ = _triangle_mesh(stage, path, verts, faces)
+    mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
+    centre = np.eye(4)
+    centre[:3, 3] = round_lengths(sum(box_bounds(g)) / 2 - (0.0 if offset is None else np.asarray(offset, float)))
+    _set_xform(mesh, centre, None)
+    UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray, UsdGeom.Tokens.vertex).Set(
+        Vt.Vec2fArray.FromNumpy(np.round(uv, _ST_DECIMALS).astype(np.float32)))
+    rel = f"{LIGHTMAP_DIR}/{_identifier(scene_id)}/{name}.png"
+    data = grey_png_bytes(img[::-1, :, 0])  # the atlas is grey: one channel
+    colour = tuple(round(float(c), 4) for c in g.color)
+    mat = UsdShade.Material.Define(stage, f"{_LOOKS_ROOT}/baked/{name}")
+    pbr = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/PreviewSurface")
+    pbr.CreateIdAttr("UsdPreviewSurface")
+    if look is not None:  # the shading of the box's plain look (``_visual_material``)
+        pbr.CreateInput("roughness", Sdf.ValueTypeNames.Float).Set(round(look.roughness, 4))
+        pbr.CreateInput("metallic", Sdf.ValueTypeNames.Float).Set(round(look.metallic, 4))
+        if look.emission > 0:
+            pbr.CreateInput("emissiveColor", Sdf.ValueTypeNames.Color3f).Set(
+                Gf.Vec3f(*(round(c * look.emission, 4) for c in colour)))
+    reader = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/TexCoords")
+    reader.CreateIdAttr("UsdPrimvarReader_float2")
+    reader.CreateInput("varname", Sdf.ValueTypeNames.String).Set("st")
+    tex = UsdShade.Shader.Define(stage, f"{_LOOKS_ROOT}/baked/{name}/LightMap")
+    tex.CreateIdAttr("UsdUVTexture")
+    tex.CreateInput("file", Sdf.ValueTypeNames.Asset).Set(Sdf.AssetPath(rel))
+    tex.CreateInput("st", Sdf.ValueTypeNames.Float2).ConnectToSource(reader.ConnectableAPI(), "result")
+    tex.CreateInput("wrapS", Sdf.ValueTypeNames.Token).Set("clamp")
+    tex.CreateInput("wrapT", Sdf.ValueTypeNames.Token).Set("clamp")
+    tex.CreateInput("scale", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))  # tint
+    tex.CreateInput("fallback", Sdf.ValueTypeNames.Float4).Set(Gf.Vec4f(*colour, 1.0))
+    tex.CreateOutput("rgb", Sdf.ValueTypeNames.Float3)
+    pbr.CreateInput("diffuseColor", Sdf.ValueTypeNames.Color3f).ConnectToSource(tex.ConnectableAPI(), "rgb")
+    mat.CreateSurfaceOutput().ConnectToSource(pbr.ConnectableAPI(), "surface")
+    UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(mat)
+    return mesh, rel, data
+
+
 def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths: list[str],
-                         obj_world: dict[int, np.ndarray], looks: _Looks, light=None) -> None:
+                         obj_world: dict[int, np.ndarray], looks: Looks, light=None) -> None:
     """Each distinct set of render meshes once, as a prototype under the abstract
     ``RENDER_PROTOTYPES`` (one ``Mesh`` per material with vertex ``st`` and a UsdPreviewSurface
     binding; with baked ``light``, the triangles of each darkening level, ``baked_light.face_levels``,
@@ -583,9 +602,9 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
     with the same meshes and light (twins) share a prototype."""
     import hashlib
 
-    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+    from pxr import Sdf, UsdGeom
 
-    from .baked_light import darkened, face_levels
+    from .baked_light import object_face_levels
 
     stage.CreateClassPrim(RENDER_PROTOTYPES)
     protos: dict[str, str] = {}
@@ -594,8 +613,7 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
         parts = meshes.get(obj.instance_id)
         if not parts or k not in obj_world:
             continue
-        factors = light.objects.get(obj.instance_id) if light is not None else None
-        levels = [face_levels(g, f) for g, f in zip(parts, factors)] if factors else [None] * len(parts)
+        levels = object_face_levels(light, obj.instance_id, parts)
         h = hashlib.sha256()
         for g, lv in zip(parts, levels):
             h.update(f"{g.material}|{round_color(g.color)}".encode())
@@ -606,28 +624,7 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
             proto = _unique(f"{RENDER_PROTOTYPES}/{_identifier(obj.category)}_{len(protos):03d}", used)
             UsdGeom.Xform.Define(stage, proto)
             for j, (g, lv) in enumerate(zip(parts, levels)):
-                mesh, _ = _triangle_mesh(stage, f"{proto}/part_{j:02d}", g.vertices, g.faces)
-                mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
-                tile = _texture_tile(g) or 1.0
-                st = np.round(np.asarray(g.texcoords, float) / tile, _ST_DECIMALS)
-                UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray,
-                                                        UsdGeom.Tokens.vertex).Set(
-                    Vt.Vec2fArray.FromNumpy(st.astype(np.float32)))
-                top = 1.0 if lv is None else float(lv.max())
-                look = _visual_material(stage, darkened(g, top), looks)
-                if look is not None:
-                    UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(look)
-                if lv is None:
-                    continue
-                binding = UsdShade.MaterialBindingAPI(mesh.GetPrim())
-                for level in sorted(set(lv.tolist()), reverse=True)[1:]:  # darker bands
-                    faces = Vt.IntArray([int(i) for i in np.flatnonzero(lv == level)])
-                    subset = binding.CreateMaterialBindSubset(f"light_{int(round(level * 100)):03d}", faces)
-                    band = _visual_material(stage, darkened(g, level), looks)
-                    if band is not None:
-                        UsdShade.MaterialBindingAPI.Apply(subset.GetPrim()).Bind(band)
-                if len(set(lv.tolist())) > 1:
-                    binding.SetMaterialBindSubsetsFamilyType(UsdGeom.Tokens.nonOverlapping)
+                render_mesh(stage, f"{proto}/part_{j:02d}", g, lv, looks)
             protos[digest] = proto
         render = UsdGeom.Xform.Define(stage, _unique(f"{obj_paths[k]}/Render", used))
         _set_xform(render, np.linalg.inv(obj_world[k]) @ parts[0].transform, None)
@@ -635,6 +632,41 @@ def _write_render_meshes(stage, desc: SceneDescription, meshes: dict, obj_paths:
         prim.GetReferences().AddInternalReference(Sdf.Path(protos[digest]))
         prim.SetInstanceable(True)
         prim.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
+
+
+def render_mesh(stage, path: str, g: Geom, levels: np.ndarray | None, looks: Looks):
+    """Render mesh ``g`` as a ``Mesh`` at ``path`` (points in its own frame, vertex ``st`` in
+    texture tiles, displayColor) bound to its look (``_visual_material``); with baked ``levels``
+    (``baked_light.face_levels``, one per triangle) the look darkened by the brightest level, and
+    each darker level's triangles a ``GeomSubset`` ``light_<level×100>`` (family ``materialBind``,
+    nonOverlapping) bound to the look darkened by that level. Returns the mesh (no transform)."""
+    from pxr import Gf, Sdf, UsdGeom, UsdShade, Vt
+
+    from .baked_light import darkened
+
+    mesh, _ = _triangle_mesh(stage, path, g.vertices, g.faces)
+    mesh.CreateDisplayColorAttr().Set(Vt.Vec3fArray([Gf.Vec3f(*round_color(g.color))]))
+    tile = _texture_tile(g) or 1.0
+    st = np.round(np.asarray(g.texcoords, float) / tile, _ST_DECIMALS)
+    UsdGeom.PrimvarsAPI(mesh).CreatePrimvar("st", Sdf.ValueTypeNames.TexCoord2fArray,
+                                            UsdGeom.Tokens.vertex).Set(
+        Vt.Vec2fArray.FromNumpy(st.astype(np.float32)))
+    top = 1.0 if levels is None else float(levels.max())
+    look = _visual_material(stage, darkened(g, top), looks)
+    if look is not None:
+        UsdShade.MaterialBindingAPI.Apply(mesh.GetPrim()).Bind(look)
+    if levels is None:
+        return mesh
+    binding = UsdShade.MaterialBindingAPI(mesh.GetPrim())
+    for level in sorted(set(levels.tolist()), reverse=True)[1:]:  # darker bands
+        faces = Vt.IntArray([int(i) for i in np.flatnonzero(levels == level)])
+        subset = binding.CreateMaterialBindSubset(f"light_{int(round(level * 100)):03d}", faces)
+        band = _visual_material(stage, darkened(g, level), looks)
+        if band is not None:
+            UsdShade.MaterialBindingAPI.Apply(subset.GetPrim()).Bind(band)
+    if len(set(levels.tolist())) > 1:
+        binding.SetMaterialBindSubsetsFamilyType(UsdGeom.Tokens.nonOverlapping)
+    return mesh
 
 
 def _add_room_lights(stage, desc: SceneDescription, UsdLux) -> None:

@@ -20,9 +20,10 @@ lists them); the stage is authored with plain OpenUSD by ``vlnverse.sim.isaac.st
 
 Options: ``headless`` (default True; ignored inside a running Kit app), ``step_height``,
 ``label_table`` (as the MuJoCo backend), ``objects`` = primitives | meshes (``meshes``: the
-objects' render meshes are authored, visual only, and their collision primitives hidden from the
-cameras; the baked light maps are MuJoCo's only), ``quality`` (checked like the MuJoCo backend's;
-RTX draws every preset the same, from the stage's display colours), ``stage_dir`` (where the
+objects' render meshes and the baked surfaces' light-mapped meshes are authored, visual only,
+with the home's baked light as the USD writer draws it, and the collision primitives they draw
+hidden from the cameras; ``stage.author_stage``), ``quality`` (checked like the MuJoCo backend's;
+RTX draws every preset the same), ``stage_dir`` (where the
 authored stage is written; default a temporary folder), ``adapter`` (an ``IsaacAdapter``, for tests).
 """
 from __future__ import annotations

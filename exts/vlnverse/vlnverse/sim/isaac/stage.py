@@ -11,8 +11,17 @@ and PhysX reads the same file on a GPU machine. Layout (metres, Z up, ``metersPe
 - ``/World/Scene/Objects/object_<instance>`` — one rigid body per movable object
   (``RigidBodyAPI`` + ``MassAPI`` with the object's mass), its geoms as convex-hull children.
 - With ``objects="meshes"`` (``scenes.object_meshes``) each object that has render meshes gets them
-  as visual-only ``Mesh`` children (``<geom>_render_NN``, no collider, in :attr:`StageLayout.visuals`)
-  and its collision geoms get purpose ``guide``: cameras see the meshes, PhysX the primitives.
+  as visual-only ``Mesh`` children (``<category>_<instance>_render_NN``, no collider, in
+  :attr:`StageLayout.visuals`) and its collision geoms get purpose ``guide``: cameras see the
+  meshes, PhysX the primitives. The home's baked light comes with them, authored by the USD
+  writer's own functions (``scenes.usd_write.render_mesh`` / ``baked_surface_mesh``, the light from
+  ``scenes.baked_light.home_light``: the ``mujoco`` baker's cache, computed once per home): each
+  render mesh bound to its look (``/World/Looks``) with its darker triangles as ``GeomSubset``s
+  bound to darkened looks, and each baked floor, rug, wall and ceiling drawn by a render-only mesh
+  under ``/World/BakedLight`` (``<geom>_<index>``, in :attr:`StageLayout.visuals`, labelled like
+  its geom) textured with its grey light map, while its primitive gets purpose ``guide`` and keeps
+  colliding. The light maps (``lightmaps/<scene>/``) and detail textures (``textures/``) are
+  written beside the stage, atomically.
 - ``/World/Agent`` — the agent body: a rigid body (mass, inertia about Z as in the MuJoCo model)
   whose cylinder collider (``/World/Agent/collider``) spans [``step_height``, ``height``] above the
   floor (objects lower than the step height do not block it, as in the occupancy map), purpose
@@ -34,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from ...core.errors import ConfigError, SceneError
+from ...scenes.baked_light import BakedLight
 from ...scenes.description import Geom, SceneDescription
 from ..body import AgentBody
 
@@ -95,6 +105,15 @@ def _set_xform(xformable, matrix: np.ndarray, scale=None) -> None:
         xf.AddScaleOp().Set(Gf.Vec3f(*map(float, scale)))
 
 
+def _checked_mesh(path: str, g: Geom, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices and triangles of mesh geom ``g`` (authored at ``path``), or a ``SceneError``."""
+    verts = np.asarray(g.vertices, float)
+    faces = np.asarray(g.faces, int)
+    if verts.ndim != 2 or len(verts) < 4 or faces.ndim != 2 or faces.shape[1] != 3 or len(faces) == 0:
+        raise SceneError(f"{where}: prim {path}: mesh '{g.name}' needs >= 4 vertices and triangle faces")
+    return verts, faces
+
+
 def _geom_prim(stage, path: str, g: Geom, local: np.ndarray, where: str):
     """Author one geom at ``path`` with local→parent transform ``local``."""
     from pxr import Gf, UsdGeom, Vt
@@ -116,10 +135,7 @@ def _geom_prim(stage, path: str, g: Geom, local: np.ndarray, where: str):
         prim.CreateRadiusAttr(float(g.size[0]))
         _set_xform(prim, local)
     else:
-        verts = np.asarray(g.vertices, float)
-        faces = np.asarray(g.faces, int)
-        if verts.ndim != 2 or len(verts) < 4 or faces.ndim != 2 or faces.shape[1] != 3 or len(faces) == 0:
-            raise SceneError(f"{where}: prim {path}: mesh '{g.name}' needs >= 4 vertices and triangle faces")
+        verts, faces = _checked_mesh(path, g, where)
         prim = UsdGeom.Mesh.Define(stage, path)
         prim.CreatePointsAttr(Vt.Vec3fArray([Gf.Vec3f(*map(float, v)) for v in verts]))
         prim.CreateFaceVertexCountsAttr(Vt.IntArray([3] * len(faces)))
@@ -162,13 +178,17 @@ def _tag(prim, label: str, instance: int) -> None:
 
 
 def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, step_height: float | None = None,
-                 objects: str = "primitives") -> StageLayout:
+                 objects: str = "primitives", baked: BakedLight | None = None) -> StageLayout:
     """Write the physics stage of ``scene`` with ``body`` to ``path`` (a ``.usda``/``.usd`` file,
     written to a temp file and renamed) and return its :class:`StageLayout`. ``objects`` =
-    primitives | meshes (see the module doc)."""
+    primitives | meshes (see the module doc); ``baked``: the home's light for ``meshes`` (default
+    ``baked_light.home_light``'s, from the cache)."""
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
+    from ...scenes.baked_light import home_light, object_face_levels
     from ...scenes.object_meshes import check_objects, render_meshes
+    from ...scenes.usd_conventions import BAKED_LIGHT_ROOT, RENDER_ONLY_ATTR
+    from ...scenes.usd_write import Looks, baked_surface_mesh, render_mesh, write_stage_files
 
     where = scene.source_path or f"scene '{scene.scene_id}'"
     if not scene.geoms:
@@ -177,6 +197,7 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
     if not 0.0 <= step < body.height:
         raise ConfigError(f"got {step}", field="step_height", expected=f"0 <= step_height < body height {body.height}")
     meshes = render_meshes(scene) if check_objects(objects, "objects") == "meshes" else {}
+    light = home_light(scene, baked) if objects == "meshes" else None
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
@@ -192,6 +213,7 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
 
     owner = {gi: obj for obj in scene.objects if obj.movable for gi in obj.geom_indices}
     drawn_by_mesh = {gi for obj in scene.objects if obj.instance_id in meshes for gi in obj.geom_indices}
+    drawn_by_mesh |= set(light.surfaces) if light is not None else set()
     UsdGeom.Scope.Define(stage, "/World/Scene")
     UsdGeom.Scope.Define(stage, "/World/Scene/Static")
     UsdGeom.Scope.Define(stage, "/World/Scene/Objects")
@@ -227,17 +249,34 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
             _collider(stage, prim, materials, g.friction, approximation)
             layout.colliders[gpath] = ColliderInfo(g.label, int(g.instance_id), g.name or name, obj is not None)
         if gi in drawn_by_mesh:
-            prim.CreatePurposeAttr(UsdGeom.Tokens.guide)  # drawn by its render meshes instead
+            prim.CreatePurposeAttr(UsdGeom.Tokens.guide)  # drawn by its render meshes or baked mesh instead
+    looks = Looks()
     for obj in scene.objects:
         parent = layout.objects.get(obj.instance_id, "/World/Scene/Static")
         offset = obj.position if obj.instance_id in layout.objects else np.zeros(3)
-        for k, g in enumerate(meshes.get(obj.instance_id, ())):
+        parts = meshes.get(obj.instance_id, [])
+        for k, (g, levels) in enumerate(zip(parts, object_face_levels(light, obj.instance_id, parts))):
             vpath = f"{parent}/{_prim_name(obj.category, 'object')}_{obj.instance_id}_render_{k:02d}"
+            _checked_mesh(vpath, g, where)
             local = g.transform.copy()
             local[:3, 3] -= offset
-            prim = _geom_prim(stage, vpath, g, local, where)
+            prim = render_mesh(stage, vpath, g, levels, looks)  # the USD writer's mesh, looks and light subsets
+            _set_xform(prim, local)
             _tag(prim, g.label, g.instance_id)
             layout.visuals[vpath] = ColliderInfo(g.label, int(g.instance_id), g.name or vpath, obj.instance_id in layout.objects)
+    pngs: dict[str, bytes] = {}
+    if light is not None and light.surfaces:
+        root = UsdGeom.Scope.Define(stage, BAKED_LIGHT_ROOT).GetPrim()
+        root.CreateAttribute(RENDER_ONLY_ATTR, Sdf.ValueTypeNames.Bool, custom=True).Set(True)
+        for gi in sorted(light.surfaces):
+            g, obj = scene.geoms[gi], owner.get(gi)
+            name = f"{_prim_name(g.name, f'geom_{gi}')}_{gi}"
+            bpath = f"{BAKED_LIGHT_ROOT}/{name}" if obj is None else f"{layout.objects[obj.instance_id]}/{name}_baked"
+            mesh, rel, data = baked_surface_mesh(stage, bpath, g, light.surfaces[gi], scene.scene_id,
+                                                 offset=None if obj is None else obj.position)
+            pngs[rel] = data
+            _tag(mesh, g.label, g.instance_id)
+            layout.visuals[bpath] = ColliderInfo(g.label, int(g.instance_id), g.name or name, obj is not None)
 
     # The agent: planar rigid body (x, y, yaw free) with a guide-purpose cylinder collider.
     agent = UsdGeom.Xform.Define(stage, AGENT_PATH)
@@ -270,6 +309,7 @@ def author_stage(scene: SceneDescription, body: AgentBody, path: str | Path, *, 
         limit.CreateLowAttr(1.0)
         limit.CreateHighAttr(-1.0)
     UsdGeom.Scope.Define(stage, CAMERA_ROOT)
+    write_stage_files(path.parent, looks, pngs)  # before the stage appears: the files its looks read
     stage.GetRootLayer().Save()
     del stage
     tmp.replace(path)
