@@ -111,3 +111,54 @@ def test_train_cli_bad_parallel_settings_are_one_line_errors(argv, field, capsys
     assert main(["train", "cma_fine_grained", *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and field in err
+
+
+
+def test_the_fork_server_preload_covers_what_a_collection_job_imports(tmp_path):
+    """In a fresh interpreter that imported what ``collect`` preloads into its fork server, a
+    teleport collection job on a USD scene file (``load_scene_context``, the on-disk scene cache)
+    imports nothing but the GL modules (a GL context is per worker) and the backend's looks (2 ms), so
+    no worker imports the rest
+    (e.g. ``matplotlib.path``, about 0.1 CPU s) on its first scene."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "imports.py"
+    script.write_text(
+        "import importlib, sys\n"
+        "from vlnverse.eval.runner import WORKER_PRELOAD\n"
+        "from vlnverse.sim.api import backend_module\n"
+        "from vlnverse.learn.collect import CollectJob, collect_scene_job\n"
+        "for m in WORKER_PRELOAD + (backend_module('auto'),):\n"
+        "    importlib.import_module(m)\n"
+        "from eval_scenes import corridor_scene\n"
+        "from learn_helpers import PAIRS, make_episodes\n"
+        "from vlnverse.eval.runner import RunSettings\n"
+        "from vlnverse.scenes.usd_io import write_usd\n"
+        "from vlnverse.sim.body import load_body\n"
+        "from vlnverse.sim.sensors import CameraSpec\n"
+        "from vlnverse.tasks.base import context_from_description\n"
+        f"path = str(write_usd(corridor_scene(), {str(tmp_path / 'corridor.usda')!r}))\n"
+        "body = load_body('r2r_ce')\n"
+        "episodes = make_episodes(context_from_description(corridor_scene(), body, 0.05))[:2]\n"
+        "for ep in episodes:\n"
+        "    ep.scene_path = path\n"
+        "sensors = [CameraSpec(name='rgb', kind='rgb', width=16, height=16),\n"
+        "           CameraSpec(name='depth', kind='depth', width=16, height=16)]\n"
+        "settings = RunSettings(max_steps=10, success_distance=1.5, body=body, resolution=0.05, task_type='fine_grained')\n"
+        "job = CollectJob(teacher=None, learner=None, beta=1.0, seed=0, settings=settings, sensors=sensors,\n"
+        "                 sensor_names=('rgb', 'depth'), collision_mode='telhop', mode_params={}, backend='auto',\n"
+        "                 scene_loader=None, torch_threads=None, render='teleport', scene_path=path, episodes=episodes)\n"
+        "before, got = set(sys.modules), []\n"
+        "collect_scene_job(job, tuple(ep.episode_id for ep in episodes), {}, lambda i, r: got.append(len(r['steps'])))\n"
+        "print(len(got), min(got) > 0, sorted(m for m in set(sys.modules) - before\n"
+        "                                      if not m.startswith(('OpenGL', 'mujoco.gl_context', 'vlnverse.sim.mujoco.gl',\n"
+        "                                                        'vlnverse.sim.mujoco.looks'))))  # 2 ms\n")
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), str(here.parent / "eval"), os.environ.get("PYTHONPATH", "")]),
+           "VLNVERSE_CACHE": str(tmp_path / "cache")}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "2 True []"

@@ -486,7 +486,7 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
 
 #: modules every evaluation worker needs (scene loading, maps, rollouts; the backend's module is
 #: added per run): imported once by the local fork server
-WORKER_PRELOAD = SCENE_WORKER_PRELOAD + ("vlnverse.eval.rollout",)
+WORKER_PRELOAD = SCENE_WORKER_PRELOAD + ("vlnverse.eval.rollout", "vlnverse.eval.modes", "vlnverse.eval.diagnostics")
 
 #: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
 MODEL_REQUESTS = "model_requests"

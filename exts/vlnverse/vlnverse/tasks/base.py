@@ -38,8 +38,10 @@ if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene
 
 #: modules a worker process working on scenes needs (task types, scene loading and maps, OpenUSD):
 #: parallel runs have the local fork server import them once (``core.parallel.start_fork_server``)
-#: instead of every worker importing them on its first scene
+#: instead of every worker importing them on its first scene (``matplotlib.path``: room polygons,
+#: about 0.1 CPU s per worker otherwise; ``scene_cache``: parsed scenes on disk)
 WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.tasks.types", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps",
+                  "vlnverse.scenes.scene_cache", "matplotlib.path",
                   "pxr.Usd", "pxr.UsdGeom", "pxr.UsdLux", "pxr.UsdPhysics", "pxr.UsdSemantics", "pxr.UsdShade")
 
 @dataclass
