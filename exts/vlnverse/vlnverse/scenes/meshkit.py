@@ -55,7 +55,7 @@ class MeshBuilder:
                 faces += [(base, base + 1, base + 2), (base, base + 2, base + 3)]
         self.add(tone, verts, faces, uv)
 
-    def loft(self, tone, rings, *, exponent: float = 2.0, segments: int = 24, cap_bottom: bool = True,
+    def loft(self, tone, rings, *, exponent: float = 2.0, segments: int = 16, cap_bottom: bool = True,
              cap_top: bool = True, center=(0.0, 0.0)) -> None:
         """Surface through superellipse rings ``(a, b, z[, exponent])`` (half axes along x and y at
         height z) around ``center``; ``exponent`` 2 is an ellipse, larger is boxier (a ring's own
@@ -103,8 +103,8 @@ class MeshBuilder:
             uvs = np.concatenate([uvs, np.asarray(extra_uv, float)])
         self.add(tone, v, faces, uvs)
 
-    def rounded_box(self, tone, lo, hi, radius: float, *, exponent: float = 8.0, segments: int = 32,
-                    steps: int = 3) -> None:
+    def rounded_box(self, tone, lo, hi, radius: float, *, exponent: float = 8.0, segments: int = 16,
+                    steps: int = 2) -> None:
         """A soft box (cushions, mattresses): superellipse rings with edges rounded by ``radius``."""
         lo, hi = np.asarray(lo, float), np.asarray(hi, float)
         half = (hi - lo) / 2
@@ -121,11 +121,11 @@ class MeshBuilder:
         self.loft(tone, rings, exponent=exponent, segments=segments,
                   center=((lo[0] + hi[0]) / 2, (lo[1] + hi[1]) / 2))
 
-    def cylinder(self, tone, x, y, z0, z1, r, segments: int = 20) -> None:
+    def cylinder(self, tone, x, y, z0, z1, r, segments: int = 12) -> None:
         """Upright cylinder."""
         self.loft(tone, [(r, r, z0), (r, r, z1)], segments=segments, center=(x, y))
 
-    def tube(self, tone, points, radius: float, segments: int = 10, caps: bool = True) -> None:
+    def tube(self, tone, points, radius: float, segments: int = 8, caps: bool = True) -> None:
         """Circular tube of ``radius`` along the polyline ``points`` (K, 3)."""
         p = np.asarray(points, float).reshape(-1, 3)
         tang = np.gradient(p, axis=0)

@@ -79,14 +79,14 @@ def _legs_at(b: MeshBuilder, tone: str, xs, ys, z0: float, z1: float, top: float
     for x in xs:
         for y in ys:
             if style == 0:  # square, tapered
-                b.loft(tone, [(top, top, z1), (bottom, bottom, z0)][::-1], exponent=10, segments=16, center=(x, y))
+                b.loft(tone, [(top, top, z1), (bottom, bottom, z0)][::-1], exponent=10, segments=10, center=(x, y))
             elif style == 1:  # turned
                 r = top
                 b.loft(tone, [(bottom, bottom, z0), (r * 0.8, r * 0.8, z0 + (z1 - z0) * 0.4),
                               (r, r, z0 + (z1 - z0) * 0.7), (r * 0.7, r * 0.7, z0 + (z1 - z0) * 0.85), (r, r, z1)],
-                       segments=14, center=(x, y))
+                       segments=8, center=(x, y))
             else:  # thin metal rod
-                b.cylinder(tone, x, y, z0, z1, min(top, bottom) * 0.6, segments=10)
+                b.cylinder(tone, x, y, z0, z1, min(top, bottom) * 0.6, segments=8)
 
 
 def gen_sofa(b, w, d, h, rng, variant):
@@ -154,10 +154,10 @@ def gen_office_chair(b, w, d, h, rng, variant):
     for k in range(5):
         a = 2 * math.pi * k / 5 + math.pi / 2
         tip = np.array([rad * math.cos(a), rad * math.sin(a)])
-        b.tube("dark", [(0, 0, 0.09), (tip[0] * 0.5, tip[1] * 0.5, 0.075), (tip[0], tip[1], 0.06)], 0.018, segments=8)
-        b.loft("dark", [(0.02, 0.02, 0.0), (0.028, 0.028, 0.025), (0.02, 0.02, 0.05)], segments=10,
+        b.tube("dark", [(0, 0, 0.09), (tip[0] * 0.5, tip[1] * 0.5, 0.075), (tip[0], tip[1], 0.06)], 0.018, segments=6)
+        b.loft("dark", [(0.02, 0.02, 0.0), (0.028, 0.028, 0.025), (0.02, 0.02, 0.05)], segments=8,
                center=(tip[0], tip[1]))
-    b.cylinder("metal", 0, 0, 0.07, seat - 0.08, 0.025, segments=14)
+    b.cylinder("metal", 0, 0, 0.07, seat - 0.08, 0.025, segments=8)
     b.rounded_box("main", (-w / 2, -d / 2 + 0.02, seat - 0.08), (w / 2, d / 2, seat), 0.035, exponent=5)
     back = "main" if variant != 1 else "as:fabric:black"
     b.rounded_box(back, (-w / 2 + 0.04, -d / 2, seat + 0.06), (w / 2 - 0.04, -d / 2 + 0.07, h - (0.12 if variant == 2 else 0)),
@@ -176,7 +176,7 @@ def gen_table(b, w, d, h, rng, variant, *, shelf: bool = False, desk: bool = Fal
     """Dining / coffee table or desk: a top (rectangular or rounded), legs or a trestle, apron."""
     t = 0.04
     shape = 12 if variant != 1 else 4
-    b.rounded_box("main", (-w / 2, -d / 2, h - t), (w / 2, d / 2, h), 0.008, exponent=shape, segments=40)
+    b.rounded_box("main", (-w / 2, -d / 2, h - t), (w / 2, d / 2, h), 0.008, exponent=shape, segments=20)
     inset = 0.07 if variant != 1 else 0.14
     if variant == 2 and not shelf:  # trestle: two end panels and a stretcher
         for s in (-1, 1):
@@ -237,14 +237,14 @@ def gen_bed(b, w, d, h, rng, variant):
     if variant == 0:  # wooden panel with a rounded crest
         b.rounded_box("main", (-w / 2, -d / 2, 0.0), (w / 2, y0, h - 0.08), 0.01, exponent=12)
         b.loft("main", [(w / 2, 0.04, h - 0.08, 12), (w / 2 * 0.98, 0.04, h - 0.03, 6), (w / 2 * 0.8, 0.035, h, 4)],
-               segments=40, center=(0.0, -d / 2 + 0.04))
+               segments=20, center=(0.0, -d / 2 + 0.04))
     elif variant == 1:  # upholstered, tufted rows
         tone = _accent(rng, "fabric", ("gray", "beige", "navy", "dark_gray", "cream"))
         b.box("main", (-w / 2, -d / 2, 0.0), (w / 2, y0, frame + 0.1))
         b.rounded_box(tone, (-w / 2, -d / 2, frame + 0.05), (w / 2, y0, h), 0.035, exponent=6)
         for k, z in enumerate(np.linspace(frame + mat + 0.12, h - 0.1, 3)):
             for x in np.linspace(-w / 2 + 0.15, w / 2 - 0.15, max(2, int(w / 0.25))):
-                b.tube(tone, [(x, y0 - 0.005, z), (x, y0 + 0.0, z)], 0.012, segments=8)
+                b.tube(tone, [(x, y0 - 0.005, z), (x, y0 + 0.0, z)], 0.012, segments=6)
     else:  # posts and slats
         for s in (-1, 1):
             b.box("main", (s * w / 2 - (0.06 if s > 0 else 0), -d / 2, 0.0), (s * w / 2 + (0.06 if s < 0 else 0), y0, h))
@@ -256,15 +256,15 @@ def gen_bed(b, w, d, h, rng, variant):
 def _handle(b, x: float, y: float, z: float, length: float, vertical: bool, style: int) -> None:
     """A bar handle (two stand-offs, ``y`` is the door face, reaching ``y + 0.02``) or a knob."""
     if style == 2:
-        b.tube("metal", [(x, y, z), (x, y + 0.012, z)], 0.005, segments=8)
-        b.tube("metal", [(x, y + 0.012, z), (x, y + 0.019, z)], 0.011, segments=12)
+        b.tube("metal", [(x, y, z), (x, y + 0.012, z)], 0.005, segments=6)
+        b.tube("metal", [(x, y + 0.012, z), (x, y + 0.019, z)], 0.011, segments=8)
         return
     half = length / 2
     if vertical:
         pts = [(x, y, z - half), (x, y + 0.016, z - half), (x, y + 0.016, z + half), (x, y, z + half)]
     else:
         pts = [(x - half, y, z), (x - half, y + 0.016, z), (x + half, y + 0.016, z), (x + half, y, z)]
-    b.tube("metal", pts, 0.005 if style == 0 else 0.007, segments=8)
+    b.tube("metal", pts, 0.005 if style == 0 else 0.007, segments=6)
 
 
 def gen_wardrobe(b, w, d, h, rng, variant, *, plinth: float = 0.08, legs: bool = False, handles: bool = True):
@@ -309,7 +309,7 @@ def gen_dresser(b, w, d, h, rng, variant, *, drawers: int = 3, z_base: float = 0
     if knob:  # nightstand: one drawer with a knob, an open shelf below
         zt = h - 0.20
         b.box("wood", (-w / 2 + 0.03, d / 2, zt), (w / 2 - 0.03, d / 2 + 0.015, zt + 0.14))
-        b.tube("metal", [(0.0, d / 2 + 0.015, zt + 0.07), (0.0, d / 2 + 0.03, zt + 0.07)], 0.011, segments=12)
+        b.tube("metal", [(0.0, d / 2 + 0.015, zt + 0.07), (0.0, d / 2 + 0.03, zt + 0.07)], 0.011, segments=8)
         b.box("dark", (-w / 2 + 0.03, d / 2, z_base + 0.03), (w / 2 - 0.03, d / 2 + 0.002, zt - 0.03))
         return
     dh = (h - 0.12) / drawers
@@ -352,7 +352,7 @@ def gen_fridge(b, w, d, h, rng, variant):
     if variant == 0:  # long bars
         for zc, ln in ((split * 0.55 + 0.175, 0.30), (split + 0.175, 0.2)):
             b.tube("metal", [(hx, d / 2 + 0.016, zc - ln / 2), (hx, d / 2 + 0.048, zc - ln / 2 + 0.02),
-                             (hx, d / 2 + 0.048, zc + ln / 2 - 0.02), (hx, d / 2 + 0.016, zc + ln / 2)], 0.01, segments=8)
+                             (hx, d / 2 + 0.048, zc + ln / 2 - 0.02), (hx, d / 2 + 0.016, zc + ln / 2)], 0.01, segments=6)
     else:  # pocket handles
         for zc in (split - 0.12, split + 0.1):
             b.box("dark", (hx - 0.012, d / 2 + 0.016, zc - 0.1), (hx + 0.012, d / 2 + 0.035, zc + 0.1))
@@ -370,16 +370,16 @@ def gen_stove(b, w, d, h, rng, variant):
     b.box("glass", (-w / 2 + 0.1, d / 2 + 0.008, dz0 + 0.06), (w / 2 - 0.1, d / 2 + 0.012, dz1 - 0.1))
     b.tube("metal", [(-w / 2 + 0.08, d / 2 + 0.004, dz1 - 0.04), (-w / 2 + 0.08, d / 2 + 0.013, dz1 - 0.04),
                      (w / 2 - 0.08, d / 2 + 0.013, dz1 - 0.04), (w / 2 - 0.08, d / 2 + 0.004, dz1 - 0.04)], 0.006,
-           segments=8)
+           segments=6)
     b.box("dark", (-w / 2 + 0.02, d / 2, h - 0.14), (w / 2 - 0.02, d / 2 + 0.008, h - 0.06))
     for x in np.linspace(-w / 2 + 0.08, w / 2 - 0.08, 5):
-        b.tube("metal", [(x, d / 2 + 0.008, h - 0.1), (x, d / 2 + 0.019, h - 0.1)], 0.014, segments=12)
+        b.tube("metal", [(x, d / 2 + 0.008, h - 0.1), (x, d / 2 + 0.019, h - 0.1)], 0.014, segments=8)
     if variant == 0:  # glass ceramic hob with four rings
         b.box("as:glass:black", (-w / 2 + 0.005, -d / 2 + 0.005, h - bh), (w / 2 - 0.005, d / 2 - 0.005, h - 0.01))
         for sx in (-1, 1):
             for sy in (-1, 1):
                 r = min(w, d) / 8
-                b.loft("as:metal:dark_gray", [(r, r, h - 0.01), (r, r, h - 0.009)], segments=24,
+                b.loft("as:metal:dark_gray", [(r, r, h - 0.01), (r, r, h - 0.009)], segments=14,
                        center=(sx * w / 4, sy * d / 4))
     else:  # gas burners with grates
         b.box("main", (-w / 2, -d / 2, h - bh), (w / 2, d / 2, h - 0.012))
@@ -387,7 +387,7 @@ def gen_stove(b, w, d, h, rng, variant):
             for sy in (-1, 1):
                 r = min(w, d) / 8
                 cx, cy = sx * w / 4, sy * d / 4
-                b.loft("dark", [(r * 0.55, r * 0.55, h - 0.012), (r * 0.45, r * 0.45, h - 0.002)], segments=16,
+                b.loft("dark", [(r * 0.55, r * 0.55, h - 0.012), (r * 0.45, r * 0.45, h - 0.002)], segments=10,
                        center=(cx, cy))
                 for k in range(4):
                     a = math.pi / 4 + k * math.pi / 2
@@ -411,22 +411,22 @@ def gen_sink(b, w, d, h, rng, variant):
     r = min(w / 5, d / 3) * 1.1
     if variant == 2:  # square vessel
         b.loft("light", [(r * 0.9, r * 0.75, h, 8), (r, r * 0.85, h + 0.12, 8), (r * 0.9, r * 0.75, h + 0.12, 8),
-                         (r * 0.78, r * 0.64, h + 0.03, 6)], segments=32, center=(cx, cy), cap_top=True)
+                         (r * 0.78, r * 0.64, h + 0.03, 6)], segments=20, center=(cx, cy), cap_top=True)
     else:  # round bowl
         b.loft("light", [(r * 0.5, r * 0.5, h), (r * 0.85, r * 0.85, h + 0.05), (r, r, h + 0.12),
                          (r * 0.92, r * 0.92, h + 0.12), (r * 0.75, r * 0.75, h + 0.06), (r * 0.35, r * 0.35, h + 0.03)],
-               segments=32, center=(cx, cy))
+               segments=20, center=(cx, cy))
     fx, fy = cx, -d / 2 + 0.06
     if variant == 1:  # straight spout
-        b.cylinder("metal", fx, fy, h, h + 0.25, 0.016, segments=12)
-        b.tube("metal", [(fx, fy, h + 0.23), (fx, fy + 0.14, h + 0.23)], 0.012, segments=10)
+        b.cylinder("metal", fx, fy, h, h + 0.25, 0.016, segments=8)
+        b.tube("metal", [(fx, fy, h + 0.23), (fx, fy + 0.14, h + 0.23)], 0.012, segments=8)
     else:  # gooseneck
         pts = [(fx, fy, h)] + [(fx, fy + 0.09 - 0.09 * math.cos(a), h + 0.26 + 0.09 * math.sin(a))
                                for a in np.linspace(0, math.pi * 0.9, 8)]
         pts.insert(1, (fx, fy, h + 0.26))
-        b.tube("metal", pts, 0.012, segments=10)
+        b.tube("metal", pts, 0.012, segments=8)
     for s in (-1, 1):
-        b.tube("metal", [(fx + s * 0.07, fy, h), (fx + s * 0.07, fy, h + 0.05)], 0.014, segments=10)
+        b.tube("metal", [(fx + s * 0.07, fy, h), (fx + s * 0.07, fy, h + 0.05)], 0.014, segments=8)
         b.tube("metal", [(fx + s * 0.07, fy, h + 0.05), (fx + s * 0.07, fy + 0.05, h + 0.055)], 0.005, segments=6)
 
 
@@ -436,13 +436,13 @@ def gen_toilet(b, w, d, h, rng, variant):
     cy = d / 2 - r
     rr = r * 0.985
     b.loft("main", [(rr * 0.55, rr * 0.6, 0.0), (rr * 0.5, rr * 0.55, 0.12), (rr * 0.75, rr * 0.8, 0.28),
-                    (rr * 0.95, rr, 0.37)], segments=32, center=(0.0, cy - rr * 0.0))
+                    (rr * 0.95, rr, 0.37)], segments=20, center=(0.0, cy - rr * 0.0))
     b.tube("light", [(rr * 0.84 * math.sin(a), cy + rr * 0.88 * math.cos(a), 0.39)
-                     for a in np.linspace(0, 2 * math.pi, 33)], 0.025 * rr / 0.2, segments=8, caps=False)
+                     for a in np.linspace(0, 2 * math.pi, 21)], 0.025 * rr / 0.2, segments=6, caps=False)
     if variant == 0:  # lid closed
-        b.loft("light", [(rr * 0.9, rr * 0.95, 0.405), (rr * 0.88, rr * 0.93, 0.425)], segments=32, center=(0.0, cy))
+        b.loft("light", [(rr * 0.9, rr * 0.95, 0.405), (rr * 0.88, rr * 0.93, 0.425)], segments=20, center=(0.0, cy))
     else:  # lid up against the cistern: water seen in the bowl
-        b.loft("as:glass:light_blue", [(rr * 0.6, rr * 0.65, 0.35), (rr * 0.6, rr * 0.65, 0.372)], segments=24,
+        b.loft("as:glass:light_blue", [(rr * 0.6, rr * 0.65, 0.35), (rr * 0.6, rr * 0.65, 0.372)], segments=14,
                center=(0.0, cy))
     b.rounded_box("main", (-w / 2 + 0.025, -d / 2 + 0.005, 0.36), (w / 2 - 0.025, -d / 2 + 0.175, h), 0.02, exponent=10)
     b.box("main", (-0.06, -d / 2 + 0.01, 0.0), (0.06, -d / 2 + 0.17, 0.36))
@@ -450,7 +450,7 @@ def gen_toilet(b, w, d, h, rng, variant):
                   exponent=10)
     if variant == 1 and (d / 2 - 2 * r) > -d / 2 + 0.19:
         b.box("light", (-rr * 0.8, -d / 2 + 0.18, 0.42), (rr * 0.8, -d / 2 + 0.19, 0.42 + rr * 1.5))
-    b.loft("metal", [(0.02, 0.02, h + 0.03), (0.02, 0.02, h + 0.037)], segments=16, center=(0.0, -d / 2 + 0.09))
+    b.loft("metal", [(0.02, 0.02, h + 0.03), (0.02, 0.02, h + 0.037)], segments=10, center=(0.0, -d / 2 + 0.09))
 
 
 def gen_bathtub(b, w, d, h, rng, variant):
@@ -460,18 +460,18 @@ def gen_bathtub(b, w, d, h, rng, variant):
         rings = [(w / 2 - 0.12, d / 2 - 0.1, 0.08, 6), (w / 2 - 0.03, d / 2 - 0.03, h * 0.6, 8), (w / 2, d / 2, h, 8)]
         for sx in (-1, 1):
             for sy in (-1, 1):
-                b.loft("metal", [(0.03, 0.03, 0.0), (0.025, 0.025, 0.05), (0.04, 0.04, 0.09)], segments=10,
+                b.loft("metal", [(0.03, 0.03, 0.0), (0.025, 0.025, 0.05), (0.04, 0.04, 0.09)], segments=8,
                        center=(sx * (w / 2 - 0.2), sy * (d / 2 - 0.16)))
     else:
         rings = [(w / 2, d / 2, 0.0, 14), (w / 2, d / 2, h - 0.02, 14), (w / 2 - 0.005, d / 2 - 0.005, h, 12)]
     rings += [(w / 2 - 0.07, d / 2 - 0.07, h, e_in), (w / 2 - 0.09, d / 2 - 0.085, h - 0.1, e_in),
               (w / 2 - 0.16, d / 2 - 0.14, 0.1, e_in)]
-    b.loft("main", rings, segments=48)
+    b.loft("main", rings, segments=24)
     fx = -w / 2 + 0.035
     b.tube("metal", [(fx, 0.0, h), (fx, 0.0, h + 0.12), (fx + 0.12, 0.0, h + 0.12), (fx + 0.14, 0.0, h + 0.08)], 0.015,
-           segments=10)
+           segments=8)
     for s in (-1, 1):
-        b.tube("metal", [(fx, s * 0.1, h), (fx, s * 0.1, h + 0.05)], 0.016, segments=10)
+        b.tube("metal", [(fx, s * 0.1, h), (fx, s * 0.1, h + 0.05)], 0.016, segments=8)
 
 
 def gen_tv(b, w, d, h, rng, variant):
@@ -480,12 +480,12 @@ def gen_tv(b, w, d, h, rng, variant):
     b.box("screen", (-w / 2 + 0.012, 0.02, 0.095), (w / 2 - 0.012, 0.026, h - 0.012))
     if variant == 0:  # pedestal
         r = min(w / 5, d / 2) * 0.97
-        b.loft("dark", [(r, r * 0.8, 0.0, 4), (r * 0.95, r * 0.75, 0.015, 4)], segments=32)
+        b.loft("dark", [(r, r * 0.8, 0.0, 4), (r * 0.95, r * 0.75, 0.015, 4)], segments=20)
         b.box("dark", (-0.028, -0.018, 0.015), (0.028, 0.012, 0.12))
     else:  # two feet near the middle
         for s in (-1, 1):
             x = s * (w / 5 - 0.03)
-            b.tube("dark", [(x, -d / 2 + 0.01, 0.005), (x, 0.0, 0.1), (x, d / 2 - 0.01, 0.005)], 0.009, segments=8)
+            b.tube("dark", [(x, -d / 2 + 0.01, 0.005), (x, 0.0, 0.1), (x, d / 2 - 0.01, 0.005)], 0.009, segments=6)
 
 
 def gen_lamp(b, w, d, h, rng, variant, *, floor: bool = False):
@@ -495,25 +495,25 @@ def gen_lamp(b, w, d, h, rng, variant, *, floor: bool = False):
     if variant == 0 and not floor:  # ceramic jar base
         rb = w / 3 * 0.98
         b.loft("dark", [(rb * 0.6, rb * 0.6, 0.0), (rb, rb, shade_z0 * 0.3), (rb * 0.9, rb * 0.9, shade_z0 * 0.5),
-                        (rb * 0.35, rb * 0.35, shade_z0 * 0.65)], segments=24)
-        b.cylinder("metal", 0, 0, shade_z0 * 0.65, shade_z0 + 0.05, 0.008, segments=8)
+                        (rb * 0.35, rb * 0.35, shade_z0 * 0.65)], segments=14)
+        b.cylinder("metal", 0, 0, shade_z0 * 0.65, shade_z0 + 0.05, 0.008, segments=6)
     elif variant == 2:  # tripod
         for k in range(3):
             a = 2 * math.pi * k / 3
             b.tube("metal" if floor else "dark", [(0.8 * r * math.cos(a), 0.8 * r * math.sin(a), 0.0),
-                                                  (0.0, 0.0, shade_z0 * 0.6)], 0.009 if floor else 0.005, segments=8)
-        b.cylinder("metal", 0, 0, shade_z0 * 0.55, shade_z0 + 0.05, 0.01 if floor else 0.007, segments=8)
+                                                  (0.0, 0.0, shade_z0 * 0.6)], 0.009 if floor else 0.005, segments=6)
+        b.cylinder("metal", 0, 0, shade_z0 * 0.55, shade_z0 + 0.05, 0.01 if floor else 0.007, segments=6)
     else:  # disc and straight stem
         rb = (w / 2 * 0.8 if floor else w / 3) * 0.97
-        b.loft("dark", [(rb, rb, 0.0), (rb, rb, 0.02), (rb * 0.6, rb * 0.6, 0.035)], segments=24)
-        b.cylinder("metal", 0, 0, 0.03, shade_z0 + 0.05, 0.013 if floor else 0.008, segments=10)
+        b.loft("dark", [(rb, rb, 0.0), (rb, rb, 0.02), (rb * 0.6, rb * 0.6, 0.035)], segments=14)
+        b.cylinder("metal", 0, 0, 0.03, shade_z0 + 0.05, 0.013 if floor else 0.008, segments=8)
     top = h - 0.01
     if variant == 1:  # drum
         rings = [(r, r, shade_z0), (r, r, top)]
     else:  # tapered
         rings = [(r, r, shade_z0), (r * 0.65, r * 0.65, top)]
-    b.loft("shade", rings, segments=32)
-    b.loft("metal", [(0.01, 0.01, top), (0.012, 0.012, top + 0.01)], segments=8)
+    b.loft("shade", rings, segments=20)
+    b.loft("metal", [(0.01, 0.01, top), (0.012, 0.012, top + 0.01)], segments=6)
 
 
 def gen_floor_lamp(b, w, d, h, rng, variant):
@@ -541,8 +541,8 @@ def gen_plant(b, w, d, h, rng, variant):
     pot_h = h * 0.35
     pr = r * 0.69
     b.loft("main", [(pr * 0.72, pr * 0.72, 0.0), (pr * 0.92, pr * 0.92, pot_h * 0.85), (pr, pr, pot_h * 0.86),
-                    (pr, pr, pot_h), (pr * 0.9, pr * 0.9, pot_h), (pr * 0.88, pr * 0.88, pot_h - 0.02)], segments=24)
-    b.loft("soil", [(pr * 0.88, pr * 0.88, pot_h - 0.025), (pr * 0.88, pr * 0.88, pot_h - 0.02)], segments=20)
+                    (pr, pr, pot_h), (pr * 0.9, pr * 0.9, pot_h), (pr * 0.88, pr * 0.88, pot_h - 0.02)], segments=14)
+    b.loft("soil", [(pr * 0.88, pr * 0.88, pot_h - 0.025), (pr * 0.88, pr * 0.88, pot_h - 0.02)], segments=12)
     base = np.array([0.0, 0.0, pot_h - 0.02])
     crown = h - pot_h
     if variant == 0:  # rosette of broad leaves
@@ -595,18 +595,18 @@ def gen_cup(b, w, d, h, rng, variant):
     r = w / 2 * 0.98
     if variant == 0:
         b.loft("main", [(r * 0.75, r * 0.75, 0.0), (r, r, h), (r * 0.9, r * 0.9, h), (r * 0.68, r * 0.68, 0.01)],
-               segments=24)
+               segments=14)
     elif variant == 1:
         rb = r * 0.7
         b.loft("main", [(rb * 0.6, rb * 0.6, 0.0), (rb * 0.85, rb * 0.85, h * 0.4), (rb, rb, h), (rb * 0.9, rb * 0.9, h),
-                        (rb * 0.5, rb * 0.5, 0.01)], segments=24)
+                        (rb * 0.5, rb * 0.5, 0.01)], segments=14)
         pts = [(rb * 0.8 + 0.35 * (r - rb) * 2 * math.sin(a), 0.0, h * 0.55 + h * 0.22 * math.cos(a))
                for a in np.linspace(0, math.pi, 9)]
         b.tube("main", pts, min(0.005, (r - rb) * 0.3), segments=6)
     else:
-        b.loft("as:ceramic:white", [(r * 0.5, r * 0.5, 0.0), (r, r, 0.008), (r * 0.9, r * 0.9, 0.012)], segments=28)
+        b.loft("as:ceramic:white", [(r * 0.5, r * 0.5, 0.0), (r, r, 0.008), (r * 0.9, r * 0.9, 0.012)], segments=16)
         b.loft("main", [(r * 0.4, r * 0.4, 0.012), (r * 0.7, r * 0.7, h), (r * 0.63, r * 0.63, h),
-                        (r * 0.35, r * 0.35, 0.02)], segments=24)
+                        (r * 0.35, r * 0.35, 0.02)], segments=14)
 
 
 def gen_bottle(b, w, d, h, rng, variant):
@@ -625,11 +625,11 @@ def gen_bottle(b, w, d, h, rng, variant):
     else:
         prof = [(r * 0.8, 0.0), (r, h * 0.15), (r, h * 0.55), (r * 0.7, h * 0.7), (r * 0.3, h * 0.8), (r * 0.3, h * 0.93)]
         label = (h * 0.2, h * 0.5)
-    b.loft("main", [(a, a, z) for a, z in prof], segments=20)
+    b.loft("main", [(a, a, z) for a, z in prof], segments=12)
     b.loft(_accent(rng, "paper", ("white", "cream", "yellow", "red", "black")),
-           [(r * 1.005, r * 1.005, label[0]), (r * 1.005, r * 1.005, label[1])], segments=20, cap_bottom=False,
+           [(r * 1.005, r * 1.005, label[0]), (r * 1.005, r * 1.005, label[1])], segments=12, cap_bottom=False,
            cap_top=False)
-    b.loft("dark", [(r * 0.36, r * 0.36, h * 0.93), (r * 0.36, r * 0.36, h)], segments=12)
+    b.loft("dark", [(r * 0.36, r * 0.36, h * 0.93), (r * 0.36, r * 0.36, h)], segments=8)
 
 
 #: Category → (generator, number of variants).

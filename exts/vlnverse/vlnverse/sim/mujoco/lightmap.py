@@ -36,7 +36,7 @@ from ...scenes.textures import room_light_positions
 from .gl import import_mujoco
 
 #: Bump when the bake's rules change (cached maps are keyed by it).
-LIGHTMAP_VERSION = 2
+LIGHTMAP_VERSION = 3
 #: Texel size by label (m): floors and rugs show contact shadows, walls and ceilings only soft gradients.
 TEXEL_M = {"floor": 0.15, "rug": 0.15, "wall": 0.25, "ceiling": 0.3}
 MAX_TEXELS = 96
