@@ -6,6 +6,8 @@ import sys
 from pathlib import Path
 
 from ..core.parallel import ParallelConfig, add_parallel_options
+from ..scenes.object_meshes import OBJECT_STYLES
+from ..sim.types import RENDER_QUALITIES
 
 #: exit status of ``vlnverse eval`` when some episodes were not evaluated (model endpoint failures)
 NOT_EVALUATED_STATUS = 3
@@ -66,9 +68,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                               "tasks/eval/quickstart.yaml)")
     q.add_argument("--config", default=None, help="quickstart YAML (default: tasks/eval/quickstart.yaml)")
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
-    q.add_argument("--quality", choices=("fast", "default", "high"), default=None,
+    q.add_argument("--quality", choices=RENDER_QUALITIES, default=None,
                    help="render preset (default: the config's render.quality, else 'default')")
-    q.add_argument("--objects", choices=("primitives", "meshes"), default=None,
+    q.add_argument("--objects", choices=OBJECT_STYLES, default=None,
                    help="how objects are drawn: meshes = detailed render meshes and baked light (default: the "
                         "config's render.objects, else 'primitives')")
     q.set_defaults(func=_quickstart)

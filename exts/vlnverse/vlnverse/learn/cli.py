@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 
+from ..scenes.object_meshes import OBJECT_STYLES
+from ..sim.types import RENDER_QUALITIES
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``train``, ``waypoints`` and ``checkpoint``."""
@@ -230,9 +233,9 @@ def _launch_options(args: argparse.Namespace) -> None:
 
 def _render_flags(parser: argparse.ArgumentParser, what: str) -> None:
     """``--quality`` / ``--objects``: the ``render`` settings the ``what`` are drawn with (as ``vlnverse eval``'s)."""
-    parser.add_argument("--quality", choices=("fast", "default", "high"), default="default",
+    parser.add_argument("--quality", choices=RENDER_QUALITIES, default="default",
                         help=f"render preset of the {what} (default: default)")
-    parser.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+    parser.add_argument("--objects", choices=OBJECT_STYLES, default="primitives",
                         help=f"how objects are drawn in the {what}: meshes = detailed render meshes (default: primitives)")
 
 

@@ -174,14 +174,6 @@ class CollectJob:
     episodes: list = field(default_factory=list)
 
 
-def render_kwargs(render_settings: Any) -> dict[str, str]:
-    """``run_scene``'s ``quality`` / ``objects`` for a ``RenderConfig`` (none for None or the defaults,
-    so a default run calls the simulator exactly as before render settings existed)."""
-    if render_settings is None or render_settings.is_default():
-        return {}
-    return {"quality": render_settings.quality, "objects": render_settings.objects}
-
-
 def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """Parallel job (``vlnverse.core.parallel``): roll out the episodes ``items`` of one scene with
     a recording agent and ``emit(episode_id, {"record", "instruction", "steps"})`` as each ends;
@@ -212,7 +204,7 @@ def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Call
     run_scene(payload.scene_path, episodes, payload.settings, agent, collision_mode=payload.collision_mode,
               mode_params=payload.mode_params, sensors=[] if teleport else payload.sensors,
               backend=payload.backend, scene_loader=payload.scene_loader, on_record=done,
-              visuals=draw if teleport else None, **render_kwargs(payload.render_settings))
+              visuals=draw if teleport else None, **(payload.render_settings.options() if payload.render_settings is not None else {}))
 
 
 def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str, store: Any,

@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 
 from ..core.body import DEFAULT_BODY
+from .object_meshes import OBJECT_STYLES
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +37,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--format", choices=("usda", "usd"), default="usda", help="USD text (usda) or binary (usd)")
     g.add_argument("--min-rooms", type=int, default=4)
     g.add_argument("--max-rooms", type=int, default=12)
-    g.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+    g.add_argument("--objects", choices=OBJECT_STYLES, default="primitives",
                    help="also write each object's detailed render meshes (meshes; Isaac Sim shows them) or not")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     g.set_defaults(func=_generate)

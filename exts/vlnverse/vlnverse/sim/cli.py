@@ -22,6 +22,8 @@ import math
 from pathlib import Path
 
 from ..core.body import DEFAULT_BODY
+from ..scenes.object_meshes import OBJECT_STYLES
+from .types import RENDER_QUALITIES
 
 #: Short names accepted by ``--actions``.
 ACTION_ABBREVIATIONS = {"S": "STOP", "F": "MOVE_FORWARD", "L": "TURN_LEFT", "R": "TURN_RIGHT", "U": "LOOK_UP",
@@ -46,10 +48,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--random", type=int, default=None, metavar="N", help="N random moves/turns (seeded)")
     d.add_argument("--seed", type=int, default=0, help="seed of the start pose and random actions")
     d.add_argument("--renderer", choices=("auto", "gl", "raycast"), default="auto")
-    d.add_argument("--quality", choices=("fast", "default", "high"), default="default",
+    d.add_argument("--quality", choices=RENDER_QUALITIES, default="default",
                    help="render preset (render.quality): fast = flat colours, default = textures, lights and "
                         "anti-aliasing, high = plus shadows and reflections")
-    d.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+    d.add_argument("--objects", choices=OBJECT_STYLES, default="primitives",
                    help="how objects are drawn: their collision primitives (default; what the shipped policies "
                         "were trained on) or detailed render meshes (opt-in)")
     d.add_argument("--width", type=int, default=224)
@@ -72,7 +74,7 @@ def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("scene", metavar="SCENE", nargs="?", default=None,
                    help="USD file(s), scene id(s) or a split name (comma-separated); optional with --object-sheet")
     g.add_argument("--out", required=True, help="output folder (gallery.png, gallery.json)")
-    g.add_argument("--objects", choices=("primitives", "meshes"), default="primitives",
+    g.add_argument("--objects", choices=OBJECT_STYLES, default="primitives",
                    help="draw the homes' objects as primitives (default) or render meshes")
     g.add_argument("--object-sheet", action="store_true",
                    help="also write objects.png / objects_thumb.png / objects.json: per category, close-ups of "
@@ -87,7 +89,7 @@ def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
                                                           "(default 3; 1 with --room-sheet)")
     g.add_argument("--width", type=int, default=224)
     g.add_argument("--height", type=int, default=224)
-    g.add_argument("--quality", action="append", choices=("fast", "default", "high"), default=None,
+    g.add_argument("--quality", action="append", choices=RENDER_QUALITIES, default=None,
                    help="preset(s) to show (repeatable; default: all three)")
     g.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     g.set_defaults(func=_gallery)
@@ -97,7 +99,6 @@ def _gallery(args: argparse.Namespace) -> int:
     from ..core.errors import ConfigError
     from ..scenes.splits import resolve_scenes
     from .gallery import render_gallery
-    from .types import RENDER_QUALITIES
 
     rooms = args.rooms if args.rooms is not None else (1 if args.room_sheet else 3)
     if rooms < 1:
