@@ -270,3 +270,42 @@ def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_
                         {"held_out": {"predicted": {}}, "train_poses": 1})
     B.train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
     assert predictor == [RenderConfig("fast", "meshes")]
+
+
+def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_work_folder(tmp_path, monkeypatch):
+    """``bench train`` with the VLN-BERT row runs ``bench transfer`` on its work folder (the target
+    body's predictor adapted, the round chosen on 40 val_seen episodes), appends its val_unseen lines
+    to the table and reports the Table 7 lift (zero-shot -> selected round) beside the in-domain one
+    (IL -> IL + online round): 0.30 / 0.04 = 7.5, 0.30 / 0.15 = 2.0, 0.24 / 0.27 = 0.89."""
+    import vlnverse.benchmarks.train as B
+    import vlnverse.benchmarks.transfer as T
+
+    work = _work(tmp_path)
+    got_args = []
+
+    def line(agent, sr):
+        ci = {"mean": sr, "lo": sr / 2, "hi": min(1.0, sr * 2), "n": 100}
+        return {"agent": agent, "split": "val_unseen", "mode": "telhop", "body": "low_base",
+                "render": "default:primitives", "episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
+
+    stages = [line("zero_shot", 0.04), line("zero_shot_adapted_predictor", 0.15), line("online_round_1", 0.3),
+              line("online_round_3", 0.25)]
+    monkeypatch.setattr(T, "run", lambda a: got_args.append(a) or {
+        "table": stages, "target": {"body": "low_base"},
+        "selected": {"round": 1, "validation_episodes": 40, "metric": "nDTW", "agent": "online_round_1",
+                     "SR": stages[2]["SR"]}})
+    results = {"telhop": {"val_unseen": {"vlnbert_il": {"SR": {"mean": 0.27}}, "vlnbert_il_dagger": {"SR": {"mean": 0.24}}}}}
+    table = [{"agent": "vlnbert_il"}]
+    args = argparse.Namespace(seed=3, out=str(tmp_path / "bt.json"))
+    online = B.table7_stage(args, work, 2, results, table)
+
+    a, = got_args
+    assert (a.work, a.seed, a.workers, a.adapt_predictor, a.validation_episodes) == (str(work), 3, 2, True, 40)
+    assert a.body is None and a.rounds is None and a.source_render is None  # bench transfer's own defaults
+    assert a.out == str(tmp_path / "bt_table7.json")  # its PNG beside the bench's
+    assert [r["agent"] for r in table] == ["vlnbert_il", "vlnbert_t7_zero_shot", "vlnbert_t7_zero_shot_adapted_predictor",
+                                          "vlnbert_t7_online_round_1", "vlnbert_t7_online_round_3"]
+    assert online["table7"]["ratio"] == 7.5 and online["table7"]["after"]["mean"] == 0.3
+    assert online["table7_over_adapted_predictor"]["ratio"] == 2.0
+    assert online["in_domain"]["ratio"] == 0.89
+    assert B.table_lines(table[1:])[1].startswith("vlnbert_t7_zero_shot ")

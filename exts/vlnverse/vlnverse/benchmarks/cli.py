@@ -43,6 +43,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
+    p.add_argument("--no-transfer", action="store_true",
+                   help="train: skip the VLN-BERT row's Table 7 stage (trained elsewhere, zero-shot here, fine-tuned "
+                        "online: 'bench transfer' on this run's work folder; also skipped by --no-dagger)")
     p.add_argument("--render-only", action="store_true",
                    help="train: only the teacher cache's render-path figure, on the training episodes of --episodes "
                         "FILE (the first --limit), with --workers")
