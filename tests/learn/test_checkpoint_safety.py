@@ -187,13 +187,14 @@ def test_saved_reloaded_and_converted_checkpoints_act_identically(saved, corrido
     expected = _actions(PolicyAgent(policy=saved["policy"]), corridor, episodes)
     assert _actions(make_agent("policy", {"checkpoint": str(saved["path"])}), corridor, episodes) == expected
     # a checkpoint of an earlier version (torch.save of the same dict): refused, then converted with --trust
+    # (the file that runs code on unpickling is converted only after the warning: the test above)
     old = tmp_path / "old.pt"
     torch.save({**checkpoint_dict(saved["policy"], config=saved["cfg"].to_dict()), "format_version": 1}, old)
     with pytest.raises(Exception, match="vlnverse checkpoint convert OLD NEW --trust"):
         make_agent("policy", {"checkpoint": str(old)})
     assert main(["checkpoint", "convert", str(old), str(tmp_path / "converted.pt"), "--trust"]) == 0
-    out, err = capsys.readouterr()
-    assert json.loads(out)["kind"] == "policy checkpoint" and "warning: unpickling" in err
+    out, err = capsys.readouterr()  # tensors and plain containers: torch's restricted unpickler, no warning
+    assert json.loads(out)["kind"] == "policy checkpoint" and "warning: unpickling" not in err
     converted = make_agent("policy", {"checkpoint": str(tmp_path / "converted.pt")})
     assert _actions(converted, corridor, episodes) == expected
 

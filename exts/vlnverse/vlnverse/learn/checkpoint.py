@@ -159,9 +159,10 @@ def resolve_device(name: str) -> "torch.device":
 
 def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any = print) -> dict[str, Any]:
     """Convert a ``torch.save`` pickle of an earlier vlnverse (policy checkpoint, waypoint
-    predictor, or a plain state dict of encoder weights) to a safetensors file. Unpickling runs
-    whatever code the old file holds, so this refuses to run without ``trust``; ``warn`` gets
-    the warning line. Returns what was written (``kind``, ``path``, ``tensors_sha256``)."""
+    predictor, or a plain state dict of encoder weights) to a safetensors file. Unpickling can run
+    whatever code the old file holds, so this refuses to run without ``trust``; with it, torch's
+    restricted unpickler (``weights_only=True``) is tried first and only a file it refuses is fully
+    unpickled, after a warning line to ``warn``. Returns what was written (``kind``, ``path``, ``tensors_sha256``)."""
     from .tensorfile import sniff
 
     old, new = Path(old), Path(new)
@@ -174,11 +175,14 @@ def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any =
     if not trust:
         raise ConfigError("converting unpickles the file, which runs any code it holds: only for a file you trust",
                           file=old, field="--trust", expected="--trust to convert a file from a source you trust")
-    warn(f"warning: unpickling {old}: this runs any code the file holds (--trust given)")
-    try:
-        data = torch.load(old, map_location="cpu", weights_only=False)
-    except Exception as exc:  # noqa: BLE001 - any unpickling failure
-        raise ConfigError(f"not a readable torch file ({type(exc).__name__})", file=old, field="OLD") from None
+    try:  # torch's restricted unpickler first: tensors and plain containers, no code runs
+        data = torch.load(old, map_location="cpu", weights_only=True)
+    except Exception:  # noqa: BLE001 - anything the restricted unpickler refuses
+        warn(f"warning: unpickling {old}: this runs any code the file holds (--trust given)")
+        try:
+            data = torch.load(old, map_location="cpu", weights_only=False)
+        except Exception as exc:  # noqa: BLE001 - any unpickling failure
+            raise ConfigError(f"not a readable torch file ({type(exc).__name__})", file=old, field="OLD") from None
     try:
         return _write_converted(data, old, new)
     except (TypeError, ValueError) as exc:
