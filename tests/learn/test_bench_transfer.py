@@ -266,10 +266,10 @@ def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "x", render=RenderConfig("high", "meshes"))
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "y")
     assert renders == [RenderConfig("high", "meshes"), RenderConfig()]
-    monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append(cfg.render) or
+    monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append((cfg.render, cfg.model)) or
                         {"held_out": {"predicted": {}}, "train_poses": 1})
     B.train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
-    assert predictor == [RenderConfig("fast", "meshes")]
+    assert predictor == [(RenderConfig("fast", "meshes"), {"rgb": True})]  # the waypoint rows see RGB-D through it
 
 
 def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_work_folder(tmp_path, monkeypatch):

@@ -87,6 +87,7 @@ EPISODES_PER_HOME = 8          # per generated home (--episodes-per-home): the r
 VAL_SEEN_HOMES_EPISODES = 40   # val_seen episodes held out of the generated homes' episodes
 VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (selection and curve)
 VALIDATION_EVERY = 4           # IL epochs between validations
+PREDICTOR_RGB = True           # the waypoint rows' predictor reads RGB with depth: their navigators see RGB-D
 TABLE7_VALIDATION_EPISODES = 40  # val_seen episodes choosing the online round of the VLN-BERT row's Table 7 stage
 RENDER_COMPARE_EPISODES = 12   # training episodes rendered both ways for the render-path figure
 BOOTSTRAP_SAMPLES = 2000
@@ -189,9 +190,10 @@ def _rows(args) -> list[dict]:
 
 def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints",
                              render: Any = None) -> dict:
-    """The candidate waypoint predictor trained afresh on ``body``'s panoramas of the train scenes
-    (150 poses per scene at the default budget, drawn with ``render``: a ``RenderConfig``, None
-    the defaults) into ``work/folder``; returns its file, held-out metrics and seconds."""
+    """The candidate waypoint predictor trained afresh on ``body``'s RGB-D panoramas of the train
+    scenes (``PREDICTOR_RGB``; 150 poses per scene at the default budget, drawn with ``render``: a
+    ``RenderConfig``, None the defaults) into ``work/folder``; returns its file, held-out metrics
+    and seconds. The waypoint rows' navigators read its view features, so they see RGB-D through it."""
     import shutil
 
     from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
@@ -200,7 +202,7 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r
     t0 = time.perf_counter()
     wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
                                                    val_poses_per_scene=max(10, round(60 * scale)), seed=seed, body=body,
-                                                   render=render),
+                                                   render=render, model={"rgb": PREDICTOR_RGB}),
                                work / folder)
     return {"path": str(work / folder / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
