@@ -402,20 +402,24 @@ class SimulatorCamera:
 
 class SimulatorRendererFactory:
     """A picklable ``renderer_factory`` (parallel workers can receive it): for a scene context it
-    returns ``(SimulatorCamera, close)`` on a new simulator of the scene."""
+    returns ``(SimulatorCamera, close)`` on a new simulator of the scene, drawn with the
+    ``make_simulator`` render ``options`` (``quality``, ``objects``; empty: the simulator's defaults)."""
 
-    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto"):
+    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto",
+                 options: dict[str, str] | None = None):
         self.width, self.height, self.hfov_deg, self.backend = width, height, hfov_deg, backend
+        self.options = dict(options or {})
 
     def __call__(self, ctx: SceneContext):
         from ..sim import make_simulator
 
-        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=self.backend)
+        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=self.backend, **self.options)
         return SimulatorCamera(sim, self.width, self.height, self.hfov_deg), sim.close
 
 
 def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0,
-                               backend: str = "auto") -> SimulatorRendererFactory:
+                               backend: str = "auto", options: dict[str, str] | None = None
+                               ) -> SimulatorRendererFactory:
     """A ``renderer_factory`` returning the camera (``SimulatorCamera``) of a simulator on backend
-    ``backend`` and its closer."""
-    return SimulatorRendererFactory(width, height, hfov_deg, backend)
+    ``backend`` with render ``options`` and its closer."""
+    return SimulatorRendererFactory(width, height, hfov_deg, backend, options)
