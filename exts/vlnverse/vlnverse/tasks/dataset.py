@@ -296,6 +296,9 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 "val_seen_fraction": val_seen_fraction, "config": redact_secrets(asdict(task_config)),
                 "scenes": {s: scene_list[s] for s in ordered},
                 "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
+        render = getattr(renderer_factory, "options", None)  # ``SimulatorRendererFactory``'s render options
+        if render and getattr(generator, "needs_renderer", False):
+            meta["render"] = dict(render)  # what the assets were drawn with (absent: the simulator's defaults)
         if llm_warnings or (task_config.params or {}).get("llm_url"):
             # fallbacks of the optional LLM stage (endpoint errors, rejected rewrites): template kept
             meta["warnings"] = dict(sorted(llm_warnings.items()))
