@@ -317,16 +317,21 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     return load_config(EvalConfig, path, overrides, defaults=default_agent_render)
 
 
+#: How the homes of vision-language agents are drawn unless a config says otherwise: an object a
+#: person cannot name in a 224² view is a landmark no such agent can ground
+VISION_LANGUAGE_OBJECTS = "meshes"
+
+
 def default_agent_render(data: dict[str, Any]) -> None:
     """Fill ``render.objects`` of an eval config that leaves it unset with the agent's default:
-    ``meshes`` for agents whose views a vision-language model reads (``agents.VISION_LANGUAGE_AGENTS``:
-    an object a person cannot name in a 224² view is a landmark no such agent can ground),
-    ``primitives`` (``RenderConfig``'s default: what the learned policies were trained on) for the rest."""
+    ``VISION_LANGUAGE_OBJECTS`` for agents whose views a vision-language model reads
+    (``agents.VISION_LANGUAGE_AGENTS``), ``RenderConfig``'s ``primitives`` (what the learned
+    policies were trained on) for the rest."""
     from .agents import VISION_LANGUAGE_AGENTS
 
     agent = data.get("agent")
     if (agent.get("name") if isinstance(agent, dict) else agent) in VISION_LANGUAGE_AGENTS:
-        fill_render_objects(data, "meshes")
+        fill_render_objects(data, VISION_LANGUAGE_OBJECTS)
 
 
 def fill_render_objects(data: dict[str, Any], objects: str) -> None:

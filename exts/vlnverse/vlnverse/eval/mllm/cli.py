@@ -4,10 +4,6 @@ from __future__ import annotations
 import argparse
 import json
 
-#: ``cache build``'s default ``--objects``: the cache serves graph-mode MLLM agents, whose eval
-#: default is meshes (``eval.config.default_agent_render``)
-CACHE_OBJECTS = "meshes"
-
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``cache build``."""
@@ -25,12 +21,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="cache the scenes of this episode JSONL file or folder instead of --scenes")
     from ...scenes.object_meshes import OBJECT_STYLES
     from ...sim.types import RENDER_QUALITIES
+    from ..config import VISION_LANGUAGE_OBJECTS  # the cache serves graph-mode MLLM agents: their default
 
     b.add_argument("--quality", choices=RENDER_QUALITIES, default=None,
                    help="render preset of the views (an eval run's render.quality; default 'default')")
-    b.add_argument("--objects", choices=OBJECT_STYLES, default=CACHE_OBJECTS,
-                   help=f"how objects are drawn (an eval run's render.objects; default '{CACHE_OBJECTS}', what "
-                        "MLLM agents see; 'primitives' for a learned graph policy); other settings than the "
+    b.add_argument("--objects", choices=OBJECT_STYLES, default=VISION_LANGUAGE_OBJECTS,
+                   help=f"how objects are drawn (an eval run's render.objects; default "
+                        f"'{VISION_LANGUAGE_OBJECTS}', what MLLM agents see; 'primitives' for a learned graph "
+                        "policy); other settings than the "
                         "simulator's defaults go to the cache's render-<quality>-<objects>/ folder")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ...tasks.scene_roots import add_scene_root_option
