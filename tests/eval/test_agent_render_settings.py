@@ -189,7 +189,8 @@ def test_viewpoints_backend_serves_the_views_of_the_runs_settings(home, direct_v
         ViewpointSimulator(home.desc, home.body, cache=root, quality="default", objects="meshes")
     build_scene_cache(home.with_render_options({"objects": "meshes"}), root, size=SIZE)
     assert not (root / home.scene_id).exists()  # nothing in the default's folder
-    with pytest.raises(ConfigError, match=r"no cached views.*expected run 'vlnverse cache build' for"):
+    with pytest.raises(ConfigError, match=r"no cached views.*expected run 'vlnverse cache build --quality default "
+                                          r"--objects primitives' for"):
         ViewpointSimulator(home.desc, home.body, cache=root)
     sim = ViewpointSimulator(home.desc, home.body, cache=root, quality="default", objects="meshes")
     xy = tuple(float(v) for v in home.navgraph.graph.nodes[3]["position"][:2])
@@ -239,10 +240,11 @@ def test_default_settings_render_what_the_backend_defaults_render(home):
 
 
 def test_cache_build_cli_renders_the_asked_settings_into_their_folder(tmp_path, capsys):
+    """``cache build`` without ``--objects`` draws meshes (what the MLLM agents it serves see)."""
     from vlnverse.cli import main
 
-    assert main(["cache", "build", "--scenes", "home_0014", "--size", "16", "--objects", "meshes", "--out",
-                 str(tmp_path), "--no-progress"]) == 0
+    assert main(["cache", "build", "--scenes", "home_0014", "--size", "16", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out)
     folder = tmp_path / "render-default-meshes"
     assert printed["folder"] == str(folder) and printed["rendered"] == printed["viewpoints"] > 5

@@ -40,6 +40,7 @@ def view_cache(corridor, tmp_path_factory):
     first = build_scene_cache(corridor, root, size=SIZE)
     assert first["rendered"] == first["viewpoints"] == corridor.navgraph.num_nodes
     assert build_scene_cache(corridor, root, size=SIZE)["rendered"] == 0  # already there
+    build_scene_cache(corridor.with_render_options({"objects": "meshes"}), root, size=SIZE)  # eval's MLLM default
     return root
 
 
@@ -271,7 +272,8 @@ def test_run_eval_simulator_free_rerun_is_free_and_key_free(corridor, view_cache
 def test_cache_build_cli(tmp_path, capsys):
     from vlnverse.cli import main
 
-    assert main(["cache", "build", "--scenes", "home_0014", "--size", "32", "--out", str(tmp_path), "--no-progress"]) == 0
+    assert main(["cache", "build", "--scenes", "home_0014", "--size", "32", "--objects", "primitives", "--out",
+                 str(tmp_path), "--no-progress"]) == 0
     printed = json.loads(capsys.readouterr().out)
     manifest = json.loads((tmp_path / "home_0014" / "manifest.json").read_text())
     assert printed["viewpoints"] == printed["rendered"] == len(manifest["nodes"]) > 5

@@ -34,7 +34,7 @@ def setup(tmp_path_factory):
     episodes = []
     for stem in SCENES:
         ctx = named_corridor_loader(root / f"{stem}.usda", body, 0.05)
-        build_scene_cache(ctx, root / "views", size=SIZE)
+        build_scene_cache(ctx.with_render_options({"objects": "meshes"}), root / "views", size=SIZE)  # the MLLM default
         path = ctx.planner.shortest_path((1.3, 1.5), (9.0, 1.5))
         for i in range(PER_SCENE):
             episodes.append(Episode(f"{stem}-{i}", stem, str(root / f"{stem}.usda"), "test", "fine_grained",

@@ -27,7 +27,7 @@ def setup(tmp_path_factory):
     """One corridor scene, its view cache and EPISODES episodes (walk 1..4 places, then stop)."""
     root = tmp_path_factory.mktemp("mllm_outcomes")
     ctx = named_corridor_loader(root / "corridor_a.usda", load_body("r2r_ce"), 0.05)
-    build_scene_cache(ctx, root / "views", size=SIZE)
+    build_scene_cache(ctx.with_render_options({"objects": "meshes"}), root / "views", size=SIZE)  # the MLLM default
     path = ctx.planner.shortest_path((1.3, 1.5), (9.0, 1.5))
     episodes = [Episode(f"ep-{i}", "corridor_a", str(root / "corridor_a.usda"), "test", "fine_grained",
                         [1.3, 1.5, 0.0], 0.0, [Goal([9.0, 1.5, 0.0])], [[*p, 0.0] for p in path.waypoints],

@@ -268,6 +268,10 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
     from vlnverse.eval.roam_table import METHODS, run_table
     from vlnverse.tasks.episode import save_episodes
 
+    from vlnverse.eval.mllm.cache import build_scene_cache
+
+    # the MLLM rows draw meshes (their eval default): their views, next to the primitives ones
+    build_scene_cache(home14.with_render_options({"objects": "meshes"}), home14_views, size=32)
     monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
     monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
     save_episodes(tmp_path / "eps.jsonl", fp_pairs[:2])
@@ -276,6 +280,8 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
     for label, summary in result["summaries"].items():
         assert summary["overall"]["episodes"] == 2, label
         assert "REV_SPL" in summary["overall"]["means"] and "reach_SPL" in summary["overall"]["means"]
+    assert {json.loads((tmp_path / "runs" / name / "config.json").read_text())["config"]["render"]["objects"]
+            for name in ("navgpt", "mapgpt", "som", "roam_gt_rooms")} == {"meshes"}
     gt = result["summaries"]["ROAM (GT rooms)"]["overall"]["means"]
     assert gt["reach_SR"] == 1.0 and gt["RD_SR"] == 1.0
 

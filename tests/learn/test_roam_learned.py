@@ -232,7 +232,8 @@ def test_table_two_has_the_supervised_row_and_the_room_accuracy(graph_run, room_
     from vlnverse.eval.roam_table import format_table, run_table
     from vlnverse.tasks.episode import save_episodes
 
-    build_scene_cache(home14, tmp_path / "views", size=16)
+    build_scene_cache(home14, tmp_path / "views", size=16)  # the supervised policy's training render
+    build_scene_cache(home14.with_render_options({"objects": "meshes"}), tmp_path / "views", size=16)  # ROAM's
     monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(tmp_path / "views"))
     monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
     save_episodes(tmp_path / "eps.jsonl", fp_pairs[:2])
@@ -240,6 +241,8 @@ def test_table_two_has_the_supervised_row_and_the_room_accuracy(graph_run, room_
                        graph_policy=graph_run["checkpoint"], methods=["Supervised (NOT_FOUND)", "ROAM"], max_steps=20,
                        scene_loader=lambda *a: home14)
     assert [r[0] for r in result["rows"]] == ["Supervised (NOT_FOUND)", "ROAM"]
+    assert [json.loads((tmp_path / "runs" / name / "config.json").read_text())["config"]["render"]["objects"]
+            for name in ("supervised_not_found", "roam")] == ["primitives", "meshes"]
     sup = result["summaries"]["Supervised (NOT_FOUND)"]["overall"]["means"]
     assert sup["reach_SR"] == 1.0 and sup["RD_SR"] == 1.0
     acc = result["room_accuracy"]

@@ -142,6 +142,7 @@ def test_gallery_command_writes_a_contact_sheet_and_figures(home, tmp_path, gl_c
     assert main(["scenes", "gallery", str(scene), "--out", str(out), "--rooms", "2", "--width", "64", "--height", "48",
                  "--quality", "fast", "--quality", "default", "--no-progress"]) == 0
     summary = json.loads((out / "gallery.json").read_text())
+    assert summary["objects"] == "meshes"  # the gallery's default: the homes as people see them
     assert set(summary["presets"]) == {"fast", "default"} and len(summary["views"]) == 2
     assert all(v["fps"] > 0 for v in summary["presets"].values())
     sheet = Image.open(out / "gallery.png")

@@ -10,7 +10,7 @@ import dataclasses
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -199,13 +199,18 @@ def validate(obj: Any, *, file: Any = None, prefix: str = "") -> None:
                           line=exc.line) from None
 
 
-def load_config(cls: type[C], path: str | Path, overrides: dict | None = None) -> C:
-    """Load YAML file ``path`` into dataclass ``cls`` (with optional dotted-key overrides)."""
+def load_config(cls: type[C], path: str | Path, overrides: dict | None = None, *,
+                defaults: Callable[[dict], None] | None = None) -> C:
+    """Load YAML file ``path`` into dataclass ``cls`` (with optional dotted-key overrides);
+    ``defaults(data)`` may fill fields the file and overrides left unset (defaults that depend on
+    other fields) before the dataclass is built."""
     data = load_yaml(path) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"got {type(data).__name__}", file=path, expected="a mapping of fields")
     for key, value in (overrides or {}).items():
         set_dotted(data, key, value, file=path)
+    if defaults is not None:
+        defaults(data)
     return from_dict(cls, data, file=path)
 
 

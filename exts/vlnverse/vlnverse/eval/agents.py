@@ -525,3 +525,7 @@ for _name in MLLM_AGENTS:
 for _name, _module in (("roam", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
                        ("mv_dualvln", "vlnverse.eval.pixel_goal")):
     AGENTS.register_lazy(_name, _module)
+#: Agents whose views a vision-language model reads: ``vlnverse eval`` draws their homes with
+#: ``render.objects: meshes`` unless the config says otherwise (``config.default_agent_render``).
+#: ROAM's room classifier reads object categories in line of sight, not pixels.
+VISION_LANGUAGE_AGENTS = (*MLLM_AGENTS, "roam", "som", "mv_dualvln")

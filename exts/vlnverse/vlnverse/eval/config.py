@@ -314,7 +314,32 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
     if isinstance(overrides, list):
         overrides = parse_overrides(overrides, file=path)
     load_config_plugins(path, overrides)
-    return load_config(EvalConfig, path, overrides)
+    return load_config(EvalConfig, path, overrides, defaults=default_agent_render)
+
+
+#: How the homes of vision-language agents are drawn unless a config says otherwise: an object a
+#: person cannot name in a 224² view is a landmark no such agent can ground
+VISION_LANGUAGE_OBJECTS = "meshes"
+
+
+def default_agent_render(data: dict[str, Any]) -> None:
+    """Fill ``render.objects`` of an eval config that leaves it unset with the agent's default:
+    ``VISION_LANGUAGE_OBJECTS`` for agents whose views a vision-language model reads
+    (``agents.VISION_LANGUAGE_AGENTS``), ``RenderConfig``'s ``primitives`` (what the learned
+    policies were trained on) for the rest."""
+    from .agents import VISION_LANGUAGE_AGENTS
+
+    agent = data.get("agent")
+    if (agent.get("name") if isinstance(agent, dict) else agent) in VISION_LANGUAGE_AGENTS:
+        fill_render_objects(data, VISION_LANGUAGE_OBJECTS)
+
+
+def fill_render_objects(data: dict[str, Any], objects: str) -> None:
+    """Set ``render.objects`` of a config's raw ``data`` to ``objects`` when the file and its
+    overrides leave it unset (a malformed ``render`` is left for ``from_dict`` to report)."""
+    render = data.get("render")
+    if render is None or (isinstance(render, dict) and render.get("objects") is None):
+        data["render"] = {**(render or {}), "objects": objects}
 
 
 def register_eval_backends() -> None:

@@ -7,7 +7,10 @@ any ``MODELS`` entry, e.g. an OpenAI-compatible endpoint) and prints Coverage, L
 Len (explore), Reach SR, Reach&Decision SR, Reach SPL and REV-SPL per method. ROAM's learned
 room classifier (``vlnverse train room_classifier``) and the supervised graph policy
 (``vlnverse train graph_nf``) come as checkpoints; without one, its row is left out. With the
-classifier, its room-classification accuracy on the episodes' scenes is reported too.
+classifier, its room-classification accuracy on the episodes' scenes is reported too. Each method
+draws with its ``vlnverse eval`` default render (``config.default_agent_render``: meshes for the
+MLLM agents and ROAM, primitives for the supervised policy, its training render), so the view
+cache needs ``vlnverse cache build`` (meshes) and, for that row, ``--objects primitives``.
 """
 from __future__ import annotations
 

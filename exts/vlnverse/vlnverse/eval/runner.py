@@ -84,11 +84,13 @@ def resolve_settings(cfg: EvalConfig) -> RunSettings:
 
 
 def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, out_dir: str | Path, *,
-                      body: str | None = None, max_scenes: int | None = None, progress: bool = True) -> list:
+                      body: str | None = None, max_scenes: int | None = None, progress: bool = True,
+                      render: dict[str, str] | None = None) -> list:
     """Generate a dataset of ``task`` into ``out_dir`` with the task layer's generator
     (``vlnverse.tasks.dataset.generate_dataset``: per-scene seeding, splits from
     ``splits.json``, assets such as reference images or prior videos rendered with the
-    simulator's camera) on ``scenes`` (a split name, ``all``, ids or paths; the first
+    simulator's camera, drawn with the run's ``render`` options: an agent's reference image
+    looks like its views) on ``scenes`` (a split name, ``all``, ids or paths; the first
     ``max_scenes``), and return its episodes."""
     from ..tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
     from ..tasks.episode import load_episodes
@@ -97,7 +99,7 @@ def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int
     if max_scenes is not None:
         paths = paths[:max_scenes]
     generate_dataset(task, paths, episodes_per_scene, seed, out_dir, body=body, progress=progress,
-                     renderer_factory=simulator_renderer_factory())
+                     renderer_factory=simulator_renderer_factory(options=render))
     return load_episodes(out_dir)
 
 
@@ -120,7 +122,8 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     else:
         gen = cfg.episodes.generate
         episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
-                                     out / "dataset", body=cfg.body, max_scenes=gen.max_scenes, progress=progress)
+                                     out / "dataset", body=cfg.body, max_scenes=gen.max_scenes, progress=progress,
+                                     render=cfg.render.options())
     if cfg.split is not None:
         episodes = [e for e in episodes if e.split == cfg.split]
     matching = [e for e in episodes if e.task_type == settings.task_type]

@@ -7,7 +7,7 @@ Commands::
                        [--seed S] [--renderer auto|gl|raycast] [--quality fast|default|high]
                        [--objects primitives|meshes] [--width 224 --height 224] --out DIR
     vlnverse scenes gallery [SCENE[,SCENE...|SPLIT]] --out DIR [--rooms 3] [--quality Q ...]
-                       [--objects primitives|meshes] [--object-sheet [--categories C,...]]
+                       [--objects meshes|primitives] [--object-sheet [--categories C,...]]
                        [--room-sheet]
 
 SCENE is a USD file or the id of a shipped scene. ``drive`` writes ``steps.jsonl`` (one
@@ -25,6 +25,8 @@ from ..core.body import DEFAULT_BODY
 from ..scenes.object_meshes import OBJECT_STYLES
 from .types import RENDER_QUALITIES
 
+#: ``scenes gallery``'s default ``--objects``: the gallery is the picture of the homes people look at
+GALLERY_OBJECTS = "meshes"
 #: Short names accepted by ``--actions``.
 ACTION_ABBREVIATIONS = {"S": "STOP", "F": "MOVE_FORWARD", "L": "TURN_LEFT", "R": "TURN_RIGHT", "U": "LOOK_UP",
                         "D": "LOOK_DOWN"}
@@ -74,8 +76,10 @@ def _add_gallery_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("scene", metavar="SCENE", nargs="?", default=None,
                    help="USD file(s), scene id(s) or a split name (comma-separated); optional with --object-sheet")
     g.add_argument("--out", required=True, help="output folder (gallery.png, gallery.json)")
-    g.add_argument("--objects", choices=OBJECT_STYLES, default="primitives",
-                   help="draw the homes' objects as primitives (default) or render meshes")
+    g.add_argument("--objects", choices=OBJECT_STYLES, default=GALLERY_OBJECTS,
+                   help=f"draw the homes' objects as render meshes with baked light (default '{GALLERY_OBJECTS}': "
+                        "the homes as people and MLLM agents see them) or as primitives (what the learned "
+                        "policies were trained on)")
     g.add_argument("--object-sheet", action="store_true",
                    help="also write objects.png / objects_thumb.png / objects.json: per category, close-ups of "
                         "two render-mesh variants from the agent's height")

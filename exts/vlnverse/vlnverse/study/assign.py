@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
-from .config import StudyConfig
+from .config import StudyConfig, recorded_render
 from .log import check_participant_id, read_episode_end
 
 EPISODES_FILE = "episodes.jsonl"
@@ -107,6 +107,13 @@ class StudyStore:
         if not self.order:
             raise ConfigError(f"the {len(self.practice)} practice episode(s) leave no episode to assign",
                               field="practice_episodes", expected=f"fewer than the study's {len(episodes)} episodes")
+        if (self.out / STUDY_FILE).is_file():  # a study's participants all see one render
+            before = recorded_render(self.out)
+            if before != config.render:
+                raise ConfigError(f"the study folder was started with render {before.label()}, the config gives "
+                                  f"{config.render.label()}", file=self.out / STUDY_FILE, field="render",
+                                  expected=f"render: {{quality: {before.quality}, objects: {before.objects}}} in "
+                                           "the study config, or a new --out folder")
         write_json_atomic(self.out / STUDY_FILE, {"config": to_jsonable(asdict(config)), "episodes": len(episodes),
                                                   "scene_roots": [str(r.resolve()) for r in self.scene_roots]})
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import from_dict, load_yaml, require
-from ..eval.config import RenderConfig
+from ..eval.config import RenderConfig, fill_render_objects
 
 DEFAULT_CONSENT = (
     "You are invited to take part in a navigation study. You will read short directions and drive a "
@@ -15,6 +15,11 @@ DEFAULT_CONSENT = (
     "the robot's movements are recorded; no personal data is stored. You may stop at any time. "
     "By pressing 'I agree' you consent to take part."
 )
+
+
+#: how a study draws objects unless its config says otherwise: people must recognise the landmarks
+#: the instructions name (the simulator's default, primitives, is what the learned policies saw)
+STUDY_OBJECTS = "meshes"
 
 
 @dataclass
@@ -33,8 +38,8 @@ class StudyConfig:
     are left out of the assignment. ``pause_s``: the break screen between episodes (s).
     ``withdraw_data``: what happens to a participant's logs when they withdraw (``keep`` or
     ``delete``); the consent text shown says which (:meth:`consent_shown`). ``render``: the view's
-    ``quality`` and ``objects`` (as an eval config's ``render``; ``objects: meshes`` draws detailed
-    furniture with baked light).
+    ``quality`` and ``objects`` (as an eval config's ``render``), ``objects`` by default
+    ``STUDY_OBJECTS`` (meshes: detailed furniture with baked light).
     """
 
     title: str = "vlnverse navigation study"
@@ -56,7 +61,7 @@ class StudyConfig:
     practice_episodes: Any = 0
     pause_s: float = 3.0
     withdraw_data: str = "keep"
-    render: RenderConfig = field(default_factory=RenderConfig)
+    render: RenderConfig = field(default_factory=lambda: RenderConfig(objects=STUDY_OBJECTS))
 
     def validate(self) -> None:
         """Raise ``ConfigError`` naming the field for any invalid value."""
@@ -99,4 +104,21 @@ def load_study_config(path: str | Path | None) -> StudyConfig:
 
     if not Path(path).is_file():
         raise ConfigError("study config not found", file=path, expected="an existing YAML file")
-    return from_dict(StudyConfig, load_yaml(path) or {}, file=path)
+    data = load_yaml(path) or {}
+    if isinstance(data, dict):
+        fill_render_objects(data, STUDY_OBJECTS)  # ``render: {quality: high}`` keeps the study's objects
+    return from_dict(StudyConfig, data, file=path)
+
+
+def recorded_render(folder: str | Path) -> RenderConfig:
+    """The ``RenderConfig`` a run or study folder recorded (``config.json`` / ``study.json``: its
+    ``config.render``); the simulator's defaults (primitives) for folders written before the field
+    existed, which is what they were drawn with."""
+    import json
+
+    for name in ("config.json", "study.json"):
+        path = Path(folder) / name
+        if path.is_file():
+            data = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
+            return from_dict(RenderConfig, data.get("render") or {}, file=path, prefix="config.render")
+    return RenderConfig()

@@ -25,6 +25,7 @@ import numpy as np
 from fastapi import Request  # module level: FastAPI resolves endpoint annotations from here
 
 from ..core.errors import ConfigError
+from .config import recorded_render  # noqa: F401  (the render settings a run or study folder recorded)
 
 #: Default distance (m) from the reference path beyond which the agent has left it.
 OFF_PATH_M = 1.0
@@ -112,20 +113,6 @@ def left_reference_step(steps: list[dict], reference: Any, threshold: float) -> 
     d = distance_to_polyline(np.array([s["pose"][:2] for s in steps]), np.asarray(reference))
     off = np.flatnonzero(d > threshold)
     return int(off[0]) if len(off) else None
-
-
-def recorded_render(folder: Path) -> Any:
-    """The ``RenderConfig`` a run or study folder recorded (``config.json`` / ``study.json``: its
-    ``config.render``); the defaults for folders written before the field existed."""
-    from ..core.config import from_dict
-    from ..eval.config import RenderConfig
-
-    for name in ("config.json", "study.json"):
-        path = folder / name
-        if path.is_file():
-            data = json.loads(path.read_text(encoding="utf-8")).get("config") or {}
-            return from_dict(RenderConfig, data.get("render") or {}, file=path, prefix="config.render")
-    return RenderConfig()
 
 
 class Run:

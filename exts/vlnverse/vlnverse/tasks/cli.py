@@ -48,6 +48,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_parallel_options(gen, "scenes generated in parallel")
     gen.add_argument("--backend", default="auto", help="simulator backend for tasks that render (auto | mujoco | isaac)")
+    from ..scenes.object_meshes import OBJECT_STYLES
+    from ..sim.types import RENDER_QUALITIES
+
+    gen.add_argument("--quality", choices=RENDER_QUALITIES, default=None,
+                     help="render preset of the assets of tasks that render (reference images, prior videos; "
+                          "default: the simulator's, 'default')")
+    gen.add_argument("--objects", choices=OBJECT_STYLES, default=None,
+                     help="how those assets draw objects (default: the simulator's, primitives, what the learned "
+                          "policies are trained on; meshes for vision-language agents, whose eval default it is); "
+                          "the flags given are recorded in summary.json as 'render'")
     gen.set_defaults(func=_generate)
 
     show = dsub.add_parser("show", help="print episodes of a JSONL file or dataset folder")
@@ -90,12 +100,12 @@ def _generate(args: argparse.Namespace) -> int:
     from .dataset import generate_dataset, simulator_renderer_factory
 
     check_backend(args.backend)  # e.g. --backend isaac without Isaac Sim: one line, before any work
-
+    render = {k: v for k, v in (("quality", args.quality), ("objects", args.objects)) if v is not None}
     summary = generate_dataset(args.task, args.scenes, args.episodes_per_scene, args.seed, args.out,
                                body=args.body, config=args.config, overrides=parse_overrides(args.overrides),
                                val_seen_fraction=args.val_seen_fraction, default_split=args.default_split,
                                progress=not args.no_progress,
-                               renderer_factory=simulator_renderer_factory(backend=args.backend),
+                               renderer_factory=simulator_renderer_factory(backend=args.backend, options=render),
                                scene_root=args.scene_root, plugins=args.plugins, **ParallelConfig.from_args(args).kwargs())
     counts = ", ".join(f"{k}: {v}" for k, v in summary["counts"].items())
     stats = summary["path_length_m"]

@@ -296,6 +296,9 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
                 "val_seen_fraction": val_seen_fraction, "config": redact_secrets(asdict(task_config)),
                 "scenes": {s: scene_list[s] for s in ordered},
                 "requested_episodes": episodes_per_scene * len(scene_paths), "shortfall": shortfalls}
+        render = getattr(renderer_factory, "options", None)  # ``SimulatorRendererFactory``'s render options
+        if render and getattr(generator, "needs_renderer", False):
+            meta["render"] = dict(render)  # what the assets were drawn with (absent: the simulator's defaults)
         if llm_warnings or (task_config.params or {}).get("llm_url"):
             # fallbacks of the optional LLM stage (endpoint errors, rejected rewrites): template kept
             meta["warnings"] = dict(sorted(llm_warnings.items()))
@@ -402,20 +405,24 @@ class SimulatorCamera:
 
 class SimulatorRendererFactory:
     """A picklable ``renderer_factory`` (parallel workers can receive it): for a scene context it
-    returns ``(SimulatorCamera, close)`` on a new simulator of the scene."""
+    returns ``(SimulatorCamera, close)`` on a new simulator of the scene, drawn with the
+    ``make_simulator`` render ``options`` (``quality``, ``objects``; empty: the simulator's defaults)."""
 
-    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto"):
+    def __init__(self, width: int = 256, height: int = 256, hfov_deg: float = 90.0, backend: str = "auto",
+                 options: dict[str, str] | None = None):
         self.width, self.height, self.hfov_deg, self.backend = width, height, hfov_deg, backend
+        self.options = dict(options or {})
 
     def __call__(self, ctx: SceneContext):
         from ..sim import make_simulator
 
-        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=self.backend)
+        sim = make_simulator(ctx.desc, ctx.body, sensors=[], backend=self.backend, **self.options)
         return SimulatorCamera(sim, self.width, self.height, self.hfov_deg), sim.close
 
 
 def simulator_renderer_factory(width: int = 256, height: int = 256, hfov_deg: float = 90.0,
-                               backend: str = "auto") -> SimulatorRendererFactory:
+                               backend: str = "auto", options: dict[str, str] | None = None
+                               ) -> SimulatorRendererFactory:
     """A ``renderer_factory`` returning the camera (``SimulatorCamera``) of a simulator on backend
-    ``backend`` and its closer."""
-    return SimulatorRendererFactory(width, height, hfov_deg, backend)
+    ``backend`` with render ``options`` and its closer."""
+    return SimulatorRendererFactory(width, height, hfov_deg, backend, options)

@@ -270,9 +270,8 @@ class ViewpointSimulator(Simulator):
         self.cache = ViewCache(cache, {"quality": quality, "objects": objects})
         if self.cache.manifest(scene.scene_id) is None:
             q, o = self.cache.render
-            flags = f" --quality {q} --objects {o}" if self.cache.folder != self.cache.root else ""
             raise ConfigError(f"no cached views of scene {scene.scene_id!r} in {self.cache.folder}", field="backend",
-                              expected=f"run 'vlnverse cache build{flags}' for the split first")
+                              expected=f"run 'vlnverse cache build --quality {q} --objects {o}' for the split first")
         self._sensors = {s.name: s for s in sensors}
         self._pose = AgentPose(0.0, 0.0, 0.0)
         self._time = 0.0

@@ -21,12 +21,15 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="cache the scenes of this episode JSONL file or folder instead of --scenes")
     from ...scenes.object_meshes import OBJECT_STYLES
     from ...sim.types import RENDER_QUALITIES
+    from ..config import VISION_LANGUAGE_OBJECTS  # the cache serves graph-mode MLLM agents: their default
 
     b.add_argument("--quality", choices=RENDER_QUALITIES, default=None,
                    help="render preset of the views (an eval run's render.quality; default 'default')")
-    b.add_argument("--objects", choices=OBJECT_STYLES, default=None,
-                   help="how objects are drawn (an eval run's render.objects; default 'primitives'); other "
-                        "settings than the defaults go to the cache's render-<quality>-<objects>/ folder")
+    b.add_argument("--objects", choices=OBJECT_STYLES, default=VISION_LANGUAGE_OBJECTS,
+                   help=f"how objects are drawn (an eval run's render.objects; default "
+                        f"'{VISION_LANGUAGE_OBJECTS}', what MLLM agents see; 'primitives' for a learned graph "
+                        "policy); other settings than the "
+                        "simulator's defaults go to the cache's render-<quality>-<objects>/ folder")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ...tasks.scene_roots import add_scene_root_option
 
