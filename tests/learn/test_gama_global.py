@@ -295,3 +295,54 @@ def test_a_frontier_trip_in_the_simulator_and_the_policy_replays_the_teachers_ma
         loss, _ = policy.imitation_loss(batch)
         assert torch.isfinite(loss)
     assert global_labels >= 1  # measured: 1 (corridor-0, back to a frontier node after the detour)
+
+
+class _Field:
+    def __init__(self, goal):
+        self.goal = np.asarray(goal, dtype=float)
+
+    def distance(self, pts):
+        return np.linalg.norm(np.atleast_2d(pts)[:, :2] - self.goal, axis=1)
+
+
+class _OpenPlanner(_Planner):
+    def segments_free(self, a, b):
+        return np.ones(len(a), dtype=bool)
+
+    def distance_field(self, goal):
+        return _Field(goal)
+
+
+def test_the_waypoint_oracle_visits_a_long_horizon_episodes_sub_goals_in_order():
+    """Goals A (4, 0), B (4, 4), then C (0, 4), in order (long-horizon; distances straight lines):
+    from (0, 0) the oracle heads for A, not for C, which (0, 2) is nearer; within 1.5 m of A for B;
+    near B for C without stopping there; STOP only at C. A fine-grained episode with the same goals
+    (any goal ends it) heads for C's side at once."""
+    from vlnverse.learn.vlnbert import VLNBertTeacher, VLNBertTeacherAgent, ordered_subgoals
+
+    goals = [SimpleNamespace(position=[x, y, 0.0]) for x, y in ((4, 0), (4, 4), (0, 4))]
+    planner = _OpenPlanner()
+    agent = VLNBertTeacherAgent.__new__(VLNBertTeacherAgent)
+    agent.spec, agent.context = VLNBertTeacher("unused.pt"), SimpleNamespace(planner=planner)
+
+    def state(x, y):
+        final = _Field((0, 4))
+        return SimpleNamespace(pose=SimpleNamespace(x=x, y=y, yaw=0.0), success_distance=3.0,
+                               goal_distance=final.distance, episode=SimpleNamespace(goals=goals))
+
+    def label(x, y, points):
+        cands = cands_to((x, y, 0), points)
+        return agent.oracle(state(x, y), cands, len(points))
+
+    agent.subgoals = ordered_subgoals(SimpleNamespace(goals=goals, task_type="long_horizon", info={}), planner)
+    assert [tuple(g) for g, _ in agent.subgoals] == [(4, 0), (4, 4)]
+    assert label(0, 0, [(0, 2), (2, 0)]) == 1  # towards A, though (0, 2) is nearer C
+    assert label(3.2, 0, [(2, 0), (4, 2)]) == 1 and len(agent.subgoals) == 1  # 0.8 m from A: on to B
+    assert label(4, 2, [(4, 3.8), (2, 2)]) == 0
+    assert label(4, 3.8, [(4, 5), (2, 4)]) == 1 and not agent.subgoals  # at B: on to C, no STOP
+    assert label(0.5, 4, [(2, 4)]) == K  # at C: STOP
+    agent.subgoals = ordered_subgoals(SimpleNamespace(goals=goals, task_type="fine_grained", info={}), planner)
+    assert agent.subgoals == [] and label(0, 0, [(0, 2), (2, 0)]) == 0  # the nearest goal's side
+    # far from A with no candidate leading closer but within the success distance: A counts, on to B
+    agent.subgoals = ordered_subgoals(SimpleNamespace(goals=goals, task_type="long_horizon", info={}), planner)
+    assert label(2, 0, [(0, 0), (2, 2)]) == 1 and len(agent.subgoals) == 1

@@ -685,9 +685,10 @@ class HNRTeacherAgent(VLNBertTeacherAgent):
             return local
         xy = self.topo.visited[self.topo.current]
         planner = self.context.planner
+        distance, _ = self.target(state)  # the next sub-goal of a long-horizon episode, else the goal
 
         def geo(pts: np.ndarray) -> np.ndarray:
-            return np.where(planner.is_navigable(pts), np.asarray(state.goal_distance(pts), dtype=float), np.inf)
+            return np.where(planner.is_navigable(pts), np.asarray(distance(pts), dtype=float), np.inf)
 
         c = candidate_xy(np.asarray([state.pose.x, state.pose.y, state.pose.yaw], dtype=np.float32), cands[local:local + 1])
         best = float(np.linalg.norm(c[0] - xy) + geo(c)[0])

@@ -17,7 +17,8 @@ predictor finds no candidate the agent turns in place by ``no_candidate_turn_deg
 again next step (counted: ``agent_outputs[step].no_candidates``).
 
 **Teacher / oracle** (``VLNBertTeacher``): the candidate with the shortest geodesic distance to
-the goal; STOP when the geodesic distance is below ``stop_distance`` (1.5 m, at most the success
+the goal (on long-horizon episodes, whose sub-goals count in order, to the next sub-goal not yet
+reached, as the discrete oracle routes; STOP only at the last); STOP when the geodesic distance is below ``stop_distance`` (1.5 m, at most the success
 distance) and the agent is in open space (navigable cells all around it within
 ``open_space_radius``), or when no candidate leads closer to the goal and the agent is within
 the success distance. Only candidates on navigable cells joined to the agent by a collision-free
@@ -178,7 +179,8 @@ class VLNBertTeacher:
         """Part of the observation-cache key (the predictor by content; a monocular setup)."""
         digest = hashlib.sha256(Path(self.predictor_path).read_bytes()).hexdigest()[:16]
         key = {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
-               "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg}
+               "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg,
+               "route": "subgoals"}  # ordered sub-goals visited in turn (caches labelled before: rebuilt)
         return {**key, "observation": self.observation.to_dict()} if self.observation.monocular else key
 
     def _predictor(self) -> WaypointPredictor:
@@ -196,11 +198,24 @@ class VLNBertTeacher:
         return VLNBertTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
 
 
+def ordered_subgoals(episode: Any, planner: Any) -> list[tuple[np.ndarray, Any]]:
+    """(point, geodesic distance field) of each sub-goal before the last of an episode whose goals
+    count in order (``tasks.scoring.has_ordered_goals``: long-horizon), else none."""
+    from ..tasks.scoring import has_ordered_goals
+
+    goals = [np.asarray(g.position[:2], dtype=float) for g in episode.goals]
+    if not (has_ordered_goals(episode) and len(goals) > 1):
+        return []
+    return [(g, planner.distance_field(g)) for g in goals[:-1]]
+
+
 class VLNBertTeacherAgent(TeacherForcingAgent):
     """Records frames, panorama features, candidates and the oracle's choice; executes the
     oracle's action with probability ``beta``, else the learner's (schedule sampling)."""
 
     name = "vlnbert_teacher"
+    #: sub-goals still to reach, in order (``ordered_subgoals``; set by ``reset``)
+    subgoals: list = []
 
     def __init__(self, spec: VLNBertTeacher, **kwargs: Any):
         super().__init__(**kwargs)
@@ -209,31 +224,61 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         self.no_candidates = 0
 
     def reset(self, episode: Any, context: Any) -> None:
-        """New episode: the scene context gives the panorama renderer its scene."""
+        """New episode: the scene context gives the panorama renderer its scene; an episode whose
+        goals count in order (long-horizon) gives the route of its sub-goals before the last."""
         super().reset(episode, context)
         self.context = context
         self.no_candidates = self._empty = 0
+        self.subgoals = ordered_subgoals(episode, context.planner)
+
+    def target(self, state: Any) -> tuple[Any, np.ndarray | None]:
+        """(geodesic distance function, point) of where the oracle heads: the next sub-goal not
+        yet reached, or the episode's goal (``state.goal_distance``; point None)."""
+        if self.subgoals:
+            xy, field = self.subgoals[0]
+            return (lambda pts: field.distance(np.atleast_2d(pts))), xy
+        return state.goal_distance, None
+
+    def _candidate_distances(self, state: Any, cands: np.ndarray, n: int, distance: Any) -> tuple[np.ndarray, np.ndarray]:
+        """World points of the first ``n`` candidates and their geodesic distances under
+        ``distance`` (infinite for a candidate off the navigable map or behind an obstacle)."""
+        pose = state.pose
+        xy = np.array([pose.x, pose.y])
+        planner = self.context.planner
+        pts = to_world((pose.x, pose.y, pose.yaw), cands[:n, :2])
+        ok = planner.is_navigable(pts) & planner.segments_free(np.repeat(xy[None], n, 0), pts)
+        return pts, np.where(ok, np.asarray(distance(pts), dtype=float), np.inf)
 
     def oracle(self, state: Any, cands: np.ndarray, n: int) -> int:
         """Index of the oracle action: a candidate (0..k-1) or STOP (k). Only candidates on
         navigable cells joined to the agent by a collision-free segment count (others are at an
-        infinite distance)."""
+        infinite distance). A sub-goal counts as reached where the goal would allow STOP (within
+        ``stop_distance``, or within the success distance with no candidate leading closer); the
+        oracle then heads for the next."""
         pose = state.pose
         xy = np.array([pose.x, pose.y])
         k = len(cands)
-        d = float(state.goal_distance(xy[None])[0])
         stop = min(self.spec.stop_distance, state.success_distance)
-        planner = self.context.planner
-        pts = to_world((pose.x, pose.y, pose.yaw), cands[:n, :2])
-        ok = planner.is_navigable(pts) & planner.segments_free(np.repeat(xy[None], n, 0), pts)
-        dist = np.where(ok, np.asarray(state.goal_distance(pts), dtype=float), np.inf)
+        while self.subgoals:  # sub-goals reached here: on to the next
+            distance, _ = self.target(state)
+            d = float(distance(xy[None])[0])
+            _, dist = self._candidate_distances(state, cands, n, distance)
+            if d < stop or (not dist.min() < d and d <= state.success_distance):
+                self.subgoals.pop(0)
+            else:
+                break
+        distance, point = self.target(state)
+        d = float(distance(xy[None])[0])
+        pts, dist = self._candidate_distances(state, cands, n, distance)
         best = int(np.argmin(dist))
         closer = bool(dist[best] < d)
-        if d < stop and (not closer or in_open_space(planner, xy, self.spec.open_space_radius)):
-            return k
-        if not closer and d <= state.success_distance:
-            return k  # no reachable candidate leads closer and the agent is within the success radius
-        return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - self_goal(state, xy), axis=1)))
+        if point is None:  # the last goal: STOP there
+            if d < stop and (not closer or in_open_space(self.context.planner, xy, self.spec.open_space_radius)):
+                return k
+            if not closer and d <= state.success_distance:
+                return k  # no reachable candidate leads closer and the agent is within the success radius
+        aim = self_goal(state, xy) if point is None else point
+        return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - aim, axis=1)))
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Perceive, label, pick the executed action (oracle with probability β), record."""
