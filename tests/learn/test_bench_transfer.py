@@ -297,7 +297,9 @@ def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_
     results = {"telhop": {"val_unseen": {"vlnbert_il": {"SR": {"mean": 0.27}}, "vlnbert_il_dagger": {"SR": {"mean": 0.24}}}}}
     table = [{"agent": "vlnbert_il"}]
     args = argparse.Namespace(seed=3, out=str(tmp_path / "bt.json"))
-    online = B.table7_stage(args, work, 2, results, table)
+    module, _, name = B.TABLE7_STAGE.partition(":")  # bench train's reference (imports stay one-way)
+    assert module == T.__name__ and getattr(T, name) is T.table7_stage
+    online = T.table7_stage(args, work, 2, results, table)
 
     a, = got_args
     assert (a.work, a.seed, a.workers, a.adapt_predictor, a.validation_episodes) == (str(work), 3, 2, True, 40)

@@ -47,7 +47,7 @@ Steps:
    (``<row>_il_dagger``) on all of val_seen, val_unseen and test under Tel-Hop; the row agent with
    the best val_seen SR (ties: nDTW) also under Strict on val_unseen and test. val_unseen and test
    are touched only here (``--no-strict``: Tel-Hop only, to save time). With the VLN-BERT row, its
-   online fine-tuning is also measured as the paper's Table 7 does (``table7_stage``: a model
+   online fine-tuning is also measured as the paper's Table 7 does (``TABLE7_STAGE``: a model
    trained elsewhere, zero-shot in a new domain, then fine-tuned online there; ``--no-transfer``
    or ``--no-dagger`` skips it). The multi-task row's
    agents also on each other task's val_unseen and test (Tel-Hop, the task's settings and
@@ -68,6 +68,7 @@ machine's load average and the seconds of every phase. The work folder is ``FILE
 from __future__ import annotations
 
 import csv
+import importlib
 import os
 import time
 from pathlib import Path
@@ -89,6 +90,9 @@ VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (select
 VALIDATION_EVERY = 4           # IL epochs between validations
 PREDICTOR_RGB = True           # the waypoint rows' predictor reads RGB with depth: their navigators see RGB-D
 TABLE7_VALIDATION_EPISODES = 40  # val_seen episodes choosing the online round of the VLN-BERT row's Table 7 stage
+#: the VLN-BERT row's Table 7 stage (``bench transfer`` on the run's work folder), resolved when a run
+#: needs it: the transfer bench builds on this module, so naming it here keeps the imports one-way
+TABLE7_STAGE = "vlnverse.benchmarks.transfer:table7_stage"
 RENDER_COMPARE_EPISODES = 12   # training episodes rendered both ways for the render-path figure
 BOOTSTRAP_SAMPLES = 2000
 METRICS = ("SR", "SPL", "nDTW")
@@ -846,7 +850,8 @@ def run(args) -> dict:
     t_evaluated = time.perf_counter()
     online = None
     if "vlnbert" in rows and dagger and not getattr(args, "no_transfer", False):
-        online = table7_stage(args, work, workers, results, table)
+        module, _, name = TABLE7_STAGE.partition(":")
+        online = getattr(importlib.import_module(module), name)(args, work, workers, results, table)
     unseen_sr = results["telhop"]["val_unseen"]
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
     from vlnverse.learn.checkpoint import resolve_device
@@ -891,50 +896,6 @@ def run(args) -> dict:
                    f"bench train: {figures['budget_note']}, {figures['episodes']}, device {figures['device']}, "
                    f"torch threads 1, load {figures['load_average_1m']}")
     return figures
-
-
-def table7_stage(args, work: Path, workers: int, results: dict, table: list) -> dict:
-    """The VLN-BERT row's online fine-tuning as the paper's Table 7 measures it: a VLN-BERT trained
-    elsewhere (the shipped train scenes, the ``r2r_ce`` body), evaluated zero-shot in the new domain
-    (``transfer.TARGET_BODY`` in this run's training homes: "before"), then fine-tuned online there
-    ("after": the round chosen on ``TABLE7_VALIDATION_EPISODES`` val_seen episodes), with the target
-    body's own waypoint predictor swapped in first (``--adapt-predictor``, its own stage) --
-    ``vlnverse bench transfer`` on this run's work folder (``benchmarks.transfer.run``). Its val_unseen
-    lines join ``table`` as ``vlnbert_t7_<stage>``; returns the lift figures beside the in-domain
-    ones (``vlnbert_il`` -> ``vlnbert_il_dagger``, which has nothing to adapt to)."""
-    import argparse
-
-    from . import transfer
-
-    stage_args = argparse.Namespace(work=str(work), body=None, epochs=None, rounds=None, round_epochs=None,
-                                    stop_weight=None, seed=args.seed, workers=workers, adapt_predictor=True,
-                                    validation_episodes=TABLE7_VALIDATION_EPISODES, source_render=None,
-                                    target_render=None,
-                                    out=str(Path(args.out).with_name(Path(args.out).stem + "_table7.json"))
-                                    if args.out else None)
-    got = transfer.run(stage_args)
-    for line in got["table"]:
-        table.append({**line, "agent": f"vlnbert_t7_{line['agent']}"})
-
-    def sr(agent: str):
-        return results["telhop"]["val_unseen"][agent]["SR"]
-
-    def lift(before: dict, after: dict) -> dict:
-        return {"before": before, "after": after,
-                "ratio": round(after["mean"] / before["mean"], 2) if before["mean"] else None}
-
-    stages = {line["agent"]: line["SR"] for line in got["table"]}
-    selected = got["selected"]["SR"]
-    return {
-        "protocol": ("the paper's Table 7: trained elsewhere (shipped train scenes, r2r_ce body), zero-shot in the "
-                     f"new domain ({got['target']['body']} in the training homes), then online rounds there; "
-                     "the round chosen on val_seen"),
-        "split": "val_unseen", "mode": "telhop",
-        "table7": lift(stages["zero_shot"], selected),
-        "table7_over_adapted_predictor": lift(stages["zero_shot_adapted_predictor"], selected),
-        "in_domain": lift(sr("vlnbert_il"), sr("vlnbert_il_dagger")),
-        "selected": got["selected"], "transfer": got,
-    }
 
 
 def check_int_flags(flags) -> None:

@@ -46,8 +46,9 @@ import os
 import time
 from pathlib import Path
 
-from .train import (POLICY_ROWS, SENSORS, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION, VALIDATION_EPISODES, _dataset,
-                    _train, check_int_flags, evaluate, row_config, table_lines, train_waypoint_predictor)
+from .train import (POLICY_ROWS, SENSORS, TABLE7_VALIDATION_EPISODES, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION,
+                    VALIDATION_EPISODES, _dataset, _train, check_int_flags, evaluate, row_config, table_lines,
+                    train_waypoint_predictor)
 
 SOURCE_BODY = "r2r_ce"       # the body the source model and the waypoint predictor were trained with
 TARGET_BODY = "low_base"     # --body default
@@ -247,6 +248,48 @@ def run(args) -> dict:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
         plot_stages(figures, Path(figures["plot"]))
     return figures
+
+
+def table7_stage(args, work: Path, workers: int, results: dict, table: list) -> dict:
+    """The VLN-BERT row's online fine-tuning as the paper's Table 7 measures it: a VLN-BERT trained
+    elsewhere (the shipped train scenes, the ``r2r_ce`` body), evaluated zero-shot in the new domain
+    (``transfer.TARGET_BODY`` in this run's training homes: "before"), then fine-tuned online there
+    ("after": the round chosen on ``TABLE7_VALIDATION_EPISODES`` val_seen episodes), with the target
+    body's own waypoint predictor swapped in first (``--adapt-predictor``, its own stage) --
+    ``vlnverse bench transfer`` on this run's work folder (``run``). Its val_unseen
+    lines join ``table`` as ``vlnbert_t7_<stage>``; returns the lift figures beside the in-domain
+    ones (``vlnbert_il`` -> ``vlnbert_il_dagger``, which has nothing to adapt to)."""
+    import argparse
+
+    stage_args = argparse.Namespace(work=str(work), body=None, epochs=None, rounds=None, round_epochs=None,
+                                    stop_weight=None, seed=args.seed, workers=workers, adapt_predictor=True,
+                                    validation_episodes=TABLE7_VALIDATION_EPISODES, source_render=None,
+                                    target_render=None,
+                                    out=str(Path(args.out).with_name(Path(args.out).stem + "_table7.json"))
+                                    if args.out else None)
+    got = run(stage_args)
+    for line in got["table"]:
+        table.append({**line, "agent": f"vlnbert_t7_{line['agent']}"})
+
+    def sr(agent: str):
+        return results["telhop"]["val_unseen"][agent]["SR"]
+
+    def lift(before: dict, after: dict) -> dict:
+        return {"before": before, "after": after,
+                "ratio": round(after["mean"] / before["mean"], 2) if before["mean"] else None}
+
+    stages = {line["agent"]: line["SR"] for line in got["table"]}
+    selected = got["selected"]["SR"]
+    return {
+        "protocol": ("the paper's Table 7: trained elsewhere (shipped train scenes, r2r_ce body), zero-shot in the "
+                     f"new domain ({got['target']['body']} in the training homes), then online rounds there; "
+                     "the round chosen on val_seen"),
+        "split": "val_unseen", "mode": "telhop",
+        "table7": lift(stages["zero_shot"], selected),
+        "table7_over_adapted_predictor": lift(stages["zero_shot_adapted_predictor"], selected),
+        "in_domain": lift(sr("vlnbert_il"), sr("vlnbert_il_dagger")),
+        "selected": got["selected"], "transfer": got,
+    }
 
 
 def _selected_round(got: dict) -> int | None:
