@@ -156,3 +156,61 @@ def test_data_generate_keeps_primitives_and_records_meshes_when_asked(tmp_path):
     assert json.loads((tmp_path / "meshes" / "summary.json").read_text())["render"] == {"objects": "meshes"}
     plain, meshed = (sorted((tmp_path / d / "assets" / "reference").iterdir()) for d in ("plain", "meshes"))
     assert len(plain) == len(meshed) == 1 and plain[0].read_bytes() != meshed[0].read_bytes()
+
+
+PLUGIN_AGENTS = '''
+"""A user's agents: one a vision-language model drives, one not, one registered lazily."""
+from vlnverse.eval.agents import AGENTS, VISION_LANGUAGE, Agent, register_agent
+
+
+@register_agent("h87_plugin_vlm", vision_language=True)
+class PluginVLM(Agent):
+    def act(self, observations, state):
+        return "STOP"
+
+
+@register_agent("h87_plugin_plain")
+class PluginPlain(Agent):
+    def act(self, observations, state):
+        return "STOP"
+
+
+# the heavy module is never imported to learn the tag (it does not even exist)
+AGENTS.register_lazy("h87_plugin_lazy_vlm", "h87_no_such_heavy_module", tags=(VISION_LANGUAGE,))
+'''
+
+
+def test_plugin_agents_declare_a_vision_language_model_at_registration(tmp_path):
+    import sys
+
+    from vlnverse.eval.agents import is_vision_language
+
+    plugin = tmp_path / "h87_agents.py"
+    plugin.write_text(PLUGIN_AGENTS)
+    cfg = tmp_path / "e.yaml"
+    cfg.write_text(f"agent: {{name: h87_plugin_vlm}}\ntask: fine_grained\nepisodes: x.jsonl\nplugins: [{plugin}]\n")
+    assert load_eval_config(cfg).render == MESHES
+    assert load_eval_config(cfg, ["agent.name=h87_plugin_plain"]).render == PRIMITIVES
+    assert load_eval_config(cfg, ["agent.name=h87_plugin_lazy_vlm"]).render == MESHES
+    assert "h87_no_such_heavy_module" not in sys.modules
+    assert load_eval_config(cfg, ["render.objects=primitives"]).render == PRIMITIVES  # an explicit value wins
+    assert load_eval_config(cfg, ["agent.name=h87_plugin_plain", "render.objects=meshes"]).render == MESHES
+    assert [is_vision_language(n) for n in ("h87_plugin_vlm", "h87_plugin_plain", "h87_plugin_lazy_vlm")] == [
+        True, False, True]
+    # the built-in tuple is what the built-ins declared, not a second list; plug-ins do not join it
+    assert "h87_plugin_vlm" not in VISION_LANGUAGE_AGENTS
+    assert all(is_vision_language(n) for n in VISION_LANGUAGE_AGENTS)
+
+
+def test_registry_tags_add_up_and_import_nothing():
+    from vlnverse.core.registry import Registry
+
+    reg = Registry("thing")
+    reg.register_lazy("a", "h87_no_such_module", tags=("x",))
+    reg.register("a", tags=("y",))(object)  # what the lazy module does on import
+    reg.register("b")(int)
+    assert reg.has_tag("a", "x") and reg.has_tag("a", "y") and not reg.has_tag("b", "x")
+    assert reg.tagged("x") == ["a"] and reg.tagged("z") == [] and not reg.has_tag("missing", "x")
+    with pytest.raises(TypeError, match="tags is a tuple of names"):
+        reg.register("c", tags="x")(str)
+    assert "c" not in reg  # refused before anything was registered

@@ -28,9 +28,33 @@ import numpy as np
 
 DRIVE_S = 5.0
 PARTICIPANTS = 2
+#: How long a client waits for the server's ``episode_end`` after ``finish`` (s); it only ends a hung run.
+END_TIMEOUT_S = 60.0
 
 
-async def _drive(url: str, pid: str, seconds: float, keys: list[str]) -> int:
+def _is_end(msg) -> bool:
+    return isinstance(msg, str) and json.loads(msg).get("type") == "episode_end"
+
+
+async def _await_end(ws, where: str, timeout: float = END_TIMEOUT_S) -> None:
+    """Wait for the server's ``episode_end`` (the page waits for it too): the study writes the
+    episode's end record, and closes its CSV, before sending it, so the folder the bench reads
+    next is complete. ``where`` (the end record's path) names it in the error when none comes."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while (left := deadline - loop.time()) > 0:
+        try:
+            if _is_end(await asyncio.wait_for(ws.recv(), timeout=left)):
+                return
+        except asyncio.TimeoutError:
+            break
+    from vlnverse.core.errors import VLNVerseError
+
+    raise VLNVerseError(f"{where}: no episode_end from the study server within {timeout:g} s of 'finish' "
+                        "(the episode's end record was not written)")
+
+
+async def _drive(url: str, pid: str, seconds: float, keys: list[str], end_record: str) -> int:
     import websockets
 
     async with websockets.connect(url.replace("http", "ws") + f"/ws?pid={pid}", max_size=None) as ws:
@@ -46,15 +70,18 @@ async def _drive(url: str, pid: str, seconds: float, keys: list[str]) -> int:
             if isinstance(msg, str) and json.loads(msg)["type"] == "ready":
                 break
         await ws.send(json.dumps({"type": "keys", "keys": keys}))
-        frames, t_end = 0, time.perf_counter() + seconds
+        frames, ended, t_end = 0, False, time.perf_counter() + seconds
         while (left := t_end - time.perf_counter()) > 0:
             try:
                 msg = await asyncio.wait_for(ws.recv(), timeout=left)
             except asyncio.TimeoutError:
                 break
             frames += isinstance(msg, bytes)
+            ended |= _is_end(msg)  # the episode ended while driving (e.g. a Strict failure)
         await ws.send(json.dumps({"type": "keys", "keys": []}))
         await ws.send(json.dumps({"type": "finish"}))
+        if not ended:  # hanging up now would leave the end record to the driver thread, unwaited
+            await _await_end(ws, end_record)
         return frames
 
 
@@ -86,7 +113,7 @@ def _facing_obstacle(ctx, body, episode):
 def _phase(tmp: str, name: str, episode, seed: int, keys: list[str]) -> dict:
     from vlnverse.study.assign import StudyStore
     from vlnverse.study.config import StudyConfig
-    from vlnverse.study.log import read_rows
+    from vlnverse.study.log import read_rows, safe_name
     from vlnverse.study.server import BackgroundServer, create_app
     from vlnverse.tasks.episode import save_episodes
 
@@ -96,7 +123,9 @@ def _phase(tmp: str, name: str, episode, seed: int, keys: list[str]) -> dict:
     pids = [f"{name}{i}" for i in range(PARTICIPANTS)]
 
     async def both(url):
-        return await asyncio.gather(*(_drive(url, pid, DRIVE_S, keys) for pid in pids))
+        return await asyncio.gather(*(_drive(url, pid, DRIVE_S, keys,
+                                             str(store.folder(pid) / f"{safe_name(episode.episode_id)}.json"))
+                                      for pid in pids))
 
     with BackgroundServer(app) as url:
         frames = asyncio.run(both(url))
@@ -105,7 +134,7 @@ def _phase(tmp: str, name: str, episode, seed: int, keys: list[str]) -> dict:
             ticks = np.array(app.state.server.drivers[pid].ticks)
             steady = ticks[ticks >= ticks[0] + 0.2]  # skip the first rows (keys arriving)
             intervals.append(np.diff(steady) * 1000.0)
-            rows = read_rows(store.folder(pid) / f"{episode.episode_id}.csv")
+            rows = read_rows(store.folder(pid) / f"{safe_name(episode.episode_id)}.csv", strict=True)
             rows_all += rows
             drift.append(max(abs((r.t - rows[0].t) - (r.wall_time - rows[0].wall_time)) for r in rows))
     interval = np.concatenate(intervals)
@@ -121,6 +150,20 @@ def _phase(tmp: str, name: str, episode, seed: int, keys: list[str]) -> dict:
             "rows": int(len(interval) + len(intervals))}
 
 
+def _first_record(run) -> str:
+    """The key of a run's first record; a run with none is one line naming the folder and what
+    the scoring skipped (episodes not ended, malformed logs and why)."""
+    if run.records:
+        return next(iter(run.records))
+    from vlnverse.core.errors import VLNVerseError
+
+    skipped = run.skipped or {}
+    bad = "; ".join(f"{m['file']}: {m['error']}" for m in skipped.get("malformed", []))
+    raise VLNVerseError(f"{run.path}: the viewer found no scored episode ({skipped.get('unfinished', 0)} not ended, "
+                        f"{len(skipped.get('malformed', []))} malformed{': ' + bad if bad else ''}, "
+                        f"{skipped.get('practice', 0)} practice)")
+
+
 def _viewer_step_ms(study_dir: str) -> dict:
     """``vlnverse view`` on a study folder: ms to make a new step's first-person view and map
     after the episode's first picture (scene, simulator and map base made then)."""
@@ -128,7 +171,7 @@ def _viewer_step_ms(study_dir: str) -> dict:
 
     viewer = Viewer([study_dir])
     try:
-        key = next(iter(viewer.runs[0].records))
+        key = _first_record(viewer.runs[0])
         t0 = time.perf_counter()
         viewer.picture("view", 0, key, 0)
         viewer.picture("map", 0, key, 0)

@@ -12,6 +12,9 @@ The decorator returns the class unchanged, so the class stays usable under its o
 An entry defined in an optional layer can be registered lazily, by the module that registers it::
 
     AGENTS.register_lazy("policy", "vlnverse.learn.agent")   # imported (with torch) on first ``get``
+
+Either registration may declare ``tags`` (e.g. ``tags=("vision_language",)``): what a caller needs
+to know about an entry without importing it (``has_tag``; the tags of both registrations add up).
 """
 from __future__ import annotations
 
@@ -29,25 +32,48 @@ class Registry(Generic[T]):
         self.kind = kind
         self._items: dict[str, T] = {}
         self._lazy: dict[str, str] = {}
+        self._tags: dict[str, frozenset[str]] = {}
 
-    def register(self, name: str | None = None, *, overwrite: bool = False) -> Callable[[T], T]:
-        """Decorator adding the decorated object under ``name`` (default: its ``__name__``)."""
+    def register(self, name: str | None = None, *, overwrite: bool = False,
+                 tags: tuple[str, ...] = ()) -> Callable[[T], T]:
+        """Decorator adding the decorated object under ``name`` (default: its ``__name__``) with ``tags``."""
 
         def decorator(obj: T) -> T:
             key = name or getattr(obj, "__name__")
+            self._check_tags(key, tags)
             if key in self._items and not overwrite and self._items[key] is not obj:
                 raise ValueError(f"{self.kind} '{key}' is already registered")
             self._items[key] = obj
+            self._add_tags(key, tags)
             return obj
 
         return decorator
 
-    def register_lazy(self, name: str, module: str) -> None:
+    def register_lazy(self, name: str, module: str, *, tags: tuple[str, ...] = ()) -> None:
         """Name an entry that the module ``module`` registers on import; the module is imported on
-        the first ``get(name)`` (so optional dependencies load only when the entry is used)."""
+        the first ``get(name)`` (so optional dependencies load only when the entry is used).
+        ``tags`` are known at once, without the import."""
+        self._check_tags(name, tags)
         if name in self._items:
             raise ValueError(f"{self.kind} '{name}' is already registered")
         self._lazy[name] = module
+        self._add_tags(name, tags)
+
+    def _check_tags(self, name: str, tags: tuple[str, ...]) -> None:
+        if isinstance(tags, str):
+            raise TypeError(f"{self.kind} '{name}': tags is a tuple of names, not the string {tags!r}")
+
+    def _add_tags(self, name: str, tags: tuple[str, ...]) -> None:
+        if tags:
+            self._tags[name] = self._tags.get(name, frozenset()) | frozenset(tags)
+
+    def has_tag(self, name: str, tag: str) -> bool:
+        """Whether entry ``name`` was registered (lazily or not) with ``tag``; imports nothing."""
+        return tag in self._tags.get(name, ())
+
+    def tagged(self, tag: str) -> list[str]:
+        """Names registered with ``tag``, sorted; imports nothing."""
+        return sorted(n for n, t in self._tags.items() if tag in t)
 
     def get(self, name: str) -> T:
         """Return the object registered as ``name`` (importing its module for a lazy entry);

@@ -41,15 +41,28 @@ AGENTS.register_lazy("policy", "vlnverse.learn.agent")
 AGENTS.register_lazy("graph_policy", "vlnverse.learn.graph_policy")
 
 
-def register_agent(name: str):
+#: The ``AGENTS`` tag of agents whose views a vision-language model reads: ``vlnverse eval`` draws
+#: their homes with ``render.objects: meshes`` unless the config says otherwise
+#: (``config.default_agent_render``). Declared at registration: ``register_agent(name,
+#: vision_language=True)``, or ``AGENTS.register_lazy(name, module, tags=(VISION_LANGUAGE,))``.
+VISION_LANGUAGE = "vision_language"
+
+
+def register_agent(name: str, *, vision_language: bool = False):
     """Class decorator adding an agent to ``AGENTS`` under ``name`` (also set as its ``name``);
-    returns the class."""
+    returns the class. ``vision_language``: a vision-language model reads its views (tag
+    ``VISION_LANGUAGE``)."""
 
     def decorator(cls: type) -> type:
         cls.name = name
-        return AGENTS.register(name)(cls)
+        return AGENTS.register(name, tags=(VISION_LANGUAGE,) if vision_language else ())(cls)
 
     return decorator
+
+
+def is_vision_language(name: Any) -> bool:
+    """Whether agent ``name`` (built-in or plug-in) declared ``VISION_LANGUAGE``; imports nothing."""
+    return isinstance(name, str) and AGENTS.has_tag(name, VISION_LANGUAGE)
 
 
 @dataclass
@@ -520,12 +533,12 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
 MLLM_AGENTS = tuple(f"{family}{cot}{refl}" for family in ("navgpt", "mapgpt") for cot in ("", "_cot")
                     for refl in ("", "_reflection"))
 for _name in MLLM_AGENTS:
-    AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents")
-# ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench)
+    AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents", tags=(VISION_LANGUAGE,))
+# ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench). ROAM's
+# room classifier reads object categories in line of sight, not pixels; its in-room explorer
+# prompts an MLLM.
 for _name, _module in (("roam", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
                        ("mv_dualvln", "vlnverse.eval.pixel_goal")):
-    AGENTS.register_lazy(_name, _module)
-#: Agents whose views a vision-language model reads: ``vlnverse eval`` draws their homes with
-#: ``render.objects: meshes`` unless the config says otherwise (``config.default_agent_render``).
-#: ROAM's room classifier reads object categories in line of sight, not pixels.
-VISION_LANGUAGE_AGENTS = (*MLLM_AGENTS, "roam", "som", "mv_dualvln")
+    AGENTS.register_lazy(_name, _module, tags=(VISION_LANGUAGE,))
+#: The built-in agents that declare ``VISION_LANGUAGE`` (plug-ins: ``is_vision_language``).
+VISION_LANGUAGE_AGENTS = tuple(AGENTS.tagged(VISION_LANGUAGE))

@@ -324,13 +324,13 @@ VISION_LANGUAGE_OBJECTS = "meshes"
 
 def default_agent_render(data: dict[str, Any]) -> None:
     """Fill ``render.objects`` of an eval config that leaves it unset with the agent's default:
-    ``VISION_LANGUAGE_OBJECTS`` for agents whose views a vision-language model reads
-    (``agents.VISION_LANGUAGE_AGENTS``), ``RenderConfig``'s ``primitives`` (what the learned
-    policies were trained on) for the rest."""
-    from .agents import VISION_LANGUAGE_AGENTS
+    ``VISION_LANGUAGE_OBJECTS`` for agents whose views a vision-language model reads (registered
+    with ``agents.VISION_LANGUAGE``, plug-ins too), ``RenderConfig``'s ``primitives`` (what the
+    learned policies were trained on) for the rest."""
+    from .agents import is_vision_language
 
     agent = data.get("agent")
-    if (agent.get("name") if isinstance(agent, dict) else agent) in VISION_LANGUAGE_AGENTS:
+    if is_vision_language(agent.get("name") if isinstance(agent, dict) else agent):
         fill_render_objects(data, VISION_LANGUAGE_OBJECTS)
 
 
