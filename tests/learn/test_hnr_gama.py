@@ -81,6 +81,9 @@ def test_trains_records_the_cloud_inputs_and_the_checkpoint_round_trips(corridor
     assert steps
     if policy == "gama":  # expert usage is logged per step: top-k distinct experts among N, a fusion weight in (0, 1)
         assert all(len(set(o["experts"])) == 2 and all(0 <= e < 3 for e in o["experts"]) and 0 < o["sigma"] < 1 for o in steps)
+        for o in steps:  # and the router's probabilities over the 3 experts, whose 2 largest are the chosen experts
+            assert len(o["router"]) == 3 and abs(sum(o["router"]) - 1) < 1e-5
+            assert set(o["experts"]) == set(sorted(range(3), key=lambda e: -o["router"][e])[:2])
 
 
 @pytest.mark.slow  # the rendering loss falling in training is also the render-stage test's check

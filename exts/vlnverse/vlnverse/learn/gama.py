@@ -17,7 +17,7 @@ current candidates + their lookaheads, STOP); the *global* one reads the instruc
 node of the topological graph. Both score actions through the same SAME experts; the learnt
 fusion σ_t = sigmoid(w · [state, routing feature]) (Eq. 11) mixes them: σ_t · local + (1 - σ_t)
 · global. Training adds ``balance_weight`` × the load-balancing loss. Acting logs the chosen
-experts per step (``agent_outputs[step].experts``).
+experts per step (``agent_outputs[step].experts``) and the router's probabilities (``.router``).
 
 **Global actions** (``global_actions: true``, the default; DUET's dual-scale action space): the
 global set is every unvisited node of the episode's ``topomap.TopoMap``: the current candidates,
@@ -290,8 +290,10 @@ class GAMAPolicy(HNRPolicy):
         return loss
 
     def step_info(self, aux: dict[str, torch.Tensor]) -> dict[str, Any]:
-        """The step's experts (top-k, by router probability) and fusion weight σ_t."""
-        return {"experts": [int(e) for e in aux["experts"][0]], "sigma": round(float(aux["sigma"][0]), 4)}
+        """The step's experts (top-k, by router probability), the router's probabilities over all
+        experts (``router``, 6 decimals) and fusion weight σ_t."""
+        return {"experts": [int(e) for e in aux["experts"][0]], "router": [round(float(p), 6) for p in aux["probs"][0]],
+                "sigma": round(float(aux["sigma"][0]), 4)}
 
 
 # -------------------------------------------------------------------------------------------- expert usage
