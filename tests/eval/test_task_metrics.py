@@ -108,6 +108,22 @@ def test_long_horizon_oracle_visits_sub_goals_in_order(kitchen):
     assert summary["overall"]["sr_n"] == {"SR_1": 1.0, "SR_2": 0.5, "SR_all": 0.5}
 
 
+def test_skipping_a_sub_goal_zeroes_every_success_metric(kitchen):
+    """Straight from the start to the last goal, the kitchen sub-goal skipped: SR 0, and SPL and sDTW
+    0 with it (SPL = S * l / max(p, l) needs S); NE is 0.6 m from the last goal's hand-placed point."""
+    from vlnverse.eval.scoring import score_episode
+
+    ctx, _ = kitchen
+    start, first, last = (1.0, 1.5), (9.0, 0.6), (1.5, 0.5)
+    ep = Episode("lh-1", "corridor", "corridor.usda", "val", "long_horizon", [*start, 0.0], 0.0,
+                 [Goal([*first, 0.0]), Goal([*last, 0.0])], [[*start, 0.0], [*first, 0.0], [*last, 0.0]], 17.0,
+                 [Instruction("first go to the kitchen, then come back")])
+    path = np.array([start, (1.5, 1.1)])
+    got = score_episode(ep, ctx, path, stopped=True, failed=False, collisions=0, actions=2, success_distance=3.0)
+    assert got["goals_reached"] == [False, False] and got["SR"] == 0.0 and got["SPL"] == 0.0 and got["sDTW"] == 0.0
+    assert got["NE"] == pytest.approx(0.6, abs=0.06)
+
+
 def test_sr_all_needs_a_stop_near_the_last_goal():
     """SR_all is overall task completion: stopping within the threshold of the final goal after
     all sub-goals (VLNVerse Sec. 4; docs: SR = SR_all). An agent that passes every sub-goal but

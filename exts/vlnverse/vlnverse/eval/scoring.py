@@ -85,7 +85,9 @@ def score_episode(episode: Any, ctx: Any, path_xy: np.ndarray, *, stopped: bool,
     if ordered:
         reached = M.goals_reached(path_xy, goals_xy, success_distance, fns)
         out["goals_reached"] = [bool(r) for r in reached]
-        out["SR"] = float(out["SR"] and reached.all())
+        if not reached.all():  # a sub-goal skipped: no success, so none of the metrics that need one
+            for name in SUCCESS_METRICS:
+                out[name] = 0.0
     room_id = episode.info.get("target_room_id", episode.goals[0].room_id)
     if scoring.room_success and room_id is not None:
         try:
