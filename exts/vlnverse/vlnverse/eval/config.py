@@ -24,6 +24,7 @@ from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError
+from ..scenes.object_meshes import RECOGNISABLE_OBJECTS
 from ..sim.sensors import CONFIG_CAMERA_FIELDS, CameraSpec
 
 
@@ -319,7 +320,7 @@ def load_eval_config(path: str | Path, overrides: list[str] | dict[str, Any] | N
 
 #: How the homes of vision-language agents are drawn unless a config says otherwise: an object a
 #: person cannot name in a 224² view is a landmark no such agent can ground
-VISION_LANGUAGE_OBJECTS = "meshes"
+VISION_LANGUAGE_OBJECTS = RECOGNISABLE_OBJECTS
 
 
 def default_agent_render(data: dict[str, Any]) -> None:

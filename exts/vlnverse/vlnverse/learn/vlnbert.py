@@ -259,17 +259,13 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         xy = np.array([pose.x, pose.y])
         k = len(cands)
         stop = min(self.spec.stop_distance, state.success_distance)
-        while self.subgoals:  # sub-goals reached here: on to the next
-            distance, _ = self.target(state)
+        while True:
+            distance, point = self.target(state)
             d = float(distance(xy[None])[0])
-            _, dist = self._candidate_distances(state, cands, n, distance)
-            if d < stop or (not dist.min() < d and d <= state.success_distance):
-                self.subgoals.pop(0)
-            else:
+            pts, dist = self._candidate_distances(state, cands, n, distance)
+            if point is None or not (d < stop or (not dist.min() < d and d <= state.success_distance)):
                 break
-        distance, point = self.target(state)
-        d = float(distance(xy[None])[0])
-        pts, dist = self._candidate_distances(state, cands, n, distance)
+            self.subgoals.pop(0)  # this sub-goal is reached here: on to the next
         best = int(np.argmin(dist))
         closer = bool(dist[best] < d)
         if point is None:  # the last goal: STOP there

@@ -37,6 +37,9 @@ from .meshkit import MeshBuilder
 #: How objects are drawn: ``primitives`` (their collision primitives, the default every figure was
 #: measured with) or ``meshes`` (this module's render meshes where a generator exists).
 OBJECT_STYLES = ("primitives", "meshes")
+#: The style where people and vision-language models look at the homes (the study, MLLM agents, the
+#: gallery): objects they can recognise. The learning recipe keeps ``primitives``, its trained render.
+RECOGNISABLE_OBJECTS = "meshes"
 #: Decimals of the written vertices (0.01 mm) and texture coordinates.
 VERTEX_DECIMALS, UV_DECIMALS = 5, 4
 

@@ -22,11 +22,11 @@ import math
 from pathlib import Path
 
 from ..core.body import DEFAULT_BODY
-from ..scenes.object_meshes import OBJECT_STYLES
+from ..scenes.object_meshes import OBJECT_STYLES, RECOGNISABLE_OBJECTS
 from .types import RENDER_QUALITIES
 
 #: ``scenes gallery``'s default ``--objects``: the gallery is the picture of the homes people look at
-GALLERY_OBJECTS = "meshes"
+GALLERY_OBJECTS = RECOGNISABLE_OBJECTS
 #: Short names accepted by ``--actions``.
 ACTION_ABBREVIATIONS = {"S": "STOP", "F": "MOVE_FORWARD", "L": "TURN_LEFT", "R": "TURN_RIGHT", "U": "LOOK_UP",
                         "D": "LOOK_DOWN"}

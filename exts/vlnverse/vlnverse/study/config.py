@@ -8,6 +8,7 @@ from typing import Any
 
 from ..core.config import from_dict, load_yaml, require
 from ..eval.config import RenderConfig, fill_render_objects
+from ..scenes.object_meshes import RECOGNISABLE_OBJECTS
 
 DEFAULT_CONSENT = (
     "You are invited to take part in a navigation study. You will read short directions and drive a "
@@ -19,7 +20,7 @@ DEFAULT_CONSENT = (
 
 #: how a study draws objects unless its config says otherwise: people must recognise the landmarks
 #: the instructions name (the simulator's default, primitives, is what the learned policies saw)
-STUDY_OBJECTS = "meshes"
+STUDY_OBJECTS = RECOGNISABLE_OBJECTS
 
 
 @dataclass
