@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: str, mode_params: dict | None,
               teacher: Any = None, render: str = "physics", render_settings: Any = None) -> dict[str, Any]:
-    """The cache key (JSON-ready); a non-default ``teacher`` spec adds its ``key``; ``render`` is the
+    """The cache key (JSON-ready); a non-default ``teacher`` spec adds its key (``teacher_key``); ``render`` is the
     render path (``physics`` | ``teleport``); ``render_settings`` (a ``RenderConfig``) adds
     ``{quality, objects}`` unless None or the defaults (the keys of default renders are unchanged)."""
     view = None if render_settings is None else render_settings.key()
@@ -31,8 +31,15 @@ def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: s
     return {"episodes_sha256": episodes_key, "episodes": len(episodes), "sensors": sensor_layout(sensors),
             "body": settings.body.name, "max_steps": settings.max_steps, "success_distance": settings.success_distance,
             "collision_mode": collision_mode, "mode_params": (mode_params or {}).get(collision_mode, {}),
-            "code_version": code_version(), "render": render, **({"teacher": teacher.key} if teacher is not None else {}),
+            "code_version": code_version(), "render": render, **({"teacher": teacher_key(teacher, episodes)} if teacher is not None else {}),
             **({"render_settings": view} if view is not None else {})}
+
+
+def teacher_key(teacher: Any, episodes: list) -> dict[str, Any]:
+    """A teacher spec's part of the cache key: its ``key_for(episodes)`` where it has one (a key
+    that depends on the episodes, e.g. RDP's on whether any has ordered sub-goals), else its ``key``."""
+    key_for = getattr(teacher, "key_for", None)
+    return key_for(episodes) if key_for is not None else teacher.key
 
 
 def cache_root(base: str | Path | None) -> Path:

@@ -28,7 +28,16 @@ which ends a Strict episode — is resampled by arc length every ``waypoint_spac
 headed along its segment, give the action chunk (padded with zero motion at the goal). Progress is
 ``1 - max(d - r, 0) / max(d0 - r, ε)`` with d the geodesic distance to the goal, d0 that at the
 start and r the teacher's stop radius (``stop_radius``, default half the success distance); the
-teacher stops within r. Actions are diffused in a 4-d space: Δx, Δy divided by the spacing and Δyaw as (sin, cos), so a
+teacher stops within r. Long-horizon episodes (goals that count in order,
+``tasks.scoring.has_ordered_goals``): the teacher heads for the next unreached sub-goal
+(``vlnbert.ordered_subgoals``, as the VLN-BERT oracle and the discrete oracle do), drops it once
+within r of it and stops only within r of the last goal; d is then the remaining route length —
+the geodesic distance to the next sub-goal plus the geodesic legs between the remaining sub-goals
+and the goal — so progress runs over the whole route (non-decreasing as the agent advances: by the
+triangle inequality, dropping a sub-goal never lengthens the route, up to the map's resolution)
+and is 1 at the final stop. A chunk that would end at a sub-goal goes on along the path from it towards the next target
+instead of padding with zero motion, which would teach a halt there. Single-goal episodes are
+labelled as before. Actions are diffused in a 4-d space: Δx, Δy divided by the spacing and Δyaw as (sin, cos), so a
 turn of +π and one of −π are the same point.
 """
 from __future__ import annotations
@@ -87,6 +96,18 @@ def relative_chunk(pose_xy: np.ndarray, yaw: float, points: np.ndarray, horizon:
         out[i] = (c * dxw + s * dyw, -s * dxw + c * dyw, wrap_angle(nyaw - pyaw))
         px, py, pyaw = float(q[0]), float(q[1]), nyaw
     return out
+
+
+def path_length(points: np.ndarray) -> float:
+    """Arc length of an (N, 2) polyline."""
+    return float(np.linalg.norm(np.diff(np.asarray(points, dtype=float)[:, :2], axis=0), axis=1).sum())
+
+
+def geodesic(distance: Any, xy: np.ndarray, target: np.ndarray) -> float:
+    """``distance(xy)`` (a geodesic distance function to ``target``), or the straight-line
+    distance where the map gives none (off the map or disconnected)."""
+    d = float(distance(np.atleast_2d(np.asarray(xy, dtype=float)))[0])
+    return d if np.isfinite(d) else float(np.linalg.norm(np.asarray(target, dtype=float) - xy))
 
 
 def motion_vector(action: Any) -> np.ndarray:
@@ -165,6 +186,14 @@ class WaypointTeacher:
         return {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius,
                 "clearance": self.clearance}
 
+    def key_for(self, episodes: list) -> dict[str, Any]:
+        """``key``, plus ``route: subgoals`` where an episode's goals count in order (labels that
+        visit the sub-goals; caches labelled before are rebuilt, single-goal keys are unchanged)."""
+        from ..tasks.scoring import has_ordered_goals
+
+        ordered = any(has_ordered_goals(ep) and len(ep.goals) > 1 for ep in episodes)
+        return {**self.key, "route": "subgoals"} if ordered else self.key
+
     @property
     def extra_fields(self) -> dict[str, list[int]]:
         """Per-step labels stored beside the frames."""
@@ -188,30 +217,57 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         self._d0: float | None = None
 
     def reset(self, episode: Any, context: Any) -> None:
-        """New episode: the planner and goal come from the scene context and the episode."""
+        """New episode: the planner and goal come from the scene context and the episode; an
+        episode whose goals count in order (long-horizon) gives the route of its sub-goals before
+        the last (``vlnbert.ordered_subgoals``)."""
+        from .vlnbert import ordered_subgoals
+
         super().reset(episode, context)
         self.planner = context.planner
         self.planners = margin_planners(context.planner, self.spec.clearance)
         self.goal_xy = np.asarray(episode.goals[-1].position[:2], dtype=float)
+        self.subgoals = ordered_subgoals(episode, context.planner)
+        self._tails: list[float] | None = None  # route length from each sub-goal on (set by the first labels)
         self._d0 = None
 
+    def _route_tails(self, state: Any) -> list[float]:
+        """Geodesic route length from each remaining sub-goal through the later ones to the goal."""
+        points = [g for g, _ in self.subgoals] + [self.goal_xy]
+        legs = [geodesic(field.distance, points[i], points[i + 1]) for i, (_, field) in enumerate(self.subgoals[1:])]
+        legs.append(geodesic(state.goal_distance, points[-2], points[-1]))
+        return [float(t) for t in np.cumsum(legs[::-1])[::-1]]
+
     def labels(self, state: Any) -> tuple[np.ndarray, float, bool]:
-        """(action chunk, progress, stop) at ``state.pose``."""
+        """(action chunk, progress, stop) at ``state.pose``. With sub-goals left, the teacher
+        heads for the next (popped once within r of it) and never stops; progress and the chunk
+        run over the whole remaining route (module docstring)."""
         from ..tasks.pathing import NoNavigableSpaceError
 
         pose = state.pose
         xy = np.array([pose.x, pose.y])
-        d = float(state.goal_distance(xy)[0])
-        if not np.isfinite(d):
-            d = float(np.linalg.norm(self.goal_xy - xy))
+        r = self.spec.stop_radius if self.spec.stop_radius is not None else 0.5 * state.success_distance
+        if self.subgoals and self._tails is None:
+            self._tails = self._route_tails(state)
+        while self.subgoals and geodesic(self.subgoals[0][1].distance, xy, self.subgoals[0][0]) <= r:
+            self.subgoals.pop(0)  # this sub-goal is reached here: on to the next
+            self._tails.pop(0)
+        if self.subgoals:  # the remaining route: to the next sub-goal, then on through the others to the goal
+            point, field = self.subgoals[0]
+            d = geodesic(field.distance, xy, point) + self._tails[0]
+        else:
+            d = geodesic(state.goal_distance, xy, self.goal_xy)
         if self._d0 is None:
             self._d0 = d
-        r = self.spec.stop_radius if self.spec.stop_radius is not None else 0.5 * state.success_distance
         progress = float(np.clip(1.0 - max(d - r, 0.0) / max(self._d0 - r, 1e-6), 0.0, 1.0))
-        if d <= r:
+        if d <= r and not self.subgoals:
             return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), 1.0, True
+        route = [g for g, _ in self.subgoals] + [self.goal_xy]
         try:
-            path = teacher_path(self.planners, xy, self.goal_xy)
+            path = teacher_path(self.planners, xy, route[0])
+            for a, b in zip(route, route[1:]):  # a chunk past a sub-goal goes on towards the next target
+                if path_length(path) >= self.spec.horizon * self.spec.spacing:
+                    break
+                path = np.concatenate([path, teacher_path(self.planners, a, b)[1:]])
         except NoNavigableSpaceError:
             return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), progress, True
         points = resample_by_length(path, self.spec.spacing)[1:]
