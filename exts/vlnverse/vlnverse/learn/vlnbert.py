@@ -23,6 +23,14 @@ distance) and the agent is in open space (navigable cells all around it within
 ``open_space_radius``), or when no candidate leads closer to the goal and the agent is within
 the success distance. Only candidates on navigable cells joined to the agent by a collision-free
 segment count; when there is none, the candidate nearest (in a straight line) to the goal.
+
+**Monocular turns**: a monocular setup (``ObservationSetup``) sees candidates in its field of view
+only, so ``Perception`` adds three turn candidates (distance 0, at ±90° and 180°: ``TURN_ANGLES_DEG``)
+after the predicted ones; the chosen turn is ``WaypointAction(0, 0, θ)``, a rotation in place.
+Where no candidate leads closer and the agent may not STOP, the oracle picks the turn nearest the
+direction of the planner's shortest path when that direction is out of view. The policies read a
+turn like any candidate (the blank view feature at its angle, distance 0); GAMA's map never makes
+one a node (``topomap.TopoMap.observe``).
 Training: cross-entropy between the scores and the oracle action, over
 teacher-forced episodes (IL) and then online (``mode: dagger``) with schedule sampling: at each
 step the executed action is the oracle's with probability β = p^round, else the policy's; β is
@@ -105,12 +113,30 @@ def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 
     return bool(planner.is_navigable(pts).all())
 
 
+#: headings (degrees CCW, agent frame) of a monocular setup's turn candidates: with the 90° camera
+#: the three turned views and the current one tile the circle (each turn lands just outside the
+#: field of view), and each is a panorama view's centre (30° views)
+TURN_ANGLES_DEG = (90.0, -90.0, 180.0)
+
+
+def is_turn(cands: np.ndarray) -> np.ndarray:
+    """(K,) bool: the valid rows of candidates (K, 3) at distance 0, a monocular setup's turns in place."""
+    c = np.asarray(cands)
+    return (c[:, 2] > 0.5) & (c[:, 1] == 0)
+
+
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
     waypoint predictor and a renderer (one simulator per scene), as the ``observation`` setup
     (``ObservationSetup``) sees it (``rgb``: render RGB too, for a reader other than the predictor). ``relax`` (the number of consecutive empty predictions before
     this one) lowers the NMS threshold by ``RELAX`` per empty prediction, so turning in place and
-    predicting again cannot repeat forever."""
+    predicting again cannot repeat forever.
+
+    A monocular setup also offers **turn candidates**: rows at ``TURN_ANGLES_DEG`` with distance 0
+    (valid; ``is_turn``) after its n predicted ones, which it keeps to the best ``k - 3`` by the
+    predictor's score (NMS picks in score order); executed, a turn is a rotation in place. The
+    returned count is of the predicted candidates alone (0: none, turn by ``no_candidate_turn_deg``
+    and relax, as before)."""
 
     RELAX = 0.7
 
@@ -121,6 +147,10 @@ class Perception:
         self.predictor = predictor
         self.k = int(p["k"])
         self.observation = ObservationSetup.parse(observation)
+        self.turns = np.radians(TURN_ANGLES_DEG) if self.observation.monocular else np.zeros(0)
+        if self.observation.monocular and self.k <= len(self.turns):
+            raise ConfigError(f"a waypoint predictor with k = {self.k} for a monocular setup", field="waypoint_predictor",
+                              expected=f"k > {len(self.turns)} (the turn candidates take {len(self.turns)} slots)")
         self.visible = self.observation.visible(int(p["views"]), PANORAMA_HFOV_DEG)
         self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"] or rgb, max_depth=p["max_depth"])
         if self.observation.monocular:  # the unseen views read as blank for everyone downstream
@@ -153,9 +183,13 @@ class Perception:
         if self.observation.monocular:
             feats[:, torch.from_numpy(~self.visible).to(dev)] = 0.0
             cands = cands[self.observation.in_view(cands[:, 0])] if len(cands) else cands
+            cands = cands[: self.k - len(self.turns)]  # the turns' slots: the lowest-scored give way
         out = np.zeros((self.k, 3), dtype=np.float32)
         out[: len(cands), :2] = cands
         out[: len(cands), 2] = 1.0
+        if len(self.turns):
+            out[len(cands): len(cands) + len(self.turns), 0] = self.turns
+            out[len(cands): len(cands) + len(self.turns), 2] = 1.0
         return feats[0].cpu().numpy().astype(np.float32), out, len(cands)
 
 
@@ -176,12 +210,15 @@ class VLNBertTeacher:
 
     @property
     def key(self) -> dict[str, Any]:
-        """Part of the observation-cache key (the predictor by content; a monocular setup)."""
+        """Part of the observation-cache key (the predictor by content; a monocular setup and its
+        turn candidates)."""
         digest = hashlib.sha256(Path(self.predictor_path).read_bytes()).hexdigest()[:16]
         key = {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
                "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg,
                "route": "subgoals"}  # ordered sub-goals visited in turn (caches labelled before: rebuilt)
-        return {**key, "observation": self.observation.to_dict()} if self.observation.monocular else key
+        if not self.observation.monocular:
+            return key
+        return {**key, "observation": self.observation.to_dict(), "turns": list(TURN_ANGLES_DEG)}
 
     def _predictor(self) -> WaypointPredictor:
         return load_predictor(self.predictor_path)
@@ -196,6 +233,10 @@ class VLNBertTeacher:
                    seed: int = 0) -> "VLNBertTeacherAgent":
         """The recording agent of ``collect``."""
         return VLNBertTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+#: how far ahead (m) along the shortest path the oracle's turn candidates aim (``path_heading``)
+PATH_AHEAD = 0.5
 
 
 def ordered_subgoals(episode: Any, planner: Any) -> list[tuple[np.ndarray, Any]]:
@@ -254,7 +295,9 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         navigable cells joined to the agent by a collision-free segment count (others are at an
         infinite distance). A sub-goal counts as reached where the goal would allow STOP (within
         ``stop_distance``, or within the success distance with no candidate leading closer); the
-        oracle then heads for the next."""
+        oracle then heads for the next. Where no candidate leads closer and STOP is not allowed, a
+        monocular setup's turn towards the path (``turn_towards_path``; a turn, at distance 0, is
+        never closer)."""
         pose = state.pose
         xy = np.array([pose.x, pose.y])
         k = len(cands)
@@ -273,8 +316,51 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
                 return k
             if not closer and d <= state.success_distance:
                 return k  # no reachable candidate leads closer and the agent is within the success radius
+        turn = self.turn_towards_path(state, cands, xy, point) if not closer else None
+        if turn is not None:
+            return turn
         aim = self_goal(state, xy) if point is None else point
         return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - aim, axis=1)))
+
+    def turn_towards_path(self, state: Any, cands: np.ndarray, xy: np.ndarray, point: np.ndarray | None) -> int | None:
+        """The turn candidate (``is_turn``) whose heading is nearest the geodesic path's direction
+        (``path_heading``) when that direction lies outside the field of view; None with no turn
+        candidate, no path, or the path in view (a turn would not reveal a candidate there, and the
+        next step would turn back)."""
+        turns = np.flatnonzero(is_turn(cands))
+        if not len(turns):
+            return None
+        heading = self.path_heading(state, xy, point)
+        if heading is None or self.spec.observation.in_view(heading):
+            return None
+        off = np.abs(np.angle(np.exp(1j * (cands[turns, 0].astype(float) - heading))))
+        return int(turns[int(np.argmin(off))])
+
+    def path_heading(self, state: Any, xy: np.ndarray, point: np.ndarray | None) -> float | None:
+        """Direction (rad CCW, agent frame) of the planner's shortest path from ``xy`` to the
+        target (``point``, else the episode's goal nearest by geodesic distance, the last of
+        ordered goals): towards its dense point ``PATH_AHEAD`` m ahead (or its end); None when
+        there is no path or no goal."""
+        from ..core.errors import NoNavigableSpaceError
+        from ..tasks.scoring import has_ordered_goals
+
+        planner = self.context.planner
+        if point is None:
+            ep = getattr(state, "episode", None)
+            goals = [np.asarray(g.position[:2], dtype=float) for g in (ep.goals if ep is not None else [])]
+            if not goals:
+                return None
+            goals = goals[-1:] if has_ordered_goals(ep) else goals
+            point = min(goals, key=lambda g: planner.geodesic_distance(xy, g))
+        try:
+            dense = planner.shortest_path(xy, point).dense
+        except NoNavigableSpaceError:
+            return None
+        ahead = np.linalg.norm(dense - xy, axis=1) >= PATH_AHEAD
+        aim = dense[int(np.argmax(ahead))] if ahead.any() else dense[-1]
+        if np.allclose(aim, xy):
+            return None
+        return float(np.angle(np.exp(1j * (math.atan2(aim[1] - xy[1], aim[0] - xy[0]) - state.pose.yaw))))
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Perceive, label, pick the executed action (oracle with probability β), record."""

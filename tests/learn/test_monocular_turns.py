@@ -1,0 +1,130 @@
+"""A monocular setup's turn candidates (``vlnbert.TURN_ANGLES_DEG``): the oracle turns towards
+the geodesic path when it lies out of view and no visible candidate leads closer; a turn executes
+as a rotation in place; GAMA's map never makes one a node; the panoramic perception is unchanged."""
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_vlnbert import predictor_file  # noqa: E402,F401 (the session fixture)
+
+MONO = {"view": "monocular", "hfov_deg": 90}
+K = 8
+
+
+def _cands(moves, turns=True):
+    """(K, 3) rows: the moving candidates (angle, distance), then the three turns."""
+    out = np.zeros((K, 3), dtype=np.float32)
+    for j, (a, d) in enumerate(moves):
+        out[j] = (a, d, 1.0)
+    if turns:
+        out[len(moves):len(moves) + 3] = [(math.pi / 2, 0, 1), (-math.pi / 2, 0, 1), (math.pi, 0, 1)]
+    return out
+
+
+def _agent(corridor, observation=MONO):
+    from vlnverse.learn.vlnbert import ObservationSetup, VLNBertTeacher, VLNBertTeacherAgent
+
+    agent = VLNBertTeacherAgent.__new__(VLNBertTeacherAgent)
+    agent.spec = VLNBertTeacher("unused.pt", observation=ObservationSetup.parse(observation))
+    agent.context, agent.subgoals = corridor, []
+    return agent
+
+
+def _state(corridor, x, y, yaw, goal):
+    field = corridor.planner.distance_field(goal)
+    return SimpleNamespace(pose=SimpleNamespace(x=x, y=y, yaw=yaw), success_distance=1.0, goal_distance=field.distance,
+                           episode=SimpleNamespace(goals=[SimpleNamespace(position=[*goal, 0.0])], task_type="fine_grained",
+                                                   info={}))
+
+
+def test_the_monocular_oracle_turns_towards_a_goal_behind(corridor):
+    """In the open hallway (x 0..5, y 0..3) facing +x, two visible candidates (0°, 1 m; 17°, 1.5 m)
+    lead away from a goal behind. Goal (2, 2.6) from (3, 0.8): the path heads atan2(1.8, -1) =
+    119°, nearest the +90° turn (slot 2); mirrored, (2, 0.4) from (3, 2.2): -119°, the -90° turn
+    (slot 3); (1, 1.5) from (3, 1.5): 180°, slot 4. Without turn rows (the panoramic rows) the
+    least-bad candidate, slot 0, as before; a candidate within the success distance: STOP."""
+    agent = _agent(corridor)
+    moves = [(0.0, 1.0), (0.3, 1.5)]
+    for (x, y, goal), slot, sign in (((3.0, 0.8, (2.0, 2.6)), 2, 1), ((3.0, 2.2, (2.0, 0.4)), 3, -1),
+                                     ((3.0, 1.5, (1.0, 1.5)), 4, 1)):
+        st = _state(corridor, x, y, 0.0, goal)
+        heading = agent.path_heading(st, np.array([x, y]), None)
+        want = math.atan2(goal[1] - y, goal[0] - x)
+        assert abs(np.angle(np.exp(1j * (heading - want)))) < math.radians(3)  # open space: the straight line
+        cands = _cands(moves)
+        choice = agent.oracle(st, cands, len(moves))
+        assert choice == slot and cands[choice, 1] == 0 and np.sign(cands[choice, 0]) == sign
+        assert agent.oracle(st, _cands(moves, turns=False), len(moves)) == 0
+    st = _state(corridor, 3.0, 1.5, 0.0, (2.5, 1.5))  # 0.5 m behind: within the success distance
+    assert agent.oracle(st, _cands(moves), len(moves)) == K
+
+
+def test_no_turn_when_the_path_is_in_view(corridor):
+    """From (3.5, 1) facing +x the path to (5.8, 1) behind the wall runs through the gap at the
+    top (y 2..3): it heads up-right, within ±45°; the one candidate (-40°, 2 m) ends in the wall
+    (unreachable), yet a turn would not help: the old fallback (slot 0), not a turn."""
+    agent = _agent(corridor)
+    st = _state(corridor, 3.5, 1.0, 0.0, (5.8, 1.0))
+    heading = agent.path_heading(st, np.array([3.5, 1.0]), None)
+    assert 0 < heading < math.radians(45)
+    assert agent.oracle(st, _cands([(-0.7, 2.0)]), 1) == 0
+
+
+def test_a_turn_executes_as_a_rotation_in_place_and_is_no_graph_node():
+    """A distance-0 candidate at 90°: ``WaypointAction(0, 0, π/2)``, whose target pose from (1, 2,
+    -π/4) is (1, 2, π/4); the topological map takes the moving candidate (1 m ahead) alone."""
+    from vlnverse.eval.modes import CollisionMode
+    from vlnverse.learn.topomap import TopoMap
+    from vlnverse.learn.vlnbert import VLNBertTeacher, VLNBertTeacherAgent
+    from vlnverse.sim.types import AgentPose
+
+    agent = VLNBertTeacherAgent.__new__(VLNBertTeacherAgent)
+    agent.spec = VLNBertTeacher("unused.pt")
+    cands = _cands([(0.0, 1.0)])
+    action = agent.execute(1, cands, None)
+    assert (action.dx, action.dy, action.dyaw) == (0.0, 0.0, pytest.approx(math.pi / 2))
+    target = CollisionMode(sim=None).target_pose(AgentPose(1.0, 2.0, -math.pi / 4), action)
+    assert (target.x, target.y, target.yaw) == pytest.approx((1.0, 2.0, math.pi / 4))
+    topo = TopoMap(merge_radius=0.01)
+    pose = np.array([1.0, 2.0, 0.0], dtype=np.float32)
+    topo.arrive(pose)
+    topo.observe(pose, cands, 0)
+    assert [(f.slot, tuple(np.round(f.xy, 4))) for f in topo.frontier] == [(0, (2.0, 2.0))]
+
+
+def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor_file):
+    """Panoramic: the predictor's candidates padded, bit for bit the formula before turns (no row
+    at distance 0). Monocular: the in-view candidates, then (90°, 0, 1), (-90°, 0, 1), (180°, 0, 1);
+    the cache key names the turns (monocular caches rebuilt), the panoramic key does not."""
+    from vlnverse.core.body import as_body
+    from vlnverse.learn.vlnbert import Perception, VLNBertTeacher, is_turn
+    from vlnverse.learn.waypoints.model import load_predictor
+
+    predictor = load_predictor(predictor_file)
+    pano, mono = Perception(predictor), Perception(predictor, MONO)
+    k = pano.k
+    for pose in [(1.3, 1.5, 0.0), (8.5, 2.5, math.pi)]:
+        feats, cands, n = pano(corridor.desc, corridor.body, pose)
+        img = pano.renderer.render(corridor.desc, corridor.body, pose, options={})
+        d = torch.from_numpy(img["depth"])[None]
+        with torch.no_grad():
+            heat = torch.sigmoid(predictor(d, None))[0].numpy()
+        want = predictor.candidates(heat, img["depth"], threshold=predictor.params["threshold"], body=as_body(corridor.body))
+        expect = np.zeros((k, 3), dtype=np.float32)
+        expect[:len(want), :2], expect[:len(want), 2] = want, 1.0
+        assert n == len(want) > 0 and cands.tobytes() == expect.tobytes() and not is_turn(cands).any()
+        _, mc, m = mono(corridor.desc, corridor.body, pose)
+        turns = np.array([[math.pi / 2, 0, 1], [-math.pi / 2, 0, 1], [math.pi, 0, 1]], dtype=np.float32)
+        assert (mc[m:m + 3] == turns).all() and not mc[m + 3:].any() and (mc[:m, 1] > 0).all()
+        assert is_turn(mc).tolist() == [False] * m + [True] * 3 + [False] * (k - m - 3)
+    spec = VLNBertTeacher(str(predictor_file))
+    assert "turns" not in spec.key and "observation" not in spec.key
+    from dataclasses import replace
+
+    assert replace(spec, observation=mono.observation).key["turns"] == [90.0, -90.0, 180.0]
