@@ -128,3 +128,32 @@ def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor
     from dataclasses import replace
 
     assert replace(spec, observation=mono.observation).key["turns"] == [90.0, -90.0, 180.0]
+
+
+def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file):
+    """Two corridor episodes whose goal starts behind the agent (facing +x): (3.5, 1.5) → (0.8, 1.5)
+    in the hallway and (8, 1.5) → (6, 0.8) in the kitchen. The monocular (90°) teacher with turns
+    succeeds on both, its first decision a turn (distance 0); with the turn rows taken away (the
+    teacher before turns) the kitchen episode fails (measured: 25 steps, SR 0)."""
+    from learn_helpers import make_episodes
+    from vlnverse.eval.rollout import run_scene
+    from vlnverse.eval.runner import run_settings
+    from vlnverse.learn.vlnbert import ObservationSetup, VLNBertTeacher
+
+    pairs = [((3.5, 1.5), 0.0, (0.8, 1.5), "turn round"), ((8.0, 1.5), 0.0, (6.0, 0.8), "turn round")]
+    settings = run_settings("fine_grained", body="r2r_ce", max_steps=25, success_distance=1.5)
+    spec = VLNBertTeacher(str(predictor_file), observation=ObservationSetup.parse(MONO))
+    sr = {}
+    for turns in (True, False):
+        agent = spec.make_agent()
+        if not turns:
+            agent.perception.turns = np.zeros(0)
+        sr[turns] = []
+        for ep in make_episodes(corridor, pairs):
+            (record,) = run_scene("corridor.usda", [ep], settings, agent, collision_mode="telhop",
+                                  scene_loader=lambda *a: corridor)
+            sr[turns].append(record["metrics"]["SR"])
+            first = agent.steps[0]
+            if turns:
+                assert first["candidates"][int(first["target"]), 1] == 0
+    assert sr == {True: [1.0, 1.0], False: [1.0, 0.0]}
