@@ -157,3 +157,54 @@ def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file
             if turns:
                 assert first["candidates"][int(first["target"]), 1] == 0
     assert sr == {True: [1.0, 1.0], False: [1.0, 0.0]}
+
+
+def _graph_policy(predictor_file, name, **params):
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.vocab import Vocabulary
+
+    torch.manual_seed(0)
+    vocab = Vocabulary.build(["turn left"])
+    base = {"hidden_size": 32, "cloud_cap": 192, "history": 4, "render": {"k": 3, "rays": 2, "samples": 6},
+            "waypoint_predictor": str(predictor_file), **({"experts": 3, "top_k": 2} if name == "gama" else {})}
+    return build_policy(name, {**base, **params}, vocab, [{"name": "depth", "kind": "depth", "width": 16, "height": 16}]), vocab
+
+
+@pytest.mark.parametrize("name,global_actions", [("gama", True), ("gama", False), ("hnr", None)])
+def test_gama_and_hnr_score_and_learn_a_turn(predictor_file, name, global_actions):
+    """Monocular steps (views 1..11 blank, unseen depths): at (0, 0) facing +x a candidate 1.5 m
+    ahead and the three turns; the label turns round (180°, slot 3); at step 1 the agent is at (0,
+    0) facing -x. Every turn's score is finite (its lookahead rendered from the agent's own
+    position); GAMA's earlier frontier at step 1 is the step-0 candidate alone (id 0), no turn; the
+    IL loss (rendering loss included) is finite and trains the navigator."""
+    from vlnverse.learn.hnr import UNSEEN
+
+    policy, vocab = _graph_policy(predictor_file, name, **({} if global_actions is None else {"global_actions": global_actions}))
+    k, grid = policy.predictor.params["k"], policy.cloud_grid
+    g = torch.Generator().manual_seed(2)
+    cands = torch.zeros(1, 2, k, 3)
+    rows = [[0.0, 1.5, 1.0], [math.pi / 2, 0, 1], [-math.pi / 2, 0, 1], [math.pi, 0, 1]]
+    cands[0, 0, :4] = torch.tensor(rows)
+    cands[0, 1, :4] = torch.tensor(rows)
+    feats = torch.randn(1, 2, 12, policy.predictor.params["hidden_size"], generator=g)
+    feats[:, :, 1:] = 0.0
+    depth = 1 + torch.rand(1, 2, 12, grid, grid, generator=g)
+    depth[:, :, 1:] = UNSEEN
+    ex = {"view_feats": feats, "view_grid": torch.rand(1, 2, 12, policy.feat_dim, grid, grid, generator=g),
+          "candidates": cands, "view_depth": depth, "world_pose": torch.tensor([[[0.0, 0.0, 0.0], [0.0, 0.0, math.pi]]])}
+    ex["view_grid"][:, :, 1:] = 0.0
+    tokens = torch.from_numpy(np.stack([vocab.encode("turn left", 8)]))
+    instr = policy.instruction(tokens)
+    mem, hidden = policy.new_memory(1, "cpu"), policy.initial_state(1)
+    with torch.no_grad():
+        for i in range(2):
+            logits, hidden, aux = policy.graph_step(instr, feats[:, i], cands[:, i], depth[:, i], ex["world_pose"][:, i],
+                                                    hidden, mem, ex["view_grid"][:, i])
+            assert torch.isfinite(logits[0, :4]).all() and torch.isfinite(aux["rendered"]).all()
+    if global_actions:
+        assert logits.shape == (1, k + 2) and [f.id for f in aux["earlier"][0]] == [0]
+    batch = {"extras": {**ex, "target": torch.tensor([[3.0, 0.0]])}, "tokens": tokens, "weights": torch.ones(1, 2)}
+    loss, _ = policy.imitation_loss(batch)
+    assert torch.isfinite(loss)
+    loss.backward()
+    assert policy.polar[0].weight.grad.abs().sum() > 0  # the candidates' (and turns') polar encoding learns
