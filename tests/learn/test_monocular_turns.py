@@ -48,7 +48,8 @@ def test_the_monocular_oracle_turns_towards_a_goal_behind(corridor):
     lead away from a goal behind. Goal (2, 2.6) from (3, 0.8): the path heads atan2(1.8, -1) =
     119°, nearest the +90° turn (slot 2); mirrored, (2, 0.4) from (3, 2.2): -119°, the -90° turn
     (slot 3); (1, 1.5) from (3, 1.5): 180°, slot 4. Without turn rows (the panoramic rows) the
-    least-bad candidate, slot 0, as before; a candidate within the success distance: STOP."""
+    least-bad candidate, slot 0, as before; so too a second time at the same place (one turn per
+    place); a goal within the success distance: STOP."""
     agent = _agent(corridor)
     moves = [(0.0, 1.0), (0.3, 1.5)]
     for (x, y, goal), slot, sign in (((3.0, 0.8, (2.0, 2.6)), 2, 1), ((3.0, 2.2, (2.0, 0.4)), 3, -1),
@@ -61,6 +62,8 @@ def test_the_monocular_oracle_turns_towards_a_goal_behind(corridor):
         choice = agent.oracle(st, cands, len(moves))
         assert choice == slot and cands[choice, 1] == 0 and np.sign(cands[choice, 0]) == sign
         assert agent.oracle(st, _cands(moves, turns=False), len(moves)) == 0
+        # one turn per place: asked again here (as after the no-candidate sweep), the least-bad candidate
+        assert agent.oracle(st, cands, len(moves)) == 0 and agent.turned_at.tolist() == [x, y]
     st = _state(corridor, 3.0, 1.5, 0.0, (2.5, 1.5))  # 0.5 m behind: within the success distance
     assert agent.oracle(st, _cands(moves), len(moves)) == K
 

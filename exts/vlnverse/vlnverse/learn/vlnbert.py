@@ -125,6 +125,14 @@ def is_turn(cands: np.ndarray) -> np.ndarray:
     return (c[:, 2] > 0.5) & (c[:, 1] == 0)
 
 
+def relax_after(choice: int, cands: np.ndarray, empty: int) -> int:
+    """The ``Perception`` relax count after a decision with candidates: 0, except that a turn in
+    place keeps it (the empty predictions before it still count: turning back towards a path the
+    predictor found nothing along must not restart from the strict threshold, or the no-candidate
+    sweep and the turn repeat forever)."""
+    return empty if choice < len(cands) and bool(is_turn(cands)[choice]) else 0
+
+
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
     waypoint predictor and a renderer (one simulator per scene), as the ``observation`` setup
@@ -237,6 +245,8 @@ class VLNBertTeacher:
 
 #: how far ahead (m) along the shortest path the oracle's turn candidates aim (``path_heading``)
 PATH_AHEAD = 0.5
+#: the oracle labels at most one turn within this distance (m) of where it last labelled one
+TURN_PLACE = 0.1
 
 
 def ordered_subgoals(episode: Any, planner: Any) -> list[tuple[np.ndarray, Any]]:
@@ -257,6 +267,8 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
     name = "vlnbert_teacher"
     #: sub-goals still to reach, in order (``ordered_subgoals``; set by ``reset``)
     subgoals: list = []
+    #: where the oracle last labelled a turn (``turn_towards_path``; None: not yet this episode)
+    turned_at: np.ndarray | None = None
 
     def __init__(self, spec: VLNBertTeacher, **kwargs: Any):
         super().__init__(**kwargs)
@@ -271,6 +283,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         self.context = context
         self.no_candidates = self._empty = 0
         self.subgoals = ordered_subgoals(episode, context.planner)
+        self.turned_at = None
 
     def target(self, state: Any) -> tuple[Any, np.ndarray | None]:
         """(geodesic distance function, point) of where the oracle heads: the next sub-goal not
@@ -325,15 +338,19 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
     def turn_towards_path(self, state: Any, cands: np.ndarray, xy: np.ndarray, point: np.ndarray | None) -> int | None:
         """The turn candidate (``is_turn``) whose heading is nearest the geodesic path's direction
         (``path_heading``) when that direction lies outside the field of view; None with no turn
-        candidate, no path, or the path in view (a turn would not reveal a candidate there, and the
-        next step would turn back)."""
+        candidate, no path, the path in view (a turn would not reveal a candidate there, and the
+        next step would turn back), or a turn already labelled within ``TURN_PLACE`` of here
+        (``turned_at``: one turn per place; where the predictor finds nothing along the path,
+        its no-candidate sweep and a turn back would otherwise repeat forever)."""
         turns = np.flatnonzero(is_turn(cands))
-        if not len(turns):
+        last = self.turned_at
+        if not len(turns) or (last is not None and np.linalg.norm(xy - last) < TURN_PLACE):
             return None
         heading = self.path_heading(state, xy, point)
         if heading is None or self.spec.observation.in_view(heading):
             return None
         off = np.abs(np.angle(np.exp(1j * (cands[turns, 0].astype(float) - heading))))
+        self.turned_at = np.array(xy, dtype=float)
         return int(turns[int(np.argmin(off))])
 
     def path_heading(self, state: Any, xy: np.ndarray, point: np.ndarray | None) -> float | None:
@@ -371,7 +388,6 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
             self.no_candidates += 1
             self._empty += 1
             return WaypointAction(0.0, 0.0, math.radians(self.spec.turn_deg))
-        self._empty = 0
         target = self.oracle(state, cands, n)
         choice = target
         if self.learner is not None:
@@ -380,6 +396,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
                 choice = proposal
         k = len(cands)
         executed = self.execute(choice, cands, state)
+        self._empty = relax_after(choice, cands, self._empty)
         step = {name: np.array(observations[name]) for name in self.sensors}
         step.update(label=0 if target == k else 1, executed=0 if choice == k else 1,
                     pose=np.array([pose.x, pose.y, pose.yaw], dtype=np.float32), view_feats=feats, candidates=cands,
@@ -621,8 +638,8 @@ class VLNBertPolicy(VLNPolicy):
             memory["empty"] += 1
             agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
             return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
-        memory["empty"] = 0
         choice = self.choose(memory, feats, cands, agent)
+        memory["empty"] = relax_after(choice, cands, memory["empty"])
         info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
         if choice == len(cands):
             agent.outputs.append(info)
