@@ -28,7 +28,8 @@ segment count; when there is none, the candidate nearest (in a straight line) to
 only, so ``Perception`` adds three turn candidates (distance 0, at ±90° and 180°: ``TURN_ANGLES_DEG``)
 after the predicted ones; the chosen turn is ``WaypointAction(0, 0, θ)``, a rotation in place.
 Where no candidate leads closer and the agent may not STOP, the oracle picks the turn nearest the
-direction of the planner's shortest path when that direction is out of view. The policies read a
+direction of the planner's shortest path when that direction is out of view, once per place; a
+turn keeps the predictor's relaxed threshold (``relax_after``). The policies read a
 turn like any candidate (the blank view feature at its angle, distance 0); GAMA's map never makes
 one a node (``topomap.TopoMap.observe``).
 Training: cross-entropy between the scores and the oracle action, over
