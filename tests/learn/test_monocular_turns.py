@@ -126,6 +126,12 @@ def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor
         turns = np.array([[math.pi / 2, 0, 1], [-math.pi / 2, 0, 1], [math.pi, 0, 1]], dtype=np.float32)
         assert (mc[m:m + 3] == turns).all() and not mc[m + 3:].any() and (mc[:m, 1] > 0).all()
         assert is_turn(mc).tolist() == [False] * m + [True] * 3 + [False] * (k - m - 3)
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.waypoints.model import WaypointPredictor
+
+    with pytest.raises(ConfigError, match=r"k > 3") as err:  # no room beside the three turns
+        Perception(WaypointPredictor(k=3), MONO)
+    assert "\n" not in str(err.value)
     spec = VLNBertTeacher(str(predictor_file))
     assert "turns" not in spec.key and "observation" not in spec.key
     from dataclasses import replace
@@ -133,11 +139,13 @@ def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor
     assert replace(spec, observation=mono.observation).key["turns"] == [90.0, -90.0, 180.0]
 
 
-def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file):
+@pytest.mark.parametrize("mode", ["telhop", "strict"])
+def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file, mode):
     """Two corridor episodes whose goal starts behind the agent (facing +x): (3.5, 1.5) → (0.8, 1.5)
     in the hallway and (8, 1.5) → (6, 0.8) in the kitchen. The monocular (90°) teacher with turns
-    succeeds on both, its first decision a turn (distance 0); with the turn rows taken away (the
-    teacher before turns) the kitchen episode fails (measured: 25 steps, SR 0)."""
+    succeeds on both, its first decision a turn (distance 0), under Tel-Hop and under Strict
+    physics (a turn is a rotation in place); with the turn rows taken away (the teacher before
+    turns) the kitchen episode fails (measured: 25 steps, SR 0)."""
     from learn_helpers import make_episodes
     from vlnverse.eval.rollout import run_scene
     from vlnverse.eval.runner import run_settings
@@ -153,7 +161,7 @@ def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file
             agent.perception.turns = np.zeros(0)
         sr[turns] = []
         for ep in make_episodes(corridor, pairs):
-            (record,) = run_scene("corridor.usda", [ep], settings, agent, collision_mode="telhop",
+            (record,) = run_scene("corridor.usda", [ep], settings, agent, collision_mode=mode,
                                   scene_loader=lambda *a: corridor)
             sr[turns].append(record["metrics"]["SR"])
             first = agent.steps[0]
