@@ -103,8 +103,8 @@ def test_a_turn_executes_as_a_rotation_in_place_and_is_no_graph_node():
 
 def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor_file):
     """Panoramic: the predictor's candidates padded, bit for bit the formula before turns (no row
-    at distance 0). Monocular: the in-view candidates, then (90°, 0, 1), (-90°, 0, 1), (180°, 0, 1);
-    the cache key names the turns (monocular caches rebuilt), the panoramic key does not."""
+    at distance 0). Monocular: the in-view candidates, then (90°, 0, 1), (-90°, 0, 1), (180°, 0, 1)
+    (with k in view the best k - 3 keep their slots); the cache key names the turns (monocular caches rebuilt), the panoramic key does not."""
     from vlnverse.core.body import as_body
     from vlnverse.learn.vlnbert import Perception, VLNBertTeacher, is_turn
     from vlnverse.learn.waypoints.model import load_predictor
@@ -126,6 +126,11 @@ def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor
         turns = np.array([[math.pi / 2, 0, 1], [-math.pi / 2, 0, 1], [math.pi, 0, 1]], dtype=np.float32)
         assert (mc[m:m + 3] == turns).all() and not mc[m + 3:].any() and (mc[:m, 1] > 0).all()
         assert is_turn(mc).tolist() == [False] * m + [True] * 3 + [False] * (k - m - 3)
+    # k full: twelve predicted candidates in view, the best k - 3 (the first, NMS order) keep their slots
+    full = np.stack([np.linspace(-0.5, 0.5, k), np.linspace(0.25, 3.0, k)], 1)
+    predictor.candidates = lambda *a, **kw: full
+    _, mc, m = mono(corridor.desc, corridor.body, (1.3, 1.5, 0.0))
+    assert m == k - 3 and np.allclose(mc[:m, :2], full[:m]) and is_turn(mc)[m:].all()
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.waypoints.model import WaypointPredictor
 
