@@ -104,7 +104,8 @@ def test_a_turn_executes_as_a_rotation_in_place_and_is_no_graph_node():
 def test_perception_adds_the_turns_to_a_monocular_setup_only(corridor, predictor_file):
     """Panoramic: the predictor's candidates padded, bit for bit the formula before turns (no row
     at distance 0). Monocular: the in-view candidates, then (90°, 0, 1), (-90°, 0, 1), (180°, 0, 1)
-    (with k in view the best k - 3 keep their slots); the cache key names the turns (monocular caches rebuilt), the panoramic key does not."""
+    (with k in view the best k - 3 keep their slots); the cache key names the turns (monocular
+    caches rebuilt), the panoramic key does not; a monocular predictor with k <= 3 is refused."""
     from vlnverse.core.body import as_body
     from vlnverse.learn.vlnbert import Perception, VLNBertTeacher, is_turn
     from vlnverse.learn.waypoints.model import load_predictor

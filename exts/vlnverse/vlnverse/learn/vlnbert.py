@@ -52,6 +52,7 @@ from torch.nn import functional as F
 
 from ..core.body import as_body
 from ..core.errors import ConfigError
+from ..core.geometry import wrap_angle
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from ..tasks.base import render_options
@@ -350,7 +351,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         heading = self.path_heading(state, xy, point)
         if heading is None or self.spec.observation.in_view(heading):
             return None
-        off = np.abs(np.angle(np.exp(1j * (cands[turns, 0].astype(float) - heading))))
+        off = np.abs(wrap_angle(cands[turns, 0].astype(float) - heading))
         self.turned_at = np.array(xy, dtype=float)
         return int(turns[int(np.argmin(off))])
 
@@ -378,7 +379,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         aim = dense[int(np.argmax(ahead))] if ahead.any() else dense[-1]
         if np.allclose(aim, xy):
             return None
-        return float(np.angle(np.exp(1j * (math.atan2(aim[1] - xy[1], aim[0] - xy[0]) - state.pose.yaw))))
+        return wrap_angle(math.atan2(aim[1] - xy[1], aim[0] - xy[0]) - state.pose.yaw)
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Perceive, label, pick the executed action (oracle with probability β), record."""
