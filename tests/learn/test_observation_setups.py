@@ -51,7 +51,8 @@ def test_monocular_perception_sees_its_view_only(corridor, predictor_file):
         fp, cp, n_p = pano(corridor.desc, corridor.body, pose)
         fm, cm, n_m = mono(corridor.desc, corridor.body, pose)
         # monocular: every candidate within ±45°, the unseen views' features zero, their cells UNSEEN
-        assert np.all(np.abs(_wrap(cm[:n_m, 0])) <= math.radians(45) + 1e-6) and not cm[n_m:].any()
+        assert np.all(np.abs(_wrap(cm[:n_m, 0])) <= math.radians(45) + 1e-6) and not cm[n_m + 3:].any()
+        assert (cm[n_m:n_m + 3, 1] == 0).all() and (cm[n_m:n_m + 3, 2] == 1).all()  # the turns (distance 0)
         assert not fm[1:].any() and np.abs(fm[0]).sum() > 0
         assert not np.allclose(fm[0], fp[0], atol=1e-4)  # the predictor read blank views beside and behind
         assert (mono.last_depth[1:] == UNSEEN).all() and (mono.last_depth[0] >= 0).all() and not mono.last_grid[1:].any()
@@ -98,7 +99,8 @@ def test_gama_multitask_run_gives_each_task_its_observation_setup(corridor, task
     angles = {}
     for name, store in stores.items():
         eps = [store.episode(i) for i in range(len(store))]
-        angles[name] = np.concatenate([np.abs(_wrap(c[..., 0][c[..., 2] > 0.5])) for c in (e["candidates"] for e in eps)])
+        angles[name] = np.concatenate([np.abs(_wrap(c[..., 0][(c[..., 2] > 0.5) & (c[..., 1] > 0)]))
+                                       for c in (e["candidates"] for e in eps)])  # moving candidates (not turns)
         assert len(angles[name]) > 0
     assert angles["coarse"].max() <= math.radians(45) + 1e-6 < angles["fine_grained"].max()
     assert all((StepStore(summary["cache"]["tasks"]["coarse"]["path"]).episode(i)["view_depth"][:, 1:] == -1).all()
@@ -110,7 +112,7 @@ def test_gama_multitask_run_gives_each_task_its_observation_setup(corridor, task
     for name in ("fine_grained", "coarse"):
         assert report["tasks"][name]["val_seen"]["episodes"] == 4
     records = [json.loads(x) for x in (out / "tasks" / "coarse" / "val_seen" / "episodes.jsonl").read_text().splitlines()]
-    picked = [o["waypoint"][0] for r in records for o in r["agent_outputs"] if "waypoint" in o]
+    picked = [o["waypoint"][0] for r in records for o in r["agent_outputs"] if "waypoint" in o and o["waypoint"][1] > 0]
     assert picked and max(abs(a) for a in _wrap(picked)) <= math.radians(45) + 1e-3
     # a policy without waypoint perception cannot take an observation setup: one line naming the field
     bad = _config(tmp_path / "cma", task_files, predictor_file, policy={"name": "cma", "params": {"hidden_size": 16}},

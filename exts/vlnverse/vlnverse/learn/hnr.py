@@ -66,7 +66,7 @@ from ..tasks.base import render_options
 from .policies import register_policy
 from .topomap import TopoMap, candidate_xy, hop_action
 from .vlnbert import (Perception, VLNBertParams, VLNBertPolicy, VLNBertTeacher, VLNBertTeacherAgent, candidate_action,
-                      candidate_loss)
+                      candidate_loss, relax_after)
 from .vocab import PAD_ID
 
 # -------------------------------------------------------------------------------------------- feature cloud
@@ -1075,9 +1075,9 @@ class HNRPolicy(VLNBertPolicy):
             memory["empty"] += 1
             agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
             return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
-        memory["empty"] = 0
         choice = self.choose(memory, feats, cands, agent, perception.last_depth, (pose.x, pose.y, pose.yaw),
                              perception.last_grid)
+        memory["empty"] = relax_after(choice, cands, memory["empty"])
         info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice, **memory.pop("info", {})}
         agent.outputs.append(info)
         if choice == len(cands):

@@ -10,7 +10,8 @@ Rules (one decision step = ``arrive`` then ``observe``):
   new node); it is linked to the *source* of the frontier node it reached (the visited node that
   frontier node was seen from), or, when it reached none, to the previous node; frontier nodes
   within ``merge_radius`` of it are visited now and leave the frontier.
-- ``observe(pose, candidates, step)``: each valid candidate (world x, y) not within
+- ``observe(pose, candidates, step)``: each valid candidate at a distance > 0 (a monocular
+  setup's turns in place are not nodes) (world x, y) not within
   ``merge_radius`` of a visited node enters the frontier with the current node as its source,
   replacing earlier-step frontier nodes within ``merge_radius`` of it; at most ``cap`` nodes
   (the oldest earlier-step ones are dropped first).
@@ -95,8 +96,10 @@ class TopoMap:
         """Add the valid candidates (K, 3) seen at ``pose`` at decision ``step`` to the frontier."""
         self.step = int(step)
         k = len(cands)
-        slots = np.flatnonzero(np.asarray(cands)[:, 2] > 0.5)
-        for slot, xy in zip(slots, candidate_xy(pose, cands)):
+        c = np.asarray(cands)
+        moves = c[c[:, 2] > 0.5, 1] > 0  # a turn in place (distance 0) is no place to go
+        slots = np.flatnonzero(c[:, 2] > 0.5)[moves]
+        for slot, xy in zip(slots, candidate_xy(pose, cands)[moves]):
             if self._near_visited(xy) is not None:
                 continue
             self.frontier = [f for f in self.frontier

@@ -23,6 +23,15 @@ distance) and the agent is in open space (navigable cells all around it within
 ``open_space_radius``), or when no candidate leads closer to the goal and the agent is within
 the success distance. Only candidates on navigable cells joined to the agent by a collision-free
 segment count; when there is none, the candidate nearest (in a straight line) to the goal.
+
+**Monocular turns**: a monocular setup (``ObservationSetup``) sees candidates in its field of view
+only, so ``Perception`` adds three turn candidates (distance 0, at ±90° and 180°: ``TURN_ANGLES_DEG``)
+after the predicted ones; the chosen turn is ``WaypointAction(0, 0, θ)``, a rotation in place.
+Where no candidate leads closer and the agent may not STOP, the oracle picks the turn nearest the
+direction of the planner's shortest path when that direction is out of view, once per place; a
+turn keeps the predictor's relaxed threshold (``relax_after``). The policies read a
+turn like any candidate (the blank view feature at its angle, distance 0); GAMA's map never makes
+one a node (``topomap.TopoMap.observe``).
 Training: cross-entropy between the scores and the oracle action, over
 teacher-forced episodes (IL) and then online (``mode: dagger``) with schedule sampling: at each
 step the executed action is the oracle's with probability β = p^round, else the policy's; β is
@@ -43,6 +52,7 @@ from torch.nn import functional as F
 
 from ..core.body import as_body
 from ..core.errors import ConfigError
+from ..core.geometry import wrap_angle
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from ..tasks.base import render_options
@@ -105,12 +115,38 @@ def in_open_space(planner: Any, xy: Any, radius: float = 0.3, directions: int = 
     return bool(planner.is_navigable(pts).all())
 
 
+#: headings (degrees CCW, agent frame) of a monocular setup's turn candidates: with the 90° camera
+#: the three turned views and the current one tile the circle (each turn lands just outside the
+#: field of view), and each is a panorama view's centre (30° views)
+TURN_ANGLES_DEG = (90.0, -90.0, 180.0)
+
+
+def is_turn(cands: np.ndarray) -> np.ndarray:
+    """(K,) bool: the valid rows of candidates (K, 3) at distance 0, a monocular setup's turns in place."""
+    c = np.asarray(cands)
+    return (c[:, 2] > 0.5) & (c[:, 1] == 0)
+
+
+def relax_after(choice: int, cands: np.ndarray, empty: int) -> int:
+    """The ``Perception`` relax count after a decision with candidates: 0, except that a turn in
+    place keeps it (the empty predictions before it still count: turning back towards a path the
+    predictor found nothing along must not restart from the strict threshold, or the no-candidate
+    sweep and the turn repeat forever)."""
+    return empty if choice < len(cands) and bool(is_turn(cands)[choice]) else 0
+
+
 class Perception:
     """Panorama → (view features (V, F), candidates (K, 3) = angle, distance, valid) with a
     waypoint predictor and a renderer (one simulator per scene), as the ``observation`` setup
     (``ObservationSetup``) sees it (``rgb``: render RGB too, for a reader other than the predictor). ``relax`` (the number of consecutive empty predictions before
     this one) lowers the NMS threshold by ``RELAX`` per empty prediction, so turning in place and
-    predicting again cannot repeat forever."""
+    predicting again cannot repeat forever.
+
+    A monocular setup also offers **turn candidates**: rows at ``TURN_ANGLES_DEG`` with distance 0
+    (valid; ``is_turn``) after its n predicted ones, which it keeps to the best ``k - 3`` by the
+    predictor's score (NMS picks in score order); executed, a turn is a rotation in place. The
+    returned count is of the predicted candidates alone (0: none, turn by ``no_candidate_turn_deg``
+    and relax, as before)."""
 
     RELAX = 0.7
 
@@ -121,6 +157,10 @@ class Perception:
         self.predictor = predictor
         self.k = int(p["k"])
         self.observation = ObservationSetup.parse(observation)
+        self.turns = np.radians(TURN_ANGLES_DEG) if self.observation.monocular else np.zeros(0)
+        if self.observation.monocular and self.k <= len(self.turns):
+            raise ConfigError(f"a waypoint predictor with k = {self.k} for a monocular setup", field="waypoint_predictor",
+                              expected=f"k > {len(self.turns)} (the turn candidates take {len(self.turns)} slots)")
         self.visible = self.observation.visible(int(p["views"]), PANORAMA_HFOV_DEG)
         self.renderer = PanoramaRenderer(p["views"], p["image_size"], rgb=p["rgb"] or rgb, max_depth=p["max_depth"])
         if self.observation.monocular:  # the unseen views read as blank for everyone downstream
@@ -153,9 +193,13 @@ class Perception:
         if self.observation.monocular:
             feats[:, torch.from_numpy(~self.visible).to(dev)] = 0.0
             cands = cands[self.observation.in_view(cands[:, 0])] if len(cands) else cands
+            cands = cands[: self.k - len(self.turns)]  # the turns' slots: the lowest-scored give way
         out = np.zeros((self.k, 3), dtype=np.float32)
         out[: len(cands), :2] = cands
         out[: len(cands), 2] = 1.0
+        if len(self.turns):
+            out[len(cands): len(cands) + len(self.turns), 0] = self.turns
+            out[len(cands): len(cands) + len(self.turns), 2] = 1.0
         return feats[0].cpu().numpy().astype(np.float32), out, len(cands)
 
 
@@ -176,12 +220,15 @@ class VLNBertTeacher:
 
     @property
     def key(self) -> dict[str, Any]:
-        """Part of the observation-cache key (the predictor by content; a monocular setup)."""
+        """Part of the observation-cache key (the predictor by content; a monocular setup and its
+        turn candidates)."""
         digest = hashlib.sha256(Path(self.predictor_path).read_bytes()).hexdigest()[:16]
         key = {"kind": "vlnbert", "predictor": digest, "stop_distance": self.stop_distance,
                "open_space_radius": self.open_space_radius, "turn_deg": self.turn_deg,
                "route": "subgoals"}  # ordered sub-goals visited in turn (caches labelled before: rebuilt)
-        return {**key, "observation": self.observation.to_dict()} if self.observation.monocular else key
+        if not self.observation.monocular:
+            return key
+        return {**key, "observation": self.observation.to_dict(), "turns": list(TURN_ANGLES_DEG)}
 
     def _predictor(self) -> WaypointPredictor:
         return load_predictor(self.predictor_path)
@@ -196,6 +243,12 @@ class VLNBertTeacher:
                    seed: int = 0) -> "VLNBertTeacherAgent":
         """The recording agent of ``collect``."""
         return VLNBertTeacherAgent(self, learner=learner, beta=beta, sensors=sensors, seed=seed)
+
+
+#: how far ahead (m) along the shortest path the oracle's turn candidates aim (``path_heading``)
+PATH_AHEAD = 0.5
+#: the oracle labels at most one turn within this distance (m) of where it last labelled one
+TURN_PLACE = 0.1
 
 
 def ordered_subgoals(episode: Any, planner: Any) -> list[tuple[np.ndarray, Any]]:
@@ -216,6 +269,8 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
     name = "vlnbert_teacher"
     #: sub-goals still to reach, in order (``ordered_subgoals``; set by ``reset``)
     subgoals: list = []
+    #: where the oracle last labelled a turn (``turn_towards_path``; None: not yet this episode)
+    turned_at: np.ndarray | None = None
 
     def __init__(self, spec: VLNBertTeacher, **kwargs: Any):
         super().__init__(**kwargs)
@@ -230,6 +285,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         self.context = context
         self.no_candidates = self._empty = 0
         self.subgoals = ordered_subgoals(episode, context.planner)
+        self.turned_at = None
 
     def target(self, state: Any) -> tuple[Any, np.ndarray | None]:
         """(geodesic distance function, point) of where the oracle heads: the next sub-goal not
@@ -254,7 +310,9 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         navigable cells joined to the agent by a collision-free segment count (others are at an
         infinite distance). A sub-goal counts as reached where the goal would allow STOP (within
         ``stop_distance``, or within the success distance with no candidate leading closer); the
-        oracle then heads for the next."""
+        oracle then heads for the next. Where no candidate leads closer and STOP is not allowed, a
+        monocular setup's turn towards the path (``turn_towards_path``; a turn, at distance 0, is
+        never closer)."""
         pose = state.pose
         xy = np.array([pose.x, pose.y])
         k = len(cands)
@@ -273,8 +331,55 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
                 return k
             if not closer and d <= state.success_distance:
                 return k  # no reachable candidate leads closer and the agent is within the success radius
+        turn = self.turn_towards_path(state, cands, xy, point) if not closer else None
+        if turn is not None:
+            return turn
         aim = self_goal(state, xy) if point is None else point
         return best if np.isfinite(dist[best]) else int(np.argmin(np.linalg.norm(pts - aim, axis=1)))
+
+    def turn_towards_path(self, state: Any, cands: np.ndarray, xy: np.ndarray, point: np.ndarray | None) -> int | None:
+        """The turn candidate (``is_turn``) whose heading is nearest the geodesic path's direction
+        (``path_heading``) when that direction lies outside the field of view; None with no turn
+        candidate, no path, the path in view (a turn would not reveal a candidate there, and the
+        next step would turn back), or a turn already labelled within ``TURN_PLACE`` of here
+        (``turned_at``: one turn per place; where the predictor finds nothing along the path,
+        its no-candidate sweep and a turn back would otherwise repeat forever)."""
+        turns = np.flatnonzero(is_turn(cands))
+        last = self.turned_at
+        if not len(turns) or (last is not None and np.linalg.norm(xy - last) < TURN_PLACE):
+            return None
+        heading = self.path_heading(state, xy, point)
+        if heading is None or self.spec.observation.in_view(heading):
+            return None
+        off = np.abs(wrap_angle(cands[turns, 0].astype(float) - heading))
+        self.turned_at = np.array(xy, dtype=float)
+        return int(turns[int(np.argmin(off))])
+
+    def path_heading(self, state: Any, xy: np.ndarray, point: np.ndarray | None) -> float | None:
+        """Direction (rad CCW, agent frame) of the planner's shortest path from ``xy`` to the
+        target (``point``, else the episode's goal nearest by geodesic distance, the last of
+        ordered goals): towards its dense point ``PATH_AHEAD`` m ahead (or its end); None when
+        there is no path or no goal."""
+        from ..core.errors import NoNavigableSpaceError
+        from ..tasks.scoring import has_ordered_goals
+
+        planner = self.context.planner
+        if point is None:
+            ep = getattr(state, "episode", None)
+            goals = [np.asarray(g.position[:2], dtype=float) for g in (ep.goals if ep is not None else [])]
+            if not goals:
+                return None
+            goals = goals[-1:] if has_ordered_goals(ep) else goals
+            point = min(goals, key=lambda g: planner.geodesic_distance(xy, g))
+        try:
+            dense = planner.shortest_path(xy, point).dense
+        except NoNavigableSpaceError:
+            return None
+        ahead = np.linalg.norm(dense - xy, axis=1) >= PATH_AHEAD
+        aim = dense[int(np.argmax(ahead))] if ahead.any() else dense[-1]
+        if np.allclose(aim, xy):
+            return None
+        return wrap_angle(math.atan2(aim[1] - xy[1], aim[0] - xy[0]) - state.pose.yaw)
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Perceive, label, pick the executed action (oracle with probability β), record."""
@@ -285,7 +390,6 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
             self.no_candidates += 1
             self._empty += 1
             return WaypointAction(0.0, 0.0, math.radians(self.spec.turn_deg))
-        self._empty = 0
         target = self.oracle(state, cands, n)
         choice = target
         if self.learner is not None:
@@ -294,6 +398,7 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
                 choice = proposal
         k = len(cands)
         executed = self.execute(choice, cands, state)
+        self._empty = relax_after(choice, cands, self._empty)
         step = {name: np.array(observations[name]) for name in self.sensors}
         step.update(label=0 if target == k else 1, executed=0 if choice == k else 1,
                     pose=np.array([pose.x, pose.y, pose.yaw], dtype=np.float32), view_feats=feats, candidates=cands,
@@ -535,8 +640,8 @@ class VLNBertPolicy(VLNPolicy):
             memory["empty"] += 1
             agent.outputs.append({"no_candidates": True, "no_candidate_turns": memory["no_candidate_turns"]})
             return WaypointAction(0.0, 0.0, math.radians(self.turn_deg))
-        memory["empty"] = 0
         choice = self.choose(memory, feats, cands, agent)
+        memory["empty"] = relax_after(choice, cands, memory["empty"])
         info = {"candidates": n, "choice": "STOP" if choice == len(cands) else choice}
         if choice == len(cands):
             agent.outputs.append(info)

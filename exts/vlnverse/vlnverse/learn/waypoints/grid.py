@@ -133,7 +133,8 @@ class ObservationSetup:
     seen (``visible``: 90° → the forward view alone; 150° → the forward view and its two
     neighbours); the others read as blank (depth 0, black RGB) for the waypoint predictor, their
     view features are zero, and candidates outside ±``hfov_deg``/2 are dropped (a monocular agent
-    with no candidate turns in place, as when the predictor finds none)."""
+    with no candidate turns in place, as when the predictor finds none); the waypoint perception
+    adds turn candidates in their place (``vlnbert.TURN_ANGLES_DEG``)."""
 
     view: str = "panoramic"
     hfov_deg: float = 90.0
