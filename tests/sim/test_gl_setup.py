@@ -134,3 +134,28 @@ def test_a_context_still_current_in_another_thread_is_not_reused(homes, gl_conte
         assert_frames_equal(frames(again, a), want)
     finally:
         again.close()
+
+
+def test_a_renderer_alive_at_exit_leaves_no_egl_traceback(tmp_path):
+    """A process that exits with a renderer still open (EGL's display already terminated when
+    it is collected) exits 0 and prints no EGLError from the renderer's ``__del__``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import vlnverse
+
+    root = Path(__file__).resolve().parents[2]
+    script = tmp_path / "exit_with_renderer.py"
+    script.write_text(
+        "from vlnverse.learn.waypoints.data import PanoramaRenderer\n"
+        "from vlnverse.scenes.usd_read import load_scene\n"
+        f"desc = load_scene({str(root / 'scenes_usd' / 'home_0001.usd')!r})\n"
+        "renderer = PanoramaRenderer(views=4, size=16)\n"
+        "print(renderer.render(desc, None, (1.0, 1.0, 0.0))['depth'].shape)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(vlnverse.__file__).resolve().parents[1])}
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "(4, 16, 16)"
+    assert "EGLError" not in run.stderr and "Exception ignored" not in run.stderr, run.stderr[-2000:]

@@ -102,7 +102,14 @@ def _pooled_renderer_class(base: type) -> type:
         if ctx is not None:
             release_gl_context(ctx)
 
-    return type("PooledRenderer", (base,), {"__init__": __init__, "close": close, "__doc__": _pooled_renderer_class.__doc__})
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # at interpreter exit EGL's display is already gone: the process frees it all
+            pass
+
+    return type("PooledRenderer", (base,), {"__init__": __init__, "close": close, "__del__": __del__,
+                                            "__doc__": _pooled_renderer_class.__doc__})
 
 
 #: Room lights switched on around the camera (nearest first); the others are off for that frame.
