@@ -19,18 +19,30 @@ RIG16 = [{"name": "depth", "kind": "depth", "width": 16, "height": 16}]
 PARAMS = {"hidden_size": 32}
 
 
-@pytest.fixture(scope="session")
-def predictor_file(corridor, tmp_path_factory):
-    """A waypoint predictor trained briefly on corridor poses (a few seconds)."""
+def _predictor(corridor, out, poses, epochs):
+    """A waypoint predictor trained on ``poses`` corridor poses for ``epochs`` epochs (seed 0),
+    written to ``out`` with its ``metrics.json``; returns the predictor's path."""
     from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
 
-    out = tmp_path_factory.mktemp("wp")
     n = torch.get_num_threads()
-    run_waypoint_training(WaypointTrainConfig(scenes=["corridor"], val_scenes=["corridor-held-out"], poses_per_scene=80,
-                                              val_poses_per_scene=20, epochs=10, batch_size=16, lr=3e-3, seed=0),
+    run_waypoint_training(WaypointTrainConfig(scenes=["corridor"], val_scenes=["corridor-held-out"], poses_per_scene=poses,
+                                              val_poses_per_scene=20, epochs=epochs, batch_size=16, lr=3e-3, seed=0),
                           out, progress=False, report=lambda s: None, context_loader=lambda s: corridor)
     torch.set_num_threads(n)
     return out / "predictor.pt"
+
+
+@pytest.fixture(scope="session")
+def predictor_file(corridor, tmp_path_factory):
+    """A waypoint predictor trained briefly on corridor poses (a few seconds)."""
+    return _predictor(corridor, tmp_path_factory.mktemp("wp"), poses=80, epochs=10)
+
+
+@pytest.fixture(scope="session")
+def overfit_predictor_file(corridor, tmp_path_factory):
+    """A waypoint predictor trained on 3x the poses for 2x the epochs (about 10 s more): on the
+    20 held-out poses it offers a candidate near the next reference waypoint every time."""
+    return _predictor(corridor, tmp_path_factory.mktemp("wp_overfit"), poses=240, epochs=20)
 
 
 def _train(cfg, corridor):
@@ -160,13 +172,25 @@ def _eval(checkpoint, episodes_file, corridor, out, mode):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["telhop", "strict"])
-def test_vlnbert_overfits_four_episodes_through_the_runner(corridor, episodes_file, predictor_file, tmp_path, mode):
+def test_vlnbert_overfits_four_episodes_through_the_runner(corridor, episodes_file, overfit_predictor_file, tmp_path,
+                                                           mode):
     """IL on the 4 corridor episodes (different instructions), then 3 online fine-tuning rounds
     (schedule sampling, p = 0.5), then ``run_eval`` (the runner, the ``policy`` agent with the
-    checkpoint): SR >= 0.75. Measured SR 1.0 in both modes (IL alone: 0.5-0.75 under Tel-Hop)."""
+    checkpoint): SR >= 0.75. Measured SR 1.0 in both modes, teacher routes of 4, 5, 3, 3 steps.
+
+    The premise is a direct teacher route (at most 6 steps an episode), hence the better-trained
+    ``overfit_predictor_file`` (predictor seeds 0 and 1: routes 4, 5, 3, 3, SR 1.0). With the
+    brief ``predictor_file`` the routes are chance: since ab46e14 (perf merge: depth panoramas
+    differ by at most 1.1e-4 m, 249 of 36864 pixels at three poses) its seed-0 predictor offers
+    no candidate through the 1 m opening from (5.93, 1.51); the oracle wanders 10 steps on
+    episode 3 (was 4), IL fits 0.59 of the labels, and Strict SR is 0.5 with no collision (the
+    policy leaves the teacher's route; Strict executes each waypoint as commanded)."""
+    predictor_file = overfit_predictor_file
     common = dict(il__epochs=40, il__batch_size=1, il__lr=0.002, collision_mode=mode)
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, **common)
-    _train(cfg, corridor)
+    cache = Path(_train(cfg, corridor)["cache"]["path"])
+    routes = [json.loads(line)["length"] for line in (cache / "index.jsonl").read_text().splitlines()]
+    assert len(routes) == 4 and max(routes) <= 6, routes
     dagger = _cfg(tmp_path / "dagger", episodes_file, predictor_file, mode="dagger", init=str(Path(cfg.out) / "last.pt"),
                   dagger={"rounds": 3, "p": 0.5, "epochs": 10}, **common)
     _train(dagger, corridor)
