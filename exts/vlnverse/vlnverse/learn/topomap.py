@@ -96,9 +96,12 @@ class TopoMap:
         """Add the valid candidates (K, 3) seen at ``pose`` at decision ``step`` to the frontier."""
         self.step = int(step)
         k = len(cands)
+        from .vlnbert import is_turn  # a turn in place (distance 0) is no place to go
+
         c = np.asarray(cands)
-        moves = c[c[:, 2] > 0.5, 1] > 0  # a turn in place (distance 0) is no place to go
-        slots = np.flatnonzero(c[:, 2] > 0.5)[moves]
+        valid = c[:, 2] > 0.5
+        moves = ~is_turn(c)[valid]
+        slots = np.flatnonzero(valid)[moves]
         for slot, xy in zip(slots, candidate_xy(pose, cands)[moves]):
             if self._near_visited(xy) is not None:
                 continue
