@@ -86,6 +86,23 @@ def test_bench_count_flags_are_one_line_errors(flags, field):
         _check_counts(args["homes"], args["workers"], args["per_held_out"], args["per_home"])
 
 
+def test_validation_episodes_flag_sets_every_rows_selection_and_refuses_non_positive_counts(tmp_path):
+    import argparse
+
+    from vlnverse.benchmarks.train import POLICY_ROWS, VALIDATION_EPISODES, row_config, run
+    from vlnverse.core.errors import ConfigError
+
+    row = next(r for r in POLICY_ROWS if r["name"] == "cma")
+    assert row_config(row, tmp_path, None, 0, "cpu", 1, {})["validation"]["limit"] == VALIDATION_EPISODES == 6
+    assert row_config(row, tmp_path, None, 0, "cpu", 1, {}, validation_episodes=40)["validation"]["limit"] == 40
+    args = argparse.Namespace(name="train", policies="cma", budget=None, epochs=None, validation_episodes=0, seed=0,
+                              out=str(tmp_path / "bt.json"), render_only=False)
+    with pytest.raises(ConfigError, match="--validation-episodes") as err:
+        run(args)
+    assert "\n" not in str(err.value) and ">= 1" in str(err.value)
+    assert not (tmp_path / "bt").exists()  # refused before any work
+
+
 def test_a_budget_too_small_for_one_epoch_names_the_minimum_budget(monkeypatch):
     import vlnverse.learn.trainer as trainer
     from vlnverse.benchmarks.train import _train

@@ -138,7 +138,6 @@ def test_checkpoint_without_predictor_is_a_one_line_error(corridor, episodes_fil
 
 def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, predictor_file, tmp_path, monkeypatch):
     from vlnverse.eval.agents import make_agent
-    from vlnverse.sim.types import WaypointAction
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
     _train(cfg, corridor)

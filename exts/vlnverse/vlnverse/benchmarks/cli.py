@@ -63,7 +63,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stop-weight", type=float, default=None,
                    help="transfer: weight of STOP steps in the online rounds' loss (il.stop_weight, default 1)")
     p.add_argument("--validation-episodes", type=int, default=None,
-                   help="transfer: val_seen episodes validating each online round, which selects best.pt (default 6)")
+                   help="train: val_seen episodes of each IL validation and of the DAgger round's, which select "
+                        "best.pt (default 6); transfer: val_seen episodes validating each online round (default 6)")
     p.add_argument("--source-render", default=None, metavar="QUALITY:OBJECTS",
                    help="transfer: how the source's training frames are drawn (default default:primitives)")
     p.add_argument("--target-render", default=None, metavar="QUALITY:OBJECTS",

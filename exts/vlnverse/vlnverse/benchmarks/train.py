@@ -26,7 +26,7 @@ Steps:
    trains small CNNs from scratch.
 4. Per policy row: the teacher cache (RGB-D 64x64, Tel-Hop, teleport-rendered for the discrete
    oracle teacher), IL on every instruction of each path (the policy's loss, Adam at the row's
-   rate and batch size), validated on ``VALIDATION_EPISODES`` val_seen episodes every
+   rate and batch size), validated on ``--validation-episodes`` (``VALIDATION_EPISODES``) val_seen episodes every
    ``VALIDATION_EVERY`` epochs and at the end: ``best.pt`` is the best val_seen nDTW (a continuous
    score; SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
    training episodes). The waypoint rows (VLN-BERT, HNR, GAMA) share one waypoint predictor
@@ -379,14 +379,15 @@ def multitask_data(work: Path, tasks: list[dict], split_eps: dict, counts: dict,
 
 
 def row_config(row: dict, work: Path, budget: float | None, seed: int, device: str, workers: int, params: dict,
-               epochs: int = IL_EPOCHS) -> dict:
-    """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, epochs, budget share and selection for every row."""
+               epochs: int = IL_EPOCHS, validation_episodes: int = VALIDATION_EPISODES) -> dict:
+    """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, epochs, budget share and selection for every
+    row (``validation_episodes`` val_seen episodes every ``VALIDATION_EVERY`` epochs)."""
     return {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
                    "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True},
-            "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": VALIDATION_EPISODES, "split": "val_seen"},
+            "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": validation_episodes, "split": "val_seen"},
             "device": device, "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / row["name"])}
 
 
@@ -410,9 +411,10 @@ def _train(cfg: dict, budget: float, share: float) -> dict:
 
 def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: float = 1.0, device: str = "auto",
               workers: int = 1, dagger: bool = True, encoder: str | None = None, epochs: int = IL_EPOCHS,
-              predictor: dict | None = None, tasks: list[dict] | None = None) -> dict:
-    """IL then (``dagger``) one DAgger round of one ``POLICY_ROWS`` entry; returns its checkpoints
-    and figures. ``encoder``: a pretrained encoder file replacing the rows' RGB and depth encoders
+              predictor: dict | None = None, tasks: list[dict] | None = None,
+              validation_episodes: int = VALIDATION_EPISODES) -> dict:
+    """IL then (``dagger``) one DAgger round of one ``POLICY_ROWS`` entry, each selected on
+    ``validation_episodes`` val_seen episodes; returns its checkpoints and figures. ``encoder``: a pretrained encoder file replacing the rows' RGB and depth encoders
     (frozen); ``predictor``: the waypoint rows' shared predictor (``train_waypoint_predictor``;
     trained here when not given); ``tasks``: a multi-task run's ``TrainConfig.tasks`` entries in
     place of the rows' fine-grained ``train`` / ``val`` (``multitask_entries``)."""
@@ -427,7 +429,7 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
     if predictor is not None:
         params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
-    base = row_config(row, work, budget, seed, device, workers, params, epochs)
+    base = row_config(row, work, budget, seed, device, workers, params, epochs, validation_episodes)
     if tasks:
         for key in ("task", "train", "val"):
             base.pop(key)
@@ -439,7 +441,7 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
     round_info: dict = {}
     if dagger:
         dagger_cfg = {**base, "mode": "dagger", "init": ckpt, "out": str(work / "dagger" / name),
-                      "validation": {"metric": "nDTW", "limit": VALIDATION_EPISODES, "split": "val_seen"},
+                      "validation": {"metric": "nDTW", "limit": validation_episodes, "split": "val_seen"},
                       "il": {**base["il"], "lr": 0.0005, "max_seconds": None if budget is None else 0.10 * budget},
                       "dagger": {"rounds": 1, "p": 0.5, "epochs": max(1, round(epochs * DAGGER_EPOCH_SHARE)),
                                  "episodes": max(2, n_train // 4)}}
@@ -748,6 +750,9 @@ def run(args) -> dict:
         from vlnverse.core.errors import ConfigError
 
         raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
+    validation_episodes = getattr(args, "validation_episodes", None)
+    check_int_flags((("--validation-episodes", validation_episodes, 1),))
+    validation_episodes = VALIDATION_EPISODES if validation_episodes is None else validation_episodes
     scale = 1.0 if budget is None else min(1.0, budget / DEFAULT_BUDGET)
     homes = getattr(args, "train_homes", None)
     homes = TRAIN_HOMES if homes is None else homes
@@ -812,7 +817,8 @@ def run(args) -> dict:
     # one waypoint predictor shared by the waypoint rows (VLN-BERT, HNR, GAMA), outside their budgets
     predictor = train_waypoint_predictor(work, scale, args.seed) if any(r.get("waypoint_predictor") for r in selected) else None
     rows = {row["name"]: train_row(row, work, budget, args.seed, scale, device, workers, dagger, encoder_path, epochs,
-                                   predictor, multitask_entries(work, tasks) if row.get("multitask") else None)
+                                   predictor, multitask_entries(work, tasks) if row.get("multitask") else None,
+                                   validation_episodes)
             for row in selected}
     t_trained = time.perf_counter()
 
@@ -858,7 +864,7 @@ def run(args) -> dict:
 
     figures = {
         "budget": {"il_epochs": epochs, "dagger_epochs": max(1, round(epochs * DAGGER_EPOCH_SHARE)) if dagger else None,
-                   "seconds_cap": budget},
+                   "seconds_cap": budget, "validation_episodes": validation_episodes},
         "budget_note": (f"per policy row: {epochs} IL epochs, then " + (f"one DAgger round of "
                         f"{max(1, round(epochs * DAGGER_EPOCH_SHARE))} epochs" if dagger else "no DAgger (--no-dagger)")
                         + ("" if budget is None else f"; capped at {budget:g} s (IL 50%, DAgger retraining 10%, "
