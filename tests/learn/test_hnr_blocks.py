@@ -188,11 +188,19 @@ def test_same_routes_per_step_to_top_k_experts():
     torch.manual_seed(2)
     same = SAME(6, 5, experts=3, k=1)
     probs, idx, gates = same.route(torch.randn(2, 6))
-    assert probs.shape == (2, 3) and idx.shape == (2, 1) and torch.allclose(gates, torch.ones(2, 1))
+    assert probs.shape == (2, 3) and idx.shape == (2, 1)
+    assert torch.equal(idx[:, 0], probs.argmax(-1)) and torch.allclose(gates[:, 0], probs.max(-1).values)
     tokens = torch.randn(2, 4, 5)
     scores = same.score(tokens, idx, gates)
-    for b in range(2):  # k = 1: exactly the chosen expert's scores
-        assert torch.allclose(scores[b], same.experts[int(idx[b, 0])](tokens[b])[:, 0], atol=1e-6)
+    for b in range(2):  # k = 1: the chosen expert's scores times its router probability (the Switch gate)
+        expected = probs[b].max() * same.experts[int(idx[b, 0])](tokens[b])[:, 0]
+        assert torch.allclose(scores[b], expected, atol=1e-6)
+    # the navigation loss reaches the router through that gate (a renormalised single gate is 1: no gradient)
+    torch.nn.functional.cross_entropy(scores, torch.tensor([0, 3])).backward()
+    assert same.router.weight.grad is not None and same.router.weight.grad.abs().sum().item() > 1e-6
+    same2 = SAME(6, 5, experts=3, k=2)
+    _, idx2, gates2 = same2.route(torch.randn(2, 6))
+    assert torch.allclose(gates2.sum(-1), torch.ones(2))  # k >= 2: renormalised over the chosen experts
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError):

@@ -83,9 +83,10 @@ def test_gama_trains_on_two_tasks_and_reports_each_task_and_its_experts(corridor
     assert report["expert_usage"]["overall"] == {n: u["overall"] for n, u in usage.items()}
     # The router reads the state and the instruction (Eq. 8), shown on its logged probabilities, not on
     # the top-1 shares: over 16 decisions those are a coarse readout that legitimate model changes
-    # reshuffle (measured at HEAD: fine [0.25, 0.31, 0.44], coarse [0.44, 0.31, 0.25]; other seeds
-    # give identical shares for both tasks), and with top_k 1 the renormalised gate is 1, so only the
-    # load-balancing loss trains the router, towards uniform usage.
+    # reshuffle (measured: fine [0.25, 0.31, 0.44], coarse [0.44, 0.31, 0.25]; other seeds give
+    # identical shares for both tasks). With top_k 1 the gate is the raw router probability, so the
+    # navigation loss trains the router too and this tiny run's router is nearly one-hot (0.999):
+    # the pairs are compared on log-probabilities (the router's logits up to a constant).
     val = {n: {r["episode_id"].rsplit("-", 1)[1]: r for r in map(json.loads, (out / "tasks" / n / "val_seen" / "episodes.jsonl")
                                                                    .read_text().splitlines())} for n in usage}
     routed = {n: {i: [o for o in r["agent_outputs"] if "experts" in o] for i, r in records.items()} for n, records in val.items()}
@@ -97,12 +98,12 @@ def test_gama_trains_on_two_tasks_and_reports_each_task_and_its_experts(corridor
         assert max(float((torch.tensor([o["router"] for o in steps]) - torch.tensor(steps[0]["router"])).abs().sum(1).max())
                    for steps in episodes.values()) > 1e-3
     # the routing follows the instruction: episode i of both tasks starts at the same pose (same first
-    # view), and the two instructions route it differently (measured: L1 0.022-0.18 between the pairs'
-    # first router probabilities; a router blind to the instruction gives equal ones, up to rounding)
+    # view), and the two instructions route it differently (measured: L1 0.2-0.6 between the pairs'
+    # first router log-probabilities; a router blind to the instruction gives equal ones, up to rounding)
     for i, fine_steps in routed["fine_grained"].items():
         assert val["fine_grained"][i]["trajectory"][0] == val["coarse"][i]["trajectory"][0]
         a, b = torch.tensor(fine_steps[0]["router"]), torch.tensor(routed["coarse"][i][0]["router"])
-        assert (a - b).abs().sum() > 1e-3, (i, a, b)
+        assert (a.clamp_min(1e-6).log() - b.clamp_min(1e-6).log()).abs().sum() > 0.05, (i, a, b)
     # the checkpoint is selected by the mean over tasks of the metric on validation.split (the final validation here)
     final = summary["validation"][-1]
     assert set(final) >= {"fine_grained/val_seen", "coarse/val_seen"}

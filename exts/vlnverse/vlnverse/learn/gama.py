@@ -4,7 +4,7 @@ Experts (SAME) and the ``gama`` policy in ``POLICIES``.
 ``SAME``: the routing feature is the current view's and the instruction's CLS (Eq. 8: here the
 mean of the panorama view tokens and the mean of the text encoder's outputs); a router softmax
 over N experts (Eq. 9), **once per time step** (not per token); the top-k experts, their
-probabilities renormalised, score the actions (Eq. 10: each expert is an MLP over [state,
+probabilities renormalised (k = 1: the raw probability, as the Switch Transformer), score the actions (Eq. 10: each expert is an MLP over [state,
 action token]); the load-balancing loss is the importance loss ``N Σ_e P_e²`` (Shazeer et al.
 2017: 1 + CV² of P), P_e the mean router probability of expert e over the batch's valid steps:
 1 (its minimum) for uniform usage, up to N when one expert takes everything. (The Switch
@@ -78,10 +78,12 @@ class SAME(nn.Module):
                                      for _ in range(experts))
 
     def route(self, feature: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Routing feature (B, D) → (probabilities (B, N), top-k experts (B, k), their renormalised gates (B, k))."""
+        """Routing feature (B, D) → (probabilities (B, N), top-k experts (B, k), their gates (B, k)): the
+        probabilities renormalised over the k experts, or with k = 1 the raw probability (the Switch
+        Transformer's gate: a renormalised single gate is 1 and would pass the router no gradient)."""
         probs = F.softmax(self.router(feature), -1)
         gates, idx = probs.topk(self.k, -1)
-        return probs, idx, gates / gates.sum(-1, keepdim=True)
+        return probs, idx, gates if self.k == 1 else gates / gates.sum(-1, keepdim=True)
 
     def score(self, tokens: torch.Tensor, idx: torch.Tensor, gates: torch.Tensor) -> torch.Tensor:
         """Action tokens (B, A, D) → scores (B, A): Σ over the chosen experts of gate · expert(token)."""
