@@ -386,7 +386,7 @@ def row_config(row: dict, work: Path, budget: float | None, seed: int, device: s
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
-                   "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True},
+                   "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True, **row.get("il", {})},
             "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": validation_episodes, "split": "val_seen"},
             "device": device, "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / row["name"])}
 

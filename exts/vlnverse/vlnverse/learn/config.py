@@ -108,6 +108,10 @@ class ILConfig:
     #: weight of the STOP steps in the loss of the waypoint policies (VLN-BERT, HNR, GAMA), whose
     #: other steps weigh 1; also used by DAgger's retraining
     stop_weight: float = 1.0
+    #: exponential moving average of the weights (Polyak averaging), its decay per optimizer step
+    #: (warmed up as min(ema, (1 + t) / (10 + t))); 0: off. Validation, ``best.pt`` and every saved
+    #: checkpoint's weights are the average; ``last.pt`` also keeps the raw weights to resume from
+    ema: float = 0.0
 
     def validate(self) -> None:
         """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""
@@ -124,6 +128,8 @@ class ILConfig:
         require(isinstance(self.stop_weight, (int, float)) and not isinstance(self.stop_weight, bool)
                 and math.isfinite(self.stop_weight) and self.stop_weight > 0, "stop_weight", f"got {self.stop_weight!r}",
                 "a positive number (1 = every step weighs the same)")
+        require(isinstance(self.ema, (int, float)) and not isinstance(self.ema, bool) and 0 <= self.ema < 1, "ema",
+                f"got {self.ema!r}", "a decay in [0, 1) (0 = off; e.g. 0.95)")
 
 
 @dataclass

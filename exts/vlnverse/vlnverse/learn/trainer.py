@@ -272,6 +272,7 @@ class Trainer:
         self.optimizer: Any = None
         self.best: dict[str, Any] = {"metric": cfg.validation.metric, "value": None, "tag": None}
         self.global_step = 0
+        self.ema: dict[str, torch.Tensor] | None = None  # il.ema: the averaged weights (``_update_ema``)
         self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device),
                                         "world_size": self.ranks.world_size,
                                         "effective_batch": self.scale["effective_batch"], "distributed": self.scale,
@@ -346,12 +347,52 @@ class Trainer:
                                           weight_decay=self.cfg.il.weight_decay)
 
     def _save(self, path: Path, **extra: Any) -> None:
+        """Write a checkpoint; with ``il.ema`` its weights are the average and ``raw_state`` the trained ones."""
         if not self.ranks.is_main:  # one writer
             return
         extra["distributed"] = self.scale
-        save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={
-            "optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
-            "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra})
+        extra = {"optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
+                 "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra}
+        if self.ema is None:
+            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra=extra)
+            return
+        with self._averaged() as raw:
+            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={**extra, "raw_state": raw})
+
+    def _update_ema(self) -> None:
+        """Fold the weights after an optimizer step into the average (``il.ema``; started on the first step)."""
+        decay = self.cfg.il.ema
+        if not decay:
+            return
+        state = self.policy.state_dict()
+        if self.ema is None:
+            self.ema = {k: v.detach().clone() for k, v in state.items()}
+            return
+        d = min(decay, (1 + self.global_step) / (10 + self.global_step))
+        with torch.no_grad():
+            for k, v in state.items():
+                if v.is_floating_point():
+                    self.ema[k].mul_(d).add_(v.detach(), alpha=1 - d)
+                else:
+                    self.ema[k].copy_(v)
+
+    def _averaged(self) -> Any:
+        """Context: the policy holds the averaged weights (``il.ema``), the trained ones restored after;
+        yields a copy of the trained weights (None without an average)."""
+        from contextlib import contextmanager
+
+        @contextmanager
+        def swap():
+            if self.ema is None:
+                yield None
+                return
+            raw = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+            self.policy.load_state_dict(self.ema)
+            try:
+                yield raw
+            finally:
+                self.policy.load_state_dict(raw)
+        return swap()
 
     def observation(self, task: str | None) -> dict[str, Any] | None:
         """The observation setup of a task of a multi-task run (``tasks[i].observation``; None: the policy's own)."""
@@ -468,6 +509,7 @@ class Trainer:
                     if cfg.il.grad_clip > 0:
                         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.il.grad_clip)
                     self.optimizer.step()
+                    self._update_ema()
                     self.global_step += 1
                     batches_done += 1
                     unvalidated += 1
@@ -583,7 +625,8 @@ class Trainer:
 
     def _validate_and_keep_main(self, tag: str, accuracy: float, *, position: dict, **log_extra: Any) -> dict | None:
         cfg = self.cfg
-        results = self.validate(tag) if self.val_episodes else {}
+        with self._averaged():
+            results = self.validate(tag) if self.val_episodes else {}
         split = cfg.validation.split or next(iter(results), None)
         for name, m in results.items():
             self.logger.log(self.global_step, phase="val", val_split=name, **{f"val_{k}": m.get(k) for k in
@@ -655,6 +698,9 @@ class Trainer:
                                   f"{self.scale['effective_batch']} ({self.ranks.world_size} ranks)", file=self.last_path,
                                   field="distributed.batch", expected=f"the rank count that gives {saved}")
             self.policy = policy_from_checkpoint(data, path=self.last_path, device=self.device)
+            if isinstance(data.get("raw_state"), dict):  # il.ema: the file's weights are the average
+                self.ema = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+                self.policy.load_state_dict(data["raw_state"])
             self._new_optimizer()
             if data.get("optimizer"):
                 self.optimizer.load_state_dict(data["optimizer"])
@@ -764,6 +810,10 @@ class Trainer:
             restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
             saved = read_checkpoint(restart)
             self.policy.load_state_dict(saved["state_dict"])
+            self.ema = None
+            if isinstance(saved.get("raw_state"), dict):  # il.ema: the file's weights are the average
+                self.ema = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+                self.policy.load_state_dict(saved["raw_state"])
             self._new_optimizer()  # and the optimizer as it was then (fresh before round 1), as in an uninterrupted run
             if start_round > 1 and saved.get("optimizer"):
                 self.optimizer.load_state_dict(saved["optimizer"])
