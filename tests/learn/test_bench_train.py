@@ -95,6 +95,8 @@ def test_validation_episodes_flag_sets_every_rows_selection_and_refuses_non_posi
     row = next(r for r in POLICY_ROWS if r["name"] == "cma")
     assert row_config(row, tmp_path, None, 0, "cpu", 1, {})["validation"]["limit"] == VALIDATION_EPISODES == 6
     assert row_config(row, tmp_path, None, 0, "cpu", 1, {}, validation_episodes=40)["validation"]["limit"] == 40
+    il = row_config({**row, "il": {"ema": 0.98}}, tmp_path, None, 0, "cpu", 1, {})["il"]  # a row's own IL settings
+    assert il["ema"] == 0.98 and il["lr"] == row["lr"] and il["epochs"] == 15
     args = argparse.Namespace(name="train", policies="cma", budget=None, epochs=None, validation_episodes=0, seed=0,
                               out=str(tmp_path / "bt.json"), render_only=False)
     with pytest.raises(ConfigError, match="--validation-episodes") as err:
