@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from learn_helpers import small_config
-from test_trainer import TINY, _train
+from test_trainer import TINY, _train, interrupt_batch
 
 EMA = {**TINY, "il__epochs": 3, "il__batch_size": 1, "il__ema": 0.5, "validation__every": 5, "val": {}}
 
@@ -73,24 +73,14 @@ def test_validation_runs_on_the_averaged_weights(corridor, episodes_file, tmp_pa
 def test_interrupted_run_with_an_average_resumes_to_the_same_weights(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 
-    from vlnverse.learn import trainer as T
     from vlnverse.learn.checkpoint import read_checkpoint
 
     _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **EMA), corridor)
-    calls = {"n": 0}
-    original = T.EpisodeBatches.batch
-
-    def interrupting(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 6:
-            raise KeyboardInterrupt
-        return original(self, *a, **k)
-
     cfg = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **EMA)
-    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    undo = interrupt_batch(monkeypatch, 6)
     with pytest.raises(KeyboardInterrupt):
         _train(cfg, corridor)
-    monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    undo()
     _train(cfg, corridor)
     a, b = read_checkpoint(tmp_path / "full" / "last.pt"), read_checkpoint(tmp_path / "cut" / "last.pt")
     for key in ("state_dict", "raw_state"):

@@ -20,6 +20,23 @@ def _train(cfg, corridor, **kw):
     return run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None, **kw)
 
 
+def interrupt_batch(monkeypatch, call: int):
+    """Make the ``call``-th training batch raise ``KeyboardInterrupt`` (Ctrl-C); returns the undo."""
+    from vlnverse.learn import trainer as T
+
+    calls = {"n": 0}
+    original = T.EpisodeBatches.batch
+
+    def interrupting(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == call:
+            raise KeyboardInterrupt
+        return original(self, *a, **k)
+
+    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    return lambda: monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+
+
 @pytest.fixture(scope="module")
 def il_run(corridor, episodes_file, tmp_path_factory):
     out = tmp_path_factory.mktemp("il") / "run"
@@ -176,26 +193,16 @@ def test_il_with_init_warm_starts_from_the_checkpoint_and_refuses_another_policy
 def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 
-    from vlnverse.learn import trainer as T
     from vlnverse.learn.checkpoint import read_checkpoint
 
     kw = {**TINY, "il__epochs": 2, "il__batch_size": 1, "validation__every": 5, "val": {}}
     _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
-    calls = {"n": 0}
-    original = T.EpisodeBatches.batch
-
-    def interrupting(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 6:  # epoch 2, batch 2
-            raise KeyboardInterrupt
-        return original(self, *a, **k)
-
     cfg = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw)
-    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    undo = interrupt_batch(monkeypatch, 6)  # epoch 2, batch 2
     with pytest.raises(KeyboardInterrupt):
         _train(cfg, corridor)
     assert read_checkpoint(tmp_path / "cut" / "last.pt")["position"] == {"phase": "il", "epoch": 1, "batch": 1}
-    monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    undo()
     _train(cfg, corridor)
     a = read_checkpoint(tmp_path / "full" / "last.pt")["state_dict"]
     b = read_checkpoint(tmp_path / "cut" / "last.pt")["state_dict"]
@@ -261,30 +268,21 @@ def test_interrupted_dagger_run_resumes_to_the_same_weights(il_run, corridor, ep
     optimizer, truncates the aggregate to round 1's episodes, and ends where an uninterrupted run ends."""
     import torch
 
-    from vlnverse.learn import trainer as T
     from vlnverse.learn.checkpoint import read_checkpoint
     from vlnverse.learn.store import StepStore
 
     init = str(Path(il_run[0].out) / "best.pt")
     kw = {**TINY, "mode": "dagger", "init": init, "val": {}, "dagger": {"rounds": 2, "p": 0.5, "epochs": 1}}
     full = _train(small_config(tmp_path / "full", episodes_file, policy="seq2seq", **kw), corridor)
-    calls = {"n": 0}
-    original = T.EpisodeBatches.batch
-
-    def interrupting(self, *a, **k):
-        calls["n"] += 1
-        if calls["n"] == 6:  # round 1 trains 4 batches (4 teacher + 4 collected episodes); this is round 2, batch 2
-            raise KeyboardInterrupt
-        return original(self, *a, **k)
-
     cfg = small_config(tmp_path / "cut", episodes_file, policy="seq2seq", **kw)
-    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
+    # round 1 trains 4 batches (4 teacher + 4 collected episodes); the 6th is round 2, batch 2
+    undo = interrupt_batch(monkeypatch, 6)
     with pytest.raises(KeyboardInterrupt):
         _train(cfg, corridor)
     assert read_checkpoint(tmp_path / "cut" / "last.pt")["position"] == {"phase": "dagger", "round": 1,
                                                                           "aggregate_episodes": 4}
     assert len(StepStore(tmp_path / "cut" / "dagger_aggregate")) == 8  # round 2's episodes were collected
-    monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    undo()
     resumed = _train(cfg, corridor)
     assert [r["round"] for r in resumed["dagger"]] == [2]
     assert resumed["dagger"][0]["aggregated_steps"] == full["dagger"][1]["aggregated_steps"]
