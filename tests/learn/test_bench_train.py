@@ -89,14 +89,15 @@ def test_bench_count_flags_are_one_line_errors(flags, field):
 def test_validation_episodes_flag_sets_every_rows_selection_and_refuses_non_positive_counts(tmp_path):
     import argparse
 
-    from vlnverse.benchmarks.train import POLICY_ROWS, VALIDATION_EPISODES, row_config, run
+    from vlnverse.benchmarks.train import IL_EMA, POLICY_ROWS, VALIDATION_EPISODES, row_config, run
     from vlnverse.core.errors import ConfigError
 
     row = next(r for r in POLICY_ROWS if r["name"] == "cma")
     assert row_config(row, tmp_path, None, 0, "cpu", 1, {})["validation"]["limit"] == VALIDATION_EPISODES == 6
     assert row_config(row, tmp_path, None, 0, "cpu", 1, {}, validation_episodes=40)["validation"]["limit"] == 40
-    il = row_config({**row, "il": {"ema": 0.98}}, tmp_path, None, 0, "cpu", 1, {})["il"]  # a row's own IL settings
-    assert il["ema"] == 0.98 and il["lr"] == row["lr"] and il["epochs"] == 15
+    assert row_config(row, tmp_path, None, 0, "cpu", 1, {})["il"]["ema"] == IL_EMA == 0.98  # every row averages
+    il = row_config({**row, "il": {"ema": 0.0}}, tmp_path, None, 0, "cpu", 1, {})["il"]  # a row's own IL settings win
+    assert il["ema"] == 0.0 and il["lr"] == row["lr"] and il["epochs"] == 15
     args = argparse.Namespace(name="train", policies="cma", budget=None, epochs=None, validation_episodes=0, seed=0,
                               out=str(tmp_path / "bt.json"), render_only=False)
     with pytest.raises(ConfigError, match="--validation-episodes") as err:

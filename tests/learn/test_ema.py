@@ -26,7 +26,7 @@ def _recording(monkeypatch):
 
 def test_saved_weights_are_the_warmed_up_moving_average_of_the_trained_ones(corridor, episodes_file, tmp_path,
                                                                              monkeypatch):
-    from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.learn.checkpoint import export_checkpoint, read_checkpoint
 
     steps = _recording(monkeypatch)
     _train(small_config(tmp_path / "run", episodes_file, policy="seq2seq", **EMA), corridor)
@@ -46,6 +46,10 @@ def test_saved_weights_are_the_warmed_up_moving_average_of_the_trained_ones(corr
         assert not (data["state_dict"][k] == data["raw_state"][k]).all()
     # best.pt (no validation ran: the last weights) holds the average too, and the policy agent reads it
     assert (tmp_path / "run" / "best.pt").read_bytes() == (tmp_path / "run" / "last.pt").read_bytes()
+    # an exported checkpoint keeps the average and drops the raw weights (resuming only)
+    export_checkpoint(tmp_path / "run" / "best.pt", tmp_path / "shipped.pt")
+    shipped = read_checkpoint(tmp_path / "shipped.pt")
+    assert "raw_state" not in shipped and all((shipped["state_dict"][k] == data["state_dict"][k]).all() for k in trained)
 
 
 def test_validation_runs_on_the_averaged_weights(corridor, episodes_file, tmp_path, monkeypatch):

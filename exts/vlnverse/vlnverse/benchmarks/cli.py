@@ -30,7 +30,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train, gama_multitask: episodes of each other task per val_unseen and per test scene "
                         "(default a quarter of --eval-episodes / --test-episodes)")
     p.add_argument("--train-homes", type=int, default=None,
-                   help="train: N procedurally generated training homes (made on demand, reused; default 20); "
+                   help="train: N procedurally generated training homes (made on demand, reused; default 30); "
                         "0: the 6 shipped train scenes")
     p.add_argument("--episodes-per-home", type=int, default=None, help="train: episodes per generated home (default 8)")
     p.add_argument("--eval-episodes", type=int, default=None,

@@ -26,7 +26,7 @@ Steps:
    trains small CNNs from scratch.
 4. Per policy row: the teacher cache (RGB-D 64x64, Tel-Hop, teleport-rendered for the discrete
    oracle teacher), IL on every instruction of each path (the policy's loss, Adam at the row's
-   rate and batch size), validated on ``--validation-episodes`` (``VALIDATION_EPISODES``) val_seen episodes every
+   rate and batch size, weights averaged with decay ``IL_EMA``: ``il.ema``), validated on ``--validation-episodes`` (``VALIDATION_EPISODES``) val_seen episodes every
    ``VALIDATION_EVERY`` epochs and at the end: ``best.pt`` is the best val_seen nDTW (a continuous
    score; SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
    training episodes). The waypoint rows (VLN-BERT, HNR, GAMA) share one waypoint predictor
@@ -76,6 +76,7 @@ from typing import Any
 
 DEFAULT_BUDGET = 1200.0        # seconds per row that the dataset sizes are scaled against (--budget)
 IL_EPOCHS = 15                 # IL epochs per row (--epochs): the budget, the same for every row
+IL_EMA = 0.98                  # every row's weight averaging (il.ema): validated, selected and evaluated weights
 DAGGER_EPOCH_SHARE = 0.2       # the DAgger round retrains for this share of --epochs
 RESOLUTION = 64
 SENSORS = [{"name": "rgb", "kind": "rgb", "width": RESOLUTION, "height": RESOLUTION},
@@ -83,7 +84,7 @@ SENSORS = [{"name": "rgb", "kind": "rgb", "width": RESOLUTION, "height": RESOLUT
 VAL_SEEN_FRACTION = 0.25
 TRAIN_SCENE_EPISODES = 20      # per train scene at the default budget (6 scenes: ~90 train, ~30 val_seen)
 EVAL_EPISODES = 50             # per val_unseen and per test scene (2 + 2 scenes: 100 + 100 episodes)
-TRAIN_HOMES = 20               # generated training homes (--train-homes; 0: the 6 shipped train scenes)
+TRAIN_HOMES = 30               # generated training homes (--train-homes; 0: the 6 shipped train scenes)
 EPISODES_PER_HOME = 8          # per generated home (--episodes-per-home): the recipe of tasks/train/cma_fine_grained.yaml
 VAL_SEEN_HOMES_EPISODES = 40   # val_seen episodes held out of the generated homes' episodes
 VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (selection and curve)
@@ -386,7 +387,8 @@ def row_config(row: dict, work: Path, budget: float | None, seed: int, device: s
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
-                   "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True, **row.get("il", {})},
+                   "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True, "ema": IL_EMA,
+                   **row.get("il", {})},
             "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": validation_episodes, "split": "val_seen"},
             "device": device, "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / row["name"])}
 

@@ -99,8 +99,9 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
     return policy.to(device)
 
 
-#: what a checkpoint needs for resuming only (dropped by ``export_checkpoint``)
-RESUME_ONLY = ("optimizer", "position", "global_step", "best")
+#: what a checkpoint needs for resuming only (dropped by ``export_checkpoint``; ``raw_state``: the
+#: trained weights behind ``il.ema``'s average, which is the ``state_dict`` a user evaluates)
+RESUME_ONLY = ("optimizer", "position", "global_step", "best", "raw_state")
 
 
 def export_checkpoint(src: str | Path, dst: str | Path) -> dict[str, Any]:
