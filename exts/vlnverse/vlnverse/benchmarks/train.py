@@ -26,8 +26,8 @@ Steps:
    trains small CNNs from scratch.
 4. Per policy row: the teacher cache (RGB-D 64x64, Tel-Hop, teleport-rendered for the discrete
    oracle teacher), IL on every instruction of each path (the policy's loss, Adam at the row's
-   rate and batch size, weights averaged with decay ``IL_EMA``: ``il.ema``), validated on ``--validation-episodes`` (``VALIDATION_EPISODES``) val_seen episodes every
-   ``VALIDATION_EVERY`` epochs and at the end: ``best.pt`` is the best val_seen nDTW (a continuous
+   rate and batch size, weights averaged with decay ``IL_EMA``: ``il.ema``), validated on
+   ``--validation-episodes`` (``VALIDATION_EPISODES``) val_seen episodes every ``VALIDATION_EVERY`` epochs and at the end: ``best.pt`` is the best val_seen nDTW (a continuous
    score; SR ties at 0 early on). Then one DAgger round from it (β = p = 0.5 on a quarter of the
    training episodes). The waypoint rows (VLN-BERT, HNR, GAMA) share one waypoint predictor
    trained first on panoramas of the train scenes (outside the budget). ``--no-dagger``: IL only.

@@ -22,6 +22,7 @@ import math
 import shutil
 import time
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
@@ -376,23 +377,27 @@ class Trainer:
                 else:
                     self.ema[k].copy_(v)
 
-    def _averaged(self) -> Any:
+    @contextmanager
+    def _averaged(self):
         """Context: the policy holds the averaged weights (``il.ema``), the trained ones restored after;
         yields a copy of the trained weights (None without an average)."""
-        from contextlib import contextmanager
+        if self.ema is None:
+            yield None
+            return
+        raw = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+        self.policy.load_state_dict(self.ema)
+        try:
+            yield raw
+        finally:
+            self.policy.load_state_dict(raw)
 
-        @contextmanager
-        def swap():
-            if self.ema is None:
-                yield None
-                return
-            raw = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
-            self.policy.load_state_dict(self.ema)
-            try:
-                yield raw
-            finally:
-                self.policy.load_state_dict(raw)
-        return swap()
+    def _restore_average(self, data: dict[str, Any]) -> None:
+        """After loading a checkpoint's weights into the policy: with ``raw_state`` (``il.ema``) those
+        weights are the average, so keep them as it and continue from the trained ones."""
+        self.ema = None
+        if isinstance(data.get("raw_state"), dict):
+            self.ema = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
+            self.policy.load_state_dict(data["raw_state"])
 
     def observation(self, task: str | None) -> dict[str, Any] | None:
         """The observation setup of a task of a multi-task run (``tasks[i].observation``; None: the policy's own)."""
@@ -698,9 +703,7 @@ class Trainer:
                                   f"{self.scale['effective_batch']} ({self.ranks.world_size} ranks)", file=self.last_path,
                                   field="distributed.batch", expected=f"the rank count that gives {saved}")
             self.policy = policy_from_checkpoint(data, path=self.last_path, device=self.device)
-            if isinstance(data.get("raw_state"), dict):  # il.ema: the file's weights are the average
-                self.ema = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
-                self.policy.load_state_dict(data["raw_state"])
+            self._restore_average(data)
             self._new_optimizer()
             if data.get("optimizer"):
                 self.optimizer.load_state_dict(data["optimizer"])
@@ -810,10 +813,7 @@ class Trainer:
             restart = self.out / f"round_{start_round - 1:02d}.pt" if start_round > 1 else Path(cfg.init)
             saved = read_checkpoint(restart)
             self.policy.load_state_dict(saved["state_dict"])
-            self.ema = None
-            if isinstance(saved.get("raw_state"), dict):  # il.ema: the file's weights are the average
-                self.ema = {k: v.detach().clone() for k, v in self.policy.state_dict().items()}
-                self.policy.load_state_dict(saved["raw_state"])
+            self._restore_average(saved)
             self._new_optimizer()  # and the optimizer as it was then (fresh before round 1), as in an uninterrupted run
             if start_round > 1 and saved.get("optimizer"):
                 self.optimizer.load_state_dict(saved["optimizer"])
