@@ -106,6 +106,43 @@ def test_validation_episodes_flag_sets_every_rows_selection_and_refuses_non_posi
     assert not (tmp_path / "bt").exists()  # refused before any work
 
 
+@pytest.mark.parametrize("name", ["seq2seq", "cma", "rdp", "vlnbert", "hnr", "gama"])
+def test_each_rows_shipped_config_is_the_recipe_bench_train_runs(name, tmp_path):
+    """``tasks/train/<row>_fine_grained.yaml`` trains what ``bench train``'s row trains: its policy
+    and parameters (the recipe's encoder and waypoint predictor as ``auto``), rig, collision mode,
+    IL schedule, selection, generated homes and DAgger round (whose ``il.lr`` its header gives)."""
+    from dataclasses import asdict
+
+    from vlnverse.benchmarks import train as T
+    from vlnverse.core.io import to_jsonable
+    from vlnverse.eval.config import sensor_config
+    from vlnverse.learn.config import load_train_config, resolve_train_config_path
+    from vlnverse.learn.homes import HomesSource
+
+    row = next(r for r in T.POLICY_ROWS if r["name"] == name)
+    params = dict(row["params"])
+    if "rgb_encoder" in params:  # bench train's default --encoder pretrained: the recipe's encoder, frozen
+        params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "path": "auto", "frozen": True}
+    if row.get("waypoint_predictor"):
+        params["waypoint_predictor"] = "auto"
+    want = T.row_config(row, tmp_path, None, 0, "auto", 1, params)
+    path = resolve_train_config_path(f"{name}_fine_grained")
+    got = load_train_config(path).to_dict()
+    assert got["policy"] == to_jsonable(want["policy"])
+    assert got["sensors"] == [to_jsonable(asdict(sensor_config(s))) for s in want["sensors"]]
+    assert (got["task"], got["collision_mode"], got["max_steps"]) == (want["task"], "telhop", want["max_steps"])
+    assert {k: got["il"][k] for k in want["il"] if k != "max_seconds"} == \
+        {k: v for k, v in want["il"].items() if k != "max_seconds"}
+    assert {k: got["validation"][k] for k in want["validation"]} == want["validation"]
+    homes = HomesSource(homes=T.TRAIN_HOMES, episodes_per_home=T.EPISODES_PER_HOME)
+    assert {k: got["train"][k] for k in ("homes", "seed", "episodes_per_home")} == \
+        {"homes": homes.homes, "seed": homes.seed, "episodes_per_home": homes.episodes_per_home}
+    assert got["val"]["val_seen"] == got["train"]  # held-out episodes of the same homes
+    assert {k: got["dagger"][k] for k in T.DAGGER_ROUND} == T.DAGGER_ROUND
+    assert got["dagger"]["epochs"] == max(1, round(T.IL_EPOCHS * T.DAGGER_EPOCH_SHARE))
+    assert f"il.lr={T.DAGGER_LR:g}" in path.read_text(encoding="utf-8")
+
+
 def test_a_budget_too_small_for_one_epoch_names_the_minimum_budget(monkeypatch):
     import vlnverse.learn.trainer as trainer
     from vlnverse.benchmarks.train import _train

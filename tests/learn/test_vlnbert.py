@@ -118,6 +118,36 @@ def test_vlnbert_trains_evaluates_and_fine_tunes_online(corridor, episodes_file,
     assert any(r["phase"] == "dagger" and float(r["beta"]) == 0.5 for r in rows)
 
 
+def test_waypoint_predictor_auto_trains_the_recipe_predictor_once_and_embeds_it(corridor, episodes_file, tmp_path,
+                                                                                monkeypatch):
+    """``waypoint_predictor: auto`` trains the recipe's predictor into the cache on the first run
+    (reported in the summary) and reuses the same file on the next; the run's config keeps
+    ``auto`` and the checkpoint embeds the predictor, so eval needs only the checkpoint."""
+    from dataclasses import replace
+
+    from vlnverse.learn.waypoints import WaypointTrainConfig
+    from vlnverse.learn.waypoints import train as waypoint_train
+
+    small = WaypointTrainConfig(scenes=["corridor"], val_scenes=["corridor-held-out"], poses_per_scene=24,
+                                val_poses_per_scene=8, epochs=2, batch_size=8, model=dict(waypoint_train.RECIPE_MODEL))
+    monkeypatch.setattr(waypoint_train, "recipe_config", lambda seed, **kw: replace(small, seed=seed))
+    first = _train(_cfg(tmp_path / "a", episodes_file, "auto", il__epochs=1), corridor)
+    wp = first["waypoint_predictor"]
+    path = Path(wp["path"])
+    assert path.is_file() and path.parent.parent.name == "waypoints" and tmp_path / "cache" in path.parents
+    assert wp["train_poses"] > 0 and 0.0 <= wp["held_out"]["next_waypoint_hit"] <= 1.0
+    stamp = path.stat().st_mtime_ns
+    second = _train(_cfg(tmp_path / "b", episodes_file, "auto", il__epochs=1), corridor)
+    assert second["waypoint_predictor"]["path"] == str(path) and path.stat().st_mtime_ns == stamp  # reused
+    saved = json.loads((tmp_path / "b" / "config.json").read_text())["config"]
+    assert saved["policy"]["params"]["waypoint_predictor"] == "auto"
+    data = read_checkpoint(tmp_path / "b" / "last.pt")
+    assert data["waypoint_predictor"]["source"] == str(path) and any(k.startswith("predictor.") for k in data["state_dict"])
+    # another seed is another recipe predictor
+    third = _train(_cfg(tmp_path / "c", episodes_file, "auto", il__epochs=1, seed=1), corridor)
+    assert third["waypoint_predictor"]["path"] != str(path)
+
+
 def test_checkpoint_without_predictor_is_a_one_line_error(corridor, episodes_file, predictor_file, tmp_path):
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import write_checkpoint_dict

@@ -78,6 +78,9 @@ DEFAULT_BUDGET = 1200.0        # seconds per row that the dataset sizes are scal
 IL_EPOCHS = 15                 # IL epochs per row (--epochs): the budget, the same for every row
 IL_EMA = 0.98                  # every row's weight averaging (il.ema): validated, selected and evaluated weights
 DAGGER_EPOCH_SHARE = 0.2       # the DAgger round retrains for this share of --epochs
+DAGGER_ROUND = {"rounds": 1, "p": 0.5}  # every row's DAgger round (VLN-BERT's online fine-tuning): beta = p
+DAGGER_LR = 0.0005             # its learning rate (il.lr of the round)
+DAGGER_EPISODE_SHARE = 4       # it collects 1 / this of the IL episodes
 RESOLUTION = 64
 SENSORS = [{"name": "rgb", "kind": "rgb", "width": RESOLUTION, "height": RESOLUTION},
            {"name": "depth", "kind": "depth", "width": RESOLUTION, "height": RESOLUTION}]
@@ -89,7 +92,6 @@ EPISODES_PER_HOME = 8          # per generated home (--episodes-per-home): the r
 VAL_SEEN_HOMES_EPISODES = 40   # val_seen episodes held out of the generated homes' episodes
 VALIDATION_EPISODES = 6        # val_seen episodes of each IL validation (selection and curve)
 VALIDATION_EVERY = 4           # IL epochs between validations
-PREDICTOR_RGB = True           # the waypoint rows' predictor reads RGB with depth: their navigators see RGB-D
 TABLE7_VALIDATION_EPISODES = 40  # val_seen episodes choosing the online round of the VLN-BERT row's Table 7 stage
 #: the VLN-BERT row's Table 7 stage (``bench transfer`` on the run's work folder), resolved when a run
 #: needs it: the transfer bench builds on this module, so naming it here keeps the imports one-way
@@ -196,19 +198,16 @@ def _rows(args) -> list[dict]:
 def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints",
                              render: Any = None) -> dict:
     """The candidate waypoint predictor trained afresh on ``body``'s RGB-D panoramas of the train
-    scenes (``PREDICTOR_RGB``; 150 poses per scene at the default budget, drawn with ``render``: a
-    ``RenderConfig``, None the defaults) into ``work/folder``; returns its file, held-out metrics
-    and seconds. The waypoint rows' navigators read its view features, so they see RGB-D through it."""
+    scenes (``learn.waypoints.train.recipe_config``: 150 poses per scene at the default budget,
+    drawn with ``render``: a ``RenderConfig``, None the defaults) into ``work/folder``; returns its
+    file, held-out metrics and seconds. The waypoint rows' navigators read its view features, so they see RGB-D through it."""
     import shutil
 
-    from vlnverse.learn.waypoints import WaypointTrainConfig, run_waypoint_training
+    from vlnverse.learn.waypoints.train import recipe_config, run_waypoint_training
 
     shutil.rmtree(work / folder, ignore_errors=True)  # a fresh run (it would resume)
     t0 = time.perf_counter()
-    wp = run_waypoint_training(WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)),
-                                                   val_poses_per_scene=max(10, round(60 * scale)), seed=seed, body=body,
-                                                   render=render, model={"rgb": PREDICTOR_RGB}),
-                               work / folder)
+    wp = run_waypoint_training(recipe_config(seed, scale=scale, body=body, render=render), work / folder)
     return {"path": str(work / folder / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -444,9 +443,9 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
     if dagger:
         dagger_cfg = {**base, "mode": "dagger", "init": ckpt, "out": str(work / "dagger" / name),
                       "validation": {"metric": "nDTW", "limit": validation_episodes, "split": "val_seen"},
-                      "il": {**base["il"], "lr": 0.0005, "max_seconds": None if budget is None else 0.10 * budget},
-                      "dagger": {"rounds": 1, "p": 0.5, "epochs": max(1, round(epochs * DAGGER_EPOCH_SHARE)),
-                                 "episodes": max(2, n_train // 4)}}
+                      "il": {**base["il"], "lr": DAGGER_LR, "max_seconds": None if budget is None else 0.10 * budget},
+                      "dagger": {**DAGGER_ROUND, "epochs": max(1, round(epochs * DAGGER_EPOCH_SHARE)),
+                                 "episodes": max(2, n_train // DAGGER_EPISODE_SHARE)}}
         (round_info,) = _train(dagger_cfg, budget, 0.10)["dagger"]
     curve = training_curve(il_dir / "train_log.csv")
     cache = il["cache"]

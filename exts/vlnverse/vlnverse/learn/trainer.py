@@ -273,6 +273,7 @@ class Trainer:
         self.optimizer: Any = None
         self.best: dict[str, Any] = {"metric": cfg.validation.metric, "value": None, "tag": None}
         self.global_step = 0
+        self.predictor_file: str | None = None  # policy.params.waypoint_predictor: auto, resolved (``run``)
         self.ema: dict[str, torch.Tensor] | None = None  # il.ema: the averaged weights (``_update_ema``)
         self.summary: dict[str, Any] = {"mode": cfg.mode, "policy": cfg.policy.name, "device": str(self.device),
                                         "world_size": self.ranks.world_size,
@@ -403,6 +404,28 @@ class Trainer:
         """The observation setup of a task of a multi-task run (``tasks[i].observation``; None: the policy's own)."""
         return next((t.observation for t in self.cfg.tasks if t.name == task), None)
 
+    def _recipe_predictor(self) -> str | None:
+        """``policy.params.waypoint_predictor: auto``: the recipe's predictor (trained once into the
+        cache, ``learn.waypoints.train.recipe_predictor``) and its figures in the summary; else None."""
+        if (self.cfg.policy.params or {}).get("waypoint_predictor") != "auto":
+            return None
+        from .waypoints.train import recipe_predictor
+
+        figures = recipe_predictor(seed=self.cfg.seed, cache_dir=self.cfg.cache.dir, body=self.cfg.body,
+                                   render=self.cfg.render, progress=self.progress, report=self.report,
+                                   context_loader=self.scene_loader)
+        self.summary["waypoint_predictor"] = figures
+        self.provenance["waypoint_predictor"] = figures["path"]
+        return figures["path"]
+
+    def policy_params(self) -> dict[str, Any]:
+        """A copy of ``policy.params`` with ``waypoint_predictor: auto`` resolved to its file (the
+        config, and so every checkpoint's, keeps ``auto``; checkpoints embed the predictor's weights)."""
+        params = copy.deepcopy(dict(self.cfg.policy.params or {}))
+        if self.predictor_file is not None:
+            params["waypoint_predictor"] = self.predictor_file
+        return params
+
     def teacher_spec(self, task: str | None = None) -> Any:
         """The configured policy's teacher (``VLNPolicy.teacher_spec(params)``), or None for the
         discrete oracle teacher of Seq2Seq / CMA; with ``task``, seeing that task's observation setup."""
@@ -411,7 +434,7 @@ class Trainer:
         from .policies import POLICIES
         from .waypoints.grid import ObservationSetup
 
-        params = dict(self.cfg.policy.params or {})
+        params = self.policy_params()
         # a built policy may say what its teacher must record beyond its config (e.g. an HNR
         # checkpoint from before grid features: one point per view)
         params.update(getattr(self.policy, "teacher_overrides", dict)())
@@ -671,6 +694,7 @@ class Trainer:
         self.train_episodes = train
         self.provenance = {"mode": self.cfg.mode, "train_episodes": len(train), "seed": self.cfg.seed,
                            **({"init": str(self.cfg.init), "init_tensors_sha256": init["tensors_sha256"]} if init else {})}
+        self.predictor_file = self.ranks.main_first(self._recipe_predictor)  # rank 0 trains it, the others read
         self.logger = RunLogger(self.out, self.report) if self.ranks.is_main else NullLogger()
         try:
             result = self._run_dagger(train, resume, init) if self.cfg.mode == "dagger" else self._run_il(train, resume, init)
@@ -717,7 +741,7 @@ class Trainer:
 
             # {type: pretrained, path: auto}: the config (and so every checkpoint's) keeps 'auto'; the
             # policy is built from the resolved file, whose trunks its weights then hold
-            params = copy.deepcopy(cfg.policy.params)
+            params = self.policy_params()
             encoder = self.ranks.main_first(lambda: resolve_auto_encoders(
                 params, cfg.sensors, self.train_scenes, seed=cfg.seed, cache_dir=cfg.cache.dir,
                 progress=self.progress, report=self.report, render=cfg.render))

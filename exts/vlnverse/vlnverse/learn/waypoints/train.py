@@ -181,6 +181,53 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
     return metrics
 
 
+#: the recipes' predictor model (``policy.params.waypoint_predictor: auto``, ``bench train``'s waypoint
+#: rows): RGB-D panoramas, so the navigators that read its view features see RGB-D
+RECIPE_MODEL = {"rgb": True}
+
+
+def recipe_config(seed: int, *, scale: float = 1.0, body: str | None = None, render: Any = None) -> WaypointTrainConfig:
+    """The recipe predictor's settings: ``vlnverse waypoints train --rgb`` at its defaults (150
+    training and 60 held-out poses per scene at ``scale`` 1, at least 30 and 10) for ``body``."""
+    return WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)), val_poses_per_scene=max(10, round(60 * scale)),
+                               seed=seed, body=body or WaypointTrainConfig.body, render=render, model=dict(RECIPE_MODEL))
+
+
+def recipe_predictor(*, seed: int, cache_dir: Any = None, body: str | None = None, render: Any = None,
+                     progress: bool = True, report: Callable[[str], None] = print,
+                     context_loader: Callable[[Any], Any] | None = None) -> dict[str, Any]:
+    """The recipe predictor (``recipe_config``) trained once and cached under
+    ``<cache>/waypoints/<content key>`` (its scenes' bytes, the settings, the code version);
+    returns its file and held-out figures. ``metrics.json``, written last, marks it complete.
+    ``context_loader`` (tests): loads the configured scene names, keyed by name."""
+    import json
+
+    from .. import code_version
+    from ...core.cache_key import content_digest
+    from ...scenes.splits import resolve_scenes
+    from ..cache import keyed_folder
+
+    cfg = recipe_config(seed, body=body, render=render)
+    cfg.validate()
+    if context_loader is None:
+        paths = resolve_scenes(cfg.scenes) + resolve_scenes(cfg.val_scenes, field="val_scenes")
+        scenes = [content_digest(Path(p).read_bytes()) for p in paths]
+    else:
+        scenes = [str(s) for s in list(cfg.scenes) + list(cfg.val_scenes)]
+    key = {"scenes": scenes, "config": to_jsonable(_config_dict(cfg)), "code": code_version()}
+    out = keyed_folder(cache_dir, "waypoints", key)
+    done = out / "metrics.json"
+    if done.is_file() and (out / "predictor.pt").is_file():
+        report(f"waypoint predictor: reusing {out / 'predictor.pt'}")
+        metrics = json.loads(done.read_text(encoding="utf-8"))
+    else:
+        report(f"waypoint predictor: training the recipe's ({cfg.poses_per_scene} RGB-D panoramas per train scene) "
+               f"into {out}")
+        metrics = run_waypoint_training(cfg, out, progress=progress, report=report, context_loader=context_loader)
+    return {"path": str(out / "predictor.pt"), "held_out": metrics["held_out"]["predicted"],
+            "train_poses": metrics["train_poses"]}
+
+
 def _config_dict(cfg: WaypointTrainConfig) -> dict[str, Any]:
     """``asdict(cfg)`` with ``render`` only when not the defaults (default runs write what they did before)."""
     data = asdict(cfg)
