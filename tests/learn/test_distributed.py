@@ -263,3 +263,12 @@ def test_run_log_of_an_earlier_version_keeps_its_columns_on_resume(tmp_path):
     logger.close()
     row = next(csv.DictReader(open(new / "train_log.csv")))
     assert (row["world_size"], row["effective_batch"], row["lr"]) == ("2", "8", "0.001")
+    # a run stopped before its first row left an empty log: the resumed run writes the header
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "train_log.csv").write_text("")
+    logger = RunLogger(empty)
+    logger.log(5, phase="il", epoch=2, loss=0.25)
+    logger.close()
+    rows = list(csv.DictReader(open(empty / "train_log.csv")))
+    assert list(rows[0]) == list(LOG_COLUMNS) and rows[0]["phase"] == "il" and rows[0]["loss"] == "0.25"

@@ -68,7 +68,8 @@ class RunLogger:
 
     def __init__(self, out: Path, report: Callable[[str], None] = print):
         self.path = out / "train_log.csv"
-        new = not self.path.is_file()
+        # a run stopped between opening the log and its first row leaves an empty file: a new log
+        new = not self.path.is_file() or self.path.stat().st_size == 0
         columns = LOG_COLUMNS if new else (self.path.read_text(encoding="utf-8").splitlines()[:1] or [""])[0].split(",")
         self._fh = open(self.path, "a", newline="", encoding="utf-8")
         self._csv = csv.DictWriter(self._fh, fieldnames=[c for c in columns if c] or LOG_COLUMNS, extrasaction="ignore")
