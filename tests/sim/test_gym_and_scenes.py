@@ -164,3 +164,33 @@ def test_random_starts_use_the_body_height_band():
     pts = _start_points(env)
     assert (pts[:, 0] >= 3.0 + 0.17 - 0.01).all(), "a start under the shelf penetrates it"
     env.close()
+
+
+def test_objects_at_the_agents_compile_origin_start_awake_without_a_mujoco_warning():
+    """Generated home 1029 has a nightstand (and what stands on it) over the origin, where the
+    agent's cylinder (never asleep) is compiled: they start awake, so MuJoCo no longer warns that
+    it could not sleep them (a stray MUJOCO_LOG.TXT); every other movable object starts asleep."""
+    import warnings
+
+    import mujoco
+
+    from vlnverse.core.body import as_body
+    from vlnverse.scenes.procgen import generate_home
+
+    if not hasattr(mujoco.mjtSleepPolicy, "mjSLEEP_INIT"):
+        pytest.skip("MuJoCo without island sleeping")
+    desc = generate_home(1029)
+    body = as_body("r2r_ce")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = build_model(desc, body).model
+    assert not [w for w in caught if "could be slept" in str(w.message)]
+    movable = [o for o in desc.objects if o.movable and o.geom_indices]
+    at_origin = [o for o in movable if o.bounds_min[0] < body.radius and o.bounds_min[1] < body.radius
+                 and o.bounds_max[0] > -body.radius and o.bounds_max[1] > -body.radius]
+    near = {o.instance_id for o in at_origin}
+    assert 126 in near and len(near) < len(movable)
+    init = int(mujoco.mjtSleepPolicy.mjSLEEP_INIT)
+    policy = {o.instance_id: int(model.tree_sleep_policy[model.body_treeid[model.body(f"obj{o.instance_id}").id]])
+              for o in movable}
+    assert {i for i, p in policy.items() if p != init} == near

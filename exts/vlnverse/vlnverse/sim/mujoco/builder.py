@@ -132,6 +132,17 @@ def _darker_material(spec, name: str, level: float, cache: dict) -> str:
     return cache[key]
 
 
+#: metres beyond the agent's radius within which an object counts as touching it at the origin
+AGENT_START_MARGIN = 0.05
+
+
+def _near_origin(obj, reach: float) -> bool:
+    """Whether ``obj``'s footprint (its XY bounds) comes within ``reach`` of the origin."""
+    lo, hi = np.asarray(obj.bounds_min, dtype=float), np.asarray(obj.bounds_max, dtype=float)
+    gap = np.maximum(np.maximum(lo[:2], -hi[:2]), 0.0)
+    return float(np.hypot(*gap)) <= reach
+
+
 def _geom_volume(g: Geom) -> float:
     if g.kind == "box":
         return float(8 * np.prod(g.size))
@@ -337,7 +348,10 @@ def _compile(desc: SceneDescription, body: AgentBody, step_height: float, physic
         centre = obj.position
         bname = f"obj{obj.instance_id}"
         b = world.add_body(name=bname, pos=centre)
-        if hasattr(b, "sleep"):  # MuJoCo >= 3.4: resting objects start asleep and wake when touched
+        # MuJoCo >= 3.4: resting objects start asleep and wake when touched; not one touching the
+        # agent's cylinder at the origin (where it is compiled; it never sleeps): MuJoCo could not
+        # put it to sleep and would warn (a stray MUJOCO_LOG.TXT)
+        if hasattr(b, "sleep") and not _near_origin(obj, body.radius + AGENT_START_MARGIN):
             b.sleep = mujoco.mjtSleepPolicy.mjSLEEP_INIT
         b.add_freejoint()
         for gi, g, vol in zip(obj.geom_indices, geoms, volumes):
