@@ -257,7 +257,7 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
 def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_training(tmp_path, monkeypatch):
     import vlnverse.benchmarks.train as B
     import vlnverse.eval.runner as R
-    import vlnverse.learn.waypoints as W
+    import vlnverse.learn.waypoints.train as W
     from vlnverse.eval.config import NamedSpec, RenderConfig
 
     renders, predictor = [], []
