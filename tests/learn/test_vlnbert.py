@@ -240,6 +240,7 @@ def test_text_encoder_weights_load_from_a_local_file_and_predictor_is_required(p
     torch.manual_seed(0)
     a = build_policy("vlnbert", {**PARAMS, "waypoint_predictor": str(predictor_file)}, vocab, rig)
     assert any("trained from scratch" in n for n in a.notes)
+    assert not [n for n in a.notes if n.startswith(("rgb_encoder", "depth_encoder"))]  # it reads the predictor's features
     from safetensors.torch import save_file
 
     save_file(a.instruction.state_dict(), tmp_path / "text.pt")

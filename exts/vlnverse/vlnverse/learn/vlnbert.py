@@ -491,8 +491,9 @@ class VLNBertPolicy(VLNPolicy):
         h = self.hidden_size
         text_spec = dict(text_encoder or {})
         self.instruction = TextEncoder(vocab, notes=self.notes, **{"size": h, **text_spec})
-        # the base class's LSTM encoder notes are replaced by the text encoder's
-        self.notes[:] = [n for n in self.notes if not n.startswith("instruction_encoder")]
+        # the base class's LSTM encoder notes are replaced by the text encoder's; its camera
+        # encoders' notes go too: the navigator reads the predictor's view features
+        self.notes[:] = [n for n in self.notes if not n.startswith(("instruction_encoder", "rgb_encoder", "depth_encoder"))]
         feat = predictor.params["hidden_size"]
         self.views = predictor.views
         self.max_distance = predictor.grid.max_distance
