@@ -135,6 +135,27 @@ def test_denoising_loss_falls_and_samples_have_shape_units_and_seed_determinism(
     assert torch.allclose(back[:2, 2].abs(), torch.tensor([math.pi, math.pi]), atol=1e-5)
 
 
+@pytest.mark.parametrize("prediction", ["epsilon", "sample"])
+def test_samples_follow_their_condition(one_thread, prediction):
+    """Two conditions, two chunks (veer left, veer right): after training each condition's sample
+    is its own chunk (with either prediction target), not a blend or the other one."""
+    policy = _policy(prediction=prediction)
+    gen = torch.Generator().manual_seed(0)
+    conds = torch.randn(2, 2 * PARAMS["hidden_size"], generator=gen)
+    left = torch.tensor([[0.4, 0.3, 0.6], [0.5, 0.0, 0.0], [0.5, 0.0, 0.0]])
+    right = left * torch.tensor([1.0, -1.0, -1.0])
+    cond, target = conds.repeat(8, 1), torch.stack([left, right]).repeat(8, 1, 1)
+    opt = torch.optim.Adam(policy.denoiser.parameters(), lr=3e-3)
+    for i in range(300):
+        loss = policy.diffusion_loss(cond, target, generator=torch.Generator().manual_seed(i)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    policy.eval()
+    got = policy.sample(conds, torch.Generator().manual_seed(3))
+    assert torch.allclose(got[0], left, atol=0.12) and torch.allclose(got[1], right, atol=0.12), got
+
+
 def test_nan_sample_is_drawn_again_and_counted(monkeypatch):
     from vlnverse.sim.types import WaypointAction
 
@@ -164,6 +185,8 @@ def test_bad_params_are_config_errors():
         _policy(sampler="euler")
     with pytest.raises(ConfigError, match="stop_threshold"):
         _policy(stop_threshold=1.5)
+    with pytest.raises(ConfigError, match="prediction.*epsilon or sample"):
+        _policy(prediction="v")
 
 
 def _train(cfg, corridor):
@@ -189,6 +212,7 @@ def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episod
     rec = json.loads((Path(cfg.out) / "val" / "epoch_002" / "train" / "episodes.jsonl").read_text().splitlines()[0])
     assert all(a == "STOP" or a["type"] == "WaypointAction" for a in rec["actions"])
     assert "progress" in rec["agent_outputs"][0]
+    _check_condition_check(Path(cfg.out), store)
     # the checkpoint rebuilds the same policy: identical (seeded) sampling, hence identical actions
     from test_trainer import _actions
 
@@ -207,6 +231,29 @@ def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episod
     assert any(not torch.equal(before[k], after[k]) for k in before)
     agg = StepStore(Path(dagger.out) / "dagger_aggregate")
     assert set(agg.extra_fields) == {"actions", "progress", "executed_action"}
+
+
+def _check_condition_check(run: Path, store) -> None:
+    """tools/rdp_condition_check.py on a run: one row per moving teacher state, one first step per
+    episode; a denoiser blind to its condition (cond_in zeroed) scores the same shuffled or not."""
+    import importlib.util
+
+    from vlnverse.learn.checkpoint import policy_from_checkpoint
+    from vlnverse.learn.rdp import condition_check
+
+    spec = importlib.util.spec_from_file_location("rdp_condition_check", Path(__file__).parents[2] / "tools" / "rdp_condition_check.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.main([str(run), "--episodes", "3"]) == 0
+    got = json.loads((run / "condition_check.json").read_text())
+    moving = sum(int((store.episode(i)["label"] == 1).sum()) for i in range(min(3, len(store))))
+    assert got["all"]["states"] == moving and got["first_step"]["states"] == min(3, len(store))
+    assert 0 <= got["all"]["median_true"] <= 180 and 0 <= got["turning"]["states"] <= moving
+    policy = policy_from_checkpoint(read_checkpoint(run / "last.pt"), path=str(run / "last.pt"))
+    with torch.no_grad():
+        policy.denoiser.cond_in.weight.zero_()
+    blind = condition_check(policy, store, episodes=3)
+    assert blind["all"]["median_true"] == blind["all"]["median_shuffled"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ tokens attend over the instruction tokens); their pooled outputs, the depth feat
 previous executed motion feed a GRU that keeps the history. Conditioned on the GRU state, a small
 transformer denoiser predicts the noise of the next ``horizon`` continuous actions
 (Δx, Δy, Δyaw — each relative to the pose the previous one reaches, agent frame), trained with the
-DDPM objective (ε-prediction, squared-cosine schedule of ``diffusion_steps`` steps) and sampled
+DDPM objective (squared-cosine schedule of ``diffusion_steps`` steps; the MSE of the noise,
+``prediction: epsilon``, the paper's eq. 29, or of the clean chunk, ``sample``) and sampled
 with DDPM ancestral sampling (``sampler: ddpm``) or deterministic DDIM (``sampler: ddim``, η = 0,
 ``ddim_steps`` evenly spaced steps; the default — deterministic given the initial noise, and
 faster). Each visited state is trained with ``noise_samples`` (noise, step) draws. A stop-progress head (sigmoid; 0 at the start → 1 at the
@@ -62,6 +63,8 @@ from .vocab import Vocabulary
 
 ACTION_DIM = 3  # (dx, dy, dyaw)
 LATENT_DIM = 4  # diffusion space: (dx / spacing, dy / spacing, sin dyaw, cos dyaw) - no wrap at +-pi
+#: what the denoiser predicts: the noise (DDPM's ε) or the clean action chunk (x0)
+PREDICTIONS = ("epsilon", "sample")
 
 
 # -------------------------------------------------------------------------------------------- teacher
@@ -309,7 +312,7 @@ def timestep_embedding(k: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 class Denoiser(nn.Module):
-    """Transformer over [condition token, step token, T action tokens] → noise of each action."""
+    """Transformer over [condition token, step token, T action tokens] → the noise (or clean value) of each action."""
 
     def __init__(self, cond_dim: int, horizon: int, size: int = 128, heads: int = 4, layers: int = 2):
         super().__init__()
@@ -338,6 +341,61 @@ def medoid(chunks: torch.Tensor) -> torch.Tensor:
     return chunks[int(torch.cdist(flat, flat).sum(1).argmin())]
 
 
+# -------------------------------------------------------------------------------------------- diagnostics
+
+
+def heading_error_deg(pred: torch.Tensor, label: torch.Tensor) -> np.ndarray:
+    """Absolute angle (degrees, 0..180) between the (dx, dy) directions of two (N, 3) action rows."""
+    diff = torch.atan2(pred[:, 1], pred[:, 0]) - torch.atan2(label[:, 1], label[:, 0])
+    return np.abs(np.degrees(((diff + math.pi) % (2 * math.pi) - math.pi).double().numpy()))
+
+
+def condition_check(policy: "RDPPolicy", store: Any, *, episodes: int = 96, batch: int = 16, seed: int = 0,
+                    turn_deg: float = 30.0) -> dict[str, Any]:
+    """Does the denoiser follow its condition? Teacher-forced on the first ``episodes`` episodes of a
+    store of RDP teacher labels (the observation or feature cache of a run): for every state the
+    teacher moves from, the heading error (degrees) of the sampled first action against the
+    label, with the true conditions and with the conditions shuffled across the batch's states
+    (from the same initial noise): a denoiser that ignores its condition scores the same on both. Reported over all such states,
+    the turning ones (label bearing beyond ``turn_deg``) and the episodes' first steps: medians
+    and the share within ``turn_deg``."""
+    from .trainer import EpisodeBatches
+
+    data = EpisodeBatches([store], policy.vocab, policy.max_instruction_length, store.manifest["sensors"])
+    gen = torch.Generator().manual_seed(seed)
+    err: dict[str, list] = {"true": [], "shuffled": []}
+    turning, first = [], []
+    was_training = policy.training
+    policy.eval()
+    with torch.no_grad():
+        for start in range(0, min(len(data), episodes), batch):
+            b = data.batch(np.arange(start, min(start + batch, len(data), episodes)), 1.0, "cpu")
+            executed = b["extras"]["executed_action"]
+            prev = torch.cat([policy.start_motion(executed.shape[0])[:, None], executed[:, :-1]], dim=1)
+            cond = policy.condition_sequence(b["tokens"], b["frames"], prev)
+            moving = (b["weights"] > 0) & (b["labels"] == 1)
+            c, label = cond[moving], b["extras"]["actions"][moving][:, 0]
+            turning.append(np.abs(np.degrees(torch.atan2(label[:, 1], label[:, 0]).double().numpy())) > turn_deg)
+            first.append(torch.nonzero(moving)[:, 1].numpy() == 0)
+            shuffled = c[torch.randperm(len(c), generator=gen)]
+            noise = gen.get_state()  # both samples start from the same noise: only the condition differs
+            err["true"].append(heading_error_deg(policy.sample(c, gen)[:, 0], label))
+            gen.set_state(noise)
+            err["shuffled"].append(heading_error_deg(policy.sample(shuffled, gen)[:, 0], label))
+    policy.train(was_training)
+    masks = {"all": None, "turning": np.concatenate(turning), "first_step": np.concatenate(first)}
+    out: dict[str, Any] = {"episodes": min(len(data), episodes), "turn_deg": turn_deg}
+    for group, mask in masks.items():
+        row = {}
+        for cond_kind, parts in err.items():
+            e = np.concatenate(parts) if mask is None else np.concatenate(parts)[mask]
+            row["states"] = int(len(e))
+            row[f"median_{cond_kind}"] = round(float(np.median(e)), 1) if len(e) else None
+            row[f"within_{cond_kind}"] = round(float((e < turn_deg).mean()), 3) if len(e) else None
+        out[group] = row
+    return out
+
+
 # -------------------------------------------------------------------------------------------- policy
 
 
@@ -361,11 +419,13 @@ class RDPParams(VLNPolicyParams):
     clip_sample: float = param(3.0, low=0.0)
     noise_samples: int = param(4, low=1, high=10_000)
     action_samples: int = param(1, low=1, high=10_000)
+    prediction: str = "epsilon"
 
     def validate(self) -> None:
         """The sampler's name, DDIM steps within the diffusion's, the threshold in (0, 1), and
         attention heads that divide the widths they split."""
         checks = {"sampler": (self.sampler in ("ddpm", "ddim"), "ddpm or ddim"),
+                  "prediction": (self.prediction in PREDICTIONS, " or ".join(PREDICTIONS)),
                   "ddim_steps": (self.ddim_steps <= self.diffusion_steps, "1..diffusion_steps"),
                   "stop_threshold": (0 < self.stop_threshold < 1, "in (0, 1)"),
                   "attention_heads": (self.hidden_size % self.attention_heads == 0
@@ -391,13 +451,14 @@ class RDPPolicy(VLNPolicy):
                  waypoint_spacing: float = 0.5, stop_radius: float | None = None, teacher_clearance: float = 0.15, diffusion_steps: int = 20,
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
                  denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.95,
-                 clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, **params: Any):
+                 clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, prediction: str = "epsilon",
+                 **params: Any):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
         self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
         self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
-        self.noise_samples, self.action_samples = int(noise_samples), int(action_samples)
+        self.noise_samples, self.action_samples, self.prediction = int(noise_samples), int(action_samples), prediction
         self.progress_weight, self.stop_threshold, self.clip_sample = float(progress_weight), float(stop_threshold), float(clip_sample)
         h, text = self.hidden_size, self.instruction.out_dim
         self.text_proj = nn.Linear(text, h)
@@ -476,14 +537,16 @@ class RDPPolicy(VLNPolicy):
 
     def diffusion_loss(self, cond: torch.Tensor, actions: torch.Tensor, generator: torch.Generator | None = None
                        ) -> torch.Tensor:
-        """Per-sample DDPM ε-prediction MSE (N,) of action chunks (N, T, 3) in metres / radians."""
+        """Per-sample DDPM MSE (N,) of action chunks (N, T, 3) in metres / radians: of the noise
+        (``prediction: epsilon``) or of the clean chunk (``sample``)."""
         x0 = self.to_latent(actions)
         n = x0.shape[0]
         k = torch.randint(0, self.diffusion_steps, (n,), device=x0.device, generator=generator)
         noise = torch.randn(x0.shape, device=x0.device, generator=generator)
         ab = self.alphas_cumprod[k].view(n, 1, 1)
         noisy = ab.sqrt() * x0 + (1 - ab).sqrt() * noise
-        return F.mse_loss(self.denoiser(noisy, k, cond), noise, reduction="none").mean(dim=(1, 2))
+        target = noise if self.prediction == "epsilon" else x0
+        return F.mse_loss(self.denoiser(noisy, k, cond), target, reduction="none").mean(dim=(1, 2))
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
         """DDPM loss + λ · progress MSE over the valid steps of a trainer batch; also the number of
@@ -518,8 +581,9 @@ class RDPPolicy(VLNPolicy):
             steps = sorted({int(round(v)) for v in np.linspace(0, self.diffusion_steps - 1, self.ddim_steps)}, reverse=True)
         for i, k in enumerate(steps):
             kk = torch.full((b,), k, device=cond.device, dtype=torch.long)
-            eps = self.denoiser(x, kk, cond)
-            x0 = ((x - (1 - ab[k]).sqrt() * eps) / ab[k].sqrt()).clamp(-self.clip_sample, self.clip_sample)
+            out = self.denoiser(x, kk, cond)
+            x0 = (x - (1 - ab[k]).sqrt() * out) / ab[k].sqrt() if self.prediction == "epsilon" else out
+            x0 = x0.clamp(-self.clip_sample, self.clip_sample)
             if self.sampler == "ddpm":
                 prev_ab = ab[k - 1] if k > 0 else torch.tensor(1.0, device=cond.device)
                 beta = self.betas[k]
