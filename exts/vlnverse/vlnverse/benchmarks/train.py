@@ -107,8 +107,10 @@ ENCODER = {"type": "cnn", "channels": 16, "out_dim": 64}
 POLICY_PARAMS = {"hidden_size": 128, "instruction_encoder": {"embedding_size": 32, "hidden_size": 64},
                  "rgb_encoder": ENCODER, "depth_encoder": ENCODER, "progress_weight": 1.0}
 #: RDP with the same encoders; a small denoiser (horizon 4 actions of 0.5 m, 20 diffusion steps,
-#: DDIM with 10 at inference, 4 noise draws per visited state)
-RDP_PARAMS = {**POLICY_PARAMS, "denoiser_size": 64, "horizon": 4, "diffusion_steps": 20, "noise_samples": 4}
+#: DDIM with 10 at inference, 4 noise draws per visited state) that predicts the clean chunk: with
+#: ε-prediction it ignored its condition (docs/learning.md, "Why RDP trails CMA")
+RDP_PARAMS = {**POLICY_PARAMS, "denoiser_size": 64, "horizon": 4, "diffusion_steps": 20, "noise_samples": 4,
+              "prediction": "sample"}
 #: VLN-BERT sized for the CPU budget (its waypoint predictor sees 12 depth views of 16x16)
 VLNBERT_PARAMS = {"hidden_size": 64, "layers": 2, "heads": 4}
 #: HNR on VLN-BERT's size: the encoder's 2 x 2 grid cells per view in a cloud of 1024 points, one
