@@ -346,8 +346,8 @@ def medoid(chunks: torch.Tensor) -> torch.Tensor:
 
 def heading_error_deg(pred: torch.Tensor, label: torch.Tensor) -> np.ndarray:
     """Absolute angle (degrees, 0..180) between the (dx, dy) directions of two (N, 3) action rows."""
-    diff = torch.atan2(pred[:, 1], pred[:, 0]) - torch.atan2(label[:, 1], label[:, 0])
-    return np.abs(np.degrees(((diff + math.pi) % (2 * math.pi) - math.pi).double().numpy()))
+    diff = (torch.atan2(pred[:, 1], pred[:, 0]) - torch.atan2(label[:, 1], label[:, 0])).double().numpy()
+    return np.abs(np.degrees(wrap_angle(diff)))
 
 
 def condition_check(policy: "RDPPolicy", store: Any, *, episodes: int = 96, batch: int = 16, seed: int = 0,
@@ -370,9 +370,7 @@ def condition_check(policy: "RDPPolicy", store: Any, *, episodes: int = 96, batc
     with torch.no_grad():
         for start in range(0, min(len(data), episodes), batch):
             b = data.batch(np.arange(start, min(start + batch, len(data), episodes)), 1.0, "cpu")
-            executed = b["extras"]["executed_action"]
-            prev = torch.cat([policy.start_motion(executed.shape[0])[:, None], executed[:, :-1]], dim=1)
-            cond = policy.condition_sequence(b["tokens"], b["frames"], prev)
+            cond = policy.batch_conditions(b)
             moving = (b["weights"] > 0) & (b["labels"] == 1)
             c, label = cond[moving], b["extras"]["actions"][moving][:, 0]
             turning.append(np.abs(np.degrees(torch.atan2(label[:, 1], label[:, 0]).double().numpy())) > turn_deg)
@@ -548,13 +546,17 @@ class RDPPolicy(VLNPolicy):
         target = noise if self.prediction == "epsilon" else x0
         return F.mse_loss(self.denoiser(noisy, k, cond), target, reduction="none").mean(dim=(1, 2))
 
+    def batch_conditions(self, batch: dict[str, Any]) -> torch.Tensor:
+        """Conditions (B, T, 2H) of a trainer batch: each step's previous motion is the executed one before it."""
+        executed = batch["extras"]["executed_action"]
+        prev = torch.cat([self.start_motion(executed.shape[0], executed.device)[:, None], executed[:, :-1]], dim=1)
+        return self.condition_sequence(batch["tokens"], batch["frames"], prev)
+
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
         """DDPM loss + λ · progress MSE over the valid steps of a trainer batch; also the number of
         steps whose stop decision (progress > threshold) matches the teacher's (label 0 = STOP)."""
         extras = batch["extras"]
-        executed = extras["executed_action"]
-        prev = torch.cat([self.start_motion(executed.shape[0], executed.device)[:, None], executed[:, :-1]], dim=1)
-        cond = self.condition_sequence(batch["tokens"], batch["frames"], prev)
+        cond = self.batch_conditions(batch)
         valid = batch["weights"] > 0
         c = cond[valid]
         n = self.noise_samples  # several (noise, step) draws per visited state: more denoising signal per frame
