@@ -4,6 +4,7 @@ refused in one line naming ``train``."""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +96,33 @@ def test_homes_source_in_a_train_config(tmp_path, episodes_file):
         small_config(tmp_path / "x", episodes_file, val={"val_seen": {"homes": 3, "val_seen_fraction": 1.5}})
     with pytest.raises(ConfigError, match=r"train\.seed"):
         small_config(tmp_path / "x", episodes_file, train={"homes": 2, "seed": -1})
+    with pytest.raises(ConfigError, match=r"train\.val_seen_episodes.*only in a val\.val_seen block"):
+        small_config(tmp_path / "x", episodes_file, train={"homes": 2, "val_seen_episodes": 4})
+    with pytest.raises(ConfigError, match=r"val\.val_seen\.val_seen_episodes.*positive integer"):
+        small_config(tmp_path / "x", episodes_file, val={"val_seen": {"homes": 2, "val_seen_episodes": 0}})
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_val_seen_episodes_keeps_the_subset_bench_train_holds_out(seed, monkeypatch):
+    """A config's ``val.val_seen: {homes: ..., val_seen_episodes: M}`` validates on the episodes
+    ``bench train`` (``hold_out_seen``) holds out with the same seed, in the same order."""
+    import vlnverse.learn.homes as homes
+    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    eps = [Episode(f"e{i}", "gen_01000", "gen_01000.usd", "val_seen" if i % 3 == 0 else "train", "fine_grained",
+                   [0.0, 0.0, 0.0], 0.0, [Goal([1.0, 0.0, 0.0])], [[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]], 1.0,
+                   [Instruction("go")]) for i in range(30)]  # 10 held out
+    monkeypatch.setattr(homes, "homes_dataset", lambda spec, **kw: (list(eps), Path("unused"), {}))
+    source = homes.HomesSource(homes=1, val_seen_episodes=4)
+    got = resolve_split(source, split="val_seen", task_type="fine_grained", task="fine_grained", body=None,
+                        cache_dir=None, field="val.val_seen", progress=False, resolve_scenes=False, seed=seed)
+    bench = homes.hold_out_seen(eps, seed, 4)[1]
+    assert [e.episode_id for e in got] == [e.episode_id for e in bench] and len(got) == 4
+    everything = resolve_split(homes.HomesSource(homes=1), split="val_seen", task_type="fine_grained",
+                               task="fine_grained", body=None, cache_dir=None, field="val.val_seen", progress=False,
+                               resolve_scenes=False, seed=seed)
+    assert len(everything) == 10 and {e.episode_id for e in got} < {e.episode_id for e in everything}
 
 
 @pytest.mark.slow

@@ -259,7 +259,7 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
     ``tasks/train/*.yaml``): the dataset's train episodes, and at most ``VAL_SEEN_HOMES_EPISODES``
     of its val_seen episodes (a seeded subset: same homes, disjoint episodes)."""
-    from vlnverse.learn.homes import HomesSource, homes_dataset
+    from vlnverse.learn.homes import HomesSource, hold_out_seen, homes_dataset
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 
     spec = HomesSource(homes=homes, episodes_per_home=per_home)
@@ -269,24 +269,6 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     episodes = resolve_episode_scenes(episodes, scene_roots(None, folder / "episodes"))
     train, seen = hold_out_seen(episodes, seed, val_seen_cap)
     return train, seen, {"homes": homes, "episodes_per_home": per_home, "seed": spec.seed, **info}
-
-
-def hold_out_seen(episodes: list, seed: int, cap: int) -> tuple[list, list]:
-    """(train, val_seen) of generated episodes: the train ones, and a seeded subset of at most
-    ``cap`` of the val_seen ones (the generator holds each out with a probability); when it held
-    none out and there are two train episodes or more, one seeded train episode moves to val_seen
-    (every task of the multi-task row needs a val_seen split for validation)."""
-    import numpy as np
-
-    train = [e for e in episodes if e.split == "train"]
-    seen = [e for e in episodes if e.split == "val_seen"]
-    if not seen and len(train) >= 2:
-        from dataclasses import replace
-
-        i = int(np.random.default_rng(seed).integers(len(train)))
-        return train[:i] + train[i + 1:], [replace(train[i], split="val_seen")]
-    keep = sorted(np.random.default_rng(seed).choice(len(seen), min(cap, len(seen)), replace=False).tolist())
-    return train, [seen[i] for i in keep]
 
 
 def multitask_tasks(config: str = MULTITASK_CONFIG) -> list[dict]:
@@ -349,6 +331,7 @@ def multitask_data(work: Path, tasks: list[dict], split_eps: dict, counts: dict,
     ``homes``, or the shipped train scenes; seed ``seed + 10 i``, val_seen held out as the rows'
     are), ``counts['val_unseen']`` / ``counts['test']`` per shipped val_unseen / test scene
     (seeds ``seed + 10 i + 1`` / ``+ 2``), generated once into ``work/data_<split>_<name>``."""
+    from vlnverse.learn.homes import hold_out_seen
     from vlnverse.tasks.episode import save_episodes
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 

@@ -79,10 +79,14 @@ def train_source(value: Any, name: str = "train") -> Any:
         return value
     if isinstance(value, dict) and "homes" in value:
         try:
-            return from_dict(HomesSource, value)
+            source = from_dict(HomesSource, value)
         except ConfigError as exc:
             raise ConfigError(exc.problem, field=f"{name}.{exc.field}" if exc.field else name,
                               expected=exc.expected) from None
+        if source.val_seen_episodes is not None and name.rsplit(".", 1)[-1] != "val_seen":
+            raise ConfigError(f"got {source.val_seen_episodes!r}", field=f"{name}.val_seen_episodes",
+                              expected="only in a val.val_seen block (it caps the held-out episodes)")
+        return source
     return episode_source(value, name)
 
 

@@ -3,7 +3,9 @@
 ``train: {homes: N, seed: S, episodes_per_home: K}`` (``HomesSource``) trains on N homes of the
 scene generator (``scenes.procgen.generate_home``, seeds S … S+N−1, scene ids ``gen_<seed>``),
 each with K episodes of the config's task, ``val_seen_fraction`` of them held out as ``val_seen``
-(the same block under ``val: {val_seen: ...}`` gives those: same homes, disjoint episodes). They are made on demand, deterministically by seed, into
+(the same block under ``val: {val_seen: ...}`` gives those: same homes, disjoint episodes; with
+``val_seen_episodes: M`` there, a subset of at most M of them drawn with the run's ``seed``,
+``seeded_subset``, the episodes ``bench train`` holds out). They are made on demand, deterministically by seed, into
 ``<cache dir>/homes/<key hash>/`` (``scenes/`` USD files, ``episodes/`` the dataset, ``done.json``
 with the seconds spent per home) and reused; nothing is shipped. Homes and episodes are made with
 ``workers`` processes (``vlnverse.core.parallel``); the files do not depend on the count.
@@ -42,6 +44,9 @@ class HomesSource:
     min_rooms: int = 4
     max_rooms: int = 12
     val_seen_fraction: float = 0.25
+    #: under ``val.val_seen`` only: at most this many of the held-out episodes, a subset drawn with
+    #: the run's ``seed`` (``seeded_subset``); null: all of them
+    val_seen_episodes: int | None = None
 
     def validate(self) -> None:
         """Positive counts, a seed >= 0, a room range the generator accepts."""
@@ -54,6 +59,10 @@ class HomesSource:
                 "4 <= min_rooms <= max_rooms <= 12")
         require(0.0 <= self.val_seen_fraction < 1.0, "val_seen_fraction", f"got {self.val_seen_fraction!r}",
                 "a fraction in [0, 1)")
+        require(self.val_seen_episodes is None or (isinstance(self.val_seen_episodes, int)
+                                                   and not isinstance(self.val_seen_episodes, bool)
+                                                   and self.val_seen_episodes >= 1),
+                "val_seen_episodes", f"got {self.val_seen_episodes!r}", "a positive integer or null")
 
     def key(self, task: str, body: str | None) -> dict[str, Any]:
         """What the generated homes and episodes depend on."""
@@ -62,6 +71,31 @@ class HomesSource:
         return {"homes": self.homes, "seed": self.seed, "episodes_per_home": self.episodes_per_home,
                 "rooms": [self.min_rooms, self.max_rooms], "val_seen_fraction": self.val_seen_fraction, "task": task, "body": body,
                 "generator_version": GENERATOR_VERSION}
+
+
+def seeded_subset(items: list, seed: int, cap: int) -> list:
+    """At most ``cap`` of ``items``, drawn without replacement with ``seed``, in their order."""
+    import numpy as np
+
+    keep = sorted(np.random.default_rng(seed).choice(len(items), min(cap, len(items)), replace=False).tolist())
+    return [items[i] for i in keep]
+
+
+def hold_out_seen(episodes: list, seed: int, cap: int) -> tuple[list, list]:
+    """(train, val_seen) of generated episodes: the train ones, and a seeded subset of at most
+    ``cap`` of the val_seen ones (``seeded_subset``: the generator holds each out with a
+    probability); when it held none out and there are two train episodes or more, one seeded
+    train episode moves to val_seen (every task of the multi-task row needs a val_seen split)."""
+    import numpy as np
+
+    train = [e for e in episodes if e.split == "train"]
+    seen = [e for e in episodes if e.split == "val_seen"]
+    if not seen and len(train) >= 2:
+        from dataclasses import replace
+
+        i = int(np.random.default_rng(seed).integers(len(train)))
+        return train[:i] + train[i + 1:], [replace(train[i], split="val_seen")]
+    return train, seeded_subset(seen, seed, cap)
 
 
 def home_scene_id(seed: int) -> str:

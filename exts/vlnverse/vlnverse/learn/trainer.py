@@ -197,15 +197,17 @@ def batch_objective(policy: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, f
 
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
                   field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None,
-                  workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None) -> list:
+                  workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None,
+                  seed: int = 0) -> list:
     """Episodes of ``source`` (path, generate block or ``HomesSource``) of the task type, filtered
     to ``split`` when any episode carries that split; none left is a ``ConfigError`` naming
     ``field``. With ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file
     (looked up in ``scene_root``, the dataset's folder, then the shipped scenes), as the eval runner
-    does. Generated homes (made with ``workers``) put their figures into ``info``."""
+    does. Generated homes (made with ``workers``) put their figures into ``info``; their
+    ``val_seen_episodes`` keeps a subset of the val_seen episodes drawn with ``seed``."""
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
-    from .homes import HomesSource, homes_dataset
+    from .homes import HomesSource, homes_dataset, seeded_subset
 
     if isinstance(source, HomesSource):
         episodes, folder, figures = homes_dataset(source, task=task, body=body, cache_dir=cache_dir, progress=progress,
@@ -227,6 +229,8 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):
         episodes = [e for e in episodes if e.split == split]
+        if isinstance(source, HomesSource) and source.val_seen_episodes is not None and split == "val_seen":
+            episodes = seeded_subset(episodes, seed, source.val_seen_episodes)
     elif split is not None and episodes and (field == "train" or field.endswith("].train")):  # a 'tasks' entry's too
         raise ConfigError(f"no '{split}' episodes (splits: {sorted({e.split for e in episodes})})", field="train_split")
     if not episodes:
@@ -322,7 +326,8 @@ class Trainer:
         """(train episodes, {split: episodes}) of one task with that task's settings."""
         cfg = self.cfg
         common = dict(task_type=self.task_settings[name].task_type, task=task, body=cfg.body, cache_dir=cfg.cache.dir,
-                      progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root)
+                      progress=self.progress, resolve_scenes=self.scene_loader is None, scene_root=cfg.scene_root,
+                      seed=cfg.seed)
         homes: dict = {}
         train = resolve_split(source, split=cfg.train_split, field=f"{field}train", workers=cfg.workers, report=self.report,
                               info=homes, **common)
