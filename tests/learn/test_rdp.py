@@ -72,9 +72,13 @@ def test_teacher_path_keeps_clearance_from_walls_and_falls_back_to_the_plain_map
         assert np.allclose(teacher_path(margin_planners(planner, 1.0), start, goal), plain)
 
 
-def test_teacher_runs_under_strict_physics_without_touching_a_wall(corridor, episodes_file, tmp_path):
+@pytest.mark.parametrize("turn_in_place_deg", [None, 30.0])
+def test_teacher_runs_under_strict_physics_without_touching_a_wall(corridor, episodes_file, tmp_path,
+                                                                  turn_in_place_deg):
     """The continuous teacher's own chunks, executed by the waypoint controller under Strict
-    physics (beta = 1), finish all 4 corridor episodes without a collision."""
+    physics (beta = 1), finish all 4 corridor episodes without a collision; with
+    ``turn_in_place_deg`` every executed hop stays within that angle of the agent's heading, the
+    larger turns made in place first."""
     from vlnverse.learn.collect import collect
     from vlnverse.learn.rdp import RDPPolicy
     from vlnverse.learn.store import StepStore
@@ -83,13 +87,22 @@ def test_teacher_runs_under_strict_physics_without_touching_a_wall(corridor, epi
     cfg = small_config(tmp_path / "run", episodes_file, policy="rdp", sensors=RIG16[:1], collision_mode="strict",
                        max_steps=40)
     trainer = Trainer(cfg, scene_loader=lambda *a: corridor, progress=False)
-    spec = RDPPolicy.teacher_spec(PARAMS)
-    assert spec.clearance == 0.15
+    spec = RDPPolicy.teacher_spec({**PARAMS, "turn_in_place_deg": turn_in_place_deg})
+    assert spec.clearance == 0.15 and spec.turn_in_place_deg == turn_in_place_deg
+    assert ("turn_in_place_deg" in spec.key) == (turn_in_place_deg is not None)  # earlier caches keep their key
     store = StepStore.create(tmp_path / "store", key={}, sensors=trainer.layout, extra_fields=spec.extra_fields)
     got = collect(make_episodes(corridor), settings=trainer.settings, sensors=trainer.sensor_specs,
                   collision_mode="strict", store=store, scene_loader=lambda *a: corridor, teacher=spec, progress=False)
     assert [r["termination"] for r in got["records"]] == ["stop"] * 4
     assert all(r["metrics"]["SR"] == 1.0 and r["metrics"]["CR"] == 0.0 for r in got["records"])
+    store.close()
+    first = np.concatenate([store.episode(i)["executed_action"] for i in range(4)])  # (steps, 3) executed motions
+    hops, turns = first[np.hypot(first[:, 0], first[:, 1]) > 1e-6], first[np.hypot(first[:, 0], first[:, 1]) <= 1e-6]
+    largest = np.degrees(np.abs(np.arctan2(hops[:, 1], hops[:, 0]))).max()  # a hop's direction off the heading
+    if turn_in_place_deg is None:
+        assert largest > 30.0 and not np.any(np.abs(turns[:, 2]) > 1e-6)  # the corridor's start needs a turn
+    else:
+        assert largest <= 30.0 + 1e-3 and np.degrees(np.abs(turns[:, 2])).max() > 30.0
 
 
 @pytest.fixture

@@ -26,7 +26,10 @@ Teacher (``WaypointTeacher``): at every visited pose, the geodesic shortest path
 shrunk by that margin, else by half of it, else on the map itself; a taut shortest path grazes
 every corner at zero margin, so a 0.1 m tracking error puts the commanded waypoint into a wall,
 which ends a Strict episode — is resampled by arc length every ``waypoint_spacing`` metres; the first ``horizon`` points, each
-headed along its segment, give the action chunk (padded with zero motion at the goal). Progress is
+headed along its segment, give the action chunk (padded with zero motion at the goal). With
+``turn_in_place_deg: A`` a first segment more than A degrees off the agent's heading starts the
+chunk with a turn in place onto it (Δx = Δy = 0), as the discrete agents turn before they walk: the
+agent sees where it is going before it hops there. Progress is
 ``1 - max(d - r, 0) / max(d0 - r, ε)`` with d the geodesic distance to the goal, d0 that at the
 start and r the teacher's stop radius (``stop_radius``, default half the success distance); the
 teacher stops within r. Long-horizon episodes (goals that count in order,
@@ -182,12 +185,14 @@ class WaypointTeacher:
     spacing: float = 0.5
     stop_radius: float | None = None
     clearance: float = 0.15
+    turn_in_place_deg: float | None = None
 
     @property
     def key(self) -> dict[str, Any]:
-        """Part of the observation-cache key."""
-        return {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius,
-                "clearance": self.clearance}
+        """Part of the observation-cache key (``turn_in_place_deg`` only when set: earlier caches keep their key)."""
+        key = {"kind": "waypoint", "horizon": self.horizon, "spacing": self.spacing, "stop_radius": self.stop_radius,
+               "clearance": self.clearance}
+        return key if self.turn_in_place_deg is None else {**key, "turn_in_place_deg": self.turn_in_place_deg}
 
     def key_for(self, episodes: list) -> dict[str, Any]:
         """``key``, plus ``route: subgoals`` where an episode's goals count in order (labels that
@@ -274,7 +279,12 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         except NoNavigableSpaceError:
             return np.zeros((self.spec.horizon, ACTION_DIM), np.float32), progress, True
         points = resample_by_length(path, self.spec.spacing)[1:]
-        return relative_chunk(xy, pose.yaw, points, self.spec.horizon), progress, False
+        chunk = relative_chunk(xy, pose.yaw, points, self.spec.horizon)
+        turn = float(chunk[0, 2])
+        if self.spec.turn_in_place_deg is not None and abs(turn) > math.radians(self.spec.turn_in_place_deg):
+            chunk = np.concatenate([np.array([[0.0, 0.0, turn]], np.float32),
+                                    relative_chunk(xy, pose.yaw + turn, points, self.spec.horizon - 1)])
+        return chunk, progress, False
 
     def act(self, observations: dict[str, Any], state: Any) -> Any:
         """Label the state, pick the executed action, record the step."""
@@ -408,6 +418,7 @@ class RDPParams(VLNPolicyParams):
     waypoint_spacing: float = param(0.5, low=0.01, high=10.0)
     stop_radius: float | None = param(None, low=0.0, high=100.0)
     teacher_clearance: float = param(0.15, low=0.0, high=2.0)
+    turn_in_place_deg: float | None = param(None, low=0.0, high=180.0)
     diffusion_steps: int = param(20, low=2, high=10_000)
     sampler: str = "ddim"
     ddim_steps: int = param(10, low=1, high=10_000)
@@ -446,7 +457,8 @@ class RDPPolicy(VLNPolicy):
         return {"bidirectional": True, **(spec or {})}
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, horizon: int = 4,
-                 waypoint_spacing: float = 0.5, stop_radius: float | None = None, teacher_clearance: float = 0.15, diffusion_steps: int = 20,
+                 waypoint_spacing: float = 0.5, stop_radius: float | None = None, teacher_clearance: float = 0.15,
+                 turn_in_place_deg: float | None = None, diffusion_steps: int = 20,
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
                  denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.95,
                  clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, prediction: str = "epsilon",
@@ -486,8 +498,10 @@ class RDPPolicy(VLNPolicy):
     @classmethod
     def teacher_spec(cls, params: dict[str, Any]) -> WaypointTeacher:
         """The continuous teacher for these ``policy.params``."""
+        turn = params.get("turn_in_place_deg")
         return WaypointTeacher(int(params.get("horizon", 4)), float(params.get("waypoint_spacing", 0.5)),
-                               params.get("stop_radius"), float(params.get("teacher_clearance", 0.15)))
+                               params.get("stop_radius"), float(params.get("teacher_clearance", 0.15)),
+                               None if turn is None else float(turn))
 
     # ---------------------------------------------------------------- recurrence
 
