@@ -1,8 +1,11 @@
 """Helpers shared by the learning-layer tests (imported by name: a module called ``conftest`` is
 ambiguous once several test folders' conftests are loaded): four corridor episodes and a small
-training config (32x32 RGB-D, Tel-Hop)."""
+training config (32x32 RGB-D, Tel-Hop), and the ``corridor`` / ``episodes_file`` session fixtures
+(the learn and benchmark tests' conftests import them)."""
 import math
 from pathlib import Path
+
+import pytest
 
 # (start xy, yaw, goal xy, instruction): different instructions, so the policy must read them
 PAIRS = [((1.3, 1.5), 0.0, (9.0, 1.5), "walk through the opening and stop at the far end of the kitchen"),
@@ -45,3 +48,21 @@ def small_config(out, episodes_file, policy="cma", **overrides):
             node = node.setdefault(p, {})
         node[parts[-1]] = value
     return from_dict(TrainConfig, data)
+
+
+@pytest.fixture(scope="session")
+def corridor():
+    from eval_scenes import corridor_scene
+    from vlnverse.sim.body import load_body
+    from vlnverse.tasks.base import context_from_description
+
+    return context_from_description(corridor_scene(), load_body("r2r_ce"), 0.05, scene_path="corridor.usda")
+
+
+@pytest.fixture(scope="session")
+def episodes_file(corridor, tmp_path_factory):
+    from vlnverse.tasks.episode import save_episodes
+
+    path = tmp_path_factory.mktemp("episodes") / "train.jsonl"
+    save_episodes(path, make_episodes(corridor))
+    return path

@@ -236,16 +236,6 @@ def test_nproc_launches_the_same_train_command_through_torchrun(monkeypatch, cap
     assert calls == [(2, ["-m", "vlnverse", "train", path, "il.lr=0.1", "workers=2", "--no-progress"], {"max_restarts": 3})]
 
 
-def test_bench_train_nproc_needs_two_ranks_or_more():
-    from types import SimpleNamespace
-
-    from vlnverse.benchmarks.train_ddp import run
-    from vlnverse.core.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="--nproc: got 1"):
-        run(SimpleNamespace(nproc=1, budget=None, out=None, seed=0))
-
-
 def test_run_log_of_an_earlier_version_keeps_its_columns_on_resume(tmp_path):
     from vlnverse.learn.trainer import LOG_COLUMNS, RunLogger
 

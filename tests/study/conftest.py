@@ -12,30 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from study_helpers import study_episodes  # noqa: F401 (a session fixture)
+
 CHROMIUM = os.environ.get("VLNVERSE_CHROMIUM", "/usr/bin/chromium")
-
-
-@pytest.fixture(scope="session")
-def study_episodes(tmp_path_factory) -> Path:
-    """Three fine-grained episodes on the first shipped test home, as a JSONL file whose scene
-    paths are portable (relative to the shipped scenes, as ``vlnverse data generate`` writes them)."""
-    import dataclasses
-
-    from vlnverse.scenes.splits import resolve_scenes
-    from vlnverse.tasks.base import TASKS, load_scene_context, load_task_config, load_task_types
-    from vlnverse.tasks.episode import save_episodes
-    from vlnverse.tasks.scene_roots import portable_scene_path
-
-    load_task_types()
-    cfg = load_task_config("fine_grained")
-    scene = resolve_scenes("test")[0]
-    ctx = load_scene_context(scene, cfg.body, cfg.map_resolution)
-    episodes = TASKS.get("fine_grained")(cfg).generate(ctx, np.random.default_rng(0), 3, "test")
-    path = tmp_path_factory.mktemp("study-episodes") / "episodes.jsonl"
-    relative = portable_scene_path(scene, path.parent)
-    assert not Path(relative).is_absolute() and not Path(relative).exists(), relative
-    save_episodes(path, [dataclasses.replace(e, scene_path=relative) for e in episodes])
-    return path
 
 
 @pytest.fixture(scope="session")

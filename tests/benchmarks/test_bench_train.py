@@ -5,7 +5,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_vlnbert import predictor_file  # noqa: F401 (the session fixture)
+pytest.importorskip("torch")
+
+from test_vlnbert import predictor_file  # noqa: E402,F401 (the session fixture)
 
 
 def test_every_row_builds_its_policy_on_the_bench_rig():
@@ -405,3 +407,11 @@ def test_render_only_compares_every_render_path_on_the_same_frames(corridor, tmp
     assert all(all(got["equal"][p].values()) for p in paths)
     assert all(len(r) == 2 and min(r) > 0 for r in got["runs_frames_per_s"].values())
     assert got["glass_pass_speedup"] > 0 and got["workers_speedup"] > 0 and len(got["load_average_1m"]) == 9
+
+
+def test_bench_train_nproc_needs_two_ranks_or_more():
+    from vlnverse.benchmarks.train_ddp import run
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--nproc: got 1"):
+        run(SimpleNamespace(nproc=1, budget=None, out=None, seed=0))
