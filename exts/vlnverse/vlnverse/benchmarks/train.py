@@ -74,6 +74,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vlnverse.core.stats import bootstrap_ci  # noqa: F401  (moved to core.stats; lookahead and transfer import it here)
+
 DEFAULT_BUDGET = 1200.0        # seconds per row that the dataset sizes are scaled against (--budget)
 IL_EPOCHS = 15                 # IL epochs per row (--epochs): the budget, the same for every row
 IL_EMA = 0.98                  # every row's weight averaging (il.ema): validated, selected and evaluated weights
@@ -222,20 +224,6 @@ def pretrain_encoder(work: Path, train_episodes: list, seed: int) -> dict:
 
     return pretrain_on_homes([e.scene_path for e in train_episodes], image_size=RESOLUTION, seed=seed,
                              out=work / "encoder")
-
-
-def bootstrap_ci(values, *, seed: int = 0, samples: int = BOOTSTRAP_SAMPLES, level: float = 0.95) -> dict:
-    """Mean of ``values`` with a percentile-bootstrap confidence interval: ``samples`` resamples of
-    the values with replacement (``numpy.random.default_rng(seed)``), the (1 - level)/2 and
-    (1 + level)/2 quantiles of their means; ``n`` values (all None when there are none)."""
-    import numpy as np
-
-    v = np.asarray(values, dtype=float)
-    if len(v) == 0:
-        return {"mean": None, "lo": None, "hi": None, "n": 0}
-    means = v[np.random.default_rng(seed).integers(0, len(v), size=(samples, len(v)))].mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
-    return {"mean": round(float(v.mean()), 4), "lo": round(float(lo), 4), "hi": round(float(hi), 4), "n": int(len(v))}
 
 
 def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
