@@ -43,7 +43,7 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "exts/vlnverse", **resource_packages},
     packages=packages + list(resource_packages),
-    package_data={"vlnverse.study": ["static/*"],
+    package_data={"vlnverse.study": ["static/*"], "vlnverse.results": ["paper_tables.json"],
                   **{f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()}},
     include_package_data=False,
     # kept compatible with Isaac Sim 5.x's Python 3.11 (numpy 1.26) and 6.x's Python 3.12 (numpy 2.3)

@@ -4,7 +4,7 @@ Layer order (lowest first; a module may import its own top-level unit or a unit 
 never a sibling of its own layer nor anything above):
 
     core (+ the ``vlnverse.paths`` alias of ``core.paths``, the root package's ``__version__``)
-    → scenes → sim → tasks → eval → learn | study → benchmarks | kit | cli
+    → scenes → sim → tasks → eval → learn | study | results → benchmarks | kit | cli
     → extension (Kit's entry point) | __main__ → kit_tests
 
 Both module-level imports and imports inside functions count (a lazy import is still a
@@ -27,7 +27,7 @@ PACKAGE = Path(vlnverse.__file__).parent
 
 #: Top-level units by layer, lowest first (see the module docstring).
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
-    "__init__ core deps", "scenes", "sim", "tasks", "eval", "learn study", "benchmarks kit cli",
+    "__init__ core deps", "scenes", "sim", "tasks", "eval", "learn study results", "benchmarks kit cli",
     "extension __main__", "kit_tests"))
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
@@ -314,3 +314,15 @@ def test_learning_layer_entry_points_do_not_import_torch():
             "assert 'vlnverse/VLN-v0' in gymnasium.registry; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "False", out.stdout + out.stderr
+
+
+def test_results_reads_results_files_only_and_only_the_commands_above_import_it():
+    """vlnverse.results (``results compare`` / ``results page``) builds on core statistics, the task
+    layer and the eval run's file readers, nothing that trains or simulates; only the bench
+    commands (their tables' paired comparisons) import it."""
+    graph = import_graph()
+    allowed = {"core", "tasks", "results"}
+    used = {t for m, ts in graph.items() if unit(m) == "results" for t in ts if unit(t) not in allowed}
+    assert used <= {"vlnverse.eval.runner"}, used
+    importers = {unit(m) for m, ts in graph.items() if unit(m) != "results" and any(unit(t) == "results" for t in ts)}
+    assert importers <= {"benchmarks", "cli"}, importers

@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "vlnverse.eval.cli",
     "vlnverse.study.cli",
     "vlnverse.learn.cli",
+    "vlnverse.results.cli",
     "vlnverse.benchmarks.cli",
 )
 

@@ -54,8 +54,14 @@ Steps:
    observation setup; ``evaluate_multitask``; val_seen per task: the trainer's ``tasks.json``),
    with the experts fired per task and decision step over the val_unseen and test runs
    (``gama.expert_usage``; heat maps ``<work>/eval/<agent>/expert_usage.png``).
-6. The table: per agent, split and mode SR / SPL / nDTW with a 95% percentile-bootstrap CI
-   (``bootstrap_ci``, seeded, ``BOOTSTRAP_SAMPLES`` resamples of the episodes) and the episode
+6. The table (``"format": 2``): per agent, split and mode SR / SPL / nDTW with a 95% percentile-bootstrap CI
+   (``bootstrap_ci``, seeded, ``BOOTSTRAP_SAMPLES`` resamples of the episodes) beside the
+   clustered one (homes, then episodes within them: ``core.stats``, docs/statistics.md), the
+   episode and home counts, the training seeds, per-home results, the MDE of SR and the eval
+   protocol (``row_design``); per split its homes and episodes (``design``); between rows on the
+   same split and mode, paired SR / SPL differences with clustered CIs and the probability of
+   improvement, "A > B" only when the SR interval excludes 0, else "not separated"
+   (``comparisons``, ``pairwise_comparisons``); the episode
    count (a task column with the multi-task row; its per-task results, episode counts and expert
    usage under ``multitask``); ``--out FILE.json`` also writes ``FILE.png`` (learning curves and
    the table).
@@ -580,14 +586,76 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers)
     per = episode_metrics(out)
-    return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in METRICS}}
+    return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in METRICS}, "seeds": 1,
+            **row_design(out)}
+
+
+#: per-home metrics a table row keeps (the eval folder's ``summary.json`` has them all)
+ROW_HOME_METRICS = ("episodes", "SR", "SPL", "nDTW", "NE", "TL", "OSR")
+
+
+def row_design(eval_dir: Path) -> dict:
+    """What a table row carries beyond its episode CIs, from the eval run in ``eval_dir``: the
+    clustered (by home) intervals, per-home results, the design (homes, episodes, MDE of SR) and
+    protocol of its ``summary.json``, and the per-episode ids, homes and metrics (None counts 0)
+    that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``)."""
+    import json
+
+    from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, home_of, is_evaluated
+
+    summary = json.loads((eval_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
+    overall = summary["overall"]
+    with open(eval_dir / EPISODES_FILE, encoding="utf-8") as fh:
+        records = [r for r in (json.loads(line) for line in fh if line.strip()) if is_evaluated(r)]
+    return {"clustered": {m: overall["intervals"][m]["clustered"] for m in METRICS},
+            "per_home": {h: {k: v for k, v in cells.items() if k in ROW_HOME_METRICS}
+                         for h, cells in overall["per_home"].items()},
+            "design": overall["design"], "protocol": summary["protocol"],
+            "per_episode": {"ids": [r["episode_id"] for r in records], "homes": [home_of(r) for r in records],
+                            **{m: [float(r["metrics"].get(m) or 0.0) for r in records] for m in METRICS}}}
+
+
+def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
+    """Every pair of rows on the same task, split and collision mode and the same episodes (table
+    order: A before B): the paired SR and SPL differences A - B with clustered intervals and the
+    probability of improvement, and the verdict "A > B" (or "B > A") only when the SR interval
+    excludes 0, else "not separated" (``results.compare.compare_pair``)."""
+    from vlnverse.results.compare import compare_pair
+
+    groups: dict[tuple, list[dict]] = {}
+    for row in table:
+        if row.get("per_episode"):
+            groups.setdefault((row.get("task", "fine_grained"), row["split"], row["mode"]), []).append(row)
+    return [{"task": task, "split": split, "mode": mode,
+             **compare_pair(a["agent"], a["per_episode"], b["agent"], b["per_episode"], seed=seed)}
+            for (task, split, mode), rows in groups.items()
+            for i, a in enumerate(rows) for b in rows[i + 1:]
+            if a["per_episode"]["ids"] == b["per_episode"]["ids"]]  # paired only on the same episodes
+
+
+def split_design(table: list[dict]) -> dict:
+    """Per split (and task), the homes and episodes its rows were evaluated on (the first row's design)."""
+    out: dict = {}
+    for row in table:
+        key = row["split"] if "task" not in row else f"{row['task']}/{row['split']}"
+        if key not in out and row.get("design"):
+            out[key] = {"homes": row["design"]["homes"], "episodes": row["design"]["episodes"]}
+    return out
 
 
 def table_lines(table: list[dict]) -> list[str]:
-    """The table as aligned text lines (mean [95% CI] per metric); with a multi-task row, a task
-    column after the agent's (rows without ``task`` are fine-grained)."""
-    def cell(c: dict) -> str:
-        return "-" if c["mean"] is None else f"{c['mean']:.3f} [{c['lo']:.3f}, {c['hi']:.3f}]"
+    """The table as aligned text lines: per row its episodes, homes and training seeds, and per
+    metric the mean with the episode bootstrap 95% CI and, after it, the clustered (by home) one
+    ("-" where a row has none, "undefined" with one home); with a multi-task row, a task column
+    after the agent's (rows without ``task`` are fine-grained)."""
+    def ci(c: dict | None) -> str:
+        if not c or c.get("mean") is None:
+            return "-"
+        return "undefined" if c["lo"] is None else f"[{c['lo']:.3f}, {c['hi']:.3f}]"
+
+    def cell(r: dict, m: str) -> str:
+        c = r[m]
+        return "-" if c["mean"] is None else f"{c['mean']:.3f} {ci(c)} {ci((r.get('clustered') or {}).get(m))}"
 
     width = max([18] + [len(r["agent"]) for r in table])
     tasks = any("task" in r for r in table)
@@ -596,10 +664,13 @@ def table_lines(table: list[dict]) -> list[str]:
     def head(agent: str, task: str) -> str:
         return f"{agent:<{width}} " + (f"{task:<{task_width}} " if tasks else "")
 
-    lines = [head("agent", "task") + f"{'split':<10} {'mode':<7} {'n':>4}  " + "  ".join(f"{m:<21}" for m in METRICS)]
+    lines = [head("agent", "task") + f"{'split':<10} {'mode':<7} {'n':>4} {'homes':>5} {'seeds':>5}  "
+             + "  ".join(f"{m + ' [episode CI] [home CI]':<37}" for m in METRICS)]
     for r in table:
-        lines.append(head(r["agent"], r.get("task", "fine_grained")) + f"{r['split']:<10} {r['mode']:<7} {r['episodes']:>4}  "
-                     + "  ".join(f"{cell(r[m]):<21}" for m in METRICS))
+        homes = (r.get("design") or {}).get("homes", "-")
+        lines.append(head(r["agent"], r.get("task", "fine_grained")) + f"{r['split']:<10} {r['mode']:<7} "
+                     f"{r['episodes']:>4} {homes:>5} {r.get('seeds', '-'):>5}  "
+                     + "  ".join(f"{cell(r, m):<37}" for m in METRICS))
     return lines
 
 
@@ -837,7 +908,12 @@ def run(args) -> dict:
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
     from vlnverse.learn.checkpoint import resolve_device
 
+    from vlnverse.eval.runner import RESULTS_FORMAT
+    from vlnverse.results.compare import comparison_lines
+
+    comparisons = pairwise_comparisons(table, args.seed)
     figures = {
+        "format": RESULTS_FORMAT,
         "budget": {"il_epochs": epochs, "dagger_epochs": max(1, round(epochs * DAGGER_EPOCH_SHARE)) if dagger else None,
                    "seconds_cap": budget, "validation_episodes": validation_episodes},
         "budget_note": (f"per policy row: {epochs} IL epochs, then " + (f"one DAgger round of "
@@ -861,7 +937,8 @@ def run(args) -> dict:
         "render": render,
         "rows": {name: trained["figures"] for name, trained in rows.items()},
         "best_row_agent": best,
-        "table": table, "table_text": table_lines(table),
+        "table": table, "table_text": table_lines(table), "design": split_design(table),
+        "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
         "val_unseen_vs_baselines": {a: {"SR": unseen_sr[a]["SR"], "best_baseline_SR": baseline,
                                         "ratio": round(unseen_sr[a]["SR"]["mean"] / baseline, 2) if baseline else None}
                                     for a in learned},

@@ -402,7 +402,8 @@ def oid_sr(selected_frame_visible_ids: Iterable[int] | None, target_instance_id:
 # aggregation
 
 
-def _applicable(value: Any) -> bool:
+def applicable(value: Any) -> bool:
+    """Whether ``value`` counts in a mean: a finite number or a bool (None, NaN, ±inf: not applicable)."""
     if isinstance(value, (bool, np.bool_)):
         return True
     if isinstance(value, (int, float, np.integer, np.floating)):
@@ -422,7 +423,7 @@ def aggregate(per_episode: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     counts: dict[str, int] = {}
     for record in per_episode:
         for name, value in record.items():
-            if _applicable(value):
+            if applicable(value):
                 sums[name] = sums.get(name, 0.0) + float(value)
                 counts[name] = counts.get(name, 0) + 1
     names = sorted(sums)

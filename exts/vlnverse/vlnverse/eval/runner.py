@@ -379,14 +379,75 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
 # summary
 
 
+#: version of the results files (``summary.json``, ``bench train`` JSON): 2 added per-home results,
+#: clustered intervals, the design and the protocol; ``vlnverse results`` refuses older files
+RESULTS_FORMAT = 2
+#: metrics with an episode and a clustered (by home) bootstrap interval in every results file
+INTERVAL_METRICS = ("SR", "SPL", "nDTW")
+
+
+def home_of(record: dict) -> str:
+    """The home (scene id) an episode record was evaluated in: the unit the clustered statistics resample."""
+    return str(record.get("scene_id") or record.get("scene_path") or "?")
+
+
+def design_block(records: list[dict], *, seed: int = 0) -> dict[str, Any]:
+    """Per-home means (``per_home``: scene id → episodes and every metric's mean), for
+    ``INTERVAL_METRICS`` the episode and the clustered bootstrap intervals (``intervals``), and
+    the design: homes, episodes and the minimum detectable SR difference (``core.stats``)."""
+    from ..core.stats import bootstrap_ci, clustered_bootstrap_ci, minimum_detectable_difference
+
+    by_home: dict[str, list[dict]] = {}
+    for r in records:
+        by_home.setdefault(home_of(r), []).append(r)
+    per_home = {}
+    for home in sorted(by_home):
+        agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in by_home[home]])
+        per_home[home] = {"episodes": agg["episodes"], **{k: round(float(v), 4) for k, v in agg["means"].items()}}
+    intervals, columns = {}, {}
+    for name in INTERVAL_METRICS:
+        kept = [r for r in records if M.applicable(r["metrics"].get(name))]
+        values, homes = [float(r["metrics"][name]) for r in kept], [home_of(r) for r in kept]
+        columns[name] = (values, homes)
+        intervals[name] = {"episode": bootstrap_ci(values, seed=seed),
+                           "clustered": clustered_bootstrap_ci(values, homes, seed=seed)}
+    design = {"homes": len(by_home), "episodes": len(records),
+              "mde_SR": minimum_detectable_difference(*columns["SR"]) if columns["SR"][0] else None}
+    return {"per_home": per_home, "intervals": intervals, "design": design}
+
+
+def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
+    """What a run's numbers depend on besides the agent: task, collision mode and its parameters,
+    success radius, step budget, the body and whether a blocked move slides along the obstacle
+    (``slide_on_collision``: Strict runs physics and the agent geom slides unless the body declares
+    a ``friction``; Tel-Hop lands a blocked hop on the nearest free pose; graph hops do not slide)."""
+    from dataclasses import asdict
+
+    from ..core.params import parse_params
+    from .modes import MODES
+
+    body = settings.body
+    mode = cfg.collision_mode
+    slide = {"strict": body.friction == 0, "telhop": True}.get(mode, False)
+    return {"task": cfg.task, "task_type": settings.task_type, "collision_mode": mode,
+            "mode_params": asdict(parse_params(MODES.get(mode).Params, cfg.mode_params.get(mode), owner=mode)),
+            "success_distance": settings.success_distance, "max_steps": settings.max_steps,
+            "slide_on_collision": bool(slide), "backend": cfg.backend,
+            "body": {"name": body.name, "radius": body.radius, "height": body.height,
+                     "step_height": body.step_height, "holonomic": body.holonomic, "friction": body.friction}}
+
+
 def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
-    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks.
-    Not-evaluated episodes (``is_evaluated``) are left out of every metric and counted in
-    ``not_evaluated`` (episodes, by reason); ``episodes`` counts the evaluated ones."""
+    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks,
+    each block with its per-home results, episode and clustered intervals and design
+    (``design_block``, seeded by ``run["seed"]``). Not-evaluated episodes (``is_evaluated``) are
+    left out of every metric and counted in ``not_evaluated`` (episodes, by reason); ``episodes``
+    counts the evaluated ones."""
     def block(all_recs: list[dict]) -> dict[str, Any]:
         recs = [r for r in all_recs if is_evaluated(r)]
         skipped = Counter((r.get("not_evaluated") or {}).get("kind", "?") for r in all_recs if not is_evaluated(r))
         agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
+        agg.update(design_block(recs, seed=int(run.get("seed") or 0)))
         agg["not_evaluated"] = {"episodes": sum(skipped.values()), "by_reason": dict(sorted(skipped.items()))}
         from .diagnostics import error_counts
 
@@ -409,7 +470,7 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
     by_task: dict[str, list[dict]] = {}
     for r in records:
         by_task.setdefault(f"{r['task_type']}/{run['collision_mode']}", []).append(r)
-    return {"run": run, "overall": block(records),
+    return {"format": RESULTS_FORMAT, "run": run, "overall": block(records),
             "by_task": {k: block(v) for k, v in sorted(by_task.items())}}
 
 
@@ -692,6 +753,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
            "body": settings.body.name}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
+    summary["protocol"] = run_protocol(cfg, settings)
     from .mllm.agents import model_identity
 
     summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))

@@ -1,0 +1,60 @@
+"""``vlnverse results compare RUN_A RUN_B [...]`` and ``vlnverse results page RUN... --out DIR``."""
+from __future__ import annotations
+
+import argparse
+
+RUN_HELP = ("eval run folders (or their summary.json / episodes.jsonl) and bench train JSON files, "
+            "of results format 2")
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``results compare`` and ``results page``."""
+    p = sub.add_parser("results", help="compare runs pairwise and generate results pages from results files")
+    rsub = p.add_subparsers(dest="results_command", metavar="ACTION")
+    rsub.required = True
+    c = rsub.add_parser("compare", help="paired SR / SPL differences of runs on the same episodes, with clustered "
+                                        "(by home) 95%% intervals and the probability of improvement")
+    c.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    c.add_argument("--out", default=None, help="folder for compare.json and compare.png")
+    c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    c.set_defaults(func=_compare)
+    g = rsub.add_parser("page", help="a results page (index.md + PNGs) generated from results files, with the "
+                                     "paper's numbers beside ours")
+    g.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
+    g.add_argument("--out", required=True, help="the page's folder, e.g. docs/results/NAME/")
+    g.add_argument("--name", default=None, help="the page's title (default: the folder's name)")
+    g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    g.set_defaults(func=_page)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+    from .compare import compare_runs, compare_text, load_runs
+
+    runs = load_runs(args.runs)
+    if len(runs) < 2:
+        raise ConfigError(f"got {len(runs)} run(s)", field="RUN", expected="at least two runs to compare")
+    result = compare_runs(runs, strict=not any(r.bench for r in runs), seed=args.seed)
+    print(compare_text(result), end="")
+    if args.out:
+        from ..core.io import replace_output_dir, write_json_atomic
+        from .compare import plot_comparisons
+
+        with replace_output_dir(args.out, command="results compare") as tmp:
+            write_json_atomic(tmp / "compare.json", result)
+            plot_comparisons(result, tmp / "compare.png")
+        print(f"wrote {Path(args.out) / 'compare.json'}, {Path(args.out) / 'compare.png'}")
+    return 0
+
+
+def _page(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .page import build_page
+
+    out = Path(args.out)
+    data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed)
+    print(f"wrote {out / 'index.md'} ({len(data['groups'])} group(s)) and its PNGs")
+    return 0

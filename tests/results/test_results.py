@@ -1,0 +1,172 @@
+"""``vlnverse results compare`` and ``results page`` on tiny real eval runs (oracle vs forward on
+three corridor homes x 2 episodes, Tel-Hop), and their refusals."""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from eval_scenes import CORRIDOR_GAPS, corridor_loader
+from vlnverse.cli import main
+from vlnverse.core.stats import clustered_bootstrap_ci, paired_difference
+from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, run_eval
+from vlnverse.sim.body import load_body
+from vlnverse.tasks.episode import Episode, Goal, Instruction, save_episodes
+
+# per home: an episode the forward agent also solves (straight, no wall between) and one it fails
+STARTS = [((5.8, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), math.pi, (1.0, 0.6))]
+
+
+def _run(folder: Path, episodes: Path, agent: str, mode: str = "telhop", **kw) -> Path:
+    out = folder / f"{agent}_{mode}"
+    cfg = EvalConfig(agent=NamedSpec(agent), task="fine_grained", episodes=EpisodeSource(path=str(episodes)),
+                     collision_mode=mode, sensors=[SensorConfig("depth", "depth", 16, 16)], out=str(out), seed=0,
+                     max_steps=60, success_distance=1.0, report=ReportConfig(enabled=False), **kw)
+    cfg.validate()
+    run_eval(cfg, progress=False, print_summary=False, scene_loader=corridor_loader)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("runs")
+    body = load_body("r2r_ce")
+    episodes = []
+    for stem in CORRIDOR_GAPS:
+        ctx = corridor_loader(folder / f"{stem}.usda", body, 0.05)
+        for i, (start, yaw, goal) in enumerate(STARTS):
+            path = ctx.planner.shortest_path(start, goal)
+            episodes.append(Episode(f"{stem}-{i}", stem, str(folder / f"{stem}.usda"), "test", "fine_grained",
+                                    [*start, 0.0], yaw, [Goal([*goal, 0.0])], [[*p, 0.0] for p in path.waypoints],
+                                    path.length, [Instruction("walk to the other end of the corridor")]))
+    save_episodes(folder / "episodes.jsonl", episodes)
+    save_episodes(folder / "fewer.jsonl", episodes[:-1])
+    return {"folder": folder, "oracle": _run(folder, folder / "episodes.jsonl", "oracle"),
+            "forward": _run(folder, folder / "episodes.jsonl", "forward"),
+            "fewer": _run(folder / "fewer", folder / "fewer.jsonl", "random"),
+            "strict": _run(folder, folder / "episodes.jsonl", "random", mode="strict")}
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / EPISODES_FILE).read_text().splitlines()]
+
+
+def test_summary_carries_format_per_home_clustered_intervals_design_and_protocol(runs):
+    summary = json.loads((runs["oracle"] / SUMMARY_FILE).read_text())
+    assert summary["format"] == 2
+    overall = summary["overall"]
+    assert sorted(overall["per_home"]) == ["corridor_a", "corridor_b", "corridor_c"]
+    records = _records(runs["oracle"])
+    for home, cells in overall["per_home"].items():
+        mine = [r["metrics"]["SR"] for r in records if r["scene_id"] == home]
+        assert cells["episodes"] == len(mine) == 2 and cells["SR"] == pytest.approx(sum(mine) / 2)
+    sr = [r["metrics"]["SR"] for r in records]
+    assert overall["intervals"]["SR"]["clustered"] == clustered_bootstrap_ci(sr, [r["scene_id"] for r in records], seed=0)
+    assert overall["intervals"]["SR"]["episode"]["n"] == 6
+    assert overall["design"]["homes"] == 3 and overall["design"]["episodes"] == 6
+    assert "mde_SR" in overall["design"]
+    protocol = summary["protocol"]
+    assert protocol["collision_mode"] == "telhop" and protocol["success_distance"] == 1.0
+    assert protocol["max_steps"] == 60 and protocol["slide_on_collision"] is True
+    assert protocol["body"]["name"] == "r2r_ce" and protocol["body"]["radius"] == pytest.approx(0.18)
+    strict = json.loads((runs["strict"] / SUMMARY_FILE).read_text())["protocol"]
+    assert strict["mode_params"]["displacement_threshold"] == 0.1
+    assert summary["overall"]["means"]["SR"] == pytest.approx(sum(sr) / 6)  # the existing keys stay
+
+
+def test_compare_two_runs_prints_the_paired_difference_and_writes_json_and_png(runs, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    assert main(["results", "compare", str(runs["oracle"]), str(runs["forward"] / SUMMARY_FILE), "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    got = json.loads((out / "compare.json").read_text())
+    assert (out / "compare.png").stat().st_size > 1000
+    (group,) = got["groups"]
+    assert group["runs"] == ["oracle_telhop", "forward_telhop"] and group["design"]["homes"] == 3
+    (pair,) = group["comparisons"]
+    a, b = _records(runs["oracle"]), _records(runs["forward"])
+    assert [r["episode_id"] for r in a] == [r["episode_id"] for r in b]
+    expected = paired_difference([r["metrics"]["SR"] for r in a], [r["metrics"]["SR"] for r in b],
+                                 [r["scene_id"] for r in a], seed=0)
+    assert pair["SR"] == expected
+    assert pair["SR"]["mean"] == pytest.approx(sum(r["metrics"]["SR"] for r in a) / 6
+                                               - sum(r["metrics"]["SR"] for r in b) / 6, abs=1e-4)
+    assert pair["verdict"] in ("not separated", "oracle_telhop > forward_telhop")
+    assert pair["verdict"] == ("oracle_telhop > forward_telhop" if expected["separated"] else "not separated")
+    assert "oracle_telhop - forward_telhop" in text and f"{pair['SR']['mean']:+.3f}" in text
+
+
+def test_compare_refuses_runs_on_different_episodes_in_one_line(runs, capsys):
+    assert main(["results", "compare", str(runs["forward"]), str(runs["fewer"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "random_telhop/summary.json" in err and ": episodes:" in err
+
+
+def test_compare_refuses_different_collision_modes(runs, capsys):
+    assert main(["results", "compare", str(runs["forward"]), str(runs["strict"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "protocol.collision_mode" in err and "random_strict/summary.json" in err
+
+
+def test_compare_refuses_a_results_file_of_an_older_format(runs, tmp_path, capsys):
+    old = tmp_path / "old_run"
+    shutil.copytree(runs["forward"], old)
+    summary = json.loads((old / SUMMARY_FILE).read_text())
+    del summary["format"]
+    (old / SUMMARY_FILE).write_text(json.dumps(summary))
+    assert main(["results", "compare", str(runs["oracle"]), str(old), "--out", str(tmp_path / "cmp")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{old / SUMMARY_FILE}: format: missing" in err
+    assert not (tmp_path / "cmp").exists()  # nothing half-written
+
+
+def test_page_from_tiny_runs_has_the_json_numbers_and_is_deterministic(runs, tmp_path):
+    out = tmp_path / "page"
+    args = ["results", "page", str(runs["oracle"]), str(runs["forward"]), "--out", str(out), "--name", "tiny"]
+    assert main(args) == 0
+    md = (out / "index.md").read_text()
+    page = json.loads((out / "page.json").read_text())
+    (group,) = page["groups"]
+    assert (out / group["plot"]).stat().st_size > 1000 and (out / "comparisons.png").is_file()
+    assert md.startswith("# Results: tiny") and "3 homes, 6 episodes" in md
+    for run in group["runs"]:
+        c = run["intervals"]["SR"]["clustered"]
+        row = next(line for line in md.splitlines() if line.startswith(f"| {run['label']} |"))
+        assert f"| {c['mean']:.3f} |" in row
+        e = run["intervals"]["SR"]["episode"]
+        assert f"[{e['lo']:.3f}, {e['hi']:.3f}]" in row
+    (pair,) = group["comparisons"]
+    assert f"| {pair['SR']['mean']:+.3f} |" in md and pair["verdict"] in md
+    assert "| telhop | 1.0 | 60 | on |" in md  # the protocol
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert main(args) == 0  # the same inputs: the same bytes
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+
+
+def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
+    """A bench train JSON row named like the paper's CMA on the test split gets Table 3's figures."""
+    from vlnverse.benchmarks.train import pairwise_comparisons, row_design, split_design, table_lines
+    from vlnverse.core.stats import bootstrap_ci
+
+    table = []
+    for agent, run in (("cma_il", runs["oracle"]), ("random", runs["forward"])):
+        per = {m: [float(r["metrics"].get(m) or 0) for r in _records(run)] for m in ("SR", "SPL", "nDTW")}
+        table.append({"agent": agent, "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+                      **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(run)})
+    comparisons = pairwise_comparisons(table)
+    assert [(c["a"], c["b"]) for c in comparisons] == [("cma_il", "random")]
+    assert split_design(table) == {"test": {"homes": 3, "episodes": 6}}
+    header, line, _ = table_lines(table)
+    assert "homes" in header and "seeds" in header and line.split()[4:6] == ["3", "1"]
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"format": 2, "table": table, "comparisons": comparisons}))
+    out = tmp_path / "page"
+    assert main(["results", "page", str(bench), "--out", str(out)]) == 0
+    row = next(line for line in (out / "index.md").read_text().splitlines() if line.startswith("| cma_il |"))
+    assert row.endswith("| 28.83 | 25.54 | Table 3: CMA |")
+    del table[0]["per_episode"]
+    bench.write_text(json.dumps({"format": 2, "table": table}))
+    assert main(["results", "page", str(bench), "--out", str(tmp_path / "p2")]) == 2
