@@ -170,3 +170,14 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     del table[0]["per_episode"]
     bench.write_text(json.dumps({"format": 2, "table": table}))
     assert main(["results", "page", str(bench), "--out", str(tmp_path / "p2")]) == 2
+
+
+def test_bad_results_files_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "broken.json").write_text("{not json")
+    (tmp_path / "old_bench.json").write_text(json.dumps({"table": [{"agent": "cma_il", "split": "test"}]}))
+    (tmp_path / "future.json").write_text(json.dumps({"format": "two", "table": []}))
+    for name, field in (("broken.json", "not JSON"), ("old_bench.json", "format: missing"),
+                        ("future.json", "format: got 'two'"), ("missing.json", "not found")):
+        assert main(["results", "compare", str(tmp_path / name), str(tmp_path / name)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and str(tmp_path / name) in err and field in err, err

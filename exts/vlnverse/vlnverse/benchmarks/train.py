@@ -757,13 +757,15 @@ def plot_curve(curves: dict, table: list[dict], path: Path, title: str = "") -> 
             r = next((r for r in rows if r["agent"] == agent and r["split"] == split), None)
             if r is None or r["SR"]["mean"] is None:
                 continue
+            ci = (r.get("clustered") or {}).get("SR") or r["SR"]  # by home where the row has it
+            lo, hi = (ci["lo"], ci["hi"]) if ci["lo"] is not None else (0.0, 1.0)  # one home: undefined
             xs.append(j + i * width)
             ys.append(r["SR"]["mean"])
-            errs[0].append(r["SR"]["mean"] - r["SR"]["lo"])
-            errs[1].append(r["SR"]["hi"] - r["SR"]["mean"])
+            errs[0].append(max(0.0, r["SR"]["mean"] - lo))
+            errs[1].append(max(0.0, hi - r["SR"]["mean"]))
         ax_sr.bar(xs, ys, width, yerr=errs, capsize=2, label=split)
     ax_sr.set_xticks([j + 0.4 - width / 2 for j in range(len(agents))], agents, rotation=30, fontsize=7)
-    ax_sr.set(title="SR with 95% bootstrap CI (Tel-Hop)", ylim=(0, 1))
+    ax_sr.set(title="SR with 95% CI by home (homes, then episodes; Tel-Hop)", ylim=(0, 1))
     ax_sr.legend()
     ax_tab.axis("off")
     ax_tab.text(0, 1, "\n".join(table_lines(table)), family="monospace", fontsize=7, va="top")
