@@ -74,6 +74,28 @@ def corridor_loader(path, body, resolution):
     return context_from_description(corridor_scene(CORRIDOR_GAPS[p.stem]), body, resolution, scene_path=str(p))
 
 
+def corridor_episodes(folder, starts) -> list:
+    """Fine-grained test episodes on every corridor variant (``CORRIDOR_GAPS``; scene files
+    ``folder/<stem>.usda`` for ``corridor_loader``, scene id the stem): per variant one episode per
+    ``(start xy, start yaw, goal xy)`` of ``starts``, on the planner's shortest path."""
+    from pathlib import Path
+
+    from vlnverse.sim.body import load_body
+    from vlnverse.tasks.episode import Episode, Goal, Instruction
+
+    body = load_body("r2r_ce")
+    episodes = []
+    for stem in CORRIDOR_GAPS:
+        scene = Path(folder) / f"{stem}.usda"
+        ctx = corridor_loader(scene, body, 0.05)
+        for i, (start, yaw, goal) in enumerate(starts):
+            path = ctx.planner.shortest_path(start, goal)
+            episodes.append(Episode(f"{stem}-{i}", stem, str(scene), "test", "fine_grained", [*start, 0.0], yaw,
+                                    [Goal([*goal, 0.0])], [[*p, 0.0] for p in path.waypoints], path.length,
+                                    [Instruction("walk to the other end of the corridor")]))
+    return episodes
+
+
 def named_corridor_loader(path, body, resolution):
     """Like ``corridor_loader`` (no test hooks), but the scene id is the path's stem, so the
     variants can share one view cache (``vlnverse cache build`` keys it by scene id)."""

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from eval_scenes import CORRIDOR_GAPS, corridor_loader
+from eval_scenes import corridor_episodes, corridor_loader
 from vlnverse.core.errors import ConfigError
 from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
 from vlnverse.eval.runner import EPISODES_FILE, run_eval
-from vlnverse.sim.body import load_body
-from vlnverse.tasks.episode import Episode, Goal, Instruction, save_episodes
+from vlnverse.tasks.episode import save_episodes
 
 STARTS = [((1.3, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), math.pi, (1.0, 0.6)), ((2.0, 2.5), 0.0, (8.0, 0.5))]
 
@@ -22,15 +21,7 @@ STARTS = [((1.3, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), math.pi, (1.0, 0.6)), ((2.
 @pytest.fixture(scope="module")
 def episodes_file(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("scenes")
-    body = load_body("r2r_ce")
-    episodes = []
-    for stem in CORRIDOR_GAPS:
-        ctx = corridor_loader(folder / f"{stem}.usda", body, 0.05)
-        for i, (start, yaw, goal) in enumerate(STARTS):
-            path = ctx.planner.shortest_path(start, goal)
-            episodes.append(Episode(f"{stem}-{i}", stem, str(folder / f"{stem}.usda"), "test", "fine_grained",
-                                    [*start, 0.0], yaw, [Goal([*goal, 0.0])], [[*p, 0.0] for p in path.waypoints],
-                                    path.length, [Instruction("walk to the other end of the corridor")]))
+    episodes = corridor_episodes(folder, STARTS)
     out = folder / "episodes.jsonl"
     save_episodes(out, episodes)
     return out

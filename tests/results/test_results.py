@@ -3,22 +3,20 @@ three corridor homes x 2 episodes, Tel-Hop), and their refusals."""
 from __future__ import annotations
 
 import json
-import math
 import shutil
 from pathlib import Path
 
 import pytest
 
-from eval_scenes import CORRIDOR_GAPS, corridor_loader
+from eval_scenes import corridor_episodes, corridor_loader
 from vlnverse.cli import main
 from vlnverse.core.stats import clustered_bootstrap_ci, paired_difference
 from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
 from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, run_eval
-from vlnverse.sim.body import load_body
-from vlnverse.tasks.episode import Episode, Goal, Instruction, save_episodes
+from vlnverse.tasks.episode import save_episodes
 
 # per home: an episode the forward agent also solves (straight, no wall between) and one it fails
-STARTS = [((5.8, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), math.pi, (1.0, 0.6))]
+STARTS = [((5.8, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), 3.141592653589793, (1.0, 0.6))]
 
 
 def _run(folder: Path, episodes: Path, agent: str, mode: str = "telhop", **kw) -> Path:
@@ -34,15 +32,7 @@ def _run(folder: Path, episodes: Path, agent: str, mode: str = "telhop", **kw) -
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("runs")
-    body = load_body("r2r_ce")
-    episodes = []
-    for stem in CORRIDOR_GAPS:
-        ctx = corridor_loader(folder / f"{stem}.usda", body, 0.05)
-        for i, (start, yaw, goal) in enumerate(STARTS):
-            path = ctx.planner.shortest_path(start, goal)
-            episodes.append(Episode(f"{stem}-{i}", stem, str(folder / f"{stem}.usda"), "test", "fine_grained",
-                                    [*start, 0.0], yaw, [Goal([*goal, 0.0])], [[*p, 0.0] for p in path.waypoints],
-                                    path.length, [Instruction("walk to the other end of the corridor")]))
+    episodes = corridor_episodes(folder, STARTS)
     save_episodes(folder / "episodes.jsonl", episodes)
     save_episodes(folder / "fewer.jsonl", episodes[:-1])
     return {"folder": folder, "oracle": _run(folder, folder / "episodes.jsonl", "oracle"),
