@@ -121,7 +121,7 @@ def test_page_from_tiny_runs_has_the_json_numbers_and_is_deterministic(runs, tmp
     page = json.loads((out / "page.json").read_text())
     (group,) = page["groups"]
     assert (out / group["plot"]).stat().st_size > 1000 and (out / "comparisons.png").is_file()
-    assert md.startswith("# Results: tiny") and "3 homes, 6 episodes" in md
+    assert md.startswith("# Results: tiny") and "3 homes, 6 episodes" in md and "## fine_grained / test / telhop / body r2r_ce" in md
     for run in group["runs"]:
         c = run["intervals"]["SR"]["clustered"]
         row = next(line for line in md.splitlines() if line.startswith(f"| {run['label']} |"))
@@ -146,17 +146,23 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
         per = {m: [float(r["metrics"].get(m) or 0) for r in _records(run)] for m in ("SR", "SPL", "nDTW")}
         table.append({"agent": agent, "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
                       **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(run)})
+    other_body = json.loads(json.dumps({**table[1], "agent": "random_low_base"}))
+    other_body["protocol"]["body"]["name"] = "low_base"  # same episodes, another protocol: never paired
+    table.append(other_body)
     comparisons = pairwise_comparisons(table)
     assert [(c["a"], c["b"]) for c in comparisons] == [("cma_il", "random")]
     assert split_design(table) == {"test": {"homes": 3, "episodes": 6}}
-    header, line, _ = table_lines(table)
+    header, line, _, _ = table_lines(table)
     assert "homes" in header and "seeds" in header and line.split()[4:6] == ["3", "1"]
     bench = tmp_path / "bench.json"
     bench.write_text(json.dumps({"format": 2, "table": table, "comparisons": comparisons}))
     out = tmp_path / "page"
     assert main(["results", "page", str(bench), "--out", str(out)]) == 0
-    row = next(line for line in (out / "index.md").read_text().splitlines() if line.startswith("| cma_il |"))
+    md = (out / "index.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| cma_il |"))
     assert row.endswith("| 28.83 | 25.54 | Table 3: CMA |")
+    assert "## fine_grained / test / telhop / body low_base" in md  # its own group
+    assert len(json.loads((out / "page.json").read_text())["groups"]) == 2
     del table[0]["per_episode"]
     bench.write_text(json.dumps({"format": 2, "table": table}))
     assert main(["results", "page", str(bench), "--out", str(tmp_path / "p2")]) == 2

@@ -616,7 +616,7 @@ def row_design(eval_dir: Path) -> dict:
 
 
 def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
-    """Every pair of rows on the same task, split and collision mode and the same episodes (table
+    """Every pair of rows on the same task, split, collision mode, protocol and episodes (table
     order: A before B): the paired SR and SPL differences A - B with clustered intervals and the
     probability of improvement, and the verdict "A > B" (or "B > A") only when the SR interval
     excludes 0, else "not separated" (``results.compare.compare_pair``)."""
@@ -630,7 +630,8 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
              **compare_pair(a["agent"], a["per_episode"], b["agent"], b["per_episode"], seed=seed)}
             for (task, split, mode), rows in groups.items()
             for i, a in enumerate(rows) for b in rows[i + 1:]
-            if a["per_episode"]["ids"] == b["per_episode"]["ids"]]  # paired only on the same episodes
+            if a["per_episode"]["ids"] == b["per_episode"]["ids"]  # paired only on the same episodes
+            and a.get("protocol") == b.get("protocol")]  # and the same protocol (body, success radius ...)
 
 
 def split_design(table: list[dict]) -> dict:

@@ -43,8 +43,8 @@ class Run:
 
     @property
     def key(self) -> tuple:
-        """What runs must share to be compared: task, split, collision mode."""
-        return (self.task, self.split or "-", self.mode)
+        """What runs must share to be compared: task, split, collision mode and the whole protocol."""
+        return (self.task, self.split or "-", self.mode, json.dumps(self.protocol, sort_keys=True))
 
 
 def _read_json(path: Path) -> dict:
@@ -179,8 +179,9 @@ def check_comparable(a: Run, b: Run) -> None:
 
 
 def group_runs(runs: list[Run], *, strict: bool) -> dict[tuple, list[Run]]:
-    """Runs by (task, split, collision mode), each group checked with ``check_comparable``.
-    ``strict`` (no bench file given): every run must be comparable with the first, one group."""
+    """Runs by task, split, collision mode and protocol (``Run.key``), each group checked with
+    ``check_comparable`` (the same episodes). ``strict`` (no bench file given): every run must be
+    comparable with the first, one group."""
     if strict:
         for r in runs[1:]:
             check_comparable(runs[0], r)
@@ -229,6 +230,11 @@ def comparison_lines(comparisons: list[dict]) -> list[str]:
     return lines
 
 
+def body_name(run: Run) -> str | None:
+    """The name of the body a run was evaluated with (its protocol's)."""
+    return (run.protocol.get("body") or {}).get("name")
+
+
 def _columns(run: Run) -> dict:
     return {"homes": run.homes, **run.values}
 
@@ -244,10 +250,11 @@ def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0) -> dict:
     """Groups of comparable runs with every pair's paired differences (``compare_pair``)."""
     groups = group_runs(runs, strict=strict)
     out = []
-    for (task, split, mode), members in groups.items():
+    for (task, split, mode, _), members in groups.items():
         pairs = [compare_pair(a.label, _columns(a), b.label, _columns(b), seed=seed)
                  for i, a in enumerate(members) for b in members[i + 1:]]
-        out.append({"task": task, "split": split, "mode": mode, "runs": [r.label for r in members],
+        out.append({"task": task, "split": split, "mode": mode, "body": body_name(members[0]),
+                    "runs": [r.label for r in members],
                     "design": {"homes": len(set(members[0].homes)), "episodes": len(members[0].ids),
                                "mde_SR": group_mde(members)},
                     "comparisons": pairs})
@@ -290,7 +297,8 @@ def compare_text(result: dict) -> str:
             continue
         d = g["design"]
         mde = "-" if d["mde_SR"] is None else f"{d['mde_SR']:.3f}"
-        lines += [f"{g['task']} / {g['split']} / {g['mode']}: {d['homes']} homes, {d['episodes']} episodes, "
+        lines += [f"{g['task']} / {g['split']} / {g['mode']} / body {g['body']}: {d['homes']} homes, "
+                  f"{d['episodes']} episodes, "
                   f"smallest detectable SR difference {mde}"]
         lines += run_lines([entries[label] for label in g["runs"]])
         lines += [""] + comparison_lines(g["comparisons"]) + [""]
@@ -323,7 +331,7 @@ def plot_comparisons(result: dict, path: Path) -> None:
             ax.axvline(0, color="black", lw=0.8)
             ax.set_yticks(range(len(labels)), labels if mi == 0 else [""] * len(labels), fontsize=7)
             ax.invert_yaxis()
-            ax.set_title(f"{m} difference, 95% home CI: {g['split']} / {g['mode']}", fontsize=8)
+            ax.set_title(f"{m} difference, 95% home CI: {g['split']} / {g['mode']} / {g.get('body')}", fontsize=8)
     fig.tight_layout()
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=90, metadata={"Software": None})

@@ -13,8 +13,8 @@ import re
 from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
-from .compare import (COMPARED_METRICS, Run, compare_pair, group_mde, group_runs, load_runs, plot_comparisons,
-                      run_entry)
+from .compare import (COMPARED_METRICS, Run, body_name, compare_pair, group_mde, group_runs, load_runs,
+                      plot_comparisons, run_entry)
 
 PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
 METRICS = ("SR", "SPL", "nDTW")
@@ -106,11 +106,12 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
           "interval excludes 0. Paper figures are the VLNVerse paper's (percent, its own scenes and training), "
           "shown beside ours for orientation, not as a paired comparison.", ""]
     with replace_output_dir(out, command="results page") as tmp:
-        for gi, ((task, split, mode), members) in enumerate(groups.items()):
+        for gi, ((task, split, mode, _), members) in enumerate(groups.items()):
             mde_sr = group_mde(members)
             mde = "-" if mde_sr is None else f"{mde_sr:.3f}"
             homes = len(set(members[0].homes))
-            md += [f"## {task} / {split or '-'} / {mode}", "",
+            body = body_name(members[0])
+            md += [f"## {task} / {split or '-'} / {mode} / body {body}", "",
                    f"Design: {homes} homes, {len(members[0].ids)} episodes; the smallest SR difference this design "
                    f"detects (two-sided 5%, power 80%, from the variance between and within homes; the largest of "
                    f"the runs'): {mde}.", "",
@@ -127,8 +128,8 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                 ref = [f"{paper[1].get('SR', '-')}", f"{paper[1].get('SPL', '-')}", paper[0]] if paper else ["-"] * 3
                 md.append(f"| {run.label} | {run.seeds or '-'} | {len(run.ids)} | {len(set(run.homes))} | "
                           + " | ".join(cells + ref) + " |")
-            png = f"sr_per_home_{gi}_{_slug(task, split, mode)}.png"
-            plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode}")
+            png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
+            plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")
             md += ["", f"![SR per home]({png})", ""]
             pairs = [compare_pair(a.label, {"homes": a.homes, **a.values}, b.label, {"homes": b.homes, **b.values},
                                   seed=seed) for i, a in enumerate(members) for b in members[i + 1:]]
@@ -141,7 +142,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                         f"{c[m]['mean']:+.3f} | {_ci(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
                         + f" | {c['verdict']} |")
                 md.append("")
-            data["groups"].append({"task": task, "split": split, "mode": mode, "homes": homes,
+            data["groups"].append({"task": task, "split": split, "mode": mode, "body": body, "homes": homes,
                                    "episodes": len(members[0].ids), "mde_SR": mde_sr,
                                    "runs": [run_entry(r) for r in members], "comparisons": pairs, "plot": png})
         if any(g["comparisons"] for g in data["groups"]):
