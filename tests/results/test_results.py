@@ -66,6 +66,10 @@ def test_summary_carries_format_per_home_clustered_intervals_design_and_protocol
     strict = json.loads((runs["strict"] / SUMMARY_FILE).read_text())["protocol"]
     assert strict["mode_params"]["displacement_threshold"] == 0.1
     assert summary["overall"]["means"]["SR"] == pytest.approx(sum(sr) / 6)  # the existing keys stay
+    from vlnverse.eval.runner import design_line
+
+    c = overall["intervals"]["SR"]["clustered"]
+    assert f"[{c['lo']:.3f}, {c['hi']:.3f}] by home" in design_line(overall) and "(3 homes, 6 episodes" in design_line(overall)
 
 
 def test_compare_two_runs_prints_the_paired_difference_and_writes_json_and_png(runs, tmp_path, capsys):

@@ -416,6 +416,18 @@ def design_block(records: list[dict], *, seed: int = 0) -> dict[str, Any]:
     return {"per_home": per_home, "intervals": intervals, "design": design}
 
 
+def design_line(block: dict) -> str:
+    """One line: SR with its 95% intervals by home and by episode, and the design's MDE of SR."""
+    iv, design = block["intervals"]["SR"], block["design"]
+    if iv["episode"]["mean"] is None:
+        return "SR: no evaluated episode"
+    home = iv["clustered"]
+    by_home = "undefined by home (1 home)" if home["lo"] is None else f"[{home['lo']:.3f}, {home['hi']:.3f}] by home"
+    mde = "" if design["mde_SR"] is None else f"; smallest detectable SR difference {design['mde_SR']:.3f}"
+    return (f"SR {iv['episode']['mean']:.3f}: 95% CI {by_home}, [{iv['episode']['lo']:.3f}, {iv['episode']['hi']:.3f}] "
+            f"by episode ({design['homes']} homes, {design['episodes']} episodes{mde}; docs/statistics.md)")
+
+
 def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
     """What a run's numbers depend on besides the agent: task, collision mode and its parameters,
     success radius, step budget, the body and whether a blocked move slides along the obstacle
@@ -768,6 +780,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         write_report(out / "report.html", [(f"{cfg.agent.name} / {cfg.collision_mode}", summary, finished)], base_dir=out)
     if print_summary:
         print_table([((k.split("/")[0], cfg.agent.name, cfg.collision_mode), v) for k, v in summary["by_task"].items()])
+        print(design_line(summary["overall"]))
         print(f"wrote {out / SUMMARY_FILE}, {out / EPISODES_FILE}" + (f", {out / 'report.html'}" if cfg.report.enabled else ""))
     return summary
 
