@@ -2,8 +2,9 @@
 steady the 50 ms log is under load.
 
 Two WebSocket clients (the page's protocol) connect to the study app on localhost at once,
-consent, start an episode and drive for ``DRIVE_S`` seconds, in two phases: ``circle`` (forward +
-left, so walls rarely stop them) and ``push`` (forward from a start turned to face the nearest
+say hello, consent (the session secret then goes with every message), start an episode and
+drive for ``DRIVE_S`` seconds, in two phases: ``circle`` (forward + left, so walls rarely stop them) and
+``push`` (forward from a start turned to face the nearest
 obstacle, so they push into furniture most of the time). Figures per phase, both participants
 pooled: ``frames_per_s`` (mean and min over participants) — 224×224 JPEG frames received per
 second while a key is held; ``log_interval_ms`` — p50 / p99 of the time between consecutive log
@@ -57,19 +58,25 @@ async def _await_end(ws, where: str, timeout: float = END_TIMEOUT_S) -> None:
 async def _drive(url: str, pid: str, seconds: float, keys: list[str], end_record: str) -> int:
     import websockets
 
-    async with websockets.connect(url.replace("http", "ws") + f"/ws?pid={pid}", max_size=None) as ws:
+    async with websockets.connect(url.replace("http", "ws") + "/ws", max_size=None) as ws:
+        await ws.send(json.dumps({"type": "hello", "pid": pid}))
         json.loads(await ws.recv())  # welcome
         await ws.send(json.dumps({"type": "consent"}))
+        secret = None
         while True:
             msg = await ws.recv()
-            if isinstance(msg, str) and json.loads(msg)["type"] == "episode":
+            kind = json.loads(msg)["type"] if isinstance(msg, str) else None
+            if kind == "session":  # every later message carries the session secret
+                secret = json.loads(msg)["secret"]
+            if kind == "episode":
                 break
-        await ws.send(json.dumps({"type": "start"}))
+        send = lambda obj: ws.send(json.dumps({**obj, "secret": secret}))  # noqa: E731
+        await send({"type": "start"})
         while True:
             msg = await ws.recv()
             if isinstance(msg, str) and json.loads(msg)["type"] == "ready":
                 break
-        await ws.send(json.dumps({"type": "keys", "keys": keys}))
+        await send({"type": "keys", "keys": keys})
         frames, ended, t_end = 0, False, time.perf_counter() + seconds
         while (left := t_end - time.perf_counter()) > 0:
             try:
@@ -78,8 +85,8 @@ async def _drive(url: str, pid: str, seconds: float, keys: list[str], end_record
                 break
             frames += isinstance(msg, bytes)
             ended |= _is_end(msg)  # the episode ended while driving (e.g. a Strict failure)
-        await ws.send(json.dumps({"type": "keys", "keys": []}))
-        await ws.send(json.dumps({"type": "finish"}))
+        await send({"type": "keys", "keys": []})
+        await send({"type": "finish"})
         if not ended:  # hanging up now would leave the end record to the driver thread, unwaited
             await _await_end(ws, end_record)
         return frames

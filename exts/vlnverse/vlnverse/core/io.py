@@ -95,6 +95,7 @@ LEGACY_OUTPUTS.update({
     "quickstart": lambda d: _summary_has(d, "summary.json", ("runs", "config")),
     "data generate": lambda d: _summary_has(d, "summary.json", ("version", "task", "counts", "total_episodes")),
     "sim drive": lambda d: _summary_has(d, "summary.json", ("scene", "body", "actions", "final_pose")),
+    "study serve": lambda d: _summary_has(d, "study.json", ("config", "episodes")),
 })
 
 
@@ -371,12 +372,14 @@ def write_npz(path: str | Path, **arrays: Any) -> Path:
 
 
 @contextlib.contextmanager
-def folder_lock(folder: str | Path) -> Iterator[Path]:
+def folder_lock(folder: str | Path, *, holder: str = "",
+                rule: str = "one run per output folder; wait for it to finish or choose another 'out'") -> Iterator[Path]:
     """Hold an exclusive OS lock (``fcntl.flock``) on ``folder/.vlnverse.lock`` for the block.
 
     A second holder is refused at once with a one-line ``VLNVerseError`` naming the holder (pid
-    and host, written into the lock file). The OS releases the lock on any exit, ``kill -9``
-    included, so a stale lock file never blocks a later run.
+    and host, and ``holder``, e.g. the address a server listens on, written into the lock file)
+    and ``rule``. The OS releases the lock on any exit, ``kill -9`` included, so a stale lock file
+    never blocks a later run.
     """
     from .errors import VLNVerseError
 
@@ -389,11 +392,10 @@ def folder_lock(folder: str | Path) -> Iterator[Path]:
         except OSError as exc:
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
-            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
-            raise VLNVerseError(f"{folder}: in use by {holder} (one run per output folder; wait for it "
-                                "to finish or choose another 'out')") from None
+            running = os.pread(fd, 300, 0).decode("utf-8", "replace").strip() or "another process"
+            raise VLNVerseError(f"{folder}: in use by {running} ({rule})") from None
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}{', ' + holder if holder else ''}\n".encode(), 0)
         try:
             yield lock_path
         finally:

@@ -1,13 +1,21 @@
 """The study web app (FastAPI + WebSocket): ``vlnverse study serve --episodes FILE --out DIR``.
 
-``GET /`` serves the page (plain HTML/JS in ``static/``); ``/ws?pid=ID`` is the participant's
-socket. Messages from the page (JSON): ``consent``, ``start`` (begin or resume the current
-episode after its instruction pop-up), ``keys`` (the set of held keys), ``finish`` (Enter, once
-confirmed), ``end`` (give up an interrupted episode), ``withdraw``. From the server: ``welcome``,
-``episode``, ``episode_end``, ``complete``, ``refused``, ``withdrawn``, ``error`` (JSON) and frames
-(binary: one byte, 1 when the body touched something since the previous frame, then a JPEG).
-One socket per participant: a second tab is refused with a message. When the socket drops the
-driver pauses (the CSV ends at the last pose); reconnecting offers to resume or end the episode.
+``GET /`` serves the page (plain HTML/JS in ``static/``); ``/ws`` is the participant's socket.
+The page's first message is ``hello`` with ``pid`` and either ``secret`` (the session secret
+its storage kept), ``resume_code`` (a one-time code from the experimenter page, for another
+device) or neither (a new participant: only an id that never consented). A socket is refused
+before the handshake when its ``Origin`` is not the server's own (or an ``allowed_origins``
+entry), and with one neutral ``refused`` message (:data:`NEUTRAL_REFUSAL`) whenever the id
+cannot be authenticated, whatever the reason. On ``consent`` the server draws the episodes and
+issues the secret (``session``); every later message carries it, else the socket is closed.
+Messages from the page (JSON): ``consent``, ``start`` (begin or resume the current episode after
+its instruction pop-up), ``keys`` (the set of held keys), ``finish`` (Enter, once confirmed),
+``end`` (give up an interrupted episode), ``withdraw`` (with ``confirm: true``). From the server:
+``welcome``, ``session``, ``episode``, ``episode_end``, ``complete``, ``refused``, ``withdrawn``,
+``error`` (JSON) and frames (binary: one byte, 1 when the body touched something since the
+previous frame, then a JPEG). One socket per participant: a second tab is refused with a
+message. When the socket drops the driver pauses (the CSV ends at the last pose); reconnecting
+offers to resume or end the episode.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -55,54 +64,156 @@ def add_error_pages(app: Any) -> None:
         return message_page(title, str(detail), exc.status_code)
 
 
-class StudyServer:
-    """State shared by the sockets: the store, the participants connected now and their drivers."""
+#: The one answer to a participant connection that is not authenticated: the same words whether
+#: the id is unknown, withdrawn, connected elsewhere, or the secret is missing or wrong.
+NEUTRAL_REFUSAL = ("This participant id cannot be opened here. If it is yours, please ask the experimenter "
+                   "(they can give you a resume code).")
+#: How long a new connection may take to say ``hello`` (s).
+HELLO_TIMEOUT_S = 30.0
+#: Resume codes (experimenter page): lifetime (s), wrong tries before the code is void, characters.
+RESUME_CODE_TTL_S = 15 * 60
+RESUME_CODE_TRIES = 5
+RESUME_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
 
-    def __init__(self, store: StudyStore):
+
+def _sha(text: str) -> str:
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class StudyServer:
+    """State shared by the sockets: the store, the participants connected now and their drivers,
+    the resume codes the experimenter issued and the origins a page may connect from."""
+
+    def __init__(self, store: StudyStore, allowed_origins: Any = ()):
         self.store = store
-        self.connected: set[str] = set()
+        self.allowed_origins = {o.rstrip("/").lower() for o in allowed_origins or ()}
+        self.connected: set[str] = set()  # authenticated, and ids being consented to right now
         self.drivers: dict[str, ParticipantDriver] = {}
         self.sockets: dict[str, Any] = {}  # pid -> the participant's socket (the experimenter can end it)
         self.ended: set[str] = set()  # sessions the experimenter ended; refused until resumed
+        self.resume_codes: dict[str, tuple[str, float, int]] = {}  # pid -> (sha256, expiry, tries left)
         self._lock = asyncio.Lock()
 
     def episode_message(self, pid: str) -> dict:
         """The participant's next message: their current episode (resumed or new), or ``complete``."""
         return episode_message(self.store, pid)
 
+    def origin_allowed(self, ws: Any) -> bool:
+        """A browser's socket must come from this server's own page: its ``Origin`` names the host
+        the request was sent to (``Host``), or one of ``allowed_origins`` (a reverse proxy's
+        public address). Clients that send no ``Origin`` (not browsers) are authenticated by the
+        session secret alone."""
+        from urllib.parse import urlsplit
+
+        origin = ws.headers.get("origin")
+        if origin is None:
+            return True
+        origin = origin.rstrip("/").lower()
+        if origin in self.allowed_origins:
+            return True
+        parts = urlsplit(origin)
+        host = ws.headers.get("host", "").lower()
+        return bool(host) and parts.scheme in ("http", "https") and parts.netloc == host
+
+    # ------------------------------------------------------------------ resume codes
+
+    def new_resume_code(self, pid: str) -> str:
+        """A one-time code with which ``pid`` opens their session on another device (shown on
+        the experimenter page; ``RESUME_CODE_TTL_S``, ``RESUME_CODE_TRIES`` wrong tries)."""
+        import secrets
+
+        code = "".join(secrets.choice(RESUME_ALPHABET) for _ in range(8))
+        self.resume_codes[pid] = (_sha(code), time.monotonic() + RESUME_CODE_TTL_S, RESUME_CODE_TRIES)
+        return f"{code[:4]}-{code[4:]}"
+
+    def use_resume_code(self, pid: str, code: Any) -> bool:
+        """Whether ``code`` is ``pid``'s live resume code (used up when it is)."""
+        import hmac
+        import re
+
+        given = _sha(re.sub(r"[^A-Z0-9]", "", str(code).upper()))
+        digest, expiry, tries = self.resume_codes.get(pid, ("-" * 64, 0.0, 0))
+        ok = hmac.compare_digest(given.encode(), digest.encode()) and time.monotonic() < expiry
+        if pid in self.resume_codes:
+            if ok or tries <= 1 or time.monotonic() >= expiry:
+                del self.resume_codes[pid]
+            else:
+                self.resume_codes[pid] = (digest, expiry, tries - 1)
+        return ok
+
+    # ------------------------------------------------------------------ the participant's socket
+
+    def authenticate(self, pid: str, hello: dict) -> tuple[bool, str | None, bool]:
+        """(accepted, the session secret or None for a new participant, whether the secret is new)
+        for a ``hello``: with ``secret`` (the page's storage), ``resume_code`` (from the
+        experimenter), or neither (only for an id that has not consented: a new participant)."""
+        record = self.store.record(pid) or {}
+        consented = bool(record.get("consented_at")) and not record.get("withdrawn_at")
+        if hello.get("secret"):
+            ok = self.store.check_secret(pid, hello["secret"])
+            return ok, hello["secret"] if ok else None, False
+        if hello.get("resume_code"):
+            ok = self.use_resume_code(pid, hello["resume_code"]) and consented
+            return ok, self.store.issue_secret(pid) if ok else None, ok
+        new = not record.get("consented_at") and not record.get("withdrawn_at") and pid not in self.connected
+        return new, None, False
+
+    async def refuse(self, ws: Any, message: str, code: int) -> None:
+        """Send ``refused`` with ``message`` and close."""
+        with contextlib.suppress(Exception):
+            await ws.send_json({"type": "refused", "message": message})
+            await ws.close(code=code)
+
     async def handle(self, ws: Any) -> None:
-        """Serve one participant's socket until it closes."""
+        """Serve one participant's socket until it closes (the protocol: module docstring)."""
+        import hmac
+
         from starlette.websockets import WebSocketDisconnect
 
+        client = ws.client.host if ws.client else "?"
+        if not self.origin_allowed(ws):
+            log.warning("participant connection from %s refused: Origin %s is not this server's", client,
+                        ws.headers.get("origin"))
+            await ws.close(code=1008)  # before accepting: the handshake is refused (HTTP 403)
+            return
         await ws.accept()
-        pid = ws.query_params.get("pid", "")
-        if not PARTICIPANT_ID.match(pid):
-            await ws.send_json({"type": "refused", "message": "Enter a participant id of 1-40 letters, digits, '_' or '-'."})
-            await ws.close(code=4400)
+        try:
+            hello = json.loads(await asyncio.wait_for(ws.receive_text(), HELLO_TIMEOUT_S))
+        except (asyncio.TimeoutError, WebSocketDisconnect, RuntimeError, ValueError, KeyError):
+            await self.refuse(ws, "No participant id was sent.", 4400)
             return
-        if self.store.withdrawn(pid):
-            log.warning("participant %s withdrew earlier: connection refused", pid)
-            await ws.send_json({"type": "refused", "message": f"Participant id {pid} was withdrawn from this study "
-                                                              "and cannot be used again. Please ask the experimenter."})
-            await ws.close(code=4403)
-            return
-        if pid in self.ended:
-            await ws.send_json({"type": "refused", "message": "The experimenter has paused your session. "
-                                                              "Please wait until they resume it, then reload."})
-            await ws.close(code=4403)
+        pid = hello.get("pid") if isinstance(hello, dict) else None
+        if not isinstance(hello, dict) or hello.get("type") != "hello" or not isinstance(pid, str) \
+                or not PARTICIPANT_ID.match(pid):
+            await self.refuse(ws, "Enter a participant id of 1-40 letters, digits, '_' or '-'.", 4400)
             return
         async with self._lock:
-            if pid in self.connected:
-                await ws.send_json({"type": "refused", "message": f"Participant {pid} is already connected in another "
-                                                                  "tab or window. Close this tab and continue there."})
-                await ws.close(code=4409)
-                return
-            self.connected.add(pid)
-            self.sockets[pid] = ws
+            ok, secret, issued = self.authenticate(pid, hello)
+            refusal = None
+            if not ok:
+                log.warning("participant connection for %s from %s refused: %s", pid, client,
+                            "wrong session secret" if hello.get("secret") else
+                            "wrong resume code" if hello.get("resume_code") else "no session secret")
+                refusal = (NEUTRAL_REFUSAL, 4401)
+            elif pid in self.connected:
+                refusal = (f"Participant {pid} is already connected in another tab or window. Close this tab "
+                           "and continue there.", 4409)
+            elif pid in self.ended:
+                refusal = ("The experimenter has paused your session. Please wait until they resume it, then "
+                           "reload.", 4403)
+            else:
+                self.connected.add(pid)
+                self.sockets[pid] = ws
+        if refusal is not None:
+            await self.refuse(ws, *refusal)
+            return
         loop = asyncio.get_running_loop()
         outbox: asyncio.Queue = asyncio.Queue()
         latest: dict[str, Any] = {"frame": None}
         wake = asyncio.Event()
+        driver: ParticipantDriver | None = None
 
         def put_frame(data: bytes) -> None:  # keep only the newest frame: a slow client never queues frames
             latest["frame"] = data
@@ -118,11 +229,13 @@ class StudyServer:
         def on_event(event: dict) -> None:
             loop.call_soon_threadsafe(put_event, event)
 
-        driver = self.drivers.get(pid)
-        if driver is None or not driver.alive:
-            driver = self.drivers[pid] = ParticipantDriver(self.store, pid, on_frame=on_frame, on_event=on_event)
-        else:
-            driver.on_frame, driver.on_event = on_frame, on_event
+        def attach() -> ParticipantDriver:  # only a consented participant gets a simulator
+            current = self.drivers.get(pid)
+            if current is None or not current.alive:
+                current = self.drivers[pid] = ParticipantDriver(self.store, pid, on_frame=on_frame, on_event=on_event)
+            else:
+                current.on_frame, current.on_event = on_frame, on_event
+            return current
 
         async def sender() -> None:
             while True:
@@ -137,22 +250,36 @@ class StudyServer:
                 if frame is not None:
                     await ws.send_bytes(frame)
 
+        if secret is not None:
+            driver = attach()
         task = asyncio.create_task(sender())
         try:
-            record = self.store.assignment(pid)
-            done, total = self.store.progress(pid)
             cfg = self.store.config
-            await ws.send_json({"type": "welcome", "participant": pid, "title": cfg.title,
-                                "consent": cfg.consent_shown(), "consented": bool(record.get("consented_at")),
-                                "done": done, "total": total, "allow_backward": cfg.allow_backward,
-                                "pause_s": cfg.pause_s, "withdraw_data": cfg.withdraw_data})
+            welcome = {"type": "welcome", "participant": pid, "title": cfg.title, "consent": cfg.consent_shown(),
+                       "consented": secret is not None, "allow_backward": cfg.allow_backward,
+                       "pause_s": cfg.pause_s, "withdraw_data": cfg.withdraw_data}
+            if secret is not None:
+                welcome["done"], welcome["total"] = self.store.progress(pid)
+            if issued:
+                welcome["secret"] = secret  # a resume code: the page keeps the new secret
+            put_event(welcome)
             while True:
                 msg = json.loads(await ws.receive_text())
-                kind = msg.get("type")
-                if kind == "consent":
-                    self.store.consent(pid)
-                    put_event(self.episode_message(pid))
-                elif kind == "next":
+                kind = msg.get("type") if isinstance(msg, dict) else None
+                if secret is None:  # before consent nothing but consent is accepted
+                    if kind == "consent":
+                        self.store.consent(pid)
+                        secret = self.store.issue_secret(pid)
+                        driver = attach()
+                        put_event({"type": "session", "secret": secret})
+                        put_event(self.episode_message(pid))
+                    continue
+                given = msg.get("secret") if isinstance(msg, dict) else None
+                if not isinstance(given, str) or not hmac.compare_digest(given.encode(), secret.encode()):
+                    log.warning("participant %s: a message without the session secret: connection closed", pid)
+                    await self.refuse(ws, NEUTRAL_REFUSAL, 4401)
+                    break
+                if kind == "next":
                     put_event(self.episode_message(pid))
                 elif kind == "start":
                     eid = self.store.current(pid)
@@ -165,14 +292,18 @@ class StudyServer:
                     if eid is not None:
                         driver.finish(eid, "stop" if kind == "finish" else "ended")
                 elif kind == "withdraw":
-                    await self.withdraw(pid, driver)
+                    if msg.get("confirm") is not True:  # the page's dialog confirms; nothing else withdraws
+                        put_event({"type": "withdraw_unconfirmed"})
+                        continue
+                    await self.withdraw(pid)
                     await ws.send_json({"type": "withdrawn", "deleted": self.store.config.withdraw_data == "delete"})
                     await ws.close(code=4403)
                     break
-        except (WebSocketDisconnect, RuntimeError, json.JSONDecodeError):
+        except (WebSocketDisconnect, RuntimeError, ValueError, AttributeError):
             pass
         finally:
-            driver.pause()
+            if driver is not None:
+                driver.pause()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
@@ -182,14 +313,14 @@ class StudyServer:
                     del self.sockets[pid]
 
     def overview(self) -> list[dict]:
-        """Every participant for the experimenter: connected, consented, withdrawn, ended by the
-        experimenter, progress and the current episode."""
+        """Every participant who consented, for the experimenter: connected, withdrawn, ended by
+        the experimenter, progress and the current episode."""
         out = []
         for pid in self.store.participants():
-            record = self.store.assignment(pid)
+            record = self.store.record(pid) or {}
             done, total = self.store.progress(pid)
             driver = self.drivers.get(pid)
-            out.append({"participant": pid, "connected": pid in self.connected, "consented": bool(record.get("consented_at")),
+            out.append({"participant": pid, "connected": pid in self.connected, "consented": True,
                         "withdrawn": bool(record.get("withdrawn_at")), "ended_by_experimenter": pid in self.ended,
                         "done": done, "total": total, "current": self.store.current(pid),
                         "simulator": bool(driver is not None and driver.alive)})
@@ -205,25 +336,37 @@ class StudyServer:
         ws = self.sockets.get(pid)
         if ws is None:
             return False
-        with contextlib.suppress(Exception):
-            await ws.send_json({"type": "refused", "message": "The experimenter has paused your session. Please "
-                                                              "wait until they resume it, then reload the page."})
-            await ws.close(code=4403)
+        await self.refuse(ws, "The experimenter has paused your session. Please wait until they resume it, "
+                              "then reload the page.", 4403)
         return True
 
     def resume_session(self, pid: str) -> None:
         """Let ``pid`` connect again (their interrupted episode is offered to resume)."""
         self.ended.discard(pid)
 
-    async def withdraw(self, pid: str, driver: ParticipantDriver) -> None:
-        """End ``pid``'s session (simulator closed, log closed) and mark them withdrawn."""
-        driver.keys = frozenset()
-        driver.close()
-        await asyncio.get_running_loop().run_in_executor(None, driver.join, 10.0)
-        self.drivers.pop(pid, None)
+    async def withdraw(self, pid: str) -> None:
+        """End ``pid``'s session (simulator closed, log closed) and mark them withdrawn (their
+        logs deleted with ``withdraw_data: delete``)."""
+        driver = self.drivers.pop(pid, None)
+        if driver is not None:
+            driver.keys = frozenset()
+            driver.close()
+            await asyncio.get_running_loop().run_in_executor(None, driver.join, 10.0)
         self.store.withdraw(pid)
+        self.resume_codes.pop(pid, None)
         log.warning("participant %s withdrew (data %s)", pid,
                     "deleted" if self.store.config.withdraw_data == "delete" else "kept")
+
+    async def experimenter_withdraw(self, pid: str) -> bool:
+        """The experimenter withdraws ``pid`` (their page says so); whether they were connected."""
+        ws = self.sockets.get(pid)
+        await self.withdraw(pid)
+        if ws is None:
+            return False
+        with contextlib.suppress(Exception):
+            await ws.send_json({"type": "withdrawn", "deleted": self.store.config.withdraw_data == "delete"})
+            await ws.close(code=4403)
+        return True
 
     def close(self) -> None:
         """Close every participant's simulator."""
@@ -233,26 +376,36 @@ class StudyServer:
             driver.join(5.0)
 
 
-def create_app(store: StudyStore, token: str | None = None) -> Any:
+def experimenter_cookie(token: str) -> str:
+    """The name of the cookie holding a study's experimenter token (one per token, so two
+    studies served from one host keep theirs apart)."""
+    return f"vlnverse_experimenter_{_sha(token)[:10]}"
+
+
+def create_app(store: StudyStore, token: str | None = None, allowed_origins: Any = ()) -> Any:
     """The FastAPI app of a study. ``token`` guards the experimenter pages (``/experimenter``,
-    ``/api/experimenter/*``; a new random one when None, in ``app.state.token``): a request
-    without it, or with a wrong one, is refused (403) and logged. Participants' pages never list
-    participant ids."""
+    ``/api/experimenter/*``; a new random one when None, in ``app.state.token``): the first
+    visit of ``/experimenter?token=...`` moves it into an HttpOnly, SameSite=Strict cookie and
+    redirects to the clean URL; scripts may send ``X-Experimenter-Token``. A request without it,
+    or with a wrong one, is refused (403) and logged. ``allowed_origins``: origins besides the
+    server's own that participants' pages may connect from (a reverse proxy's public URL).
+    Participants' pages never list participant ids; there is no ``/openapi.json`` or ``/docs``."""
     import secrets
 
     from fastapi import FastAPI, HTTPException
-    from fastapi.responses import FileResponse, JSONResponse
+    from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
     from fastapi.staticfiles import StaticFiles
 
-    server = StudyServer(store)
+    server = StudyServer(store, allowed_origins)
     token = token or secrets.token_urlsafe(12)
+    cookie = experimenter_cookie(token)
 
     @contextlib.asynccontextmanager
     async def lifespan(app):  # noqa: ANN001
         yield
         server.close()
 
-    app = FastAPI(title=store.config.title, lifespan=lifespan, docs_url=None, redoc_url=None)
+    app = FastAPI(title=store.config.title, lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.server = server
     app.state.token = token
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
@@ -266,29 +419,47 @@ def create_app(store: StudyStore, token: str | None = None) -> Any:
     async def status():  # public: counts only, never participant ids
         return JSONResponse({"episodes": len(store.order), "connected": len(server.connected)})
 
+    def valid(given: str) -> bool:
+        return secrets.compare_digest(given.encode(), token.encode())
+
+    def refuse_experimenter(request: Request, given: str) -> None:
+        log.warning("experimenter page %s refused for %s: %s experimenter token", request.url.path,
+                    request.client.host if request.client else "?", "wrong" if given else "no")
+        raise HTTPException(403, "This page needs the experimenter token printed by 'vlnverse study serve'.")
+
     def experimenter(request: Request) -> None:
-        given = request.headers.get("x-experimenter-token") or request.query_params.get("token") or ""
-        if not secrets.compare_digest(given.encode(), token.encode()):
-            log.warning("experimenter page %s refused for %s: %s experimenter token", request.url.path,
-                        request.client.host if request.client else "?", "wrong" if given else "no")
-            raise HTTPException(403, "This page needs the experimenter token printed by 'vlnverse study serve'.")
+        given = request.headers.get("x-experimenter-token") or request.cookies.get(cookie) or ""
+        if not valid(given):
+            refuse_experimenter(request, given)
 
     @app.get("/experimenter")
     async def experimenter_page(request: Request):
+        given = request.query_params.get("token")
+        if given is not None:  # the printed link: the token goes into a cookie, the URL is cleaned
+            if not valid(given):
+                refuse_experimenter(request, given)
+            response = RedirectResponse("/experimenter", status_code=303)
+            response.set_cookie(cookie, token, httponly=True, samesite="strict", path="/",
+                                secure=request.url.scheme == "https")
+            response.headers["Referrer-Policy"] = "no-referrer"
+            return response
         experimenter(request)
-        return FileResponse(STATIC / "experimenter.html")
+        return FileResponse(STATIC / "experimenter.html", headers={"Cache-Control": "no-store"})
 
     @app.get("/api/experimenter/status")
     async def experimenter_status(request: Request):
         experimenter(request)
         return JSONResponse({"title": store.config.title, "episodes": len(store.order),
-                             "participants": server.overview()})
+                             "withdraw_data": store.config.withdraw_data, "participants": server.overview()})
+
+    def known(pid: str) -> None:
+        if not PARTICIPANT_ID.match(pid) or pid not in store.participants():
+            raise HTTPException(404, "no participant with that id has consented")
 
     @app.post("/api/experimenter/end")
     async def experimenter_end(request: Request, pid: str):
         experimenter(request)
-        check = PARTICIPANT_ID.match(pid)
-        if not check:
+        if not PARTICIPANT_ID.match(pid):
             raise HTTPException(400, "not a participant id")
         log.info("experimenter ended the session of %s", pid)
         return JSONResponse({"participant": pid, "was_connected": await server.end_session(pid)})
@@ -299,6 +470,28 @@ def create_app(store: StudyStore, token: str | None = None) -> Any:
         log.info("experimenter resumed the session of %s", pid)
         server.resume_session(pid)
         return JSONResponse({"participant": pid})
+
+    @app.post("/api/experimenter/resume-code")
+    async def experimenter_resume_code(request: Request, pid: str):
+        experimenter(request)
+        known(pid)
+        if store.withdrawn(pid):
+            raise HTTPException(409, "the participant withdrew")
+        log.info("experimenter issued a resume code for %s", pid)
+        return JSONResponse({"participant": pid, "code": server.new_resume_code(pid),
+                             "expires_s": RESUME_CODE_TTL_S})
+
+    @app.post("/api/experimenter/withdraw")
+    async def experimenter_withdraw(request: Request, pid: str, confirm: str = ""):
+        experimenter(request)
+        known(pid)
+        if confirm != "yes":
+            raise HTTPException(400, "withdrawing needs confirm=yes")
+        if store.withdrawn(pid):
+            raise HTTPException(409, "the participant withdrew already")
+        log.warning("experimenter withdrew %s", pid)
+        return JSONResponse({"participant": pid, "was_connected": await server.experimenter_withdraw(pid),
+                             "deleted": store.config.withdraw_data == "delete"})
 
     @app.websocket("/ws")
     async def socket(ws: WebSocket):
@@ -330,17 +523,85 @@ def shown_host(host: str) -> str:
     return "localhost" if host in ("127.0.0.1", "::1") else host
 
 
-def serve(store: StudyStore, host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
-    """Run the study app until interrupted (prints the participants' and the experimenter's URLs)."""
+def bind_socket(host: str, port: int) -> Any:
+    """A listening TCP socket on ``host``:``port`` (port 0: any free one), bound before anything
+    is printed or written; a bad port, a bad host or a port in use is one ``ConfigError`` line."""
+    import errno
+    import socket
+
+    from ..core.errors import ConfigError
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ConfigError(f"got {port}", field="--port", expected="a port number 0..65535 (0: any free port)")
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"cannot resolve {host!r} ({getattr(exc, 'strerror', None) or exc})", field="--host",
+                          expected="an address of this machine, e.g. 127.0.0.1, or 0.0.0.0 for every interface") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ConfigError(f"port {port} on {host} is in use (another server?)", field="--port",
+                              expected="a free port, e.g. --port 0 for any") from None
+        if exc.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"{host!r} is not an address of this machine", field="--host",
+                              expected="an address of this machine, e.g. 127.0.0.1, or 0.0.0.0") from None
+        if exc.errno == errno.EACCES:
+            raise ConfigError(f"port {port} needs administrator rights", field="--port",
+                              expected="a port above 1023") from None
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror or exc})", field="--host") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def check_tls(certfile: str | None, keyfile: str | None) -> None:
+    """``ConfigError`` naming ``--certfile``/``--keyfile`` unless both are absent, or both given
+    and a loadable certificate chain and key."""
+    import ssl
+
+    from ..core.errors import ConfigError
+
+    if certfile is None and keyfile is None:
+        return
+    if not certfile or not keyfile:
+        raise ConfigError("given alone", field="--keyfile" if keyfile else "--certfile",
+                          expected="both --certfile and --keyfile (a PEM certificate and its private key)")
+    for name, path in (("--certfile", certfile), ("--keyfile", keyfile)):
+        if not Path(path).is_file():
+            raise ConfigError("not found", file=path, field=name, expected="a PEM file")
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError, ValueError) as exc:
+        raise ConfigError(f"not a certificate and key that match ({exc})", file=certfile, field="--certfile",
+                          expected="a PEM certificate chain and its private key (--keyfile)") from None
+
+
+def serve(store: StudyStore, host: str = "127.0.0.1", port: int = 8765, token: str | None = None, *,
+          sock: Any = None, certfile: str | None = None, keyfile: str | None = None,
+          allowed_origins: Any = ()) -> None:
+    """Run the study app until interrupted on ``sock`` (else a socket bound here: :func:`bind_socket`);
+    prints the participants' and the experimenter's URLs once it listens. ``certfile``/``keyfile``
+    serve HTTPS (and secure websockets) directly."""
     import uvicorn
 
-    app = create_app(store, token)
-    shown = shown_host(host)
+    sock = sock if sock is not None else bind_socket(host, port)
+    port = sock.getsockname()[1]
+    app = create_app(store, token, allowed_origins=allowed_origins)
+    scheme = "https" if certfile else "http"
+    base = f"{scheme}://{shown_host(host)}:{port}"
     print(f"vlnverse study: {len(store.order)} episodes, writing to {store.out}\n"
-          f"participants: open http://{shown}:{port}/ in a browser (Ctrl+C stops)\n"
-          f"experimenter: http://{shown}:{port}/experimenter?token={app.state.token}", flush=True)
+          f"participants: open {base}/ in a browser (Ctrl+C stops)\n"
+          f"experimenter: {base}/experimenter?token={app.state.token}", flush=True)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    uvicorn.run(app, host=host, port=port, log_level="warning", ws_ping_interval=5, ws_ping_timeout=10)
+    config = uvicorn.Config(app, log_level="warning", ws_ping_interval=5, ws_ping_timeout=10,
+                            ssl_certfile=certfile, ssl_keyfile=keyfile)
+    uvicorn.Server(config).run(sockets=[sock])
 
 
 class BackgroundServer:

@@ -64,6 +64,48 @@ def episode_message(store: StudyStore, pid: str) -> dict:
             "practice": practice, "resumed": bool(rows), "driven_s": round(rows[-1].t, 1) if rows else 0.0}
 
 
+def episode_setup(cfg, episode) -> tuple:
+    """(task config, body, scene context) of ``episode`` under the study config ``cfg`` (the
+    context cached in-process: maps, planner)."""
+    from ..sim.body import load_body
+    from ..tasks.base import load_scene_context, load_task_config
+
+    task_cfg = load_task_config(episode.task_type)
+    body = load_body(cfg.body or task_cfg.body)
+    return task_cfg, body, load_scene_context(episode.scene_path, body, task_cfg.map_resolution)
+
+
+def prepare_homes(store: StudyStore, *, backend: str = "auto", progress: Callable[[str], None] | None = None) -> int:
+    """Open every home the study's episodes use once, so that no participant waits for it: its
+    maps, its compiled model and its baked light (computed on a home's first open and cached, the
+    6-20 s a first frame used to take) and one rendered frame. ``progress(line)`` hears one line per
+    home. Returns the number of homes."""
+    from ..sim import make_simulator
+    from ..sim.sensors import CameraSpec
+    from ..tasks.base import load_task_types
+
+    load_task_types()
+    homes: dict[tuple, tuple] = {}
+    for episode in store.episodes.values():
+        _, body, ctx = episode_setup(store.config, episode)
+        homes.setdefault((str(episode.scene_path), body.name), (ctx, body))
+    if backend in ("auto", "mujoco"):  # keep every home's compiled model in memory, not only the last 8
+        from ..sim.mujoco.builder import keep_models
+
+        keep_models(len(homes))
+    camera = CameraSpec("rgb", "rgb", store.config.image_size, store.config.image_size, store.config.hfov_deg)
+    for i, (ctx, body) in enumerate(homes.values(), start=1):
+        t0 = time.perf_counter()
+        sim = make_simulator(ctx.desc, body, sensors=[], backend=backend, **store.config.render.sim_options())
+        try:
+            sim.render_at(sim.pose, camera)
+        finally:
+            sim.close()
+        if progress is not None:
+            progress(f"preparing homes: {i}/{len(homes)} {ctx.desc.scene_id} ({time.perf_counter() - t0:.1f} s)")
+    return len(homes)
+
+
 class ParticipantDriver:
     """The simulator thread of one participant.
 
@@ -201,15 +243,11 @@ class ParticipantDriver:
         from ..eval.rollout import Rollout, scene_mode
         from ..eval.runner import RunSettings
         from ..sim import make_simulator
-        from ..sim.body import load_body
         from ..sim.sensors import CameraSpec
         from ..sim.types import AgentPose
-        from ..tasks.base import load_scene_context, load_task_config
 
         episode = self.store.episodes[episode_id]
-        task_cfg = load_task_config(episode.task_type)
-        body = load_body(self.cfg.body or task_cfg.body)
-        ctx = load_scene_context(episode.scene_path, body, task_cfg.map_resolution)
+        task_cfg, body, ctx = episode_setup(self.cfg, episode)
         if self._scene != (str(episode.scene_path), body.name) and self._sim is not None:
             self._sim.close()
             self._sim = None

@@ -457,6 +457,13 @@ def _directional(mujoco, light) -> None:
         light.directional = True
 
 
+def keep_models(n: int) -> None:
+    """Keep at least ``n`` compiled models in the in-process cache (a server that opens ``n``
+    homes again and again, e.g. the human study)."""
+    global _CACHE_SIZE
+    _CACHE_SIZE = max(_CACHE_SIZE, int(n))
+
+
 def clear_cache() -> None:
     """Forget all cached compiled models."""
     _CACHE.clear()
