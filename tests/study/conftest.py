@@ -42,6 +42,12 @@ class _Browser:
         page.set_default_timeout(PAGE_TIMEOUT_MS)
         return page
 
+    def new_context(self, *args, **kwargs):
+        """A browser profile of its own (its pages share storage) with the same default timeout."""
+        context = self._chromium.new_context(*args, **kwargs)
+        context.set_default_timeout(PAGE_TIMEOUT_MS)
+        return context
+
     def __getattr__(self, name):
         return getattr(self._chromium, name)
 

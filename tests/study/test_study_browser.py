@@ -73,7 +73,8 @@ def _hold(page, store, pid, eid, key, action, rows):
 def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     store, url = study
     pid = "T01"
-    page = browser.new_page()
+    context = browser.new_context()  # one browser profile: its storage keeps the session secret
+    page = context.new_page()
     _login(page, url, pid)
     page.wait_for_selector("#consent:not(.hidden)")
     assert CONSENT in page.inner_text("#consent-text")
@@ -139,7 +140,7 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     page.screenshot(path=str(artifacts / "study_driving.png"))
 
     # a second tab for the same participant is refused with a message
-    second = browser.new_page()
+    second = context.new_page()
     _login(second, url, pid)
     second.wait_for_selector("#message:not(.hidden)")
     assert "already connected" in second.inner_text("#message-text")
@@ -151,7 +152,7 @@ def test_consent_popup_drive_log_refuse_and_resume(browser, study, artifacts):
     page.close()
     # the tab stays closed for 2 s (not a wait for anything: time that must not count as driving)
     time.sleep(CLOSED_S)
-    page = browser.new_page()
+    page = context.new_page()
     _login(page, url, pid)
     page.wait_for_selector("#modal-resume:not(.hidden)", timeout=120_000)
     page.screenshot(path=str(artifacts / "study_resume.png"))

@@ -88,6 +88,7 @@ def test_study_config_example_loads_and_bad_values_name_the_field(tmp_path):
 
 def test_assignment_is_balanced_seeded_and_avoids_seen_scenes(tmp_path, study_episodes):
     store = StudyStore(tmp_path, StudyConfig(episodes_per_participant=2, seed=1), study_episodes)
+    store.consent("A")  # only consented participants count in the balancing
     a, b = store.assignment("A")["episodes"], store.assignment("B")["episodes"]
     assert len(a) == 2 and len(b) == 2
     assert len(set(a) | set(b)) == 3  # the least-assigned episodes go first: 3 episodes, 4 slots
