@@ -166,7 +166,8 @@ def test_held_keys_drive_at_the_configured_speeds_in_the_browser(browser, headin
 def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, artifacts):
     store, server = _serve(tmp_path, headings["wall"], collision_mode="telhop")
     with server as url:
-        page = browser.new_page()
+        context = browser.new_context()  # one browser profile: the debug page resumes with the stored secret
+        page = context.new_page()
         _login(page, url, "C01")
         page.click("#agree")
         _start(page)
@@ -181,7 +182,7 @@ def test_collision_cue_and_debug_only_frame_rate(browser, headings, tmp_path, ar
         rows = read_rows(store.folder("C01") / f"{eid}.csv", strict=True)
         assert any(r.collided for r in rows)
         page.close()
-        debug = browser.new_page()
+        debug = context.new_page()
         _login(debug, url + "/?debug=1", "C01")
         _start(debug)
         assert debug.is_visible("#fps-wrap")

@@ -95,13 +95,18 @@ def _hello(client, **hello) -> tuple[dict, int | None]:
         return first, code
 
 
+def _consent(ws, pid: str) -> str:
+    """Say hello as a new participant ``pid`` on ``ws`` and consent; returns the session secret."""
+    _send(ws, {"type": "hello", "pid": pid})
+    assert _text(ws)["consented"] is False
+    _send(ws, {"type": "consent"})
+    return _until(ws, "session")["secret"]
+
+
 def _consent_and_drive(client, store, pid) -> str:
     """A participant consents, drives a few rows and closes the tab; returns their secret."""
     with client.websocket_connect("/ws") as ws:
-        _send(ws, {"type": "hello", "pid": pid})
-        assert _text(ws)["consented"] is False
-        _send(ws, {"type": "consent"})
-        secret = _until(ws, "session")["secret"]
+        secret = _consent(ws, pid)
         assert len(secret) >= 32
         _until(ws, "episode")
         _send(ws, {"type": "start", "secret": secret})
@@ -197,10 +202,7 @@ def test_an_unconsented_id_gets_no_assignment_and_is_not_listed(lab):
 def test_a_resume_code_opens_the_session_on_another_device_once(lab):
     store, app, client = lab
     with client.websocket_connect("/ws") as ws:
-        _send(ws, {"type": "hello", "pid": "MOVE1"})
-        _text(ws)
-        _send(ws, {"type": "consent"})
-        old = _until(ws, "session")["secret"]
+        old = _consent(ws, "MOVE1")
     headers = {"X-Experimenter-Token": TOKEN}
     assert client.request("POST", "/api/experimenter/resume-code?pid=NOPE1", headers)[0] == 404
     assert client.request("POST", "/api/experimenter/resume-code?pid=MOVE1")[0] == 403
@@ -258,9 +260,7 @@ def test_experimenter_token_moves_into_an_httponly_cookie_and_no_api_listing(lab
 def test_experimenter_withdraw_needs_confirmation(lab):
     store, app, client = lab
     with client.websocket_connect("/ws") as ws:
-        _send(ws, {"type": "hello", "pid": "GONE1"})
-        _text(ws)
-        _send(ws, {"type": "consent"})
+        _consent(ws, "GONE1")
         _until(ws, "episode")
         headers = {"X-Experimenter-Token": TOKEN}
         assert client.request("POST", "/api/experimenter/withdraw?pid=GONE1", headers)[0] == 400
