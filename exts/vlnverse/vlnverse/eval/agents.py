@@ -537,7 +537,7 @@ for _name in MLLM_AGENTS:
 # ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench). ROAM's
 # room classifier reads object categories in line of sight, not pixels; its in-room explorer
 # prompts an MLLM.
-for _name, _module in (("roam", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
+for _name, _module in (("roam", "vlnverse.eval.roam"), ("roam_detector", "vlnverse.eval.roam"), ("som", "vlnverse.eval.roam"),
                        ("mv_dualvln", "vlnverse.eval.pixel_goal")):
     AGENTS.register_lazy(_name, _module, tags=(VISION_LANGUAGE,))
 #: The built-in agents that declare ``VISION_LANGUAGE`` (plug-ins: ``is_vision_language``).

@@ -97,7 +97,7 @@ def resolve_config_path(name: str) -> Path:
 
 def _eval(args: argparse.Namespace) -> int:
     from .config import load_eval_config
-    from .runner import not_evaluated_line, run_eval
+    from .runner import assistant_line, not_evaluated_line, run_eval
 
     from ..core.cli_options import split_trailing_options
     from ..core.errors import ConfigError, VLNVerseError
@@ -117,6 +117,9 @@ def _eval(args: argparse.Namespace) -> int:
     if summary.get("failed_scenes"):
         raise VLNVerseError(f"{len(summary['failed_scenes'])} scene(s) failed (the other scenes' episodes are in "
                             f"{cfg.out}): " + "; ".join(f"{f['scene']}: {f['error']}" for f in summary["failed_scenes"]))
+    degraded = assistant_line(summary)
+    if degraded is not None:  # evaluated, but some steps had no guidance: say so last
+        print(f"vlnverse: {degraded}", file=sys.stderr)
     line = not_evaluated_line(summary, cfg.out)
     if line is not None:  # endpoint failures: the table is incomplete, so not a success
         print(f"vlnverse: {line}", file=sys.stderr)

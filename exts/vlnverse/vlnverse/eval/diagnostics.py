@@ -2,12 +2,16 @@
 failed episode, from its trajectory, the reference path split into clauses, the instruction's
 grounded landmarks resolved in the scene graph, and the recorded collisions.
 
-The reference path is split into **clauses** at its turns (heading change over
-``TURN_DEG``): clause 0 is "go straight", each later one "turn left / right / around" then go
-straight. A landmark of the episode (``info["landmarks"]``: scene-graph instance ids) within
-``landmark_radius`` of a turn anchors that turn. The agent's poses are projected onto the
-reference (arc length = progress, distance = deviation). Steps are scanned in order; the first
-rule that fires names the error:
+The reference path is split into **clauses** the way the instruction generator grounds its turns
+(``vlnverse.tasks.instructions.describer``): heading changes at vertices less than
+``MERGE_DISTANCE`` (1.0 m, the describer's ``turn_merge``) apart along the path are one turn (so a
+bend drawn as two vertices 0.1 m apart is one clause), and a summed change of 35° or more is a
+turn (150°: turn around). Clause 0 is "go straight", each later one "turn left / right / around"
+then go straight; the instruction's sentences are aligned with them (:func:`clause_texts`: its
+k-th turn phrase is clause k). A landmark of the episode (``info["landmarks"]``: scene-graph
+instance ids) within ``landmark_radius`` of a turn anchors that turn. The agent's poses are
+projected onto the reference (arc length = progress, distance = deviation). Steps are scanned in
+order; the first rule that fires names the error, at the step where it happened:
 
 =================  ===================================================================================
 ``collision``      the step touched an obstacle (a recorded collision)
@@ -16,12 +20,19 @@ rule that fires names the error:
 ``overshoot``      the agent left the goal region (within the success distance of the goal) that an
                    earlier pose was in
 ``missed_landmark`` the agent left the reference corridor (deviation over ``off_path``) within
-                   ``turn_window`` of a turn anchored by a landmark: it did not turn at the landmark
-``wrong_direction`` it left the corridor anywhere else: it moved against the current clause
+                   ``turn_window`` of a turn anchored by a landmark: it turned before or after the
+                   landmark, or not at all; reported at the step that left the route (the move from
+                   its last pose within ``depart`` of the reference)
+``wrong_direction`` it left the corridor anywhere else: it moved against the current clause (same step)
+``walked_away``    inside the corridor, it walked back along the route: its progress (signed, negative
+                   behind the start) fell more than ``walk_back`` below the best it had reached;
+                   reported at the first step back (the corridor alone misses an agent that walks
+                   back past its start within ``off_path`` of it)
 ``premature_stop`` (no step error) it stopped short of the goal: progress below the path length
-                   minus the success distance
+                   minus the success distance; reported at the STOP
 ``overshoot``      (no step error) it stopped beyond the end of the path, outside the goal region
-``out_of_steps``   (no step error) it never stopped and never reached the goal region
+                   (at the STOP)
+``out_of_steps``   (no step error) it never stopped and never reached the goal region (its last step)
 ``collision``      (no step error) a Strict episode ended in failure (the body was displaced)
 =================  ===================================================================================
 
@@ -35,9 +46,11 @@ from typing import Any, Sequence
 import numpy as np
 
 #: error categories in the order they are reported
-CATEGORIES = ("wrong_direction", "missed_landmark", "premature_stop", "overshoot", "loop", "collision", "out_of_steps")
-#: a heading change over this many degrees at a reference vertex starts a new clause
-TURN_DEG = 30.0
+CATEGORIES = ("wrong_direction", "missed_landmark", "walked_away", "premature_stop", "overshoot", "loop", "collision",
+              "out_of_steps")
+#: reference vertices closer than this along the path (m) are one bend: their heading changes add
+#: up to one turn (the instruction describer's ``turn_merge``, so clauses match the instruction's turns)
+MERGE_DISTANCE = 1.0
 
 
 def _polyline(points: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -66,42 +79,58 @@ def project(points: Any, path: np.ndarray, arc: np.ndarray) -> tuple[np.ndarray,
 
 
 def clauses(reference: Any, landmarks: dict[Any, tuple[str, Sequence[float]]] | None = None, *,
-            landmark_radius: float = 1.5) -> list[dict[str, Any]]:
+            landmark_radius: float = 1.5, merge_distance: float = MERGE_DISTANCE) -> list[dict[str, Any]]:
     """The reference path's clauses: ``[{"index", "start_s", "end_s", "action", "landmark"}]``;
-    ``action`` is ``straight`` (the first) or ``turn_left`` / ``turn_right`` / ``turn_around``;
-    ``landmark`` (category and id) anchors the clause's turn when one lies within
-    ``landmark_radius`` of it. ``landmarks``: id -> (category, (x, y))."""
+    ``action`` is ``straight`` (the first) or ``turn_left`` / ``turn_right`` / ``turn_around``.
+    Heading changes at vertices less than ``merge_distance`` apart along the path are summed
+    into one turn, classified as the instruction describer does (35° a turn, 150° around);
+    ``landmark`` (category and id) anchors the turn when one lies within ``landmark_radius`` of
+    any of its vertices. ``landmarks``: id -> (category, (x, y))."""
+    from ..tasks.instructions.describer import turn_direction
+
     path, arc = _polyline(reference)
-    turns: list[tuple[float, str, np.ndarray]] = []
-    if len(path) >= 3:
-        for i in range(1, len(path) - 1):
-            d0, d1 = path[i] - path[i - 1], path[i + 1] - path[i]
-            ang = math.degrees(math.atan2(d0[0] * d1[1] - d0[1] * d1[0], float(d0 @ d1)))
-            if abs(ang) > TURN_DEG:
-                kind = "turn_around" if abs(ang) > 150 else ("turn_left" if ang > 0 else "turn_right")
-                turns.append((float(arc[i]), kind, path[i]))
+    bends: list[list] = []  # [start s, summed heading change, vertices]
+    for i in range(1, len(path) - 1):
+        d0, d1 = path[i] - path[i - 1], path[i + 1] - path[i]
+        delta = math.atan2(d0[0] * d1[1] - d0[1] * d1[0], float(d0 @ d1))
+        if bends and arc[i] - bends[-1][0] < merge_distance:
+            bends[-1][1] += delta
+            bends[-1][2].append(path[i])
+        else:
+            bends.append([float(arc[i]), delta, [path[i]]])
     out = [{"index": 0, "start_s": 0.0, "action": "straight", "landmark": None}]
-    for s, kind, xy in turns:
+    for s, delta, vertices in bends:
+        direction = turn_direction(delta)
+        if direction is None:
+            continue
         near = None
         for lid, (category, pos) in (landmarks or {}).items():
-            d = float(np.linalg.norm(np.asarray(pos, dtype=float)[:2] - xy))
+            d = min(float(np.linalg.norm(np.asarray(pos, dtype=float)[:2] - v)) for v in vertices)
             if d <= landmark_radius and (near is None or d < near[0]):
                 near = (d, {"id": lid, "category": category})
-        out.append({"index": len(out), "start_s": round(s, 3), "action": kind, "landmark": near[1] if near else None})
+        out.append({"index": len(out), "start_s": round(s, 3), "action": f"turn_{direction}",
+                    "landmark": near[1] if near else None})
     for c, nxt in zip(out, out[1:] + [None]):
         c["end_s"] = round(float(arc[-1]) if nxt is None else nxt["start_s"], 3)
     return out
 
 
+_TURN_PHRASE = r"\b(?:turn|make\s+a|bear|veer|go|head|hang)\s+(?:a\s+|sharp\s+|slight\s+)?(?:left|right|around)\b|\bturn\s+around\b"
+
+
 def clause_texts(instruction: str, n: int) -> list[str]:
-    """The instruction split into ``n`` parts aligned with the ``n`` reference clauses: at
-    sentence and ``then`` / ``and`` boundaries, merged or repeated in proportion when the
-    counts differ (an approximation: the text is not aligned word by word)."""
+    """The instruction split into ``n`` parts aligned with the ``n`` reference clauses: split
+    at sentences, commas and ``then`` / ``and``; when it names ``n - 1`` turns, clause k > 0 is
+    the phrase of its k-th turn and clause 0 what comes before the first; otherwise the phrases
+    are spread in proportion (an approximation: the text is not aligned word by word)."""
     import re
 
-    parts = [p.strip(" ,.;") for p in re.split(r"[.;]|,?\s+(?:and\s+)?then\s+|,\s+and\s+", instruction or "") if p.strip(" ,.;")]
+    parts = [p.strip(" ,.;") for p in re.split(r"[.;,]|\s+(?:and\s+)?then\s+", instruction or "") if p.strip(" ,.;")]
     if not parts or n <= 0:
         return [""] * max(n, 0)
+    turns = [k for k, p in enumerate(parts) if re.search(_TURN_PHRASE, p, re.I)]
+    if len(turns) == n - 1 and (not turns or turns[0] > 0):
+        return [", ".join(parts[:turns[0]]) if turns else ", ".join(parts)] + [parts[k] for k in turns]
     return [parts[min(len(parts) - 1, (k * len(parts)) // n)] for k in range(n)]
 
 
@@ -109,14 +138,17 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
                 success: bool, stopped: bool, collision_poses: Sequence[int] = (),
                 landmarks: dict[Any, tuple[str, Sequence[float]]] | None = None, goal_distance: Any = None,
                 off_path: float = 1.5, revisit_radius: float = 0.5, turn_window: float = 1.5,
-                landmark_radius: float = 1.5, failure: str | None = None) -> dict[str, Any] | None:
+                landmark_radius: float = 1.5, failure: str | None = None, depart: float = 0.5,
+                walk_back: float = 1.0) -> dict[str, Any] | None:
     """The first error of one episode (see the module docstring), or None for a success.
 
     ``trajectory``: the agent's poses (x, y[, yaw]), the start first; ``collision_poses``: pose
     indices reached by a step that collided; ``goal_distance``: distance to the goal per pose
     (default: straight-line to ``goal``); ``failure``: why a Strict episode failed (physics
-    displacement: a ``collision`` at the last pose unless an earlier error came first). Returns ``{"category", "pose", "position", "clause",
-    "detail"}`` (``pose`` indexes ``trajectory``)."""
+    displacement: a ``collision`` at the last pose unless an earlier error came first). Returns
+    ``{"category", "pose", "position", "clause", "detail", "at_stop"}``: ``pose`` indexes
+    ``trajectory`` (the pose the erring step reached), ``at_stop`` is true for the errors of
+    the final STOP (premature stop, stopping beyond the goal)."""
     if success:
         return None
     poses = np.asarray(trajectory, dtype=float)[:, :2]
@@ -124,6 +156,11 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
     length = float(arc[-1])
     cls = clauses(reference, landmarks, landmark_radius=landmark_radius)
     progress, deviation = project(poses, path, arc)
+    along = progress.copy()  # signed progress: negative behind the start
+    if len(path) >= 2:
+        u = (path[1] - path[0]) / max(float(np.linalg.norm(path[1] - path[0])), 1e-9)
+        behind = progress <= 1e-9
+        along[behind] = np.minimum(0.0, (poses[behind] - path[0]) @ u)
     dist = np.asarray(goal_distance if goal_distance is not None else
                       np.linalg.norm(poses - np.asarray(goal, dtype=float)[:2], axis=1), dtype=float)
     inside = dist <= success_distance
@@ -132,11 +169,11 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
     def clause_at(s: float) -> dict:
         return next((c for c in cls if c["start_s"] <= s < c["end_s"]), cls[-1])
 
-    def hit(category: str, i: int, detail: str, clause: int | None = None) -> dict[str, Any]:
+    def hit(category: str, i: int, detail: str, clause: int | None = None, at_stop: bool = False) -> dict[str, Any]:
         if clause is None:
             clause = clause_at(float(progress[max(i - 1, 0)]))["index"]
         return {"category": category, "pose": int(i), "position": [round(float(v), 3) for v in poses[i]],
-                "clause": clause, "detail": detail}
+                "clause": clause, "detail": detail, "at_stop": at_stop}
 
     for i in range(1, len(poses)):
         if i in collided:
@@ -147,14 +184,30 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
         if inside[i - 1] and not inside[i]:
             return hit("overshoot", i, f"left the goal region ({success_distance:g} m) it had reached")
         if deviation[i] > off_path:
-            s = float(progress[i - 1])
-            for c in cls[1:]:
-                if c["landmark"] is not None and abs(s - c["start_s"]) <= turn_window:
-                    return hit("missed_landmark", i, f"did not {c['action'].replace('_', ' ')} at the "
-                                                     f"{c['landmark']['category']} (clause {c['index']})", c["index"])
+            # the step that left the route: the move from the last pose still on it
+            k = max((m for m in range(i) if deviation[m] <= depart), default=i - 1) + 1
+            s = float(progress[k - 1])
+            anchored = [c for c in cls[1:] if c["landmark"] is not None and abs(s - c["start_s"]) <= turn_window]
+            if anchored:
+                c = min(anchored, key=lambda c: abs(s - c["start_s"]))
+                turn = f"{c['action'].replace('_', ' ')} at the {c['landmark']['category']}"
+                side = _side(path, arc, s, poses[k - 1], poses[min(k + 1, i)])
+                if c["start_s"] - s > 0.25:
+                    what = f"turned {side} {c['start_s'] - s:.1f} m before the {c['landmark']['category']}"
+                elif s - c["start_s"] > 0.25:
+                    what = f"went {s - c['start_s']:.1f} m past the {c['landmark']['category']}, then {side}"
+                else:
+                    what = f"went {side} at the {c['landmark']['category']}"
+                return hit("missed_landmark", k, f"{what}; the instruction says {turn} (clause {c['index']}); "
+                                                 f"{deviation[i]:.1f} m off the reference at pose {i}", c["index"])
             c = clause_at(s)
-            return hit("wrong_direction", i, f"{deviation[i]:.1f} m off the reference during clause {c['index']} "
-                                             f"({c['action'].replace('_', ' ')})")
+            return hit("wrong_direction", k, f"{deviation[i]:.1f} m off the reference during clause {c['index']} "
+                                             f"({c['action'].replace('_', ' ')})" + (f", at pose {i}" if k != i else ""),
+                       c["index"])
+        best = int(np.argmax(along[:i]))
+        if along[best] - along[i] > walk_back:
+            return hit("walked_away", best + 1, f"walked {along[best] - along[i]:.1f} m back along the route"
+                                                + (" past its start" if along[i] < 0 else "") + f" by pose {i}")
     last = len(poses) - 1
     if failure:
         return hit("collision", last, f"the episode failed: {failure}")
@@ -163,9 +216,18 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
             return hit("overshoot", last, "reached the goal region but did not stop there")
         return hit("out_of_steps", last, "never stopped and never reached the goal region")
     if progress[last] >= length - 1e-6 or inside.any():
-        return hit("overshoot", last, f"stopped beyond the goal, {dist[last]:.1f} m from it")
+        return hit("overshoot", last, f"stopped beyond the goal, {dist[last]:.1f} m from it", at_stop=True)
     return hit("premature_stop", last, f"stopped {length - progress[last]:.1f} m short along the reference "
-                                       f"({dist[last]:.1f} m from the goal)")
+                                       f"({dist[last]:.1f} m from the goal)", at_stop=True)
+
+
+def _side(path: np.ndarray, arc: np.ndarray, s: float, a: np.ndarray, b: np.ndarray) -> str:
+    """``left`` / ``right`` / ``straight on``: how the move a -> b leaves the reference's direction at arc length ``s``."""
+    k = min(int(np.searchsorted(arc, s, side="right")) - 1, len(path) - 2)
+    k = max(k, 0)
+    tangent, move = path[k + 1] - path[k], np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    ang = math.degrees(math.atan2(tangent[0] * move[1] - tangent[1] * move[0], float(tangent @ move)))
+    return "straight on" if abs(ang) < 20 else ("left" if ang > 0 else "right")
 
 
 def revisited(points: Any, radius: float = 0.5) -> int | None:
@@ -227,7 +289,12 @@ def episode_first_error(record: dict, *, landmarks: dict[Any, tuple[str, Sequenc
     if found is None:
         return None
     pose = found["pose"]
-    found["step"] = steps[pose - 1] if 1 <= pose <= len(steps) else max(len(record["actions"]) - 1, 0)
+    final = max(len(record["actions"]) - 1, 0)
+    if found.pop("at_stop", False):  # a premature stop / a stop beyond the goal: the STOP's step
+        found["step"] = max((k for k, a in enumerate(record["actions"]) if a in ("STOP", "FOUND", "NOT_FOUND")),
+                            default=final)
+    else:
+        found["step"] = steps[pose - 1] if 1 <= pose <= len(steps) else final
     cls = clauses(record["reference_path"], landmarks)
     found["clause_text"] = clause_texts(record.get("instruction", ""), len(cls))[found["clause"]]
     return found

@@ -248,6 +248,8 @@ class ROAMAgent(MLLMAgent):
         self._depth = None
         self._labels_memo: dict[Any, dict[int, str | None]] = {}
         self._scene_cache: dict = {}
+        self._evidence: tuple | None = None
+        self._final: str | None = None
 
     # -- episode ------------------------------------------------------------------------------------
 
@@ -395,8 +397,11 @@ class ROAMAgent(MLLMAgent):
 
     def _options(self, state: AgentState) -> tuple[Any, list[tuple[Any, Any]]]:
         """In-room candidates: neighbours in the target room, plus the hop toward the nearest
-        unvisited room viewpoint when every in-room neighbour has been visited."""
+        unvisited room viewpoint when every in-room neighbour has been visited; none once a hard
+        constraint ended the search (the model states its decision)."""
         here = self._here(state)
+        if getattr(self, "_final", None):
+            return here, []
         graph = self.context.navgraph.graph
         pos = lambda n: tuple(map(float, graph.nodes[n]["position"][:2]))  # noqa: E731
         inside = [n for n in sorted(graph.neighbors(here)) if n in self._room_nodes]
@@ -408,11 +413,29 @@ class ROAMAgent(MLLMAgent):
             opts = inside or sorted(graph.neighbors(here))
         return here, [(int(n), pos(n)) for n in opts]
 
+    def evidence_lines(self) -> list[str]:
+        """What the explorer's prompt says about the evidence: the detector's reading here and
+        whether NOT_FOUND is backed yet (the accepted decision forms are in the system prompt)."""
+        obj = (self.target_object or "target").replace("_", " ")
+        score, why, final = self._evidence
+        lines = [f"Detector: {'a ' + obj + ' is in view here' if score >= self.tau else 'no ' + obj + ' in view here'} "
+                 f"(score {score:.2f}; FOUND is accepted only where the score is at least {self.tau:g})."]
+        if final:
+            lines.append(f"The search of this room is over ({final}): answer 'Action: FOUND' or 'Action: NOT_FOUND'.")
+        elif why is not None:
+            lines.append(f"Evidence for NOT_FOUND: {why}.")
+        else:
+            lines.append("Keep exploring: NOT_FOUND is accepted once the room has been searched "
+                         f"({self.stop_criterion}).")
+        return lines
+
     def task_prompt(self, state: AgentState, candidates: list, node: Any, captions: list[str]) -> str:
-        """The NavGPT prompt, plus the target room and FREE's clearance per option."""
+        """The NavGPT prompt, plus the target room, the detector's evidence and FREE's clearance per option."""
         text = super().task_prompt(state, candidates, node, captions)
         extra = [f"You are in the target room ({(self.target_room or 'unknown').replace('_', ' ')}); "
                  f"search it for the {(self.target_object or 'target').replace('_', ' ')}."]
+        if getattr(self, "_evidence", None) is not None:
+            extra += self.evidence_lines()
         if self.free and candidates:
             from .free_space import DepthViews
 
@@ -425,35 +448,61 @@ class ROAMAgent(MLLMAgent):
                          + "; ".join(f"{c.marker}: {d:.1f} m" for c, d in zip(candidates, clear)))
         return text + "\n" + "\n".join(extra)
 
+    #: False for the detector-only ablation (``roam_detector``): FOUND / NOT_FOUND from the
+    #: detector and the stop criterion, the model only picks the moves
+    model_decides = True
+
     def _explore(self, observations: dict, state: AgentState, here: int) -> Any:
+        from .mllm.agents import GenerationError
+
         self._at = here
         if here in self._room_nodes and here not in self._visited_room:
             self._visited_room.append(here)
         record: dict[str, Any] = {"step": state.step, "roam": "explore", "node": here}
         score = self.detect(observations, state, here, record)
         record["detector_score"] = score
-        if score >= self.tau:
-            self.outputs.append({**record, "action": "FOUND"})
-            return Decision.FOUND
         hard = self.hard_stop()
-        if hard is not None:
-            self.outputs.append({**record, "action": "NOT_FOUND", "evidence": hard})
-            return Decision.NOT_FOUND
+        if not self.model_decides:  # the ablation: the detector and the criterion decide
+            if score >= self.tau:
+                self.outputs.append({**record, "action": "FOUND", "evidence": f"detector {score:.2f} >= {self.tau:g}"})
+                return Decision.FOUND
+            if hard is not None:
+                self.outputs.append({**record, "action": "NOT_FOUND", "evidence": hard})
+                return Decision.NOT_FOUND
         why = self.criterion()
+        self._evidence = (score, why, hard if self.model_decides else None)
+        self._final = self._evidence[2]
         self._last_free: dict[int, float] = {}
-        action = super()._act(observations, state)  # NavGPT step (appends its own record)
+        try:
+            action = super()._act(observations, state)  # the model's step (appends its own record)
+        except GenerationError:
+            if not self._final:
+                raise
+            # the search is over and the model gave no valid decision: the hard constraint ends it
+            self.outputs[-1].update({k: v for k, v in record.items() if k != "step"})
+            self.outputs[-1].update({"action": "NOT_FOUND", "evidence": self._final, "model_invalid": True})
+            return Decision.NOT_FOUND
+        finally:
+            self._evidence = self._final = None
         step = self.outputs[-1]
         step.update({k: v for k, v in record.items() if k != "step"})
         if self._last_free:
             step["free"] = self._last_free
-        if action is Decision.NOT_FOUND and why is not None:
-            step["evidence"] = why
-            return action
-        if isinstance(action, Decision):  # FOUND without detector evidence / NOT_FOUND too early
+        if isinstance(action, Decision):
+            if self.model_decides:
+                if action is Decision.FOUND and score >= self.tau:
+                    step["evidence"] = f"detector {score:.2f} >= {self.tau:g}"
+                    return action
+                if action is Decision.NOT_FOUND and why is not None:
+                    step["evidence"] = why
+                    return action
+            # FOUND without the detector's evidence, NOT_FOUND before the room was searched
+            # (or, in the ablation, any decision of the model): overruled, the search goes on
             step["overruled"] = action.name
             hop = self._frontier_hop(here)
-            if hop is None:
-                step["evidence"] = self.criterion() or "frontier exhausted"
+            if hop is None or hard is not None:
+                step["action"] = "NOT_FOUND"
+                step["evidence"] = hard or self.criterion() or "frontier exhausted"
                 return Decision.NOT_FOUND
             step["action"] = {"target": hop, "overruled": action.name}
             action = self._go(hop, state)
@@ -462,6 +511,17 @@ class ROAMAgent(MLLMAgent):
 
 
 register_agent("roam")(ROAMAgent)
+
+
+class ROAMDetectorOnlyAgent(ROAMAgent):
+    """Ablation of ROAM (``roam_detector``): FOUND when the detector's score reaches ``tau``,
+    NOT_FOUND once the stop criterion holds; the model only chooses the moves (its own FOUND /
+    NOT_FOUND are overruled). Its rows measure the detector and the criterion, not the model."""
+
+    model_decides = False
+
+
+register_agent("roam_detector")(ROAMDetectorOnlyAgent)
 
 
 class SetOfMarksAgent(MLLMAgent):

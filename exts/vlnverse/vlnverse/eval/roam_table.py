@@ -26,6 +26,8 @@ METHODS: dict[str, dict[str, Any]] = {
     "SoM": {"name": "som"},
     "ROAM": {"name": "roam", "params": {"room_labels": "classifier"}},
     "ROAM (GT rooms)": {"name": "roam", "params": {"room_labels": "ground_truth"}},
+    # ablation: FOUND / NOT_FOUND from the detector and the stop criterion alone (the model moves)
+    "ROAM (GT rooms, detector decides)": {"name": "roam_detector", "params": {"room_labels": "ground_truth"}},
 }
 #: Table 2 columns: header -> (summary key, unit)
 COLUMNS = {"Coverage": ("coverage", "%"), "Len (reach)": ("len_reach", "m"), "Len (explore)": ("len_explore", "m"),
@@ -41,10 +43,14 @@ def table_rows(summaries: dict[str, dict]) -> list[list[str]]:
     rows = []
     for label, summary in summaries.items():
         means = summary["overall"]["means"]
+        bounds = (summary["overall"].get("partial") or {}).get("bounds", {})
         cells = [label]
         for key, unit in COLUMNS.values():
             v = means.get(key)
-            cells.append("-" if v is None else (f"{100 * v:.1f}%" if unit == "%" else f"{v:.1f}"))
+            cell = "-" if v is None else (f"{100 * v:.1f}%" if unit == "%" else f"{v:.1f}")
+            if key in bounds:  # partial row: over the evaluated episodes, flagged, beside the all-episode bound
+                cell += f"* (all: {100 * bounds[key]:.1f}%)"
+            cells.append(cell)
         rows.append(cells)
     return rows
 
@@ -80,7 +86,7 @@ def run_table(episodes: str, out: str, *, model: dict | None = None, room_classi
             if not room_classifier:
                 continue  # no classifier given: the GT-rooms ablation row stands alone
             params["room_classifier"] = str(room_classifier)
-        folder = Path(out) / label.lower().replace(" ", "_").replace("(", "").replace(")", "")
+        folder = Path(out) / label.lower().replace(" ", "_").replace("(", "").replace(")", "").replace(",", "")
         cfg = load_eval_config_dict({"agent": agent, "model": model, "task": "false_premise", "episodes": str(episodes),
                                      "collision_mode": "graph", "backend": "viewpoints", "max_steps": max_steps,
                                      "seed": 0, "out": str(folder), "report": {"enabled": False}}, folder)
@@ -160,6 +166,12 @@ def _main(argv: Sequence[str] | None) -> int:
     n = {label: s["overall"]["episodes"] for label, s in result["summaries"].items()}
     print(f"VLN-NF Table 2 on {args.episodes} (episodes per method: {n})")
     print(format_table(result["rows"]))
+    from .runner import partial_note
+
+    for label, summary in result["summaries"].items():
+        note = partial_note(label, summary["overall"])
+        if note:
+            print(note)
     acc = result.get("room_accuracy")
     if acc:
         print(f"ROAM's room classifier on {'/'.join(acc['splits'])} ({acc['scenes']} scenes, {acc['viewpoints']} in-room "

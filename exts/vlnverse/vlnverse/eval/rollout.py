@@ -43,11 +43,17 @@ class NotEvaluated(Exception):
     """Raised by an agent whose model endpoint gave no answer (unreachable, timeout, 5xx, auth,
     a body that is not a chat completion ...): the episode ends *not evaluated*, its record says
     why (``outcome``, ``not_evaluated``) and the runner leaves it out of the metrics and runs it
-    again on resume. ``kind`` is the reason (``vlnverse.eval.mllm.models.ENDPOINT_ERRORS``)."""
+    again on resume. ``kind`` is the reason (``vlnverse.eval.mllm.models.ENDPOINT_ERRORS``),
+    ``component`` the model that gave no answer (:data:`COMPONENTS`: the ``navigator``, the
+    ``captioner`` of its views; an ``assistant`` outage never ends an episode)."""
 
-    def __init__(self, kind: str, message: str):
+    def __init__(self, kind: str, message: str, component: str = "navigator"):
         super().__init__(f"{kind}: {message}")
-        self.kind, self.message = kind, message
+        self.kind, self.message, self.component = kind, message, component
+
+
+#: the models of an agent whose outage is reported apart (``not_evaluated.component``)
+COMPONENTS = ("navigator", "captioner", "assistant")
 
 
 @dataclass
@@ -218,7 +224,8 @@ class Rollout:
     def abandon(self, exc: NotEvaluated) -> None:
         """End the episode as *not evaluated* (the agent's model endpoint gave no answer)."""
         self._require_started()
-        self.not_evaluated = {"kind": exc.kind, "error": str(exc.message)[:500], "step": self.steps}
+        self.not_evaluated = {"kind": exc.kind, "component": getattr(exc, "component", "navigator"),
+                              "error": str(exc.message)[:500], "step": self.steps}
         self.termination = "not_evaluated"
         log.warning("episode %s step %d: not evaluated (%s)", self.episode.episode_id, self.steps, exc.kind)
 

@@ -461,6 +461,9 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
         agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
         agg.update(design_block(recs, seed=int(run.get("seed") or 0)))
         agg["not_evaluated"] = {"episodes": sum(skipped.values()), "by_reason": dict(sorted(skipped.items()))}
+        agg["not_evaluated"]["by_component"] = not_evaluated_by_component(all_recs)
+        if agg["not_evaluated"]["episodes"]:
+            agg["partial"] = partial_bounds(agg["means"], len(recs), len(all_recs))
         from .diagnostics import error_counts
 
         agg["first_errors"] = error_counts(recs)  # step-level error analysis of the failed episodes
@@ -484,6 +487,32 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
         by_task.setdefault(f"{r['task_type']}/{run['collision_mode']}", []).append(r)
     return {"format": RESULTS_FORMAT, "run": run, "overall": block(records),
             "by_task": {k: block(v) for k, v in sorted(by_task.items())}}
+
+
+def not_evaluated_by_component(records: list[dict]) -> dict[str, dict[str, int]]:
+    """Per model of the agent (``NotEvaluated.component``: navigator, captioner), the episodes of
+    ``records`` it left not evaluated, by reason; ``assistant``: the steps whose assistant gave
+    no answer (those episodes went on without guidance and are evaluated)."""
+    out: dict[str, Counter] = {}
+    for r in records:
+        if not is_evaluated(r):
+            why = r.get("not_evaluated") or {}
+            out.setdefault(why.get("component", "navigator"), Counter())[why.get("kind", "?")] += 1
+        for step in r.get("agent_outputs") or []:
+            down = step.get("assistant", {}).get("unavailable") if isinstance(step, dict) and \
+                isinstance(step.get("assistant"), dict) else None
+            if isinstance(down, dict):
+                out.setdefault("assistant", Counter())[down.get("kind", "?")] += 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def partial_bounds(means: dict[str, Any], evaluated: int, total: int) -> dict[str, Any]:
+    """A partial row (some episodes not evaluated): the success rates and SPLs of ``means`` (over
+    the ``evaluated`` episodes) beside their bound over all ``total`` episodes, counting each
+    missing one as a failure (0): ``{"evaluated", "total", "bounds": {metric: value}}``."""
+    keys = [k for k, v in means.items() if v is not None and (k.endswith("SR") or k.endswith("SPL"))]
+    return {"evaluated": evaluated, "total": total,
+            "bounds": {k: round(float(means[k]) * evaluated / total, 6) for k in sorted(keys)} if total else {}}
 
 
 TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
@@ -517,17 +546,55 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
         table.add_column(name + (" m" if name in TABLE_METRES else " %"), justify="right")
     table.add_column("invalid", justify="right")
     table.add_column("not eval.", justify="right")
+    partial = any(agg.get("partial") for _, agg in rows)
+    if partial:
+        table.add_column("SR all %", justify="right")  # missing episodes counted as failures
+    notes = []
     for labels, agg in rows:
         means = agg["means"]
         cells = []
         for name in TABLE_COLUMNS:
             v = means.get(name)
             cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
+        note = partial_note(" / ".join(labels), agg)
+        if note:
+            cells[TABLE_COLUMNS.index("SR")] += "*"
+            notes.append(note)
         cells += ["-" if means.get(name) is None else (f"{means[name]:.2f}" if name in TABLE_METRES
                                                        else f"{100 * means[name]:.1f}") for name in extras]
+        bound = (agg.get("partial") or {}).get("bounds", {}).get("SR")
         table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)),
-                      str((agg.get("not_evaluated") or {}).get("episodes", 0)))
+                      str((agg.get("not_evaluated") or {}).get("episodes", 0)),
+                      *([] if not partial else ["-" if bound is None else f"{100 * bound:.1f}"]))
     console.print(table)
+    for note in notes:
+        console.print(note, highlight=False, soft_wrap=True)
+
+
+def partial_note(label: str, agg: dict) -> str | None:
+    """The footnote of a flagged row (None: not flagged): a partial row's SR over the evaluated
+    episodes, its bound with the missing ones as failures, and the reason per component
+    (navigator, captioner, assistant); a complete row whose assistant was unavailable at some steps."""
+    part, skipped = agg.get("partial"), agg.get("not_evaluated") or {}
+    by_component = skipped.get("by_component") or {}
+    if not part:
+        return f"* {label}: all episodes evaluated; " + component_reasons(by_component) if by_component else None
+    sr, bound = agg["means"].get("SR"), part["bounds"].get("SR")
+    rates = ("SR n/a" if sr is None else f"SR {100 * sr:.1f}% over the {part['evaluated']} evaluated") + \
+        ("" if bound is None else f", {100 * bound:.1f}% counting the {part['total'] - part['evaluated']} missing as failures")
+    return f"* {label}: partial, {part['evaluated']} of {part['total']} episodes evaluated; {rates}; " + \
+        component_reasons(by_component or {"navigator": skipped.get("by_reason", {})})
+
+
+def component_reasons(by_component: dict[str, dict[str, int]]) -> str:
+    """``navigator gave no answer (2 server_error); assistant unavailable at 3 steps (3 timeout) ...``."""
+    parts = []
+    for comp, kinds in by_component.items():
+        why = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
+        parts.append(f"the assistant was unavailable at {sum(kinds.values())} step(s) ({why}; those episodes went on "
+                     "without guidance)" if comp == "assistant" else
+                     f"the {comp} model gave no answer in {sum(kinds.values())} episode(s) ({why})")
+    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -786,11 +853,23 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
 
 def not_evaluated_line(summary: dict, out: Any) -> str | None:
-    """One line saying how many episodes were not evaluated and why (None when all were)."""
+    """One line saying how many episodes were not evaluated and which model failed why (None
+    when all were; see :func:`assistant_line` for an assistant's outage)."""
     skipped = summary.get("overall", {}).get("not_evaluated") or {}
     if not skipped.get("episodes"):
         return None
-    reasons = ", ".join(f"{n} {kind}" for kind, n in sorted(skipped["by_reason"].items(), key=lambda kv: -kv[1]))
     total = skipped["episodes"] + summary["overall"]["episodes"]
-    return (f"{skipped['episodes']} of {total} episode(s) not evaluated: the model endpoint gave no answer "
-            f"({reasons}); the metrics leave them out; run the same command again (out={out}) to evaluate them")
+    by_component = skipped.get("by_component") or {"navigator": skipped["by_reason"]}
+    bound = (summary["overall"].get("partial") or {}).get("bounds", {}).get("SR")
+    sr = summary["overall"].get("means", {}).get("SR")
+    rates = "" if sr is None or bound is None else f" (SR {100 * sr:.1f}% over the evaluated, {100 * bound:.1f}% counting them as failures)"
+    return (f"{skipped['episodes']} of {total} episode(s) not evaluated: {component_reasons(by_component)}; "
+            f"the metrics leave them out{rates}; run the same command again (out={out}) to evaluate them")
+
+
+def assistant_line(summary: dict) -> str | None:
+    """One line when the agent's assistant gave no answer at some steps of evaluated episodes
+    (they went on without guidance); None otherwise."""
+    down = ((summary.get("overall", {}).get("not_evaluated") or {}).get("by_component") or {}).get("assistant")
+    return component_reasons({"assistant": down}) if down else None
+

@@ -51,7 +51,7 @@ from ..rollout import NotEvaluated
 from .models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
 from .parsing import parse_action
-from .views import Candidate, ViewRenderer, directions_map, make_candidates, snapped_front, stitch
+from .views import Candidate, ViewRenderer, angle_text, directions_map, make_candidates, snapped_front, stitch
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class GenerationError(VLNVerseError):
 
 #: Version of the prompts below (system, task, re-prompt texts); named in ``summary.json`` so
 #: results from different prompt revisions are not mixed. Bump it when a prompt text changes.
-PROMPT_VERSION = "vln-mme-2"
+PROMPT_VERSION = "vln-mme-3"
 
 
 SYSTEM_PROMPT = """You are an embodied agent navigating an indoor environment by following a natural-language instruction.
@@ -77,6 +77,12 @@ Rules:
 - {stop_rule}
 Output format:
 {output_format}"""
+
+#: the stop rule of false-premise (VLN-NF) episodes: the accepted decision forms, stated once
+DECISION_RULE = ("The target may not exist. When you have explored the target room, end your answer with exactly one "
+                 "decision line: 'Action: FOUND' if you see the target object now, or 'Action: NOT_FOUND' if it is not "
+                 "in the room (also accepted: 'Action: NOT FOUND', a JSON field {\"action\": \"NOT_FOUND\"}; "
+                 "'Action: STOP' counts as FOUND).")
 
 MEMORY_ITEMS = {
     "history": "- the history of your previous steps (turn angle, distance, what you saw on arrival);\n",
@@ -289,7 +295,7 @@ class MLLMAgent(Agent):
                 gen = self.captioner.generate([{"role": "user", "content": "Describe this indoor view in one short "
                                                 "sentence: the room type and the main objects."}], [view])
                 if gen.endpoint_failure:
-                    raise NotEvaluated(gen.error_kind, f"caption model: {gen.error}")
+                    raise NotEvaluated(gen.error_kind, f"caption model: {gen.error}", component="captioner")
                 out.append(gen.text.strip().split("\n")[0][:200] if gen.ok else "")
             self._captions[key] = out
         return self._captions[key]
@@ -299,8 +305,7 @@ class MLLMAgent(Agent):
     def system_prompt(self) -> str:
         """The variant's system prompt."""
         stop = "FOUND or NOT_FOUND" if self._decisions else "STOP"
-        stop_rule = ("When you have explored the target room, stop with FOUND if the target is there, NOT_FOUND if it is not."
-                     if self._decisions else "Choose STOP only when you have reached the destination.")
+        stop_rule = (DECISION_RULE if self._decisions else "Choose STOP only when you have reached the destination.")
         if self._oracle is not None and self.max_questions:
             stop_rule += (f" You may ask the guide at most {self.max_questions} questions in total, "
                           "by answering 'Question: <your question>' instead of an action.")
@@ -343,12 +348,10 @@ class MLLMAgent(Agent):
         yaw = math.degrees(state.pose.yaw) % 360
         lines.append(f"Current heading: {yaw:.0f} degrees (0 = east, counter-clockwise); elevation: 0 degrees.")
         options: dict[str, list[str]] = {}
-        for c in candidates:
-            turn = math.degrees(c.relative_heading)
-            side = "left" if turn > 0 else "right"
+        for c in candidates:  # the sector (c.direction) comes from the very angle printed here
             place = f", Place {self._place(c.target)}" if self.memory == "map" else ""
             options.setdefault(c.direction.capitalize(), []).append(
-                f"{c.marker}: {c.distance:.1f} m away, {abs(turn):.0f} degrees {side}{place}" + (f" - {c.caption}" if c.caption else ""))
+                f"{c.marker}: {c.distance:.1f} m away, {angle_text(c.relative_heading)}{place}" + (f" - {c.caption}" if c.caption else ""))
         option_lines = [f"  {d}: [{'; '.join(items)}]" for d, items in sorted(options.items(), key=lambda kv: "LFRB".find(kv[0][0]))]
         stop = "FOUND / NOT_FOUND" if self._decisions else "STOP"
         option_lines.append(f"  Stop: {stop}")
@@ -504,13 +507,16 @@ class MLLMAgent(Agent):
         entry = {"trigger": reason, "prompt": prompt, "raw": gen.text, "cached": gen.cached,
                  "latency_ms": round(1000 * gen.latency_s, 2), "requests": gen.requests}
         record["assistant"] = entry
-        if gen.endpoint_failure:
-            entry["error"] = {"kind": gen.error_kind, "message": gen.error}
-            raise NotEvaluated(gen.error_kind, f"assistant model: {gen.error}")
         self.consultations += 1
         self._track = ([points[-1]], [dists[-1]])  # a new consultation needs new evidence
-        guidance, hidden = redact_ids(gen.text.strip()[:600]) if gen.ok else ("", False)
-        entry["guidance"], entry["ids_removed"] = guidance, hidden
+        if gen.endpoint_failure:  # the navigator carries on without guidance; the step says why
+            entry["unavailable"] = {"kind": gen.error_kind, "message": (gen.error or "")[:300]}
+            log.info("assistant unavailable at step %d (%s): the navigator goes on without guidance",
+                     state.step, gen.error_kind)
+            return
+        guidance, removed = guard_guidance(gen.text.strip()[:600]) if gen.ok else ("", [])
+        entry["guidance"], entry["removed"] = guidance, removed
+        entry["ids_removed"] = any(r["kind"] == "id" for r in removed)
         self.guidance = guidance or self.guidance
 
     def assistant_prompt(self, state: AgentState, reason: str, goal_distance: float | None) -> str:
@@ -540,11 +546,11 @@ class MLLMAgent(Agent):
                 rel = math.atan2(d[1], d[0]) - state.pose.yaw
                 word = {"front": "ahead of it", "left": "to its left", "right": "to its right", "back": "behind it"}
                 lines.append(f"The correct route continues {word[direction_of(rel)]}.")
-            later = [c for c in clauses(reference, self._landmarks) if c["start_s"] > float(s[0]) + 0.5]
+            later = [c["action"].replace("_", " ") + (f" at the {c['landmark']['category']}" if c["landmark"] else "")
+                     for c in clauses(reference, self._landmarks) if c["start_s"] > float(s[0]) + 0.5]
+            later = [t for k, t in enumerate(later) if k == 0 or t != later[k - 1]]  # one bend, one turn
             if later:
-                lines.append("After that: " + ", then ".join(
-                    c["action"].replace("_", " ") + (f" at the {c['landmark']['category']}" if c["landmark"] else "")
-                    for c in later) + ".")
+                lines.append("After that: " + ", then ".join(later) + ".")
         if goal_distance is not None and math.isfinite(goal_distance):
             lines.append(f"The goal is about {goal_distance:.0f} m away along walkable space.")
         lines.append("Give the navigator one or two sentences of high-level guidance (directions relative to it, "
@@ -621,14 +627,45 @@ class MLLMAgent(Agent):
 
 
 _IDS = re.compile(r"\b(?:markers?|options?|viewpoints?|nodes?|places?|candidates?|ids?|waypoints?)\s*(?:id\s*)?"
-                  r"(?:#|no\.?|number)?\s*\d+(?:\s*(?:,|and|or)\s*\d+)*", re.I)
+                  r"(?:#|no\.?|number)?\s*\d+(?:\s*(?:,|and|or)\s*\d+)*|#\s*\d+\b", re.I)
+#: the navigator's output format and action commands, never guidance: (kind, pattern)
+_NOT_GUIDANCE = (
+    ("format", re.compile(r"<\s*(reasoning|reflection|thought|thinking)\s*>.*?(?:<\s*/\s*\1\s*>|$)", re.I | re.S)),
+    ("format", re.compile(r"```.*?(?:```|$)", re.S)),
+    ("format", re.compile(r"\{[^{}]*\"(?:action|decision|marker|frame|answer)\"[^{}]*\}", re.I)),
+    ("action", re.compile(r"\**\b(?:final\s+|next\s+)?action\b\**\s*(?:id\s*)?[:=][^\n.;]*[.;]?", re.I)),
+    ("format", re.compile(r"\**\b(?:final\s+decision|frame|view|pixel|question)\b\**\s*[:=][^\n.;]*[.;]?", re.I)),
+    ("action", re.compile(r"(?:^|(?<=[.!?;\n]))\s*\**(?:NOT[\s_-]?FOUND|FOUND|STOP)\**\s*(?:[.!;]|$)", re.M)),
+    ("action", re.compile(r"\b(?:you\s+(?:should|must|can|may)\s+(?:now\s+)?)?stop\s+(?:here|now|immediately|right\s+here)\b"
+                          r"[^.!?\n]*[.!?]?", re.I)),
+)
+#: a decision word in capitals inside a sentence ("STOP when you see the fridge"): said in prose
+_COMMAND_WORD = re.compile(r"\b(NOT[\s_-]?FOUND|FOUND|STOP)\b")
 
 
-def redact_ids(text: str) -> tuple[str, bool]:
-    """``text`` with every marker / viewpoint / place number replaced by ``[id removed]``, and
-    whether any was: the assistant guides, it does not pick the viewpoint."""
-    out = _IDS.sub("[id removed]", text)
-    return out, out != text
+def guard_guidance(text: str) -> tuple[str, list[dict[str, str]]]:
+    """The assistant's answer filtered to guidance: ``Action: ...`` lines and bare action
+    commands (``STOP``, ``FOUND``, ``NOT_FOUND`` as a sentence of their own, ``stop here`` / ``stop
+    now``; inside a sentence the capitals become prose), the navigator's output format
+    (``Final Decision:``, ``Frame:``, ``View:``, ``Pixel:``, ``Question:``, tagged reasoning,
+    JSON actions, code blocks) are removed; marker / viewpoint / place numbers become
+    ``[id removed]``. Returns (guidance, removals ``[{"kind": action|format|id, "text"}]``)."""
+    removed: list[dict[str, str]] = []
+
+    def cut(kind: str, replacement: str):
+        def sub(m: re.Match) -> str:
+            removed.append({"kind": kind, "text": m.group(0).strip()[:200]})
+            return replacement
+        return sub
+
+    for kind, pattern in _NOT_GUIDANCE:
+        text = pattern.sub(cut(kind, " "), text)
+    text = _COMMAND_WORD.sub(lambda m: cut("action", m.group(0).lower().replace("_", " "))(m), text)
+    text = _IDS.sub(cut("id", "[id removed]"), text)
+    text = re.sub(r"[ \t]+", " ", text)
+    text = re.sub(r"\s+([.,;:!?])", r"\1", text)
+    text = "\n".join(ln.strip() for ln in text.splitlines() if re.search(r"[A-Za-z]{2}", ln.replace("id removed", "")))
+    return text.strip(" \n,;:"), removed
 
 
 def _remember(model: Any, gen: Any) -> None:
@@ -669,6 +706,8 @@ def generation_summary(records: list[dict]) -> dict[str, Any] | None:
     access = [s["observation"]["access_ms"] for s in steps if isinstance(s.get("observation"), dict)]
     return {"steps": len(steps), "generation_errors": dict(sorted(errors.items())),
             "consultations": sum(1 for s in steps if isinstance(s.get("assistant"), dict) and "guidance" in s["assistant"]),
+            "assistant_unavailable": sum(1 for s in steps if isinstance(s.get("assistant"), dict)
+                                         and "unavailable" in s["assistant"]),
             "reprompts": sum(g.get("reprompts", 0) for g in gens), "revisions": sum(1 for g in gens if g.get("revised")),
             "requests": sum(g.get("requests", 0) for g in gens), "cache_hits": sum(g.get("cache_hits", 0) for g in gens),
             "prompt_tokens": sum(g.get("prompt_tokens", 0) for g in gens),

@@ -98,6 +98,9 @@ def _json_action(text: str) -> tuple[str | None, dict]:
         if not isinstance(obj, dict):
             continue
         low = {str(k).lower().replace(" ", "_"): v for k, v in obj.items()}
+        for key in ("found", "target_found", "object_found", "is_found"):
+            if isinstance(low.get(key), bool):  # {"found": false}: a decision as a JSON field
+                return ("FOUND" if low[key] else "NOT_FOUND"), low
         for key in ("action", "final_action", "next_action", "answer", "decision", "choice", "marker", "frame"):
             if key in low and not isinstance(low[key], (dict, list)):
                 value = str(low[key])
@@ -132,8 +135,9 @@ def parse_action(text: Any, markers: Sequence[int] = (), directions: dict[str, S
 
     ``markers`` are the valid marker ids now; ``directions`` maps a direction (front, left, right,
     back) to the marker ids in it, best first, for answers naming a direction. ``decisions``
-    allows FOUND / NOT_FOUND (false-premise tasks; a plain STOP is then an error asking for one
-    of them); ``frames`` is the number of prior-video frames a ``Frame: i`` answer may name;
+    allows FOUND / NOT_FOUND (false-premise tasks) in any case and spelling (``NOT FOUND``,
+    ``not_found``, ``not-found``, ``{"decision": "FOUND"}``, ``{"found": false}``); a plain STOP is
+    then read as FOUND (the ordinary stop claims the goal); ``frames`` is the number of prior-video frames a ``Frame: i`` answer may name;
     ``questions`` allows ``Question: ...`` to the dialogue oracle.
     """
     if not isinstance(text, str) or not text.strip():
@@ -217,9 +221,7 @@ def parse_action(text: Any, markers: Sequence[int] = (), directions: dict[str, S
     number = _MARKER.search(window) or re.search(r"(?<![\d.])" + r"(\d+)" + r"(?![\d.])", window) or \
         re.search(r"\b(" + "|".join(sorted(NUMBER_WORDS, key=len, reverse=True)) + r")\b", window, re.I)
     if word == "stop":
-        if decisions:
-            return fail("not_allowed", "state your decision: 'Action: FOUND' or 'Action: NOT_FOUND'")
-        out.kind = "stop"
+        out.kind = "found" if decisions else "stop"  # on a decision episode the ordinary stop claims the goal
         return out
     if number:
         marker = _number(number.group(1))

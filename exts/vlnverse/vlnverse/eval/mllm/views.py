@@ -52,20 +52,30 @@ class Candidate:
                 **({"merged": list(self.merged)} if self.merged else {})}
 
 
+def printed_degrees(relative_heading: float) -> int:
+    """The relative angle as the prompt prints it: whole degrees in (-180, 180], CCW+ (left)."""
+    deg = int(round(math.degrees(math.atan2(math.sin(relative_heading), math.cos(relative_heading)))))
+    return 180 if deg == -180 else deg
+
+
+def angle_text(relative_heading: float) -> str:
+    """The printed angle: ``12 degrees left``, ``30 degrees right``, ``0 degrees`` (straight ahead)."""
+    deg = printed_degrees(relative_heading)
+    return f"{abs(deg)} degrees" + ("" if deg in (0, 180) else (" left" if deg > 0 else " right"))
+
+
 def direction_of(relative_heading: float) -> str:
-    """front / left / right / back for a heading relative to the agent (CCW+, radians)."""
-    deg = math.degrees(math.atan2(math.sin(relative_heading), math.cos(relative_heading)))
-    if -45.0 <= deg <= 45.0:
+    """front / left / right / back for a heading relative to the agent (CCW+, radians), from the
+    whole degrees the prompt prints (:func:`printed_degrees`): Front [-45, 45], Left (45, 135],
+    Right [-135, -45), Back otherwise; so a label never contradicts its printed angle."""
+    deg = printed_degrees(relative_heading)
+    if -45 <= deg <= 45:
         return "front"
-    if 45.0 < deg <= 135.0:
+    if 45 < deg <= 135:
         return "left"
-    if -135.0 <= deg < -45.0:
+    if -135 <= deg < -45:
         return "right"
     return "back"
-
-
-#: the stitched views in image order: (label, degrees of the view's centre from the image's left edge)
-_SLOTS = ("left", "front", "right", "back")
 
 
 def image_degrees(relative_to_snapped: float) -> float:
@@ -95,7 +105,7 @@ def make_candidates(xy: Sequence[float], heading: float, options: Sequence[tuple
         else:
             kept.append(row)
     kept.sort(key=lambda r: (round(r[4], 6), r[3]))
-    return [Candidate(i + 1, t, p, rel, d, _SLOTS[min(3, int(deg // 90))], image_deg=deg, merged=tuple(m))
+    return [Candidate(i + 1, t, p, rel, d, direction_of(rel), image_deg=deg, merged=tuple(m))
             for i, (t, p, rel, d, deg, m) in enumerate(kept)]
 
 
