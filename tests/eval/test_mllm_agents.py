@@ -187,7 +187,9 @@ def test_parse_failures_are_invalid_steps_endpoint_failures_end_the_episode(corr
     assert first[1]["parsed"]["error"].startswith("marker 42 does not exist")
     summary = summarize([rec], run={"collision_mode": "graph"})["overall"]
     assert summary["episodes"] == 0 and summary["means"] == {}
-    assert summary["not_evaluated"] == {"episodes": 1, "by_reason": {"server_error": 1}}
+    assert summary["not_evaluated"] == {"episodes": 1, "by_reason": {"server_error": 1},
+                                        "by_component": {"navigator": {"server_error": 1}}}
+    assert summary["partial"] == {"evaluated": 0, "total": 1, "bounds": {}}
     assert summary["generation"]["generation_errors"] == {"invalid_marker": 1, "server_error": 1}
 
 
@@ -258,7 +260,7 @@ def test_run_eval_simulator_free_rerun_is_free_and_key_free(corridor, view_cache
     assert first["requests"] == sent and first["cache_hits"] == 0
     assert second["requests"] == 1 and second["cache_hits"] == sent - 1
     model = summaries[1]["model"]
-    assert model == {"agent": "mapgpt_cot_reflection", "prompt_version": "vln-mme-2", "model": "openai",
+    assert model == {"agent": "mapgpt_cot_reflection", "prompt_version": "vln-mme-3", "model": "openai",
                      "model_name": "nav-vlm", "served_models": {"nav-vlm": sent}, "endpoint_host": url.split("/")[2],
                      "requests": 1, "cache_hits": sent - 1}
     assert summaries[0]["overall"]["means"] == summaries[1]["overall"]["means"]
@@ -355,7 +357,7 @@ def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_pa
     episode = _episode(corridor)
     episode.task_type = "false_premise"
     episode.info["decision"] = "FOUND"  # the evaluator's key; the agent only learns the action space
-    model = make_model("scripted", {"answers": ["Action: STOP", "Action: not found"]})
+    model = make_model("scripted", {"answers": ["Action: 42", "Action: not found"]})
     agent = make_agent("navgpt_cot", {"image_dir": str(tmp_path / "img")}, model=model)
     agent.reset(episode, corridor)
     assert "FOUND or NOT_FOUND" in agent.system_prompt()
@@ -367,7 +369,8 @@ def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_pa
     action = agent.act({"views_rgb": ViewCache(view_cache).views("corridor", node)}, state)
     assert action is Decision.NOT_FOUND
     step = agent.outputs[-1]
-    assert step["attempts"][0]["parsed"]["error_kind"] == "not_allowed" and step["action"] == "NOT_FOUND"
+    assert step["attempts"][0]["parsed"]["error_kind"] == "invalid_marker" and step["action"] == "NOT_FOUND"
+    assert "'Action: NOT_FOUND'" in agent.system_prompt()  # the accepted forms, stated
 
 
 def test_view_cache_serves_a_memory_mapped_array_equal_to_the_pngs(corridor, view_cache, tmp_path):

@@ -75,7 +75,8 @@ def test_outage_is_not_evaluated_then_resumed(setup, tmp_path):
         assert len(reqs) == EPISODES  # one failed request per episode, then the episode ends
         overall = summary["overall"]
         assert overall["episodes"] == 0 and overall["means"] == {}  # no SR 0 / nDTW 33.8 % for an agent never answered
-        assert overall["not_evaluated"] == {"episodes": EPISODES, "by_reason": {"server_error": EPISODES}}
+        assert overall["not_evaluated"] == {"episodes": EPISODES, "by_reason": {"server_error": EPISODES},
+                                            "by_component": {"navigator": {"server_error": EPISODES}}}
         assert [r["outcome"] for r in records] == ["not_evaluated"] * EPISODES
         line = not_evaluated_line(summary, tmp_path / "run")
         assert line.startswith(f"{EPISODES} of {EPISODES} episode(s) not evaluated") and f"{EPISODES} server_error" in line
@@ -170,7 +171,7 @@ def test_summary_names_who_answered(setup, tmp_path):
         summary, _ = _run(setup, url.replace("127.0.0.1", "user:pw@127.0.0.1"), tmp_path / "run")
     model = summary["model"]
     host = url.split("/")[2]
-    assert model == {"agent": "navgpt", "prompt_version": "vln-mme-2", "model": "openai", "model_name": "nav-vlm",
+    assert model == {"agent": "navgpt", "prompt_version": "vln-mme-3", "model": "openai", "model_name": "nav-vlm",
                      "served_models": {"Qwen2.5-VL-7B-Instruct-AWQ": len(reqs)}, "endpoint_host": host,
                      "requests": len(reqs), "cache_hits": 0}
     assert "pw" not in json.dumps(summary)

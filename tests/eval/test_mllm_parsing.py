@@ -105,9 +105,28 @@ def test_false_premise_decisions(answer, kind):
     assert parse_action(answer, MARKERS, DIRECTIONS, decisions=True).kind == kind
 
 
-def test_plain_stop_needs_a_decision_on_false_premise_tasks():
-    parsed = parse_action("Action: STOP", MARKERS, DIRECTIONS, decisions=True)
-    assert parsed.error_kind == "not_allowed" and "FOUND" in parsed.error
+@pytest.mark.parametrize("answer,kind", [
+    ("Action: STOP", "found"), ("STOP", "found"), ("FOUND", "found"), ("Action: NOT FOUND", "not_found"),
+    ("not_found", "not_found"), ("Action: not-found", "not_found"), ('{"decision": "NOT_FOUND"}', "not_found"),
+    ('{"found": false}', "not_found"), ('{"target_found": true}', "found"), ('{"action": "found"}', "found"),
+    ("**Action:** NOT_FOUND", "not_found"), ("The mug is not here.\nAction: NOT FOUND", "not_found"),
+])
+def test_decision_variants_on_false_premise_tasks(answer, kind):
+    """The forms the false-premise prompt states, and the obvious variants; a plain STOP is the
+    ordinary stop, which claims the goal: FOUND."""
+    assert parse_action(answer, MARKERS, DIRECTIONS, decisions=True).kind == kind
+
+
+def test_the_false_premise_prompt_states_the_accepted_forms():
+    from vlnverse.eval.mllm.agents import DECISION_RULE
+
+    for form in ("'Action: FOUND'", "'Action: NOT_FOUND'", "'Action: NOT FOUND'", '{"action": "NOT_FOUND"}',
+                 "'Action: STOP' counts as FOUND"):
+        assert form in DECISION_RULE
+        if form.startswith("'Action"):
+            assert parse_action(form.strip("'").split("' ")[0], MARKERS, DIRECTIONS, decisions=True).ok
+    # FOUND is not an action of an ordinary episode
+    assert parse_action("Action: FOUND", MARKERS, DIRECTIONS).error_kind == "not_allowed"
 
 
 def test_frame_answers():

@@ -33,8 +33,8 @@ def test_shipped_mllm_eval_configs_draw_meshes_and_the_rest_primitives():
 
 
 def test_vision_language_agents_default_to_meshes_unless_the_config_says_otherwise(tmp_path):
-    assert len(VISION_LANGUAGE_AGENTS) == 11 and set(MLLM_AGENTS) <= set(VISION_LANGUAGE_AGENTS)
-    assert {"roam", "som", "mv_dualvln"} <= set(VISION_LANGUAGE_AGENTS)
+    assert len(VISION_LANGUAGE_AGENTS) == 12 and set(MLLM_AGENTS) <= set(VISION_LANGUAGE_AGENTS)
+    assert {"roam", "roam_detector", "som", "mv_dualvln"} <= set(VISION_LANGUAGE_AGENTS)
     assert not {"oracle", "random", "policy", "graph_policy"} & set(VISION_LANGUAGE_AGENTS)
     cfg = tmp_path / "e.yaml"
     cfg.write_text("agent: {name: navgpt}\ntask: fine_grained\nepisodes: x.jsonl\n")

@@ -206,7 +206,12 @@ def _run(ctx, episodes, agent_name, params, url, tmp, max_steps=40):
 
 
 def _nav_reply(body, n):
-    """The explorer's model: always claims NOT_FOUND (ROAM must overrule it until the room is covered)."""
+    """The explorer's model: FOUND when its prompt says the detector sees the object here, else
+    NOT_FOUND at once (ROAM must overrule it until the room is searched)."""
+    from mllm_server import message_text
+
+    if "is in view here" in message_text(body["messages"][-1]):
+        return {"text": "I can see it.\nAction: FOUND"}
     return {"text": "The object is not here.\nAction: NOT_FOUND"}
 
 
@@ -265,6 +270,7 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
     """The MLLM rows and ROAM's ground-truth-rooms ablation; without checkpoints the learned rows
     (the supervised graph policy, ROAM with its learned classifier) are left out (with them:
     tests/learn/test_roam_learned.py)."""
+    from mllm_server import openai_server
     from vlnverse.eval.roam_table import METHODS, run_table
     from vlnverse.tasks.episode import save_episodes
 
@@ -275,8 +281,13 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
     monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
     monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
     save_episodes(tmp_path / "eps.jsonl", fp_pairs[:2])
-    result = run_table(str(tmp_path / "eps.jsonl"), str(tmp_path / "runs"), max_steps=25, scene_loader=lambda *a: home14)
+    with openai_server(_nav_reply) as (url, _):
+        model = {"name": "openai", "params": {"model": "nav-vlm", "base_url": url, "api_key_env": None, "cache": False,
+                                              "max_retries": 0}}
+        result = run_table(str(tmp_path / "eps.jsonl"), str(tmp_path / "runs"), model=model, max_steps=25,
+                           scene_loader=lambda *a: home14)
     assert [r[0] for r in result["rows"]] == [m for m in METHODS if m not in ("ROAM", "Supervised (NOT_FOUND)")]
+    assert "ROAM (GT rooms, detector decides)" in METHODS  # the detector-only ablation is a row of its own
     for label, summary in result["summaries"].items():
         assert summary["overall"]["episodes"] == 2, label
         assert "REV_SPL" in summary["overall"]["means"] and "reach_SPL" in summary["overall"]["means"]
@@ -305,7 +316,10 @@ def test_roam_under_telhop_with_a_looping_model_still_decides(home14, fp_pairs, 
     from vlnverse.eval.runner import RunSettings, run_episode
     from vlnverse.sim import make_simulator
 
-    model = make_model("scripted", {"answers": ["Action: 1"], "cycle": True})
+    def loops(messages, images):  # marker 1 for ever; FOUND only where the detector sees the object
+        return "Action: FOUND" if "is in view here" in messages[-1]["content"] else "Action: 1"
+
+    model = make_model("scripted", {"respond": loops})
     agent = make_agent("roam", {"room_labels": "ground_truth", "views": "render", "view_size": 32,
                                 "image_dir": str(tmp_path / "img"), "explore_budget": 6}, model=model)
     sim = make_simulator(home14.desc, home14.body, sensors=[])
@@ -333,7 +347,7 @@ def test_model_detector_decides_found_from_its_score(home14, fp_pairs, home14_vi
         text = message_text(body["messages"][-1])
         if text.startswith("Is there a"):
             return {"text": "Score: 0.9"} if "clock" not in text else {"text": "maybe?"}
-        return {"text": "Action: NOT_FOUND"}
+        return {"text": "Action: FOUND" if "is in view here" in text else "Action: NOT_FOUND"}
 
     monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
     with openai_server(reply) as (url, reqs):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -109,6 +110,25 @@ class Agent:
         self.seed = int(seed)
         self.model = model
         self.outputs: list[Any] = []
+        #: folders where an episode's relative asset paths (prior videos, reference images) are
+        #: looked up: the run's dataset folder (set by the eval runner: where ``episodes:
+        #: generate`` wrote them, or the folder of ``episodes.path``)
+        self.asset_roots: list[Path] = []
+
+    def find_asset(self, path: str | Path, root: str | Path | None = None) -> Path:
+        """An episode's asset file: ``path`` itself when absolute, else under ``root`` (an agent
+        param such as ``video_root``) when given, else the first of :attr:`asset_roots` and the
+        working folder that holds it (the working folder's path when none does, so the
+        caller's error names it)."""
+        path = Path(path)
+        if path.is_absolute():
+            return path
+        if root is not None:
+            return Path(root) / path
+        for base in [*self.asset_roots, Path.cwd()]:
+            if (Path(base) / path).is_file():
+                return Path(base) / path
+        return Path(self.asset_roots[0] if self.asset_roots else Path.cwd()) / path
 
     def required_sensors(self, sensors: list) -> list:
         """Cameras (``CameraSpec``) this agent needs that the run's rig ``sensors`` lacks; the

@@ -93,6 +93,20 @@ def floor_to_pixel(point: Sequence[float], xy: Sequence[float], yaw: float, came
     return k_best, int(u), int(v)
 
 
+def fit_frames(sizes: Sequence[int], budget: int) -> np.ndarray:
+    """Indices into ``sizes`` (the frames' PNG bytes) of the most evenly spaced frames, first and
+    last included, whose bytes fit in ``budget`` (empty when none fits)."""
+    n = len(sizes)
+    if sum(sizes) <= budget:
+        return np.arange(n)
+    mean = max(sum(sizes) / max(n, 1), 1.0)
+    for k in range(min(n, int(budget / mean) + 2), 0, -1):
+        idx = np.unique(np.linspace(0, n - 1, k).round().astype(int))
+        if sum(sizes[i] for i in idx) <= budget:
+            return idx
+    return np.zeros(0, int)
+
+
 class Panorama:
     """Renders the four level global views (east, north, west, south), RGB and depth, at a position."""
 
@@ -141,11 +155,14 @@ def snap_to_navigable(navigable: Any, point: Sequence[float], max_distance: floa
 _FRAME = re.compile(r"frame\s*[:=]?\s*(\d+)", re.I)
 _VIEW = re.compile(r"view\s*[:=]?\s*(front|left|back|right)", re.I)
 _PIXEL = re.compile(r"pixel\s*[:=]?\s*\(?\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)?", re.I)
-_STOP = re.compile(r"action\s*[:=]?\s*\**\s*stop\b", re.I)
+_STOP = re.compile(r"action\s*[:=]?\s*\**\s*stop\b|^\W*stop\W*$", re.I | re.M)
 
 
 def parse_pixel_goal(text: str) -> dict[str, Any]:
-    """``{"frame", "stop"}`` plus ``{"view", "u", "v"}`` for a move; ``{"error": ...}`` when malformed."""
+    """``{"frame", "stop"}`` plus ``{"view", "u", "v"}`` for a move; ``{"error": ...}`` when
+    malformed. ``Action: STOP`` or a line that is only ``STOP`` stops (a ``View:`` / ``Pixel:``
+    beside it is ignored); ``frame`` is None when no ``Frame:`` is given (see
+    :class:`MVDualVLNAgent` for a stop without one)."""
     text = text or ""
     frame = _FRAME.search(text)
     out: dict[str, Any] = {"frame": int(frame.group(1)) if frame else None}
@@ -165,7 +182,7 @@ Answer exactly:
 Frame: <frame index>
 View: <Front|Left|Back|Right>
 Pixel: <u>, <v>   (column, row of a floor point in that view, 0 at the top-left; the image is {size}x{size})
-When you have arrived, answer 'Frame: <frame index>' and 'Action: STOP'."""
+When you have arrived, answer 'Frame: <frame index>' and 'Action: STOP' (name the frame: a stop without one is asked again)."""
 
 
 @dataclass
@@ -177,23 +194,34 @@ class MVDualVLNParams:
     view_size: int = param(224, low=8, high=4096)
     max_reprompts: int = param(2, low=0, high=100)
     snap: float = param(0.3, low=0.0, high=100.0)
+    max_image_bytes: int = param(2_000_000, low=1, high=10**10)
 
 
 class MVDualVLNAgent(Agent):
     """MV-DualVLN pixel-goal agent (see the module docstring). Parameters: ``video_frames`` (50),
-    ``video_root``, ``view_size`` (224), ``max_reprompts`` (2), ``snap`` (0.3 m)."""
+    ``video_root`` (default: the run's dataset folder, where ``episodes: generate`` wrote the
+    prior videos, then the working folder), ``view_size`` (224), ``max_reprompts`` (2), ``snap``
+    (0.3 m), ``max_image_bytes`` (2,000,000: the PNG bytes of one request's images).
+
+    Image budget of a request: at most ``video_frames`` prior-video frames plus the 8 views; when
+    their PNGs exceed ``max_image_bytes``, fewer frames (evenly spaced over the same window) are
+    shown until they fit (``image_budget`` in the step's output); the 8 views are always sent.
+    A stop (``Action: STOP`` or a bare ``STOP``) with a ``Frame:`` selects that frame; without one
+    the frame named last in an earlier step is kept, and with none ever named the agent asks once
+    more for the frame (a re-prompt), then stops without a selection."""
 
     Params = MVDualVLNParams
 
     def __init__(self, *, video_frames: int = 50, video_root: str | None = None, view_size: int = 224,
-                 max_reprompts: int = 2, snap: float = 0.3, **kwargs: Any):
+                 max_reprompts: int = 2, snap: float = 0.3, max_image_bytes: int = 2_000_000, **kwargs: Any):
         super().__init__(**kwargs)
         from ..core.errors import ConfigError
 
         if self.model is None or not hasattr(self.model, "generate"):
             raise ConfigError("missing", field=f"model ({self.name})", expected="a chat model (openai, scripted, ...)")
         self.video_frames, self.max_reprompts, self.snap = int(video_frames), int(max_reprompts), float(snap)
-        self.video_root = Path(video_root) if video_root else Path.cwd()
+        self.max_image_bytes = int(max_image_bytes)
+        self.video_root = Path(video_root) if video_root else None
         self.panorama = Panorama(int(view_size))
 
     def reset(self, episode: Any, context: Any) -> None:
@@ -206,11 +234,12 @@ class MVDualVLNAgent(Agent):
         self._pending_stop = False
         self.selected_frame: int | None = None
         self._frames, self._frame_ids = np.zeros((0, 1, 1, 3), np.uint8), np.zeros(0, int)
+        self._frame_pngs: list[bytes] = []
         note: dict[str, Any] = {}
         info = getattr(episode, "info", {})
         if "video" in info:
             path = Path(info["video"])
-            frames, _ = load_prior_video(path if path.is_absolute() else self.video_root / path)
+            frames, _ = load_prior_video(self.find_asset(path, self.video_root))
             start, end = (int(v) for v in info.get("window", (0, len(frames))))
             window = frames[start:end]
             n = min(self.video_frames, len(window))
@@ -218,6 +247,10 @@ class MVDualVLNAgent(Agent):
                 note["video_short"] = {"requested": self.video_frames, "available": int(len(window))}
             ids = np.unique(np.linspace(0, len(window) - 1, n).round().astype(int)) if n else np.zeros(0, int)
             self._frames, self._frame_ids = window[ids], ids
+        from .mllm.models import png_bytes
+
+        self._frame_pngs = [png_bytes(f) for f in self._frames]
+        self._shown = self._frame_ids
         self._note = note
 
     def _views(self, state: AgentState) -> tuple[np.ndarray, np.ndarray, int]:
@@ -230,9 +263,9 @@ class MVDualVLNAgent(Agent):
 
     def prompt(self, state: AgentState) -> str:
         """The step's text: instruction, frame numbering, history."""
-        listing = ", ".join(f"image {k + 1} = frame {int(i)}" for k, i in enumerate(self._frame_ids))
+        listing = ", ".join(f"image {k + 1} = frame {int(i)}" for k, i in enumerate(self._shown))
         history = "\n".join(self.history) or "none yet"
-        n = len(self._frame_ids)
+        n = len(self._shown)
         return (f"Instruction: {getattr(self.episode, 'instruction_text', '')}\n"
                 f"Video frames: {listing or 'none'}.\n"
                 f"Images {n + 1}-{n + 4}: start views (Front, Left, Back, Right); images {n + 5}-{n + 8}: current views "
@@ -253,10 +286,15 @@ class MVDualVLNAgent(Agent):
         record: dict[str, Any] = {"step": state.step, **(self._note if state.step == 0 else {}), "attempts": []}
         self.outputs.append(record)
         size = rgb.shape[2]
+        views = [png_bytes(v) for v in self._start_views] + [png_bytes(v) for v in rgb]
+        keep = fit_frames([len(b) for b in self._frame_pngs], self.max_image_bytes - sum(map(len, views)))
+        self._shown = self._frame_ids[keep]
         messages = [{"role": "system", "content": SYSTEM.format(size=size)}, {"role": "user", "content": self.prompt(state)}]
-        images = [png_bytes(f) for f in self._frames] + [png_bytes(v) for v in self._start_views] + \
-            [png_bytes(v) for v in rgb]
+        images = [self._frame_pngs[k] for k in keep] + views
         record["prompt"], record["images"] = messages[1]["content"], len(images)
+        record["image_budget"] = {"frames": int(len(keep)), "frames_available": int(len(self._frame_pngs)),
+                                  "bytes": int(sum(map(len, images))), "max_image_bytes": self.max_image_bytes}
+        asked_frame = False
         for attempt in range(self.max_reprompts + 1):
             gen = self.model.generate(messages, images, store=False)
             if gen.endpoint_failure:
@@ -265,9 +303,13 @@ class MVDualVLNAgent(Agent):
             entry: dict[str, Any] = {"raw": gen.text, "parsed": parsed}
             record["attempts"].append(entry)
             error = parsed.get("error")
-            if error is None and parsed["frame"] is not None and parsed["frame"] not in set(self._frame_ids.tolist()) \
-                    and len(self._frame_ids):
-                error = f"frame {parsed['frame']} was not shown; choose one of {self._frame_ids.tolist()}"
+            if error is None and parsed["frame"] is not None and parsed["frame"] not in set(self._shown.tolist()) \
+                    and len(self._shown):
+                error = f"frame {parsed['frame']} was not shown; choose one of {self._shown.tolist()}"
+            if error is None and parsed["stop"] and parsed["frame"] is None and self.selected_frame is None \
+                    and len(self._shown) and attempt < self.max_reprompts and not asked_frame:
+                error = "you stopped without naming the goal frame; answer 'Frame: <frame index>' and 'Action: STOP'"
+                asked_frame = True
             waypoint = None
             if error is None and not parsed["stop"]:
                 k = VIEW_NAMES.index(parsed["view"])

@@ -142,12 +142,16 @@ def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
     """Where the run's episode scenes are looked up: ``scene_root``, the dataset's folder, the shipped scenes."""
     from ..tasks.scene_roots import scene_roots
 
+    return scene_roots(cfg.scene_root, dataset_folder(cfg, out))
+
+
+def dataset_folder(cfg: EvalConfig, out: Path) -> Path:
+    """The folder of the run's dataset: ``episodes.path`` (its folder), or ``out/dataset`` where
+    ``episodes: generate`` writes the episodes and their assets (prior videos, reference images)."""
     if cfg.episodes.path is not None:
         source = Path(cfg.episodes.path)
-        dataset_dir = source if source.is_dir() else source.parent
-    else:
-        dataset_dir = out / "dataset"
-    return scene_roots(cfg.scene_root, dataset_dir)
+        return source if source.is_dir() else source.parent
+    return out / "dataset"
 
 
 #: How far beyond the navigable area's bounding box a start (m) may lie; a goal may lie its
@@ -617,14 +621,19 @@ def agent_rig(agent: Agent, sensors: list, *, agent_name: str = "the agent") -> 
     return out
 
 
-def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None) -> Agent:
-    """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model."""
+def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None, out: Path | None = None) -> Agent:
+    """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model;
+    with the run folder ``out``, its ``asset_roots`` are the run's dataset folder (prior videos)."""
     from .models import make_model
 
     if agent_factory is not None:
-        return agent_factory()
-    model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
-    return make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+        agent = agent_factory()
+    else:
+        model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
+        agent = make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
+    if out is not None and isinstance(getattr(agent, "asset_roots", None), list):
+        agent.asset_roots[:0] = [dataset_folder(cfg, Path(out))]
+    return agent
 
 
 #: modules every evaluation worker needs (scene loading, maps, rollouts; the backend's module is
@@ -670,7 +679,7 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
     limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
 
     def new_agent() -> Agent:
-        made = make_run_agent(cfg, payload.agent_factory)
+        made = make_run_agent(cfg, payload.agent_factory, out)
         attach_request_limit(made, limit)
         share_breaker(made, agent)  # the episode threads of a scene open one circuit breaker
         return made
@@ -754,7 +763,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
             raise ConfigError("the output folder holds a run with a different config", field="out",
                               expected="a new 'out' folder, or the same config to resume", file=config_path)
     settings = resolve_settings(cfg)
-    agent = make_run_agent(cfg, agent_factory)
+    agent = make_run_agent(cfg, agent_factory, out)
     sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors], agent_name=f"agent '{cfg.agent.name}'")
     agent.check_sensors(sensors)  # a mismatched rig fails once, before the run
     episodes = resolve_episodes(cfg, settings, out, progress=progress)

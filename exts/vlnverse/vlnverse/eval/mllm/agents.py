@@ -142,7 +142,7 @@ class MLLMAgent(Agent):
     ``caption_model`` (``{name, params}`` of a ``MODELS`` entry that describes each view in one
     sentence; none by default), ``max_questions`` (questions to the dialogue oracle per episode),
     ``video_root`` (folder that relative prior-video paths of VCN-Bench episodes start from;
-    default the working folder), ``video_frames`` (window frames shown for goal identification)
+    default the run's dataset folder, where ``episodes: generate`` wrote them, then the working folder), ``video_frames`` (window frames shown for goal identification)
     and ``merge_distance`` (m, default 0.5: candidate viewpoints closer than this to a nearer one
     are shown once, as one marker).
 
@@ -173,7 +173,7 @@ class MLLMAgent(Agent):
         from ...paths import cache_dir
 
         self.max_reprompts, self.max_questions = int(max_reprompts), int(max_questions)
-        self.video_root = Path(video_root) if video_root else Path.cwd()
+        self.video_root = Path(video_root) if video_root else None  # None: the run's dataset folder, then cwd
         self.video_frames = int(video_frames)
         self.views_source = views
         self.view_cache_root = Path(view_cache) if view_cache else _cache.default_view_cache()
@@ -235,7 +235,7 @@ class MLLMAgent(Agent):
             from ...tasks.tours import load_prior_video
 
             path = Path(info["video"])
-            path = path if path.is_absolute() else self.video_root / path
+            path = self.find_asset(path, self.video_root)
             try:
                 frames, _ = load_prior_video(path)
             except VLNVerseError as exc:

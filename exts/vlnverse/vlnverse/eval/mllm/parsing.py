@@ -98,9 +98,9 @@ def _json_action(text: str) -> tuple[str | None, dict]:
         if not isinstance(obj, dict):
             continue
         low = {str(k).lower().replace(" ", "_"): v for k, v in obj.items()}
-        for key in ("found", "target_found", "object_found", "is_found"):
-            if isinstance(low.get(key), bool):  # {"found": false}: a decision as a JSON field
-                return ("FOUND" if low[key] else "NOT_FOUND"), low
+        for key, v in low.items():  # {"found": false}: a decision as a JSON field (markdown cleaning drops "_")
+            if isinstance(v, bool) and key.replace("_", "") in ("found", "targetfound", "objectfound", "isfound"):
+                return ("FOUND" if v else "NOT_FOUND"), low
         for key in ("action", "final_action", "next_action", "answer", "decision", "choice", "marker", "frame"):
             if key in low and not isinstance(low[key], (dict, list)):
                 value = str(low[key])
