@@ -134,3 +134,95 @@ def test_stuck_triggers_of_the_oracle_assistant():
     assert stuck_reason([(0, 0), (1, 0), (1, -2.5)], [5, 4, 4], REFERENCE, off_reference=2.0) == "off_reference"
     assert stuck_reason([(0, 0), (1, 0), (1, -2.5)], [5, 4, 4], REFERENCE, off_reference=0) is None
     assert stuck_reason([(0, 0), (1, 0), (2, 0)], [5, 4, 3], REFERENCE) is None
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 55: the instruction's clauses, the step of each error, walking away
+
+
+# east 6 m, a right bend at the stove drawn as two vertices 0.1 m apart, south 6 m, a left bend at
+# the tv stand drawn likewise, east 4 m: two instructed turns
+BENDS = [(0.0, 0.0), (6.0, 0.0), (6.07, -0.07), (6.07, -6.0), (6.14, -6.07), (10.0, -6.07)]
+BEND_MARKS = {1: ("stove", (6.6, 0.6)), 2: ("tv_stand", (6.6, -6.7))}
+BEND_TEXT = "Walk down the hall, turn right at the stove, then turn left at the tv_stand and stop by the window."
+
+
+def test_a_bend_split_into_close_vertices_is_one_clause():
+    cls = clauses(BENDS, BEND_MARKS)
+    assert [(c["action"], c["landmark"] and c["landmark"]["category"]) for c in cls] == \
+        [("straight", None), ("turn_right", "stove"), ("turn_left", "tv_stand")]
+    assert cls[1]["start_s"] == 6.0 and cls[2]["start_s"] == pytest.approx(12.0 + 0.07 * 2 ** 0.5 + 0.07 * 2 ** 0.5 - 0.07, abs=0.1)
+    # unmerged, each 45° half of a bend is a turn: the issue's 4 turn clauses for 2 instructed turns
+    assert len(clauses(BENDS, BEND_MARKS, merge_distance=0.05)) == 5
+    assert clause_texts(BEND_TEXT, 3) == ["Walk down the hall", "turn right at the stove",
+                                          "turn left at the tv_stand and stop by the window"]
+
+
+def _record(trajectory, actions, *, termination="stop", reference=BENDS, goal=(10.0, -6.07), text=BEND_TEXT):
+    return {"episode_id": "e", "metrics": {"SR": 0.0}, "termination": termination, "collisions": [],
+            "instruction": text, "reference_path": [[*p, 0.0] for p in reference], "goals": [[*goal, 0.0]],
+            "trajectory": [[*p, 0.0] for p in trajectory], "actions": actions}
+
+
+def test_a_wrong_turn_early_is_the_landmark_clause_with_matching_text():
+    """Turning right 1.2 m before the stove: the error is at that turn's step, clause 1, whose
+    text is the instruction's 'turn right at the stove', and the detail says what happened."""
+    traj = [(0, 0), (2.4, 0), (4.8, 0), (4.3, -1.6), (3.6, -3.0)]
+    rec = _record(traj, ["MOVE", "MOVE", "MOVE", "MOVE", "STOP"])
+    err = episode_first_error(rec, landmarks=BEND_MARKS, success_distance=1.0)
+    assert err["category"] == "missed_landmark" and err["clause"] == 1
+    assert err["clause_text"] == "turn right at the stove"
+    assert err["detail"].startswith("turned right 1.2 m before the stove; the instruction says turn right at the stove")
+    assert err["pose"] == 3 and err["step"] == 2  # the move from (4.8, 0): where it left the route
+
+
+def test_a_missed_turn_is_reported_at_the_step_past_the_landmark():
+    traj = [(0, 0), (3, 0), (6, 0), (8, 0), (10, 0)]
+    err = episode_first_error(_record(traj, ["MOVE"] * 4 + ["STOP"]), landmarks=BEND_MARKS, success_distance=1.0)
+    assert err["category"] == "missed_landmark" and err["clause"] == 1 and err["step"] == 2
+    assert "straight on at the stove" in err["detail"]
+
+
+def test_premature_stop_reports_the_stop_step():
+    traj = [(0, 0), (2, 0), (4, 0)]
+    err = episode_first_error(_record(traj, ["MOVE", "MOVE", None, "STOP"]), landmarks=BEND_MARKS, success_distance=1.0)
+    assert err["category"] == "premature_stop" and err["step"] == 3 and err["pose"] == 2  # the STOP, not the last move
+    err = episode_first_error(_record(traj, ["MOVE", "MOVE", "NOT_FOUND"]), success_distance=1.0)
+    assert err["step"] == 2
+
+
+def test_walking_back_past_the_start_inside_the_corridor():
+    """Within 1.5 m of the reference all the way (no corridor rule fires), but 1.4 m behind the start."""
+    traj = [(0, 0), (0.8, 0.3), (0.1, 0.6), (-0.6, 0.6), (-1.4, 0.6)]
+    err = first_error(traj, BENDS, (10.0, -6.07), 1.0, success=False, stopped=True)
+    assert err["category"] == "walked_away" and err["pose"] == 2 and "past its start" in err["detail"]
+    rec = _record(traj, ["MOVE"] * 4 + ["STOP"])
+    assert episode_first_error(rec, success_distance=1.0)["step"] == 1  # the first step back
+    # a small step back (under walk_back) is no error
+    assert first_error([(0, 0), (2, 0), (1.3, 0)], BENDS, (10.0, -6.07), 1.0, success=False,
+                       stopped=True)["category"] == "premature_stop"
+
+
+@pytest.mark.parametrize("traj, kw, category, pose, step", [
+    ([(0, 0), (1, 0), (1, -2)], {}, "wrong_direction", 2, 1),
+    ([(0, 0), (2, 0), (4, 0), (6, 0), (8, 0)], {}, "missed_landmark", 4, 3),
+    ([(0, 0), (3, 0), (2.0, 0.2), (1.0, 0.2)], {}, "walked_away", 2, 1),
+    ([(0, 0), (3, 0), (6, 0), (6, 2)], {}, "premature_stop", 3, 3),
+    ([(0, 0), (3, 0), (6, 0), (6, 3), (6, 5.5), (6, 7.2)], {}, "overshoot", 5, 4),
+    ([(0, 0), (2, 0), (4, 0), (2.2, 0.1), (4, 0)], {}, "loop", 3, 2),
+    ([(0, 0), (2, 0), (4, 0), (4, -2)], {"collision_poses": [2]}, "collision", 2, 1),
+    ([(0, 0), (1, 0), (2, 0)], {"stopped": False}, "out_of_steps", 2, 1),
+])
+def test_every_category_with_its_step(traj, kw, category, pose, step):
+    """Each category on the L-shaped reference, with the pose and the record's step (moves only,
+    then the STOP when the episode stopped)."""
+    stopped = kw.pop("stopped", True)
+    err = _first(traj, stopped=stopped, **kw)
+    assert (err["category"], err["pose"]) == (category, pose)
+    record = {"episode_id": "e", "metrics": {"SR": 0.0}, "termination": "stop" if stopped else "max_steps",
+              "collisions": [{"step": p - 1} for p in kw.get("collision_poses", [])],
+              "instruction": "Go straight, then turn left at the sofa.", "reference_path": [[*p, 0.0] for p in REFERENCE],
+              "goals": [list(GOAL)], "trajectory": [[*p, 0.0] for p in traj],
+              "actions": ["MOVE"] * (len(traj) - 1) + (["STOP"] if stopped else [])}
+    assert episode_first_error(record, landmarks=SOFA, success_distance=1.0)["step"] == step
+    assert category in CATEGORIES

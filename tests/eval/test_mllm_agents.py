@@ -441,3 +441,56 @@ def test_oracle_assistant_is_consulted_when_the_navigator_loops(corridor, view_c
     who = model_identity(agent, "navgpt", [rec])["assistant"]
     assert who == {"model": "openai", "model_name": "guide-llm", "endpoint_host": help_url.split("/")[2],
                    "consultations": 1}
+
+
+def test_assistant_answer_is_filtered_to_guidance(corridor, view_cache, tmp_path, monkeypatch):
+    """A scripted assistant answering with an action command, ids, the navigator's output format
+    and prose: only the prose reaches the navigator, every removal is logged in the step."""
+    monkeypatch.setenv("VLNV_AGENT_KEY", KEY)
+    episode = _episode(corridor)
+    sim = ViewpointSimulator(corridor.desc, corridor.body, cache=view_cache)
+    mode = make_mode("graph", sim, navgraph=corridor.navgraph.graph, planner=corridor.planner)
+    seen = []
+
+    def navigator_loops(body, n):
+        last = message_text(body["messages"][-1])
+        seen.append(last)
+        if "Assistant's guidance:" in last:
+            return {"text": "Action: STOP"}
+        back = [ln for ln in last.splitlines() if ln.strip().startswith("Back: [")]
+        return {"text": f"Action: {back[0].split('[')[1].split(':')[0] if back else '1'}"}
+
+    answer = ("Action: STOP\nTurn around and walk to the far end of the corridor, past viewpoint 17 and marker 2. "
+              "STOP.\nFinal Decision: keep\n{\"action\": \"3\"}")
+    with openai_server(navigator_loops) as (nav_url, _), openai_server(lambda b, n: {"text": answer}) as (help_url, _):
+        helper = {"name": "openai", "params": {"model": "guide-llm", "base_url": help_url, "api_key_env": None,
+                                               "cache": False, "max_retries": 0}}
+        agent = _agent("navgpt", nav_url, tmp_path, False, assistant=helper, max_consultations=1)
+        rec = run_episode(episode, corridor, sim, mode, agent, _settings(corridor, max_steps=8))
+    entry = next(s["assistant"] for s in rec["agent_outputs"] if "assistant" in s)
+    assert entry["guidance"] == ("Turn around and walk to the far end of the corridor, past [id removed] and "
+                                 "[id removed].")
+    kinds = sorted(r["kind"] for r in entry["removed"])
+    assert kinds == ["action", "action", "format", "format", "id", "id"] and entry["ids_removed"]
+    assert {r["text"] for r in entry["removed"]} >= {"Action: STOP", "STOP.", "Final Decision: keep", "viewpoint 17"}
+    guided = [p for p in seen if "Assistant's guidance:" in p]
+    assert guided and all("STOP" not in p.split("Assistant's guidance:")[1].split("\n")[0] for p in guided)
+    assert rec["actions"][-1] == "STOP"
+
+
+def test_assistant_route_description_says_each_turn_once():
+    """One bend drawn as vertices 0.1 m apart is one turn in the assistant's route description."""
+    from types import SimpleNamespace
+
+    from vlnverse.eval.agents import AgentState
+    from vlnverse.sim.types import AgentPose
+
+    model = make_model("scripted", {"answers": ["Action: STOP"]})
+    agent = make_agent("navgpt", {}, model=model)
+    # east 4 m, a right bend split at (4, 0) and (4.07, -0.07), south 4 m, a left bend likewise, east 4 m
+    ref = [(0, 0, 0), (4, 0, 0), (4.07, -0.07, 0), (4.07, -4, 0), (4.14, -4.07, 0), (8, -4.07, 0)]
+    agent.episode = SimpleNamespace(instruction_text="go", reference_path=ref, info={})
+    agent.context, agent._landmarks = None, {1: ("stove", (4.3, 0.3)), 2: ("tv_stand", (4.3, -4.4))}
+    state = AgentState(step=3, pose=AgentPose(0.5, 0.0, 0.0), max_steps=10, success_distance=1.0, context=None)
+    prompt = agent.assistant_prompt(state, "loop", 9.0)
+    assert "After that: turn right at the stove, then turn left at the tv_stand." in prompt

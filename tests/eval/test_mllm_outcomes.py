@@ -50,12 +50,14 @@ def walker(body, n):
     return {"text": "Action: STOP" if last.count("\nStep ") >= want else "Action: 1"}
 
 
-def _run(setup: Path, url: str, out: Path, concurrency: int | None = None, **params) -> tuple[dict, list[dict]]:
+def _run(setup: Path, url: str, out: Path, concurrency: int | None = None, agent_params: dict | None = None,
+         **params) -> tuple[dict, list[dict]]:
     model = {"model": "nav-vlm", "base_url": url, "api_key_env": None, "cache": False, "max_retries": 0,
              "timeout": 20, **params}
     conc = "" if concurrency is None else f", concurrency: {concurrency}"
+    agent = {"view_size": SIZE, "image_dir": str(setup / "images"), **(agent_params or {})}
     (out.parent / f"{out.name}.yaml").write_text(
-        f"agent: {{name: navgpt, params: {{view_size: {SIZE}, image_dir: '{setup / 'images'}'}}}}\n"
+        f"agent: {{name: navgpt, params: {json.dumps(agent)}}}\n"
         f"model: {{name: openai{conc}, params: {json.dumps(model)}}}\n"
         f"task: fine_grained\nepisodes: {setup / 'episodes.jsonl'}\ncollision_mode: graph\nbackend: viewpoints\n"
         f"max_steps: 8\nout: {out}\nreport: {{enabled: false}}\n")
@@ -190,3 +192,91 @@ def test_huge_answers_are_cut(setup, tmp_path):
     assert summary["overall"]["terminations"] == {"stop": EPISODES}
     assert max(len(a["raw"]) for a in attempts) == 2000 and sum(1 for a in attempts if a.get("truncated")) > 0
     assert (tmp_path / "run" / EPISODES_FILE).stat().st_size < 30 * 2000 * EPISODES
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 55: partial runs are flagged with their bound, and an assistant outage excludes nothing
+
+
+def looper(body, n):
+    """A navigator that goes back and forth (so it looks stuck) until it gets guidance, then stops."""
+    last = message_text(body["messages"][-1])
+    if "Assistant's guidance:" in last:
+        return {"text": "Action: STOP"}
+    back = [ln for ln in last.splitlines() if ln.strip().startswith("Back: [")]
+    return {"text": f"Action: {back[0].split('[')[1].split(':')[0] if back else '1'}"}
+
+
+def _assistant(url: str) -> dict:
+    return {"assistant": {"name": "openai", "params": {"model": "guide-llm", "base_url": url, "api_key_env": None,
+                                                       "cache": False, "max_retries": 0}}}
+
+
+def test_assistant_outage_keeps_every_episode_evaluated_and_flags_the_row(setup, tmp_path, monkeypatch, capsys):
+    """Navigator healthy, assistant answering 500: no episode is left out (the failing ones would
+    be exactly those that consult it); each consultation step records the outage, the navigator
+    goes on without guidance, the row is flagged and the closing line names the assistant."""
+    from vlnverse.cli import main
+    from vlnverse.eval import runner
+    from vlnverse.eval.runner import assistant_line, print_table
+
+    with openai_server(looper) as (nav, nav_reqs), openai_server(lambda b, n: {"status": 500}) as (helper, help_reqs):
+        summary, records = _run(setup, nav, tmp_path / "run", agent_params=_assistant(helper),
+                                max_consecutive_failures=0)
+    overall = summary["overall"]
+    assert overall["episodes"] == EPISODES and overall["not_evaluated"]["episodes"] == 0 and "partial" not in overall
+    down = [s for r in records for s in r["agent_outputs"] if "assistant" in s]
+    kinds = [s["assistant"]["unavailable"]["kind"] for s in down]
+    # the assistant's own circuit breaker opens after 3 failures: later consultations send nothing
+    assert len(down) > 3 and len(help_reqs) == 3 and kinds == ["server_error"] * 3 + ["circuit_open"] * (len(down) - 3)
+    assert all("Assistant's guidance" not in s["prompt"] for r in records for s in r["agent_outputs"])
+    assert overall["not_evaluated"]["by_component"] == {"assistant": {"circuit_open": len(down) - 3, "server_error": 3}}
+    assert overall["generation"]["assistant_unavailable"] == len(down) and overall["generation"]["consultations"] == 0
+    print_table([(("fine_grained", "navgpt", "graph"), overall)])
+    table = capsys.readouterr().out
+    assert f"the assistant was unavailable at {len(down)} step(s)" in table and "all episodes evaluated" in table
+    line = assistant_line(summary)
+    monkeypatch.setattr(runner, "run_eval", lambda cfg, **kw: summary)
+    assert main(["eval", str(tmp_path / "run.yaml"), "--no-progress"]) == 0  # complete, but flagged
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"vlnverse: {line}"] and "assistant" in err[0] and "model endpoint" not in err[0]
+
+
+def test_partial_row_shows_sr_over_the_evaluated_beside_the_bound(setup, tmp_path, capsys):
+    """The navigator's endpoint fails on one episode of four: SR over the three evaluated ones is
+    flagged, beside the bound that counts the missing one as a failure; the reason names the navigator."""
+    from vlnverse.eval.roam_table import table_rows
+    from vlnverse.eval.runner import not_evaluated_line, print_table
+
+    def reply(body, n):  # ahead (east, toward the goal) for as many places as told, then STOP
+        last = message_text(body["messages"][-1])
+        if "walk 3 places" in last:
+            return {"status": 500}
+        want = 2 * int(last.split("Instruction: walk ")[1].split(" ")[0])
+        front = [ln for ln in last.splitlines() if ln.strip().startswith("Front: [")]
+        if last.count("\nStep ") >= want or not front:
+            return {"text": "Action: STOP"}
+        return {"text": f"Action: {front[0].split('[')[1].split(':')[0]}"}
+
+    with openai_server(reply) as (url, _):
+        summary, records = _run(setup, url, tmp_path / "run", max_consecutive_failures=0)
+    overall = summary["overall"]
+    evaluated = [r for r in records if r["outcome"] == "evaluated"]
+    assert overall["episodes"] == 3 and len(evaluated) == 3
+    sr = sum(r["metrics"]["SR"] for r in evaluated) / 3
+    assert sr > 0 and overall["means"]["SR"] == pytest.approx(sr)
+    assert overall["partial"]["evaluated"] == 3 and overall["partial"]["total"] == 4
+    assert overall["partial"]["bounds"]["SR"] == pytest.approx(sr * 3 / 4)
+    assert overall["not_evaluated"]["by_component"] == {"navigator": {"server_error": 1}}
+    print_table([(("fine_grained", "navgpt", "graph"), overall)])
+    table = capsys.readouterr().out
+    assert f"{100 * sr:.1f}*" in table and f"{100 * sr * 3 / 4:.1f}" in table and "SR all %" in table
+    assert "partial, 3 of 4 episodes evaluated" in table and "the navigator model gave no answer in 1 episode(s)" in table
+    line = not_evaluated_line(summary, tmp_path / "run")
+    assert line.startswith("1 of 4 episode(s) not evaluated: the navigator model gave no answer")
+    assert f"{100 * sr * 3 / 4:.1f}% counting them as failures" in line
+    # the VLN-NF table flags a partial row the same way (its rates over the evaluated, the bound beside)
+    fake = {"overall": {"means": {"RD_SR": 0.5, "REV_SPL": 0.2}, "partial": {"evaluated": 2, "total": 4,
+                                                                         "bounds": {"RD_SR": 0.25, "REV_SPL": 0.1}}}}
+    row = table_rows({"ROAM": fake})[0]
+    assert "50.0%* (all: 25.0%)" in row and "20.0%* (all: 10.0%)" in row

@@ -74,3 +74,51 @@ def test_markers_stay_legible_downsized_to_512_px():
         assert dark_rows >= 7, (c.marker, dark_rows)  # the digit is at least 7 px tall
     # the digit scales with the view: twice the view, about twice the font
     assert marker_size(448)[0] == pytest.approx(2 * marker_size(224)[0], abs=1)
+
+
+@pytest.mark.parametrize("deg, printed, sector", [
+    (0.0, "0 degrees", "front"), (45.0, "45 degrees left", "front"), (45.4, "45 degrees left", "front"),
+    (45.6, "46 degrees left", "left"), (90.0, "90 degrees left", "left"), (135.0, "135 degrees left", "left"),
+    (135.4, "135 degrees left", "left"), (135.6, "136 degrees left", "back"), (179.6, "180 degrees", "back"),
+    (-45.0, "45 degrees right", "front"), (-45.4, "45 degrees right", "front"), (-45.6, "46 degrees right", "right"),
+    (-135.0, "135 degrees right", "right"), (-135.4, "135 degrees right", "right"),
+    (-135.6, "136 degrees right", "back"), (-180.0, "180 degrees", "back"), (0.4, "0 degrees", "front"),
+])
+def test_sector_of_every_boundary_follows_the_printed_angle(deg, printed, sector):
+    """Front [-45, 45], Left (45, 135], Right [-135, -45), Back: on the whole degrees printed."""
+    from vlnverse.eval.mllm.views import angle_text, direction_of
+
+    rad = math.radians(deg)
+    assert angle_text(rad) == printed and direction_of(rad) == sector
+    for heading in (0.0, 0.3, 1.2, -2.0, 3.1):  # any agent heading: the candidate's sector is the printed one
+        xy = (2.0 * math.cos(heading + rad), 2.0 * math.sin(heading + rad))
+        (c,) = make_candidates((0.0, 0.0), heading, [("n", xy)])
+        assert c.direction == sector and angle_text(c.relative_heading) == printed
+
+
+def test_prompt_labels_agree_with_their_angles():
+    """The issue's cases: 'Right: [3: ... 11 degrees right]' beside 'Front: [1: ... 54 degrees left]'."""
+    import re
+    from types import SimpleNamespace
+
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.models import make_model
+
+    agent = make_agent("navgpt", {}, model=make_model("scripted", {"answers": ["Action: STOP"]}))
+    agent.episode, agent.history, agent.guidance, agent.dialogue, agent._decisions = \
+        SimpleNamespace(instruction_text="go"), [], None, [], False
+    heading = math.radians(40.0)  # snapped front: north; a candidate 54° left is still in the Front view
+    options = [(k, (1.6 * math.cos(heading + math.radians(a)), 1.6 * math.sin(heading + math.radians(a))))
+               for k, a in enumerate((54.0, -11.0, 7.0, 100.0, -100.0, 170.0, 45.2, -45.7))]
+    candidates = make_candidates((0.0, 0.0), heading, options)
+    state = SimpleNamespace(pose=SimpleNamespace(yaw=heading))
+    prompt = agent.task_prompt(state, candidates, None, [])
+    checked = 0
+    for sector, items in re.findall(r"^\s+(Left|Front|Right|Back): \[(.*)\]$", prompt, re.M):
+        for deg, side in re.findall(r"(\d+) degrees ?(left|right)?", items):
+            signed = int(deg) * (-1 if side == "right" else 1)
+            want = "Front" if -45 <= signed <= 45 else "Left" if 45 < signed <= 135 else \
+                "Right" if -135 <= signed < -45 else "Back"
+            assert sector == want, (sector, deg, side)
+            checked += 1
+    assert checked == len(options)

@@ -288,3 +288,112 @@ def test_bad_agent_parameters_and_a_missing_prior_video_are_config_errors(home14
         assert "tour.npz" in str(err.value) and "\n" not in str(err.value)
     finally:
         agent.panorama.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# issue 55: prior videos wherever the dataset is, the image budget, a stop without a frame
+
+
+def _noise_video(path, n, seed=0):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, frames=np.random.default_rng(seed).integers(0, 255, (n, 16, 16, 3), dtype=np.uint8))
+
+
+def test_prior_video_is_found_in_the_run_dataset_folder(home14, tmp_path, monkeypatch):
+    """``episodes: generate`` writes ``assets/tours/*.npz`` under ``<out>/dataset``; the runner
+    gives the agent that folder, so no ``video_root`` is needed, from any working folder."""
+    import yaml
+
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.config import load_eval_config
+    from vlnverse.eval.models import make_model
+    from vlnverse.eval.runner import make_run_agent
+
+    cfg_path = tmp_path / "pix.yaml"
+    cfg_path.write_text(yaml.safe_dump({
+        "agent": {"name": "mv_dualvln", "params": {"view_size": SIZE}}, "model": {"name": "scripted", "params": {
+            "answers": ["Frame: 0\nAction: STOP"]}}, "task": "video_contextualized",
+        "episodes": {"generate": {"scenes": "val_unseen", "episodes_per_scene": 1}}, "collision_mode": "telhop",
+        "out": str(tmp_path / "run")}))
+    agent = make_run_agent(load_eval_config(cfg_path), out=tmp_path / "run")
+    assert agent.asset_roots == [tmp_path / "run" / "dataset"]
+    _noise_video(tmp_path / "run" / "dataset" / "assets" / "tours" / "t.npz", 12)
+    ep = _episode(home14, _open_east_start(home14), tmp_path)
+    ep.info.update({"video": "assets/tours/t.npz", "window": [0, 12], "target_frames": [3], "kind": "room",
+                    "target_room_id": 0})
+    monkeypatch.chdir(tmp_path / "run")  # not the dataset folder
+    agent.reset(ep, home14)
+    assert len(agent._frame_ids) == 12
+    # an explicit video_root still wins, and a missing file names where it was looked for
+    other = make_agent("mv_dualvln", {"view_size": SIZE, "video_root": str(tmp_path / "elsewhere")},
+                       model=make_model("scripted", {"answers": ["STOP"]}))
+    other.asset_roots = [tmp_path / "run" / "dataset"]
+    with pytest.raises(ConfigError, match="elsewhere"):
+        other.reset(ep, home14)
+
+
+def test_image_budget_caps_frames_and_bytes(home14, tmp_path):
+    """At most ``video_frames`` frames; over ``max_image_bytes`` fewer, evenly spaced, first and
+    last kept; the prompt lists exactly the frames sent; the 8 views always go."""
+    from vlnverse.eval.agents import AgentState, make_agent
+    from vlnverse.eval.models import make_model
+    from vlnverse.sim.types import AgentPose
+
+    _noise_video(tmp_path / "tour.npz", 40)
+    xy = _open_east_start(home14)
+    sent = []
+
+    def respond(messages, images):
+        sent.append((messages[-1]["content"], [len(b) for b in images]))
+        return "Frame: 0\nAction: STOP"
+
+    def step(**params):
+        agent = make_agent("mv_dualvln", {"view_size": SIZE, "video_root": str(tmp_path), **params},
+                           model=make_model("scripted", {"respond": respond}))
+        ep = _episode(home14, xy, tmp_path)
+        ep.info.update({"video": "tour.npz", "window": [0, 40], "target_frames": [0], "kind": "room",
+                        "target_room_id": 0})
+        agent.reset(ep, home14)
+        try:
+            agent.act({}, AgentState(step=0, pose=AgentPose(float(xy[0]), float(xy[1]), 0.0), max_steps=5,
+                                     success_distance=1.0, context=home14, mode="telhop"))
+        finally:
+            agent.panorama.close()
+        return agent.outputs[0]["image_budget"], sent[-1]
+
+    full, (prompt, sizes) = step(video_frames=30)
+    assert full["frames"] == 30 == full["frames_available"] and len(sizes) == 38 and full["bytes"] == sum(sizes)
+    views, frame = sum(sizes[-8:]), max(sizes[:-8])
+    budget = views + 7 * frame
+    capped, (prompt, sizes) = step(video_frames=30, max_image_bytes=budget)
+    assert 1 < capped["frames"] <= 7 and len(sizes) == capped["frames"] + 8 and sum(sizes) <= budget
+    listed = [int(f) for f in __import__("re").findall(r"= frame (\d+)", prompt)]
+    assert len(listed) == capped["frames"] and listed[0] == 0 and listed[-1] == 39  # the window's ends
+    tiny, (_, sizes) = step(video_frames=30, max_image_bytes=1)
+    assert tiny["frames"] == 0 and len(sizes) == 8  # the views are always sent
+
+
+def test_a_stop_without_a_frame_is_asked_for_the_frame_once(home14, tmp_path):
+    from vlnverse.eval.agents import AgentState, make_agent
+    from vlnverse.eval.models import make_model
+    from vlnverse.sim.types import AgentPose
+    from vlnverse.tasks.actions import SelectFrame
+    from vlnverse.sim.types import DiscreteAction
+
+    assert parse_pixel_goal("STOP") == {"frame": None, "stop": True}
+    assert parse_pixel_goal("Action: STOP\nView: Front\nPixel: 3, 4") == {"frame": None, "stop": True}
+    xy = _open_east_start(home14)
+    state = AgentState(step=0, pose=AgentPose(float(xy[0]), float(xy[1]), 0.0), max_steps=5, success_distance=1.0,
+                       context=home14, mode="telhop")
+    for answers, reprompts, first, second in ((["STOP", "Frame: 4\nSTOP"], 2, SelectFrame(4), DiscreteAction.STOP),
+                                              (["Action: STOP"], 0, DiscreteAction.STOP, None)):
+        agent = make_agent("mv_dualvln", {"view_size": SIZE, "video_root": str(tmp_path), "max_reprompts": reprompts},
+                           model=make_model("scripted", {"answers": answers}))
+        agent.reset(_episode(home14, xy, tmp_path, video_len=10), home14)
+        try:
+            assert agent.act({}, state) == first
+            if second is not None:
+                assert "without naming the goal frame" in agent.outputs[0]["attempts"][0]["error"]
+                assert agent.act({}, state) == second
+        finally:
+            agent.panorama.close()

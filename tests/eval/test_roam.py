@@ -360,3 +360,49 @@ def test_model_detector_decides_found_from_its_score(home14, fp_pairs, home14_vi
     assert all(o["detector_score"] == 0.0 and o["detector_attempts"][0] == "maybe?" for o in steps)
     assert any(len(r["body"]["messages"][-1]["content"]) == 5 for r in reqs
                if "Is there a" in message_text(r["body"]["messages"][-1]))  # the four views are sent with the question
+
+
+def test_roam_with_a_dead_endpoint_evaluates_nothing(home14, fp_pairs, home14_views, tmp_path, monkeypatch):
+    """The model endpoint answers 500 to everything: no episode is evaluated, not even the one
+    whose object the visibility detector sees (its FOUND would be the detector's, not ROAM's)."""
+    from mllm_server import openai_server
+
+    monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
+    with openai_server(lambda body, n: {"status": 500}) as (url, reqs):
+        records = _run(home14, fp_pairs[:2], "roam", {"room_labels": "ground_truth", "view_cache": str(home14_views)},
+                       url, tmp_path)
+    assert [r["outcome"] for r in records] == ["not_evaluated"] * 2 and len(reqs) > 0
+    assert all(r["not_evaluated"]["component"] == "navigator" and r["not_evaluated"]["kind"] in
+               ("server_error", "circuit_open") for r in records)
+    assert all("FOUND" not in r["actions"] and "NOT_FOUND" not in r["actions"] for r in records)
+
+
+def test_roam_decides_with_its_model_grounded_by_the_detector(home14, fp_pairs, home14_views, tmp_path, monkeypatch):
+    """The model's FOUND where the detector sees nothing is overruled; its FOUND where the detector
+    sees the object ends the episode; a model that never says FOUND never gets one (the detector
+    alone decides only in the ``roam_detector`` ablation)."""
+    from mllm_server import message_text, openai_server
+
+    monkeypatch.setenv("VLNVERSE_VIEW_CACHE", str(home14_views))
+    prompts = []
+
+    def always_found(body, n):
+        prompts.append(message_text(body["messages"][-1]))
+        return {"text": "Action: FOUND"}
+
+    def never_found(body, n):
+        text = message_text(body["messages"][-1])
+        return {"text": "Action: NOT_FOUND" if "Evidence for NOT_FOUND" in text or "is over" in text else "Action: 1"}
+
+    params = {"room_labels": "ground_truth", "view_cache": str(home14_views)}
+    with openai_server(always_found) as (url, _):
+        found, absent = _run(home14, fp_pairs[:2], "roam", params, url, tmp_path)
+    assert found["actions"][-1] == "FOUND" and found["agent_outputs"][-1]["evidence"].startswith("detector 1.00")
+    assert absent["actions"][-1] == "NOT_FOUND"  # its FOUND never had the detector's evidence
+    assert any(o.get("overruled") == "FOUND" for o in absent["agent_outputs"])
+    assert any("FOUND is accepted only where the score is at least 0.5" in p for p in prompts)
+    with openai_server(never_found) as (url, _):
+        model_row = _run(home14, fp_pairs[:1], "roam", params, url, tmp_path)[0]
+        ablation = _run(home14, fp_pairs[:1], "roam_detector", params, url, tmp_path)[0]
+    assert model_row["actions"][-1] == "NOT_FOUND" and model_row["metrics"]["RD_SR"] == 0.0  # the model's word
+    assert ablation["actions"][-1] == "FOUND" and ablation["agent_outputs"][-1]["evidence"].startswith("detector")

@@ -223,7 +223,7 @@ def first_error(trajectory: Any, reference: Any, goal: Sequence[float], success_
 
 def _side(path: np.ndarray, arc: np.ndarray, s: float, a: np.ndarray, b: np.ndarray) -> str:
     """``left`` / ``right`` / ``straight on``: how the move a -> b leaves the reference's direction at arc length ``s``."""
-    k = min(int(np.searchsorted(arc, s, side="right")) - 1, len(path) - 2)
+    k = min(int(np.searchsorted(arc, s, side="left")) - 1, len(path) - 2)  # at a vertex: the segment arriving
     k = max(k, 0)
     tangent, move = path[k + 1] - path[k], np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
     ang = math.degrees(math.atan2(tangent[0] * move[1] - tangent[1] * move[0], float(tangent @ move)))
