@@ -11,16 +11,20 @@
   (``fallback`` in the agent's first output).
 * **In-room Explorer** (Sec. 4.2): NavGPT-style prompting (the ``navgpt`` agent's prompts,
   parsing and re-prompts) restricted to the target room's viewpoints, actions = move to a
-  neighbour, FOUND, NOT_FOUND. FOUND is returned when the detector's score for the named object
-  reaches ``tau`` (``detector: visibility`` — the toolkit's line-of-sight signal: 1 when an
-  instance of the category is in view within ``detect_range``, else 0 — or ``detector: model``,
-  the MLLM asked for a 0–1 score on the four views). The model's FOUND without that evidence and
-  its NOT_FOUND before the ``stop_criterion`` holds are overruled (logged): the agent moves on
+  neighbour, FOUND, NOT_FOUND. **The model decides**, grounded as the paper describes: each step
+  the detector's score for the named object (``detector: visibility`` — the toolkit's
+  line-of-sight signal: 1 when an instance of the category is in view within ``detect_range``,
+  else 0 — or ``detector: model``, the MLLM asked for a 0–1 score on the four views) enters the
+  prompt; the model's FOUND is accepted only where that score reaches ``tau``, its NOT_FOUND only
+  once the ``stop_criterion`` holds; otherwise it is overruled (logged) and the agent moves on
   toward the nearest unvisited room viewpoint. ``stop_criterion``: ``coverage`` (at least
   ``min_room_coverage`` of the room's viewpoints visited), ``frontier`` (no unvisited room
   viewpoint left) or ``budget`` (``explore_budget`` in-room moves); frontier exhaustion and the
-  budget are also hard constraints under every criterion: on either the agent states NOT_FOUND
-  itself (a model that loops cannot keep it exploring).
+  budget are also hard constraints under every criterion: the model is asked for its decision
+  with no move offered, and anything but a grounded FOUND ends with NOT_FOUND (a model that loops
+  cannot keep it exploring). With the endpoint down no episode is evaluated.
+  ``roam_detector`` is the ablation where the detector and the criterion decide alone (the
+  model only picks the moves).
 * **FREE** (Sec. 4.3): each candidate's clearance from :mod:`vlnverse.eval.free_space`
   (``free: false`` to ablate) is added to the option line (``clearance 2.3 m``).
 * ``som``: the Set-of-Marks baseline (Sec. 5.1): numbered markers on the image, no captions and
