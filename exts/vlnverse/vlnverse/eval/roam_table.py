@@ -166,7 +166,7 @@ def _main(argv: Sequence[str] | None) -> int:
     n = {label: s["overall"]["episodes"] for label, s in result["summaries"].items()}
     print(f"VLN-NF Table 2 on {args.episodes} (episodes per method: {n})")
     print(format_table(result["rows"]))
-    from .runner import partial_note
+    from .report import partial_note
 
     for label, summary in result["summaries"].items():
         note = partial_note(label, summary["overall"])

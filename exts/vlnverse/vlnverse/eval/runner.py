@@ -533,6 +533,8 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
     from rich.console import Console
     from rich.table import Table
 
+    from .report import partial_note
+
     rows = list(rows)
     # task-specific rates (SR_n, RD_SR, REV_SPL, coverage, RSR, Rid_SR ...) get columns of their own
     extras = sorted({k for _, agg in rows for k, v in agg["means"].items()
@@ -573,32 +575,6 @@ def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "v
     console.print(table)
     for note in notes:
         console.print(note, highlight=False, soft_wrap=True)
-
-
-def partial_note(label: str, agg: dict) -> str | None:
-    """The footnote of a flagged row (None: not flagged): a partial row's SR over the evaluated
-    episodes, its bound with the missing ones as failures, and the reason per component
-    (navigator, captioner, assistant); a complete row whose assistant was unavailable at some steps."""
-    part, skipped = agg.get("partial"), agg.get("not_evaluated") or {}
-    by_component = skipped.get("by_component") or {}
-    if not part:
-        return f"* {label}: all episodes evaluated; " + component_reasons(by_component) if by_component else None
-    sr, bound = agg["means"].get("SR"), part["bounds"].get("SR")
-    rates = ("SR n/a" if sr is None else f"SR {100 * sr:.1f}% over the {part['evaluated']} evaluated") + \
-        ("" if bound is None else f", {100 * bound:.1f}% counting the {part['total'] - part['evaluated']} missing as failures")
-    return f"* {label}: partial, {part['evaluated']} of {part['total']} episodes evaluated; {rates}; " + \
-        component_reasons(by_component or {"navigator": skipped.get("by_reason", {})})
-
-
-def component_reasons(by_component: dict[str, dict[str, int]]) -> str:
-    """``navigator gave no answer (2 server_error); assistant unavailable at 3 steps (3 timeout) ...``."""
-    parts = []
-    for comp, kinds in by_component.items():
-        why = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-        parts.append(f"the assistant was unavailable at {sum(kinds.values())} step(s) ({why}; those episodes went on "
-                     "without guidance)" if comp == "assistant" else
-                     f"the {comp} model gave no answer in {sum(kinds.values())} episode(s) ({why})")
-    return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -867,6 +843,8 @@ def not_evaluated_line(summary: dict, out: Any) -> str | None:
     skipped = summary.get("overall", {}).get("not_evaluated") or {}
     if not skipped.get("episodes"):
         return None
+    from .report import component_reasons
+
     total = skipped["episodes"] + summary["overall"]["episodes"]
     by_component = skipped.get("by_component") or {"navigator": skipped["by_reason"]}
     bound = (summary["overall"].get("partial") or {}).get("bounds", {}).get("SR")
@@ -879,6 +857,8 @@ def not_evaluated_line(summary: dict, out: Any) -> str | None:
 def assistant_line(summary: dict) -> str | None:
     """One line when the agent's assistant gave no answer at some steps of evaluated episodes
     (they went on without guidance); None otherwise."""
+    from .report import component_reasons
+
     down = ((summary.get("overall", {}).get("not_evaluated") or {}).get("by_component") or {}).get("assistant")
     return component_reasons({"assistant": down}) if down else None
 
