@@ -280,3 +280,18 @@ def test_partial_row_shows_sr_over_the_evaluated_beside_the_bound(setup, tmp_pat
                                                                          "bounds": {"RD_SR": 0.25, "REV_SPL": 0.1}}}}
     row = table_rows({"ROAM": fake})[0]
     assert "50.0%* (all: 25.0%)" in row and "20.0%* (all: 10.0%)" in row
+
+
+def test_captioner_outage_names_the_captioner(setup, tmp_path):
+    from vlnverse.eval.runner import not_evaluated_line
+
+    caption = {"caption_model": {"name": "openai", "params": {"model": "cap", "base_url": None, "api_key_env": None,
+                                                              "cache": False, "max_retries": 0,
+                                                              "max_consecutive_failures": 0}}}
+    with openai_server(walker) as (nav, nav_reqs), openai_server(lambda b, n: {"status": 503}) as (cap, _):
+        caption["caption_model"]["params"]["base_url"] = cap
+        summary, records = _run(setup, nav, tmp_path / "run", agent_params=caption)
+    assert len(nav_reqs) == 0 and summary["overall"]["episodes"] == 0
+    assert summary["overall"]["not_evaluated"]["by_component"] == {"captioner": {"server_error": EPISODES}}
+    assert all(r["not_evaluated"]["component"] == "captioner" for r in records)
+    assert "the captioner model gave no answer in 4 episode(s) (4 server_error)" in not_evaluated_line(summary, "x")
