@@ -5,6 +5,7 @@ import argparse
 import importlib
 import json
 
+from ..core.parallel import ENGINES
 from . import BENCHMARKS
 
 
@@ -78,8 +79,20 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
                         "default 60)")
     p.add_argument("--workers", type=int, default=None,
-                   help="train: processes for generating homes, rendering caches and evaluating; lookahead: "
-                        "processes rendering its teacher store (default 1)")
+                   help="train: processes for generating homes, rendering caches and evaluating (with --seeds: jobs "
+                        "run at once); lookahead: processes rendering its teacher store (default 1)")
+    p.add_argument("--seeds", default=None, metavar="S,S,...",
+                   help="train: one (row, seed) job per policy row and training seed on the parallel engine, resumable "
+                        "in the work folder, aggregated over seeds (instead of the single run of --seed)")
+    p.add_argument("--benchmark", default=None, metavar="NAME",
+                   help="train: train on the benchmark's train pool, evaluate on its val_unseen and test episodes "
+                        "(default: the shipped small splits)")
+    p.add_argument("--engine", choices=ENGINES.names(), default="local",
+                   help="train --seeds: local worker processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
+    p.add_argument("--address", default=None,
+                   help="train --seeds: Ray cluster HOST:PORT (from `ray start --head`) or auto; default a local Ray instance")
+    p.add_argument("--rebuild", action="store_true",
+                   help="train --seeds: start a work folder made by another benchmark, code version or settings afresh")
     p.set_defaults(func=_run)
 
 
@@ -94,4 +107,4 @@ def _run(args: argparse.Namespace) -> int:
     print(json.dumps(figures, indent=2, sort_keys=True))
     if args.out:
         write_json_atomic(args.out, figures)
-    return 0
+    return 1 if figures.get("failed_jobs") else 0  # bench train --seeds: jobs that failed (also on stderr)

@@ -195,14 +195,94 @@ def _rows(args) -> list[dict]:
     from vlnverse.core.errors import ConfigError
 
     wanted = getattr(args, "policies", None)
-    if not wanted:
+    if wanted is None:
         return [r for r in POLICY_ROWS if r.get("default", True)]
     names = [n.strip() for n in str(wanted).split(",") if n.strip()]
     known = [r["name"] for r in POLICY_ROWS]
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ConfigError(f"unknown policy row(s) {unknown}", field="--policies", expected=f"a comma-separated subset of {known}")
+        raise ConfigError(f"unknown policy row(s) {unknown}" if unknown else f"got {wanted!r}: names no row",
+                          field="--policies", expected=f"a comma-separated subset of {known}")
     return [r for r in POLICY_ROWS if r["name"] in names]
+
+
+def settings(args, selected: list[dict]) -> dict:
+    """The checked settings of a run (one-line ``ConfigError`` naming the flag before any work):
+    budget, epochs, validation episodes, data counts, workers and ``--benchmark`` (a loaded
+    ``tasks.benchmark.Benchmark``, or None: the shipped small splits)."""
+    from vlnverse.core.errors import ConfigError
+
+    budget = float(args.budget) if getattr(args, "budget", None) else None
+    epochs = int(getattr(args, "epochs", None) or IL_EPOCHS)
+    if epochs < 1:
+        raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
+    validation_episodes = getattr(args, "validation_episodes", None)
+    check_int_flags((("--validation-episodes", validation_episodes, 1),))
+    homes = getattr(args, "train_homes", None)
+    homes = TRAIN_HOMES if homes is None else homes
+    workers = int(getattr(args, "workers", None) or 1)
+    per_held_out = int(getattr(args, "eval_episodes", None) or EVAL_EPISODES)
+    per_test = int(getattr(args, "test_episodes", None) or per_held_out)
+    per_home = getattr(args, "episodes_per_home", None)
+    _check_counts(homes, workers, per_held_out, per_home)
+    _check_counts(None, workers, per_test, None)
+    check_task_flags(args, selected)
+    benchmark = None
+    if getattr(args, "benchmark", None):
+        from vlnverse.tasks.benchmark import load_benchmark
+
+        benchmark = load_benchmark(args.benchmark)
+        given = [f for f, v in (("--eval-episodes", getattr(args, "eval_episodes", None)),
+                                ("--test-episodes", getattr(args, "test_episodes", None))) if v is not None]
+        if given:
+            raise ConfigError(f"given with --benchmark {benchmark.name}", field=given[0],
+                              expected="no episode count: the benchmark fixes its val_unseen and test episodes")
+        if homes < 1:
+            raise ConfigError(f"got {homes} with --benchmark {benchmark.name}", field="--train-homes",
+                              expected="an integer >= 1 (homes of the benchmark's train pool)")
+        if benchmark.task != "fine_grained":
+            raise ConfigError(f"benchmark {benchmark.name} is a {benchmark.task!r} benchmark", field="--benchmark",
+                              expected="a fine_grained benchmark (the rows train fine-grained navigation)")
+        multitask = [r["name"] for r in selected if r.get("multitask")]
+        if multitask:
+            raise ConfigError(f"{multitask[0]} with --benchmark", field="--policies",
+                              expected="single-task rows (the multi-task row's other tasks use the shipped splits)")
+        benchmark.train_seeds(homes)  # the pool holds them (ConfigError naming the file otherwise)
+        if per_home is None:
+            per_home = benchmark.episodes_per_home.get("train")
+    return {"budget": budget, "epochs": epochs, "scale": 1.0 if budget is None else min(1.0, budget / DEFAULT_BUDGET),
+            "validation_episodes": VALIDATION_EPISODES if validation_episodes is None else validation_episodes,
+            "homes": homes, "per_home": int(per_home or EPISODES_PER_HOME), "workers": workers,
+            "per_held_out": per_held_out, "per_test": per_test,
+            "val_seen_cap": int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES),
+            "encoder": getattr(args, "encoder", "pretrained") or "pretrained", "dagger": not getattr(args, "no_dagger", False),
+            "benchmark": benchmark}
+
+
+def split_data(work: Path, opts: dict, seed: int) -> tuple[dict[str, list], dict | None]:
+    """``({train, val_seen, val_unseen, test: episodes}, homes figures)`` of a run with the
+    ``settings`` ``opts`` and ``seed``: generated training homes (``homes_data``, the val_seen
+    subset drawn with ``seed``) or the shipped train scenes; the held-out episodes of the
+    benchmark (``Benchmark.episodes``, made once into its cache), else of the shipped val_unseen
+    and test scenes (seeds ``seed + 1`` / ``seed + 2``). Generated once into ``work`` (the homes
+    into ``opts["homes_cache"]`` when given) and reused."""
+    homes, workers, benchmark = opts["homes"], opts["workers"], opts["benchmark"]
+    homes_figures = None
+    if homes:
+        train, val_seen, homes_figures = homes_data(work, int(homes), opts["per_home"], seed, workers, opts["val_seen_cap"],
+                                                    benchmark=benchmark, cache_dir=opts.get("homes_cache"))
+    else:
+        seen = _dataset("fine_grained", "train", max(8, round(TRAIN_SCENE_EPISODES * opts["scale"])), seed,
+                        work / "data_train", VAL_SEEN_FRACTION)
+        train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
+    if benchmark is not None:
+        unseen, test = (benchmark.episodes(s, workers=workers) for s in ("val_unseen", "test"))
+    else:
+        unseen = _dataset("fine_grained", "val_unseen", opts["per_held_out"], seed + 1, work / "data_val_unseen", 0.0)
+        test = _dataset("fine_grained", "test", opts["per_test"], seed + 2, work / "data_test", 0.0)
+    assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
+    return ({"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
+             "test": [e for e in test if e.split == "test"]}, homes_figures)
 
 
 def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints",
@@ -249,16 +329,21 @@ def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
 
 
 def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
-               val_seen_cap: int = VAL_SEEN_HOMES_EPISODES) -> tuple[list, list, dict]:
+               val_seen_cap: int = VAL_SEEN_HOMES_EPISODES, benchmark: Any = None,
+               cache_dir: str | Path | None = None) -> tuple[list, list, dict]:
     """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
-    ``tasks/train/*.yaml``): the dataset's train episodes, and at most ``VAL_SEEN_HOMES_EPISODES``
-    of its val_seen episodes (a seeded subset: same homes, disjoint episodes)."""
+    ``tasks/train/*.yaml``; with ``benchmark``, the first ``homes`` of its train pool and its room
+    range; generated into ``cache_dir``, default ``work/cache``): the dataset's train episodes, and
+    at most ``VAL_SEEN_HOMES_EPISODES`` of its val_seen episodes (a seeded subset: same homes,
+    disjoint episodes)."""
     from vlnverse.learn.homes import HomesSource, hold_out_seen, homes_dataset
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 
-    spec = HomesSource(homes=homes, episodes_per_home=per_home)
+    pool = {} if benchmark is None else {"seed": benchmark.train_seeds(homes)[0], "min_rooms": benchmark.rooms[0],
+                                         "max_rooms": benchmark.rooms[1]}
+    spec = HomesSource(homes=homes, episodes_per_home=per_home, **pool)
     spec.validate()
-    episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=work / "cache",
+    episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=cache_dir or work / "cache",
                                            workers=workers)
     episodes = resolve_episode_scenes(episodes, scene_roots(None, folder / "episodes"))
     train, seen = hold_out_seen(episodes, seed, val_seen_cap)
@@ -793,52 +878,27 @@ def run(args) -> dict:
     if getattr(args, "render_only", False):
         return render_only(args)
     selected = _rows(args)  # a bad --policies fails before any work
-    budget = float(args.budget) if getattr(args, "budget", None) else None
-    epochs = int(getattr(args, "epochs", None) or IL_EPOCHS)
-    if epochs < 1:
-        from vlnverse.core.errors import ConfigError
+    if getattr(args, "seeds", None) is not None:  # (row, seed) jobs on the parallel engine
+        from .train_jobs import run_seeds
 
-        raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
-    validation_episodes = getattr(args, "validation_episodes", None)
-    check_int_flags((("--validation-episodes", validation_episodes, 1),))
-    validation_episodes = VALIDATION_EPISODES if validation_episodes is None else validation_episodes
-    scale = 1.0 if budget is None else min(1.0, budget / DEFAULT_BUDGET)
-    homes = getattr(args, "train_homes", None)
-    homes = TRAIN_HOMES if homes is None else homes
-    workers = int(getattr(args, "workers", None) or 1)
-    per_held_out = int(getattr(args, "eval_episodes", None) or EVAL_EPISODES)
-    per_test = int(getattr(args, "test_episodes", None) or per_held_out)
-    _check_counts(homes, workers, per_held_out, getattr(args, "episodes_per_home", None))
-    _check_counts(None, workers, per_test, None)
-    check_task_flags(args, selected)
+        return run_seeds(args, selected)
+    opts = settings(args, selected)
+    budget, epochs, validation_episodes, scale = opts["budget"], opts["epochs"], opts["validation_episodes"], opts["scale"]
+    homes, workers, per_held_out, per_test = opts["homes"], opts["workers"], opts["per_held_out"], opts["per_test"]
+    benchmark = opts["benchmark"]
     work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-train-"))
     load_start = os.getloadavg()
     t_start = time.perf_counter()
     for stale in ("cache/obs", "cache/features", "encoder", "il", "dagger", "eval", "waypoints", "render_compare"):  # a fresh cache and run
         shutil.rmtree(work / stale, ignore_errors=True)  # (generated homes and episodes are reused)
-    homes_figures = None
-    if homes:
-        train, val_seen, homes_figures = homes_data(work, int(homes), int(getattr(args, "episodes_per_home", None)
-                                                                          or EPISODES_PER_HOME), args.seed, workers,
-                                                    int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
-    else:
-        seen = _dataset("fine_grained", "train", max(8, round(TRAIN_SCENE_EPISODES * scale)), args.seed,
-                        work / "data_train", VAL_SEEN_FRACTION)
-        train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
-    unseen = _dataset("fine_grained", "val_unseen", per_held_out, args.seed + 1, work / "data_val_unseen", 0.0)
-    test = _dataset("fine_grained", "test", per_test, args.seed + 2, work / "data_test", 0.0)
-    split_eps = {"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
-                 "test": [e for e in test if e.split == "test"]}
-    assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
+    split_eps, homes_figures = split_data(work, opts, args.seed)
     for name, eps in split_eps.items():
         save_episodes(work / f"{name}.jsonl", eps)
     tasks, counts, task_eps = [], None, {}
     if any(r.get("multitask") for r in selected):  # the other tasks' episodes on the same scenes
         tasks = multitask_tasks()
-        counts = task_counts(args, int(homes), int(getattr(args, "episodes_per_home", None) or EPISODES_PER_HOME),
-                             per_held_out, per_test, scale)
-        task_eps = multitask_data(work, tasks, split_eps, counts, args.seed, bool(homes),
-                                  int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
+        counts = task_counts(args, int(homes), opts["per_home"], per_held_out, per_test, scale)
+        task_eps = multitask_data(work, tasks, split_eps, counts, args.seed, bool(homes), opts["val_seen_cap"])
     from vlnverse.learn.trainer import resolve_split
     from vlnverse.eval.config import EpisodeSource
 
@@ -937,6 +997,7 @@ def run(args) -> dict:
         "encoder": encoder_figures or {"type": "cnn from scratch", **ENCODER},
         "train_homes": homes_figures or {"homes": "shipped train scenes (6)"},
         "episodes": {k: len(v) for k, v in split_eps.items()},
+        **({"benchmark": benchmark.identity()} if benchmark is not None else {}),
         "render": render,
         "rows": {name: trained["figures"] for name, trained in rows.items()},
         "best_row_agent": best,
