@@ -256,8 +256,8 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
     emit(items[0], got)
 
 
-def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict, list]:
-    """Run ``jobs`` (``core.parallel.Job``) with ``parallel``; returns ``({key: result}, failures)``.
+def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict, list, int]:
+    """Run ``jobs`` (``core.parallel.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``.
     Workers=1 on the local engine runs them here, one after the other, with the same retry."""
     from vlnverse.core.errors import ConfigError, UnknownNameError
     from vlnverse.core.parallel import JobFailure, run_jobs
@@ -265,8 +265,8 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
     results: dict = {}
     if not parallel.inline:
         got = run_jobs(run_job, jobs, on_result=results.__setitem__, parallel=parallel, max_attempts=MAX_ATTEMPTS)
-        return results, got.failures
-    failures = []
+        return results, got.failures, got.retries
+    failures, retries = [], 0
     for job in jobs:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
@@ -277,11 +277,12 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
             except Exception as exc:  # noqa: BLE001 - reported with the job's key, the others go on
                 error = f"{type(exc).__name__}: {exc}"
                 if attempt < MAX_ATTEMPTS:
+                    retries += 1
                     report(f"bench train: job {job.key} failed ({error}); retrying (attempt {attempt + 1} of "
                            f"{MAX_ATTEMPTS})")
                 else:
                     failures.append(JobFailure(job.key, error, list(job.items), attempt))
-    return results, failures
+    return results, failures, retries
 
 
 def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
@@ -303,8 +304,14 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
                     "per_seed": {str(s): {m: r[m]["mean"] for m in T.METRICS} for s, r in runs},
                     **{m: seeds_ci([(p[m], p["homes"]) for p in per], seed=seed, samples=T.BOOTSTRAP_SAMPLES)
                        for m in T.METRICS}})
-    order = {s: i for i, s in enumerate(SPLITS)}
-    return sorted(out, key=lambda r: (order.get(r["split"], 9), r["mode"]))
+    return sorted(out, key=lambda r: (SPLITS.index(r["split"]) if r["split"] in SPLITS else len(SPLITS), r["mode"],
+                                      _agent_rank(r["agent"]), r["agent"]))
+
+
+def _agent_rank(agent: str) -> int:
+    """Table order: random, forward, then each row's IL and IL + DAgger agents in ``POLICY_ROWS`` order."""
+    names = ["random", "forward"] + [f"{r['name']}_{s}" for r in T.POLICY_ROWS for s in ("il", "il_dagger")]
+    return names.index(agent) if agent in names else len(names)
 
 
 def aggregate_lines(rows: list[dict]) -> list[str]:
@@ -390,7 +397,7 @@ def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _
     predictor = any(r.get("waypoint_predictor") for r in selected)
     prep = [Job(f"seed-{s}", (f"seed-{s}",), {**base, "kind": "seed", "seed": s, "encoder": encoder,
                                               "predictor": predictor}) for s in seeds]
-    shared, failures = _run(prep, parallel, report)
+    shared, failures, retries = _run(prep, parallel, report)
     t_prep = time.perf_counter()
     names = [BASELINES] + [r["name"] for r in selected]
     results, skipped, todo = {}, [], []
@@ -409,9 +416,10 @@ def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _
     if skipped:
         report(f"bench train: {len(skipped)} job(s) already done in {work}: {', '.join(skipped)}")
     report(f"bench train: {len(todo)} job(s) on {parallel.workers} {parallel.engine} worker(s)")
-    got, row_failures = _run(todo, parallel, report)
+    got, row_failures, row_retries = _run(todo, parallel, report)
     results.update(got)
     failures += row_failures
+    retries += row_retries
     failed = [{"job": f.key, "error": f.error, "attempts": f.attempts} for f in failures]
     for f in failed:
         report(f"bench train: job {f['job']} failed after {f['attempts']} attempt(s): {f['error']}")
@@ -424,6 +432,7 @@ def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _
                    "validation_episodes": opts["validation_episodes"]},
         "seeds_prepared": {k: shared[k] for k in sorted(shared)},
         "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
+        "retries": retries,
         "aggregate": rows, "table_text": aggregate_lines(rows),
         "seconds_total": round(time.perf_counter() - t_start, 1),
         "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),

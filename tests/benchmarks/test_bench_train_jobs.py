@@ -1,0 +1,325 @@
+"""``vlnverse bench train --seeds``: (row, seed) jobs on the parallel engine, their work folder
+(identity, resume, retries) and the aggregate over seeds; ``--benchmark``'s data. The end-to-end
+runs are the tiniest bench: 2 generated homes of 4 episodes, 1 episode per held-out scene, small
+CNNs, no DAgger, a step budget of 10 (``MAX_STEPS``, which the jobs' processes take from here)."""
+import json
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+
+import pytest
+
+pytest.importorskip("torch")
+
+
+def tiny_args(out: Path, **kw) -> SimpleNamespace:
+    args = dict(out=str(out), seed=0, seeds="0", policies="seq2seq", train_homes=2, episodes_per_home=4, eval_episodes=1,
+                test_episodes=None, val_seen_episodes=None, epochs=2, budget=None, workers=1, encoder="cnn",
+                no_strict=True, no_dagger=True, no_transfer=True, validation_episodes=1, engine="local", address=None,
+                rebuild=False, benchmark=None, render_only=False)
+    args.update(kw)
+    return SimpleNamespace(**args)
+
+
+@pytest.fixture
+def tiny(monkeypatch):
+    import vlnverse.benchmarks.train as T
+
+    monkeypatch.setattr(T, "MAX_STEPS", 10)
+    return T
+
+
+def _checkpoint_tensors(path):
+    from vlnverse.learn.checkpoint import read_checkpoint
+
+    return read_checkpoint(path)["state_dict"]
+
+
+def _per_episode(result):
+    return {(r["agent"], r["split"]): r["per_episode"] for r in result["table"]}
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("text, match", [("", "names no seed"), (" , ,", "names no seed"), ("0,1,0", "seed 0 given twice"),
+                                         ("0,x", "'x'"), ("-1", "'-1'")])
+def test_seeds_naming_nothing_or_twice_is_one_line(text, match, tmp_path):
+    from vlnverse.benchmarks.train import run
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match) as err:
+        run(tiny_args(tmp_path / "bt.json", seeds=text))
+    assert "--seeds" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "bt").exists()  # refused before any work
+
+
+@pytest.mark.parametrize("text, match", [("", "names no row"), (",,", "names no row"), ("cma,nope", "nope")])
+def test_policies_naming_nothing_is_one_line(text, match, tmp_path):
+    from vlnverse.benchmarks.train import run
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match) as err:
+        run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies=text))
+    assert "--policies" in str(err.value) and "\n" not in str(err.value)
+    assert not (tmp_path / "bt").exists()
+
+
+def test_parse_seeds_keeps_the_order_given():
+    from vlnverse.benchmarks.train_jobs import parse_seeds
+
+    assert parse_seeds("2, 0,1") == [2, 0, 1] and parse_seeds("7") == [7] and parse_seeds("0,1,") == [0, 1]
+
+
+def test_work_folder_of_another_code_version_or_setting_is_refused_or_rebuilt(tmp_path):
+    from vlnverse.benchmarks import train as T
+    from vlnverse.benchmarks.train_jobs import check_work, work_identity
+    from vlnverse.core.errors import ConfigError
+
+    opts = T.settings(tiny_args(tmp_path / "x.json"), T._rows(SimpleNamespace(policies="seq2seq")))
+    me = work_identity(opts)
+    assert me["benchmark"] is None and me["code_version"] and len(me["config"]) == 16
+    assert work_identity({**opts, "workers": 4}) == me  # how many run at once is not part of it
+    work = tmp_path / "bt"
+    check_work(work, me, False, print)
+    (work / "jobs").mkdir()
+    check_work(work, me, False, print)  # the same identity: continued
+    assert (work / "jobs").is_dir()
+    old = {**me, "code_version": "0.0.1"}
+    (work / "work.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match=r"work.json code_version.*'0.0.1'.*--rebuild") as err:
+        check_work(work, me, False, print)
+    assert "\n" not in str(err.value)
+    more = work_identity({**opts, "epochs": 5})
+    (work / "work.json").write_text(json.dumps(me))
+    with pytest.raises(ConfigError, match=r"work.json config.*\(epochs: 2 there, 5 here\)"):
+        check_work(work, more, False, print)
+    lines = []
+    check_work(work, more, True, lines.append)  # --rebuild: deleted, started afresh, one line says why
+    assert len(lines) == 1 and "--rebuild" in lines[0] and "config" in lines[0]
+    assert not (work / "jobs").exists() and json.loads((work / "work.json").read_text()) == more
+    other = tmp_path / "other"
+    (other / "il").mkdir(parents=True)
+    with pytest.raises(ConfigError, match="no work.json"):  # a single-seed run's folder
+        check_work(other, me, False, print)
+    bench = {**me, "benchmark": "proc-v1", "benchmark_version": 2}
+    (work / "work.json").write_text(json.dumps({**me, "benchmark": "proc-v1", "benchmark_version": 1}))
+    with pytest.raises(ConfigError, match="work.json benchmark_version.*1.*2"):
+        check_work(work, bench, False, print)
+
+
+def test_multitask_row_needs_the_single_seed_run(tmp_path):
+    from vlnverse.benchmarks.train import run
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--policies.*gama_multitask with --seeds"):
+        run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="gama_multitask"))
+
+
+# ------------------------------------------------------------------------------ aggregation
+
+
+def test_aggregate_over_seeds_is_the_hand_computed_mean_and_sd():
+    """Seed 0: SR 1, 0 in home a and 1, 0 in home b (0.5); seed 1: 1, 1 and 1, 0 (0.75); seed 2: all
+    0 (0.0). Mean 0.4167, sample sd sqrt(((0.5-m)^2 + (0.75-m)^2 + m^2) / 2) = 0.3819."""
+    from vlnverse.benchmarks.train_jobs import aggregate, aggregate_lines
+
+    def result(seed, sr):
+        per = {"ids": ["e0", "e1", "e2", "e3"], "homes": ["a", "a", "b", "b"], "SR": sr, "SPL": [v / 2 for v in sr],
+               "nDTW": sr}
+        row = {"agent": "cma_il", "split": "test", "mode": "telhop", "episodes": 4, "per_episode": per,
+               **{m: {"mean": sum(per[m]) / 4} for m in ("SR", "SPL", "nDTW")}}
+        return {"seed": seed, "table": [row]}
+
+    jobs = {"cma-s0": result(0, [1.0, 0.0, 1.0, 0.0]), "cma-s1": result(1, [1.0, 1.0, 1.0, 0.0]),
+            "cma-s2": result(2, [0.0, 0.0, 0.0, 0.0])}
+    (row,) = aggregate(jobs)
+    assert (row["agent"], row["split"], row["mode"], row["seeds"], row["seed_list"]) == ("cma_il", "test", "telhop", 3, [0, 1, 2])
+    assert row["per_seed"] == {"0": {"SR": 0.5, "SPL": 0.25, "nDTW": 0.5}, "1": {"SR": 0.75, "SPL": 0.375, "nDTW": 0.75},
+                               "2": {"SR": 0.0, "SPL": 0.0, "nDTW": 0.0}}
+    assert row["SR"]["mean"] == 0.4167 and row["SR"]["sd"] == 0.3819 and row["SR"]["seeds"] == 3 and row["SR"]["n"] == 12
+    assert row["SPL"]["mean"] == 0.2083 and row["SPL"]["sd"] == 0.1909
+    assert 0.0 <= row["SR"]["lo"] <= row["SR"]["mean"] <= row["SR"]["hi"] <= 1.0
+    assert aggregate(jobs) == [row]  # seeded
+    (two,) = aggregate({k: v for k, v in jobs.items() if k != "cma-s2"})  # a failed seed: over the others
+    assert two["seeds"] == 2 and two["SR"]["mean"] == 0.625 and two["SR"]["sd"] == 0.1768
+    header, line = aggregate_lines([row])
+    assert header.split()[:4] == ["agent", "split", "mode", "seeds"]
+    assert line.split()[:4] == ["cma_il", "test", "telhop", "3"] and "0.417 ± 0.382 [" in line
+
+
+# ------------------------------------------------------------------------------ --benchmark
+
+
+class _Bench:
+    """A benchmark's interface (``tasks.benchmark.Benchmark``) over the shipped scenes."""
+
+    name, version, task, rooms = "tiny-v1", 3, "fine_grained", (4, 6)
+    episodes_per_home = {"train": 4, "val_unseen": 1, "test": 1}
+    path = Path("tiny-v1.json")
+
+    def __init__(self, held_out):
+        self.held_out, self.asked = held_out, []
+
+    def train_seeds(self, homes):
+        return list(range(7000, 7000 + homes))
+
+    def episodes(self, split, **kw):
+        self.asked.append(split)
+        return [e for e in self.held_out if e.split == split]
+
+    def identity(self, split=None):
+        return {"name": self.name, "version": self.version}
+
+
+def test_benchmark_gives_the_training_homes_and_held_out_episodes(tmp_path, monkeypatch):
+    from vlnverse.benchmarks import train as T
+    from vlnverse.core.errors import ConfigError
+
+    held = [e for split in ("val_unseen", "test")  # the benchmark's held-out episodes: 1 per shipped scene
+            for e in T._dataset("fine_grained", split, 1, 5, tmp_path / f"held_{split}", 0.0) if e.split == split]
+    bench = _Bench(held)
+    module = ModuleType("vlnverse.tasks.benchmark")
+    module.load_benchmark = lambda name: bench
+    monkeypatch.setitem(sys.modules, "vlnverse.tasks.benchmark", module)
+    rows = T._rows(SimpleNamespace(policies="seq2seq"))
+    with pytest.raises(ConfigError, match="--eval-episodes.*benchmark fixes"):
+        T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1"), rows)
+    with pytest.raises(ConfigError, match="--train-homes"):
+        T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None, train_homes=0), rows)
+    opts = T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None, episodes_per_home=None), rows)
+    assert opts["benchmark"] is bench and opts["per_home"] == 4  # the benchmark's train episodes per home
+    splits, homes = T.split_data(tmp_path / "w", opts, 0)
+    assert homes["seed"] == 7000 and homes["homes"] == 2  # the first homes of the train pool
+    assert {e.scene_id for e in splits["train"]} <= {"gen_07000", "gen_07001"}
+    assert [e.episode_id for e in splits["val_unseen"]] == [e.episode_id for e in held if e.split == "val_unseen"]
+    assert [e.episode_id for e in splits["test"]] == [e.episode_id for e in held if e.split == "test"]
+    assert bench.asked == ["val_unseen", "test"] and not (tmp_path / "w" / "data_val_unseen").exists()
+    from vlnverse.benchmarks.train_jobs import work_identity
+
+    me = work_identity(opts)
+    assert (me["benchmark"], me["benchmark_version"]) == ("tiny-v1", 3) and "per_held_out" not in me["settings"]
+
+
+# ------------------------------------------------------------------------------ jobs, end to end
+
+
+def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_path, monkeypatch, capsys):
+    """One seed, the cma row raising every time: tried twice, listed in ``failed_jobs`` and on
+    stderr, exit status 1; the baselines' results and their aggregate stand. A rerun skips the
+    done job and tries the failed one again."""
+    from vlnverse.benchmarks import cli
+
+    calls = []
+
+    def broken(row, *a, **kw):
+        calls.append(row["name"])
+        raise RuntimeError("the GPU fell off")
+
+    monkeypatch.setattr(tiny, "train_row", broken)
+    out = tmp_path / "bt.json"
+    args = tiny_args(out, policies="cma", name="train", nproc=None)
+    assert cli._run(args) == 1
+    fig = json.loads(out.read_text())
+    assert calls == ["cma", "cma"] and fig["retries"] == 1
+    assert fig["failed_jobs"] == [{"job": "cma-s0", "error": "RuntimeError: the GPU fell off", "attempts": 2}]
+    assert sorted(fig["jobs"]) == ["baselines-s0"] and (tmp_path / "bt" / "jobs" / "baselines-s0" / "done.json").is_file()
+    assert {r["agent"] for r in fig["aggregate"]} == {"random", "forward"}
+    assert "job cma-s0 failed after 2 attempt(s): RuntimeError: the GPU fell off" in capsys.readouterr().err
+    fig = tiny.run(tiny_args(out, policies="cma"))
+    assert fig["jobs_skipped"] == ["baselines-s0"] and calls == ["cma"] * 4 and len(fig["failed_jobs"]) == 1
+
+
+def test_a_job_interrupted_mid_il_resumes_to_the_same_checkpoint(tiny, tmp_path, monkeypatch):
+    """The job's process stops right after the checkpoint at the end of IL epoch 1 (as a kill
+    would: nothing after it runs); the rerun resumes from ``last.pt`` and ends with the weights
+    and per-episode results of an uninterrupted run."""
+    import vlnverse.learn.trainer as trainer
+
+    whole = tiny.run(tiny_args(tmp_path / "a.json"))
+    save = trainer.Trainer._save
+
+    def dies_after_epoch_1(self, path, **extra):
+        save(self, path, **extra)
+        if extra.get("position") == {"phase": "il", "epoch": 1, "batch": 0}:
+            raise KeyboardInterrupt  # not an Exception: nothing catches it, like a killed process
+
+    monkeypatch.setattr(trainer.Trainer, "_save", dies_after_epoch_1)
+    with pytest.raises(KeyboardInterrupt):
+        tiny.run(tiny_args(tmp_path / "b.json"))
+    job = tmp_path / "b" / "jobs" / "seq2seq-s0"
+    assert (job / "il" / "seq2seq" / "last.pt").is_file() and not (job / "done.json").exists()
+    monkeypatch.setattr(trainer.Trainer, "_save", save)
+    resumed = tiny.run(tiny_args(tmp_path / "b.json"))
+    assert resumed["jobs_skipped"] == ["baselines-s0"]  # done before the interruption
+    a, b = (_checkpoint_tensors(w / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "best.pt") for w in (tmp_path / "a", tmp_path / "b"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    assert _per_episode(resumed["jobs"]["seq2seq-s0"]) == _per_episode(whole["jobs"]["seq2seq-s0"])
+    assert resumed["aggregate"] == whole["aggregate"]
+
+
+@pytest.mark.slow  # ~1 min on 2 loaded cores
+def test_a_job_process_killed_mid_il_is_retried_and_resumes_to_the_same_checkpoint(tiny, tmp_path):
+    """``kill -9`` of the local worker processes as soon as the row's first ``last.pt`` exists: the
+    engine retries the job on a fresh process, which resumes from it; weights and per-episode
+    results equal an uninterrupted run's (here in this process)."""
+    import multiprocessing
+    import os
+    import signal
+    import threading
+    import time
+
+    whole = tiny.run(tiny_args(tmp_path / "a.json", epochs=6))
+    last = tmp_path / "b" / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "last.pt"
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 300
+        while not last.is_file() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for proc in multiprocessing.active_children():
+            if proc.name.startswith("vlnverse-worker"):
+                os.kill(proc.pid, signal.SIGKILL)
+                killed.append(proc.pid)
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    fig = tiny.run(tiny_args(tmp_path / "b.json", epochs=6, workers=2))
+    thread.join()
+    assert killed and fig["retries"] >= 1 and fig["failed_jobs"] == []
+    a, b = (_checkpoint_tensors(w / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "best.pt") for w in (tmp_path / "a", tmp_path / "b"))
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    assert _per_episode(fig["jobs"]["seq2seq-s0"]) == _per_episode(whole["jobs"]["seq2seq-s0"])
+
+
+@pytest.mark.slow  # ~1-2 min on 2 loaded cores
+def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
+    fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
+    assert fig["engine"] == "local" and fig["workers"] == 2 and fig["failed_jobs"] == []
+    assert sorted(fig["jobs"]) == [f"{r}-s{s}" for r in ("baselines", "cma", "seq2seq") for s in (0, 1)]
+    for key, job in fig["jobs"].items():
+        assert json.loads((tmp_path / "bt" / "jobs" / key / "done.json").read_text()) == job
+        assert {(r["split"], r["mode"]) for r in job["table"]} == {(s, "telhop") for s in ("val_seen", "val_unseen", "test")}
+    agents = {r["agent"] for r in fig["aggregate"]}
+    assert agents == {"random", "forward", "seq2seq_il", "cma_il"}
+    for row in fig["aggregate"]:
+        assert row["seeds"] == 2 and row["seed_list"] == [0, 1] and len(row["per_seed"]) == 2
+        means = [v["SR"] for v in row["per_seed"].values()]
+        assert row["SR"]["mean"] == round(sum(means) / 2, 4)
+    assert fig["table_text"][0].split()[:4] == ["agent", "split", "mode", "seeds"]
+    assert Path(fig["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    again = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
+    assert len(again["jobs_skipped"]) == 6 and again["aggregate"] == fig["aggregate"]
+
+
+@pytest.mark.slow  # starting Ray takes ~10-30 s here
+def test_jobs_run_on_a_local_ray_instance(tiny, tmp_path):
+    ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", engine="ray", workers=2))
+    finally:
+        ray.shutdown()
+    assert fig["engine"] == "ray" and fig["failed_jobs"] == []
+    assert sorted(fig["jobs"]) == ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]
+    assert {r["seeds"] for r in fig["aggregate"]} == {2}
