@@ -121,14 +121,15 @@ def test_multitask_row_needs_the_single_seed_run(tmp_path):
 
 def test_aggregate_over_seeds_is_the_hand_computed_mean_and_sd():
     """Seed 0: SR 1, 0 in home a and 1, 0 in home b (0.5); seed 1: 1, 1 and 1, 0 (0.75); seed 2: all
-    0 (0.0). Mean 0.4167, sample sd sqrt(((0.5-m)^2 + (0.75-m)^2 + m^2) / 2) = 0.3819."""
+    0 (0.0). Mean 0.4167, sample sd sqrt(((0.5-m)^2 + (0.75-m)^2 + m^2) / 2) = 0.3819; pooled, home
+    a has 3 of 6 successes and home b 2 of 6."""
     from vlnverse.benchmarks.train_jobs import aggregate, aggregate_lines
 
     def result(seed, sr):
         per = {"ids": ["e0", "e1", "e2", "e3"], "homes": ["a", "a", "b", "b"], "SR": sr, "SPL": [v / 2 for v in sr],
                "nDTW": sr}
         row = {"agent": "cma_il", "split": "test", "mode": "telhop", "episodes": 4, "per_episode": per,
-               **{m: {"mean": sum(per[m]) / 4} for m in ("SR", "SPL", "nDTW")}}
+               "protocol": {"collision_mode": "telhop"}, **{m: {"mean": sum(per[m]) / 4} for m in ("SR", "SPL", "nDTW")}}
         return {"seed": seed, "table": [row]}
 
     jobs = {"cma-s0": result(0, [1.0, 0.0, 1.0, 0.0]), "cma-s1": result(1, [1.0, 1.0, 1.0, 0.0]),
@@ -137,15 +138,22 @@ def test_aggregate_over_seeds_is_the_hand_computed_mean_and_sd():
     assert (row["agent"], row["split"], row["mode"], row["seeds"], row["seed_list"]) == ("cma_il", "test", "telhop", 3, [0, 1, 2])
     assert row["per_seed"] == {"0": {"SR": 0.5, "SPL": 0.25, "nDTW": 0.5}, "1": {"SR": 0.75, "SPL": 0.375, "nDTW": 0.75},
                                "2": {"SR": 0.0, "SPL": 0.0, "nDTW": 0.0}}
-    assert row["SR"]["mean"] == 0.4167 and row["SR"]["sd"] == 0.3819 and row["SR"]["seeds"] == 3 and row["SR"]["n"] == 12
-    assert row["SPL"]["mean"] == 0.2083 and row["SPL"]["sd"] == 0.1909
-    assert 0.0 <= row["SR"]["lo"] <= row["SR"]["mean"] <= row["SR"]["hi"] <= 1.0
+    sr = row["seeds_ci"]["SR"]
+    assert sr["mean"] == 0.4167 and sr["sd"] == 0.3819 and sr["seeds"] == 3 and sr["n"] == 12
+    assert row["seeds_ci"]["SPL"]["mean"] == 0.2083 and row["seeds_ci"]["SPL"]["sd"] == 0.1909
+    assert 0.0 <= sr["lo"] <= sr["mean"] <= sr["hi"] <= 1.0
+    # the seeds' episodes pooled: a results-format-2 row (episode and clustered intervals, homes, design)
+    assert row["episodes"] == 12 and row["SR"]["mean"] == 0.4167 and row["SR"]["n"] == 12
+    assert row["clustered"]["SR"]["mean"] == 0.4167 and row["design"]["homes"] == 2 and row["design"]["episodes"] == 12
+    assert row["per_home"]["a"]["SR"] == 0.5 and row["per_home"]["b"]["SR"] == 0.3333
+    assert row["per_episode"]["ids"][:5] == ["s0/e0", "s0/e1", "s0/e2", "s0/e3", "s1/e0"]
+    assert row["protocol"] == {"collision_mode": "telhop"}
     assert aggregate(jobs) == [row]  # seeded
     (two,) = aggregate({k: v for k, v in jobs.items() if k != "cma-s2"})  # a failed seed: over the others
-    assert two["seeds"] == 2 and two["SR"]["mean"] == 0.625 and two["SR"]["sd"] == 0.1768
+    assert two["seeds"] == 2 and two["seeds_ci"]["SR"]["mean"] == 0.625 and two["seeds_ci"]["SR"]["sd"] == 0.1768
     header, line = aggregate_lines([row])
-    assert header.split()[:4] == ["agent", "split", "mode", "seeds"]
-    assert line.split()[:4] == ["cma_il", "test", "telhop", "3"] and "0.417 ± 0.382 [" in line
+    assert header.split()[:6] == ["agent", "split", "mode", "seeds", "n", "homes"]
+    assert line.split()[:6] == ["cma_il", "test", "telhop", "3", "12", "2"] and "0.417 ± 0.382 [" in line
 
 
 # ------------------------------------------------------------------------------ --benchmark
@@ -224,7 +232,7 @@ def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_
     assert calls == ["cma", "cma"] and fig["retries"] == 1
     assert fig["failed_jobs"] == [{"job": "cma-s0", "error": "RuntimeError: the GPU fell off", "attempts": 2}]
     assert sorted(fig["jobs"]) == ["baselines-s0"] and (tmp_path / "bt" / "jobs" / "baselines-s0" / "done.json").is_file()
-    assert {r["agent"] for r in fig["aggregate"]} == {"random", "forward"}
+    assert {r["agent"] for r in fig["table"]} == {"random", "forward"}
     assert "job cma-s0 failed after 2 attempt(s): RuntimeError: the GPU fell off" in capsys.readouterr().err
     fig = tiny.run(tiny_args(out, policies="cma"))
     assert fig["jobs_skipped"] == ["baselines-s0"] and calls == ["cma"] * 4 and len(fig["failed_jobs"]) == 1
@@ -255,7 +263,7 @@ def test_a_job_interrupted_mid_il_resumes_to_the_same_checkpoint(tiny, tmp_path,
     a, b = (_checkpoint_tensors(w / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "best.pt") for w in (tmp_path / "a", tmp_path / "b"))
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
     assert _per_episode(resumed["jobs"]["seq2seq-s0"]) == _per_episode(whole["jobs"]["seq2seq-s0"])
-    assert resumed["aggregate"] == whole["aggregate"]
+    assert resumed["table"] == whole["table"]
 
 
 @pytest.mark.slow  # ~1 min on 2 loaded cores
@@ -300,16 +308,17 @@ def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
     for key, job in fig["jobs"].items():
         assert json.loads((tmp_path / "bt" / "jobs" / key / "done.json").read_text()) == job
         assert {(r["split"], r["mode"]) for r in job["table"]} == {(s, "telhop") for s in ("val_seen", "val_unseen", "test")}
-    agents = {r["agent"] for r in fig["aggregate"]}
+    agents = {r["agent"] for r in fig["table"]}
     assert agents == {"random", "forward", "seq2seq_il", "cma_il"}
-    for row in fig["aggregate"]:
+    for row in fig["table"]:
         assert row["seeds"] == 2 and row["seed_list"] == [0, 1] and len(row["per_seed"]) == 2
         means = [v["SR"] for v in row["per_seed"].values()]
-        assert row["SR"]["mean"] == round(sum(means) / 2, 4)
-    assert fig["table_text"][0].split()[:4] == ["agent", "split", "mode", "seeds"]
+        assert row["seeds_ci"]["SR"]["mean"] == round(sum(means) / 2, 4) and row["seeds_ci"]["SR"]["seeds"] == 2
+    assert fig["table_text"][0].split()[:4] == ["agent", "split", "mode", "seeds"] and fig["format"] == 2
+    assert {(c["split"], c["a"], c["b"]) for c in fig["comparisons"]} >= {("test", "seq2seq_il", "cma_il")}
     assert Path(fig["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
-    assert len(again["jobs_skipped"]) == 6 and again["aggregate"] == fig["aggregate"]
+    assert len(again["jobs_skipped"]) == 6 and again["table"] == fig["table"]
 
 
 @pytest.mark.slow  # starting Ray takes ~10-30 s here
@@ -322,4 +331,4 @@ def test_jobs_run_on_a_local_ray_instance(tiny, tmp_path):
         ray.shutdown()
     assert fig["engine"] == "ray" and fig["failed_jobs"] == []
     assert sorted(fig["jobs"]) == ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]
-    assert {r["seeds"] for r in fig["aggregate"]} == {2}
+    assert {r["seeds"] for r in fig["table"]} == {2}

@@ -23,8 +23,11 @@ Work folder (``--out FILE.json`` -> ``FILE/``):
 A job that raises, or whose process dies (``kill -9``, a lost Ray node), is retried once
 (``MAX_ATTEMPTS``; it resumes from its folder); one that still fails is listed under
 ``failed_jobs`` with its error, on stderr, and in the exit status (1), while the others finish.
-The aggregate (``aggregate``) gives per agent, split and mode the per-seed SR / SPL / nDTW, their
-mean ± sd over seeds and a 95% interval resampling seeds, homes and episodes (``core.stats.seeds_ci``).
+The table (``aggregate``; results format 2, so ``vlnverse results compare`` / ``page`` read it)
+gives per agent, split and mode the per-seed SR / SPL / nDTW, their mean ± sd over seeds and a
+95% interval resampling seeds, homes and episodes (``seeds_ci``: ``core.stats.seeds_ci``), beside
+the intervals of the seeds' episodes pooled; rows are compared pairwise on those pooled episodes
+(``train.pairwise_comparisons``: only rows with the same seeds pair).
 """
 from __future__ import annotations
 
@@ -286,10 +289,14 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
 
 
 def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
-    """Per agent, split and mode over the done jobs' table rows (``jobs``: ``{key: result}``):
-    the seeds, per-seed means and per metric ``core.stats.seeds_ci`` of the seeds' per-episode
-    values and homes (mean, sd over seeds, an interval resampling seeds, homes and episodes)."""
+    """The table over seeds: per agent, split and mode of the done jobs' table rows (``jobs``:
+    ``{key: result}``) a results-format-2 row of the seeds' episodes pooled (episode ids
+    ``s<seed>/<id>``; episode and clustered intervals, per-home results and design:
+    ``eval.runner.design_block``; ``per_episode`` for paired comparisons), with the seeds, their
+    per-seed means and ``seeds_ci``: per metric ``core.stats.seeds_ci`` (mean and sd over the
+    seeds' means, an interval resampling seeds, then homes, then episodes)."""
     from vlnverse.core.stats import seeds_ci
+    from vlnverse.eval.runner import design_block
 
     groups: dict[tuple, list] = {}
     for result in jobs.values():
@@ -298,12 +305,19 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
     out = []
     for (agent, split, mode), runs in groups.items():
         runs.sort(key=lambda r: r[0])
-        per = [r["per_episode"] for _, r in runs]
-        out.append({"agent": agent, "split": split, "mode": mode, "seeds": len(runs), "seed_list": [s for s, _ in runs],
-                    "episodes": [r["episodes"] for _, r in runs],
-                    "per_seed": {str(s): {m: r[m]["mean"] for m in T.METRICS} for s, r in runs},
-                    **{m: seeds_ci([(p[m], p["homes"]) for p in per], seed=seed, samples=T.BOOTSTRAP_SAMPLES)
-                       for m in T.METRICS}})
+        records = [{"episode_id": f"s{s}/{i}", "scene_id": h, "metrics": {m: r["per_episode"][m][k] for m in T.METRICS}}
+                   for s, r in runs for k, (i, h) in enumerate(zip(r["per_episode"]["ids"], r["per_episode"]["homes"]))]
+        block = design_block(records, seed=seed)
+        out.append({"agent": agent, "split": split, "mode": mode, "episodes": len(records), "seeds": len(runs),
+                    "seed_list": [s for s, _ in runs], "per_seed": {str(s): {m: r[m]["mean"] for m in T.METRICS}
+                                                                   for s, r in runs},
+                    "seeds_ci": {m: seeds_ci([(r["per_episode"][m], r["per_episode"]["homes"]) for _, r in runs],
+                                             seed=seed, samples=T.BOOTSTRAP_SAMPLES) for m in T.METRICS},
+                    **{m: block["intervals"][m]["episode"] for m in T.METRICS},
+                    "clustered": {m: block["intervals"][m]["clustered"] for m in T.METRICS},
+                    "per_home": block["per_home"], "design": block["design"], "protocol": runs[0][1].get("protocol"),
+                    "per_episode": {"ids": [r["episode_id"] for r in records], "homes": [r["scene_id"] for r in records],
+                                    **{m: [r["metrics"][m] for r in records] for m in T.METRICS}}})
     return sorted(out, key=lambda r: (SPLITS.index(r["split"]) if r["split"] in SPLITS else len(SPLITS), r["mode"],
                                       _agent_rank(r["agent"]), r["agent"]))
 
@@ -315,7 +329,8 @@ def _agent_rank(agent: str) -> int:
 
 
 def aggregate_lines(rows: list[dict]) -> list[str]:
-    """The aggregate as aligned text: per agent, split and mode the seeds and per metric mean ± sd [95% interval]."""
+    """The table over seeds as aligned text: per agent, split and mode the seeds, the episodes (all
+    seeds') and homes, and per metric mean ± sd over seeds [95% interval over seeds, homes, episodes]."""
     def cell(c: dict) -> str:
         if c["mean"] is None:
             return "-"
@@ -324,11 +339,11 @@ def aggregate_lines(rows: list[dict]) -> list[str]:
         return f"{c['mean']:.3f} ± {sd} {ci}"
 
     width = max([18] + [len(r["agent"]) for r in rows])
-    lines = [f"{'agent':<{width}} {'split':<10} {'mode':<7} {'seeds':>5}  "
+    lines = [f"{'agent':<{width}} {'split':<10} {'mode':<7} {'seeds':>5} {'n':>5} {'homes':>5}  "
              + "  ".join(f"{m + ' mean ± sd [seeds x homes x episodes]':<40}" for m in T.METRICS)]
     for r in rows:
-        lines.append(f"{r['agent']:<{width}} {r['split']:<10} {r['mode']:<7} {r['seeds']:>5}  "
-                     + "  ".join(f"{cell(r[m]):<40}" for m in T.METRICS))
+        lines.append(f"{r['agent']:<{width}} {r['split']:<10} {r['mode']:<7} {r['seeds']:>5} {r['episodes']:>5} "
+                     f"{r['design']['homes']:>5}  " + "  ".join(f"{cell(r['seeds_ci'][m]):<40}" for m in T.METRICS))
     return lines
 
 
@@ -344,7 +359,7 @@ def plot_aggregate(rows: list[dict], path: Path, title: str = "") -> None:
     for ax, split in zip(axes[0], splits):
         these = [r for r in rows if r["split"] == split and r["mode"] == "telhop"]
         for i, r in enumerate(these):
-            c = r["SR"]
+            c = r["seeds_ci"]["SR"]
             if c["mean"] is None:
                 continue
             err = [[c["mean"] - c["lo"]], [c["hi"] - c["mean"]]] if c["lo"] is not None else None
@@ -424,7 +439,12 @@ def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _
     for f in failed:
         report(f"bench train: job {f['job']} failed after {f['attempts']} attempt(s): {f['error']}")
     rows = aggregate(results)
+    from vlnverse.eval.runner import RESULTS_FORMAT
+    from vlnverse.results.compare import comparison_lines
+
+    comparisons = T.pairwise_comparisons(rows)
     figures = {
+        "format": RESULTS_FORMAT,
         "seeds": seeds, "policies": [r["name"] for r in selected], "engine": parallel.engine, "workers": parallel.workers,
         **({"address": parallel.address} if parallel.address else {}),
         "work": identity, **({"benchmark": opts["benchmark"].identity()} if opts["benchmark"] is not None else {}),
@@ -433,7 +453,8 @@ def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _
         "seeds_prepared": {k: shared[k] for k in sorted(shared)},
         "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
         "retries": retries,
-        "aggregate": rows, "table_text": aggregate_lines(rows),
+        "table": rows, "table_text": aggregate_lines(rows), "design": T.split_design(rows),
+        "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
         "seconds_total": round(time.perf_counter() - t_start, 1),
         "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),
                     "jobs": round(time.perf_counter() - t_prep, 1)},
