@@ -23,10 +23,12 @@ def tiny_args(out: Path, **kw) -> SimpleNamespace:
 
 @pytest.fixture
 def tiny(monkeypatch):
+    """``benchmarks.train_jobs`` (``bench train --seeds``) with the rows' step budget at 10."""
     import vlnverse.benchmarks.train as T
+    import vlnverse.benchmarks.train_jobs as J
 
     monkeypatch.setattr(T, "MAX_STEPS", 10)
-    return T
+    return J
 
 
 def _checkpoint_tensors(path):
@@ -45,7 +47,7 @@ def _per_episode(result):
 @pytest.mark.parametrize("text, match", [("", "names no seed"), (" , ,", "names no seed"), ("0,1,0", "seed 0 given twice"),
                                          ("0,x", "'x'"), ("-1", "'-1'")])
 def test_seeds_naming_nothing_or_twice_is_one_line(text, match, tmp_path):
-    from vlnverse.benchmarks.train import run
+    from vlnverse.benchmarks.train_jobs import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=match) as err:
@@ -56,7 +58,7 @@ def test_seeds_naming_nothing_or_twice_is_one_line(text, match, tmp_path):
 
 @pytest.mark.parametrize("text, match", [("", "names no row"), (",,", "names no row"), ("cma,nope", "nope")])
 def test_policies_naming_nothing_is_one_line(text, match, tmp_path):
-    from vlnverse.benchmarks.train import run
+    from vlnverse.benchmarks.train_jobs import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=match) as err:
@@ -109,7 +111,7 @@ def test_work_folder_of_another_code_version_or_setting_is_refused_or_rebuilt(tm
 
 
 def test_multitask_row_needs_the_single_seed_run(tmp_path):
-    from vlnverse.benchmarks.train import run
+    from vlnverse.benchmarks.train_jobs import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--policies.*gama_multitask with --seeds"):
@@ -224,7 +226,7 @@ def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_
         calls.append(row["name"])
         raise RuntimeError("the GPU fell off")
 
-    monkeypatch.setattr(tiny, "train_row", broken)
+    monkeypatch.setattr(tiny.T, "train_row", broken)
     out = tmp_path / "bt.json"
     args = tiny_args(out, policies="cma", name="train", nproc=None)
     assert cli._run(args) == 1

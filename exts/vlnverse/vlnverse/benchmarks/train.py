@@ -855,6 +855,13 @@ def plot_curve(curves: dict, table: list[dict], path: Path, title: str = "") -> 
     ax_sr.legend()
     ax_tab.axis("off")
     ax_tab.text(0, 1, "\n".join(table_lines(table)), family="monospace", fontsize=7, va="top")
+    save_figure(fig, path, title)
+
+
+def save_figure(fig: Any, path: Path, title: str = "") -> None:
+    """``fig`` (with ``title`` above it) written to ``path`` as a PNG through a temporary file, then closed."""
+    import matplotlib.pyplot as plt
+
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
@@ -878,10 +885,6 @@ def run(args) -> dict:
     if getattr(args, "render_only", False):
         return render_only(args)
     selected = _rows(args)  # a bad --policies fails before any work
-    if getattr(args, "seeds", None) is not None:  # (row, seed) jobs on the parallel engine
-        from .train_jobs import run_seeds
-
-        return run_seeds(args, selected)
     opts = settings(args, selected)
     budget, epochs, validation_episodes, scale = opts["budget"], opts["epochs"], opts["validation_episodes"], opts["scale"]
     homes, workers, per_held_out, per_test = opts["homes"], opts["workers"], opts["per_held_out"], opts["per_test"]

@@ -1,4 +1,5 @@
-"""``vlnverse bench train --seeds 0,1,2``: the table as (row, seed) jobs on the parallel engine.
+"""``vlnverse bench train --seeds 0,1,2``: the table as (row, seed) jobs on the parallel engine
+(``run``; ``vlnverse bench train`` without ``--seeds`` is ``train.run``'s single serial run).
 
 Each (policy row, training seed) pair is one job of ``core.parallel`` (``--workers N`` jobs at
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
@@ -366,25 +367,24 @@ def plot_aggregate(rows: list[dict], path: Path, title: str = "") -> None:
             ax.bar(i, c["mean"], 0.6, yerr=err, capsize=3, color="#9ecae1")
             ax.plot([i] * len(r["per_seed"]), [v["SR"] for v in r["per_seed"].values()], "o", color="#08519c", ms=4)
         ax.set_xticks(range(len(these)), [r["agent"] for r in these], rotation=30, fontsize=7)
-        ax.set(title=f"{split}: SR, mean over seeds, 95% interval (seeds, homes, episodes); dots: seeds", ylim=(0, 1))
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=90)
-    plt.close(fig)
-    os.replace(tmp, path)
+        ax.set_title(f"{split}: SR over seeds (bar: mean, 95% interval over seeds, homes, episodes; dots: seeds)",
+                     fontsize=8)
+        ax.set_ylim(0, 1)
+    T.save_figure(fig, path, title)
 
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def run_seeds(args: Any, selected: list[dict], report: Callable[[str], None] = _say) -> dict:
+def run(args: Any, report: Callable[[str], None] = _say) -> dict:
     """``bench train --seeds``: the driver (see the module docstring); returns the JSON-ready figures."""
     from vlnverse.core.errors import ConfigError
     from vlnverse.core.parallel import Job, ParallelConfig
+    from vlnverse.learn.agent import require_torch
 
+    require_torch("vlnverse bench train", field=None)
+    selected = T._rows(args)  # a bad --policies fails before any work
     seeds = parse_seeds(args.seeds)
     multitask = [r["name"] for r in selected if r.get("multitask")]
     if multitask:
