@@ -158,6 +158,43 @@ def test_aggregate_over_seeds_is_the_hand_computed_mean_and_sd():
     assert line.split()[:6] == ["cma_il", "test", "telhop", "3", "12", "2"] and "0.417 ± 0.382 [" in line
 
 
+def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monkeypatch):
+    """The wiring of the VLN-BERT row's job (training, evaluation and the stage replaced): the
+    seed's predictor is where the stage reads it, the stage sees the job's val_unseen results,
+    its lines join the job's table (so they aggregate over seeds) and its figures the result."""
+    import vlnverse.benchmarks.train as T
+    from vlnverse.benchmarks.train_jobs import row_job
+
+    seed_dir = tmp_path / "seeds" / "s3"
+    seed_dir.mkdir(parents=True)
+    for name in ("train", "val_seen", "val_unseen", "test"):
+        (seed_dir / f"{name}.jsonl").write_text(f"{name}\n")
+    (seed_dir / "predictor.pt").write_bytes(b"weights")
+    monkeypatch.setattr(T, "train_row", lambda row, folder, *a: {
+        "checkpoints": {"vlnbert_il": "il.pt", "vlnbert_il_dagger": "dagger.pt"}, "figures": {"device": "cpu"}, "curve": {}})
+    monkeypatch.setattr(T, "evaluate", lambda spec, split, mode, folder, seed, workers, sensors, agent: {
+        "episodes": 1, "SR": {"mean": 0.5 if agent.endswith("dagger") else 0.25}})
+    seen = {}
+
+    def stage(args, work, workers, results, table):
+        seen.update(seed=args.seed, work=work, predictor=(work / "waypoints" / "predictor.pt").read_bytes(),
+                    in_domain=[results["telhop"]["val_unseen"][a]["SR"]["mean"] for a in ("vlnbert_il", "vlnbert_il_dagger")])
+        table.append({"agent": "vlnbert_t7_zero_shot", "split": "val_unseen", "mode": "telhop", "episodes": 1})
+        return {"table7": {"ratio": 2.0}}
+
+    monkeypatch.setattr(T, "table7_stage", lambda: stage)
+    opts = {"budget": None, "scale": 1.0, "dagger": True, "table7": True, "epochs": 1, "validation_episodes": 1}
+    got = row_job(tmp_path, opts, "vlnbert", 3, {"predictor": {"path": str(seed_dir / "predictor.pt")}})
+    folder = tmp_path / "jobs" / "vlnbert-s3"
+    assert seen == {"seed": 3, "work": folder, "predictor": b"weights", "in_domain": [0.25, 0.5]}
+    assert got["online_fine_tuning"] == {"table7": {"ratio": 2.0}} and got["table"][-1]["agent"] == "vlnbert_t7_zero_shot"
+    assert len(got["table"]) == 7 and (folder / "test.jsonl").read_text() == "test\n"
+    assert json.loads((folder / "done.json").read_text()) == got
+    seen.clear()
+    row_job(tmp_path, {**opts, "table7": False}, "vlnbert", 3, {"predictor": None})  # --no-transfer: no stage
+    assert seen == {}
+
+
 # ------------------------------------------------------------------------------ --benchmark
 
 

@@ -206,6 +206,12 @@ def _rows(args) -> list[dict]:
     return [r for r in POLICY_ROWS if r["name"] in names]
 
 
+def table7_stage():
+    """The VLN-BERT row's Table 7 stage (``TABLE7_STAGE``), imported when a run needs it."""
+    module, _, name = TABLE7_STAGE.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
 def settings(args, selected: list[dict]) -> dict:
     """The checked settings of a run (one-line ``ConfigError`` naming the flag before any work):
     budget, epochs, validation episodes, data counts, workers and ``--benchmark`` (a loaded
@@ -256,6 +262,7 @@ def settings(args, selected: list[dict]) -> dict:
             "per_held_out": per_held_out, "per_test": per_test,
             "val_seen_cap": int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES),
             "encoder": getattr(args, "encoder", "pretrained") or "pretrained", "dagger": not getattr(args, "no_dagger", False),
+            "table7": not getattr(args, "no_dagger", False) and not getattr(args, "no_transfer", False),
             "benchmark": benchmark}
 
 
@@ -968,8 +975,7 @@ def run(args) -> dict:
     t_evaluated = time.perf_counter()
     online = None
     if "vlnbert" in rows and dagger and not getattr(args, "no_transfer", False):
-        module, _, name = TABLE7_STAGE.partition(":")
-        online = getattr(importlib.import_module(module), name)(args, work, workers, results, table)
+        online = table7_stage()(args, work, workers, results, table)
     unseen_sr = results["telhop"]["val_unseen"]
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
     from vlnverse.learn.checkpoint import resolve_device

@@ -5,8 +5,10 @@ Each (policy row, training seed) pair is one job of ``core.parallel`` (``--worke
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
 is each seed's baselines (random and forward-only). A job trains its row as ``bench train``
 does (``train.train_row``: IL, then the DAgger round) and evaluates its agents on val_seen,
-val_unseen and test under Tel-Hop, inside its own folder, with one process (one torch thread;
-its teacher and feature caches its own, so no two jobs write one file).
+val_unseen and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
+own folder, with one process (one torch thread; its teacher and feature caches its own, so no
+two jobs write one file). The single run's Strict evaluation of the best row, render-path
+figure and multi-task row stay with ``--seed``.
 
 Work folder (``--out FILE.json`` -> ``FILE/``):
 
@@ -41,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from . import train as T
@@ -79,7 +82,7 @@ def parse_seeds(text: Any) -> list[int]:
 
 def _settings_key(opts: dict) -> dict:
     """The settings that shape a job's results (not how many run at once, nor which rows or seeds)."""
-    keep = ("budget", "epochs", "validation_episodes", "homes", "per_home", "val_seen_cap", "encoder", "dagger")
+    keep = ("budget", "epochs", "validation_episodes", "homes", "per_home", "val_seen_cap", "encoder", "dagger", "table7")
     out = {k: opts[k] for k in keep}
     if opts["benchmark"] is None:
         out.update(per_held_out=opts["per_held_out"], per_test=opts["per_test"], scale=opts["scale"])
@@ -241,10 +244,25 @@ def row_job(work: Path, opts: dict, row_name: str, seed: int, shared: dict) -> d
         for agent, (spec, sensors) in agents.items():
             got = T.evaluate(spec, split, "telhop", folder, seed, 1, sensors, agent)
             table.append({"agent": agent, "split": split, "mode": "telhop", **got})
+    if row_name == "vlnbert" and opts["table7"]:  # its Table 7 stage on this job's folder, as the single run's
+        _copy_predictor(Path(shared["predictor"]["path"]), folder / "waypoints" / "predictor.pt")
+        results = {"telhop": {}}
+        for line in table:
+            results["telhop"].setdefault(line["split"], {})[line["agent"]] = line
+        out["online_fine_tuning"] = T.table7_stage()(SimpleNamespace(seed=seed, out=None), folder, 1, results, table)
     out.update(table=table, seconds=round(time.perf_counter() - t0, 1))
     out = to_jsonable(out)
     write_json_atomic(folder / DONE_FILE, out)
     return out
+
+
+def _copy_predictor(source: Path, target: Path) -> None:
+    """The seed's waypoint predictor where the Table 7 stage reads it (``<work>/waypoints/predictor.pt``)."""
+    from vlnverse.core.io import write_bytes_atomic
+
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(target, source.read_bytes())
 
 
 def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
