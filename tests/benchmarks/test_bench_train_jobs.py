@@ -342,7 +342,7 @@ def test_a_job_process_killed_mid_il_is_retried_and_resumes_to_the_same_checkpoi
 @pytest.mark.slow  # ~1-2 min on 2 loaded cores
 def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
     fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
-    assert fig["engine"] == "local" and fig["workers"] == 2 and fig["failed_jobs"] == []
+    assert fig["engine"] == "local" and fig["workers"] == 2 and fig["failed_jobs"] == [] and fig["device"] == ["cpu"]
     assert sorted(fig["jobs"]) == [f"{r}-s{s}" for r in ("baselines", "cma", "seq2seq") for s in (0, 1)]
     for key, job in fig["jobs"].items():
         assert json.loads((tmp_path / "bt" / "jobs" / key / "done.json").read_text()) == job

@@ -285,14 +285,19 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
     from vlnverse.core.parallel import JobFailure, run_jobs
 
     results: dict = {}
+
+    def done(key: str, result: Any) -> None:
+        results[key] = result
+        report(f"bench train: {key} done ({len(results)} of {len(jobs)})")
+
     if not parallel.inline:
-        got = run_jobs(run_job, jobs, on_result=results.__setitem__, parallel=parallel, max_attempts=MAX_ATTEMPTS)
+        got = run_jobs(run_job, jobs, on_result=done, parallel=parallel, max_attempts=MAX_ATTEMPTS)
         return results, got.failures, got.retries
     failures, retries = [], 0
     for job in jobs:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                run_job(job.payload, job.items, {}, results.__setitem__)
+                run_job(job.payload, job.items, {}, done)
                 break
             except (ConfigError, UnknownNameError):
                 raise
@@ -471,6 +476,7 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
         "seeds_prepared": {k: shared[k] for k in sorted(shared)},
         "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
         "retries": retries,
+        "device": sorted({str(j["figures"]["device"]) for j in results.values() if j.get("figures")}),
         "table": rows, "table_text": aggregate_lines(rows), "design": T.split_design(rows),
         "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
         "seconds_total": round(time.perf_counter() - t_start, 1),
