@@ -360,14 +360,64 @@ def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
     assert len(again["jobs_skipped"]) == 6 and again["table"] == fig["table"]
 
 
+def _ray_job_workers() -> list[int]:
+    """Process ids of this test's Ray job actors (their process title names the actor class;
+    only descendants of this process: other Ray instances on the machine are left alone)."""
+    import os
+
+    def parent(pid: int) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    me, found = os.getpid(), []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"RayJobWorker" not in title:
+            continue
+        pid = up = int(entry.name)
+        while up > 1 and up != me:
+            up = parent(up)
+        if up == me:
+            found.append(pid)
+    return found
+
+
 @pytest.mark.slow  # starting Ray takes ~10-30 s here
-def test_jobs_run_on_a_local_ray_instance(tiny, tmp_path):
+def test_jobs_run_on_a_local_ray_instance_and_a_lost_worker_is_retried(tiny, tmp_path):
+    """Two seeds on a local Ray instance; the Ray workers are killed (``kill -9``) as soon as a
+    row's first ``last.pt`` exists: the job is retried on a fresh actor and resumes."""
+    import os
+    import signal
+    import threading
+    import time
+
     ray = pytest.importorskip("ray", reason="Ray is the optional [ray] extra")
+    last = tmp_path / "bt" / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "last.pt"
+    killed = []
+
+    def killer():
+        deadline = time.monotonic() + 600
+        while not last.is_file() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        for pid in _ray_job_workers():
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", engine="ray", workers=2))
+        thread = threading.Thread(target=killer, daemon=True)
+        thread.start()
+        fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", engine="ray", workers=2, epochs=6))
+        thread.join()
     finally:
         ray.shutdown()
-    assert fig["engine"] == "ray" and fig["failed_jobs"] == []
+    assert fig["engine"] == "ray" and fig["failed_jobs"] == [] and killed and fig["retries"] >= 1
     assert sorted(fig["jobs"]) == ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]
     assert {r["seeds"] for r in fig["table"]} == {2}
