@@ -11,6 +11,8 @@ import pytest
 
 pytest.importorskip("torch")
 
+SPLITS = ("val_seen", "val_unseen", "test")
+
 
 def tiny_args(out: Path, **kw) -> SimpleNamespace:
     args = dict(out=str(out), seed=0, seeds="0", policies="seq2seq", train_homes=2, episodes_per_home=4, eval_episodes=1,
@@ -195,6 +197,19 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
     assert seen == {}
 
 
+def test_best_agent_is_the_best_val_seen_sr_over_seeds_ties_by_ndtw():
+    from vlnverse.benchmarks.train_jobs import best_agent
+
+    def row(agent, sr, ndtw, split="val_seen"):
+        return {"agent": agent, "split": split, "mode": "telhop",
+                "seeds_ci": {"SR": {"mean": sr}, "nDTW": {"mean": ndtw}}}
+
+    rows = [row("random", 0.9, 0.9), row("cma_il", 0.3, 0.5), row("cma_il_dagger", 0.3, 0.6), row("rdp_il", 0.2, 0.9),
+            row("seq2seq_il", 0.8, 0.8, split="test")]
+    assert best_agent(rows) == "cma_il_dagger"  # baselines and other splits do not count
+    assert best_agent([row("forward", 0.5, 0.5)]) is None
+
+
 # ------------------------------------------------------------------------------ --benchmark
 
 
@@ -341,14 +356,19 @@ def test_a_job_process_killed_mid_il_is_retried_and_resumes_to_the_same_checkpoi
 
 @pytest.mark.slow  # ~1-2 min on 2 loaded cores
 def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
-    fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
+    fig = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2, no_strict=False))
     assert fig["engine"] == "local" and fig["workers"] == 2 and fig["failed_jobs"] == [] and fig["device"] == ["cpu"]
-    assert sorted(fig["jobs"]) == [f"{r}-s{s}" for r in ("baselines", "cma", "seq2seq") for s in (0, 1)]
+    assert sorted(fig["jobs"]) == [f"{r}-s{s}" for r in ("baselines", "cma", "seq2seq", "strict") for s in (0, 1)]
     for key, job in fig["jobs"].items():
         assert json.loads((tmp_path / "bt" / "jobs" / key / "done.json").read_text()) == job
-        assert {(r["split"], r["mode"]) for r in job["table"]} == {(s, "telhop") for s in ("val_seen", "val_unseen", "test")}
+        if job["row"] != "strict":
+            assert {(r["split"], r["mode"]) for r in job["table"]} == {(s, "telhop") for s in SPLITS}
     agents = {r["agent"] for r in fig["table"]}
     assert agents == {"random", "forward", "seq2seq_il", "cma_il"}
+    best = fig["best_row_agent"]
+    assert best in ("seq2seq_il", "cma_il")  # the Strict rows: the baselines and the best on val_seen, each seed
+    assert {(r["agent"], r["split"]) for r in fig["table"] if r["mode"] == "strict"} == {
+        (a, s) for a in ("random", "forward", best) for s in ("val_unseen", "test")}
     for row in fig["table"]:
         assert row["seeds"] == 2 and row["seed_list"] == [0, 1] and len(row["per_seed"]) == 2
         means = [v["SR"] for v in row["per_seed"].values()]
@@ -356,8 +376,8 @@ def test_two_rows_and_two_seeds_run_as_jobs_on_local_processes(tiny, tmp_path):
     assert fig["table_text"][0].split()[:4] == ["agent", "split", "mode", "seeds"] and fig["format"] == 2
     assert {(c["split"], c["a"], c["b"]) for c in fig["comparisons"]} >= {("test", "seq2seq_il", "cma_il")}
     assert Path(fig["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    again = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2))
-    assert len(again["jobs_skipped"]) == 6 and again["table"] == fig["table"]
+    again = tiny.run(tiny_args(tmp_path / "bt.json", seeds="0,1", policies="seq2seq,cma", workers=2, no_strict=False))
+    assert len(again["jobs_skipped"]) == 8 and again["table"] == fig["table"]
 
 
 def _ray_job_workers() -> list[int]:

@@ -7,8 +7,10 @@ is each seed's baselines (random and forward-only). A job trains its row as ``be
 does (``train.train_row``: IL, then the DAgger round) and evaluates its agents on val_seen,
 val_unseen and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
 own folder, with one process (one torch thread; its teacher and feature caches its own, so no
-two jobs write one file). The single run's Strict evaluation of the best row, render-path
-figure and multi-task row stay with ``--seed``.
+two jobs write one file). Then, unless ``--no-strict``, the learned agent with the best val_seen
+SR over seeds (``best_agent``) is evaluated under Strict on val_unseen and test beside random and
+forward-only, one job per seed (``strict_job``), as the single run does for its best row. The
+single run's render-path figure and multi-task row stay with ``--seed``.
 
 Work folder (``--out FILE.json`` -> ``FILE/``):
 
@@ -58,6 +60,8 @@ MAX_ATTEMPTS = 2
 CARRIED = ("MAX_STEPS", "BOOTSTRAP_SAMPLES", "RESOLUTION", "SENSORS", "VALIDATION_EVERY")
 #: the baselines' job name (random and forward-only, per seed)
 BASELINES = "baselines"
+#: the per-seed Strict evaluations' job name (random, forward-only and the best learned agent)
+STRICT = "strict"
 SPLITS = ("val_seen", "val_unseen", "test")
 
 
@@ -235,7 +239,7 @@ def row_job(work: Path, opts: dict, row_name: str, seed: int, shared: dict) -> d
         trained = T.train_row(row, folder, opts["budget"], seed, opts["scale"], "auto", 1, opts["dagger"],
                               (shared.get("encoder") or {}).get("path"), opts["epochs"], shared.get("predictor"), None,
                               opts["validation_episodes"])
-        out.update(figures=trained["figures"], curve=trained["curve"])
+        out.update(figures=trained["figures"], curve=trained["curve"], checkpoints=trained["checkpoints"])
         agents = {a: (NamedSpec("policy", {"checkpoint": p, "device": "auto"}), T.SENSORS)
                   for a, p in trained["checkpoints"].items()}
     out["seconds_train"] = round(time.perf_counter() - t0, 1)
@@ -256,6 +260,38 @@ def row_job(work: Path, opts: dict, row_name: str, seed: int, shared: dict) -> d
     return out
 
 
+def strict_job(work: Path, seed: int, agents: dict) -> dict:
+    """A seed's Strict evaluations in ``jobs/strict-s<seed>/``: ``agents`` (``{name: checkpoint}``,
+    None for random and forward-only) on val_unseen and test. Returns (and keeps in ``done.json``)
+    its table rows and the learned agent it was run for (``best``)."""
+    from vlnverse.core.io import to_jsonable, write_json_atomic
+    from vlnverse.eval.config import NamedSpec
+
+    folder = work / "jobs" / job_key(STRICT, seed)
+    _copy_splits(seed_dir(work, seed), folder)
+    table = []
+    for split in ("val_unseen", "test"):
+        for agent, checkpoint in agents.items():
+            spec, sensors = ((NamedSpec(agent), []) if checkpoint is None
+                             else (NamedSpec("policy", {"checkpoint": checkpoint, "device": "auto"}), T.SENSORS))
+            got = T.evaluate(spec, split, "strict", folder, seed, 1, sensors, agent)
+            table.append({"agent": agent, "split": split, "mode": "strict", **got})
+    out = to_jsonable({"key": job_key(STRICT, seed), "row": STRICT, "seed": seed,
+                       "best": next(a for a, c in agents.items() if c is not None), "table": table})
+    write_json_atomic(folder / DONE_FILE, out)
+    return out
+
+
+def best_agent(rows: list[dict]) -> str | None:
+    """The learned agent with the best val_seen Tel-Hop SR over seeds (ties: nDTW) of the table
+    over seeds (``aggregate``): the one the single run also evaluates under Strict."""
+    learned = [r for r in rows if r["split"] == "val_seen" and r["mode"] == "telhop"
+               and r["agent"] not in ("random", "forward") and r["seeds_ci"]["SR"]["mean"] is not None]
+    if not learned:
+        return None
+    return max(learned, key=lambda r: (r["seeds_ci"]["SR"]["mean"], r["seeds_ci"]["nDTW"]["mean"] or 0.0))["agent"]
+
+
 def _copy_predictor(source: Path, target: Path) -> None:
     """The seed's waypoint predictor where the Table 7 stage reads it (``<work>/waypoints/predictor.pt``)."""
     from vlnverse.core.io import write_bytes_atomic
@@ -273,6 +309,8 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
     work, opts = Path(payload["work"]), _restore(payload["opts"])
     if payload["kind"] == "seed":
         got = prepare_seed(work, opts, payload["seed"], encoder=payload["encoder"], predictor=payload["predictor"])
+    elif payload["kind"] == "strict":
+        got = strict_job(work, payload["seed"], payload["agents"])
     else:
         got = row_job(work, opts, payload["row"], payload["seed"], payload["shared"])
     emit(items[0], got)
@@ -458,6 +496,27 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
     results.update(got)
     failures += row_failures
     retries += row_retries
+    best = None
+    if not getattr(args, "no_strict", False):  # the best agent on val_seen, under Strict too (per seed)
+        best = best_agent(aggregate(results))
+        strict = []
+        for s in seeds:
+            key = job_key(STRICT, s)
+            done = work / "jobs" / key / DONE_FILE
+            made = json.loads(done.read_text(encoding="utf-8")) if done.is_file() else None
+            if made is not None and made.get("best") == best:
+                results[key] = made
+                skipped.append(key)
+                continue
+            checkpoint = next((r["checkpoints"][best] for r in results.values()
+                               if r["seed"] == s and best in (r.get("checkpoints") or {})), None)
+            if checkpoint is not None:
+                strict.append(Job(key, (key,), {**base, "kind": "strict", "seed": s,
+                                                "agents": {"random": None, "forward": None, best: checkpoint}}))
+        got, strict_failures, strict_retries = _run(strict, parallel, report)
+        results.update(got)
+        failures += strict_failures
+        retries += strict_retries
     failed = [{"job": f.key, "error": f.error, "attempts": f.attempts} for f in failures]
     for f in failed:
         report(f"bench train: job {f['job']} failed after {f['attempts']} attempt(s): {f['error']}")
@@ -475,7 +534,7 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
                    "validation_episodes": opts["validation_episodes"]},
         "seeds_prepared": {k: shared[k] for k in sorted(shared)},
         "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
-        "retries": retries,
+        "retries": retries, "best_row_agent": best,
         "device": sorted({str(j["figures"]["device"]) for j in results.values() if j.get("figures")}),
         "table": rows, "table_text": aggregate_lines(rows), "design": T.split_design(rows),
         "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
