@@ -5,6 +5,7 @@ files are one-line errors through ``vlnverse eval`` and ``vlnverse train mode=da
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import struct
 from pathlib import Path
@@ -269,3 +270,68 @@ def test_the_shipped_checkpoint_is_the_model_of_its_recipe():
     recipe = to_jsonable(load_train_config(resolve_train_config_path("cma_fine_grained")).model_key())
     assert {k: data["config"].get(k) for k in recipe} == recipe
     assert not {"optimizer", "position"} & set(data)  # exported: nothing only resuming needs
+
+
+def _strings(value):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def test_no_shipped_checkpoint_names_a_folder_of_the_machine_it_was_trained_on():
+    """Every string of every shipped checkpoint's metadata, and every word of it, is no absolute
+    path; the weights are the ones trained (``checkpoint info``'s tensor digest)."""
+    import re
+
+    from vlnverse.learn.checkpoint import NOT_PATHS, read_checkpoint, shipped_checkpoints
+
+    assert shipped_checkpoints()
+    for name, path in shipped_checkpoints().items():
+        data = read_checkpoint(path)
+        meta = {k: v for k, v in data.items() if k not in NOT_PATHS}
+        words = [w for s in _strings(meta) for w in re.split(r"[\\s\"'(),;=]+", s)]
+        assert not [w for w in words if w.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", w)], name
+        assert meta["config"]["out"] == "."
+    assert read_checkpoint(shipped_checkpoints()["cma_fine_grained"])["tensors_sha256"] == (
+        "ef7449031c8b1f405b070c9df687cc9b2146982b814122ba94ee1a9989225406")
+
+
+def test_checkpoints_name_paths_relative_to_the_run_with_their_files_hashes(saved, tmp_path):
+    """A checkpoint written for a run folder names the config's paths (absolute, or relative to the
+    working folder) relative to that folder, and records each named file's sha256; one written
+    before (absolute paths, as the shipped checkpoint was) is rewritten relative to its ``out`` on export."""
+    import hashlib
+
+    from vlnverse.learn.checkpoint import FORMAT, FORMAT_VERSION, checkpoint_dict, export_checkpoint, read_checkpoint, save_checkpoint
+    from vlnverse.learn.tensorfile import write_tensor_file
+
+    episodes = tmp_path / "data" / "train.jsonl"
+    episodes.parent.mkdir()
+    episodes.write_text("{}\n")
+    digest = hashlib.sha256(b"{}\n").hexdigest()
+    run = tmp_path / "runs" / "a"
+    config = {**saved["cfg"].to_dict(), "out": str(run), "train": {"path": str(episodes)}, "val": {},
+              "cache": {"dir": "/nowhere/cache"}}
+    path = save_checkpoint(run / "last.pt", saved["policy"], config=config, run=run,
+                           extra={"provenance": {"init": str(episodes)}})
+    data = read_checkpoint(path)
+    assert data["config"]["out"] == "." and data["config"]["train"]["path"] == "../../data/train.jsonl"
+    cache = data["config"]["cache"]["dir"]  # a folder that is not here: relative too, no hash
+    assert not cache.startswith("/") and os.path.normpath(run / cache) == "/nowhere/cache"
+    assert data["provenance"]["init"] == "../../data/train.jsonl"
+    assert data["provenance"]["files"] == {"../../data/train.jsonl": digest}
+    legacy = write_tensor_file(tmp_path / "legacy.pt", checkpoint_dict(saved["policy"], config=config),  # absolute paths
+                               fmt=FORMAT, version=FORMAT_VERSION)
+    assert read_checkpoint(legacy)["config"]["train"]["path"] == str(episodes)
+    export_checkpoint(legacy, tmp_path / "shipped" / "x.pt")
+    slim = read_checkpoint(tmp_path / "shipped" / "x.pt")
+    assert slim["config"]["train"]["path"] == "../../data/train.jsonl" and slim["config"]["out"] == "."
+    assert slim["provenance"]["files"] == {"../../data/train.jsonl": digest}
+    assert slim["tensors_sha256"] == data["tensors_sha256"]
+

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,7 @@ def test_il_with_init_warm_starts_from_the_checkpoint_and_refuses_another_policy
 
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.learn.encoder import sha256_file
 
     init = Path(il_run[0].out) / "best.pt"
     start = read_checkpoint(init)
@@ -181,7 +183,9 @@ def test_il_with_init_warm_starts_from_the_checkpoint_and_refuses_another_policy
     warm = read_checkpoint(tmp_path / "warm" / "last.pt")
     assert warm["vocab"] == start["vocab"] and summary["init_unknown_words"] == 0
     assert all(torch.allclose(warm["state_dict"][k].float(), v.float(), atol=1e-6) for k, v in start["state_dict"].items())
-    assert warm["config"]["init"] == str(init)
+    relative = os.path.relpath(init, tmp_path / "warm")  # paths relative to the run folder, with the file's hash
+    assert warm["config"]["init"] == warm["provenance"]["init"] == relative and relative.startswith("../")
+    assert warm["provenance"]["files"][relative] == sha256_file(init)
     _train(small_config(tmp_path / "cold", episodes_file, policy="seq2seq", **tiny), corridor)
     cold = read_checkpoint(tmp_path / "cold" / "last.pt")["state_dict"]
     assert any(not torch.allclose(cold[k].float(), v.float(), atol=1e-3) for k, v in start["state_dict"].items()

@@ -125,6 +125,7 @@ def test_waypoint_predictor_auto_trains_the_recipe_predictor_once_and_embeds_it(
     ``auto`` and the checkpoint embeds the predictor, so eval needs only the checkpoint."""
     from dataclasses import replace
 
+    from vlnverse.learn.encoder import sha256_file
     from vlnverse.learn.waypoints import WaypointTrainConfig
     from vlnverse.learn.waypoints import train as waypoint_train
 
@@ -142,7 +143,10 @@ def test_waypoint_predictor_auto_trains_the_recipe_predictor_once_and_embeds_it(
     saved = json.loads((tmp_path / "b" / "config.json").read_text())["config"]
     assert saved["policy"]["params"]["waypoint_predictor"] == "auto"
     data = read_checkpoint(tmp_path / "b" / "last.pt")
-    assert data["waypoint_predictor"]["source"] == str(path) and any(k.startswith("predictor.") for k in data["state_dict"])
+    source = data["waypoint_predictor"]["source"]  # relative to the run folder, with the file's sha256
+    assert source == "../cache/" + path.relative_to(tmp_path / "cache").as_posix() and any(
+        k.startswith("predictor.") for k in data["state_dict"])
+    assert data["provenance"]["waypoint_predictor"] == source and data["provenance"]["files"][source] == sha256_file(path)
     # another seed is another recipe predictor
     third = _train(_cfg(tmp_path / "c", episodes_file, "auto", il__epochs=1, seed=1), corridor)
     assert third["waypoint_predictor"]["path"] != str(path)
@@ -262,6 +266,7 @@ def test_swap_predictor_keeps_the_navigator_and_loads_as_a_dagger_init(corridor,
     from vlnverse.cli import main
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import shipped_checkpoints, swap_predictor
+    from vlnverse.learn.encoder import sha256_file
     from vlnverse.learn.waypoints.model import WaypointPredictor, load_predictor, save_predictor
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
@@ -280,7 +285,9 @@ def test_swap_predictor_keeps_the_navigator_and_loads_as_a_dagger_init(corridor,
         else:
             assert torch.equal(v, before["state_dict"][k])
     assert after["waypoint_predictor"]["params"]["camera_height"] == 0.6 and "optimizer" not in after
-    assert after["config"]["policy"]["params"]["waypoint_predictor"] == str(tmp_path / "low.pt")
+    # named relative to the swapped checkpoint's folder, with the predictor file's sha256
+    assert after["config"]["policy"]["params"]["waypoint_predictor"] == after["waypoint_predictor"]["source"] == "low.pt"
+    assert after["provenance"]["files"]["low.pt"] == sha256_file(tmp_path / "low.pt")
     # the DAgger init check passes with a config naming the new predictor, and the round trains
     dagger = _cfg(tmp_path / "dagger", episodes_file, tmp_path / "low.pt", il__epochs=1, mode="dagger",
                   init=str(tmp_path / "swapped.pt"), dagger={"rounds": 1, "p": 0.5, "epochs": 1})

@@ -3,10 +3,13 @@ training provenance, weights, and (for resuming) optimizer state and data positi
 
 A checkpoint is a safetensors file (``tensorfile``): the tensors (weights, optimizer state) as
 raw bytes, everything else as JSON metadata with the tensors' sha256; reading it runs no code
-from the file. Written atomically. Pickle checkpoints of earlier versions are refused with the
+from the file. Written atomically. The metadata names no folder of the machine it was written on:
+every path in it is relative to the training run's folder (``portable_paths``), and
+``provenance.files`` holds the sha256 of each file it names. Pickle checkpoints of earlier versions are refused with the
 hint to ``vlnverse checkpoint convert OLD NEW --trust``."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -31,16 +34,89 @@ def checkpoint_dict(policy: Any, *, config: dict[str, Any], extra: dict[str, Any
             **policy.checkpoint_extras(), **(extra or {})}
 
 
-def write_checkpoint_dict(path: str | Path, data: dict[str, Any]) -> Path:
-    """Write a checkpoint dict (``checkpoint_dict``, or one converted from an old file) atomically."""
+#: entries holding tensors or words, never paths (not walked by ``portable_paths``)
+NOT_PATHS = ("state_dict", "raw_state", "optimizer", "vocab", "tensors_sha256")
+
+
+def _names_path(value: str, relative_too: bool) -> bool:
+    if not value or "\n" in value:
+        return False
+    if os.path.isabs(value):
+        return True
+    return relative_too and ("/" in value or bool(Path(value).suffix)) and Path(value).exists()
+
+
+def portable_paths(value: Any, run: str | Path, files: dict[str, str], *, relative_too: bool = False) -> Any:
+    """``value`` (JSON) with each path it names made relative to ``run`` (POSIX), and the sha256 of
+    each named file recorded in ``files`` under its new name. A path is an absolute string; with
+    ``relative_too`` also a relative one that names something from the working folder (a config
+    as given on the command line)."""
+    if isinstance(value, dict):
+        return {k: v if k in NOT_PATHS else portable_paths(v, run, files, relative_too=relative_too)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [portable_paths(v, run, files, relative_too=relative_too) for v in value]
+    if isinstance(value, str) and _names_path(value, relative_too):
+        path = Path(os.path.abspath(value))
+        relative = Path(os.path.relpath(path, os.path.abspath(run))).as_posix()
+        if path.is_file():
+            from .encoder import sha256_file
+
+            files[relative] = sha256_file(path)
+        return relative
+    return value
+
+
+def content_key(value: Any, run: str | Path, files: dict[str, str] | None = None, *, relative_too: bool = False) -> Any:
+    """``value`` with each path it names (``portable_paths`` relative to ``run``) replaced by
+    ``sha256:<hex>`` of its file, ``files`` (a checkpoint's ``provenance.files``) hashing those not
+    on this machine: what two runs name, compared by content wherever the runs lay."""
+    known = dict(files or {})
+    value = portable_paths(value, run, known, relative_too=relative_too)
+
+    def swap(v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: swap(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [swap(x) for x in v]
+        return f"sha256:{known[v]}" if isinstance(v, str) and v in known else v
+    return swap(value)
+
+
+def named_path(value: str, checkpoint: str | Path | None) -> str:
+    """A path a checkpoint names (relative to its run folder, where ``vlnverse train`` writes it)
+    as found from here: beside the ``checkpoint`` file when it is there, else as written."""
+    if checkpoint is None or os.path.isabs(value):
+        return value
+    beside = os.path.normpath(Path(checkpoint).parent / value)
+    return beside if os.path.exists(beside) else value
+
+
+def _run_folder(data: dict[str, Any], path: str | Path) -> Path:
+    """The training run's folder: the config's absolute ``out`` (a checkpoint written before paths
+    were made relative), else the folder the checkpoint is written to."""
+    out = (data.get("config") or {}).get("out")
+    return Path(out) if isinstance(out, str) and os.path.isabs(out) else Path(path).absolute().parent
+
+
+def write_checkpoint_dict(path: str | Path, data: dict[str, Any], *, run: str | Path | None = None) -> Path:
+    """Write a checkpoint dict (``checkpoint_dict``, or one converted from an old file) atomically,
+    its paths relative to ``run`` (the training run's folder, whose config paths are read from the
+    working folder; default ``_run_folder``) with their files' sha256 in ``provenance.files``."""
     data = {k: v for k, v in data.items() if k != "tensors_sha256"}  # that of a file read: the new file records its own
+    files = dict((data.get("provenance") or {}).get("files") or {})
+    data = portable_paths(data, run if run is not None else _run_folder(data, path), files, relative_too=run is not None)
+    if files:
+        data["provenance"] = {**(data.get("provenance") or {}), "files": dict(sorted(files.items()))}
     return write_tensor_file(path, {**data, "format": FORMAT, "format_version": FORMAT_VERSION},
                              fmt=FORMAT, version=FORMAT_VERSION)
 
 
-def save_checkpoint(path: str | Path, policy: Any, *, config: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
-    """Write ``policy`` (a ``VLNPolicy``) and its metadata to ``path``."""
-    return write_checkpoint_dict(path, checkpoint_dict(policy, config=config, extra=extra))
+def save_checkpoint(path: str | Path, policy: Any, *, config: dict[str, Any], extra: dict[str, Any] | None = None,
+                    run: str | Path | None = None) -> Path:
+    """Write ``policy`` (a ``VLNPolicy``) and its metadata to ``path`` (paths relative to ``run``,
+    the training run's folder: ``write_checkpoint_dict``)."""
+    return write_checkpoint_dict(path, checkpoint_dict(policy, config=config, extra=extra), run=run)
 
 
 def shipped_checkpoints() -> dict[str, Path]:
@@ -133,12 +209,13 @@ def swap_predictor(src: str | Path, predictor: str | Path, dst: str | Path) -> d
     before = dict(data["waypoint_predictor"].get("params") or {})
     state = {k: v for k, v in data["state_dict"].items() if not k.startswith("predictor.")}
     state.update({f"predictor.{k}": v for k, v in model.state_dict().items()})
-    params = {**(data["config"].get("policy") or {}).get("params", {}), "waypoint_predictor": str(predictor)}
+    named = os.path.abspath(predictor)  # recorded relative to dst's folder, with its sha256
+    params = {**(data["config"].get("policy") or {}).get("params", {}), "waypoint_predictor": named}
     out = {k: v for k, v in data.items() if k not in RESUME_ONLY}
-    out.update(state_dict=state, policy_params=params, waypoint_predictor={"params": dict(model.params), "source": str(predictor)},
+    out.update(state_dict=state, policy_params=params, waypoint_predictor={"params": dict(model.params), "source": named},
                config={**data["config"], "policy": {**data["config"]["policy"], "params": params}},
                provenance={**(data.get("provenance") or {}), "predictor_swapped": {
-                   "from_tensors_sha256": data.get("tensors_sha256"), "predictor": str(predictor)}})
+                   "from_tensors_sha256": data.get("tensors_sha256"), "predictor": named}})
     try:
         policy_from_checkpoint(out, path=predictor)
     except ConfigError as exc:

@@ -359,7 +359,7 @@ class GraphNFPolicy(nn.Module):
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         best = out / "best.pt"
-        save_checkpoint(best, policy, config=cfg.to_dict(), extra={
+        save_checkpoint(best, policy, config=cfg.to_dict(), run=out, extra={
             "provenance": {"train_episodes": len(train), "seed": cfg.seed, "accuracy": accuracy}})
         for name, acc in accuracy.items():
             report(f"graph_nf: {name} step accuracy {acc['step_accuracy']}, decision accuracy {acc['decision_accuracy']}")

@@ -1169,6 +1169,7 @@ def checkpoint_teacher(policy: HNRPolicy, data: dict[str, Any], folder: Any, *, 
     equal the checkpoint's (else a one-line ``ConfigError`` naming ``file``)."""
     from pathlib import Path
 
+    from .checkpoint import named_path
     from .waypoints.model import save_predictor
 
     path = Path(folder) / "predictor.pt"
@@ -1177,8 +1178,12 @@ def checkpoint_teacher(policy: HNRPolicy, data: dict[str, Any], folder: Any, *, 
         save_predictor(path, policy.predictor)
     params = {**dict(data.get("policy_params") or {}), "waypoint_predictor": str(path), "cloud_grid": policy.cloud_grid}
     if policy.cloud_encoder is not None:
+        given = params.get("cloud_encoder")
+        key = "path" if isinstance(given, dict) and given.get("type") == "pretrained" else "weights"
+        if isinstance(given, dict) and isinstance(given.get(key), str):  # relative to the run: beside the checkpoint
+            params["cloud_encoder"] = {**given, key: named_path(given[key], file)}
         enc = cloud_encoder_spec(params.get("cloud_encoder"))
-        field = f"policy.params.cloud_encoder.{'path' if enc['type'] == 'pretrained' else 'weights'}"
+        field = f"policy.params.cloud_encoder.{key}"
         if not encoder_file(enc) or not Path(encoder_file(enc)).is_file():
             raise ConfigError(f"its cloud encoder's file {encoder_file(enc)!r} is not here", file=file, field=field,
                               expected="the encoder file the checkpoint was trained with, at that path")

@@ -152,7 +152,7 @@ class RoomClassifier(nn.Module):
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         best = out / "best.pt"
-        save_checkpoint(best, model, config=cfg.to_dict(), extra={
+        save_checkpoint(best, model, config=cfg.to_dict(), run=out, extra={
             "provenance": {"train_viewpoints": len(y), "seed": cfg.seed, "train_accuracy": train_acc["accuracy"],
                            "val_accuracy": {k: v["accuracy"] for k, v in val.items()}}})
         for name, acc in val.items():

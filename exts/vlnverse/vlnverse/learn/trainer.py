@@ -32,7 +32,7 @@ import torch
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from . import seed_torch
-from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
+from .checkpoint import content_key, policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
 from .distributed import NullLogger, current as current_ranks, describe, scaling
 from .policies import build_policy, sequence_loss  # noqa: F401 (sequence_loss re-exported)
@@ -362,10 +362,11 @@ class Trainer:
         extra = {"optimizer": self.optimizer.state_dict() if self.optimizer is not None else None,
                  "best": self.best, "global_step": self.global_step, "provenance": self.provenance, **extra}
         if self.ema is None:
-            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra=extra)
+            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra=extra, run=self.out)
             return
         with self._averaged() as raw:
-            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={**extra, "raw_state": raw})
+            save_checkpoint(path, self.policy, config=self.cfg.to_dict(), extra={**extra, "raw_state": raw},
+                            run=self.out)
 
     def _update_ema(self) -> None:
         """Fold the weights after an optimizer step into the average (``il.ema``; started on the first step)."""
@@ -813,8 +814,9 @@ class Trainer:
         """The DAgger init checkpoint; another policy type, sensor rig or instruction length is a ``ConfigError``."""
         cfg = self.cfg
         init = read_checkpoint(cfg.init, expected_policy=cfg.policy.name)
-        mine = to_jsonable(cfg.model_key())
-        theirs = {k: (init.get("config") or {}).get(k) for k in mine}
+        mine = content_key(to_jsonable(cfg.model_key()), self.out, relative_too=True)  # the files, not where they lie
+        theirs = content_key({k: (init.get("config") or {}).get(k) for k in mine}, Path(cfg.init).parent,
+                             (init.get("provenance") or {}).get("files"))
         if theirs != mine:
             diff = sorted(k for k in mine if mine[k] != theirs[k])
             raise ConfigError(f"the init checkpoint was trained with different {diff}: {[theirs[k] for k in diff]}",
