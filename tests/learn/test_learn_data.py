@@ -1,7 +1,10 @@
 """Vocabulary, the chunked step store and the observation cache (teacher labels = best_action)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 from learn_helpers import make_episodes
 
@@ -87,8 +90,16 @@ def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor
     kw = dict(sensors=sensors, settings=_settings(corridor), collision_mode="telhop", base_dir=tmp_path,
               scene_loader=lambda *a: corridor, progress=False, report=said.append, chunk_frames=32)
     store, stats = teacher_cache(episodes, **kw)
-    assert stats["status"] == "built" and stats["frames"] == store.num_steps > 20 and stats["frames_per_s"] > 0
-    assert stats["teacher_SR"] == 1.0 and stats["bytes"] > 0
+    assert stats["status"] == "built" and stats["frames"] == store.num_steps > 20 and stats["teacher_SR"] == 1.0
+    assert stats["frames_per_s"] == pytest.approx(stats["frames"] / stats["seconds"], rel=0.01)
+    # bytes on disk: per frame RGB 16x16x3 uint8, depth 16x16 float16, label and executed int8, pose
+    # 3 float32; each chunk file a 128-byte .npy header; plus the manifest and the episode index
+    root = Path(stats["path"])
+    chunks = sorted((root / "chunks").glob("*.npy"))
+    per_frame = 16 * 16 * 3 + 16 * 16 * 2 + 1 + 1 + 3 * 4
+    assert sum(p.stat().st_size for p in chunks) == stats["frames"] * per_frame + 128 * len(chunks)
+    assert len(chunks) == 5 * len({e["chunk"] for e in store.episodes})  # rgb, depth, label, executed, pose
+    assert stats["bytes"] == sum(p.stat().st_size for p in [*chunks, root / "manifest.json", root / "index.jsonl"])
     # labels are the oracle's best_action at the recorded poses (a fresh teacher replayed in order)
     for i, ep in enumerate(episodes):
         rec = store.episode(i)

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -69,9 +71,41 @@ def test_il_run_writes_checkpoints_logs_and_validation(il_run):
     rows = list(csv.DictReader(open(out / "train_log.csv")))
     assert [r["epoch"] for r in rows if r["phase"] == "il"] == ["1", "2"]
     assert any(r["phase"] == "val" and r["val_SR"] != "" for r in rows)
-    assert summary["il"]["samples_per_s"] > 0 and summary["il"]["inflection_weight"] > 1.0
+    # every epoch (2) trains on every cached step once; the inflection weight is VLN-CE's total
+    # steps / inflection steps (the first step and each change of the teacher's action) of the cache
+    from vlnverse.learn.store import StepStore
+
+    store = StepStore(summary["cache"]["path"])
+    labels = [store.episode(i)["label"] for i in range(len(store))]
+    steps, inflections = sum(len(x) for x in labels), sum(1 + int((x[1:] != x[:-1]).sum()) for x in labels)
+    assert summary["il"]["steps"] == steps and summary["il"]["samples"] == 2 * steps
+    assert summary["il"]["inflection_weight"] == pytest.approx(steps / inflections) and inflections < steps
     assert summary["cache"]["status"] in ("built", "reused")
     assert (out / "val" / "epoch_002" / "train" / "summary.json").is_file()  # through the eval runner
+
+
+def test_inflection_weights_and_coefficient_of_hand_labelled_episodes():
+    """VLN-CE's inflection weighting on labels [F, F, L, L, L, STOP] and [F, F, F, STOP]: the first
+    step and each change weigh ``coef``; the coefficient is 10 steps / 5 inflections = 2."""
+    import numpy as np
+
+    from vlnverse.learn.trainer import inflection_coefficient, inflection_weights
+
+    a, b = np.array([1, 1, 2, 2, 2, 0]), np.array([1, 1, 1, 0])
+    assert inflection_weights(a, 3.0).tolist() == [3.0, 1.0, 3.0, 1.0, 1.0, 3.0]
+    assert inflection_weights(b, 2.0).tolist() == [2.0, 1.0, 1.0, 2.0]
+    assert inflection_weights(np.array([], dtype=int), 2.0).tolist() == []
+
+    class Store:  # what inflection_coefficient reads of a StepStore: episodes and their label chunk
+        episodes = [{"chunk": 0, "start": 0, "length": 6}, {"chunk": 0, "start": 6, "length": 4}]
+
+        def __len__(self):
+            return 2
+
+        def _array(self, chunk, name):
+            return np.concatenate([a, b])
+
+    assert inflection_coefficient([Store()]) == 2.0
 
 
 def test_checkpoint_reload_gives_identical_actions_and_checks_type(il_run, corridor, tmp_path):
@@ -146,7 +180,7 @@ def test_dagger_max_steps_ends_each_collected_episode_at_the_cap(il_run, corrido
     (info,) = _train(cfg, corridor)["dagger"]
     store = StepStore(tmp_path / "capped" / "dagger_aggregate")
     lengths = [len(store.episode(i)["label"]) for i in range(len(store))]
-    assert len(lengths) == info["collected_episodes"] > 0
+    assert len(lengths) == info["collected_episodes"] == 4  # every training episode of the corridor (PAIRS)
     assert max(lengths) == 3 and info["collected_steps"] == sum(lengths) <= 3 * len(lengths)  # the corridor needs more
     with pytest.raises(ConfigError, match="max_steps"):
         from_dict(TrainConfig, {**cfg.to_dict(), "dagger": {"max_steps": 0}})
@@ -391,6 +425,11 @@ def test_a_budget_that_ends_before_the_first_epoch_is_refused_with_the_minimum(c
     from vlnverse.learn.trainer import BudgetTooSmallError, Trainer
 
     cfg = small_config(tmp_path / "short", episodes_file, il__batch_size=1, il__max_seconds=1e-6, il__epochs=2)
+    trainer = Trainer(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None)
+    t0 = time.perf_counter()
     with pytest.raises(BudgetTooSmallError, match=r"after 1 of 4 batches of the first epoch.*il\.max_seconds >= \d+") as err:
-        Trainer(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None).run()
-    assert err.value.minimum_seconds > 0 and err.value.phase == "il" and "\n" not in str(err.value)
+        trainer.run()
+    elapsed = time.perf_counter() - t0
+    # one batch's time x 4 batches x 1.1 (its margin), said rounded up: at most 4.4 x the whole run's time
+    assert f"il.max_seconds >= {math.ceil(err.value.minimum_seconds)}" in str(err.value) and err.value.phase == "il"
+    assert 0 < err.value.minimum_seconds <= 4.4 * elapsed and "\n" not in str(err.value)
