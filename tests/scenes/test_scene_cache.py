@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from vlnverse.core.cache_key import content_digest
 from vlnverse.core.paths import scenes_dir
 from vlnverse.scenes import scene_cache, usd_read
 from vlnverse.scenes.description import scene_content_hash
@@ -92,9 +93,9 @@ def test_keyed_by_the_file_content_and_the_reader(cache_home, tmp_path, monkeypa
     assert len(list(cache_home.glob("*.npz"))) == 2
     assert b.source_path == str(scene)
     # another reader version: another file, the old one is not used
-    old = scene_cache.cache_file(usd_read.hashlib.sha1(scene.read_bytes()).hexdigest())
+    old = scene_cache.cache_file(content_digest(scene.read_bytes()))
     monkeypatch.setattr(scene_cache, "SCENE_CACHE_VERSION", scene_cache.SCENE_CACHE_VERSION + 1)
-    new = scene_cache.cache_file(usd_read.hashlib.sha1(scene.read_bytes()).hexdigest())
+    new = scene_cache.cache_file(content_digest(scene.read_bytes()))
     assert new != old and not new.exists()
     usd_read.clear_cache()
     usd_read.load_scene(scene)
@@ -121,7 +122,7 @@ def test_writes_are_atomic(cache_home, monkeypatch):
 
 def test_never_unpickles_and_survives_a_damaged_file(cache_home, monkeypatch):
     ref = parse(HOME, monkeypatch)
-    key = usd_read.hashlib.sha1(HOME.read_bytes()).hexdigest()
+    key = content_digest(HOME.read_bytes())
     path = scene_cache.cache_file(key)
     path.parent.mkdir(parents=True, exist_ok=True)
     ran = []

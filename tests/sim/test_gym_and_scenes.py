@@ -74,6 +74,14 @@ def test_model_cache_is_keyed_by_content():
     b.geoms[0].transform[0, 3] += 0.01
     assert scene_hash(a, body, step_height=0.15, physics_dt=0.005) != scene_hash(b, body, step_height=0.15, physics_dt=0.005)
     assert build_model(a, body) is not build_model(b, body)
+    # the key is the scene's one fingerprint (scene_content_hash) plus what compiling adds: a colour
+    # leaves the fingerprint alone and changes the compiled model's key
+    from vlnverse.scenes.description import scene_content_hash
+
+    c = room_scene(4.0, 4.0)
+    c.geoms[0].color = (0.1, 0.2, 0.3)
+    assert scene_content_hash(c) == scene_content_hash(a) and scene_content_hash(b) != scene_content_hash(a)
+    assert scene_hash(c, body, step_height=0.15, physics_dt=0.005) != scene_hash(a, body, step_height=0.15, physics_dt=0.005)
 
 
 def test_empty_scene_is_rejected():

@@ -8,7 +8,6 @@ and on disk across processes (``scene_cache``).
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import re
 import warnings
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..core.cache_key import content_digest
 from ..core.errors import SceneError
 from .description import STRUCTURE_LABELS, Geom, Door, Room, SceneDescription, SceneObject
 from .usd_conventions import (ATTR_PREFIX, INSTANCE_ID_ATTR, MATERIAL_ATTR, PRIMITIVE_ATTR, PRIMITIVE_SIZE_ATTR,
@@ -67,9 +67,10 @@ def check_geometry(desc: SceneDescription, path: str | Path) -> None:
 def load_scene(path: str | Path) -> SceneDescription:
     """Read any USD stage into a ``SceneDescription`` (metres, Z up, world-space geoms).
 
-    Results are cached in-process by the sha1 of the file's bytes (a copy is returned each
-    time). Raises ``SceneError`` naming the file when it is missing, not a USD file, has no
-    collision geometry, or has no floor. Warns (``SceneLoadWarning``) when labels, rooms or
+    Results are cached in-process, and on disk (``scene_cache``), by the digest of the file's
+    bytes (``core.cache_key.content_digest``: known before parsing, unlike the parsed scene's
+    ``scene_content_hash``; a copy is returned each time). Raises ``SceneError`` naming the file
+    when it is missing, not a USD file, has no collision geometry, or has no floor. Warns (``SceneLoadWarning``) when labels, rooms or
     physics APIs are missing and had to be guessed.
     """
     path = Path(path)
@@ -78,7 +79,7 @@ def load_scene(path: str | Path) -> SceneDescription:
     if not path.is_file():
         raise SceneError(f"{path}: scene file not found")
     data = path.read_bytes()
-    key = hashlib.sha1(data).hexdigest()
+    key = content_digest(data)
     if key not in _CACHE:
         from . import scene_cache
 

@@ -16,7 +16,6 @@ except a holonomic body's forward/lateral pair, which are motors fed by the back
 """
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,9 +23,10 @@ from typing import Sequence
 
 import numpy as np
 
+from ...core.cache_key import content_key
 from ...core.errors import ConfigError, SceneError
 from ...scenes.baked_light import LIGHT_BAKERS, BakedLight, banded_meshes, box_bounds
-from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription
+from ...scenes.description import STRUCTURE_LABELS, Geom, SceneDescription, scene_content_hash
 from ...scenes.object_meshes import check_objects, render_meshes
 from ...scenes.textures import DEFAULT_KIND_BY_LABEL, LOOKS, material_kind
 from ..body import AgentBody, as_body
@@ -79,27 +79,24 @@ class BuiltScene:
 _CACHE: "OrderedDict[str, BuiltScene]" = OrderedDict()
 
 
+def _number(value):
+    return None if value is None else float(value)
+
+
+#: format of ``scene_hash`` (an in-process key: a change only recompiles)
+MODEL_KEY_VERSION = 2
+
+
 def scene_hash(desc: SceneDescription, body: AgentBody, *, step_height: float, physics_dt: float,
                label_table: Sequence[str] | None = None, quality: str = "fast", objects: str = "primitives") -> str:
-    """SHA-1 over everything that changes the compiled model (geometry, objects, body, options);
-    ``objects`` enters only when it is not the default (keys of the default are unchanged)."""
-    h = hashlib.sha1()
-    if objects != "primitives":
-        h.update(f"objects={objects}|".encode())
-    h.update(repr((desc.floor_z, step_height, physics_dt, tuple(label_table or ()),
-                   sorted(vars(body).items()), quality, desc.metadata.get("wall_height"))).encode())
-    for room in desc.rooms:
-        h.update(repr((room.room_id, np.round(room.polygon, 6).tolist())).encode())
-    for g in desc.geoms:
-        h.update(repr((g.kind, g.label, g.instance_id, tuple(g.color), g.collides, g.friction, g.material)).encode())
-        h.update(np.ascontiguousarray(g.transform, dtype=np.float64).tobytes())
-        h.update(np.ascontiguousarray(g.size, dtype=np.float64).tobytes())
-        if g.kind == "mesh":
-            h.update(np.ascontiguousarray(g.vertices, dtype=np.float64).tobytes())
-            h.update(np.ascontiguousarray(g.faces, dtype=np.int64).tobytes())
-    for o in desc.objects:
-        h.update(repr((o.instance_id, o.category, tuple(o.geom_indices), o.movable, o.mass)).encode())
-    return h.hexdigest()
+    """The compiled model's cache key: the scene's content (``scene_content_hash``, the one scene
+    fingerprint) with what compiling adds to it -- the geoms' colour, friction and material, the
+    objects' masses, the wall height -- and the body and options."""
+    looks = [[[float(c) for c in g.color], float(g.friction), g.material] for g in desc.geoms]
+    return content_key("mujoco-model", MODEL_KEY_VERSION, scene_content_hash(desc), looks,
+                       [float(o.mass) for o in desc.objects], _number(desc.metadata.get("wall_height")),
+                       sorted(vars(body).items()), float(step_height), float(physics_dt), list(label_table or ()),
+                       quality, objects)
 
 
 @LIGHT_BAKERS.register("mujoco")
