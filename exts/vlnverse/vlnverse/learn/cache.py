@@ -36,10 +36,9 @@ def cache_key(episodes: list, *, sensors: list, settings: Any, collision_mode: s
 
 
 def teacher_key(teacher: Any, episodes: list) -> dict[str, Any]:
-    """A teacher spec's part of the cache key: its ``key_for(episodes)`` where it has one (a key
-    that depends on the episodes, e.g. RDP's on whether any has ordered sub-goals), else its ``key``."""
-    key_for = getattr(teacher, "key_for", None)
-    return key_for(episodes) if key_for is not None else teacher.key
+    """A teacher spec's part of the cache key: its ``key_for(episodes)`` (``TeacherSpec``: its
+    ``key``, unless it depends on the episodes, e.g. RDP's on whether any has ordered sub-goals)."""
+    return teacher.key_for(episodes)
 
 
 def cache_root(base: str | Path | None) -> Path:

@@ -32,6 +32,31 @@ from ..eval.agents import Agent, AgentState, OracleAgent
 from ..sim.types import DiscreteAction
 
 
+class TeacherSpec:
+    """A policy's teacher (``VLNPolicy.teacher_spec``): what ``collect`` and the observation cache
+    use instead of the discrete oracle. Subclasses (frozen dataclasses) give ``key`` (its part of
+    the cache key), ``extra_fields`` (per-step labels beside the frames) and ``make_agent``."""
+
+    #: the observation setup it records (a field of teachers that take one; None: it takes none)
+    observation: Any = None
+
+    @property
+    def key(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def key_for(self, episodes: list) -> dict[str, Any]:
+        """The cache key's teacher part for ``episodes``: ``key`` unless it depends on them."""
+        return self.key
+
+    @property
+    def extra_fields(self) -> dict[str, list[int]]:
+        return {}
+
+    def make_agent(self, *, learner: Any = None, beta: float = 1.0, sensors: tuple[str, ...] = (),
+                   seed: int = 0) -> "TeacherForcingAgent":
+        raise NotImplementedError
+
+
 class TeacherForcingAgent(Agent):
     """Records (frames, teacher label, executed action, pose) per step; acts as the teacher with
     probability ``beta``, else as ``learner`` (an object with ``reset``, ``propose(observations)``

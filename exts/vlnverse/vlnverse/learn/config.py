@@ -306,7 +306,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
-        from .policies_registry import GRAPH_POLICIES, POLICIES
+        from .policies_registry import GRAPH, POLICIES
 
         require(self.policy.name in POLICIES, "policy.name", f"got {self.policy.name!r}",
                 f"one of {POLICIES.names()}, or a policy of a module in 'plugins'")
@@ -318,7 +318,7 @@ class TrainConfig:
             self.train = train_source(self.train, "train")
             require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")
             self.val = {str(k): train_source(v, f"val.{k}") for k, v in self.val.items()}
-        modes = ("graph",) if self.policy.name in GRAPH_POLICIES else TRAIN_COLLISION_MODES
+        modes = ("graph",) if POLICIES.has_tag(self.policy.name, GRAPH) else TRAIN_COLLISION_MODES
         require(self.collision_mode in modes, "collision_mode", f"got {self.collision_mode!r}",
                 f"one of {modes} (a {'graph' if modes == ('graph',) else 'discrete'} policy)")
         require(self.mode in TRAIN_MODES, "mode", f"got {self.mode!r}", f"one of {TRAIN_MODES}")
@@ -347,12 +347,12 @@ class TrainConfig:
     def _validate_tasks(self) -> None:
         """``tasks``: TaskSpecs with distinct names, no top-level ``train`` / ``val``; ``task`` is
         set to the first task's (the run's default settings)."""
-        from .policies_registry import OWN_LOOP_POLICIES
+        from .policies_registry import OWN_LOOP, POLICIES
 
         require(isinstance(self.tasks, list) and all(isinstance(t, TaskSpec) for t in self.tasks), "tasks",
                 f"got {self.tasks!r}", "a list of {task, train, val, name} mappings")
-        require(self.policy.name not in OWN_LOOP_POLICIES, "tasks", f"a task mix for {self.policy.name!r}",
-                f"a policy of the shared trainer (not {list(OWN_LOOP_POLICIES)}), or one task: task / train / val")
+        require(not POLICIES.has_tag(self.policy.name, OWN_LOOP), "tasks", f"a task mix for {self.policy.name!r}",
+                f"a policy of the shared trainer (not {POLICIES.tagged(OWN_LOOP)}), or one task: task / train / val")
         require(self.train is None and not self.val, "train", "top-level 'train' / 'val' with 'tasks'",
                 "the episodes of each task in its 'tasks' entry")
         require(not self.task or self.task == self.tasks[0].task, "task", f"got {self.task!r} with 'tasks'",

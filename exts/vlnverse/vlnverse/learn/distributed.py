@@ -52,7 +52,7 @@ def batch_norm(policy: Any, batch: dict[str, Any]) -> torch.Tensor:
     """What a policy's loss averages over: the step weights' sum (``uses_step_weights``) or the
     number of valid steps."""
     w = batch["weights"]
-    return w.sum() if getattr(policy, "uses_step_weights", True) else (w > 0).sum().to(w.dtype)
+    return w.sum() if policy.uses_step_weights else (w > 0).sum().to(w.dtype)
 
 
 def code_fingerprint() -> str:

@@ -170,6 +170,20 @@ class GAMAPolicy(HNRPolicy):
         return {**super().teacher_overrides(), "global_actions": self.global_actions, "merge_radius": self.merge_radius,
                 "frontier": self.frontier_cap}
 
+    def multitask_report(self, records_by_task: dict[str, list], out: Any) -> dict[str, Any]:
+        """The experts fired per task and decision step (``expert_usage`` over the records) ->
+        ``out/expert_usage.json`` and ``out/expert_usage.png``."""
+        from pathlib import Path
+
+        from ..core.io import write_json_atomic
+
+        usage = expert_usage(records_by_task, self.same.n)
+        json_path, png = Path(out) / "expert_usage.json", Path(out) / "expert_usage.png"
+        write_json_atomic(json_path, usage)
+        plot_expert_usage(usage, png)
+        return {"expert_usage": {"json": str(json_path), "png": str(png),
+                                 "overall": {n: u["overall"] for n, u in usage.items()}}}
+
     @classmethod
     def teacher_spec(cls, params: dict[str, Any]) -> Any:
         """HNR's teacher, labelling the global action space unless ``global_actions`` is false."""

@@ -306,10 +306,19 @@ class VLNPolicy(nn.Module):
 
     @classmethod
     def teacher_spec(cls, params: dict[str, Any]) -> Any:
-        """The teacher that labels this policy's training data for ``policy.params`` (an object
-        with ``key``, ``extra_fields`` and ``make_agent``: ``learn.collect``), or None for the
-        discrete oracle teacher."""
+        """The teacher that labels this policy's training data for ``policy.params`` (a
+        ``learn.collect.TeacherSpec``), or None for the discrete oracle teacher."""
         return None
+
+    def teacher_overrides(self) -> dict[str, Any]:
+        """``policy.params`` the teacher must use for this built policy whatever the config says
+        (e.g. the cloud grid an HNR checkpoint was trained with); none by default."""
+        return {}
+
+    def multitask_report(self, records_by_task: dict[str, list], out: Any) -> dict[str, Any]:
+        """Entries a multi-task run's ``tasks.json`` adds for this policy from its evaluation
+        records per task (files it writes go to the folder ``out``); none by default."""
+        return {}
 
     # -------------------------------------------------------------- checkpoints
 

@@ -60,7 +60,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction, wrap_angle
-from .collect import TeacherForcingAgent
+from .collect import TeacherForcingAgent, TeacherSpec
 from .policies import VLNPolicy, VLNPolicyParams, register_policy
 from .vocab import Vocabulary
 
@@ -177,7 +177,7 @@ def teacher_path(planners: list[Any], xy: np.ndarray, goal_xy: np.ndarray) -> np
 
 
 @dataclass(frozen=True)
-class WaypointTeacher:
+class WaypointTeacher(TeacherSpec):
     """Continuous-action teacher spec of RDP (see the module docstring): what ``collect`` and the
     observation cache use instead of the discrete oracle."""
 

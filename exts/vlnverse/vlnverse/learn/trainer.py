@@ -444,12 +444,12 @@ class Trainer:
         params = self.policy_params()
         # a built policy may say what its teacher must record beyond its config (e.g. an HNR
         # checkpoint from before grid features: one point per view)
-        params.update(getattr(self.policy, "teacher_overrides", dict)())
+        params.update(self.policy.teacher_overrides() if self.policy is not None else {})  # None: not built yet
         spec = POLICIES.get(self.cfg.policy.name).teacher_spec(params)
         obs = self.observation(task)
         if obs is None:
             return spec
-        if not hasattr(spec, "observation"):
+        if spec is None or spec.observation is None:  # a teacher without observation setups
             i = self.cfg.task_names().index(task)
             raise ConfigError(f"an observation setup for {self.cfg.policy.name!r}", field=f"tasks[{i}].observation",
                               expected="a waypoint policy (vlnbert, hnr, gama), or no 'observation'")
@@ -642,15 +642,7 @@ class Trainer:
             records[name] += [json.loads(line) for line in (out / EPISODES_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
             m = report["tasks"][name][split]
             self.report(f"[tasks] {name} {split}: SR {m['SR'] or 0:.3f} SPL {m['SPL'] or 0:.3f} ({m['episodes']} episodes)")
-        same = getattr(self.policy, "same", None)
-        if same is not None:
-            from .gama import expert_usage, plot_expert_usage
-
-            usage = expert_usage({n: r for n, r in records.items() if r}, same.n)
-            write_json_atomic(self.out / "expert_usage.json", usage)
-            plot_expert_usage(usage, self.out / "expert_usage.png")
-            report["expert_usage"] = {"json": str(self.out / "expert_usage.json"), "png": str(self.out / "expert_usage.png"),
-                                      "overall": {n: u["overall"] for n, u in usage.items()}}
+        report.update(self.policy.multitask_report({n: r for n, r in records.items() if r}, self.out))
         write_json_atomic(self.out / "tasks.json", to_jsonable(report))
         return report
 
@@ -930,11 +922,11 @@ def _replace(cfg: Any, **changes: Any) -> Any:
 
 def run_training(cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,
                  report: Callable[[str], None] = print) -> dict[str, Any]:
-    """Run ``cfg`` (IL or DAgger; a policy class with its own ``run_training``, e.g. ``graph_nf``,
-    runs that); returns the summary (also ``<out>/summary.json``)."""
+    """Run ``cfg`` (IL or DAgger; a policy tagged ``OWN_LOOP``, e.g. ``graph_nf``, runs its class's
+    ``run_training``); returns the summary (also ``<out>/summary.json``)."""
     from .policies import POLICIES
+    from .policies_registry import OWN_LOOP
 
-    own = getattr(POLICIES.get(cfg.policy.name), "run_training", None)
-    if own is not None:
-        return own(cfg, scene_loader=scene_loader, progress=progress, report=report)
+    if POLICIES.has_tag(cfg.policy.name, OWN_LOOP):
+        return POLICIES.get(cfg.policy.name).run_training(cfg, scene_loader=scene_loader, progress=progress, report=report)
     return Trainer(cfg, scene_loader=scene_loader, progress=progress, report=report).run()

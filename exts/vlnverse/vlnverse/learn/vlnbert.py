@@ -56,7 +56,7 @@ from ..core.geometry import wrap_angle
 from ..core.params import param
 from ..sim.types import DiscreteAction, WaypointAction
 from ..tasks.base import render_options
-from .collect import TeacherForcingAgent
+from .collect import TeacherForcingAgent, TeacherSpec
 from .encoders import _note, load_weights
 from .policies import VLNPolicy, VLNPolicyParams, register_policy
 from .vocab import PAD_ID, Vocabulary
@@ -207,7 +207,7 @@ class Perception:
 
 
 @dataclass(frozen=True)
-class VLNBertTeacher:
+class VLNBertTeacher(TeacherSpec):
     """The waypoint oracle of VLN-BERT (see the module docstring), used by the observation cache
     and DAgger instead of the discrete oracle."""
 
