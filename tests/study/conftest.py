@@ -9,7 +9,6 @@ import os
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from study_helpers import study_episodes  # noqa: F401 (a session fixture)
