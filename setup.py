@@ -15,7 +15,8 @@ HERE = Path(__file__).resolve().parent
 MANIFEST = HERE / "exts" / "vlnverse" / "config" / "extension.toml"
 #: Resource folder at the repository root → its package inside the wheel, and the files it ships.
 RESOURCES = {"robots": ["*.yaml"],
-             "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "textures/*.png", "lightmaps/*/*.png"],
+             "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "benchmarks/*.json", "textures/*.png",
+                            "lightmaps/*/*.png"],
              "tasks": ["*.yaml", "*/*.yaml", "train/*.pt"]}
 
 

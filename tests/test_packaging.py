@@ -225,6 +225,9 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
                           capture_output=True, text=True, env=env, cwd=work, timeout=300)
     assert maps.returncode == 0, maps.stderr
     assert int(maps.stdout) == len(list((ROOT / "scenes_usd" / "lightmaps" / "home_0012").glob("*.png"))) > 10
+    listed = subprocess.run([str(command), "benchmark", "list"], capture_output=True, text=True, env=env, cwd=work,
+                            timeout=300)
+    assert listed.returncode == 0 and "proc-v1" in listed.stdout, listed.stderr  # the definitions travel in the wheel
     info = subprocess.run([str(command), "scenes", "info", "home_0012"], capture_output=True, text=True, env=env,
                           cwd=work, timeout=300)
     assert info.returncode == 0, info.stderr

@@ -56,6 +56,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
     p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
+    p.add_argument("--benchmark", default=None, metavar="NAME",
+                   help="evaluate on a benchmark's held-out split (see 'vlnverse benchmark list'), made on first "
+                        "use; same as benchmark=NAME")
+    p.add_argument("--split", default=None, help="the split to evaluate (with --benchmark: val_unseen or test); "
+                                                 "same as split=NAME")
     from ..tasks.scene_roots import add_scene_root_option
 
     add_scene_root_option(p)  # prepended to the config's scene_root
@@ -104,8 +109,9 @@ def _eval(args: argparse.Namespace) -> int:
     from ..tasks.scene_roots import with_scene_roots
 
     overrides = split_trailing_options(args)
-    if args.backend is not None:
-        overrides.append(f"backend={args.backend}")
+    for name in ("backend", "benchmark", "split"):
+        if getattr(args, name) is not None:
+            overrides.append(f"{name}={getattr(args, name)}")
     parallel = ParallelConfig.from_args(args).checked()
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides)

@@ -12,8 +12,10 @@ Example (``tasks/eval/oracle_fine_grained_strict.yaml``)::
       - {name: depth, kind: depth, width: 224, height: 224, hfov_deg: 90}
     out: runs/oracle_fine_grained_strict
 
-``episodes`` is either a JSONL file/folder path or a ``generate:`` block. Unset ``body``,
-``max_steps`` and ``success_distance`` come from the task config (``tasks/<task>.yaml``).
+``episodes`` is either a JSONL file/folder path or a ``generate:`` block; with ``benchmark: NAME``
+and ``split: val_unseen | test`` the episodes are instead that held-out split of the benchmark
+(``vlnverse.tasks.benchmark``, made and checked on first use) and ``episodes`` is ignored. Unset
+``body``, ``max_steps`` and ``success_distance`` come from the task config (``tasks/<task>.yaml``).
 """
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
-from ..core.errors import ConfigError
+from ..core.errors import ConfigError, UnknownNameError
 from ..scenes.object_meshes import RECOGNISABLE_OBJECTS
 from ..sim.sensors import CONFIG_CAMERA_FIELDS, CameraSpec
 
@@ -214,9 +216,14 @@ class EvalConfig:
 
     agent: NamedSpec
     task: str
-    episodes: Any
+    #: a JSONL path or ``{path | generate}``; ignored (set to null) with a ``benchmark``
+    episodes: Any = None
     model: ModelSpec | None = None
+    #: only the episodes of this split; with a ``benchmark``, which of its held-out splits
     split: str | None = None
+    #: a benchmark's name (``scenes_usd/benchmarks/<name>.json``) or definition file: the episodes
+    #: are its ``split`` (``val_unseen`` or ``test``)
+    benchmark: str | None = None
     collision_mode: str = "strict"
     #: per-mode parameters, e.g. ``{strict: {displacement_threshold: 0.1}}``; only the selected
     #: mode's entry is used
@@ -243,6 +250,10 @@ class EvalConfig:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
         from ..core.config import from_dict
 
+        if self.benchmark is not None:
+            self.episodes = None  # the benchmark's split is the episode source
+            self.check_benchmark()
+            return self._validate_rest()
         if isinstance(self.episodes, str):
             self.episodes = EpisodeSource(path=self.episodes)
         elif isinstance(self.episodes, dict):
@@ -252,7 +263,28 @@ class EvalConfig:
                 raise ConfigError(exc.problem, field=f"episodes.{exc.field}" if exc.field else "episodes",
                                   expected=exc.expected) from None
         require(isinstance(self.episodes, EpisodeSource), "episodes", f"got {self.episodes!r}",
-                "a JSONL path or a mapping with 'path' or 'generate'")
+                "a JSONL path or a mapping with 'path' or 'generate', or a benchmark")
+        self._validate_rest()
+
+    def check_benchmark(self) -> Any:
+        """The ``benchmark``, loaded (its file validated), with ``split`` one of its held-out
+        splits and ``task`` its task (``ConfigError`` otherwise); returns the ``Benchmark``."""
+        from ..tasks.benchmark import HELD_OUT, load_benchmark
+
+        require(isinstance(self.benchmark, str) and bool(self.benchmark.strip()), "benchmark",
+                f"got {self.benchmark!r}", "a benchmark name (vlnverse benchmark list) or definition file")
+        try:
+            bench = load_benchmark(self.benchmark)
+        except UnknownNameError as exc:
+            raise ConfigError(str(exc), field="benchmark", expected="a shipped benchmark or a definition file (.json)") \
+                from None
+        require(self.split in HELD_OUT, "split", f"got {self.split!r}",
+                f"{' or '.join(HELD_OUT)}: a held-out split of benchmark '{bench.name}'")
+        require(self.task == bench.task, "task", f"got {self.task!r}; benchmark '{bench.name}' is of task '{bench.task}'",
+                f"'{bench.task}'")
+        return bench
+
+    def _validate_rest(self) -> None:
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
         from .modes import MODES, check_mode_params
 

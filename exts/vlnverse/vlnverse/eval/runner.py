@@ -113,6 +113,8 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
     if resuming:
         episodes = load_episodes(saved)
+    elif cfg.benchmark is not None:  # its split, made and checked on first use; scene paths kept portable
+        episodes = cfg.check_benchmark().episodes(cfg.split, progress=progress, resolve=False)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
         if not path.exists():
@@ -138,16 +140,28 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     return episodes[:cfg.limit] if cfg.limit is not None else episodes
 
 
+def benchmark_record(cfg: EvalConfig) -> dict[str, Any] | None:
+    """``{name, version, split}`` of the run's benchmark (None without one): what ``config.json``
+    and ``summary.json`` record."""
+    return None if cfg.benchmark is None else cfg.check_benchmark().identity(cfg.split)
+
+
 def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
     """Where the run's episode scenes are looked up: ``scene_root``, the dataset's folder, the shipped scenes."""
     from ..tasks.scene_roots import scene_roots
 
-    return scene_roots(cfg.scene_root, dataset_folder(cfg, out))
+    explicit = [cfg.scene_root] if isinstance(cfg.scene_root, str) else list(cfg.scene_root or [])
+    if cfg.benchmark is not None:  # the benchmark's episodes name their homes relative to its scenes folder
+        explicit.append(cfg.check_benchmark().scenes_folder(cfg.split))
+    return scene_roots(explicit, dataset_folder(cfg, out))
 
 
 def dataset_folder(cfg: EvalConfig, out: Path) -> Path:
-    """The folder of the run's dataset: ``episodes.path`` (its folder), or ``out/dataset`` where
-    ``episodes: generate`` writes the episodes and their assets (prior videos, reference images)."""
+    """The folder of the run's dataset: ``episodes.path`` (its folder), the benchmark split's
+    episodes folder, or ``out/dataset`` where ``episodes: generate`` writes the episodes and their
+    assets (prior videos, reference images)."""
+    if cfg.benchmark is not None:
+        return cfg.check_benchmark().cache_folder(cfg.split) / "episodes"
     if cfg.episodes.path is not None:
         source = Path(cfg.episodes.path)
         return source if source.is_dir() else source.parent
@@ -751,8 +765,10 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         episodes = resolve_episode_scenes(episodes, roots)
     check_all_episode_bounds(episodes, settings, scene_loader)  # before anything is recorded or run
     # the scene roots (absolute) let ``vlnverse view`` find the run's scenes from anywhere
+    benchmark = benchmark_record(cfg)
     stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict())),
-                              "scene_roots": [str(r.resolve()) for r in roots]})
+                              "scene_roots": [str(r.resolve()) for r in roots],
+                              **({"benchmark": benchmark} if benchmark else {})})
 
     log_path = out / EPISODES_FILE
     finished = drop_not_evaluated(log_path, read_finished(log_path))
@@ -815,7 +831,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     run = {"agent": cfg.agent.name, "model": cfg.model.name if cfg.model else None, "task": cfg.task,
            "collision_mode": cfg.collision_mode, "split": cfg.split, "seed": cfg.seed,
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
-           "body": settings.body.name}
+           "body": settings.body.name, **({"benchmark": benchmark} if benchmark else {})}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["protocol"] = run_protocol(cfg, settings)
     from .mllm.agents import model_identity

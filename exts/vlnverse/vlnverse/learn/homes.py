@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from ..core.config import require
 from ..core.errors import ConfigError
+from ..scenes.home_jobs import home_scene_id  # noqa: F401  (the training homes' scene ids)
 
 #: Default first seed of training homes: far from the shipped homes' seeds (1-35).
 DEFAULT_HOMES_SEED = 1000
@@ -96,11 +97,6 @@ def hold_out_seen(episodes: list, seed: int, cap: int) -> tuple[list, list]:
         i = int(np.random.default_rng(seed).integers(len(train)))
         return train[:i] + train[i + 1:], [replace(train[i], split="val_seen")]
     return train, seeded_subset(seen, seed, cap)
-
-
-def home_scene_id(seed: int) -> str:
-    """Scene id of the generated training home of ``seed`` (never a shipped ``home_NNNN`` id)."""
-    return f"gen_{int(seed):05d}"
 
 
 #: fingerprints remembered in this process (file key -> fingerprint)
@@ -209,27 +205,6 @@ def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader
             _write_memo(cache_dir, memo)
 
 
-@dataclass(frozen=True)
-class HomesJob:
-    """The payload of a home-generation job (``generate_home_job``): the folder and room counts."""
-
-    folder: str
-    min_rooms: int
-    max_rooms: int
-
-
-def generate_home_job(payload: HomesJob, items: tuple, state: dict, emit: Callable[[Any, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.parallel``): generate and write the homes of the seeds ``items``
-    (``gen_<seed>.usd`` in ``payload.folder``, each written atomically); emit each file's path."""
-    from ..scenes.procgen import generate_home
-    from ..scenes.usd_io import write_usd
-
-    for seed in items:
-        desc = generate_home(int(seed), scene_id=home_scene_id(seed), min_rooms=payload.min_rooms,
-                             max_rooms=payload.max_rooms)
-        emit(seed, str(write_usd(desc, Path(payload.folder) / f"{desc.scene_id}.usd")))
-
-
 def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: Any, progress: bool = True,
                   workers: int = 1, report: Callable[[str], None] = print) -> tuple[list, Path, dict[str, Any]]:
     """The episodes of ``spec`` (generated when missing), the dataset folder, and ``done.json``'s
@@ -248,30 +223,13 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
         return load_episodes(folder / "episodes"), folder, info
     if folder.exists():
         shutil.rmtree(folder)
-    from tqdm import tqdm
+    from ..scenes.home_jobs import generate_home_files
 
-    from ..core.errors import VLNVerseError
-    from ..core.parallel import Job, run_jobs
-
-    scenes = folder / "scenes"
     t0 = time.perf_counter()
     seeds = list(range(spec.seed, spec.seed + spec.homes))
-    made: dict[int, str] = {}
-    bar = tqdm(total=len(seeds), desc="training homes", unit="home", disable=not progress)
-
-    def got(seed: int, path: str) -> None:
-        made[int(seed)] = path
-        bar.update(1)
-
-    payload = HomesJob(folder=str(scenes), min_rooms=spec.min_rooms, max_rooms=spec.max_rooms)
-    try:
-        run = run_jobs(generate_home_job, [Job(home_scene_id(s), (s,), payload) for s in seeds], on_result=got,
-                       workers=workers)
-    finally:
-        bar.close()
-    if run.failures:
-        raise VLNVerseError(f"training homes: {run.failure_summary()}")
-    paths = [Path(made[s]) for s in seeds]
+    made = generate_home_files(seeds, folder / "scenes", min_rooms=spec.min_rooms, max_rooms=spec.max_rooms,
+                               workers=workers, progress=progress, desc="training homes")
+    paths = [Path(made[s]["path"]) for s in seeds]
     t_homes = time.perf_counter() - t0
     generate_dataset(task, paths, spec.episodes_per_home, spec.seed, folder / "episodes", body=body,
                      val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,

@@ -7,6 +7,7 @@
 * ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
 * ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
 * ``data tasks`` lists the registered task types.
+* ``benchmark list | info NAME | build NAME [--split S] [--workers N] | verify NAME`` (``tasks.benchmark``).
 
 Heavy imports stay inside the command functions so ``vlnverse --help`` stays fast.
 """
@@ -92,6 +93,103 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     tasks = dsub.add_parser("tasks", help="list the registered task types")
     tasks.set_defaults(func=_tasks)
+    add_benchmark_commands(sub)
+
+
+def add_benchmark_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``benchmark`` and its subcommands (``vlnverse.tasks.benchmark``)."""
+    bench = sub.add_parser("benchmark", help="named, versioned benchmarks of generated homes: list, inspect, "
+                                             "build and verify them")
+    bsub = bench.add_subparsers(dest="benchmark_command", metavar="SUBCOMMAND")
+    bsub.required = True
+    bsub.add_parser("list", help="the shipped benchmarks").set_defaults(func=_benchmark_list)
+    for name, text in (("info", "homes and episodes per split, seed ranges, where it is cached"),
+                       ("build", "generate the held-out splits' homes and episodes into the cache, checked "
+                                 "against the definition's fingerprints"),
+                       ("verify", "build if needed, then re-check every cached home and episodes file (and, with "
+                                  "--train-homes N, the first N training homes) against the definition")):
+        p = bsub.add_parser(name, help=text)
+        p.add_argument("name", help="benchmark name (see 'vlnverse benchmark list') or definition file (.json)")
+        p.add_argument("--cache-dir", default=None, help="cache folder (default: <vlnverse cache>/benchmarks)")
+        if name == "info":
+            p.add_argument("--json", action="store_true", help="print the figures as JSON")
+        else:
+            p.add_argument("--split", choices=["val_unseen", "test"], default=None,
+                           help="one held-out split (default: both)")
+            p.add_argument("--workers", type=int, default=1, help="worker processes generating homes and episodes")
+            p.add_argument("--no-progress", action="store_true", help="no progress bars")
+        if name == "verify":
+            p.add_argument("--train-homes", type=int, default=0, metavar="N",
+                           help="also generate the first N training homes and check their fingerprints")
+        p.set_defaults(func={"info": _benchmark_info, "build": _benchmark_build, "verify": _benchmark_verify}[name])
+
+
+def _benchmark_list(args: argparse.Namespace) -> int:
+    from .benchmark import load_benchmark, shipped_benchmarks
+
+    for name in shipped_benchmarks():
+        bench = load_benchmark(name)
+        homes = ", ".join(f"{s} {b - a + 1}" for s, (a, b) in bench.seed_ranges.items())
+        print(f"{bench.name:14s} v{bench.version}  {bench.task}, homes: {homes}")
+    return 0
+
+
+def _benchmark_info(args: argparse.Namespace) -> int:
+    from .benchmark import load_benchmark
+
+    info = load_benchmark(args.name).info(args.cache_dir)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"{info['name']} v{info['version']} ({info['file']}): task {info['task']}, body {info['body'] or 'the task default'}, "
+          f"episode seed {info['episode_seed']}, scene generator v{info['generator_version']}, "
+          f"{info['rooms'][0]}-{info['rooms'][1]} rooms")
+    if info["description"]:
+        print(f"  {info['description']}")
+    for split, s in info["splits"].items():
+        line = (f"  {split:10s} seeds {s['seeds'][0]}..{s['seeds'][1]}: {s['homes']} homes x {s['episodes_per_home']} "
+                f"episodes = {s['episodes']}, {s['fingerprints']} fingerprints")
+        if "folder" in s:
+            line += f"; {'cached in' if s['cached'] else 'not built yet, will be made in'} {s['folder']}"
+        print(line)
+    return 0
+
+
+def _held_out_splits(args: argparse.Namespace) -> list[str]:
+    from .benchmark import HELD_OUT
+
+    return [args.split] if args.split else list(HELD_OUT)
+
+
+def _benchmark_build(args: argparse.Namespace) -> int:
+    import time
+
+    from .benchmark import load_benchmark
+
+    ParallelConfig(args.workers).checked()
+    bench = load_benchmark(args.name)
+    for split in _held_out_splits(args):
+        was = bench.cached(split, args.cache_dir)
+        t0 = time.perf_counter()
+        folder = bench.build(split, cache_dir=args.cache_dir, workers=args.workers, progress=not args.no_progress)
+        what = "already built" if was else f"built and checked in {time.perf_counter() - t0:.1f} s"
+        print(f"{bench.name} v{bench.version} {split}: {len(bench.seeds(split))} homes, {what}: {folder}")
+    return 0
+
+
+def _benchmark_verify(args: argparse.Namespace) -> int:
+    from .benchmark import load_benchmark
+
+    ParallelConfig(args.workers).checked()
+    bench = load_benchmark(args.name)
+    for split in _held_out_splits(args):
+        done = bench.verify(split, cache_dir=args.cache_dir, workers=args.workers, progress=not args.no_progress)
+        print(f"{bench.name} v{bench.version} {split}: {done['homes']} homes and their episodes match the "
+              f"definition ({done['folder']})")
+    if args.train_homes:
+        done = bench.verify_train(args.train_homes, workers=args.workers, progress=not args.no_progress)
+        print(f"{bench.name} v{bench.version} train: the first {done['homes']} homes match the definition")
+    return 0
 
 
 def _generate(args: argparse.Namespace) -> int:
