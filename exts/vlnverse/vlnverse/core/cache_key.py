@@ -21,3 +21,12 @@ def content_digest(data: bytes) -> str:
     """Hex SHA-1 of raw bytes (a scene file's content): the fingerprint a cache keyed by a file's
     content puts among its key parts (in-process scene, context and bounds caches)."""
     return hashlib.sha1(data).hexdigest()
+
+
+def sha256_file(path: Any) -> str:
+    """Hex SHA-256 of a file's bytes (read in 1 MB blocks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

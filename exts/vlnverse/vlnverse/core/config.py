@@ -93,6 +93,22 @@ def short(value: Any, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
+def load_json(path: str | Path, *, expected: str) -> Any:
+    """The JSON value in file ``path``; a ``ConfigError`` naming the file (and the line of a syntax
+    error) when it is missing, malformed or not UTF-8 (``expected`` says what it should be)."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found", file=path, expected=expected)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    except UnicodeDecodeError:
+        raise ConfigError("not UTF-8 text", file=path, expected=expected) from None
+
+
 def load_yaml(path: str | Path) -> Any:
     """Read a YAML file; a missing file, a folder, bad bytes or a syntax error raises
     ``ConfigError`` with the file (and line)."""

@@ -32,7 +32,6 @@ frozen: true}``; a file made for another rig is one ``ConfigError`` (``check_rig
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -45,6 +44,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..core.cache_key import sha256_file
 from ..core.errors import ConfigError
 from ..core.io import atomic_path, to_jsonable, write_json_atomic
 from . import seed_torch
@@ -74,15 +74,6 @@ ROOM_CLASSES = _room_classes()
 
 
 # -------------------------------------------------------------------------------------------- files
-
-
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def _paths(path: str | Path) -> tuple[Path, Path]:

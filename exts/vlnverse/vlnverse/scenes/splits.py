@@ -7,7 +7,6 @@ drawn from the ``train`` scenes (new start/goal pairs in seen homes).
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..core.errors import ConfigError, UnknownNameError
@@ -42,13 +41,10 @@ def load_splits(path: str | Path | None = None) -> dict[str, list[str]]:
     Raises ``ConfigError`` naming the file and field when it is missing or malformed, a split
     is not a list of ids, an id appears in two splits, or an id has no USD file beside it.
     """
+    from ..core.config import load_json
+
     path = Path(path) if path is not None else splits_path()
-    if not path.is_file():
-        raise ConfigError("file not found", file=path, expected="a JSON split file")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data = load_json(path, expected="a JSON split file")
     splits = data.get("splits") if isinstance(data, dict) else None
     if not isinstance(splits, dict):
         raise ConfigError("missing or not a mapping", file=path, field="splits",

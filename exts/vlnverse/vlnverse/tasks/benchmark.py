@@ -20,7 +20,6 @@ Definitions are written by ``tools/make_benchmark.py`` (``make_definition``), ne
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.cache_key import sha256_file
 from ..core.errors import ConfigError, UnknownNameError
 
 #: Version of the definition file's layout (``format``).
@@ -83,11 +83,6 @@ def shipped_home_seeds() -> dict[int, str]:
         return {}
     seeds = data.get("seeds") if isinstance(data, dict) else None
     return {int(s): split for split, values in (seeds or {}).items() for s in values if isinstance(s, int)}
-
-
-def file_sha256(path: str | Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _is_int(value: Any) -> bool:
@@ -245,7 +240,7 @@ class Benchmark:
 
     def check_episodes(self, split: str, episodes_file: Path) -> None:
         """Refuse an episodes file whose SHA-256 is not the definition's (``ConfigError``)."""
-        got, want = file_sha256(episodes_file), self.episodes_sha256[split]
+        got, want = sha256_file(episodes_file), self.episodes_sha256[split]
         if got != want:
             raise ConfigError(f"the {split} episodes generated here have SHA-256 {got[:16]}..., the definition "
                               f"{want[:16]}...", file=self.path, field=f"splits.{split}.episodes_sha256",
@@ -483,14 +478,9 @@ def load_benchmark(name_or_path: str | Path) -> Benchmark:
         if text not in names:
             raise UnknownNameError("benchmark", text, names)
         path, shipped = benchmarks_dir() / f"{text}.json", True
-    if not path.is_file():
-        raise ConfigError("file not found", file=path, expected="a benchmark definition (JSON)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"malformed JSON: {exc.msg}", file=path, line=exc.lineno) from None
-    except UnicodeDecodeError:
-        raise ConfigError("not UTF-8 text", file=path, expected="a benchmark definition (JSON)") from None
+    from ..core.config import load_json
+
+    data = load_json(path, expected="a benchmark definition (JSON)")
     return parse_definition(data, path, shipped=shipped or path.resolve().parent == _shipped_dir())
 
 
@@ -534,7 +524,7 @@ def make_split(bench: Benchmark, split: str, folder: Path, *, workers: int = 1, 
         bench.check_episodes(split, episodes_file)
     sizes = {f"scenes/{p.name}": p.stat().st_size for p in paths}
     sizes[f"episodes/{split}.jsonl"] = episodes_file.stat().st_size
-    return {"fingerprints": found, "episodes_sha256": file_sha256(episodes_file), "sizes": sizes,
+    return {"fingerprints": found, "episodes_sha256": sha256_file(episodes_file), "sizes": sizes,
             "seconds_homes": round(t_homes, 1), "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1),
             "workers": workers}
 
