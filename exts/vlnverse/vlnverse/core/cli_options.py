@@ -8,7 +8,8 @@ from .errors import ConfigError
 from .parallel import ENGINES
 
 #: option → (attribute of the parsed arguments, how its value is read and what it must be)
-TRAILING_OPTIONS = {"--workers": ("workers", int, "an integer >= 1"), "--engine": ("engine", str, None),
+TRAILING_OPTIONS = {"--workers": ("workers", int, "an integer >= 1"), "--envs": ("envs", int, "an integer >= 1"),
+                    "--engine": ("engine", str, None),
                     "--address": ("address", str, None), "--backend": ("backend", str, None),
                     "--job-timeout": ("job_timeout", float, "a number of seconds > 0")}
 
@@ -42,7 +43,7 @@ def split_trailing_options(args: argparse.Namespace) -> list[str]:
             setattr(args, attr, value)
         elif item.startswith("-"):
             raise ConfigError(f"unknown option '{item}'",
-                              expected=f"--no-progress, --backend NAME, --workers N, --engine {'|'.join(ENGINES)}, "
+                              expected=f"--no-progress, --backend NAME, --workers N, --envs N, --engine {'|'.join(ENGINES)}, "
                                        "--address HOST:PORT, --job-timeout SECONDS, --scene-root DIR or key=value "
                                        "overrides")
         else:

@@ -150,6 +150,29 @@ class Agent:
         """Return the next action."""
         raise NotImplementedError
 
+    # -- batched acting (``vlnverse eval --envs N``) ---------------------------------------
+
+    def acts_in_batches(self) -> bool:
+        """Whether this agent acts for several episodes at once (``begin_slot`` / ``act_batch``):
+        batched evaluation then steps its episodes in lockstep with one ``act_batch`` per step.
+        Such an agent reads no scene context (it stays in the environment's process) and
+        ``state.context`` / ``state.goal_distance`` are None. False (the default): the runner
+        evaluates the agent's episodes one at a time."""
+        return False
+
+    def begin_slot(self, slot: int, episode: Any) -> None:
+        """Start ``episode`` in batch slot ``slot`` (what ``reset`` is to ``act``)."""
+        raise NotImplementedError(f"agent '{self.name}' does not act in batches")
+
+    def act_batch(self, slots: list[int], observations: list[dict[str, Any]], states: list[AgentState]) -> list[Any]:
+        """The next action of each episode in ``slots`` (same order as its ``observations`` and
+        ``states``); each must be the action ``act`` would give that episode alone."""
+        raise NotImplementedError(f"agent '{self.name}' does not act in batches")
+
+    def slot_outputs(self, slot: int) -> list[Any]:
+        """What the agent logged for the episode of ``slot`` (its record's ``agent_outputs``)."""
+        raise NotImplementedError(f"agent '{self.name}' does not act in batches")
+
     @staticmethod
     def neighbour_xy(state: AgentState) -> np.ndarray:
         """Positions (K, 2) of the graph-mode neighbours in ``state.neighbours``."""

@@ -55,6 +55,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                         "render.quality=fast render.objects=meshes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
+    p.add_argument("--envs", type=int, default=None, metavar="N",
+                   help="episodes stepped in lockstep with one batched agent call per step, their environments in "
+                        "N processes (agents that act in batches: the learned policies; default: the config's "
+                        "envs, 1); records are the same as with 1")
     p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")
     p.add_argument("--benchmark", default=None, metavar="NAME",
                    help="evaluate on a benchmark's held-out split (see 'vlnverse benchmark list'), made on first "
@@ -101,7 +105,7 @@ def resolve_config_path(name: str) -> Path:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from .config import load_eval_config
+    from .config import MAX_ENVS, load_eval_config
     from .runner import assistant_line, not_evaluated_line, run_eval
 
     from ..core.cli_options import split_trailing_options
@@ -113,8 +117,11 @@ def _eval(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     parallel = ParallelConfig.from_args(args).checked()
+    envs = getattr(args, "envs", None)
+    if envs is not None and (isinstance(envs, bool) or not isinstance(envs, int) or not 1 <= envs <= MAX_ENVS):
+        raise ConfigError(f"got {envs!r}", field="--envs", expected=f"an integer in 1..{MAX_ENVS}")
     path = resolve_config_path(args.config)
-    cfg = load_eval_config(path, overrides)
+    cfg = load_eval_config(path, overrides + ([f"envs={envs}"] if envs is not None else []))
     cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
     try:
         summary = run_eval(cfg, progress=not args.no_progress, **parallel.kwargs())

@@ -210,6 +210,10 @@ class RenderConfig:
         return from_dict(cls, {} if value is None else value, prefix=field)
 
 
+#: the most episodes ``envs`` steps in lockstep (one environment process each)
+MAX_ENVS = 256
+
+
 @dataclass
 class EvalConfig:
     """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a collision mode."""
@@ -245,6 +249,9 @@ class EvalConfig:
     #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
     plugins: list[str] = field(default_factory=list)
     render: RenderConfig = field(default_factory=RenderConfig)
+    #: episodes stepped in lockstep with one batched agent call per step (``eval.batched``; agents
+    #: that act in batches); the records do not depend on it
+    envs: int = 1
 
     def validate(self) -> None:
         """Check fields and normalise ``episodes`` into an ``EpisodeSource``."""
@@ -300,6 +307,8 @@ class EvalConfig:
         require(self.success_distance is None or (math.isfinite(self.success_distance) and self.success_distance > 0),
                 "success_distance", f"got {self.success_distance}", "a positive distance or null (task default)")
         require(self.limit is None or self.limit > 0, "limit", f"got {self.limit}", "a positive integer or null")
+        require(isinstance(self.envs, int) and not isinstance(self.envs, bool) and 1 <= self.envs <= MAX_ENVS, "envs",
+                f"got {self.envs!r}", f"an integer in 1..{MAX_ENVS}")
         require(0 <= self.seed < 2 ** 63, "seed", f"got {self.seed}", "an integer in 0..2**63-1")
         require(self.max_steps is None or self.max_steps <= 100_000, "max_steps", f"got {self.max_steps}",
                 "at most 100000 steps")
@@ -323,11 +332,11 @@ class EvalConfig:
 
     def run_key(self) -> dict[str, Any]:
         """The settings that must match for a run folder to be resumed (everything but ``out``,
-        ``limit``, report options, ``scene_root``, ``plugins`` and ``model.concurrency``, which do not change
+        ``limit``, report options, ``scene_root``, ``plugins``, ``envs`` and ``model.concurrency``, which do not change
         any episode's result). ``render.objects`` is left out when ``primitives`` (the default), so
         run folders written before the field existed resume."""
         data = self.to_dict()
-        for key in ("out", "limit", "report", "scene_root", "plugins"):
+        for key in ("out", "limit", "report", "scene_root", "plugins", "envs"):
             data.pop(key, None)
         if isinstance(data.get("render"), dict) and data["render"].get("objects") == "primitives":
             data["render"].pop("objects")

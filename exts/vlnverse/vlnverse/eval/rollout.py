@@ -365,6 +365,28 @@ def scene_mode(name: str, sim: Any, ctx: Any, params: dict | None = None) -> Any
         raise ConfigError(str(exc), field=f"mode_params.{name}") from None
 
 
+def open_scene(scene_path: Any, settings: Any, *, sensors: Iterable[Any] | None = None, backend: str = "auto",
+               scene_loader: Callable[[str, Any, float], Any] | None = None, quality: str | None = None,
+               objects: str | None = None) -> tuple[Any, Callable[[], Any]]:
+    """A scene's context (``scene_loader(path, body, resolution)``, default ``load_scene_context``,
+    with the run's render options) and a function that builds a simulator of it with ``sensors``
+    (see ``run_scene`` for ``quality`` and ``objects``)."""
+    from ..sim import make_simulator
+    from ..tasks.base import load_scene_context
+
+    ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
+    options = {**({} if quality is None else {"quality": quality}),
+               **({} if objects in (None, "primitives") else {"objects": objects})}
+    if hasattr(ctx, "with_render_options"):  # agents that render their own views use the run's settings
+        ctx = ctx.with_render_options(options)
+
+    def new_sim() -> Any:
+        return make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors),
+                              backend=backend, **options)
+
+    return ctx, new_sim
+
+
 def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Agent, *, collision_mode: str = "strict",
               mode_params: dict | None = None, sensors: Iterable[Any] | None = None, backend: str = "auto",
               scene_loader: Callable[[str, Any, float], Any] | None = None, hooks: Iterable[Any] = (),
@@ -389,19 +411,8 @@ def run_scene(scene_path: Any, episodes: Iterable[Any], settings: Any, agent: Ag
     it (``Simulator.threadsafe_instances``: the simulator-free backend; otherwise one at a time).
     Episodes are independent (each resets its agent and simulator), so the records are the serial
     ones, and ``visuals`` / ``on_record`` run in this thread in the episodes' order."""
-    from ..sim import make_simulator
-    from ..tasks.base import load_scene_context
-
-    ctx = (scene_loader or load_scene_context)(str(scene_path), settings.body, settings.resolution)
-    options = {**({} if quality is None else {"quality": quality}),
-               **({} if objects in (None, "primitives") else {"objects": objects})}
-    if hasattr(ctx, "with_render_options"):  # agents that render their own views use the run's settings
-        ctx = ctx.with_render_options(options)
-
-    def new_sim() -> Any:
-        return make_simulator(ctx.desc, settings.body, sensors=None if sensors is None else list(sensors),
-                              backend=backend, **options)
-
+    ctx, new_sim = open_scene(scene_path, settings, sensors=sensors, backend=backend, scene_loader=scene_loader,
+                              quality=quality, objects=objects)
     sim = new_sim()
     episodes = list(episodes)
     if threads > 1 and agent_factory is not None and len(episodes) > 1 and getattr(sim, "threadsafe_instances", False):

@@ -33,7 +33,7 @@ import numpy as np
 from ..core.body import AgentBody
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import JobFailure, ParallelConfig, run_jobs
+from ..core.parallel import JobFailure, ParallelConfig, RunReport, run_jobs
 from ..tasks.scene_jobs import scene_jobs
 from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from . import metrics as M
@@ -655,6 +655,8 @@ class EvalJob:
     agent_factory: Callable[[], Agent] | None
     scene_path: str = ""
     episodes: list = field(default_factory=list)
+    #: episodes of the scene stepped in lockstep in the worker (``eval.batched``; 1: one at a time)
+    envs: int = 1
 
 
 def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
@@ -689,6 +691,13 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
     wanted = set(items)
     episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
 
+    if payload.envs > 1 and agent.acts_in_batches():  # a worker process cannot start processes: envs in this one
+        from .batched import run_batched
+
+        run_batched(episodes, settings, agent, envs=payload.envs, asynchronous=False, **_batched_kwargs(payload),
+                    on_record=lambda record: emit(record["episode_id"], record))
+        return
+
     def visuals(record: dict, ctx: Any, sim: Any) -> None:
         if record["episode_id"] in payload.with_visuals:
             save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload.rgb_sensor, frames=cfg.report.frames)
@@ -700,6 +709,38 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
               extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
               on_record=lambda record: emit(record["episode_id"], record),
               threads=model_concurrency(cfg), agent_factory=new_agent)
+
+
+def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
+    """``run_batched``'s keyword arguments for the run ``payload`` describes (not the episodes)."""
+    from .batched import Visuals
+
+    cfg = payload.cfg
+    return {"collision_mode": cfg.collision_mode, "mode_params": cfg.mode_params.get(cfg.collision_mode, {}),
+            "sensors": payload.sensors, "backend": cfg.backend, "scene_loader": payload.scene_loader,
+            "quality": cfg.render.quality, "objects": cfg.render.objects,
+            "extra": {"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
+            "visuals": Visuals(payload.out, frozenset(payload.with_visuals), payload.rgb_sensor, cfg.report.frames)
+            if payload.with_visuals else None}
+
+
+def _run_batched_inline(common: EvalJob, episodes: list, agent: Agent, envs: int,
+                        on_result: Callable[[str, Any], None]) -> None:
+    """The whole run's ``episodes`` with ``envs`` environment processes (in this process when the
+    run's arguments cannot be sent to them: a scene loader built in code)."""
+    import pickle
+
+    from .batched import run_batched
+
+    kwargs = _batched_kwargs(common)
+    try:
+        pickle.dumps((common.settings, kwargs))
+        asynchronous = True
+    except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene loader
+        log.warning("batched evaluation: the environments run in this process (%s cannot be sent to a process)", exc)
+        asynchronous = False
+    run_batched(episodes, common.settings, agent, envs=envs, asynchronous=asynchronous, **kwargs,
+                on_record=lambda record: on_result(record["episode_id"], record))
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -718,8 +759,14 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                     agent_factory: Callable[[], Agent] | None = None,
                     scene_loader: Callable[[str, Any, float], Any] | None = None,
                     workers: int = 1, engine: str = "local", address: str | None = None,
-                    job_timeout: float | None = None) -> dict[str, Any]:
+                    job_timeout: float | None = None, envs: int | None = None) -> dict[str, Any]:
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
+
+    ``envs`` (default ``cfg.envs``) > 1 steps that many episodes in lockstep with one batched
+    agent call per step (``vlnverse.eval.batched``), for an agent that acts in batches
+    (``Agent.acts_in_batches``; others run one episode at a time): with one worker the
+    environments are processes; with ``workers`` > 1 each worker steps its scene's episodes so,
+    in its own process. The records are the serial run's.
 
     ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
     scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
@@ -756,6 +803,13 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     agent = make_run_agent(cfg, agent_factory, out)
     sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors], agent_name=f"agent '{cfg.agent.name}'")
     agent.check_sensors(sensors)  # a mismatched rig fails once, before the run
+    envs = cfg.envs if envs is None else envs
+    if isinstance(envs, bool) or not isinstance(envs, int) or envs < 1:
+        raise ConfigError(f"got {envs!r}", field="envs", expected="an integer >= 1")
+    if envs > 1 and not agent.acts_in_batches():
+        log.info("agent '%s' does not act in batches: its episodes run one at a time (envs=%d has no effect)",
+                 cfg.agent.name, envs)
+        envs = 1
     episodes = resolve_episodes(cfg, settings, out, progress=progress)
     roots: list = []
     if scene_loader is None:  # episodes name scenes portably: find each file before running (errors name the roots)
@@ -793,7 +847,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     inline = parallel.inline
     common = EvalJob(cfg=cfg, settings=settings, out=out, sensors=sensors, rgb_sensor=rgb_sensor,
                      with_visuals=with_visuals, scene_loader=scene_loader, agent=agent if inline else None,
-                     agent_factory=agent_factory)
+                     agent_factory=agent_factory, envs=envs)
     jobs = scene_jobs(by_scene, common, send=not inline, field_name="--workers",
                       expected="1, or a module-level agent_factory / scene_loader")
     t_start = time.perf_counter()
@@ -814,9 +868,13 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                   f"{len(failure.missing)} episode(s) not evaluated")
 
     try:
-        report = run_jobs(eval_scene_job, jobs, on_result=on_record, parallel=parallel, on_failure=on_failure,
-                          shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
-                          else None, preload=preload)
+        if envs > 1 and inline:
+            _run_batched_inline(common, [ep for eps in by_scene.values() for ep in eps], agent, envs, on_record)
+            report = RunReport(received=len(todo))
+        else:
+            report = run_jobs(eval_scene_job, jobs, on_result=on_record, parallel=parallel, on_failure=on_failure,
+                              shared={MODEL_REQUESTS: model_concurrency(cfg)} if getattr(cfg.model, "concurrency", None)
+                              else None, preload=preload)
     except KeyboardInterrupt:
         bar.close()
         print(f"interrupted: {len(finished)} of {len(episodes)} episodes are saved in {log_path}; "
@@ -839,7 +897,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
-                         "workers": parallel.workers, "engine": parallel.engine}
+                         "workers": parallel.workers, "engine": parallel.engine, "envs": envs}
     if report.failures:
         summary["failed_scenes"] = [{"scene": f.key, "error": f.error, "missing_episodes": f.missing}
                                     for f in report.failures]

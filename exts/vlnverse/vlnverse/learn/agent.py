@@ -105,6 +105,8 @@ class PolicyAgent(Agent):
         #: what the policy keeps across episodes (e.g. VLN-BERT's panorama renderer)
         self.cache: dict[str, Any] = {}
         self._rng = np.random.default_rng(self.seed)
+        #: batch slot -> {"memory", "rng", "outputs"} of its episode (``begin_slot``)
+        self.slots: dict[int, dict[str, Any]] = {}
 
     def __getstate__(self) -> dict[str, Any]:
         """Picklable (parallel DAgger collection sends the learner to workers): without the torch module."""
@@ -181,13 +183,38 @@ class PolicyAgent(Agent):
             instruction = self.policy.instruction(torch.from_numpy(tokens)[None].to(self.device))
             self.memory = self.policy.begin_episode(instruction, episode, context, self)
 
-    def pick(self, logits: Any) -> int:
-        """The index chosen from one row of logits: argmax, or a seeded softmax draw with ``sample``."""
+    def pick(self, logits: Any, slot: int | None = None) -> int:
+        """The index chosen from one row of logits: argmax, or a seeded softmax draw with ``sample``
+        (from the episode's generator: that of batch slot ``slot`` when given)."""
         torch = self._torch
         if self.sample:
+            rng = self._rng if slot is None else self.slots[slot]["rng"]
             p = torch.softmax(logits.double(), 0).cpu().numpy()
-            return int(self._rng.choice(len(p), p=p / p.sum()))
+            return int(rng.choice(len(p), p=p / p.sum()))
         return int(torch.argmax(logits).item())
+
+    def acts_in_batches(self) -> bool:
+        """Whether the policy acts for several episodes in one forward (``VLNPolicy.batch_acting``)."""
+        return bool(self.policy.batch_acting)
+
+    def begin_slot(self, slot: int, episode: Any) -> None:
+        """Start ``episode`` in batch slot ``slot``: ``reset`` without a scene context."""
+        self.reset(episode, None)
+        self.slots[slot] = {"memory": self.memory, "rng": self._rng, "outputs": self.outputs}
+
+    def act_batch(self, slots: list[int], observations: list[dict[str, Any]], states: list[AgentState]) -> list[Any]:
+        """One forward for the episodes of ``slots`` (``VLNPolicy.propose_batch``), then ``executed``."""
+        torch = self._torch
+        memories = [self.slots[s]["memory"] for s in slots]
+        with torch.no_grad():
+            actions = self.policy.propose_batch(memories, [self.frames(obs) for obs in observations], self, slots)
+        for memory, action in zip(memories, actions):
+            self.policy.executed(memory, action)
+        return actions
+
+    def slot_outputs(self, slot: int) -> list[Any]:
+        """What the policy logged for the episode of ``slot``."""
+        return self.slots[slot]["outputs"]
 
     def frames(self, observations: dict[str, Any]) -> dict[str, Any]:
         """The checkpoint's cameras from ``observations`` as (1, ...) tensors (under their own

@@ -359,6 +359,49 @@ class VLNPolicy(nn.Module):
         logits, memory["hidden"] = self.step(memory["instruction"], visual, prev, memory["hidden"])
         return DiscreteAction(agent.pick(logits[0]))
 
+    @property
+    def batch_acting(self) -> bool:
+        """Whether the eval agent may act for several episodes in one forward (``propose_batch``):
+        true for a policy that acts with this base class's ``begin_episode`` / ``propose`` /
+        ``executed`` (its memory is the recurrent state; the scene context is not read); a policy
+        that overrides them (RDP, the waypoint policies) acts one episode at a time."""
+        cls = type(self)
+        return (cls.begin_episode is VLNPolicy.begin_episode and cls.propose is VLNPolicy.propose
+                and cls.executed is VLNPolicy.executed)
+
+    def propose_batch(self, memories: list[dict[str, Any]], frames: list[dict[str, torch.Tensor]], agent: Any,
+                      slots: list[Any]) -> list[Any]:
+        """``propose`` for several episodes in one forward: ``memories`` and ``frames`` (the
+        agent's ``frames(observations)``, (1, ...) tensors) one per episode, ``slots`` what
+        ``agent.pick`` is told (whose random draws). Each episode's action and new state are bit
+        for bit those of ``propose`` on it alone: the forward runs under ``row_exact``, the
+        episodes whose instructions have the same length share the recurrence (nothing is
+        padded), and the batch is ordered by those groups so that each group's visual features
+        are a slice of the batch, laid out in memory as a single episode's are."""
+        from .row_exact import row_exact
+
+        groups: dict[tuple, list[int]] = {}
+        for i, memory in enumerate(memories):
+            groups.setdefault(tuple(tuple(t.shape) for t in memory["instruction"]), []).append(i)
+        order = [i for rows in groups.values() for i in rows]
+        actions: list[Any] = [None] * len(memories)
+        with row_exact():
+            visual = self.encode_frames({k: torch.cat([frames[i][k] for i in order]) for k in frames[0]})
+            start = 0
+            for rows in groups.values():
+                part = slice(start, start + len(rows))
+                start += len(rows)
+                instruction = tuple(torch.cat([memories[i]["instruction"][k] for i in rows])
+                                    for k in range(len(memories[rows[0]]["instruction"])))
+                prev = torch.tensor([memories[i]["prev"] for i in rows], device=agent.device)
+                hidden = torch.cat([memories[i]["hidden"] for i in rows])
+                logits, hidden = self.step(instruction, {k: (s[part], g[part]) for k, (s, g) in visual.items()},
+                                           prev, hidden)
+                for j, i in enumerate(rows):
+                    memories[i]["hidden"] = hidden[j:j + 1]
+                    actions[i] = DiscreteAction(agent.pick(logits[j], slot=slots[i]))
+        return actions
+
     def executed(self, memory: dict[str, Any], action: Any) -> None:
         """Record the action actually executed (fed back as the previous action next step)."""
         memory["prev"] = 1 + int(DiscreteAction.coerce(action))

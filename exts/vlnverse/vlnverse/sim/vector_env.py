@@ -35,11 +35,16 @@ def _make_env(scene: Any, max_episode_steps: int | None, kwargs: dict) -> Any:
 
 
 def make_vector_env(scenes: SceneDescription | Sequence[SceneDescription] | Callable[..., Any], num_envs: int, *,
-                    asynchronous: bool = True, max_episode_steps: int | None = None, **env_kwargs: Any) -> Any:
+                    asynchronous: bool = True, max_episode_steps: int | None = None,
+                    autoreset_mode: str | None = None, shared_memory: bool = True, **env_kwargs: Any) -> Any:
     """``num_envs`` environments stepped together: navigation envs (environment ``i`` on
     ``scenes[i % len(scenes)]``; ``env_kwargs`` go to ``VLNVerseNavEnv``: ``body``, ``sensors``,
     ``action_mode``, ...), or, when ``scenes`` is an env class or factory, ``scenes(**env_kwargs)``
-    each. ``asynchronous`` runs each in its own subprocess (its arguments must pickle)."""
+    each. ``asynchronous`` runs each in its own subprocess (its arguments must pickle).
+    ``autoreset_mode`` is gymnasium's (``NextStep`` by default; ``Disabled``: the caller resets
+    the environments it chooses with ``reset(options={"reset_mask": ...})``); ``shared_memory``
+    False sends observations through the pipes (needed for spaces gymnasium cannot lay out in
+    shared memory)."""
     from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv
 
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
@@ -53,7 +58,8 @@ def make_vector_env(scenes: SceneDescription | Sequence[SceneDescription] | Call
                               expected="a SceneDescription, a non-empty list of them, or an env class")
     fns = [functools.partial(_make_env, scene_list[i % len(scene_list)], max_episode_steps, dict(env_kwargs))
            for i in range(num_envs)]
+    options = {} if autoreset_mode is None else {"autoreset_mode": autoreset_mode}
     if not asynchronous:
-        return SyncVectorEnv(fns)
+        return SyncVectorEnv(fns, **options)
     method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-    return AsyncVectorEnv(fns, context=method)
+    return AsyncVectorEnv(fns, context=method, shared_memory=shared_memory, **options)
