@@ -78,6 +78,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--nproc", type=int, default=None,
                    help="train: data-parallel IL samples/s with 1 and with N ranks in one run (--budget: seconds per row, "
                         "default 60)")
+    p.add_argument("--envs", type=int, default=None,
+                   help="eval: environments of the batched learned-policy run (default 4)")
     p.add_argument("--workers", type=int, default=None,
                    help="train: processes for generating homes, rendering caches and evaluating (with --seeds: jobs "
                         "run at once); lookahead: processes rendering its teacher store (default 1)")

@@ -6,6 +6,13 @@ agent's decision + the mode's motion + a 224² RGB and 224² depth observation, 
 run; no report pictures). Episodes: ``fine_grained`` on the first ``val_unseen`` scene of the
 shipped splits (``--seed`` seeds their generation), else on a generated home. SR is reported
 too, as a sanity check that the timed runs are real navigation.
+
+``learned_policy``: batched evaluation (``vlnverse eval --envs N``) against the serial runner in
+one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 12 episodes (the
+first two ``val_unseen`` scenes), through ``run_eval`` with
+``envs=1`` and ``envs=--envs`` (default 4), alternating ``--repeat`` times, best of each:
+``episodes_per_s`` of both, ``speedup`` (batched / serial), ``records_identical`` (every
+episode's record equal apart from ``duration_s``) and the machine's load average.
 """
 from __future__ import annotations
 
@@ -77,4 +84,67 @@ def run(args) -> dict:
             out["SR"][name] = round(float(np.mean([r["metrics"]["SR"] for r in records])), 3)
     finally:
         sim.close()
+    out["learned_policy"] = learned_policy(args)
     return out
+
+
+LEARNED_EPISODES = 12
+LEARNED_ENVS = 4
+LEARNED_SENSORS = ("[{name: rgb, kind: rgb, width: 64, height: 64}, "
+                   "{name: depth, kind: depth, width: 64, height: 64}]")
+
+
+def learned_policy(args) -> dict:
+    """Batched vs serial evaluation of the shipped CMA checkpoint (see the module docstring)."""
+    import json
+    import os
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from vlnverse.eval.config import load_eval_config
+    from vlnverse.eval.runner import EPISODES_FILE, run_eval
+    from vlnverse.paths import tasks_dir
+
+    episodes = LEARNED_EPISODES
+    envs = int(getattr(args, "envs", None) or LEARNED_ENVS)
+    base = tasks_dir() / "eval" / "oracle_fine_grained_telhop.yaml"
+    per_scene = max(1, -(-episodes // 2))
+    work = Path(tempfile.mkdtemp(prefix="vlnverse-bench-eval-"))
+
+    def run(n: int, out: Path) -> tuple[float, dict]:
+        shutil.rmtree(out, ignore_errors=True)
+        cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
+                                      f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
+                                      f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={args.seed}",
+                                      f"out={out}"])
+        t0 = time.perf_counter()
+        run_eval(cfg, progress=False, print_summary=False, envs=n)
+        elapsed = time.perf_counter() - t0
+        records = [json.loads(line) for line in (out / EPISODES_FILE).read_text().splitlines() if line.strip()]
+        return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}
+
+    try:
+        from vlnverse.eval.runner import generate_episodes
+        from vlnverse.tasks.episode import save_episodes
+
+        eps = generate_episodes("fine_grained", "val_unseen", per_scene, args.seed, work / "dataset", max_scenes=2,
+                                progress=False)
+        save_episodes(work / "episodes.jsonl", eps[:episodes])
+        run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
+        best = {"serial": None, "batched": None}
+        records = {}
+        for _ in range(max(1, args.repeat)):
+            for name, n in (("serial", 1), ("batched", envs)):
+                elapsed, records[name] = run(n, work / name)
+                best[name] = elapsed if best[name] is None else min(best[name], elapsed)
+        n_eps = len(records["serial"])
+        rate = {name: round(n_eps / best[name], 3) for name in best}
+        return {"checkpoint": "cma_fine_grained", "sensors": "rgb 64x64 + depth 64x64", "collision_mode": "telhop",
+                "episodes": n_eps, "envs": envs, "episodes_per_s": rate,
+                "speedup": round(rate["batched"] / rate["serial"], 2),
+                "records_identical": records["serial"] == records["batched"],
+                "steps": sum(r["steps"] for r in records["serial"].values()),
+                "load_average": [round(v, 2) for v in os.getloadavg()], "cpu_count": os.cpu_count()}
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

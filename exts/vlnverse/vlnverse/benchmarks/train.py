@@ -106,6 +106,8 @@ TABLE7_VALIDATION_EPISODES = 40  # val_seen episodes choosing the online round o
 TABLE7_STAGE = "vlnverse.benchmarks.transfer:table7_stage"
 RENDER_COMPARE_EPISODES = 12   # training episodes rendered both ways for the render-path figure
 BOOTSTRAP_SAMPLES = 2000
+#: episodes stepped in lockstep in every evaluation (``vlnverse eval --envs``; same records as 1)
+EVAL_ENVS = 4
 METRICS = ("SR", "SPL", "nDTW")
 #: the from-scratch encoders of ``--encoder cnn``
 ENCODER = {"type": "cnn", "channels": 16, "out_dim": 64}
@@ -460,7 +462,8 @@ def row_config(row: dict, work: Path, budget: float | None, seed: int, device: s
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",
                    "max_seconds": None if budget is None else 0.50 * budget, "all_instructions": True, "ema": IL_EMA,
                    **row.get("il", {})},
-            "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": validation_episodes, "split": "val_seen"},
+            "validation": {"metric": "nDTW", "every": VALIDATION_EVERY, "limit": validation_episodes, "split": "val_seen",
+                           "envs": EVAL_ENVS},
             "device": device, "seed": seed, "cache": {"dir": str(work / "cache")}, "out": str(work / "il" / row["name"])}
 
 
@@ -663,11 +666,13 @@ def render_only(args) -> dict:
 
 
 def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, sensors: list, out_name: str,
-             body: str | None = None, task: str = "fine_grained", episodes: Path | None = None, render: Any = None) -> dict:
+             body: str | None = None, task: str = "fine_grained", episodes: Path | None = None, render: Any = None,
+             envs: int | None = None) -> dict:
     """One agent on one split and collision mode through the eval runner (``body``: a preset name
     or YAML path, default the task's; ``task`` and its ``episodes``, default the rows'
     ``work/<split>.jsonl``; ``render``: the ``RenderConfig`` the cameras draw with, None the
-    defaults), into ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
+    defaults; ``envs``: batched evaluation, default ``EVAL_ENVS``), into
+    ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
     from vlnverse.eval.config import EpisodeSource, EvalConfig, RenderConfig, ReportConfig, sensor_config
     from vlnverse.eval.runner import run_eval
 
@@ -676,7 +681,7 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
                      max_steps=MAX_STEPS, collision_mode=mode, sensors=[sensor_config(s) for s in sensors], seed=seed, body=body,
                      out=str(out), report=ReportConfig(enabled=False), render=RenderConfig.parse(render, "render"))
     cfg.validate()
-    run_eval(cfg, progress=True, print_summary=False, workers=workers)
+    run_eval(cfg, progress=True, print_summary=False, workers=workers, envs=EVAL_ENVS if envs is None else envs)
     per = episode_metrics(out)
     return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in METRICS}, "seeds": 1,
             **row_design(out)}

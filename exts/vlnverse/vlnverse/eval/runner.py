@@ -725,11 +725,13 @@ def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
 
 
 def _run_batched_inline(common: EvalJob, episodes: list, agent: Agent, envs: int,
-                        on_result: Callable[[str, Any], None]) -> None:
-    """The whole run's ``episodes`` with ``envs`` environment processes (in this process when the
-    run's arguments cannot be sent to them: a scene loader built in code)."""
+                        on_result: Callable[[str, Any], None], preload: Iterable[str] = ()) -> None:
+    """The whole run's ``episodes`` with ``envs`` environment processes, forked from the fork
+    server with ``preload`` imported (in this process when the run's arguments cannot be sent to
+    them: a scene loader built in code)."""
     import pickle
 
+    from ..core.parallel import start_fork_server
     from .batched import run_batched
 
     kwargs = _batched_kwargs(common)
@@ -739,6 +741,8 @@ def _run_batched_inline(common: EvalJob, episodes: list, agent: Agent, envs: int
     except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene loader
         log.warning("batched evaluation: the environments run in this process (%s cannot be sent to a process)", exc)
         asynchronous = False
+    if asynchronous:
+        start_fork_server(preload)
     run_batched(episodes, common.settings, agent, envs=envs, asynchronous=asynchronous, **kwargs,
                 on_record=lambda record: on_result(record["episode_id"], record))
 
@@ -869,7 +873,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     try:
         if envs > 1 and inline:
-            _run_batched_inline(common, [ep for eps in by_scene.values() for ep in eps], agent, envs, on_record)
+            _run_batched_inline(common, [ep for eps in by_scene.values() for ep in eps], agent, envs, on_record,
+                                preload=preload + ("vlnverse.eval.batched",))
             report = RunReport(received=len(todo))
         else:
             report = run_jobs(eval_scene_job, jobs, on_result=on_record, parallel=parallel, on_failure=on_failure,

@@ -165,18 +165,21 @@ class DaggerConfig:
 class ValidationConfig:
     """Validation through the eval runner every ``every`` epochs (DAgger: every round) on the
     ``split`` named in ``val`` (default: the first), at most ``limit`` episodes; the best checkpoint
-    is kept by ``metric``."""
+    is kept by ``metric``. ``envs`` > 1: batched evaluation (``vlnverse eval --envs``)."""
 
     every: int = 1
     metric: str = "SR"
     split: str | None = None
     limit: int | None = 20
+    envs: int = 1
 
     def validate(self) -> None:
         """Known metric, positive counts."""
         require(self.every > 0, "every", f"got {self.every}", "a positive integer")
         require(self.metric in SELECTION_METRICS, "metric", f"got {self.metric!r}", f"one of {SELECTION_METRICS}")
         require(self.limit is None or self.limit > 0, "limit", f"got {self.limit}", "a positive integer or null")
+        require(isinstance(self.envs, int) and not isinstance(self.envs, bool) and 1 <= self.envs <= 256, "envs",
+                f"got {self.envs!r}", "an integer in 1..256")
 
 
 @dataclass

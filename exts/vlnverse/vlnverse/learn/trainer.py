@@ -604,7 +604,8 @@ class Trainer:
             if Path(ecfg.out).exists():
                 shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
             summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda task=task: self._agent(task, threads=None))
+                               agent_factory=lambda task=task: self._agent(task, threads=None),
+                               envs=self.cfg.validation.envs)
             results[name] = summary["overall"]["means"]
         return results
 

@@ -1,0 +1,145 @@
+"""Batched evaluation (``vlnverse eval --envs N``, ``vlnverse.eval.batched``): on the shipped scenes,
+N episodes stepped in lockstep in environment processes give the serial runner's records (apart
+from ``duration_s``), for the shipped CMA checkpoint and a freshly initialised policy; episodes
+end independently; a batch of one is the serial run; an agent that cannot batch runs serially;
+bad ``envs`` values are refused in one line."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from vlnverse.eval.runner import EPISODES_FILE, INPUT_FILE, run_eval
+
+ROOT = Path(__file__).resolve().parents[2]
+SENSORS = "[{name: rgb, kind: rgb, width: 64, height: 64}, {name: depth, kind: depth, width: 64, height: 64}]"
+BASE = ROOT / "tasks" / "eval" / "oracle_fine_grained_telhop.yaml"
+
+
+def _config(out: Path, episodes: Path | None, *overrides: str):
+    from vlnverse.eval.config import load_eval_config
+
+    source = [f"episodes={episodes}"] if episodes else ["episodes.generate.episodes_per_scene=3",
+                                                             "episodes.generate.max_scenes=2"]
+    return load_eval_config(BASE, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
+                                   f"sensors={SENSORS}", "report.enabled=false", "max_steps=40", f"out={out}",
+                                   *source, *overrides])
+
+
+def _records(out: Path) -> dict:
+    lines = (out / EPISODES_FILE).read_text().splitlines()
+    return {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in map(json.loads, lines)}
+
+
+@pytest.fixture(scope="module")
+def serial(tmp_path_factory) -> tuple[Path, dict]:
+    """The serial run of the CMA checkpoint on 2 shipped val_unseen scenes x 3 episodes (Tel-Hop)."""
+    out = tmp_path_factory.mktemp("serial")
+    summary = run_eval(_config(out, None), progress=False, print_summary=False)
+    assert summary["timing"]["envs"] == 1
+    return out / INPUT_FILE, _records(out)
+
+
+def test_batched_records_equal_the_serial_ones_and_end_independently(serial, tmp_path):
+    episodes, expected = serial
+    assert len({r["scene_id"] for r in expected.values()}) == 2 and len(expected) == 6
+    assert len({r["steps"] for r in expected.values()}) > 1  # episodes of different lengths
+    summary = run_eval(_config(tmp_path, episodes, "envs=3"), progress=False, print_summary=False)
+    got = _records(tmp_path)
+    assert got == expected
+    assert summary["timing"]["envs"] == 3
+    # records are appended as episodes end: a shorter episode started later finishes first
+    order = [json.loads(line)["episode_id"] for line in (tmp_path / EPISODES_FILE).read_text().splitlines()]
+    assert order != list(expected)
+    assert summary["overall"]["episodes"] == 6
+
+
+def test_a_resumed_batched_run_completes_with_the_same_records(serial, tmp_path):
+    episodes, expected = serial
+    run_eval(_config(tmp_path, episodes, "envs=2", "limit=3"), progress=False, print_summary=False)
+    assert len(_records(tmp_path)) == 3
+    run_eval(_config(tmp_path, episodes, "envs=2"), progress=False, print_summary=False)
+    assert _records(tmp_path) == expected
+
+
+def test_a_batch_of_one_is_the_serial_run(serial, tmp_path):
+    from vlnverse.core.io import to_jsonable
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.batched import run_batched
+    from vlnverse.eval.runner import agent_rig, resolve_settings
+    from vlnverse.tasks.episode import load_episodes
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    episodes, expected = serial
+    cfg = _config(tmp_path, episodes)
+    eps = resolve_episode_scenes(load_episodes(episodes), scene_roots(None, episodes.parent))
+    agent = make_agent("policy", {"checkpoint": "cma_fine_grained"})
+    finished = []
+    sensors = agent_rig(agent, [s.to_spec() for s in cfg.sensors])
+    records = run_batched(eps, resolve_settings(cfg), agent, envs=1, asynchronous=False, collision_mode="telhop",
+                          sensors=sensors,
+                          extra={"agent": "policy", "collision_mode": "telhop"}, on_record=finished.append)
+    assert [r["episode_id"] for r in records] == [e.episode_id for e in eps]  # one slot: the given order
+    assert finished == records
+    got = {r["episode_id"]: {k: v for k, v in json.loads(json.dumps(to_jsonable(r))).items() if k != "duration_s"}
+           for r in records}
+    for key in expected:
+        assert {k: v for k, v in got[key].items() if v != expected[key].get(k)} == {}, key
+    assert got == expected
+
+
+def test_fresh_policy_batched_equals_serial(serial, tmp_path):
+    """A freshly initialised policy's near-uniform logits are where a last-bit difference would flip the argmax."""
+    import torch
+
+    from vlnverse.learn.agent import PolicyAgent
+    from vlnverse.learn.policies import build_policy
+    from vlnverse.learn.vocab import Vocabulary
+    from vlnverse.tasks.episode import load_episodes
+
+    episodes, _ = serial
+    vocab = Vocabulary.build([e.instruction_text for e in load_episodes(episodes)])
+    rig = [{"name": "rgb", "kind": "rgb", "shape": [64, 64, 3]}, {"name": "depth", "kind": "depth", "shape": [64, 64]}]
+    torch.manual_seed(0)
+    policy = build_policy("cma", {"hidden_size": 16, "attention_size": 16}, vocab, rig)
+
+    def agent():
+        return PolicyAgent(policy=policy)
+
+    runs = {}
+    for envs in (1, 3):
+        out = tmp_path / f"envs{envs}"
+        run_eval(_config(out, episodes, f"envs={envs}"), progress=False, print_summary=False, agent_factory=agent)
+        runs[envs] = _records(out)
+    assert runs[1] == runs[3] and len(runs[1]) == 6
+
+
+def test_an_agent_that_cannot_batch_runs_serially_with_envs(serial, tmp_path):
+    episodes, _ = serial
+    runs = {}
+    for envs in (1, 3):
+        out = tmp_path / f"envs{envs}"
+        summary = run_eval(_config(out, episodes, "agent.name=random", "agent.params={}", f"envs={envs}"),
+                           progress=False, print_summary=False)
+        assert summary["timing"]["envs"] == 1  # random acts one episode at a time
+        runs[envs] = _records(out)
+    assert runs[1] == runs[3] and len(runs[1]) == 6
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--envs", "0"], "--envs: got 0 (expected an integer in 1..256)"),
+    (["--envs", "many"], "--envs: got 'many' (expected an integer"),
+    (["envs=0"], "envs: got 0 (expected an integer in 1..256)"),
+])
+def test_bad_envs_values_are_refused_in_one_line(tmp_path, args, message):
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "exts" / "vlnverse") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.run([sys.executable, "-m", "vlnverse", "eval", str(BASE), f"out={tmp_path / 'run'}", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert not (tmp_path / "run").exists()
