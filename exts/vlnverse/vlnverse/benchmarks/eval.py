@@ -7,6 +7,8 @@ run; no report pictures). Episodes: ``fine_grained`` on the first ``val_unseen``
 shipped splits (``--seed`` seeds their generation), else on a generated home. SR is reported
 too, as a sanity check that the timed runs are real navigation.
 
+``learned_policy.step_profile``: the shares of a serial step of the CMA checkpoint (64×64 RGB-D,
+Tel-Hop) spent rendering, teleporting, in the policy and in the rest (``step_profile``).
 ``learned_policy``: batched evaluation (``vlnverse eval --envs N``) against the serial runner in
 one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 12 episodes (the
 first two ``val_unseen`` scenes), through ``run_eval`` with
@@ -84,8 +86,60 @@ def run(args) -> dict:
             out["SR"][name] = round(float(np.mean([r["metrics"]["SR"] for r in records])), 3)
     finally:
         sim.close()
-    out["learned_policy"] = learned_policy(args)
+    out["learned_policy"] = {"step_profile": step_profile(ctx, body, episodes, settings), **learned_policy(args)}
     return out
+
+
+def step_profile(ctx, body, episodes, settings) -> dict:
+    """Where a serial evaluation step of the CMA checkpoint (64×64 RGB-D, Tel-Hop) goes: the
+    shares of ``render`` (the simulator's observations), ``physics_teleport`` (``teleport``: the
+    destination's collision check and placement), ``policy`` (``agent.act``: frames to tensors,
+    the forward, the pick) and ``bookkeeping`` (the rest: the mode's target poses, the rollout's
+    state and records, scoring), over ``episodes`` run once each."""
+    import os
+
+    from vlnverse.eval.agents import make_agent
+    from vlnverse.eval.rollout import Rollout, scene_mode
+    from vlnverse.sim import make_simulator
+    from vlnverse.sim.sensors import CameraSpec
+
+    sensors = [CameraSpec("rgb", "rgb", 64, 64, 90.0), CameraSpec("depth", "depth", 64, 64, 90.0)]
+    sim = make_simulator(ctx.desc, body, sensors=sensors)
+    spent = {"render": 0.0, "physics_teleport": 0.0, "policy": 0.0}
+
+    def timed(name: str, fn):
+        def call(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name] += time.perf_counter() - t0
+        return call
+
+    sim.get_observations = timed("render", sim.get_observations)
+    sim.teleport = timed("physics_teleport", sim.teleport)
+    agent = make_agent("policy", {"checkpoint": "cma_fine_grained"})
+    act = timed("policy", agent.act)
+    mode = scene_mode("telhop", sim, ctx)
+    steps = 0
+    try:
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for episode in episodes:
+                rollout = Rollout(episode, ctx, sim, mode, settings, agent=agent)
+                rollout.reset()
+                while not rollout.done:
+                    rollout.step(act(rollout.observations, rollout.state))
+                    steps += 1
+                rollout.record()
+        total = time.perf_counter() - t0
+    finally:
+        sim.close()
+    spent["bookkeeping"] = total - sum(spent.values())
+    return {"steps": steps, "ms_per_step": round(1000 * total / steps, 2),
+            "share": {k: round(v / total, 3) for k, v in spent.items()},
+            "load_average": [round(v, 2) for v in os.getloadavg()]}
 
 
 LEARNED_EPISODES = 12

@@ -171,6 +171,28 @@ def _next_episode(pending: list, scene: Any) -> Any:
     return pending.pop(index)
 
 
+class _Group:
+    """A vector environment and the (run-wide) slots it holds; ``send`` starts a step of all its
+    environments, ``receive`` waits for it (a synchronous vector env steps in ``send``)."""
+
+    def __init__(self, vec: Any, slots: list[int], asynchronous: bool):
+        self.vec, self.slots, self.asynchronous = vec, slots, asynchronous
+        self.result: Any = None
+        self.stepping = False
+
+    def send(self, actions: tuple) -> None:
+        if self.asynchronous:
+            self.vec.step_async(actions)
+        else:
+            self.result = self.vec.step(actions)
+        self.stepping = True
+
+    def receive(self) -> tuple:
+        self.stepping = False
+        result, self.result = (self.vec.step_wait() if self.asynchronous else self.result), None
+        return result
+
+
 def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: int, asynchronous: bool = True,
                 collision_mode: str = "strict", mode_params: dict | None = None, sensors: Iterable[Any] | None = None,
                 backend: str = "auto", scene_loader: Callable[[str, Any, float], Any] | None = None,
@@ -180,7 +202,11 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
     the order the episodes finished (``on_record(record)`` runs as each does). ``agent`` must act
     in batches (``Agent.acts_in_batches``); ``asynchronous`` puts the environments in subprocesses
     (their arguments must pickle), else they run in this process. The other arguments are
-    ``rollout.run_scene``'s; ``visuals`` says which episodes get report pictures."""
+    ``rollout.run_scene``'s; ``visuals`` says which episodes get report pictures.
+
+    With subprocesses and two or more slots, the slots form two halves, each a vector env stepped
+    in lockstep, taking turns: while one half's environments step and render, the agent acts for
+    the other half, so the agent's forward does not leave the environments idle."""
     from ..sim.vector_env import make_vector_env
 
     pending = list(episodes)
@@ -191,7 +217,8 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
                                 sensors=None if sensors is None else list(sensors), backend=backend,
                                 scene_loader=scene_loader, quality=quality, objects=objects, extra=extra,
                                 visuals=visuals)
-    vec = make_vector_env(factory, n, asynchronous=asynchronous, autoreset_mode="Disabled", shared_memory=False)
+    sizes = [n - n // 2, n // 2] if asynchronous and n >= 2 else [n]
+    groups: list[_Group] = []
     running: list[Any] = [None] * n  # the episode of each slot
     scenes: list[Any] = [None] * n  # the scene each slot has loaded
     observations: list[Any] = [None] * n
@@ -211,37 +238,52 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
         if on_record is not None:
             on_record(record)
 
+    def start_episodes(group: _Group) -> None:
+        """Hand the group's free slots their next episodes (a masked reset of those environments)."""
+        starts = [None] * len(group.slots)
+        for j, slot in enumerate(group.slots):
+            if running[slot] is None and pending:
+                starts[j] = running[slot] = _next_episode(pending, scenes[slot])
+                scenes[slot] = str(starts[j].scene_path)
+        mask = np.array([ep is not None for ep in starts])
+        if not mask.any():
+            return
+        group.vec.set_attr("next_episode", starts)
+        obs, infos = group.vec.reset(options={"reset_mask": mask})
+        for j in np.flatnonzero(mask):
+            slot = group.slots[j]
+            agent.begin_slot(slot, starts[j])
+            settle(slot, obs[j], _slot_info(infos, j))
+
     try:
+        first = 0
+        for size in sizes:
+            groups.append(_Group(make_vector_env(factory, size, asynchronous=asynchronous, autoreset_mode="Disabled",
+                                                 shared_memory=False), list(range(first, first + size)), asynchronous))
+            first += size
         while True:
-            starts: list[Any] = [None] * n
-            for slot in range(n):
-                if running[slot] is None and pending:
-                    episode = _next_episode(pending, scenes[slot])
-                    starts[slot] = running[slot] = episode
-                    scenes[slot] = str(episode.scene_path)
-            mask = np.array([ep is not None for ep in starts])
-            if mask.any():
-                vec.set_attr("next_episode", starts)
-                obs, infos = vec.reset(options={"reset_mask": mask})
-                for slot in np.flatnonzero(mask):
-                    agent.begin_slot(int(slot), starts[slot])
-                    settle(int(slot), obs[slot], _slot_info(infos, slot))
-            live = [slot for slot in range(n) if running[slot] is not None]
-            if not live:
+            for group in groups:
+                if group.stepping:
+                    obs, _, _, _, infos = group.receive()
+                    for j, slot in enumerate(group.slots):
+                        if running[slot] is not None:
+                            settle(slot, obs[j], _slot_info(infos, j))
+                start_episodes(group)
+                live = [slot for slot in group.slots if running[slot] is not None]
+                if not live:
+                    continue
+                actions: dict[int, Any] = {}
+                try:
+                    actions = dict(zip(live, agent.act_batch(live, [observations[s] for s in live],
+                                                             [states[s] for s in live])))
+                except Exception as exc:  # noqa: BLE001 - as run_episode: an agent bug is a failed step of each episode
+                    actions = {slot: AgentRaised(exc) for slot in live}
+                group.send(tuple(actions.get(slot) for slot in group.slots))
+            if not any(group.stepping for group in groups):
                 break
-            actions: list[Any] = [None] * n
-            try:
-                for slot, action in zip(live, agent.act_batch(live, [observations[s] for s in live],
-                                                              [states[s] for s in live])):
-                    actions[slot] = action
-            except Exception as exc:  # noqa: BLE001 - as run_episode: an agent bug is a failed step of each episode
-                for slot in live:
-                    actions[slot] = AgentRaised(exc)
-            obs, _, _, _, infos = vec.step(tuple(actions))
-            for slot in live:
-                settle(slot, obs[slot], _slot_info(infos, slot))
     finally:
-        vec.close()
+        for group in groups:
+            group.vec.close()
     return records
 
 
