@@ -10,8 +10,8 @@ too, as a sanity check that the timed runs are real navigation.
 ``learned_policy.step_profile``: the shares of a serial step of the CMA checkpoint (64×64 RGB-D,
 Tel-Hop) spent rendering, teleporting, in the policy and in the rest (``step_profile``).
 ``learned_policy``: batched evaluation (``vlnverse eval --envs N``) against the serial runner in
-one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 12 episodes (the
-first two ``val_unseen`` scenes), through ``run_eval`` with
+one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 24 episodes (the
+first two ``val_unseen`` scenes; every timed run starts with empty scene caches, as a new process), through ``run_eval`` with
 ``envs=1`` and ``envs=--envs`` (default 4), alternating ``--repeat`` times, best of each:
 ``episodes_per_s`` of both, ``speedup`` (batched / serial), ``records_identical`` (every
 episode's record equal apart from ``duration_s``) and the machine's load average.
@@ -142,7 +142,7 @@ def step_profile(ctx, body, episodes, settings) -> dict:
             "load_average": [round(v, 2) for v in os.getloadavg()]}
 
 
-LEARNED_EPISODES = 12
+LEARNED_EPISODES = 24
 LEARNED_ENVS = 4
 LEARNED_SENSORS = ("[{name: rgb, kind: rgb, width: 64, height: 64}, "
                    "{name: depth, kind: depth, width: 64, height: 64}]")
@@ -156,6 +156,7 @@ def learned_policy(args) -> dict:
     import tempfile
     from pathlib import Path
 
+    from vlnverse.benchmarks.scale import _fresh_process_state
     from vlnverse.eval.config import load_eval_config
     from vlnverse.eval.runner import EPISODES_FILE, run_eval
     from vlnverse.paths import tasks_dir
@@ -168,6 +169,7 @@ def learned_policy(args) -> dict:
 
     def run(n: int, out: Path) -> tuple[float, dict]:
         shutil.rmtree(out, ignore_errors=True)
+        _fresh_process_state()  # the serial run loads its scenes as the environments' processes do
         cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
                                       f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
                                       f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={args.seed}",

@@ -6,8 +6,9 @@ mode live there); ``sim.vector_env.make_vector_env`` puts them in subprocesses (
 ``AsyncVectorEnv``, auto-reset disabled) or, inside a parallel worker, in the worker itself. The
 agent stays in this process: every step it acts for all live episodes at once
 (``Agent.act_batch``: one batched policy forward), and the environments apply the actions, render
-and score in parallel. Episodes end independently; a slot whose episode ended takes the next one
-(of the scene it has loaded when there is one, so a slot loads each scene about once).
+and score in parallel. Episodes end independently; a slot whose episode ended takes the next one: of the scene it has loaded
+when there is one, else of the scene with the most pending episodes per slot holding it, so the
+slots spread over the scenes and a scene is loaded by few slots.
 
 The records are the serial runner's: the same rollout rules and scoring run in the environment,
 the agent's batched forward gives each episode the action it would give it alone
@@ -165,9 +166,18 @@ class EpisodeEnv(gymnasium.Env):
         self._close_sim()
 
 
-def _next_episode(pending: list, scene: Any) -> Any:
-    """The first pending episode of ``scene``, else the first pending one (removed from ``pending``)."""
-    index = next((i for i, ep in enumerate(pending) if str(ep.scene_path) == scene), 0)
+def _next_episode(pending: list, scene: Any, scenes: list) -> Any:
+    """The next episode (removed from ``pending``) for a slot that has ``scene`` loaded while the
+    slots hold ``scenes``: one of its scene when there is one, else the first of the scene with
+    the most pending episodes per slot holding it (so the slots spread over the scenes and each
+    scene is loaded by few slots)."""
+    index = next((i for i, ep in enumerate(pending) if str(ep.scene_path) == scene), None)
+    if index is None:
+        count: dict[str, int] = {}
+        for ep in pending:
+            count[str(ep.scene_path)] = count.get(str(ep.scene_path), 0) + 1
+        best = max(count, key=lambda s: count[s] / (1 + scenes.count(s)))  # the first such scene on ties
+        index = next(i for i, ep in enumerate(pending) if str(ep.scene_path) == best)
     return pending.pop(index)
 
 
@@ -243,7 +253,7 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
         starts = [None] * len(group.slots)
         for j, slot in enumerate(group.slots):
             if running[slot] is None and pending:
-                starts[j] = running[slot] = _next_episode(pending, scenes[slot])
+                starts[j] = running[slot] = _next_episode(pending, scenes[slot], scenes)
                 scenes[slot] = str(starts[j].scene_path)
         mask = np.array([ep is not None for ep in starts])
         if not mask.any():
