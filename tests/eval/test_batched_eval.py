@@ -58,6 +58,25 @@ def test_batched_records_equal_the_serial_ones_and_end_independently(serial, tmp
     assert summary["overall"]["episodes"] == 6
 
 
+def test_batched_report_pictures_go_to_the_first_episodes_of_the_serial_order(serial, tmp_path):
+    from vlnverse.tasks.episode import load_episodes
+
+    episodes, expected = serial
+    run_eval(_config(tmp_path, episodes, "envs=3", "report.enabled=true", "report.max_episodes=2"), progress=False,
+             print_summary=False)
+    got = _records(tmp_path)
+    by_scene: dict = {}
+    for episode in load_episodes(episodes):
+        by_scene.setdefault(episode.scene_id, []).append(episode.episode_id)
+    pictured = sorted(key for key in expected if "map" in got[key])
+    assert pictured == sorted([key for keys in by_scene.values() for key in keys][:2])
+    for key in pictured:
+        assert (tmp_path / got[key]["map"]).is_file() and got[key]["frames"]
+        assert all((tmp_path / f["file"]).is_file() for f in got[key]["frames"])
+    assert {k: {f: v for f, v in r.items() if f not in ("map", "frames")} for k, r in got.items()} == expected
+    assert (tmp_path / "report.html").is_file()
+
+
 def test_a_resumed_batched_run_completes_with_the_same_records(serial, tmp_path):
     episodes, expected = serial
     run_eval(_config(tmp_path, episodes, "envs=2", "limit=3"), progress=False, print_summary=False)

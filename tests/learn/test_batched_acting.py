@@ -126,3 +126,12 @@ def test_batching_is_a_capability_of_the_agent_and_policy():
     assert rdp.propose is not VLNPolicy.propose  # RDP acts with its own memory: one episode at a time
     with pytest.raises(NotImplementedError, match="does not act in batches"):
         make_agent("random").act_batch([0], [{}], [None])
+
+
+def test_validation_envs_is_checked_on_load():
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import ValidationConfig
+
+    ValidationConfig(envs=4).validate()
+    with pytest.raises(ConfigError, match=r"envs: got 0 \(expected an integer in 1\.\.256\)"):
+        ValidationConfig(envs=0).validate()

@@ -69,12 +69,14 @@ class AgentRaised:
 
 @dataclass(frozen=True)
 class Visuals:
-    """Which episodes get report pictures, and how (``runner.save_episode_visuals``)."""
+    """Which episodes get report pictures, and how: ``save(record, ctx, sim, out, rgb_sensor=...,
+    frames=...)`` (the runner's ``save_episode_visuals``; a module-level function, so it pickles)."""
 
     out: Any
     episodes: frozenset
     rgb_sensor: Any
     frames: bool
+    save: Callable[..., None]
 
 
 class EpisodeEnv(gymnasium.Env):
@@ -119,11 +121,9 @@ class EpisodeEnv(gymnasium.Env):
             return {"state": self._state()}
         record = rollout.record()
         record.update(self.extra)
-        if self.visuals is not None and record["episode_id"] in self.visuals.episodes:
-            from .runner import save_episode_visuals
-
-            v = self.visuals
-            save_episode_visuals(record, self._ctx, self._sim, v.out, rgb_sensor=v.rgb_sensor, frames=v.frames)
+        v = self.visuals
+        if v is not None and record["episode_id"] in v.episodes:
+            v.save(record, self._ctx, self._sim, v.out, rgb_sensor=v.rgb_sensor, frames=v.frames)
         self._rollout = None
         return {"record": Finished(record)}
 

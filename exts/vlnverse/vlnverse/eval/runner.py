@@ -720,8 +720,8 @@ def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
             "sensors": payload.sensors, "backend": cfg.backend, "scene_loader": payload.scene_loader,
             "quality": cfg.render.quality, "objects": cfg.render.objects,
             "extra": {"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
-            "visuals": Visuals(payload.out, frozenset(payload.with_visuals), payload.rgb_sensor, cfg.report.frames)
-            if payload.with_visuals else None}
+            "visuals": Visuals(payload.out, frozenset(payload.with_visuals), payload.rgb_sensor, cfg.report.frames,
+                               save_episode_visuals) if payload.with_visuals else None}
 
 
 def _run_batched_inline(common: EvalJob, episodes: list, agent: Agent, envs: int,

@@ -1,0 +1,16 @@
+"""``vlnverse bench eval``'s learned-policy block: batched vs serial on the same episodes in one run."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+
+def test_learned_policy_block_times_batched_and_serial_and_checks_the_records(monkeypatch):
+    from vlnverse.benchmarks import eval as bench
+
+    monkeypatch.setattr(bench, "LEARNED_EPISODES", 4)
+    out = bench.learned_policy(SimpleNamespace(seed=0, repeat=1, envs=2))
+    assert out["records_identical"] is True
+    assert out["episodes"] == 4 and out["envs"] == 2 and out["steps"] > 0
+    assert set(out["episodes_per_s"]) == {"serial", "batched"}
+    assert out["speedup"] == round(out["episodes_per_s"]["batched"] / out["episodes_per_s"]["serial"], 2)
+    assert len(out["load_average"]) == 3
