@@ -135,3 +135,24 @@ def test_validation_envs_is_checked_on_load():
     ValidationConfig(envs=4).validate()
     with pytest.raises(ConfigError, match=r"envs: got 0 \(expected an integer in 1\.\.256\)"):
         ValidationConfig(envs=0).validate()
+
+
+def test_training_validation_with_envs_gives_the_serial_validation(corridor, episodes_file, tmp_path):
+    """``validation.envs`` batches the trainer's validation runs; their records are the serial ones."""
+    import json
+
+    from learn_helpers import small_config
+    from vlnverse.learn.trainer import run_training
+
+    tiny = dict(il__epochs=2, il__batch_size=2, validation__every=2, validation__limit=4, max_steps=30,
+                sensors=[{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},
+                         {"name": "depth", "kind": "depth", "width": 16, "height": 16}])
+    records = {}
+    for envs in (1, 3):
+        cfg = small_config(tmp_path / f"envs{envs}" / "run", episodes_file, policy="seq2seq", validation__envs=envs,
+                           **tiny)
+        run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None)
+        lines = (tmp_path / f"envs{envs}" / "run" / "val" / "epoch_002" / "train" / "episodes.jsonl").read_text()
+        records[envs] = {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"}
+                         for r in map(json.loads, lines.splitlines())}
+    assert len(records[1]) == 4 and records[1] == records[3]

@@ -141,10 +141,10 @@ class EpisodeEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         """Apply ``action`` (an ``AgentRaised`` is recorded as the agent's error); a slot without an
-        episode ignores it."""
+        episode (none was left to start) ignores it."""
         rollout = self._rollout
         if rollout is None:
-            return None, 0.0, True, False, {}
+            return None, 0.0, False, False, {}
         if isinstance(action, AgentRaised):
             if isinstance(action.error, NotEvaluated):
                 rollout.abandon(action.error)
@@ -233,6 +233,7 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
     scenes: list[Any] = [None] * n  # the scene each slot has loaded
     observations: list[Any] = [None] * n
     states: list[Any] = [None] * n
+    ended = [False] * n  # the slot's episode ended since its environment was last reset
     records: list[dict] = []
 
     def settle(slot: int, obs: Any, info: dict) -> None:
@@ -243,27 +244,31 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
             return
         record = finished.record
         record["agent_outputs"] = to_jsonable(agent.slot_outputs(slot))
-        running[slot] = None
+        running[slot], ended[slot] = None, True
         records.append(record)
         if on_record is not None:
             on_record(record)
 
     def start_episodes(group: _Group) -> None:
-        """Hand the group's free slots their next episodes (a masked reset of those environments)."""
+        """Hand the group's free slots their next episodes: a masked reset of those environments
+        and of those whose episode ended with none left to start (a terminated environment is
+        reset before it steps again)."""
         starts = [None] * len(group.slots)
         for j, slot in enumerate(group.slots):
             if running[slot] is None and pending:
                 starts[j] = running[slot] = _next_episode(pending, scenes[slot], scenes)
                 scenes[slot] = str(starts[j].scene_path)
-        mask = np.array([ep is not None for ep in starts])
+        mask = np.array([ep is not None or ended[slot] for ep, slot in zip(starts, group.slots)])
+        for slot in group.slots:
+            ended[slot] = False
         if not mask.any():
             return
         group.vec.set_attr("next_episode", starts)
         obs, infos = group.vec.reset(options={"reset_mask": mask})
         for j in np.flatnonzero(mask):
-            slot = group.slots[j]
-            agent.begin_slot(slot, starts[j])
-            settle(slot, obs[j], _slot_info(infos, j))
+            if starts[j] is not None:
+                agent.begin_slot(group.slots[j], starts[j])
+                settle(group.slots[j], obs[j], _slot_info(infos, j))
 
     try:
         first = 0
