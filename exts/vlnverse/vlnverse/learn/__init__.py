@@ -34,13 +34,27 @@ def code_version() -> str:
     return f"{__version__}+learn{LEARN_VERSION}"
 
 
-def seed_torch(seed: int, threads: int | None = None) -> None:
-    """Seed torch's generator for a run and set its CPU threads (None or 0: torch's default)."""
+def auto_threads(jobs: int = 1) -> int:
+    """Torch CPU threads for one of ``jobs`` trainings running side by side: the cores this
+    process may use (``os.sched_getaffinity``) shared evenly, at least 1. Chosen from the machine
+    and the declared jobs only (not its load), so a run's thread count, like its weights, repeats."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // max(1, int(jobs)))
+
+
+def seed_torch(seed: int, threads: int | str | None = None, *, jobs: int = 1) -> int:
+    """Seed torch's generator for a run and set its CPU threads: a number, ``auto``
+    (``auto_threads(jobs)``) or None / 0 (torch's default); returns the threads torch uses."""
     import torch
 
+    if threads == "auto":
+        threads = auto_threads(jobs)
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(int(threads))
     torch.manual_seed(seed)
+    return torch.get_num_threads()
 
 
 def _register_gym_env() -> None:

@@ -235,6 +235,18 @@ def resolve_device(name: str) -> "torch.device":
     return torch.device(name)
 
 
+def device_info(device: Any) -> dict[str, Any]:
+    """What a run's results record of the device it ran on: ``device`` (cpu / cuda:N), ``name``
+    (the GPU's, or the CPU's), the torch and CUDA versions (CUDA None without a GPU) and torch's CPU threads."""
+    import platform
+
+    device = torch.device(device)
+    cuda = device.type == "cuda"
+    name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine() or "cpu")
+    return {"device": str(device), "name": name, "torch": torch.__version__,
+            "cuda": torch.version.cuda if cuda else None, "torch_threads": torch.get_num_threads()}
+
+
 def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any = print) -> dict[str, Any]:
     """Convert a ``torch.save`` pickle of an earlier vlnverse (policy checkpoint, waypoint
     predictor, or a plain state dict of encoder weights) to a safetensors file. Unpickling can run

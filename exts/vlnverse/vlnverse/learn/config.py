@@ -116,9 +116,13 @@ class ILConfig:
     #: (warmed up as min(ema, (1 + t) / (10 + t))); 0: off. Validation, ``best.pt`` and every saved
     #: checkpoint's weights are the average; ``last.pt`` also keeps the raw weights to resume from
     ema: float = 0.0
+    #: how batches are formed (``trainer.BATCHINGS``): ``bucketed`` (episodes of similar length
+    #: together, unrolled packed) or ``padded`` (a plain permutation; runs from before resume with it)
+    batching: str = "bucketed"
 
     def validate(self) -> None:
-        """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1."""
+        """Positive counts and rates; ``inflection_weight`` 'auto' or a number >= 1; a known ``batching``."""
+        require(self.batching in ("bucketed", "padded"), "batching", f"got {self.batching!r}", "bucketed or padded")
         require(self.epochs > 0, "epochs", f"got {self.epochs}", "a positive integer")
         require(self.batch_size > 0, "batch_size", f"got {self.batch_size}", "a positive integer")
         require(math.isfinite(self.lr) and self.lr > 0, "lr", f"got {self.lr}", "a positive number")
@@ -281,8 +285,9 @@ class TrainConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     distributed: DistributedConfig = field(default_factory=DistributedConfig)
     device: str = "auto"
-    #: CPU threads for torch (null: torch's default); 1 is fastest on a busy shared machine
-    threads: int | None = None
+    #: CPU threads for torch: a number, ``auto`` (the cores shared by the trainings running side by side,
+    #: ``$VLNVERSE_JOBS``, default 1: ``learn.auto_threads``) or null (torch's default); 1 is fastest on a busy shared machine
+    threads: Any = None
     seed: int = 0
     backend: str = "auto"
     out: str = "runs/train"
@@ -340,7 +345,8 @@ class TrainConfig:
         splits = sorted({s for t in self.tasks for s in t.val} if self.tasks else self.val)
         require(self.validation.split is None or self.validation.split in splits, "validation.split",
                 f"got {self.validation.split!r}", f"one of the 'val' names {splits}")
-        require(self.threads is None or self.threads > 0, "threads", f"got {self.threads}", "a positive integer or null")
+        require(self.threads is None or self.threads == "auto" or (isinstance(self.threads, int) and not isinstance(
+            self.threads, bool) and self.threads > 0), "threads", f"got {self.threads!r}", "a positive integer, auto or null")
         require(bool(str(self.out).strip()), "out", "empty", "an output folder")
         require(self.scene_root is None or isinstance(self.scene_root, str) or (
             isinstance(self.scene_root, list) and all(isinstance(r, str) for r in self.scene_root)),
@@ -397,6 +403,8 @@ class TrainConfig:
                     "job_timeout", "scene_root", "plugins"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
+        if data["il"].get("batching") == "padded":  # runs from before il.batching resume with it
+            data["il"].pop("batching")
         for task in data.get("tasks") or []:  # runs from before per-task observation setups resume
             if task.get("observation") is None:
                 task.pop("observation", None)

@@ -257,26 +257,32 @@ class VLNPolicy(nn.Module):
         return logits, hidden
 
     def sequence_outputs(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
-                         ) -> tuple[torch.Tensor, torch.Tensor | None]:
+                         lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(logits (B, T, 6), progress p̂ (B, T) or None) for padded episodes: frames (B, T, ...),
-        previous-action ids (B, T)."""
+        previous-action ids (B, T). With the episodes' ``lengths`` (B,) the recurrence is unrolled
+        packed (``packed_unroll``): the same outputs at the valid steps, zero features beyond."""
         b, t = prev_actions.shape
         instruction = self.instruction(tokens)
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
         visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
-        hidden = self.initial_state(b, prev_actions.device)
         by_step = type(self).features is VLNPolicy.features  # the recurrence is ``step`` itself (see the class)
         if by_step and self.progress_weight > 0:
             raise ConfigError(f"progress_weight {self.progress_weight} on policy '{self.name}', which defines step "
                               "but no features for a progress head", field="progress_weight", expected="0")
-        outs = []
-        for i in range(t):
-            step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
-            out, hidden = (self.step if by_step else self.features)(instruction, step_visual, prev_actions[:, i], hidden)
-            outs.append(out)
+        recurrence = self.step if by_step else self.features
+        if lengths is not None:
+            f = packed_unroll(recurrence, instruction, visual, prev_actions, self.initial_state(b, prev_actions.device),
+                              lengths)
+        else:
+            hidden = self.initial_state(b, prev_actions.device)
+            outs = []
+            for i in range(t):
+                step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
+                out, hidden = recurrence(instruction, step_visual, prev_actions[:, i], hidden)
+                outs.append(out)
+            f = torch.stack(outs, dim=1)
         if by_step:
-            return torch.stack(outs, dim=1), None
-        f = torch.stack(outs, dim=1)
+            return f, None
         progress = torch.sigmoid(self.progress_head(f))[..., 0] if self.progress_head is not None else None
         return self.head(f), progress
 
@@ -288,7 +294,7 @@ class VLNPolicy(nn.Module):
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
         """(loss, correct valid steps) of a trainer batch (``trainer.EpisodeBatches``): here the
         step-weighted cross-entropy against the teacher's labels + λ · progress MSE."""
-        logits, progress = self.sequence_outputs(batch["tokens"], batch["frames"], batch["prev"])
+        logits, progress = self.sequence_outputs(batch["tokens"], batch["frames"], batch["prev"], batch.get("lengths"))
         loss = sequence_loss(logits, batch["labels"], batch["weights"])
         valid = batch["weights"] > 0
         if progress is not None:
@@ -411,6 +417,35 @@ class VLNPolicy(nn.Module):
         action = self.propose(memory, observations, state, agent)
         self.executed(memory, action)
         return action
+
+
+def packed_unroll(recurrence: Any, instruction: tuple, visual: dict, prev_actions: torch.Tensor, hidden: torch.Tensor,
+                  lengths: torch.Tensor) -> torch.Tensor:
+    """Outputs (B, T, F) of ``recurrence(instruction, step_visual, prev, hidden) -> (out, hidden)``
+    unrolled over padded episodes as ``pack_padded_sequence`` does: episodes sorted by length
+    (longest first), step i runs on the episodes still going only, so no row computes on padding
+    and the unroll stops at the longest episode. Rows are independent, so the valid steps' outputs
+    are those of the padded unroll; steps past an episode's length are zero."""
+    b, t = prev_actions.shape
+    lengths = lengths.to("cpu", torch.int64).clamp(max=t)
+    order = torch.argsort(lengths, descending=True, stable=True)
+    sorted_lengths = lengths[order]
+    running = (sorted_lengths[None] > torch.arange(t)[:, None]).sum(1).tolist()  # episodes going at each step
+    idx = order.to(prev_actions.device)
+    instruction = tuple(x[idx] for x in instruction)
+    visual = {k: (s[idx], g[idx]) for k, (s, g) in visual.items()}
+    prev_actions, hidden = prev_actions[idx], hidden[idx]
+    outs = []
+    for i, n in enumerate(running):
+        if n == 0:
+            break
+        step_visual = {k: (s[:n, i], g[:n, i]) for k, (s, g) in visual.items()}
+        out, hidden = recurrence(tuple(x[:n] for x in instruction), step_visual, prev_actions[:n, i], hidden[:n])
+        outs.append(F.pad(out, (0, 0, 0, b - n)))
+    f = torch.stack(outs, dim=1)
+    if f.shape[1] < t:
+        f = F.pad(f, (0, 0, 0, t - f.shape[1]))
+    return f[torch.argsort(idx)]
 
 
 def sequence_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -32,7 +32,7 @@ import torch
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from . import seed_torch
-from .checkpoint import content_key, policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
+from .checkpoint import content_key, device_info, policy_from_checkpoint, read_checkpoint, resolve_device, save_checkpoint
 from .config import TrainConfig
 from .distributed import NullLogger, current as current_ranks, describe, scaling
 from .policies import build_policy, sequence_loss  # noqa: F401 (sequence_loss re-exported)
@@ -128,62 +128,125 @@ def inflection_coefficient(stores: list[StepStore]) -> float:
     return float(steps / inflections) if inflections else 1.0
 
 
+#: IL batch formation (``il.batching``): ``bucketed`` draws each epoch's batches from pools of
+#: ``BUCKET_POOL`` batches sorted by episode length (less padding) and unrolls them packed;
+#: ``padded`` is the earlier path (a plain permutation, every batch unrolled to its longest episode)
+BATCHINGS = ("bucketed", "padded")
+#: batches per pool of the bucketed order: the pool is sorted by length, then cut into batches
+BUCKET_POOL = 8
+
+
+def bucketed_order(lengths: np.ndarray, batch_size: int, rng: np.random.Generator, pool: int = BUCKET_POOL) -> np.ndarray:
+    """A permutation of ``range(len(lengths))`` whose consecutive ``batch_size`` slices hold
+    episodes of similar length: a random permutation cut into pools of ``pool`` batches, each pool
+    sorted by length (ties in permuted order), cut into batches; the full batches are shuffled and
+    a partial one stays last. Every index appears once; the same ``rng`` state gives the same order."""
+    perm = rng.permutation(len(lengths))
+    size = batch_size * pool
+    ordered = np.concatenate([p[np.argsort(lengths[p], kind="stable")] for p in np.split(perm, range(size, len(perm), size))]
+                             ) if len(perm) else perm
+    full = len(ordered) // batch_size
+    batches = [ordered[i * batch_size:(i + 1) * batch_size] for i in range(full)]
+    rest = ordered[full * batch_size:]
+    shuffled = [batches[i] for i in rng.permutation(full)]
+    return np.concatenate(shuffled + [rest]).astype(np.int64) if full or len(rest) else ordered
+
+
 class EpisodeBatches:
-    """Padded batches of whole episodes from one or more stores, in a seeded order per epoch.
+    """Batches of whole episodes from one or more stores, in a seeded order per epoch.
 
     ``instructions`` (episode id → its instruction texts) makes every (episode, instruction) pair
     one item, as R2R trains on each of a path's instructions: the frames and teacher labels depend
-    on the path only, so the other instructions cost no rendering."""
+    on the path only, so the other instructions cost no rendering. ``batching`` (``BATCHINGS``):
+    ``bucketed`` orders items into batches of similar length and gives each batch its
+    ``lengths`` (policies unroll it packed); ``padded`` keeps a plain permutation. Either way a batch
+    is padded to its longest episode. Fields are copied from the stores' memory maps straight into
+    the batch arrays; token ids are encoded once per item."""
 
     def __init__(self, stores: list[StepStore], vocab: Vocabulary, max_length: int, sensors: list[dict[str, Any]],
-                 instructions: dict[str, list[str]] | None = None):
+                 instructions: dict[str, list[str]] | None = None, batching: str = "padded"):
+        if batching not in BATCHINGS:
+            raise ConfigError(f"got {batching!r}", field="il.batching", expected=f"one of {list(BATCHINGS)}")
         self.stores, self.vocab, self.max_length, self.sensors = stores, vocab, max_length, sensors
+        self.batching = batching
         self.items = [(s, i, text) for s in stores for i in range(len(s))
                       for text in ((instructions or {}).get(s.episodes[i]["episode_id"]) or [None])]
         if not self.items:
             raise TrainingError("no training steps: the episode stores are empty")
+        self.lengths = np.array([s.episodes[i]["length"] for s, i, _ in self.items], dtype=np.int64)
+        self._tokens: dict[int, np.ndarray] = {}
+        self._weights: dict[tuple[int, float], np.ndarray] = {}
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def order(self, seed: int, epoch: int) -> np.ndarray:
-        """The epoch's episode order (depends only on seed and epoch: resumable)."""
-        return np.random.default_rng([seed, epoch]).permutation(len(self.items))
+    def order(self, seed: int, epoch: int, batch_size: int | None = None) -> np.ndarray:
+        """The epoch's item order (depends only on seed, epoch and batch size: resumable); bucketed
+        (``bucketed_order``) when the batching is and ``batch_size`` is given."""
+        rng = np.random.default_rng([seed, epoch])
+        if self.batching == "bucketed" and batch_size:
+            return bucketed_order(self.lengths, batch_size, rng)
+        return rng.permutation(len(self.items))
+
+    def _item_tokens(self, i: int) -> np.ndarray:
+        if i not in self._tokens:
+            store, k, text = self.items[i]
+            self._tokens[i] = self.vocab.encode(text if text is not None else store.episodes[k]["instruction"], self.max_length)
+        return self._tokens[i]
+
+    def _item_weights(self, i: int, labels: np.ndarray, coef: float) -> np.ndarray:
+        key = (i, coef)
+        if key not in self._weights:
+            self._weights[key] = inflection_weights(labels, coef)
+        return self._weights[key]
 
     def batch(self, indices: np.ndarray, coef: float, device: Any) -> dict[str, Any]:
-        """Tensors of a batch: tokens (B, L), frames (B, T, ...), prev (B, T), labels, weights, mask."""
-        eps = []
-        for i in indices:
-            store, k, text = self.items[i]
-            eps.append(store.episode(k))
-            if text is not None:
-                eps[-1]["instruction"] = text
-        t = max(e["length"] for e in eps)
-        b = len(eps)
+        """Tensors of a batch: tokens (B, L), frames (B, T, ...), prev (B, T), labels, weights, extras
+        and the episode lengths (B,) (``lengths``: bucketed batching only)."""
+        indices = [int(i) for i in indices]
+        b = len(indices)
+        lengths = self.lengths[indices]
+        t = int(lengths.max())
+        where = [(self.items[i][0], self.items[i][0].episodes[self.items[i][1]]) for i in indices]
+
+        def gather(name: str, shape: Any, dtype: Any) -> np.ndarray:
+            arr = np.zeros((b, t, *shape), dtype=dtype)
+            for j, (store, e) in enumerate(where):
+                arr[j, :e["length"]] = store._array(e["chunk"], name)[e["start"]:e["start"] + e["length"]]
+            return arr
+
         frames = {}
         for spec in self.sensors:
-            arr = np.zeros((b, t, *spec["shape"]), dtype=eps[0][spec["name"]].dtype)
-            for j, e in enumerate(eps):
-                arr[j, :e["length"]] = e[spec["name"]]
-            frames[spec["name"]] = torch.from_numpy(arr).to(device)
+            first = where[0][0]._array(where[0][1]["chunk"], spec["name"])
+            frames[spec["name"]] = torch.from_numpy(gather(spec["name"], spec["shape"], first.dtype)).to(device)
+        labels = gather("label", (), np.int64)
+        executed = gather("executed", (), np.int64)
         prev = np.zeros((b, t), dtype=np.int64)
-        labels = np.zeros((b, t), dtype=np.int64)
+        prev[:, 1:] = 1 + executed[:, :-1]
         weights = np.zeros((b, t), dtype=np.float32)
-        for j, e in enumerate(eps):
-            n = e["length"]
-            prev[j, 1:n] = 1 + e["executed"][:-1].astype(np.int64)
-            labels[j, :n] = e["label"]
-            weights[j, :n] = inflection_weights(e["label"], coef)
-        tokens = np.stack([self.vocab.encode(e["instruction"], self.max_length) for e in eps])
-        extras = {}
-        for name, shape in self.stores[0].extra_fields.items():  # continuous-action labels (e.g. RDP)
-            arr = np.zeros((b, t, *shape), dtype=np.float32)
-            for j, e in enumerate(eps):
-                arr[j, :e["length"]] = e[name]
-            extras[name] = torch.from_numpy(arr).to(device)
-        return {"extras": extras, "tokens": torch.from_numpy(tokens).to(device), "frames": frames, "prev": torch.from_numpy(prev).to(device),
-                "labels": torch.from_numpy(labels).to(device), "weights": torch.from_numpy(weights).to(device),
-                "steps": int(sum(e["length"] for e in eps))}
+        for j, (i, n) in enumerate(zip(indices, lengths)):
+            prev[j, n:] = 0
+            weights[j, :n] = self._item_weights(i, labels[j, :n], coef)
+        tokens = np.stack([self._item_tokens(i) for i in indices])
+        extras = {name: torch.from_numpy(gather(name, shape, np.float32)).to(device)
+                  for name, shape in self.stores[0].extra_fields.items()}  # continuous-action labels (e.g. RDP)
+        out = {"extras": extras, "tokens": torch.from_numpy(tokens).to(device), "frames": frames,
+               "prev": torch.from_numpy(prev).to(device), "labels": torch.from_numpy(labels).to(device),
+               "weights": torch.from_numpy(weights).to(device), "steps": int(lengths.sum())}
+        if self.batching == "bucketed":
+            out["lengths"] = torch.from_numpy(lengths.copy())
+        return out
+
+
+def declared_jobs() -> int:
+    """Trainings declared to run side by side on this machine (``$VLNVERSE_JOBS``, default 1): what
+    ``threads: auto`` shares the cores among. A value that is not a positive integer is a ``ConfigError``."""
+    import os
+
+    value = os.environ.get("VLNVERSE_JOBS", "1").strip() or "1"
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"got {value!r}", field="VLNVERSE_JOBS", expected="a positive integer (trainings run side by side)")
+    return int(value)
 
 
 def batch_objective(policy: Any, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
@@ -506,7 +569,7 @@ class Trainer:
         for epoch in range(start[0], epochs):
             if out_of_time:
                 break
-            order = data.order(cfg.seed + 1000 * round_, epoch)
+            order = data.order(cfg.seed + 1000 * round_, epoch, bs)
             first = start[1] if epoch == start[0] else 0
             bar = tqdm(range(first, n_batches), desc=f"{phase} epoch {epoch + 1}/{epochs}", unit="batch",
                        disable=not self.progress)
@@ -684,7 +747,9 @@ class Trainer:
         """Run the configured mode; returns (and writes) ``summary.json``."""
         import random
 
-        seed_torch(self.cfg.seed, self.cfg.threads)
+        threads = seed_torch(self.cfg.seed, self.cfg.threads, jobs=declared_jobs())
+        self.summary["device_info"] = device_info(self.device)
+        self.summary["torch_threads"] = {"requested": self.cfg.threads, "threads": threads}
         random.seed(self.cfg.seed)
         self.ranks.check_agreement(self.cfg)  # ranks with another config or code: one line on every rank
         init = self._read_init() if self.cfg.init else None  # a bad init fails before anything is written
@@ -787,7 +852,7 @@ class Trainer:
             self.summary["feature_cache"] = built[0][1] if len(built) == 1 else [b[1] for b in built]
             layout = data_stores[0].manifest["sensors"]
         batches = EpisodeBatches(data_stores, self.policy.vocab, cfg.max_instruction_length, layout,
-                                 texts if cfg.il.all_instructions else None)
+                                 texts if cfg.il.all_instructions else None, batching=cfg.il.batching)
         weighted = self.policy.uses_step_weights
         paths, steps = sum(len(s) for s in stores), sum(s.num_steps for s in stores)
         self.report(f"IL: {len(batches)} episodes" + (f" (every instruction of {paths} paths)" if cfg.il.all_instructions
@@ -883,7 +948,8 @@ class Trainer:
             aggregate = aggregate if self.ranks.is_main else StepStore(agg_root)
             all_stores = stores + [aggregate]
             coef = inflection_coefficient(all_stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
-            batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout)
+            batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout,
+                                     batching=cfg.il.batching)
 
             def position(epoch: int, batch: int, r: int = r) -> dict:  # mid-round: the round restarts on resume
                 return {"phase": "dagger", "round": r - 1, "aggregate_episodes": len(aggregate) - info["collected_episodes"]}
