@@ -2,4 +2,4 @@
 
 Benchmarks print JSON figures; they are measurements, never pass/fail tests.
 """
-BENCHMARKS = ("scenes", "sim", "paths", "eval", "mllm", "study", "train", "transfer", "lookahead", "scale")
+BENCHMARKS = ("scenes", "sim", "paths", "eval", "mllm", "study", "train", "il", "transfer", "lookahead", "scale")

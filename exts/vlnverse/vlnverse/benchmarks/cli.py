@@ -21,7 +21,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                                              "(train: an optional cap per policy row)")
     p.add_argument("--epochs", type=int, default=None, help="train: IL epochs per policy row (default 15; the DAgger "
                                                            "round retrains for a fifth of them); transfer: the source "
-                                                           "model's IL epochs (default 10)")
+                                                           "model's IL epochs (default 10); il: epochs per run (default 2)")
     p.add_argument("--policies", default=None, help="train: comma-separated policy rows to run (default: seq2seq,cma,rdp,"
                                                     "vlnbert,hnr,gama; also gama_multitask, GAMA on the five-task mix)")
     p.add_argument("--task-episodes", type=int, default=None,
@@ -63,6 +63,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--round-epochs", type=int, default=None, help="transfer: retraining epochs per online round (default 4)")
     p.add_argument("--stop-weight", type=float, default=None,
                    help="transfer: weight of STOP steps in the online rounds' loss (il.stop_weight, default 1)")
+    p.add_argument("--validation-every", type=int, default=None,
+                   help="il: also validate every N epochs and report both batch paths' val_seen curves (default: no "
+                        "validation; il also takes --policies (default cma), --train-homes (default 4), "
+                        "--episodes-per-home, --val-seen-episodes, --validation-episodes, --encoder, --repeat)")
     p.add_argument("--validation-episodes", type=int, default=None,
                    help="train: val_seen episodes of each IL validation and of the DAgger round's, which select "
                         "best.pt (default 6); transfer: val_seen episodes validating each online round (default 6)")

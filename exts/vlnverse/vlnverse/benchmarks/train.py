@@ -536,6 +536,8 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         "cache_frames_per_s": cache.get("frames_per_s"), "cache_frames": cache["frames"], "cache_status": cache["status"],
         "cache_render": cache.get("render"), "cache_mb": round(cache["bytes"] / 1e6, 2),
         "train_samples_per_s": il["il"]["samples_per_s"], "il_train_samples": il["il"]["samples"],
+        "samples_per_s": {"il": il["il"]["samples_per_s"], "dagger": round_info.get("train_samples_per_s")},
+        "il_batching": base["il"].get("batching", "bucketed"), "device_info": il.get("device_info"),
         "il_epochs": len(curve["il_epochs"]), "il_inflection_weight": None if il["il"]["inflection_weight"] is None else round(il["il"]["inflection_weight"], 3),
         "il_train_accuracy": round(il["il"]["accuracy"], 4) if il["il"]["accuracy"] is not None else None,
         "il_selected": il.get("best"), "il_checkpoint": Path(ckpt).name,
@@ -983,7 +985,7 @@ def run(args) -> dict:
         online = table7_stage()(args, work, workers, results, table)
     unseen_sr = results["telhop"]["val_unseen"]
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
-    from vlnverse.learn.checkpoint import resolve_device
+    from vlnverse.learn.checkpoint import device_info, resolve_device
 
     from vlnverse.eval.runner import RESULTS_FORMAT
     from vlnverse.results.compare import comparison_lines
@@ -1005,6 +1007,7 @@ def run(args) -> dict:
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
         "device": {name: r["figures"]["device"] for name, r in rows.items()},
         "torch_threads": 1, "cpu_count": os.cpu_count(), "cuda_available": str(resolve_device("auto")).startswith("cuda"),
+        "device_info": device_info(resolve_device("auto")),
         "workers": workers,
         "setup": {"sensors": f"RGB-D {RESOLUTION}x{RESOLUTION}", "mode": "telhop (strict: the best row on val_seen)",
                   "selection": "IL checkpoint: best val_seen nDTW; best row: val_seen SR"},

@@ -253,7 +253,7 @@ class VLNPolicy(nn.Module):
         if self.stop_threshold is not None and not self.training:
             stop = torch.sigmoid(self.progress_head(feats))[:, 0] >= self.stop_threshold
             logits = logits.clone()
-            logits[:, 0] = torch.where(stop, torch.tensor(float("inf")), torch.tensor(float("-inf")))
+            logits[:, 0] = torch.where(stop, float("inf"), float("-inf"))  # on the logits' device
         return logits, hidden
 
     def sequence_outputs(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
@@ -264,7 +264,13 @@ class VLNPolicy(nn.Module):
         b, t = prev_actions.shape
         instruction = self.instruction(tokens)
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
-        visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in self.encode_frames(flat).items()}
+        if lengths is None:
+            encoded = self.encode_frames(flat)
+        else:  # the encoders see the valid frames only; padding reads zero features
+            rows = (torch.arange(t)[None] < lengths.to("cpu")[:, None]).reshape(-1).nonzero()[:, 0].to(prev_actions.device)
+            encoded = {k: tuple(x.new_zeros((b * t, *x.shape[1:])).index_put((rows,), x) for x in pair)
+                       for k, pair in self.encode_frames({k: v[rows] for k, v in flat.items()}).items()}
+        visual = {k: (s.reshape(b, t, *s.shape[1:]), g.reshape(b, t, -1)) for k, (s, g) in encoded.items()}
         by_step = type(self).features is VLNPolicy.features  # the recurrence is ``step`` itself (see the class)
         if by_step and self.progress_weight > 0:
             raise ConfigError(f"progress_weight {self.progress_weight} on policy '{self.name}', which defines step "

@@ -1,0 +1,141 @@
+"""``vlnverse bench il``: IL training speed of a ``bench train`` row by the earlier padded path and
+the bucketed, packed one (``il.batching``: ``learn.trainer.EpisodeBatches``), measured in one run
+on the same data; and, with ``--validation-every``, both paths' val_seen curves.
+
+Data: the rows' recipe at a small scale: ``--train-homes`` generated homes (default ``IL_HOMES``,
+``--episodes-per-home`` each, ``--val-seen-episodes`` of their held-out episodes as val_seen),
+every instruction of each path, RGB-D 64x64 under Tel-Hop; with ``--encoder pretrained`` (the
+default) the rows' encoder pretrained on those homes and frozen, so the rows train from cached
+features. Homes, caches and the encoder are built before anything is timed.
+
+Per row of ``--policies`` (default ``cma``): ``--repeat`` runs of each path, alternating, each the
+row's IL config (``train.row_config``: its batch size, rate, weight averaging) for ``--epochs``
+epochs (default ``IL_BENCH_EPOCHS``) on one torch thread. ``samples_per_s``: teacher steps over
+the trainer's batch time (gathering, forward, backward, optimizer, averaging); ``seconds``: the
+whole run (setup, checkpoints, validation); ``unroll_per_epoch``: the recurrent work of an epoch
+(``unroll``: sequential steps, and episode-steps computed). The best of the
+repeats per path, and the ratios bucketed / padded. The same seed gives both paths the same
+initial weights; their batches differ (that is the change measured). With ``--validation-every K``
+each path validates every K epochs on ``--validation-episodes`` val_seen episodes: the first
+repeat's nDTW / SR curves (``train_log.csv``), to check that bucketing keeps the curve.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+IL_HOMES = 4            # generated training homes (--train-homes)
+IL_BENCH_EPOCHS = 2     # IL epochs per run (--epochs)
+PATHS = ("padded", "bucketed")
+
+
+def unroll(lengths, batch_size: int, batching: str, seed: int) -> dict[str, int]:
+    """One epoch's recurrent work in the epoch-0 order of ``EpisodeBatches``: ``steps``, the
+    sequential steps (each batch runs to its longest episode), and ``rows``, the episode-steps
+    computed (a padded batch: its size x its longest; a packed one: its valid steps)."""
+    import numpy as np
+
+    from vlnverse.learn.trainer import bucketed_order
+
+    lengths = np.asarray(lengths)
+    rng = np.random.default_rng([seed, 0])
+    order = bucketed_order(lengths, batch_size, rng) if batching == "bucketed" else rng.permutation(len(lengths))
+    batches = [lengths[order[i:i + batch_size]] for i in range(0, len(order), batch_size)]
+    return {"steps": int(sum(b.max() for b in batches)),
+            "rows": int(lengths.sum()) if batching == "bucketed" else int(sum(b.max() * len(b) for b in batches))}
+
+
+def run(args) -> dict:
+    """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
+    import json
+    import shutil
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.agent import require_torch
+    from vlnverse.learn.checkpoint import device_info, resolve_device
+    from vlnverse.tasks.episode import save_episodes
+
+    from .train import (EPISODES_PER_HOME, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES, _check_counts, _rows, _train,
+                        check_int_flags, homes_data, pretrain_encoder, row_config, training_curve)
+
+    require_torch("vlnverse bench il", field=None)
+    if not getattr(args, "policies", None):
+        args.policies = "cma"
+    rows = _rows(args)
+    homes = getattr(args, "train_homes", None)
+    homes = IL_HOMES if homes is None else homes
+    per_home = getattr(args, "episodes_per_home", None) or EPISODES_PER_HOME
+    epochs = getattr(args, "epochs", None) or IL_BENCH_EPOCHS
+    repeats = int(getattr(args, "repeat", None) or 1)
+    every = getattr(args, "validation_every", None)
+    check_int_flags((("--train-homes", homes, 1), ("--epochs", epochs, 1), ("--repeat", repeats, 1),
+                     ("--validation-every", every, 1), ("--validation-episodes", getattr(args, "validation_episodes", None), 1)))
+    _check_counts(homes, int(getattr(args, "workers", None) or 1), None, per_home)
+    if any(r.get("waypoint_predictor") or r.get("multitask") for r in rows):
+        raise ConfigError(f"got {[r['name'] for r in rows]}", field="--policies",
+                          expected="rows without a waypoint predictor: seq2seq, cma, rdp")
+    work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-il-"))
+    workers = int(getattr(args, "workers", None) or 1)
+    load_start = os.getloadavg()
+    t0 = time.perf_counter()
+    shutil.rmtree(work / "il", ignore_errors=True)
+    train, val_seen, homes_figures = homes_data(work, int(homes), int(per_home), args.seed, workers,
+                                                int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
+    save_episodes(work / "train.jsonl", train)
+    save_episodes(work / "val_seen.jsonl", val_seen)
+    encoder = pretrain_encoder(work, train, args.seed) if getattr(args, "encoder", "pretrained") == "pretrained" else None
+    t_data = time.perf_counter()
+    validation_episodes = getattr(args, "validation_episodes", None) or VALIDATION_EPISODES
+    figures: dict = {"rows": {}}
+    for row in rows:
+        params = dict(row["params"])
+        if encoder is not None:
+            params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "path": encoder["path"], "frozen": True}
+        runs: dict = {p: [] for p in PATHS}
+        curves: dict = {}
+        for r in range(repeats):
+            for path in (PATHS if r % 2 == 0 else PATHS[::-1]):  # alternating: drifts in the machine's load hit both
+                cfg = row_config(row, work, None, args.seed, "auto", workers, params, int(epochs), validation_episodes)
+                cfg["il"]["batching"] = path
+                cfg["out"] = str(work / "il" / row["name"] / f"{path}_{r}")
+                cfg["validation"]["every"] = int(every) if every else 10 ** 6
+                if not every:
+                    cfg["val"] = {}
+                start = time.perf_counter()
+                summary = _train(cfg, 0.0, 1.0)
+                seconds = time.perf_counter() - start
+                runs[path].append({"samples_per_s": summary["il"]["samples_per_s"], "train_seconds": summary["il"]["seconds"],
+                                   "seconds": round(seconds, 2), "samples": summary["il"]["samples"],
+                                   "final_loss": round(summary["il"]["loss"], 4), "device": summary.get("device_info")})
+                if every and r == 0:
+                    curves[path] = training_curve(Path(cfg["out"]) / "train_log.csv")
+        lengths = _item_lengths(summary["cache"]["path"], train)
+        best = {p: max(runs[p], key=lambda x: x["samples_per_s"] or 0) for p in PATHS}
+        got = {p: {**best[p], "repeats": [x["samples_per_s"] for x in runs[p]],
+                   "unroll_per_epoch": unroll(lengths, row["batch_size"], p, args.seed)} for p in PATHS}
+        figures["rows"][row["name"]] = {
+            "paths": got, "items": len(lengths), "steps_per_epoch": int(sum(lengths)), "batch_size": row["batch_size"],
+            "ratio_samples_per_s": round(got["bucketed"]["samples_per_s"] / got["padded"]["samples_per_s"], 2),
+            "ratio_seconds": round(got["padded"]["seconds"] / got["bucketed"]["seconds"], 2),
+            **({"validation_curves": curves} if curves else {})}
+    figures.update({
+        "epochs": int(epochs), "repeat": repeats, "validation_every": every, "train_homes": homes_figures,
+        "encoder": encoder["path"] if encoder else "cnn from scratch", "torch_threads": 1,
+        "device": device_info(resolve_device("auto")), "seconds_data": round(t_data - t0, 1),
+        "seconds_total": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count(),
+        "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
+        "machine_note": "figures vary with the machine's load; the ratios are measured in one run, paths alternating",
+        "work_dir": str(work)})
+    (work / "bench_il.json").write_text(json.dumps(figures, indent=2, sort_keys=True), encoding="utf-8")
+    return figures
+
+
+def _item_lengths(cache_path: str, train: list) -> list[int]:
+    """Episode lengths of the training items in ``EpisodeBatches`` order: each stored episode once
+    per instruction (``il.all_instructions``)."""
+    from vlnverse.learn.store import StepStore
+
+    counts = {e.episode_id: len(e.instructions) or 1 for e in train}
+    return [e["length"] for e in StepStore(cache_path).episodes for _ in range(counts.get(e["episode_id"], 1))]
