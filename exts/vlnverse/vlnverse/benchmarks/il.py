@@ -5,8 +5,8 @@ on the same data; and, with ``--validation-every``, both paths' val_seen curves.
 Data: the rows' recipe at a small scale: ``--train-homes`` generated homes (default ``IL_HOMES``,
 ``--episodes-per-home`` each, ``--val-seen-episodes`` of their held-out episodes as val_seen),
 every instruction of each path, RGB-D 64x64 under Tel-Hop; with ``--encoder pretrained`` (the
-default) the rows' encoder pretrained on those homes and frozen, so the rows train from cached
-features. Homes, caches and the encoder are built before anything is timed.
+default) the rows' encoder pretrained on those homes (cached in the work folder by its key) and
+frozen, so the rows train from cached features. Homes, caches and the encoder are built before anything is timed (``_prepare_caches``).
 
 Per row of ``--policies`` (default ``cma``): ``--repeat`` runs of each path, alternating, each the
 row's IL config (``train.row_config``: its batch size, rate, weight averaging) for ``--epochs``
@@ -58,7 +58,7 @@ def run(args) -> dict:
     from vlnverse.tasks.episode import save_episodes
 
     from .train import (EPISODES_PER_HOME, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES, _check_counts, _rows, _train,
-                        check_int_flags, homes_data, pretrain_encoder, row_config, training_curve)
+                        RESOLUTION, check_int_flags, homes_data, row_config, training_curve)
 
     require_torch("vlnverse bench il", field=None)
     if not getattr(args, "policies", None):
@@ -66,9 +66,12 @@ def run(args) -> dict:
     rows = _rows(args)
     homes = getattr(args, "train_homes", None)
     homes = IL_HOMES if homes is None else homes
-    per_home = getattr(args, "episodes_per_home", None) or EPISODES_PER_HOME
-    epochs = getattr(args, "epochs", None) or IL_BENCH_EPOCHS
-    repeats = int(getattr(args, "repeat", None) or 1)
+    per_home = getattr(args, "episodes_per_home", None)
+    per_home = EPISODES_PER_HOME if per_home is None else per_home
+    epochs = getattr(args, "epochs", None)
+    epochs = IL_BENCH_EPOCHS if epochs is None else epochs
+    repeats = getattr(args, "repeat", None)
+    repeats = 1 if repeats is None else repeats
     every = getattr(args, "validation_every", None)
     check_int_flags((("--train-homes", homes, 1), ("--epochs", epochs, 1), ("--repeat", repeats, 1),
                      ("--validation-every", every, 1), ("--validation-episodes", getattr(args, "validation_episodes", None), 1)))
@@ -85,7 +88,12 @@ def run(args) -> dict:
                                                 int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
     save_episodes(work / "train.jsonl", train)
     save_episodes(work / "val_seen.jsonl", val_seen)
-    encoder = pretrain_encoder(work, train, args.seed) if getattr(args, "encoder", "pretrained") == "pretrained" else None
+    encoder = None
+    if getattr(args, "encoder", "pretrained") == "pretrained":  # the recipe's, cached by its key and reused
+        from vlnverse.learn.encoder import pretrain_on_homes
+
+        encoder = pretrain_on_homes([e.scene_path for e in train], image_size=RESOLUTION, seed=args.seed,
+                                    cache_dir=work / "cache")
     t_data = time.perf_counter()
     validation_episodes = getattr(args, "validation_episodes", None) or VALIDATION_EPISODES
     figures: dict = {"rows": {}}
@@ -93,16 +101,17 @@ def run(args) -> dict:
         params = dict(row["params"])
         if encoder is not None:
             params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "path": encoder["path"], "frozen": True}
+        base = row_config(row, work, None, args.seed, "auto", workers, params, int(epochs), validation_episodes)
+        _prepare_caches({**base, "out": str(work / "il" / row["name"] / "prepare")})
         runs: dict = {p: [] for p in PATHS}
         curves: dict = {}
         for r in range(repeats):
             for path in (PATHS if r % 2 == 0 else PATHS[::-1]):  # alternating: drifts in the machine's load hit both
-                cfg = row_config(row, work, None, args.seed, "auto", workers, params, int(epochs), validation_episodes)
-                cfg["il"]["batching"] = path
+                cfg = {**base, "il": {**base["il"], "batching": path}, "validation": dict(base["validation"])}
                 cfg["out"] = str(work / "il" / row["name"] / f"{path}_{r}")
                 cfg["validation"]["every"] = int(every) if every else 10 ** 6
                 if not every:
-                    cfg["val"] = {}
+                    cfg["val"], cfg["validation"]["split"] = {}, None
                 start = time.perf_counter()
                 summary = _train(cfg, 0.0, 1.0)
                 seconds = time.perf_counter() - start
@@ -130,6 +139,19 @@ def run(args) -> dict:
         "work_dir": str(work)})
     (work / "bench_il.json").write_text(json.dumps(figures, indent=2, sort_keys=True), encoding="utf-8")
     return figures
+
+
+def _prepare_caches(cfg: dict) -> None:
+    """Build a run's observation and feature caches before anything is timed: one batch of
+    training (stopped by a tiny ``il.max_seconds``; its folder is not used again)."""
+    from vlnverse.core.config import from_dict
+    from vlnverse.learn.config import TrainConfig
+    from vlnverse.learn.trainer import BudgetTooSmallError, run_training
+
+    try:
+        run_training(from_dict(TrainConfig, {**cfg, "il": {**cfg["il"], "max_seconds": 1e-9}}), progress=False)
+    except BudgetTooSmallError:
+        pass
 
 
 def _item_lengths(cache_path: str, train: list) -> list[int]:

@@ -259,8 +259,10 @@ class VLNPolicy(nn.Module):
     def sequence_outputs(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
                          lengths: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """(logits (B, T, 6), progress p̂ (B, T) or None) for padded episodes: frames (B, T, ...),
-        previous-action ids (B, T). With the episodes' ``lengths`` (B,) the recurrence is unrolled
-        packed (``packed_unroll``): the same outputs at the valid steps, zero features beyond."""
+        previous-action ids (B, T). With the episodes' ``lengths`` (B,) the encoders see the valid
+        frames only and the recurrence is unrolled packed (``packed_unroll``, after
+        ``sequence_visual``): the same outputs at the valid steps, zero features beyond. Without,
+        the earlier padded unroll (``il.batching: padded``), kept as it was."""
         b, t = prev_actions.shape
         instruction = self.instruction(tokens)
         flat = {k: v.reshape(b * t, *v.shape[2:]) for k, v in frames.items()}
@@ -277,13 +279,13 @@ class VLNPolicy(nn.Module):
                               "but no features for a progress head", field="progress_weight", expected="0")
         recurrence = self.step if by_step else self.features
         if lengths is not None:
-            f = packed_unroll(recurrence, instruction, visual, prev_actions, self.initial_state(b, prev_actions.device),
-                              lengths)
+            f = packed_unroll(recurrence, instruction, self.sequence_visual(visual), prev_actions,
+                              self.initial_state(b, prev_actions.device), lengths)
         else:
             hidden = self.initial_state(b, prev_actions.device)
             outs = []
             for i in range(t):
-                step_visual = {k: (s[:, i], g[:, i]) for k, (s, g) in visual.items()}
+                step_visual = {k: tuple(x[:, i] for x in v) for k, v in visual.items()}
                 out, hidden = recurrence(instruction, step_visual, prev_actions[:, i], hidden)
                 outs.append(out)
             f = torch.stack(outs, dim=1)
@@ -291,6 +293,12 @@ class VLNPolicy(nn.Module):
             return f, None
         progress = torch.sigmoid(self.progress_head(f))[..., 0] if self.progress_head is not None else None
         return self.head(f), progress
+
+    def sequence_visual(self, visual: dict[str, tuple]) -> dict[str, tuple]:
+        """Per encoder (spatial (B, T, ...), global (B, T, D)) of a whole batch, plus whatever the
+        recurrence can compute for every step at once (appended to each tuple; ``features`` /
+        ``step`` read it when there, as the step-by-step agent, which passes the pair, does not)."""
+        return visual
 
     def forward_sequence(self, tokens: torch.Tensor, frames: dict[str, torch.Tensor], prev_actions: torch.Tensor,
                          ) -> torch.Tensor:
@@ -431,23 +439,27 @@ def packed_unroll(recurrence: Any, instruction: tuple, visual: dict, prev_action
     unrolled over padded episodes as ``pack_padded_sequence`` does: episodes sorted by length
     (longest first), step i runs on the episodes still going only, so no row computes on padding
     and the unroll stops at the longest episode. Rows are independent, so the valid steps' outputs
-    are those of the padded unroll; steps past an episode's length are zero."""
+    are those of the padded unroll; steps past an episode's length are zero. The per-step inputs
+    are views of one ``unbind`` (one gradient node, not one full-size zero tensor per step), and
+    the instruction is cut once per change of the running count."""
     b, t = prev_actions.shape
     lengths = lengths.to("cpu", torch.int64).clamp(max=t)
     order = torch.argsort(lengths, descending=True, stable=True)
-    sorted_lengths = lengths[order]
-    running = (sorted_lengths[None] > torch.arange(t)[:, None]).sum(1).tolist()  # episodes going at each step
+    running = (lengths[order][None] > torch.arange(t)[:, None]).sum(1).tolist()  # episodes going at each step
     idx = order.to(prev_actions.device)
     instruction = tuple(x[idx] for x in instruction)
-    visual = {k: (s[idx], g[idx]) for k, (s, g) in visual.items()}
-    prev_actions, hidden = prev_actions[idx], hidden[idx]
-    outs = []
+    steps = {k: [x[idx].unbind(1) for x in v] for k, v in visual.items()}
+    prev = prev_actions[idx].unbind(1)
+    hidden = hidden[idx]
+    outs, cut = [], {b: instruction}
     for i, n in enumerate(running):
         if n == 0:
             break
-        step_visual = {k: (s[:n, i], g[:n, i]) for k, (s, g) in visual.items()}
-        out, hidden = recurrence(tuple(x[:n] for x in instruction), step_visual, prev_actions[:n, i], hidden[:n])
-        outs.append(F.pad(out, (0, 0, 0, b - n)))
+        if n not in cut:
+            cut[n] = tuple(x[:n] for x in instruction)
+        step_visual = {k: tuple(x[i] if n == b else x[i][:n] for x in v) for k, v in steps.items()}
+        out, hidden = recurrence(cut[n], step_visual, prev[i][:n], hidden if hidden.shape[0] == n else hidden[:n])
+        outs.append(out if n == b else F.pad(out, (0, 0, 0, b - n)))
     f = torch.stack(outs, dim=1)
     if f.shape[1] < t:
         f = F.pad(f, (0, 0, 0, t - f.shape[1]))
@@ -517,6 +529,15 @@ class CMAPolicy(VLNPolicy):
         self.second_gru = nn.GRUCell(h + text + attended + act, h)
         self._make_heads(h + text)
 
+    def sequence_visual(self, visual):
+        """See ``VLNPolicy.sequence_visual``: the spatial attention keys of every step, in one call per encoder."""
+        out = {}
+        for key, (s, g) in visual.items():
+            b, t = s.shape[:2]
+            keys = self.visual_keys[key](s.reshape(b * t, *s.shape[2:])).transpose(1, 2)
+            out[key] = (s, g, keys.reshape(b, t, *keys.shape[1:]))
+        return out
+
     def features(self, instruction, visual, prev_action, hidden):
         """See ``VLNPolicy.features``: [second GRU state, attended instruction]."""
         ctx, mask, _ = instruction
@@ -527,7 +548,7 @@ class CMAPolicy(VLNPolicy):
         for key in ("rgb", "depth"):
             if key in visual:
                 spatial = visual[key][0]  # (B, C, 16)
-                keys = self.visual_keys[key](spatial).transpose(1, 2)
+                keys = visual[key][2] if len(visual[key]) > 2 else self.visual_keys[key](spatial).transpose(1, 2)
                 attended.append(_attend(self.visual_query[key](text), keys, spatial.transpose(1, 2)))
         h2 = self.second_gru(torch.cat([h1, text, *attended, prev], dim=1), hidden[:, 1])
         return torch.cat([h2, text], dim=1), torch.stack([h1, h2], dim=1)
