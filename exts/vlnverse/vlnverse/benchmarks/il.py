@@ -6,7 +6,8 @@ Data: the rows' recipe at a small scale: ``--train-homes`` generated homes (defa
 ``--episodes-per-home`` each, ``--val-seen-episodes`` of their held-out episodes as val_seen),
 every instruction of each path, RGB-D 64x64 under Tel-Hop; with ``--encoder pretrained`` (the
 default) the rows' encoder pretrained on those homes (cached in the work folder by its key) and
-frozen, so the rows train from cached features. Homes, caches and the encoder are built before anything is timed (``_prepare_caches``).
+frozen, so the rows train from cached features. Homes, caches and the encoder are built before
+anything is timed (``_prepare_caches``).
 
 Per row of ``--policies`` (default ``cma``): ``--repeat`` runs of each path, alternating, each the
 row's IL config (``train.row_config``: its batch size, rate, weight averaging) for ``--epochs``
@@ -57,8 +58,9 @@ def run(args) -> dict:
     from vlnverse.learn.checkpoint import device_info, resolve_device
     from vlnverse.tasks.episode import save_episodes
 
-    from .train import (EPISODES_PER_HOME, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES, _check_counts, _rows, _train,
-                        RESOLUTION, check_int_flags, homes_data, row_config, training_curve)
+    from vlnverse.benchmarks.train import (EPISODES_PER_HOME, RESOLUTION, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES,
+                                           _check_counts, _rows, _train, check_int_flags, homes_data, row_config,
+                                           training_curve)
 
     require_torch("vlnverse bench il", field=None)
     if not getattr(args, "policies", None):
