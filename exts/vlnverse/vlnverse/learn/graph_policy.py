@@ -281,7 +281,7 @@ class GraphNFPolicy(nn.Module):
         w = self.types.weight
         tokens = torch.cat([(state + w[0])[:, None], ctx + w[1], seen + w[2], cand + w[3],
                             (self.decision_tokens + w[4:6])[None].expand(b, -1, -1)], dim=1)
-        ones = torch.ones(b, 1, dtype=torch.bool)
+        ones = torch.ones(b, 1, dtype=torch.bool, device=hidden.device)
         keep = torch.cat([ones, tmask, seen_ok, valid, ones, ones], dim=1)
         out = self.encoder(tokens, src_key_padding_mask=~keep)
         new = self.state_update(torch.cat([out[:, 0], hidden], dim=1))
