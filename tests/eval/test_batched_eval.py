@@ -41,11 +41,11 @@ def serial(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("serial")
     summary = run_eval(_config(out, None), progress=False, print_summary=False)
     assert summary["timing"]["envs"] == 1
-    return out / INPUT_FILE, _records(out)
+    return out / INPUT_FILE, _records(out), summary
 
 
 def test_batched_records_equal_the_serial_ones_and_end_independently(serial, tmp_path):
-    episodes, expected = serial
+    episodes, expected, serial_summary = serial
     assert len({r["scene_id"] for r in expected.values()}) == 2 and len(expected) == 6
     assert len({r["steps"] for r in expected.values()}) > 1  # episodes of different lengths
     summary = run_eval(_config(tmp_path, episodes, "envs=3"), progress=False, print_summary=False)
@@ -56,12 +56,15 @@ def test_batched_records_equal_the_serial_ones_and_end_independently(serial, tmp
     order = [json.loads(line)["episode_id"] for line in (tmp_path / EPISODES_FILE).read_text().splitlines()]
     assert order != list(expected)
     assert summary["overall"]["episodes"] == 6
+    # the statistics do not depend on the order episodes ended in: the serial run's intervals
+    for block in ("intervals", "per_home", "design"):
+        assert summary["overall"][block] == serial_summary["overall"][block]
 
 
 def test_batched_report_pictures_go_to_the_first_episodes_of_the_serial_order(serial, tmp_path):
     from vlnverse.tasks.episode import load_episodes
 
-    episodes, expected = serial
+    episodes, expected, _ = serial
     run_eval(_config(tmp_path, episodes, "envs=3", "report.enabled=true", "report.max_episodes=2"), progress=False,
              print_summary=False)
     got = _records(tmp_path)
@@ -78,7 +81,7 @@ def test_batched_report_pictures_go_to_the_first_episodes_of_the_serial_order(se
 
 
 def test_a_resumed_batched_run_completes_with_the_same_records(serial, tmp_path):
-    episodes, expected = serial
+    episodes, expected, _ = serial
     run_eval(_config(tmp_path, episodes, "envs=2", "limit=3"), progress=False, print_summary=False)
     assert len(_records(tmp_path)) == 3
     run_eval(_config(tmp_path, episodes, "envs=2"), progress=False, print_summary=False)
@@ -93,7 +96,7 @@ def test_a_batch_of_one_is_the_serial_run(serial, tmp_path):
     from vlnverse.tasks.episode import load_episodes
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 
-    episodes, expected = serial
+    episodes, expected, _ = serial
     cfg = _config(tmp_path, episodes)
     eps = resolve_episode_scenes(load_episodes(episodes), scene_roots(None, episodes.parent))
     agent = make_agent("policy", {"checkpoint": "cma_fine_grained"})
@@ -120,7 +123,7 @@ def test_fresh_policy_batched_equals_serial(serial, tmp_path):
     from vlnverse.learn.vocab import Vocabulary
     from vlnverse.tasks.episode import load_episodes
 
-    episodes, _ = serial
+    episodes, _, _ = serial
     vocab = Vocabulary.build([e.instruction_text for e in load_episodes(episodes)])
     rig = [{"name": "rgb", "kind": "rgb", "shape": [64, 64, 3]}, {"name": "depth", "kind": "depth", "shape": [64, 64]}]
     torch.manual_seed(0)
@@ -138,7 +141,7 @@ def test_fresh_policy_batched_equals_serial(serial, tmp_path):
 
 
 def test_an_agent_that_cannot_batch_runs_serially_with_envs(serial, tmp_path):
-    episodes, _ = serial
+    episodes, _, _ = serial
     runs = {}
     for envs in (1, 3):
         out = tmp_path / f"envs{envs}"

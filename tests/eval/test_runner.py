@@ -215,3 +215,24 @@ def test_ctrl_c_leaves_a_resumable_run(corridor, tmp_path):
     resumed = run_eval(cfg, progress=False, print_summary=False, scene_loader=lambda *a: corridor)
     assert resumed["timing"]["episodes_run_now"] == len(PAIRS) - 2
     assert resumed["overall"]["episodes"] == len(PAIRS) and resumed["overall"]["means"]["SR"] == 1.0
+
+
+def test_design_block_does_not_depend_on_the_order_episodes_finished_in():
+    """Records appended as episodes end (``--envs``, ``--workers``, a resumed run) come in another
+    order than the serial run's: the per-home means, both intervals and the design must not move."""
+    import random as _random
+
+    from vlnverse.eval.runner import design_block
+
+    rng = _random.Random(3)
+    records = [{"episode_id": f"e{h}-{i:02d}", "scene_id": f"home_{h}",
+                "metrics": {"SR": float(rng.random() < 0.2 + 0.2 * h), "SPL": round(rng.random(), 3),
+                            "nDTW": round(rng.random(), 3)}}
+               for h in range(4) for i in range(6)]
+    shuffled = records[:]
+    _random.Random(7).shuffle(shuffled)
+    expected = design_block(records, seed=0)
+    assert design_block(shuffled, seed=0) == expected
+    assert expected["design"] == {"homes": 4, "episodes": 24, "mde_SR": expected["design"]["mde_SR"]}
+    sr = [r["metrics"]["SR"] for r in records]
+    assert expected["intervals"]["SR"]["episode"]["mean"] == pytest.approx(sum(sr) / 24, abs=1e-4)

@@ -244,3 +244,28 @@ def test_proc_v1_val_unseen_builds_and_matches_its_fingerprints(tmp_path):
     episodes = bench.episodes("val_unseen", cache_dir=tmp_path, workers=2, progress=False)
     assert len({e.scene_id for e in episodes}) == 20
     assert len(episodes) == 20 * bench.episodes_per_home["val_unseen"]
+
+
+def test_documented_benchmark_commands_compare_the_shipped_cma_with_random(tiny, tmp_path, monkeypatch, capsys):
+    """docs/benchmark.md's commands with the tiny definition: the shipped CMA config and the
+    random agent on the same held-out episodes, trailing --benchmark/--split, then one paired
+    comparison over them (a few steps per episode keep it fast)."""
+    from vlnverse.cli import main
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    definition = str(_write(tmp_path, tiny))
+    small = ["max_steps=4", "report.enabled=false", "--no-progress"]
+    cma, rand = tmp_path / "cma_test", tmp_path / "random_test"
+    assert main(["eval", "cma_fine_grained", "--benchmark", definition, "--split", "test", "--envs", "2",
+                 f"out={cma}", *small]) == 0
+    assert main(["eval", "cma_fine_grained", "agent.name=random", "agent.params={}", f"out={rand}",
+                 "--benchmark", definition, "--split", "test", *small]) == 0
+    for run, agent in ((cma, "policy"), (rand, "random")):
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["run"]["agent"] == agent and summary["run"]["benchmark"]["split"] == "test"
+        assert summary["overall"]["design"]["homes"] == 2 and summary["overall"]["episodes"] == 4
+    capsys.readouterr()
+    assert main(["results", "compare", str(cma), str(rand), "--out", str(tmp_path / "cmp")]) == 0
+    compared = json.loads((tmp_path / "cmp" / "compare.json").read_text())
+    (group,) = compared["groups"]
+    assert [c["a"] + " - " + c["b"] for c in group["comparisons"]] == ["cma_test - random_test"]

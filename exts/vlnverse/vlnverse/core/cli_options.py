@@ -14,18 +14,20 @@ TRAILING_OPTIONS = {"--workers": ("workers", int, "an integer >= 1"), "--envs": 
                     "--job-timeout": ("job_timeout", float, "a number of seconds > 0")}
 
 
-def split_trailing_options(args: argparse.Namespace) -> list[str]:
+def split_trailing_options(args: argparse.Namespace, extra: tuple[str, ...] = ()) -> list[str]:
     """The ``key=value`` overrides of ``args.overrides`` (an ``argparse.REMAINDER``, which also
     catches options given after the overrides); those options (``TRAILING_OPTIONS``,
-    ``--no-progress``, ``--scene-root DIR``) are moved onto ``args``. A bad value or an unknown
-    option is a ``ConfigError`` naming the option."""
+    ``--no-progress``, ``--scene-root DIR`` and the command's own string options ``extra``, e.g.
+    ``("--benchmark", "--split")``) are moved onto ``args``. A bad value or an unknown option is a
+    ``ConfigError`` naming the option."""
+    known = {**TRAILING_OPTIONS, **{name: (name[2:].replace("-", "_"), str, None) for name in extra}}
     overrides, items = [], list(args.overrides)
     while items:
         item = items.pop(0)
         name, eq, value = item.partition("=")
         if item == "--no-progress":
             args.no_progress = True
-        elif name == "--scene-root" or name in TRAILING_OPTIONS:
+        elif name == "--scene-root" or name in known:
             if not eq:
                 if not items:
                     raise ConfigError(f"'{name}' needs a value", field=name)
@@ -33,7 +35,7 @@ def split_trailing_options(args: argparse.Namespace) -> list[str]:
             if name == "--scene-root":
                 args.scene_root = [*(getattr(args, "scene_root", None) or []), value]
                 continue
-            attr, kind, expected = TRAILING_OPTIONS[name]
+            attr, kind, expected = known[name]
             try:
                 value = kind(value)
             except ValueError:
@@ -42,9 +44,10 @@ def split_trailing_options(args: argparse.Namespace) -> list[str]:
                 raise ConfigError(f"got {value!r}", field="--engine", expected=" or ".join(ENGINES))
             setattr(args, attr, value)
         elif item.startswith("-"):
+            own = "".join(f"{name} {name[2:].upper()}, " for name in extra)
             raise ConfigError(f"unknown option '{item}'",
                               expected=f"--no-progress, --backend NAME, --workers N, --envs N, --engine {'|'.join(ENGINES)}, "
-                                       "--address HOST:PORT, --job-timeout SECONDS, --scene-root DIR or key=value "
+                                       f"--address HOST:PORT, --job-timeout SECONDS, {own}--scene-root DIR or key=value "
                                        "overrides")
         else:
             overrides.append(item)

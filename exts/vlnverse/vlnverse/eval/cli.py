@@ -112,7 +112,7 @@ def _eval(args: argparse.Namespace) -> int:
     from ..core.errors import ConfigError, VLNVerseError
     from ..tasks.scene_roots import with_scene_roots
 
-    overrides = split_trailing_options(args)
+    overrides = split_trailing_options(args, extra=("--benchmark", "--split"))
     for name in ("backend", "benchmark", "split"):
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")

@@ -412,9 +412,12 @@ def home_of(record: dict) -> str:
 def design_block(records: list[dict], *, seed: int = 0) -> dict[str, Any]:
     """Per-home means (``per_home``: scene id → episodes and every metric's mean), for
     ``INTERVAL_METRICS`` the episode and the clustered bootstrap intervals (``intervals``), and
-    the design: homes, episodes and the minimum detectable SR difference (``core.stats``)."""
+    the design: homes, episodes and the minimum detectable SR difference (``core.stats``). The
+    records are taken in episode-id order, so the intervals do not depend on the order episodes
+    finished in (serial, batched, parallel or resumed runs give the same figures)."""
     from ..core.stats import bootstrap_ci, clustered_bootstrap_ci, minimum_detectable_difference
 
+    records = sorted(records, key=lambda r: str(r.get("episode_id")))
     by_home: dict[str, list[dict]] = {}
     for r in records:
         by_home.setdefault(home_of(r), []).append(r)

@@ -115,6 +115,16 @@ def _bench_runs(path: Path, data: dict) -> list[Run]:
     return out
 
 
+def in_episode_order(run: Run) -> Run:
+    """``run`` with its episodes in episode-id order: the pairing of two runs, and the bootstrap's
+    stream, must not depend on the order their episodes finished in (``--envs``, ``--workers``)."""
+    order = sorted(range(len(run.ids)), key=lambda i: str(run.ids[i]))
+    run.ids = [run.ids[i] for i in order]
+    run.homes = [run.homes[i] for i in order]
+    run.values = {m: [v[i] for i in order] for m, v in run.values.items()}
+    return run
+
+
 def load_runs(paths: list[str | Path]) -> list[Run]:
     """Every run of ``paths`` (eval run folders, their ``summary.json`` / ``episodes.jsonl``, bench
     train JSONs), labelled uniquely: an eval run by its folder name, a bench row by its agent
@@ -138,7 +148,7 @@ def load_runs(paths: list[str | Path]) -> list[Run]:
     for r in runs:  # eval folders of the same name in different places
         if labels.count(r.label) > 1 and not r.bench:
             r.label = str(r.source.parent)
-    return runs
+    return [in_episode_order(r) for r in runs]
 
 
 def _first_difference(a: Any, b: Any, prefix: str) -> str | None:
@@ -170,9 +180,9 @@ def check_comparable(a: Run, b: Run) -> None:
     if a.ids != b.ids:
         missing = sorted(set(a.ids) ^ set(b.ids))
         detail = (f"{len(missing)} episode id(s) in only one of them, e.g. {missing[0]!r}" if missing
-                  else "the same episodes in another order")
+                  else "an episode id repeated a different number of times")
         raise ConfigError(f"{b.label} and {a.label} ({a.source}) differ: {detail}", file=b.source, field="episodes",
-                          expected="runs on the same episodes (ids), in the same order")
+                          expected="runs on the same episodes (ids)")
     if a.homes != b.homes:
         raise ConfigError(f"{b.label} places episodes in other homes than {a.label} ({a.source})", file=b.source,
                           field="episodes.scene_id", expected="the same home per episode")
