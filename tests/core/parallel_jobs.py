@@ -85,3 +85,17 @@ def state_probe(payload, items, state, emit):
     for item in items:
         emit(item, (os.getpid(), state.get("seen", 0)))
         state["seen"] = state.get("seen", 0) + 1
+
+
+def _square(n):
+    return n * n
+
+
+def with_children(payload, items, state, emit):
+    """Each item computed in a process pool of the job's own (as a batched evaluation starts its
+    environment processes): a local worker must be allowed to have children."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(2) as pool:
+        for item in items:
+            emit(item, pool.apply(_square, (int(item.split("-")[1]),)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from parallel_jobs import limited, squares
+from parallel_jobs import limited, squares, with_children
 from vlnverse.core.errors import ConfigError
 from vlnverse.core.parallel import Job, run_jobs
 
@@ -22,6 +22,15 @@ def test_local_workers_deliver_every_item_once_and_replace_a_dead_worker(tmp_pat
     assert all(len(v) == 1 for v in got.values())
     assert got["s3-3"][0][0] == 9 and report.retries == 1 and not report.failures
     assert len({v[0][1] for v in got.values()}) >= 2  # more than one process did the work
+
+
+def test_a_job_may_start_processes_of_its_own():
+    """``bench train --seeds``' row jobs evaluate with environment processes: daemonic workers
+    failed every row with "daemonic processes are not allowed to have children"."""
+    got: dict = {}
+    report = run_jobs(with_children, _jobs()[:2], workers=2, on_result=lambda item, value: got.setdefault(item, value))
+    assert not report.failures, report.failures
+    assert got == {f"s{k}-{i}": i * i for k in range(2) for i in range(4)}
 
 
 def test_a_job_that_keeps_failing_is_reported_with_its_key_and_the_rest_completes():

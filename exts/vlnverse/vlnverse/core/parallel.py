@@ -588,18 +588,41 @@ def start_fork_server(modules: Iterable[str] = (), *, wait: bool = False) -> boo
     return True
 
 
+#: seconds between a waiting worker's checks that its driver is still alive
+DRIVER_CHECK_S = 2.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None,
-                  env: dict | None = None) -> None:
+                  env: dict | None = None, driver_pid: int | None = None) -> None:
     """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
     of its own, so a worker killed mid-write cannot block the others). ``env`` is the driver's
     environment when the worker started (a forkserver child would otherwise get the forkserver's,
-    from whenever it was first started: a cache folder or API key set since would be missing)."""
+    from whenever it was first started: a cache folder or API key set since would be missing).
+    Workers are not daemonic, so a job may start processes of its own (a batched evaluation's
+    environments); a worker waiting for a job exits once ``driver_pid`` is gone."""
+    import queue
+
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
     state: dict = {"shared": {k: v.for_slot(slot) for k, v in (limits or {}).items()}}
     while True:
-        job = inbox.get()
+        try:
+            job = inbox.get(timeout=DRIVER_CHECK_S)
+        except queue.Empty:
+            if driver_pid is not None and not _alive(driver_pid):
+                return
+            continue
         if job is None:
             return
         _run_one(fn, job, state, conn.send, slot)
@@ -619,8 +642,9 @@ class _LocalDriver:
     def _start(self, slot: int) -> None:
         inbox = self.ctx.Queue()
         receiver, sender = self.ctx.Pipe(duplex=False)
-        proc = self.ctx.Process(target=_local_worker, args=(self.fn, slot, inbox, sender, self.limits, dict(os.environ)),
-                                daemon=True,
+        proc = self.ctx.Process(target=_local_worker,
+                                args=(self.fn, slot, inbox, sender, self.limits, dict(os.environ), os.getpid()),
+                                daemon=False,  # a job may start processes (batched evaluation)
                                 name=f"vlnverse-worker-{slot}")
         proc.start()
         sender.close()  # the worker holds the only write end: EOF here when it dies
