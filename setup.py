@@ -57,7 +57,8 @@ setup(
         "ray": ["ray>=2.40"],
         "study": ["fastapi>=0.110", "uvicorn>=0.29", "websockets>=12"],
         # the study/viewer browser tests drive Debian's chromium through Playwright (no browser download)
-        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40"],
+        # ray: the parallel engine's Ray path is tested on a local Ray instance
+        "test": ["pytest>=8.0", "fastapi>=0.110", "uvicorn>=0.29", "websockets>=12", "playwright>=1.40", "ray>=2.40"],
     },
     entry_points={"console_scripts": ["vlnverse=vlnverse.cli:main"]},
 )
