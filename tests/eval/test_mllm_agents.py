@@ -436,7 +436,7 @@ def test_oracle_assistant_is_consulted_when_the_navigator_loops(corridor, view_c
     assert rec["first_error"]["category"] == "loop"
     gen = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
     assert gen["consultations"] == 1
-    from vlnverse.eval.mllm.agents import model_identity
+    from vlnverse.eval.generation import model_identity
 
     who = model_identity(agent, "navgpt", [rec])["assistant"]
     assert who == {"model": "openai", "model_name": "guide-llm", "endpoint_host": help_url.split("/")[2],

@@ -422,6 +422,14 @@ def redact_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
+def endpoint_host(url: str | None) -> str | None:
+    """``host[:port]`` of an endpoint URL (no user, password or path); None when it has none."""
+    if not url or "://" not in str(url):
+        return None
+    parts = urllib.parse.urlsplit(str(url))
+    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else None
+
+
 def redact_secrets(obj):
     """A copy of a JSON-like ``obj`` safe to write: every string that is a URL goes through
     ``redact_url`` and values under keys naming a secret (``api_key``, ``token``, ...) are dropped."""

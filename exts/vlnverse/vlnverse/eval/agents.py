@@ -12,6 +12,11 @@ state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAc
 ``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
 step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
 
+An agent that talks to chat models (``vlnverse.eval.mllm.models.ChatModel``, wherever it keeps
+them) names them by role in :meth:`Agent.chat_models`; through that hook alone the runner puts
+them under the run-wide request limit (``model.concurrency``), lets the agents of one run share a
+circuit breaker per role (:func:`join_run`) and names them in ``summary.json``.
+
 Task-level answers are typed actions (``vlnverse.tasks.actions``): on decision (VLN-NF
 false-premise) episodes an agent ends with ``Decision.FOUND`` or ``Decision.NOT_FOUND`` (a STOP
 that states its decision; the names as strings are accepted too); for goal identification
@@ -24,7 +29,7 @@ import math
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
@@ -32,6 +37,7 @@ from ..core.params import param, parse_params
 from ..core.registry import Registry
 from ..sim.api import ControlConfig
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction, wrap_angle
+from ..tasks.chat import CircuitBreaker
 from ..tasks.actions import Decision, SelectFrame  # noqa: F401  (the task-level answers agents return)
 from ..tasks.scoring import has_ordered_goals  # noqa: F401  (re-exported for agents)
 
@@ -95,6 +101,22 @@ class AgentState:
     turn_angle_deg: float = ControlConfig.turn_angle_deg
 
 
+class ChatComponent(Protocol):
+    """What the runner needs of a chat model an agent talks to (``vlnverse.eval.mllm.models.ChatModel``
+    is one): its ``kind`` and configured ``model`` name, its ``endpoint`` (no credentials), the
+    ``breaker`` that counts its endpoint failures (``vlnverse.tasks.chat.CircuitBreaker``, shared
+    by the agents of one run) and the run-wide ``request_limit`` it takes around each request
+    it sends (a context manager, or None)."""
+
+    kind: str
+    model: str
+    breaker: CircuitBreaker
+    request_limit: Any
+
+    @property
+    def endpoint(self) -> str: ...
+
+
 class Agent:
     """Base class of evaluation agents. ``params`` come from the eval config's ``agent.params``;
     ``Params`` (a dataclass, ``vlnverse.core.params``) declares them with their ranges, and
@@ -103,6 +125,8 @@ class Agent:
 
     name = "agent"
     Params: ClassVar[type | None] = None
+    #: the version of the agent's prompt texts, named in ``summary.json`` (None: it prompts no model)
+    prompt_version: ClassVar[str | None] = None
 
     def __init__(self, *, seed: int = 0, model: Any = None, **params: Any):
         if params:
@@ -129,6 +153,14 @@ class Agent:
             if (Path(base) / path).is_file():
                 return Path(base) / path
         return Path(self.asset_roots[0] if self.asset_roots else Path.cwd()) / path
+
+    def chat_models(self) -> dict[str, ChatComponent]:
+        """The chat models this agent talks to, by role: ``navigator`` (the one that decides;
+        ``summary.json`` names it as the run's model), ``captioner``, ``assistant`` or a role of
+        the agent's own. The runner puts each under the run-wide request limit and the run's
+        shared circuit breaker of its role (:func:`join_run`) and names it in ``summary.json``.
+        Default: none."""
+        return {}
 
     def required_sensors(self, sensors: list) -> list:
         """Cameras (``CameraSpec``) this agent needs that the run's rig ``sensors`` lacks; the
@@ -182,6 +214,19 @@ class Agent:
         """A generator seeded by (agent seed, episode id): results do not depend on episode order."""
         key = zlib.crc32(str(getattr(episode, "episode_id", "")).encode())
         return np.random.default_rng([self.seed, key])
+
+
+def join_run(agent: Agent, limit: Any = None, peer: Agent | None = None) -> None:
+    """Make every chat model of ``agent`` (:meth:`Agent.chat_models`) take the run-wide request
+    ``limit`` (a context manager such as ``core.parallel.SharedLimit``; None: none) and, given
+    ``peer`` (another agent of the same run), count its endpoint failures on the breaker of the
+    peer's model of the same role, so the episode threads of a run open one breaker per role."""
+    theirs = peer.chat_models() if peer is not None else {}
+    for role, model in agent.chat_models().items():
+        model.request_limit = limit
+        other = theirs.get(role)
+        if other is not None and other is not model:
+            model.breaker = other.breaker
 
 
 @dataclass

@@ -217,12 +217,19 @@ class MVDualVLNAgent(Agent):
         super().__init__(**kwargs)
         from ..core.errors import ConfigError
 
-        if self.model is None or not hasattr(self.model, "generate"):
-            raise ConfigError("missing", field=f"model ({self.name})", expected="a chat model (openai, scripted, ...)")
+        from .mllm.models import ChatModel
+
+        if not isinstance(self.model, ChatModel):
+            raise ConfigError("missing" if self.model is None else f"a {type(self.model).__name__}",
+                              field=f"model ({self.name})", expected="a chat model (openai, scripted, ...)")
         self.video_frames, self.max_reprompts, self.snap = int(video_frames), int(max_reprompts), float(snap)
         self.max_image_bytes = int(max_image_bytes)
         self.video_root = Path(video_root) if video_root else None
         self.panorama = Panorama(int(view_size))
+
+    def chat_models(self) -> dict[str, Any]:
+        """Its one chat model, the navigator."""
+        return {"navigator": self.model}
 
     def reset(self, episode: Any, context: Any) -> None:
         from ..tasks.tours import load_prior_video
@@ -272,7 +279,7 @@ class MVDualVLNAgent(Agent):
                 f"(Front, Left, Back, Right).\nHistory:\n{history}")
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
-        from .mllm.agents import GenerationError, _remember
+        from .mllm.agents import GenerationError
         from .mllm.models import png_bytes
         from .rollout import NotEvaluated
 
@@ -326,7 +333,7 @@ class MVDualVLNAgent(Agent):
                     if waypoint is None:
                         error = f"the floor point {entry['floor_point']} is not within {self.snap} m of walkable floor"
             if error is None:
-                _remember(self.model, gen)
+                self.model.remember(gen)
                 break
             entry["error"] = error
             if attempt == self.max_reprompts:

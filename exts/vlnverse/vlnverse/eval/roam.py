@@ -47,7 +47,7 @@ from ..core.params import param
 from ..sim.types import WaypointAction
 from ..tasks.actions import Decision
 from .agents import AgentState, register_agent
-from .mllm.agents import MLLMAgent, MLLMParams, _remember
+from .mllm.agents import MLLMAgent, MLLMParams
 
 LABEL_SOURCES = ("classifier", "ground_truth")
 STOP_CRITERIA = ("coverage", "frontier", "budget")
@@ -395,7 +395,7 @@ class ROAMAgent(MLLMAgent):
             m = _SCORE.search(gen.text or "") if gen.ok else None
             record.setdefault("detector_attempts", []).append(gen.text)
             if m:
-                _remember(self.model, gen)
+                self.model.remember(gen)
                 return float(m.group(1))
         return 0.0
 

@@ -37,8 +37,9 @@ from ..core.parallel import JobFailure, ParallelConfig, RunReport, run_jobs
 from ..tasks.scene_jobs import scene_jobs
 from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from . import metrics as M
-from .agents import Agent, make_agent
+from .agents import Agent, join_run, make_agent
 from .config import EvalConfig
+from .generation import generation_summary, model_identity
 from .rollout import Rollout, StepResult, action_name, goal_distance_fn, run_episode, run_scene  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -496,9 +497,7 @@ def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
             # (the episode's SR: all goals in order and a STOP near the last)
             agg["sr_n"] = M.sr_n([m["goals_reached"] for m in ordered],
                                  final_success=[float(m.get("SR") or 0.0) for m in ordered])
-        from .mllm.agents import generation_summary
-
-        generation = generation_summary(all_recs)  # MLLM agents: errors by kind, re-prompts, tokens, cache hits
+        generation = generation_summary(all_recs)  # agents logging model calls: errors by kind, re-prompts, tokens
         if generation is not None:
             agg["generation"] = generation
         return agg
@@ -667,16 +666,14 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
     ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
     and the scene's simulator once per job. With ``model.concurrency`` N, every model request
     takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
-    runs up to N episodes at once in threads (an agent per thread), records in episode order."""
-    from .mllm.models import attach_request_limit, share_breaker
-
+    runs up to N episodes at once in threads (an agent per thread), records in episode order. The
+    agents' chat models (``Agent.chat_models``) take that limit and share one breaker per role."""
     cfg, settings, out = payload.cfg, payload.settings, payload.out
     limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
 
     def new_agent() -> Agent:
         made = make_run_agent(cfg, payload.agent_factory, out)
-        attach_request_limit(made, limit)
-        share_breaker(made, agent)  # the episode threads of a scene open one circuit breaker
+        join_run(made, limit, peer=agent)  # the episode threads of a scene open one circuit breaker per role
         return made
 
     agent = payload.agent
@@ -690,7 +687,7 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
             load_task_types()
             state[key] = new_agent()
         agent = state[key]
-    attach_request_limit(agent, limit)
+    join_run(agent, limit)
     wanted = set(items)
     episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
 
@@ -900,8 +897,6 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
            "body": settings.body.name, **({"benchmark": benchmark} if benchmark else {})}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
     summary["protocol"] = run_protocol(cfg, settings)
-    from .mllm.agents import model_identity
-
     summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,

@@ -1,33 +1,46 @@
-"""The toolkit's one chat-completions client, on the standard library (``http.client``).
+"""The toolkit's one chat client and one circuit breaker, on the standard library (``http.client``).
 
-``post_json`` is the HTTP exchange every chat client of the toolkit goes through: the LLM stage
-of instruction generation and the dialogue oracle (``ChatClient``, here), and the MLLM agents'
-chat models (``vlnverse.eval.mllm.models``: OpenAI-compatible servers, Ollama). Guards: a
-``timeout`` per network wait and an optional ``deadline`` for the whole exchange (a watchdog
-closes the socket of a server dripping bytes), answers over ``max_response_bytes`` are refused
-(read in chunks), redirects are followed only within the same origin (never sending the key
-elsewhere), credentials inside the URL are never sent. Failures raise :class:`HTTPFailure`
-with a ``kind``: ``timeout``, ``unreachable``, ``status`` (a non-200 answer: ``status``,
-``retry_after``, the start of its body), ``oversized``, ``refused`` (scheme, credentials in the
-URL, cross-origin redirect, too many redirects).
+:class:`ChatClient` is every chat client of the toolkit: the LLM stage of instruction generation
+and the dialogue oracle call :meth:`ChatClient.complete` (text in, text out, ``LLMError`` on any
+failure); the MLLM agents' chat models (``vlnverse.eval.mllm.models``: OpenAI-compatible
+servers, Ollama) send through :meth:`ChatClient.send` (retries with back-off, failures by kind)
+and keep their own :class:`CircuitBreaker`, the same type the client's ``complete`` uses.
+
+``post_json`` is the HTTP exchange underneath. Guards: a ``timeout`` per network wait and an
+optional ``deadline`` for the whole exchange (a watchdog closes the socket of a server dripping
+bytes), answers over ``max_response_bytes`` are refused (read in chunks), redirects are followed
+only within the same origin (never sending the key elsewhere), credentials inside the URL are
+never sent. Failures raise :class:`HTTPFailure` with a ``kind``: ``timeout``, ``unreachable``,
+``status`` (a non-200 answer: ``status``, ``retry_after``, the start of its body), ``oversized``,
+``refused`` (scheme, credentials in the URL, cross-origin redirect, too many redirects).
 """
 from __future__ import annotations
 
 import contextvars
 import http.client
 import json
+import logging
 import socket
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import VLNVerseError
 from ..core.io import redact_url
 
-#: Consecutive failures per endpoint for the run in progress (the shared circuit breaker of
-#: ``ChatClient``; set by ``vlnverse.tasks.instructions.llm.collect_llm_warnings``).
-SHARED_FAILURES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("vlnverse_llm_failures", default=None)
+log = logging.getLogger(__name__)
+
+#: The circuit breaker of each endpoint for the run in progress: every ``ChatClient`` of one
+#: endpoint inside the block shares it (set by ``vlnverse.tasks.instructions.llm.collect_llm_warnings``).
+SHARED_BREAKERS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("vlnverse_llm_breakers", default=None)
+
+#: Why a request of :meth:`ChatClient.send` got no usable answer (``ChatFailure.kind``):
+#: ``auth`` is HTTP 401/403, ``rejected`` another 4xx or a refused URL / redirect, ``non_text`` a
+#: 200 body that is not JSON, ``oversized`` a body over ``max_response_bytes``. 429
+#: (``rate_limit``), 5xx (``server_error``), ``timeout`` and ``unreachable`` are retried.
+FAILURE_KINDS = ("unreachable", "timeout", "rate_limit", "server_error", "auth", "rejected", "non_text", "oversized")
 
 
 class LLMError(VLNVerseError):
@@ -41,6 +54,43 @@ class HTTPFailure(LLMError):
     def __init__(self, kind: str, message: str, *, status: int | None = None, retry_after: float | None = None):
         super().__init__(message)
         self.kind, self.status, self.retry_after = kind, status, retry_after
+
+
+class ChatFailure(LLMError):
+    """A request of :meth:`ChatClient.send` that got no usable answer: ``kind`` (one of
+    :data:`FAILURE_KINDS`) and the number of ``requests`` sent, retries included."""
+
+    def __init__(self, kind: str, message: str, *, requests: int = 0):
+        super().__init__(message)
+        self.kind, self.requests = kind, requests
+
+
+class CircuitBreaker:
+    """Endpoint failures in a row, opening at ``limit`` (0: never); once open it stays open and
+    :attr:`reason` says why (``circuit_open`` of its holders). Thread-safe: the chat models of a
+    run's episode threads share one, the ``ChatClient`` s of one endpoint inside
+    ``collect_llm_warnings`` share one. ``setting`` names the limit in the reason."""
+
+    def __init__(self, limit: int, setting: str = "max_failures"):
+        self.limit = int(limit)
+        self.setting = setting
+        self.in_row = 0
+        self.reason: str | None = None
+        self._lock = threading.Lock()
+
+    def record(self, failed: bool, kind: str | None = None) -> bool:
+        """Count one call (``failed``: the endpoint gave no answer, ``kind`` why); True when
+        this call opened the breaker."""
+        with self._lock:
+            if not failed:
+                self.in_row = 0
+                return False
+            self.in_row += 1
+            if self.limit and self.in_row >= self.limit and self.reason is None:
+                self.reason = (f"circuit breaker open after {self.in_row} endpoint failures in a row "
+                               f"(last: {kind}; {self.setting})")
+                return True
+            return False
 
 
 @dataclass
@@ -150,14 +200,42 @@ def _abort(conn: http.client.HTTPConnection) -> None:
 
 
 @dataclass
+class ChatReply:
+    """An OpenAI chat completion read leniently: the message ``content`` (None or another type
+    when the server sent no text), token counts and the model the server names."""
+
+    content: Any
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    served_model: str | None = None
+
+
+def chat_reply(data: Any) -> ChatReply:
+    """The :class:`ChatReply` of an OpenAI chat-completions JSON answer; ``ChatFailure``
+    (``non_text``) when it has no choices."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        raise ChatFailure("non_text", "the answer has no choices", requests=1)
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    message = choices[0].get("message")
+    return ChatReply(message.get("content") if isinstance(message, dict) else None,
+                     int(usage.get("prompt_tokens", 0) or 0), int(usage.get("completion_tokens", 0) or 0),
+                     data.get("model") if isinstance(data.get("model"), str) else None)
+
+
+@dataclass
 class ChatClient:
-    """Minimal OpenAI-compatible chat client over ``post_json``: ``POST {url}/chat/completions``.
+    """The toolkit's chat client over ``post_json``: ``POST {url}/chat/completions`` (or another
+    path below ``url``, :meth:`send`).
 
     ``url`` is the API base (``http://host:8000/v1``) or the full ``…/chat/completions`` URL.
-    ``timeout`` per network wait, ``deadline`` seconds for the whole request, ``max_response_bytes``
-    and same-origin redirects as ``post_json``; after ``max_failures`` consecutive failures the
-    circuit opens: further requests fail at once without touching the network. Messages never
-    show a key from the URL.
+    ``timeout`` per network wait, ``deadline`` seconds for one exchange (None: none),
+    ``max_response_bytes`` and same-origin redirects as ``post_json``. ``max_retries`` (default
+    0) more tries on 429, 5xx, timeouts and connection errors, after ``backoff · 2^attempt``
+    seconds (at least the server's ``Retry-After``, at most ``max_backoff``). :meth:`complete`
+    goes through the circuit :attr:`breaker`: after ``max_failures`` (0: never) failed calls in
+    a row further calls fail at once without touching the network. Messages never show a key
+    from the URL.
     """
 
     url: str
@@ -165,26 +243,14 @@ class ChatClient:
     api_key: str | None = None
     timeout: float = 30.0
     temperature: float = 0.7
-    deadline: float = 60.0
+    deadline: float | None = 60.0
     max_response_bytes: int = 2_000_000
     max_failures: int = 5
     max_redirects: int = 3
-    _own_failures: int = field(default=0, init=False, repr=False)
-
-    @property
-    def consecutive_failures(self) -> int:
-        """Failures in a row of this endpoint: shared by every client of the same endpoint inside
-        one ``collect_llm_warnings`` block (a dataset run), so the circuit stays open across scenes."""
-        shared = SHARED_FAILURES.get()
-        return shared.get(self.endpoint, 0) if shared is not None else self._own_failures
-
-    @consecutive_failures.setter
-    def consecutive_failures(self, value: int) -> None:
-        shared = SHARED_FAILURES.get()
-        if shared is not None:
-            shared[self.endpoint] = value
-        else:
-            self._own_failures = value
+    max_retries: int = 0
+    backoff: float = 1.0
+    max_backoff: float = 10.0
+    _own_breaker: CircuitBreaker | None = field(default=None, init=False, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -193,31 +259,91 @@ class ChatClient:
         return base if base.endswith("/chat/completions") else base + "/chat/completions"
 
     @property
-    def circuit_open(self) -> bool:
-        """True after ``max_failures`` consecutive failures (no more requests are sent)."""
-        return self.consecutive_failures >= self.max_failures
+    def breaker(self) -> CircuitBreaker:
+        """This endpoint's breaker: inside one ``collect_llm_warnings`` block (a dataset run)
+        shared by every client of the endpoint, so the circuit stays open across scenes."""
+        shared = SHARED_BREAKERS.get()
+        if shared is not None:
+            return shared.setdefault(self.endpoint, CircuitBreaker(self.max_failures, "ChatClient.max_failures"))
+        if self._own_breaker is None:
+            self._own_breaker = CircuitBreaker(self.max_failures, "ChatClient.max_failures")
+        return self._own_breaker
+
+    @property
+    def circuit_open(self) -> str | None:
+        """Why the breaker is open (None: closed)."""
+        return self.breaker.reason
+
+    def _wait(self, attempt: int, retry_after: float | None) -> float:
+        delay = self.backoff * (2 ** attempt)
+        if retry_after is not None:
+            delay = max(delay, retry_after)
+        return min(delay, self.max_backoff)
+
+    def send(self, body: dict, *, url: str | None = None, until: float | None = None,
+             spent: str = "the request's time is spent") -> tuple[Any, int]:
+        """POST ``body`` to ``url`` (default :attr:`endpoint`), retried as the class says, and
+        return (the JSON answer, requests sent). ``until``: ``time.monotonic()`` by which every
+        try and back-off ends (``spent`` is the message when it passes). Raises
+        :class:`ChatFailure`; the breaker is the caller's."""
+        url = url or self.endpoint
+        requests = 0
+        kind, error, retry_after = "unreachable", "", None
+        for attempt in range(self.max_retries + 1):
+            left = None if until is None else until - time.monotonic()
+            if left is not None and left <= 0.01:
+                kind, error = "timeout", spent
+                break
+            requests += 1
+            try:
+                answer = post_json(url, body, api_key=self.api_key,
+                                   timeout=self.timeout if left is None else min(self.timeout, left),
+                                   deadline=left if self.deadline is None else
+                                   (self.deadline if left is None else min(self.deadline, left)),
+                                   max_response_bytes=self.max_response_bytes, max_redirects=self.max_redirects)
+            except HTTPFailure as exc:
+                retry_after = exc.retry_after
+                if exc.kind == "status" and exc.status is not None and exc.status < 500 and exc.status != 429:
+                    # 4xx: the request or the credentials are wrong: asking again will not help
+                    raise ChatFailure("auth" if exc.status in (401, 403) else "rejected", str(exc),
+                                      requests=requests) from None
+                if exc.kind in ("oversized", "refused"):
+                    raise ChatFailure("oversized" if exc.kind == "oversized" else "rejected", str(exc),
+                                      requests=requests) from None
+                kind = {"timeout": "timeout", "unreachable": "unreachable"}.get(exc.kind) or \
+                    ("rate_limit" if exc.status == 429 else "server_error")
+                error = f"{exc} ({redact_url(self.url)})" if kind == "unreachable" else str(exc)
+            else:
+                try:
+                    return json.loads(answer.body), requests
+                except ValueError:
+                    raise ChatFailure("non_text", f"the endpoint answered {answer.content_type or 'no content type'} "
+                                                  f"({len(answer.body)} bytes), not a chat completion: check the "
+                                                  f"endpoint URL ({redact_url(self.url)})", requests=requests) from None
+            if attempt < self.max_retries:
+                delay = self._wait(attempt, retry_after)
+                if until is not None and time.monotonic() + delay >= until:
+                    break  # no time left for another try
+                log.info("%s request failed (%s), retry %d in %.2f s", self.model, kind, attempt + 1, delay)
+                time.sleep(delay)
+        raise ChatFailure(kind, error, requests=requests)
 
     def complete(self, messages: list[dict], *, seed: int | None = None) -> str:
         """The assistant message text for ``messages``; raises ``LLMError`` on any failure."""
         where = redact_url(self.endpoint)
-        if self.circuit_open:
-            raise LLMError(f"chat endpoint {where}: not contacted after {self.consecutive_failures} consecutive "
-                           "failures (circuit open)")
+        breaker = self.breaker
+        if breaker.reason is not None:
+            raise LLMError(f"chat endpoint {where}: not contacted, circuit open: {breaker.reason}")
         body = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if seed is not None:
             body["seed"] = int(seed)
         try:
-            raw = post_json(self.endpoint, body, api_key=self.api_key, timeout=self.timeout, deadline=self.deadline,
-                            max_response_bytes=self.max_response_bytes, max_redirects=self.max_redirects).body
-            data = json.loads(raw.decode("utf-8"))
-            content = data["choices"][0]["message"]["content"]
+            data, _ = self.send(body)
+            content = chat_reply(data).content
             if not isinstance(content, str):
-                raise ValueError(f"message content is {type(content).__name__}, not text")
-        except LLMError as exc:
-            self.consecutive_failures += 1
+                raise ChatFailure("non_text", f"message content is {type(content).__name__}, not text")
+        except ChatFailure as exc:
+            breaker.record(True, exc.kind)
             raise LLMError(f"chat endpoint {where}: {exc}") from None
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            self.consecutive_failures += 1
-            raise LLMError(f"chat endpoint {where}: {type(exc).__name__}: {str(exc)[:200]}") from None
-        self.consecutive_failures = 0
+        breaker.record(False)
         return content.strip()

@@ -29,12 +29,10 @@ raw answer with its tokens / latency / cache hit, the parsed action and any gene
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -168,8 +166,9 @@ class MLLMAgent(Agent):
         if self.model is None:
             raise ValueError(f"agent '{self.name}' needs a model: set 'model: {{name: openai, params: {{...}}}}' "
                              "(or ollama / transformers / scripted)")
-        if not hasattr(self.model, "generate"):
-            raise ValueError(f"agent '{self.name}': the model has no generate(messages, images) method")
+        if not isinstance(self.model, ChatModel):
+            raise ValueError(f"agent '{self.name}': the model is a {type(self.model).__name__}, not a chat model "
+                             "(a MODELS entry built on vlnverse.eval.mllm.models.ChatModel)")
         from ...paths import cache_dir
 
         self.max_reprompts, self.max_questions = int(max_reprompts), int(max_questions)
@@ -198,6 +197,11 @@ class MLLMAgent(Agent):
         self._captions: dict[str, list[str]] = {}
         self.episode: Any = None
         self.context: Any = None
+
+    def chat_models(self) -> dict[str, ChatModel]:
+        """The navigator model, and the caption model and the assistant when configured."""
+        return {"navigator": self.model, **({"captioner": self.captioner} if self.captioner is not None else {}),
+                **({"assistant": self.assistant} if self.assistant is not None else {})}
 
     # -- episode ---------------------------------------------------------------------------------
 
@@ -389,11 +393,9 @@ class MLLMAgent(Agent):
         calls of the step end within the model's ``step_timeout``."""
         if self._pending_stop:
             return self._act(observations, state)
-        broken = getattr(self.model, "circuit_open", None)
-        if broken:
-            raise NotEvaluated("circuit_open", broken)
-        step = getattr(self.model, "step", None)
-        with (step(getattr(self.model, "step_timeout", None)) if step else contextlib.nullcontext()):
+        if self.model.circuit_open is not None:
+            raise NotEvaluated("circuit_open", self.model.circuit_open)
+        with self.model.step(self.model.step_timeout):
             return self._act(observations, state)
 
     def _act(self, observations: dict[str, Any], state: AgentState) -> Any:
@@ -453,7 +455,7 @@ class MLLMAgent(Agent):
             parsed = parse_action(gen.text, list(by_marker), directions, decisions=self._decisions, questions=allow_questions)
             attempt["parsed"] = parsed.to_dict()
             if parsed.ok:
-                _remember(self.model, gen)  # only usable answers are cached: a failed step is asked again
+                self.model.remember(gen)  # only usable answers are cached: a failed step is asked again
             if parsed.ok and parsed.kind == "ask":
                 answer = self._oracle.answer(parsed.question, state.pose.xy, state.pose.yaw)
                 self.questions += 1
@@ -617,7 +619,7 @@ class MLLMAgent(Agent):
             entry["attempts"].append({"raw": gen.text, "parsed": parsed.to_dict() if parsed else None,
                                       **({"error": gen.error_kind} if not gen.ok else {})})
             if parsed is not None and parsed.kind == "frame":
-                _remember(self.model, gen)
+                self.model.remember(gen)
                 entry["selected_frame"] = parsed.frame
                 return parsed.frame
             messages += [{"role": "assistant", "content": gen.text or "(no answer)"},
@@ -668,13 +670,6 @@ def guard_guidance(text: str) -> tuple[str, list[dict[str, str]]]:
     return text.strip(" \n,;:"), removed
 
 
-def _remember(model: Any, gen: Any) -> None:
-    """Cache ``gen`` in ``model``'s response cache (models without one: nothing)."""
-    remember = getattr(model, "remember", None)
-    if remember is not None:
-        remember(gen)
-
-
 #: the eight VLN-MME agent variants: name -> (memory, CoT, reflection)
 VARIANTS = {
     f"{family}{'_cot' if cot else ''}{'_reflection' if refl else ''}": (memory, cot, refl)
@@ -687,64 +682,3 @@ for _name, (_memory, _cot, _refl) in VARIANTS.items():
             f"{', chain-of-thought' if _cot else ''}{', reflection (keep / revise)' if _refl else ''}.")
     register_agent(_name)(type(f"MLLM_{_name}", (MLLMAgent,), {"memory": _memory, "cot": _cot, "reflection": _refl,
                                                                 "__doc__": _doc}))
-
-
-def generation_summary(records: list[dict]) -> dict[str, Any] | None:
-    """Per-step generation figures of MLLM episodes: steps, generation errors by kind, re-prompts,
-    requests, cache hits, tokens, mean latency per model call and observation access time.
-    None when no record holds MLLM step logs."""
-    steps = [o for r in records for o in (r.get("agent_outputs") or [])
-             if isinstance(o, dict) and isinstance(o.get("generation"), dict)]
-    if not steps:
-        return None
-    gens = [s["generation"] for s in steps]
-    errors: dict[str, int] = {}
-    for g in gens:
-        if g.get("error_kind"):
-            errors[g["error_kind"]] = errors.get(g["error_kind"], 0) + 1
-    calls = sum(g.get("calls", 0) for g in gens)
-    access = [s["observation"]["access_ms"] for s in steps if isinstance(s.get("observation"), dict)]
-    return {"steps": len(steps), "generation_errors": dict(sorted(errors.items())),
-            "consultations": sum(1 for s in steps if isinstance(s.get("assistant"), dict) and "guidance" in s["assistant"]),
-            "assistant_unavailable": sum(1 for s in steps if isinstance(s.get("assistant"), dict)
-                                         and "unavailable" in s["assistant"]),
-            "reprompts": sum(g.get("reprompts", 0) for g in gens), "revisions": sum(1 for g in gens if g.get("revised")),
-            "requests": sum(g.get("requests", 0) for g in gens), "cache_hits": sum(g.get("cache_hits", 0) for g in gens),
-            "prompt_tokens": sum(g.get("prompt_tokens", 0) for g in gens),
-            "completion_tokens": sum(g.get("completion_tokens", 0) for g in gens),
-            "mean_latency_ms": round(sum(g.get("latency_ms", 0.0) for g in gens) / calls, 2) if calls else None,
-            "mean_obs_access_ms": round(float(np.mean(access)), 3) if access else None}
-
-
-def model_identity(agent: Any, agent_name: str, records: list[dict]) -> dict[str, Any]:
-    """Who answered: the agent, its prompt version, the model kind and configured name, the
-    models the endpoint says served the answers, the endpoint host (never a key or a path),
-    requests and cache hits over ``records``. A learned agent (no chat model): agent name only."""
-    model = getattr(agent, "model", None)
-    out: dict[str, Any] = {"agent": agent_name}
-    if not hasattr(model, "generate"):
-        return {**out, "model": None}
-    from .models import endpoint_host
-
-    served: Counter = Counter()
-    versions: set[str] = set()
-    for r in records:
-        for step in r.get("agent_outputs") or []:
-            if not isinstance(step, dict):
-                continue
-            if step.get("prompt_version"):
-                versions.add(str(step["prompt_version"]))
-            for attempt in step.get("attempts") or []:
-                if isinstance(attempt, dict) and attempt.get("served_model"):
-                    served[str(attempt["served_model"])] += 1
-    gen = generation_summary(records) or {}
-    return {**out, "prompt_version": sorted(versions) if len(versions) > 1 else (next(iter(versions), None)
-                                                                                 or getattr(agent, "prompt_version", None)),
-            "model": getattr(model, "kind", type(model).__name__), "model_name": getattr(model, "model", None),
-            "served_models": dict(sorted(served.items())),
-            "endpoint_host": endpoint_host(getattr(model, "endpoint", None)),
-            "requests": gen.get("requests", 0), "cache_hits": gen.get("cache_hits", 0),
-            **({"assistant": {"model": assistant.kind, "model_name": assistant.model,
-                              "endpoint_host": endpoint_host(assistant.endpoint),
-                              "consultations": gen.get("consultations", 0)}}
-               if (assistant := getattr(agent, "assistant", None)) is not None else {})}

@@ -7,7 +7,10 @@ raises for a failed request: an unreachable server, a timeout, HTTP 429/5xx afte
 a rejected request, a body that is not a chat completion or an empty answer come back as
 ``Generation.error_kind``; the kinds in :data:`ENDPOINT_ERRORS` mean the model never answered
 (the runner does not evaluate such an episode). After ``max_consecutive_failures`` endpoint
-failures in a row the model stops sending (circuit breaker, ``circuit_open``). A
+failures in a row the model stops sending (its ``breaker``, the toolkit's one
+``vlnverse.tasks.chat.CircuitBreaker``; ``circuit_open`` says why). The HTTP models send through
+the toolkit's one chat client, ``vlnverse.tasks.chat.ChatClient`` (retries, back-off, failure
+kinds). A
 :class:`ResponseCache` keyed by the full request (endpoint, model, messages, image hashes,
 sampling parameters) makes a rerun free: a hit sends no request; callers store only answers
 they could use (:meth:`ChatModel.remember`). The API key is read from the environment variable
@@ -33,8 +36,8 @@ from typing import Any, Callable, ClassVar, Sequence
 from ...core.cache_key import content_key
 from ...core.errors import ConfigError
 from ...core.params import param
-from ...core.io import write_json_atomic
-from ...tasks.chat import HTTPFailure, post_json
+from ...core.io import endpoint_host, write_json_atomic
+from ...tasks.chat import FAILURE_KINDS, ChatClient, ChatFailure, ChatReply, CircuitBreaker, chat_reply
 from ..models import register_model
 
 log = logging.getLogger(__name__)
@@ -44,8 +47,7 @@ log = logging.getLogger(__name__)
 #: ``non_text``: a 200 body that is not a chat completion with text (text/plain, null content,
 #: no choices); ``oversized``: a body over ``max_response_bytes``; ``circuit_open`` /
 #: ``run_timeout``: not sent (the circuit breaker is open, the run's time is spent).
-ENDPOINT_ERRORS = ("unreachable", "timeout", "rate_limit", "server_error", "auth", "rejected", "non_text", "oversized",
-                   "model_error", "circuit_open", "run_timeout")
+ENDPOINT_ERRORS = FAILURE_KINDS + ("model_error", "circuit_open", "run_timeout")
 #: Error kinds a generation can end with (besides ``None``); ``empty`` is the model's own answer.
 ERROR_KINDS = ENDPOINT_ERRORS + ("empty",)
 
@@ -139,30 +141,6 @@ class ResponseCache:
         write_json_atomic(self._path(key), entry, indent=None)
 
 
-class CircuitBreaker:
-    """Endpoint failures in a row of a model, opening at ``limit`` (0: never); the episode
-    threads of a run share their first agent's (:func:`share_breaker`)."""
-
-    def __init__(self, limit: int):
-        self.limit = int(limit)
-        self.in_row = 0
-        self.reason: str | None = None
-        self._lock = threading.Lock()
-
-    def record(self, failed: bool, kind: str | None) -> bool:
-        """Count one call; True when this call opened the breaker."""
-        with self._lock:
-            if not failed:
-                self.in_row = 0
-                return False
-            self.in_row += 1
-            if self.limit and self.in_row >= self.limit and self.reason is None:
-                self.reason = (f"circuit breaker open after {self.in_row} endpoint failures in a row "
-                               f"(last: {kind}; model.params.max_consecutive_failures)")
-                return True
-            return False
-
-
 @dataclass(kw_only=True)
 class ChatModelParams:
     """``model.params`` every chat model takes (see :class:`ChatModel`), with their ranges."""
@@ -198,6 +176,8 @@ class ChatModel:
     kind = "base"
     #: the ``model.params`` it takes, with their ranges (checked by ``make_model``)
     Params: ClassVar[type] = ChatModelParams
+    #: seconds one agent step's calls may take, retries included (None: no limit; see :meth:`step`)
+    step_timeout: float | None = None
 
     def __init__(self, *, model: str = "", cache: Any = True, max_concurrency: int = 4,
                  temperature: float = 0.0, max_tokens: int = 512, seed: int | None = 0,
@@ -220,11 +200,12 @@ class ChatModel:
         self.max_consecutive_failures = int(max_consecutive_failures)
         self.run_timeout = float(run_timeout) if run_timeout is not None else None
         self.max_answer_chars = int(max_answer_chars)
-        self.breaker = CircuitBreaker(self.max_consecutive_failures)
+        #: endpoint failures in a row (the agents of one run share one per role: ``eval.agents.join_run``)
+        self.breaker = CircuitBreaker(self.max_consecutive_failures, "model.params.max_consecutive_failures")
         self._t_first: float | None = None
         self._slots = threading.BoundedSemaphore(int(max_concurrency))
-        #: a run-wide limit on requests in flight (``model.concurrency``, set by the runner:
-        #: ``vlnverse.core.parallel.SharedLimit``), taken around every request that leaves the cache
+        #: a run-wide limit on requests in flight (``model.concurrency``, set by the runner through
+        #: ``eval.agents.join_run``: a ``SharedLimit``), taken around every request that leaves the cache
         self.request_limit: Any = None
         self._lock = threading.Lock()
         self._local = threading.local()  # the calling thread's step deadline (``step``)
@@ -376,31 +357,6 @@ class ChatModel:
         return text
 
 
-def share_breaker(agent: Any, source: Any) -> None:
-    """Make ``agent``'s chat models count endpoint failures with ``source``'s (the same
-    attributes: ``model``, ``captioner``, ``assistant``), so threads of one run open one breaker."""
-    for name in ("model", "captioner", "assistant"):
-        mine, theirs = getattr(agent, name, None), getattr(source, name, None)
-        if isinstance(mine, ChatModel) and isinstance(theirs, ChatModel) and mine is not theirs:
-            mine.breaker = theirs.breaker
-
-
-def attach_request_limit(agent: Any, limit: Any) -> None:
-    """Make every chat model of ``agent`` (its ``model``, ``captioner`` and ``assistant``) take
-    ``limit`` (a context manager, e.g. a ``SharedLimit``) around each request it sends."""
-    for model in (getattr(agent, "model", None), getattr(agent, "captioner", None), getattr(agent, "assistant", None)):
-        if isinstance(model, ChatModel):
-            model.request_limit = limit
-
-
-def endpoint_host(url: str | None) -> str | None:
-    """``host[:port]`` of an endpoint URL (no user, password or path); None when it has none."""
-    if not url or "://" not in str(url):
-        return None
-    parts = urlsplit(str(url))
-    return parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else None
-
-
 def _read_key(api_key_env: str | None) -> str:
     """The API key from the environment variable ``api_key_env`` (``EMPTY`` when none is named)."""
     if not api_key_env:
@@ -450,8 +406,8 @@ class OpenAIParams(ChatModelParams):
 
 @register_model("openai")
 class OpenAIChatModel(ChatModel):
-    """A chat model behind any OpenAI-compatible endpoint, through the toolkit's chat client
-    (``vlnverse.tasks.chat.post_json``).
+    """A chat model behind any OpenAI-compatible endpoint, sending through the toolkit's one chat
+    client (``vlnverse.tasks.chat.ChatClient``, :attr:`client`).
 
     ``base_url`` (e.g. ``http://localhost:8000/v1`` for vLLM; None: ``OPENAI_BASE_URL``, else
     ``https://api.openai.com/v1``), ``model``, ``api_key_env`` (the environment variable holding
@@ -477,14 +433,14 @@ class OpenAIChatModel(ChatModel):
         super().__init__(model=model, **kwargs)
         key = _read_key(api_key_env)
         self._secrets.append(key)
-        self._key = key
         self.base_url = base_url
-        self.timeout = float(timeout)
         self.step_timeout = float(step_timeout) if step_timeout is not None else None
-        self.max_response_bytes = int(max_response_bytes)
-        self.max_retries, self.backoff, self.max_backoff = int(max_retries), float(backoff), float(max_backoff)
         self.image_detail = image_detail
         self._base = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        #: the HTTP client (holds the key; its own breaker is unused: this model's ``breaker`` counts)
+        self.client = ChatClient(self.endpoint, model=self.model, api_key=key, timeout=float(timeout), deadline=None,
+                                 max_response_bytes=int(max_response_bytes), max_retries=int(max_retries),
+                                 backoff=float(backoff), max_backoff=float(max_backoff))
 
     @property
     def endpoint(self) -> str:
@@ -493,91 +449,37 @@ class OpenAIChatModel(ChatModel):
         host = parts.hostname or ""
         return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path.rstrip('/')}"
 
-    def _wait(self, attempt: int, retry_after: float | None) -> float:
-        delay = self.backoff * (2 ** attempt)
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, self.max_backoff)
+    def _send(self, path: str, body: dict, until: float | None) -> tuple[Any, int]:
+        """(JSON answer, requests sent) of ``body`` to ``base_url + path``, retried by the client."""
+        spent = f"the step's time is spent ({self.step_timeout:g} s, model.params.step_timeout)" \
+            if self.step_timeout is not None else "the step's time is spent"
+        return self.client.send(body, url=self.endpoint + path, until=until, spent=spent)
 
-    def _post(self, path: str, body: dict, timeout: float, deadline: float | None) -> Any:
-        """The JSON answer of one request to ``base_url + path``; ``HTTPFailure`` from the client,
-        :class:`_BadBody` for a 200 body that is not JSON."""
-        left = None if deadline is None else max(0.01, deadline - time.monotonic())
-        answer = post_json(self.endpoint + path, body, api_key=self._key, timeout=timeout, deadline=left,
-                           max_response_bytes=self.max_response_bytes)
+    def _request(self, messages: list[dict[str, str]], images: list[bytes], until: float | None) -> tuple[ChatReply, int]:
+        """One chat-completions call (with the client's retries): the reply and requests sent."""
+        data, requests = self._send(self.path, {"model": self.model, "messages": openai_messages(messages, images, self.image_detail),
+                                                **self.params}, until)
         try:
-            return json.loads(answer.body)
-        except ValueError:
-            raise _BadBody("non_text", f"the endpoint answered {answer.content_type or 'no content type'} "
-                                       f"({len(answer.body)} bytes), not a chat completion: check model.params.base_url "
-                                       f"({self.endpoint})") from None
-
-    def _request(self, messages: list[dict[str, str]], images: list[bytes], timeout: float,
-                 deadline: float | None) -> tuple[Any, int, int, str | None]:
-        """One chat-completions request: (content, prompt tokens, completion tokens, served model)."""
-        data = self._post(self.path, {"model": self.model, "messages": openai_messages(messages, images, self.image_detail),
-                                      **self.params}, timeout, deadline)
-        choices = data.get("choices") if isinstance(data, dict) else None
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-            raise _BadBody("non_text", "the answer has no choices")
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        content = (choices[0].get("message") or {}).get("content") if isinstance(choices[0].get("message"), dict) else None
-        served = data.get("model") if isinstance(data.get("model"), str) else None
-        return content, int(usage.get("prompt_tokens", 0) or 0), int(usage.get("completion_tokens", 0) or 0), served
+            return chat_reply(data), requests
+        except ChatFailure as exc:
+            exc.requests = requests
+            raise
 
     def _complete(self, messages: list[dict[str, str]], images: list[bytes]) -> Generation:
-        requests = 0
-        last_kind, last_error, retry_after = "unreachable", "", None
         t0 = time.monotonic()
         deadlines = [d for d in (None if self.step_timeout is None else t0 + self.step_timeout,
                                  None if self.remaining() is None else t0 + self.remaining()) if d is not None]
-        deadline = min(deadlines) if deadlines else None
-        for attempt in range(self.max_retries + 1):
-            left = None if deadline is None else deadline - time.monotonic()
-            if left is not None and left <= 0.01:
-                last_kind, last_error = "timeout", f"the step's time is spent ({self.step_timeout:g} s, model.params.step_timeout)" \
-                    if self.step_timeout is not None else "the step's time is spent"
-                break
-            requests += 1
-            try:
-                content, n_in, n_out, served = self._request(messages, images, self.timeout if left is None
-                                                             else min(self.timeout, left), deadline)
-            except HTTPFailure as exc:
-                retry_after = exc.retry_after
-                if exc.kind == "status" and exc.status is not None and exc.status < 500 and exc.status != 429:
-                    # 4xx: the request or the credentials are wrong: asking again will not help
-                    return Generation(error_kind="auth" if exc.status in (401, 403) else "rejected", error=str(exc),
-                                      requests=requests)
-                if exc.kind in ("oversized", "refused"):
-                    return Generation(error_kind="oversized" if exc.kind == "oversized" else "rejected",
-                                      error=str(exc), requests=requests)
-                last_kind = {"timeout": "timeout", "unreachable": "unreachable"}.get(exc.kind) or \
-                    ("rate_limit" if exc.status == 429 else "server_error")
-                last_error = f"{exc} ({self.endpoint})" if last_kind == "unreachable" else str(exc)
-            except _BadBody as exc:
-                return Generation(error_kind=exc.kind, error=str(exc), requests=requests)
-            else:
-                gen = Generation(requests=requests, prompt_tokens=n_in, completion_tokens=n_out, served_model=served)
-                if not isinstance(content, str):
-                    gen.error_kind, gen.error = "non_text", f"answer content is {type(content).__name__}, not text"
-                else:
-                    gen.text = content
-                return gen
-            if attempt < self.max_retries:
-                delay = self._wait(attempt, retry_after)
-                if deadline is not None and time.monotonic() + delay >= deadline:
-                    break  # no time left for another try
-                log.info("%s request failed (%s), retry %d in %.2f s", self.model, last_kind, attempt + 1, delay)
-                time.sleep(delay)
-        return Generation(error_kind=last_kind, error=last_error, requests=requests)
-
-
-class _BadBody(Exception):
-    """A 200 answer that is not a usable chat completion (``kind``: non_text / oversized)."""
-
-    def __init__(self, kind: str, message: str):
-        super().__init__(message)
-        self.kind = kind
+        try:
+            reply, requests = self._request(messages, images, min(deadlines) if deadlines else None)
+        except ChatFailure as exc:
+            return Generation(error_kind=exc.kind, error=str(exc), requests=exc.requests)
+        gen = Generation(requests=requests, prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                         served_model=reply.served_model)
+        if not isinstance(reply.content, str):
+            gen.error_kind, gen.error = "non_text", f"answer content is {type(reply.content).__name__}, not text"
+        else:
+            gen.text = reply.content
+        return gen
 
 
 @dataclass(kw_only=True)
@@ -608,11 +510,10 @@ class OllamaModel(OpenAIChatModel):
         kwargs.setdefault("api_key_env", None)
         super().__init__(model=model, base_url=base_url or default, **kwargs)
 
-    def _request(self, messages: list[dict[str, str]], images: list[bytes], timeout: float,
-                 deadline: float | None) -> tuple[Any, int, int, str | None]:
+    def _request(self, messages: list[dict[str, str]], images: list[bytes], until: float | None) -> tuple[ChatReply, int]:
         """Native ``/api/chat`` through the same client (its retries and errors), else the OpenAI API."""
         if self.api == "openai":
-            return super()._request(messages, images, timeout, deadline)
+            return super()._request(messages, images, until)
         msgs = [dict(m) for m in messages]
         if images:
             last = max(i for i, m in enumerate(msgs) if m["role"] == "user")
@@ -620,11 +521,12 @@ class OllamaModel(OpenAIChatModel):
         body = {"model": self.model, "messages": msgs, "stream": False,
                 "options": {"temperature": self.params["temperature"], "num_predict": self.params["max_tokens"],
                             **({"seed": self.params["seed"]} if "seed" in self.params else {})}}
-        data = self._post("/api/chat", body, timeout, deadline)
+        data, requests = self._send("/api/chat", body, until)
         if not isinstance(data, dict) or not isinstance(data.get("message"), dict):
-            raise _BadBody("non_text", "the answer has no message")
-        return (data["message"].get("content"), int(data.get("prompt_eval_count", 0) or 0),
-                int(data.get("eval_count", 0) or 0), data.get("model") if isinstance(data.get("model"), str) else None)
+            raise ChatFailure("non_text", "the answer has no message", requests=requests)
+        return ChatReply(data["message"].get("content"), int(data.get("prompt_eval_count", 0) or 0),
+                         int(data.get("eval_count", 0) or 0),
+                         data.get("model") if isinstance(data.get("model"), str) else None), requests
 
 
 @dataclass(kw_only=True)

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Iterable, Iterator
 
 from ...core.io import redact_secrets, redact_url  # noqa: F401 - re-exported
-from ..chat import SHARED_FAILURES, ChatClient, LLMError  # noqa: F401 - re-exported
+from ..chat import SHARED_BREAKERS, ChatClient, LLMError  # noqa: F401 - re-exported
 from .lexicon import COLOR_WORDS, MATERIAL_ADJECTIVES, SIZE_ADJECTIVES, Lexicon
 from .types import GroundedInstruction, Mention, ObjectRef, RoomRef
 from .verifier import Verifier
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 
 #: Fallback counts of the LLM stage for the run in progress (see ``collect_llm_warnings``).
 _WARNINGS: contextvars.ContextVar[Counter | None] = contextvars.ContextVar("vlnverse_llm_warnings", default=None)
-#: Consecutive failures per endpoint for the run in progress (the chat clients' shared circuit breaker).
-_FAILURES = SHARED_FAILURES
 
 
 @contextlib.contextmanager
@@ -49,11 +47,11 @@ def collect_llm_warnings() -> Iterator[Counter]:
     the dataset summary reports them as ``warnings``."""
     counter: Counter = Counter()
     token = _WARNINGS.set(counter)
-    failures_token = _FAILURES.set({})
+    breakers_token = SHARED_BREAKERS.set({})  # one circuit breaker per endpoint for the run
     try:
         yield counter
     finally:
-        _FAILURES.reset(failures_token)
+        SHARED_BREAKERS.reset(breakers_token)
         _WARNINGS.reset(token)
 
 
