@@ -173,6 +173,23 @@ def test_the_named_circles_are_gone():
                 if t.startswith("vlnverse.sim.mujoco")]
 
 
+#: generic evaluation modules that reach the MLLM agents' chat models only through the agent's hook
+#: (``Agent.chat_models``): they import nothing of ``vlnverse.eval.mllm`` (issue 56)
+MLLM_FREE = ("vlnverse.eval.runner", "vlnverse.eval.agents", "vlnverse.eval.generation", "vlnverse.eval.rollout")
+
+
+def mllm_imports(graph: dict[str, set[str]], modules=MLLM_FREE) -> list[str]:
+    """``"a -> b"`` for every import of ``vlnverse.eval.mllm`` by one of ``modules``."""
+    return sorted(f"{m} -> {t}" for m in modules for t in graph.get(m, ()) if t.startswith("vlnverse.eval.mllm"))
+
+
+def test_the_generic_runner_imports_nothing_of_the_mllm_agents():
+    graph = import_graph()
+    assert mllm_imports(graph) == []
+    planted = dict(graph, **{"vlnverse.eval.runner": graph["vlnverse.eval.runner"] | {"vlnverse.eval.mllm.models"}})
+    assert mllm_imports(planted) == ["vlnverse.eval.runner -> vlnverse.eval.mllm.models"]
+
+
 def test_kit_only_code_lives_in_the_kit_package():
     """Only vlnverse.kit, the manifest's entry point and Kit's tests import omni / carb (anywhere in
     the file), and nothing below the Kit boundary imports vlnverse.kit."""

@@ -181,3 +181,28 @@ def test_the_circuit_stays_open_across_clients_of_one_run():
         assert len(seen) == 2
         with pytest.raises(LLMError, match="HTTP 429"):  # a new run starts closed
             ChatClient(url, max_failures=2).complete([{"role": "user", "content": "hi"}])
+
+
+def test_one_circuit_breaker_type_with_one_meaning():
+    """The LLM stage's client and the MLLM chat models count endpoint failures on the same
+    ``CircuitBreaker`` type (issue 56); ``circuit_open`` is None while closed and the reason once
+    open, naming the setting; the HTTP chat models send through the one ``ChatClient``."""
+    from vlnverse.eval.models import make_model
+    from vlnverse.tasks.chat import CircuitBreaker
+
+    hi = [{"role": "user", "content": "hi"}]
+    with raw_server(lambda h: _send(h, 500, b"down")) as (url, seen):
+        client = ChatClient(url, max_failures=2)
+        model = make_model("openai", {"model": "m", "base_url": url, "api_key_env": None, "cache": False,
+                                      "max_retries": 0, "max_consecutive_failures": 2})
+        assert client.circuit_open is None and model.circuit_open is None
+        for _ in range(2):
+            with pytest.raises(LLMError, match="HTTP 500"):
+                client.complete(hi)
+            assert model.generate(hi).error_kind == "server_error"
+        assert model.generate(hi).error_kind == "circuit_open" and len(seen) == 4
+    assert type(client.breaker) is type(model.breaker) is CircuitBreaker and isinstance(model.client, ChatClient)
+    assert client.circuit_open == ("circuit breaker open after 2 endpoint failures in a row "
+                                   "(last: server_error; ChatClient.max_failures)")
+    assert model.circuit_open == ("circuit breaker open after 2 endpoint failures in a row "
+                                  "(last: server_error; model.params.max_consecutive_failures)")
