@@ -204,6 +204,7 @@ def test_concurrency_limit_and_no_key_in_logs(key_env, caplog):
     assert len(reqs) == 6 and peak[0] == 2  # 5 calls + one retry, never more than 2 at once
     assert model.usage_summary()["requests"] == 6
     assert "retry 1" in caplog.text and KEY not in caplog.text
+    assert KEY not in repr(model.client) and model.client.api_key == KEY  # the client holds it, never shows it
 
 
 def test_step_timeout_bounds_retries_against_a_hung_server(key_env):

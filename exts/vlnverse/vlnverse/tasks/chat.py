@@ -240,7 +240,7 @@ class ChatClient:
 
     url: str
     model: str = "default"
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # never in a repr, a log or a traceback
     timeout: float = 30.0
     temperature: float = 0.7
     deadline: float | None = 60.0
