@@ -559,13 +559,24 @@ Range = tuple[float, float]
 
 
 @dataclass(frozen=True)
+class MeshRef:
+    """A category's render-mesh generator: the name of a ``gen_*`` function of
+    ``scenes.object_meshes`` (resolved there, so the catalog needs no mesh code) and how many
+    shape variants it draws from."""
+
+    generator: str
+    variants: int
+
+
+@dataclass(frozen=True)
 class Category:
     """A semantic category: its model builder, size ranges (m), palette, mass and behaviour.
 
     ``mass`` is for the mid-range size and scales with volume; ``placement`` is ``"wall"``
     (back against a wall), ``"free"`` (room centre), ``"on"`` (rests on a supporting
     surface) or ``"companion"`` (placed next to another piece by its group rule).
-    ``clearance`` is the free depth kept in front of it (m).
+    ``clearance`` is the free depth kept in front of it (m). ``mesh`` names its recognisable
+    render mesh (``objects: meshes``; None: drawn as its primitives).
     """
 
     name: str
@@ -578,6 +589,7 @@ class Category:
     movable: bool
     placement: str = "wall"
     clearance: float = 0.5
+    mesh: "MeshRef | None" = None
 
     def sample_dims(self, rng: np.random.Generator) -> tuple[float, float, float]:
         """Full extents ``(w, d, h)`` drawn uniformly from the ranges, rounded to 1 cm."""
@@ -604,54 +616,54 @@ _WOODS = (("oak", W), ("walnut", W), ("light_wood", W), ("white", W), ("black", 
 _FABRICS = (("gray", F), ("beige", F), ("blue", F), ("green", F), ("red", F), ("brown", L), ("black", L), ("navy", F))
 
 
-def _c(name, builder, w, d, h, palette, mass, movable, placement="wall", clearance=0.5) -> Category:
-    return Category(name, builder, w, d, h, tuple(palette), mass, movable, placement, clearance)
+def _c(name, builder, w, d, h, palette, mass, movable, placement="wall", clearance=0.5, mesh=None) -> Category:
+    return Category(name, builder, w, d, h, tuple(palette), mass, movable, placement, clearance, mesh)
 
 
 CATEGORIES: dict[str, Category] = {c.name: c for c in [
     # furniture
-    _c("bed", build_bed, (1.0, 1.7), (1.95, 2.1), (0.9, 1.1), _WOODS, 80.0, False, clearance=0.6),
-    _c("nightstand", build_nightstand, (0.4, 0.5), (0.38, 0.45), (0.5, 0.6), _WOODS, 12.0, True, "companion", 0.3),
-    _c("wardrobe", build_wardrobe, (0.9, 1.4), (0.55, 0.62), (1.9, 2.1), _WOODS, 70.0, False, clearance=0.6),
-    _c("dresser", build_dresser, (0.8, 1.2), (0.45, 0.5), (0.75, 0.9), _WOODS, 40.0, False),
-    _c("desk", build_desk, (1.0, 1.4), (0.6, 0.7), (0.74, 0.76), _WOODS, 25.0, False, clearance=0.8),
+    _c("bed", build_bed, (1.0, 1.7), (1.95, 2.1), (0.9, 1.1), _WOODS, 80.0, False, clearance=0.6, mesh=MeshRef('gen_bed', 3)),
+    _c("nightstand", build_nightstand, (0.4, 0.5), (0.38, 0.45), (0.5, 0.6), _WOODS, 12.0, True, "companion", 0.3, mesh=MeshRef('gen_nightstand', 3)),
+    _c("wardrobe", build_wardrobe, (0.9, 1.4), (0.55, 0.62), (1.9, 2.1), _WOODS, 70.0, False, clearance=0.6, mesh=MeshRef('gen_wardrobe', 3)),
+    _c("dresser", build_dresser, (0.8, 1.2), (0.45, 0.5), (0.75, 0.9), _WOODS, 40.0, False, mesh=MeshRef('gen_dresser', 3)),
+    _c("desk", build_desk, (1.0, 1.4), (0.6, 0.7), (0.74, 0.76), _WOODS, 25.0, False, clearance=0.8, mesh=MeshRef('gen_desk', 2)),
     _c("office_chair", build_office_chair, (0.55, 0.6), (0.55, 0.6), (0.95, 1.1),
-       (("black", F), ("gray", F), ("blue", F), ("red", F)), 12.0, True, "companion"),
+       (("black", F), ("gray", F), ("blue", F), ("red", F)), 12.0, True, "companion", mesh=MeshRef('gen_office_chair', 3)),
     _c("bookshelf", build_bookshelf, (0.6, 1.0), (0.3, 0.35), (1.5, 2.0), _WOODS, 35.0, False),
-    _c("toilet", build_toilet, (0.38, 0.42), (0.65, 0.72), (0.75, 0.8), (("white", C),), 25.0, False),
-    _c("sink", build_sink, (0.6, 1.0), (0.45, 0.5), (0.82, 0.86), _WOODS[:3] + (("white", W),), 30.0, False),
-    _c("bathtub", build_bathtub, (1.5, 1.7), (0.7, 0.8), (0.55, 0.6), (("white", C), ("cream", C)), 60.0, False, clearance=0.4),
+    _c("toilet", build_toilet, (0.38, 0.42), (0.65, 0.72), (0.75, 0.8), (("white", C),), 25.0, False, mesh=MeshRef('gen_toilet', 2)),
+    _c("sink", build_sink, (0.6, 1.0), (0.45, 0.5), (0.82, 0.86), _WOODS[:3] + (("white", W),), 30.0, False, mesh=MeshRef('gen_sink', 3)),
+    _c("bathtub", build_bathtub, (1.5, 1.7), (0.7, 0.8), (0.55, 0.6), (("white", C), ("cream", C)), 60.0, False, clearance=0.4, mesh=MeshRef('gen_bathtub', 2)),
     _c("towel_rack", build_towel_rack, (0.5, 0.7), (0.25, 0.3), (0.9, 1.0), (("silver", M), ("white", M), ("oak", W)), 4.0, True, clearance=0.3),
-    _c("fridge", build_fridge, (0.6, 0.75), (0.65, 0.72), (1.7, 1.9), (("white", M), ("silver", M), ("black", M)), 75.0, False, clearance=0.7),
+    _c("fridge", build_fridge, (0.6, 0.75), (0.65, 0.72), (1.7, 1.9), (("white", M), ("silver", M), ("black", M)), 75.0, False, clearance=0.7, mesh=MeshRef('gen_fridge', 3)),
     _c("counter", build_counter, (1.2, 2.4), (0.6, 0.62), (0.9, 0.92), (("white", S), ("gray", S), ("beige", S), ("black", S)), 80.0, False, clearance=0.7),
-    _c("stove", build_stove, (0.6, 0.76), (0.6, 0.62), (0.88, 0.9), (("white", M), ("silver", M), ("black", M)), 50.0, False, clearance=0.7),
-    _c("kitchen_cabinet", build_kitchen_cabinet, (0.6, 1.0), (0.55, 0.6), (2.0, 2.1), (("white", W), ("oak", W), ("gray", W), ("green", W)), 60.0, False),
-    _c("sofa", build_sofa, (1.7, 2.3), (0.85, 0.95), (0.8, 0.9), _FABRICS, 60.0, False, clearance=0.4),
-    _c("armchair", build_armchair, (0.8, 0.95), (0.8, 0.9), (0.8, 0.95), _FABRICS, 25.0, True),
-    _c("coffee_table", build_coffee_table, (0.9, 1.2), (0.5, 0.6), (0.4, 0.45), _WOODS + (("white", G),), 15.0, True, "companion", 0.3),
+    _c("stove", build_stove, (0.6, 0.76), (0.6, 0.62), (0.88, 0.9), (("white", M), ("silver", M), ("black", M)), 50.0, False, clearance=0.7, mesh=MeshRef('gen_stove', 2)),
+    _c("kitchen_cabinet", build_kitchen_cabinet, (0.6, 1.0), (0.55, 0.6), (2.0, 2.1), (("white", W), ("oak", W), ("gray", W), ("green", W)), 60.0, False, mesh=MeshRef('gen_kitchen_cabinet', 3)),
+    _c("sofa", build_sofa, (1.7, 2.3), (0.85, 0.95), (0.8, 0.9), _FABRICS, 60.0, False, clearance=0.4, mesh=MeshRef('gen_sofa', 3)),
+    _c("armchair", build_armchair, (0.8, 0.95), (0.8, 0.9), (0.8, 0.95), _FABRICS, 25.0, True, mesh=MeshRef('gen_sofa', 3)),
+    _c("coffee_table", build_coffee_table, (0.9, 1.2), (0.5, 0.6), (0.4, 0.45), _WOODS + (("white", G),), 15.0, True, "companion", 0.3, mesh=MeshRef('gen_coffee_table', 3)),
     _c("tv_stand", build_tv_stand, (1.2, 1.8), (0.4, 0.45), (0.45, 0.55), _WOODS, 30.0, False, clearance=0.8),
-    _c("dining_table", build_table, (1.2, 1.8), (0.8, 1.0), (0.74, 0.76), _WOODS + (("white", S),), 35.0, False, "free", 0.3),
-    _c("chair", build_chair, (0.42, 0.48), (0.45, 0.5), (0.85, 0.95), _WOODS + (("red", P), ("white", P)), 6.0, True, "companion"),
-    _c("sideboard", build_sideboard, (1.2, 1.6), (0.42, 0.48), (0.8, 0.9), _WOODS, 45.0, False),
+    _c("dining_table", build_table, (1.2, 1.8), (0.8, 1.0), (0.74, 0.76), _WOODS + (("white", S),), 35.0, False, "free", 0.3, mesh=MeshRef('gen_table', 3)),
+    _c("chair", build_chair, (0.42, 0.48), (0.45, 0.5), (0.85, 0.95), _WOODS + (("red", P), ("white", P)), 6.0, True, "companion", mesh=MeshRef('gen_chair', 3)),
+    _c("sideboard", build_sideboard, (1.2, 1.6), (0.42, 0.48), (0.8, 0.9), _WOODS, 45.0, False, mesh=MeshRef('gen_sideboard', 2)),
     _c("washing_machine", build_washing_machine, (0.6, 0.6), (0.6, 0.62), (0.85, 0.85), (("white", M), ("silver", M)), 70.0, False, clearance=0.7),
     _c("dryer", build_washing_machine, (0.6, 0.6), (0.6, 0.62), (0.85, 0.85), (("white", M), ("gray", M)), 40.0, False, clearance=0.7),
     _c("laundry_basket", build_laundry_basket, (0.4, 0.5), (0.4, 0.5), (0.45, 0.6), (("white", P), ("blue", P), ("beige", F), ("gray", P)), 1.5, True),
     _c("shoe_rack", build_shoe_rack, (0.6, 0.9), (0.3, 0.35), (0.45, 0.6), _WOODS, 8.0, True),
     _c("coat_rack", build_coat_rack, (0.4, 0.45), (0.4, 0.45), (1.7, 1.8), (("black", M), ("walnut", W), ("silver", M)), 5.0, True, clearance=0.3),
-    _c("potted_plant", build_potted_plant, (0.4, 0.6), (0.4, 0.6), (0.8, 1.3), (("terracotta", C), ("white", C), ("gray", S), ("black", C)), 10.0, True, clearance=0.2),
-    _c("floor_lamp", build_floor_lamp, (0.35, 0.45), (0.35, 0.45), (1.5, 1.7), (("white", F), ("beige", F), ("black", M)), 5.0, True, clearance=0.2),
+    _c("potted_plant", build_potted_plant, (0.4, 0.6), (0.4, 0.6), (0.8, 1.3), (("terracotta", C), ("white", C), ("gray", S), ("black", C)), 10.0, True, clearance=0.2, mesh=MeshRef('gen_plant', 3)),
+    _c("floor_lamp", build_floor_lamp, (0.35, 0.45), (0.35, 0.45), (1.5, 1.7), (("white", F), ("beige", F), ("black", M)), 5.0, True, clearance=0.2, mesh=MeshRef('gen_floor_lamp', 3)),
     _c("trash_can", build_trash_can, (0.25, 0.35), (0.25, 0.35), (0.4, 0.6), (("silver", M), ("white", P), ("black", P), ("green", P)), 2.0, True, clearance=0.2),
     _c("storage_shelf", build_storage_shelf, (0.8, 1.2), (0.4, 0.45), (1.6, 1.9), (("white", W), ("gray", M), ("oak", W)), 30.0, False),
     _c("bench", build_bench, (1.0, 1.4), (0.35, 0.4), (0.45, 0.48), _WOODS, 15.0, True),
     _c("mirror", build_mirror, (0.5, 0.7), (0.06, 0.08), (1.5, 1.7), (("black", W), ("white", W), ("oak", W), ("silver", M)), 10.0, True, clearance=0.3),
     _c("piano", build_piano, (1.4, 1.5), (0.55, 0.6), (1.2, 1.3), (("black", W), ("walnut", W), ("white", W)), 200.0, False, clearance=0.8),
     # small objects (rest on supporting furniture)
-    _c("tv", build_tv, (0.9, 1.3), (0.22, 0.25), (0.6, 0.8), (("black", P), ("silver", P)), 12.0, True, "on"),
-    _c("cup", build_cup, (0.07, 0.08), (0.07, 0.08), (0.09, 0.11), (("white", C), ("red", C), ("blue", C), ("yellow", C), ("green", C)), 0.3, True, "on"),
+    _c("tv", build_tv, (0.9, 1.3), (0.22, 0.25), (0.6, 0.8), (("black", P), ("silver", P)), 12.0, True, "on", mesh=MeshRef('gen_tv', 2)),
+    _c("cup", build_cup, (0.07, 0.08), (0.07, 0.08), (0.09, 0.11), (("white", C), ("red", C), ("blue", C), ("yellow", C), ("green", C)), 0.3, True, "on", mesh=MeshRef('gen_cup', 3)),
     _c("mug", build_mug, (0.11, 0.12), (0.08, 0.09), (0.09, 0.1), (("white", C), ("red", C), ("blue", C), ("black", C), ("yellow", C)), 0.35, True, "on"),
-    _c("book", build_book, (0.15, 0.2), (0.22, 0.28), (0.03, 0.05), (("red", "paper"), ("blue", "paper"), ("green", "paper"), ("yellow", "paper"), ("black", "paper")), 0.6, True, "on"),
-    _c("lamp", build_lamp, (0.25, 0.32), (0.25, 0.32), (0.4, 0.5), (("white", F), ("beige", F), ("yellow", F), ("black", M)), 2.0, True, "on"),
-    _c("plant", build_plant, (0.15, 0.22), (0.15, 0.22), (0.25, 0.4), (("terracotta", C), ("white", C), ("blue", C)), 1.5, True, "on"),
+    _c("book", build_book, (0.15, 0.2), (0.22, 0.28), (0.03, 0.05), (("red", "paper"), ("blue", "paper"), ("green", "paper"), ("yellow", "paper"), ("black", "paper")), 0.6, True, "on", mesh=MeshRef('gen_book', 2)),
+    _c("lamp", build_lamp, (0.25, 0.32), (0.25, 0.32), (0.4, 0.5), (("white", F), ("beige", F), ("yellow", F), ("black", M)), 2.0, True, "on", mesh=MeshRef('gen_lamp', 3)),
+    _c("plant", build_plant, (0.15, 0.22), (0.15, 0.22), (0.25, 0.4), (("terracotta", C), ("white", C), ("blue", C)), 1.5, True, "on", mesh=MeshRef('gen_plant', 3)),
     _c("vase", build_vase, (0.12, 0.18), (0.12, 0.18), (0.25, 0.35), (("blue", G), ("white", C), ("green", G), ("red", C), ("yellow", C)), 1.0, True, "on"),
     _c("towel", build_towel, (0.3, 0.4), (0.2, 0.25), (0.06, 0.08), (("white", F), ("blue", F), ("pink", F), ("yellow", F), ("green", F)), 0.4, True, "on"),
     _c("laptop", build_laptop, (0.32, 0.36), (0.22, 0.25), (0.22, 0.25), (("silver", M), ("black", P), ("gray", M)), 1.8, True, "on"),
@@ -659,7 +671,7 @@ CATEGORIES: dict[str, Category] = {c.name: c for c in [
     _c("fruit_bowl", build_fruit_bowl, (0.24, 0.28), (0.24, 0.28), (0.14, 0.16), (("orange", C), ("white", C), ("yellow", C)), 1.2, True, "on"),
     _c("remote", build_remote, (0.05, 0.05), (0.17, 0.2), (0.02, 0.02), (("black", P), ("gray", P), ("white", P)), 0.15, True, "on"),
     _c("clock", build_clock, (0.16, 0.22), (0.04, 0.05), (0.18, 0.24), (("white", P), ("black", P), ("red", P), ("oak", W)), 0.5, True, "on"),
-    _c("bottle", build_bottle, (0.07, 0.09), (0.07, 0.09), (0.25, 0.32), (("green", G), ("light_blue", G), ("white", P), ("red", G)), 0.8, True, "on"),
+    _c("bottle", build_bottle, (0.07, 0.09), (0.07, 0.09), (0.25, 0.32), (("green", G), ("light_blue", G), ("white", P), ("red", G)), 0.8, True, "on", mesh=MeshRef('gen_bottle', 3)),
     _c("plate", build_plate, (0.24, 0.27), (0.24, 0.27), (0.02, 0.02), (("white", C), ("blue", C), ("cream", C)), 0.5, True, "on"),
     _c("monitor", build_monitor, (0.5, 0.65), (0.18, 0.22), (0.4, 0.5), (("black", P), ("silver", P), ("white", P)), 4.5, True, "on"),
     _c("keyboard", build_keyboard, (0.42, 0.45), (0.13, 0.15), (0.02, 0.03), (("black", P), ("white", P), ("gray", P)), 0.7, True, "on"),

@@ -635,17 +635,9 @@ def gen_bottle(b, w, d, h, rng, variant):
     b.loft("dark", [(r * 0.36, r * 0.36, h * 0.93), (r * 0.36, r * 0.36, h)], segments=8)
 
 
-#: Category → (generator, number of variants).
+#: Category → (generator, number of variants), from each ``catalog.CATEGORIES`` record's ``mesh``.
 GENERATORS: dict[str, tuple[Callable, int]] = {
-    "sofa": (gen_sofa, 3), "armchair": (gen_sofa, 3), "chair": (gen_chair, 3), "office_chair": (gen_office_chair, 3),
-    "dining_table": (gen_table, 3), "coffee_table": (gen_coffee_table, 3), "desk": (gen_desk, 2),
-    "bed": (gen_bed, 3), "wardrobe": (gen_wardrobe, 3), "kitchen_cabinet": (gen_kitchen_cabinet, 3),
-    "sideboard": (gen_sideboard, 2), "dresser": (gen_dresser, 3), "nightstand": (gen_nightstand, 3),
-    "fridge": (gen_fridge, 3), "stove": (gen_stove, 2), "sink": (gen_sink, 3), "toilet": (gen_toilet, 2),
-    "bathtub": (gen_bathtub, 2), "tv": (gen_tv, 2), "lamp": (gen_lamp, 3), "floor_lamp": (gen_floor_lamp, 3),
-    "plant": (gen_plant, 3), "potted_plant": (gen_plant, 3), "book": (gen_book, 2), "cup": (gen_cup, 3),
-    "bottle": (gen_bottle, 3),
-}
+    name: (globals()[c.mesh.generator], c.mesh.variants) for name, c in CATEGORIES.items() if c.mesh is not None}
 
 
 def build_local(category: str, dims, seed: int, variant: int | None = None) -> dict:

@@ -216,6 +216,12 @@ def object_view(desc, body: str = "r2r_ce") -> tuple[AgentPose, float]:
     return AgentPose(round(x, 4), round(y, 4), round(yaw, 4), round(pitch, 4)), float(np.clip(round(hfov, 1), 20, 90))
 
 
+#: Category order of ``--object-sheet`` (its tiles' seeds follow it, so a sheet stays the same picture).
+SHEET_ORDER = ("sofa", "armchair", "chair", "office_chair", "dining_table", "coffee_table", "desk", "bed", "wardrobe",
+               "kitchen_cabinet", "sideboard", "dresser", "nightstand", "fridge", "stove", "sink", "toilet", "bathtub",
+               "tv", "lamp", "floor_lamp", "plant", "potted_plant", "book", "cup", "bottle")
+
+
 def render_object_sheet(out: str | Path, *, categories: Sequence[str] | None = None, variants: int = 2,
                         width: int = 224, height: int = 224, quality: str = "default", body: str = "r2r_ce",
                         columns: int = 6, thumb_scale: float = 0.5, progress: bool = True) -> dict[str, Any]:
@@ -228,7 +234,10 @@ def render_object_sheet(out: str | Path, *, categories: Sequence[str] | None = N
     from ..scenes.object_meshes import GENERATORS
     from . import make_sensor, make_simulator
 
-    cats = list(categories) if categories else list(GENERATORS)
+    # The sheet's layout (and each tile's seed, c * 7 + v) keeps the order it was first drawn in;
+    # categories given a mesh later follow in catalog order.
+    cats = list(categories) if categories else sorted(
+        GENERATORS, key=lambda c: SHEET_ORDER.index(c) if c in SHEET_ORDER else len(SHEET_ORDER))
     tiles, views = [], []
     for c, cat in enumerate(tqdm(cats, desc="objects", unit="category", disable=not progress)):
         n = GENERATORS[cat][1]
