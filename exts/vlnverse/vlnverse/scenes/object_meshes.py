@@ -1,6 +1,7 @@
 """Detailed render meshes of scene objects (the ``objects: meshes`` opt-in; ``primitives`` is the default).
 
-Each object of a recognised category (``GENERATORS``) gets visual-only meshes — a sofa with arms,
+Each object of a category whose ``catalog.CATEGORIES`` record names a mesh (``Category.mesh``,
+collected in ``GENERATORS``) gets visual-only meshes — a sofa with arms,
 cushions and legs, a bed with headboard, duvet and pillows, a sink with a basin and a faucet —
 built by ``vlnverse.scenes.meshkit`` in the category's local frame (``catalog``: origin at the
 footprint centre on the floor, ``+y`` the front) and placed by the object's pose. The object's
