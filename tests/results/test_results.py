@@ -155,6 +155,7 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     other_body = json.loads(json.dumps({**table[1], "agent": "random_low_base"}))
     other_body["protocol"]["body"]["name"] = "low_base"  # same episodes, another protocol: never paired
     table.append(other_body)
+    table[0]["seeds_ci"] = {"SR": {"mean": 0.29, "sd": 0.0436, "lo": 0.1999, "hi": 0.3867, "n": 6, "seeds": 3}}
     comparisons = pairwise_comparisons(table)
     assert [(c["a"], c["b"]) for c in comparisons] == [("cma_il", "random")]
     assert split_design(table) == {"test": {"homes": 3, "episodes": 6}}
@@ -167,6 +168,10 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     md = (out / "index.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| cma_il |"))
     assert row.endswith("| 28.83 | 25.54 | Table 3: CMA |")
+    # over seeds: mean ± sd and the interval resampling seeds, homes and episodes, for the rows that have them
+    seeds_row = next(line for line in md.splitlines() if line.startswith("| cma_il | 1 | 0.290"))
+    assert "| 0.290 ± 0.044 | [0.200, 0.387] | - | - | - | - |" in seeds_row
+    assert not any(line.startswith("| random | 1 | 0.") for line in md.splitlines())
     assert "## fine_grained / test / telhop / body low_base" in md  # its own group
     assert len(json.loads((out / "page.json").read_text())["groups"]) == 2
     del table[0]["per_episode"]

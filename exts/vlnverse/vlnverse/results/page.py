@@ -139,6 +139,19 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                 ref = [f"{paper[1].get('SR', '-')}", f"{paper[1].get('SPL', '-')}", paper[0]] if paper else ["-"] * 3
                 md.append(f"| {run.label} | {run.seeds or '-'} | {len(run.ids)} | {len(set(run.homes))} | "
                           + " | ".join(cells + ref) + " |")
+            seeded = [r for r in members if isinstance((r.extra or {}).get("seeds_ci"), dict)]
+            if seeded:
+                md += ["", "Over training seeds (each seed's SR over its episodes; the interval resamples seeds, "
+                           "then homes, then episodes: `core.stats.seeds_ci`):", "",
+                       "| run | seeds | " + " | ".join(f"{m} mean ± sd | {m} seeds CI" for m in METRICS) + " |",
+                       "|---|---|" + "---|---|" * len(METRICS)]
+                for run in seeded:
+                    cells = []
+                    for m in METRICS:
+                        c = run.extra["seeds_ci"].get(m) or {}
+                        sd = "-" if c.get("sd") is None else f"{c['sd']:.3f}"
+                        cells += ["-" if c.get("mean") is None else f"{c['mean']:.3f} ± {sd}", _ci(c)]
+                    md.append(f"| {run.label} | {run.seeds} | " + " | ".join(cells) + " |")
             png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
             plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")
             md += ["", f"![SR per home]({png})", ""]
