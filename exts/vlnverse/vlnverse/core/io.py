@@ -159,7 +159,8 @@ def claim_output_dir(path: str | Path, *, command: str, field: str = "--out") ->
     return path
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -208,7 +209,7 @@ def clean_stale_temps(path: str | Path) -> list[Path]:
             if not cand.name.startswith(prefix) or not cand.is_dir() or cand.is_symlink():
                 continue
             pid = cand.name[len(prefix):].split(".", 1)[0]
-            if not pid.isdigit() or _pid_alive(int(pid)) or _read_marker(cand) is None:
+            if not pid.isdigit() or pid_alive(int(pid)) or _read_marker(cand) is None:
                 continue
             previous = cand / "previous"
             if tag == _OLD_TAG and previous.is_dir():
@@ -272,7 +273,7 @@ def _clean_stale_files(path: Path) -> None:
         return
     for cand in candidates:
         pid = cand.name[len(prefix):].split(".", 1)[0]
-        if cand.is_file() and not cand.is_symlink() and pid.isdigit() and not _pid_alive(int(pid)):
+        if cand.is_file() and not cand.is_symlink() and pid.isdigit() and not pid_alive(int(pid)):
             with contextlib.suppress(OSError):
                 cand.unlink()
 

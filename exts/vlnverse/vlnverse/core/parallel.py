@@ -592,16 +592,6 @@ def start_fork_server(modules: Iterable[str] = (), *, wait: bool = False) -> boo
 DRIVER_CHECK_S = 2.0
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | None = None,
                   env: dict | None = None, driver_pid: int | None = None) -> None:
     """Worker process: take jobs from ``inbox`` until ``None``; messages go to ``conn`` (a pipe
@@ -612,6 +602,8 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
     environments); a worker waiting for a job exits once ``driver_pid`` is gone."""
     import queue
 
+    from .io import pid_alive
+
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
@@ -620,7 +612,7 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
         try:
             job = inbox.get(timeout=DRIVER_CHECK_S)
         except queue.Empty:
-            if driver_pid is not None and not _alive(driver_pid):
+            if driver_pid is not None and not pid_alive(driver_pid):
                 return
             continue
         if job is None:
