@@ -269,3 +269,21 @@ def test_documented_benchmark_commands_compare_the_shipped_cma_with_random(tiny,
     compared = json.loads((tmp_path / "cmp" / "compare.json").read_text())
     (group,) = compared["groups"]
     assert [c["a"] + " - " + c["b"] for c in group["comparisons"]] == ["cma_test - random_test"]
+
+
+def test_bench_train_refuses_training_homes_made_differently_here(tiny, tmp_path):
+    """``bench train --benchmark``'s training homes are the pool's first N, checked against its
+    fingerprints as made (and again when the cached homes are reused)."""
+    from vlnverse.benchmarks.train import homes_data
+
+    bench = load_benchmark(_write(tmp_path, tiny))
+    train, seen, figures = homes_data(tmp_path / "work", 2, 2, 0, 1, benchmark=bench)
+    assert {Path(e.scene_path).stem for e in train + seen} == {"gen_90000", "gen_90001"}
+    assert "fingerprints" not in figures
+    changed = json.loads(json.dumps(tiny))
+    changed["splits"]["train"]["homes"]["gen_90001"] = "0" * 64
+    other = load_benchmark(_write(tmp_path, changed, "changed.json"))
+    for cache in ("work", "fresh"):  # reusing the cached homes, and making them anew
+        with pytest.raises(ConfigError, match=r"changed\.json: splits\.train\.homes\.gen_90001: home 'gen_90001' "
+                                              r"generated here has fingerprint"):
+            homes_data(tmp_path / cache, 2, 2, 0, 1, benchmark=other)

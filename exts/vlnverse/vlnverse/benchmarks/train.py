@@ -354,6 +354,12 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     spec.validate()
     episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=cache_dir or work / "cache",
                                            workers=workers)
+    if benchmark is not None:  # the training homes are the pool's: refused, naming the home, if made differently here
+        from vlnverse.scenes.home_jobs import home_file_fingerprint
+
+        made = info.get("fingerprints") or {p.stem: home_file_fingerprint(p) for p in sorted((folder / "scenes").glob("*.usd"))}
+        benchmark.check_fingerprints("train", made)
+    info = {k: v for k, v in info.items() if k != "fingerprints"}
     episodes = resolve_episode_scenes(episodes, scene_roots(None, folder / "episodes"))
     train, seen = hold_out_seen(episodes, seed, val_seen_cap)
     return train, seen, {"homes": homes, "episodes_per_home": per_home, "seed": spec.seed, **info}

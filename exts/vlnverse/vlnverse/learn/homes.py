@@ -208,7 +208,8 @@ def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader
 def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: Any, progress: bool = True,
                   workers: int = 1, report: Callable[[str], None] = print) -> tuple[list, Path, dict[str, Any]]:
     """The episodes of ``spec`` (generated when missing), the dataset folder, and ``done.json``'s
-    figures (``seconds_per_home``: generating and writing one home; ``seconds_episodes``)."""
+    figures (``seconds_per_home``: generating and writing one home; ``seconds_episodes``;
+    ``fingerprints``: {scene id: ``home_file_fingerprint``} of every home, as read back)."""
     from ..core.io import write_json_atomic
     from ..tasks.dataset import generate_dataset, simulator_renderer_factory
     from ..tasks.episode import load_episodes
@@ -223,19 +224,20 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
         return load_episodes(folder / "episodes"), folder, info
     if folder.exists():
         shutil.rmtree(folder)
-    from ..scenes.home_jobs import generate_home_files
+    from ..scenes.home_jobs import generate_home_files, home_scene_id
 
     t0 = time.perf_counter()
     seeds = list(range(spec.seed, spec.seed + spec.homes))
     made = generate_home_files(seeds, folder / "scenes", min_rooms=spec.min_rooms, max_rooms=spec.max_rooms,
-                               workers=workers, progress=progress, desc="training homes")
+                               workers=workers, progress=progress, desc="training homes", fingerprint=True)
     paths = [Path(made[s]["path"]) for s in seeds]
     t_homes = time.perf_counter() - t0
     generate_dataset(task, paths, spec.episodes_per_home, spec.seed, folder / "episodes", body=body,
                      val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,
                      renderer_factory=simulator_renderer_factory(), workers=workers)
     info = {"key": key, "seconds_per_home": round(t_homes / spec.homes, 3), "seconds_homes": round(t_homes, 1),
-            "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1), "workers": workers}
+            "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1), "workers": workers,
+            "fingerprints": {home_scene_id(s): made[s]["fingerprint"] for s in seeds}}
     write_json_atomic(done, info)
     report(f"training homes: generated {spec.homes} homes in {t_homes:.1f} s ({info['seconds_per_home']} s a home "
            f"of wall time with {workers} worker(s)) "
