@@ -233,6 +233,9 @@ class _Bench:
     def identity(self, split=None):
         return {"name": self.name, "version": self.version}
 
+    def check_fingerprints(self, split, found):
+        self.checked = (split, sorted(found))
+
 
 def test_benchmark_gives_the_training_homes_and_held_out_episodes(tmp_path, monkeypatch):
     from vlnverse.benchmarks import train as T
@@ -253,6 +256,7 @@ def test_benchmark_gives_the_training_homes_and_held_out_episodes(tmp_path, monk
     assert opts["benchmark"] is bench and opts["per_home"] == 4  # the benchmark's train episodes per home
     splits, homes = T.split_data(tmp_path / "w", opts, 0)
     assert homes["seed"] == 7000 and homes["homes"] == 2  # the first homes of the train pool
+    assert bench.checked == ("train", ["gen_07000", "gen_07001"])  # checked against the pool's fingerprints
     assert {e.scene_id for e in splits["train"]} <= {"gen_07000", "gen_07001"}
     assert [e.episode_id for e in splits["val_unseen"]] == [e.episode_id for e in held if e.split == "val_unseen"]
     assert [e.episode_id for e in splits["test"]] == [e.episode_id for e in held if e.split == "test"]
