@@ -543,7 +543,7 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         "cache_render": cache.get("render"), "cache_mb": round(cache["bytes"] / 1e6, 2),
         "train_samples_per_s": il["il"]["samples_per_s"], "il_train_samples": il["il"]["samples"],
         "samples_per_s": {"il": il["il"]["samples_per_s"], "dagger": round_info.get("train_samples_per_s")},
-        "il_batching": base["il"].get("batching", "bucketed"), "device_info": il.get("device_info"),
+        "il_batching": il["il"].get("batching"), "device_info": il.get("device_info"),
         "il_epochs": len(curve["il_epochs"]), "il_inflection_weight": None if il["il"]["inflection_weight"] is None else round(il["il"]["inflection_weight"], 3),
         "il_train_accuracy": round(il["il"]["accuracy"], 4) if il["il"]["accuracy"] is not None else None,
         "il_selected": il.get("best"), "il_checkpoint": Path(ckpt).name,

@@ -117,7 +117,8 @@ class ILConfig:
     #: checkpoint's weights are the average; ``last.pt`` also keeps the raw weights to resume from
     ema: float = 0.0
     #: how batches are formed (``trainer.BATCHINGS``): ``bucketed`` (episodes of similar length
-    #: together, unrolled packed) or ``padded`` (a plain permutation; runs from before resume with it)
+    #: together, unrolled packed; only for policies that unroll packed, ``trainer.il_batching``) or
+    #: ``padded`` (a plain permutation; runs from before resume with it)
     batching: str = "bucketed"
 
     def validate(self) -> None:

@@ -170,6 +170,11 @@ class VLNPolicy(nn.Module):
     #: whether ``imitation_loss`` weighs steps by the batch's inflection weights (False: every
     #: valid step weighs 1, and the trainer reports no inflection weight)
     uses_step_weights = True
+    #: whether ``imitation_loss`` unrolls a batch packed by its ``lengths`` (``sequence_outputs``):
+    #: only then does ``il.batching: bucketed`` group episodes of similar length; a policy whose loss
+    #: ignores ``lengths`` gets a plain permutation (length-sorted batches gave it no speed and biased
+    #: its updates: an RDP trained on them never stopped)
+    unrolls_packed = True
     #: instruction tokens the policy reads (the training config's; saved in checkpoints)
     max_instruction_length = 80
     #: ``policy.params`` with their ranges (a dataclass extending ``VLNPolicyParams``), checked by

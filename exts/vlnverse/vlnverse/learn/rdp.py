@@ -451,6 +451,7 @@ class RDPPolicy(VLNPolicy):
 
     name = "rdp"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
+    unrolls_packed = False  # imitation_loss reads no lengths: plain-permutation batches
     Params = RDPParams
 
     def _instruction_defaults(self, spec: dict | None) -> dict:

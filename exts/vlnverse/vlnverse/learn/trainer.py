@@ -152,6 +152,13 @@ def bucketed_order(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
     return np.concatenate(shuffled + [rest]).astype(np.int64) if full or len(rest) else ordered
 
 
+def il_batching(configured: str, policy: Any) -> str:
+    """How a policy's IL batches are formed: ``il.batching``, except that a policy which does not
+    unroll packed (``VLNPolicy.unrolls_packed`` False: RDP, VLN-BERT, HNR, GAMA) always gets
+    ``padded``, a plain permutation."""
+    return configured if policy.unrolls_packed else "padded"
+
+
 class EpisodeBatches:
     """Batches of whole episodes from one or more stores, in a seeded order per epoch.
 
@@ -852,7 +859,7 @@ class Trainer:
             self.summary["feature_cache"] = built[0][1] if len(built) == 1 else [b[1] for b in built]
             layout = data_stores[0].manifest["sensors"]
         batches = EpisodeBatches(data_stores, self.policy.vocab, cfg.max_instruction_length, layout,
-                                 texts if cfg.il.all_instructions else None, batching=cfg.il.batching)
+                                 texts if cfg.il.all_instructions else None, batching=self.batching)
         weighted = self.policy.uses_step_weights
         paths, steps = sum(len(s) for s in stores), sum(s.num_steps for s in stores)
         self.report(f"IL: {len(batches)} episodes" + (f" (every instruction of {paths} paths)" if cfg.il.all_instructions
@@ -866,7 +873,12 @@ class Trainer:
             # candidate too (selected on the validation split)
             self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
-                       "steps": steps}}
+                       "steps": steps, "batching": self.batching}}
+
+    @property
+    def batching(self) -> str:
+        """The IL batches' formation (``il_batching``)."""
+        return il_batching(self.cfg.il.batching, self.policy)
 
     def _read_init(self) -> dict[str, Any]:
         """The DAgger init checkpoint; another policy type, sensor rig or instruction length is a ``ConfigError``."""
@@ -949,7 +961,7 @@ class Trainer:
             all_stores = stores + [aggregate]
             coef = inflection_coefficient(all_stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
             batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout,
-                                     batching=cfg.il.batching)
+                                     batching=self.batching)
 
             def position(epoch: int, batch: int, r: int = r) -> dict:  # mid-round: the round restarts on resume
                 return {"phase": "dagger", "round": r - 1, "aggregate_episodes": len(aggregate) - info["collected_episodes"]}

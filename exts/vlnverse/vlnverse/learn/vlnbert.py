@@ -471,6 +471,7 @@ class VLNBertPolicy(VLNPolicy):
 
     name = "vlnbert"
     uses_step_weights = False  # every valid step weighs 1 in imitation_loss
+    unrolls_packed = False  # imitation_loss reads no lengths: plain-permutation batches
     Params = VLNBertParams
 
     def __init__(self, vocab: Vocabulary, sensors: list[dict[str, Any]], *, waypoint_predictor: Any = None,
