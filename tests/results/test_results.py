@@ -188,3 +188,40 @@ def test_bad_results_files_are_one_line_errors(tmp_path, capsys):
         assert main(["results", "compare", str(tmp_path / name), str(tmp_path / name)]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and str(tmp_path / name) in err and field in err, err
+
+
+def _claim_run(label: str, split: str, sr: list[float]) -> "object":
+    from vlnverse.results.compare import Run
+
+    homes = [f"h{i // 5}" for i in range(len(sr))]
+    return Run(label=label, source=Path("bench.json"), task="fine_grained", split=split, mode="telhop", protocol={},
+               ids=[f"e{i:02d}" for i in range(len(sr))], homes=homes, values={"SR": sr, "SPL": [v * 0.5 for v in sr]},
+               intervals={}, per_home={}, design={}, seeds=3, bench=True)
+
+
+def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
+    """A claim (A beats B) is reproduced when A - B's home interval lies above 0, refuted when below,
+    not separated when it holds 0, and "not run" names a missing row."""
+    from vlnverse.results.claims import claim_lines, judge_claims
+
+    better = [1.0, 1.0, 1.0, 1.0, 0.0] * 4   # 0.8 in each of 4 homes
+    worse = [1.0, 0.0, 0.0, 0.0, 0.0] * 4    # 0.2
+    runs = [_claim_run("bench:rdp_il", "test", better), _claim_run("bench:cma_il", "test", worse),
+            _claim_run("hnr_il", "test", better), _claim_run("gama_il", "test", worse),
+            _claim_run("seq2seq_il", "test", better)]
+    claims = [{"id": "x", "claim": "RDP beats CMA", "paper": "p", "a": "rdp_il", "b": "cma_il", "task": "fine_grained",
+               "mode": "telhop", "splits": ["test", "val_unseen"]},
+              {"id": "y", "claim": "GAMA beats HNR", "paper": "p", "a": "gama_il", "b": "hnr_il", "task": "fine_grained",
+               "mode": "telhop", "splits": ["test"]},
+              {"id": "z", "claim": "RDP beats Seq2Seq", "paper": "p", "a": "rdp_il", "b": "seq2seq_il",
+               "task": "fine_grained", "mode": "telhop", "splits": ["test"]}]
+    judged = judge_claims(claims, runs)
+    assert [(c["id"], c["split"], c["verdict"]) for c in judged] == [
+        ("x", "test", "reproduced"), ("x", "val_unseen", "not run"), ("y", "test", "refuted"),
+        ("z", "test", "not separated")]
+    assert judged[0]["SR"]["mean"] == pytest.approx(0.6) and judged[0]["SR"]["lo"] > 0
+    assert judged[2]["SR"]["mean"] == pytest.approx(-0.6) and judged[2]["SR"]["hi"] < 0
+    assert judged[3]["SR"]["mean"] == 0.0 and judged[1]["missing"] == ["rdp_il", "cma_il"]
+    lines = claim_lines(judged)
+    assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il | test | +0.600 |") and lines[2].endswith("**reproduced** |")
+    assert lines[3].endswith("**not run (rdp_il, cma_il missing)** |")

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
+from .claims import claim_lines, judge_claims
 from .compare import (COMPARED_METRICS, Run, body_name, compare_pair, group_mde, group_runs, load_runs,
                       plot_comparisons, run_entry)
 
@@ -173,6 +174,14 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
         if any(g["comparisons"] for g in data["groups"]):
             plot_comparisons({"groups": data["groups"]}, tmp / "comparisons.png")
             md += ["## All paired comparisons", "", "![paired differences](comparisons.png)", ""]
+        judged = judge_claims(paper_tables()["claims"], runs, seed=seed)
+        if any(c["verdict"] != "not run" for c in judged):
+            data["claims"] = judged
+            md += ["## The paper's claims", "",
+                   "Each claim is the paired SR difference of two rows on the same episodes (over the training "
+                   "seeds when the rows have several), with its interval clustered by home: *reproduced* when the "
+                   "interval lies above 0, *refuted* when below, else *not separated* (`results.claims`; the "
+                   "claims are listed in `results/paper_tables.json`).", ""] + claim_lines(judged) + [""]
         md += _protocol_lines(runs)
         write_json_atomic(tmp / "page.json", data)
         write_text_atomic(tmp / "index.md", "\n".join(md).rstrip() + "\n")

@@ -1,0 +1,67 @@
+"""The paper's claims judged on our results: each claim is a paired comparison of two rows.
+
+A claim (``paper_tables.json`` → ``claims``) names the row that should be better (``a``), the row
+it should beat (``b``), the task, the collision mode and the splits to judge it on. On each split
+where both rows were run on the same episodes, the verdict comes from the paired SR difference
+A - B with its interval clustered by home (``compare.compare_pair``, ``core.stats.paired_difference``):
+
+- *reproduced*: the interval lies above 0 (A > B);
+- *refuted*: it lies below 0 (B > A);
+- *not separated*: it contains 0;
+- *not run*: a row is missing from the results read.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .compare import Run, compare_pair
+
+VERDICTS = ("reproduced", "refuted", "not separated", "not run")
+
+
+def _label(run: Run) -> str:
+    """A run's row name without the file prefix ``load_runs`` adds when several files are read."""
+    return run.label.split(":")[-1]
+
+
+def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[dict]:
+    """Every claim on each of its splits: ``{claim fields..., "split", "verdict", "SR": paired
+    difference or None, "missing": [row names not found]}``, in the claims' order."""
+    out = []
+    for claim in claims:
+        for split in claim["splits"]:
+            found: dict[str, Run] = {}
+            for run in runs:
+                if (run.task, run.split, run.mode) == (claim["task"], split, claim["mode"]) and _label(run) in (claim["a"], claim["b"]):
+                    found.setdefault(_label(run), run)
+            missing = [name for name in (claim["a"], claim["b"]) if name not in found]
+            entry: dict[str, Any] = {**{k: claim[k] for k in ("id", "claim", "paper", "a", "b")}, "split": split,
+                                     "missing": missing, "SR": None, "SPL": None}
+            if missing:
+                entry["verdict"] = "not run"
+            else:
+                a, b = found[claim["a"]], found[claim["b"]]
+                pair = compare_pair(claim["a"], {"homes": a.homes, **a.values}, claim["b"], {"homes": b.homes, **b.values},
+                                    seed=seed)
+                entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds},
+                             verdict="not separated" if pair["verdict"] == "not separated"
+                             else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
+            out.append(entry)
+    return out
+
+
+def claim_lines(judged: list[dict]) -> list[str]:
+    """The page's markdown table of judged claims."""
+    def ci(d: dict) -> str:
+        return "undefined (1 home)" if d["lo"] is None else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
+
+    lines = ["| claim | paper | A - B | split | SR difference | home CI | P(A > B) | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for c in judged:
+        sr = c["SR"]
+        cells = ([f"{sr['mean']:+.3f}", ci(sr), f"{sr['prob_improvement']:.2f}"] if sr
+                 else ["-", "-", "-"])
+        verdict = c["verdict"] + (f" ({', '.join(c['missing'])} missing)" if c["missing"] else "")
+        lines.append(f"| {c['claim']} | {c['paper']} | {c['a']} - {c['b']} | {c['split']} | " + " | ".join(cells)
+                     + f" | **{verdict}** |")
+    return lines
