@@ -17,7 +17,7 @@ MANIFEST = HERE / "exts" / "vlnverse" / "config" / "extension.toml"
 RESOURCES = {"robots": ["*.yaml"],
              "scenes_usd": ["*.usd", "*.usda", "*.usdc", "*.usdz", "*.json", "benchmarks/*.json", "textures/*.png",
                             "lightmaps/*/*.png"],
-             "tasks": ["*.yaml", "*/*.yaml", "train/*.pt"]}
+             "tasks": ["*/*.yaml", "train/*.pt"]}
 
 
 def read_manifest() -> dict:
@@ -44,7 +44,9 @@ setup(
     python_requires=">=3.10",
     package_dir={"": "exts/vlnverse", **resource_packages},
     packages=packages + list(resource_packages),
+    # each built-in task type's default config lives in its folder (tasks/types/<type>/config.yaml)
     package_data={"vlnverse.study": ["static/*"], "vlnverse.results": ["paper_tables.json"],
+                  "vlnverse.tasks.types": ["*/*.yaml"],
                   **{f"vlnverse.resources.{name}": patterns for name, patterns in RESOURCES.items()}},
     include_package_data=False,
     # kept compatible with Isaac Sim 5.x's Python 3.11 (numpy 1.26) and 6.x's Python 3.12 (numpy 2.3)

@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
 #: Import cycles (strongly connected module sets) allowed: none (the last one, tasks.base ↔ the task
-#: types ↔ tasks.instructions, went with issue 29: the task types are named in tasks.registry).
+#: types ↔ tasks.instructions, went with issue 29: the registries name the task types' folders lazily).
 KNOWN_CYCLES: tuple[frozenset[str], ...] = ()
 
 
@@ -222,22 +222,28 @@ def test_lazily_registered_plugins_resolve_to_their_modules():
     assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here
 
 
-def test_built_in_task_types_are_named_where_they_register():
-    """``tasks.registry`` names every built-in task type with the module that registers it (the
-    table replaces the registry importing the task types, which import it back)."""
-    import re
+def test_built_in_task_types_are_the_folders_that_register_them():
+    """Each folder of ``tasks/types`` is a built-in task type, found on disk (no name list): its
+    package registers the task type named like the folder (its generator module), its template set
+    and its default config (``config.yaml`` beside it); the registries name them without importing
+    them (the task types import the registries)."""
+    from vlnverse.tasks.instructions.template_sets import TEMPLATES
+    from vlnverse.tasks.registry import TASKS, builtin_task_types
 
-    from vlnverse.tasks.registry import BUILTIN_TASKS, TASKS
-
-    declared = {}
-    for path in sorted((PACKAGE / "tasks" / "types").glob("*.py")):
-        text = path.read_text(encoding="utf-8")
-        constants = dict(re.findall(r'^([A-Z_]+) = "(\w+)"$', text, re.M))
-        for arg in re.findall(r"@register_task\((\w+|\"\w+\")\)", text):
-            declared[arg.strip('"') if arg.startswith('"') else constants[arg]] = _module_name(path)
-    assert declared == BUILTIN_TASKS and len(declared) == 8
-    for name, module in BUILTIN_TASKS.items():
-        assert TASKS.get(name).__module__ == module and TASKS.get(name).name == name
+    types_dir = (PACKAGE / "tasks" / "types").resolve()
+    folders = sorted(p.parent.name for p in types_dir.glob("*/__init__.py"))
+    assert list(builtin_task_types()) == folders and len(folders) == 8 and "goals" not in folders
+    assert list(builtin_task_types(having="templates")) == folders
+    graph = import_graph()
+    assert not [t for t in graph["vlnverse.tasks.registry"] | graph["vlnverse.tasks.instructions.template_sets"]
+                if t.startswith("vlnverse.tasks.types")]
+    for name, package in builtin_task_types().items():
+        assert TASKS._lazy[name] == TEMPLATES._lazy[name] == package
+        assert graph[package] == {f"{package}.generator", f"{package}.templates"}
+        cls = TASKS.get(name)
+        assert cls.__module__ == f"{package}.generator" and cls.name == name
+        assert cls.config_file == types_dir / name / "config.yaml" and cls.config_file.is_file()
+        assert TEMPLATES.get(name).task_type == name and len(TEMPLATES.get(name)) > 0
 
 
 def test_a_plugin_cannot_take_a_built_in_task_name_even_before_it_loads():
@@ -251,7 +257,7 @@ def test_a_plugin_cannot_take_a_built_in_task_name_even_before_it_loads():
     finally:
         if loaded is not None:
             TASKS._items["object_goal"] = loaded
-    assert TASKS.get("object_goal").__module__ == "vlnverse.tasks.types.object_goal"
+    assert TASKS.get("object_goal").__module__ == "vlnverse.tasks.types.object_goal.generator"
 
 
 # -- the checker itself fails on planted faults ----------------------------------------------------

@@ -220,6 +220,12 @@ def test_wheel_installs_and_runs_from_any_folder(tmp_path):
                              capture_output=True, text=True, env=env, cwd=work, timeout=300)
     assert shipped.returncode == 0, shipped.stderr
     assert int(shipped.stdout) > 100_000  # the shipped CMA checkpoint travels in the wheel
+    configs = subprocess.run([str(python), "-c", "from vlnverse.tasks.base import TASKS, builtin_task_types; "
+                              "print(*(n for n in builtin_task_types() if TASKS.get(n).config_file.is_file()))"],
+                             capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    assert configs.returncode == 0, configs.stderr
+    checkout = sorted(p.parent.name for p in (ROOT / "exts/vlnverse/vlnverse/tasks/types").glob("*/config.yaml"))
+    assert configs.stdout.split() == checkout and len(checkout) == 8  # each task type's default config travels too
     maps = subprocess.run([str(python), "-c", "import vlnverse.paths as p; "
                            "print(len(list((p.scenes_dir() / 'lightmaps' / 'home_0012').glob('*.png'))))"],
                           capture_output=True, text=True, env=env, cwd=work, timeout=300)

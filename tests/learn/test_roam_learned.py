@@ -23,7 +23,7 @@ def home14():
 @pytest.fixture(scope="module")
 def fp_pairs(home14):
     from vlnverse.tasks.base import load_task_config
-    from vlnverse.tasks.types.false_premise import FalsePremiseTask
+    from vlnverse.tasks.types.false_premise.generator import FalsePremiseTask
 
     eps = FalsePremiseTask(load_task_config("false_premise")).generate(home14, np.random.default_rng(3), 6, "val_unseen")
     assert [e.info["decision"] for e in eps] == ["FOUND", "NOT_FOUND"] * 3

@@ -108,7 +108,7 @@ def test_stored_geodesic_is_the_planner_distance_for_every_task_type(home, datas
 def test_visual_reference_targets_cover_the_threshold_rendered_again(home, datasets):
     """Every reference view is re-rendered with a fresh simulator camera: the target's instance
     mask covers >= 2% of the image and shows at the target's centre — as recorded."""
-    from vlnverse.tasks.types.visual_reference import MIN_MASK_FRACTION, target_visibility
+    from vlnverse.tasks.types.visual_reference.generator import MIN_MASK_FRACTION, target_visibility
 
     ctx = load_scene_context(home, "r2r_ce")
     camera, close = simulator_renderer_factory(*VR_SIZE)(ctx)
@@ -129,7 +129,7 @@ def test_visual_reference_targets_cover_the_threshold_rendered_again(home, datas
 
 def test_visibility_of_a_hand_made_mask():
     """3×3 centre window and fraction on a 10×10 mask, camera level with the target (centre row 5)."""
-    from vlnverse.tasks.types.visual_reference import target_visibility
+    from vlnverse.tasks.types.visual_reference.generator import target_visibility
 
     mask = np.zeros((10, 10), int)
     mask[4:7, 4:6] = 7                      # 6 pixels: 6% of the image; 6 of the 9 centre pixels

@@ -17,7 +17,7 @@ from vlnverse.core.errors import ConfigError
 from vlnverse.scenes.description import Geom, Room, SceneDescription, SceneObject
 from vlnverse.tasks.base import SceneContext, TaskConfig
 from vlnverse.tasks.episode import load_episodes, save_episodes
-from vlnverse.tasks.types.false_premise import (FOUND, NOT_FOUND, FalsePremiseTask, absent_categories, conflicts,
+from vlnverse.tasks.types.false_premise.generator import (FOUND, NOT_FOUND, FalsePremiseTask, absent_categories, conflicts,
                                                 greedy_coverage, shortest_visit_order)
 
 WALL_H = 2.7

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import yaml
 
+import vlnverse.tasks
 from vlnverse.core.errors import ConfigError
-from vlnverse.paths import tasks_dir
 from vlnverse.tasks.base import TASKS, NoParams, TaskConfig, load_task_config, load_task_types
 
 
@@ -20,15 +21,17 @@ def _first_number_field(params_cls) -> dataclasses.Field:
 
 
 def test_every_shipped_task_type_reads_its_params_from_its_config():
-    """Each shipped task type (one YAML each) has its own parameters dataclass, and the task
-    built from its config holds the YAML's values, defaults for the rest, and an override."""
-    shipped = {p.stem for p in tasks_dir().glob("*.yaml")}
+    """Each shipped task type (one default config each, ``tasks/types/<type>/config.yaml``) has its
+    own parameters dataclass, and the task built from its config holds the YAML's values, defaults
+    for the rest, and an override."""
+    shipped = {p.parent.name: p for p in (Path(vlnverse.tasks.__file__).parent / "types").glob("*/config.yaml")}
     built_in = {n for n in load_task_types() if TASKS.get(n).__module__.startswith("vlnverse.tasks.types.")}
-    assert shipped == built_in and len(shipped) == 8
+    assert set(shipped) == built_in and len(shipped) == 8
     for name in sorted(shipped):
         cls = TASKS.get(name)
+        assert cls.config_file == shipped[name].resolve(), name
         assert cls.Params is not NoParams and dataclasses.is_dataclass(cls.Params), name
-        raw = yaml.safe_load((tasks_dir() / f"{name}.yaml").read_text(encoding="utf-8")).get("params") or {}
+        raw = yaml.safe_load(shipped[name].read_text(encoding="utf-8")).get("params") or {}
         fields = {f.name: f for f in dataclasses.fields(cls.Params) if f.init}
         assert set(raw) <= set(fields), name
         got = dataclasses.asdict(cls(load_task_config(name)).params)

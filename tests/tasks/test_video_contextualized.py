@@ -16,7 +16,7 @@ from test_false_premise import _segment_blocked, grid_home, grounded, make_conte
 from vlnverse.core.errors import ConfigError
 from vlnverse.tasks.base import TaskConfig
 from vlnverse.tasks.tours import RoomVisit, line_of_sight, load_prior_video, object_visibility, plan_tour
-from vlnverse.tasks.types.video_contextualized import (VideoContextualizedTask, count_answers, distance_answers,
+from vlnverse.tasks.types.video_contextualized.generator import (VideoContextualizedTask, count_answers, distance_answers,
                                                        order_answers, orientation_answers)
 
 ROOM_W, ROOM_D = 5.0, 4.0
@@ -440,7 +440,7 @@ def test_line_of_sight_and_visibility_on_a_grid():
 
 
 def test_kind_quotas_follow_the_weights():
-    from vlnverse.tasks.types.video_contextualized import kind_quotas
+    from vlnverse.tasks.types.video_contextualized.generator import kind_quotas
 
     assert kind_quotas(40, dict.fromkeys(["instance", "count", "order", "distance", "orientation"], 1.0)) == \
         dict.fromkeys(["instance", "count", "order", "distance", "orientation"], 8)

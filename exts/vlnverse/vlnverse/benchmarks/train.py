@@ -153,7 +153,7 @@ MULTITASK_CONFIG = "gama_multitask"
 TASK_SHARE = 0.25
 #: the held-out splits the multi-task row reports per task (val_seen: the trainer's ``tasks.json``)
 MULTITASK_SPLITS = ("val_unseen", "test")
-#: step budget of every row's rollouts and evaluations; None: each task's own (``tasks/<task>.yaml``)
+#: step budget of every row's rollouts and evaluations; None: each task's own (``tasks/types/<task>/config.yaml``)
 MAX_STEPS: int | None = None
 
 

@@ -15,7 +15,7 @@ Example (``tasks/eval/oracle_fine_grained_strict.yaml``)::
 ``episodes`` is either a JSONL file/folder path or a ``generate:`` block; with ``benchmark: NAME``
 and ``split: val_unseen | test`` the episodes are instead that held-out split of the benchmark
 (``vlnverse.tasks.benchmark``, made and checked on first use) and ``episodes`` is ignored. Unset
-``body``, ``max_steps`` and ``success_distance`` come from the task config (``tasks/<task>.yaml``).
+``body``, ``max_steps`` and ``success_distance`` come from the task config (``tasks/types/<task>/config.yaml``).
 """
 from __future__ import annotations
 
@@ -292,7 +292,7 @@ class EvalConfig:
         return bench
 
     def _validate_rest(self) -> None:
-        require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
+        require(bool(self.task.strip()), "task", "empty", "a task name (tasks/types/<task>/config.yaml)")
         from .modes import MODES, check_mode_params
 
         require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",

@@ -65,7 +65,7 @@ def parse_target(text: str, room_types: Iterable[str] = (), categories: Iterable
     phrase (a landmark, "on the coffee table", comes after the target in the task's templates).
     """
     from ..tasks.instructions.lexicon import Lexicon
-    from ..tasks.types.false_premise import PLAUSIBLE_OBJECTS
+    from ..tasks.types.false_premise.generator import PLAUSIBLE_OBJECTS
 
     cats = set(categories) | {c for v in PLAUSIBLE_OBJECTS.values() for c in v}
     rooms = set(room_types) | set(PLAUSIBLE_OBJECTS)

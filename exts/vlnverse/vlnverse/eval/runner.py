@@ -63,7 +63,7 @@ class RunSettings:
 
 def run_settings(task: str, *, body: str | None = None, max_steps: int | None = None,
                  success_distance: float | None = None) -> RunSettings:
-    """The settings of a run of ``task``: the values given, the task config's (``tasks/<task>.yaml``)
+    """The settings of a run of ``task``: the values given, the task config's (``tasks/types/<task>/config.yaml``)
     for those left None."""
     from ..core.body import load_body
     from ..tasks.base import load_task_config

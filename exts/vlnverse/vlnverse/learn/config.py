@@ -233,7 +233,7 @@ class DistributedConfig:
 
 @dataclass
 class TaskSpec:
-    """One task of a multi-task run (``tasks``): the task (``tasks/<task>.yaml``), its training
+    """One task of a multi-task run (``tasks``): the task (``tasks/types/<task>/config.yaml``), its training
     episodes and held-out splits (as ``train`` / ``val``), and ``name``, how the reports call it
     (default: the task), and ``observation``, what a waypoint policy (vlnbert, hnr, gama) sees in
     this task: ``{view: panoramic|monocular, hfov_deg}`` (``waypoints.grid.ObservationSetup``;
@@ -248,7 +248,7 @@ class TaskSpec:
     def validate(self) -> None:
         """A task name, sources as the top-level ``train`` / ``val``, a plain ``name``."""
         require(isinstance(self.task, str) and bool(self.task.strip()), "task", f"got {self.task!r}",
-                "a task name (tasks/<task>.yaml)")
+                "a task name (tasks/types/<task>/config.yaml)")
         self.name = self.name or self.task
         require(self.name.replace("_", "").replace("-", "").isalnum(), "name", f"got {self.name!r}",
                 "letters, digits, '_' or '-' (it names output folders)")
@@ -322,7 +322,7 @@ class TrainConfig:
         if self.tasks:
             self._validate_tasks()
         else:
-            require(bool(self.task.strip()), "task", "empty", "a task name (tasks/<task>.yaml)")
+            require(bool(self.task.strip()), "task", "empty", "a task name (tasks/types/<task>/config.yaml)")
             require(self.train is not None, "train", "missing", "a JSONL path or a mapping with 'path', 'generate' or 'homes'")
             self.train = train_source(self.train, "train")
             require(isinstance(self.val, dict), "val", f"got {self.val!r}", "a mapping split name -> episode source")

@@ -7,7 +7,8 @@ A task type is one registered ``TaskGenerator`` subclass::
         def generate(self, ctx, rng, n, split):
             ...
 
-Its settings come from ``tasks/<name>.yaml`` (``TaskConfig``). ``SceneContext`` bundles what a
+Its settings are a ``TaskConfig``; its default config is the YAML its ``register_task`` names (a
+built-in task type's ``tasks/types/<name>/config.yaml``). ``SceneContext`` bundles what a
 generator needs about one scene (description, maps, planner, lazily a navigation graph, and an
 optional renderer injected by the CLI — the task layer never imports a simulator backend).
 """
@@ -26,10 +27,9 @@ from ..core.cache_key import content_digest, content_key
 from ..core.params import check_ranges, parse_params
 from ..core.config import from_dict, load_config, require
 from ..core.errors import ConfigError, UnknownNameError
-from ..paths import tasks_dir
 from .episode import Episode, Goal, Instruction
 from .pathing import PathPlanner, PlannedPath, StartGoal
-from .registry import TASKS, load_task_types, register_task  # noqa: F401 - re-exported
+from .registry import TASKS, builtin_task_types, load_task_types, register_task  # noqa: F401 - re-exported
 from .scoring import DEFAULT_SCORING, TaskScoring
 
 if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene is loaded
@@ -40,13 +40,13 @@ if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene
 #: parallel runs have the local fork server import them once (``core.parallel.start_fork_server``)
 #: instead of every worker importing them on its first scene (``matplotlib.path``: room polygons,
 #: about 0.1 CPU s per worker otherwise; ``scene_cache``: parsed scenes on disk)
-WORKER_PRELOAD = ("vlnverse.tasks.base", "vlnverse.tasks.types", "vlnverse.scenes.usd_io", "vlnverse.scenes.maps",
-                  "vlnverse.scenes.scene_cache", "matplotlib.path",
+WORKER_PRELOAD = ("vlnverse.tasks.base", *builtin_task_types().values(), "vlnverse.scenes.usd_io",
+                  "vlnverse.scenes.maps", "vlnverse.scenes.scene_cache", "matplotlib.path",
                   "pxr.Usd", "pxr.UsdGeom", "pxr.UsdLux", "pxr.UsdPhysics", "pxr.UsdSemantics", "pxr.UsdShade")
 
 @dataclass
 class TaskConfig:
-    """Settings of one task type (``tasks/<task>.yaml``); distances in metres.
+    """Settings of one task type (its default: ``tasks/types/<task>/config.yaml``); distances in metres.
 
     ``room_change_fraction`` is the share of episodes whose start and goal must lie in different
     rooms; ``params`` holds task-specific settings read by the generator.
@@ -80,10 +80,11 @@ class TaskConfig:
 
 
 def load_task_config(name_or_path: str | Path, overrides: dict | None = None) -> TaskConfig:
-    """Load a task config by task name (``tasks/<name>.yaml``) or by YAML path.
+    """Load a task config by YAML path, or by task name: the task type's default config (its
+    ``config_file``, e.g. ``tasks/types/<name>/config.yaml``).
 
-    A registered task type without a YAML file gets the defaults. An unknown name raises
-    ``UnknownNameError`` listing the registered task types.
+    A registered task type without a default config file gets the ``TaskConfig`` defaults. An
+    unknown name raises ``UnknownNameError`` listing the registered task types.
     Its ``params`` are validated against the task type's ``Params`` dataclass on load (errors
     name the file and ``params.<key>``).
     """
@@ -91,10 +92,10 @@ def load_task_config(name_or_path: str | Path, overrides: dict | None = None) ->
     if path.suffix in (".yaml", ".yml"):
         return _checked_params(load_config(TaskConfig, path, overrides), path)
     name = str(name_or_path)
-    candidate = tasks_dir() / f"{name}.yaml"
-    if candidate.is_file():
-        return _checked_params(load_config(TaskConfig, candidate, overrides), candidate)
-    if name in load_task_types():
+    if name in TASKS or name in load_task_types():
+        default = TASKS.get(name).config_file
+        if default is not None:
+            return _checked_params(load_config(TaskConfig, default, overrides), default)
         data: dict[str, Any] = {"task_type": name}
         for key, value in (overrides or {}).items():
             data[key] = value
@@ -315,6 +316,8 @@ class TaskGenerator:
     """
 
     name: str = ""
+    #: the default config (set by ``register_task(name, config=...)``); None: the ``TaskConfig`` defaults
+    config_file: ClassVar[Path | None] = None
     scoring: TaskScoring = DEFAULT_SCORING
     needs_renderer: bool = False
     instruction_optional: bool = False
@@ -327,9 +330,9 @@ class TaskGenerator:
     @classmethod
     def parse_params(cls, config: TaskConfig, *, file: Any = None) -> Any:
         """``config.params`` as a validated ``Params`` object; an unknown key, a wrong type or a
-        failed check raises ``ConfigError`` naming ``file`` (default ``tasks/<task>.yaml``) and
-        ``params.<key>``."""
-        file = file if file is not None else f"tasks/{config.task_type}.yaml"
+        failed check raises ``ConfigError`` naming ``file`` (default: the task type's default
+        config) and ``params.<key>``."""
+        file = file if file is not None else (cls.config_file or f"<config of task '{config.task_type}'>")
         return parse_params(cls.Params, config.params, owner=f"task '{config.task_type}'", file=file)
 
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:

@@ -35,7 +35,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     gen.add_argument("--seed", type=int, default=0, help="dataset seed (same seed, same files)")
     gen.add_argument("--out", required=True, help="output dataset folder (replaced atomically)")
     gen.add_argument("--body", default=None, help="agent body preset (default: the task config's)")
-    gen.add_argument("--config", default=None, help="task config YAML (default: tasks/<task>.yaml)")
+    gen.add_argument("--config", default=None, help="task config YAML (default: the task type's own config.yaml)")
     gen.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                      help="override a task config field, e.g. --set max_geodesic=12 --set params.styles=[formal]")
     gen.add_argument("--val-seen-fraction", type=float, default=0.1,

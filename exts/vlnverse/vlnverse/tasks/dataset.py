@@ -182,12 +182,10 @@ def summary_png(summary: dict[str, Any]) -> bytes:
 
 def _task_config_source(task: str, config: Any) -> str:
     """The file a task config came from (for error messages)."""
-    from ..paths import tasks_dir
-
     if config is not None and not isinstance(config, TaskConfig):
         return str(config)
-    candidate = tasks_dir() / f"{task}.yaml"
-    return str(candidate) if candidate.is_file() and config is None else f"<config of task '{task}'>"
+    default = TASKS.get(task).config_file if config is None and task in TASKS else None
+    return str(default) if default is not None else f"<config of task '{task}'>"
 
 
 def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per_scene: int, seed: int,

@@ -29,7 +29,8 @@ Public types:
   ``chain(subgoals, rng)``, ``category(name, rng)``; ``synthesize_verified(make, verifier)``
   resamples until the Verifier accepts.
 * ``Template(template_id, text, style, part)``, ``TEMPLATES`` (registry of ``TemplateSet`` by task
-  type), ``register_templates(task_type, templates)`` — new task types add their own set.
+  type; a built-in task type's set lives in its folder, ``tasks/types/<type>/templates.py``),
+  ``register_templates(task_type, templates)`` — new task types add their own set.
 * ``Lexicon`` (category/room-type phrases and synonyms, ``find(text)``), grammar helpers in
   ``grammar``; ``LLMSynthesizer`` (``llm``) rewrites through an OpenAI-compatible endpoint and
   keeps the result only if the Verifier accepts the re-extracted mentions.
@@ -43,7 +44,6 @@ from .synthesizer import (STYLES, TEMPLATES, InstructionError, Synthesizer, Temp
 from .types import (GroundedInstruction, Mention, ObjectRef, RelationFact, RoomRef, RouteEvent, RouteFacts,
                     TargetFacts)
 from .verifier import Verifier
-from . import templates as _templates  # noqa: F401,E402  (registers the built-in template sets)
 
 __all__ = ["ChatClient", "LLMError", "LLMSynthesizer", "extract_mentions", "Describer", "FrameCaptioner", "turn_direction", "SceneGraphView", "Lexicon", "STYLES", "TEMPLATES",
            "InstructionError", "Synthesizer", "Template", "TemplateSet", "register_templates",

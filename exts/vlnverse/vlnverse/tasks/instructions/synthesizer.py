@@ -17,7 +17,6 @@ from .grammar import capitalize_first, number_word
 from .lexicon import Lexicon
 from .phrases import Phrase, category_phrase, object_phrase, relation_phrase, render, room_phrase
 from .template_sets import STYLES, TEMPLATES, Template, TemplateSet, register_templates  # noqa: F401 - re-exported
-from .templates import BUILTIN_TEMPLATE_SETS  # noqa: F401 - importing registers the built-in sets
 from .types import GroundedInstruction, RouteEvent, RouteFacts, TargetFacts
 
 

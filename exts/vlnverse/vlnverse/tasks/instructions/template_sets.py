@@ -1,13 +1,25 @@
 """Instruction template sets by task type: ``Template``, ``TemplateSet``, the ``TEMPLATES``
-registry and ``register_templates``. Below the ``Synthesizer`` and the built-in sets
-(``templates/``), which both import it.
+registry and ``register_templates``. Below the ``Synthesizer`` and the built-in sets (each task
+type's ``tasks/types/<type>/templates.py``), which both import it.
+
+The built-in sets are named lazily (the task-type folders holding a ``templates`` module,
+:func:`~vlnverse.tasks.registry.builtin_task_types`): ``TEMPLATES.get`` imports the task type's
+package, which registers its set.
+
+Slots available to goal templates: ``{target}`` ("the red mug"), ``{a_target}`` ("a red mug"),
+``{target_noun}`` ("red mug"), ``{target_plain}`` ("the mug"), ``{rel}`` ("on the dining
+table"), ``{room}`` ("the kitchen"), ``{room_noun}`` ("kitchen"). Route templates use
+``{room}``, ``{landmark}``, ``{dir}`` (left/right). Chain frames use ``{g1}``…``{g3}``. Object-goal
+templates use ``{a_category}``, ``{category}``, ``{the_category}``, ``{categories}``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Iterable
 
+from ...core.errors import UnknownNameError
 from ...core.registry import Registry
+from ..registry import builtin_task_types
 from .phrases import slot_names
 
 STYLES = ("formal", "natural", "casual")
@@ -55,16 +67,20 @@ class TemplateSet:
 
 #: Template sets by task type.
 TEMPLATES: Registry[TemplateSet] = Registry("instruction template set")
+for _name, _package in builtin_task_types(having="templates").items():
+    TEMPLATES.register_lazy(_name, _package)
 
 
 def register_templates(task_type: str, templates: Iterable[Template]) -> TemplateSet:
-    """Register (or extend) the template set of ``task_type``; returns the set."""
+    """Register (or extend) the template set of ``task_type``; returns the set. A built-in set is
+    loaded before a plug-in extends it."""
     templates = list(templates)
+    existing: TemplateSet | None = None
     if task_type in TEMPLATES:
-        existing = TEMPLATES.get(task_type)
-        merged = TemplateSet(task_type, existing.templates + templates)
-        TEMPLATES.register(task_type, overwrite=True)(merged)
-        return merged
-    tset = TemplateSet(task_type, templates)
-    TEMPLATES.register(task_type)(tset)
+        try:
+            existing = TEMPLATES.get(task_type)
+        except UnknownNameError:  # a built-in set's own registration, while its package is imported
+            pass
+    tset = TemplateSet(task_type, (existing.templates if existing is not None else []) + templates)
+    TEMPLATES.register(task_type, overwrite=existing is not None)(tset)
     return tset

@@ -1,3 +1,8 @@
-"""Task types: importing this package registers every built-in generator in ``vlnverse.tasks.registry.TASKS`` (each is also named there and imported on first use)."""
-from . import coarse_grained, dialogue, fine_grained, long_horizon, object_goal, visual_reference  # noqa: F401
-from . import false_premise, video_contextualized  # noqa: F401
+"""The built-in task types, one folder (subpackage) each: ``<type>/generator.py`` (the
+``TaskGenerator`` with its scoring declaration), ``<type>/templates.py`` (its instruction template
+set) and ``<type>/config.yaml`` (its default ``TaskConfig``); ``goals`` holds helpers they share.
+
+``vlnverse.tasks.registry`` finds the folders (:func:`~vlnverse.tasks.registry.builtin_task_types`,
+no name list) and names them lazily; importing a folder's package registers its task type and its
+template set. This package imports none of them.
+"""

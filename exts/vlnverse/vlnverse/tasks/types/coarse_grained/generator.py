@@ -14,19 +14,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..base import SceneContext, TaskGenerator, register_task
-from ..episode import Episode
-from ...core.config import require
-from ...core.params import param
-from ...core.errors import ConfigError
-from ..instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
-from .goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
+from ...base import SceneContext, TaskGenerator, register_task
+from ...episode import Episode
+from ....core.config import require
+from ....core.params import param
+from ....core.errors import ConfigError
+from ...instructions import STYLES, TEMPLATES, Synthesizer, synthesize_verified
+from ..goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
                     no_episodes_error, pipeline, sample_start, target_goal, target_info)
 
 
 @dataclass
 class CoarseGrainedParams(LLMParams):
-    """``params`` of ``tasks/coarse_grained.yaml``: instruction ``styles``, how far the goal point
+    """``params`` of ``config.yaml`` (beside this module): instruction ``styles``, how far the goal point
     may lie from its object (``goal_offset``, m) and the sampling budget per episode."""
 
     styles: list[str] = field(default_factory=lambda: list(STYLES))
@@ -38,7 +38,7 @@ class CoarseGrainedParams(LLMParams):
         require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
 
 
-@register_task("coarse_grained")
+@register_task("coarse_grained", config="config.yaml")
 class CoarseGrained(TaskGenerator):
     """Goal-object episodes with a formal, a natural and a casual description of the target."""
 

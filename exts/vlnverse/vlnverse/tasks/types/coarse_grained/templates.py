@@ -1,5 +1,5 @@
 """Coarse-grained (REVERIE/SOON-style) goal descriptions in three styles."""
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 FORMAL = [
     "Proceed to {room} and locate {target} {rel}.",

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ...core.errors import ConfigError
-from ...core.io import redact_url
-from ..base import SceneContext, register_task
-from .coarse_grained import CoarseGrained, CoarseGrainedParams
-from .goals import GoalObject, target_info
+from ....core.errors import ConfigError
+from ....core.io import redact_url
+from ...base import SceneContext, register_task
+from ..coarse_grained.generator import CoarseGrained, CoarseGrainedParams
+from ..goals import GoalObject, target_info
 
 
 @dataclass
 class DialogueParams(CoarseGrainedParams):
-    """``params`` of ``tasks/dialogue.yaml``: the coarse-grained ones plus the ``oracle`` that
+    """``params`` of ``config.yaml`` (beside this module): the coarse-grained ones plus the ``oracle`` that
     answers the agent's questions (``scene_graph`` or ``llm`` at ``oracle_url``)."""
 
     oracle: str = "scene_graph"
@@ -36,7 +36,7 @@ class DialogueParams(CoarseGrainedParams):
                               expected="an OpenAI-compatible base URL")
 
 
-@register_task("dialogue")
+@register_task("dialogue", config="config.yaml")
 class Dialogue(CoarseGrained):
     """Coarse-grained targets, dialogue-style instructions, oracle data in ``info["oracle"]``."""
 

@@ -1,5 +1,5 @@
 """Dialogue-task goal descriptions: brief goals that invite questions to the oracle."""
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 FORMAL = [
     "Locate {target} {rel}. You may ask for directions at any time.",

@@ -34,14 +34,14 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import require
-from ...core.errors import NoNavigableSpaceError
-from ..base import SceneContext, TaskGenerator, register_task
-from ..scoring import TaskScoring
-from ..episode import Episode, Goal
-from ..pathing import PathPlanner
-from ..tours import object_visibility, view_blocking_grid
-from .goals import nearest_viewpoint
+from ....core.config import require
+from ....core.errors import NoNavigableSpaceError
+from ...base import SceneContext, TaskGenerator, register_task
+from ...scoring import TaskScoring
+from ...episode import Episode, Goal
+from ...pathing import PathPlanner
+from ...tours import object_visibility, view_blocking_grid
+from ..goals import nearest_viewpoint
 
 TASK = "false_premise"
 FOUND, NOT_FOUND = "FOUND", "NOT_FOUND"
@@ -69,7 +69,7 @@ DEFAULT_PLAUSIBLE = ("plant", "vase", "lamp", "clock", "basket", "book", "candle
 
 @dataclass
 class FalsePremiseParams:
-    """Task-specific settings (``params:`` of ``tasks/false_premise.yaml``)."""
+    """Task-specific settings (``params:`` of ``config.yaml`` beside this module)."""
 
     landmark_fraction: float = 0.5
     min_coverage: float = 0.85
@@ -102,7 +102,7 @@ def plausible_categories(room_type: str) -> list[str]:
     procedural-home catalog places in (or on furniture of) such rooms; sorted, deduplicated."""
     names = set(PLAUSIBLE_OBJECTS.get(room_type, DEFAULT_PLAUSIBLE))
     try:
-        from ...scenes.catalog import ROOM_RULES, SMALL_OBJECT_RULES
+        from ....scenes.catalog import ROOM_RULES, SMALL_OBJECT_RULES
     except ImportError:  # the catalog is optional: the curated table suffices
         return sorted(names)
     for rule in ROOM_RULES.get(room_type, ()):
@@ -141,7 +141,7 @@ def absent_categories(room_type: str, present: Iterable[str], lexicon) -> list[s
 def categories_in_room(desc, view, room_id: int) -> set[str]:
     """Object categories in a room, by the scene graph *and* by the scene description (objects whose
     footprint centre lies in the room polygon or that carry the room id), so nothing present slips."""
-    from ...scenes.description import STRUCTURE_LABELS
+    from ....scenes.description import STRUCTURE_LABELS
 
     cats = {o["category"] for i, o in view.objects.items() if view.room_of(i) == room_id}
     objs = [o for o in desc.objects if o.category not in STRUCTURE_LABELS]
@@ -254,7 +254,7 @@ def plan_exploration(planner: PathPlanner, viewpoints: np.ndarray, sees: np.ndar
 # The generator
 
 
-@register_task(TASK)
+@register_task(TASK, config="config.yaml")
 class FalsePremiseTask(TaskGenerator):
     """VLN-NF style pairs; ``generate(ctx, rng, n, split)`` returns ``n`` episodes (``n // 2`` pairs,
     plus one FOUND episode when ``n`` is odd), each pair FOUND first."""
@@ -288,7 +288,7 @@ class FalsePremiseTask(TaskGenerator):
 
     def _pair(self, ctx: SceneContext, scene: "_Scene", rng: np.random.Generator, index: int, split: str,
               used: set) -> list[Episode] | None:
-        from ..instructions.synthesizer import Synthesizer
+        from ...instructions.synthesizer import Synthesizer
 
         p = self.params
         rooms = [r for r in scene.rooms if len(scene.room_objects[r]) >= p.min_room_objects]
@@ -346,7 +346,7 @@ class FalsePremiseTask(TaskGenerator):
         problems += verify_false_premise(scene.verifier, nf_text, substitute, room_id,
                                          categories_in_room(ctx.desc, scene.view, room_id))
         if problems:
-            from ..instructions.synthesizer import InstructionError
+            from ...instructions.synthesizer import InstructionError
 
             raise InstructionError(f"{TASK}: template {template_id} failed verification: {problems}")
         used.add(key)
@@ -394,10 +394,10 @@ class FalsePremiseTask(TaskGenerator):
 def _render_pair(slots: dict, substitute: str, part: str, style: str, lexicon, rng: np.random.Generator):
     """Render one template twice: with the real target's slots and with ``substitute`` in the target
     slots (plain noun phrase: the original's colour or material would rarely suit another object)."""
-    from ..instructions.grammar import capitalize_first
-    from ..instructions.phrases import category_phrase, render
-    from ..instructions.synthesizer import TEMPLATES
-    from ..instructions.types import GroundedInstruction
+    from ...instructions.grammar import capitalize_first
+    from ...instructions.phrases import category_phrase, render
+    from ...instructions.synthesizer import TEMPLATES
+    from ...instructions.types import GroundedInstruction
 
     tset = TEMPLATES.get(TASK)
     choices = tset.select(part, style, set(slots)) or tset.select(part, None, set(slots))
@@ -472,11 +472,10 @@ class _Scene:
 
     @classmethod
     def build(cls, ctx: SceneContext, p: FalsePremiseParams) -> "_Scene":
-        from ..instructions.describer import Describer
-        from ..instructions.graph import SceneGraphView
-        from ..instructions.lexicon import Lexicon
-        from ..instructions.templates import false_premise as _templates  # noqa: F401 (registers)
-        from ..instructions.verifier import Verifier
+        from ...instructions.describer import Describer
+        from ...instructions.graph import SceneGraphView
+        from ...instructions.lexicon import Lexicon
+        from ...instructions.verifier import Verifier
 
         desc = ctx.desc
         view = SceneGraphView(ctx.maps.scene_graph)

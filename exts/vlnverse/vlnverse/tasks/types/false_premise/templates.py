@@ -7,7 +7,7 @@ a plausible object absent from the room). Part ``landmark`` names a landmark thr
 names the room, which selects the greedy room-coverage exploration. Every template tells the agent
 it may report that the object is not there.
 """
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 LANDMARK = {
     "formal": [

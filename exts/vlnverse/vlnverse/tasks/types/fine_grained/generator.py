@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.config import require
-from ...core.params import param
-from ..base import SceneContext, TaskGenerator, register_task
-from ..episode import Episode
-from ..instructions import Describer, Synthesizer, synthesize_verified
-from .goals import LLMParams, llm_rewriter, maybe_rewrite, pipeline
+from ....core.config import require
+from ....core.params import param
+from ...base import SceneContext, TaskGenerator, register_task
+from ...episode import Episode
+from ...instructions import Describer, Synthesizer, synthesize_verified
+from ..goals import LLMParams, llm_rewriter, maybe_rewrite, pipeline
 
 
 @dataclass
 class FineGrainedParams(LLMParams):
-    """``params`` of ``tasks/fine_grained.yaml``: distinct instructions per episode, the radius
+    """``params`` of ``config.yaml`` (beside this module): distinct instructions per episode, the radius
     (m) within which landmarks are named, and the sampling budget per episode."""
 
     instructions_per_episode: int = param(3, low=1, high=20)
@@ -35,7 +35,7 @@ class FineGrainedParams(LLMParams):
         require(self.landmark_radius > 0, "landmark_radius", f"got {self.landmark_radius}", "a distance > 0 m")
 
 
-@register_task("fine_grained")
+@register_task("fine_grained", config="config.yaml")
 class FineGrained(TaskGenerator):
     """Start/goal pairs with step-by-step instructions naming rooms, landmarks and turns."""
 

@@ -5,7 +5,7 @@ Parts: ``exit``/``begin`` (leaving the start), ``pass`` (a landmark), ``turn``/`
 ``enter`` (a new room), ``straight`` (a long stretch: ``{dist}`` = "about five metres") and the
 end point ``stop_at``/``stop_at_in``/``stop_in``/``stop``.
 """
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 PARTS = {
     "exit": ["exit {room}", "leave {room}", "walk out of {room}", "head out of {room}", "step out of {room}"],

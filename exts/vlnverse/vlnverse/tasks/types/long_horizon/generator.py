@@ -16,14 +16,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.config import require
-from ...core.params import param
-from ..base import SceneContext, TaskGenerator, register_task
-from ..scoring import TaskScoring
-from ..episode import Episode
-from ..instructions import Synthesizer, synthesize_verified
-from ..pathing import PlannedPath, polyline_length
-from .goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
+from ....core.config import require
+from ....core.params import param
+from ...base import SceneContext, TaskGenerator, register_task
+from ...scoring import TaskScoring
+from ...episode import Episode
+from ...instructions import Synthesizer, synthesize_verified
+from ...pathing import PlannedPath, polyline_length
+from ..goals import (GoalObject, LLMParams, goal_objects, llm_rewriter, maybe_rewrite,
                     no_episodes_error, pipeline, sample_start, target_goal, target_info)
 
 
@@ -38,7 +38,7 @@ def concatenate_paths(paths: list[PlannedPath]) -> PlannedPath:
 
 @dataclass
 class LongHorizonParams(LLMParams):
-    """``params`` of ``tasks/long_horizon.yaml``: 2–3 sub-goals per episode, each leg's geodesic
+    """``params`` of ``config.yaml`` (beside this module): 2–3 sub-goals per episode, each leg's geodesic
     range (m), the goal point's largest offset from its object (m), the sampling budget."""
 
     min_subgoals: int = 2
@@ -64,7 +64,7 @@ def _named_categories(goal: GoalObject) -> set[str]:
     return {facts.target.category} | ({facts.relation.anchor.category} if facts.relation is not None else set())
 
 
-@register_task("long_horizon")
+@register_task("long_horizon", config="config.yaml")
 class LongHorizon(TaskGenerator):
     """Chains of coarse-grained sub-goals with per-leg reference paths."""
 

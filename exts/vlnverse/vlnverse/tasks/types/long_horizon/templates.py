@@ -1,5 +1,5 @@
 """Long-horizon instructions: coarse sub-goal clauses chained in order."""
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 SUBGOALS = [
     "go to {room} and find {target} {rel}",

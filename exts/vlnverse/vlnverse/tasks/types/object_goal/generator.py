@@ -13,17 +13,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.config import require
-from ...core.params import param
-from ..base import SceneContext, TaskGenerator, register_task
-from ..episode import Episode
-from ..instructions import Synthesizer, synthesize_verified
-from .goals import GoalObject, goal_objects, no_episodes_error, pipeline, target_goal
+from ....core.config import require
+from ....core.params import param
+from ...base import SceneContext, TaskGenerator, register_task
+from ...episode import Episode
+from ...instructions import Synthesizer, synthesize_verified
+from ..goals import GoalObject, goal_objects, no_episodes_error, pipeline, target_goal
 
 
 @dataclass
 class ObjectGoalParams:
-    """``params`` of ``tasks/object_goal.yaml``: the goal point's largest offset from its object
+    """``params`` of ``config.yaml`` (beside this module): the goal point's largest offset from its object
     (m), the allowed goal ``categories`` (all when unset) and the sampling budget per episode."""
 
     goal_offset: float = param(1.0, low=0.0, high=10.0)
@@ -37,7 +37,7 @@ class ObjectGoalParams:
                 "a non-empty list of categories, or unset for all")
 
 
-@register_task("object_goal")
+@register_task("object_goal", config="config.yaml")
 class ObjectGoal(TaskGenerator):
     """Category-only episodes whose goals are all instances of the category."""
 

@@ -1,5 +1,5 @@
 """Object-goal (zero-grained) instructions: only a category name."""
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 TEXTS = [
     "Find {a_category}.",

@@ -51,15 +51,15 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ...core.config import require
-from ...core.errors import ConfigError, NoNavigableSpaceError
-from ...core.io import to_jsonable
-from ..base import SceneContext, TaskGenerator, register_task
-from ..scoring import TaskScoring
-from ..episode import Episode, Goal
-from ..tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
+from ....core.config import require
+from ....core.errors import ConfigError, NoNavigableSpaceError
+from ....core.io import to_jsonable
+from ...base import SceneContext, TaskGenerator, register_task
+from ...scoring import TaskScoring
+from ...episode import Episode, Goal
+from ...tours import (Tour, object_visibility, plan_tour, render_tour, room_visits, save_prior_video,
                      sliding_windows, view_blocking_grid)
-from .goals import footprint_distance, nearest_viewpoint
+from ..goals import footprint_distance, nearest_viewpoint
 
 TASK = "video_contextualized"
 KINDS = ("instance", "count", "order", "distance", "orientation")
@@ -76,7 +76,7 @@ _PERPENDICULAR = {"ahead": ("left", "right"), "behind": ("left", "right"), "left
 
 @dataclass
 class VCNParams:
-    """Task-specific settings (``params:`` of ``tasks/video_contextualized.yaml``)."""
+    """Task-specific settings (``params:`` of ``config.yaml`` beside this module)."""
 
     kinds: list[str] = field(default_factory=lambda: list(KINDS))
     kind_mix: dict[str, float] = field(default_factory=dict)
@@ -322,7 +322,7 @@ def extreme_rooms(polygons: dict[int, np.ndarray], direction: np.ndarray, margin
 
 
 def _centroid(polygon: np.ndarray) -> np.ndarray:
-    from ...scenes.description import Room
+    from ....scenes.description import Room
 
     return Room(0, "", polygon).centroid
 
@@ -384,7 +384,7 @@ def instance_answers(visible: Iterable[int], objects: dict[int, dict]) -> list[t
 # The generator
 
 
-@register_task(TASK)
+@register_task(TASK, config="config.yaml")
 class VideoContextualizedTask(TaskGenerator):
     """VCN-Bench style episodes; needs ``ctx.renderer`` to record the prior video.
 
@@ -410,7 +410,7 @@ class VideoContextualizedTask(TaskGenerator):
         output_dir = getattr(self, "output_dir", None)
         if output_dir is not None:
             return Path(output_dir) / "assets"
-        from ...paths import cache_dir
+        from ....paths import cache_dir
 
         return cache_dir() / "assets"
 
@@ -561,7 +561,7 @@ class VideoContextualizedTask(TaskGenerator):
 
     def _instance_episode(self, ctx, scene, window, obj_id, keys, start_xy, start_yaw, rng, index, split,
                           seen_tags) -> Episode | None:
-        from ..instructions.phrases import object_phrase, room_phrase
+        from ...instructions.phrases import object_phrase, room_phrase
 
         s, e = window
         col = scene.column[obj_id]
@@ -582,9 +582,9 @@ class VideoContextualizedTask(TaskGenerator):
 
     def _room_episode(self, ctx, scene, window, answer: RoomAnswer, start_xy, start_yaw, rng, index, split,
                       seen_tags) -> Episode | None:
-        from ..instructions.grammar import ordinal_word
-        from ..instructions.phrases import Phrase, category_phrase, room_phrase
-        from ..instructions.types import RoomRef
+        from ...instructions.grammar import ordinal_word
+        from ...instructions.phrases import Phrase, category_phrase, room_phrase
+        from ...instructions.types import RoomRef
 
         s, e = window
         categories = sorted({scene.objects[i]["category"] for i in scene.objects_in_room[answer.room_id]})
@@ -656,10 +656,9 @@ class _SceneFacts:
 
     @classmethod
     def build(cls, ctx: SceneContext, tour: Tour, p: VCNParams) -> "_SceneFacts":
-        from ..instructions.graph import SceneGraphView
-        from ..instructions.lexicon import Lexicon
-        from ..instructions.verifier import Verifier
-        from ..instructions.templates import video_contextualized as _templates  # noqa: F401 (registers)
+        from ...instructions.graph import SceneGraphView
+        from ...instructions.lexicon import Lexicon
+        from ...instructions.verifier import Verifier
 
         desc = ctx.desc
         view = SceneGraphView(ctx.maps.scene_graph)
@@ -689,10 +688,10 @@ class _SceneFacts:
 
     def render(self, part: str, slots: dict, rng: np.random.Generator, require: set[str] = frozenset()):
         """A verified ``GroundedInstruction`` from a random template of ``part`` (``None`` if none fits)."""
-        from ..instructions.grammar import capitalize_first
-        from ..instructions.phrases import Phrase, render
-        from ..instructions.synthesizer import TEMPLATES
-        from ..instructions.types import GroundedInstruction
+        from ...instructions.grammar import capitalize_first
+        from ...instructions.phrases import Phrase, render
+        from ...instructions.synthesizer import TEMPLATES
+        from ...instructions.types import GroundedInstruction
 
         tset = TEMPLATES.get(TASK)
         style = self.styles[int(rng.integers(len(self.styles)))]
@@ -710,7 +709,7 @@ class _SceneFacts:
                                           template_ids=(tmpl.template_id,))
         problems = self.verifier.check(instruction)
         if problems:
-            from ..instructions.synthesizer import InstructionError
+            from ...instructions.synthesizer import InstructionError
 
             raise InstructionError(f"{TASK}: template {tmpl.template_id} produced an unverified instruction "
                                  f"{text!r}: {problems}")

@@ -14,7 +14,7 @@ Parts and slots (every R2O template ends by naming an object category to locate 
   you stand; ``distance_from``: the same measured from ``{anchor}``;
 * ``orientation``: ``{side}`` ("farthest to your left"), ``{room_noun}``, ``{object}``.
 """
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 TABLE = {
     "instance": [

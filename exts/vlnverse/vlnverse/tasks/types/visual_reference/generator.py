@@ -31,15 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.config import require
-from ...core.params import param
-from ...core.errors import ConfigError
-from ...core.io import atomic_path
-from ...core.precision import ANGLE_DECIMALS, LENGTH_DECIMALS, round_float
-from ..base import SceneContext, register_task
-from ..episode import Episode
-from .coarse_grained import CoarseGrained, CoarseGrainedParams
-from .goals import GoalObject
+from ....core.config import require
+from ....core.params import param
+from ....core.errors import ConfigError
+from ....core.io import atomic_path
+from ....core.precision import ANGLE_DECIMALS, LENGTH_DECIMALS, round_float
+from ...base import SceneContext, register_task
+from ...episode import Episode
+from ..coarse_grained.generator import CoarseGrained, CoarseGrainedParams
+from ..goals import GoalObject
 
 def reference_view(goal_xy, target_position, camera_height: float, floor_z: float = 0.0,
                    pitch_limit_deg: float = 30.0) -> dict:
@@ -131,7 +131,7 @@ def target_visibility(mask: np.ndarray, instance_id: int, view: dict, target_pos
 
 @dataclass
 class VisualReferenceParams(CoarseGrainedParams):
-    """``params`` of ``tasks/visual_reference.yaml``: the coarse-grained ones plus the largest
+    """``params`` of ``config.yaml`` (beside this module): the coarse-grained ones plus the largest
     camera pitch (degrees) of the reference image."""
 
     pitch_limit_deg: float = param(30.0, low=0.0, high=90.0)
@@ -146,7 +146,7 @@ class VisualReferenceParams(CoarseGrainedParams):
                 "a fraction in (0, 1)")
 
 
-@register_task("visual_reference")
+@register_task("visual_reference", config="config.yaml")
 class VisualReference(CoarseGrained):
     """Coarse-grained targets with a reference image of the goal view."""
 
@@ -170,7 +170,7 @@ class VisualReference(CoarseGrained):
     def _assets(self) -> Path:
         if self.assets_dir is not None:
             return self.assets_dir
-        from ...paths import cache_dir
+        from ....paths import cache_dir
 
         return cache_dir() / "assets"
 

@@ -1,5 +1,5 @@
 """Visual-reference goal descriptions: the target plus a pointer to the reference image."""
-from ..template_sets import Template, register_templates
+from ...instructions.template_sets import Template, register_templates
 
 FORMAL = [
     "Proceed to {room} and locate {target} {rel} shown in the reference image.",

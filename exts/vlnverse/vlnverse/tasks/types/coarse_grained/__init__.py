@@ -1,0 +1,4 @@
+"""Coarse-grained (REVERIE/SOON-style) navigation, in one folder: the generator and its scoring (``generator``),
+the instruction templates (``templates``) and the default config (``config.yaml``). Importing the
+package registers the task type ``coarse_grained`` and its template set."""
+from . import generator, templates  # noqa: F401 - importing registers them

@@ -1,0 +1,4 @@
+"""Long-horizon navigation, in one folder: the generator and its scoring (``generator``),
+the instruction templates (``templates``) and the default config (``config.yaml``). Importing the
+package registers the task type ``long_horizon`` and its template set."""
+from . import generator, templates  # noqa: F401 - importing registers them

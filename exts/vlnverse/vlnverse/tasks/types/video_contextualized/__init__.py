@@ -1,0 +1,4 @@
+"""Video-contextualized navigation (VCN-Bench style), in one folder: the generator and its scoring (``generator``),
+the instruction templates (``templates``) and the default config (``config.yaml``). Importing the
+package registers the task type ``video_contextualized`` and its template set."""
+from . import generator, templates  # noqa: F401 - importing registers them
