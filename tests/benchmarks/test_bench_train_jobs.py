@@ -192,6 +192,9 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
     assert got["online_fine_tuning"] == {"table7": {"ratio": 2.0}} and got["table"][-1]["agent"] == "vlnbert_t7_zero_shot"
     assert len(got["table"]) == 7 and (folder / "test.jsonl").read_text() == "test\n"
     assert json.loads((folder / "done.json").read_text()) == got
+    from vlnverse.core.provenance import code_revision
+
+    assert got["code"] == code_revision()  # the commit that ran the job (None outside a git checkout)
     seen.clear()
     row_job(tmp_path, {**opts, "table7": False}, "vlnbert", 3, {"predictor": None})  # --no-transfer: no stage
     assert seen == {}

@@ -48,6 +48,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Callable
 
+from vlnverse.core.provenance import code_revision, revisions_of
+
 from . import train as T
 
 log = logging.getLogger(__name__)
@@ -231,7 +233,7 @@ def row_job(work: Path, opts: dict, row_name: str, seed: int, shared: dict) -> d
     folder = work / "jobs" / job_key(row_name, seed)
     _copy_splits(seed_dir(work, seed), folder)
     t0 = time.perf_counter()
-    out: dict = {"key": job_key(row_name, seed), "row": row_name, "seed": seed}
+    out: dict = {"key": job_key(row_name, seed), "row": row_name, "seed": seed, "code": code_revision()}
     if row_name == BASELINES:
         agents = {"random": (NamedSpec("random"), []), "forward": (NamedSpec("forward"), [])}
     else:
@@ -534,6 +536,7 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
                    "validation_episodes": opts["validation_episodes"]},
         "seeds_prepared": {k: shared[k] for k in sorted(shared)},
         "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
+        "code_revisions": revisions_of(results),
         "retries": retries, "best_row_agent": best,
         "device": sorted({str(j["figures"]["device"]) for j in results.values() if j.get("figures")}),
         "table": rows, "table_text": aggregate_lines(rows), "design": T.split_design(rows),
@@ -545,6 +548,9 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
         "cpu_count": os.cpu_count(), "work_dir": str(work),
         "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
     }
+    if len(figures["code_revisions"]) > 1:
+        report("bench train: the jobs ran with different code: " + "; ".join(
+            f"{rev[:12]}: {', '.join(keys)}" for rev, keys in figures["code_revisions"].items()))
     if args.out:
         figures["plot"] = str(Path(args.out).with_suffix(".png"))
         plot_aggregate(rows, Path(figures["plot"]), f"bench train --seeds {','.join(map(str, seeds))}: "
