@@ -4,12 +4,16 @@ Layer order (lowest first; a module may import its own top-level unit or a unit 
 never a sibling of its own layer nor anything above):
 
     core (+ the ``vlnverse.paths`` alias of ``core.paths``, the root package's ``__version__``)
-    → scenes → sim → tasks → eval → learn | study | results → benchmarks | kit | cli
+    → scenes → sim → tasks → run → eval → learn | study | results → benchmarks | kit | cli
     → extension (Kit's entry point) | __main__ → kit_tests
 
 Both module-level imports and imports inside functions count (a lazy import is still a
 dependency); registrations by name (``Registry.register_lazy("name", "vlnverse.x")``, backend
 strings) are not imports and are how a lower layer names a plug-in that lives above it.
+
+``run`` is the episode kernel (rollout, collision modes, scoring, metrics, agents, episode sourcing,
+records and summaries): it imports neither ``eval`` nor ``learn``, and ``learn`` imports nothing
+of ``eval`` though ``eval`` sits below it (``FORBIDDEN``): training needs only the kernel.
 
 Also: no import cycle between modules (``KNOWN_CYCLES`` is empty); nothing
 imports Isaac Sim at module level outside the Kit boundary; only ``vlnverse.learn`` imports torch.
@@ -27,7 +31,7 @@ PACKAGE = Path(vlnverse.__file__).parent
 
 #: Top-level units by layer, lowest first (see the module docstring).
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
-    "__init__ core deps", "scenes", "sim", "tasks", "eval", "learn study results", "benchmarks kit cli",
+    "__init__ core deps", "scenes", "sim", "tasks", "run", "eval", "learn study results", "benchmarks kit cli",
     "extension __main__", "kit_tests"))
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
@@ -100,6 +104,15 @@ def layer_violations(graph: dict[str, set[str]], layers=LAYERS) -> list[str]:
     return sorted(out)
 
 
+#: (importer unit, imported unit) pairs that are refused whatever the layer order says
+FORBIDDEN = (("learn", "eval"), ("run", "eval"), ("run", "learn"))
+
+
+def forbidden_imports(graph: dict[str, set[str]], forbidden=FORBIDDEN) -> list[str]:
+    """``"a -> b"`` for every import of a unit that ``forbidden`` refuses to the importer's unit."""
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() for t in ts if (unit(m), unit(t)) in forbidden)
+
+
 def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     """Strongly connected sets of more than one module (Tarjan)."""
     index, low, stack, on, out = {}, {}, [], set(), []
@@ -155,6 +168,21 @@ def test_the_whole_layer_order_holds():
     assert layer_violations(import_graph()) == []
 
 
+def test_learn_needs_only_the_episode_kernel_and_the_kernel_nothing_above_it():
+    """``learn`` imports nothing of ``eval``; ``run`` imports neither ``eval`` nor ``learn`` (issue 56)."""
+    assert forbidden_imports(import_graph()) == []
+
+
+def test_checker_reports_planted_forbidden_imports():
+    graph = import_graph()
+    graph["vlnverse.learn.trainer"] = graph["vlnverse.learn.trainer"] | {"vlnverse.eval.runner"}
+    graph["vlnverse.run.rollout"] = graph["vlnverse.run.rollout"] | {"vlnverse.eval.config", "vlnverse.learn.agent"}
+    assert forbidden_imports(graph) == ["vlnverse.learn.trainer -> vlnverse.eval.runner",
+                                        "vlnverse.run.rollout -> vlnverse.eval.config",
+                                        "vlnverse.run.rollout -> vlnverse.learn.agent"]
+    assert "vlnverse.run.rollout -> vlnverse.eval.config" in layer_violations(graph)   # below eval, too
+
+
 def test_no_import_cycle():
     assert KNOWN_CYCLES == ()
     assert cycles(import_graph()) == []
@@ -165,8 +193,8 @@ def test_the_named_circles_are_gone():
     core.body → paths → core; the Isaac backend no longer reaches into the MuJoCo backend."""
     graph = import_graph()
     found = cycles(graph)
-    for pair in (("vlnverse.eval.mllm.models", "vlnverse.learn.vlm"), ("vlnverse.eval.agents", "vlnverse.eval.mllm.agents"),
-                 ("vlnverse.eval.rollout", "vlnverse.eval.scoring"), ("vlnverse.eval.models", "vlnverse.eval.mllm.models")):
+    for pair in (("vlnverse.run.chat_models", "vlnverse.learn.vlm"), ("vlnverse.run.agents", "vlnverse.eval.mllm.agents"),
+                 ("vlnverse.run.rollout", "vlnverse.run.scoring"), ("vlnverse.run.models", "vlnverse.run.chat_models")):
         assert not any(set(pair) <= c for c in found), pair
     assert not any(unit(t) != "core" for t in graph["vlnverse.core.body"])
     assert not [t for m in graph if m.startswith("vlnverse.sim.isaac") for t in graph[m]
@@ -175,7 +203,7 @@ def test_the_named_circles_are_gone():
 
 #: generic evaluation modules that reach the MLLM agents' chat models only through the agent's hook
 #: (``Agent.chat_models``): they import nothing of ``vlnverse.eval.mllm`` (issue 56)
-MLLM_FREE = ("vlnverse.eval.runner", "vlnverse.eval.agents", "vlnverse.eval.generation", "vlnverse.eval.rollout")
+MLLM_FREE = ("vlnverse.eval.runner", "vlnverse.run.agents", "vlnverse.run.generation", "vlnverse.run.rollout")
 
 
 def mllm_imports(graph: dict[str, set[str]], modules=MLLM_FREE) -> list[str]:
@@ -186,8 +214,8 @@ def mllm_imports(graph: dict[str, set[str]], modules=MLLM_FREE) -> list[str]:
 def test_the_generic_runner_imports_nothing_of_the_mllm_agents():
     graph = import_graph()
     assert mllm_imports(graph) == []
-    planted = dict(graph, **{"vlnverse.eval.runner": graph["vlnverse.eval.runner"] | {"vlnverse.eval.mllm.models"}})
-    assert mllm_imports(planted) == ["vlnverse.eval.runner -> vlnverse.eval.mllm.models"]
+    planted = dict(graph, **{"vlnverse.eval.runner": graph["vlnverse.eval.runner"] | {"vlnverse.eval.mllm.agents"}})
+    assert mllm_imports(planted) == ["vlnverse.eval.runner -> vlnverse.eval.mllm.agents"]
 
 
 def test_kit_only_code_lives_in_the_kit_package():
@@ -208,9 +236,9 @@ def test_kit_only_code_lives_in_the_kit_package():
 def test_lazily_registered_plugins_resolve_to_their_modules():
     """The names eval registers lazily (so that it imports nothing above it) are the ones the
     modules register."""
-    from vlnverse.eval.agents import AGENTS, MLLM_AGENTS
+    from vlnverse.run.agents import AGENTS, MLLM_AGENTS
     from vlnverse.eval.mllm.agents import VARIANTS
-    from vlnverse.eval.models import MODELS
+    from vlnverse.run.models import MODELS
 
     assert set(MLLM_AGENTS) == set(VARIANTS)
     for name in MLLM_AGENTS:
@@ -218,7 +246,7 @@ def test_lazily_registered_plugins_resolve_to_their_modules():
     for name, module in (("roam", "roam"), ("som", "roam"), ("mv_dualvln", "pixel_goal")):
         assert AGENTS.get(name).__module__ == f"vlnverse.eval.{module}"
     for name in ("openai", "ollama", "scripted"):
-        assert MODELS.get(name).__module__ == "vlnverse.eval.mllm.models"
+        assert MODELS.get(name).__module__ == "vlnverse.run.chat_models"
     assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here
 
 
@@ -265,9 +293,9 @@ def test_a_plugin_cannot_take_a_built_in_task_name_even_before_it_loads():
 
 def test_checker_reports_a_planted_upward_import():
     graph = import_graph()
-    graph["vlnverse.core.geometry"] = graph["vlnverse.core.geometry"] | {"vlnverse.eval.metrics"}
+    graph["vlnverse.core.geometry"] = graph["vlnverse.core.geometry"] | {"vlnverse.run.metrics"}
     graph["vlnverse.learn.vocab"] = graph["vlnverse.learn.vocab"] | {"vlnverse.study.log"}   # sibling layer
-    assert layer_violations(graph) == ["vlnverse.core.geometry -> vlnverse.eval.metrics",
+    assert layer_violations(graph) == ["vlnverse.core.geometry -> vlnverse.run.metrics",
                                        "vlnverse.learn.vocab -> vlnverse.study.log"]
 
 
@@ -311,9 +339,9 @@ def test_no_module_level_isaac_import():
 
 def test_task_and_evaluation_layers_use_only_the_backend_neutral_simulator_api():
     graph = import_graph()
-    offenders = [f"{m} -> {t}" for m, ts in graph.items() if unit(m) in ("scenes", "tasks", "eval") for t in ts
+    offenders = [f"{m} -> {t}" for m, ts in graph.items() if unit(m) in ("scenes", "tasks", "run", "eval") for t in ts
                  if t.startswith(("vlnverse.sim.mujoco", "vlnverse.sim.isaac"))]
-    offenders += [f"{_module_name(p)}: {n}" for p in PACKAGE.rglob("*.py") if unit(_module_name(p)) in ("scenes", "tasks", "eval")
+    offenders += [f"{_module_name(p)}: {n}" for p in PACKAGE.rglob("*.py") if unit(_module_name(p)) in ("scenes", "tasks", "run", "eval")
                   for n in _imports(p) if n.split(".")[0] in ("mujoco", "isaacsim", "omni")]
     assert offenders == []
 
@@ -346,6 +374,6 @@ def test_results_reads_results_files_only_and_only_the_commands_above_import_it(
     graph = import_graph()
     allowed = {"core", "tasks", "results"}
     used = {t for m, ts in graph.items() if unit(m) == "results" for t in ts if unit(t) not in allowed}
-    assert used <= {"vlnverse.eval.runner"}, used
+    assert used <= {"vlnverse.eval.runner", "vlnverse.run.records", "vlnverse.run.summary"}, used
     importers = {unit(m) for m, ts in graph.items() if unit(m) != "results" and any(unit(t) == "results" for t in ts)}
     assert importers <= {"benchmarks", "cli"}, importers

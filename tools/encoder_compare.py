@@ -60,13 +60,10 @@ def evaluate(args) -> None:
     seen = t.val_episodes["val_seen"]  # an evenly spread subset (every train scene), the same for every row
     seen = [seen[i] for i in sorted({int(round(k * (len(seen) - 1) / max(args.val_seen - 1, 1)))
                                      for k in range(args.val_seen)})]
-    # val_unseen first: on a busy machine its episodes are the ones that matter (episodes.jsonl grows as they finish)
+    # val_unseen first: on a busy machine its episodes are the ones that matter
     t.val_episodes = {"val_unseen": t.val_episodes["val_unseen"], "val_seen": seen}
     data = read_checkpoint(t.last_path, expected_policy="cma")
     t.policy = policy_from_checkpoint(data, path=t.last_path)
-    import shutil
-
-    shutil.rmtree(t.out / "val_episodes", ignore_errors=True)  # validate() reuses an existing episode file
     t0 = time.time()
     results = t.validate("final")
     out = {"row": args.row, "episodes": {k: len(v) for k, v in t.val_episodes.items()}, "metrics": results,

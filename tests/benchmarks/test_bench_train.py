@@ -117,7 +117,7 @@ def test_each_rows_shipped_config_is_the_recipe_bench_train_runs(name, tmp_path)
 
     from vlnverse.benchmarks import train as T
     from vlnverse.core.io import to_jsonable
-    from vlnverse.eval.config import sensor_config
+    from vlnverse.run.setup import sensor_config
     from vlnverse.learn.config import load_train_config, resolve_train_config_path
     from vlnverse.learn.homes import HomesSource
 

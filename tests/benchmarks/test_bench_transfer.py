@@ -195,7 +195,7 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
 def test_the_source_body_is_allowed_only_with_a_render_shift(tmp_path):
     from vlnverse.benchmarks.transfer import check_args
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
 
     work = str(_work(tmp_path))
     got = check_args(_args(work=work, body="r2r_ce", target_render="default:meshes"))
@@ -214,7 +214,7 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
     panoramas use the target render; the frozen predictor and the body stay the source's."""
     import vlnverse.benchmarks.transfer as T
     import vlnverse.learn.checkpoint as C
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
 
     work = _work(tmp_path)
     trained, evaluated, predictors = [], [], []
@@ -258,7 +258,7 @@ def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_
     import vlnverse.benchmarks.train as B
     import vlnverse.eval.runner as R
     import vlnverse.learn.waypoints.train as W
-    from vlnverse.eval.config import NamedSpec, RenderConfig
+    from vlnverse.run.setup import NamedSpec, RenderConfig
 
     renders, predictor = [], []
     monkeypatch.setattr(R, "run_eval", lambda cfg, **kw: renders.append(cfg.render))

@@ -47,7 +47,7 @@ def test_the_maps_and_bounds_caches_use_it(monkeypatch):
 def test_the_learning_and_response_caches_use_it(tmp_path, monkeypatch):
     """The learning caches' folders and the MLLM response cache are named by ``content_key``:
     a folder follows its namespace, version and key, and the same key finds the same folder."""
-    from vlnverse.eval.mllm.models import ResponseCache
+    from vlnverse.run.chat_models import ResponseCache
     from vlnverse.learn import cache
 
     key = {"task": "fine_grained", "seed": 3}

@@ -30,7 +30,7 @@ def test_values_are_checked_against_the_fields_own_ranges():
 def test_task_and_collision_mode_params_declare_their_ranges():
     """The shipped task types and collision modes carry their limits in their ``Params``; no
     name-keyed table decides for them (a plug-in's field of the same name is its own)."""
-    from vlnverse.eval.modes import MODES, check_mode_params
+    from vlnverse.run.modes import MODES, check_mode_params
     from vlnverse.tasks import base
     from vlnverse.tasks.base import TASKS, TaskConfig, load_task_types
 
@@ -64,7 +64,7 @@ def test_every_built_in_agent_declares_params_matching_its_constructor():
     bases); ``make_agent`` checks against them."""
     import inspect
 
-    from vlnverse.eval.agents import AGENTS, MLLM_AGENTS, make_agent
+    from vlnverse.run.agents import AGENTS, MLLM_AGENTS, make_agent
 
     names = ["random", "forward", "oracle", "wall_bumper", *MLLM_AGENTS, "mv_dualvln", "roam", "som"]
     for name in names:
@@ -92,8 +92,8 @@ def test_the_chat_models_declare_params_matching_their_constructors():
     defaults, and ``make_model`` refuses what they refuse before anything is built."""
     import inspect
 
-    from vlnverse.eval.mllm.models import ChatModel, OllamaModel, OpenAIChatModel, ScriptedModel
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.chat_models import ChatModel, OllamaModel, OpenAIChatModel, ScriptedModel
+    from vlnverse.run.models import make_model
 
     def own(cls):
         return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()

@@ -14,7 +14,8 @@ from PIL import Image
 
 from mllm_server import openai_server  # noqa: E402
 from vlnverse.core.errors import ConfigError
-from vlnverse.eval.config import EpisodeSource, EvalConfig, ModelSpec, NamedSpec, RenderConfig, ReportConfig, SensorConfig
+from vlnverse.run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
+from vlnverse.eval.config import EvalConfig, ModelSpec, ReportConfig
 from vlnverse.eval.mllm.cache import ViewCache, ViewpointSimulator, build_scene_cache, render_folder
 from vlnverse.sim import make_simulator
 from vlnverse.sim.sensors import PanoramaSpec

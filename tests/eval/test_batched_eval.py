@@ -1,4 +1,4 @@
-"""Batched evaluation (``vlnverse eval --envs N``, ``vlnverse.eval.batched``): on the shipped scenes,
+"""Batched evaluation (``vlnverse eval --envs N``, ``vlnverse.run.batched``): on the shipped scenes,
 N episodes stepped in lockstep in environment processes give the serial runner's records (apart
 from ``duration_s``), for the shipped CMA checkpoint and a freshly initialised policy; episodes
 end independently; a batch of one is the serial run; an agent that cannot batch runs serially;
@@ -90,9 +90,10 @@ def test_a_resumed_batched_run_completes_with_the_same_records(serial, tmp_path)
 
 def test_a_batch_of_one_is_the_serial_run(serial, tmp_path):
     from vlnverse.core.io import to_jsonable
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.batched import run_batched
-    from vlnverse.eval.runner import agent_rig, resolve_settings
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.batched import run_batched
+    from vlnverse.run.agents import agent_rig
+    from vlnverse.run.episodes import resolve_settings
     from vlnverse.tasks.episode import load_episodes
     from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
 

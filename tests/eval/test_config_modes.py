@@ -7,11 +7,12 @@ import math
 import pytest
 
 from vlnverse.core.errors import ConfigError, UnknownNameError
-from vlnverse.eval.agents import AGENTS, Agent, make_agent, register_agent
-from vlnverse.eval.config import EpisodeSource, load_eval_config
-from vlnverse.eval.models import make_model
-from vlnverse.eval.modes import MODES, CollisionMode, CollisionModeProtocol, make_mode
-from vlnverse.eval.runner import append_record, read_finished
+from vlnverse.run.agents import AGENTS, Agent, make_agent, register_agent
+from vlnverse.run.setup import EpisodeSource
+from vlnverse.eval.config import load_eval_config
+from vlnverse.run.models import make_model
+from vlnverse.run.modes import MODES, CollisionMode, CollisionModeProtocol, make_mode
+from vlnverse.run.records import append_record, read_finished
 from vlnverse.sim.types import AgentPose, DiscreteAction, InvalidActionError, VelocityAction, WaypointAction
 
 GOOD = """\

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from vlnverse.eval.diagnostics import CATEGORIES, clause_texts, clauses, episode_first_error, error_counts, first_error
+from vlnverse.run.diagnostics import CATEGORIES, clause_texts, clauses, episode_first_error, error_counts, first_error
 
 # an L-shaped reference: 6 m east, turn left at (6, 0), 6 m north; the sofa marks the turn
 REFERENCE = [(0.0, 0.0), (3.0, 0.0), (6.0, 0.0), (6.0, 3.0), (6.0, 6.0)]
@@ -91,10 +91,11 @@ def test_record_steps_clause_text_and_counts():
 @pytest.mark.parametrize("agent_name", ["forward", "random"])
 def test_every_agent_gets_the_analysis(agent_name, tmp_path):
     from eval_scenes import corridor_scene
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.rollout import run_episode
-    from vlnverse.eval.runner import RunSettings, summarize
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.rollout import run_episode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.summary import summarize
     from vlnverse.sim import make_simulator
     from vlnverse.sim.body import load_body
     from vlnverse.tasks.base import context_from_description
@@ -126,7 +127,7 @@ def test_every_agent_gets_the_analysis(agent_name, tmp_path):
 
 
 def test_stuck_triggers_of_the_oracle_assistant():
-    from vlnverse.eval.diagnostics import stuck_reason
+    from vlnverse.run.diagnostics import stuck_reason
 
     assert stuck_reason([(0, 0), (2, 0), (0.2, 0)], [5, 6, 5], REFERENCE) == "loop"
     assert stuck_reason([(0, 0), (1, 0), (2, 0), (3, 0)], [5, 6, 7, 8], REFERENCE, away_steps=3) == "moving_away"

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from vlnverse.core.errors import UnknownNameError
-from vlnverse.eval import metrics as M
+from vlnverse.run import metrics as M
 
 
 def _dtw_reference(a, b):

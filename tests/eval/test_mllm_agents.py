@@ -13,13 +13,15 @@ import pytest
 
 from eval_scenes import corridor_scene  # noqa: E402
 from mllm_server import message_text, openai_server  # noqa: E402
-from vlnverse.eval.agents import make_agent  # noqa: E402
+from vlnverse.run.agents import make_agent  # noqa: E402
 from vlnverse.eval.mllm.agents import VARIANTS  # noqa: E402
 from vlnverse.eval.mllm.cache import ViewCache, ViewpointSimulator, build_scene_cache  # noqa: E402
 from vlnverse.eval.mllm.views import make_candidates, stitch  # noqa: E402
-from vlnverse.eval.models import make_model  # noqa: E402
-from vlnverse.eval.modes import make_mode  # noqa: E402
-from vlnverse.eval.runner import RunSettings, run_episode, summarize  # noqa: E402
+from vlnverse.run.models import make_model  # noqa: E402
+from vlnverse.run.modes import make_mode  # noqa: E402
+from vlnverse.run.episodes import RunSettings
+from vlnverse.run.rollout import run_episode
+from vlnverse.run.summary import summarize  # noqa: E402
 from vlnverse.sim import make_simulator  # noqa: E402
 from vlnverse.sim.body import load_body  # noqa: E402
 from vlnverse.tasks.base import context_from_description  # noqa: E402
@@ -288,7 +290,7 @@ def test_cache_build_cli(tmp_path, capsys):
 
 def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path):
     """VCN-Bench: after STOP the agent names a prior-video frame; dialogue: bounded questions."""
-    from vlnverse.eval.scoring import score_frame_selection
+    from vlnverse.run.scoring import score_frame_selection
 
     frames = np.zeros((30, 8, 8, 3), np.uint8)
     np.savez(tmp_path / "tour.npz", frames=frames)
@@ -319,7 +321,7 @@ def test_goal_identification_and_oracle_questions(corridor, view_cache, tmp_path
     agent._oracle = Oracle()
     node = sorted(corridor.navgraph.graph.nodes)[0]
     xy = corridor.navgraph.graph.nodes[node]["position"]
-    from vlnverse.eval.agents import AgentState
+    from vlnverse.run.agents import AgentState
     from vlnverse.sim.types import AgentPose
 
     state = AgentState(step=0, pose=AgentPose(xy[0], xy[1], 0.0), max_steps=5, success_distance=3.0, context=corridor,
@@ -350,7 +352,7 @@ def test_view_captions_enter_the_prompt(corridor, view_cache, tmp_path):
 
 
 def test_false_premise_episodes_end_with_a_decision(corridor, view_cache, tmp_path):
-    from vlnverse.eval.agents import AgentState
+    from vlnverse.run.agents import AgentState
     from vlnverse.sim.types import AgentPose
     from vlnverse.tasks.actions import Decision
 
@@ -436,7 +438,7 @@ def test_oracle_assistant_is_consulted_when_the_navigator_loops(corridor, view_c
     assert rec["first_error"]["category"] == "loop"
     gen = summarize([rec], run={"collision_mode": "graph"})["overall"]["generation"]
     assert gen["consultations"] == 1
-    from vlnverse.eval.generation import model_identity
+    from vlnverse.run.generation import model_identity
 
     who = model_identity(agent, "navgpt", [rec])["assistant"]
     assert who == {"model": "openai", "model_name": "guide-llm", "endpoint_host": help_url.split("/")[2],
@@ -482,7 +484,7 @@ def test_assistant_route_description_says_each_turn_once():
     """One bend drawn as vertices 0.1 m apart is one turn in the assistant's route description."""
     from types import SimpleNamespace
 
-    from vlnverse.eval.agents import AgentState
+    from vlnverse.run.agents import AgentState
     from vlnverse.sim.types import AgentPose
 
     model = make_model("scripted", {"answers": ["Action: STOP"]})

@@ -13,7 +13,7 @@ import pytest
 
 from mllm_server import message_text, openai_server  # noqa: E402
 from vlnverse.core.errors import ConfigError  # noqa: E402
-from vlnverse.eval.models import make_model  # noqa: E402
+from vlnverse.run.models import make_model  # noqa: E402
 
 KEY = "sk-test-9f3b2c7d1e5a4b6c8d0e"
 IMAGE = (np.arange(16 * 16 * 3) % 251).astype(np.uint8).reshape(16, 16, 3)

@@ -218,7 +218,8 @@ def test_assistant_outage_keeps_every_episode_evaluated_and_flags_the_row(setup,
     goes on without guidance, the row is flagged and the closing line names the assistant."""
     from vlnverse.cli import main
     from vlnverse.eval import runner
-    from vlnverse.eval.runner import assistant_line, print_table
+    from vlnverse.eval.runner import assistant_line
+    from vlnverse.run.summary import print_table
 
     with openai_server(looper) as (nav, nav_reqs), openai_server(lambda b, n: {"status": 500}) as (helper, help_reqs):
         summary, records = _run(setup, nav, tmp_path / "run", agent_params=_assistant(helper),
@@ -246,7 +247,8 @@ def test_partial_row_shows_sr_over_the_evaluated_beside_the_bound(setup, tmp_pat
     """The navigator's endpoint fails on one episode of four: SR over the three evaluated ones is
     flagged, beside the bound that counts the missing one as a failure; the reason names the navigator."""
     from vlnverse.eval.roam_table import table_rows
-    from vlnverse.eval.runner import not_evaluated_line, print_table
+    from vlnverse.eval.runner import not_evaluated_line
+    from vlnverse.run.summary import print_table
 
     def reply(body, n):  # ahead (east, toward the goal) for as many places as told, then STOP
         last = message_text(body["messages"][-1])

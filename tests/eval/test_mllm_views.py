@@ -101,8 +101,8 @@ def test_prompt_labels_agree_with_their_angles():
     import re
     from types import SimpleNamespace
 
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.models import make_model
 
     agent = make_agent("navgpt", {}, model=make_model("scripted", {"answers": ["Action: STOP"]}))
     agent.episode, agent.history, agent.guidance, agent.dialogue, agent._decisions = \

@@ -7,9 +7,9 @@ import math
 import pytest
 
 from eval_scenes import corridor_scene
-from vlnverse.eval.agents import AgentState, make_agent
-from vlnverse.eval.rollout import Rollout, run_episode, scene_mode
-from vlnverse.eval.runner import RunSettings
+from vlnverse.run.agents import AgentState, make_agent
+from vlnverse.run.rollout import Rollout, run_episode, scene_mode
+from vlnverse.run.episodes import RunSettings
 from vlnverse.sim import ControlConfig, make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.tasks.base import context_from_description

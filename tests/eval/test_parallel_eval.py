@@ -11,7 +11,8 @@ import pytest
 
 from eval_scenes import corridor_episodes, corridor_loader
 from vlnverse.core.errors import ConfigError
-from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+from vlnverse.eval.config import EvalConfig, ReportConfig
 from vlnverse.eval.runner import EPISODES_FILE, run_eval
 from vlnverse.tasks.episode import save_episodes
 

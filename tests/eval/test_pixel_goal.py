@@ -80,11 +80,12 @@ def _episode(ctx, xy, tmp_path, video_len=None):
 
 def test_executor_reaches_the_back_projected_pixel_under_telhop(home14, tmp_path):
     from mllm_server import openai_server
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.models import make_model
     from vlnverse.eval.pixel_goal import Panorama
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
 
     xy = _open_east_start(home14)
@@ -123,9 +124,9 @@ def test_executor_reaches_the_back_projected_pixel_under_telhop(home14, tmp_path
 
 
 def test_a_wall_pixel_is_reprompted_then_recorded_invalid(home14, tmp_path):
-    from vlnverse.eval.agents import AgentState, make_agent
+    from vlnverse.run.agents import AgentState, make_agent
     from vlnverse.eval.mllm.agents import GenerationError
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.models import make_model
     from vlnverse.sim.types import AgentPose
 
     xy = _open_east_start(home14)
@@ -226,11 +227,12 @@ def test_export_sft_refuses_other_task_types(tmp_path, home14):
 
 def test_executor_reaches_the_back_projected_pixel_under_strict(home14, tmp_path):
     """Strict: the waypoint controller drives the body through physics to the floor point."""
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.models import make_model
     from vlnverse.eval.pixel_goal import Panorama
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
 
     xy = _open_east_start(home14)
@@ -269,8 +271,8 @@ def test_export_sft_cli(home14, tmp_path, capsys):
 def test_bad_agent_parameters_and_a_missing_prior_video_are_config_errors(home14, tmp_path):
     """Issue 27's bad input: parameters out of range and no chat model are one-line errors naming
     the field; an episode whose prior video is gone names the file when the episode starts."""
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.models import make_model
 
     model = make_model("scripted", {"answers": ["Frame: 0\nAction: STOP"]})
     with pytest.raises(ConfigError, match=r"agent.params.video_frames: got 0 \(expected a number in \[1, "):
@@ -304,9 +306,9 @@ def test_prior_video_is_found_in_the_run_dataset_folder(home14, tmp_path, monkey
     gives the agent that folder, so no ``video_root`` is needed, from any working folder."""
     import yaml
 
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.eval.config import load_eval_config
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.models import make_model
     from vlnverse.eval.runner import make_run_agent
 
     cfg_path = tmp_path / "pix.yaml"
@@ -335,8 +337,8 @@ def test_prior_video_is_found_in_the_run_dataset_folder(home14, tmp_path, monkey
 def test_image_budget_caps_frames_and_bytes(home14, tmp_path):
     """At most ``video_frames`` frames; over ``max_image_bytes`` fewer, evenly spaced, first and
     last kept; the prompt lists exactly the frames sent; the 8 views always go."""
-    from vlnverse.eval.agents import AgentState, make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import AgentState, make_agent
+    from vlnverse.run.models import make_model
     from vlnverse.sim.types import AgentPose
 
     _noise_video(tmp_path / "tour.npz", 40)
@@ -374,8 +376,8 @@ def test_image_budget_caps_frames_and_bytes(home14, tmp_path):
 
 
 def test_a_stop_without_a_frame_is_asked_for_the_frame_once(home14, tmp_path):
-    from vlnverse.eval.agents import AgentState, make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import AgentState, make_agent
+    from vlnverse.run.models import make_model
     from vlnverse.sim.types import AgentPose
     from vlnverse.tasks.actions import SelectFrame
     from vlnverse.sim.types import DiscreteAction

@@ -30,8 +30,8 @@ PER_SCENE = 4
 
 PLUGIN = '''
 """A user's MLLM agent: walks to the first neighbouring viewpoint until its model says STOP."""
-from vlnverse.eval.agents import Agent, register_agent
-from vlnverse.eval.rollout import NotEvaluated
+from vlnverse.run.agents import Agent, register_agent
+from vlnverse.run.rollout import NotEvaluated
 from vlnverse.sim.types import DiscreteAction
 
 

@@ -24,7 +24,7 @@ PLUGIN = '''
 """A user's agents and task type, registered on import."""
 import numpy as np
 
-from vlnverse.eval.agents import Agent, register_agent
+from vlnverse.run.agents import Agent, register_agent
 from vlnverse.sim.types import DiscreteAction
 from vlnverse.tasks.base import TaskGenerator, register_task
 from vlnverse.tasks.episode import Instruction
@@ -143,8 +143,8 @@ def test_installed_entry_point_plugins_and_a_bad_plugin(workspace, tmp_path):
 
 
 def test_registry_decorators_return_the_class():
-    from vlnverse.eval.agents import AGENTS, Agent, register_agent
-    from vlnverse.eval.models import MODELS, register_model
+    from vlnverse.run.agents import AGENTS, Agent, register_agent
+    from vlnverse.run.models import MODELS, register_model
     from vlnverse.tasks.base import TASKS, TaskGenerator, register_task
 
     class A(Agent):

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import yaml
 
-from vlnverse.eval.agents import MLLM_AGENTS, VISION_LANGUAGE_AGENTS
-from vlnverse.eval.config import RenderConfig, load_eval_config
+from vlnverse.run.agents import MLLM_AGENTS, VISION_LANGUAGE_AGENTS
+from vlnverse.run.setup import RenderConfig
+from vlnverse.eval.config import load_eval_config
 from vlnverse.paths import tasks_dir
 
 MESHES, PRIMITIVES = RenderConfig("default", "meshes"), RenderConfig("default", "primitives")
@@ -113,7 +114,8 @@ def test_an_eval_runs_generated_reference_images_are_drawn_with_its_render(tmp_p
     """Episodes an eval config generates (``episodes: generate``) render their assets (visual-reference
     images, prior videos) with the run's ``render``: an MLLM's reference image looks like its views."""
     import vlnverse.tasks.dataset as dataset
-    from vlnverse.eval.runner import resolve_episodes, resolve_settings
+    from vlnverse.eval.runner import resolve_episodes
+    from vlnverse.run.episodes import resolve_settings
     from vlnverse.sim.body import as_body
     from vlnverse.tasks.base import context_from_description
     from vlnverse.scenes.procgen import generate_home
@@ -160,7 +162,7 @@ def test_data_generate_keeps_primitives_and_records_meshes_when_asked(tmp_path):
 
 PLUGIN_AGENTS = '''
 """A user's agents: one a vision-language model drives, one not, one registered lazily."""
-from vlnverse.eval.agents import AGENTS, VISION_LANGUAGE, Agent, register_agent
+from vlnverse.run.agents import AGENTS, VISION_LANGUAGE, Agent, register_agent
 
 
 @register_agent("h87_plugin_vlm", vision_language=True)
@@ -183,7 +185,7 @@ AGENTS.register_lazy("h87_plugin_lazy_vlm", "h87_no_such_heavy_module", tags=(VI
 def test_plugin_agents_declare_a_vision_language_model_at_registration(tmp_path):
     import sys
 
-    from vlnverse.eval.agents import is_vision_language
+    from vlnverse.run.agents import is_vision_language
 
     plugin = tmp_path / "h87_agents.py"
     plugin.write_text(PLUGIN_AGENTS)

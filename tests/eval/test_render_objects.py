@@ -11,7 +11,8 @@ import pytest
 
 from vlnverse.core.config import from_dict
 from vlnverse.core.errors import ConfigError
-from vlnverse.eval.config import EvalConfig, EpisodeSource, NamedSpec, RenderConfig, ReportConfig, SensorConfig, load_eval_config
+from vlnverse.eval.config import EvalConfig, ReportConfig, load_eval_config
+from vlnverse.run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
 
 CONFIG = "agent: {name: random}\ntask: fine_grained\nepisodes: x.jsonl\n"
 

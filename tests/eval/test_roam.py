@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from vlnverse.core.errors import ConfigError
-from vlnverse.eval import metrics as M
+from vlnverse.run import metrics as M
 
 # ---------------------------------------------------------------------------------------------
 # metrics (hand-computed)
@@ -127,7 +127,7 @@ def test_parse_target_room_and_object():
 def test_room_samples_are_the_room_maps_labels_and_what_is_in_sight(home14):
     """The room classifier's data (room-level supervision only): each in-room viewpoint's label is
     the room maps' room type, its observation the categories in line of sight; accuracy by hand."""
-    from vlnverse.eval.roam import multi_hot, node_room_types, room_accuracy, scene_samples, semantic_features
+    from vlnverse.run.rooms import multi_hot, node_room_types, room_accuracy, scene_samples, semantic_features
 
     seen14, labels14, nodes = scene_samples(home14)
     truth = node_room_types(home14)
@@ -148,8 +148,8 @@ def test_room_samples_are_the_room_maps_labels_and_what_is_in_sight(home14):
 
 
 def test_bad_roam_parameters_are_config_errors(tmp_path):
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.models import make_model
 
     model = make_model("scripted", {"answers": ["Action: 1"]})
     with pytest.raises(ConfigError, match="room_classifier"):
@@ -185,11 +185,12 @@ def home14_views(home14, tmp_path_factory):
 
 
 def _run(ctx, episodes, agent_name, params, url, tmp, max_steps=40):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.eval.mllm.cache import ViewpointSimulator
-    from vlnverse.eval.models import make_model
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.models import make_model
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
 
     model = make_model("openai", {"model": "nav-vlm", "base_url": url, "api_key_env": None, "cache": False,
                                   "backoff": 0.01, "max_retries": 1, "timeout": 5.0})
@@ -298,7 +299,7 @@ def test_table_two_prints_for_roam_and_the_baselines(home14, fp_pairs, home14_vi
 
 
 def test_shipped_roam_config_loads():
-    import vlnverse.eval.agents  # noqa: F401 - registers the viewpoints backend and the agents
+    import vlnverse.run.agents  # noqa: F401 - registers the viewpoints backend and the agents
     from vlnverse.eval.config import load_eval_config
     from vlnverse.paths import repo_root
 
@@ -310,10 +311,11 @@ def test_shipped_roam_config_loads():
 def test_roam_under_telhop_with_a_looping_model_still_decides(home14, fp_pairs, tmp_path):
     """Tel-Hop (waypoint hops between viewpoints, rendered views); a model that always answers
     marker 1 loops between viewpoints: the hard budget / frontier constraint still ends the search."""
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.models import make_model
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.models import make_model
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
 
     def loops(messages, images):  # marker 1 for ever; FOUND only where the detector sees the object

@@ -10,10 +10,10 @@ import math
 import pytest
 
 from eval_scenes import corridor_scene
-from vlnverse.eval.agents import Agent, make_agent
-from vlnverse.eval.modes import make_mode
-from vlnverse.eval.rollout import Rollout, StepResult, run_episode, run_scene, scene_mode
-from vlnverse.eval.runner import RunSettings
+from vlnverse.run.agents import Agent, make_agent
+from vlnverse.run.modes import make_mode
+from vlnverse.run.rollout import Rollout, StepResult, run_episode, run_scene, scene_mode
+from vlnverse.run.episodes import RunSettings
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.sim.sensors import CameraSpec

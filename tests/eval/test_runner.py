@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from eval_scenes import corridor_scene
-from vlnverse.eval.agents import Agent, make_agent
-from vlnverse.eval.config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
-from vlnverse.eval.modes import make_mode
-from vlnverse.eval.runner import EPISODES_FILE, RunSettings, run_episode, run_eval
+from vlnverse.run.agents import Agent, make_agent
+from vlnverse.eval.config import EvalConfig, ReportConfig
+from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+from vlnverse.run.modes import make_mode
+from vlnverse.eval.runner import EPISODES_FILE, run_eval
+from vlnverse.run.episodes import RunSettings
+from vlnverse.run.rollout import run_episode
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.sim.sensors import CameraSpec
@@ -196,7 +199,7 @@ def test_baselines_score_below_the_oracle(corridor, tmp_path):
 
 
 def test_ctrl_c_leaves_a_resumable_run(corridor, tmp_path):
-    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.run.agents import OracleAgent
 
     class Interrupted(OracleAgent):
         """The user presses Ctrl-C while the third episode starts."""
@@ -222,7 +225,7 @@ def test_design_block_does_not_depend_on_the_order_episodes_finished_in():
     order than the serial run's: the per-home means, both intervals and the design must not move."""
     import random as _random
 
-    from vlnverse.eval.runner import design_block
+    from vlnverse.run.summary import design_block
 
     rng = _random.Random(3)
     records = [{"episode_id": f"e{h}-{i:02d}", "scene_id": f"home_{h}",

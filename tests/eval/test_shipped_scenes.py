@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from vlnverse.eval.config import EvalConfig, EpisodeSource, NamedSpec, ReportConfig, SensorConfig
-from vlnverse.eval.runner import generate_episodes, run_eval
+from vlnverse.eval.config import EvalConfig, ReportConfig
+from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+from vlnverse.run.episodes import generate_episodes
+from vlnverse.eval.runner import run_eval
 
 pytestmark = pytest.mark.slow
 

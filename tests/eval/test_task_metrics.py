@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 from eval_scenes import corridor_scene
-from vlnverse.eval.agents import Agent, make_agent
-from vlnverse.eval.modes import make_mode
-from vlnverse.eval.runner import RunSettings, run_episode
-from vlnverse.eval.scoring import score_frame_selection
+from vlnverse.run.agents import Agent, make_agent
+from vlnverse.run.modes import make_mode
+from vlnverse.run.episodes import RunSettings
+from vlnverse.run.rollout import run_episode
+from vlnverse.run.scoring import score_frame_selection
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.tasks.base import context_from_description
@@ -87,7 +88,7 @@ def test_frame_selection_scores_rid_and_oid():
 
 
 def test_long_horizon_oracle_visits_sub_goals_in_order(kitchen):
-    from vlnverse.eval.runner import summarize
+    from vlnverse.run.summary import summarize
 
     ctx, sim = kitchen
     start, first, last = (1.0, 1.5), (9.0, 0.6), (1.5, 0.5)  # out to the kitchen's far end and back
@@ -111,7 +112,7 @@ def test_long_horizon_oracle_visits_sub_goals_in_order(kitchen):
 def test_skipping_a_sub_goal_zeroes_every_success_metric(kitchen):
     """Straight from the start to the last goal, the kitchen sub-goal skipped: SR 0, and SPL and sDTW
     0 with it (SPL = S * l / max(p, l) needs S); NE is 0.6 m from the last goal's hand-placed point."""
-    from vlnverse.eval.scoring import score_episode
+    from vlnverse.run.scoring import score_episode
 
     ctx, _ = kitchen
     start, first, last = (1.0, 1.5), (9.0, 0.6), (1.5, 0.5)
@@ -128,7 +129,7 @@ def test_sr_all_needs_a_stop_near_the_last_goal():
     """SR_all is overall task completion: stopping within the threshold of the final goal after
     all sub-goals (VLNVerse Sec. 4; docs: SR = SR_all). An agent that passes every sub-goal but
     runs out of steps (no STOP, so SR = 0) reached all goals for SR_n, but did not complete."""
-    from vlnverse.eval.runner import summarize
+    from vlnverse.run.summary import summarize
 
     def record(reached, sr, termination):
         return {"task_type": "long_horizon", "termination": termination, "invalid_actions": 0,
@@ -146,7 +147,7 @@ def test_video_contextualized_success_is_within_1m_of_the_targets_viewpoints(kit
     """VCN-Bench App. C.1: the target's viewpoints are the points within 0.6 m around its
     bounding box, in its room; success is stopping within 1 m (Euclidean) of any of them — on
     any side of the object, not only near the one navigable cell closest to its centre."""
-    from vlnverse.eval.scoring import score_episode
+    from vlnverse.run.scoring import score_episode
 
     ctx, _ = kitchen
     # the table (instance 10) spans x 7.6..8.4, y 2.1..2.7 in the kitchen (room 1)
@@ -171,7 +172,8 @@ def test_video_contextualized_success_is_within_1m_of_the_targets_viewpoints(kit
 def test_false_premise_run_with_progress_and_table(kitchen, tmp_path, capsys):
     """A whole run (progress bar and stdout table on) on decision episodes: SR is not applicable,
     the table shows RD_SR / REV_SPL columns instead of crashing on the missing SR."""
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
+    from vlnverse.run.setup import EpisodeSource, NamedSpec
+    from vlnverse.eval.config import EvalConfig, ReportConfig
     from vlnverse.eval.runner import run_eval
     from vlnverse.tasks.episode import save_episodes
 

@@ -6,9 +6,9 @@ import math
 import pytest
 
 from eval_scenes import corridor_scene
-from vlnverse.eval.modes import make_mode
-from vlnverse.eval.rollout import Rollout
-from vlnverse.eval.runner import RunSettings
+from vlnverse.run.modes import make_mode
+from vlnverse.run.rollout import Rollout
+from vlnverse.run.episodes import RunSettings
 from vlnverse.sim import make_simulator
 from vlnverse.sim.body import load_body
 from vlnverse.sim.types import DiscreteAction

@@ -116,7 +116,7 @@ def test_row_exact_products_equal_batch_of_one():
 
 def test_batching_is_a_capability_of_the_agent_and_policy():
     """The base agents and policies that override the base acting do not act in batches."""
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.policies import POLICIES, VLNPolicy
 
     assert not make_agent("oracle").acts_in_batches()

@@ -177,7 +177,7 @@ def test_saved_reloaded_and_converted_checkpoints_act_identically(saved, corrido
     from test_trainer import _actions
 
     from vlnverse.cli import main
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.agent import PolicyAgent
     from vlnverse.learn.checkpoint import checkpoint_dict, read_checkpoint
 

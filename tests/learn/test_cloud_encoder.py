@@ -59,7 +59,7 @@ def test_cloud_encoder_errors_are_one_line(tmp_path, predictor_file):
 @pytest.mark.parametrize("trunk", ["depth", "rgb"])
 def test_gama_trains_and_acts_on_a_pretrained_encoders_grid_features(corridor, episodes_file, predictor_file, tmp_path,
                                                                      trunk):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.checkpoint import read_checkpoint
     from vlnverse.learn.hnr import HNRPerception, PretrainedGridEncoder
     from vlnverse.learn.store import StepStore

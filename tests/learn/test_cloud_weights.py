@@ -225,7 +225,7 @@ def test_bad_weights_are_one_line_errors(tmp_path, predictor_file):
 def test_trains_and_acts_on_a_weights_files_grid_features(corridor, episodes_file, predictor_file, tmp_path, policy,
                                                          params, spec):
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.checkpoint import read_checkpoint
     from vlnverse.learn.hnr import HNRPerception, WeightsGridEncoder, checkpoint_teacher, cloud_encoder_spec
     from vlnverse.learn.store import StepStore

@@ -109,7 +109,7 @@ def test_policies_load_a_pretrained_encoder_frozen_or_fine_tuned(tmp_path, name)
 
 def test_an_encoder_made_for_another_rig_is_one_clear_error(tmp_path):
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import SensorConfig
+    from vlnverse.run.setup import SensorConfig
     from vlnverse.learn.encoder import check_encoders
     from vlnverse.learn.policies import build_policy
 

@@ -239,8 +239,8 @@ def test_a_frontier_trip_in_the_simulator_and_the_policy_replays_the_teachers_ma
     policy's training unroll of the recorded steps rebuilds the teacher's frontier step by step
     and trains on those labels."""
     from learn_helpers import make_episodes
-    from vlnverse.eval.rollout import run_scene
-    from vlnverse.eval.runner import run_settings
+    from vlnverse.run.rollout import run_scene
+    from vlnverse.run.episodes import run_settings
     from vlnverse.learn.gama import GAMAPolicy
     from vlnverse.learn.hnr import HNRTeacherAgent
 

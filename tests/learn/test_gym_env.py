@@ -32,7 +32,7 @@ def test_env_passes_the_gymnasium_checker(corridor):
 
 
 def test_rewards_sum_to_geodesic_progress_and_success_adds_the_bonus(corridor):
-    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.run.agents import OracleAgent
     from vlnverse.learn.gym_env import VLNEnv
 
     env = VLNEnv(**_kwargs(corridor), success_bonus=0.0, collision_penalty=0.0)

@@ -30,7 +30,7 @@ def _cfg(out, episodes_file, predictor_file, policy, params, **kw):
 @pytest.mark.parametrize("policy,params", [("hnr", SMALL), ("gama", GAMA)])
 def test_trains_records_the_cloud_inputs_and_the_checkpoint_round_trips(corridor, episodes_file, predictor_file, tmp_path,
                                                                           policy, params):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.store import StepStore
     from learn_helpers import make_episodes
     from test_trainer import _actions

@@ -73,13 +73,13 @@ def test_every_instruction_of_a_path_is_one_training_item(tmp_path):
 
 
 def _settings(ctx):
-    from vlnverse.eval.runner import RunSettings
+    from vlnverse.run.episodes import RunSettings
 
     return RunSettings(max_steps=60, success_distance=1.5, body=ctx.body, resolution=0.05, task_type="fine_grained")
 
 
 def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor, tmp_path):
-    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.run.agents import OracleAgent
     from vlnverse.learn.cache import teacher_cache
     from vlnverse.sim.sensors import CameraSpec
     from vlnverse.sim.types import AgentPose
@@ -124,7 +124,7 @@ def test_oracle_reuses_its_aim_on_turns_in_place_with_the_same_labels(corridor):
     kinematic walk with turns, forward moves and pushes off the path (replans)."""
     import math
 
-    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.run.agents import OracleAgent
     from vlnverse.sim.types import AgentPose, DiscreteAction
 
     rng = np.random.default_rng(0)

@@ -82,7 +82,7 @@ def test_no_turn_when_the_path_is_in_view(corridor):
 def test_a_turn_executes_as_a_rotation_in_place_and_is_no_graph_node():
     """A distance-0 candidate at 90°: ``WaypointAction(0, 0, π/2)``, whose target pose from (1, 2,
     -π/4) is (1, 2, π/4); the topological map takes the moving candidate (1 m ahead) alone."""
-    from vlnverse.eval.modes import CollisionMode
+    from vlnverse.run.modes import CollisionMode
     from vlnverse.learn.topomap import TopoMap
     from vlnverse.learn.vlnbert import VLNBertTeacher, VLNBertTeacherAgent
     from vlnverse.sim.types import AgentPose
@@ -153,8 +153,8 @@ def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file
     physics (a turn is a rotation in place); with the turn rows taken away (the teacher before
     turns) the kitchen episode fails (measured: 25 steps, SR 0)."""
     from learn_helpers import make_episodes
-    from vlnverse.eval.rollout import run_scene
-    from vlnverse.eval.runner import run_settings
+    from vlnverse.run.rollout import run_scene
+    from vlnverse.run.episodes import run_settings
     from vlnverse.learn.vlnbert import ObservationSetup, VLNBertTeacher
 
     pairs = [((3.5, 1.5), 0.0, (0.8, 1.5), "turn round"), ((8.0, 1.5), 0.0, (6.0, 0.8), "turn round")]

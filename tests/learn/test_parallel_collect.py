@@ -19,7 +19,7 @@ def _files(root):
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """Four corridor episodes on each of three corridor variants (one scene file each)."""
-    from vlnverse.eval.runner import RunSettings
+    from vlnverse.run.episodes import RunSettings
     from vlnverse.sim.body import load_body
     from vlnverse.sim.sensors import CameraSpec
 

@@ -170,7 +170,7 @@ def test_every_policy_declares_params_matching_its_constructor():
 
     from vlnverse.core.errors import ConfigError
     from vlnverse.core.params import param_range
-    from vlnverse.eval.agents import AGENTS
+    from vlnverse.run.agents import AGENTS
     from vlnverse.learn.policies import POLICIES, build_policy
 
     for name in ("seq2seq", "cma", "rdp", "vlnbert", "graph_nf", "room_classifier"):

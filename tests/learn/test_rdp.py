@@ -209,7 +209,7 @@ def _train(cfg, corridor):
 
 
 def test_rdp_trains_with_labelled_cache_reloads_and_runs_dagger(corridor, episodes_file, tmp_path):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.store import StepStore
 
     cfg = small_config(tmp_path / "run", episodes_file, policy="rdp", policy__params=PARAMS, sensors=RIG16, max_steps=30,
@@ -277,7 +277,8 @@ def test_rdp_overfits_four_episodes_through_the_runner(corridor, episodes_file, 
     executed action being the first of the medoid of 5 sampled chunks: SR >= 0.75 under Tel-Hop
     and under Strict (where touching a wall ends the episode), and the progress head reads ~0 at
     the start and ~1 at the stop."""
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
+    from vlnverse.run.setup import EpisodeSource, NamedSpec
+    from vlnverse.eval.config import EvalConfig, ReportConfig
     from vlnverse.eval.runner import run_eval
 
     params = {"hidden_size": 64, "denoiser_size": 64, "diffusion_steps": 20, "noise_samples": 8, "action_samples": 5}

@@ -28,7 +28,7 @@ def _long_horizon(ctx):
 
 
 def _state(ctx, x, y, yaw, goals):
-    from vlnverse.eval.scoring import goal_distance_fn
+    from vlnverse.run.scoring import goal_distance_fn
 
     return SimpleNamespace(pose=SimpleNamespace(x=x, y=y, yaw=yaw), success_distance=1.5,
                            goal_distance=goal_distance_fn(ctx, np.array(goals, dtype=float)))

@@ -18,7 +18,7 @@ TINY = dict(il__epochs=1, il__batch_size=2, validation__every=1, validation__lim
 
 
 def _settings(ctx):
-    from vlnverse.eval.runner import RunSettings
+    from vlnverse.run.episodes import RunSettings
 
     return RunSettings(max_steps=60, success_distance=1.5, body=ctx.body, resolution=0.05, task_type="fine_grained")
 
@@ -52,7 +52,7 @@ def test_the_default_render_leaves_the_run_key_as_before_and_another_enters_it(e
 
 def test_render_config_parse_reads_flags_and_names_them():
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
 
     assert RenderConfig.parse("high:meshes") == RenderConfig("high", "meshes")
     assert RenderConfig.parse("fast") == RenderConfig("fast", "primitives") and RenderConfig.parse(None).is_default()
@@ -64,7 +64,7 @@ def test_render_config_parse_reads_flags_and_names_them():
 
 
 def test_cache_keys_carry_the_render_only_when_it_is_not_the_default(corridor):
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.learn.cache import cache_key
 
     episodes = make_episodes(corridor)[:1]
@@ -80,7 +80,7 @@ def test_cache_keys_carry_the_render_only_when_it_is_not_the_default(corridor):
 
 
 def test_teacher_caches_of_two_renders_land_in_two_folders_with_their_own_frames(corridor, tmp_path):
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.learn.cache import teacher_cache
 
     episodes = make_episodes(corridor)[:2]
@@ -135,7 +135,7 @@ def test_a_training_run_renders_everything_with_its_settings_and_records_them(co
 def test_a_default_run_calls_the_simulator_without_render_options(corridor, tmp_path, monkeypatch):
     """Default settings: the teacher cache's simulators are made exactly as before (no options)."""
     import vlnverse.sim as sim_module
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.learn.cache import teacher_cache
 
     made = []
@@ -212,7 +212,7 @@ def test_waypoint_perception_renders_with_the_scene_contexts_options(corridor):
 
 def test_encoder_and_waypoint_configs_validate_render_and_keep_default_keys():
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.learn.encoder import EncoderTrainConfig, _config_dict
     from vlnverse.learn.waypoints import WaypointTrainConfig
 
@@ -242,7 +242,7 @@ def test_the_feature_cache_key_follows_the_observation_caches_render(corridor):
     """Frozen-trunk features are keyed by the observation cache's key: another render, another store."""
     from types import SimpleNamespace
 
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.learn.cache import cache_key
     from vlnverse.learn.features import feature_key
 

@@ -57,7 +57,7 @@ def room_classifier(home14, tmp_path_factory):
 
 
 def test_room_classifier_trains_through_vlnverse_train_and_roam_loads_it(room_classifier, home14):
-    from vlnverse.eval.roam import load_room_classifier, multi_hot, node_room_types, scene_samples
+    from vlnverse.run.rooms import load_room_classifier, multi_hot, node_room_types, scene_samples
     from vlnverse.learn.tensorfile import file_info
 
     s = room_classifier
@@ -77,9 +77,9 @@ def test_room_classifier_trains_through_vlnverse_train_and_roam_loads_it(room_cl
 
 
 def test_roam_labels_viewpoints_with_the_learned_classifier(room_classifier, home14, fp_pairs):
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.models import make_model
-    from vlnverse.eval.roam import node_room_types
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.models import make_model
+    from vlnverse.run.rooms import node_room_types
 
     agent = make_agent("roam", {"room_classifier": room_classifier["checkpoint"]},
                        model=make_model("scripted", {"answers": ["Action: 1"]}))
@@ -91,8 +91,8 @@ def test_roam_labels_viewpoints_with_the_learned_classifier(room_classifier, hom
 
 
 def test_bad_room_classifier_files_are_one_line_config_errors(tmp_path, room_classifier, graph_run):
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.models import make_model
 
     model = make_model("scripted", {"answers": ["Action: 1"]})
     with pytest.raises(ConfigError, match="agent.params.room_classifier.*not found"):
@@ -175,8 +175,9 @@ def graph_run(home14, fp_pairs, tmp_path_factory):
 
 
 def _graph_run_episodes(ctx, episodes, agent):
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
 
     sim = make_simulator(ctx.desc, ctx.body, sensors=[])
@@ -189,7 +190,7 @@ def _graph_run_episodes(ctx, episodes, agent):
 
 
 def test_graph_policy_learns_to_say_not_found_on_an_absent_object(graph_run, home14, fp_pairs):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
 
     assert graph_run["policy"] == "graph_nf" and graph_run["accuracy"]["train"]["decision_accuracy"] == 1.0
     agent = make_agent("graph_policy", {"checkpoint": graph_run["checkpoint"]})
@@ -204,9 +205,10 @@ def test_graph_policy_learns_to_say_not_found_on_an_absent_object(graph_run, hom
 
 
 def test_graph_policy_agent_bad_input_and_telhop(graph_run, room_classifier, home14, fp_pairs):
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
 
     with pytest.raises(ConfigError, match="exactly one of checkpoint"):

@@ -11,7 +11,7 @@ from learn_helpers import make_episodes
 
 
 def _settings(ctx):
-    from vlnverse.eval.runner import RunSettings
+    from vlnverse.run.episodes import RunSettings
 
     return RunSettings(max_steps=60, success_distance=1.5, body=ctx.body, resolution=0.05, task_type="fine_grained")
 

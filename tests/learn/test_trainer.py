@@ -48,8 +48,9 @@ def il_run(corridor, episodes_file, tmp_path_factory):
 
 
 def _actions(agent, corridor, episodes):
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
     from vlnverse.sim.sensors import CameraSpec
 
@@ -81,7 +82,44 @@ def test_il_run_writes_checkpoints_logs_and_validation(il_run):
     assert summary["il"]["steps"] == steps and summary["il"]["samples"] == 2 * steps
     assert summary["il"]["inflection_weight"] == pytest.approx(steps / inflections) and inflections < steps
     assert summary["cache"]["status"] in ("built", "reused")
-    assert (out / "val" / "epoch_002" / "train" / "summary.json").is_file()  # through the eval runner
+    assert (out / "val" / "epoch_002" / "train" / "summary.json").is_file()  # the validation's records and summary
+
+
+def test_validation_in_memory_gives_what_vlnverse_eval_gives(il_run, corridor, episodes_file, tmp_path):
+    """``run.evaluation.evaluate`` (training validation) and ``run_eval`` (``vlnverse eval``) of the
+    same checkpoint on the same episodes: the same records and the same summary figures; the
+    trainer's validation of epoch 2 (the last weights) is that run's means."""
+    from vlnverse.eval.config import EvalConfig, ReportConfig
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.evaluation import evaluate
+    from vlnverse.run.setup import EpisodeSetup, EpisodeSource, NamedSpec
+    from vlnverse.tasks.episode import load_episodes
+
+    cfg, summary = il_run
+    path = str(Path(cfg.out) / "last.pt")
+    loader = lambda *a: corridor  # noqa: E731
+    setup = EpisodeSetup(task="fine_grained", collision_mode="telhop", sensors=list(cfg.sensors), max_steps=40,
+                         success_distance=1.5)
+    episodes = load_episodes(episodes_file)[:2]  # validation.limit: 2
+    got = evaluate(setup, episodes, make_agent("policy", {"checkpoint": path}), scene_loader=loader)
+    ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": path}), task="fine_grained",
+                      episodes=EpisodeSource(path=str(episodes_file)), collision_mode="telhop", sensors=list(cfg.sensors),
+                      max_steps=40, success_distance=1.5, limit=2, out=str(tmp_path / "eval"),
+                      report=ReportConfig(enabled=False))
+    ecfg.validate()
+    written = run_eval(ecfg, progress=False, print_summary=False, scene_loader=loader)
+    lines = [json.loads(line) for line in (tmp_path / "eval" / "episodes.jsonl").read_text().splitlines()]
+
+    def timeless(records):
+        return [{k: v for k, v in r.items() if k not in ("duration_s", "source")} for r in records]
+
+    assert len(got.records) == 2 and timeless(got.records) == timeless(lines)
+    assert got.summary["overall"]["means"] == written["overall"]["means"]
+    assert got.summary["by_task"].keys() == written["by_task"].keys()
+    assert got.summary["overall"]["intervals"] == written["overall"]["intervals"]
+    validated = next(v for v in summary["validation"] if v["tag"] == "epoch_002")["train"]
+    assert validated == written["overall"]["means"] and validated["SR"] is not None
 
 
 def test_inflection_weights_and_coefficient_of_hand_labelled_episodes():
@@ -110,7 +148,7 @@ def test_inflection_weights_and_coefficient_of_hand_labelled_episodes():
 
 def test_checkpoint_reload_gives_identical_actions_and_checks_type(il_run, corridor, tmp_path):
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
 
     cfg, _ = il_run
@@ -136,7 +174,7 @@ def test_checkpoint_reload_gives_identical_actions_and_checks_type(il_run, corri
 def test_one_dagger_round_changes_weights_logs_beta_and_teacher_labels(il_run, corridor, episodes_file, tmp_path):
     import torch
 
-    from vlnverse.eval.agents import OracleAgent
+    from vlnverse.run.agents import OracleAgent
     from vlnverse.learn.checkpoint import read_checkpoint
     from vlnverse.learn.store import StepStore
     from vlnverse.sim.types import AgentPose
@@ -334,9 +372,11 @@ def test_policy_agent_brings_its_cameras_to_any_eval_rig(il_run, corridor, episo
     """The runner adds the checkpoint's cameras that the eval config's rig lacks (a taken name at
     another size as ``policy_<name>``); the run acts as with the checkpoint's own rig."""
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.agents import Agent, make_agent
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
-    from vlnverse.eval.runner import agent_rig, run_eval
+    from vlnverse.run.agents import Agent, make_agent
+    from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+    from vlnverse.eval.config import EvalConfig, ReportConfig
+    from vlnverse.run.agents import agent_rig
+    from vlnverse.eval.runner import run_eval
     from vlnverse.sim.sensors import CameraSpec
 
     path = str(Path(il_run[0].out) / "best.pt")

@@ -155,7 +155,7 @@ def test_waypoint_predictor_auto_trains_the_recipe_predictor_once_and_embeds_it(
 def test_checkpoint_without_predictor_is_a_one_line_error(corridor, episodes_file, predictor_file, tmp_path):
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import write_checkpoint_dict
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
     _train(cfg, corridor)
@@ -171,7 +171,7 @@ def test_checkpoint_without_predictor_is_a_one_line_error(corridor, episodes_fil
 
 
 def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, predictor_file, tmp_path, monkeypatch):
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)
     _train(cfg, corridor)
@@ -193,7 +193,8 @@ def test_no_candidate_turns_in_place_and_is_counted(corridor, episodes_file, pre
 
 
 def _eval(checkpoint, episodes_file, corridor, out, mode):
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+    from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+    from vlnverse.eval.config import EvalConfig, ReportConfig
     from vlnverse.eval.runner import run_eval
 
     ecfg = EvalConfig(agent=NamedSpec("policy", {"checkpoint": str(checkpoint)}), task="fine_grained",

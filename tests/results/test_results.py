@@ -11,7 +11,8 @@ import pytest
 from eval_scenes import corridor_episodes, corridor_loader
 from vlnverse.cli import main
 from vlnverse.core.stats import clustered_bootstrap_ci, paired_difference
-from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+from vlnverse.eval.config import EvalConfig, ReportConfig
 from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, run_eval
 from vlnverse.tasks.episode import save_episodes
 
@@ -66,7 +67,7 @@ def test_summary_carries_format_per_home_clustered_intervals_design_and_protocol
     strict = json.loads((runs["strict"] / SUMMARY_FILE).read_text())["protocol"]
     assert strict["mode_params"]["displacement_threshold"] == 0.1
     assert summary["overall"]["means"]["SR"] == pytest.approx(sum(sr) / 6)  # the existing keys stay
-    from vlnverse.eval.runner import design_line
+    from vlnverse.run.summary import design_line
 
     c = overall["intervals"]["SR"]["clustered"]
     assert f"[{c['lo']:.3f}, {c['hi']:.3f}] by home" in design_line(overall) and "(3 homes, 6 episodes" in design_line(overall)

@@ -4,7 +4,7 @@ MuJoCo runs everywhere (CI); Isaac Sim runs wherever ``isaacsim`` imports and ex
 (``adapter.isaacsim_unusable_reason``) and is skipped otherwise with that reason. Where Kit itself
 cannot start (the Isaac Sim 6.2 pip wheels without the placeholder ``isaacsim-extscache-kit``), each
 Isaac test fails with the backend's one-line ``BackendError`` carrying Kit's reason. Both run the shared controller/sensor-rate/collision-mode code
-(``vlnverse.sim.physics``, ``vlnverse.eval.modes``), so a difference here is an engine difference.
+(``vlnverse.sim.physics``, ``vlnverse.run.modes``), so a difference here is an engine difference.
 Scene: the ``room`` fixture (6 m × 6 m, inner wall faces at 0 and 6, east wall instance 2; a 1 kg
 crate at (2, 4.5), a 500 kg safe at (4, 4.5), both 0.5 m cubes).
 """
@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from vlnverse.eval.modes import make_mode
+from vlnverse.run.modes import make_mode
 from vlnverse.sim import CameraSpec, DiscreteAction, PanoramaSpec, VelocityAction, make_simulator
 from vlnverse.sim.isaac.adapter import isaacsim_unusable_reason
 

@@ -199,7 +199,7 @@ def test_intrinsics_formula():
 def test_config_cameras_and_simulator_cameras_share_one_set_of_limits(bad, field):
     """``SensorConfig`` (a config file's camera) and ``CameraSpec`` check against the same limits
     (``vlnverse.sim.sensors.check_camera``): what one refuses the other refuses, naming the field."""
-    from vlnverse.eval.config import SensorConfig
+    from vlnverse.run.setup import SensorConfig
     from vlnverse.sim.sensors import HFOV_DEG, IMAGE_SIDE_PX, MAX_DEPTH_M
 
     for camera in (SensorConfig(name="rgb", kind="rgb", **bad), CameraSpec(name="rgb", kind="rgb", **bad),
@@ -218,7 +218,7 @@ def test_a_config_camera_is_made_of_the_camera_spec_fields():
     fails in one line naming the file, the field and the expected value."""
     import dataclasses
 
-    from vlnverse.eval.config import SensorConfig, sensor_config
+    from vlnverse.run.setup import SensorConfig, sensor_config
     from vlnverse.sim.sensors import CONFIG_CAMERA_FIELDS
 
     spec = {f.name: f for f in dataclasses.fields(CameraSpec)}

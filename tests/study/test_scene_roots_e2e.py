@@ -220,7 +220,7 @@ def test_gym_env_on_a_generated_dataset(generated, monkeypatch, tmp_path):
 
 def test_train_and_cache_build_resolve_with_scene_root(generated, tmp_path):
     from vlnverse.core.errors import SceneError
-    from vlnverse.eval.config import EpisodeSource
+    from vlnverse.run.setup import EpisodeSource
     from vlnverse.eval.mllm.cli import cache_scenes
     from vlnverse.learn.trainer import resolve_split
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from vlnverse.core.errors import ConfigError
-from vlnverse.eval.config import RenderConfig
+from vlnverse.run.setup import RenderConfig
 from vlnverse.paths import tasks_dir
 from vlnverse.study.assign import STUDY_FILE, StudyStore
 from vlnverse.study.config import StudyConfig, load_study_config

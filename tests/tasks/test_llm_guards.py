@@ -187,7 +187,7 @@ def test_one_circuit_breaker_type_with_one_meaning():
     """The LLM stage's client and the MLLM chat models count endpoint failures on the same
     ``CircuitBreaker`` type (issue 56); ``circuit_open`` is None while closed and the reason once
     open, naming the setting; the HTTP chat models send through the one ``ChatClient``."""
-    from vlnverse.eval.models import make_model
+    from vlnverse.run.models import make_model
     from vlnverse.tasks.chat import CircuitBreaker
 
     hi = [{"role": "user", "content": "hi"}]

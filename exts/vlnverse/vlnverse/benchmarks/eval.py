@@ -45,9 +45,10 @@ def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
     from tqdm import tqdm
 
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim import make_simulator
     from vlnverse.core.body import load_body
     from vlnverse.sim.sensors import CameraSpec
@@ -98,8 +99,8 @@ def step_profile(ctx, body, episodes, settings) -> dict:
     state and records, scoring), over ``episodes`` run once each."""
     import os
 
-    from vlnverse.eval.agents import make_agent
-    from vlnverse.eval.rollout import Rollout, scene_mode
+    from vlnverse.run.agents import make_agent
+    from vlnverse.run.rollout import Rollout, scene_mode
     from vlnverse.sim import make_simulator
     from vlnverse.sim.sensors import CameraSpec
 
@@ -181,7 +182,7 @@ def learned_policy(args) -> dict:
         return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}
 
     try:
-        from vlnverse.eval.runner import generate_episodes
+        from vlnverse.run.episodes import generate_episodes
         from vlnverse.tasks.episode import save_episodes
 
         eps = generate_episodes("fine_grained", "val_unseen", per_scene, args.seed, work / "dataset", max_scenes=2,

@@ -86,7 +86,7 @@ def teacher_store(checkpoint: Path, episodes_path: Path, *, limit: int | None = 
     without the checkpoint's task is a one-line ``ConfigError``."""
     from vlnverse.core.config import from_dict
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import EpisodeSource
+    from vlnverse.run.setup import EpisodeSource
     from vlnverse.learn import seed_torch
     from vlnverse.learn.cache import keyed_folder, teacher_cache
     from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint

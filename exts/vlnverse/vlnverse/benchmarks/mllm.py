@@ -28,12 +28,13 @@ def run(args) -> dict:
     from tqdm import tqdm
 
     from vlnverse.benchmarks.eval import _context
-    from vlnverse.eval.agents import make_agent
+    from vlnverse.run.agents import make_agent
     from vlnverse.eval.mllm.cache import ViewCache, ViewpointSimulator, build_scene_cache
     from vlnverse.eval.mllm.views import ViewRenderer
-    from vlnverse.eval.models import make_model
-    from vlnverse.eval.modes import make_mode
-    from vlnverse.eval.runner import RunSettings, run_episode
+    from vlnverse.run.models import make_model
+    from vlnverse.run.modes import make_mode
+    from vlnverse.run.episodes import RunSettings
+    from vlnverse.run.rollout import run_episode
     from vlnverse.sim.body import load_body
     from vlnverse.tasks.base import TASKS, load_task_config, load_task_types
 

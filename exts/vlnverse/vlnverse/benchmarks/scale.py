@@ -73,7 +73,8 @@ def _comparable(records: list[dict]) -> str:
 
 
 def _eval_config(episodes: Path, out: Path, seed: int):
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig, SensorConfig
+    from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
+    from vlnverse.eval.config import EvalConfig, ReportConfig
 
     cfg = EvalConfig(agent=NamedSpec("oracle"), task="fine_grained", episodes=EpisodeSource(path=str(episodes)),
                      collision_mode="strict", out=str(out), seed=seed,
@@ -85,7 +86,8 @@ def _eval_config(episodes: Path, out: Path, seed: int):
 
 def _worker_modules() -> list[str]:
     """What a worker of either job imports: preloaded into the fork server and the Ray actors."""
-    from vlnverse.eval.runner import WORKER_PRELOAD as EVAL_PRELOAD, eval_scene_job
+    from vlnverse.run.rollout import WORKER_PRELOAD as EVAL_PRELOAD
+    from vlnverse.eval.runner import eval_scene_job
     from vlnverse.sim.api import backend_module
     from vlnverse.tasks.base import WORKER_PRELOAD
     from vlnverse.tasks.dataset import generate_scene_job

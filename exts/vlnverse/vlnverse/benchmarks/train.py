@@ -681,7 +681,8 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
     ``work/<split>.jsonl``; ``render``: the ``RenderConfig`` the cameras draw with, None the
     defaults; ``envs``: batched evaluation, default ``EVAL_ENVS``), into
     ``work/eval/<out_name>/<mode>/<split>``; SR / SPL / nDTW with CIs."""
-    from vlnverse.eval.config import EpisodeSource, EvalConfig, RenderConfig, ReportConfig, sensor_config
+    from vlnverse.run.setup import EpisodeSource, RenderConfig, sensor_config
+    from vlnverse.eval.config import EvalConfig, ReportConfig
     from vlnverse.eval.runner import run_eval
 
     out = work / "eval" / out_name / mode / split
@@ -706,7 +707,9 @@ def row_design(eval_dir: Path) -> dict:
     that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``)."""
     import json
 
-    from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, home_of, is_evaluated
+    from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE
+    from vlnverse.run.summary import home_of
+    from vlnverse.run.records import is_evaluated
 
     summary = json.loads((eval_dir / SUMMARY_FILE).read_text(encoding="utf-8"))
     overall = summary["overall"]
@@ -797,7 +800,7 @@ def evaluate_multitask(trained: dict, tasks: list[dict], results: dict, table: l
     ``work/eval/<agent>/expert_usage.png``."""
     import json
 
-    from vlnverse.eval.config import NamedSpec
+    from vlnverse.run.setup import NamedSpec
     from vlnverse.eval.runner import EPISODES_FILE
     from vlnverse.learn.gama import expert_usage, plot_expert_usage
 
@@ -896,7 +899,7 @@ def run(args) -> dict:
     import shutil
     import tempfile
 
-    from vlnverse.eval.config import NamedSpec
+    from vlnverse.run.setup import NamedSpec
     from vlnverse.learn.agent import require_torch
     from vlnverse.learn.homes import check_disjoint_homes, held_out_scenes
     from vlnverse.tasks.episode import save_episodes
@@ -923,7 +926,7 @@ def run(args) -> dict:
         counts = task_counts(args, int(homes), opts["per_home"], per_held_out, per_test, scale)
         task_eps = multitask_data(work, tasks, split_eps, counts, args.seed, bool(homes), opts["val_seen_cap"])
     from vlnverse.learn.trainer import resolve_split
-    from vlnverse.eval.config import EpisodeSource
+    from vlnverse.run.setup import EpisodeSource
 
     def resolved(name: str, task: dict | None = None) -> list:
         path = work / (f"{name}.jsonl" if task is None else f"tasks/{task['name']}/{name}.jsonl")
@@ -993,7 +996,7 @@ def run(args) -> dict:
     baseline = max(unseen_sr["random"]["SR"]["mean"], unseen_sr["forward"]["SR"]["mean"])
     from vlnverse.learn.checkpoint import device_info, resolve_device
 
-    from vlnverse.eval.runner import RESULTS_FORMAT
+    from vlnverse.run.summary import RESULTS_FORMAT
     from vlnverse.results.compare import comparison_lines
 
     comparisons = pairwise_comparisons(table, args.seed)

@@ -85,7 +85,7 @@ def run(args) -> dict:
 def _prepare_cache(cfg: dict) -> dict:
     """The observation cache of the config's episodes, built in this process."""
     from vlnverse.core.config import from_dict
-    from vlnverse.eval.config import EpisodeSource
+    from vlnverse.run.setup import EpisodeSource
     from vlnverse.learn.cache import teacher_cache
     from vlnverse.learn.config import TrainConfig
     from vlnverse.learn.trainer import Trainer, resolve_split

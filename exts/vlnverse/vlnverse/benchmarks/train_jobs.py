@@ -228,7 +228,7 @@ def row_job(work: Path, opts: dict, row_name: str, seed: int, shared: dict) -> d
     baselines' job evaluates random and forward-only. Returns (and keeps in ``done.json``) its
     table rows, figures and learning curve."""
     from vlnverse.core.io import to_jsonable, write_json_atomic
-    from vlnverse.eval.config import NamedSpec
+    from vlnverse.run.setup import NamedSpec
 
     folder = work / "jobs" / job_key(row_name, seed)
     _copy_splits(seed_dir(work, seed), folder)
@@ -267,7 +267,7 @@ def strict_job(work: Path, seed: int, agents: dict) -> dict:
     None for random and forward-only) on val_unseen and test. Returns (and keeps in ``done.json``)
     its table rows and the learned agent it was run for (``best``)."""
     from vlnverse.core.io import to_jsonable, write_json_atomic
-    from vlnverse.eval.config import NamedSpec
+    from vlnverse.run.setup import NamedSpec
 
     folder = work / "jobs" / job_key(STRICT, seed)
     _copy_splits(seed_dir(work, seed), folder)
@@ -356,11 +356,11 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
     """The table over seeds: per agent, split and mode of the done jobs' table rows (``jobs``:
     ``{key: result}``) a results-format-2 row of the seeds' episodes pooled (episode ids
     ``s<seed>/<id>``; episode and clustered intervals, per-home results and design:
-    ``eval.runner.design_block``; ``per_episode`` for paired comparisons), with the seeds, their
+    ``run.summary.design_block``; ``per_episode`` for paired comparisons), with the seeds, their
     per-seed means and ``seeds_ci``: per metric ``core.stats.seeds_ci`` (mean and sd over the
     seeds' means, an interval resampling seeds, then homes, then episodes)."""
     from vlnverse.core.stats import seeds_ci
-    from vlnverse.eval.runner import design_block
+    from vlnverse.run.summary import design_block
 
     groups: dict[tuple, list] = {}
     for result in jobs.values():
@@ -523,7 +523,7 @@ def run(args: Any, report: Callable[[str], None] = _say) -> dict:
     for f in failed:
         report(f"bench train: job {f['job']} failed after {f['attempts']} attempt(s): {f['error']}")
     rows = aggregate(results)
-    from vlnverse.eval.runner import RESULTS_FORMAT
+    from vlnverse.run.summary import RESULTS_FORMAT
     from vlnverse.results.compare import comparison_lines
 
     comparisons = T.pairwise_comparisons(rows)

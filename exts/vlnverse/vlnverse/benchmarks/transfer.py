@@ -66,7 +66,7 @@ def render_flag(value, flag: str):
     """The ``RenderConfig`` of a ``QUALITY:OBJECTS`` flag (None: ``DEFAULT_RENDER``); a bad value
     is a one-line ``ConfigError`` naming ``flag`` and the expected form."""
     from vlnverse.core.errors import ConfigError
-    from vlnverse.eval.config import RenderConfig
+    from vlnverse.run.setup import RenderConfig
     from vlnverse.scenes.object_meshes import OBJECT_STYLES
     from vlnverse.sim.types import RENDER_QUALITIES
 
@@ -164,7 +164,7 @@ def run(args) -> dict:
     after round 1 and the last round; the figures (see the module docstring)."""
     import shutil
 
-    from vlnverse.eval.config import NamedSpec
+    from vlnverse.run.setup import NamedSpec
     from vlnverse.learn.agent import require_torch
     from vlnverse.learn.checkpoint import resolve_device
 

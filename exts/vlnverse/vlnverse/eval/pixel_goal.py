@@ -36,7 +36,7 @@ from ..core.params import param
 from ..sim.sensors import camera_extrinsics, camera_intrinsics
 from ..sim.types import AgentPose, DiscreteAction, WaypointAction
 from ..tasks.actions import SelectFrame
-from .agents import Agent, AgentState, register_agent
+from ..run.agents import Agent, AgentState, register_agent
 
 #: agent-centred order of the views in the prompt, as quarter turns CCW from the snapped front
 VIEW_NAMES = ("Front", "Left", "Back", "Right")
@@ -217,7 +217,7 @@ class MVDualVLNAgent(Agent):
         super().__init__(**kwargs)
         from ..core.errors import ConfigError
 
-        from .mllm.models import ChatModel
+        from ..run.chat_models import ChatModel
 
         if not isinstance(self.model, ChatModel):
             raise ConfigError("missing" if self.model is None else f"a {type(self.model).__name__}",
@@ -254,7 +254,7 @@ class MVDualVLNAgent(Agent):
                 note["video_short"] = {"requested": self.video_frames, "available": int(len(window))}
             ids = np.unique(np.linspace(0, len(window) - 1, n).round().astype(int)) if n else np.zeros(0, int)
             self._frames, self._frame_ids = window[ids], ids
-        from .mllm.models import png_bytes
+        from ..run.chat_models import png_bytes
 
         self._frame_pngs = [png_bytes(f) for f in self._frames]
         self._shown = self._frame_ids
@@ -280,8 +280,8 @@ class MVDualVLNAgent(Agent):
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         from .mllm.agents import GenerationError
-        from .mllm.models import png_bytes
-        from .rollout import NotEvaluated
+        from ..run.chat_models import png_bytes
+        from ..run.rollout import NotEvaluated
 
         if self._pending_stop:
             self._pending_stop = False

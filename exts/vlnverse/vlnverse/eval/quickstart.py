@@ -19,7 +19,8 @@ from typing import Any
 from ..core.config import load_config, require
 from ..core.io import claim_output_dir, folder_lock, write_json_atomic
 from ..paths import tasks_dir
-from .config import EvalConfig, EpisodeSource, NamedSpec, RenderConfig, ReportConfig, SensorConfig
+from .config import EvalConfig, ReportConfig
+from ..run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
 
 
 @dataclass
@@ -84,7 +85,9 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
     """``run_quickstart``'s body, for a caller holding ``out``'s lock; ``quality`` and ``objects``
     override the config's ``render.quality`` and ``render.objects``."""
     from .report import write_report
-    from .runner import generate_episodes, print_table, run_eval
+    from ..run.episodes import generate_episodes
+    from ..run.summary import print_table
+    from .runner import run_eval
 
     path = Path(config) if config else default_config_path()
     qs = load_config(QuickstartConfig, path) if path.is_file() else QuickstartConfig()
@@ -147,6 +150,7 @@ def _missing_requirement(agent: NamedSpec) -> str | None:
 
 
 def _load_records(run_dir: Path) -> list[dict]:
-    from .runner import EPISODES_FILE, read_finished
+    from .runner import EPISODES_FILE
+    from ..run.records import read_finished
 
     return read_finished(run_dir / EPISODES_FILE)

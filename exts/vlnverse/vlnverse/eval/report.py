@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..core.io import write_text_atomic
+from ..run.summary import partial_note
 
 COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR")
 PERCENT = {"SR", "OSR", "SPL", "nDTW", "sDTW", "CLS", "CR", "RSR", "reach_SR", "decision_SR", "RD_SR", "coverage",
@@ -136,29 +137,3 @@ def write_report(path: str | Path, runs: Iterable[tuple[str, dict, list[dict]]],
             parts.append(f"<p class='muted'>{hidden} more episode(s) without pictures: see episodes.jsonl.</p>")
     parts.append("</body></html>")
     return write_text_atomic(path, "\n".join(parts))
-
-
-def partial_note(label: str, agg: dict) -> str | None:
-    """The footnote of a flagged row (None: not flagged): a partial row's SR over the evaluated
-    episodes, its bound with the missing ones as failures, and the reason per component
-    (navigator, captioner, assistant); a complete row whose assistant was unavailable at some steps."""
-    part, skipped = agg.get("partial"), agg.get("not_evaluated") or {}
-    by_component = skipped.get("by_component") or {}
-    if not part:
-        return f"* {label}: all episodes evaluated; " + component_reasons(by_component) if by_component else None
-    sr, bound = agg["means"].get("SR"), part["bounds"].get("SR")
-    rates = ("SR n/a" if sr is None else f"SR {100 * sr:.1f}% over the {part['evaluated']} evaluated") + \
-        ("" if bound is None else f", {100 * bound:.1f}% counting the {part['total'] - part['evaluated']} missing as failures")
-    return f"* {label}: partial, {part['evaluated']} of {part['total']} episodes evaluated; {rates}; " + \
-        component_reasons(by_component or {"navigator": skipped.get("by_reason", {})})
-
-
-def component_reasons(by_component: dict[str, dict[str, int]]) -> str:
-    """``navigator gave no answer (2 server_error); assistant unavailable at 3 steps (3 timeout) ...``."""
-    parts = []
-    for comp, kinds in by_component.items():
-        why = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items(), key=lambda kv: -kv[1]))
-        parts.append(f"the assistant was unavailable at {sum(kinds.values())} step(s) ({why}; those episodes went on "
-                     "without guidance)" if comp == "assistant" else
-                     f"the {comp} model gave no answer in {sum(kinds.values())} episode(s) ({why})")
-    return "; ".join(parts)

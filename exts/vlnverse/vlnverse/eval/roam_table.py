@@ -105,7 +105,7 @@ def classifier_accuracy(path: str, episodes: str, scene_loader: Any = None) -> d
     from ..tasks.base import load_scene_context, load_task_config
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
-    from .roam import load_room_classifier, room_accuracy, scene_samples
+    from ..run.rooms import load_room_classifier, room_accuracy, scene_samples
 
     clf = load_room_classifier(path, "--room-classifier")
     eps = load_episodes(episodes)
@@ -166,7 +166,7 @@ def _main(argv: Sequence[str] | None) -> int:
     n = {label: s["overall"]["episodes"] for label, s in result["summaries"].items()}
     print(f"VLN-NF Table 2 on {args.episodes} (episodes per method: {n})")
     print(format_table(result["rows"]))
-    from .report import partial_note
+    from ..run.summary import partial_note
 
     for label, summary in result["summaries"].items():
         note = partial_note(label, summary["overall"])

@@ -23,24 +23,24 @@ import logging
 import os
 import re
 import time
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import numpy as np
 
-from ..core.body import AgentBody
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
 from ..core.parallel import JobFailure, ParallelConfig, RunReport, run_jobs
+from ..run.agents import Agent, agent_rig, join_run, make_agent
+from ..run.episodes import RunSettings, check_all_episode_bounds, generate_episodes, resolve_settings
+from ..run.evaluation import run_batched_forked
+from ..run.generation import model_identity
+from ..run.records import _parse_record, append_record, is_evaluated, read_finished
+from ..run.rollout import WORKER_PRELOAD, run_scene
+from ..run.summary import design_line, print_table, summarize
 from ..tasks.scene_jobs import scene_jobs
-from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
-from . import metrics as M
-from .agents import Agent, join_run, make_agent
 from .config import EvalConfig
-from .generation import generation_summary, model_identity
-from .rollout import Rollout, StepResult, action_name, goal_distance_fn, run_episode, run_scene  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -50,58 +50,8 @@ SUMMARY_FILE = "summary.json"
 CONFIG_FILE = "config.json"
 
 
-@dataclass
-class RunSettings:
-    """Per-run values resolved from the eval config and the task config."""
-
-    max_steps: int
-    success_distance: float
-    body: AgentBody
-    resolution: float
-    task_type: str
-
-
-def run_settings(task: str, *, body: str | None = None, max_steps: int | None = None,
-                 success_distance: float | None = None) -> RunSettings:
-    """The settings of a run of ``task``: the values given, the task config's (``tasks/types/<task>/config.yaml``)
-    for those left None."""
-    from ..core.body import load_body
-    from ..tasks.base import load_task_config
-
-    task_cfg = load_task_config(task)
-    return RunSettings(max_steps=max_steps or task_cfg.max_steps,
-                       success_distance=success_distance or task_cfg.success_distance,
-                       body=load_body(body or task_cfg.body), resolution=task_cfg.map_resolution,
-                       task_type=task_cfg.task_type)
-
-
-def resolve_settings(cfg: EvalConfig) -> RunSettings:
-    """Fill unset eval settings from the task config (``run_settings``)."""
-    return run_settings(cfg.task, body=cfg.body, max_steps=cfg.max_steps, success_distance=cfg.success_distance)
-
-
 # --------------------------------------------------------------------------------------------
 # episodes
-
-
-def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, out_dir: str | Path, *,
-                      body: str | None = None, max_scenes: int | None = None, progress: bool = True,
-                      render: dict[str, str] | None = None) -> list:
-    """Generate a dataset of ``task`` into ``out_dir`` with the task layer's generator
-    (``vlnverse.tasks.dataset.generate_dataset``: per-scene seeding, splits from
-    ``splits.json``, assets such as reference images or prior videos rendered with the
-    simulator's camera, drawn with the run's ``render`` options: an agent's reference image
-    looks like its views) on ``scenes`` (a split name, ``all``, ids or paths; the first
-    ``max_scenes``), and return its episodes."""
-    from ..tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
-    from ..tasks.episode import load_episodes
-
-    paths = resolve_scene_paths(scenes)
-    if max_scenes is not None:
-        paths = paths[:max_scenes]
-    generate_dataset(task, paths, episodes_per_scene, seed, out_dir, body=body, progress=progress,
-                     renderer_factory=simulator_renderer_factory(options=render))
-    return load_episodes(out_dir)
 
 
 def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progress: bool = True) -> list:
@@ -169,118 +119,8 @@ def dataset_folder(cfg: EvalConfig, out: Path) -> Path:
     return out / "dataset"
 
 
-#: How far beyond the navigable area's bounding box a start (m) may lie; a goal may lie its
-#: success radius (at least ``GOAL_BOUNDS_MARGIN``) beyond it (objects stand on furniture, by walls).
-START_BOUNDS_MARGIN = 0.5
-GOAL_BOUNDS_MARGIN = 1.0
-
-
-def check_episode_bounds(episodes: Iterable, ctx: Any, *, bounds: Any = None) -> None:
-    """Reject an episode whose start or goal lies outside the scene's navigable bounds (the box
-    around its navigable cells; ``bounds`` = ``(lo, hi)`` when known, else from ``ctx``): a
-    ``ConfigError`` names the episode file, line and field.
-
-    Without this, a goal 640 m away is snapped onto the map by the distance field and scores."""
-    from ..tasks.base import navigable_bounds
-
-    if bounds is None:
-        bounds = navigable_bounds(ctx.maps)
-    if bounds is None:
-        return  # load_scene_context already refuses a scene without navigable space
-    lo, hi = np.asarray(bounds[0], dtype=float), np.asarray(bounds[1], dtype=float)
-    scene_id = getattr(ctx, "scene_id", None) or next((ep.scene_id for ep in episodes), "?")
-    for ep in episodes:
-        file, line = getattr(ep, "source", None) or (None, None)
-        checks = [("start_position", ep.start_position, START_BOUNDS_MARGIN)]
-        checks += [(f"goals[{i}].position", g.position, max(GOAL_BOUNDS_MARGIN, float(g.radius)))
-                   for i, g in enumerate(ep.goals)]
-        for field_name, pos, margin in checks:
-            xy = np.asarray(pos, dtype=float)[:2]
-            if not (np.all(np.isfinite(xy)) and np.all(xy >= lo - margin) and np.all(xy <= hi + margin)):
-                raise ConfigError(f"episode '{ep.episode_id}': ({xy[0]:.2f}, {xy[1]:.2f}) lies outside scene "
-                                  f"'{scene_id}'", file=file, line=line, field=field_name,
-                                  expected=f"x in [{lo[0] - margin:.2f}, {hi[0] + margin:.2f}], "
-                                           f"y in [{lo[1] - margin:.2f}, {hi[1] + margin:.2f}]")
-
-
-def check_all_episode_bounds(episodes: list, settings: RunSettings,
-                             scene_loader: Callable[[str, Any, float], Any] | None = None) -> None:
-    """``check_episode_bounds`` for every episode against its scene: an episode outside its scene
-    stops the run before any record or config is written. The bounds come from
-    ``tasks.base.scene_navigable_bounds``: stored by whichever process last loaded the scene
-    (data generation, an earlier run, a worker), so this driver loads a scene only the first
-    time it is seen (with ``scene_loader``: always)."""
-    from ..tasks.base import scene_navigable_bounds
-
-    by_scene: dict[str, list] = {}
-    for ep in episodes:
-        by_scene.setdefault(str(ep.scene_path), []).append(ep)
-    for path, scene_eps in by_scene.items():
-        bounds = scene_navigable_bounds(path, settings.body, settings.resolution, loader=scene_loader)
-        if bounds is not None:  # None: no navigable space, which loading the scene refuses anyway
-            check_episode_bounds(scene_eps, None, bounds=bounds)
-
-
 # --------------------------------------------------------------------------------------------
 # resumable episode log
-
-
-#: Lines of ``episodes.jsonl`` that are not valid records are moved here, verbatim (see ``read_finished``).
-REJECTED_FILE = "episodes.rejected.jsonl"
-
-
-def _parse_record(line: bytes) -> dict | None:
-    """One episode record from a log line, or None when it is not one."""
-    try:
-        record = json.loads(line)
-    except (ValueError, RecursionError):  # bad JSON, non-UTF-8 bytes, 5000-digit numbers, deep nesting
-        return None
-    if not isinstance(record, dict) or not isinstance(record.get("episode_id"), str) \
-            or not isinstance(record.get("metrics"), dict):
-        return None
-    return record
-
-
-def read_finished(path: Path) -> list[dict]:
-    """Finished episode records from ``episodes.jsonl``, keeping every valid one.
-
-    A line that is not a valid record (a crash mid-write, a corrupt or hand-edited line) or that
-    repeats an episode already recorded is moved, verbatim, to ``episodes.rejected.jsonl`` beside
-    it; the log is rewritten atomically without it and a warning names the line numbers."""
-    if not path.is_file():
-        return []
-    raw = path.read_bytes()
-    records: list[dict] = []
-    kept: list[bytes] = []
-    rejected: list[tuple[int, bytes]] = []
-    seen: set[str] = set()
-    for number, line in enumerate(raw.splitlines(keepends=True), start=1):
-        if not line.strip():
-            continue
-        record = _parse_record(line)
-        if record is None or record["episode_id"] in seen:
-            rejected.append((number, line))
-            continue
-        seen.add(record["episode_id"])
-        records.append(record)
-        kept.append(line if line.endswith(b"\n") else line + b"\n")
-    if rejected or b"".join(kept) != raw:
-        if rejected:
-            side = path.with_name(REJECTED_FILE)
-            with open(side, "ab") as fh:
-                fh.write(b"".join(line if line.endswith(b"\n") else line + b"\n" for _, line in rejected))
-                fh.flush()
-                os.fsync(fh.fileno())
-            numbers = ", ".join(str(n) for n, _ in rejected[:20]) + (" ..." if len(rejected) > 20 else "")
-            log.warning("%s: %d invalid or repeated record(s) at line(s) %s moved to %s; %d valid record(s) kept",
-                        path, len(rejected), numbers, side, len(records))
-        write_bytes_atomic(path, b"".join(kept))
-    return records
-
-
-def is_evaluated(record: dict) -> bool:
-    """False for an episode whose agent's model endpoint gave no answer (``outcome: not_evaluated``)."""
-    return record.get("outcome") != "not_evaluated"
 
 
 def drop_not_evaluated(path: Path, records: list[dict]) -> list[dict]:
@@ -314,17 +154,6 @@ def commit_config_record(out: Path) -> None:
     pending = out / PENDING_CONFIG_FILE
     if pending.is_file() and not (out / CONFIG_FILE).is_file():
         os.replace(pending, out / CONFIG_FILE)
-
-
-def append_record(path: Path, record: dict) -> None:
-    """Append one episode record as a single flushed and fsync'ed JSON line (committing the
-    run's staged config record first)."""
-    commit_config_record(path.parent)
-    line = json.dumps(to_jsonable(record), sort_keys=True, separators=(",", ":")) + "\n"
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 # --------------------------------------------------------------------------------------------
@@ -398,58 +227,6 @@ def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sen
 # summary
 
 
-#: version of the results files (``summary.json``, ``bench train`` JSON): 2 added per-home results,
-#: clustered intervals, the design and the protocol; ``vlnverse results`` refuses older files
-RESULTS_FORMAT = 2
-#: metrics with an episode and a clustered (by home) bootstrap interval in every results file
-INTERVAL_METRICS = ("SR", "SPL", "nDTW")
-
-
-def home_of(record: dict) -> str:
-    """The home (scene id) an episode record was evaluated in: the unit the clustered statistics resample."""
-    return str(record.get("scene_id") or record.get("scene_path") or "?")
-
-
-def design_block(records: list[dict], *, seed: int = 0) -> dict[str, Any]:
-    """Per-home means (``per_home``: scene id → episodes and every metric's mean), for
-    ``INTERVAL_METRICS`` the episode and the clustered bootstrap intervals (``intervals``), and
-    the design: homes, episodes and the minimum detectable SR difference (``core.stats``). The
-    records are taken in episode-id order, so the intervals do not depend on the order episodes
-    finished in (serial, batched, parallel or resumed runs give the same figures)."""
-    from ..core.stats import bootstrap_ci, clustered_bootstrap_ci, minimum_detectable_difference
-
-    records = sorted(records, key=lambda r: str(r.get("episode_id")))
-    by_home: dict[str, list[dict]] = {}
-    for r in records:
-        by_home.setdefault(home_of(r), []).append(r)
-    per_home = {}
-    for home in sorted(by_home):
-        agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in by_home[home]])
-        per_home[home] = {"episodes": agg["episodes"], **{k: round(float(v), 4) for k, v in agg["means"].items()}}
-    intervals, columns = {}, {}
-    for name in INTERVAL_METRICS:
-        kept = [r for r in records if M.applicable(r["metrics"].get(name))]
-        values, homes = [float(r["metrics"][name]) for r in kept], [home_of(r) for r in kept]
-        columns[name] = (values, homes)
-        intervals[name] = {"episode": bootstrap_ci(values, seed=seed),
-                           "clustered": clustered_bootstrap_ci(values, homes, seed=seed)}
-    design = {"homes": len(by_home), "episodes": len(records),
-              "mde_SR": minimum_detectable_difference(*columns["SR"]) if columns["SR"][0] else None}
-    return {"per_home": per_home, "intervals": intervals, "design": design}
-
-
-def design_line(block: dict) -> str:
-    """One line: SR with its 95% intervals by home and by episode, and the design's MDE of SR."""
-    iv, design = block["intervals"]["SR"], block["design"]
-    if iv["episode"]["mean"] is None:
-        return "SR: no evaluated episode"
-    home = iv["clustered"]
-    by_home = "undefined by home (1 home)" if home["lo"] is None else f"[{home['lo']:.3f}, {home['hi']:.3f}] by home"
-    mde = "" if design["mde_SR"] is None else f"; smallest detectable SR difference {design['mde_SR']:.3f}"
-    return (f"SR {iv['episode']['mean']:.3f}: 95% CI {by_home}, [{iv['episode']['lo']:.3f}, {iv['episode']['hi']:.3f}] "
-            f"by episode ({design['homes']} homes, {design['episodes']} episodes{mde}; docs/statistics.md)")
-
-
 def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
     """What a run's numbers depend on besides the agent: task, collision mode and its parameters,
     success radius, step budget, the body and whether a blocked move slides along the obstacle
@@ -458,7 +235,7 @@ def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
     from dataclasses import asdict
 
     from ..core.params import parse_params
-    from .modes import MODES
+    from ..run.modes import MODES
 
     body = settings.body
     mode = cfg.collision_mode
@@ -471,152 +248,14 @@ def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
                      "step_height": body.step_height, "holonomic": body.holonomic, "friction": body.friction}}
 
 
-def summarize(records: list[dict], *, run: dict[str, Any]) -> dict[str, Any]:
-    """Aggregate per-episode records: overall and per task type, plus SR_n for ordered-goal tasks,
-    each block with its per-home results, episode and clustered intervals and design
-    (``design_block``, seeded by ``run["seed"]``). Not-evaluated episodes (``is_evaluated``) are
-    left out of every metric and counted in ``not_evaluated`` (episodes, by reason); ``episodes``
-    counts the evaluated ones."""
-    def block(all_recs: list[dict]) -> dict[str, Any]:
-        recs = [r for r in all_recs if is_evaluated(r)]
-        skipped = Counter((r.get("not_evaluated") or {}).get("kind", "?") for r in all_recs if not is_evaluated(r))
-        agg = M.aggregate([{k: v for k, v in r["metrics"].items() if k != "goals_reached"} for r in recs])
-        agg.update(design_block(recs, seed=int(run.get("seed") or 0)))
-        agg["not_evaluated"] = {"episodes": sum(skipped.values()), "by_reason": dict(sorted(skipped.items()))}
-        agg["not_evaluated"]["by_component"] = not_evaluated_by_component(all_recs)
-        if agg["not_evaluated"]["episodes"]:
-            agg["partial"] = partial_bounds(agg["means"], len(recs), len(all_recs))
-        from .diagnostics import error_counts
-
-        agg["first_errors"] = error_counts(recs)  # step-level error analysis of the failed episodes
-        agg["invalid_actions"] = int(sum(r["invalid_actions"] for r in recs))
-        agg["terminations"] = dict(sorted(Counter(r["termination"] for r in recs).items()))
-        ordered = [r["metrics"] for r in recs if "goals_reached" in r["metrics"]]
-        if ordered:
-            # ragged: an episode with 2 sub-goals does not count for SR_3; SR_all = task completion
-            # (the episode's SR: all goals in order and a STOP near the last)
-            agg["sr_n"] = M.sr_n([m["goals_reached"] for m in ordered],
-                                 final_success=[float(m.get("SR") or 0.0) for m in ordered])
-        generation = generation_summary(all_recs)  # agents logging model calls: errors by kind, re-prompts, tokens
-        if generation is not None:
-            agg["generation"] = generation
-        return agg
-
-    by_task: dict[str, list[dict]] = {}
-    for r in records:
-        by_task.setdefault(f"{r['task_type']}/{run['collision_mode']}", []).append(r)
-    return {"format": RESULTS_FORMAT, "run": run, "overall": block(records),
-            "by_task": {k: block(v) for k, v in sorted(by_task.items())}}
-
-
-def not_evaluated_by_component(records: list[dict]) -> dict[str, dict[str, int]]:
-    """Per model of the agent (``NotEvaluated.component``: navigator, captioner), the episodes of
-    ``records`` it left not evaluated, by reason; ``assistant``: the steps whose assistant gave
-    no answer (those episodes went on without guidance and are evaluated)."""
-    out: dict[str, Counter] = {}
-    for r in records:
-        if not is_evaluated(r):
-            why = r.get("not_evaluated") or {}
-            out.setdefault(why.get("component", "navigator"), Counter())[why.get("kind", "?")] += 1
-        for step in r.get("agent_outputs") or []:
-            down = step.get("assistant", {}).get("unavailable") if isinstance(step, dict) and \
-                isinstance(step.get("assistant"), dict) else None
-            if isinstance(down, dict):
-                out.setdefault("assistant", Counter())[down.get("kind", "?")] += 1
-    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
-
-
-def partial_bounds(means: dict[str, Any], evaluated: int, total: int) -> dict[str, Any]:
-    """A partial row (some episodes not evaluated): the success rates and SPLs of ``means`` (over
-    the ``evaluated`` episodes) beside their bound over all ``total`` episodes, counting each
-    missing one as a failure (0): ``{"evaluated", "total", "bounds": {metric: value}}``."""
-    keys = [k for k, v in means.items() if v is not None and (k.endswith("SR") or k.endswith("SPL"))]
-    return {"evaluated": evaluated, "total": total,
-            "bounds": {k: round(float(means[k]) * evaluated / total, 6) for k in sorted(keys)} if total else {}}
-
-
-TABLE_COLUMNS = ("TL", "NE", "SR", "OSR", "SPL", "nDTW", "CLS", "CR")
-TABLE_PERCENT = ("SR", "OSR", "SPL", "nDTW", "CLS", "CR")
-#: aggregated but left out of the stdout table (in summary.json and the report)
-TABLE_HIDDEN = ("sDTW",)
-#: task-specific columns in metres (the others are rates, shown in %)
-TABLE_METRES = ("len_reach", "len_explore")
-
-
-def print_table(rows: Iterable[tuple[tuple[str, ...], dict]], *, title: str = "vlnverse eval",
-                label_headers: tuple[str, ...] = ("task", "agent", "mode")) -> None:
-    """Print a metrics table (rich): one row per (label cells, aggregate block)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    from .report import partial_note
-
-    rows = list(rows)
-    # task-specific rates (SR_n, RD_SR, REV_SPL, coverage, RSR, Rid_SR ...) get columns of their own
-    extras = sorted({k for _, agg in rows for k, v in agg["means"].items()
-                     if k not in TABLE_COLUMNS and k not in TABLE_HIDDEN and v is not None})
-    console = Console()
-    if not console.is_terminal:  # piped output: do not squeeze the table to 80 columns
-        console = Console(width=max(120, 48 + 9 * (len(TABLE_COLUMNS) + 2) + 15 * len(extras)))
-    table = Table(title=title)
-    for header in label_headers:
-        table.add_column(header, no_wrap=True)
-    table.add_column("eps", justify="right")
-    for name in TABLE_COLUMNS:
-        table.add_column(name + (" %" if name in TABLE_PERCENT else " m"), justify="right")
-    for name in extras:
-        table.add_column(name + (" m" if name in TABLE_METRES else " %"), justify="right")
-    table.add_column("invalid", justify="right")
-    table.add_column("not eval.", justify="right")
-    partial = any(agg.get("partial") for _, agg in rows)
-    if partial:
-        table.add_column("SR all %", justify="right")  # missing episodes counted as failures
-    notes = []
-    for labels, agg in rows:
-        means = agg["means"]
-        cells = []
-        for name in TABLE_COLUMNS:
-            v = means.get(name)
-            cells.append("-" if v is None else (f"{100 * v:.1f}" if name in TABLE_PERCENT else f"{v:.2f}"))
-        note = partial_note(" / ".join(labels), agg)
-        if note:
-            cells[TABLE_COLUMNS.index("SR")] += "*"
-            notes.append(note)
-        cells += ["-" if means.get(name) is None else (f"{means[name]:.2f}" if name in TABLE_METRES
-                                                       else f"{100 * means[name]:.1f}") for name in extras]
-        bound = (agg.get("partial") or {}).get("bounds", {}).get("SR")
-        table.add_row(*labels, str(agg["episodes"]), *cells, str(agg.get("invalid_actions", 0)),
-                      str((agg.get("not_evaluated") or {}).get("episodes", 0)),
-                      *([] if not partial else ["-" if bound is None else f"{100 * bound:.1f}"]))
-    console.print(table)
-    for note in notes:
-        console.print(note, highlight=False, soft_wrap=True)
-
-
 # --------------------------------------------------------------------------------------------
 # the run
-
-
-def agent_rig(agent: Agent, sensors: list, *, agent_name: str = "the agent") -> list:
-    """``sensors`` (``CameraSpec`` list) plus the cameras ``agent.required_sensors(sensors)`` asks
-    for; a camera whose name the rig already gives to a different camera is a ``ConfigError``."""
-    out = list(sensors)
-    for spec in agent.required_sensors(list(sensors)):
-        same = next((s for s in out if s.name == spec.name), None)
-        if same is None:
-            out.append(spec)
-        elif same != spec:
-            raise ConfigError(f"the agent needs camera '{spec.name}' as {spec.kind} {spec.width}x{spec.height}, "
-                              f"the rig has it as {same.kind} {same.width}x{same.height}", field="sensors",
-                              expected=f"a rig whose camera '{spec.name}' is what {agent_name} needs, or "
-                                       f"another name for the rig's camera")
-    return out
 
 
 def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None, out: Path | None = None) -> Agent:
     """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model;
     with the run folder ``out``, its ``asset_roots`` are the run's dataset folder (prior videos)."""
-    from .models import make_model
+    from ..run.models import make_model
 
     if agent_factory is not None:
         agent = agent_factory()
@@ -627,10 +266,6 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
         agent.asset_roots[:0] = [dataset_folder(cfg, Path(out))]
     return agent
 
-
-#: modules every evaluation worker needs (scene loading, maps, rollouts; the backend's module is
-#: added per run): imported once by the local fork server
-WORKER_PRELOAD = SCENE_WORKER_PRELOAD + ("vlnverse.eval.rollout", "vlnverse.eval.modes", "vlnverse.eval.diagnostics")
 
 #: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
 MODEL_REQUESTS = "model_requests"
@@ -692,7 +327,7 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
     episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
 
     if payload.envs > 1 and agent.acts_in_batches():  # a worker process cannot start processes: envs in this one
-        from .batched import run_batched
+        from ..run.batched import run_batched
 
         run_batched(episodes, settings, agent, envs=payload.envs, asynchronous=False, **_batched_kwargs(payload),
                     on_record=lambda record: emit(record["episode_id"], record))
@@ -713,7 +348,7 @@ def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[
 
 def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
     """``run_batched``'s keyword arguments for the run ``payload`` describes (not the episodes)."""
-    from .batched import Visuals
+    from ..run.batched import Visuals
 
     cfg = payload.cfg
     return {"collision_mode": cfg.collision_mode, "mode_params": cfg.mode_params.get(cfg.collision_mode, {}),
@@ -722,29 +357,6 @@ def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
             "extra": {"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
             "visuals": Visuals(payload.out, frozenset(payload.with_visuals), payload.rgb_sensor, cfg.report.frames,
                                save_episode_visuals) if payload.with_visuals else None}
-
-
-def _run_batched_inline(common: EvalJob, episodes: list, agent: Agent, envs: int,
-                        on_result: Callable[[str, Any], None], preload: Iterable[str] = ()) -> None:
-    """The whole run's ``episodes`` with ``envs`` environment processes, forked from the fork
-    server with ``preload`` imported (in this process when the run's arguments cannot be sent to
-    them: a scene loader built in code)."""
-    import pickle
-
-    from ..core.parallel import start_fork_server
-    from .batched import run_batched
-
-    kwargs = _batched_kwargs(common)
-    try:
-        pickle.dumps((common.settings, kwargs))
-        asynchronous = True
-    except Exception as exc:  # noqa: BLE001 - e.g. a lambda scene loader
-        log.warning("batched evaluation: the environments run in this process (%s cannot be sent to a process)", exc)
-        asynchronous = False
-    if asynchronous:
-        start_fork_server(preload)
-    run_batched(episodes, common.settings, agent, envs=envs, asynchronous=asynchronous, **kwargs,
-                on_record=lambda record: on_result(record["episode_id"], record))
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -767,7 +379,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
     ``envs`` (default ``cfg.envs``) > 1 steps that many episodes in lockstep with one batched
-    agent call per step (``vlnverse.eval.batched``), for an agent that acts in batches
+    agent call per step (``vlnverse.run.batched``), for an agent that acts in batches
     (``Agent.acts_in_batches``; others run one episode at a time): with one worker the
     environments are processes; with ``workers`` > 1 each worker steps its scene's episodes so,
     in its own process. The records are the serial run's.
@@ -860,6 +472,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     headline = scoring_for(settings.task_type).headline  # the task's headline success
 
     def on_record(episode_id: str, record: dict) -> None:
+        commit_config_record(out)  # with the first record, the staged config record becomes config.json
         append_record(log_path, record)  # the driver is the only writer of the episode log
         finished.append(to_jsonable(record))  # as written: a resumed run aggregates the same numbers
         bar.update(1)
@@ -873,8 +486,9 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
 
     try:
         if envs > 1 and inline:
-            _run_batched_inline(common, [ep for eps in by_scene.values() for ep in eps], agent, envs, on_record,
-                                preload=preload + ("vlnverse.eval.batched",))
+            run_batched_forked([ep for eps in by_scene.values() for ep in eps], settings, agent, envs,
+                               _batched_kwargs(common), lambda record: on_record(record["episode_id"], record),
+                               preload=preload)
             report = RunReport(received=len(todo))
         else:
             report = run_jobs(eval_scene_job, jobs, on_result=on_record, parallel=parallel, on_failure=on_failure,
@@ -920,7 +534,7 @@ def not_evaluated_line(summary: dict, out: Any) -> str | None:
     skipped = summary.get("overall", {}).get("not_evaluated") or {}
     if not skipped.get("episodes"):
         return None
-    from .report import component_reasons
+    from ..run.summary import component_reasons
 
     total = skipped["episodes"] + summary["overall"]["episodes"]
     by_component = skipped.get("by_component") or {"navigator": skipped["by_reason"]}
@@ -934,7 +548,7 @@ def not_evaluated_line(summary: dict, out: Any) -> str | None:
 def assistant_line(summary: dict) -> str | None:
     """One line when the agent's assistant gave no answer at some steps of evaluated episodes
     (they went on without guidance); None otherwise."""
-    from .report import component_reasons
+    from ..run.summary import component_reasons
 
     down = ((summary.get("overall", {}).get("not_evaluated") or {}).get("by_component") or {}).get("assistant")
     return component_reasons({"assistant": down}) if down else None

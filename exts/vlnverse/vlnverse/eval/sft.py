@@ -62,7 +62,7 @@ def frontier_cells(navigable: np.ndarray, seen: np.ndarray) -> np.ndarray:
 
 def _png(image: np.ndarray, folder: Path) -> str:
     from ..core.io import write_bytes_atomic
-    from .mllm.models import png_bytes
+    from ..run.chat_models import png_bytes
 
     data = png_bytes(image)
     name = f"images/{hashlib.sha256(data).hexdigest()[:24]}.png"
@@ -85,7 +85,7 @@ def export_sft(episodes_path: str | Path, out: str | Path, *, view_size: int = 2
     from ..tasks.tours import load_prior_video
     from ..tasks.types.goals import nearest_viewpoint
     from .mllm.views import snapped_front
-    from .scoring import view_blocking
+    from ..run.scoring import view_blocking
 
     src = Path(episodes_path)
     files = sorted(src.glob("*.jsonl")) if src.is_dir() else [src]

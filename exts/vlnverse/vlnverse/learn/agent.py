@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..eval.agents import Agent, AgentState, register_agent
+from ..run.agents import Agent, AgentState, register_agent
 
 
 def require_torch(needed_by: str = "the policy agent", field: str | None = "agent.name") -> None:
@@ -127,7 +127,7 @@ class PolicyAgent(Agent):
         """The checkpoint's rig as ``CameraSpec``s: each policy sensor's name, kind and size, with the
         field of view and depth range of its training config's ``sensors`` entry (``SensorConfig``'s
         defaults where the config has none)."""
-        from ..eval.config import sensor_config
+        from ..run.setup import sensor_config
 
         trained = {s.get("name"): s for s in (self.train_sensors or []) if isinstance(s, dict)}
         out = []

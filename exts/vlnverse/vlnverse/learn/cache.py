@@ -132,7 +132,7 @@ def generated_episodes(gen: Any, *, task: str, body: str | None = None, cache_di
     import shutil
 
     from ..core.io import write_json_atomic
-    from ..eval.runner import generate_episodes
+    from ..run.episodes import generate_episodes
     from ..tasks.episode import load_episodes
 
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,

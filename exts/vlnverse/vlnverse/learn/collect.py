@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..eval.agents import Agent, AgentState, OracleAgent
+from ..run.agents import Agent, AgentState, OracleAgent
 from ..sim.types import DiscreteAction
 
 
@@ -203,7 +203,7 @@ def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Call
     """Parallel job (``vlnverse.core.parallel``): roll out the episodes ``items`` of one scene with
     a recording agent and ``emit(episode_id, {"record", "instruction", "steps"})`` as each ends;
     the driver writes the steps to the store in the serial order."""
-    from ..eval.rollout import run_scene
+    from ..run.rollout import run_scene
 
     if payload.torch_threads and state.get("torch_threads") != payload.torch_threads:
         import torch  # the learner's numbers match the driver's only with the same intra-op thread count
@@ -297,7 +297,7 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
             records.append(got["record"])
 
     try:
-        from ..eval.runner import WORKER_PRELOAD
+        from ..run.rollout import WORKER_PRELOAD
         from ..sim.api import backend_module
 
         report = run_jobs(collect_scene_job, jobs, on_result=on_result, parallel=parallel,

@@ -42,7 +42,7 @@ from typing import Any
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
 from ..core.parallel import CONFIG_FIELDS, ParallelConfig
-from ..eval.config import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
+from ..run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
 
 #: Training modes.
 TRAIN_MODES = ("il", "dagger")

@@ -464,7 +464,7 @@ class EncoderTrainConfig:
 
     def validate(self) -> None:
         """Known objectives, positive sizes, render settings (normalised to a ``RenderConfig``)."""
-        from ..eval.config import RenderConfig
+        from ..run.setup import RenderConfig
 
         self.render = RenderConfig.parse(self.render, "render")
         bad = [o for o in self.objectives if o not in OBJECTIVES]
@@ -598,7 +598,7 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
 def _config_dict(cfg: EncoderTrainConfig) -> dict[str, Any]:
     """``asdict(cfg)``; ``render`` only when not the defaults (the files and cache keys of default
     renders are the ones from before render settings existed)."""
-    from ..eval.config import RenderConfig
+    from ..run.setup import RenderConfig
 
     data = asdict(cfg)
     render = RenderConfig.parse(cfg.render, "render")

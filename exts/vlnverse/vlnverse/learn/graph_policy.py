@@ -43,7 +43,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError
 from ..core.io import to_jsonable, write_json_atomic
 from ..core.params import param
-from ..eval.agents import Agent, AgentState, register_agent
+from ..run.agents import Agent, AgentState, register_agent
 from ..sim.types import DiscreteAction
 from ..tasks.actions import Decision
 from . import seed_torch
@@ -63,7 +63,7 @@ class GraphObserver:
     view-blocking grid at camera height within ``sight`` m."""
 
     def __init__(self, ctx: Any, sight: float = 4.0):
-        from ..eval.scoring import view_blocking
+        from ..run.scoring import view_blocking
         from ..tasks.tours import object_visibility
 
         graph = ctx.navgraph.graph
@@ -123,7 +123,7 @@ def teacher_steps(episode: Any, ctx: Any, observer: GraphObserver, max_steps: in
     tasks, or whose room has no viewpoint, give no steps."""
     import networkx as nx
 
-    from ..eval.modes import make_mode
+    from ..run.modes import make_mode
 
     info = getattr(episode, "info", {}) or {}
     if not is_decision(episode) or "target_room_id" not in info:
@@ -401,13 +401,11 @@ def is_decision(episode: Any) -> bool:
 def labelled_episodes(cfg: Any, source: Any, field: str, split: str | None, sight: float, max_steps: int,
                       scene_loader: Callable | None) -> list[tuple[Any, list[dict]]]:
     """(episode, teacher steps) of a train/val source (episodes resolved as the trainer does)."""
-    from ..eval.config import EpisodeSource, EvalConfig, NamedSpec
-    from ..eval.runner import resolve_settings
+    from ..run.episodes import run_settings
     from ..tasks.base import load_scene_context
     from .trainer import resolve_split
 
-    settings = resolve_settings(EvalConfig(agent=NamedSpec("graph_policy"), task=cfg.task,
-                                           episodes=EpisodeSource(path="-"), body=cfg.body))
+    settings = run_settings(cfg.task, body=cfg.body)
     episodes = resolve_split(source, split=split, task_type=settings.task_type,
                              task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir, field=field, progress=False,
                              resolve_scenes=scene_loader is None, scene_root=cfg.scene_root)
@@ -482,7 +480,7 @@ class GraphPolicyAgent(Agent):
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """The policy's argmax at the current viewpoint (outside graph mode: the viewpoint
         nearest to the agent, and a waypoint to the chosen one)."""
-        from ..eval.roam import go_to_node
+        from ..run.agents import go_to_node
 
         graph = self._observer.graph
         node = int(state.node) if state.mode == "graph" and state.node is not None else \

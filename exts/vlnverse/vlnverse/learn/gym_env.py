@@ -11,7 +11,7 @@ Each episode is an ``eval.rollout.Rollout``: the evaluation's own rules (start p
 budget, STOP, Strict failures under the runner's collision modes), so the env's episodes end as
 ``vlnverse eval``'s do and ``env.unwrapped.rollout.record()`` is the record the runner writes.
 Settings (step budget, success distance, body) come from the task config unless given
-(``eval.runner.run_settings``). Without ``episodes``, the env generates ``DEFAULT_EPISODES`` of
+(``run.episodes.run_settings``). Without ``episodes``, the env generates ``DEFAULT_EPISODES`` of
 the task (default ``fine_grained``) once into the learn cache and reuses them.
 
 Observation (``Dict``): each sensor of the rig (RGB uint8 (H, W, 3), depth float32 (H, W) in
@@ -54,7 +54,7 @@ DEFAULT_TASK = "fine_grained"
 
 
 def _sensor_configs(sensors: Any) -> list:
-    from ..eval.config import SensorConfig, sensor_config
+    from ..run.setup import SensorConfig, sensor_config
 
     if sensors is None:
         return [SensorConfig("rgb", "rgb", 64, 64), SensorConfig("depth", "depth", 64, 64)]
@@ -83,8 +83,8 @@ class VLNEnv(gym.Env):
                  max_instruction_length: int = 80, success_bonus: float = 2.5, collision_penalty: float = 0.1,
                  mode_params: dict | None = None, scene_loader: Callable | None = None, backend: str = "auto",
                  render_mode: str | None = None, scene_root: Any = None, cache_dir: Any = None, render: Any = None):
-        from ..eval.config import RenderConfig
-        from ..eval.runner import run_settings
+        from ..run.setup import RenderConfig
+        from ..run.episodes import run_settings
         from ..sim.gym_env import observation_space_for
         from ..tasks.episode import load_episodes
         from ..tasks.scene_roots import SceneResolver, root_args, scene_roots
@@ -143,7 +143,7 @@ class VLNEnv(gym.Env):
     def _load_scene(self, scene_path: str) -> None:
         from ..sim import make_simulator
         from ..tasks.base import load_scene_context
-        from ..eval.rollout import scene_mode
+        from ..run.rollout import scene_mode
 
         if self._scene == scene_path:
             return
@@ -181,7 +181,7 @@ class VLNEnv(gym.Env):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Start an episode (``options["episode"]``: index or id; default: a seeded draw)."""
-        from ..eval.rollout import Rollout
+        from ..run.rollout import Rollout
 
         super().reset(seed=seed)
         choice = (options or {}).get("episode")

@@ -4,7 +4,7 @@ Observation → room type, trained with room-level supervision only: the samples
 navigation-graph viewpoints of the training scenes that lie in a room, each labelled with its
 room type from the room maps (no trajectories). The observation is what the semantic panorama
 shows at the viewpoint: the object categories in line of sight within ``sight`` m (3 m), multi-hot
-over the categories seen in training (``eval.roam.semantic_features``). The model is an MLP
+over the categories seen in training (``run.rooms.semantic_features``). The model is an MLP
 (``hidden_size``; 0 = softmax regression) trained with Adam on the cross-entropy (``il.epochs``,
 ``il.batch_size``, ``il.lr``, ``il.weight_decay``; seeded order).
 
@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from ..core.errors import ConfigError, VLNVerseError
 from ..core.io import to_jsonable, write_json_atomic
 from ..core.params import param
-from ..eval.roam import ROOM_CLASSIFIERS, ROOM_SIGHT, multi_hot, room_accuracy, scene_samples
+from ..run.rooms import ROOM_CLASSIFIERS, ROOM_SIGHT, multi_hot, room_accuracy, scene_samples
 from . import seed_torch
 from .policies import POLICIES, check_policy_params
 from .vocab import Vocabulary

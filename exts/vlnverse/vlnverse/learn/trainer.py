@@ -5,8 +5,8 @@ Run folder (``cfg.out``): ``config.json`` (a resumed run must match it), ``last.
 optimizer, data position; saved every ``il.checkpoint_every`` batches, at each epoch end and on
 Ctrl-C), ``best.pt`` (best validation ``validation.metric``; a copy of the last weights when no
 validation ran), ``train_log.csv`` and TensorBoard
-events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/`` (the eval
-runner's outputs of each validation), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
+events in ``tb/`` (CSV only, with a warning, when tensorboard is missing), ``val/<tag>/<split>/`` (each
+validation's episode records and summary, ``run.evaluate``), ``dagger_aggregate/`` (the on-disk aggregate of DAgger steps),
 ``dagger.jsonl`` (β, collected and aggregated steps per round) and ``summary.json``.
 
 Under ``torchrun`` / ``--nproc N`` the trainer runs on every rank; ``learn.distributed`` (the
@@ -19,7 +19,6 @@ import json
 import logging
 import copy
 import math
-import shutil
 import time
 import warnings
 from contextlib import contextmanager
@@ -316,22 +315,18 @@ class Trainer:
 
     def __init__(self, cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,
                  report: Callable[[str], None] = print):
-        from ..eval.config import EpisodeSource, EvalConfig, NamedSpec, ReportConfig
-        from ..eval.runner import resolve_settings
+        from ..run.episodes import resolve_settings
+        from ..run.setup import EpisodeSetup
 
         self.cfg, self.scene_loader, self.progress, self.report = cfg, scene_loader, progress, report
         self.out = Path(cfg.out)
-        # one eval template and its settings per task (a multi-task run's ``tasks``; else the one ``task``)
-        self.templates = {name: EvalConfig(agent=NamedSpec("policy"), task=spec.task if spec else cfg.task,
-                                           episodes=EpisodeSource(path="-"), collision_mode=cfg.collision_mode,
-                                           mode_params=cfg.mode_params, sensors=list(cfg.sensors), body=cfg.body,
-                                           max_steps=cfg.max_steps, success_distance=cfg.success_distance, seed=cfg.seed,
-                                           backend=cfg.backend, limit=cfg.validation.limit,
-                                           report=ReportConfig(enabled=False), plugins=list(cfg.plugins),
-                                           render=copy.deepcopy(cfg.render))
-                          for name, spec in zip(cfg.task_names(), cfg.tasks or [None])}
-        self.task_settings = {name: resolve_settings(t) for name, t in self.templates.items()}
-        self.eval_template = next(iter(self.templates.values()))
+        # what the episodes of each task are played under (a multi-task run's ``tasks``; else the one ``task``)
+        self.setups = {name: EpisodeSetup(task=spec.task if spec else cfg.task, collision_mode=cfg.collision_mode,
+                                          mode_params=cfg.mode_params, sensors=list(cfg.sensors), body=cfg.body,
+                                          max_steps=cfg.max_steps, success_distance=cfg.success_distance,
+                                          backend=cfg.backend, render=copy.deepcopy(cfg.render))
+                       for name, spec in zip(cfg.task_names(), cfg.tasks or [None])}
+        self.task_settings = {name: resolve_settings(s) for name, s in self.setups.items()}
         self.settings = next(iter(self.task_settings.values()))
         self._task_of: dict[int, str] = {}  # id(episode) -> task name (multi-task runs)
         self.val_task: dict[str, str] = {}  # val split key -> task name
@@ -532,11 +527,6 @@ class Trainer:
         return PolicyAgent(policy=self.policy, seed=self.cfg.seed, device=str(self.device),
                            observation=self.observation(task), **kwargs)
 
-    def _agent_params(self, checkpoint: Path, task: str | None) -> dict[str, Any]:
-        """The eval config's ``agent.params`` (what ``vlnverse eval`` would need to repeat the run)."""
-        obs = self.observation(task)
-        return {"checkpoint": str(checkpoint), **({"observation": obs} if obs else {})}
-
     def parallel(self) -> dict[str, Any]:
         """``workers`` / ``engine`` / ``address`` / ``job_timeout`` of the config, for ``collect`` and the cache."""
         return self.cfg.parallel().kwargs()
@@ -657,27 +647,28 @@ class Trainer:
     # ---------------------------------------------------------------- validation
 
     def validate(self, tag: str) -> dict[str, dict[str, Any]]:
-        """Run the eval runner on each ``val`` split with the current weights; metrics per split."""
-        from ..eval.config import EpisodeSource
-        from ..eval.runner import run_eval
-        from ..tasks.episode import save_episodes
-
+        """Evaluate the current weights on each ``val`` split (its first ``validation.limit``
+        episodes, ``run.evaluate``); metrics per split. The records and summary of each split are
+        kept in ``val/<tag>/<split>/`` (``episodes.jsonl``, ``summary.json``)."""
         results = {}
         for name, episodes in self.val_episodes.items():
-            path = self.out / "val_episodes" / f"{name}.jsonl"
-            if not path.is_file():
-                save_episodes(path, episodes)
-            ecfg = _replace(self.templates[self.val_task[name]], episodes=EpisodeSource(path=str(path)),
-                            out=str(self.out / "val" / tag / name))
             task = self.val_task[name]
-            ecfg.agent.params = self._agent_params(self.last_path, task)
-            if Path(ecfg.out).exists():
-                shutil.rmtree(ecfg.out)  # the weights of this tag may differ from an interrupted earlier try
-            summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda task=task: self._agent(task, threads=None),
-                               envs=self.cfg.validation.envs)
-            results[name] = summary["overall"]["means"]
+            limit = self.cfg.validation.limit
+            got = self._evaluate(task, episodes[:limit] if limit is not None else episodes, self.out / "val" / tag / name,
+                                 self._agent(task, threads=None), envs=self.cfg.validation.envs)
+            results[name] = got.summary["overall"]["means"]
         return results
+
+    def _evaluate(self, task: str, episodes: list, folder: Path, agent: Any, *, envs: int = 1) -> Any:
+        """``run.evaluate`` of ``episodes`` under ``task``'s setup with ``agent``; its records and
+        summary are written to ``folder`` (``episodes.jsonl``, ``summary.json``)."""
+        from ..core.io import write_jsonl_atomic
+        from ..run.evaluation import evaluate
+
+        got = evaluate(self.setups[task], episodes, agent, envs=envs, seed=self.cfg.seed, scene_loader=self.scene_loader)
+        write_jsonl_atomic(folder / "episodes.jsonl", got.records)
+        write_json_atomic(folder / "summary.json", got.summary)
+        return got
 
     def task_report(self) -> dict[str, Any]:
         """Multi-task runs: the selected weights (``best.pt``) evaluated on every split of every task
@@ -685,32 +676,19 @@ class Trainer:
         for a policy with a mixture of experts (``gama``), the experts fired per task and decision
         step (``gama.expert_usage`` over the splits' episode records) -> ``expert_usage.json`` and
         ``expert_usage.png``."""
-        from ..eval.config import EpisodeSource
-        from ..eval.runner import EPISODES_FILE, run_eval
-        from ..tasks.episode import save_episodes
-
         ckpt = self.best_path if self.best_path.is_file() else self.last_path
         self.policy.load_state_dict(read_checkpoint(ckpt)["state_dict"])
         report: dict[str, Any] = {"checkpoint": str(ckpt), "tasks": {}}
         records: dict[str, list] = {name: [] for name in self.cfg.task_names()}
         for key, episodes in self.val_episodes.items():
             name, split = key.split("/", 1)
-            path = self.out / "val_episodes" / f"{key}.jsonl"
-            if not path.is_file():
-                save_episodes(path, episodes)
-            out = self.out / "tasks" / name / split
-            ecfg = _replace(self.templates[name], episodes=EpisodeSource(path=str(path)), out=str(out), limit=None)
-            ecfg.agent.params = self._agent_params(ckpt, name)
-            if out.exists():
-                shutil.rmtree(out)
-            summary = run_eval(ecfg, progress=False, print_summary=False, scene_loader=self.scene_loader,
-                               agent_factory=lambda name=name: self._agent(name))
-            means = summary["overall"]["means"]
+            got = self._evaluate(name, episodes, self.out / "tasks" / name / split, self._agent(name))
+            means = got.summary["overall"]["means"]
             report.setdefault("observation", {})[name] = self.observation(name) or {"view": "panoramic"}
             report["tasks"].setdefault(name, {})[split] = {
-                "episodes": summary["overall"]["episodes"],
+                "episodes": got.summary["overall"]["episodes"],
                 **{m: (round(float(means[m]), 4) if means.get(m) is not None else None) for m in ("SR", "SPL", "nDTW", "NE", "OSR")}}
-            records[name] += [json.loads(line) for line in (out / EPISODES_FILE).read_text(encoding="utf-8").splitlines() if line.strip()]
+            records[name] += got.records
             m = report["tasks"][name][split]
             self.report(f"[tasks] {name} {split}: SR {m['SR'] or 0:.3f} SPL {m['SPL'] or 0:.3f} ({m['episodes']} episodes)")
         report.update(self.policy.multitask_report({n: r for n, r in records.items() if r}, self.out))
@@ -987,16 +965,6 @@ def merge_collected(parts: list[dict[str, Any]]) -> dict[str, Any]:
     steps, seconds = sum(p["steps"] for p in parts), sum(p["seconds"] for p in parts)
     return {"episodes": sum(p["episodes"] for p in parts), "steps": steps, "seconds": round(seconds, 3),
             "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": [r for p in parts for r in p["records"]]}
-
-
-def _replace(cfg: Any, **changes: Any) -> Any:
-    """A copy of a config dataclass with ``changes`` (the agent spec copied too)."""
-    import copy
-    from dataclasses import replace
-
-    out = replace(cfg, **changes)
-    out.agent = copy.deepcopy(cfg.agent)
-    return out
 
 
 def run_training(cfg: TrainConfig, *, scene_loader: Callable | None = None, progress: bool = True,

@@ -1,6 +1,6 @@
 """A local Hugging Face vision-language model as an MLLM chat model (``model.name: transformers``).
 
-It lives in the learning layer because it runs torch; ``vlnverse.eval.models`` names it and
+It lives in the learning layer because it runs torch; ``vlnverse.run.models`` names it and
 imports this module on first use, so evaluating API models never imports torch or transformers.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..eval.mllm.models import ChatModel, ChatModelParams, Generation
-from ..eval.models import register_model
+from ..run.chat_models import ChatModel, ChatModelParams, Generation
+from ..run.models import register_model
 
 
 @dataclass(kw_only=True)

@@ -2,5 +2,5 @@
 results pages generated from them (``vlnverse results page``).
 
 Reads eval run folders (``summary.json`` + ``episodes.jsonl``) and ``bench train`` JSON files of
-results format 2 (``eval.runner.RESULTS_FORMAT``); older files are refused with one line.
+results format 2 (``run.summary.RESULTS_FORMAT``); older files are refused with one line.
 """

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..eval.runner import (EPISODES_FILE, INTERVAL_METRICS, RESULTS_FORMAT, SUMMARY_FILE, home_of, is_evaluated,
-                           read_finished)
+from ..eval.runner import EPISODES_FILE, SUMMARY_FILE
+from ..run.summary import INTERVAL_METRICS, RESULTS_FORMAT, home_of
+from ..run.records import is_evaluated, read_finished
 
 #: metrics of the paired comparisons; the verdict is the first one's
 COMPARED_METRICS = ("SR", "SPL")

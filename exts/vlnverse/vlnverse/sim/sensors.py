@@ -37,7 +37,7 @@ def _validate_mount(mount: tuple, prefix: str = "mount") -> None:
 
 
 #: The one set of camera limits: every camera (``CameraSpec``, a ``PanoramaSpec``'s camera, and the configs'
-#: ``vlnverse.eval.config.SensorConfig``, which is made of ``CameraSpec``'s fields) is checked against these by ``check_camera``.
+#: ``vlnverse.run.setup.SensorConfig``, which is made of ``CameraSpec``'s fields) is checked against these by ``check_camera``.
 IMAGE_SIDE_PX = (1, 4096)  # image width and height, pixels (inclusive)
 HFOV_DEG = (0.0, 180.0)  # horizontal field of view, degrees (low, high), both excluded
 MAX_DEPTH_M = (0.1, 1000.0)  # the depth range's far end, metres (inclusive)
@@ -68,7 +68,7 @@ def _validate_rate(rate_hz: Any) -> None:
             "rate_hz", f"got {rate_hz!r}", "None (every observation) or a positive rate in Hz")
 
 
-#: The ``CameraSpec`` fields a config file's camera entry sets (``vlnverse.eval.config.SensorConfig``,
+#: The ``CameraSpec`` fields a config file's camera entry sets (``vlnverse.run.setup.SensorConfig``,
 #: made from them: ``name`` required, the rest with the defaults below); the others keep their defaults.
 CONFIG_CAMERA_FIELDS = ("name", "kind", "width", "height", "hfov_deg", "max_depth")
 

@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..core.config import from_dict, load_yaml, require
-from ..eval.config import RenderConfig, fill_render_objects
+from ..run.setup import RenderConfig
+from ..eval.config import fill_render_objects
 from ..scenes.object_meshes import RECOGNISABLE_OBJECTS
 
 DEFAULT_CONSENT = (

@@ -1,6 +1,6 @@
 """``vlnverse study score DIR``: the human row per task, with the evaluation's metrics and table.
 
-Each ended episode's CSV is scored by the evaluation's own scoring (``vlnverse.eval.scoring.score_rollout``
+Each ended episode's CSV is scored by the evaluation's own scoring (``vlnverse.run.scoring.score_rollout``
 on the replayed log: geodesic NE/SR/OSR/SPL on the scene's navigable map, nDTW/sDTW/CLS against the
 reference, CR, and whatever the task type declares)
 under the episode's collision mode: success needs the participant's Enter (a STOP) and, under
@@ -49,7 +49,7 @@ def resample_by_arc_length(xy: np.ndarray, spacing: float) -> np.ndarray:
 @dataclass
 class RecordedRollout:
     """A finished episode replayed from its log, with the attributes the evaluation's scoring
-    reads from a live ``Rollout`` (``vlnverse.eval.scoring.score_rollout``)."""
+    reads from a live ``Rollout`` (``vlnverse.run.scoring.score_rollout``)."""
 
     episode: Any
     ctx: Any
@@ -76,7 +76,7 @@ def score_csv(path: Path, episode: Any, end: dict, *, forward_step: float = 0.25
     """The runner-style record of one participant's episode (metrics, trajectory, collisions)."""
     from types import SimpleNamespace
 
-    from ..eval.scoring import score_rollout
+    from ..run.scoring import score_rollout
     from ..sim.body import load_body
     from ..tasks.base import load_scene_context, load_task_config
 
@@ -150,7 +150,7 @@ def score_records(study_dir: str | Path, scene_root: Any = None) -> tuple[list[d
 def human_rows(records: list[dict]) -> dict[str, dict]:
     """Per ``task/mode``: the mean over participants of each participant's mean, the standard
     deviation over participants, and each participant's means."""
-    from ..eval import metrics as M
+    from ..run import metrics as M
 
     out: dict[str, dict] = {}
     groups: dict[str, dict[str, list]] = {}
@@ -172,7 +172,7 @@ def score_study(study_dir: str | Path, *, json_path: str | Path | None = None, p
                 scene_root: Any = None) -> dict:
     """Score a study folder; print the table (human row and its spread per task) and write
     ``DIR/summary.json`` (``vlnverse eval``'s layout plus ``human``) and ``DIR/human_episodes.jsonl``."""
-    from ..eval.runner import print_table, summarize
+    from ..run.summary import print_table, summarize
 
     root = Path(study_dir)
     records, skipped = score_records(root, scene_root)

@@ -240,8 +240,8 @@ class ParticipantDriver:
             self._finish(cmd[1], episode_id=cmd[2])
 
     def _load(self, episode_id: str) -> None:
-        from ..eval.rollout import Rollout, scene_mode
-        from ..eval.runner import RunSettings
+        from ..run.rollout import Rollout, scene_mode
+        from ..run.episodes import RunSettings
         from ..sim import make_simulator
         from ..sim.sensors import CameraSpec
         from ..sim.types import AgentPose

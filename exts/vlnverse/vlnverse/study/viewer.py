@@ -76,7 +76,7 @@ def timeline(record: dict) -> list[dict]:
 def metric_columns(metrics: dict) -> list[str]:
     """The metric columns of a record in one order for every run kind (agent or human): the
     evaluation table's columns, then its hidden ones, then any task-specific metric by name."""
-    from ..eval.runner import TABLE_COLUMNS, TABLE_HIDDEN
+    from ..run.summary import TABLE_COLUMNS, TABLE_HIDDEN
 
     base = [*TABLE_COLUMNS, *TABLE_HIDDEN]
     extra = sorted(k for k, v in metrics.items() if k not in base and (v is None or isinstance(v, (int, float)))
@@ -139,7 +139,7 @@ class Run:
             episodes_file = self.path / "episodes.jsonl"
             self.summary = None
         elif (self.path / "episodes.jsonl").is_file():
-            from ..eval.runner import read_finished
+            from ..run.records import read_finished
 
             self.kind, self.skipped = "eval", None
             self.records = {r["episode_id"]: r for r in read_finished(self.path / "episodes.jsonl")}

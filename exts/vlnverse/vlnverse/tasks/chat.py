@@ -2,7 +2,7 @@
 
 :class:`ChatClient` is every chat client of the toolkit: the LLM stage of instruction generation
 and the dialogue oracle call :meth:`ChatClient.complete` (text in, text out, ``LLMError`` on any
-failure); the MLLM agents' chat models (``vlnverse.eval.mllm.models``: OpenAI-compatible
+failure); the MLLM agents' chat models (``vlnverse.run.chat_models``: OpenAI-compatible
 servers, Ollama) send through :meth:`ChatClient.send` (retries with back-off, failures by kind)
 and keep their own :class:`CircuitBreaker`, the same type the client's ``complete`` uses.
 

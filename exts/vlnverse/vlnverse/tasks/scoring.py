@@ -4,7 +4,7 @@ Every task type (a registered ``TaskGenerator``) carries a :class:`TaskScoring`:
 are ordered sub-goals, whether the agent ends with a FOUND / NOT_FOUND :class:`~vlnverse.tasks.actions.Decision`, whether
 it picks a prior-video frame (:class:`~vlnverse.tasks.actions.SelectFrame`), how its goal region is measured, which
 success rate is its headline, and optionally its own metrics and success rule. The evaluator
-(``vlnverse.eval.scoring``) reads the declaration; it holds no task names::
+(``vlnverse.run.scoring``) reads the declaration; it holds no task names::
 
     @register_task("my_task")
     class MyTask(TaskGenerator):

@@ -44,9 +44,9 @@ from ...core.errors import VLNVerseError
 from ...core.params import param
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.actions import Decision, SelectFrame
-from ..agents import Agent, AgentState, register_agent
-from ..rollout import NotEvaluated
-from .models import ChatModel, image_sha256, png_bytes
+from ...run.agents import Agent, AgentState, register_agent
+from ...run.rollout import NotEvaluated
+from ...run.chat_models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
 from .parsing import parse_action
 from .views import Candidate, ViewRenderer, angle_text, directions_map, make_candidates, snapped_front, stitch
@@ -168,7 +168,7 @@ class MLLMAgent(Agent):
                              "(or ollama / transformers / scripted)")
         if not isinstance(self.model, ChatModel):
             raise ValueError(f"agent '{self.name}': the model is a {type(self.model).__name__}, not a chat model "
-                             "(a MODELS entry built on vlnverse.eval.mllm.models.ChatModel)")
+                             "(a MODELS entry built on vlnverse.run.chat_models.ChatModel)")
         from ...paths import cache_dir
 
         self.max_reprompts, self.max_questions = int(max_reprompts), int(max_questions)
@@ -182,12 +182,12 @@ class MLLMAgent(Agent):
         self._logged_size: tuple[int, int] | None = None
         self.captioner: ChatModel | None = None
         if caption_model:
-            from ..models import make_model
+            from ...run.models import make_model
 
             self.captioner = make_model(caption_model["name"], caption_model.get("params", {}))
         self.assistant: ChatModel | None = None
         if assistant:
-            from ..models import make_model
+            from ...run.models import make_model
 
             self.assistant = make_model(assistant["name"], assistant.get("params", {}))
         self.max_consultations, self.consult_away_steps = int(max_consultations), int(consult_away_steps)
@@ -389,7 +389,7 @@ class MLLMAgent(Agent):
 
     def act(self, observations: dict[str, Any], state: AgentState) -> Any:
         """Prompt the model with the step's observation and return the parsed action; raises
-        :class:`~vlnverse.eval.rollout.NotEvaluated` when the endpoint gives no answer. All model
+        :class:`~vlnverse.run.rollout.NotEvaluated` when the endpoint gives no answer. All model
         calls of the step end within the model's ``step_timeout``."""
         if self._pending_stop:
             return self._act(observations, state)
@@ -491,8 +491,8 @@ class MLLMAgent(Agent):
 
     def _consult(self, state: AgentState, record: dict) -> None:
         """Ask the assistant for guidance when the navigator looks stuck
-        (:func:`vlnverse.eval.diagnostics.stuck_reason`), at most ``max_consultations`` times."""
-        from ..diagnostics import stuck_reason
+        (:func:`vlnverse.run.diagnostics.stuck_reason`), at most ``max_consultations`` times."""
+        from ...run.diagnostics import stuck_reason
 
         points, dists = self._track
         points.append([float(v) for v in state.pose.xy])
@@ -524,7 +524,7 @@ class MLLMAgent(Agent):
     def assistant_prompt(self, state: AgentState, reason: str, goal_distance: float | None) -> str:
         """What the assistant knows (privileged: the reference route from the navigator's pose,
         the turns and landmarks ahead, the distance to the goal), never a viewpoint id."""
-        from ..diagnostics import _polyline, clauses, project, scene_landmarks
+        from ...run.diagnostics import _polyline, clauses, project, scene_landmarks
         from .views import direction_of
 
         why = {"loop": "it came back to a place it had already left",

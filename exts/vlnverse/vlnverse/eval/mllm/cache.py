@@ -47,7 +47,7 @@ MATCH_TOLERANCE = 0.05
 def render_settings(options: dict | None) -> tuple[str, str]:
     """(quality, objects) of ``make_simulator`` render ``options`` (``SceneContext.render_options``),
     the backend's defaults filled in."""
-    from ..config import RenderConfig
+    from ...run.setup import RenderConfig
 
     default = RenderConfig()
     options = options or {}
@@ -232,7 +232,7 @@ def build_cache(scenes: Any, root: str | Path | None = None, *, size: int = 224,
     from ...sim.body import load_body
     from ...tasks.base import load_scene_context
     from ...tasks.dataset import resolve_scene_paths
-    from ..config import RenderConfig
+    from ...run.setup import RenderConfig
 
     render = RenderConfig(*render_settings({"quality": quality, "objects": objects}))
     render.validate()

@@ -45,7 +45,7 @@ class WaypointTrainConfig:
     def validate(self) -> None:
         """Ranges of the numeric fields; ``model`` keys among the predictor's, a positive
         ``model.image_size``. Reads nothing but the fields."""
-        from ...eval.config import RenderConfig
+        from ...run.setup import RenderConfig
 
         check_ranges(self, prefix="")
         self.render = RenderConfig.parse(self.render, "render")

@@ -158,7 +158,7 @@ def score_frame_selection(episode: Any, selected_frame: int | None) -> dict[str,
 
 def view_blocking(ctx: Any, cache: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The scene's view-blocking grid at camera height; kept in ``cache`` (a per-scene dict,
-    e.g. a :class:`~vlnverse.eval.rollout.Rollout`'s ``scene_cache``) when one is given."""
+    e.g. a :class:`~vlnverse.run.rollout.Rollout`'s ``scene_cache``) when one is given."""
     from ..tasks.tours import view_blocking_grid
 
     key = ("view_blocking", id(ctx.desc), ctx.planner.resolution, ctx.body.camera_height)

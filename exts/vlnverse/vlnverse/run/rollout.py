@@ -32,18 +32,23 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from ..core.io import to_jsonable
+from ..tasks.base import WORKER_PRELOAD as SCENE_WORKER_PRELOAD
 from ..tasks.scoring import TaskScoring, has_ordered_goals, scoring_for
 from .agents import Agent, AgentState
 from .scoring import goal_distance_fn, score_rollout  # noqa: F401  (goal_distance_fn re-exported)
 
 log = logging.getLogger(__name__)
 
+#: modules every worker that runs episodes needs (scene loading, maps, rollouts; the backend's
+#: module is added per run): imported once by the local fork server
+WORKER_PRELOAD = SCENE_WORKER_PRELOAD + ("vlnverse.run.rollout", "vlnverse.run.modes", "vlnverse.run.diagnostics")
+
 
 class NotEvaluated(Exception):
     """Raised by an agent whose model endpoint gave no answer (unreachable, timeout, 5xx, auth,
     a body that is not a chat completion ...): the episode ends *not evaluated*, its record says
     why (``outcome``, ``not_evaluated``) and the runner leaves it out of the metrics and runs it
-    again on resume. ``kind`` is the reason (``vlnverse.eval.mllm.models.ENDPOINT_ERRORS``),
+    again on resume. ``kind`` is the reason (``vlnverse.run.chat_models.ENDPOINT_ERRORS``),
     ``component`` the model that gave no answer (:data:`COMPONENTS`: the ``navigator``, the
     ``captioner`` of its views; an ``assistant`` outage never ends an episode)."""
 
@@ -311,7 +316,7 @@ class Rollout:
         }
         if self.not_evaluated:
             record["not_evaluated"] = self.not_evaluated
-        if self.done:  # the failed episode's first error (``vlnverse.eval.diagnostics``), for every agent
+        if self.done:  # the failed episode's first error (``vlnverse.run.diagnostics``), for every agent
             from .diagnostics import episode_first_error, scene_landmarks
 
             record["first_error"] = episode_first_error(

@@ -40,5 +40,5 @@ def make_model(name: str, params: dict[str, Any] | None = None) -> Any:
 # Models of modules above this one register themselves on import; they are named here and imported
 # on first use (so this registry never imports its plug-ins: no import circle, no torch for API models).
 for _name in ("openai", "ollama", "scripted"):
-    MODELS.register_lazy(_name, "vlnverse.eval.mllm.models")
+    MODELS.register_lazy(_name, "vlnverse.run.chat_models")
 MODELS.register_lazy("transformers", "vlnverse.learn.vlm")   # torch: the learning layer

@@ -1,7 +1,7 @@
 """Batched evaluation (``vlnverse eval --envs N``): N episodes in lockstep, one agent call per step.
 
 Each of the N *slots* is an :class:`EpisodeEnv`, a gymnasium environment that runs one
-:class:`~vlnverse.eval.rollout.Rollout` at a time (its scene's context, simulator and collision
+:class:`~vlnverse.run.rollout.Rollout` at a time (its scene's context, simulator and collision
 mode live there); ``sim.vector_env.make_vector_env`` puts them in subprocesses (gymnasium's
 ``AsyncVectorEnv``, auto-reset disabled) or, inside a parallel worker, in the worker itself. The
 agent stays in this process: every step it acts for all live episodes at once

@@ -33,12 +33,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Sequence
 
-from ...core.cache_key import content_key
-from ...core.errors import ConfigError
-from ...core.params import param
-from ...core.io import endpoint_host, write_json_atomic
-from ...tasks.chat import FAILURE_KINDS, ChatClient, ChatFailure, ChatReply, CircuitBreaker, chat_reply
-from ..models import register_model
+from ..core.cache_key import content_key
+from ..core.errors import ConfigError
+from ..core.params import param
+from ..core.io import endpoint_host, write_json_atomic
+from ..tasks.chat import FAILURE_KINDS, ChatClient, ChatFailure, ChatReply, CircuitBreaker, chat_reply
+from .models import register_model
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class ChatModel:
         if cache == "refresh":
             cache, cache_refresh = True, True
         if cache is True:
-            from ...paths import cache_dir
+            from ..paths import cache_dir
 
             cache = cache_dir() / "mllm_responses"
         self.cache = ResponseCache(cache) if cache else None

@@ -1,7 +1,7 @@
 """What ``summary.json`` says of the chat models an agent talks to: the ``generation`` block
 (from the step logs of the records) and the ``model`` block (who answered).
 
-Both read only the episode records and the agent's :meth:`~vlnverse.eval.agents.Agent.chat_models`
+Both read only the episode records and the agent's :meth:`~vlnverse.run.agents.Agent.chat_models`
 hook: an agent's step log entry (``agent_outputs[i]``) that holds a ``generation`` dict
 (requests, cache hits, tokens, latency, calls, re-prompts, error kind) counts, whatever the agent.
 """
@@ -46,7 +46,7 @@ def model_identity(agent: Any, agent_name: str, records: list[dict]) -> dict[str
     """Who answered: the agent, its prompt version, its ``navigator`` chat model (kind,
     configured name, the models the endpoint says served the answers, the endpoint host: never a
     key or a path), requests and cache hits over ``records``; every other role of
-    :meth:`~vlnverse.eval.agents.Agent.chat_models` (``assistant``, ``captioner``...) as a block of
+    :meth:`~vlnverse.run.agents.Agent.chat_models` (``assistant``, ``captioner``...) as a block of
     its own. An agent without a navigator chat model (a learned policy): ``model`` None."""
     models = agent.chat_models()
     navigator = models.get("navigator")

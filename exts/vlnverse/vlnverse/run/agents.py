@@ -12,7 +12,7 @@ state)`` returns an action (a ``DiscreteAction`` or its name/int, a ``VelocityAc
 ``WaypointAction``, or a neighbour node id in graph mode). Whatever an agent wants logged per
 step (text, reasoning, scores) goes into ``self.outputs``; the runner stores it with the episode.
 
-An agent that talks to chat models (``vlnverse.eval.mllm.models.ChatModel``, wherever it keeps
+An agent that talks to chat models (``vlnverse.run.chat_models.ChatModel``, wherever it keeps
 them) names them by role in :meth:`Agent.chat_models`; through that hook alone the runner puts
 them under the run-wide request limit (``model.concurrency``), lets the agents of one run share a
 circuit breaker per role (:func:`join_run`) and names them in ``summary.json``.
@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
+from ..core.errors import ConfigError
 from ..core.params import param, parse_params
 from ..core.registry import Registry
 from ..sim.api import ControlConfig
@@ -102,7 +103,7 @@ class AgentState:
 
 
 class ChatComponent(Protocol):
-    """What the runner needs of a chat model an agent talks to (``vlnverse.eval.mllm.models.ChatModel``
+    """What the runner needs of a chat model an agent talks to (``vlnverse.run.chat_models.ChatModel``
     is one): its ``kind`` and configured ``model`` name, its ``endpoint`` (no credentials), the
     ``breaker`` that counts its endpoint failures (``vlnverse.tasks.chat.CircuitBreaker``, shared
     by the agents of one run) and the run-wide ``request_limit`` it takes around each request
@@ -227,6 +228,34 @@ def join_run(agent: Agent, limit: Any = None, peer: Agent | None = None) -> None
         other = theirs.get(role)
         if other is not None and other is not model:
             model.breaker = other.breaker
+
+
+def agent_rig(agent: Agent, sensors: list, *, agent_name: str = "the agent") -> list:
+    """``sensors`` (``CameraSpec`` list) plus the cameras ``agent.required_sensors(sensors)`` asks
+    for; a camera whose name the rig already gives to a different camera is a ``ConfigError``."""
+    out = list(sensors)
+    for spec in agent.required_sensors(list(sensors)):
+        same = next((s for s in out if s.name == spec.name), None)
+        if same is None:
+            out.append(spec)
+        elif same != spec:
+            raise ConfigError(f"the agent needs camera '{spec.name}' as {spec.kind} {spec.width}x{spec.height}, "
+                              f"the rig has it as {same.kind} {same.width}x{same.height}", field="sensors",
+                              expected=f"a rig whose camera '{spec.name}' is what {agent_name} needs, or "
+                                       f"another name for the rig's camera")
+    return out
+
+
+def go_to_node(graph: Any, node: int, state: AgentState) -> Any:
+    """The action that moves to viewpoint ``node``: the node id in graph mode, else a
+    ``WaypointAction`` to its position, facing it (Tel-Hop, Strict's waypoint controller)."""
+    if state.mode == "graph":
+        return node
+    xy = np.asarray(graph.nodes[node]["position"][:2], dtype=float)
+    d = xy - np.asarray(state.pose.xy, dtype=float)
+    rel = math.atan2(d[1], d[0]) - state.pose.yaw
+    dist = float(np.linalg.norm(d))
+    return WaypointAction(dx=dist * math.cos(rel), dy=dist * math.sin(rel), dyaw=rel, timeout=10.0)
 
 
 @dataclass
