@@ -26,7 +26,7 @@ from typing import Any
 
 from ..core.config import load_config, parse_overrides, require
 from ..core.errors import ConfigError, UnknownNameError
-from ..run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
+from ..run.setup import EpisodeSetup, EpisodeSource, NamedSpec
 from ..scenes.object_meshes import RECOGNISABLE_OBJECTS
 
 
@@ -67,12 +67,13 @@ class ReportConfig:
 MAX_ENVS = 256
 
 
-@dataclass
-class EvalConfig:
-    """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a collision mode."""
+@dataclass(kw_only=True)
+class EvalConfig(EpisodeSetup):
+    """One evaluation run: an agent (optionally wrapping a model) on a task's episodes under a
+    collision mode; the ``EpisodeSetup`` fields (task, collision mode, sensors, body, limits,
+    backend, render) and these."""
 
     agent: NamedSpec
-    task: str
     #: a JSONL path or ``{path | generate}``; ignored (set to null) with a ``benchmark``
     episodes: Any = None
     model: ModelSpec | None = None
@@ -81,17 +82,7 @@ class EvalConfig:
     #: a benchmark's name (``scenes_usd/benchmarks/<name>.json``) or definition file: the episodes
     #: are its ``split`` (``val_unseen`` or ``test``)
     benchmark: str | None = None
-    collision_mode: str = "strict"
-    #: per-mode parameters, e.g. ``{strict: {displacement_threshold: 0.1}}``; only the selected
-    #: mode's entry is used
-    mode_params: dict[str, Any] = field(default_factory=dict)
-    sensors: list[SensorConfig] = field(default_factory=lambda: [
-        SensorConfig(name="rgb", kind="rgb"), SensorConfig(name="depth", kind="depth")])
-    body: str | None = None
-    max_steps: int | None = None
-    success_distance: float | None = None
     seed: int = 0
-    backend: str = "auto"
     out: str = "runs/eval"
     limit: int | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
@@ -101,8 +92,7 @@ class EvalConfig:
     #: modules imported before the run (they register agents, task types, models ...):
     #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
     plugins: list[str] = field(default_factory=list)
-    render: RenderConfig = field(default_factory=RenderConfig)
-    #: episodes stepped in lockstep with one batched agent call per step (``eval.batched``; agents
+    #: episodes stepped in lockstep with one batched agent call per step (``run.batched``; agents
     #: that act in batches); the records do not depend on it
     envs: int = 1
 

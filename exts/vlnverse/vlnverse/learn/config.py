@@ -42,7 +42,7 @@ from typing import Any
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
 from ..core.parallel import CONFIG_FIELDS, ParallelConfig
-from ..run.setup import EpisodeSource, NamedSpec, RenderConfig, SensorConfig
+from ..run.setup import EpisodeSetup, EpisodeSource, NamedSpec, SensorConfig
 
 #: Training modes.
 TRAIN_MODES = ("il", "dagger")
@@ -261,22 +261,20 @@ class TaskSpec:
             self.observation = ObservationSetup.parse(self.observation).to_dict()
 
 
-@dataclass
-class TrainConfig:
-    """One training run (see the module docstring)."""
+@dataclass(kw_only=True)
+class TrainConfig(EpisodeSetup):
+    """One training run (see the module docstring): the ``EpisodeSetup`` fields (task, collision
+    mode, sensors, body, limits, backend, render; a discrete policy trains in Tel-Hop on a 64² RGB-D
+    rig by default) and these."""
 
     policy: NamedSpec
     task: str = ""
+    collision_mode: str = "telhop"
+    sensors: list[SensorConfig] = field(default_factory=lambda: [
+        SensorConfig(name="rgb", kind="rgb", width=64, height=64), SensorConfig(name="depth", kind="depth", width=64, height=64)])
     train: Any = None
     train_split: str | None = None
     val: dict[str, Any] = field(default_factory=dict)
-    collision_mode: str = "telhop"
-    mode_params: dict[str, Any] = field(default_factory=dict)
-    sensors: list[SensorConfig] = field(default_factory=lambda: [
-        SensorConfig(name="rgb", kind="rgb", width=64, height=64), SensorConfig(name="depth", kind="depth", width=64, height=64)])
-    body: str | None = None
-    max_steps: int | None = None
-    success_distance: float | None = None
     max_instruction_length: int = 80
     mode: str = "il"
     init: str | None = None
@@ -290,7 +288,6 @@ class TrainConfig:
     #: ``$VLNVERSE_JOBS``, default 1: ``learn.auto_threads``) or null (torch's default); 1 is fastest on a busy shared machine
     threads: Any = None
     seed: int = 0
-    backend: str = "auto"
     out: str = "runs/train"
     #: scenes rolled out in parallel when the observation cache is rendered and in DAgger
     #: collection (``vlnverse.core.parallel``: ``local`` processes or a ``ray`` cluster at
@@ -308,10 +305,8 @@ class TrainConfig:
     plugins: list[str] = field(default_factory=list)
     #: a multi-task run: one ``TaskSpec`` per task, replacing ``task`` / ``train`` / ``val`` (module docstring)
     tasks: list[TaskSpec] = field(default_factory=list)
-    #: how every simulator of the run draws (``quality`` fast | default | high, ``objects`` primitives
-    #: | meshes; the eval config's ``render``): the teacher cache, DAgger, validation, pretrained
-    #: encoders resolved with ``path: auto``; recorded in the checkpoints, not forced at evaluation
-    render: RenderConfig = field(default_factory=RenderConfig)
+    # ``render`` (``EpisodeSetup``) draws the teacher cache, DAgger, validation and the pretrained
+    # encoders resolved with ``path: auto``; recorded in the checkpoints, not forced at evaluation
 
     def validate(self) -> None:
         """Check fields; normalise ``train`` / ``val`` into ``EpisodeSource`` objects."""
@@ -415,10 +410,6 @@ class TrainConfig:
         if dist != {"batch": "global", "lr_scaling": "none"}:  # the default trains what one process does
             data["distributed"] = dist
         return data
-
-    def sensor_specs(self) -> list:
-        """The simulator's ``CameraSpec`` list."""
-        return [s.to_spec() for s in self.sensors]
 
     def render_options(self) -> dict[str, str]:
         """The ``make_simulator`` render options of the run (``render``; empty for the defaults)."""

@@ -321,10 +321,7 @@ class Trainer:
         self.cfg, self.scene_loader, self.progress, self.report = cfg, scene_loader, progress, report
         self.out = Path(cfg.out)
         # what the episodes of each task are played under (a multi-task run's ``tasks``; else the one ``task``)
-        self.setups = {name: EpisodeSetup(task=spec.task if spec else cfg.task, collision_mode=cfg.collision_mode,
-                                          mode_params=cfg.mode_params, sensors=list(cfg.sensors), body=cfg.body,
-                                          max_steps=cfg.max_steps, success_distance=cfg.success_distance,
-                                          backend=cfg.backend, render=copy.deepcopy(cfg.render))
+        self.setups = {name: EpisodeSetup.of(cfg, task=spec.task if spec else cfg.task)
                        for name, spec in zip(cfg.task_names(), cfg.tasks or [None])}
         self.task_settings = {name: resolve_settings(s) for name, s in self.setups.items()}
         self.settings = next(iter(self.task_settings.values()))

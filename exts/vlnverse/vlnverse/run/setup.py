@@ -164,8 +164,12 @@ class EpisodeSetup:
     """What every episode of a run is played under: the ``task`` (its config, ``tasks/types/<task>/config.yaml``,
     gives unset ``body``, ``max_steps`` and ``success_distance``), the collision mode and its
     per-mode parameters (``mode_params``, keyed by mode name), the camera rig (``sensors``), the
-    simulator ``backend`` and the ``render`` options. Eval and train configs hold these fields;
-    :func:`vlnverse.run.evaluate` runs episodes under one."""
+    simulator ``backend`` and the ``render`` options.
+
+    ``EvalConfig`` and ``TrainConfig`` are setups with more fields (they extend this class, so
+    their YAML files keep these fields at the top level, validated by each config's ``validate``);
+    :meth:`of` takes the setup out of either, and :func:`vlnverse.run.evaluation.evaluate` runs
+    episodes under one."""
 
     task: str
     collision_mode: str = "strict"
@@ -177,7 +181,17 @@ class EpisodeSetup:
     max_steps: int | None = None
     success_distance: float | None = None
     backend: str = "auto"
+    #: how every simulator of the run draws (``quality`` fast | default | high, ``objects`` primitives | meshes)
     render: RenderConfig = field(default_factory=RenderConfig)
+
+    @classmethod
+    def of(cls, config: "EpisodeSetup", **changes: Any) -> "EpisodeSetup":
+        """The setup fields of ``config`` (an eval or train config, or a setup) as a setup of their
+        own (deep copies), with ``changes`` (e.g. another ``task``)."""
+        import copy
+
+        values = {f.name: copy.deepcopy(getattr(config, f.name)) for f in fields(cls)}
+        return cls(**{**values, **changes})
 
     def sensor_specs(self) -> list[CameraSpec]:
         """The simulator's ``CameraSpec`` list."""
