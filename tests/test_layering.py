@@ -236,12 +236,12 @@ def test_kit_only_code_lives_in_the_kit_package():
 def test_lazily_registered_plugins_resolve_to_their_modules():
     """The names eval registers lazily (so that it imports nothing above it) are the ones the
     modules register."""
-    from vlnverse.run.agents import AGENTS, MLLM_AGENTS
+    from vlnverse.run.agents import AGENTS, VLN_MME
     from vlnverse.eval.mllm.agents import VARIANTS
     from vlnverse.run.models import MODELS
 
-    assert set(MLLM_AGENTS) == set(VARIANTS)
-    for name in MLLM_AGENTS:
+    assert AGENTS.tagged(VLN_MME) == sorted(VARIANTS) and len(VARIANTS) == 8
+    for name in VARIANTS:
         assert AGENTS.get(name).__module__ == "vlnverse.eval.mllm.agents"
     for name, module in (("roam", "roam"), ("som", "roam"), ("mv_dualvln", "pixel_goal")):
         assert AGENTS.get(name).__module__ == f"vlnverse.eval.{module}"

@@ -64,9 +64,9 @@ def test_every_built_in_agent_declares_params_matching_its_constructor():
     bases); ``make_agent`` checks against them."""
     import inspect
 
-    from vlnverse.run.agents import AGENTS, MLLM_AGENTS, make_agent
+    from vlnverse.run.agents import AGENTS, VLN_MME, make_agent
 
-    names = ["random", "forward", "oracle", "wall_bumper", *MLLM_AGENTS, "mv_dualvln", "roam", "som"]
+    names = ["random", "forward", "oracle", "wall_bumper", *AGENTS.tagged(VLN_MME), "mv_dualvln", "roam", "som"]
     for name in names:
         cls = AGENTS.get(name)
         own: dict = {}

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import yaml
 
-from vlnverse.run.agents import MLLM_AGENTS, VISION_LANGUAGE_AGENTS
+from vlnverse.run.agents import AGENTS, VISION_LANGUAGE_AGENTS, VLN_MME
 from vlnverse.run.setup import RenderConfig
 from vlnverse.eval.config import load_eval_config
 from vlnverse.paths import tasks_dir
@@ -34,7 +34,7 @@ def test_shipped_mllm_eval_configs_draw_meshes_and_the_rest_primitives():
 
 
 def test_vision_language_agents_default_to_meshes_unless_the_config_says_otherwise(tmp_path):
-    assert len(VISION_LANGUAGE_AGENTS) == 12 and set(MLLM_AGENTS) <= set(VISION_LANGUAGE_AGENTS)
+    assert len(VISION_LANGUAGE_AGENTS) == 12 and set(AGENTS.tagged(VLN_MME)) <= set(VISION_LANGUAGE_AGENTS)
     assert {"roam", "roam_detector", "som", "mv_dualvln"} <= set(VISION_LANGUAGE_AGENTS)
     assert not {"oracle", "random", "policy", "graph_policy"} & set(VISION_LANGUAGE_AGENTS)
     cfg = tmp_path / "e.yaml"

@@ -254,7 +254,8 @@ def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
 
 def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None, out: Path | None = None) -> Agent:
     """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model;
-    with the run folder ``out``, its ``asset_roots`` are the run's dataset folder (prior videos)."""
+    with the run folder ``out``, the run's dataset folder is its first asset root (prior videos;
+    ``Agent.add_asset_root``)."""
     from ..run.models import make_model
 
     if agent_factory is not None:
@@ -262,8 +263,8 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     else:
         model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
         agent = make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
-    if out is not None and isinstance(getattr(agent, "asset_roots", None), list):
-        agent.asset_roots[:0] = [dataset_folder(cfg, Path(out))]
+    if out is not None:
+        agent.add_asset_root(dataset_folder(cfg, Path(out)))
     return agent
 
 

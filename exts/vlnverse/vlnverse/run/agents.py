@@ -54,16 +54,19 @@ AGENTS.register_lazy("graph_policy", "vlnverse.learn.graph_policy")
 #: (``config.default_agent_render``). Declared at registration: ``register_agent(name,
 #: vision_language=True)``, or ``AGENTS.register_lazy(name, module, tags=(VISION_LANGUAGE,))``.
 VISION_LANGUAGE = "vision_language"
+#: The ``AGENTS`` tag of the VLN-MME zero-shot agents (``vlnverse.eval.mllm.agents.VARIANTS``:
+#: family x chain-of-thought x reflection): ``AGENTS.tagged(VLN_MME)`` lists them.
+VLN_MME = "vln_mme"
 
 
-def register_agent(name: str, *, vision_language: bool = False):
-    """Class decorator adding an agent to ``AGENTS`` under ``name`` (also set as its ``name``);
-    returns the class. ``vision_language``: a vision-language model reads its views (tag
+def register_agent(name: str, *, vision_language: bool = False, tags: tuple[str, ...] = ()):
+    """Class decorator adding an agent to ``AGENTS`` under ``name`` (also set as its ``name``) with
+    ``tags``; returns the class. ``vision_language``: a vision-language model reads its views (tag
     ``VISION_LANGUAGE``)."""
 
     def decorator(cls: type) -> type:
         cls.name = name
-        return AGENTS.register(name, tags=(VISION_LANGUAGE,) if vision_language else ())(cls)
+        return AGENTS.register(name, tags=tuple(tags) + ((VISION_LANGUAGE,) if vision_language else ()))(cls)
 
     return decorator
 
@@ -136,9 +139,14 @@ class Agent:
         self.model = model
         self.outputs: list[Any] = []
         #: folders where an episode's relative asset paths (prior videos, reference images) are
-        #: looked up: the run's dataset folder (set by the eval runner: where ``episodes:
-        #: generate`` wrote them, or the folder of ``episodes.path``)
+        #: looked up, first first (:meth:`add_asset_root`)
         self.asset_roots: list[Path] = []
+
+    def add_asset_root(self, folder: str | Path) -> None:
+        """Look an episode's relative asset paths up in ``folder`` before the roots known so far
+        (the eval runner adds the run's dataset folder: where ``episodes: generate`` wrote them,
+        or the folder of ``episodes.path``)."""
+        self.asset_roots.insert(0, Path(folder))
 
     def find_asset(self, path: str | Path, root: str | Path | None = None) -> Path:
         """An episode's asset file: ``path`` itself when absolute, else under ``root`` (an agent
@@ -645,12 +653,11 @@ def make_agent(name: str, params: dict[str, Any] | None = None, *, seed: int = 0
         raise ConfigError(str(exc), field="agent.params") from None
 
 
-#: The eight VLN-MME agents (``vlnverse.eval.mllm.agents.VARIANTS``: family x chain-of-thought x
-#: reflection), registered by their module, which is imported on first use (it imports this one).
-MLLM_AGENTS = tuple(f"{family}{cot}{refl}" for family in ("navgpt", "mapgpt") for cot in ("", "_cot")
-                    for refl in ("", "_reflection"))
-for _name in MLLM_AGENTS:
-    AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents", tags=(VISION_LANGUAGE,))
+# The eight VLN-MME agents (``VLN_MME``; ``vlnverse.eval.mllm.agents.VARIANTS``), registered by
+# their module, which is imported on first use (it imports this one).
+for _name in (f"{family}{cot}{refl}" for family in ("navgpt", "mapgpt") for cot in ("", "_cot")
+              for refl in ("", "_reflection")):
+    AGENTS.register_lazy(_name, "vlnverse.eval.mllm.agents", tags=(VISION_LANGUAGE, VLN_MME))
 # ROAM (VLN-NF) and the Set-of-Marks baseline; the MV-DualVLN pixel-goal agent (VCN-Bench). ROAM's
 # room classifier reads object categories in line of sight, not pixels; its in-room explorer
 # prompts an MLLM.

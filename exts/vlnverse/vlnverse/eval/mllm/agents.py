@@ -44,7 +44,7 @@ from ...core.errors import VLNVerseError
 from ...core.params import param
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.actions import Decision, SelectFrame
-from ...run.agents import Agent, AgentState, register_agent
+from ...run.agents import VLN_MME, Agent, AgentState, register_agent
 from ...run.rollout import NotEvaluated
 from ...run.chat_models import ChatModel, image_sha256, png_bytes
 from . import cache as _cache  # noqa: F401 - registers the viewpoints backend
@@ -680,5 +680,5 @@ VARIANTS = {
 for _name, (_memory, _cot, _refl) in VARIANTS.items():
     _doc = (f"VLN-MME {_name}: {'text-map' if _memory == 'map' else 'text-history'} memory"
             f"{', chain-of-thought' if _cot else ''}{', reflection (keep / revise)' if _refl else ''}.")
-    register_agent(_name)(type(f"MLLM_{_name}", (MLLMAgent,), {"memory": _memory, "cot": _cot, "reflection": _refl,
+    register_agent(_name, tags=(VLN_MME,))(type(f"MLLM_{_name}", (MLLMAgent,), {"memory": _memory, "cot": _cot, "reflection": _refl,
                                                                 "__doc__": _doc}))
