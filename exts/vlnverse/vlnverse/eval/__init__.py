@@ -1,9 +1,10 @@
-"""Evaluation layer: metrics, collision modes, agents and models, the eval runner and the quickstart.
+"""Evaluation layer: the ``vlnverse eval`` command over the episode kernel (``vlnverse.run``:
+rollout, collision modes, metrics, agents, records and summaries), and the agents that prompt
+multimodal models.
 
-- ``metrics`` — TL, NE, SR, OSR, SPL, DTW/nDTW/sDTW, CLS, CR, SR_n, VLN-NF and VCN-Bench metrics, ``aggregate``;
-- ``modes`` — Strict, Tel-Hop and graph collision modes over the backend-neutral ``vlnverse.sim`` API;
-- ``agents`` / ``models`` — the ``AGENTS`` / ``MODELS`` registries and the random, forward, oracle
-  and wall-bumper agents;
-- ``config`` / ``runner`` / ``report`` — ``vlnverse eval CONFIG`` (resumable, JSON + HTML outputs);
+- ``config`` / ``runner`` / ``report`` — ``vlnverse eval CONFIG`` (resumable run folders, JSON + HTML outputs,
+  parallel workers);
+- ``mllm`` / ``roam`` / ``pixel_goal`` — the MLLM agents (VLN-MME, ROAM and Set-of-Marks, MV-DualVLN),
+  registered into ``run.agents.AGENTS``;
 - ``quickstart`` — ``vlnverse quickstart``. See ``docs/evaluation.md``.
 """
