@@ -168,15 +168,21 @@ class VocabularyHit:
 class Lexicon:
     """Spoken forms for a set of object categories and room types, and a matcher over texts.
 
+    ``extra_object_forms`` / ``extra_room_forms`` append spoken forms (language version 2).
     ``Lexicon.for_names(categories, room_types)`` covers the given names plus the built-in tables,
     so phrases of categories *absent* from a scene are still recognised (and then flagged).
     """
 
-    def __init__(self, categories: Iterable[str] = (), room_types: Iterable[str] = ()):
+    def __init__(self, categories: Iterable[str] = (), room_types: Iterable[str] = (), *,
+                 extra_object_forms: dict[str, tuple[str, ...]] | None = None,
+                 extra_room_forms: dict[str, tuple[str, ...]] | None = None):
         self.object_forms = {c: OBJECT_PHRASES.get(c, (_default_phrase(c),)) for c in OBJECT_PHRASES}
         self.object_forms.update({c: OBJECT_PHRASES.get(c, (_default_phrase(c),)) for c in categories})
         self.room_forms = {r: ROOM_PHRASES.get(r, (_default_phrase(r),)) for r in ROOM_PHRASES}
         self.room_forms.update({r: ROOM_PHRASES.get(r, (_default_phrase(r),)) for r in room_types})
+        for forms, extra in ((self.object_forms, extra_object_forms), (self.room_forms, extra_room_forms)):
+            for name, more in (extra or {}).items():   # appended: the preferred form stays first
+                forms[name] = tuple(forms.get(name, (_default_phrase(name),))) + tuple(more)
         index: dict[tuple[str, str], set[str]] = {}
         for kind, table in (("object", self.object_forms), ("room", self.room_forms)):
             for name, forms in table.items():

@@ -122,6 +122,12 @@ class Mention:
       ``room:<id>``); relation ``in`` with a room target claims the object is in that room.
 
     ``span`` is the ``[start, end)`` character range of the supporting words in the text.
+
+    Language version 2 adds where a reference is said and what it claims beyond category and
+    attributes: ``scope`` (the room id whose objects, or whose neighbouring rooms, the words must
+    single out), ``ordinal`` (``(n, side)``: "the second chair on your left") and ``contents`` (a
+    category the room contains: "the bedroom with the desk"); the ``Verifier`` checks that such a
+    mention denotes exactly one object or room (``references.Referrer``).
     """
 
     kind: str
@@ -133,6 +139,9 @@ class Mention:
     subject: str | None = None
     target: str | None = None
     attributes: tuple[tuple[str, str], ...] = ()
+    scope: int | None = None
+    ordinal: tuple[int, str] | None = None
+    contents: str | None = None
 
     def shifted(self, offset: int) -> "Mention":
         """The same mention with its span moved by ``offset`` characters."""
@@ -143,12 +152,14 @@ class Mention:
     def to_dict(self) -> dict[str, Any]:
         """JSON-friendly record (``None`` fields omitted)."""
         out: dict[str, Any] = {"kind": self.kind, "span": list(self.span)}
-        for key in ("category", "instance_id", "room_id", "relation", "subject", "target"):
+        for key in ("category", "instance_id", "room_id", "relation", "subject", "target", "scope", "contents"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
         if self.attributes:
             out["attributes"] = dict(self.attributes)
+        if self.ordinal is not None:
+            out["ordinal"] = list(self.ordinal)
         return out
 
 
@@ -162,6 +173,10 @@ class GroundedInstruction:
     task_type: str = ""
     template_ids: tuple[str, ...] = ()
     language: str = "en"
+    #: Version 2: route claims in order (``("start"|"exit"|"enter"|"stop_in", room_id)``) and one
+    #: record per object reference (``span``, ``instance_id``, ``needs``), for the Verifier and stats.
+    actions: tuple[tuple[str, int], ...] = ()
+    references: tuple[dict, ...] = ()
 
     def to_instruction(self):
         """The episode-level ``Instruction`` record (text, style, language)."""

@@ -4,7 +4,11 @@ The Describer lists the rooms the path crosses, landmarks within 1.5 m of it, th
 waypoints (relative to the random start heading) and the end point; the Synthesizer turns them
 into second-person clauses in the natural style. Config ``params``: ``instructions_per_episode``
 (3, as in R2R), ``landmark_radius`` (1.5 m), ``max_attempts_per_episode`` (20), ``llm_url``/``llm_model``
-(optional LLM rewrite, kept only when verified).
+(optional LLM rewrite, kept only when verified), ``instruction_version`` (1: today's language, the
+default the shipped data and checkpoints use; 2: references told apart by attribute, relation or
+ordinal, rooms by contents, distances and more varied clauses, ``instructions.route_v2``) and
+``language_split`` (version 2: train and val_seen use template family 0; each val_unseen episode is
+also written, with family-1 wording, to ``val_unseen_language``).
 """
 from __future__ import annotations
 
@@ -29,10 +33,19 @@ class FineGrainedParams(LLMParams):
     instructions_per_episode: int = param(3, low=1, high=20)
     landmark_radius: float = param(1.5, low=0.1, high=20.0)
     max_attempts_per_episode: int = param(20, low=1, high=1000)
+    instruction_version: int = param(1, low=1, high=2)
+    language_split: bool = False
 
     def validate(self) -> None:
-        """A positive landmark radius (the counts: their fields' ranges)."""
+        """A positive landmark radius (the counts: their fields' ranges); version 2 without the LLM
+        rewrite (its references and route claims would not survive a rewrite)."""
         require(self.landmark_radius > 0, "landmark_radius", f"got {self.landmark_radius}", "a distance > 0 m")
+        require(self.instruction_version in (1, 2), "instruction_version", f"got {self.instruction_version!r}",
+                "1 or 2")
+        require(not (self.instruction_version == 2 and self.llm_url), "llm_url",
+                "set with instruction_version 2", "no LLM rewrite with the version-2 language")
+        require(not (self.language_split and self.instruction_version != 2), "language_split",
+                f"set with instruction_version {self.instruction_version}", "instruction_version 2")
 
 
 @register_task("fine_grained", config="config.yaml")
@@ -44,6 +57,8 @@ class FineGrained(TaskGenerator):
     def generate(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """``n`` episodes with ``params.instructions_per_episode`` distinct instructions each."""
         params = self.params
+        if params.instruction_version == 2:
+            return self._generate_v2(ctx, rng, n, split)
         _, verifier = pipeline(ctx)
         describer = Describer.from_context(ctx, landmark_radius=params.landmark_radius)
         synth = Synthesizer("fine_grained", lexicon=verifier.lexicon)
@@ -76,3 +91,49 @@ class FineGrained(TaskGenerator):
                                               geodesic_distance=pair.geodesic_distance, start_yaw=start_yaw,
                                               info=info))
         return episodes
+
+    def _generate_v2(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
+        """Version-2 language (``instructions.route_v2.RouteLanguageV2``); see the module docstring."""
+        from ..instructions.route_v2 import RouteLanguageV2
+
+        params = self.params
+        language = RouteLanguageV2.from_context(ctx, landmark_radius=params.landmark_radius)
+        shift = params.language_split
+        families = (0,) if shift else (0, 1)
+        episodes: list[Episode] = []
+        shifted: list[Episode] = []
+        budget = params.max_attempts_per_episode * max(n, 1)
+        while len(episodes) < n:
+            budget -= 1
+            if budget < 0:
+                return self.partial(ctx, episodes, n, "sampled paths had no describable rooms or landmarks "
+                                    "within the attempt budget") + shifted
+            pair, path = self.sample_path(ctx, rng)
+            start_yaw = float(rng.uniform(-math.pi, math.pi))
+            facts = language.describe(path.dense, path.waypoints, start_yaw)
+            if not facts.rooms and not facts.landmarks:
+                continue
+            grounded, info = language.instructions(facts, path.dense, rng, params.instructions_per_episode, families)
+            if not grounded:
+                continue
+            other = None
+            if shift and split == "val_unseen":
+                other = language.instructions(facts, path.dense, rng, params.instructions_per_episode, (1,))
+                if not other[0]:
+                    continue
+            info.update({"rooms": [r.room_id for r in facts.rooms], "room_types": [r.room_type for r in facts.rooms],
+                         "landmarks": [lm.instance_id for lm in facts.landmarks],
+                         "template_ids": [list(g.template_ids) for g in grounded]})
+            episodes.append(self.make_episode(ctx, len(episodes), split, path, [g.to_instruction() for g in grounded],
+                                              geodesic_distance=pair.geodesic_distance, start_yaw=start_yaw,
+                                              info=info))
+            if other is not None:
+                texts, other_info = other
+                other_info.update({k: info[k] for k in ("rooms", "room_types", "landmarks")},
+                                  template_ids=[list(g.template_ids) for g in texts])
+                twin = self.make_episode(ctx, len(episodes) - 1, "val_unseen_language", path,
+                                         [g.to_instruction() for g in texts], geodesic_distance=pair.geodesic_distance,
+                                         start_yaw=start_yaw, info=other_info)
+                twin.episode_id += "-language"   # the same path as its val_unseen twin, other wording
+                shifted.append(twin)
+        return episodes + shifted

@@ -1,0 +1,305 @@
+"""Referring expressions that pick out exactly one object or room from where they are said
+(instruction language version 2).
+
+A *scope* is what a listener standing somewhere can mean: for an object, the objects of the room the
+agent is in when the clause is said; for a room, the rooms next to the agent's room (through a door,
+the scene graph's ``adjacent`` edges) and that room itself, or every room when the graph has no
+``adjacent`` edges. Within its scope an object is told apart, in this order, by
+
+1. its category alone ("the sofa") when no other object of that category is in scope;
+2. attributes (colour, material, size: the fewest that exclude every rival, "the red armchair");
+   a rival lacking an attribute is *not* excluded by it (it might have that colour);
+3. a scene-graph relation to an anchor that is itself unique by category in its room ("the lamp
+   on the nightstand", "the chair next to the desk"); rivals without that edge to that very anchor
+   are excluded;
+4. an object resting on it, said with an indefinite article ("the desk with a laptop on it"):
+   rivals without an object of that category on them are excluded;
+5. an ordinal along the path ("the second armchair on your left"): the rivals on the same side of
+   the path, ordered by where the path passes closest to them (needs the path; positions closer
+   than ``ORDINAL_GAP`` along it, or too close to the path to have a side, cannot be ordered).
+
+A room whose type is not unique in scope is named by its contents ("the bedroom with the desk"):
+a category present in it and absent from every same-type room in scope. What cannot be made
+unique is ``None``; the caller drops it and counts it (``dropped`` reasons).
+
+``resolve_object`` / ``resolve_room`` are the inverse used by the ``Verifier``: from the claims of
+a mention (category, attributes, relation, ordinal, contents) and its scope they list every
+object/room the words could denote; a valid reference denotes exactly one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+
+from .graph import SceneGraphView
+from .types import SYMMETRIC_RELATIONS, ObjectRef, RelationFact, RoomRef
+
+#: Attribute keys in the order they are tried (one key first, then pairs, then all three).
+ATTRIBUTE_KEYS = ("color", "material", "size")
+#: Relations usable to tell an object apart, by preference.
+REFERENCE_RELATIONS = ("on", "next_to", "near")
+#: Categories never referred to (structure).
+STRUCTURE = frozenset({"wall", "floor", "ceiling", "door_frame", "door", "window", "rug"})
+#: Two objects whose closest approaches along the path are nearer than this (m) are not ordered.
+ORDINAL_GAP = 0.5
+#: An object whose footprint centre is nearer the path than this (m) has no side.
+SIDE_MIN_OFFSET = 0.25
+#: A room is named by contents only of this footprint (m, longer side) or more: furniture.
+CONTENTS_MIN_EXTENT = 0.5
+#: Ordinals beyond this are not said ("the fifth chair" is not something a person counts).
+MAX_ORDINAL = 3
+
+
+@dataclass(frozen=True)
+class Reference:
+    """How an object is told apart in its scope room.
+
+    ``needs`` is what made it unique: ``category`` (alone), ``attribute``, ``relation``
+    (including ``carries``: an object resting on it) or ``ordinal``; ``attributes``, ``relation``
+    and ``carries`` may be set without being needed (a decorative colour or relation).
+    ``ordinal`` is ``(n, side)`` with side ``left``/``right``.
+    """
+
+    obj: ObjectRef
+    scope_room: int | None
+    needs: str = "category"
+    attributes: tuple[str, ...] = ()
+    relation: RelationFact | None = None
+    ordinal: tuple[int, str] | None = None
+    carries: ObjectRef | None = None
+
+
+@dataclass(frozen=True)
+class RoomReference:
+    """A room as named from ``scope_room``: by type, or by type and a category it contains."""
+
+    room: RoomRef
+    scope_room: int | None
+    contents: ObjectRef | None = None
+
+
+class PathFrame:
+    """Arc length and side of points relative to a dense 2-D path (for ordinals)."""
+
+    def __init__(self, dense: np.ndarray):
+        self.dense = np.asarray(dense, dtype=float).reshape(-1, 2)
+        seg = np.diff(self.dense, axis=0)
+        self.arc = np.concatenate([[0.0], np.cumsum(np.hypot(*seg.T))]) if len(self.dense) > 1 else np.zeros(1)
+        self._dirs = seg if len(seg) else np.array([[1.0, 0.0]])
+
+    def locate(self, point) -> tuple[float, str | None]:
+        """``(s, side)``: arc length of the path point closest to ``point`` and the side (``left``/
+        ``right``) it lies on there (``None`` when within ``SIDE_MIN_OFFSET`` of the path)."""
+        p = np.asarray(point, dtype=float)[:2]
+        k = int(np.argmin(np.hypot(*(self.dense - p).T)))
+        d = self._dirs[min(k, len(self._dirs) - 1)]
+        off = p - self.dense[k]
+        if np.hypot(*off) < SIDE_MIN_OFFSET:
+            return float(self.arc[k]), None
+        cross = d[0] * off[1] - d[1] * off[0]
+        return float(self.arc[k]), ("left" if cross > 0 else "right")
+
+
+def _attrs(view: SceneGraphView, iid: int) -> dict:
+    return view.objects[iid].get("attributes") or {}
+
+
+def _excluded_by_attributes(view: SceneGraphView, target: int, rival: int, keys) -> bool:
+    """A rival is excluded when it has one of ``keys`` with a value different from the target's."""
+    mine, theirs = _attrs(view, target), _attrs(view, rival)
+    return any(k in theirs and theirs[k] != mine.get(k) for k in keys)
+
+
+class Referrer:
+    """Builds and resolves references in one scene graph (``SceneGraphView``)."""
+
+    def __init__(self, scene_graph):
+        self.view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
+        self._adjacent: dict[int, set[int]] = {}
+        graph = getattr(self.view.graph, "graph", None)   # the networkx graph: room ``adjacent`` edges
+        if graph is not None:
+            for u, v, data in graph.edges(data=True):
+                if data.get("relation") == "adjacent" and str(u).startswith("room:") and str(v).startswith("room:"):
+                    a, b = int(str(u)[5:]), int(str(v)[5:])
+                    self._adjacent.setdefault(a, set()).add(b)
+                    self._adjacent.setdefault(b, set()).add(a)
+
+    # ------------------------------------------------------------------ scopes
+    def objects_in(self, room_id: int | None, category: str) -> list[int]:
+        """Instance ids of ``category`` in room ``room_id`` (the object scope)."""
+        view = self.view
+        return sorted(i for i, o in view.objects.items() if o["category"] == category and view.room_of(i) == room_id)
+
+    def room_scope(self, room_id: int | None) -> list[int]:
+        """Rooms a listener in ``room_id`` can mean: it and its neighbours (every room without
+        adjacency data or outside any room)."""
+        if room_id is None or not self._adjacent:
+            return sorted(self.view.rooms)
+        return sorted({room_id} | self._adjacent.get(room_id, set()))
+
+    # ------------------------------------------------------------------ objects
+    def refer(self, instance_id: int, scope_room: int | None = None, *, path: PathFrame | None = None,
+              rng: np.random.Generator | None = None, decorate: float = 0.0) -> Reference | None:
+        """The simplest reference to ``instance_id`` unique among its category in ``scope_room``
+        (default: its own room), or ``None`` when none is. With ``rng``, a category-only reference
+        gets, with probability ``decorate`` each, one attribute, a relation or a carried object it
+        does not need."""
+        view = self.view
+        obj = view.object_ref(instance_id)
+        if obj.category in STRUCTURE:
+            return None
+        scope_room = view.room_of(instance_id) if scope_room is None else scope_room
+        rivals = [i for i in self.objects_in(scope_room, obj.category) if i != instance_id]
+        if view.room_of(instance_id) != scope_room:
+            return None
+        if not rivals:
+            if rng is None or decorate <= 0:
+                return Reference(obj, scope_room, "category")
+            keys = [k for k in ATTRIBUTE_KEYS if k in obj.attribute_dict]
+            extra = (keys[int(rng.integers(len(keys)))],) if keys and rng.random() < decorate else ()
+            fact = self._distinguishing_relation(instance_id, []) if rng.random() < decorate else None
+            carried = self._carried(instance_id, []) if rng.random() < decorate else None
+            return Reference(obj, scope_room, "category", attributes=extra, relation=fact, carries=carried)
+        mine = obj.attribute_dict
+        keys_avail = [k for k in ATTRIBUTE_KEYS if k in mine]
+        for n in range(1, len(keys_avail) + 1):
+            for keys in combinations(keys_avail, n):
+                if all(_excluded_by_attributes(view, instance_id, r, keys) for r in rivals):
+                    return Reference(obj, scope_room, "attribute", attributes=keys)
+        fact = self._distinguishing_relation(instance_id, rivals)
+        if fact is not None:
+            return Reference(obj, scope_room, "relation", relation=fact)
+        carried = self._carried(instance_id, rivals)
+        if carried is not None:
+            return Reference(obj, scope_room, "relation", carries=carried)
+        if path is not None:
+            ordinal = self._ordinal(instance_id, rivals, path)
+            if ordinal is not None:
+                return Reference(obj, scope_room, "ordinal", ordinal=ordinal)
+        return None
+
+    def _has_edge(self, iid: int, relation: str, anchor: int) -> bool:
+        return self.view.has_relation(iid, relation, f"obj:{anchor}", symmetric=relation in SYMMETRIC_RELATIONS)
+
+    def _distinguishing_relation(self, instance_id: int, rivals: list[int]) -> RelationFact | None:
+        view = self.view
+        category = view.objects[instance_id]["category"]
+        best = None
+        for rel, node in sorted(view.relations(instance_id)):
+            if rel not in REFERENCE_RELATIONS or not node.startswith("obj:"):
+                continue
+            anchor = int(node[4:])
+            a = view.objects.get(anchor)
+            if a is None or a["category"] == category or a["category"] in STRUCTURE:
+                continue
+            if view.count_in_room(a["category"], view.room_of(anchor)) != 1:
+                continue
+            if any(self._has_edge(r, rel, anchor) for r in rivals):
+                continue
+            key = (REFERENCE_RELATIONS.index(rel), anchor)
+            if best is None or key < best[0]:
+                best = (key, RelationFact(rel, view.object_ref(anchor)))
+        return best[1] if best else None
+
+    def _on_top(self, iid: int) -> list[int]:
+        """Objects resting on ``iid`` (scene-graph ``on`` edges into it), by instance id."""
+        node = f"obj:{iid}"
+        return sorted(o for o in self.view.objects if ("on", node) in self.view.relations(o))
+
+    def _carried(self, instance_id: int, rivals: list[int]) -> ObjectRef | None:
+        """An object on ``instance_id`` whose category is on no rival (lowest instance id)."""
+        view = self.view
+        for other in self._on_top(instance_id):
+            category = view.objects[other]["category"]
+            if category in STRUCTURE:
+                continue
+            if not any(view.objects[o]["category"] == category for r in rivals for o in self._on_top(r)):
+                return view.object_ref(other)
+        return None
+
+    def _ordinal(self, instance_id: int, rivals: list[int], path: PathFrame) -> tuple[int, str] | None:
+        s, side = path.locate(self.view.objects[instance_id]["position"])
+        if side is None:
+            return None
+        same_side = []
+        for r in rivals:
+            rs, rside = path.locate(self.view.objects[r]["position"])
+            if rside is None:
+                if abs(rs - s) < ORDINAL_GAP:
+                    return None       # a rival straight ahead at the same place: not countable
+                continue
+            if rside == side:
+                if abs(rs - s) < ORDINAL_GAP:
+                    return None
+                same_side.append(rs)
+        n = 1 + sum(1 for rs in same_side if rs < s)
+        return (n, side) if n <= MAX_ORDINAL else None
+
+    # ------------------------------------------------------------------ rooms
+    def refer_room(self, room_id: int, scope_room: int | None, by_contents: bool = False) -> RoomReference | None:
+        """The room ``room_id`` named from ``scope_room``: by type when no other room of its type is
+        in scope, else by a category it contains that no same-type room in scope contains
+        (``by_contents``: by contents even when the type would do, if it has such a category)."""
+        view = self.view
+        room = view.room_ref(room_id)
+        if room is None:
+            return None
+        scope = self.room_scope(scope_room)
+        same = [r for r in scope if r != room_id and view.rooms[r]["room_type"] == room.room_type]
+        if not same and not by_contents:
+            return RoomReference(room, scope_room)
+        here = {}
+        for iid, o in sorted(view.objects.items()):
+            lo, hi = o.get("bounds_min", o["position"]), o.get("bounds_max", o["position"])
+            extent = max(abs(float(hi[0]) - float(lo[0])), abs(float(hi[1]) - float(lo[1])))
+            if view.room_of(iid) == room_id and o["category"] not in STRUCTURE and extent >= CONTENTS_MIN_EXTENT:
+                here.setdefault(o["category"], []).append(iid)
+        for category, ids in sorted(here.items(), key=lambda kv: (len(kv[1]) != 1, kv[0])):
+            if len(ids) == 1 and not any(view.count_in_room(category, r) for r in same):
+                return RoomReference(room, scope_room, contents=view.object_ref(ids[0]))
+        return None if same else RoomReference(room, scope_room)
+
+    # ------------------------------------------------------------------ resolving (Verifier)
+    def resolve_object(self, category: str, scope_room: int | None, attributes: dict | None = None,
+                       relation: tuple[str, int] | None = None, ordinal: tuple[int, str] | None = None,
+                       path: PathFrame | None = None, carries: str | None = None) -> list[int]:
+        """Every object in ``scope_room`` the words could denote (conservatively: an object without
+        a claimed attribute might have it)."""
+        view = self.view
+        out = []
+        for iid in self.objects_in(scope_room, category):
+            have = _attrs(view, iid)
+            if any(k in have and have[k] != v for k, v in (attributes or {}).items()):
+                continue
+            if relation is not None and not self._has_edge(iid, relation[0], relation[1]):
+                continue
+            if carries is not None and not any(view.objects[o]["category"] == carries for o in self._on_top(iid)):
+                continue
+            out.append(iid)
+        if ordinal is not None:
+            if path is None:
+                return out
+            n, side = ordinal
+            located = sorted((path.locate(view.objects[i]["position"]) + (i,) for i in out),
+                             key=lambda t: t[0])
+            on_side = [(s, i) for s, sd, i in located if sd == side]
+            unsided_near = [s for s, sd, _ in located if sd is None]
+            if not (1 <= n <= len(on_side)):
+                return []
+            s_n, pick = on_side[n - 1]
+            ties = [s for s, _ in on_side if s != s_n and abs(s - s_n) < ORDINAL_GAP]
+            ties += [s for s in unsided_near if abs(s - s_n) < ORDINAL_GAP]
+            return [pick] + [-1] * len(ties)     # a tie makes the count ambiguous
+        return out
+
+    def resolve_room(self, room_type: str, scope_room: int | None, contents: str | None = None) -> list[int]:
+        """Every room in scope of type ``room_type`` (containing ``contents`` when given)."""
+        view = self.view
+        return [r for r in self.room_scope(scope_room) if view.rooms[r]["room_type"] == room_type
+                and (contents is None or view.count_in_room(contents, r) > 0)]
+
+
+__all__ = ["ATTRIBUTE_KEYS", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference", "Referrer", "RoomReference",
+           "REFERENCE_RELATIONS"]
