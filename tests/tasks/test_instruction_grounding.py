@@ -1,0 +1,200 @@
+"""Instruction language version 2 (issue 57): references unique from where they are said, the
+route Verifier's rejections, the template partition and the fine-grained generator's output."""
+from __future__ import annotations
+
+import hashlib
+import re
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from vlnverse.scenes.scene_graph import SceneGraph
+from vlnverse.tasks.instructions import GroundedInstruction, Lexicon, Mention
+from vlnverse.tasks.instructions import route_language
+from vlnverse.tasks.instructions.references import PathFrame, Referrer
+from vlnverse.tasks.instructions.route_v2 import RouteSynthesizerV2
+from vlnverse.tasks.instructions.route_verifier import RouteVerifier
+from vlnverse.tasks.instructions.types import RouteEvent, RouteFacts
+
+
+def _obj(iid, category, lo, hi, room, **attrs):
+    lo, hi = np.array(lo, float), np.array(hi, float)
+    return (f"obj:{iid}", dict(kind="object", instance_id=iid, category=category, bounds_min=lo.tolist(),
+                               bounds_max=hi.tolist(), position=((lo + hi) / 2).tolist(), attributes=attrs,
+                               room_id=room))
+
+
+def _graph(objects, edges, rooms=((0, "living_room"), (1, "hallway"), (2, "bedroom")), adjacent=((0, 1), (1, 2))):
+    g = nx.MultiDiGraph(scene_id="constructed")
+    for rid, rtype in rooms:
+        g.add_node(f"room:{rid}", kind="room", room_id=rid, room_type=rtype)
+    for node, attrs in objects:
+        g.add_node(node, **attrs)
+        g.add_edge(node, f"room:{attrs['room_id']}", relation="in")
+    for u, v, rel in edges:
+        g.add_edge(u, v, relation=rel)
+        if rel in ("near", "next_to"):
+            g.add_edge(v, u, relation=rel)
+    for a, b in adjacent:
+        g.add_edge(f"room:{a}", f"room:{b}", relation="adjacent")
+        g.add_edge(f"room:{b}", f"room:{a}", relation="adjacent")
+    return SceneGraph(g)
+
+
+# A living room (x in [0, 6]) with two armchairs of different colours, a hallway and a bedroom.
+COLOURED = [_obj(1, "armchair", [1, 1, 0], [2, 2, 1], 0, color="red", material="fabric"),
+            _obj(2, "armchair", [4, 1, 0], [5, 2, 1], 0, color="blue", material="fabric"),
+            _obj(3, "sofa", [1, 4, 0], [3, 5, 1], 0, color="gray")]
+# The same room with two identical armchairs, one next to the only floor lamp.
+IDENTICAL = [_obj(1, "armchair", [1, 1, 0], [2, 2, 1], 0, color="red", material="fabric"),
+             _obj(2, "armchair", [4, 1, 0], [5, 2, 1], 0, color="red", material="fabric"),
+             _obj(4, "floor_lamp", [5.1, 1, 0], [5.4, 1.3, 1.6], 0, color="black")]
+# No attributes at all (a third-party stage) and no relations: only an ordinal along a path can help.
+BARE = [_obj(1, "armchair", [1, 0.5, 0], [2, 1.5, 1], 0), _obj(2, "armchair", [4, 0.5, 0], [5, 1.5, 1], 0),
+        _obj(5, "armchair", [2.5, 3.5, 0], [3.5, 4.5, 1], 0)]
+
+
+def test_two_armchairs_of_different_colours_are_told_apart_by_colour():
+    ref = Referrer(_graph(COLOURED, []))
+    for iid, colour in ((1, "red"), (2, "blue")):
+        r = ref.refer(iid)
+        assert (r.needs, r.attributes) == ("attribute", ("color",))
+        assert r.obj.attribute_dict["color"] == colour
+        assert ref.resolve_object("armchair", 0, {"color": colour}) == [iid]
+    assert ref.resolve_object("armchair", 0) == [1, 2]          # "the armchair" alone: two
+    assert ref.refer(3).needs == "category"                      # the only sofa needs nothing
+
+
+def test_two_identical_armchairs_are_told_apart_by_a_relation():
+    ref = Referrer(_graph(IDENTICAL, [("obj:2", "obj:4", "next_to")]))
+    r = ref.refer(2)
+    assert r.needs == "relation" and r.relation.relation == "next_to" and r.relation.anchor.instance_id == 4
+    assert ref.resolve_object("armchair", 0, {"color": "red"}, ("next_to", 4)) == [2]
+    assert ref.refer(1) is None        # the other one has nothing of its own, and no path to count along
+
+
+def test_without_attributes_references_fall_back_to_ordinals_or_are_dropped():
+    ref = Referrer(_graph(BARE, []))
+    path = PathFrame(np.column_stack([np.linspace(0, 6, 61), np.full(61, 2.5)]))   # y = 2.5, heading +x
+    first, second = ref.refer(1, path=path), ref.refer(2, path=path)
+    assert (first.needs, first.ordinal) == ("ordinal", (1, "right"))
+    assert (second.needs, second.ordinal) == ("ordinal", (2, "right"))
+    assert ref.refer(5, path=path).ordinal == (1, "left")
+    assert ref.resolve_object("armchair", 0, ordinal=(2, "right"), path=path) == [2]
+    assert ref.refer(1) is None                                   # no path: cannot be made unique
+    # The synthesizer leaves such a landmark out and counts it.
+    synth = RouteSynthesizerV2(ref)
+    facts = RouteFacts(rooms=(), landmarks=(), length=6.0, events=(
+        RouteEvent("start", 0.0, room=ref.view.room_ref(0)),
+        RouteEvent("pass", 2.0, landmark=ref.view.object_ref(1)),
+        RouteEvent("stop", 6.0, room=ref.view.room_ref(0))))
+    out = synth.route(facts, np.array([[0.0, 3.0], [0.0, 6.0]]), np.random.default_rng(0))   # no side: dropped
+    assert synth.dropped["ambiguous_landmark"] == 1 and out.references == ()
+
+
+def _instruction(text, mentions=(), actions=()):
+    return GroundedInstruction(text, list(mentions), actions=tuple(actions))
+
+
+def test_verifier_rejects_an_ambiguous_reference_and_accepts_a_unique_one():
+    verifier = RouteVerifier(_graph(COLOURED, []))
+    text = "Walk past the armchair."
+    ambiguous = Mention("object", (10, 22), category="armchair", instance_id=1, scope=0)
+    assert [r for r, _ in verifier.reasons(_instruction(text, [ambiguous]))] == ["ambiguous_reference"]
+    text = "Walk past the red armchair."
+    unique = Mention("object", (10, 26), category="armchair", instance_id=1, scope=0, attributes=(("color", "red"),))
+    assert verifier.reasons(_instruction(text, [unique])) == []
+    wrong = Mention("object", (10, 26), category="armchair", instance_id=2, scope=0, attributes=(("color", "red"),))
+    assert "unsupported" in [r for r, _ in verifier.reasons(_instruction(text, [wrong]))]
+
+
+@pytest.mark.parametrize("actions, reason", [
+    ([("start", 0), ("exit", 0), ("enter", 1), ("exit", 1), ("enter", 2), ("exit", 2), ("enter", 1)],
+     "repeated_room_entry"),
+    ([("start", 0), ("enter", 0)], "enter_current_room"),
+    ([("start", 0), ("exit", 0), ("enter", 1), ("exit", 1), ("enter", 1)], "exit_enter_same_room"),
+    ([("start", 0), ("exit", 1)], "exit_other_room"),
+    ([("start", 0), ("exit", 0), ("enter", 1), ("stop_in", 2)], "stop_elsewhere"),
+])
+def test_verifier_rejects_contradictory_route_claims(actions, reason):
+    verifier = RouteVerifier(_graph(COLOURED, []))
+    assert [r for r, _ in verifier.reasons(_instruction("Walk forward.", actions=actions))] == [reason]
+
+
+def test_verifier_accepts_a_consistent_route_and_rejects_a_repeated_clause():
+    verifier = RouteVerifier(_graph(COLOURED, []))
+    good = [("start", 0), ("exit", 0), ("enter", 1), ("exit", 1), ("enter", 2), ("stop_in", 2)]
+    assert verifier.reasons(_instruction("Walk forward.", actions=good)) == []
+    assert [r for r, _ in verifier.reasons(_instruction("Turn left and walk forward a bit. Turn left and walk "
+                                                        "forward a bit."))] == ["repeated_clause"]
+
+
+def test_rooms_of_the_same_type_are_named_by_their_contents():
+    objects = [_obj(6, "desk", [10, 1, 0], [11.5, 1.8, 0.8], 2), _obj(7, "wardrobe", [14, 1, 0], [15, 1.6, 2], 3),
+               _obj(8, "bed", [10, 3, 0], [12, 5, 0.5], 2), _obj(9, "bed", [14, 3, 0], [16, 5, 0.5], 3)]
+    graph = _graph(objects, [], rooms=((1, "hallway"), (2, "bedroom"), (3, "bedroom")), adjacent=((1, 2), (1, 3)))
+    ref = Referrer(graph)
+    r = ref.refer_room(2, 1)
+    assert r.contents.category == "desk" and ref.resolve_room("bedroom", 1, "desk") == [2]
+    assert ref.refer_room(3, 1).contents.category == "wardrobe"
+    assert ref.resolve_room("bedroom", 1) == [2, 3]               # "the bedroom" from the hallway: two
+    assert ref.refer_room(1, 2).contents is None                  # the only hallway
+
+
+def test_no_v2_template_names_an_object_or_room_and_families_partition_every_part():
+    lexicon = Lexicon(extra_object_forms=route_language.EXTRA_OBJECT_FORMS,
+                      extra_room_forms=route_language.EXTRA_ROOM_FORMS)
+    for part, texts in route_language.PARTS.items():
+        for text in texts:
+            assert not lexicon.find(re.sub(r"\{\w+\}", "X", text)), (part, text)
+    for words in (route_language.LEADS, route_language.OPENERS, route_language.CLOSINGS, route_language.MANNERS):
+        assert not any(lexicon.find(w) for w in words)
+    both = route_language.template_set((0, 1))
+    a, b = route_language.template_set((0,)), route_language.template_set((1,))
+    assert {t.template_id for t in a.templates}.isdisjoint(t.template_id for t in b.templates)
+    assert len(a) + len(b) == len(both)
+    for part in route_language.PARTS:
+        assert a.select(part) and b.select(part), part
+
+
+# ---------------------------------------------------------------------------------------------
+# The generator: version 2 is opt-in, deterministic and pinned; version 1 stays the default.
+
+GOLDEN_V2 = "1066241a39cce7b1dabfc9aee990a0130b0fa9ecf0348ded70017133d8bab45d"
+
+
+def _generate(tmp_path, name, *overrides):
+    from vlnverse.paths import scenes_dir
+    from vlnverse.tasks.dataset import generate_dataset
+
+    sets = dict(o.split("=", 1) for o in overrides)
+    sets = {k: (int(v) if v.isdigit() else v == "true") for k, v in sets.items()}
+    generate_dataset("fine_grained", [str(scenes_dir() / "home_0014.usd")], 2, 3, tmp_path / name, progress=False,
+                     overrides=sets)
+    return tmp_path / name
+
+
+def test_version_2_is_deterministic_and_matches_its_golden_hash(tmp_path):
+    first = _generate(tmp_path, "a", "params.instruction_version=2")
+    second = _generate(tmp_path, "b", "params.instruction_version=2")
+    data = (first / "val_unseen.jsonl").read_bytes()
+    assert data == (second / "val_unseen.jsonl").read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    assert digest == GOLDEN_V2, f"fine_grained v2: generated episodes changed (sha256 {digest})"
+
+
+def test_language_split_writes_held_out_wording_for_held_out_homes(tmp_path):
+    from vlnverse.tasks.episode import load_episodes
+
+    out = _generate(tmp_path, "s", "params.instruction_version=2", "params.language_split=true")
+    seen = load_episodes(out / "val_unseen.jsonl")
+    shifted = load_episodes(out / "val_unseen_language.jsonl")
+    assert len(seen) == len(shifted) == 2
+    for a, b in zip(seen, shifted):
+        assert a.reference_path == b.reference_path and b.episode_id == a.episode_id + "-language"
+        assert a.info["language"]["families"] == [0] and b.info["language"]["families"] == [1]
+        for ids in a.info["template_ids"]:
+            assert all(route_language.family(t) == 0 for t in ids)
+        for ids in b.info["template_ids"]:
+            assert all(route_language.family(t) == 1 for t in ids)
