@@ -6,6 +6,8 @@
 * ``data export-sft FILE_OR_DIR --task video_contextualized --out DIR`` (registered by ``vlnverse.eval.cli``)
 * ``data import-r2r FILE.json --split S --out FILE.jsonl [--task fine_grained]``
 * ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
+* ``data stats FILE_OR_DIR [--split S] [--max-instructions N] [--baseline DIR] [--out FILE.json]``:
+  language statistics of the instructions (``tasks.instructions.stats``).
 * ``data tasks`` lists the registered task types.
 * ``benchmark list | info NAME | build NAME [--split S] [--workers N] | verify NAME`` (``tasks.benchmark``).
 
@@ -90,6 +92,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     nav.add_argument("--max-edge", type=float, default=3.0, help="longest edge (m)")
     nav.add_argument("--seed", type=int, default=0)
     nav.set_defaults(func=_navgraph)
+
+    stats = dsub.add_parser("stats", help="language statistics of a dataset's instructions (vocabulary, 3-grams, "
+                                         "length, references, Verifier rejections)")
+    stats.add_argument("path", help="episode JSONL file or dataset folder")
+    stats.add_argument("--split", default=None)
+    stats.add_argument("--max-instructions", type=int, default=None, metavar="N",
+                       help="only the first N instructions (compare datasets on the same count)")
+    stats.add_argument("--baseline", default=None, metavar="DATASET",
+                       help="a second dataset measured the same way, reported beside it with the ratios")
+    stats.add_argument("--out", default=None, help="also write the figures as JSON to this file")
+    stats.set_defaults(func=_stats)
 
     tasks = dsub.add_parser("tasks", help="list the registered task types")
     tasks.set_defaults(func=_tasks)
@@ -288,6 +301,34 @@ def _navgraph(args: argparse.Namespace) -> int:
     nav.save(args.out)
     state = "connected" if nav.is_connected() else "NOT connected"
     print(f"wrote {args.out}: {nav.num_nodes} viewpoints, {nav.graph.number_of_edges()} edges ({state})")
+    return 0
+
+
+def _stats(args: argparse.Namespace) -> int:
+    import sys
+
+    from ..core.errors import ConfigError
+    from ..core.io import write_json_atomic
+    from .episode import load_episodes
+    from .instructions.stats import format_stats, instruction_stats
+
+    if args.max_instructions is not None and args.max_instructions < 1:
+        raise ConfigError(f"got {args.max_instructions}", field="--max-instructions", expected="an integer >= 1")
+    result = {"dataset": str(args.path), "split": args.split, "max_instructions": args.max_instructions,
+              "stats": instruction_stats(load_episodes(args.path, split=args.split), args.max_instructions)}
+    print(format_stats(result["stats"]))
+    if args.baseline:
+        base = instruction_stats(load_episodes(args.baseline, split=args.split), args.max_instructions)
+        result["baseline"] = {"dataset": str(args.baseline), "stats": base}
+        result["ratios"] = {k: round(result["stats"][k] / base[k], 3) if base[k] else None
+                            for k in ("vocabulary", "trigrams_per_100", "mean_words")}
+        print(f"baseline {args.baseline}:\n{format_stats(base)}")
+        print("ratios: " + ", ".join(f"{k} {v}x" for k, v in result["ratios"].items()))
+    if args.out:
+        result["command"] = "vlnverse data " + " ".join(sys.argv[sys.argv.index("stats"):]) \
+            if "stats" in sys.argv else None
+        write_json_atomic(args.out, result)
+        print(f"wrote {args.out}")
     return 0
 
 
