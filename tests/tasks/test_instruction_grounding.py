@@ -161,7 +161,7 @@ def test_no_v2_template_names_an_object_or_room_and_families_partition_every_par
 # ---------------------------------------------------------------------------------------------
 # The generator: version 2 is opt-in, deterministic and pinned; version 1 stays the default.
 
-GOLDEN_V2 = "1066241a39cce7b1dabfc9aee990a0130b0fa9ecf0348ded70017133d8bab45d"
+GOLDEN_V2 = "08aa0b438eacaad22831655b2ae4d40c907c4df182d843118665c7c4f344c4b2"
 
 
 def _generate(tmp_path, name, *overrides):
@@ -219,3 +219,26 @@ def test_stats_count_words_trigrams_references_and_rejections():
     assert out["verifier"]["rejected_share"] == 0.5 and out["verifier"]["rejected_by_reason"] == {"repeated_room_entry": 2}
     assert instruction_stats(episodes, max_instructions=1)["vocabulary"] == 5
     assert instruction_stats([NS(instructions=[ins("Go.")], info={})])["references"] is None
+
+
+def test_version_2_instructions_are_well_formed_and_verified_on_a_generated_home():
+    from vlnverse.scenes.procgen import generate_home
+    from vlnverse.tasks.base import TASKS, context_from_description, load_task_config, load_task_types
+
+    load_task_types()
+    config = load_task_config("fine_grained", {"params.instruction_version": 2})
+    generator = TASKS.get("fine_grained")(config)
+    episodes = generator.generate(context_from_description(generate_home(5), "r2r_ce"), np.random.default_rng(3),
+                                  12, "train")
+    assert len(episodes) == 12
+    for ep in episodes:
+        assert ep.info["language"]["version"] == 2 and len(ep.instructions) == 3
+        for instr, refs in zip(ep.instructions, ep.info["references"]):
+            text = instr.text
+            assert text[:1].isupper() and text[-1] in ".!?", text
+            assert not re.search(r"[.!?] +[a-z]", text), text
+            assert not re.search(r"[{}_]|\s{2,}|\s[,.!?]", text), text
+            assert not re.search(r"\b(\w+) \1\b", text, re.IGNORECASE), text
+            for ref in refs:    # every recorded reference span names its object's category
+                words = text[ref["span"][0]:ref["span"][1]].lower()
+                assert words.startswith("the "), (words, text)

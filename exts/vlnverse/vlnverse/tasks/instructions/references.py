@@ -160,7 +160,7 @@ class Referrer:
             keys = [k for k in ATTRIBUTE_KEYS if k in obj.attribute_dict]
             extra = (keys[int(rng.integers(len(keys)))],) if keys and rng.random() < decorate else ()
             fact = self._distinguishing_relation(instance_id, []) if rng.random() < decorate else None
-            carried = self._carried(instance_id, []) if rng.random() < decorate else None
+            carried = self._carried(instance_id, []) if fact is None and rng.random() < decorate else None
             return Reference(obj, scope_room, "category", attributes=extra, relation=fact, carries=carried)
         mine = obj.attribute_dict
         keys_avail = [k for k in ATTRIBUTE_KEYS if k in mine]

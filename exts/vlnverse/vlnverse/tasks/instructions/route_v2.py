@@ -65,7 +65,37 @@ class RouteDescriberV2(Describer):
 
     def describe_route(self, dense, waypoints, start_yaw=None, goal_instance=None, frames=None) -> RouteFacts:
         facts = super().describe_route(dense, waypoints, start_yaw, goal_instance, frames)
-        return self.clean_rooms(facts)
+        return self.clean_rooms(self.prefer_shared_landmarks(facts, dense))
+
+    def prefer_shared_landmarks(self, facts: RouteFacts, dense) -> RouteFacts:
+        """Each ``pass`` landmark becomes, among the landmarks near the path in the same room and
+        where a pass may be said, the one whose category has the most objects in that room (a
+        reference to it must then be told apart), ties kept in path order."""
+        view = self.view
+        frame = PathFrame(dense)
+        taken = {e.landmark.instance_id for e in facts.events if e.landmark is not None}
+        events = list(facts.events)
+        for k, ev in enumerate(events):
+            if ev.kind != "pass":
+                continue
+            room = view.room_of(ev.landmark.instance_id)
+            best, best_key = ev, (view.count_in_room(ev.landmark.category, room), 0.0)
+            for lm in facts.landmarks:
+                if lm.instance_id in taken or view.room_of(lm.instance_id) != room:
+                    continue
+                s, _ = frame.locate(lm.position)
+                if s < 0.5 or facts.length - s < 1.5:
+                    continue
+                key = (view.count_in_room(lm.category, room), -abs(s - ev.s))
+                if key > best_key:
+                    best, best_key = RouteEvent("pass", s, landmark=lm), key
+            if best is not ev:
+                taken.discard(ev.landmark.instance_id)
+                taken.add(best.landmark.instance_id)
+                events[k] = best
+        order = ("start", "turn", "enter", "pass", "stop")
+        body = sorted((e for e in events if e.kind != "stop"), key=lambda e: (e.s, order.index(e.kind)))
+        return replace(facts, events=tuple(body + [e for e in events if e.kind == "stop"]))
 
     def clean_rooms(self, facts: RouteFacts) -> RouteFacts:
         """Drop room stays shorter than ``min_room_stay`` (not the first or last) and merge the
