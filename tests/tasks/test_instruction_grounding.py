@@ -242,3 +242,23 @@ def test_version_2_instructions_are_well_formed_and_verified_on_a_generated_home
             for ref in refs:    # every recorded reference span names its object's category
                 words = text[ref["span"][0]:ref["span"][1]].lower()
                 assert words.startswith("the "), (words, text)
+
+
+def test_review_page_has_one_card_per_instruction_with_references_and_maps(tmp_path):
+    import html as html_lib
+
+    from vlnverse.cli import main
+    from vlnverse.tasks.episode import load_episodes
+
+    data = _generate(tmp_path, "r", "params.instruction_version=2")
+    assert main(["data", "review", str(data), "--n", "2", "--out", str(tmp_path / "page")]) == 0
+    page = (tmp_path / "page" / "index.html").read_text()
+    assert page.count('<div class="card">') == 2
+    assert sorted(p.name for p in (tmp_path / "page" / "maps").iterdir()) == ["0000.png", "0001.png"]
+    episode = load_episodes(data)[0]
+    for k in range(2):
+        text, refs = episode.instructions[k].text, episode.info["references"][k]
+        marked = [html_lib.unescape(m) for m in re.findall(r"<mark [^>]*>([^<]*)<sup>", page)]
+        for ref in refs:     # each recorded reference is highlighted with exactly its words
+            assert text[ref["span"][0]:ref["span"][1]] in marked
+    assert main(["data", "review", str(data), "--n", "0", "--out", str(tmp_path / "bad")]) != 0

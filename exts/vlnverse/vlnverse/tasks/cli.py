@@ -8,6 +8,8 @@
 * ``data navgraph SCENE --out FILE.json`` builds a scene's navigation graph.
 * ``data stats FILE_OR_DIR [--split S] [--max-instructions N] [--baseline DIR] [--out FILE.json]``:
   language statistics of the instructions (``tasks.instructions.stats``).
+* ``data review FILE_OR_DIR --n 50 --out DIR``: an HTML page to check instructions by eye
+  (``tasks.instructions.review``).
 * ``data tasks`` lists the registered task types.
 * ``benchmark list | info NAME | build NAME [--split S] [--workers N] | verify NAME`` (``tasks.benchmark``).
 
@@ -103,6 +105,17 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                        help="a second dataset measured the same way, reported beside it with the ratios")
     stats.add_argument("--out", default=None, help="also write the figures as JSON to this file")
     stats.set_defaults(func=_stats)
+
+    review = dsub.add_parser("review", help="an HTML page to check instructions by eye: one card per instruction, "
+                                           "references highlighted, the map with the path and the referenced objects")
+    review.add_argument("path", help="episode JSONL file or dataset folder")
+    review.add_argument("--split", default=None)
+    review.add_argument("--n", type=int, default=50, help="number of instructions (the first N in file order)")
+    review.add_argument("--out", required=True, help="output folder (index.html, maps/; replaced atomically)")
+    review.add_argument("--body", default=None, help="agent body of the maps (default: r2r_ce)")
+    review.add_argument("--scene-root", action="append", default=[], metavar="DIR",
+                        help="folder searched for the episodes' scenes (repeatable)")
+    review.set_defaults(func=_review)
 
     tasks = dsub.add_parser("tasks", help="list the registered task types")
     tasks.set_defaults(func=_tasks)
@@ -329,6 +342,27 @@ def _stats(args: argparse.Namespace) -> int:
             if "stats" in sys.argv else None
         write_json_atomic(args.out, result)
         print(f"wrote {args.out}")
+    return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from ..core.errors import ConfigError
+    from .episode import load_episodes
+    from .instructions.review import write_review
+    from .scene_roots import root_args, scene_roots
+
+    if args.n < 1:
+        raise ConfigError(f"got {args.n}", field="--n", expected="an integer >= 1")
+    episodes = load_episodes(args.path, split=args.split)
+    if not episodes:
+        raise ConfigError(f"'{args.path}' holds no episodes" + (f" of split '{args.split}'" if args.split else ""),
+                          field="path", expected="a dataset folder or JSONL file with episodes")
+    dataset_dir = Path(args.path) if Path(args.path).is_dir() else Path(args.path).parent
+    roots = scene_roots(root_args(args.scene_root), dataset_dir=dataset_dir)
+    done = write_review(episodes, args.out, n=args.n, scene_roots=roots, body=args.body)
+    print(f"wrote {done['path']}: {done['cards']} instructions of {done['episodes']} episodes")
     return 0
 
 
