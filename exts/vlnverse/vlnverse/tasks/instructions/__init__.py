@@ -34,6 +34,12 @@ Public types:
 * ``Lexicon`` (category/room-type phrases and synonyms, ``find(text)``), grammar helpers in
   ``grammar``; ``LLMSynthesizer`` (``llm``) rewrites through an OpenAI-compatible endpoint and
   keeps the result only if the Verifier accepts the re-extracted mentions.
+
+Language version 2 of fine-grained routes (opt-in, ``params.instruction_version: 2``):
+``references`` (``Referrer``: references unique from where they are said), ``route_v2``
+(``RouteLanguageV2`` = ``RouteDescriberV2`` → ``RouteSynthesizerV2`` → ``route_verifier.RouteVerifier``),
+``route_language`` (clause templates in two families for the language-shift split); ``stats``
+(``vlnverse data stats``) and ``review`` (``vlnverse data review``) work on any dataset.
 """
 from .describer import Describer, FrameCaptioner, turn_direction
 from .graph import SceneGraphView
