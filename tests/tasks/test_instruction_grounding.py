@@ -262,3 +262,19 @@ def test_review_page_has_one_card_per_instruction_with_references_and_maps(tmp_p
         for ref in refs:     # each recorded reference is highlighted with exactly its words
             assert text[ref["span"][0]:ref["span"][1]] in marked
     assert main(["data", "review", str(data), "--n", "0", "--out", str(tmp_path / "bad")]) != 0
+
+
+@pytest.mark.parametrize("sets, field", [(["params.instruction_version=3"], "params.instruction_version"),
+                                         (["params.language_split=true"], "params.language_split"),
+                                         (["params.instruction_version=2", "params.llm_url=http://x"], "params.llm_url")])
+def test_bad_language_settings_are_refused_in_one_line(tmp_path, capsys, sets, field):
+    from vlnverse.cli import main
+
+    argv = ["data", "generate", "--task", "fine_grained", "--scenes", "home_0014", "--episodes-per-scene", "1",
+            "--out", str(tmp_path / "ds"), "--no-progress"]
+    for s in sets:
+        argv += ["--set", s]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and field in err[0], err
+    assert not (tmp_path / "ds").exists()
