@@ -278,3 +278,59 @@ def test_bad_language_settings_are_refused_in_one_line(tmp_path, capsys, sets, f
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and field in err[0], err
     assert not (tmp_path / "ds").exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# Coarse-grained version 2: more phrasings per style, the three registers kept apart.
+
+GOLDEN_COARSE_V2 = "de4afe296ac2c9c2d65737de13ba88b3b06a10c7f43606248fb69889b1e4d4e2"
+
+
+def test_coarse_grained_version_2_templates_name_nothing_and_keep_their_register():
+    from vlnverse.tasks.instructions import goal_language
+
+    lexicon = Lexicon()
+    tset = goal_language.template_set()
+    assert len(tset.select("goal", "formal")) > 2 * len(TEMPLATES_V1_FORMAL())
+    for t in tset.templates:
+        assert not lexicon.find(re.sub(r"\{\w+\}", "X", t.text)), t.text
+        literal = re.sub(r"\{\w+\}", "X", t.text)
+        assert not re.search(r"[.!?] +[a-z]", literal), t.text
+    for text in goal_language.FORMAL_V2:     # formal: no contractions, no slang
+        assert "'" not in text and not re.search(r"\b(yo|gonna|k)\b", text), text
+    for text in goal_language.CASUAL_V2:     # casual: never "please"
+        assert "please" not in text.lower(), text
+
+
+def TEMPLATES_V1_FORMAL():
+    from vlnverse.tasks.instructions.templates.coarse_grained import FORMAL
+
+    return FORMAL
+
+
+def test_coarse_grained_version_2_is_pinned_and_its_styles_stay_apart(tmp_path):
+    from vlnverse.paths import scenes_dir
+    from vlnverse.tasks.dataset import generate_dataset
+    from vlnverse.tasks.episode import load_episodes
+    from vlnverse.tasks.instructions.stats import instruction_stats
+
+    out = tmp_path / "c"
+    generate_dataset("coarse_grained", [str(scenes_dir() / "home_0014.usd")], 2, 3, out, progress=False,
+                     overrides={"params.instruction_version": 2})
+    digest = hashlib.sha256((out / "val_unseen.jsonl").read_bytes()).hexdigest()
+    assert digest == GOLDEN_COARSE_V2, f"coarse_grained v2: generated episodes changed (sha256 {digest})"
+    generate_dataset("coarse_grained", [str(scenes_dir() / "home_0014.usd")], 20, 3, tmp_path / "c20",
+                     progress=False, overrides={"params.instruction_version": 2})
+    styles = instruction_stats(load_episodes(tmp_path / "c20"))["styles"]
+    assert sorted(styles) == ["casual", "formal", "natural"]
+    for style, st in styles.items():     # most of each register's word 3-grams are its own
+        assert st["own_trigram_share"] > 0.4, (style, st)
+
+
+def test_version_2_is_refused_for_task_types_with_their_own_goal_templates(capsys, tmp_path):
+    from vlnverse.cli import main
+
+    argv = ["data", "generate", "--task", "dialogue", "--scenes", "home_0014", "--episodes-per-scene", "1",
+            "--out", str(tmp_path / "d"), "--no-progress", "--set", "params.instruction_version=2"]
+    assert main(argv) == 2
+    assert "params.instruction_version" in capsys.readouterr().err

@@ -3,6 +3,9 @@
 * ``vocabulary``: distinct lower-cased words (``[a-z']+``; digits and punctuation left out);
 * ``trigrams_per_100``: distinct word 3-grams (within one instruction) per 100 instructions;
 * ``mean_words``: mean instruction length in words;
+* ``styles`` (when instructions of several styles are present): per style the count, vocabulary
+  and ``own_trigram_share``, the share of its distinct 3-grams that no other style uses (how far
+  the formal, natural and casual registers stay apart);
 * ``references``: object references recorded by the version-2 generator (episode ``info``) and the
   share that needed an attribute or a relation (``needs``) or an ordinal to be unique; ``null`` for
   datasets that do not record them (version 1);
@@ -29,6 +32,7 @@ def words(text: str) -> list[str]:
 def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -> dict[str, Any]:
     """The statistics above over the episodes' instructions (see the module docstring)."""
     texts: list[str] = []
+    styles: list[str] = []
     needs: Counter = Counter()
     rejected: Counter = Counter()
     dropped: Counter = Counter()
@@ -41,6 +45,7 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
         room = None if max_instructions is None else max_instructions - len(texts)
         chosen = ep.instructions[:room] if room is not None else ep.instructions
         texts += [i.text for i in chosen]
+        styles += [getattr(i, "style", None) or "" for i in chosen]
         if "references" in info:
             recorded = True
             for refs in info["references"][:len(chosen)]:
@@ -61,6 +66,16 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
         "references": None,
         "verifier": None,
     }
+    by_style: dict[str, set] = {}
+    for style, w in zip(styles, tokens):
+        by_style.setdefault(style, set()).update(tuple(w[k:k + 3]) for k in range(len(w) - 2))
+    if len(by_style) > 1:
+        out["styles"] = {}
+        for style, grams in sorted(by_style.items()):
+            others = set().union(*(g for s, g in by_style.items() if s != style))
+            vocab = {x for s, w in zip(styles, tokens) if s == style for x in w}
+            out["styles"][style] = {"instructions": styles.count(style), "vocabulary": len(vocab),
+                                    "own_trigram_share": round(len(grams - others) / len(grams), 4) if grams else 0.0}
     if recorded:
         out["references"] = {
             "count": total_refs, "by_need": dict(sorted(needs.items())),
@@ -82,9 +97,12 @@ def format_stats(stats: dict[str, Any]) -> str:
              f"{stats['trigrams_per_100']} distinct word 3-grams per 100 instructions, "
              f"mean length {stats['mean_words']} words"]
     refs = stats.get("references")
-    lines.append("references: not recorded (instruction version 1)" if refs is None else
+    lines.append("references: not recorded in this dataset" if refs is None else
                  f"references: {refs['count']}, {refs['attribute_or_relation_share']:.1%} needed an attribute or "
                  f"relation, {refs['ordinal_share']:.1%} an ordinal ({refs['by_need']})")
+    for style, st in (stats.get("styles") or {}).items():
+        lines.append(f"style {style}: {st['instructions']} instructions, vocabulary {st['vocabulary']}, "
+                     f"{st['own_trigram_share']:.1%} of its 3-grams used by no other style")
     ver = stats.get("verifier")
     if ver is not None:
         lines.append(f"verifier: {ver['rejected_share']:.1%} of {ver['attempts']} attempts rejected "

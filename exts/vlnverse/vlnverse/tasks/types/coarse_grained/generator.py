@@ -5,7 +5,8 @@ Each episode has one target object; its goal is the navigable point nearest the 
 style (formal, natural, casual), all checked by the Verifier. Config ``params``:
 ``styles`` (default all three), ``goal_offset`` (max distance goal point ↔ object, m, 1.0),
 ``max_attempts_per_episode`` (20), ``llm_url``/``llm_model`` (optional LLM rewrite, kept only
-when verified).
+when verified), ``instruction_version`` (1: today's templates, the default; 2: more verbs,
+connectives and clause orders per style, ``instructions.goal_language``; coarse-grained only).
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ class CoarseGrainedParams(LLMParams):
     styles: list[str] = field(default_factory=lambda: list(STYLES))
     goal_offset: float = param(1.0, low=0.0, high=10.0)
     max_attempts_per_episode: int = param(20, low=1, high=1000)
+    instruction_version: int = param(1, low=1, high=2)
 
     def validate(self) -> None:
         """A positive goal offset (the budget: its field's range)."""
@@ -48,6 +50,9 @@ class CoarseGrained(TaskGenerator):
 
     def __init__(self, config=None):
         super().__init__(config)
+        if self.params.instruction_version != 1 and self.template_task != "coarse_grained":
+            raise ConfigError(f"got {self.params.instruction_version} for task '{self.template_task}'",
+                              field="params.instruction_version", expected="1 (version 2 is coarse-grained only)")
         known = TEMPLATES.get(self.template_task).styles()
         bad = [s for s in self.styles if s not in known]
         if bad or not self.styles:
@@ -73,7 +78,12 @@ class CoarseGrained(TaskGenerator):
         if not candidates:
             raise no_episodes_error(ctx, self.name, "no reachable, uniquely describable target object")
         _, verifier = pipeline(ctx)
-        synth = Synthesizer(self.template_task, lexicon=verifier.lexicon)
+        templates = None
+        if self.params.instruction_version == 2:
+            from ..instructions.goal_language import template_set
+
+            templates = template_set()
+        synth = Synthesizer(self.template_task, lexicon=verifier.lexicon, templates=templates)
         self._rewriter = llm_rewriter(self.params, verifier)
         episodes: list[Episode] = []
         self.rejected_targets: set[int] = set()  # targets finish_episode ruled out for good
