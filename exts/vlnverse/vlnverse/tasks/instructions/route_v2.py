@@ -22,7 +22,7 @@ from .describer import Describer
 from .grammar import capitalize_first, number_word, ordinal_word
 from .lexicon import Lexicon
 from .phrases import Phrase, object_phrase, render
-from .references import PathFrame, Reference, Referrer, RoomReference
+from .references import STRUCTURE, PathFrame, Reference, Referrer, RoomReference
 from .route_language import (CLOSINGS, DISTANCE_HEDGES, LAST_LINKS, LAST_LINKS_AFTER_LEAD, LEADS, MANNERS,
                              MOVING_PARTS, OPENERS, PAIR_LINKS, PAIR_LINKS_AFTER_LEAD, family, template_set)
 from .types import GroundedInstruction, Mention, RouteEvent, RouteFacts
@@ -59,7 +59,7 @@ class RouteDescriberV2(Describer):
         view = self.view
         extent = (self._bmax - self._bmin).max(axis=1) if len(self._ids) else np.zeros(0)
         keep = [k for k, iid in enumerate(self._ids)
-                if view.objects[int(iid)]["category"] not in exclude_categories | _structure()
+                if view.objects[int(iid)]["category"] not in exclude_categories | STRUCTURE
                 and extent[k] >= self.min_landmark_extent and view.room_of(int(iid)) is not None]
         return np.array(keep, dtype=np.int64)
 
@@ -129,12 +129,6 @@ class RouteDescriberV2(Describer):
         stop = [e for e in events if e.kind == "stop"]
         events = [e for e in events if e.kind != "stop"] + stop
         return replace(facts, rooms=tuple(room for room, _, _ in segs), events=tuple(events))
-
-
-def _structure() -> set[str]:
-    from .references import STRUCTURE
-
-    return set(STRUCTURE)
 
 
 class RouteSynthesizerV2:
@@ -289,7 +283,9 @@ class RouteSynthesizerV2:
             nxt = events[i + 1] if i + 1 < len(events) else None
             gap = ev.s - last_s
             far = None
-            if ev.kind == "pass" and gap >= self.far_min:
+            sayable_pass = ev.kind == "pass" and ev.landmark is not None and ev.landmark.instance_id not in named \
+                and ev.landmark.instance_id != stop_id
+            if sayable_pass and gap >= self.far_min:
                 far = self.distance(gap, rng)
             elif gap >= self.straight_min:
                 clause("straight", {"dist": self.distance(gap, rng)})
@@ -343,9 +339,10 @@ class RouteSynthesizerV2:
                         clause("turn_at", {"dir": ev.direction, "landmark": lm})
                     else:
                         clause("turn", {"dir": ev.direction})
-            elif ev.kind == "pass" and ev.landmark is not None and ev.landmark.instance_id not in named \
-                    and ev.landmark.instance_id != stop_id:
+            elif sayable_pass:
                 lm = ref(ev.landmark, current)
+                if lm is None and gap >= self.straight_min:
+                    clause("straight", {"dist": self.distance(gap, rng)})
                 if lm is not None:
                     named.add(ev.landmark.instance_id)
                     _, side = path.locate(self.referrer.view.objects[ev.landmark.instance_id]["position"])
@@ -418,7 +415,6 @@ class RouteSynthesizerV2:
         return Phrase.join(sentences, " ")
 
 
-__all__ = ["RELATION_WORDS_V2", "RouteDescriberV2", "RouteSynthesizerV2", "family"]
 
 
 class RouteLanguageV2:
@@ -482,4 +478,4 @@ class RouteLanguageV2:
         return chosen, info
 
 
-__all__ += ["RouteLanguageV2"]
+__all__ = ["RELATION_WORDS_V2", "RouteDescriberV2", "RouteLanguageV2", "RouteSynthesizerV2", "family"]
