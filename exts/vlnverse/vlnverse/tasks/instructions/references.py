@@ -73,11 +73,13 @@ class Reference:
 
 @dataclass(frozen=True)
 class RoomReference:
-    """A room as named from ``scope_room``: by type, or by type and a category it contains."""
+    """A room as named from ``scope_room``: by type, by type and a category it contains ("the
+    bedroom with the desk"), or, ``generic``, by contents alone ("the room with the piano")."""
 
     room: RoomRef
     scope_room: int | None
     contents: ObjectRef | None = None
+    generic: bool = False
 
 
 class PathFrame:
@@ -238,10 +240,13 @@ class Referrer:
         return (n, side) if n <= MAX_ORDINAL else None
 
     # ------------------------------------------------------------------ rooms
-    def refer_room(self, room_id: int, scope_room: int | None, by_contents: bool = False) -> RoomReference | None:
+    def refer_room(self, room_id: int, scope_room: int | None, by_contents: bool = False,
+                   generic: bool = False) -> RoomReference | None:
         """The room ``room_id`` named from ``scope_room``: by type when no other room of its type is
-        in scope, else by a category it contains that no same-type room in scope contains
-        (``by_contents``: by contents even when the type would do, if it has such a category)."""
+        in scope, else by a piece of furniture it holds that no same-type room in scope holds (the
+        category found in fewest rooms of the scene first). ``by_contents``: by contents even when
+        the type would do; ``generic`` (with ``by_contents``): "the room with …" when no room at
+        all in scope holds that category."""
         view = self.view
         room = view.room_ref(room_id)
         if room is None:
@@ -256,9 +261,13 @@ class Referrer:
             extent = max(abs(float(hi[0]) - float(lo[0])), abs(float(hi[1]) - float(lo[1])))
             if view.room_of(iid) == room_id and o["category"] not in STRUCTURE and extent >= CONTENTS_MIN_EXTENT:
                 here.setdefault(o["category"], []).append(iid)
-        for category, ids in sorted(here.items(), key=lambda kv: (len(kv[1]) != 1, kv[0])):
-            if len(ids) == 1 and not any(view.count_in_room(category, r) for r in same):
-                return RoomReference(room, scope_room, contents=view.object_ref(ids[0]))
+        spread = {c: sum(1 for r in view.rooms if view.count_in_room(c, r)) for c in here}
+        others = [r for r in scope if r != room_id]
+        for category, ids in sorted(here.items(), key=lambda kv: (len(kv[1]) != 1, spread[kv[0]], kv[0])):
+            if len(ids) != 1 or any(view.count_in_room(category, r) for r in same):
+                continue
+            alone = generic and by_contents and not any(view.count_in_room(category, r) for r in others)
+            return RoomReference(room, scope_room, contents=view.object_ref(ids[0]), generic=alone)
         return None if same else RoomReference(room, scope_room)
 
     # ------------------------------------------------------------------ resolving (Verifier)
@@ -294,10 +303,11 @@ class Referrer:
             return [pick] + [-1] * len(ties)     # a tie makes the count ambiguous
         return out
 
-    def resolve_room(self, room_type: str, scope_room: int | None, contents: str | None = None) -> list[int]:
-        """Every room in scope of type ``room_type`` (containing ``contents`` when given)."""
+    def resolve_room(self, room_type: str | None, scope_room: int | None, contents: str | None = None) -> list[int]:
+        """Every room in scope of type ``room_type`` (any type: ``None``) containing ``contents``
+        when given."""
         view = self.view
-        return [r for r in self.room_scope(scope_room) if view.rooms[r]["room_type"] == room_type
+        return [r for r in self.room_scope(scope_room) if room_type in (None, view.rooms[r]["room_type"])
                 and (contents is None or view.count_in_room(contents, r) > 0)]
 
 

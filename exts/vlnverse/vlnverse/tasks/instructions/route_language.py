@@ -66,6 +66,8 @@ PARTS: dict[str, list[str]] = {
         "scurry out of {room}",
         "hustle out of {room}",
         "ease out of {room}",
+        "stroll out of {room}",
+        "trot out of {room}",
     ],
     "enter": [
         "enter {room}", "go into {room}", "walk into {room}", "step into {room}", "continue into {room}",
@@ -101,6 +103,8 @@ PARTS: dict[str, list[str]] = {
         "slink into {room}",
         "parade into {room}",
         "drift into {room}",
+        "wander through into {room}",
+        "stride onward into {room}",
     ],
     "cross": [
         "go from {room_a} into {room_b}", "leave {room_a} for {room_b}", "pass out of {room_a} and into {room_b}",
@@ -155,6 +159,8 @@ PARTS: dict[str, list[str]] = {
         "parade past {landmark}",
         "stomp past {landmark}",
         "drift past {landmark}",
+        "sweep on by {landmark}",
+        "saunter along past {landmark}",
     ],
     "pass_side": [
         "pass {landmark} on your {side}", "walk by with {landmark} on your {side}",
@@ -204,6 +210,8 @@ PARTS: dict[str, list[str]] = {
         "immediately after {landmark}, spin {dir}",
         "spin {dir} alongside {landmark}",
         "pivot {dir} just beyond {landmark}",
+        "turn {dir} as {landmark} comes up",
+        "bear {dir} right at {landmark}",
     ],
     "turn": [
         "turn {dir}", "take a {dir}", "make a {dir} turn", "bear {dir}", "swing {dir}", "hang a {dir}",
@@ -277,6 +285,8 @@ PARTS: dict[str, list[str]] = {
         "parade {dist} onward",
         "stomp ahead for {dist}",
         "drift forward for {dist}",
+        "stroll onward for {dist}",
+        "keep to a straight track for {dist}",
     ],
     "stop_at": [
         "stop by {landmark}", "wait next to {landmark}", "stop in front of {landmark}", "stop when you reach {landmark}",
@@ -310,6 +320,8 @@ PARTS: dict[str, list[str]] = {
         "set your feet down beside {landmark}",
         "stand still near {landmark}",
         "halt squarely at {landmark}",
+        "come to a complete stop by {landmark}",
+        "finish up right beside {landmark}",
     ],
     "stop_at_in": [
         "stop by {landmark} in {room}", "wait next to {landmark} in {room}", "stop at {landmark} in {room}",
@@ -396,7 +408,7 @@ EXTRA_OBJECT_FORMS: dict[str, tuple[str, ...]] = {
 EXTRA_ROOM_FORMS: dict[str, tuple[str, ...]] = {
     "living_room": ("sitting room", "family room"), "office": ("home office", "workroom"),
     "hallway": ("passageway",), "dining_room": ("dining area",), "laundry_room": ("laundry",),
-    "bedroom": ("sleeping quarters",), "kitchen": ("cooking area",), "bathroom": ("bath room",),
+    "kitchen": ("cooking area",), "bathroom": ("bath room",),
 }
 
 #: Spoken distances: hedges before the number and the unit after it.

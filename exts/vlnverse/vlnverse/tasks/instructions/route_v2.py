@@ -203,7 +203,8 @@ class RouteSynthesizerV2:
     def room_phrase(self, rref: RoomReference, rng) -> Phrase:
         """``the kitchen`` or ``the bedroom with the desk`` (room mention over the whole phrase)."""
         lex = self.lexicon
-        noun = lex.room_phrase(rref.room.room_type, int(rng.integers(len(lex.room_variants(rref.room.room_type)))))
+        noun = "room" if rref.generic else \
+            lex.room_phrase(rref.room.room_type, int(rng.integers(len(lex.room_variants(rref.room.room_type)))))
         text = f"the {noun}"
         mentions = []
         if rref.contents is not None:
@@ -255,7 +256,8 @@ class RouteSynthesizerV2:
             return self.reference_phrase(r, rng, references)
 
         def room(room_ref, from_room) -> Phrase | None:
-            rref = referrer.refer_room(room_ref.room_id, from_room, by_contents=bool(rng.random() < self.decorate))
+            rref = referrer.refer_room(room_ref.room_id, from_room, by_contents=bool(rng.random() < self.decorate),
+                                       generic=bool(rng.random() < 0.5))
             if rref is None:
                 return None
             return self.room_phrase(rref, rng)

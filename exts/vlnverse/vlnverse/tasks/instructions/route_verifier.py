@@ -42,8 +42,9 @@ class RouteVerifier(Verifier):
         """As the base, but a room named by its contents may be called just "room"."""
         if mention.kind == "room" and mention.contents is not None and mention.room_id is not None:
             segment = text[mention.span[0]:mention.span[1]]
-            if any(h.kind == "room" and h.names == {GENERIC_ROOM} for h in self.lexicon.find(segment)) \
-                    and not any(h.kind == "room" and mention.category in h.names for h in self.lexicon.find(segment)):
+            hits = self.lexicon.find(segment)
+            if re.match(r"the room\b", segment) and not any(h.kind == "room" and h.names != {GENERIC_ROOM}
+                                                             for h in hits):
                 room = self.view.rooms.get(mention.room_id)
                 if room is None or room["room_type"] != mention.category:
                     return [f"'{segment}' at {mention.span[0]}: room {mention.room_id} is not a {mention.category}"]
@@ -94,7 +95,9 @@ class RouteVerifier(Verifier):
                 elif found != [m.instance_id]:
                     problems.append(f"{where}: denotes {len(found)} objects from room {m.scope}, not exactly one")
             elif m.kind == "room" and m.room_id is not None:
-                found = self.referrer.resolve_room(m.category, m.scope, m.contents)
+                said_type = any(h.kind == "room" and m.category in h.names
+                                for h in self.lexicon.find(text[m.span[0]:m.span[1]]))
+                found = self.referrer.resolve_room(m.category if said_type else None, m.scope, m.contents)
                 if found != [m.room_id]:
                     problems.append(f"{where}: denotes {len(found)} rooms seen from room {m.scope}, not exactly one")
         return problems
