@@ -18,6 +18,11 @@ the scene graph's ``adjacent`` edges) and that room itself, or every room when t
    the path, ordered by where the path passes closest to them (needs the path; positions closer
    than ``ORDINAL_GAP`` along it, or too close to the path to have a side, cannot be ordered).
 
+A doorway is named by an ordinal along the path from the room it leaves ("the second doorway on
+your left"): the doors of that room (the graph's ``adjacent`` edges and their ``door_center``)
+within ``DOOR_VISIBLE`` metres of the path, on the side the path turns to through the doorway,
+counted in the order the path reaches them (``doorways_along``).
+
 A room whose type is not unique in scope is named by its contents ("the bedroom with the desk"):
 a category present in it and absent from every same-type room in scope. What cannot be made
 unique is ``None``; the caller drops it and counts it (``dropped`` reasons).
@@ -48,6 +53,10 @@ ORDINAL_GAP = 0.5
 SIDE_MIN_OFFSET = 0.25
 #: A room is named by contents only of this footprint (m, longer side) or more: furniture.
 CONTENTS_MIN_EXTENT = 0.5
+#: A door is passed through when the path comes this close (m) to its centre, and counted when
+#: the path passes within ``DOOR_VISIBLE`` of it.
+DOOR_THROUGH = 0.6
+DOOR_VISIBLE = 3.0
 #: Ordinals beyond this are not said ("the fifth chair" is not something a person counts).
 MAX_ORDINAL = 3
 
@@ -103,6 +112,27 @@ class PathFrame:
         cross = d[0] * off[1] - d[1] * off[0]
         return float(self.arc[k]), ("left" if cross > 0 else "right")
 
+    def closest(self, point) -> tuple[float, float]:
+        """``(s, distance)``: arc length of the path point closest to ``point`` and how far it is."""
+        p = np.asarray(point, dtype=float)[:2]
+        dist = np.hypot(*(self.dense - p).T)
+        k = int(np.argmin(dist))
+        return float(self.arc[k]), float(dist[k])
+
+    def approach_side(self, point, s: float, back: float = 1.5) -> str | None:
+        """The side ``point`` lies on as seen ``back`` metres before arc length ``s``, facing along
+        the path there (the side a doorway the path turns into is on), ``None`` straight ahead."""
+        k = int(np.searchsorted(self.arc, max(s - back, 0.0)))
+        k = min(k, len(self._dirs) - 1)
+        d, off = self._dirs[k], np.asarray(point, dtype=float)[:2] - self.dense[k]
+        norm = np.hypot(*d) * np.hypot(*off)
+        if norm < 1e-9:
+            return None
+        cross = (d[0] * off[1] - d[1] * off[0]) / norm
+        if abs(cross) < 0.35:       # within ~20 degrees of straight ahead
+            return None
+        return "left" if cross > 0 else "right"
+
 
 def _attrs(view: SceneGraphView, iid: int) -> dict:
     return view.objects[iid].get("attributes") or {}
@@ -120,13 +150,18 @@ class Referrer:
     def __init__(self, scene_graph):
         self.view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
         self._adjacent: dict[int, set[int]] = {}
+        self._doors: dict[int, list[tuple[int, tuple[float, float]]]] = {}
         graph = getattr(self.view.graph, "graph", None)   # the networkx graph: room ``adjacent`` edges
         if graph is not None:
-            for u, v, data in graph.edges(data=True):
+            for u, v, data in sorted(graph.edges(data=True), key=lambda e: (str(e[0]), str(e[1]))):
                 if data.get("relation") == "adjacent" and str(u).startswith("room:") and str(v).startswith("room:"):
                     a, b = int(str(u)[5:]), int(str(v)[5:])
                     self._adjacent.setdefault(a, set()).add(b)
                     self._adjacent.setdefault(b, set()).add(a)
+                    if data.get("door_center") is not None:
+                        door = (b, tuple(float(x) for x in data["door_center"][:2]))
+                        if door not in self._doors.setdefault(a, []):
+                            self._doors[a].append(door)
 
     # ------------------------------------------------------------------ scopes
     def objects_in(self, room_id: int | None, category: str) -> list[int]:
@@ -270,6 +305,50 @@ class Referrer:
             return RoomReference(room, scope_room, contents=view.object_ref(ids[0]), generic=alone)
         return None if same else RoomReference(room, scope_room)
 
+    # ------------------------------------------------------------------ doorways
+    def doorways_along(self, from_room: int, path: PathFrame) -> list[tuple[float, str, int, bool]]:
+        """The doors of ``from_room`` the path passes within ``DOOR_VISIBLE`` m of, in path order:
+        ``(s, side, to_room, through)``; ``through`` when the path goes through it (its side is
+        then the side it turns to, else the side it lies on); doors straight ahead are left out."""
+        out = []
+        for to_room, centre in self._doors.get(from_room, []):
+            s, dist = path.closest(centre)
+            if dist > DOOR_VISIBLE:
+                continue
+            through = dist <= DOOR_THROUGH
+            side = path.approach_side(centre, s) if through else path.locate(centre)[1]
+            if side is not None:
+                out.append((s, side, to_room, through))
+        return sorted(out)
+
+    def doorway_ordinal(self, from_room: int | None, to_room: int, path: PathFrame) -> tuple[int, str] | None:
+        """``(n, side)``: the doorway the path takes from ``from_room`` into ``to_room`` is the n-th
+        on that side; ``None`` when it is straight ahead, not found, tied with another or beyond
+        ``MAX_ORDINAL``."""
+        if from_room is None:
+            return None
+        doors = self.doorways_along(from_room, path)
+        target = next((d for d in doors if d[2] == to_room and d[3]), None)
+        if target is None:
+            return None
+        s_t, side = target[0], target[1]
+        same = [d for d in doors if d[1] == side and d is not target]
+        if any(abs(d[0] - s_t) < ORDINAL_GAP for d in same):
+            return None
+        n = 1 + sum(1 for d in same if d[0] < s_t)
+        return (n, side) if n <= MAX_ORDINAL else None
+
+    def resolve_doorway(self, from_room: int, ordinal: tuple[int, str], path: PathFrame) -> list[int]:
+        """The rooms the n-th doorway on ``side`` (from ``from_room``, along ``path``) may lead to:
+        one room when that doorway is taken and not tied with another on that side."""
+        n, side = ordinal
+        on_side = [d for d in self.doorways_along(from_room, path) if d[1] == side]
+        if not (1 <= n <= len(on_side)):
+            return []
+        s_n, _, to_room, through = on_side[n - 1]
+        ties = [d for d in on_side if d is not on_side[n - 1] and abs(d[0] - s_n) < ORDINAL_GAP]
+        return [to_room] + [-1] * len(ties) if through else []
+
     # ------------------------------------------------------------------ resolving (Verifier)
     def resolve_object(self, category: str, scope_room: int | None, attributes: dict | None = None,
                        relation: tuple[str, int] | None = None, ordinal: tuple[int, str] | None = None,
@@ -311,5 +390,5 @@ class Referrer:
                 and (contents is None or view.count_in_room(contents, r) > 0)]
 
 
-__all__ = ["ATTRIBUTE_KEYS", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference", "Referrer", "RoomReference",
+__all__ = ["ATTRIBUTE_KEYS", "DOOR_THROUGH", "DOOR_VISIBLE", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference", "Referrer", "RoomReference",
            "REFERENCE_RELATIONS"]

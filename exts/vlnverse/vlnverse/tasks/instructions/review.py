@@ -55,9 +55,12 @@ def _card(ep, k: int, instr, refs: list[dict] | None, graph_objects: dict, lexic
             colour = NEED_COLOURS.get(ref.get("needs"), "#eee")
             spans.append((ref["span"][0], ref["span"][1], f'<mark style="background:{colour}" '
                           f'title="needs {html.escape(str(ref.get("needs")))}">', f"<sup>{n}</sup></mark>"))
-            obj = graph_objects.get(ref["instance_id"], {})
-            rows.append(f"<tr><td>{n}</td><td>{html.escape(str(obj.get('category', '?')))} "
-                        f"#{ref['instance_id']}</td><td>needs {html.escape(str(ref.get('needs')))}</td></tr>")
+            if ref.get("kind") == "doorway":
+                what = f"doorway into room {ref.get('room_id')}"
+            else:
+                what = f"{graph_objects.get(ref['instance_id'], {}).get('category', '?')} #{ref['instance_id']}"
+            rows.append(f"<tr><td>{n}</td><td>{html.escape(what)}</td>"
+                        f"<td>needs {html.escape(str(ref.get('needs')))}</td></tr>")
         body = _highlight(text, spans)
     else:
         body = _highlight(text, [(h.span[0], h.span[1], '<span class="word">', "</span>") for h in lexicon.find(text)])
@@ -122,7 +125,7 @@ def _draw_map(ctx, ep, refs, objects: dict, out: Path) -> None:
                 "label": "goal", "size": 110}]
     if refs is not None:
         for n, ref in enumerate(refs, 1):
-            obj = objects.get(int(ref["instance_id"]))
+            obj = objects.get(ref["instance_id"]) if ref.get("instance_id") is not None else None
             if obj is not None:
                 markers.append({"xy": np.asarray(obj["position"], dtype=float)[:2], "color": "tab:purple",
                                 "marker": f"${n}$", "label": None if n > 1 else "reference (number)", "size": 140})

@@ -1,6 +1,7 @@
 """Clause templates and connectives of the fine-grained route language, version 2.
 
-Parts (slots): ``begin``; ``exit`` / ``enter`` ({room}); ``cross`` ({room_a} → {room_b}, leaving one
+Parts (slots): ``begin``; ``exit`` / ``enter`` ({room}); ``enter_door`` ({doorway}: "the second
+doorway on your left into the kitchen"); ``cross`` ({room_a} → {room_b}, leaving one
 room straight into the next); ``pass`` ({landmark}); ``pass_side`` ({landmark}, {side}: the side it
 is on); ``pass_far`` ({landmark}, {dist}: the distance walked before it); ``turn`` / ``turn_around``;
 ``turn_at`` ({dir}, {landmark}); ``turn_into`` ({dir}, {room}); ``straight`` ({dist}); ``stop_at``
@@ -105,6 +106,10 @@ PARTS: dict[str, list[str]] = {
         "drift into {room}",
         "wander through into {room}",
         "stride onward into {room}",
+    ],
+    "enter_door": [
+        "go through {doorway}", "take {doorway}", "walk through {doorway}", "head through {doorway}",
+        "use {doorway}", "pass through {doorway}", "step through {doorway}", "make your way through {doorway}",
     ],
     "cross": [
         "go from {room_a} into {room_b}", "leave {room_a} for {room_b}", "pass out of {room_a} and into {room_b}",

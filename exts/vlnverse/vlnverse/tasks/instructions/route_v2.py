@@ -35,6 +35,7 @@ RELATION_WORDS_V2: dict[str, tuple[str, ...]] = {
 }
 CARRY_WORDS = ((" with ", " on it"), (" with ", " on top"), (" that has ", " on it"), (" holding ", ""),
                (" topped with ", ""), (" carrying ", ""))
+DOOR_WORDS = ("doorway", "door", "opening")
 SIDE_WORDS = ("on your {side}", "to your {side}", "on the {side}", "on your {side}-hand side", "to the {side} of you")
 
 
@@ -255,6 +256,25 @@ class RouteSynthesizerV2:
                 return None
             return self.reference_phrase(r, rng, references)
 
+        def doorway(room_ref, from_room, into: Phrase | None) -> Phrase | None:
+            """"the second doorway on your left into the kitchen": always when the room cannot be
+            named, else sometimes (``decorate``); a room mention with the ordinal spans it all."""
+            door = referrer.doorway_ordinal(from_room, room_ref.room_id, path)
+            if door is None or (into is not None and (rng.random() >= self.decorate
+                                                      or into.text.startswith("the room "))):
+                return None
+            n, side = door
+            target = into if into is not None else self.room_phrase(RoomReference(room_ref, None), rng)
+            phrase = Phrase(f"the {ordinal_word(n)} {_pick(rng, DOOR_WORDS)} "
+                            f"{_pick(rng, SIDE_WORDS).format(side=side)} into ") + target
+            phrase.mentions.insert(0, Mention("room", (0, len(phrase.text)), category=room_ref.room_type,
+                                              room_id=room_ref.room_id, scope=from_room, ordinal=door))
+            references.append({"instance_id": None, "room_id": room_ref.room_id, "kind": "doorway",
+                               "needs": "ordinal" if into is None else "category", "span": [0, len(phrase.text)]})
+            phrase.mentions.append(Mention("object", (0, len(phrase.text)), category="__reference__",
+                                           instance_id=len(references) - 1))
+            return phrase
+
         def room(room_ref, from_room) -> Phrase | None:
             rref = referrer.refer_room(room_ref.room_id, from_room, by_contents=bool(rng.random() < self.decorate),
                                        generic=bool(rng.random() < 0.5))
@@ -294,21 +314,22 @@ class RouteSynthesizerV2:
             last_s = ev.s
             if ev.kind == "enter" and ev.room is not None:
                 into = room(ev.room, current)
-                if into is None:
+                door = doorway(ev.room, current, into)
+                if into is None and door is None:
                     self.dropped["ambiguous_room"] += 1
                     return None
                 if pending_exit is not None:
                     out = room(self.referrer.view.room_ref(pending_exit), pending_exit)
-                    if out is not None and rng.random() < 0.3:
+                    if out is not None and door is None and rng.random() < 0.3:
                         clause("cross", {"room_a": out, "room_b": into})
                     else:
                         if out is not None:
                             clause("exit", {"room": out})
-                        clause("enter", {"room": into})
+                        clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
                     actions.append(("exit", pending_exit))
                     pending_exit = None
                 else:
-                    clause("enter", {"room": into})
+                    clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
                 actions.append(("enter", ev.room.room_id))
                 current = ev.room.room_id
             elif ev.kind == "turn":
@@ -323,10 +344,14 @@ class RouteSynthesizerV2:
                 elif nxt is not None and nxt.kind == "enter" and nxt.room is not None and nxt.s - ev.s < 2.0 \
                         and pending_exit is None:
                     into = room(nxt.room, current)
-                    if into is None:
+                    door = doorway(nxt.room, current, into)
+                    if into is None and door is None:
                         self.dropped["ambiguous_room"] += 1
                         return None
-                    clause("turn_into", {"dir": ev.direction, "room": into})
+                    if door is not None:
+                        clause("enter_door", {"doorway": door})
+                    else:
+                        clause("turn_into", {"dir": ev.direction, "room": into})
                     actions.append(("enter", nxt.room.room_id))
                     current = nxt.room.room_id
                     last_s = nxt.s

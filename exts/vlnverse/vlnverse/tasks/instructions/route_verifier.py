@@ -94,6 +94,12 @@ class RouteVerifier(Verifier):
                     problems.append(f"{where}: an ordinal reference cannot be checked without the path")
                 elif found != [m.instance_id]:
                     problems.append(f"{where}: denotes {len(found)} objects from room {m.scope}, not exactly one")
+            elif m.kind == "room" and m.room_id is not None and m.ordinal is not None:
+                if path is None:
+                    problems.append(f"{where}: a doorway ordinal cannot be checked without the path")
+                elif self.referrer.resolve_doorway(m.scope, m.ordinal, path) != [m.room_id]:
+                    problems.append(f"{where}: the {m.ordinal[0]}. doorway on the {m.ordinal[1]} from room {m.scope} "
+                                    f"does not lead into room {m.room_id} alone")
             elif m.kind == "room" and m.room_id is not None:
                 said_type = any(h.kind == "room" and m.category in h.names
                                 for h in self.lexicon.find(text[m.span[0]:m.span[1]]))
