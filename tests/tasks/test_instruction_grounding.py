@@ -376,3 +376,19 @@ def test_version_2_is_refused_for_task_types_with_their_own_goal_templates(capsy
             "--out", str(tmp_path / "d"), "--no-progress", "--set", "params.instruction_version=2"]
     assert main(argv) == 2
     assert "params.instruction_version" in capsys.readouterr().err
+
+
+def test_coarse_grained_language_split_holds_out_the_natural_and_casual_styles(tmp_path):
+    from vlnverse.paths import scenes_dir
+    from vlnverse.tasks.dataset import generate_dataset
+    from vlnverse.tasks.episode import load_episodes
+
+    out = tmp_path / "c"
+    generate_dataset("coarse_grained", [str(scenes_dir() / "home_0014.usd")], 3, 3, out, progress=False,
+                     overrides={"params.instruction_version": 2, "params.language_split": True})
+    seen, shifted = load_episodes(out / "val_unseen.jsonl"), load_episodes(out / "val_unseen_language.jsonl")
+    assert len(seen) == len(shifted) == 3
+    for a, b in zip(seen, shifted):
+        assert [i.style for i in a.instructions] == ["formal"]
+        assert [i.style for i in b.instructions] == ["natural", "casual"]
+        assert b.episode_id == a.episode_id + "-language" and a.goals == b.goals

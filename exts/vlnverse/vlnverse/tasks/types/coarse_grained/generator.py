@@ -6,7 +6,10 @@ style (formal, natural, casual), all checked by the Verifier. Config ``params``:
 ``styles`` (default all three), ``goal_offset`` (max distance goal point ↔ object, m, 1.0),
 ``max_attempts_per_episode`` (20), ``llm_url``/``llm_model`` (optional LLM rewrite, kept only
 when verified), ``instruction_version`` (1: today's templates, the default; 2: more verbs,
-connectives and clause orders per style, ``instructions.goal_language``; coarse-grained only).
+connectives and clause orders per style, ``instructions.goal_language``; coarse-grained only) and
+``language_split`` (version 2: a formal-to-natural/casual shift; every episode gets the formal
+description only, and each val_unseen episode is also written with the other styles of
+``styles`` to ``val_unseen_language``).
 """
 from __future__ import annotations
 
@@ -34,10 +37,16 @@ class CoarseGrainedParams(LLMParams):
     goal_offset: float = param(1.0, low=0.0, high=10.0)
     max_attempts_per_episode: int = param(20, low=1, high=1000)
     instruction_version: int = param(1, low=1, high=2)
+    language_split: bool = False
 
     def validate(self) -> None:
-        """A positive goal offset (the budget: its field's range)."""
+        """A positive goal offset (the budget: its field's range); a language split needs version 2
+        and the formal style beside another."""
         require(self.goal_offset > 0, "goal_offset", f"got {self.goal_offset}", "a distance > 0 m")
+        require(not (self.language_split and self.instruction_version != 2), "language_split",
+                f"set with instruction_version {self.instruction_version}", "instruction_version 2")
+        require(not self.language_split or ("formal" in self.styles and len(set(self.styles)) > 1), "styles",
+                f"{self.styles} with language_split", "formal and at least one other style")
 
 
 @register_task("coarse_grained", config="config.yaml")
@@ -64,8 +73,9 @@ class CoarseGrained(TaskGenerator):
 
     @property
     def styles(self) -> tuple[str, ...]:
-        """Instruction styles generated per episode (``params.styles``)."""
-        return tuple(self.params.styles)
+        """Instruction styles generated per episode (``params.styles``; formal alone with
+        ``params.language_split``)."""
+        return ("formal",) if self.params.language_split else tuple(self.params.styles)
 
     def goal_candidates(self, ctx: SceneContext) -> list[GoalObject]:
         """Targets that are in a room, reachable, and uniquely describable."""
@@ -86,19 +96,34 @@ class CoarseGrained(TaskGenerator):
         synth = Synthesizer(self.template_task, lexicon=verifier.lexicon, templates=templates)
         self._rewriter = llm_rewriter(self.params, verifier)
         episodes: list[Episode] = []
+        twins: list[Episode] = []      # val_unseen_language (params.language_split)
         self.rejected_targets: set[int] = set()  # targets finish_episode ruled out for good
         budget = self.params.max_attempts_per_episode * max(n, 1)
         while len(episodes) < n:
             budget -= 1
             if budget < 0 or not candidates:
-                return self.partial(ctx, episodes, n, self.shortfall_reason(candidates))
+                return self.partial(ctx, episodes, n, self.shortfall_reason(candidates)) + twins
             goal = candidates[int(rng.integers(len(candidates)))]
             episode = self.episode_for_goal(ctx, rng, goal, len(episodes), split, synth, verifier)
             if episode is not None:
                 episodes.append(episode)
+                if self.params.language_split and split == "val_unseen":
+                    twins.append(self.language_twin(episode, goal, rng, synth, verifier))
             elif goal.instance_id in self.rejected_targets:
                 candidates = [c for c in candidates if c.instance_id not in self.rejected_targets]
-        return episodes
+        return episodes + twins
+
+    def language_twin(self, episode: Episode, goal: GoalObject, rng: np.random.Generator, synth: Synthesizer,
+                      verifier) -> Episode:
+        """``episode`` described in the held-out styles (every style of ``params.styles`` but
+        formal), as ``<id>-language`` in split ``val_unseen_language``."""
+        import dataclasses
+
+        held = [s for s in self.params.styles if s != "formal"]
+        grounded = [synthesize_verified(lambda s=style: synth.goal(goal.facts, s, rng), verifier) for style in held]
+        info = dict(episode.info, template_ids=[list(g.template_ids) for g in grounded])
+        return dataclasses.replace(episode, episode_id=episode.episode_id + "-language", split="val_unseen_language",
+                                   instructions=[g.to_instruction() for g in grounded], info=info)
 
     def shortfall_reason(self, candidates: list[GoalObject]) -> str:
         """Why fewer episodes than asked were found (for the dataset summary)."""
