@@ -329,7 +329,7 @@ GOLDEN_COARSE_V2 = "de4afe296ac2c9c2d65737de13ba88b3b06a10c7f43606248fb69889b1e4
 
 
 def test_coarse_grained_version_2_templates_name_nothing_and_keep_their_register():
-    from vlnverse.tasks.instructions import goal_language
+    from vlnverse.tasks.types.coarse_grained import templates_v2 as goal_language
 
     lexicon = Lexicon()
     tset = goal_language.template_set()
@@ -345,7 +345,7 @@ def test_coarse_grained_version_2_templates_name_nothing_and_keep_their_register
 
 
 def TEMPLATES_V1_FORMAL():
-    from vlnverse.tasks.instructions.templates.coarse_grained import FORMAL
+    from vlnverse.tasks.types.coarse_grained.templates import FORMAL
 
     return FORMAL
 

@@ -6,7 +6,7 @@ style (formal, natural, casual), all checked by the Verifier. Config ``params``:
 ``styles`` (default all three), ``goal_offset`` (max distance goal point ↔ object, m, 1.0),
 ``max_attempts_per_episode`` (20), ``llm_url``/``llm_model`` (optional LLM rewrite, kept only
 when verified), ``instruction_version`` (1: today's templates, the default; 2: more verbs,
-connectives and clause orders per style, ``instructions.goal_language``; coarse-grained only) and
+connectives and clause orders per style, ``templates_v2``; coarse-grained only) and
 ``language_split`` (version 2: a formal-to-natural/casual shift; every episode gets the formal
 description only, and each val_unseen episode is also written with the other styles of
 ``styles`` to ``val_unseen_language``).
@@ -90,7 +90,7 @@ class CoarseGrained(TaskGenerator):
         _, verifier = pipeline(ctx)
         templates = None
         if self.params.instruction_version == 2:
-            from ..instructions.goal_language import template_set
+            from .templates_v2 import template_set
 
             templates = template_set()
         synth = Synthesizer(self.template_task, lexicon=verifier.lexicon, templates=templates)

@@ -94,7 +94,7 @@ class FineGrained(TaskGenerator):
 
     def _generate_v2(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Version-2 language (``instructions.route_v2.RouteLanguageV2``); see the module docstring."""
-        from ..instructions.route_v2 import RouteLanguageV2
+        from ...instructions.route_v2 import RouteLanguageV2
 
         params = self.params
         language = RouteLanguageV2.from_context(ctx, landmark_radius=params.landmark_radius)

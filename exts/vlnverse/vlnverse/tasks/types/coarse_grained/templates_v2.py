@@ -6,14 +6,14 @@ connectives and clause orders in each of the three styles, kept apart by registe
 * ``natural``: polite spoken requests ("Could you …", "I'd like you to …", "please");
 * ``casual``: lower-case, clipped, slangy ("yo", "gonna", "real quick"), no "please".
 
-Slots as in ``templates/coarse_grained`` (``{target}``, ``{a_target}``, ``{target_noun}``,
+Slots as in ``templates`` (``{target}``, ``{a_target}``, ``{target_noun}``,
 ``{rel}``, ``{room}``, ``{room_noun}``). ``family(template_id)`` (even/odd position) partitions the
-set for a language-shift split, as in ``route_language``.
+set for a language-shift split, as in ``instructions.route_language``.
 """
 from __future__ import annotations
 
-from .template_sets import Template, TemplateSet
-from .templates.coarse_grained import CASUAL, FORMAL, NATURAL
+from ...instructions.template_sets import Template, TemplateSet
+from .templates import CASUAL, FORMAL, NATURAL
 
 FORMAL_V2 = [
     "Upon entering {room}, proceed to {target} {rel}.",
