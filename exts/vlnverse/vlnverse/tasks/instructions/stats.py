@@ -7,7 +7,8 @@
   and ``own_trigram_share``, the share of its distinct 3-grams that no other style uses (how far
   the formal, natural and casual registers stay apart);
 * ``references``: object references recorded by the version-2 generator (episode ``info``) and the
-  share that needed an attribute or a relation (``needs``) or an ordinal to be unique; ``null`` for
+  share that needed an attribute or a relation (``needs``) or an ordinal to be unique, and the
+  doorway ordinals said (``doorways``: needed, ``ordinal``, or not, ``category``); ``null`` for
   datasets that do not record them (version 1);
 * ``verifier``: attempts accepted and rejected by the route Verifier (``info["verifier"]``), the
   rejected share and the counts by reason; references dropped as not unique (``info["dropped"]``).
@@ -34,6 +35,7 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
     texts: list[str] = []
     styles: list[str] = []
     needs: Counter = Counter()
+    doorways: Counter = Counter()
     rejected: Counter = Counter()
     dropped: Counter = Counter()
     accepted = 0
@@ -49,7 +51,8 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
         if "references" in info:
             recorded = True
             for refs in info["references"][:len(chosen)]:
-                needs.update(r.get("needs", "category") for r in refs)
+                needs.update(r.get("needs", "category") for r in refs if r.get("kind") != "doorway")
+                doorways.update(r.get("needs", "category") for r in refs if r.get("kind") == "doorway")
         if "verifier" in info:
             accepted += int(info["verifier"].get("accepted", 0))
             rejected.update({k: int(v) for k, v in info["verifier"].get("rejected", {}).items()})
@@ -81,7 +84,8 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
             "count": total_refs, "by_need": dict(sorted(needs.items())),
             "attribute_or_relation_share": round((needs["attribute"] + needs["relation"]) / total_refs, 4)
             if total_refs else 0.0,
-            "ordinal_share": round(needs["ordinal"] / total_refs, 4) if total_refs else 0.0}
+            "ordinal_share": round(needs["ordinal"] / total_refs, 4) if total_refs else 0.0,
+            "doorways": dict(sorted(doorways.items()))}
     attempts = accepted + sum(rejected.values())
     if attempts or dropped:
         out["verifier"] = {"attempts": attempts, "accepted": accepted,
@@ -99,7 +103,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     refs = stats.get("references")
     lines.append("references: not recorded in this dataset" if refs is None else
                  f"references: {refs['count']}, {refs['attribute_or_relation_share']:.1%} needed an attribute or "
-                 f"relation, {refs['ordinal_share']:.1%} an ordinal ({refs['by_need']})")
+                 f"relation, {refs['ordinal_share']:.1%} an ordinal ({refs['by_need']}); doorway ordinals "
+                 f"{refs.get('doorways') or 'none'}")
     for style, st in (stats.get("styles") or {}).items():
         lines.append(f"style {style}: {st['instructions']} instructions, vocabulary {st['vocabulary']}, "
                      f"{st['own_trigram_share']:.1%} of its 3-grams used by no other style")
