@@ -4,7 +4,8 @@ Layer order (lowest first; a module may import its own top-level unit or a unit 
 never a sibling of its own layer nor anything above):
 
     core (+ the ``vlnverse.paths`` alias of ``core.paths``, the root package's ``__version__``)
-    → scenes → sim → tasks → run → eval → learn | study | results → benchmarks | kit | cli
+    → engines (the parallel engines that run ``core.jobs``) → scenes → sim → tasks → run → eval
+    → learn | study | results → benchmarks | kit | cli
     → extension (Kit's entry point) | __main__ → kit_tests
 
 Both module-level imports and imports inside functions count (a lazy import is still a
@@ -31,7 +32,7 @@ PACKAGE = Path(vlnverse.__file__).parent
 
 #: Top-level units by layer, lowest first (see the module docstring).
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(s.split()) for s in (
-    "__init__ core deps", "scenes", "sim", "tasks", "run", "eval", "learn study results", "benchmarks kit cli",
+    "__init__ core deps", "engines", "scenes", "sim", "tasks", "run", "eval", "learn study results", "benchmarks kit cli",
     "extension __main__", "kit_tests"))
 #: Top-level modules that are another unit's public name.
 ALIASES = {"paths": "core"}   # vlnverse.paths re-exports vlnverse.core.paths
@@ -248,6 +249,18 @@ def test_lazily_registered_plugins_resolve_to_their_modules():
     for name in ("openai", "ollama", "scripted"):
         assert MODELS.get(name).__module__ == "vlnverse.run.chat_models"
     assert MODELS._lazy["transformers"] == "vlnverse.learn.vlm"   # resolving it imports torch: not here
+
+
+def test_parallel_engines_are_named_in_core_and_live_above_it():
+    """``core.jobs`` (the job model) names the built-in engines lazily and imports none of them; each
+    resolves to its own module of ``vlnverse.engines`` (a layer above core, below everything else)."""
+    from vlnverse.core.jobs import ENGINES
+
+    graph = import_graph()
+    assert not [t for t in graph["vlnverse.core.jobs"] if unit(t) != "core"]
+    assert ENGINES._lazy == {"local": "vlnverse.engines.local", "ray": "vlnverse.engines.ray"}
+    for name in ("local", "ray"):
+        assert ENGINES.get(name).__module__ == f"vlnverse.engines.{name}"
 
 
 def test_built_in_task_types_are_the_folders_that_register_them():

@@ -1,12 +1,12 @@
-"""``vlnverse.core.parallel.run_jobs``: every item exactly once, dead workers replaced, failing
-jobs reported by key, bad input rejected."""
+"""``vlnverse.core.jobs.run_jobs`` on the engines of ``vlnverse.engines``: every item exactly
+once, dead workers replaced, failing jobs reported by key, bad input rejected."""
 from __future__ import annotations
 
 import pytest
 
 from parallel_jobs import limited, squares, with_children
 from vlnverse.core.errors import ConfigError
-from vlnverse.core.parallel import Job, run_jobs
+from vlnverse.core.jobs import Job, run_jobs
 
 
 def _jobs(**payload):
@@ -59,7 +59,9 @@ def test_engines_are_registered_driver_classes_and_a_plug_in_engine_runs_jobs():
     it runs inline, and is accepted by every check, the command-line option included."""
     import argparse
 
-    from vlnverse.core.parallel import ENGINES, Engine, ParallelConfig, _InlineDriver, add_parallel_options
+    from vlnverse.core.cli_options import add_parallel_options
+    from vlnverse.core.jobs import ENGINES, Engine, ParallelConfig
+    from vlnverse.engines.local import _InlineDriver
 
     assert ENGINES.names() == ["local", "ray"]
     assert ParallelConfig(1).inline and not ParallelConfig(2).inline
@@ -101,7 +103,7 @@ def test_engines_are_registered_driver_classes_and_a_plug_in_engine_runs_jobs():
 def test_parallel_config_validate_is_pure_and_names_the_fields_of_its_source():
     """``validate`` checks values without I/O (an unreachable cluster passes it; ``preflight``
     is what connects) and names each field as the command line or a config file spells it."""
-    from vlnverse.core.parallel import CONFIG_FIELDS, ParallelConfig
+    from vlnverse.core.jobs import CONFIG_FIELDS, ParallelConfig
 
     ray_cfg = ParallelConfig(engine="ray", address="127.0.0.1:1")
     assert ray_cfg.validate() == ParallelConfig(2, "ray", "127.0.0.1:1", None)
@@ -211,7 +213,8 @@ def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):
 
     script = tmp_path / "preload.py"
     script.write_text(
-        "from vlnverse.core.parallel import Job, run_jobs, start_fork_server\n"
+        "from vlnverse.core.jobs import Job, run_jobs\n"
+        "from vlnverse.engines.local import start_fork_server\n"
         "from parallel_jobs import loaded_modules\n"
         "if __name__ == '__main__':\n"
         "    first = start_fork_server(['colorsys', 'parallel_jobs'], wait=True)\n"
@@ -230,7 +233,10 @@ def test_the_fork_server_preloads_modules_into_every_worker(tmp_path):
         "    run_jobs(loaded_modules, [Job('b', ('colorsys',), {})], workers=2,\n"
         "             on_result=lambda item, value: after.update({item: value}))\n"
         "    print(first, again, got['colorsys'], got['wave'], sorted(after))\n")
-    env = {**__import__("os").environ, "PYTHONPATH": str(Path(__file__).parent)}
+    import os
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(Path(__file__).parent),
+                                                                     os.environ.get("PYTHONPATH")]))}
     result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     # 'wave' was asked for after the server started: a run's preload only counts for a new server
@@ -244,19 +250,19 @@ def test_a_local_ray_instance_started_here_gives_its_workers_the_environment_wit
     import ray
 
     from parallel_jobs import environment
-    from vlnverse.core import parallel
+    from vlnverse.engines import ray as ray_engine
 
     monkeypatch.setenv("VLNVERSE_TEST_SETTING", "at-start")
-    parallel.connect_ray(None, num_cpus=2)
+    ray_engine.connect_ray(None, num_cpus=2)
     try:
-        assert parallel._ray_runtime_env(ray) is None  # actors reuse the instance's prestarted workers
+        assert ray_engine._ray_runtime_env(ray) is None  # actors reuse the instance's prestarted workers
         got: dict = {}
         run_jobs(environment, [Job("a", ("VLNVERSE_TEST_SETTING",), {})], workers=1, engine="ray",
                  on_result=lambda item, value: got.update({item: value}))
         assert got == {"VLNVERSE_TEST_SETTING": "at-start"}
         # a setting changed since the instance started reaches the workers through a runtime_env
         monkeypatch.setenv("VLNVERSE_TEST_SETTING", "changed")
-        assert parallel._ray_runtime_env(ray)["env_vars"]["VLNVERSE_TEST_SETTING"] == "changed"
+        assert ray_engine._ray_runtime_env(ray)["env_vars"]["VLNVERSE_TEST_SETTING"] == "changed"
         run_jobs(environment, [Job("a", ("VLNVERSE_TEST_SETTING",), {})], workers=1, engine="ray",
                  on_result=lambda item, value: got.update({item: value}))
         assert got == {"VLNVERSE_TEST_SETTING": "changed"}
@@ -272,7 +278,7 @@ def test_a_local_ray_instance_keeps_its_actors_for_the_next_run_with_fresh_state
     import ray
 
     from parallel_jobs import state_probe
-    from vlnverse.core import parallel
+    from vlnverse.engines import ray as ray_engine
 
     def one_run():
         got: dict = {}
@@ -280,7 +286,7 @@ def test_a_local_ray_instance_keeps_its_actors_for_the_next_run_with_fresh_state
                           engine="ray", on_result=lambda item, value: got.update({item: value}))
         return got, report
 
-    parallel.connect_ray(None, num_cpus=2)
+    ray_engine.connect_ray(None, num_cpus=2)
     try:
         first, _ = one_run()
         second, report = one_run()
@@ -295,4 +301,4 @@ def test_a_local_ray_instance_keeps_its_actors_for_the_next_run_with_fresh_state
         assert len({pid for pid, _ in third.values()} & {pid for pid, _ in second.values()}) == 1
     finally:
         ray.shutdown()
-        parallel._RAY_POOL.clear()
+        ray_engine._RAY_POOL.clear()

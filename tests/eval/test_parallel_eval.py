@@ -1,4 +1,4 @@
-"""Parallel evaluation (``vlnverse.core.parallel``): local worker processes and a local Ray
+"""Parallel evaluation (``vlnverse.core.jobs``): local worker processes and a local Ray
 instance give exactly the serial records and summary; a killed worker's episodes are re-run
 elsewhere, each exactly once; a scene that keeps crashing is reported by id and the rest completes."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Observation caches and DAgger collection across worker processes: the same store files, byte
-for byte, as a serial run (``vlnverse.learn.collect`` over ``vlnverse.core.parallel``)."""
+for byte, as a serial run (``vlnverse.learn.collect`` over ``vlnverse.core.jobs``)."""
 from __future__ import annotations
 
 import math

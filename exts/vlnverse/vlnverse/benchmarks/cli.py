@@ -5,7 +5,7 @@ import argparse
 import importlib
 import json
 
-from ..core.parallel import ENGINES
+from ..core.jobs import ENGINES
 from . import BENCHMARKS
 
 

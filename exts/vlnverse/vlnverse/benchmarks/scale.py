@@ -114,7 +114,7 @@ def fresh_worker_job(payload: dict, items: tuple, state: dict, emit) -> None:
 
 def _one_job_per_worker(fn, engine: str, workers: int, items: list[str]) -> None:
     """Run ``fn`` once on each of ``workers`` Ray workers (one job per idle worker)."""
-    from vlnverse.core.parallel import Job, run_jobs
+    from vlnverse.core.jobs import Job, run_jobs
 
     jobs = [Job(f"worker{k}", tuple(f"{k}|{i}" for i in items), None) for k in range(workers)]
     run_jobs(fn, jobs, workers=workers, engine=engine, on_result=lambda *a: None)
@@ -122,7 +122,8 @@ def _one_job_per_worker(fn, engine: str, workers: int, items: list[str]) -> None
 
 def _start_engines(runs: list, out: dict) -> None:
     """Each engine's once-per-process start-up, timed apart (see the module docstring)."""
-    from vlnverse.core.parallel import connect_ray, start_fork_server
+    from vlnverse.engines.local import start_fork_server
+    from vlnverse.engines.ray import connect_ray
 
     modules = _worker_modules()
     t0 = time.perf_counter()

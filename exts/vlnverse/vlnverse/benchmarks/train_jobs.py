@@ -1,7 +1,7 @@
 """``vlnverse bench train --seeds 0,1,2``: the table as (row, seed) jobs on the parallel engine
 (``run``; ``vlnverse bench train`` without ``--seeds`` is ``train.run``'s single serial run).
 
-Each (policy row, training seed) pair is one job of ``core.parallel`` (``--workers N`` jobs at
+Each (policy row, training seed) pair is one job of ``core.jobs`` (``--workers N`` jobs at
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
 is each seed's baselines (random and forward-only). A job trains its row as ``bench train``
 does (``train.train_row``: IL, then the DAgger round) and evaluates its agents on val_seen,
@@ -304,7 +304,7 @@ def _copy_predictor(source: Path, target: Path) -> None:
 
 
 def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
-    """The engine's job function (``core.parallel.JobFn``): a seed's preparation or a (row, seed)
+    """The engine's job function (``core.jobs.JobFn``): a seed's preparation or a (row, seed)
     job, with the driver's ``CARRIED`` settings; emits the job's result under its key."""
     for name, value in payload["carried"].items():
         setattr(T, name, value)
@@ -319,10 +319,10 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
 
 
 def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict, list, int]:
-    """Run ``jobs`` (``core.parallel.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``.
+    """Run ``jobs`` (``core.jobs.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``.
     Workers=1 on the local engine runs them here, one after the other, with the same retry."""
     from vlnverse.core.errors import ConfigError, UnknownNameError
-    from vlnverse.core.parallel import JobFailure, run_jobs
+    from vlnverse.core.jobs import JobFailure, run_jobs
 
     results: dict = {}
 
@@ -443,7 +443,7 @@ def _say(line: str) -> None:
 def run(args: Any, report: Callable[[str], None] = _say) -> dict:
     """``bench train --seeds``: the driver (see the module docstring); returns the JSON-ready figures."""
     from vlnverse.core.errors import ConfigError
-    from vlnverse.core.parallel import Job, ParallelConfig
+    from vlnverse.core.jobs import Job, ParallelConfig
     from vlnverse.learn.agent import require_torch
 
     require_torch("vlnverse bench train", field=None)

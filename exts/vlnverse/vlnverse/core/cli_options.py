@@ -1,11 +1,29 @@
-"""Command-line helpers shared by the run commands (``vlnverse eval``, ``vlnverse train``):
-options that may also follow the ``key=value`` overrides."""
+"""Command-line helpers shared by the run commands (``vlnverse eval``, ``vlnverse train``, ``data
+generate``, ``bench``): the parallel engine's options, and options that may also follow the
+``key=value`` overrides."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .errors import ConfigError
-from .parallel import ENGINES
+from .jobs import ENGINES
+
+
+def add_parallel_options(parser: Any, what: str, *, defaults: bool = True) -> None:
+    """``--workers N``, ``--engine NAME``, ``--address HOST:PORT`` and ``--job-timeout SECONDS``
+    (read back with ``core.jobs.ParallelConfig.from_args``). Without ``defaults`` an option not
+    given is ``None``, so that a config file's value stands (``vlnverse train``)."""
+    parser.add_argument("--workers", type=int, default=None,
+                        help=f"{what}: worker processes (default 1, or 2 with --engine ray)")
+    parser.add_argument("--engine", choices=ENGINES.names(), default="local" if defaults else None,
+                        help="local processes (default) or a Ray cluster (pip install 'vlnverse[ray]')")
+    parser.add_argument("--address", default=None,
+                        help="Ray cluster HOST:PORT (from `ray start --head`) or auto; default: a local Ray instance")
+    parser.add_argument("--job-timeout", type=float, default=None, metavar="SECONDS",
+                        help="kill a worker that makes no progress on a scene for SECONDS and retry the scene "
+                             "elsewhere (default: off; worker processes / Ray only)")
+
 
 #: option → (attribute of the parsed arguments, how its value is read and what it must be)
 TRAILING_OPTIONS = {"--workers": ("workers", int, "an integer >= 1"), "--envs": ("envs", int, "an integer >= 1"),

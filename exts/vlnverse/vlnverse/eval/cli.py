@@ -5,7 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..core.parallel import ParallelConfig, add_parallel_options
+from ..core.cli_options import add_parallel_options
+from ..core.jobs import ParallelConfig
 from ..scenes.object_meshes import OBJECT_STYLES
 from ..sim.types import RENDER_QUALITIES
 

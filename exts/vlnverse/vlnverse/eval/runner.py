@@ -31,7 +31,7 @@ import numpy as np
 
 from ..core.errors import ConfigError
 from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
-from ..core.parallel import JobFailure, ParallelConfig, RunReport, run_jobs
+from ..core.jobs import JobFailure, ParallelConfig, RunReport, run_jobs
 from ..run.agents import Agent, agent_rig, join_run, make_agent
 from ..run.episodes import RunSettings, check_all_episode_bounds, generate_episodes, resolve_settings
 from ..run.evaluation import run_batched_forked
@@ -268,7 +268,7 @@ def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = 
     return agent
 
 
-#: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.parallel.SharedLimit``)
+#: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.jobs.SharedLimit``)
 MODEL_REQUESTS = "model_requests"
 
 
@@ -298,7 +298,7 @@ class EvalJob:
 
 
 def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.parallel``): evaluate the episodes ``items`` of one scene and
+    """Parallel job (``vlnverse.core.jobs``): evaluate the episodes ``items`` of one scene and
     ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
     and the scene's simulator once per job. With ``model.concurrency`` N, every model request
     takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
@@ -386,7 +386,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
     in its own process. The records are the serial run's.
 
     ``workers`` > 1 or ``engine="ray"`` (``address`` = a cluster's ``HOST:PORT``) evaluate
-    scenes in parallel (``vlnverse.core.parallel``): the records are the same as a serial run's
+    scenes in parallel (``vlnverse.core.jobs``): the records are the same as a serial run's
     and ``summary.json`` aggregates them in the serial order. A scene whose worker keeps
     failing is listed in ``summary["failed_scenes"]`` and the other scenes complete;
     ``job_timeout`` (s, default off) kills and retries a worker stuck on a scene that long.

@@ -16,7 +16,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("overrides", nargs=argparse.REMAINDER,
                    help="dotted key=value overrides, e.g. mode=dagger init=runs/train/x/best.pt il.epochs=2")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
-    from ..core.parallel import add_parallel_options
+    from ..core.cli_options import add_parallel_options
 
     add_parallel_options(p, "scenes rolled out in parallel for the observation cache and DAgger (workers=N)",
                          defaults=False)  # unset: the config's workers / engine / address / job_timeout stand
@@ -165,7 +165,7 @@ def _train(args: argparse.Namespace) -> int:
     from .config import load_train_config, resolve_train_config_path
 
     from ..core.cli_options import split_trailing_options
-    from ..core.parallel import CONFIG_FIELDS
+    from ..core.jobs import CONFIG_FIELDS
     from ..tasks.scene_roots import with_scene_roots
 
     args.backend = None

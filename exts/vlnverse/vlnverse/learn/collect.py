@@ -6,7 +6,7 @@ the sensor frames, the teacher's label and the pose, then executes the teacher's
 probability ``beta`` and the learner's otherwise (β = 1: teacher forcing for the observation
 cache; β = p^round: DAgger). Episodes run through the runner's ``run_scene`` / ``Rollout`` (the
 same collision-mode rules as evaluation), scene by scene in this process or on parallel workers
-(``vlnverse.core.parallel``); this process alone writes each finished episode to the store, in
+(``vlnverse.core.jobs``); this process alone writes each finished episode to the store, in
 the serial order. ``StoreEpisodes`` is the same writer as a rollout hook, for code that drives
 ``Rollout`` itself.
 
@@ -200,7 +200,7 @@ class CollectJob:
 
 
 def collect_scene_job(payload: CollectJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.parallel``): roll out the episodes ``items`` of one scene with
+    """Parallel job (``vlnverse.core.jobs``): roll out the episodes ``items`` of one scene with
     a recording agent and ``emit(episode_id, {"record", "instruction", "steps"})`` as each ends;
     the driver writes the steps to the store in the serial order."""
     from ..run.rollout import run_scene
@@ -249,7 +249,7 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     panoramas too, through the scene context's ``render_options``); None: the defaults.
 
     ``workers`` / ``engine`` / ``address`` / ``job_timeout`` roll scenes out in parallel
-    (``vlnverse.core.parallel``; ``scene_loader``, ``teacher`` and ``learner`` are then pickled
+    (``vlnverse.core.jobs``; ``scene_loader``, ``teacher`` and ``learner`` are then pickled
     to the workers). The agent's draws are seeded per episode, and this process alone writes the
     store, episode by episode in the serial order (scene by scene, as given), so the store's
     files are byte-identical to a serial run's whatever the worker count or engine. A scene
@@ -257,7 +257,7 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
     from tqdm import tqdm
 
     from ..core.errors import VLNVerseError
-    from ..core.parallel import CONFIG_FIELDS, ParallelConfig, run_jobs
+    from ..core.jobs import CONFIG_FIELDS, ParallelConfig, run_jobs
     from ..tasks.scene_jobs import scene_jobs
 
     parallel = ParallelConfig(workers, engine, address, job_timeout).checked(CONFIG_FIELDS)

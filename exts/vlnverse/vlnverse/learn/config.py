@@ -41,7 +41,7 @@ from typing import Any
 
 from ..core.config import from_dict, load_config, parse_overrides, require
 from ..core.errors import ConfigError
-from ..core.parallel import CONFIG_FIELDS, ParallelConfig
+from ..core.jobs import CONFIG_FIELDS, ParallelConfig
 from ..run.setup import EpisodeSetup, EpisodeSource, NamedSpec, SensorConfig
 
 #: Training modes.
@@ -290,7 +290,7 @@ class TrainConfig(EpisodeSetup):
     seed: int = 0
     out: str = "runs/train"
     #: scenes rolled out in parallel when the observation cache is rendered and in DAgger
-    #: collection (``vlnverse.core.parallel``: ``local`` processes or a ``ray`` cluster at
+    #: collection (``vlnverse.core.jobs``: ``local`` processes or a ``ray`` cluster at
     #: ``address``); the cache and the aggregate are byte-identical to a serial run's
     workers: int = 1
     engine: str = "local"

@@ -8,7 +8,7 @@ each with K episodes of the config's task, ``val_seen_fraction`` of them held ou
 ``seeded_subset``, the episodes ``bench train`` holds out). They are made on demand, deterministically by seed, into
 ``<cache dir>/homes/<key hash>/`` (``scenes/`` USD files, ``episodes/`` the dataset, ``done.json``
 with the seconds spent per home) and reused; nothing is shipped. Homes and episodes are made with
-``workers`` processes (``vlnverse.core.parallel``); the files do not depend on the count.
+``workers`` processes (``vlnverse.core.jobs``); the files do not depend on the count.
 
 The split guard (``check_disjoint_homes``) refuses a train split that shares a home with
 ``val_unseen`` or ``test`` -- by scene id, or by content (``scenes.description.scene_content_hash(portable=True)``:

@@ -227,7 +227,7 @@ class Agent:
 
 def join_run(agent: Agent, limit: Any = None, peer: Agent | None = None) -> None:
     """Make every chat model of ``agent`` (:meth:`Agent.chat_models`) take the run-wide request
-    ``limit`` (a context manager such as ``core.parallel.SharedLimit``; None: none) and, given
+    ``limit`` (a context manager such as ``core.jobs.SharedLimit``; None: none) and, given
     ``peer`` (another agent of the same run), count its endpoint failures on the breaker of the
     peer's model of the same role, so the episode threads of a run open one breaker per role."""
     theirs = peer.chat_models() if peer is not None else {}

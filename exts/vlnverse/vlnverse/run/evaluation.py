@@ -77,7 +77,7 @@ def run_batched_forked(episodes: list, settings: Any, agent: Agent, envs: int, k
     """``run.batched.run_batched`` of ``episodes`` with ``kwargs`` (its keyword arguments) and
     ``envs`` environment processes, forked from the fork server with ``preload`` imported (in
     this process when the arguments cannot be sent to them: a scene loader built in code)."""
-    from ..core.parallel import start_fork_server
+    from ..engines.local import start_fork_server
     from .batched import run_batched
 
     try:

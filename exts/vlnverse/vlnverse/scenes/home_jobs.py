@@ -1,4 +1,4 @@
-"""Generated homes written in parallel (``vlnverse.core.parallel`` jobs) and their fingerprints.
+"""Generated homes written in parallel (``vlnverse.core.jobs`` jobs) and their fingerprints.
 
 One place for what the learning layer's training homes (``learn.homes``) and the task layer's
 benchmarks (``tasks.benchmark``) share: the scene id of the home of a seed, the job that
@@ -38,7 +38,7 @@ class HomesJob:
 
 
 def generate_home_job(payload: HomesJob, items: tuple, state: dict, emit: Callable[[Any, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.parallel``): generate and write the homes of the seeds ``items``
+    """Parallel job (``vlnverse.core.jobs``): generate and write the homes of the seeds ``items``
     (``gen_<seed>.usd`` in ``payload.folder``, each written atomically); emit each seed's
     ``{"path": file, "fingerprint": home_file_fingerprint(file) or None}``."""
     from .procgen import generate_home
@@ -60,7 +60,7 @@ def generate_home_files(seeds: list[int], folder: str | Path, *, min_rooms: int 
     from tqdm import tqdm
 
     from ..core.errors import VLNVerseError
-    from ..core.parallel import Job, run_jobs
+    from ..core.jobs import Job, run_jobs
 
     made: dict[int, dict[str, Any]] = {}
     bar = tqdm(total=len(seeds), desc=desc, unit="home", disable=not progress)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:  # annotations only: the scene layer is imported where a scene
     from ..scenes.maps import SceneMaps
 
 #: modules a worker process working on scenes needs (task types, scene loading and maps, OpenUSD):
-#: parallel runs have the local fork server import them once (``core.parallel.start_fork_server``)
+#: parallel runs have the local fork server import them once (``engines.local.start_fork_server``)
 #: instead of every worker importing them on its first scene (``matplotlib.path``: room polygons,
 #: about 0.1 CPU s per worker otherwise; ``scene_cache``: parsed scenes on disk)
 WORKER_PRELOAD = ("vlnverse.tasks.base", *builtin_task_types().values(), "vlnverse.scenes.usd_io",

@@ -22,7 +22,8 @@ import json
 import math
 
 from ..core.body import DEFAULT_BODY
-from ..core.parallel import ParallelConfig, add_parallel_options
+from ..core.cli_options import add_parallel_options
+from ..core.jobs import ParallelConfig
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

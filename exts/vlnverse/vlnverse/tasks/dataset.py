@@ -34,7 +34,7 @@ from ..core.body import AgentBody, as_body
 from ..core.config import check_seed, short
 from ..core.errors import ConfigError, SceneError
 from ..core.io import redact_secrets, replace_output_dir, write_bytes_atomic, write_json_atomic
-from ..core.parallel import Job, ParallelConfig, run_jobs
+from ..core.jobs import Job, ParallelConfig, run_jobs
 from ..core.plugins import load_plugins
 from .base import (TASKS, WORKER_PRELOAD, SceneContext, TaskConfig, TaskGenerator, load_scene_context, load_task_config,
                    load_task_types)
@@ -203,7 +203,7 @@ def generate_dataset(task: str, scenes: str | Iterable[str | Path], episodes_per
     returns ``(renderer, close)`` for tasks that render (those whose generator sets ``needs_renderer``). Episodes name
     their scene portably: ``scene_path`` relative to ``scene_root``, the dataset folder or the
     shipped scenes (``vlnverse.tasks.scene_roots``), so the folder can be moved or copied.
-    ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.parallel``;
+    ``workers``/``engine``/``address`` generate scenes in parallel (``vlnverse.core.jobs``;
     the factory must then be picklable); the files are the same as a serial run's.
     ``job_timeout`` (s, default off) kills and retries a worker stuck on one scene that long.
     ``plugins`` (module names or ``.py`` paths, ``vlnverse.core.plugins``) are imported first,
@@ -328,7 +328,7 @@ class GenerateJob:
 
 
 def generate_scene_job(payload: GenerateJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.parallel``): generate one scene's episodes (seeded by the
+    """Parallel job (``vlnverse.core.jobs``): generate one scene's episodes (seeded by the
     dataset seed and the scene id, so any worker gives the same episodes) and ``emit(path,
     (scene_id, episodes, shortfall))``; the task generator is built once per worker."""
     task, task_config, body_obj = payload.task, payload.task_config, payload.body

@@ -1,4 +1,4 @@
-"""Parallel jobs of per-scene work (``vlnverse.core.parallel``): one job per scene of a set of
+"""Parallel jobs of per-scene work (``vlnverse.core.jobs``): one job per scene of a set of
 episodes, costed by the scene file's size. Evaluation and the learning layer's collection build
 their jobs here; the engine itself knows nothing of scenes."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..core.parallel import Job
+from ..core.jobs import Job
 
 
 def scene_jobs(by_scene: dict, common: Any, *, send: bool, field_name: str, expected: str) -> list[Job]:
