@@ -263,6 +263,24 @@ def test_parallel_engines_are_named_in_core_and_live_above_it():
         assert ENGINES.get(name).__module__ == f"vlnverse.engines.{name}"
 
 
+#: the policies' own modules: the generic bench reaches a policy only through the registry and its hooks
+POLICY_MODULES = ("vlnverse.learn.gama", "vlnverse.learn.hnr", "vlnverse.learn.vlnbert", "vlnverse.learn.rdp")
+
+
+def policy_imports(graph: dict[str, set[str]], prefix: str = "vlnverse.benchmarks.train") -> list[str]:
+    """``"a -> b"`` for every import of a policy's own module by a module under ``prefix``."""
+    return sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith(prefix) for t in ts
+                  if t.startswith(POLICY_MODULES))
+
+
+def test_the_training_bench_knows_no_policy_by_name():
+    """``bench train`` gets GAMA's expert usage from the policy's ``multitask_report`` hook (issue 56)."""
+    graph = import_graph()
+    assert policy_imports(graph) == []
+    planted = dict(graph, **{"vlnverse.benchmarks.train.evaluation": {"vlnverse.learn.gama"}})
+    assert policy_imports(planted) == ["vlnverse.benchmarks.train.evaluation -> vlnverse.learn.gama"]
+
+
 def test_built_in_task_types_are_the_folders_that_register_them():
     """Each folder of ``tasks/types`` is a built-in task type, found on disk (no name list): its
     package registers the task type named like the folder (its generator module), its template set

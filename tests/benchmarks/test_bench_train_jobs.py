@@ -25,12 +25,12 @@ def tiny_args(out: Path, **kw) -> SimpleNamespace:
 
 @pytest.fixture
 def tiny(monkeypatch):
-    """``benchmarks.train_jobs`` (``bench train --seeds``) with the rows' step budget at 10."""
-    import vlnverse.benchmarks.train as T
-    import vlnverse.benchmarks.train_jobs as J
+    """``bench train`` (``run``; with ``--seeds``: ``benchmarks.train.jobs``) with the rows' step
+    budget at 10; ``row``: the module of ``train_row``."""
+    from vlnverse.benchmarks.train import recipe, row, run
 
-    monkeypatch.setattr(T, "MAX_STEPS", 10)
-    return J
+    monkeypatch.setattr(recipe, "MAX_STEPS", 10)
+    return SimpleNamespace(run=run, row=row)
 
 
 def _checkpoint_tensors(path):
@@ -49,7 +49,7 @@ def _per_episode(result):
 @pytest.mark.parametrize("text, match", [("", "names no seed"), (" , ,", "names no seed"), ("0,1,0", "seed 0 given twice"),
                                          ("0,x", "'x'"), ("-1", "'-1'")])
 def test_seeds_naming_nothing_or_twice_is_one_line(text, match, tmp_path):
-    from vlnverse.benchmarks.train_jobs import run
+    from vlnverse.benchmarks.train import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=match) as err:
@@ -60,7 +60,7 @@ def test_seeds_naming_nothing_or_twice_is_one_line(text, match, tmp_path):
 
 @pytest.mark.parametrize("text, match", [("", "names no row"), (",,", "names no row"), ("cma,nope", "nope")])
 def test_policies_naming_nothing_is_one_line(text, match, tmp_path):
-    from vlnverse.benchmarks.train_jobs import run
+    from vlnverse.benchmarks.train import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=match) as err:
@@ -70,20 +70,22 @@ def test_policies_naming_nothing_is_one_line(text, match, tmp_path):
 
 
 def test_parse_seeds_keeps_the_order_given():
-    from vlnverse.benchmarks.train_jobs import parse_seeds
+    from vlnverse.benchmarks.train.options import parse_seeds
 
     assert parse_seeds("2, 0,1") == [2, 0, 1] and parse_seeds("7") == [7] and parse_seeds("0,1,") == [0, 1]
 
 
 def test_work_folder_of_another_code_version_or_setting_is_refused_or_rebuilt(tmp_path):
-    from vlnverse.benchmarks import train as T
-    from vlnverse.benchmarks.train_jobs import check_work, work_identity
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train.jobs import check_work, work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.errors import ConfigError
 
-    opts = T.settings(tiny_args(tmp_path / "x.json"), T._rows(SimpleNamespace(policies="seq2seq")))
+    opts = TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json"))
     me = work_identity(opts)
     assert me["benchmark"] is None and me["code_version"] and len(me["config"]) == 16
-    assert work_identity({**opts, "workers": 4}) == me  # how many run at once is not part of it
+    assert work_identity(replace(opts, workers=4, parallel_workers=4)) == me  # how many run at once is not part of it
     work = tmp_path / "bt"
     check_work(work, me, False, print)
     (work / "jobs").mkdir()
@@ -94,7 +96,7 @@ def test_work_folder_of_another_code_version_or_setting_is_refused_or_rebuilt(tm
     with pytest.raises(ConfigError, match=r"work.json code_version.*'0.0.1'.*--rebuild") as err:
         check_work(work, me, False, print)
     assert "\n" not in str(err.value)
-    more = work_identity({**opts, "epochs": 5})
+    more = work_identity(replace(opts, epochs=5))
     (work / "work.json").write_text(json.dumps(me))
     with pytest.raises(ConfigError, match=r"work.json config.*\(epochs: 2 there, 5 here\)"):
         check_work(work, more, False, print)
@@ -112,8 +114,63 @@ def test_work_folder_of_another_code_version_or_setting_is_refused_or_rebuilt(tm
         check_work(work, bench, False, print)
 
 
+#: ``work.json`` of ``bench train --seeds 0,1,2`` at the default flags, as the code before the rows
+#: were read from their train configs made it (without and with ``--benchmark proc-v1``, version 1)
+DEFAULT_IDENTITY = {"benchmark": None, "benchmark_version": None, "code_version": "0.1.0", "config": "16e0a7f38ac32401",
+                    "settings": {"budget": None, "dagger": True, "encoder": "pretrained", "epochs": 15, "homes": 30,
+                                 "per_held_out": 50, "per_home": 8, "per_test": 50, "scale": 1.0, "table7": True,
+                                 "val_seen_cap": 40, "validation_episodes": 6}}
+PROC_V1_CONFIG = "5bc6ce9033e2f0a5"
+#: sha256 (16 hex) of each row's IL and DAgger ``TrainConfig`` dicts in a job folder (the trainer's and
+#: its caches' keys derive from them), as that code made them
+ROW_CONFIGS = {"seq2seq": ("5c46c67eb3706c3d", "8dea1caef151f8c2"), "cma": ("df2bbb4a9a44304d", "99c1e80bef0a406f"),
+               "rdp": ("d70521c525723155", "dbab507d7b4e9f91"), "vlnbert": ("27b39e82dce310e6", "5623cd693d99bc43"),
+               "hnr": ("92a70da7ba4905f4", "5ee950b7ae87e6e8"), "gama": ("8f9fc054acdf71d2", "f84b1a78e4669977"),
+               "gama_multitask": ("9d568b7b5307e331", "783ecf54505f7344")}
+
+
+def test_a_work_folder_made_before_the_split_resumes_its_identity_and_job_configs_are_unchanged():
+    """The identity of a ``bench train --seeds`` work folder at the default flags, and every row's
+    IL and DAgger config in a job, are byte for byte those of the code that made the running
+    folders (so such a folder resumes)."""
+    import hashlib
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train import recipe as R
+    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.io import to_jsonable
+
+    flags = dict(out="x.json", seed=0, seeds="0,1,2", policies=None, train_homes=None, episodes_per_home=None,
+                 eval_episodes=None, test_episodes=None, val_seen_episodes=None, epochs=None, budget=None, workers=None,
+                 encoder="pretrained", no_strict=False, no_dagger=False, no_transfer=False, validation_episodes=None,
+                 engine="local", address=None, rebuild=False, benchmark=None, render_only=False)
+    options = TrainBenchOptions.from_args(SimpleNamespace(**flags))
+    assert json.dumps(work_identity(options), sort_keys=True) == json.dumps(DEFAULT_IDENTITY, sort_keys=True)
+    proc = replace(options, benchmark=SimpleNamespace(name="proc-v1", version=1), per_home=8)  # the pool's 8 per home
+    assert work_identity(proc) == {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0",
+                                   "config": PROC_V1_CONFIG, "settings": {k: v for k, v in DEFAULT_IDENTITY["settings"].items()
+                                                                          if k not in ("per_held_out", "per_test", "scale")}}
+
+    def digest(cfg: dict) -> str:
+        return hashlib.sha256(json.dumps(to_jsonable(cfg), sort_keys=True).encode()).hexdigest()[:16]
+
+    work = Path("/w/jobs/x")
+    for row in R.policy_rows():
+        params = dict(row["params"])  # as a job gives them: the seed's encoder and predictor files
+        if "rgb_encoder" in params:
+            params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "frozen": True,
+                                                               "path": "/w/seeds/s0/encoder/encoder.safetensors"}
+        if row.get("waypoint_predictor"):
+            params["waypoint_predictor"] = "/w/seeds/s0/waypoints/predictor.pt"
+        il = R.row_config(row, work, None, 0, "auto", 1, params, 15, 6)
+        base = R.row_config(row, work, None, 0, "auto", 1, dict(row["params"]), 15, 6)
+        dagger = R.dagger_config(base, row["name"], work, "/w/jobs/x/il/r/best.pt", None, 15, 6, 508)
+        assert (digest(il), digest(dagger)) == ROW_CONFIGS[row["name"]], row["name"]
+
+
 def test_multitask_row_needs_the_single_seed_run(tmp_path):
-    from vlnverse.benchmarks.train_jobs import run
+    from vlnverse.benchmarks.train import run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--policies.*gama_multitask with --seeds"):
@@ -127,7 +184,7 @@ def test_aggregate_over_seeds_is_the_hand_computed_mean_and_sd():
     """Seed 0: SR 1, 0 in home a and 1, 0 in home b (0.5); seed 1: 1, 1 and 1, 0 (0.75); seed 2: all
     0 (0.0). Mean 0.4167, sample sd sqrt(((0.5-m)^2 + (0.75-m)^2 + m^2) / 2) = 0.3819; pooled, home
     a has 3 of 6 successes and home b 2 of 6."""
-    from vlnverse.benchmarks.train_jobs import aggregate, aggregate_lines
+    from vlnverse.benchmarks.train.report import aggregate, aggregate_lines
 
     def result(seed, sr):
         per = {"ids": ["e0", "e1", "e2", "e3"], "homes": ["a", "a", "b", "b"], "SR": sr, "SPL": [v / 2 for v in sr],
@@ -164,17 +221,20 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
     """The wiring of the VLN-BERT row's job (training, evaluation and the stage replaced): the
     seed's predictor is where the stage reads it, the stage sees the job's val_unseen results,
     its lines join the job's table (so they aggregate over seeds) and its figures the result."""
-    import vlnverse.benchmarks.train as T
-    from vlnverse.benchmarks.train_jobs import row_job
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train import evaluation, recipe, row
+    from vlnverse.benchmarks.train.jobs import row_job
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
 
     seed_dir = tmp_path / "seeds" / "s3"
     seed_dir.mkdir(parents=True)
     for name in ("train", "val_seen", "val_unseen", "test"):
         (seed_dir / f"{name}.jsonl").write_text(f"{name}\n")
     (seed_dir / "predictor.pt").write_bytes(b"weights")
-    monkeypatch.setattr(T, "train_row", lambda row, folder, *a: {
+    monkeypatch.setattr(row, "train_row", lambda row, folder, *a: {
         "checkpoints": {"vlnbert_il": "il.pt", "vlnbert_il_dagger": "dagger.pt"}, "figures": {"device": "cpu"}, "curve": {}})
-    monkeypatch.setattr(T, "evaluate", lambda spec, split, mode, folder, seed, workers, sensors, agent: {
+    monkeypatch.setattr(evaluation, "evaluate", lambda spec, split, mode, folder, seed, workers, sensors, agent: {
         "episodes": 1, "SR": {"mean": 0.5 if agent.endswith("dagger") else 0.25}})
     seen = {}
 
@@ -184,8 +244,9 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
         table.append({"agent": "vlnbert_t7_zero_shot", "split": "val_unseen", "mode": "telhop", "episodes": 1})
         return {"table7": {"ratio": 2.0}}
 
-    monkeypatch.setattr(T, "table7_stage", lambda: stage)
-    opts = {"budget": None, "scale": 1.0, "dagger": True, "table7": True, "epochs": 1, "validation_episodes": 1}
+    monkeypatch.setattr(recipe, "table7_stage", lambda: stage)
+    opts = TrainBenchOptions(rows=(recipe.policy_row("vlnbert"),), budget=None, dagger=True, table7=True, epochs=1,
+                             validation_episodes=1)
     got = row_job(tmp_path, opts, "vlnbert", 3, {"predictor": {"path": str(seed_dir / "predictor.pt")}})
     folder = tmp_path / "jobs" / "vlnbert-s3"
     assert seen == {"seed": 3, "work": folder, "predictor": b"weights", "in_domain": [0.25, 0.5]}
@@ -196,12 +257,12 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
 
     assert got["code"] == code_revision()  # the commit that ran the job (None outside a git checkout)
     seen.clear()
-    row_job(tmp_path, {**opts, "table7": False}, "vlnbert", 3, {"predictor": None})  # --no-transfer: no stage
+    row_job(tmp_path, replace(opts, table7=False), "vlnbert", 3, {"predictor": None})  # --no-transfer: no stage
     assert seen == {}
 
 
 def test_best_agent_is_the_best_val_seen_sr_over_seeds_ties_by_ndtw():
-    from vlnverse.benchmarks.train_jobs import best_agent
+    from vlnverse.benchmarks.train.report import best_agent
 
     def row(agent, sr, ndtw, split="val_seen"):
         return {"agent": agent, "split": split, "mode": "telhop",
@@ -241,30 +302,31 @@ class _Bench:
 
 
 def test_benchmark_gives_the_training_homes_and_held_out_episodes(tmp_path, monkeypatch):
-    from vlnverse.benchmarks import train as T
+    from vlnverse.benchmarks.train.data import _dataset, split_data
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.errors import ConfigError
 
     held = [e for split in ("val_unseen", "test")  # the benchmark's held-out episodes: 1 per shipped scene
-            for e in T._dataset("fine_grained", split, 1, 5, tmp_path / f"held_{split}", 0.0) if e.split == split]
+            for e in _dataset("fine_grained", split, 1, 5, tmp_path / f"held_{split}", 0.0) if e.split == split]
     bench = _Bench(held)
     module = ModuleType("vlnverse.tasks.benchmark")
     module.load_benchmark = lambda name: bench
     monkeypatch.setitem(sys.modules, "vlnverse.tasks.benchmark", module)
-    rows = T._rows(SimpleNamespace(policies="seq2seq"))
     with pytest.raises(ConfigError, match="--eval-episodes.*benchmark fixes"):
-        T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1"), rows)
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", benchmark="tiny-v1"))
     with pytest.raises(ConfigError, match="--train-homes"):
-        T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None, train_homes=0), rows)
-    opts = T.settings(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None, episodes_per_home=None), rows)
-    assert opts["benchmark"] is bench and opts["per_home"] == 4  # the benchmark's train episodes per home
-    splits, homes = T.split_data(tmp_path / "w", opts, 0)
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None, train_homes=0))
+    opts = TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", benchmark="tiny-v1", eval_episodes=None,
+                                                 episodes_per_home=None))
+    assert opts.benchmark is bench and opts.per_home == 4  # the benchmark's train episodes per home
+    splits, homes = split_data(tmp_path / "w", opts, 0)
     assert homes["seed"] == 7000 and homes["homes"] == 2  # the first homes of the train pool
     assert bench.checked == ("train", ["gen_07000", "gen_07001"])  # checked against the pool's fingerprints
     assert {e.scene_id for e in splits["train"]} <= {"gen_07000", "gen_07001"}
     assert [e.episode_id for e in splits["val_unseen"]] == [e.episode_id for e in held if e.split == "val_unseen"]
     assert [e.episode_id for e in splits["test"]] == [e.episode_id for e in held if e.split == "test"]
     assert bench.asked == ["val_unseen", "test"] and not (tmp_path / "w" / "data_val_unseen").exists()
-    from vlnverse.benchmarks.train_jobs import work_identity
+    from vlnverse.benchmarks.train.jobs import work_identity
 
     me = work_identity(opts)
     assert (me["benchmark"], me["benchmark_version"]) == ("tiny-v1", 3) and "per_held_out" not in me["settings"]
@@ -285,7 +347,7 @@ def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_
         calls.append(row["name"])
         raise RuntimeError("the GPU fell off")
 
-    monkeypatch.setattr(tiny.T, "train_row", broken)
+    monkeypatch.setattr(tiny.row, "train_row", broken)
     out = tmp_path / "bt.json"
     args = tiny_args(out, policies="cma", name="train", nproc=None)
     assert cli._run(args) == 1

@@ -255,21 +255,23 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
 
 
 def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_training(tmp_path, monkeypatch):
-    import vlnverse.benchmarks.train as B
+    import vlnverse.benchmarks.train.evaluation as B
     import vlnverse.eval.runner as R
     import vlnverse.learn.waypoints.train as W
+    from vlnverse.benchmarks.train.recipe import METRICS, SENSORS
+    from vlnverse.benchmarks.train.row import train_waypoint_predictor
     from vlnverse.run.setup import NamedSpec, RenderConfig
 
     renders, predictor = [], []
     monkeypatch.setattr(R, "run_eval", lambda cfg, **kw: renders.append(cfg.render))
-    monkeypatch.setattr(B, "episode_metrics", lambda out: {m: [1.0, 0.0] for m in B.METRICS})
+    monkeypatch.setattr(B, "episode_metrics", lambda out: {m: [1.0, 0.0] for m in METRICS})
     monkeypatch.setattr(B, "row_design", lambda out: {})
-    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "x", render=RenderConfig("high", "meshes"))
-    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, B.SENSORS, "y")
+    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "x", render=RenderConfig("high", "meshes"))
+    B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "y")
     assert renders == [RenderConfig("high", "meshes"), RenderConfig()]
     monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append((cfg.render, cfg.model)) or
                         {"held_out": {"predicted": {}}, "train_poses": 1})
-    B.train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
+    train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
     assert predictor == [(RenderConfig("fast", "meshes"), {"rgb": True})]  # the waypoint rows see RGB-D through it
 
 
@@ -278,8 +280,9 @@ def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_
     body's predictor adapted, the round chosen on 40 val_seen episodes), appends its val_unseen lines
     to the table and reports the Table 7 lift (zero-shot -> selected round) beside the in-domain one
     (IL -> IL + online round): 0.30 / 0.04 = 7.5, 0.30 / 0.15 = 2.0, 0.24 / 0.27 = 0.89."""
-    import vlnverse.benchmarks.train as B
+    import vlnverse.benchmarks.train.recipe as B
     import vlnverse.benchmarks.transfer as T
+    from vlnverse.benchmarks.train.report import table_lines
 
     work = _work(tmp_path)
     got_args = []
@@ -311,4 +314,4 @@ def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_
     assert online["table7"]["ratio"] == 7.5 and online["table7"]["after"]["mean"] == 0.3
     assert online["table7_over_adapted_predictor"]["ratio"] == 2.0
     assert online["in_domain"]["ratio"] == 0.89
-    assert B.table_lines(table[1:])[1].startswith("vlnbert_t7_zero_shot ")
+    assert table_lines(table[1:])[1].startswith("vlnbert_t7_zero_shot ")

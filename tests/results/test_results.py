@@ -145,7 +145,8 @@ def test_page_from_tiny_runs_has_the_json_numbers_and_is_deterministic(runs, tmp
 
 def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     """A bench train JSON row named like the paper's CMA on the test split gets Table 3's figures."""
-    from vlnverse.benchmarks.train import pairwise_comparisons, row_design, split_design, table_lines
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.benchmarks.train.report import pairwise_comparisons, split_design, table_lines
     from vlnverse.core.stats import bootstrap_ci
 
     table = []

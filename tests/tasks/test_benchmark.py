@@ -274,7 +274,7 @@ def test_documented_benchmark_commands_compare_the_shipped_cma_with_random(tiny,
 def test_bench_train_refuses_training_homes_made_differently_here(tiny, tmp_path):
     """``bench train --benchmark``'s training homes are the pool's first N, checked against its
     fingerprints as made (and again when the cached homes are reused)."""
-    from vlnverse.benchmarks.train import homes_data
+    from vlnverse.benchmarks.train.data import homes_data
 
     bench = load_benchmark(_write(tmp_path, tiny))
     train, seen, figures = homes_data(tmp_path / "work", 2, 2, 0, 1, benchmark=bench)

@@ -108,8 +108,6 @@ def _run(args: argparse.Namespace) -> int:
     name = args.name
     if name == "train" and getattr(args, "nproc", None) is not None:  # data-parallel throughput (train_ddp)
         name = "train_ddp"
-    elif name == "train" and getattr(args, "seeds", None) is not None:  # (row, seed) jobs on the parallel engine
-        name = "train_jobs"
     module = importlib.import_module(f"vlnverse.benchmarks.{name}")
     figures = module.run(args)
     print(json.dumps(figures, indent=2, sort_keys=True))

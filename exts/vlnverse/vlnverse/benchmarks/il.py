@@ -58,14 +58,16 @@ def run(args) -> dict:
     from vlnverse.learn.checkpoint import device_info, resolve_device
     from vlnverse.tasks.episode import save_episodes
 
-    from vlnverse.benchmarks.train import (EPISODES_PER_HOME, RESOLUTION, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES,
-                                           _check_counts, _rows, _train, check_int_flags, homes_data, row_config,
-                                           training_curve)
+    from vlnverse.benchmarks.train.data import homes_data
+    from vlnverse.benchmarks.train.options import check_counts, check_int_flags
+    from vlnverse.benchmarks.train.recipe import (EPISODES_PER_HOME, RESOLUTION, VAL_SEEN_HOMES_EPISODES,
+                                                  VALIDATION_EPISODES, row_config, select_rows)
+    from vlnverse.benchmarks.train.row import _train, training_curve
 
     require_torch("vlnverse bench il", field=None)
     if not getattr(args, "policies", None):
         args.policies = "cma"
-    rows = _rows(args)
+    rows = select_rows(args.policies)
     homes = getattr(args, "train_homes", None)
     homes = IL_HOMES if homes is None else homes
     per_home = getattr(args, "episodes_per_home", None)
@@ -77,7 +79,7 @@ def run(args) -> dict:
     every = getattr(args, "validation_every", None)
     check_int_flags((("--train-homes", homes, 1), ("--epochs", epochs, 1), ("--repeat", repeats, 1),
                      ("--validation-every", every, 1), ("--validation-episodes", getattr(args, "validation_episodes", None), 1)))
-    _check_counts(homes, int(getattr(args, "workers", None) or 1), None, per_home)
+    check_counts(homes, int(getattr(args, "workers", None) or 1), None, per_home)
     if any(r.get("waypoint_predictor") or r.get("multitask") for r in rows):
         raise ConfigError(f"got {[r['name'] for r in rows]}", field="--policies",
                           expected="rows without a waypoint predictor: seq2seq, cma, rdp")

@@ -14,7 +14,7 @@ view's feature.
 - Per oracle move (``hnr.lookahead_cosines``): the cosine between the rendered view of the
   oracle's candidate at step t and the encoder's feature of the real front view at t + 1, and the
   copy baseline's (the current panorama's feature in that direction). Reported: the means with
-  95% bootstrap CIs over steps (``train.bootstrap_ci``), the paired difference rendered − copy
+  95% bootstrap CIs over steps (``core.stats.bootstrap_ci``), the paired difference rendered − copy
   and its verdict, the same over per-episode means, and diagnostics: the rendered views' opacity
   (the cosines of nearly empty and of the other views, and the mean depth of the real view
   ahead, from its recorded cell depths), the same by the step's move number in its episode
@@ -30,7 +30,9 @@ import sys
 import time
 from pathlib import Path
 
-from .train import bootstrap_ci, check_int_flags
+from vlnverse.core.stats import bootstrap_ci
+
+from .train.options import check_int_flags
 
 CHECKPOINT_HELP = "an hnr or gama checkpoint written by vlnverse train"
 #: a rendered view with less opacity than this counts as (nearly) empty in the figures

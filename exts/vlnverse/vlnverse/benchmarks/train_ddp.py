@@ -42,7 +42,8 @@ def run(args) -> dict:
     budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
     if budget <= 0:
         raise ConfigError(f"got {budget:g}", field="--budget", expected="a positive number of seconds")
-    from vlnverse.benchmarks.train import POLICY_PARAMS, SENSORS, _dataset
+    from vlnverse.benchmarks.train.data import _dataset
+    from vlnverse.benchmarks.train.recipe import SENSORS, policy_row
     from vlnverse.learn.distributed import launch
     from vlnverse.tasks.episode import save_episodes
 
@@ -51,7 +52,7 @@ def run(args) -> dict:
     t0 = time.perf_counter()
     episodes = [e for e in _dataset("fine_grained", DDP_SCENE, DDP_EPISODES, args.seed, work / "data_ddp", 0.0)]
     save_episodes(work / "train.jsonl", episodes)
-    cfg = {"policy": {"name": "cma", "params": POLICY_PARAMS}, "task": "fine_grained", "train": str(work / "train.jsonl"),
+    cfg = {"policy": {"name": "cma", "params": policy_row("cma")["params"]}, "task": "fine_grained", "train": str(work / "train.jsonl"),
            "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "device": "auto", "seed": args.seed,
            "il": {"epochs": 100000, "batch_size": DDP_BATCH, "lr": 0.002, "max_seconds": budget, "checkpoint_every": 10 ** 6},
            "validation": {"every": 10 ** 6}, "cache": {"dir": str(work / "cache")}, "out": str(work / "runs" / "prepare")}

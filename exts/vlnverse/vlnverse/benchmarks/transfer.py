@@ -1,7 +1,7 @@
 """``vlnverse bench transfer``: the paper's Table 7 at CPU scale -- VLN-BERT trained elsewhere,
 evaluated zero-shot in a new domain, then fine-tuned online there.
 
-- *Trained elsewhere* (the source): the VLN-BERT row of ``bench train`` (``train.POLICY_ROWS``)
+- *Trained elsewhere* (the source): the VLN-BERT row of ``bench train`` (``train.recipe.ROWS``)
   trained by IL on the 6 shipped train scenes (``--epochs``, default ``SOURCE_EPOCHS``) with the
   default body (``r2r_ce``, camera 0.88 m) and the work folder's waypoint predictor, trained on that
   body's panoramas.
@@ -46,9 +46,13 @@ import os
 import time
 from pathlib import Path
 
-from .train import (POLICY_ROWS, SENSORS, TABLE7_VALIDATION_EPISODES, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION,
-                    VALIDATION_EPISODES, _dataset, _train, check_int_flags, evaluate, row_config, table_lines,
-                    train_waypoint_predictor)
+from .train.data import _dataset
+from .train.evaluation import evaluate
+from .train.options import check_int_flags
+from .train.recipe import (SENSORS, TABLE7_VALIDATION_EPISODES, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION,
+                           VALIDATION_EPISODES, policy_row, row_config)
+from .train.report import table_lines
+from .train.row import _train, train_waypoint_predictor
 
 SOURCE_BODY = "r2r_ce"       # the body the source model and the waypoint predictor were trained with
 TARGET_BODY = "low_base"     # --body default
@@ -129,7 +133,7 @@ def source_config(work: Path, seed: int, workers: int, epochs: int, render=None)
     folder.mkdir(parents=True, exist_ok=True)
     for split in ("train", "val_seen"):
         save_episodes(folder / f"shipped_{split}.jsonl", [e for e in seen if e.split == split])
-    row = next(r for r in POLICY_ROWS if r["name"] == "vlnbert")
+    row = policy_row("vlnbert")
     params = {**row["params"], "waypoint_predictor": str(work / "waypoints" / "predictor.pt")}
     cfg = row_config(row, work, None, seed, "auto", workers, params, epochs)
     cfg.update(train=str(folder / "shipped_train.jsonl"), val={"val_seen": str(folder / "shipped_val_seen.jsonl")},

@@ -1,0 +1,233 @@
+"""``bench train``'s options: one frozen ``TrainBenchOptions`` built once from the command line
+(``from_args``), checked before any work (a bad value is a one-line ``ConfigError`` naming the
+flag and the value it expects), and passed to every step of the run instead of the namespace."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import vlnverse.benchmarks.train.recipe as R
+
+
+def check_int_flags(flags) -> None:
+    """One-line ``ConfigError`` naming the first ``(flag, value, lowest)`` whose value (when given)
+    is not an integer >= lowest."""
+    from vlnverse.core.errors import ConfigError
+
+    for flag, value, low in flags:
+        if value is not None and (not isinstance(value, int) or value < low):
+            raise ConfigError(f"got {value!r}", field=flag, expected=f"an integer >= {low}")
+
+
+def check_counts(homes, workers, per_held_out, per_home) -> None:
+    """``--train-homes``, ``--workers``, ``--eval-episodes`` and ``--episodes-per-home`` (``check_int_flags``)."""
+    check_int_flags((("--train-homes", homes, 0), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
+                     ("--episodes-per-home", per_home, 1)))
+
+
+def parse_seeds(text: Any) -> list[int]:
+    """``--seeds 0,1,2`` as a list of distinct integers >= 0 (one-line ``ConfigError`` otherwise)."""
+    from vlnverse.core.errors import ConfigError
+
+    parts = [p.strip() for p in str(text).split(",")]
+    names = [p for p in parts if p]
+    if not names:
+        raise ConfigError(f"got {text!r}: names no seed", field="--seeds", expected="comma-separated integers, e.g. 0,1,2")
+    seeds = []
+    for p in names:
+        if not p.isdigit():
+            raise ConfigError(f"got {p!r} in {text!r}", field="--seeds", expected="integers >= 0, e.g. 0,1,2")
+        seeds.append(int(p))
+    dupes = sorted({s for s in seeds if seeds.count(s) > 1})
+    if dupes:
+        raise ConfigError(f"seed {dupes[0]} given twice in {text!r}", field="--seeds", expected="distinct seeds")
+    return seeds
+
+
+def check_task_flags(task_episodes: Any, task_eval_episodes: Any, selected: list[dict]) -> None:
+    """``--task-episodes`` / ``--task-eval-episodes``: integers >= 1, and only with a multi-task row."""
+    from vlnverse.core.errors import ConfigError
+
+    flags = (("--task-episodes", task_episodes, 1), ("--task-eval-episodes", task_eval_episodes, 1))
+    check_int_flags(flags)
+    given = [f for f, v, _ in flags if v is not None]
+    if given and not any(r.get("multitask") for r in selected):
+        raise ConfigError("given without a multi-task row", field=given[0],
+                          expected="--policies including " + ",".join(r.name for r in R.ROWS if r.multitask))
+
+
+@dataclass(frozen=True)
+class TrainBenchOptions:
+    """The checked settings of a ``bench train`` run.
+
+    ``rows``: the selected rows' recipes (``recipe.select_rows``), table order. Data: ``homes``
+    generated training homes (0: the shipped train scenes) of ``per_home`` episodes,
+    ``val_seen_cap`` of their held-out episodes, ``per_held_out`` / ``per_test`` episodes per
+    val_unseen / test scene, or ``benchmark`` (a loaded ``tasks.benchmark.Benchmark``: its train
+    pool and held-out episodes). Budget: ``epochs`` IL epochs, ``budget`` seconds per row or None,
+    ``validation_episodes``. Then ``encoder`` (``pretrained`` or ``cnn``), ``dagger``, ``table7``
+    (the VLN-BERT row's Table 7 stage), ``strict``, the multi-task row's ``task_episodes`` /
+    ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
+    engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
+    engine's default) and ``rebuild``; ``render_only`` with ``episodes`` and ``limit``."""
+
+    rows: tuple = ()
+    seed: int = 0
+    out: str | None = None
+    budget: float | None = None
+    epochs: int = R.IL_EPOCHS
+    validation_episodes: int = R.VALIDATION_EPISODES
+    homes: int = R.TRAIN_HOMES
+    per_home: int = R.EPISODES_PER_HOME
+    per_held_out: int = R.EVAL_EPISODES
+    per_test: int = R.EVAL_EPISODES
+    val_seen_cap: int = R.VAL_SEEN_HOMES_EPISODES
+    workers: int = 1
+    encoder: str = "pretrained"
+    dagger: bool = True
+    table7: bool = True
+    strict: bool = True
+    task_episodes: int | None = None
+    task_eval_episodes: int | None = None
+    benchmark: Any = None
+    homes_cache: str | None = None
+    seeds: tuple[int, ...] | None = None
+    engine: str = "local"
+    address: str | None = None
+    parallel_workers: int | None = None
+    rebuild: bool = False
+    render_only: bool = False
+    episodes: str | None = None
+    limit: int | None = None
+
+    @property
+    def scale(self) -> float:
+        """Dataset sizes relative to the default budget (1 without ``--budget``)."""
+        return 1.0 if self.budget is None else min(1.0, self.budget / R.DEFAULT_BUDGET)
+
+    @property
+    def multitask(self) -> list[dict]:
+        """The selected multi-task rows."""
+        return [r for r in self.rows if r.get("multitask")]
+
+    def work_dir(self, prefix: str) -> Path:
+        """The work folder: ``--out`` without its suffix, else a new temporary folder named ``prefix``."""
+        import tempfile
+
+        return Path(self.out).with_suffix("") if self.out else Path(tempfile.mkdtemp(prefix=prefix))
+
+    def settings_key(self) -> dict:
+        """The settings that shape a job's results (not how many run at once, nor which rows or
+        seeds): a ``bench train --seeds`` work folder's identity hashes them."""
+        out = {"budget": self.budget, "epochs": self.epochs, "validation_episodes": self.validation_episodes,
+               "homes": self.homes, "per_home": self.per_home, "val_seen_cap": self.val_seen_cap,
+               "encoder": self.encoder, "dagger": self.dagger, "table7": self.table7}
+        if self.benchmark is None:
+            out.update(per_held_out=self.per_held_out, per_test=self.per_test, scale=self.scale)
+        return out
+
+    def parallel_config(self) -> Any:
+        """The parallel engine's checked settings (``core.jobs.ParallelConfig``) of ``--seeds``'s jobs."""
+        from vlnverse.core.jobs import ParallelConfig
+
+        return ParallelConfig(workers=self.parallel_workers, engine=self.engine or "local",
+                              address=self.address).checked()
+
+    def __getstate__(self) -> dict:
+        """A job's payload carries the benchmark by its file (the worker loads it again)."""
+        state = dict(self.__dict__)
+        if state["benchmark"] is not None:
+            state["benchmark"] = str(state["benchmark"].path)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if state["benchmark"] is not None:
+            from vlnverse.tasks.benchmark import load_benchmark
+
+            state = {**state, "benchmark": load_benchmark(state["benchmark"])}
+        self.__dict__.update(state)
+
+    @classmethod
+    def from_args(cls, args: Any) -> "TrainBenchOptions":
+        """The options of ``args`` (an ``argparse.Namespace`` of ``vlnverse bench train``; a flag
+        it lacks takes its default), checked in the order the command line's errors name them."""
+        from vlnverse.core.errors import ConfigError
+
+        given = vars(args)
+
+        def flag(name: str, default: Any = None) -> Any:
+            value = given.get(name)
+            return default if value is None else value
+
+        common = {"seed": flag("seed", 0), "out": flag("out")}
+        if flag("render_only", False):
+            source, limit = flag("episodes"), flag("limit")
+            if not source or not Path(source).is_file():
+                raise ConfigError(f"got {source!r}", field="--episodes", expected="a JSONL file of training episodes")
+            if limit is not None and limit < 1:
+                raise ConfigError(f"got {limit}", field="--limit", expected="an integer >= 1")
+            return cls(**common, render_only=True, episodes=str(source), limit=limit, workers=int(flag("workers") or 1))
+        rows = tuple(R.select_rows(given.get("policies")))  # a bad --policies fails before any work
+        seeds = None
+        if given.get("seeds") is not None:
+            seeds = tuple(parse_seeds(given["seeds"]))
+            if any(r.get("multitask") for r in rows):
+                raise ConfigError(f"{next(r['name'] for r in rows if r.get('multitask'))} with --seeds",
+                                  field="--policies", expected="single-task rows (the multi-task row runs with --seed)")
+        budget = float(given["budget"]) if given.get("budget") else None
+        epochs = int(flag("epochs") or R.IL_EPOCHS)
+        if epochs < 1:
+            raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
+        validation_episodes = flag("validation_episodes")
+        check_int_flags((("--validation-episodes", validation_episodes, 1),))
+        homes = flag("train_homes", R.TRAIN_HOMES)
+        workers = int(flag("workers") or 1)
+        per_held_out = int(flag("eval_episodes") or R.EVAL_EPISODES)
+        per_test = int(flag("test_episodes") or per_held_out)
+        per_home = flag("episodes_per_home")
+        check_counts(homes, workers, per_held_out, per_home)
+        check_counts(None, workers, per_test, None)
+        task_episodes, task_eval_episodes = flag("task_episodes"), flag("task_eval_episodes")
+        check_task_flags(task_episodes, task_eval_episodes, list(rows))
+        benchmark = None
+        if given.get("benchmark"):
+            benchmark = _checked_benchmark(given["benchmark"], given, homes, list(rows))
+            if per_home is None:
+                per_home = benchmark.episodes_per_home.get("train")
+        no_dagger = bool(flag("no_dagger", False))
+        return cls(**common, rows=rows, budget=budget, epochs=epochs,
+                   validation_episodes=R.VALIDATION_EPISODES if validation_episodes is None else validation_episodes,
+                   homes=homes, per_home=int(per_home or R.EPISODES_PER_HOME), workers=workers,
+                   per_held_out=per_held_out, per_test=per_test,
+                   val_seen_cap=int(flag("val_seen_episodes") or R.VAL_SEEN_HOMES_EPISODES),
+                   encoder=flag("encoder", "pretrained") or "pretrained", dagger=not no_dagger,
+                   table7=not no_dagger and not flag("no_transfer", False), strict=not flag("no_strict", False),
+                   task_episodes=task_episodes, task_eval_episodes=task_eval_episodes, benchmark=benchmark,
+                   seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
+                   parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)))
+
+
+def _checked_benchmark(name: str, given: dict, homes: int, rows: list[dict]) -> Any:
+    """``--benchmark NAME`` loaded and checked against the other flags (one-line ``ConfigError``)."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.tasks.benchmark import load_benchmark
+
+    benchmark = load_benchmark(name)
+    counts = [f for f, v in (("--eval-episodes", given.get("eval_episodes")),
+                             ("--test-episodes", given.get("test_episodes"))) if v is not None]
+    if counts:
+        raise ConfigError(f"given with --benchmark {benchmark.name}", field=counts[0],
+                          expected="no episode count: the benchmark fixes its val_unseen and test episodes")
+    if homes < 1:
+        raise ConfigError(f"got {homes} with --benchmark {benchmark.name}", field="--train-homes",
+                          expected="an integer >= 1 (homes of the benchmark's train pool)")
+    if benchmark.task != "fine_grained":
+        raise ConfigError(f"benchmark {benchmark.name} is a {benchmark.task!r} benchmark", field="--benchmark",
+                          expected="a fine_grained benchmark (the rows train fine-grained navigation)")
+    multitask = [r["name"] for r in rows if r.get("multitask")]
+    if multitask:
+        raise ConfigError(f"{multitask[0]} with --benchmark", field="--policies",
+                          expected="single-task rows (the multi-task row's other tasks use the shipped splits)")
+    benchmark.train_seeds(homes)  # the pool holds them (ConfigError naming the file otherwise)
+    return benchmark
