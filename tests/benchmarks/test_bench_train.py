@@ -390,8 +390,8 @@ def test_multitask_row_runs_end_to_end_and_reports_each_task(predictor_file, tmp
     (fine_test,) = [r for r in fig["table"] if r["agent"] == agent and r["split"] == "test" and "task" not in r]
     assert res["fine_grained"]["test"] == {k: v for k, v in fine_test.items() if k not in ("agent", "split", "mode")}
     report = mt["policy_report"][agent]["expert_usage"]  # the policy's multitask_report (GAMA: expert usage)
-    usage = json.loads(Path(report["json"]).read_text())
-    assert list(usage) == names and report["overall"] == {n: u["overall"] for n, u in usage.items()}
+    usage = json.loads(Path(report["json"]).read_text())  # (a JSON file: its keys sorted)
+    assert list(report["overall"]) == names and report["overall"] == {n: usage[n]["overall"] for n in names}
     for name, u in usage.items():  # 4 experts, top 2 per decision step
         assert len(u["overall"]) == 4 and abs(sum(u["overall"]) - 1.0) < 1e-3, (name, u)
         assert all(abs(sum(row) - 1.0) < 1e-3 for row in u["share"]) and sum(u["steps"]) > 0
