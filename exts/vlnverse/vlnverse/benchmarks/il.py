@@ -10,7 +10,7 @@ frozen, so the rows train from cached features. Homes, caches and the encoder ar
 anything is timed (``_prepare_caches``).
 
 Per row of ``--policies`` (default ``cma``): ``--repeat`` runs of each path, alternating, each the
-row's IL config (``train.row_config``: its batch size, rate, weight averaging) for ``--epochs``
+row's IL config (``train.recipe.row_config``: its batch size, rate, weight averaging) for ``--epochs``
 epochs (default ``IL_BENCH_EPOCHS``) on one torch thread. ``samples_per_s``: teacher steps over
 the trainer's batch time (gathering, forward, backward, optimizer, averaging); ``seconds``: the
 whole run (setup, checkpoints, validation); ``unroll_per_epoch``: the recurrent work of an epoch

@@ -1,5 +1,5 @@
 """``vlnverse bench train --seeds 0,1,2``: the table as (row, seed) jobs on the parallel engine
-(``run``; ``vlnverse bench train`` without ``--seeds`` is ``train.run``'s single serial run).
+(``run``; ``vlnverse bench train`` without ``--seeds`` is ``single.run``'s serial run).
 
 Each (policy row, training seed) pair is one job of ``core.jobs`` (``--workers N`` jobs at
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
@@ -8,15 +8,16 @@ does (``row.train_row``: IL, then the DAgger round) and evaluates its agents on 
 val_unseen and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
 own folder, with one process (one torch thread; its teacher and feature caches its own, so no
 two jobs write one file). Then, unless ``--no-strict``, the learned agent with the best val_seen
-SR over seeds (``best_agent``) is evaluated under Strict on val_unseen and test beside random and
+SR over seeds (``report.best_agent``) is evaluated under Strict on val_unseen and test beside random and
 forward-only, one job per seed (``strict_job``), as the single run does for its best row. The
 single run's render-path figure and multi-task row stay with ``--seed``.
 
 Work folder (``--out FILE.json`` -> ``FILE/``):
 
 - ``work.json``: what made it (``work_identity``: benchmark name and version, package version
-  and a hash of the settings and rows' recipe that shape the results). A folder made otherwise is refused with one
-  line naming the field that differs; ``--rebuild`` deletes it first and says why.
+  and a hash of the settings and rows' recipe that shape the results). A folder made otherwise
+  is refused with one line naming the field that differs; ``--rebuild`` deletes it first and
+  says why.
 - ``cache/``: the generated training homes (made once, by the driver, before any job).
 - ``seeds/s<seed>/``: what a seed's jobs share, made by one job per seed before the row jobs:
   its splits (``train.jsonl`` ... ``test.jsonl``; ``data.split_data``), the pretrained encoder
@@ -28,8 +29,8 @@ Work folder (``--out FILE.json`` -> ``FILE/``):
 A job that raises, or whose process dies (``kill -9``, a lost Ray node), is retried once
 (``MAX_ATTEMPTS``; it resumes from its folder); one that still fails is listed under
 ``failed_jobs`` with its error, on stderr, and in the exit status (1), while the others finish.
-The table (``report.aggregate``; results format 2, so ``vlnverse results compare`` / ``page`` read it)
-gives per agent, split and mode the per-seed SR / SPL / nDTW, their mean ± sd over seeds and a
+The table (``report.aggregate``; results format 2, so ``vlnverse results compare`` / ``page``
+read it) gives per agent, split and mode the per-seed SR / SPL / nDTW, their mean ± sd over seeds and a
 95% interval resampling seeds, homes and episodes (``seeds_ci``: ``core.stats.seeds_ci``), beside
 the intervals of the seeds' episodes pooled; rows are compared pairwise on those pooled episodes
 (``report.pairwise_comparisons``: only rows with the same seeds pair).
@@ -261,7 +262,7 @@ def _copy_predictor(source: Path, target: Path) -> None:
 
 def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
     """The engine's job function (``core.jobs.JobFn``): a seed's preparation or a (row, seed)
-    job, with the driver's ``CARRIED`` settings; emits the job's result under its key."""
+    job, with the driver's ``recipe.CARRIED`` settings; emits the job's result under its key."""
     for name, value in payload["carried"].items():
         setattr(R, name, value)
     work, options = Path(payload["work"]), payload["options"]
