@@ -129,15 +129,14 @@ ROW_CONFIGS = {"seq2seq": ("5c46c67eb3706c3d", "8dea1caef151f8c2"), "cma": ("df2
                "gama_multitask": ("9d568b7b5307e331", "783ecf54505f7344")}
 
 
-def test_a_work_folder_made_before_the_split_resumes_its_identity_and_job_configs_are_unchanged():
-    """The identity of a ``bench train --seeds`` work folder at the default flags, and every row's
-    IL and DAgger config in a job, are byte for byte those of the code that made the running
-    folders (so such a folder resumes)."""
+def test_a_work_folder_made_before_the_split_resumes_its_identity_and_job_configs_are_unchanged(tmp_path):
+    """The identity of a ``bench train --seeds`` work folder at the default flags (with and without
+    ``--benchmark proc-v1``), and every row's IL and DAgger config in a job, are byte for byte those
+    of the code that made the running folders: such a folder's ``work.json`` is continued."""
     import hashlib
-    from dataclasses import replace
 
     from vlnverse.benchmarks.train import recipe as R
-    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.jobs import check_work, work_identity
     from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.io import to_jsonable
 
@@ -147,10 +146,14 @@ def test_a_work_folder_made_before_the_split_resumes_its_identity_and_job_config
                  engine="local", address=None, rebuild=False, benchmark=None, render_only=False)
     options = TrainBenchOptions.from_args(SimpleNamespace(**flags))
     assert json.dumps(work_identity(options), sort_keys=True) == json.dumps(DEFAULT_IDENTITY, sort_keys=True)
-    proc = replace(options, benchmark=SimpleNamespace(name="proc-v1", version=1), per_home=8)  # the pool's 8 per home
-    assert work_identity(proc) == {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0",
-                                   "config": PROC_V1_CONFIG, "settings": {k: v for k, v in DEFAULT_IDENTITY["settings"].items()
-                                                                          if k not in ("per_held_out", "per_test", "scale")}}
+    made = {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0", "config": PROC_V1_CONFIG,
+            "settings": {k: v for k, v in DEFAULT_IDENTITY["settings"].items() if k not in ("per_held_out", "per_test", "scale")}}
+    proc = TrainBenchOptions.from_args(SimpleNamespace(**{**flags, "benchmark": "proc-v1"}))
+    assert work_identity(proc) == made
+    (tmp_path / "work.json").write_text(json.dumps(made, indent=2, sort_keys=True))  # a running folder's, as written
+    (tmp_path / "jobs").mkdir()
+    check_work(tmp_path, work_identity(proc), False, print)  # continued, not refused
+    assert (tmp_path / "jobs").is_dir()
 
     def digest(cfg: dict) -> str:
         return hashlib.sha256(json.dumps(to_jsonable(cfg), sort_keys=True).encode()).hexdigest()[:16]
