@@ -65,7 +65,8 @@ class TrainBenchOptions:
     generated training homes (0: the shipped train scenes) of ``per_home`` episodes,
     ``val_seen_cap`` of their held-out episodes, ``per_held_out`` / ``per_test`` episodes per
     val_unseen / test scene, or ``benchmark`` (a loaded ``tasks.benchmark.Benchmark``: its train
-    pool and held-out episodes). Budget: ``epochs`` IL epochs, ``budget`` seconds per row or None,
+    pool and held-out episodes); ``homes_cache``: where the homes are made (None: the work folder's
+    ``cache``). Budget: ``epochs`` IL epochs, ``budget`` seconds per row or None,
     ``validation_episodes``. Then ``encoder`` (``pretrained`` or ``cnn``), ``dagger``, ``table7``
     (the VLN-BERT row's Table 7 stage), ``strict``, the multi-task row's ``task_episodes`` /
     ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
