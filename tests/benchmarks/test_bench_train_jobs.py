@@ -513,3 +513,65 @@ def test_jobs_run_on_a_local_ray_instance_and_a_lost_worker_is_retried(tiny, tmp
     assert fig["engine"] == "ray" and fig["failed_jobs"] == [] and killed and fig["retries"] >= 1
     assert sorted(fig["jobs"]) == ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]
     assert {r["seeds"] for r in fig["table"]} == {2}
+
+
+# ------------------------------------------------------------------------------ carrying finished jobs
+
+
+def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refused(tiny, tmp_path, monkeypatch):
+    """``--jobs-from`` the results file of a finished run: a fresh work folder trains nothing and
+    aggregates the same table (checkpoints named relative to the work folder); a results file of
+    other settings, one that is not a results file, and the flag without ``--seeds`` are one line each."""
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.errors import ConfigError
+
+    first = tiny.run(tiny_args(tmp_path / "a.json"))
+    (tmp_path / "a.json").write_text(json.dumps(first))
+    assert first["jobs"]["seq2seq-s0"]["checkpoints"] == {"seq2seq_il": "jobs/seq2seq-s0/il/seq2seq/best.pt"}
+
+    def no_training(*a, **kw):
+        raise AssertionError("a carried job was trained again")
+
+    monkeypatch.setattr(tiny.row, "train_row", no_training)
+    again = tiny.run(tiny_args(tmp_path / "b.json", jobs_from=[str(tmp_path / "a.json")]))
+    assert sorted(again["jobs_skipped"]) == ["baselines-s0", "seq2seq-s0"] and again["failed_jobs"] == []
+    assert again["table"] == first["table"] and again["comparisons"] == first["comparisons"]
+    assert json.loads((tmp_path / "b" / "jobs" / "seq2seq-s0" / "done.json").read_text())["imported"] is True
+
+    with pytest.raises(ConfigError, match=r"a\.json: work\.config: made with config .* \(epochs: 2 there, 3 here\)"):
+        tiny.run(tiny_args(tmp_path / "c.json", epochs=3, jobs_from=[str(tmp_path / "a.json")]))
+    (tmp_path / "junk.json").write_text('{"jobs": []}')
+    with pytest.raises(ConfigError, match=r"junk\.json: --jobs-from: holds no 'work' identity and 'jobs'"):
+        tiny.run(tiny_args(tmp_path / "d.json", jobs_from=[str(tmp_path / "junk.json")]))
+    with pytest.raises(ConfigError, match=r"--jobs-from: got .* without --seeds"):
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "e.json", seeds=None, jobs_from=[str(tmp_path / "a.json")]))
+
+
+def test_rows_pair_on_the_same_episodes_in_any_log_order(tmp_path):
+    """Batched evaluation logs episodes in finish order, which differs between agents: rows still
+    pair, episode by episode (SR differences 1, 0, -1 and 1 over two homes: mean 0.25), and
+    ``row_design`` lists a run's episodes by id."""
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.benchmarks.train.report import pairwise_comparisons
+
+    def row(agent, order, sr):
+        ids = ["e0", "e1", "e2", "e3"]
+        homes = {"e0": "h0", "e1": "h0", "e2": "h1", "e3": "h1"}
+        return {"agent": agent, "split": "test", "mode": "telhop", "protocol": {"body": "r2r"},
+                "per_episode": {"ids": [ids[k] for k in order], "homes": [homes[ids[k]] for k in order],
+                                **{m: [float(sr[k]) for k in order] for m in ("SR", "SPL", "nDTW")}}}
+
+    a, b = row("a", [0, 1, 2, 3], [1, 1, 0, 1]), row("b", [2, 0, 3, 1], [0, 1, 1, 0])
+    b_sorted = row("b", [0, 1, 2, 3], [0, 1, 1, 0])
+    [got] = pairwise_comparisons([a, b])
+    [want] = pairwise_comparisons([a, b_sorted])
+    assert got == want and got["SR"]["mean"] == pytest.approx(0.25)
+
+    records = [{"episode_id": i, "scene_id": "h0", "metrics": {"SR": float(i == "e1"), "SPL": 0.0, "nDTW": 0.0},
+                "status": "done"} for i in ("e2", "e0", "e1")]
+    (tmp_path / "episodes.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = {"overall": {"intervals": {m: {"clustered": None} for m in ("SR", "SPL", "nDTW")}, "per_home": {},
+                           "design": {}}, "protocol": {}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    design = row_design(tmp_path)
+    assert design["per_episode"]["ids"] == ["e0", "e1", "e2"] and design["per_episode"]["SR"] == [0.0, 1.0, 0.0]

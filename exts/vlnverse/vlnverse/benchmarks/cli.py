@@ -99,6 +99,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train --seeds: Ray cluster HOST:PORT (from `ray start --head`) or auto; default a local Ray instance")
     p.add_argument("--rebuild", action="store_true",
                    help="train --seeds: start a work folder made by another benchmark, code version or settings afresh")
+    p.add_argument("--jobs-from", action="append", default=None, metavar="FILE",
+                   help="train --seeds: carry the finished jobs of an earlier run's results file (same benchmark, code "
+                        "version and settings) into the work folder, e.g. to continue a table on another machine; "
+                        "repeatable")
     p.set_defaults(func=_run)
 
 

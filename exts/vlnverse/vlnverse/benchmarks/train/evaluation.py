@@ -57,7 +57,8 @@ def row_design(eval_dir: Path) -> dict:
     """What a table row carries beyond its episode CIs, from the eval run in ``eval_dir``: the
     clustered (by home) intervals, per-home results, the design (homes, episodes, MDE of SR) and
     protocol of its ``summary.json``, and the per-episode ids, homes and metrics (None counts 0)
-    that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``)."""
+    that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``), ordered
+    by episode id as ``results.compare`` orders runs."""
     import json
 
     from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE
@@ -68,6 +69,7 @@ def row_design(eval_dir: Path) -> dict:
     overall = summary["overall"]
     with open(eval_dir / EPISODES_FILE, encoding="utf-8") as fh:
         records = [r for r in (json.loads(line) for line in fh if line.strip()) if is_evaluated(r)]
+    records.sort(key=lambda r: str(r["episode_id"]))  # the log is in finish order: batched runs differ per agent
     return {"clustered": {m: overall["intervals"][m]["clustered"] for m in R.METRICS},
             "per_home": {h: {k: v for k, v in cells.items() if k in ROW_HOME_METRICS}
                          for h, cells in overall["per_home"].items()},

@@ -23,8 +23,11 @@ Work folder (``--out FILE.json`` -> ``FILE/``):
   its splits (``train.jsonl`` ... ``test.jsonl``; ``data.split_data``), the pretrained encoder
   and the waypoint predictor when a selected row needs them.
 - ``jobs/<row>-s<seed>/``: the row's ``il/``, ``dagger/``, ``eval/`` and ``done.json`` (its
-  results). A rerun skips jobs with ``done.json`` and resumes the others (the trainer continues
-  from ``last.pt``, the eval runner from its episode records).
+  results; checkpoints named relative to the work folder). A rerun skips jobs with ``done.json``
+  and resumes the others (the trainer continues from ``last.pt``, the eval runner from its
+  episode records). ``--jobs-from FILE`` carries the finished jobs of an earlier run's results
+  file (``import_jobs``: same identity only) into ``jobs/``, so a table grows across machines and
+  sessions from the results file kept beside its page; such a job's checkpoints stay where it ran.
 
 A job that raises, or whose process dies (``kill -9``, a lost Ray node), is retried once
 (``MAX_ATTEMPTS``; it resumes from its folder); one that still fails is listed under
@@ -92,6 +95,21 @@ def work_identity(options: TrainBenchOptions) -> dict:
             "settings": settings}
 
 
+def identity_difference(made: dict, identity: dict) -> tuple[str, str] | None:
+    """The first field in which the work identity ``made`` differs from ``identity`` and a line
+    saying how (``(field, line)``), or None when they are the same."""
+    for field in ("benchmark", "benchmark_version", "code_version", "config"):
+        if made.get(field) != identity[field]:
+            detail = ""
+            if field == "config":
+                theirs, mine = made.get("settings") or {}, identity["settings"]
+                diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
+                detail = (f" ({diff[0]}: {theirs.get(diff[0])!r} there, {mine.get(diff[0])!r} here)" if diff
+                          else " (the rows' recipe changed)")
+            return field, f"made with {field} {made.get(field)!r}, this run has {identity[field]!r}{detail}"
+    return None
+
+
 def check_work(work: Path, identity: dict, rebuild: bool, report: Callable[[str], None]) -> None:
     """Claim ``work`` for ``identity``: a new or empty folder gets ``work.json``; one made with the
     same identity is continued; another is refused in one line naming the differing field, or
@@ -106,17 +124,9 @@ def check_work(work: Path, identity: dict, rebuild: bool, report: Callable[[str]
             made = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             made = {}
-        for field in ("benchmark", "benchmark_version", "code_version", "config"):
-            if made.get(field) != identity[field]:
-                detail = ""
-                if field == "config":
-                    theirs, mine = made.get("settings") or {}, identity["settings"]
-                    diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
-                    detail = (f" ({diff[0]}: {theirs.get(diff[0])!r} there, {mine.get(diff[0])!r} here)" if diff
-                              else " (the rows' recipe changed)")
-                problem = (f"{path}: made with {field} {made.get(field)!r}, this run has {identity[field]!r}{detail}",
-                           f"work.json {field}")
-                break
+        differs = identity_difference(made, identity)
+        if differs is not None:
+            problem = (f"{path}: {differs[1]}", f"work.json {differs[0]}")
     elif work.is_dir() and any(work.iterdir()):
         problem = (f"{work} holds files but no {WORK_FILE} (not a 'bench train --seeds' work folder)", WORK_FILE)
     if problem is not None:
@@ -129,6 +139,45 @@ def check_work(work: Path, identity: dict, rebuild: bool, report: Callable[[str]
         shutil.rmtree(work)
     work.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, identity)
+
+
+def import_jobs(work: Path, identity: dict, sources: tuple[str, ...], report: Callable[[str], None]) -> list[str]:
+    """Finished jobs of earlier runs carried into ``work`` (``--jobs-from FILE``): each ``FILE`` is a
+    ``bench train --seeds`` results file (its ``work`` identity and ``jobs``, e.g. one kept beside
+    its results page), so that a fresh machine continues a table instead of rerunning it. A file
+    made with another identity (benchmark, code version, settings, recipe) is refused in one line;
+    a job the folder already finished is kept. Each carried job is written as its
+    ``jobs/<key>/done.json`` with ``imported: true``; returns the carried keys."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.core.io import write_json_atomic
+
+    carried = []
+    for source in sources:
+        try:
+            got = json.loads(Path(source).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot be read as JSON ({type(exc).__name__})", file=source, field="--jobs-from",
+                              expected="a 'bench train --seeds' results file") from None
+        if not isinstance(got, dict) or not isinstance(got.get("work"), dict) or not isinstance(got.get("jobs"), dict):
+            raise ConfigError("holds no 'work' identity and 'jobs'", file=source, field="--jobs-from",
+                              expected="a 'bench train --seeds' results file")
+        differs = identity_difference(got["work"], identity)
+        if differs is not None:
+            raise ConfigError(differs[1], file=source, field=f"work.{differs[0]}",
+                              expected="results of the same benchmark, code version, settings and recipe")
+        for key, job in sorted(got["jobs"].items()):
+            done = work / "jobs" / key / DONE_FILE
+            if not isinstance(job, dict) or job.get("key") != key or "table" not in job:
+                raise ConfigError(f"job {key!r} is not a finished job's results", file=source, field=f"jobs.{key}",
+                                  expected="the 'done.json' of a finished (row, seed) job")
+            if done.is_file():
+                continue
+            done.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(done, {**job, "imported": True})
+            carried.append(key)
+        report(f"bench train: {len(carried)} finished job(s) carried from {source}"
+               + (f": {', '.join(carried)}" if carried else ""))
+    return carried
 
 
 def seed_dir(work: Path, seed: int) -> Path:
@@ -207,7 +256,8 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
         trained = seed_run.train_row(row, folder, options.budget, seed, options.scale, "auto", 1, options.dagger,
                                      (shared.get("encoder") or {}).get("path"), options.epochs, shared.get("predictor"),
                                      None, options.validation_episodes)
-        out.update(figures=trained["figures"], curve=trained["curve"], checkpoints=trained["checkpoints"])
+        out.update(figures=trained["figures"], curve=trained["curve"],
+                   checkpoints={a: os.path.relpath(p, work) for a, p in trained["checkpoints"].items()})
         agents = {a: (NamedSpec("policy", {"checkpoint": p, "device": "auto"}), R.SENSORS)
                   for a, p in trained["checkpoints"].items()}
     out["seconds_train"] = round(time.perf_counter() - t0, 1)
@@ -322,6 +372,7 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     work = options.work_dir("vlnverse-bench-train-")
     identity = work_identity(options)
     check_work(work, identity, options.rebuild, report)
+    import_jobs(work, identity, options.jobs_from, report)
     t_start, load_start = time.perf_counter(), os.getloadavg()
     options = dataclasses.replace(options, homes_cache=str(work / "cache"))
     # shared by every seed, made once here: the training homes and the benchmark's held-out splits
@@ -373,11 +424,14 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
                 results[key] = made
                 skipped.append(key)
                 continue
-            checkpoint = next((r["checkpoints"][best] for r in results.values()
+            checkpoint = next((work / r["checkpoints"][best] for r in results.values()
                                if r["seed"] == s and best in (r.get("checkpoints") or {})), None)
-            if checkpoint is not None:
+            if checkpoint is not None and not checkpoint.is_file():  # a job carried from another machine
+                report(f"bench train: {key} not run: the checkpoint of {best} seed {s} is not in this folder "
+                       f"({checkpoint}); rerun its job here to evaluate it under Strict")
+            elif checkpoint is not None:
                 strict.append(Job(key, (key,), {**base, "kind": "strict", "seed": s,
-                                                "agents": {"random": None, "forward": None, best: checkpoint}}))
+                                                "agents": {"random": None, "forward": None, best: str(checkpoint)}}))
         got, strict_failures, strict_retries = _run(strict, parallel, report)
         results.update(got)
         failures += strict_failures

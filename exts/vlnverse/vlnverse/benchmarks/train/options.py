@@ -71,7 +71,7 @@ class TrainBenchOptions:
     (the VLN-BERT row's Table 7 stage), ``strict``, the multi-task row's ``task_episodes`` /
     ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
     engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
-    engine's default) and ``rebuild``; ``render_only`` with ``episodes`` and ``limit``."""
+    engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``."""
 
     rows: tuple = ()
     seed: int = 0
@@ -98,6 +98,7 @@ class TrainBenchOptions:
     address: str | None = None
     parallel_workers: int | None = None
     rebuild: bool = False
+    jobs_from: tuple[str, ...] = ()
     render_only: bool = False
     episodes: str | None = None
     limit: int | None = None
@@ -206,7 +207,19 @@ class TrainBenchOptions:
                    table7=not no_dagger and not flag("no_transfer", False), strict=not flag("no_strict", False),
                    task_episodes=task_episodes, task_eval_episodes=task_eval_episodes, benchmark=benchmark,
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
-                   parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)))
+                   parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
+                   jobs_from=_jobs_from(given.get("jobs_from"), seeds))
+
+
+def _jobs_from(files: Any, seeds: tuple | None) -> tuple[str, ...]:
+    """``--jobs-from FILE`` (repeatable) as given; it needs ``--seeds`` (one-line ``ConfigError``)."""
+    from vlnverse.core.errors import ConfigError
+
+    files = tuple(files or ())
+    if files and seeds is None:
+        raise ConfigError(f"got {files[0]!r} without --seeds", field="--jobs-from",
+                          expected="--seeds S,S,... (finished jobs are carried into a --seeds work folder)")
+    return files
 
 
 def _checked_benchmark(name: str, given: dict, homes: int, rows: list[dict]) -> Any:

@@ -10,7 +10,7 @@ import vlnverse.benchmarks.train.recipe as R
 
 def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
     """Every pair of rows on the same task, split, collision mode, protocol and episodes (table
-    order: A before B): the paired SR and SPL differences A - B with clustered intervals and the
+    order: A before B; B's episodes aligned to A's by id): the paired SR and SPL differences A - B with clustered intervals and the
     probability of improvement, and the verdict "A > B" (or "B > A") only when the SR interval
     excludes 0, else "not separated" (``results.compare.compare_pair``)."""
     from vlnverse.results.compare import compare_pair
@@ -20,11 +20,20 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
         if row.get("per_episode"):
             groups.setdefault((row.get("task", "fine_grained"), row["split"], row["mode"]), []).append(row)
     return [{"task": task, "split": split, "mode": mode,
-             **compare_pair(a["agent"], a["per_episode"], b["agent"], b["per_episode"], seed=seed)}
+             **compare_pair(a["agent"], a["per_episode"], b["agent"], aligned(b["per_episode"], a["per_episode"]["ids"]),
+                            seed=seed)}
             for (task, split, mode), rows in groups.items()
             for i, a in enumerate(rows) for b in rows[i + 1:]
-            if a["per_episode"]["ids"] == b["per_episode"]["ids"]  # paired only on the same episodes
+            if sorted(map(str, a["per_episode"]["ids"])) == sorted(map(str, b["per_episode"]["ids"]))  # same episodes
             and a.get("protocol") == b.get("protocol")]  # and the same protocol (body, success radius ...)
+
+
+def aligned(per_episode: dict, ids: list) -> dict:
+    """``per_episode`` (ids, homes and per-metric lists) reordered to ``ids`` (the same episodes in
+    another order: eval logs are in finish order, which batched runs make differ between agents)."""
+    index = {str(i): k for k, i in enumerate(per_episode["ids"])}
+    order = [index[str(i)] for i in ids]
+    return {key: [values[k] for k in order] for key, values in per_episode.items()}
 
 
 def split_design(table: list[dict]) -> dict:
