@@ -528,6 +528,10 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
     first = tiny.run(tiny_args(tmp_path / "a.json"))
     (tmp_path / "a.json").write_text(json.dumps(first))
     assert first["jobs"]["seq2seq-s0"]["checkpoints"] == {"seq2seq_il": "jobs/seq2seq-s0/il/seq2seq/best.pt"}
+    for row in first["jobs"]["seq2seq-s0"]["table"] + first["table"]:  # each episode's first error (None: solved)
+        per = row["per_episode"]
+        assert len(per["first_error"]) == len(per["ids"])
+        assert all((e is None) == (sr == 1.0) for e, sr in zip(per["first_error"], per["SR"]))
 
     def no_training(*a, **kw):
         raise AssertionError("a carried job was trained again")

@@ -227,3 +227,26 @@ def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
     lines = claim_lines(judged)
     assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il | test | +0.600 |") and lines[2].endswith("**reproduced** |")
     assert lines[3].endswith("**not run (rdp_il, cma_il missing)** |")
+
+
+def test_a_claims_outcomes_count_episodes_and_first_errors():
+    """What a verdict is made of, episode by episode: of 20 episodes A solves 16 and B 4, 4 by both
+    (so 12 only A, 0 only B, 4 neither); B's 16 failures by first error, 12 stopped short and 4
+    never stopped; a run without first errors gives none."""
+    from vlnverse.results.claims import judge_claims, outcome_lines
+
+    better = [1.0, 1.0, 1.0, 1.0, 0.0] * 4
+    worse = [1.0, 0.0, 0.0, 0.0, 0.0] * 4
+    a, b = _claim_run("rdp_il", "test", better), _claim_run("cma_il", "test", worse)
+    a.failures = [None if v else "out_of_steps" for v in better]
+    b.failures = [None, "premature_stop", "premature_stop", "premature_stop", "out_of_steps"] * 4
+    claim = {"id": "x", "claim": "RDP beats CMA", "paper": "p", "a": "rdp_il", "b": "cma_il", "task": "fine_grained",
+             "mode": "telhop", "splits": ["test"]}
+    [judged] = judge_claims([claim], [a, b])
+    assert judged["outcomes"] == {"only_a": 12, "only_b": 0, "both": 4, "neither": 4, "first_errors": {
+        "a": {"out_of_steps": 4}, "b": {"premature_stop": 12, "out_of_steps": 4}}}
+    assert outcome_lines([judged])[2] == ("| rdp_il - cma_il | test | 12 | 0 | 4 | 4 | out_of_steps 4 | "
+                                          "premature_stop 12, out_of_steps 4 |")
+    b.failures = None
+    [judged] = judge_claims([claim], [a, b])
+    assert judged["outcomes"]["first_errors"] is None and outcome_lines([judged])[2].endswith("| - | - |")

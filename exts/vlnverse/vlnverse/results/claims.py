@@ -9,11 +9,17 @@ A - B with its interval clustered by home (``compare.compare_pair``, ``core.stat
 - *refuted*: it lies below 0 (B > A);
 - *not separated*: it contains 0;
 - *not run*: a row is missing from the results read.
+
+Beside each verdict, what it is made of (``outcomes``): the episodes only A solved, only B, both
+and neither, and each row's failed episodes by their first error (``run.diagnostics``: stopped
+short, never stopped, left the route ...), so a refuted or unseparated claim says how the rows fail.
 """
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
+from ..run.diagnostics import CATEGORIES
 from .compare import Run, compare_pair
 
 VERDICTS = ("reproduced", "refuted", "not separated", "not run")
@@ -43,11 +49,45 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
                 a, b = found[claim["a"]], found[claim["b"]]
                 pair = compare_pair(claim["a"], {"homes": a.homes, **a.values}, claim["b"], {"homes": b.homes, **b.values},
                                     seed=seed)
-                entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds},
+                entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
                              verdict="not separated" if pair["verdict"] == "not separated"
                              else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
             out.append(entry)
     return out
+
+
+def outcomes(a: Run, b: Run) -> dict:
+    """Two runs on the same episodes (id order), episode by episode: how many only A solved
+    (``only_a``), only B, both and neither, and under ``first_errors`` each run's failed episodes
+    counted by their first error's category (``run.diagnostics.CATEGORIES`` order; None when a
+    run's results carry no first errors)."""
+    solved = Counter((x >= 1.0, y >= 1.0) for x, y in zip(a.values["SR"], b.values["SR"]))
+    out: dict[str, Any] = {"only_a": solved[(True, False)], "only_b": solved[(False, True)],
+                           "both": solved[(True, True)], "neither": solved[(False, False)], "first_errors": None}
+    if a.failures is not None and b.failures is not None:
+        def counts(failures: list) -> dict[str, int]:
+            got = Counter(f for f in failures if f is not None)
+            return {c: got[c] for c in [*CATEGORIES, *sorted(set(got) - set(CATEGORIES))] if got[c]}
+
+        out["first_errors"] = {"a": counts(a.failures), "b": counts(b.failures)}
+    return out
+
+
+def outcome_lines(judged: list[dict]) -> list[str]:
+    """The page's markdown table of what each judged claim's verdict is made of (``outcomes``)."""
+    def errors(c: dict) -> str:
+        return ", ".join(f"{k} {v}" for k, v in c.items()) or "none"
+
+    lines = ["| A - B | split | only A solved | only B solved | both | neither | A's failures by first error | "
+             "B's failures by first error |", "|---|---|---|---|---|---|---|---|"]
+    for c in judged:
+        o = c.get("outcomes")
+        if not o:
+            continue
+        fe = o["first_errors"]
+        lines.append(f"| {c['a']} - {c['b']} | {c['split']} | {o['only_a']} | {o['only_b']} | {o['both']} | "
+                     f"{o['neither']} | {errors(fe['a']) if fe else '-'} | {errors(fe['b']) if fe else '-'} |")
+    return lines
 
 
 def claim_lines(judged: list[dict]) -> list[str]:

@@ -41,6 +41,7 @@ class Run:
     seeds: int | None = 1
     bench: bool = False          # a row of a bench train table
     extra: dict = field(default_factory=dict)
+    failures: list | None = None  # per episode its first error's category (run.diagnostics), None if none
 
     @property
     def key(self) -> tuple:
@@ -95,7 +96,7 @@ def _eval_run(path: Path) -> Run:
                intervals=_require(overall, "intervals", summary_path, "overall."),
                per_home=_require(overall, "per_home", summary_path, "overall."),
                design=_require(overall, "design", summary_path, "overall."), seeds=None,
-               extra={"agent": run.get("agent")})
+               extra={"agent": run.get("agent")}, failures=[first_error_category(r) for r in records])
 
 
 def _bench_runs(path: Path, data: dict) -> list[Run]:
@@ -112,8 +113,15 @@ def _bench_runs(path: Path, data: dict) -> list[Run]:
                        homes=[str(h) for h in per["homes"]], values={m: list(per[m]) for m in INTERVAL_METRICS},
                        intervals={m: {"episode": row[m], "clustered": clustered[m]} for m in INTERVAL_METRICS},
                        per_home=_require(row, "per_home", path, where), design=_require(row, "design", path, where),
-                       seeds=row.get("seeds"), bench=True, extra={"seeds_ci": row.get("seeds_ci")}))
+                       seeds=row.get("seeds"), bench=True, extra={"seeds_ci": row.get("seeds_ci")},
+                       failures=list(per["first_error"]) if "first_error" in per else None))
     return out
+
+
+def first_error_category(record: dict) -> str | None:
+    """The category of an episode record's first error (``run.diagnostics``), None for a success."""
+    error = record.get("first_error")
+    return str(error["category"]) if isinstance(error, dict) and error.get("category") else None
 
 
 def in_episode_order(run: Run) -> Run:
@@ -123,6 +131,8 @@ def in_episode_order(run: Run) -> Run:
     run.ids = [run.ids[i] for i in order]
     run.homes = [run.homes[i] for i in order]
     run.values = {m: [v[i] for i in order] for m, v in run.values.items()}
+    if run.failures is not None:
+        run.failures = [run.failures[i] for i in order]
     return run
 
 

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
-from .claims import claim_lines, judge_claims
+from .claims import claim_lines, judge_claims, outcome_lines
 from .compare import (COMPARED_METRICS, Run, body_name, compare_pair, group_mde, group_runs, load_runs,
                       plot_comparisons, run_entry)
 
@@ -182,6 +182,11 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                    "seeds when the rows have several), with its interval clustered by home: *reproduced* when the "
                    "interval lies above 0, *refuted* when below, else *not separated* (`results.claims`; the "
                    "claims are listed in `results/paper_tables.json`).", ""] + claim_lines(judged) + [""]
+            md += ["What each verdict is made of, episode by episode (episodes pooled over seeds): the episodes only "
+                   "A or only B solved, and each row's failed episodes by their first error (`run.diagnostics`: "
+                   "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
+                   "goal, `wrong_direction` / `missed_landmark` left the route, `loop`, `walked_away`, "
+                   "`collision`).", ""] + outcome_lines(judged) + [""]
         md += _protocol_lines(runs)
         write_json_atomic(tmp / "page.json", data)
         write_text_atomic(tmp / "index.md", "\n".join(md).rstrip() + "\n")

@@ -57,11 +57,13 @@ def row_design(eval_dir: Path) -> dict:
     """What a table row carries beyond its episode CIs, from the eval run in ``eval_dir``: the
     clustered (by home) intervals, per-home results, the design (homes, episodes, MDE of SR) and
     protocol of its ``summary.json``, and the per-episode ids, homes and metrics (None counts 0)
-    that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``), ordered
-    by episode id as ``results.compare`` orders runs."""
+    that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``) with each
+    episode's first error (``first_error``: its category, None for a success), ordered by episode
+    id as ``results.compare`` orders runs."""
     import json
 
     from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE
+    from vlnverse.results.compare import first_error_category
     from vlnverse.run.records import is_evaluated
     from vlnverse.run.summary import home_of
 
@@ -75,7 +77,8 @@ def row_design(eval_dir: Path) -> dict:
                          for h, cells in overall["per_home"].items()},
             "design": overall["design"], "protocol": summary["protocol"],
             "per_episode": {"ids": [r["episode_id"] for r in records], "homes": [home_of(r) for r in records],
-                            **{m: [float(r["metrics"].get(m) or 0.0) for r in records] for m in R.METRICS}}}
+                            **{m: [float(r["metrics"].get(m) or 0.0) for r in records] for m in R.METRICS},
+                            "first_error": [first_error_category(r) for r in records]}}
 
 
 def evaluate_multitask(trained: dict, tasks: list[dict], results: dict, table: list, work: Path, seed: int,

@@ -167,7 +167,9 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
                     "clustered": {m: block["intervals"][m]["clustered"] for m in R.METRICS},
                     "per_home": block["per_home"], "design": block["design"], "protocol": runs[0][1].get("protocol"),
                     "per_episode": {"ids": [r["episode_id"] for r in records], "homes": [r["scene_id"] for r in records],
-                                    **{m: [r["metrics"][m] for r in records] for m in R.METRICS}}})
+                                    **{m: [r["metrics"][m] for r in records] for m in R.METRICS},
+                                    **({"first_error": [e for _, r in runs for e in r["per_episode"]["first_error"]]}
+                                       if all("first_error" in r["per_episode"] for _, r in runs) else {})}})
     return sorted(out, key=lambda r: (R.SPLITS.index(r["split"]) if r["split"] in R.SPLITS else len(R.SPLITS), r["mode"],
                                       _agent_rank(r["agent"]), r["agent"]))
 
