@@ -99,3 +99,17 @@ def with_children(payload, items, state, emit):
     with mp.get_context("spawn").Pool(2) as pool:
         for item in items:
             emit(item, pool.apply(_square, (int(item.split("-")[1]),)))
+
+
+def sleeper_with_child(payload, items, state, emit):
+    """Writes this worker's pid and a child process's pid to ``payload['pids']``, then sleeps: a
+    job still running when its driver dies."""
+    import multiprocessing as mp
+    import os
+    import time
+
+    child = mp.get_context("spawn").Process(target=time.sleep, args=(600,), daemon=True)
+    child.start()
+    with open(payload["pids"], "w") as fh:
+        fh.write(f"{os.getpid()} {child.pid}")
+    time.sleep(600)

@@ -42,6 +42,48 @@ def test_a_job_that_keeps_failing_is_reported_with_its_key_and_the_rest_complete
     assert sorted(got) == sorted([f"s{k}-{i}" for k in (0, 2, 3) for i in range(4)] + ["s1-0", "s1-1"])
 
 
+def test_a_worker_mid_job_exits_with_its_child_processes_once_its_driver_is_killed(tmp_path):
+    """A driver killed (``kill -9``) while its workers run jobs: each worker, and the processes its
+    job started, end within seconds instead of writing on into the work folder a rerun resumes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from vlnverse.core.io import pid_alive
+
+    pids = tmp_path / "pids"
+    script = ("import sys; sys.path.insert(0, %r)\n"
+              "from parallel_jobs import sleeper_with_child\n"
+              "from vlnverse.core.jobs import Job, run_jobs\n"
+              "run_jobs(sleeper_with_child, [Job('a', ('a',), {'pids': %r}), Job('b', ('b',), {'pids': %r + '.b'})], "
+              "workers=2, on_result=lambda *a: None)\n") % (str(Path(__file__).parent), str(pids), str(pids))
+    driver = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.monotonic() + 120
+        while not (pids.is_file() and pids.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        worker, child = map(int, pids.read_text().split())
+        assert pid_alive(worker) and pid_alive(child)
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(10)
+        deadline = time.monotonic() + 20
+        while (pid_alive(worker) or pid_alive(child)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not pid_alive(worker) and not pid_alive(child)
+    finally:
+        driver.kill()
+        for path in (pids, Path(str(pids) + ".b")):
+            if path.is_file() and path.read_text().strip():
+                for pid in map(int, path.read_text().split()):
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+
+
 def test_serial_path_raises_like_a_plain_loop():
     with pytest.raises(RuntimeError, match="bad item s0-1"):
         run_jobs(squares, _jobs(raise_at="s0-1"), workers=1, on_result=lambda *a: None)

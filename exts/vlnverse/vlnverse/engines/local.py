@@ -107,14 +107,17 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
     environment when the worker started (a forkserver child would otherwise get the forkserver's,
     from whenever it was first started: a cache folder or API key set since would be missing).
     Workers are not daemonic, so a job may start processes of its own (a batched evaluation's
-    environments); a worker waiting for a job exits once ``driver_pid`` is gone."""
+    environments); once ``driver_pid`` is gone a worker exits, mid-job too (``_exit_with_driver``)."""
     import queue
+    import threading
 
     from ..core.io import pid_alive
 
     if env is not None:
         os.environ.clear()
         os.environ.update(env)
+    if driver_pid is not None:
+        threading.Thread(target=_exit_with_driver, args=(driver_pid,), daemon=True, name="driver-watch").start()
     state: dict = {"shared": {k: v.for_slot(slot) for k, v in (limits or {}).items()}}
     while True:
         try:
@@ -126,6 +129,19 @@ def _local_worker(fn: JobFn, slot: int, inbox: Any, conn: Any, limits: dict | No
         if job is None:
             return
         run_one(fn, job, state, conn.send, slot)
+
+
+def _exit_with_driver(driver_pid: int) -> None:
+    """A worker's watch thread: once the driver is gone (killed, or interrupted before it could
+    stop its workers), kill the job's own processes and end this worker at once, so that no
+    orphan goes on writing into a work folder that a rerun resumes."""
+    from ..core.io import pid_alive
+
+    while pid_alive(driver_pid):
+        time.sleep(DRIVER_CHECK_S)
+    for child in mp.active_children():
+        child.kill()
+    os._exit(1)
 
 
 class _LocalDriver:
