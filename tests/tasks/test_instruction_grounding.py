@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -91,6 +92,128 @@ def test_without_attributes_references_fall_back_to_ordinals_or_are_dropped():
         RouteEvent("stop", 6.0, room=ref.view.room_ref(0))))
     out = synth.route(facts, np.array([[0.0, 3.0], [0.0, 6.0]]), np.random.default_rng(0))   # no side: dropped
     assert synth.dropped["ambiguous_landmark"] == 1 and out.references == ()
+
+
+# Two rooms side by side (grid cells of 0.1 m): a living room x < 5 and a bedroom x > 5.2, the wall
+# between them open at 1.5 <= y < 3.5 (a doorway). The path runs along y = 1 in the living room.
+SIGHT_OBJECTS = [_obj(1, "armchair", [2, 3, 0], [3, 3.6, 1], 0, color="red", material="fabric"),
+                 _obj(2, "armchair", [7, 2.2, 0], [8, 2.8, 1], 1, color="blue", material="fabric"),
+                 _obj(3, "armchair", [7, 0.2, 0], [8, 0.8, 1], 1, color="red", material="fabric"),
+                 _obj(4, "sofa", [1, 0.2, 0], [2, 0.6, 1], 0, color="gray"),
+                 _obj(5, "table", [3.3, 1.15, 0], [3.7, 1.45, 0.7], 0, color="brown")]
+SIGHT_PATH = np.column_stack([np.linspace(0, 4.8, 97), np.full(97, 1.0)])
+
+
+def _sight_scene(objects=SIGHT_OBJECTS):
+    from vlnverse.scenes.occupancy import OCCUPIED, OccupancyMap
+    from vlnverse.tasks.instructions.references import Sightlines
+
+    graph = _graph(objects, [], rooms=((0, "living_room"), (1, "bedroom")), adjacent=((0, 1),))
+    occ = OccupancyMap(np.zeros((40, 100), np.uint8), 0.1, np.zeros(2))
+    occ.grid[:15, 50:52] = OCCUPIED          # the wall, with the doorway at rows 15..34
+    occ.grid[35:, 50:52] = OCCUPIED
+    for _, o in objects:                      # furniture occupies its footprint
+        (r0, c0), (r1, c1) = occ.world_to_cell(np.array([o["bounds_min"][:2], o["bounds_max"][:2]]))
+        occ.grid[r0:r1, c0:c1] = OCCUPIED
+    return graph, Sightlines(occ, graph)
+
+
+def test_sightlines_see_through_the_doorway_and_past_furniture_but_not_through_walls():
+    graph, sight = _sight_scene()
+    objects = dict(SIGHT_OBJECTS)
+    assert sight.occupancy.grid[12, 35] and not sight.wall[12, 35]     # the table's cells do not block
+    assert sight.wall[5, 50] and not sight.wall[20, 50]                 # the wall, the doorway
+    # From (2.5, 1) the lines to the blue armchair pass the table (furniture) and the doorway.
+    assert sight.sees((2.5, 1.0), objects["obj:2"])
+    assert not sight.clear((2.5, 1.0), (7.0, 0.8))            # crosses the wall at y = 0.89
+    assert not sight.sees((2.5, 1.0), objects["obj:3"])        # the red one behind the wall
+    assert not sight.sees((2.5, 0.2), objects["obj:2"])        # lines cross the wall at y < 1.5
+    assert sight.clear((0.5, 2.5), (7.0, 2.5))                 # a clear line, but 6.5 m > VIEW_RADIUS
+    assert not sight.sees((0.5, 2.5), objects["obj:2"])
+
+
+def test_an_armchair_seen_through_the_doorway_makes_the_colour_needed():
+    from vlnverse.tasks.instructions.references import Referrer
+
+    graph, sight = _sight_scene()
+    path = PathFrame(SIGHT_PATH)
+    assert Referrer(graph).refer(1, path=path).needs == "category"        # alone in its room
+    ref = Referrer(graph, sight)
+    r = ref.refer(1, path=path)
+    assert (r.needs, r.attributes, r.viewpoint, r.seen_rivals) == ("attribute", ("color",), (2.5, 1.0), 1)
+    assert ref.scope_objects(0, "armchair", (2.5, 1.0)) == [1, 2]        # the red one in room 1: not in view
+    assert ref.resolve_object("armchair", 0, viewpoint=(2.5, 1.0)) == [1, 2]
+    assert ref.resolve_object("armchair", 0, {"color": "red"}, viewpoint=(2.5, 1.0)) == [1]
+    assert ref.refer(4, path=path).needs == "category"                    # no other sofa anywhere
+    # The Verifier: "the armchair" said at (2.5, 1) denotes two; "the red armchair" one.
+    verifier = RouteVerifier(graph, referrer=ref)
+    plain = Mention("object", (10, 22), category="armchair", instance_id=1, scope=0, viewpoint=(2.5, 1.0))
+    assert [r for r, _ in verifier.reasons(_instruction("Walk past the armchair.", [plain]))] == \
+        ["ambiguous_reference"]
+    red = Mention("object", (10, 26), category="armchair", instance_id=1, scope=0, attributes=(("color", "red"),),
+                  viewpoint=(2.5, 1.0))
+    assert verifier.reasons(_instruction("Walk past the red armchair.", [red])) == []
+
+
+def test_the_synthesizer_names_the_armchair_by_colour_and_the_describer_prefers_it():
+    from vlnverse.tasks.instructions.references import Referrer
+    from vlnverse.tasks.instructions.route_v2 import RouteDescriberV2
+
+    graph, sight = _sight_scene()
+    ref = Referrer(graph, sight)
+    view = ref.view
+    sofa, chair = view.object_ref(4), view.object_ref(1)
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(sofa, chair), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 1.5, landmark=sofa),
+        RouteEvent("stop", 4.8, room=view.room_ref(0))))
+    # Room counts alone tie (one sofa, one armchair): the pass stays on the sofa. In view of the
+    # blue armchair, the red one has a rival and is preferred.
+    assert RouteDescriberV2(graph).prefer_shared_landmarks(facts, SIGHT_PATH).events[1].landmark == sofa
+    preferred = RouteDescriberV2(graph, referrer=ref).prefer_shared_landmarks(facts, SIGHT_PATH)
+    assert [(e.kind, e.s, e.landmark) for e in preferred.events[1:2]] == [("pass", 2.5, chair)]
+    synth = RouteSynthesizerV2(ref)
+    verifier = RouteVerifier(graph, referrer=ref)
+    for seed in range(5):
+        out = synth.route(preferred, SIGHT_PATH, np.random.default_rng(seed))
+        assert [{k: v for k, v in r.items() if k != "span"} for r in out.references] == \
+            [{"instance_id": 1, "needs": "attribute", "seen_rivals": 1}]
+        a, b = out.references[0]["span"]
+        assert "red" in out.text[a:b].split(), out.text
+        assert verifier.reasons(out, SIGHT_PATH) == []
+
+
+def test_without_attributes_a_relation_tells_the_armchair_from_the_one_in_view():
+    """A third-party stage: no attributes at all. The armchair next to the table is told apart from
+    the one seen through the doorway by the relation, without it by an ordinal along the path; where
+    the path has no side to count on, it is dropped and counted."""
+    from vlnverse.tasks.instructions.references import Referrer
+
+    bare = [(n, {**o, "attributes": {}}) for n, o in SIGHT_OBJECTS]
+    graph, sight = _sight_scene(bare)
+    graph_rel = _graph(bare, [("obj:1", "obj:5", "next_to")], rooms=((0, "living_room"), (1, "bedroom")),
+                       adjacent=((0, 1),))
+    path = PathFrame(SIGHT_PATH)
+    r = Referrer(graph_rel, sight).refer(1, path=path)
+    assert (r.needs, r.relation.relation, r.relation.anchor.instance_id, r.seen_rivals) == ("relation", "next_to", 5, 1)
+    assert Referrer(graph_rel, sight).resolve_object("armchair", 0, relation=("next_to", 5),
+                                                     viewpoint=(2.5, 1.0)) == [1]
+    # Without the relation, an ordinal: the blue armchair in view is passed later on the same side.
+    plain = Referrer(graph, sight)
+    assert (plain.refer(1, path=path).needs, plain.refer(1, path=path).ordinal) == ("ordinal", (1, "left"))
+    assert plain.resolve_object("armchair", 0, ordinal=(1, "left"), path=path, viewpoint=(2.5, 1.0)) == [1]
+    assert plain.resolve_object("armchair", 0, ordinal=(2, "left"), path=path, viewpoint=(2.5, 1.0)) == [2]
+    # Without a path (no side, no count) nothing tells them apart: the landmark is dropped and counted.
+    assert plain.refer(1) is not None and plain.refer(1).needs == "category"   # no viewpoint: its room alone
+    synth = RouteSynthesizerV2(plain)
+    view = plain.view
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 2.5, landmark=view.object_ref(1)),
+        RouteEvent("stop", 4.8, room=view.room_ref(0))))
+    out = synth.route(facts, SIGHT_PATH, np.random.default_rng(0))
+    assert [r["needs"] for r in out.references] == ["ordinal"] and synth.dropped["ambiguous_landmark"] == 0
+    ahead = np.column_stack([np.full(60, 2.5), np.linspace(1.0, 3.95, 60)])    # walking straight at it: no side
+    out = synth.route(replace(facts, length=2.95), ahead, np.random.default_rng(0))
+    assert out.references == () and synth.dropped["ambiguous_landmark"] == 1
 
 
 def _instruction(text, mentions=(), actions=()):
