@@ -372,7 +372,8 @@ def test_stats_count_words_trigrams_references_and_rejections():
 
     ins = lambda t: NS(text=t)  # noqa: E731
     episodes = [NS(instructions=[ins("Walk past the red sofa."), ins("Walk past the sofa.")],
-                   info={"references": [[{"needs": "attribute"}, {"kind": "doorway", "needs": "ordinal"}],
+                   info={"references": [[{"needs": "attribute", "seen_rivals": 1},
+                                         {"kind": "doorway", "needs": "ordinal", "seen_rivals": 1}],
                                         [{"needs": "category"}]],
                          "verifier": {"accepted": 2, "rejected": {"repeated_room_entry": 2}},
                          "dropped": {"ambiguous_landmark": 1}}),
@@ -383,6 +384,7 @@ def test_stats_count_words_trigrams_references_and_rejections():
     assert out["mean_words"] == round((5 + 4 + 1) / 3, 2)
     assert out["references"]["attribute_or_relation_share"] == 0.5 and out["references"]["count"] == 2
     assert out["references"]["doorways"] == {"ordinal": 1}
+    assert out["references"]["in_view_share"] == 0.5                   # 1 of the 2 object references
     assert out["verifier"]["rejected_share"] == 0.5 and out["verifier"]["rejected_by_reason"] == {"repeated_room_entry": 2}
     assert instruction_stats(episodes, max_instructions=1)["vocabulary"] == 5
     assert instruction_stats([NS(instructions=[ins("Go.")], info={})])["references"] is None
