@@ -390,6 +390,20 @@ def test_stats_count_words_trigrams_references_and_rejections():
     assert instruction_stats([NS(instructions=[ins("Go.")], info={})])["references"] is None
 
 
+def test_review_card_says_how_many_rivals_in_view_a_reference_was_told_apart_from():
+    from types import SimpleNamespace as NS
+
+    from vlnverse.tasks.instructions.review import _card
+
+    ep = NS(episode_id="e0", split="val_unseen", scene_id="s", geodesic_distance=4.8)
+    instr = NS(text="Walk past the red armchair, then the sofa.")
+    refs = [{"instance_id": 1, "needs": "attribute", "span": [10, 26], "seen_rivals": 2},
+            {"instance_id": 4, "needs": "category", "span": [33, 41]}]
+    card = _card(ep, 0, instr, refs, {1: {"category": "armchair"}, 4: {"category": "sofa"}}, Lexicon(), None)
+    assert "<td>1</td><td>armchair #1</td><td>needs attribute, 2 rivals in view in another room</td>" in card
+    assert "<td>2</td><td>sofa #4</td><td>needs category</td>" in card
+
+
 def test_version_2_instructions_are_well_formed_and_verified_on_a_generated_home():
     from vlnverse.scenes.procgen import generate_home
     from vlnverse.tasks.base import TASKS, context_from_description, load_task_config, load_task_types
