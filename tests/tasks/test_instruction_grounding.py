@@ -182,6 +182,36 @@ def test_the_synthesizer_names_the_armchair_by_colour_and_the_describer_prefers_
         assert verifier.reasons(out, SIGHT_PATH) == []
 
 
+def test_a_turn_or_the_stop_names_a_landmark_with_rivals_when_it_is_hardly_farther():
+    """Turn at (2.5, 1) by the sofa (0.64 m; the table 0.81 m, the red armchair 2.0 m); stop at
+    (4.8, 1) by the table (1.11 m; the armchair 2.69 m, the sofa 2.83 m). Only the armchair has a
+    rival (the blue one in view)."""
+    from vlnverse.tasks.instructions.references import Referrer
+    from vlnverse.tasks.instructions.route_v2 import RouteDescriberV2
+
+    graph, sight = _sight_scene()
+    ref = Referrer(graph, sight)
+    view = ref.view
+    sofa, chair, table = (view.object_ref(i) for i in (4, 1, 5))
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("turn", 2.5, direction="left", landmark=sofa),
+        RouteEvent("stop", 4.8, room=view.room_ref(0), landmark=table)))
+
+    def named(describer):
+        return [e.landmark.instance_id for e in describer.prefer_shared_anchors(facts, SIGHT_PATH).events[1:]]
+
+    assert named(RouteDescriberV2(graph, referrer=ref)) == [4, 5]      # the armchair is too far for either
+    wide = RouteDescriberV2(graph, referrer=ref)
+    wide.landmark_slack = 2.0                                           # 2.69 <= 1.11 + 2 and <= end_radius 3
+    assert named(wide) == [4, 1]
+    both = RouteDescriberV2(graph, referrer=ref, landmark_radius=2.5)
+    both.landmark_slack = 1.5                                           # 2.0 <= 0.64 + 1.5: the turn takes it
+    assert named(both) == [1, 5]
+    by_room = RouteDescriberV2(graph, landmark_radius=2.5)               # no sightlines: room counts alone,
+    by_room.landmark_slack = 1.5                                        # one of each, so the nearest stays
+    assert named(by_room) == [4, 5]
+
+
 def test_without_attributes_a_relation_tells_the_armchair_from_the_one_in_view():
     """A third-party stage: no attributes at all. The armchair next to the table is told apart from
     the one seen through the doorway by the relation, without it by an ordinal along the path; where

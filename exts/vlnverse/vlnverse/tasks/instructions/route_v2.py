@@ -1,9 +1,11 @@
 """Fine-grained route instructions, language version 2: references that need looking.
 
 * ``RouteDescriberV2`` (a ``Describer``): landmarks are no longer limited to categories unique in
-  their room, since references can now tell rivals apart; the room sequence drops stretches of
-  less than ``min_room_stay`` metres (a path grazing a doorway) and merges what that rejoins, so
-  an instruction never leaves and re-enters a room it only touched.
+  their room, since references can now tell rivals apart, and where several could be named (a
+  pass, a turn, the stop) one with rivals in its room or in view that a reference can still single
+  out is preferred; the room sequence drops stretches of less than ``min_room_stay`` metres (a
+  path grazing a doorway) and merges what that rejoins, so an instruction never leaves and
+  re-enters a room it only touched.
 * ``RouteSynthesizerV2``: each landmark is named by ``references.Referrer`` from the room the agent
   is in and what is in view where the path passes it (category, attribute, relation or ordinal,
   see there; ``RouteLanguageV2`` gives the referrer the occupancy grid's sightlines), rooms by type or by contents when
@@ -57,6 +59,9 @@ class RouteDescriberV2(Describer):
     references later) and whose room sequence ignores stays shorter than ``min_room_stay`` m."""
 
     min_room_stay = 1.0
+    #: At a turn or the stop, a landmark with rivals replaces the nearest one only when at most this
+    #: much (m) farther from the turn or the end point (and within the radius the nearest was).
+    landmark_slack = 1.0
 
     def __init__(self, *args, referrer: Referrer | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -64,9 +69,11 @@ class RouteDescriberV2(Describer):
 
     def _rivals(self, lm, room: int | None, frame: PathFrame) -> int:
         """Objects of ``lm``'s category in ``room`` and, with the referrer's sightlines, in view from
-        where the path passes it (``lm`` included)."""
+        where the path passes it (``lm`` included); 0 when the referrer cannot single it out."""
         if self.referrer is None:
             return self.view.count_in_room(lm.category, room)
+        if self.referrer.refer(lm.instance_id, room, path=frame) is None:
+            return 0
         return len(self.referrer.scope_objects(room, lm.category, frame.viewpoint(lm.position)))
 
     def _landmark_ids(self, exclude_categories: set[str]) -> np.ndarray:
@@ -79,13 +86,49 @@ class RouteDescriberV2(Describer):
 
     def describe_route(self, dense, waypoints, start_yaw=None, goal_instance=None, frames=None) -> RouteFacts:
         facts = super().describe_route(dense, waypoints, start_yaw, goal_instance, frames)
-        return self.clean_rooms(self.prefer_shared_landmarks(facts, dense))
+        return self.clean_rooms(self.prefer_shared_anchors(self.prefer_shared_landmarks(facts, dense), dense))
+
+    def prefer_shared_anchors(self, facts: RouteFacts, dense) -> RouteFacts:
+        """The landmark of each turn ("turn left at …") and of the stop becomes, among the landmarks
+        of its room within ``landmark_radius`` of the turn (``end_radius`` of the end point) and at
+        most ``landmark_slack`` m farther than it, the one with the most rivals (``_rivals``), then
+        the nearest; landmarks other events name are not taken."""
+        view = self.view
+        frame = PathFrame(dense)
+        cand = self._landmark_ids(set())
+        if not len(cand):
+            return facts
+        ids = [int(i) for i in self._ids[cand]]
+        taken = {e.landmark.instance_id for e in facts.events if e.landmark is not None}
+        events = list(facts.events)
+        for k, ev in enumerate(events):
+            if ev.kind not in ("turn", "stop") or ev.landmark is None:
+                continue
+            at = frame.dense[-1] if ev.kind == "stop" else \
+                frame.dense[min(int(np.searchsorted(frame.arc, ev.s)), len(frame.dense) - 1)]
+            radius = self.end_radius if ev.kind == "stop" else self.landmark_radius
+            dist = self._box_distances(cand, np.asarray(at, dtype=float)[None])[:, 0]
+            room = view.room_of(ev.landmark.instance_id)
+            mine = float(dist[ids.index(ev.landmark.instance_id)]) if ev.landmark.instance_id in ids else radius
+            best, best_key = ev.landmark, (self._rivals(ev.landmark, room, frame), -mine)
+            for j, iid in enumerate(ids):
+                if iid in taken or view.room_of(iid) != room or dist[j] > min(radius, mine + self.landmark_slack):
+                    continue
+                lm = view.object_ref(iid)
+                key = (self._rivals(lm, room, frame), -float(dist[j]))
+                if key > best_key:
+                    best, best_key = lm, key
+            if best is not ev.landmark:
+                taken.discard(ev.landmark.instance_id)
+                taken.add(best.instance_id)
+                events[k] = replace(ev, landmark=best)
+        return replace(facts, events=tuple(events))
 
     def prefer_shared_landmarks(self, facts: RouteFacts, dense) -> RouteFacts:
         """Each ``pass`` landmark becomes, among the landmarks near the path in the same room and
         where a pass may be said, the one whose category has the most objects in that room and in
-        view from the path there (``_rivals``: a reference to it must then be told apart), ties
-        kept in path order."""
+        view from the path there (``_rivals``: a reference to it must then be told apart; one the
+        referrer cannot single out counts none), ties kept in path order."""
         view = self.view
         frame = PathFrame(dense)
         taken = {e.landmark.instance_id for e in facts.events if e.landmark is not None}
