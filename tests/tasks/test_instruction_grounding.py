@@ -283,6 +283,26 @@ def test_verifier_accepts_a_consistent_route_and_rejects_a_repeated_clause():
                                                         "forward a bit."))] == ["repeated_clause"]
 
 
+def test_the_pipeline_verifies_every_attempt_and_counts_rejections_by_reason():
+    """Route facts that re-enter the living room: every attempt (4 per instruction asked for) is
+    rejected as ``repeated_room_entry`` and counted; the same route without the return is accepted."""
+    from vlnverse.tasks.instructions.route_v2 import RouteLanguageV2
+
+    graph, sight = _sight_scene()
+    language = RouteLanguageV2(graph, occupancy=sight.occupancy)
+    view = language.referrer.view
+    living, bedroom = view.room_ref(0), view.room_ref(1)
+    back = RouteFacts(rooms=(living, bedroom, living), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=living), RouteEvent("enter", 2.0, room=bedroom),
+        RouteEvent("enter", 4.0, room=living), RouteEvent("stop", 4.8, room=living)))
+    chosen, info = language.instructions(back, SIGHT_PATH, np.random.default_rng(0), 3)
+    assert chosen == [] and info["verifier"] == {"accepted": 0, "rejected": {"repeated_room_entry": 12}}
+    there = replace(back, rooms=(living, bedroom), events=back.events[:2] + (RouteEvent("stop", 4.8, room=bedroom),))
+    chosen, info = language.instructions(there, SIGHT_PATH, np.random.default_rng(0), 3)
+    assert len(chosen) == 3 and info["verifier"] == {"accepted": 3, "rejected": {}}
+    assert {g.actions for g in chosen} == {(("start", 0), ("exit", 0), ("enter", 1), ("stop_in", 1))}
+
+
 def test_rooms_of_the_same_type_are_named_by_their_contents():
     objects = [_obj(6, "desk", [10, 1, 0], [11.5, 1.8, 0.8], 2), _obj(7, "wardrobe", [14, 1, 0], [15, 1.6, 2], 3),
                _obj(8, "bed", [10, 3, 0], [12, 5, 0.5], 2), _obj(9, "bed", [14, 3, 0], [16, 5, 0.5], 3)]
