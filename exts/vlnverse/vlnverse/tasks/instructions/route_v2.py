@@ -8,9 +8,10 @@
   re-enters a room it only touched.
 * ``RouteSynthesizerV2``: each landmark is named by ``references.Referrer`` from the room the agent
   is in and what is in view where the path passes it (category, attribute, relation or ordinal,
-  see there; ``RouteLanguageV2`` gives the referrer the occupancy grid's sightlines), rooms by type or by contents when
-  their type is not unique next door; distances are given for long stretches; clauses come from
-  ``route_language`` (more verbs, connectives and clause orders). It records the route claims
+  see there; ``RouteLanguageV2`` gives the referrer the occupancy grid's sightlines), rooms by
+  type or by contents when their type is not unique next door; distances are given for long
+  stretches; clauses come from ``route_language`` (more verbs, connectives and clause orders).
+  It records the route claims
   (``actions``) and one record per reference (``references``: ``seen_rivals`` when rivals of
   other rooms in view had to be told apart) on the ``GroundedInstruction``;
   landmarks that cannot be made unique are left out and counted in ``dropped``.
