@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import replace
 
 import networkx as nx
 import numpy as np
@@ -93,6 +94,158 @@ def test_without_attributes_references_fall_back_to_ordinals_or_are_dropped():
     assert synth.dropped["ambiguous_landmark"] == 1 and out.references == ()
 
 
+# Two rooms side by side (grid cells of 0.1 m): a living room x < 5 and a bedroom x > 5.2, the wall
+# between them open at 1.5 <= y < 3.5 (a doorway). The path runs along y = 1 in the living room.
+SIGHT_OBJECTS = [_obj(1, "armchair", [2, 3, 0], [3, 3.6, 1], 0, color="red", material="fabric"),
+                 _obj(2, "armchair", [7, 2.2, 0], [8, 2.8, 1], 1, color="blue", material="fabric"),
+                 _obj(3, "armchair", [7, 0.2, 0], [8, 0.8, 1], 1, color="red", material="fabric"),
+                 _obj(4, "sofa", [1, 0.2, 0], [2, 0.6, 1], 0, color="gray"),
+                 _obj(5, "table", [3.3, 1.15, 0], [3.7, 1.45, 0.7], 0, color="brown")]
+SIGHT_PATH = np.column_stack([np.linspace(0, 4.8, 97), np.full(97, 1.0)])
+
+
+def _sight_scene(objects=SIGHT_OBJECTS):
+    from vlnverse.scenes.occupancy import OCCUPIED, OccupancyMap
+    from vlnverse.tasks.instructions.references import Sightlines
+
+    graph = _graph(objects, [], rooms=((0, "living_room"), (1, "bedroom")), adjacent=((0, 1),))
+    occ = OccupancyMap(np.zeros((40, 100), np.uint8), 0.1, np.zeros(2))
+    occ.grid[:15, 50:52] = OCCUPIED          # the wall, with the doorway at rows 15..34
+    occ.grid[35:, 50:52] = OCCUPIED
+    for _, o in objects:                      # furniture occupies its footprint
+        (r0, c0), (r1, c1) = occ.world_to_cell(np.array([o["bounds_min"][:2], o["bounds_max"][:2]]))
+        occ.grid[r0:r1, c0:c1] = OCCUPIED
+    return graph, Sightlines(occ, graph)
+
+
+def test_sightlines_see_through_the_doorway_and_past_furniture_but_not_through_walls():
+    graph, sight = _sight_scene()
+    objects = dict(SIGHT_OBJECTS)
+    assert sight.occupancy.grid[12, 35] and not sight.wall[12, 35]     # the table's cells do not block
+    assert sight.wall[5, 50] and not sight.wall[20, 50]                 # the wall, the doorway
+    # From (2.5, 1) the lines to the blue armchair pass the table (furniture) and the doorway.
+    assert sight.sees((2.5, 1.0), objects["obj:2"])
+    assert not sight.clear((2.5, 1.0), (7.0, 0.8))            # crosses the wall at y = 0.89
+    assert not sight.sees((2.5, 1.0), objects["obj:3"])        # the red one behind the wall
+    assert not sight.sees((2.5, 0.2), objects["obj:2"])        # lines cross the wall at y < 1.5
+    assert sight.clear((0.5, 2.5), (7.0, 2.5))                 # a clear line, but 6.5 m > VIEW_RADIUS
+    assert not sight.sees((0.5, 2.5), objects["obj:2"])
+
+
+def test_an_armchair_seen_through_the_doorway_makes_the_colour_needed():
+    from vlnverse.tasks.instructions.references import Referrer
+
+    graph, sight = _sight_scene()
+    path = PathFrame(SIGHT_PATH)
+    assert Referrer(graph).refer(1, path=path).needs == "category"        # alone in its room
+    ref = Referrer(graph, sight)
+    r = ref.refer(1, path=path)
+    assert (r.needs, r.attributes, r.viewpoint, r.seen_rivals) == ("attribute", ("color",), (2.5, 1.0), 1)
+    assert ref.scope_objects(0, "armchair", (2.5, 1.0)) == [1, 2]        # the red one in room 1: not in view
+    assert ref.resolve_object("armchair", 0, viewpoint=(2.5, 1.0)) == [1, 2]
+    assert ref.resolve_object("armchair", 0, {"color": "red"}, viewpoint=(2.5, 1.0)) == [1]
+    assert ref.refer(4, path=path).needs == "category"                    # no other sofa anywhere
+    # The Verifier: "the armchair" said at (2.5, 1) denotes two; "the red armchair" one.
+    verifier = RouteVerifier(graph, referrer=ref)
+    plain = Mention("object", (10, 22), category="armchair", instance_id=1, scope=0, viewpoint=(2.5, 1.0))
+    assert [r for r, _ in verifier.reasons(_instruction("Walk past the armchair.", [plain]))] == \
+        ["ambiguous_reference"]
+    red = Mention("object", (10, 26), category="armchair", instance_id=1, scope=0, attributes=(("color", "red"),),
+                  viewpoint=(2.5, 1.0))
+    assert verifier.reasons(_instruction("Walk past the red armchair.", [red])) == []
+
+
+def test_the_synthesizer_names_the_armchair_by_colour_and_the_describer_prefers_it():
+    from vlnverse.tasks.instructions.references import Referrer
+    from vlnverse.tasks.instructions.route_v2 import RouteDescriberV2
+
+    graph, sight = _sight_scene()
+    ref = Referrer(graph, sight)
+    view = ref.view
+    sofa, chair = view.object_ref(4), view.object_ref(1)
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(sofa, chair), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 1.5, landmark=sofa),
+        RouteEvent("stop", 4.8, room=view.room_ref(0))))
+    # Room counts alone tie (one sofa, one armchair): the pass stays on the sofa. In view of the
+    # blue armchair, the red one has a rival and is preferred.
+    assert RouteDescriberV2(graph).prefer_shared_landmarks(facts, SIGHT_PATH).events[1].landmark == sofa
+    preferred = RouteDescriberV2(graph, referrer=ref).prefer_shared_landmarks(facts, SIGHT_PATH)
+    assert [(e.kind, e.s, e.landmark) for e in preferred.events[1:2]] == [("pass", 2.5, chair)]
+    synth = RouteSynthesizerV2(ref)
+    verifier = RouteVerifier(graph, referrer=ref)
+    for seed in range(5):
+        out = synth.route(preferred, SIGHT_PATH, np.random.default_rng(seed))
+        assert [{k: v for k, v in r.items() if k != "span"} for r in out.references] == \
+            [{"instance_id": 1, "needs": "attribute", "seen_rivals": 1}]
+        a, b = out.references[0]["span"]
+        assert "red" in out.text[a:b].split(), out.text
+        assert verifier.reasons(out, SIGHT_PATH) == []
+
+
+def test_a_turn_or_the_stop_names_a_landmark_with_rivals_when_it_is_hardly_farther():
+    """Turn at (2.5, 1) by the sofa (0.64 m; the table 0.81 m, the red armchair 2.0 m); stop at
+    (4.8, 1) by the table (1.11 m; the armchair 2.69 m, the sofa 2.83 m). Only the armchair has a
+    rival (the blue one in view)."""
+    from vlnverse.tasks.instructions.references import Referrer
+    from vlnverse.tasks.instructions.route_v2 import RouteDescriberV2
+
+    graph, sight = _sight_scene()
+    ref = Referrer(graph, sight)
+    view = ref.view
+    sofa, chair, table = (view.object_ref(i) for i in (4, 1, 5))
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("turn", 2.5, direction="left", landmark=sofa),
+        RouteEvent("stop", 4.8, room=view.room_ref(0), landmark=table)))
+
+    def named(describer):
+        return [e.landmark.instance_id for e in describer.prefer_shared_anchors(facts, SIGHT_PATH).events[1:]]
+
+    assert named(RouteDescriberV2(graph, referrer=ref)) == [4, 5]      # the armchair is too far for either
+    wide = RouteDescriberV2(graph, referrer=ref)
+    wide.landmark_slack = 2.0                                           # 2.69 <= 1.11 + 2 and <= end_radius 3
+    assert named(wide) == [4, 1]
+    both = RouteDescriberV2(graph, referrer=ref, landmark_radius=2.5)
+    both.landmark_slack = 1.5                                           # 2.0 <= 0.64 + 1.5: the turn takes it
+    assert named(both) == [1, 5]
+    by_room = RouteDescriberV2(graph, landmark_radius=2.5)               # no sightlines: room counts alone,
+    by_room.landmark_slack = 1.5                                        # one of each, so the nearest stays
+    assert named(by_room) == [4, 5]
+
+
+def test_without_attributes_a_relation_tells_the_armchair_from_the_one_in_view():
+    """A third-party stage: no attributes at all. The armchair next to the table is told apart from
+    the one seen through the doorway by the relation, without it by an ordinal along the path; where
+    the path has no side to count on, it is dropped and counted."""
+    from vlnverse.tasks.instructions.references import Referrer
+
+    bare = [(n, {**o, "attributes": {}}) for n, o in SIGHT_OBJECTS]
+    graph, sight = _sight_scene(bare)
+    graph_rel = _graph(bare, [("obj:1", "obj:5", "next_to")], rooms=((0, "living_room"), (1, "bedroom")),
+                       adjacent=((0, 1),))
+    path = PathFrame(SIGHT_PATH)
+    r = Referrer(graph_rel, sight).refer(1, path=path)
+    assert (r.needs, r.relation.relation, r.relation.anchor.instance_id, r.seen_rivals) == ("relation", "next_to", 5, 1)
+    assert Referrer(graph_rel, sight).resolve_object("armchair", 0, relation=("next_to", 5),
+                                                     viewpoint=(2.5, 1.0)) == [1]
+    # Without the relation, an ordinal: the blue armchair in view is passed later on the same side.
+    plain = Referrer(graph, sight)
+    assert (plain.refer(1, path=path).needs, plain.refer(1, path=path).ordinal) == ("ordinal", (1, "left"))
+    assert plain.resolve_object("armchair", 0, ordinal=(1, "left"), path=path, viewpoint=(2.5, 1.0)) == [1]
+    assert plain.resolve_object("armchair", 0, ordinal=(2, "left"), path=path, viewpoint=(2.5, 1.0)) == [2]
+    # Without a path (no side, no count) nothing tells them apart: the landmark is dropped and counted.
+    assert plain.refer(1) is not None and plain.refer(1).needs == "category"   # no viewpoint: its room alone
+    synth = RouteSynthesizerV2(plain)
+    view = plain.view
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 2.5, landmark=view.object_ref(1)),
+        RouteEvent("stop", 4.8, room=view.room_ref(0))))
+    out = synth.route(facts, SIGHT_PATH, np.random.default_rng(0))
+    assert [r["needs"] for r in out.references] == ["ordinal"] and synth.dropped["ambiguous_landmark"] == 0
+    ahead = np.column_stack([np.full(60, 2.5), np.linspace(1.0, 3.95, 60)])    # walking straight at it: no side
+    out = synth.route(replace(facts, length=2.95), ahead, np.random.default_rng(0))
+    assert out.references == () and synth.dropped["ambiguous_landmark"] == 1
+
+
 def _instruction(text, mentions=(), actions=()):
     return GroundedInstruction(text, list(mentions), actions=tuple(actions))
 
@@ -128,6 +281,26 @@ def test_verifier_accepts_a_consistent_route_and_rejects_a_repeated_clause():
     assert verifier.reasons(_instruction("Walk forward.", actions=good)) == []
     assert [r for r, _ in verifier.reasons(_instruction("Turn left and walk forward a bit. Turn left and walk "
                                                         "forward a bit."))] == ["repeated_clause"]
+
+
+def test_the_pipeline_verifies_every_attempt_and_counts_rejections_by_reason():
+    """Route facts that re-enter the living room: every attempt (4 per instruction asked for) is
+    rejected as ``repeated_room_entry`` and counted; the same route without the return is accepted."""
+    from vlnverse.tasks.instructions.route_v2 import RouteLanguageV2
+
+    graph, sight = _sight_scene()
+    language = RouteLanguageV2(graph, occupancy=sight.occupancy)
+    view = language.referrer.view
+    living, bedroom = view.room_ref(0), view.room_ref(1)
+    back = RouteFacts(rooms=(living, bedroom, living), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=living), RouteEvent("enter", 2.0, room=bedroom),
+        RouteEvent("enter", 4.0, room=living), RouteEvent("stop", 4.8, room=living)))
+    chosen, info = language.instructions(back, SIGHT_PATH, np.random.default_rng(0), 3)
+    assert chosen == [] and info["verifier"] == {"accepted": 0, "rejected": {"repeated_room_entry": 12}}
+    there = replace(back, rooms=(living, bedroom), events=back.events[:2] + (RouteEvent("stop", 4.8, room=bedroom),))
+    chosen, info = language.instructions(there, SIGHT_PATH, np.random.default_rng(0), 3)
+    assert len(chosen) == 3 and info["verifier"] == {"accepted": 3, "rejected": {}}
+    assert {g.actions for g in chosen} == {(("start", 0), ("exit", 0), ("enter", 1), ("stop_in", 1))}
 
 
 def test_rooms_of_the_same_type_are_named_by_their_contents():
@@ -249,7 +422,8 @@ def test_stats_count_words_trigrams_references_and_rejections():
 
     ins = lambda t: NS(text=t)  # noqa: E731
     episodes = [NS(instructions=[ins("Walk past the red sofa."), ins("Walk past the sofa.")],
-                   info={"references": [[{"needs": "attribute"}, {"kind": "doorway", "needs": "ordinal"}],
+                   info={"references": [[{"needs": "attribute", "seen_rivals": 1},
+                                         {"kind": "doorway", "needs": "ordinal", "seen_rivals": 1}],
                                         [{"needs": "category"}]],
                          "verifier": {"accepted": 2, "rejected": {"repeated_room_entry": 2}},
                          "dropped": {"ambiguous_landmark": 1}}),
@@ -260,9 +434,24 @@ def test_stats_count_words_trigrams_references_and_rejections():
     assert out["mean_words"] == round((5 + 4 + 1) / 3, 2)
     assert out["references"]["attribute_or_relation_share"] == 0.5 and out["references"]["count"] == 2
     assert out["references"]["doorways"] == {"ordinal": 1}
+    assert out["references"]["in_view_share"] == 0.5                   # 1 of the 2 object references
     assert out["verifier"]["rejected_share"] == 0.5 and out["verifier"]["rejected_by_reason"] == {"repeated_room_entry": 2}
     assert instruction_stats(episodes, max_instructions=1)["vocabulary"] == 5
     assert instruction_stats([NS(instructions=[ins("Go.")], info={})])["references"] is None
+
+
+def test_review_card_says_how_many_rivals_in_view_a_reference_was_told_apart_from():
+    from types import SimpleNamespace as NS
+
+    from vlnverse.tasks.instructions.review import _card
+
+    ep = NS(episode_id="e0", split="val_unseen", scene_id="s", geodesic_distance=4.8)
+    instr = NS(text="Walk past the red armchair, then the sofa.")
+    refs = [{"instance_id": 1, "needs": "attribute", "span": [10, 26], "seen_rivals": 2},
+            {"instance_id": 4, "needs": "category", "span": [33, 41]}]
+    card = _card(ep, 0, instr, refs, {1: {"category": "armchair"}, 4: {"category": "sofa"}}, Lexicon(), None)
+    assert "<td>1</td><td>armchair #1</td><td>needs attribute, 2 rivals in view in another room</td>" in card
+    assert "<td>2</td><td>sofa #4</td><td>needs category</td>" in card
 
 
 def test_version_2_instructions_are_well_formed_and_verified_on_a_generated_home():

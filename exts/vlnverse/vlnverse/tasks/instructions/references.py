@@ -2,9 +2,13 @@
 (instruction language version 2).
 
 A *scope* is what a listener standing somewhere can mean: for an object, the objects of the room the
-agent is in when the clause is said; for a room, the rooms next to the agent's room (through a door,
-the scene graph's ``adjacent`` edges) and that room itself, or every room when the graph has no
-``adjacent`` edges. Within its scope an object is told apart, in this order, by
+agent is in when the clause is said and, with ``Sightlines`` (the occupancy grid) and the point it
+is said at (``viewpoint``: where the path passes closest to the object), every object of another
+room in view from there (a straight line of at most ``VIEW_RADIUS`` m to its footprint crossing no
+wall: "the sofa" is not unique when another sofa shows through the doorway); for a room, the rooms
+next to the agent's room (through a door, the scene graph's ``adjacent`` edges) and that room
+itself, or every room when the graph has no ``adjacent`` edges. Within its scope an object is told
+apart, in this order, by
 
 1. its category alone ("the sofa") when no other object of that category is in scope;
 2. attributes (colour, material, size: the fewest that exclude every rival, "the red armchair");
@@ -38,6 +42,7 @@ from itertools import combinations
 
 import numpy as np
 
+from ...scenes.occupancy import FREE
 from .graph import SceneGraphView
 from .types import SYMMETRIC_RELATIONS, ObjectRef, RelationFact, RoomRef
 
@@ -59,6 +64,8 @@ DOOR_THROUGH = 0.6
 DOOR_VISIBLE = 3.0
 #: Ordinals beyond this are not said ("the fifth chair" is not something a person counts).
 MAX_ORDINAL = 3
+#: Objects of other rooms farther than this (m) from where a reference is said are not in view.
+VIEW_RADIUS = 6.0
 
 
 @dataclass(frozen=True)
@@ -68,7 +75,9 @@ class Reference:
     ``needs`` is what made it unique: ``category`` (alone), ``attribute``, ``relation``
     (including ``carries``: an object resting on it) or ``ordinal``; ``attributes``, ``relation``
     and ``carries`` may be set without being needed (a decorative colour or relation).
-    ``ordinal`` is ``(n, side)`` with side ``left``/``right``.
+    ``ordinal`` is ``(n, side)`` with side ``left``/``right``. ``viewpoint`` is where it is said
+    (``None``: the room alone is the scope); ``seen_rivals`` counts the rivals of other rooms in
+    view from there.
     """
 
     obj: ObjectRef
@@ -78,6 +87,8 @@ class Reference:
     relation: RelationFact | None = None
     ordinal: tuple[int, str] | None = None
     carries: ObjectRef | None = None
+    viewpoint: tuple[float, float] | None = None
+    seen_rivals: int = 0
 
 
 @dataclass(frozen=True)
@@ -119,6 +130,12 @@ class PathFrame:
         k = int(np.argmin(dist))
         return float(self.arc[k]), float(dist[k])
 
+    def viewpoint(self, point) -> tuple[float, float]:
+        """The path point closest to ``point``: where a reference to an object there is said."""
+        p = np.asarray(point, dtype=float)[:2]
+        k = int(np.argmin(np.hypot(*(self.dense - p).T)))
+        return float(self.dense[k, 0]), float(self.dense[k, 1])
+
     def approach_side(self, point, s: float, back: float = 1.5) -> str | None:
         """The side ``point`` lies on as seen ``back`` metres before arc length ``s``, facing along
         the path there (the side a doorway the path turns into is on), ``None`` straight ahead."""
@@ -134,6 +151,52 @@ class PathFrame:
         return "left" if cross > 0 else "right"
 
 
+def _footprint(obj: dict) -> tuple[np.ndarray, np.ndarray]:
+    """An object's 2-D footprint ``(lo, hi)`` (its position when it has no bounds)."""
+    lo = np.asarray(obj.get("bounds_min", obj["position"]), dtype=float)[:2]
+    hi = np.asarray(obj.get("bounds_max", obj["position"]), dtype=float)[:2]
+    return np.minimum(lo, hi), np.maximum(lo, hi)
+
+
+class Sightlines:
+    """What is in view from a point, on the occupancy grid of the scene's height band: a straight
+    line sees past furniture (cells inside a non-structure object's footprint) but not through a
+    wall (any other OCCUPIED or UNKNOWN cell)."""
+
+    def __init__(self, occupancy, scene_graph):
+        view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
+        self.occupancy = occupancy
+        grid = np.asarray(occupancy.grid)
+        see_through = np.zeros(grid.shape, dtype=bool)
+        for obj in view.objects.values():
+            if obj["category"] in STRUCTURE:
+                continue
+            lo, hi = _footprint(obj)
+            (r0, c0), (r1, c1) = occupancy.world_to_cell(np.stack([lo, hi]))
+            r0, c0 = max(int(r0), 0), max(int(c0), 0)
+            see_through[r0:max(int(r1) + 1, r0), c0:max(int(c1) + 1, c0)] = True
+        self.wall = (grid != FREE) & ~see_through
+
+    def clear(self, a, b) -> bool:
+        """Whether the segment from ``a`` to ``b`` (world x, y) stays on the map and crosses no wall."""
+        a, b = np.asarray(a, dtype=float)[:2], np.asarray(b, dtype=float)[:2]
+        steps = max(int(np.ceil(np.hypot(*(b - a)) / (self.occupancy.resolution / 2))), 1)
+        cells = self.occupancy.world_to_cell(a + np.linspace(0.0, 1.0, steps + 1)[:, None] * (b - a))
+        if not np.asarray(self.occupancy.in_bounds(cells), dtype=bool).all():
+            return False
+        return not self.wall[cells[:, 0], cells[:, 1]].any()
+
+    def sees(self, point, obj: dict) -> bool:
+        """Whether object ``obj`` is in view from ``point``: its footprint within ``VIEW_RADIUS`` and
+        a clear line to its nearest footprint point or to its centre."""
+        p = np.asarray(point, dtype=float)[:2]
+        lo, hi = _footprint(obj)
+        nearest = np.clip(p, lo, hi)
+        if np.hypot(*(nearest - p)) > VIEW_RADIUS:
+            return False
+        return self.clear(p, nearest) or self.clear(p, (lo + hi) / 2)
+
+
 def _attrs(view: SceneGraphView, iid: int) -> dict:
     return view.objects[iid].get("attributes") or {}
 
@@ -147,8 +210,9 @@ def _excluded_by_attributes(view: SceneGraphView, target: int, rival: int, keys)
 class Referrer:
     """Builds and resolves references in one scene graph (``SceneGraphView``)."""
 
-    def __init__(self, scene_graph):
+    def __init__(self, scene_graph, sightlines: Sightlines | None = None):
         self.view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
+        self.sightlines = sightlines
         self._adjacent: dict[int, set[int]] = {}
         self._doors: dict[int, list[tuple[int, tuple[float, float]]]] = {}
         graph = getattr(self.view.graph, "graph", None)   # the networkx graph: room ``adjacent`` edges
@@ -169,6 +233,18 @@ class Referrer:
         view = self.view
         return sorted(i for i, o in view.objects.items() if o["category"] == category and view.room_of(i) == room_id)
 
+    def scope_objects(self, room_id: int | None, category: str,
+                      viewpoint: tuple[float, float] | None = None) -> list[int]:
+        """The object scope: ``objects_in(room_id, category)`` and, with sightlines and a
+        ``viewpoint``, the objects of ``category`` in other rooms in view from it."""
+        here = self.objects_in(room_id, category)
+        if self.sightlines is None or viewpoint is None:
+            return here
+        view = self.view
+        seen = [i for i, o in view.objects.items() if o["category"] == category and view.room_of(i) != room_id
+                and self.sightlines.sees(viewpoint, o)]
+        return sorted(here + seen)
+
     def room_scope(self, room_id: int | None) -> list[int]:
         """Rooms a listener in ``room_id`` can mean: it and its neighbours (every room without
         adjacency data or outside any room)."""
@@ -179,42 +255,47 @@ class Referrer:
     # ------------------------------------------------------------------ objects
     def refer(self, instance_id: int, scope_room: int | None = None, *, path: PathFrame | None = None,
               rng: np.random.Generator | None = None, decorate: float = 0.0) -> Reference | None:
-        """The simplest reference to ``instance_id`` unique among its category in ``scope_room``
-        (default: its own room), or ``None`` when none is. With ``rng``, a category-only reference
-        gets, with probability ``decorate`` each, one attribute, a relation or a carried object it
-        does not need."""
+        """The simplest reference to ``instance_id`` unique among its category in its scope: the
+        room ``scope_room`` (default: its own room) and, with sightlines and a ``path``, what is in
+        view from where the path passes closest to it. ``None`` when none is. With ``rng``, a
+        category-only reference gets, with probability ``decorate`` each, one attribute, a relation
+        or a carried object it does not need."""
         view = self.view
         obj = view.object_ref(instance_id)
         if obj.category in STRUCTURE:
             return None
         scope_room = view.room_of(instance_id) if scope_room is None else scope_room
-        rivals = [i for i in self.objects_in(scope_room, obj.category) if i != instance_id]
         if view.room_of(instance_id) != scope_room:
             return None
+        viewpoint = path.viewpoint(view.objects[instance_id]["position"]) if path is not None \
+            and self.sightlines is not None else None
+        rivals = [i for i in self.scope_objects(scope_room, obj.category, viewpoint) if i != instance_id]
+        seen = sum(1 for r in rivals if view.room_of(r) != scope_room)
+        made = dict(viewpoint=viewpoint, seen_rivals=seen)
         if not rivals:
             if rng is None or decorate <= 0:
-                return Reference(obj, scope_room, "category")
+                return Reference(obj, scope_room, "category", **made)
             keys = [k for k in ATTRIBUTE_KEYS if k in obj.attribute_dict]
             extra = (keys[int(rng.integers(len(keys)))],) if keys and rng.random() < decorate else ()
             fact = self._distinguishing_relation(instance_id, []) if rng.random() < decorate else None
             carried = self._carried(instance_id, []) if fact is None and rng.random() < decorate else None
-            return Reference(obj, scope_room, "category", attributes=extra, relation=fact, carries=carried)
+            return Reference(obj, scope_room, "category", attributes=extra, relation=fact, carries=carried, **made)
         mine = obj.attribute_dict
         keys_avail = [k for k in ATTRIBUTE_KEYS if k in mine]
         for n in range(1, len(keys_avail) + 1):
             for keys in combinations(keys_avail, n):
                 if all(_excluded_by_attributes(view, instance_id, r, keys) for r in rivals):
-                    return Reference(obj, scope_room, "attribute", attributes=keys)
+                    return Reference(obj, scope_room, "attribute", attributes=keys, **made)
         fact = self._distinguishing_relation(instance_id, rivals)
         if fact is not None:
-            return Reference(obj, scope_room, "relation", relation=fact)
+            return Reference(obj, scope_room, "relation", relation=fact, **made)
         carried = self._carried(instance_id, rivals)
         if carried is not None:
-            return Reference(obj, scope_room, "relation", carries=carried)
+            return Reference(obj, scope_room, "relation", carries=carried, **made)
         if path is not None:
             ordinal = self._ordinal(instance_id, rivals, path)
             if ordinal is not None:
-                return Reference(obj, scope_room, "ordinal", ordinal=ordinal)
+                return Reference(obj, scope_room, "ordinal", ordinal=ordinal, **made)
         return None
 
     def _has_edge(self, iid: int, relation: str, anchor: int) -> bool:
@@ -352,12 +433,13 @@ class Referrer:
     # ------------------------------------------------------------------ resolving (Verifier)
     def resolve_object(self, category: str, scope_room: int | None, attributes: dict | None = None,
                        relation: tuple[str, int] | None = None, ordinal: tuple[int, str] | None = None,
-                       path: PathFrame | None = None, carries: str | None = None) -> list[int]:
-        """Every object in ``scope_room`` the words could denote (conservatively: an object without
-        a claimed attribute might have it)."""
+                       path: PathFrame | None = None, carries: str | None = None,
+                       viewpoint: tuple[float, float] | None = None) -> list[int]:
+        """Every object in scope (``scope_objects``) the words could denote (conservatively: an
+        object without a claimed attribute might have it)."""
         view = self.view
         out = []
-        for iid in self.objects_in(scope_room, category):
+        for iid in self.scope_objects(scope_room, category, viewpoint):
             have = _attrs(view, iid)
             if any(k in have and have[k] != v for k, v in (attributes or {}).items()):
                 continue
@@ -390,5 +472,5 @@ class Referrer:
                 and (contents is None or view.count_in_room(contents, r) > 0)]
 
 
-__all__ = ["ATTRIBUTE_KEYS", "DOOR_THROUGH", "DOOR_VISIBLE", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference", "Referrer", "RoomReference",
-           "REFERENCE_RELATIONS"]
+__all__ = ["ATTRIBUTE_KEYS", "DOOR_THROUGH", "DOOR_VISIBLE", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference",
+           "Referrer", "RoomReference", "REFERENCE_RELATIONS", "Sightlines", "VIEW_RADIUS"]

@@ -2,8 +2,9 @@
 
 ``DIR/index.html`` has one card per instruction (the first ``n`` in file order): the text with each
 reference highlighted and numbered (colour by what made it unique: category, attribute, relation,
-ordinal), what each reference denotes, and the scene's top-down map (``scenes.render_map``) with
-the reference path, start and goal and each referenced object marked with its number. Version-1
+ordinal), what each reference denotes (and how many rivals in view in another room it was told
+apart from), and the scene's top-down map (``scenes.render_map``) with the reference path, start
+and goal and each referenced object marked with its number. Version-1
 datasets record no references: their object and room words (``Lexicon.find``) are underlined and
 the landmarks the Describer found near the path are marked unnumbered. Maps are ``DIR/maps/*.png``;
 the folder is written atomically (``core.io.replace_output_dir``).
@@ -59,8 +60,10 @@ def _card(ep, k: int, instr, refs: list[dict] | None, graph_objects: dict, lexic
                 what = f"doorway into room {ref.get('room_id')}"
             else:
                 what = f"{graph_objects.get(ref['instance_id'], {}).get('category', '?')} #{ref['instance_id']}"
+            seen = ref.get("seen_rivals")
+            seen = f", {seen} rival{'s' if seen != 1 else ''} in view in another room" if seen else ""
             rows.append(f"<tr><td>{n}</td><td>{html.escape(what)}</td>"
-                        f"<td>needs {html.escape(str(ref.get('needs')))}</td></tr>")
+                        f"<td>needs {html.escape(str(ref.get('needs')))}{seen}</td></tr>")
         body = _highlight(text, spans)
     else:
         body = _highlight(text, [(h.span[0], h.span[1], '<span class="word">', "</span>") for h in lexicon.find(text)])

@@ -1,14 +1,19 @@
 """Fine-grained route instructions, language version 2: references that need looking.
 
 * ``RouteDescriberV2`` (a ``Describer``): landmarks are no longer limited to categories unique in
-  their room, since references can now tell rivals apart; the room sequence drops stretches of
-  less than ``min_room_stay`` metres (a path grazing a doorway) and merges what that rejoins, so
-  an instruction never leaves and re-enters a room it only touched.
+  their room, since references can now tell rivals apart, and where several could be named (a
+  pass, a turn, the stop) one with rivals in its room or in view that a reference can still single
+  out is preferred; the room sequence drops stretches of less than ``min_room_stay`` metres (a
+  path grazing a doorway) and merges what that rejoins, so an instruction never leaves and
+  re-enters a room it only touched.
 * ``RouteSynthesizerV2``: each landmark is named by ``references.Referrer`` from the room the agent
-  is in (category, attribute, relation or ordinal, see there), rooms by type or by contents when
-  their type is not unique next door; distances are given for long stretches; clauses come from
-  ``route_language`` (more verbs, connectives and clause orders). It records the route claims
-  (``actions``) and one record per reference (``references``) on the ``GroundedInstruction``;
+  is in and what is in view where the path passes it (category, attribute, relation or ordinal,
+  see there; ``RouteLanguageV2`` gives the referrer the occupancy grid's sightlines), rooms by
+  type or by contents when their type is not unique next door; distances are given for long
+  stretches; clauses come from ``route_language`` (more verbs, connectives and clause orders).
+  It records the route claims
+  (``actions``) and one record per reference (``references``: ``seen_rivals`` when rivals of
+  other rooms in view had to be told apart) on the ``GroundedInstruction``;
   landmarks that cannot be made unique are left out and counted in ``dropped``.
 """
 from __future__ import annotations
@@ -55,6 +60,22 @@ class RouteDescriberV2(Describer):
     references later) and whose room sequence ignores stays shorter than ``min_room_stay`` m."""
 
     min_room_stay = 1.0
+    #: At a turn or the stop, a landmark with rivals replaces the nearest one only when at most this
+    #: much (m) farther from the turn or the end point (and within the radius the nearest was).
+    landmark_slack = 1.0
+
+    def __init__(self, *args, referrer: Referrer | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.referrer = referrer
+
+    def _rivals(self, lm, room: int | None, frame: PathFrame) -> int:
+        """Objects of ``lm``'s category in ``room`` and, with the referrer's sightlines, in view from
+        where the path passes it (``lm`` included); 0 when the referrer cannot single it out."""
+        if self.referrer is None:
+            return self.view.count_in_room(lm.category, room)
+        if self.referrer.refer(lm.instance_id, room, path=frame) is None:
+            return 0
+        return len(self.referrer.scope_objects(room, lm.category, frame.viewpoint(lm.position)))
 
     def _landmark_ids(self, exclude_categories: set[str]) -> np.ndarray:
         view = self.view
@@ -66,12 +87,49 @@ class RouteDescriberV2(Describer):
 
     def describe_route(self, dense, waypoints, start_yaw=None, goal_instance=None, frames=None) -> RouteFacts:
         facts = super().describe_route(dense, waypoints, start_yaw, goal_instance, frames)
-        return self.clean_rooms(self.prefer_shared_landmarks(facts, dense))
+        return self.clean_rooms(self.prefer_shared_anchors(self.prefer_shared_landmarks(facts, dense), dense))
+
+    def prefer_shared_anchors(self, facts: RouteFacts, dense) -> RouteFacts:
+        """The landmark of each turn ("turn left at …") and of the stop becomes, among the landmarks
+        of its room within ``landmark_radius`` of the turn (``end_radius`` of the end point) and at
+        most ``landmark_slack`` m farther than it, the one with the most rivals (``_rivals``), then
+        the nearest; landmarks other events name are not taken."""
+        view = self.view
+        frame = PathFrame(dense)
+        cand = self._landmark_ids(set())
+        if not len(cand):
+            return facts
+        ids = [int(i) for i in self._ids[cand]]
+        taken = {e.landmark.instance_id for e in facts.events if e.landmark is not None}
+        events = list(facts.events)
+        for k, ev in enumerate(events):
+            if ev.kind not in ("turn", "stop") or ev.landmark is None:
+                continue
+            at = frame.dense[-1] if ev.kind == "stop" else \
+                frame.dense[min(int(np.searchsorted(frame.arc, ev.s)), len(frame.dense) - 1)]
+            radius = self.end_radius if ev.kind == "stop" else self.landmark_radius
+            dist = self._box_distances(cand, np.asarray(at, dtype=float)[None])[:, 0]
+            room = view.room_of(ev.landmark.instance_id)
+            mine = float(dist[ids.index(ev.landmark.instance_id)]) if ev.landmark.instance_id in ids else radius
+            best, best_key = ev.landmark, (self._rivals(ev.landmark, room, frame), -mine)
+            for j, iid in enumerate(ids):
+                if iid in taken or view.room_of(iid) != room or dist[j] > min(radius, mine + self.landmark_slack):
+                    continue
+                lm = view.object_ref(iid)
+                key = (self._rivals(lm, room, frame), -float(dist[j]))
+                if key > best_key:
+                    best, best_key = lm, key
+            if best is not ev.landmark:
+                taken.discard(ev.landmark.instance_id)
+                taken.add(best.instance_id)
+                events[k] = replace(ev, landmark=best)
+        return replace(facts, events=tuple(events))
 
     def prefer_shared_landmarks(self, facts: RouteFacts, dense) -> RouteFacts:
         """Each ``pass`` landmark becomes, among the landmarks near the path in the same room and
-        where a pass may be said, the one whose category has the most objects in that room (a
-        reference to it must then be told apart), ties kept in path order."""
+        where a pass may be said, the one whose category has the most objects in that room and in
+        view from the path there (``_rivals``: a reference to it must then be told apart; one the
+        referrer cannot single out counts none), ties kept in path order."""
         view = self.view
         frame = PathFrame(dense)
         taken = {e.landmark.instance_id for e in facts.events if e.landmark is not None}
@@ -80,14 +138,14 @@ class RouteDescriberV2(Describer):
             if ev.kind != "pass":
                 continue
             room = view.room_of(ev.landmark.instance_id)
-            best, best_key = ev, (view.count_in_room(ev.landmark.category, room), 0.0)
+            best, best_key = ev, (self._rivals(ev.landmark, room, frame), 0.0)
             for lm in facts.landmarks:
                 if lm.instance_id in taken or view.room_of(lm.instance_id) != room:
                     continue
                 s, _ = frame.locate(lm.position)
                 if s < 0.5 or facts.length - s < 1.5:
                     continue
-                key = (view.count_in_room(lm.category, room), -abs(s - ev.s))
+                key = (self._rivals(lm, room, frame), -abs(s - ev.s))
                 if key > best_key:
                     best, best_key = RouteEvent("pass", s, landmark=lm), key
             if best is not ev:
@@ -169,7 +227,7 @@ class RouteSynthesizerV2:
         lex = self.lexicon
         variant = int(rng.integers(4))
         head = object_phrase(ref.obj, lex, attribute_keys=ref.attributes, variant=variant)
-        mention = replace(head.mentions[0], scope=ref.scope_room)
+        mention = replace(head.mentions[0], scope=ref.scope_room, viewpoint=ref.viewpoint)
         if ref.ordinal is not None:
             n, side = ref.ordinal
             noun = head.text[len("the "):]
@@ -196,7 +254,10 @@ class RouteSynthesizerV2:
             extra.mentions.append(Mention("relation", (len(before), len(before) + len(carried.text)), relation="on",
                                           subject=ref.carries.node_id, target=ref.obj.node_id))
             phrase = phrase + extra
-        references.append({"instance_id": ref.obj.instance_id, "needs": ref.needs, "span": [0, len(phrase.text)]})
+        record = {"instance_id": ref.obj.instance_id, "needs": ref.needs, "span": [0, len(phrase.text)]}
+        if ref.seen_rivals:
+            record["seen_rivals"] = ref.seen_rivals
+        references.append(record)
         phrase.mentions.append(Mention("object", (0, len(phrase.text)), category="__reference__",
                                        instance_id=len(references) - 1))
         return phrase
@@ -454,23 +515,28 @@ class RouteLanguageV2:
     attempt) and ``dropped`` (references that could not be made unique, by kind).
     """
 
-    def __init__(self, scene_graph, room_map=None, grid=None, *, landmark_radius: float = 1.5,
+    def __init__(self, scene_graph, room_map=None, grid=None, *, occupancy=None, landmark_radius: float = 1.5,
                  lexicon: Lexicon | None = None):
         from .graph import SceneGraphView
+        from .references import Sightlines
         from .route_language import EXTRA_OBJECT_FORMS, EXTRA_ROOM_FORMS
         from .route_verifier import RouteVerifier
 
         view = scene_graph if isinstance(scene_graph, SceneGraphView) else SceneGraphView(scene_graph)
         lexicon = lexicon or Lexicon(view.categories(), view.room_types(), extra_object_forms=EXTRA_OBJECT_FORMS,
                                      extra_room_forms=EXTRA_ROOM_FORMS)
-        self.verifier = RouteVerifier(view, lexicon)
-        self.describer = RouteDescriberV2(self.verifier.view, room_map, grid, landmark_radius=landmark_radius)
-        self.referrer = self.verifier.referrer
+        sightlines = Sightlines(occupancy, view) if occupancy is not None else None
+        self.referrer = Referrer(view, sightlines)
+        self.verifier = RouteVerifier(view, lexicon, self.referrer)
+        self.describer = RouteDescriberV2(view, room_map, grid, landmark_radius=landmark_radius,
+                                          referrer=self.referrer)
 
     @classmethod
     def from_context(cls, ctx, **kwargs) -> "RouteLanguageV2":
-        """Built from a task ``SceneContext`` (scene graph, room map, navigable grid)."""
-        return cls(ctx.maps.scene_graph, ctx.maps.room_map, ctx.maps.navigable, **kwargs)
+        """Built from a task ``SceneContext`` (scene graph, room map, navigable grid, and the
+        occupancy grid for what is in view)."""
+        return cls(ctx.maps.scene_graph, ctx.maps.room_map, ctx.maps.navigable, occupancy=ctx.maps.occupancy,
+                   **kwargs)
 
     def describe(self, dense, waypoints, start_yaw) -> RouteFacts:
         """The route facts (rooms, landmarks, turns, end) of a path."""

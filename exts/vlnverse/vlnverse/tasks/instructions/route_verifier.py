@@ -6,8 +6,9 @@ claims that do not repeat or contradict themselves.
 * everything the base ``Verifier`` checks (``unsupported`` mention, ``ungrounded_word``,
   ``placeholder``);
 * ``ambiguous_reference``: a mention with a ``scope`` does not denote exactly one object (room) of
-  its scope: its category, claimed attributes, relation to the anchor, ordinal along the path or
-  contents (``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none;
+  its scope (for an object with a ``viewpoint``, what is in view from there counts too): its
+  category, claimed attributes, relation to the anchor, ordinal along the path or contents
+  (``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none;
 * ``enter_current_room``: entering the room the agent is in;
 * ``exit_enter_same_room``: leaving a room and entering it again next;
 * ``repeated_room_entry``: entering a room already entered (or started in) earlier;
@@ -89,11 +90,12 @@ class RouteVerifier(Verifier):
                 if carried is not None:
                     carries = self.view.objects.get(int(carried.subject[4:]), {}).get("category")
                 found = self.referrer.resolve_object(m.category, m.scope, dict(m.attributes), relation, m.ordinal, path,
-                                                     carries)
+                                                     carries, m.viewpoint)
                 if m.ordinal is not None and path is None:
                     problems.append(f"{where}: an ordinal reference cannot be checked without the path")
                 elif found != [m.instance_id]:
-                    problems.append(f"{where}: denotes {len(found)} objects from room {m.scope}, not exactly one")
+                    seen = f" and what is in view from {m.viewpoint}" if m.viewpoint is not None else ""
+                    problems.append(f"{where}: denotes {len(found)} objects from room {m.scope}{seen}, not exactly one")
             elif m.kind == "room" and m.room_id is not None and m.ordinal is not None:
                 if path is None:
                     problems.append(f"{where}: a doorway ordinal cannot be checked without the path")

@@ -7,7 +7,8 @@
   and ``own_trigram_share``, the share of its distinct 3-grams that no other style uses (how far
   the formal, natural and casual registers stay apart);
 * ``references``: object references recorded by the version-2 generator (episode ``info``) and the
-  share that needed an attribute or a relation (``needs``) or an ordinal to be unique, and the
+  share that needed an attribute or a relation (``needs``) or an ordinal to be unique, the share
+  told apart from rivals in view in another room (``in_view_share``: ``seen_rivals``), and the
   doorway ordinals said (``doorways``: needed, ``ordinal``, or not, ``category``); ``null`` for
   datasets that do not record them (version 1);
 * ``verifier``: attempts accepted and rejected by the route Verifier (``info["verifier"]``), the
@@ -36,6 +37,7 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
     styles: list[str] = []
     needs: Counter = Counter()
     doorways: Counter = Counter()
+    in_view = 0
     rejected: Counter = Counter()
     dropped: Counter = Counter()
     accepted = 0
@@ -52,6 +54,7 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
             recorded = True
             for refs in info["references"][:len(chosen)]:
                 needs.update(r.get("needs", "category") for r in refs if r.get("kind") != "doorway")
+                in_view += sum(1 for r in refs if r.get("kind") != "doorway" and r.get("seen_rivals"))
                 doorways.update(r.get("needs", "category") for r in refs if r.get("kind") == "doorway")
         if "verifier" in info:
             accepted += int(info["verifier"].get("accepted", 0))
@@ -85,6 +88,7 @@ def instruction_stats(episodes: Iterable, max_instructions: int | None = None) -
             "attribute_or_relation_share": round((needs["attribute"] + needs["relation"]) / total_refs, 4)
             if total_refs else 0.0,
             "ordinal_share": round(needs["ordinal"] / total_refs, 4) if total_refs else 0.0,
+            "in_view_share": round(in_view / total_refs, 4) if total_refs else 0.0,
             "doorways": dict(sorted(doorways.items()))}
     attempts = accepted + sum(rejected.values())
     if attempts or dropped:
@@ -103,7 +107,8 @@ def format_stats(stats: dict[str, Any]) -> str:
     refs = stats.get("references")
     lines.append("references: not recorded in this dataset" if refs is None else
                  f"references: {refs['count']}, {refs['attribute_or_relation_share']:.1%} needed an attribute or "
-                 f"relation, {refs['ordinal_share']:.1%} an ordinal ({refs['by_need']}); doorway ordinals "
+                 f"relation, {refs['ordinal_share']:.1%} an ordinal ({refs['by_need']}), "
+                 f"{refs.get('in_view_share', 0.0):.1%} had rivals in view in another room; doorway ordinals "
                  f"{refs.get('doorways') or 'none'}")
     for style, st in (stats.get("styles") or {}).items():
         lines.append(f"style {style}: {st['instructions']} instructions, vocabulary {st['vocabulary']}, "

@@ -125,9 +125,10 @@ class Mention:
 
     Language version 2 adds where a reference is said and what it claims beyond category and
     attributes: ``scope`` (the room id whose objects, or whose neighbouring rooms, the words must
-    single out), ``ordinal`` (``(n, side)``: "the second chair on your left") and ``contents`` (a
-    category the room contains: "the bedroom with the desk"); the ``Verifier`` checks that such a
-    mention denotes exactly one object or room (``references.Referrer``).
+    single out), ``viewpoint`` (the point the words are said at: objects of other rooms in view
+    from there are in scope too), ``ordinal`` (``(n, side)``: "the second chair on your left") and
+    ``contents`` (a category the room contains: "the bedroom with the desk"); the ``Verifier``
+    checks that such a mention denotes exactly one object or room (``references.Referrer``).
     """
 
     kind: str
@@ -142,6 +143,7 @@ class Mention:
     scope: int | None = None
     ordinal: tuple[int, str] | None = None
     contents: str | None = None
+    viewpoint: tuple[float, float] | None = None
 
     def shifted(self, offset: int) -> "Mention":
         """The same mention with its span moved by ``offset`` characters."""
@@ -160,6 +162,8 @@ class Mention:
             out["attributes"] = dict(self.attributes)
         if self.ordinal is not None:
             out["ordinal"] = list(self.ordinal)
+        if self.viewpoint is not None:
+            out["viewpoint"] = list(self.viewpoint)
         return out
 
 
