@@ -364,6 +364,31 @@ def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_
     assert fig["jobs_skipped"] == ["baselines-s0"] and calls == ["cma"] * 4 and len(fig["failed_jobs"]) == 1
 
 
+def test_the_results_file_holds_the_table_so_far_after_each_job(tiny, tmp_path, monkeypatch):
+    """While the jobs run, ``--out`` is rewritten after each finished job: the jobs done so far,
+    their table, and the jobs still pending (``partial``); the last write is the whole run's."""
+    import vlnverse.benchmarks.train.jobs as jobs
+
+    out = tmp_path / "bt.json"
+    seen = []
+    row_job = jobs.row_job
+
+    def watching(work, options, row_name, seed, shared):
+        seen.append(json.loads(out.read_text()) if out.is_file() else None)
+        return row_job(work, options, row_name, seed, shared)
+
+    monkeypatch.setattr(jobs, "row_job", watching)
+    fig = tiny.run(tiny_args(out, seeds="0,1", policies="seq2seq"))
+    # one worker: the jobs in turn, seed by seed, baselines first
+    assert [sorted(s["jobs"]) if s else None for s in seen] == [
+        None, ["baselines-s0"], ["baselines-s0", "seq2seq-s0"], ["baselines-s0", "baselines-s1", "seq2seq-s0"]]
+    assert seen[2]["partial"] == {"pending": ["baselines-s1", "seq2seq-s1"]}
+    assert sorted({r["agent"] for r in seen[2]["table"]}) == ["forward", "random", "seq2seq_il"]
+    final = json.loads(out.read_text())
+    assert "partial" not in fig and sorted(fig["jobs"]) == ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]
+    assert final["jobs"]["seq2seq-s1"] == fig["jobs"]["seq2seq-s1"]  # the last partial write holds every job
+
+
 def test_a_job_interrupted_mid_il_resumes_to_the_same_checkpoint(tiny, tmp_path, monkeypatch):
     """The job's process stops right after the checkpoint at the end of IL epoch 1 (as a kill
     would: nothing after it runs); the rerun resumes from ``last.pt`` and ends with the weights

@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ..run.diagnostics import CATEGORIES
 from .compare import Run, compare_pair
 
 VERDICTS = ("reproduced", "refuted", "not separated", "not run")
@@ -59,15 +58,15 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
 def outcomes(a: Run, b: Run) -> dict:
     """Two runs on the same episodes (id order), episode by episode: how many only A solved
     (``only_a``), only B, both and neither, and under ``first_errors`` each run's failed episodes
-    counted by their first error's category (``run.diagnostics.CATEGORIES`` order; None when a
-    run's results carry no first errors)."""
+    counted by their first error's category (most frequent first; None when a run's results carry
+    no first errors)."""
     solved = Counter((x >= 1.0, y >= 1.0) for x, y in zip(a.values["SR"], b.values["SR"]))
     out: dict[str, Any] = {"only_a": solved[(True, False)], "only_b": solved[(False, True)],
                            "both": solved[(True, True)], "neither": solved[(False, False)], "first_errors": None}
     if a.failures is not None and b.failures is not None:
         def counts(failures: list) -> dict[str, int]:
             got = Counter(f for f in failures if f is not None)
-            return {c: got[c] for c in [*CATEGORIES, *sorted(set(got) - set(CATEGORIES))] if got[c]}
+            return {c: got[c] for c in sorted(got, key=lambda c: (-got[c], c))}
 
         out["first_errors"] = {"a": counts(a.failures), "b": counts(b.failures)}
     return out

@@ -325,9 +325,11 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
     emit(items[0], got)
 
 
-def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict, list, int]:
-    """Run ``jobs`` (``core.jobs.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``.
-    Workers=1 on the local engine runs them here, one after the other, with the same retry."""
+def _run(jobs: list, parallel: Any, report: Callable[[str], None],
+         on_done: Callable[[str, dict], None] | None = None) -> tuple[dict, list, int]:
+    """Run ``jobs`` (``core.jobs.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``;
+    ``on_done(key, result)`` after each job. Workers=1 on the local engine runs them here, one
+    after the other, with the same retry."""
     from vlnverse.core.errors import ConfigError, UnknownNameError
     from vlnverse.core.jobs import JobFailure, run_jobs
 
@@ -336,6 +338,8 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
     def done(key: str, result: Any) -> None:
         results[key] = result
         report(f"bench train: {key} done ({len(results)} of {len(jobs)})")
+        if on_done is not None:
+            on_done(key, result)
 
     if not parallel.inline:
         got = run_jobs(run_job, jobs, on_result=done, parallel=parallel, max_attempts=MAX_ATTEMPTS)
@@ -361,6 +365,36 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None]) -> tuple[dict
 
 def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
+
+
+def figures_of(results: dict, skipped: list, failures: list, retries: int, best: str | None, *, seeds: list,
+               selected: list, parallel: Any, identity: dict, options: TrainBenchOptions, shared: dict,
+               work: Path) -> dict:
+    """The results file of the finished jobs ``results`` (``{key: done.json}``): the jobs, the
+    table over seeds (``aggregate``), its paired comparisons and what ran them."""
+    from vlnverse.results.compare import comparison_lines
+    from vlnverse.run.summary import RESULTS_FORMAT
+
+    rows = aggregate(results)
+    comparisons = pairwise_comparisons(rows)
+    return {
+        "format": RESULTS_FORMAT,
+        "seeds": seeds, "policies": [r["name"] for r in selected], "engine": parallel.engine, "workers": parallel.workers,
+        **({"address": parallel.address} if parallel.address else {}),
+        "work": identity, **({"benchmark": options.benchmark.identity()} if options.benchmark is not None else {}),
+        "budget": {"il_epochs": options.epochs, "seconds_cap": options.budget, "dagger": options.dagger,
+                   "validation_episodes": options.validation_episodes},
+        "seeds_prepared": {k: shared[k] for k in sorted(shared)},
+        "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped,
+        "failed_jobs": [{"job": f.key, "error": f.error, "attempts": f.attempts} for f in failures],
+        "code_revisions": revisions_of(results),
+        "retries": retries, "best_row_agent": best,
+        "device": sorted({str(j["figures"]["device"]) for j in results.values() if j.get("figures")}),
+        "table": rows, "table_text": aggregate_lines(rows), "design": split_design(rows),
+        "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
+        "cpu_count": os.cpu_count(), "work_dir": str(work),
+        "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
+    }
 
 
 def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dict:
@@ -408,7 +442,20 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     if skipped:
         report(f"bench train: {len(skipped)} job(s) already done in {work}: {', '.join(skipped)}")
     report(f"bench train: {len(todo)} job(s) on {parallel.workers} {parallel.engine} worker(s)")
-    got, row_failures, row_retries = _run(todo, parallel, report)
+    context = {"seeds": seeds, "selected": selected, "parallel": parallel, "identity": identity, "options": options,
+               "shared": shared, "work": work}
+
+    finished = dict(results)
+
+    def partial(key: str, result: dict) -> None:  # the table so far, in --out, after every finished job
+        finished[key] = result
+        if options.out:
+            from vlnverse.core.io import write_json_atomic
+
+            write_json_atomic(options.out, {**figures_of(finished, skipped, [], 0, None, **context),
+                                            "partial": {"pending": sorted({j.key for j in todo} - set(finished))}})
+
+    got, row_failures, row_retries = _run(todo, parallel, report, partial)
     results.update(got)
     failures += row_failures
     retries += row_retries
@@ -436,41 +483,19 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
         results.update(got)
         failures += strict_failures
         retries += strict_retries
-    failed = [{"job": f.key, "error": f.error, "attempts": f.attempts} for f in failures]
-    for f in failed:
-        report(f"bench train: job {f['job']} failed after {f['attempts']} attempt(s): {f['error']}")
-    rows = aggregate(results)
-    from vlnverse.run.summary import RESULTS_FORMAT
-    from vlnverse.results.compare import comparison_lines
-
-    comparisons = pairwise_comparisons(rows)
-    figures = {
-        "format": RESULTS_FORMAT,
-        "seeds": seeds, "policies": [r["name"] for r in selected], "engine": parallel.engine, "workers": parallel.workers,
-        **({"address": parallel.address} if parallel.address else {}),
-        "work": identity, **({"benchmark": options.benchmark.identity()} if options.benchmark is not None else {}),
-        "budget": {"il_epochs": options.epochs, "seconds_cap": options.budget, "dagger": options.dagger,
-                   "validation_episodes": options.validation_episodes},
-        "seeds_prepared": {k: shared[k] for k in sorted(shared)},
-        "jobs": {k: results[k] for k in sorted(results)}, "jobs_skipped": skipped, "failed_jobs": failed,
-        "code_revisions": revisions_of(results),
-        "retries": retries, "best_row_agent": best,
-        "device": sorted({str(j["figures"]["device"]) for j in results.values() if j.get("figures")}),
-        "table": rows, "table_text": aggregate_lines(rows), "design": split_design(rows),
-        "comparisons": comparisons, "comparisons_text": comparison_lines(comparisons),
-        "seconds_total": round(time.perf_counter() - t_start, 1),
-        "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),
-                    "jobs": round(time.perf_counter() - t_prep, 1)},
-        "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
-        "cpu_count": os.cpu_count(), "work_dir": str(work),
-        "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
-    }
+    for f in failures:
+        report(f"bench train: job {f.key} failed after {f.attempts} attempt(s): {f.error}")
+    figures = {**figures_of(results, skipped, failures, retries, best, **context),
+               "seconds_total": round(time.perf_counter() - t_start, 1),
+               "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),
+                           "jobs": round(time.perf_counter() - t_prep, 1)},
+               "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)}}
     if len(figures["code_revisions"]) > 1:
         report("bench train: the jobs ran with different code: " + "; ".join(
             f"{rev[:12]}: {', '.join(keys)}" for rev, keys in figures["code_revisions"].items()))
     if options.out:
         figures["plot"] = str(Path(options.out).with_suffix(".png"))
-        plot_aggregate(rows, Path(figures["plot"]), f"bench train --seeds {','.join(map(str, seeds))}: "
+        plot_aggregate(figures["table"], Path(figures["plot"]), f"bench train --seeds {','.join(map(str, seeds))}: "
                        f"{options.epochs} IL epochs per row" + ("" if options.benchmark is None
                                                                  else f", benchmark {options.benchmark.name}"))
     return figures
