@@ -107,7 +107,7 @@ def test_val_seen_episodes_keeps_the_subset_bench_train_holds_out(seed, monkeypa
     """A config's ``val.val_seen: {homes: ..., val_seen_episodes: M}`` validates on the episodes
     ``bench train`` (``hold_out_seen``) holds out with the same seed, in the same order."""
     import vlnverse.learn.homes as homes
-    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.learn.splits import resolve_split
     from vlnverse.tasks.episode import Episode, Goal, Instruction
 
     eps = [Episode(f"e{i}", "gen_01000", "gen_01000.usd", "val_seen" if i % 3 == 0 else "train", "fine_grained",
