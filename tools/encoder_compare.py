@@ -84,7 +84,8 @@ def offline(args) -> None:
     from torch.nn import functional as F
 
     from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
-    from vlnverse.learn.trainer import EpisodeBatches, Trainer
+    from vlnverse.learn.batching import EpisodeBatches
+    from vlnverse.learn.trainer import Trainer
 
     work = Path(args.work)
     t = Trainer(_config(work, "cnn_scratch", None, args.budget), progress=False)

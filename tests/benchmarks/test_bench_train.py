@@ -193,9 +193,10 @@ def test_a_budget_too_small_for_one_epoch_names_the_minimum_budget(monkeypatch):
     import vlnverse.learn.trainer as trainer
     from vlnverse.benchmarks.train.row import _train
     from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.errors import BudgetTooSmallError
 
     def short(cfg, progress=True):
-        raise trainer.BudgetTooSmallError("il: ...", phase="il", minimum_seconds=70.2)
+        raise BudgetTooSmallError("il: ...", phase="il", minimum_seconds=70.2)
 
     monkeypatch.setattr(trainer, "run_training", short)
     monkeypatch.setattr("vlnverse.core.config.from_dict", lambda cls, data: data)

@@ -72,7 +72,7 @@ def test_packing_leaves_the_loss_and_its_gradients_of_a_batch_unchanged():
 
 
 def test_bucketed_order_groups_similar_lengths_and_is_a_seeded_permutation():
-    from vlnverse.learn.trainer import bucketed_order
+    from vlnverse.learn.batching import bucketed_order
 
     lengths = np.array([5, 1, 4, 2, 3, 6, 9])
     order = bucketed_order(lengths, 2, np.random.default_rng([0, 0]), pool=4)  # one pool: the whole epoch
@@ -92,7 +92,7 @@ def test_bucketed_order_groups_similar_lengths_and_is_a_seeded_permutation():
 def test_episode_batches_order_follows_il_batching(tmp_path):
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.store import StepStore
-    from vlnverse.learn.trainer import EpisodeBatches
+    from vlnverse.learn.batching import EpisodeBatches
     from vlnverse.learn.vocab import Vocabulary
 
     layout = [{"name": "depth", "kind": "depth", "shape": [2, 2]}]
@@ -158,7 +158,7 @@ def test_only_policies_that_unroll_packed_get_length_bucketed_batches(name, expe
     """Length-sorted batches help only a packed unroll; RDP trained on them never stopped (val_seen SR
     0 over 15 epochs, 0.17 with plain batches), so a policy whose loss ignores ``lengths`` gets padded."""
     from vlnverse.learn.policies_registry import POLICIES
-    from vlnverse.learn.trainer import il_batching
+    from vlnverse.learn.batching import il_batching
 
     policy = POLICIES.get(name)
     assert il_batching("bucketed", policy) == expected

@@ -237,7 +237,7 @@ def test_nproc_launches_the_same_train_command_through_torchrun(monkeypatch, cap
 
 
 def test_run_log_of_an_earlier_version_keeps_its_columns_on_resume(tmp_path):
-    from vlnverse.learn.trainer import LOG_COLUMNS, RunLogger
+    from vlnverse.learn.run_log import LOG_COLUMNS, RunLogger
 
     old = [c for c in LOG_COLUMNS if c not in ("world_size", "effective_batch", "lr")]
     (tmp_path / "train_log.csv").write_text(",".join(old) + "\n")

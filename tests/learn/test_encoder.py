@@ -205,7 +205,7 @@ def test_feature_cache_holds_the_trunks_outputs_and_rebuilds_for_a_changed_encod
 
     from vlnverse.learn.features import feature_name, feature_store, frozen_trunks
     from vlnverse.learn.policies import build_policy
-    from vlnverse.learn.trainer import EpisodeBatches
+    from vlnverse.learn.batching import EpisodeBatches
 
     obs = _obs_store(tmp_path / "obs")
     enc_a, enc_b = _encoder_file(tmp_path / "a", seed=0), _encoder_file(tmp_path / "b", seed=1)

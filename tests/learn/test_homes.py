@@ -3,6 +3,7 @@ that shares a home with val_unseen or test -- by scene id or by content under an
 refused in one line naming ``train``."""
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -107,7 +108,7 @@ def test_val_seen_episodes_keeps_the_subset_bench_train_holds_out(seed, monkeypa
     """A config's ``val.val_seen: {homes: ..., val_seen_episodes: M}`` validates on the episodes
     ``bench train`` (``hold_out_seen``) holds out with the same seed, in the same order."""
     import vlnverse.learn.homes as homes
-    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.learn.splits import resolve_split
     from vlnverse.tasks.episode import Episode, Goal, Instruction
 
     eps = [Episode(f"e{i}", "gen_01000", "gen_01000.usd", "val_seen" if i % 3 == 0 else "train", "fine_grained",
@@ -137,7 +138,11 @@ def test_generated_homes_are_deterministic_reused_and_a_held_out_seed_is_refused
     eps, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
                                       report=said.append, workers=2)
     assert {e.scene_id for e in eps} == {"gen_01000", "gen_01001"} and {e.split for e in eps} == {"train"}
-    assert info["seconds_per_home"] > 0 and (folder / "scenes" / "gen_01000.usd").is_file()
+    assert (folder / "scenes" / "gen_01000.usd").is_file()
+    # the per-home figure is of the homes' seconds over the 2 homes, as done.json keeps it and the log says
+    assert info["seconds_per_home"] == pytest.approx(info["seconds_homes"] / 2, abs=0.05 / 2 + 0.0005)
+    assert json.loads((folder / "done.json").read_text()) == info
+    assert f"generated 2 homes in {info['seconds_homes']:.1f} s ({info['seconds_per_home']} s a home" in said[0]
     again, _, _ = homes_dataset(spec, task="fine_grained", body=None, cache_dir=tmp_path, progress=False,
                                 report=said.append)
     assert "reusing" in said[-1] and [e.to_dict() for e in again] == [e.to_dict() for e in eps]

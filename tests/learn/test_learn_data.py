@@ -49,7 +49,7 @@ def test_every_instruction_of_a_path_is_one_training_item(tmp_path):
     """With ``instructions`` each (episode, instruction) pair is an item: the same frames and
     labels, each instruction's tokens; without it the stored (first) instruction only."""
     from vlnverse.learn.store import StepStore
-    from vlnverse.learn.trainer import EpisodeBatches
+    from vlnverse.learn.batching import EpisodeBatches
     from vlnverse.learn.vocab import Vocabulary
 
     layout = [{"name": "depth", "kind": "depth", "shape": [2, 2]}]

@@ -25,10 +25,10 @@ def _train(cfg, corridor, **kw):
 
 def interrupt_batch(monkeypatch, call: int):
     """Make the ``call``-th training batch raise ``KeyboardInterrupt`` (Ctrl-C); returns the undo."""
-    from vlnverse.learn import trainer as T
+    from vlnverse.learn.batching import EpisodeBatches
 
     calls = {"n": 0}
-    original = T.EpisodeBatches.batch
+    original = EpisodeBatches.batch
 
     def interrupting(self, *a, **k):
         calls["n"] += 1
@@ -36,8 +36,8 @@ def interrupt_batch(monkeypatch, call: int):
             raise KeyboardInterrupt
         return original(self, *a, **k)
 
-    monkeypatch.setattr(T.EpisodeBatches, "batch", interrupting)
-    return lambda: monkeypatch.setattr(T.EpisodeBatches, "batch", original)
+    monkeypatch.setattr(EpisodeBatches, "batch", interrupting)
+    return lambda: monkeypatch.setattr(EpisodeBatches, "batch", original)
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ def test_inflection_weights_and_coefficient_of_hand_labelled_episodes():
     step and each change weigh ``coef``; the coefficient is 10 steps / 5 inflections = 2."""
     import numpy as np
 
-    from vlnverse.learn.trainer import inflection_coefficient, inflection_weights
+    from vlnverse.learn.batching import inflection_coefficient, inflection_weights
 
     a, b = np.array([1, 1, 2, 2, 2, 0]), np.array([1, 1, 1, 0])
     assert inflection_weights(a, 3.0).tolist() == [3.0, 1.0, 3.0, 1.0, 1.0, 3.0]
@@ -295,7 +295,8 @@ def test_interrupted_run_resumes_to_the_same_weights(corridor, episodes_file, tm
 def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corridor, episodes_file, tmp_path, monkeypatch):
     import torch
 
-    from vlnverse.learn import policies as P, trainer as T
+    from vlnverse.learn import policies as P
+    from vlnverse.learn.errors import TrainingError
 
     original, calls = P.sequence_loss, {"n": 0}
 
@@ -305,7 +306,7 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_the_last_checkpoint(corri
 
     monkeypatch.setattr(P, "sequence_loss", poisoned)
     cfg = small_config(tmp_path / "nan", episodes_file, policy="seq2seq", **{**TINY, "val": {}})
-    with pytest.raises(T.TrainingError, match=r"loss is nan at epoch 2 batch 1.*last good checkpoint is kept"):
+    with pytest.raises(TrainingError, match=r"loss is nan at epoch 2 batch 1.*last good checkpoint is kept"):
         _train(cfg, corridor)
     assert (tmp_path / "nan" / "last.pt").is_file()
     from vlnverse.learn.checkpoint import read_checkpoint
@@ -462,7 +463,8 @@ def test_kill_9_during_training_resumes_to_the_same_weights(corridor, episodes_f
 
 
 def test_a_budget_that_ends_before_the_first_epoch_is_refused_with_the_minimum(corridor, episodes_file, tmp_path):
-    from vlnverse.learn.trainer import BudgetTooSmallError, Trainer
+    from vlnverse.learn.errors import BudgetTooSmallError
+    from vlnverse.learn.trainer import Trainer
 
     cfg = small_config(tmp_path / "short", episodes_file, il__batch_size=1, il__max_seconds=1e-6, il__epochs=2)
     trainer = Trainer(cfg, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None)

@@ -222,7 +222,7 @@ def test_train_and_cache_build_resolve_with_scene_root(generated, tmp_path):
     from vlnverse.core.errors import SceneError
     from vlnverse.run.setup import EpisodeSource
     from vlnverse.eval.mllm.cli import cache_scenes
-    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.learn.splits import resolve_split
 
     root, data, missing = generated
     common = dict(split=None, task_type="coarse_grained", task="coarse_grained", body=None, cache_dir=None,

@@ -1,5 +1,5 @@
 """``vlnverse bench il``: IL training speed of a ``bench train`` row by the earlier padded path and
-the bucketed, packed one (``il.batching``: ``learn.trainer.EpisodeBatches``), measured in one run
+the bucketed, packed one (``il.batching``: ``learn.batching.EpisodeBatches``), measured in one run
 on the same data; and, with ``--validation-every``, both paths' val_seen curves.
 
 Data: the rows' recipe at a small scale: ``--train-homes`` generated homes (default ``IL_HOMES``,
@@ -38,7 +38,7 @@ def unroll(lengths, batch_size: int, batching: str, seed: int) -> dict[str, int]
     computed (a padded batch: its size x its longest; a packed one: its valid steps)."""
     import numpy as np
 
-    from vlnverse.learn.trainer import bucketed_order
+    from vlnverse.learn.batching import bucketed_order
 
     lengths = np.asarray(lengths)
     rng = np.random.default_rng([seed, 0])
@@ -150,7 +150,8 @@ def _prepare_caches(cfg: dict) -> None:
     training (stopped by a tiny ``il.max_seconds``; its folder is not used again)."""
     from vlnverse.core.config import from_dict
     from vlnverse.learn.config import TrainConfig
-    from vlnverse.learn.trainer import BudgetTooSmallError, run_training
+    from vlnverse.learn.errors import BudgetTooSmallError
+    from vlnverse.learn.trainer import run_training
 
     try:
         run_training(from_dict(TrainConfig, {**cfg, "il": {**cfg["il"], "max_seconds": 1e-9}}), progress=False)

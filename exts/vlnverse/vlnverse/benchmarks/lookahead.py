@@ -95,7 +95,8 @@ def teacher_store(checkpoint: Path, episodes_path: Path, *, limit: int | None = 
     from vlnverse.learn.config import TrainConfig
     from vlnverse.learn.encoder import sha256_file
     from vlnverse.learn.hnr import HNRPolicy, checkpoint_teacher
-    from vlnverse.learn.trainer import Trainer, resolve_split
+    from vlnverse.learn.splits import resolve_split
+    from vlnverse.learn.trainer import Trainer
     from vlnverse.tasks.episode import load_episodes
 
     data = read_checkpoint(checkpoint)

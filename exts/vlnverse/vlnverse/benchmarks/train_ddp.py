@@ -89,7 +89,8 @@ def _prepare_cache(cfg: dict) -> dict:
     from vlnverse.run.setup import EpisodeSource
     from vlnverse.learn.cache import teacher_cache
     from vlnverse.learn.config import TrainConfig
-    from vlnverse.learn.trainer import Trainer, resolve_split
+    from vlnverse.learn.splits import resolve_split
+    from vlnverse.learn.trainer import Trainer
 
     config = from_dict(TrainConfig, cfg)
     trainer = Trainer(config, progress=False)

@@ -116,8 +116,8 @@ class ILConfig:
     #: (warmed up as min(ema, (1 + t) / (10 + t))); 0: off. Validation, ``best.pt`` and every saved
     #: checkpoint's weights are the average; ``last.pt`` also keeps the raw weights to resume from
     ema: float = 0.0
-    #: how batches are formed (``trainer.BATCHINGS``): ``bucketed`` (episodes of similar length
-    #: together, unrolled packed; only for policies that unroll packed, ``trainer.il_batching``) or
+    #: how batches are formed (``batching.BATCHINGS``): ``bucketed`` (episodes of similar length
+    #: together, unrolled packed; only for policies that unroll packed, ``batching.il_batching``) or
     #: ``padded`` (a plain permutation; runs from before resume with it)
     batching: str = "bucketed"
 

@@ -403,7 +403,7 @@ def labelled_episodes(cfg: Any, source: Any, field: str, split: str | None, sigh
     """(episode, teacher steps) of a train/val source (episodes resolved as the trainer does)."""
     from ..run.episodes import run_settings
     from ..tasks.base import load_scene_context
-    from .trainer import resolve_split
+    from .splits import resolve_split
 
     settings = run_settings(cfg.task, body=cfg.body)
     episodes = resolve_split(source, split=split, task_type=settings.task_type,

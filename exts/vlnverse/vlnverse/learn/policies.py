@@ -311,7 +311,7 @@ class VLNPolicy(nn.Module):
         return self.sequence_outputs(tokens, frames, prev_actions)[0]
 
     def imitation_loss(self, batch: dict[str, Any]) -> tuple[torch.Tensor, float]:
-        """(loss, correct valid steps) of a trainer batch (``trainer.EpisodeBatches``): here the
+        """(loss, correct valid steps) of a trainer batch (``batching.EpisodeBatches``): here the
         step-weighted cross-entropy against the teacher's labels + λ · progress MSE."""
         logits, progress = self.sequence_outputs(batch["tokens"], batch["frames"], batch["prev"], batch.get("lengths"))
         loss = sequence_loss(logits, batch["labels"], batch["weights"])

@@ -369,7 +369,7 @@ def condition_check(policy: "RDPPolicy", store: Any, *, episodes: int = 96, batc
     (from the same initial noise): a denoiser that ignores its condition scores the same on both. Reported over all such states,
     the turning ones (label bearing beyond ``turn_deg``) and the episodes' first steps: medians
     and the share within ``turn_deg``."""
-    from .trainer import EpisodeBatches
+    from .batching import EpisodeBatches
 
     data = EpisodeBatches([store], policy.vocab, policy.max_instruction_length, store.manifest["sensors"])
     gen = torch.Generator().manual_seed(seed)

@@ -6,8 +6,8 @@ deepest view (the median depth of eight candidate headings, so the camera looks 
 not at a wall). Every view is rendered at each preset (``fast``, ``default``, ``high``); the sheet
 has one row per preset, labelled with the frame rate it achieved over those views (median of
 ``repeat`` passes per home, the presets taking turns so that machine load hits them alike). Written:
-``gallery.png`` (the sheet) and ``gallery.json`` (poses, per-preset frames/s, mean luminance and
-distinct colours per view), each atomically.
+``gallery.png`` (the sheet) and ``gallery.json`` (poses, per preset the frames/s with the frames and
+seconds it is of, mean luminance and distinct colours per view), each atomically.
 
 ``--room-sheet`` adds ``rooms.png``: per home, the same whole-room view (from a corner of its
 living room, else its largest room, at the agent's camera height, wide field of view) drawn with
@@ -125,8 +125,8 @@ def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int 
         bar.update(1)
     bar.close()
     for q in qualities:
-        summary["presets"][q] = {"fps": round(count[q] / max(seconds[q], 1e-9), 1),
-                                 "views": [image_stats(f) for f in rows[q]]}
+        summary["presets"][q] = {"fps": round(count[q] / max(seconds[q], 1e-9), 1), "frames": count[q],
+                                 "seconds": round(seconds[q], 6), "views": [image_stats(f) for f in rows[q]]}
     out = Path(out)
     sheet = _contact_sheet(rows, summary, columns)
     with atomic_path(out / "gallery.png") as tmp:

@@ -18,7 +18,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -355,6 +355,15 @@ class TaskGenerator:
                                         f"possible: {reason}")
         self.shortfall = f"{len(episodes)} of {n}: {reason}"
         return episodes
+
+    def attempts(self, n: int, episodes: list[Episode]) -> Iterator[int]:
+        """The attempts of a ``generate`` loop: yields while ``episodes`` holds fewer than ``n``, at
+        most ``params.max_attempts_per_episode * max(n, 1)`` times; fewer than ``n`` episodes after
+        the loop means the budget ran out (``partial``)."""
+        for attempt in range(self.params.max_attempts_per_episode * max(n, 1)):
+            if len(episodes) >= n:
+                return
+            yield attempt
 
     def episode_id(self, ctx: SceneContext, index: int) -> str:
         """Deterministic id ``"{task}-{scene_id}-{index:05d}"``."""

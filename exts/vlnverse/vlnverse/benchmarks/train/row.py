@@ -44,7 +44,8 @@ def _train(cfg: dict, budget: float, share: float) -> dict:
     from vlnverse.core.config import from_dict
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.config import TrainConfig
-    from vlnverse.learn.trainer import BudgetTooSmallError, run_training
+    from vlnverse.learn.errors import BudgetTooSmallError
+    from vlnverse.learn.trainer import run_training
 
     try:
         return run_training(from_dict(TrainConfig, cfg), progress=True)

@@ -44,7 +44,7 @@ def run(options: TrainBenchOptions) -> dict:
         counts = task_counts(options.task_episodes, options.task_eval_episodes, int(homes), options.per_home,
                              options.per_held_out, options.per_test, scale)
         task_eps = multitask_data(work, tasks, split_eps, counts, seed, bool(homes), options.val_seen_cap)
-    from vlnverse.learn.trainer import resolve_split
+    from vlnverse.learn.splits import resolve_split
     from vlnverse.run.setup import EpisodeSource
 
     def resolved(name: str, task: dict | None = None) -> list:

@@ -343,6 +343,20 @@ class RouteSynthesizerV2:
                 return None
             return self.room_phrase(rref, rng)
 
+        def entry(room_ref) -> tuple[Phrase | None, Phrase | None] | None:
+            """(room, doorway) phrases of entering ``room_ref`` from ``current``; None (counted as
+            ``ambiguous_room``) when neither can be said."""
+            into = room(room_ref, current)
+            door = doorway(room_ref, current, into)
+            if into is None and door is None:
+                self.dropped["ambiguous_room"] += 1
+                return None
+            return into, door
+
+        def left_room() -> Phrase | None:
+            """The phrase of ``pending_exit``, the room the path is leaving."""
+            return room(self.referrer.view.room_ref(pending_exit), pending_exit)
+
         events = list(facts.events)
         start = next((e for e in events if e.kind == "start"), None)
         events = [e for e in events if e.kind != "start"]
@@ -374,28 +388,25 @@ class RouteSynthesizerV2:
                 clause("straight", {"dist": self.distance(gap, rng)})
             last_s = ev.s
             if ev.kind == "enter" and ev.room is not None:
-                into = room(ev.room, current)
-                door = doorway(ev.room, current, into)
-                if into is None and door is None:
-                    self.dropped["ambiguous_room"] += 1
+                got = entry(ev.room)
+                if got is None:
                     return None
+                into, door = got
+                out = left_room() if pending_exit is not None else None
+                if out is not None and door is None and rng.random() < 0.3:
+                    clause("cross", {"room_a": out, "room_b": into})
+                else:
+                    if out is not None:
+                        clause("exit", {"room": out})
+                    clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
                 if pending_exit is not None:
-                    out = room(self.referrer.view.room_ref(pending_exit), pending_exit)
-                    if out is not None and door is None and rng.random() < 0.3:
-                        clause("cross", {"room_a": out, "room_b": into})
-                    else:
-                        if out is not None:
-                            clause("exit", {"room": out})
-                        clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
                     actions.append(("exit", pending_exit))
                     pending_exit = None
-                else:
-                    clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
                 actions.append(("enter", ev.room.room_id))
                 current = ev.room.room_id
             elif ev.kind == "turn":
                 if pending_exit is not None and nxt is not None and nxt.kind == "enter":
-                    out = room(self.referrer.view.room_ref(pending_exit), pending_exit)
+                    out = left_room()
                     if out is not None:
                         clause("exit", {"room": out})
                         actions.append(("exit", pending_exit))
@@ -404,11 +415,10 @@ class RouteSynthesizerV2:
                     clause("turn_around", {})
                 elif nxt is not None and nxt.kind == "enter" and nxt.room is not None and nxt.s - ev.s < 2.0 \
                         and pending_exit is None:
-                    into = room(nxt.room, current)
-                    door = doorway(nxt.room, current, into)
-                    if into is None and door is None:
-                        self.dropped["ambiguous_room"] += 1
+                    got = entry(nxt.room)
+                    if got is None:
                         return None
+                    into, door = got
                     if door is not None:
                         clause("enter_door", {"doorway": door})
                     else:

@@ -71,6 +71,12 @@ for _name, _package in builtin_task_types(having="templates").items():
     TEMPLATES.register_lazy(_name, _package)
 
 
+def styled_templates(prefix: str, styles: dict[str, list[str]]) -> list[Template]:
+    """Templates ``<prefix>_<style>_<NN>`` of each style's texts, styles in the order given."""
+    return [Template(f"{prefix}_{style}_{i:02d}", text, style=style) for style, texts in styles.items()
+            for i, text in enumerate(texts)]
+
+
 def register_templates(task_type: str, templates: Iterable[Template]) -> TemplateSet:
     """Register (or extend) the template set of ``task_type``; returns the set. A built-in set is
     loaded before a plug-in extends it."""

@@ -98,11 +98,9 @@ class CoarseGrained(TaskGenerator):
         episodes: list[Episode] = []
         twins: list[Episode] = []      # val_unseen_language (params.language_split)
         self.rejected_targets: set[int] = set()  # targets finish_episode ruled out for good
-        budget = self.params.max_attempts_per_episode * max(n, 1)
-        while len(episodes) < n:
-            budget -= 1
-            if budget < 0 or not candidates:
-                return self.partial(ctx, episodes, n, self.shortfall_reason(candidates)) + twins
+        for _ in self.attempts(n, episodes):
+            if not candidates:
+                break
             goal = candidates[int(rng.integers(len(candidates)))]
             episode = self.episode_for_goal(ctx, rng, goal, len(episodes), split, synth, verifier)
             if episode is not None:
@@ -111,6 +109,8 @@ class CoarseGrained(TaskGenerator):
                     twins.append(self.language_twin(episode, goal, rng, synth, verifier))
             elif goal.instance_id in self.rejected_targets:
                 candidates = [c for c in candidates if c.instance_id not in self.rejected_targets]
+        if len(episodes) < n:
+            return self.partial(ctx, episodes, n, self.shortfall_reason(candidates)) + twins
         return episodes + twins
 
     def language_twin(self, episode: Episode, goal: GoalObject, rng: np.random.Generator, synth: Synthesizer,

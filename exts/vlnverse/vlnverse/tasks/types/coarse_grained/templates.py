@@ -1,5 +1,5 @@
 """Coarse-grained (REVERIE/SOON-style) goal descriptions in three styles."""
-from ...instructions.template_sets import Template, register_templates
+from ...instructions.template_sets import register_templates, styled_templates
 
 FORMAL = [
     "Proceed to {room} and locate {target} {rel}.",
@@ -47,7 +47,4 @@ CASUAL = [
     "just go find {target}",
 ]
 
-register_templates("coarse_grained", [Template(f"coarse_{style}_{i:02d}", text, style=style)
-                                      for style, texts in (("formal", FORMAL), ("natural", NATURAL),
-                                                           ("casual", CASUAL))
-                                      for i, text in enumerate(texts)])
+register_templates("coarse_grained", styled_templates("coarse", {"formal": FORMAL, "natural": NATURAL, "casual": CASUAL}))

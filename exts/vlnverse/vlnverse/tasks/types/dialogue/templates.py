@@ -1,5 +1,5 @@
 """Dialogue-task goal descriptions: brief goals that invite questions to the oracle."""
-from ...instructions.template_sets import Template, register_templates
+from ...instructions.template_sets import register_templates, styled_templates
 
 FORMAL = [
     "Locate {target} {rel}. You may ask for directions at any time.",
@@ -41,7 +41,4 @@ CASUAL = [
     "get to {target}, ask me which way",
 ]
 
-register_templates("dialogue", [Template(f"dialogue_{style}_{i:02d}", text, style=style)
-                                for style, texts in (("formal", FORMAL), ("natural", NATURAL),
-                                                     ("casual", CASUAL))
-                                for i, text in enumerate(texts)])
+register_templates("dialogue", styled_templates("dialogue", {"formal": FORMAL, "natural": NATURAL, "casual": CASUAL}))

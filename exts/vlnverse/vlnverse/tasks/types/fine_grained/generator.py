@@ -48,6 +48,17 @@ class FineGrainedParams(LLMParams):
                 f"set with instruction_version {self.instruction_version}", "instruction_version 2")
 
 
+#: why a fine-grained ``generate`` made fewer episodes than asked
+NO_ROUTE = "sampled paths had no describable rooms or landmarks within the attempt budget"
+
+
+def route_info(facts, grounded: list) -> dict:
+    """An episode's ``info`` of its route facts and the templates of its instructions."""
+    return {"rooms": [r.room_id for r in facts.rooms], "room_types": [r.room_type for r in facts.rooms],
+            "landmarks": [lm.instance_id for lm in facts.landmarks],
+            "template_ids": [list(g.template_ids) for g in grounded]}
+
+
 @register_task("fine_grained", config="config.yaml")
 class FineGrained(TaskGenerator):
     """Start/goal pairs with step-by-step instructions naming rooms, landmarks and turns."""
@@ -65,17 +76,11 @@ class FineGrained(TaskGenerator):
         per_episode = params.instructions_per_episode
         rewriter = llm_rewriter(params, verifier)
         episodes: list[Episode] = []
-        budget = params.max_attempts_per_episode * max(n, 1)
-        while len(episodes) < n:
-            budget -= 1
-            if budget < 0:
-                return self.partial(ctx, episodes, n, "sampled paths had no describable rooms or landmarks "
-                                    "within the attempt budget")
-            pair, path = self.sample_path(ctx, rng)
-            start_yaw = float(rng.uniform(-math.pi, math.pi))
-            facts = describer.describe_route(path.dense, path.waypoints, start_yaw)
-            if not facts.rooms and not facts.landmarks:
+        for _ in self.attempts(n, episodes):
+            sampled = self._described_path(ctx, rng, describer.describe_route)
+            if sampled is None:
                 continue
+            pair, path, start_yaw, facts = sampled
             texts: dict[str, object] = {}
             for _ in range(per_episode * 4):
                 grounded = maybe_rewrite(rewriter, synthesize_verified(lambda: synth.route(facts, rng), verifier), rng)
@@ -83,14 +88,20 @@ class FineGrained(TaskGenerator):
                 if len(texts) == per_episode:
                     break
             grounded_list = list(texts.values())
-            info = {"rooms": [r.room_id for r in facts.rooms], "room_types": [r.room_type for r in facts.rooms],
-                    "landmarks": [lm.instance_id for lm in facts.landmarks],
-                    "template_ids": [list(g.template_ids) for g in grounded_list]}
+            info = route_info(facts, grounded_list)
             episodes.append(self.make_episode(ctx, len(episodes), split, path,
                                               [g.to_instruction() for g in grounded_list],
                                               geodesic_distance=pair.geodesic_distance, start_yaw=start_yaw,
                                               info=info))
-        return episodes
+        return episodes if len(episodes) == n else self.partial(ctx, episodes, n, NO_ROUTE)
+
+    def _described_path(self, ctx: SceneContext, rng: np.random.Generator, describe):
+        """(pair, path, start yaw, route facts) of a sampled path, its facts from ``describe(dense,
+        waypoints, start_yaw)``; None when the route passes no room or landmark to describe."""
+        pair, path = self.sample_path(ctx, rng)
+        start_yaw = float(rng.uniform(-math.pi, math.pi))
+        facts = describe(path.dense, path.waypoints, start_yaw)
+        return (pair, path, start_yaw, facts) if facts.rooms or facts.landmarks else None
 
     def _generate_v2(self, ctx: SceneContext, rng: np.random.Generator, n: int, split: str) -> list[Episode]:
         """Version-2 language (``instructions.route_v2.RouteLanguageV2``); see the module docstring."""
@@ -102,17 +113,11 @@ class FineGrained(TaskGenerator):
         families = (0,) if shift else (0, 1)
         episodes: list[Episode] = []
         shifted: list[Episode] = []
-        budget = params.max_attempts_per_episode * max(n, 1)
-        while len(episodes) < n:
-            budget -= 1
-            if budget < 0:
-                return self.partial(ctx, episodes, n, "sampled paths had no describable rooms or landmarks "
-                                    "within the attempt budget") + shifted
-            pair, path = self.sample_path(ctx, rng)
-            start_yaw = float(rng.uniform(-math.pi, math.pi))
-            facts = language.describe(path.dense, path.waypoints, start_yaw)
-            if not facts.rooms and not facts.landmarks:
+        for _ in self.attempts(n, episodes):
+            sampled = self._described_path(ctx, rng, language.describe)
+            if sampled is None:
                 continue
+            pair, path, start_yaw, facts = sampled
             grounded, info = language.instructions(facts, path.dense, rng, params.instructions_per_episode, families)
             if not grounded:
                 continue
@@ -121,9 +126,7 @@ class FineGrained(TaskGenerator):
                 other = language.instructions(facts, path.dense, rng, params.instructions_per_episode, (1,))
                 if not other[0]:
                     continue
-            info.update({"rooms": [r.room_id for r in facts.rooms], "room_types": [r.room_type for r in facts.rooms],
-                         "landmarks": [lm.instance_id for lm in facts.landmarks],
-                         "template_ids": [list(g.template_ids) for g in grounded]})
+            info.update(route_info(facts, grounded))
             episodes.append(self.make_episode(ctx, len(episodes), split, path, [g.to_instruction() for g in grounded],
                                               geodesic_distance=pair.geodesic_distance, start_yaw=start_yaw,
                                               info=info))
@@ -136,4 +139,4 @@ class FineGrained(TaskGenerator):
                                          start_yaw=start_yaw, info=other_info)
                 twin.episode_id += "-language"   # the same path as its val_unseen twin, other wording
                 shifted.append(twin)
-        return episodes + shifted
+        return (episodes if len(episodes) == n else self.partial(ctx, episodes, n, NO_ROUTE)) + shifted

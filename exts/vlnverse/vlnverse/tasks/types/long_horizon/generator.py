@@ -87,17 +87,14 @@ class LongHorizon(TaskGenerator):
         synth = Synthesizer("long_horizon", lexicon=verifier.lexicon)
         self._rewriter = llm_rewriter(params, verifier)
         episodes: list[Episode] = []
-        budget = params.max_attempts_per_episode * max(n, 1)
-        while len(episodes) < n:
-            budget -= 1
-            if budget < 0:
-                return self.partial(ctx, episodes, n, "no further sub-goal chain in distinct rooms within the "
-                                    "attempt budget")
+        for _ in self.attempts(n, episodes):
             count = int(rng.integers(lo, min(hi, len(rooms)) + 1))
             chain = self._sample_chain(ctx, rng, candidates, count)
             if chain is None:
                 continue
             episodes.append(self._episode(ctx, rng, chain, len(episodes), split, synth, verifier))
+        if len(episodes) < n:
+            return self.partial(ctx, episodes, n, "no further sub-goal chain in distinct rooms within the attempt budget")
         return episodes
 
     def _sample_chain(self, ctx: SceneContext, rng, candidates: list[GoalObject], count: int):

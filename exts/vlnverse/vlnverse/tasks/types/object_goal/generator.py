@@ -66,12 +66,7 @@ class ObjectGoal(TaskGenerator):
         synth = Synthesizer("object_goal", lexicon=verifier.lexicon)
         planner = ctx.planner
         episodes: list[Episode] = []
-        budget = self.params.max_attempts_per_episode * max(n, 1)
-        while len(episodes) < n:
-            budget -= 1
-            if budget < 0:
-                return self.partial(ctx, episodes, n, f"no further start with geodesic distance in "
-                                    f"[{cfg.min_geodesic}, {cfg.max_geodesic}] m to a category within the attempt budget")
+        for _ in self.attempts(n, episodes):
             category = categories[int(rng.integers(len(categories)))]
             instances = groups[category]
             fields = np.stack([planner.distance_field(g.goal_xy).grid for g in instances])
@@ -95,4 +90,7 @@ class ObjectGoal(TaskGenerator):
                 ctx, len(episodes), split, path, [grounded.to_instruction()],
                 goals=[target_goal(ctx, g, cfg.success_distance) for g in instances],
                 geodesic_distance=float(nearest[r, c]), start_yaw=float(rng.uniform(-math.pi, math.pi)), info=info))
+        if len(episodes) < n:
+            return self.partial(ctx, episodes, n, f"no further start with geodesic distance in "
+                                f"[{cfg.min_geodesic}, {cfg.max_geodesic}] m to a category within the attempt budget")
         return episodes

@@ -202,6 +202,17 @@ def count_entry_answers(visits, room_types: dict[int, str], current_room: int,
     return out
 
 
+def _anchors(visits, room_types: dict[int, str], typed: dict[str, list[int]], blurry: set[str]):
+    """(visit index, room, type) of each anchor an Order question may name: a room visited once,
+    the only room of its type in the window, of a type that is not blurry."""
+    for i, anchor_visit in enumerate(visits):
+        anchor = anchor_visit.room_id
+        atype = room_types[anchor]
+        if atype in blurry or len(typed[atype]) != 1 or sum(v.room_id == anchor for v in visits) != 1:
+            continue
+        yield i, anchor, atype
+
+
 def order_single_room_answers(visits, room_types: dict[int, str],
                               blurry: Iterable[str] = BLURRY_ROOM_TYPES) -> list[RoomAnswer]:
     """VCN-Bench's first Order subclass, rooms of different types: "of the bathroom and the living
@@ -213,11 +224,7 @@ def order_single_room_answers(visits, room_types: dict[int, str],
     typed = _typed_rooms(visits, room_types)
     single = [t for t, rooms in typed.items() if len(rooms) == 1 and t not in blurry]
     out = []
-    for i, anchor_visit in enumerate(visits):
-        anchor = anchor_visit.room_id
-        atype = room_types[anchor]
-        if atype in blurry or len(typed[atype]) != 1 or sum(v.room_id == anchor for v in visits) != 1:
-            continue
+    for i, anchor, atype in _anchors(visits, room_types, typed, blurry):
         before = {room_types[v.room_id] for v in visits[:i]}
         after = {room_types[v.room_id] for v in visits[i + 1:]}
         only = {"before": [t for t in single if t != atype and t in before and t not in after],
@@ -244,11 +251,7 @@ def order_answers(visits, room_types: dict[int, str], blurry: Iterable[str] = BL
     blurry = set(blurry)
     typed = _typed_rooms(visits, room_types)
     out = []
-    for i, anchor_visit in enumerate(visits):
-        anchor = anchor_visit.room_id
-        atype = room_types[anchor]
-        if atype in blurry or len(typed[atype]) != 1 or sum(v.room_id == anchor for v in visits) != 1:
-            continue
+    for i, anchor, atype in _anchors(visits, room_types, typed, blurry):
         for relation, side in (("after", visits[i + 1:]), ("before", visits[:i])):
             for rtype, rooms in typed.items():
                 if rtype in blurry or rtype == atype or len(rooms) < 2:

@@ -1,5 +1,5 @@
 """Visual-reference goal descriptions: the target plus a pointer to the reference image."""
-from ...instructions.template_sets import Template, register_templates
+from ...instructions.template_sets import register_templates, styled_templates
 
 FORMAL = [
     "Proceed to {room} and locate {target} {rel} shown in the reference image.",
@@ -41,7 +41,4 @@ CASUAL = [
     "go stand where the image was taken, by {target}",
 ]
 
-register_templates("visual_reference", [Template(f"visref_{style}_{i:02d}", text, style=style)
-                                        for style, texts in (("formal", FORMAL), ("natural", NATURAL),
-                                                             ("casual", CASUAL))
-                                        for i, text in enumerate(texts)])
+register_templates("visual_reference", styled_templates("visref", {"formal": FORMAL, "natural": NATURAL, "casual": CASUAL}))
