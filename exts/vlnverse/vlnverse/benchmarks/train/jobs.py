@@ -57,7 +57,8 @@ import vlnverse.benchmarks.train.recipe as R
 import vlnverse.benchmarks.train.row as seed_run
 from .data import homes_data, split_data
 from .options import TrainBenchOptions
-from .report import aggregate, aggregate_lines, best_agent, pairwise_comparisons, plot_aggregate, split_design
+from .report import (aggregate, aggregate_lines, best_agent, language_drop_lines, language_drops, pairwise_comparisons,
+                     plot_aggregate, split_design)
 
 log = logging.getLogger(__name__)
 
@@ -226,12 +227,12 @@ def prepare_seed(work: Path, options: TrainBenchOptions, seed: int, *, encoder: 
     return out
 
 
-def _copy_splits(source: Path, folder: Path) -> None:
-    """The seed's split files into a job's folder (``train_row`` / ``evaluate`` read them there)."""
+def _copy_splits(source: Path, folder: Path, splits: tuple[str, ...] = R.SPLITS) -> None:
+    """The seed's split files (train and ``splits``) into a job's folder (``train_row`` / ``evaluate`` read them there)."""
     from vlnverse.core.io import write_bytes_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("train", *R.SPLITS):
+    for name in ("train", *splits):
         target = folder / f"{name}.jsonl"
         if not target.is_file():
             write_bytes_atomic(target, (source / f"{name}.jsonl").read_bytes())
@@ -246,7 +247,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
     from vlnverse.run.setup import NamedSpec
 
     folder = work / "jobs" / job_key(row_name, seed)
-    _copy_splits(seed_dir(work, seed), folder)
+    _copy_splits(seed_dir(work, seed), folder, options.eval_splits)
     t0 = time.perf_counter()
     out: dict = {"key": job_key(row_name, seed), "row": row_name, "seed": seed, "code": code_revision()}
     if row_name == BASELINES:
@@ -262,7 +263,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
                   for a, p in trained["checkpoints"].items()}
     out["seconds_train"] = round(time.perf_counter() - t0, 1)
     table = []
-    for split in R.SPLITS:
+    for split in options.eval_splits:
         for agent, (spec, sensors) in agents.items():
             got = evaluation.evaluate(spec, split, "telhop", folder, seed, 1, sensors, agent)
             table.append({"agent": agent, "split": split, "mode": "telhop", **got})
@@ -378,7 +379,7 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     # shared by every seed, made once here: the training homes and the benchmark's held-out splits
     if options.homes:
         homes_data(work, int(options.homes), options.per_home, seeds[0], options.workers, options.val_seen_cap,
-                   benchmark=options.benchmark)
+                   benchmark=options.benchmark, overrides=options.task_overrides)
     if options.benchmark is not None:
         for split in ("val_unseen", "test"):
             options.benchmark.episodes(split, workers=options.workers)
@@ -465,6 +466,9 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
         "cpu_count": os.cpu_count(), "work_dir": str(work),
         "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
     }
+    if options.language:
+        drops = language_drops(rows)
+        figures.update(language=options.language, language_drop=drops, language_drop_text=language_drop_lines(drops))
     if len(figures["code_revisions"]) > 1:
         report("bench train: the jobs ran with different code: " + "; ".join(
             f"{rev[:12]}: {', '.join(keys)}" for rev, keys in figures["code_revisions"].items()))
