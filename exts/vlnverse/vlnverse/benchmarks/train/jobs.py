@@ -5,7 +5,7 @@ Each (policy row, training seed) pair is one job of ``core.jobs`` (``--workers N
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
 is each seed's baselines (random and forward-only). A job trains its row as ``bench train``
 does (``row.train_row``: IL, then the DAgger round) and evaluates its agents on val_seen,
-val_unseen and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
+val_unseen (with ``--language v2-split`` also val_unseen_language) and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
 own folder, with one process (one torch thread; its teacher and feature caches its own, so no
 two jobs write one file). Then, unless ``--no-strict``, the learned agent with the best val_seen
 SR over seeds (``report.best_agent``) is evaluated under Strict on val_unseen and test beside random and
