@@ -40,7 +40,7 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
     language (``--language``); with ``v2-split`` also ``val_unseen_language``: each val_unseen
     episode's path in the held-out template families, id ``<val_unseen id>-language``. Generated
     once into ``work`` (the homes into ``options.homes_cache`` when given) and reused."""
-    from .options import LANGUAGE_SPLIT
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
     homes, workers, benchmark, overrides = options.homes, options.workers, options.benchmark, options.task_overrides
     homes_figures = None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import vlnverse.benchmarks.train.recipe as R
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
 
 def check_int_flags(flags) -> None:
@@ -61,10 +62,6 @@ def check_task_flags(task_episodes: Any, task_eval_episodes: Any, selected: list
 #: (``tasks/types/fine_grained``); none given: the version-1 language (the shipped data's)
 LANGUAGES = {"v2": {"params.instruction_version": 2},
              "v2-split": {"params.instruction_version": 2, "params.language_split": True}}
-
-#: the held-out split of ``--language v2-split``: the val_unseen paths in the other template families
-LANGUAGE_SPLIT = "val_unseen_language"
-
 
 def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
     """``--language``: one of ``LANGUAGES`` (``v1`` or none: None), refused with ``--benchmark`` (its

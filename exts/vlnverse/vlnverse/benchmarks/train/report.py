@@ -30,16 +30,15 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
 
 def language_drops(table: list[dict], seed: int = 0) -> list[dict]:
     """Per agent and collision mode with both rows, the drop of ``--language v2-split``: val_unseen
-    minus val_unseen_language (``options.LANGUAGE_SPLIT``) on the same paths, paired by episode
-    (a language episode's id is its val_unseen twin's with ``-language``, ``s<seed>/`` prefixes
-    kept) and clustered by home (``results.compare.compare_pair``: SR and SPL differences, their
+    minus val_unseen_language (``tasks.episode.LANGUAGE_SPLIT``) on the same paths, paired by
+    episode (a language episode's id is its val_unseen twin's with ``LANGUAGE_TWIN_SUFFIX``,
+    ``s<seed>/`` prefixes kept) and clustered by home (``results.compare.compare_pair``: SR and SPL differences, their
     intervals, the probability of improvement, "val_unseen > val_unseen_language" only when the SR
     interval excludes 0), with each split's mean SR."""
     from vlnverse.results.compare import compare_pair
 
-    from .options import LANGUAGE_SPLIT
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT, LANGUAGE_TWIN_SUFFIX as suffix
 
-    suffix = "-language"
     rows = {(r["agent"], r["split"], r["mode"]): r for r in table
             if r.get("per_episode") and "task" not in r and r["split"] in ("val_unseen", LANGUAGE_SPLIT)}
     out = []
@@ -226,7 +225,7 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
 
 def _split_rank(split: str) -> float:
     """Table order: ``recipe.SPLITS``'s, val_unseen_language right after val_unseen, then any other."""
-    from .options import LANGUAGE_SPLIT
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
     if split == LANGUAGE_SPLIT:
         return R.SPLITS.index("val_unseen") + 0.5
