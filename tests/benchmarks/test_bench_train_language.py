@@ -31,8 +31,9 @@ def test_language_joins_the_work_identity_only_when_given(tmp_path):
     from vlnverse.benchmarks.train.jobs import work_identity
     from vlnverse.benchmarks.train.options import TrainBenchOptions
 
-    plain, v1, split = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **kw))
-                        for kw in ({}, {"language": "v1"}, {"language": "v2-split"}))
+    plain, v1, v2, split = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **kw))
+                            for kw in ({}, {"language": "v1"}, {"language": "v2"}, {"language": "v2-split"}))
+    assert v2.eval_splits == plain.eval_splits and v2.task_overrides == {"params.instruction_version": 2}
     assert "language" not in plain.settings_key() and work_identity(v1) == work_identity(plain)
     assert plain.eval_splits == ("val_seen", "val_unseen", "test") and plain.task_overrides == {}
     assert split.settings_key() == {**plain.settings_key(), "language": "v2-split"}

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlnverse.core.provenance import code_revision, revisions_of
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
 import vlnverse.benchmarks.train.evaluation as evaluation
 import vlnverse.benchmarks.train.recipe as R
@@ -467,8 +468,10 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
         "machine_note": "figures vary with the machine's load (a shared 2-core machine: other sessions run tests)",
     }
     if options.language:
+        figures["language"] = options.language
+    if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
         drops = language_drops(rows)
-        figures.update(language=options.language, language_drop=drops, language_drop_text=language_drop_lines(drops))
+        figures.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
     if len(figures["code_revisions"]) > 1:
         report("bench train: the jobs ran with different code: " + "; ".join(
             f"{rev[:12]}: {', '.join(keys)}" for rev, keys in figures["code_revisions"].items()))

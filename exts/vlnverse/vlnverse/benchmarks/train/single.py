@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import vlnverse.benchmarks.train.recipe as R
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
+
 from .data import multitask_data, split_data, task_counts
 from .evaluation import evaluate, evaluate_multitask
 from .options import TrainBenchOptions
@@ -153,8 +155,10 @@ def run(options: TrainBenchOptions) -> dict:
         "curves": {name: trained["curve"] for name, trained in rows.items()}, "work_dir": str(work),
     }
     if options.language:
+        figures["language"] = options.language
+    if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
         drops = language_drops(table, seed)
-        figures.update(language=options.language, language_drop=drops, language_drop_text=language_drop_lines(drops))
+        figures.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
     if multitask:
         figures["multitask"] = multitask
     if online is not None:
