@@ -206,9 +206,11 @@ def check_disjoint_homes(train: list, held_out: dict[str, list[Path]], *, loader
 
 
 def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: Any, progress: bool = True,
-                  workers: int = 1, report: Callable[[str], None] = print) -> tuple[list, Path, dict[str, Any]]:
-    """The episodes of ``spec`` (generated when missing), the dataset folder, and ``done.json``'s
-    figures (``seconds_per_home``: generating and writing one home; ``seconds_episodes``;
+                  workers: int = 1, report: Callable[[str], None] = print,
+                  overrides: dict | None = None) -> tuple[list, Path, dict[str, Any]]:
+    """The episodes of ``spec`` (generated when missing; ``overrides``: the task's config overrides,
+    part of the cache key only when given), the dataset folder, and ``done.json``'s figures
+    (``seconds_per_home``: generating and writing one home; ``seconds_episodes``;
     ``fingerprints``: {scene id: ``home_file_fingerprint``} of every home, as read back)."""
     from ..core.io import write_json_atomic
     from ..tasks.dataset import generate_dataset, simulator_renderer_factory
@@ -216,6 +218,8 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
     from .cache import keyed_folder
 
     key = spec.key(task, body)
+    if overrides:
+        key["overrides"] = dict(overrides)
     folder = keyed_folder(cache_dir, "homes", key)
     done = folder / "done.json"
     if done.is_file():
@@ -233,7 +237,7 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
     paths = [Path(made[s]["path"]) for s in seeds]
     t_homes = time.perf_counter() - t0
     generate_dataset(task, paths, spec.episodes_per_home, spec.seed, folder / "episodes", body=body,
-                     val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,
+                     overrides=overrides or None, val_seen_fraction=spec.val_seen_fraction, default_split="train", progress=progress,
                      renderer_factory=simulator_renderer_factory(), workers=workers)
     info = {"key": key, "seconds_per_home": round(t_homes / spec.homes, 3), "seconds_homes": round(t_homes, 1),
             "seconds_episodes": round(time.perf_counter() - t0 - t_homes, 1), "workers": workers,

@@ -20,6 +20,11 @@ from ..core.io import to_jsonable, write_jsonl_atomic
 #: Current episode record version; loading rejects any other.
 EPISODE_VERSION = 1
 
+#: the language-shift split (a task's ``language_split``): val_unseen's episodes again, in the
+#: held-out wording, each as its twin's id with ``LANGUAGE_TWIN_SUFFIX``
+LANGUAGE_SPLIT = "val_unseen_language"
+LANGUAGE_TWIN_SUFFIX = "-language"
+
 
 
 @dataclass

@@ -14,6 +14,9 @@ Steps:
    quarter held out as ``val_seen``). Held-out homes: ``--eval-episodes`` episodes on each shipped
    ``val_unseen`` scene (``--seed`` + 1) and ``--test-episodes`` (default the same) on each
    ``test`` scene (``--seed`` + 2). The split guard refuses training homes shared with them.
+   ``--language v2`` generates every split with the version-2 instructions; ``v2-split`` also
+   partitions their template families: all splits in family 0, and ``val_unseen_language``: the
+   val_unseen paths in family-1 wording (``options.LANGUAGES``).
 2. Render paths (``render``): the teacher cache of the first ``RENDER_COMPARE_EPISODES`` training
    episodes built in one run by physics (the rollout renders every sensor), teleport
    (``learn.collect``) with the reference full depth pass and as shipped, and teleport on
@@ -61,7 +64,9 @@ Steps:
    protocol (``row_design``); per split its homes and episodes (``design``); between rows on the
    same split and mode, paired SR / SPL differences with clustered CIs and the probability of
    improvement, "A > B" only when the SR interval excludes 0, else "not separated"
-   (``comparisons``, ``pairwise_comparisons``); the episode
+   (``comparisons``, ``pairwise_comparisons``); with ``--language v2-split`` every agent's paired
+   SR drop val_unseen - val_unseen_language, clustered by home (``language_drop``,
+   ``report.language_drops``); the episode
    count (a task column with the multi-task row; its per-task results, episode counts and expert
    usage under ``multitask``); ``--out FILE.json`` also writes ``FILE.png`` (learning curves and
    the table).

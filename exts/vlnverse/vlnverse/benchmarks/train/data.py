@@ -8,21 +8,24 @@ from typing import Any
 
 import vlnverse.benchmarks.train.recipe as R
 
-def _dataset(task: str, scenes: str | list, per_scene: int, seed: int, out: Path, val_seen_fraction: float) -> list:
+def _dataset(task: str, scenes: str | list, per_scene: int, seed: int, out: Path, val_seen_fraction: float,
+             overrides: dict | None = None) -> list:
     """Episodes generated once into ``out`` (reused when its ``done`` marker exists); ``scenes``: a
-    split name or a list of scene files."""
+    split name or a list of scene files; ``overrides``: the task's config overrides (in the marker
+    only when given)."""
     from vlnverse.core.io import write_json_atomic
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
     from vlnverse.tasks.episode import load_episodes
 
     if not isinstance(scenes, str):
         scenes = [str(p) for p in scenes]
-    key = {"task": task, "scenes": scenes, "n": per_scene, "seed": seed, "val_seen_fraction": val_seen_fraction}
+    key = {"task": task, "scenes": scenes, "n": per_scene, "seed": seed, "val_seen_fraction": val_seen_fraction,
+           **({"overrides": overrides} if overrides else {})}
     marker = out / "done.json"
     if marker.is_file() and __import__("json").loads(marker.read_text()) == key:
         return load_episodes(out / "episodes")
     generate_dataset(task, resolve_scene_paths(scenes) if isinstance(scenes, str) else scenes, per_scene, seed,
-                     out / "episodes", progress=True, val_seen_fraction=val_seen_fraction,
+                     out / "episodes", progress=True, val_seen_fraction=val_seen_fraction, overrides=overrides or None,
                      renderer_factory=simulator_renderer_factory())
     write_json_atomic(marker, key)
     return load_episodes(out / "episodes")
@@ -33,33 +36,43 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
     ``options`` (``TrainBenchOptions``) and ``seed``: generated training homes (``homes_data``, the
     val_seen subset drawn with ``seed``) or the shipped train scenes; the held-out episodes of the
     benchmark (``Benchmark.episodes``, made once into its cache), else of the shipped val_unseen
-    and test scenes (seeds ``seed + 1`` / ``seed + 2``). Generated once into ``work`` (the homes
-    into ``options.homes_cache`` when given) and reused."""
-    homes, workers, benchmark = options.homes, options.workers, options.benchmark
+    and test scenes (seeds ``seed + 1`` / ``seed + 2``). Every split in ``options.task_overrides``'s
+    language (``--language``); with ``v2-split`` also ``val_unseen_language``: each val_unseen
+    episode's path in the held-out template families, id ``<val_unseen id>-language``. Generated
+    once into ``work`` (the homes into ``options.homes_cache`` when given) and reused."""
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT
+
+    homes, workers, benchmark, overrides = options.homes, options.workers, options.benchmark, options.task_overrides
     homes_figures = None
     if homes:
         train, val_seen, homes_figures = homes_data(work, int(homes), options.per_home, seed, workers, options.val_seen_cap,
-                                                    benchmark=benchmark, cache_dir=options.homes_cache)
+                                                    benchmark=benchmark, cache_dir=options.homes_cache,
+                                                    overrides=overrides)
     else:
         seen = _dataset("fine_grained", "train", max(8, round(R.TRAIN_SCENE_EPISODES * options.scale)), seed,
-                        work / "data_train", R.VAL_SEEN_FRACTION)
+                        work / "data_train", R.VAL_SEEN_FRACTION, overrides)
         train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
     if benchmark is not None:
         unseen, test = (benchmark.episodes(s, workers=workers) for s in ("val_unseen", "test"))
     else:
-        unseen = _dataset("fine_grained", "val_unseen", options.per_held_out, seed + 1, work / "data_val_unseen", 0.0)
-        test = _dataset("fine_grained", "test", options.per_test, seed + 2, work / "data_test", 0.0)
+        unseen = _dataset("fine_grained", "val_unseen", options.per_held_out, seed + 1, work / "data_val_unseen", 0.0,
+                          overrides)
+        test = _dataset("fine_grained", "test", options.per_test, seed + 2, work / "data_test", 0.0, overrides)
     assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
-    return ({"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
-             "test": [e for e in test if e.split == "test"]}, homes_figures)
+    out = {"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
+           "test": [e for e in test if e.split == "test"]}
+    if LANGUAGE_SPLIT in options.eval_splits:
+        out[LANGUAGE_SPLIT] = [e for e in unseen if e.split == LANGUAGE_SPLIT]
+    return out, homes_figures
 
 
 def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
                val_seen_cap: int = R.VAL_SEEN_HOMES_EPISODES, benchmark: Any = None,
-               cache_dir: str | Path | None = None) -> tuple[list, list, dict]:
+               cache_dir: str | Path | None = None, overrides: dict | None = None) -> tuple[list, list, dict]:
     """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
     ``tasks/train/*.yaml``; with ``benchmark``, the first ``homes`` of its train pool and its room
-    range; generated into ``cache_dir``, default ``work/cache``): the dataset's train episodes, and
+    range; generated into ``cache_dir``, default ``work/cache``; ``overrides``: the task's config
+    overrides, e.g. ``--language``'s): the dataset's train episodes, and
     at most ``VAL_SEEN_HOMES_EPISODES`` of its val_seen episodes (a seeded subset: same homes,
     disjoint episodes)."""
     from vlnverse.learn.homes import HomesSource, hold_out_seen, homes_dataset
@@ -70,7 +83,7 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
     spec = HomesSource(homes=homes, episodes_per_home=per_home, **pool)
     spec.validate()
     episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=cache_dir or work / "cache",
-                                           workers=workers)
+                                           workers=workers, overrides=overrides)
     if benchmark is not None:  # the training homes are the pool's: refused, naming the home, if made differently here
         from vlnverse.scenes.home_jobs import home_file_fingerprint
 

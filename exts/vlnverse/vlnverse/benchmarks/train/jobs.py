@@ -5,7 +5,7 @@ Each (policy row, training seed) pair is one job of ``core.jobs`` (``--workers N
 once on local processes, or on a Ray cluster with ``--engine ray --address HOST:PORT``), and so
 is each seed's baselines (random and forward-only). A job trains its row as ``bench train``
 does (``row.train_row``: IL, then the DAgger round) and evaluates its agents on val_seen,
-val_unseen and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
+val_unseen (with ``--language v2-split`` also val_unseen_language) and test under Tel-Hop (the VLN-BERT row also runs its Table 7 stage), inside its
 own folder, with one process (one torch thread; its teacher and feature caches its own, so no
 two jobs write one file). Then, unless ``--no-strict``, the learned agent with the best val_seen
 SR over seeds (``report.best_agent``) is evaluated under Strict on val_unseen and test beside random and
@@ -51,13 +51,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlnverse.core.provenance import code_revision, revisions_of
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
 import vlnverse.benchmarks.train.evaluation as evaluation
 import vlnverse.benchmarks.train.recipe as R
 import vlnverse.benchmarks.train.row as seed_run
 from .data import homes_data, split_data
 from .options import TrainBenchOptions
-from .report import aggregate, aggregate_lines, best_agent, pairwise_comparisons, plot_aggregate, split_design
+from .report import (aggregate, aggregate_lines, best_agent, language_drop_lines, language_drops, pairwise_comparisons,
+                     plot_aggregate, split_design)
 
 log = logging.getLogger(__name__)
 
@@ -226,12 +228,12 @@ def prepare_seed(work: Path, options: TrainBenchOptions, seed: int, *, encoder: 
     return out
 
 
-def _copy_splits(source: Path, folder: Path) -> None:
-    """The seed's split files into a job's folder (``train_row`` / ``evaluate`` read them there)."""
+def _copy_splits(source: Path, folder: Path, splits: tuple[str, ...] = R.SPLITS) -> None:
+    """The seed's split files (train and ``splits``) into a job's folder (``train_row`` / ``evaluate`` read them there)."""
     from vlnverse.core.io import write_bytes_atomic
 
     folder.mkdir(parents=True, exist_ok=True)
-    for name in ("train", *R.SPLITS):
+    for name in ("train", *splits):
         target = folder / f"{name}.jsonl"
         if not target.is_file():
             write_bytes_atomic(target, (source / f"{name}.jsonl").read_bytes())
@@ -246,7 +248,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
     from vlnverse.run.setup import NamedSpec
 
     folder = work / "jobs" / job_key(row_name, seed)
-    _copy_splits(seed_dir(work, seed), folder)
+    _copy_splits(seed_dir(work, seed), folder, options.eval_splits)
     t0 = time.perf_counter()
     out: dict = {"key": job_key(row_name, seed), "row": row_name, "seed": seed, "code": code_revision()}
     if row_name == BASELINES:
@@ -262,7 +264,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
                   for a, p in trained["checkpoints"].items()}
     out["seconds_train"] = round(time.perf_counter() - t0, 1)
     table = []
-    for split in R.SPLITS:
+    for split in options.eval_splits:
         for agent, (spec, sensors) in agents.items():
             got = evaluation.evaluate(spec, split, "telhop", folder, seed, 1, sensors, agent)
             table.append({"agent": agent, "split": split, "mode": "telhop", **got})
@@ -377,7 +379,13 @@ def figures_of(results: dict, skipped: list, failures: list, retries: int, best:
 
     rows = aggregate(results)
     comparisons = pairwise_comparisons(rows)
-    return {
+    language = {}
+    if options.language:
+        language["language"] = options.language
+    if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
+        drops = language_drops(rows)
+        language.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
+    return {**language,
         "format": RESULTS_FORMAT,
         "seeds": seeds, "policies": [r["name"] for r in selected], "engine": parallel.engine, "workers": parallel.workers,
         **({"address": parallel.address} if parallel.address else {}),
@@ -412,7 +420,7 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     # shared by every seed, made once here: the training homes and the benchmark's held-out splits
     if options.homes:
         homes_data(work, int(options.homes), options.per_home, seeds[0], options.workers, options.val_seen_cap,
-                   benchmark=options.benchmark)
+                   benchmark=options.benchmark, overrides=options.task_overrides)
     if options.benchmark is not None:
         for split in ("val_unseen", "test"):
             options.benchmark.episodes(split, workers=options.workers)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import vlnverse.benchmarks.train.recipe as R
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
 
 def check_int_flags(flags) -> None:
@@ -57,6 +58,35 @@ def check_task_flags(task_episodes: Any, task_eval_episodes: Any, selected: list
                           expected="--policies including " + ",".join(r.name for r in R.ROWS if r.multitask))
 
 
+#: ``--language``: the fine-grained task's ``params`` each value generates every split with
+#: (``tasks/types/fine_grained``); none given: the version-1 language (the shipped data's)
+LANGUAGES = {"v2": {"params.instruction_version": 2},
+             "v2-split": {"params.instruction_version": 2, "params.language_split": True}}
+
+def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
+    """``--language``: one of ``LANGUAGES`` (``v1`` or none: None), refused with ``--benchmark`` (its
+    held-out episodes are made in the version-1 language), the multi-task row (its other tasks keep
+    theirs) and the VLN-BERT row's Table 7 stage (its source model is trained on the version-1
+    language) in one-line ``ConfigError``s."""
+    from vlnverse.core.errors import ConfigError
+
+    if value is None or value == "v1":
+        return None
+    if value not in LANGUAGES:
+        raise ConfigError(f"got {value!r}", field="--language", expected="v1, " + " or ".join(LANGUAGES))
+    if given.get("benchmark"):
+        raise ConfigError(f"{value} with --benchmark {given['benchmark']}", field="--language",
+                          expected="no --language with --benchmark (its held-out episodes use the version-1 language)")
+    multitask = [r["name"] for r in rows if r.get("multitask")]
+    if multitask:
+        raise ConfigError(f"{multitask[0]} with --language {value}", field="--policies",
+                          expected="single-task rows (the multi-task row's other tasks keep the version-1 language)")
+    if any(r["name"] == "vlnbert" for r in rows) and not (given.get("no_transfer") or given.get("no_dagger")):
+        raise ConfigError(f"the vlnbert row's Table 7 stage with --language {value}", field="--language",
+                          expected="--no-transfer (the stage's source model is trained on the version-1 language)")
+    return value
+
+
 @dataclass(frozen=True)
 class TrainBenchOptions:
     """The checked settings of a ``bench train`` run.
@@ -71,7 +101,8 @@ class TrainBenchOptions:
     (the VLN-BERT row's Table 7 stage), ``strict``, the multi-task row's ``task_episodes`` /
     ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
     engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
-    engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``."""
+    engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``;
+    ``language``: a ``LANGUAGES`` key (None: the version-1 language)."""
 
     rows: tuple = ()
     seed: int = 0
@@ -102,11 +133,26 @@ class TrainBenchOptions:
     render_only: bool = False
     episodes: str | None = None
     limit: int | None = None
+    language: str | None = None
 
     @property
     def scale(self) -> float:
         """Dataset sizes relative to the default budget (1 without ``--budget``)."""
         return 1.0 if self.budget is None else min(1.0, self.budget / R.DEFAULT_BUDGET)
+
+    @property
+    def task_overrides(self) -> dict:
+        """The fine-grained task's ``params`` every split is generated with (``--language``)."""
+        return dict(LANGUAGES[self.language]) if self.language else {}
+
+    @property
+    def eval_splits(self) -> tuple[str, ...]:
+        """The splits every agent is evaluated on: ``recipe.SPLITS`` and, with ``--language v2-split``,
+        ``LANGUAGE_SPLIT`` after val_unseen."""
+        if not self.task_overrides.get("params.language_split"):
+            return R.SPLITS
+        at = R.SPLITS.index("val_unseen") + 1
+        return R.SPLITS[:at] + (LANGUAGE_SPLIT,) + R.SPLITS[at:]
 
     @property
     def multitask(self) -> list[dict]:
@@ -121,12 +167,15 @@ class TrainBenchOptions:
 
     def settings_key(self) -> dict:
         """The settings that shape a job's results (not how many run at once, nor which rows or
-        seeds): a ``bench train --seeds`` work folder's identity hashes them."""
+        seeds): a ``bench train --seeds`` work folder's identity hashes them (``language`` only when
+        given, so a folder made before the flag keeps its identity)."""
         out = {"budget": self.budget, "epochs": self.epochs, "validation_episodes": self.validation_episodes,
                "homes": self.homes, "per_home": self.per_home, "val_seen_cap": self.val_seen_cap,
                "encoder": self.encoder, "dagger": self.dagger, "table7": self.table7}
         if self.benchmark is None:
             out.update(per_held_out=self.per_held_out, per_test=self.per_test, scale=self.scale)
+        if self.language:
+            out["language"] = self.language
         return out
 
     def parallel_config(self) -> Any:
@@ -197,6 +246,7 @@ class TrainBenchOptions:
             benchmark = _checked_benchmark(given["benchmark"], given, homes, list(rows))
             if per_home is None:
                 per_home = benchmark.episodes_per_home.get("train")
+        language = check_language(given.get("language"), given, list(rows))
         no_dagger = bool(flag("no_dagger", False))
         return cls(**common, rows=rows, budget=budget, epochs=epochs,
                    validation_episodes=R.VALIDATION_EPISODES if validation_episodes is None else validation_episodes,
@@ -208,7 +258,7 @@ class TrainBenchOptions:
                    task_episodes=task_episodes, task_eval_episodes=task_eval_episodes, benchmark=benchmark,
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
                    parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
-                   jobs_from=_jobs_from(given.get("jobs_from"), seeds))
+                   jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language)
 
 
 def _jobs_from(files: Any, seeds: tuple | None) -> tuple[str, ...]:

@@ -28,6 +28,55 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
             and a.get("protocol") == b.get("protocol")]  # and the same protocol (body, success radius ...)
 
 
+def language_drops(table: list[dict], seed: int = 0) -> list[dict]:
+    """Per agent and collision mode with both rows, the drop of ``--language v2-split``: val_unseen
+    minus val_unseen_language (``tasks.episode.LANGUAGE_SPLIT``) on the same paths, paired by
+    episode (a language episode's id is its val_unseen twin's with ``LANGUAGE_TWIN_SUFFIX``,
+    ``s<seed>/`` prefixes kept) and clustered by home (``results.compare.compare_pair``: SR and SPL differences, their
+    intervals, the probability of improvement, "val_unseen > val_unseen_language" only when the SR
+    interval excludes 0), with each split's mean SR."""
+    from vlnverse.results.compare import compare_pair
+
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT, LANGUAGE_TWIN_SUFFIX as suffix
+
+    rows = {(r["agent"], r["split"], r["mode"]): r for r in table
+            if r.get("per_episode") and "task" not in r and r["split"] in ("val_unseen", LANGUAGE_SPLIT)}
+    out = []
+    for (agent, split, mode), held in rows.items():
+        shifted = rows.get((agent, LANGUAGE_SPLIT, mode))
+        if split != "val_unseen" or shifted is None:
+            continue
+        ids = [str(i) for i in shifted["per_episode"]["ids"]]
+        twins = dict(shifted["per_episode"], ids=[i[:-len(suffix)] for i in ids])
+        if not all(i.endswith(suffix) for i in ids) or sorted(twins["ids"]) != sorted(map(str, held["per_episode"]["ids"])):
+            continue  # not the same paths: no paired drop
+        got = compare_pair("val_unseen", held["per_episode"], LANGUAGE_SPLIT, aligned(twins, held["per_episode"]["ids"]),
+                           seed=seed)
+        out.append({"agent": agent, "mode": mode, "episodes": held["episodes"],
+                    "homes": len(set(held["per_episode"]["homes"])),
+                    "SR_val_unseen": held["SR"]["mean"], f"SR_{LANGUAGE_SPLIT}": shifted["SR"]["mean"], **got})
+    return out
+
+
+def language_drop_lines(drops: list[dict]) -> list[str]:
+    """The language drops as aligned text: per agent and mode the episodes, homes, SR on each split
+    and the paired SR drop with its clustered 95% interval, P(val_unseen > language) and the verdict."""
+    if not drops:
+        return []
+    width = max([18] + [len(d["agent"]) for d in drops])
+
+    def cell(d: dict) -> str:
+        ci = "undefined" if d["lo"] is None else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
+        return f"{d['mean']:+.3f} {ci:<16} P {d['prob_improvement']:.2f}"
+
+    lines = [f"{'agent':<{width}} {'mode':<7} {'n':>4} {'homes':>5}  {'SR unseen':>9} {'SR lang':>8}  "
+             f"{'SR drop (unseen - language) [home CI]':<38}  verdict"]
+    for d in drops:
+        lines.append(f"{d['agent']:<{width}} {d['mode']:<7} {d['episodes']:>4} {d['homes']:>5}  "
+                     f"{d['SR_val_unseen']:>9.3f} {d['SR_val_unseen_language']:>8.3f}  {cell(d['SR']):<38}  {d['verdict']}")
+    return lines
+
+
 def aligned(per_episode: dict, ids: list) -> dict:
     """``per_episode`` (ids, homes and per-metric lists) reordered to ``ids`` (the same episodes in
     another order: eval logs are in finish order, which batched runs make differ between agents)."""
@@ -61,17 +110,18 @@ def table_lines(table: list[dict]) -> list[str]:
         return "-" if c["mean"] is None else f"{c['mean']:.3f} {ci(c)} {ci((r.get('clustered') or {}).get(m))}"
 
     width = max([18] + [len(r["agent"]) for r in table])
+    split_width = max([10] + [len(r["split"]) for r in table])
     tasks = any("task" in r for r in table)
     task_width = max([16] + [len(r.get("task", "")) for r in table])
 
     def head(agent: str, task: str) -> str:
         return f"{agent:<{width}} " + (f"{task:<{task_width}} " if tasks else "")
 
-    lines = [head("agent", "task") + f"{'split':<10} {'mode':<7} {'n':>4} {'homes':>5} {'seeds':>5}  "
+    lines = [head("agent", "task") + f"{'split':<{split_width}} {'mode':<7} {'n':>4} {'homes':>5} {'seeds':>5}  "
              + "  ".join(f"{m + ' [episode CI] [home CI]':<37}" for m in R.METRICS)]
     for r in table:
         homes = (r.get("design") or {}).get("homes", "-")
-        lines.append(head(r["agent"], r.get("task", "fine_grained")) + f"{r['split']:<10} {r['mode']:<7} "
+        lines.append(head(r["agent"], r.get("task", "fine_grained")) + f"{r['split']:<{split_width}} {r['mode']:<7} "
                      f"{r['episodes']:>4} {homes:>5} {r.get('seeds', '-'):>5}  "
                      + "  ".join(f"{cell(r, m):<37}" for m in R.METRICS))
     return lines
@@ -170,8 +220,16 @@ def aggregate(jobs: dict, *, seed: int = 0) -> list[dict]:
                                     **{m: [r["metrics"][m] for r in records] for m in R.METRICS},
                                     **({"first_error": [e for _, r in runs for e in r["per_episode"]["first_error"]]}
                                        if all("first_error" in r["per_episode"] for _, r in runs) else {})}})
-    return sorted(out, key=lambda r: (R.SPLITS.index(r["split"]) if r["split"] in R.SPLITS else len(R.SPLITS), r["mode"],
-                                      _agent_rank(r["agent"]), r["agent"]))
+    return sorted(out, key=lambda r: (_split_rank(r["split"]), r["mode"], _agent_rank(r["agent"]), r["agent"]))
+
+
+def _split_rank(split: str) -> float:
+    """Table order: ``recipe.SPLITS``'s, val_unseen_language right after val_unseen, then any other."""
+    from vlnverse.tasks.episode import LANGUAGE_SPLIT
+
+    if split == LANGUAGE_SPLIT:
+        return R.SPLITS.index("val_unseen") + 0.5
+    return R.SPLITS.index(split) if split in R.SPLITS else len(R.SPLITS)
 
 
 def _agent_rank(agent: str) -> int:
@@ -191,10 +249,11 @@ def aggregate_lines(rows: list[dict]) -> list[str]:
         return f"{c['mean']:.3f} ± {sd} {ci}"
 
     width = max([18] + [len(r["agent"]) for r in rows])
-    lines = [f"{'agent':<{width}} {'split':<10} {'mode':<7} {'seeds':>5} {'n':>5} {'homes':>5}  "
+    split_width = max([10] + [len(r["split"]) for r in rows])
+    lines = [f"{'agent':<{width}} {'split':<{split_width}} {'mode':<7} {'seeds':>5} {'n':>5} {'homes':>5}  "
              + "  ".join(f"{m + ' mean ± sd [seeds x homes x episodes]':<40}" for m in R.METRICS)]
     for r in rows:
-        lines.append(f"{r['agent']:<{width}} {r['split']:<10} {r['mode']:<7} {r['seeds']:>5} {r['episodes']:>5} "
+        lines.append(f"{r['agent']:<{width}} {r['split']:<{split_width}} {r['mode']:<7} {r['seeds']:>5} {r['episodes']:>5} "
                      f"{r['design']['homes']:>5}  " + "  ".join(f"{cell(r['seeds_ci'][m]):<40}" for m in R.METRICS))
     return lines
 

@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 import vlnverse.benchmarks.train.recipe as R
+from vlnverse.tasks.episode import LANGUAGE_SPLIT
+
 from .data import multitask_data, split_data, task_counts
 from .evaluation import evaluate, evaluate_multitask
 from .options import TrainBenchOptions
 from .render import compare_render_paths
-from .report import pairwise_comparisons, plot_curve, split_design, table_lines
+from .report import language_drop_lines, language_drops, pairwise_comparisons, plot_curve, split_design, table_lines
 from .row import pretrain_encoder, train_row, train_waypoint_predictor
 
 
@@ -91,7 +93,7 @@ def run(options: TrainBenchOptions) -> dict:
         results.setdefault(mode, {}).setdefault(split, {})[agent] = got
         return got
 
-    for split in ("val_seen", "val_unseen", "test"):
+    for split in options.eval_splits:
         for agent in agents:
             run_one(agent, split, "telhop")
     learned = [a for a in agents if a not in ("random", "forward")]
@@ -152,6 +154,11 @@ def run(options: TrainBenchOptions) -> dict:
                                     for a in learned},
         "curves": {name: trained["curve"] for name, trained in rows.items()}, "work_dir": str(work),
     }
+    if options.language:
+        figures["language"] = options.language
+    if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
+        drops = language_drops(table, seed)
+        figures.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
     if multitask:
         figures["multitask"] = multitask
     if online is not None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...base import SceneContext, TaskGenerator, register_task
-from ...episode import Episode
+from ...episode import LANGUAGE_SPLIT, LANGUAGE_TWIN_SUFFIX, Episode
 from ....core.config import require
 from ....core.params import param
 from ....core.errors import ConfigError
@@ -122,7 +122,7 @@ class CoarseGrained(TaskGenerator):
         held = [s for s in self.params.styles if s != "formal"]
         grounded = [synthesize_verified(lambda s=style: synth.goal(goal.facts, s, rng), verifier) for style in held]
         info = dict(episode.info, template_ids=[list(g.template_ids) for g in grounded])
-        return dataclasses.replace(episode, episode_id=episode.episode_id + "-language", split="val_unseen_language",
+        return dataclasses.replace(episode, episode_id=episode.episode_id + LANGUAGE_TWIN_SUFFIX, split=LANGUAGE_SPLIT,
                                    instructions=[g.to_instruction() for g in grounded], info=info)
 
     def shortfall_reason(self, candidates: list[GoalObject]) -> str:

@@ -20,7 +20,7 @@ import numpy as np
 from ....core.config import require
 from ....core.params import param
 from ...base import SceneContext, TaskGenerator, register_task
-from ...episode import Episode
+from ...episode import LANGUAGE_SPLIT, LANGUAGE_TWIN_SUFFIX, Episode
 from ...instructions import Describer, Synthesizer, synthesize_verified
 from ..goals import LLMParams, llm_rewriter, maybe_rewrite, pipeline
 
@@ -134,9 +134,9 @@ class FineGrained(TaskGenerator):
                 texts, other_info = other
                 other_info.update({k: info[k] for k in ("rooms", "room_types", "landmarks")},
                                   template_ids=[list(g.template_ids) for g in texts])
-                twin = self.make_episode(ctx, len(episodes) - 1, "val_unseen_language", path,
+                twin = self.make_episode(ctx, len(episodes) - 1, LANGUAGE_SPLIT, path,
                                          [g.to_instruction() for g in texts], geodesic_distance=pair.geodesic_distance,
                                          start_yaw=start_yaw, info=other_info)
-                twin.episode_id += "-language"   # the same path as its val_unseen twin, other wording
+                twin.episode_id += LANGUAGE_TWIN_SUFFIX   # the same path as its val_unseen twin, other wording
                 shifted.append(twin)
         return (episodes if len(episodes) == n else self.partial(ctx, episodes, n, NO_ROUTE)) + shifted

@@ -1,0 +1,109 @@
+"""``vlnverse bench train --language``: the version-2 language, and with ``v2-split`` its template
+families partitioned (train on one, ``val_unseen_language`` on the other) with each agent's paired
+SR drop val_unseen - val_unseen_language."""
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from test_bench_train_jobs import tiny, tiny_args  # noqa: E402,F401 (tiny: a fixture)
+
+
+@pytest.mark.parametrize("flags, field, match", [
+    (dict(language="v3"), "--language", "got 'v3'.*v1, v2 or v2-split"),
+    (dict(language="V2"), "--language", "got 'V2'"),
+    (dict(language="v2-split", benchmark="proc-v1", eval_episodes=None), "--language", "with --benchmark proc-v1"),
+    (dict(language="v2", policies="vlnbert", no_dagger=False, no_transfer=False), "--language", "--no-transfer"),
+    (dict(language="v2-split", seeds=None, policies="gama_multitask"), "--policies", "gama_multitask with --language"),
+])
+def test_language_flag_bad_values_are_one_line(flags, field, match, tmp_path):
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=match) as err:
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **flags))
+    assert str(err.value).startswith(field) and "\n" not in str(err.value)
+
+
+def test_language_joins_the_work_identity_only_when_given(tmp_path):
+    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+
+    plain, v1, v2, split = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **kw))
+                            for kw in ({}, {"language": "v1"}, {"language": "v2"}, {"language": "v2-split"}))
+    assert v2.eval_splits == plain.eval_splits and v2.task_overrides == {"params.instruction_version": 2}
+    assert "language" not in plain.settings_key() and work_identity(v1) == work_identity(plain)
+    assert plain.eval_splits == ("val_seen", "val_unseen", "test") and plain.task_overrides == {}
+    assert split.settings_key() == {**plain.settings_key(), "language": "v2-split"}
+    assert work_identity(split)["config"] != work_identity(plain)["config"]
+    assert split.eval_splits == ("val_seen", "val_unseen", "val_unseen_language", "test")
+    assert split.task_overrides == {"params.instruction_version": 2, "params.language_split": True}
+
+
+def _row(agent, split, ids, homes, sr):
+    return {"agent": agent, "split": split, "mode": "telhop", "episodes": len(ids), "SR": {"mean": sum(sr) / len(sr)},
+            "per_episode": {"ids": ids, "homes": homes, "SR": sr, "SPL": [0.5 * v for v in sr]}}
+
+
+def test_language_drop_pairs_each_episode_with_its_val_unseen_twin():
+    """Four paths in two homes; the language rows listed in another order: the drop pairs by id."""
+    from vlnverse.benchmarks.train.report import language_drop_lines, language_drops
+
+    ids, homes = ["h1_0", "h1_1", "h2_0", "h2_1"], ["h1", "h1", "h2", "h2"]
+    table = [_row("cma_il", "val_unseen", ids, homes, [1.0, 1.0, 0.0, 1.0]),
+             _row("cma_il", "val_unseen_language", [i + "-language" for i in reversed(ids)], list(reversed(homes)),
+                  [0.0, 0.0, 1.0, 0.0]),  # h2_1 0, h2_0 0, h1_1 1, h1_0 0
+             _row("random", "val_unseen", ids, homes, [0.0] * 4)]  # no language row: no drop
+    (drop,) = language_drops(table)
+    assert drop["agent"] == "cma_il" and drop["homes"] == 2 and drop["episodes"] == 4
+    assert drop["SR"]["mean"] == pytest.approx((1 - 0 + 1 - 1 + 0 - 0 + 1 - 0) / 4)  # 0.5
+    assert drop["SPL"]["mean"] == pytest.approx(0.25)
+    assert (drop["SR_val_unseen"], drop["SR_val_unseen_language"]) == (0.75, 0.25)
+    assert drop["SR"]["prob_improvement"] > 0.5 and drop["SR"]["clusters"] == 2
+    lines = language_drop_lines([drop])
+    assert len(lines) == 2 and "+0.500" in lines[1] and "cma_il" in lines[1]
+    other = [table[0], _row("cma_il", "val_unseen_language", ["x-language"] + ids[1:], homes, [0.0] * 4)]
+    assert language_drops(other) == []  # not the same paths
+
+
+@pytest.mark.parametrize("seeds", ["0", None], ids=["jobs", "single"])
+def test_language_split_trains_on_one_family_and_reports_the_paired_drop(seeds, tiny, tmp_path):
+    """The tiniest run (``--seeds 0`` jobs, and the single run) with ``--language v2-split``:
+    version-2 episodes, a val_unseen_language split on val_unseen's paths in other wording,
+    evaluated for every agent, and each agent's drop equal to the paired difference of the
+    per-episode SR in the JSON."""
+    from vlnverse.tasks.episode import load_episodes
+    from vlnverse.tasks.instructions import route_language
+
+    fig = tiny.run(tiny_args(tmp_path / "bt.json", language="v2-split", seeds=seeds))
+    assert fig["language"] == "v2-split"
+    seed = Path(fig["work_dir"])
+    if seeds is not None:
+        assert fig["work"]["settings"]["language"] == "v2-split"
+        seed = seed / "seeds" / "s0"
+    unseen, shifted = (load_episodes(seed / f"{s}.jsonl") for s in ("val_unseen", "val_unseen_language"))
+    assert len(unseen) == len(shifted) >= 2
+    twins = {e.episode_id: e for e in unseen}
+    for b in shifted:
+        a = twins[b.episode_id.removesuffix("-language")]
+        assert a.reference_path == b.reference_path and a.scene_id == b.scene_id
+        assert {i.text for i in a.instructions}.isdisjoint({i.text for i in b.instructions})
+        assert all(route_language.family(t) == 1 for ids in b.info["template_ids"] for t in ids)
+    for e in load_episodes(seed / "train.jsonl"):
+        assert all(route_language.family(t) == 0 for ids in e.info["template_ids"] for t in ids)
+    assert list(dict.fromkeys(r["split"] for r in fig["table"])) == ["val_seen", "val_unseen", "val_unseen_language",
+                                                                      "test"]
+    rows = {(r["agent"], r["split"]): r for r in fig["table"] if r["mode"] == "telhop"}
+    agents = {"random", "forward", "seq2seq_il"}
+    assert {a for a, s in rows if s == "val_unseen_language"} == agents
+    drops = {d["agent"]: d for d in fig["language_drop"]}
+    assert set(drops) == agents and len(fig["language_drop_text"]) == len(agents) + 1
+    for agent in agents:
+        a, b = rows[(agent, "val_unseen")]["per_episode"], rows[(agent, "val_unseen_language")]["per_episode"]
+        shifted_sr = dict(zip(b["ids"], b["SR"]))
+        by_hand = [sr - shifted_sr[f"{i}-language"] for i, sr in zip(a["ids"], a["SR"])]
+        assert drops[agent]["SR"]["mean"] == pytest.approx(sum(by_hand) / len(by_hand))
+        assert drops[agent]["SR"]["n"] == len(unseen) and drops[agent]["homes"] == len({e.scene_id for e in unseen})
+    json.dumps(fig)  # JSON-ready
