@@ -296,9 +296,9 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
 
     try:
         if asynchronous:
-            from ..engines.local import _mp_context
+            from ..engines.local import process_context
 
-            ctx = _mp_context()
+            ctx = process_context()
             slots.extend(_ProcessEnv(factory, ctx) for _ in range(n))
         else:
             slots.extend(_LocalEnv(factory) for _ in range(n))
@@ -314,16 +314,15 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
             for slot in sorted(ready):
                 waiting.discard(slot)
                 obs, info = slots[slot].receive()
-                finished = info.get("record")
+                record = info.get("record")
                 if slot in starting:
                     starting.discard(slot)
                     agent.begin_slot(slot, running[slot])
-                if finished is None:
+                if record is None:
                     acting.append(slot)
                     observations.append(obs)
                     states.append(replace(info["state"], episode=running[slot]))
                     continue
-                record = finished
                 record["agent_outputs"] = to_jsonable(agent.slot_outputs(slot))
                 running[slot] = None
                 records.append(record)
