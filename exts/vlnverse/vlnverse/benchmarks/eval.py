@@ -16,8 +16,9 @@ first two ``val_unseen`` scenes; every timed run starts with empty scene caches,
 ``episodes_per_s`` of both, ``speedup`` (batched / serial), ``records_identical`` (every
 episode's record equal apart from ``duration_s``), ``policy_forward`` (of the best batched run:
 the ``share`` of its wall time the driver spent in the batched policy forward,
-``Agent.act_batch``, and that time in ms per episode step, to set against the serial step
-profile's ``policy``) and the machine's load average.
+``Agent.act_batch``, that time in ms per episode step, and the driver's CPU time in it per
+episode step, which leaves out the time the environment processes held the cores; to set
+against the serial step profile's ``policy``) and the machine's load average.
 """
 from __future__ import annotations
 
@@ -173,22 +174,23 @@ def learned_policy(args) -> dict:
     work = Path(tempfile.mkdtemp(prefix="vlnverse-bench-eval-"))
     batch_forward = PolicyAgent.act_batch
 
-    def run(n: int, out: Path) -> tuple[float, dict, float]:
-        """Evaluate with ``n`` slots; (wall seconds, records, seconds in the batched policy forward)."""
+    def run(n: int, out: Path) -> tuple[float, dict, list]:
+        """Evaluate with ``n`` slots; (wall seconds, records, [wall, CPU] seconds in the batched forward)."""
         shutil.rmtree(out, ignore_errors=True)
         _fresh_process_state()  # the serial run loads its scenes as the environments' processes do
         cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
                                       f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
                                       f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={args.seed}",
                                       f"out={out}"])
-        forward = [0.0]
+        forward = [0.0, 0.0]  # wall, this thread's CPU
 
         def act_batch(self, *a, **k):
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             try:
                 return batch_forward(self, *a, **k)
             finally:
                 forward[0] += time.perf_counter() - t
+                forward[1] += time.thread_time() - c
 
         PolicyAgent.act_batch = act_batch
         t0 = time.perf_counter()
@@ -198,7 +200,7 @@ def learned_policy(args) -> dict:
             PolicyAgent.act_batch = batch_forward
         elapsed = time.perf_counter() - t0
         records = [json.loads(line) for line in (out / EPISODES_FILE).read_text().splitlines() if line.strip()]
-        return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}, forward[0]
+        return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}, forward
 
     try:
         from vlnverse.run.episodes import generate_episodes
@@ -209,7 +211,7 @@ def learned_policy(args) -> dict:
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
-        records, forward = {}, 0.0
+        records, forward = {}, [0.0, 0.0]
         for _ in range(max(1, args.repeat)):
             for name, n in (("serial", 1), ("batched", envs)):
                 elapsed, records[name], spent = run(n, work / name)
@@ -223,8 +225,9 @@ def learned_policy(args) -> dict:
                 "episodes": n_eps, "envs": envs, "episodes_per_s": rate,
                 "speedup": round(rate["batched"] / rate["serial"], 2),
                 "records_identical": records["serial"] == records["batched"], "steps": steps,
-                "policy_forward": {"share": round(forward / best["batched"], 3),
-                                   "ms_per_episode_step": round(1000 * forward / steps, 2)},
+                "policy_forward": {"share": round(forward[0] / best["batched"], 3),
+                                   "ms_per_episode_step": round(1000 * forward[0] / steps, 2),
+                                   "cpu_ms_per_episode_step": round(1000 * forward[1] / steps, 2)},
                 "load_average": [round(v, 2) for v in os.getloadavg()], "cpu_count": os.cpu_count()}
     finally:
         shutil.rmtree(work, ignore_errors=True)
