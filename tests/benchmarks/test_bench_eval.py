@@ -14,3 +14,6 @@ def test_learned_policy_block_times_batched_and_serial_and_checks_the_records(mo
     assert set(out["episodes_per_s"]) == {"serial", "batched"}
     assert out["speedup"] == round(out["episodes_per_s"]["batched"] / out["episodes_per_s"]["serial"], 2)
     assert len(out["load_average"]) == 3
+    # the driver's batched forward: part of the batched run's wall time, in ms per episode step
+    forward = out["policy_forward"]
+    assert 0 < forward["share"] < 1 and 0 < forward["cpu_ms_per_episode_step"] <= forward["ms_per_episode_step"] + 0.01

@@ -2,7 +2,7 @@
 N episodes stepped in lockstep in environment processes give the serial runner's records (apart
 from ``duration_s``), for the shipped CMA checkpoint and a freshly initialised policy; episodes
 end independently; a batch of one is the serial run; an agent that cannot batch runs serially;
-bad ``envs`` values are refused in one line."""
+bad ``envs`` values are refused in one line; an environment that fails or a Ctrl-C leaves no process."""
 from __future__ import annotations
 
 import json
@@ -166,3 +166,46 @@ def test_bad_envs_values_are_refused_in_one_line(tmp_path, args, message):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("failure", ["missing scene", "interrupt"])
+def test_an_error_or_interrupt_ends_every_environment_process(serial, tmp_path, failure):
+    """Environment processes each on their own pipe: the episodes that ended before an environment
+    failed (a scene that cannot load) or the user pressed Ctrl-C (``KeyboardInterrupt`` in the
+    driver) have their serial records, the error reaches the caller and no process is left."""
+    import dataclasses
+    import multiprocessing
+
+    from vlnverse.core.io import to_jsonable
+    from vlnverse.run.agents import agent_rig, make_agent
+    from vlnverse.run.batched import run_batched
+    from vlnverse.run.episodes import resolve_settings
+    from vlnverse.tasks.episode import load_episodes
+    from vlnverse.tasks.scene_roots import resolve_episode_scenes, scene_roots
+
+    episodes, expected, _ = serial
+    cfg = _config(tmp_path, episodes)
+    eps = resolve_episode_scenes(load_episodes(episodes), scene_roots(None, episodes.parent))
+    if failure == "missing scene":
+        eps[-1] = dataclasses.replace(eps[-1], scene_path=str(tmp_path / "missing.usda"))
+    agent = make_agent("policy", {"checkpoint": "cma_fine_grained"})
+    finished = []
+
+    def on_record(record):
+        finished.append(record)
+        if failure == "interrupt" and len(finished) == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt if failure == "interrupt" else Exception) as raised:
+        run_batched(eps, resolve_settings(cfg), agent, envs=3, collision_mode="telhop",
+                    sensors=agent_rig(agent, [s.to_spec() for s in cfg.sensors]),
+                    extra={"agent": "policy", "collision_mode": "telhop"}, on_record=on_record)
+    if failure == "missing scene":
+        assert "missing.usda" in str(raised.value)
+        assert 1 <= len(finished) <= 5
+    else:
+        assert len(finished) == 2
+    for record in finished:
+        got = {k: v for k, v in json.loads(json.dumps(to_jsonable(record))).items() if k != "duration_s"}
+        assert got == expected[record["episode_id"]]
+    assert [p for p in multiprocessing.active_children() if p.name == "vlnverse-batched-env"] == []

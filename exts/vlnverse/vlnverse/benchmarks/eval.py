@@ -14,7 +14,11 @@ one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 24
 first two ``val_unseen`` scenes; every timed run starts with empty scene caches, as a new process), through ``run_eval`` with
 ``envs=1`` and ``envs=--envs`` (default 4), alternating ``--repeat`` times, best of each:
 ``episodes_per_s`` of both, ``speedup`` (batched / serial), ``records_identical`` (every
-episode's record equal apart from ``duration_s``) and the machine's load average.
+episode's record equal apart from ``duration_s``), ``policy_forward`` (of the best batched run:
+the ``share`` of its wall time the driver spent in the batched policy forward,
+``Agent.act_batch``, that time in ms per episode step, and the driver's CPU time in it per
+episode step, which leaves out the time the environment processes held the cores; to set
+against the serial step profile's ``policy``) and the machine's load average.
 """
 from __future__ import annotations
 
@@ -160,6 +164,7 @@ def learned_policy(args) -> dict:
     from vlnverse.benchmarks.scale import _fresh_process_state
     from vlnverse.eval.config import load_eval_config
     from vlnverse.eval.runner import EPISODES_FILE, run_eval
+    from vlnverse.learn.agent import PolicyAgent
     from vlnverse.paths import tasks_dir
 
     episodes = LEARNED_EPISODES
@@ -167,19 +172,35 @@ def learned_policy(args) -> dict:
     base = tasks_dir() / "eval" / "oracle_fine_grained_telhop.yaml"
     per_scene = max(1, -(-episodes // 2))
     work = Path(tempfile.mkdtemp(prefix="vlnverse-bench-eval-"))
+    batch_forward = PolicyAgent.act_batch
 
-    def run(n: int, out: Path) -> tuple[float, dict]:
+    def run(n: int, out: Path) -> tuple[float, dict, list]:
+        """Evaluate with ``n`` slots; (wall seconds, records, [wall, CPU] seconds in the batched forward)."""
         shutil.rmtree(out, ignore_errors=True)
         _fresh_process_state()  # the serial run loads its scenes as the environments' processes do
         cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
                                       f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
                                       f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={args.seed}",
                                       f"out={out}"])
+        forward = [0.0, 0.0]  # wall, this thread's CPU
+
+        def act_batch(self, *a, **k):
+            t, c = time.perf_counter(), time.thread_time()
+            try:
+                return batch_forward(self, *a, **k)
+            finally:
+                forward[0] += time.perf_counter() - t
+                forward[1] += time.thread_time() - c
+
+        PolicyAgent.act_batch = act_batch
         t0 = time.perf_counter()
-        run_eval(cfg, progress=False, print_summary=False, envs=n)
+        try:
+            run_eval(cfg, progress=False, print_summary=False, envs=n)
+        finally:
+            PolicyAgent.act_batch = batch_forward
         elapsed = time.perf_counter() - t0
         records = [json.loads(line) for line in (out / EPISODES_FILE).read_text().splitlines() if line.strip()]
-        return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}
+        return elapsed, {r["episode_id"]: {k: v for k, v in r.items() if k != "duration_s"} for r in records}, forward
 
     try:
         from vlnverse.run.episodes import generate_episodes
@@ -190,18 +211,23 @@ def learned_policy(args) -> dict:
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
-        records = {}
+        records, forward = {}, [0.0, 0.0]
         for _ in range(max(1, args.repeat)):
             for name, n in (("serial", 1), ("batched", envs)):
-                elapsed, records[name] = run(n, work / name)
-                best[name] = elapsed if best[name] is None else min(best[name], elapsed)
+                elapsed, records[name], spent = run(n, work / name)
+                if best[name] is None or elapsed < best[name]:
+                    best[name] = elapsed
+                    forward = spent if name == "batched" else forward
         n_eps = len(records["serial"])
+        steps = sum(r["steps"] for r in records["serial"].values())
         rate = {name: round(n_eps / best[name], 3) for name in best}
         return {"checkpoint": "cma_fine_grained", "sensors": "rgb 64x64 + depth 64x64", "collision_mode": "telhop",
                 "episodes": n_eps, "envs": envs, "episodes_per_s": rate,
                 "speedup": round(rate["batched"] / rate["serial"], 2),
-                "records_identical": records["serial"] == records["batched"],
-                "steps": sum(r["steps"] for r in records["serial"].values()),
+                "records_identical": records["serial"] == records["batched"], "steps": steps,
+                "policy_forward": {"share": round(forward[0] / best["batched"], 3),
+                                   "ms_per_episode_step": round(1000 * forward[0] / steps, 2),
+                                   "cpu_ms_per_episode_step": round(1000 * forward[1] / steps, 2)},
                 "load_average": [round(v, 2) for v in os.getloadavg()], "cpu_count": os.cpu_count()}
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -48,7 +48,9 @@ class _InlineDriver:
 # local processes
 
 
-def _mp_context() -> Any:
+def process_context() -> Any:
+    """The multiprocessing context local processes start with: the fork server where the platform
+    has one, else ``spawn``."""
     methods = mp.get_all_start_methods()
     return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
@@ -81,7 +83,7 @@ def start_fork_server(modules: Iterable[str] = (), *, wait: bool = False) -> boo
     it returns once the server has forked a process. A module that fails to import there is
     skipped (the worker imports it itself). Where the platform has no fork server (``spawn``) it
     does nothing and returns False."""
-    ctx = _mp_context()
+    ctx = process_context()
     if ctx.get_start_method() != "forkserver" or _fork_server_running():
         return False
     ctx.set_forkserver_preload(list(dict.fromkeys(m for m in modules if m)))
@@ -146,7 +148,7 @@ def _exit_with_driver(driver_pid: int) -> None:
 
 class _LocalDriver:
     def __init__(self, fn: JobFn, workers: int, shared: dict | None = None, preload: Iterable[str] = ()):
-        self.fn, self.ctx = fn, _mp_context()
+        self.fn, self.ctx = fn, process_context()
         start_fork_server([fn.__module__, *preload])  # once per process; then the server is reused
         self.limits = make_limits(shared, lambda n: SharedLimit(n, kind="process", ctx=self.ctx, workers=workers))
         self.procs: dict[int, Any] = {}

@@ -57,7 +57,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_parallel_options(p, "scenes evaluated in parallel")
     p.add_argument("--envs", type=int, default=None, metavar="N",
-                   help="episodes stepped in lockstep with one batched agent call per step, their environments in "
+                   help="episodes run at once, one batched agent call for those whose observations arrived, their environments in "
                         "N processes (agents that act in batches: the learned policies; default: the config's "
                         "envs, 1); records are the same as with 1")
     p.add_argument("--backend", default=None, help="simulator backend (auto | mujoco | isaac); same as backend=NAME")

@@ -63,7 +63,7 @@ class ReportConfig:
         require(16 <= self.frame_width <= 1024, "frame_width", f"got {self.frame_width}", "16..1024 pixels")
 
 
-#: the most episodes ``envs`` steps in lockstep (one environment process each)
+#: the most episodes ``envs`` runs at once (one environment process each)
 MAX_ENVS = 256
 
 
@@ -92,7 +92,7 @@ class EvalConfig(EpisodeSetup):
     #: modules imported before the run (they register agents, task types, models ...):
     #: dotted names or ``.py`` paths; see ``vlnverse.core.plugins``
     plugins: list[str] = field(default_factory=list)
-    #: episodes stepped in lockstep with one batched agent call per step (``run.batched``; agents
+    #: episodes run at once with batched agent calls (``run.batched``; agents
     #: that act in batches); the records do not depend on it
     envs: int = 1
 

@@ -293,7 +293,7 @@ class EvalJob:
     agent_factory: Callable[[], Agent] | None
     scene_path: str = ""
     episodes: list = field(default_factory=list)
-    #: episodes of the scene stepped in lockstep in the worker (``eval.batched``; 1: one at a time)
+    #: episodes of the scene run at once in the worker (``run.batched``; 1: one at a time)
     envs: int = 1
 
 
@@ -379,8 +379,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
                     job_timeout: float | None = None, envs: int | None = None) -> dict[str, Any]:
     """``run_eval``'s body, for a caller that holds ``cfg.out``'s lock.
 
-    ``envs`` (default ``cfg.envs``) > 1 steps that many episodes in lockstep with one batched
-    agent call per step (``vlnverse.run.batched``), for an agent that acts in batches
+    ``envs`` (default ``cfg.envs``) > 1 runs that many episodes at once with batched
+    agent calls (``vlnverse.run.batched``), for an agent that acts in batches
     (``Agent.acts_in_batches``; others run one episode at a time): with one worker the
     environments are processes; with ``workers`` > 1 each worker steps its scene's episodes so,
     in its own process. The records are the serial run's.

@@ -402,7 +402,11 @@ class VLNPolicy(nn.Module):
         for bit those of ``propose`` on it alone: the forward runs under ``row_exact``, the
         episodes whose instructions have the same length share the recurrence (nothing is
         padded), and the batch is ordered by those groups so that each group's visual features
-        are a slice of the batch, laid out in memory as a single episode's are."""
+        are a slice of the batch, laid out in memory as a single episode's are. A batch of one
+        runs without ``row_exact`` (its operations already have a batch of one's shapes), which
+        spares the mode's per-operation cost."""
+        import contextlib
+
         from .row_exact import row_exact
 
         groups: dict[tuple, list[int]] = {}
@@ -410,7 +414,7 @@ class VLNPolicy(nn.Module):
             groups.setdefault(tuple(tuple(t.shape) for t in memory["instruction"]), []).append(i)
         order = [i for rows in groups.values() for i in rows]
         actions: list[Any] = [None] * len(memories)
-        with row_exact():
+        with row_exact() if len(memories) > 1 else contextlib.nullcontext():
             visual = self.encode_frames({k: torch.cat([frames[i][k] for i in order]) for k in frames[0]})
             start = 0
             for rows in groups.values():

@@ -7,7 +7,7 @@ commands that evaluate (``vlnverse.eval``) and train (``vlnverse.learn``).
 - ``agents`` — the ``Agent`` base, the ``AGENTS`` registry, the baseline agents and the oracle;
   ``models`` / ``chat_models`` — the ``MODELS`` registry and the chat models agents talk to;
 - ``rollout`` / ``modes`` / ``batched`` — one episode stepped under a collision mode, a scene's
-  episodes, and episodes in lockstep;
+  episodes, and episodes at once with batched agent calls;
 - ``scoring`` / ``metrics`` / ``diagnostics`` / ``rooms`` — the task's metrics of a trajectory,
   first-error analysis, room semantics;
 - ``records`` / ``summary`` / ``generation`` — episode records (JSONL), the run's summary and table;

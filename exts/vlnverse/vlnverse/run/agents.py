@@ -195,7 +195,7 @@ class Agent:
 
     def acts_in_batches(self) -> bool:
         """Whether this agent acts for several episodes at once (``begin_slot`` / ``act_batch``):
-        batched evaluation then steps its episodes in lockstep with one ``act_batch`` per step.
+        batched evaluation then runs its episodes at once, one ``act_batch`` for the ready ones.
         Such an agent reads no scene context (it stays in the environment's process) and
         ``state.context`` / ``state.goal_distance`` are None. False (the default): the runner
         evaluates the agent's episodes one at a time."""

@@ -1,63 +1,37 @@
-"""Batched evaluation (``vlnverse eval --envs N``): N episodes in lockstep, one agent call per step.
+"""Batched evaluation (``vlnverse eval --envs N``): N episodes at once, one batched agent call for
+the slots that are ready.
 
 Each of the N *slots* is an :class:`EpisodeEnv`, a gymnasium environment that runs one
 :class:`~vlnverse.run.rollout.Rollout` at a time (its scene's context, simulator and collision
-mode live there); ``sim.vector_env.make_vector_env`` puts them in subprocesses (gymnasium's
-``AsyncVectorEnv``, auto-reset disabled) or, inside a parallel worker, in the worker itself. The
-agent stays in this process: every step it acts for all live episodes at once
-(``Agent.act_batch``: one batched policy forward), and the environments apply the actions, render
-and score in parallel. Episodes end independently; a slot whose episode ended takes the next one: of the scene it has loaded
-when there is one, else of the scene with the most pending episodes per slot holding it, so the
-slots spread over the scenes and a scene is loaded by few slots.
+mode live there), in its own process forked from the fork server, driven on its own pipe (or,
+inside a parallel worker, in the worker itself). The agent stays in this process: it acts, in
+one batched policy forward (``Agent.act_batch``), for every slot whose observations have
+arrived, and sends each its action at once; meanwhile the other slots' environments apply their
+actions, render and score. So the agent's forward overlaps the environments' rendering, and no
+slot waits for the slowest one of a lockstep. Episodes end independently; a slot whose episode
+ended takes the next one: of the scene it has loaded when there is one, else of the scene with
+the most pending episodes per slot holding it, so the slots spread over the scenes and a scene
+is loaded by few slots (a scene loads in its slot's process while the others go on).
 
 The records are the serial runner's: the same rollout rules and scoring run in the environment,
-the agent's batched forward gives each episode the action it would give it alone
-(``learn.row_exact``), and only the timing field ``duration_s`` differs. Agents that do not act
-in batches (``Agent.acts_in_batches`` False: oracle, random, MLLM agents ...) are evaluated by
-the serial runner instead.
+the agent's batched forward gives each episode the action it would give it alone whatever the
+other rows of the batch (``learn.row_exact``), and only the timing field ``duration_s`` differs.
+Agents that do not act in batches (``Agent.acts_in_batches`` False: oracle, random, MLLM agents
+...) are evaluated by the serial runner instead.
 """
 from __future__ import annotations
 
 import functools
+import pickle
 from dataclasses import dataclass, replace
+from multiprocessing import connection as mp_connection
 from typing import Any, Callable, Iterable
 
 import gymnasium
-import numpy as np
 
 from ..core.io import to_jsonable
 from .agents import Agent
 from .rollout import NotEvaluated, Rollout, open_scene, scene_mode
-
-
-class AnyValue(gymnasium.Space):
-    """A space of any Python object: an action, or a dict of observations, sent through the
-    vector environment's pipe as it is (``shared_memory=False``)."""
-
-    def __init__(self) -> None:
-        super().__init__(None, None)
-
-    def contains(self, x: Any) -> bool:
-        """Every value belongs."""
-        return True
-
-    def __eq__(self, other: Any) -> bool:
-        return isinstance(other, AnyValue)
-
-    def __hash__(self) -> int:
-        return hash(AnyValue)
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        """Not a fixed-size array."""
-        return False
-
-
-@dataclass(frozen=True)
-class Finished:
-    """An episode's record in a step's ``info`` (wrapped, so gymnasium does not split the dict)."""
-
-    record: dict
 
 
 @dataclass(frozen=True)
@@ -80,12 +54,11 @@ class Visuals:
 
 
 class EpisodeEnv(gymnasium.Env):
-    """One slot of batched evaluation: ``reset(options={"episode": ep})`` (or the attribute
-    ``next_episode`` set before a masked reset) starts an episode, loading its scene when it
-    differs from the last; ``step(action)`` applies one action; when the episode ends the step
-    is ``terminated`` and ``info["record"]`` holds its ``Finished`` record. Observations are the
-    rollout's dicts; ``info["state"]`` is the ``AgentState`` without the scene context.
-    Construction loads nothing (gymnasium builds one in the parent to read the spaces)."""
+    """One slot of batched evaluation: ``reset(options={"episode": ep})`` starts an episode,
+    loading its scene when it differs from the last; ``step(action)`` applies one action; when the
+    episode ends the step is ``terminated`` and ``info["record"]`` holds its record. Observations
+    are the rollout's dicts; ``info["state"]`` is the ``AgentState`` without the scene context.
+    Construction loads nothing."""
 
     def __init__(self, *, settings: Any, collision_mode: str, mode_params: dict | None = None,
                  sensors: Iterable[Any] | None = None, backend: str = "auto",
@@ -95,8 +68,6 @@ class EpisodeEnv(gymnasium.Env):
         self.sensors = None if sensors is None else list(sensors)
         self.backend, self.scene_loader, self.quality, self.objects = backend, scene_loader, quality, objects
         self.extra, self.visuals = dict(extra or {}), visuals
-        self.observation_space, self.action_space = AnyValue(), AnyValue()
-        self.next_episode: Any = None
         self._scene: Any = None
         self._ctx = self._sim = self._mode = None
         self._cache: dict = {}
@@ -125,13 +96,12 @@ class EpisodeEnv(gymnasium.Env):
         if v is not None and record["episode_id"] in v.episodes:
             v.save(record, self._ctx, self._sim, v.out, rgb_sensor=v.rgb_sensor, frames=v.frames)
         self._rollout = None
-        return {"record": Finished(record)}
+        return {"record": record}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
-        """Start ``options["episode"]`` (else ``next_episode``); returns its first observations."""
+        """Start ``options["episode"]``; returns its first observations."""
         super().reset(seed=seed)
-        episode = (options or {}).get("episode", self.next_episode)
-        self.next_episode = None
+        episode = (options or {}).get("episode")
         if episode is None:
             return None, {}
         self._open(episode.scene_path)
@@ -181,26 +151,108 @@ def _next_episode(pending: list, scene: Any, scenes: list) -> Any:
     return pending.pop(index)
 
 
-class _Group:
-    """A vector environment and the (run-wide) slots it holds; ``send`` starts a step of all its
-    environments, ``receive`` waits for it (a synchronous vector env steps in ``send``)."""
+class _LocalEnv:
+    """A slot's environment in this process: ``send`` runs the command at once."""
 
-    def __init__(self, vec: Any, slots: list[int], asynchronous: bool):
-        self.vec, self.slots, self.asynchronous = vec, slots, asynchronous
+    def __init__(self, factory: Callable[[], EpisodeEnv]):
+        self.env = factory()
         self.result: Any = None
-        self.stepping = False
 
-    def send(self, actions: tuple) -> None:
-        if self.asynchronous:
-            self.vec.step_async(actions)
-        else:
-            self.result = self.vec.step(actions)
-        self.stepping = True
+    def send(self, command: str, value: Any) -> None:
+        self.result = _run_command(self.env, command, value)
 
     def receive(self) -> tuple:
-        self.stepping = False
-        result, self.result = (self.vec.step_wait() if self.asynchronous else self.result), None
+        result, self.result = self.result, None
         return result
+
+    def close(self) -> None:
+        self.env.close()
+
+
+class _ProcessEnv:
+    """A slot's environment in its own process (forked from the fork server), on its own pipe:
+    ``send`` starts a command there, ``receive`` waits for its result."""
+
+    def __init__(self, factory: Callable[[], EpisodeEnv], ctx: Any):
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_env_worker, args=(child, factory), daemon=True,
+                                   name="vlnverse-batched-env")
+        self.process.start()
+        child.close()
+
+    def send(self, command: str, value: Any) -> None:
+        self.conn.send((command, value))
+
+    def receive(self) -> tuple:
+        try:
+            status, value = self.conn.recv()
+        except EOFError:
+            raise RuntimeError(f"batched evaluation: environment process {self.process.pid} exited "
+                               f"(exit code {self.process.exitcode})") from None
+        if status == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        """Ask the process to close its simulator and exit; end it if it does not within 10 s."""
+        try:
+            self.conn.send(("close", None))
+        except (OSError, ValueError):
+            pass
+        self.process.join(10)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.conn.close()
+
+
+def _run_command(env: EpisodeEnv, command: str, value: Any) -> tuple:
+    """``reset`` (``value``: the episode) or ``step`` (``value``: the action): (observations, info)."""
+    if command == "reset":
+        return env.reset(options={"episode": value})
+    observations, _, _, _, info = env.step(value)
+    return observations, info
+
+
+def _env_worker(conn: Any, factory: Callable[[], EpisodeEnv]) -> None:
+    """An environment process: run the commands from ``conn`` until ``close`` or the parent is gone;
+    an error is sent back (the parent raises it)."""
+    import os
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it closes this process
+    # one llvmpipe rasteriser thread (read when GL starts): the slots' processes share the cores already
+    os.environ.setdefault("LP_NUM_THREADS", "1")
+    env = None
+    try:
+        env = factory()
+        while True:
+            try:
+                command, value = conn.recv()
+            except EOFError:
+                return
+            if command == "close":
+                return
+            try:
+                reply = ("ok", _run_command(env, command, value))
+            except Exception as exc:  # noqa: BLE001 - raised again in the parent
+                try:
+                    pickle.dumps(exc)
+                    reply = ("error", exc)
+                except Exception:  # noqa: BLE001
+                    reply = ("error", RuntimeError(traceback.format_exc()))
+            try:
+                conn.send(reply)
+            except (BrokenPipeError, OSError):
+                return
+    finally:
+        if env is not None:
+            env.close()
+        conn.close()
 
 
 def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: int, asynchronous: bool = True,
@@ -208,17 +260,16 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
                 backend: str = "auto", scene_loader: Callable[[str, Any, float], Any] | None = None,
                 quality: str | None = None, objects: str | None = None, extra: dict | None = None,
                 visuals: Visuals | None = None, on_record: Callable[[dict], None] | None = None) -> list[dict]:
-    """Evaluate ``episodes`` (any scenes) with ``envs`` slots in lockstep; returns the records in
-    the order the episodes finished (``on_record(record)`` runs as each does). ``agent`` must act
-    in batches (``Agent.acts_in_batches``); ``asynchronous`` puts the environments in subprocesses
+    """Evaluate ``episodes`` (any scenes) with ``envs`` slots; returns the records in the order the
+    episodes finished (``on_record(record)`` runs as each does). ``agent`` must act in batches
+    (``Agent.acts_in_batches``); ``asynchronous`` puts each slot's environment in its own process
     (their arguments must pickle), else they run in this process. The other arguments are
     ``rollout.run_scene``'s; ``visuals`` says which episodes get report pictures.
 
-    With subprocesses and two or more slots, the slots form two halves, each a vector env stepped
-    in lockstep, taking turns: while one half's environments step and render, the agent acts for
-    the other half, so the agent's forward does not leave the environments idle."""
-    from ..sim.vector_env import make_vector_env
-
+    With processes, each environment is driven on its own pipe: the agent acts, in one batched
+    forward, for every slot whose observations have arrived and sends each its action at once,
+    so while the agent computes, the other slots' environments step and render (and load their
+    scenes), and neither side waits for the slowest slot of a lockstep."""
     pending = list(episodes)
     n = min(int(envs), len(pending))
     if n == 0:
@@ -227,81 +278,67 @@ def run_batched(episodes: Iterable[Any], settings: Any, agent: Agent, *, envs: i
                                 sensors=None if sensors is None else list(sensors), backend=backend,
                                 scene_loader=scene_loader, quality=quality, objects=objects, extra=extra,
                                 visuals=visuals)
-    sizes = [n - n // 2, n // 2] if asynchronous and n >= 2 else [n]
-    groups: list[_Group] = []
+    slots: list[Any] = []
     running: list[Any] = [None] * n  # the episode of each slot
     scenes: list[Any] = [None] * n  # the scene each slot has loaded
-    observations: list[Any] = [None] * n
-    states: list[Any] = [None] * n
-    ended = [False] * n  # the slot's episode ended since its environment was last reset
+    waiting: set[int] = set()  # slots whose environment is running a command
+    starting: set[int] = set()  # slots whose environment is starting an episode
     records: list[dict] = []
 
-    def settle(slot: int, obs: Any, info: dict) -> None:
-        """Take slot ``slot``'s result: a finished record, or its next observations and state."""
-        finished = info.get("record")
-        if finished is None:
-            observations[slot], states[slot] = obs, replace(info["state"], episode=running[slot])
-            return
-        record = finished.record
-        record["agent_outputs"] = to_jsonable(agent.slot_outputs(slot))
-        running[slot], ended[slot] = None, True
-        records.append(record)
-        if on_record is not None:
-            on_record(record)
-
-    def start_episodes(group: _Group) -> None:
-        """Hand the group's free slots their next episodes: a masked reset of those environments
-        and of those whose episode ended with none left to start (a terminated environment is
-        reset before it steps again)."""
-        starts = [None] * len(group.slots)
-        for j, slot in enumerate(group.slots):
-            if running[slot] is None and pending:
-                starts[j] = running[slot] = _next_episode(pending, scenes[slot], scenes)
-                scenes[slot] = str(starts[j].scene_path)
-        mask = np.array([ep is not None or ended[slot] for ep, slot in zip(starts, group.slots)])
-        for slot in group.slots:
-            ended[slot] = False
-        if not mask.any():
-            return
-        group.vec.set_attr("next_episode", starts)
-        obs, infos = group.vec.reset(options={"reset_mask": mask})
-        for j in np.flatnonzero(mask):
-            if starts[j] is not None:
-                agent.begin_slot(group.slots[j], starts[j])
-                settle(group.slots[j], obs[j], _slot_info(infos, j))
+    def start(slot: int) -> None:
+        """Send slot ``slot`` its next episode, if any is left."""
+        if pending:
+            running[slot] = _next_episode(pending, scenes[slot], scenes)
+            scenes[slot] = str(running[slot].scene_path)
+            slots[slot].send("reset", running[slot])
+            waiting.add(slot)
+            starting.add(slot)
 
     try:
-        first = 0
-        for size in sizes:
-            groups.append(_Group(make_vector_env(factory, size, asynchronous=asynchronous, autoreset_mode="Disabled",
-                                                 shared_memory=False), list(range(first, first + size)), asynchronous))
-            first += size
-        while True:
-            for group in groups:
-                if group.stepping:
-                    obs, _, _, _, infos = group.receive()
-                    for j, slot in enumerate(group.slots):
-                        if running[slot] is not None:
-                            settle(slot, obs[j], _slot_info(infos, j))
-                start_episodes(group)
-                live = [slot for slot in group.slots if running[slot] is not None]
-                if not live:
+        if asynchronous:
+            from ..engines.local import process_context
+
+            ctx = process_context()
+            slots.extend(_ProcessEnv(factory, ctx) for _ in range(n))
+        else:
+            slots.extend(_LocalEnv(factory) for _ in range(n))
+        for slot in range(n):
+            start(slot)
+        by_conn = {id(env.conn): slot for slot, env in enumerate(slots) if asynchronous}
+        while waiting:
+            if asynchronous:
+                ready = [by_conn[id(c)] for c in mp_connection.wait([slots[s].conn for s in waiting])]
+            else:
+                ready = list(waiting)
+            acting, observations, states = [], [], []
+            for slot in sorted(ready):
+                waiting.discard(slot)
+                obs, info = slots[slot].receive()
+                record = info.get("record")
+                if slot in starting:
+                    starting.discard(slot)
+                    agent.begin_slot(slot, running[slot])
+                if record is None:
+                    acting.append(slot)
+                    observations.append(obs)
+                    states.append(replace(info["state"], episode=running[slot]))
                     continue
-                actions: dict[int, Any] = {}
-                try:
-                    actions = dict(zip(live, agent.act_batch(live, [observations[s] for s in live],
-                                                             [states[s] for s in live])))
-                except Exception as exc:  # noqa: BLE001 - as run_episode: an agent bug is a failed step of each episode
-                    actions = {slot: AgentRaised(exc) for slot in live}
-                group.send(tuple(actions.get(slot) for slot in group.slots))
-            if not any(group.stepping for group in groups):
-                break
+                record["agent_outputs"] = to_jsonable(agent.slot_outputs(slot))
+                running[slot] = None
+                records.append(record)
+                if on_record is not None:
+                    on_record(record)
+                start(slot)
+            if not acting:
+                continue
+            try:
+                actions = list(agent.act_batch(acting, observations, states))
+            except Exception as exc:  # noqa: BLE001 - as run_episode: an agent bug is a failed step of each episode
+                actions = [AgentRaised(exc)] * len(acting)
+            for slot, action in zip(acting, actions):
+                slots[slot].send("step", action)
+                waiting.add(slot)
     finally:
-        for group in groups:
-            group.vec.close()
+        for env in slots:
+            env.close()
     return records
-
-
-def _slot_info(infos: dict, slot: int) -> dict:
-    """Slot ``slot``'s entries of a vector environment's ``info`` (gymnasium stacks them per key)."""
-    return {key: infos[key][slot] for key in ("record", "state") if key in infos and infos[f"_{key}"][slot]}

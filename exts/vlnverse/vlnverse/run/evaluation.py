@@ -35,7 +35,7 @@ def evaluate(setup: EpisodeSetup, episodes: Sequence[Any], agent: Agent, *, envs
              scene_loader: Callable[[str, Any, float], Any] | None = None) -> Results:
     """Run ``episodes`` (their scene paths resolved) under ``setup`` with ``agent`` and return their
     records and summary. Episodes outside their scene are refused before any runs
-    (``check_all_episode_bounds``). ``envs`` > 1 steps that many episodes in lockstep for an
+    (``check_all_episode_bounds``). ``envs`` > 1 runs that many episodes at once for an
     agent that acts in batches (``run.batched``, environment processes when the arguments can be
     sent to them); the records are the serial ones. ``seed`` seeds the summary's bootstrap
     intervals; ``scene_loader(scene_path, body, resolution)`` overrides ``load_scene_context``."""
