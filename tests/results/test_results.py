@@ -164,10 +164,15 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     header, line, _, _ = table_lines(table)
     assert "homes" in header and "seeds" in header and line.split()[4:6] == ["3", "1"]
     bench = tmp_path / "bench.json"
-    bench.write_text(json.dumps({"format": 2, "table": table, "comparisons": comparisons}))
+    work = {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0", "config": "abc", "settings": {}}
+    jobs = {"cma-s0": {"key": "cma-s0", "row": "cma", "seed": 0, "table": table[:1]}}
+    bench.write_text(json.dumps({"format": 2, "table": table, "comparisons": comparisons, "work": work, "jobs": jobs}))
     out = tmp_path / "page"
     assert main(["results", "page", str(bench), "--out", str(out)]) == 0
     md = (out / "index.md").read_text()
+    # the finished jobs beside the page, for 'bench train --jobs-from': identity and jobs, nothing else
+    assert json.loads((out / "bench.jobs.json").read_text()) == {"work": work, "jobs": jobs}
+    assert json.loads((out / "page.json").read_text())["job_ledgers"] == ["bench.jobs.json"] and "`bench.jobs.json`" in md
     row = next(line for line in md.splitlines() if line.startswith("| cma_il |"))
     assert row.endswith("| 28.83 | 25.54 | Table 3: CMA |")
     # over seeds: mean ± sd and the interval resampling seeds, homes and episodes, for the rows that have them

@@ -103,6 +103,24 @@ def _protocol_lines(runs: list[Run]) -> list[str]:
     return lines + [""]
 
 
+def write_job_ledgers(paths: list[str], folder: Path) -> list[str]:
+    """For each source that is a ``bench train --seeds`` results file (it has ``work`` and ``jobs``),
+    ``<stem>.jobs.json`` in ``folder``: its work identity and finished jobs, compact and sorted
+    (what ``bench train --jobs-from`` reads, without the table it recomputes). Returns the names."""
+    names = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir() or path.suffix != ".json":
+            continue
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if isinstance(data.get("work"), dict) and isinstance(data.get("jobs"), dict):
+            name = f"{path.stem}.jobs.json"
+            write_text_atomic(folder / name, json.dumps({"work": data["work"], "jobs": data["jobs"]}, sort_keys=True,
+                                                        separators=(",", ":")) + "\n")
+            names.append(name)
+    return names
+
+
 def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict:
     """Write ``out/index.md``, ``out/page.json`` and the PNGs from the results files ``paths``;
     returns the page's data (``page.json``)."""
@@ -188,6 +206,14 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                    "goal, `wrong_direction` / `missed_landmark` left the route, `loop`, `walked_away`, "
                    "`collision`).", ""] + outcome_lines(judged) + [""]
         md += _protocol_lines(runs)
+        ledgers = write_job_ledgers(paths, tmp)
+        if ledgers:
+            data["job_ledgers"] = ledgers
+            md += ["", "## Continuing this table", "",
+                   "The finished jobs of each `bench train --seeds` source, with its work identity: "
+                   + ", ".join(f"`{n}`" for n in ledgers) + ". `vlnverse bench train --seeds ... --jobs-from "
+                   "<this folder>/<file>` with the same benchmark and settings runs only the jobs still missing "
+                   "(docs/scaling.md).", ""]
         write_json_atomic(tmp / "page.json", data)
         write_text_atomic(tmp / "index.md", "\n".join(md).rstrip() + "\n")
     return data
