@@ -77,14 +77,20 @@ def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
     if given.get("benchmark"):
         raise ConfigError(f"{value} with --benchmark {given['benchmark']}", field="--language",
                           expected="no --language with --benchmark (its held-out episodes use the version-1 language)")
-    multitask = [r["name"] for r in rows if r.get("multitask")]
-    if multitask:
-        raise ConfigError(f"{multitask[0]} with --language {value}", field="--policies",
-                          expected="single-task rows (the multi-task row's other tasks keep the version-1 language)")
+    refuse_multitask(rows, f"--language {value}", "the multi-task row's other tasks keep the version-1 language")
     if any(r["name"] == "vlnbert" for r in rows) and not (given.get("no_transfer") or given.get("no_dagger")):
         raise ConfigError(f"the vlnbert row's Table 7 stage with --language {value}", field="--language",
                           expected="--no-transfer (the stage's source model is trained on the version-1 language)")
     return value
+
+
+def refuse_multitask(rows: list, flag: str, why: str) -> None:
+    """A one-line ``ConfigError`` (field ``--policies``) when ``rows`` hold a multi-task row, which ``flag`` excludes."""
+    from vlnverse.core.errors import ConfigError
+
+    multitask = [r["name"] for r in rows if r.get("multitask")]
+    if multitask:
+        raise ConfigError(f"{multitask[0]} with {flag}", field="--policies", expected=f"single-task rows ({why})")
 
 
 @dataclass(frozen=True)
@@ -223,9 +229,7 @@ class TrainBenchOptions:
         seeds = None
         if given.get("seeds") is not None:
             seeds = tuple(parse_seeds(given["seeds"]))
-            if any(r.get("multitask") for r in rows):
-                raise ConfigError(f"{next(r['name'] for r in rows if r.get('multitask'))} with --seeds",
-                                  field="--policies", expected="single-task rows (the multi-task row runs with --seed)")
+            refuse_multitask(rows, "--seeds", "the multi-task row runs with --seed")
         budget = float(given["budget"]) if given.get("budget") else None
         epochs = int(flag("epochs") or R.IL_EPOCHS)
         if epochs < 1:
@@ -289,9 +293,6 @@ def _checked_benchmark(name: str, given: dict, homes: int, rows: list[dict]) -> 
     if benchmark.task != "fine_grained":
         raise ConfigError(f"benchmark {benchmark.name} is a {benchmark.task!r} benchmark", field="--benchmark",
                           expected="a fine_grained benchmark (the rows train fine-grained navigation)")
-    multitask = [r["name"] for r in rows if r.get("multitask")]
-    if multitask:
-        raise ConfigError(f"{multitask[0]} with --benchmark", field="--policies",
-                          expected="single-task rows (the multi-task row's other tasks use the shipped splits)")
+    refuse_multitask(rows, "--benchmark", "the multi-task row's other tasks use the shipped splits")
     benchmark.train_seeds(homes)  # the pool holds them (ConfigError naming the file otherwise)
     return benchmark
