@@ -57,12 +57,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..core.errors import ConfigError
-from ..core.params import param
-from ..sim.types import DiscreteAction, WaypointAction, wrap_angle
-from .collect import TeacherForcingAgent, TeacherSpec
-from .policies import VLNPolicy, VLNPolicyParams, register_policy
-from .vocab import Vocabulary
+from ...core.errors import ConfigError
+from ...core.params import param
+from ...sim.types import DiscreteAction, WaypointAction, wrap_angle
+from ..collect import TeacherForcingAgent, TeacherSpec
+from ..policies import VLNPolicy, VLNPolicyParams, register_policy
+from ..vocab import Vocabulary
 
 ACTION_DIM = 3  # (dx, dy, dyaw)
 LATENT_DIM = 4  # diffusion space: (dx / spacing, dy / spacing, sin dyaw, cos dyaw) - no wrap at +-pi
@@ -130,7 +130,7 @@ def margin_planners(planner: Any, clearance: float) -> list[Any]:
     """Planners on ``planner``'s navigable map shrunk by ``clearance`` and by half of it (those
     that keep a free cell), then ``planner`` itself: the teacher's fallback chain. Shrunk maps are
     built once per planner (weakly cached)."""
-    from ..tasks.pathing import NoNavigableSpaceError, PathPlanner
+    from ...tasks.pathing import NoNavigableSpaceError, PathPlanner
 
     out = []
     cache = _MARGIN_PLANNERS.setdefault(planner, {})
@@ -152,7 +152,7 @@ def teacher_path(planners: list[Any], xy: np.ndarray, goal_xy: np.ndarray) -> np
     the plain navigable map last) that connects them with the agent's and goal's snaps to that map
     in straight, free reach on the last (plain) map; starts at ``xy``, ends at ``goal_xy``. Raises
     ``NoNavigableSpaceError`` when even the plain map does not connect them."""
-    from ..tasks.pathing import NoNavigableSpaceError
+    from ...tasks.pathing import NoNavigableSpaceError
 
     base = planners[-1]
     for i, planner in enumerate(planners):
@@ -197,7 +197,7 @@ class WaypointTeacher(TeacherSpec):
     def key_for(self, episodes: list) -> dict[str, Any]:
         """``key``, plus ``route: subgoals`` where an episode's goals count in order (labels that
         visit the sub-goals; caches labelled before are rebuilt, single-goal keys are unchanged)."""
-        from ..tasks.scoring import has_ordered_goals
+        from ...tasks.scoring import has_ordered_goals
 
         ordered = any(has_ordered_goals(ep) and len(ep.goals) > 1 for ep in episodes)
         return {**self.key, "route": "subgoals"} if ordered else self.key
@@ -228,7 +228,7 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         """New episode: the planner and goal come from the scene context and the episode; an
         episode whose goals count in order (long-horizon) gives the route of its sub-goals before
         the last (``vlnbert.ordered_subgoals``)."""
-        from .vlnbert import ordered_subgoals
+        from ..vlnbert import ordered_subgoals
 
         super().reset(episode, context)
         self.planner = context.planner
@@ -249,7 +249,7 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         """(action chunk, progress, stop) at ``state.pose``. With sub-goals left, the teacher
         heads for the next (popped once within r of it) and never stops; progress and the chunk
         run over the whole remaining route (module docstring)."""
-        from ..tasks.pathing import NoNavigableSpaceError
+        from ...tasks.pathing import NoNavigableSpaceError
 
         pose = state.pose
         xy = np.array([pose.x, pose.y])
@@ -369,7 +369,7 @@ def condition_check(policy: "RDPPolicy", store: Any, *, episodes: int = 96, batc
     (from the same initial noise): a denoiser that ignores its condition scores the same on both. Reported over all such states,
     the turning ones (label bearing beyond ``turn_deg``) and the episodes' first steps: medians
     and the share within ``turn_deg``."""
-    from .batching import EpisodeBatches
+    from ..batching import EpisodeBatches
 
     data = EpisodeBatches([store], policy.vocab, policy.max_instruction_length, store.manifest["sensors"])
     gen = torch.Generator().manual_seed(seed)
