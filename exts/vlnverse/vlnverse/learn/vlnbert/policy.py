@@ -50,19 +50,19 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..core.body import as_body
-from ..core.errors import ConfigError
-from ..core.geometry import wrap_angle
-from ..core.params import param
-from ..sim.types import DiscreteAction, WaypointAction
-from ..tasks.base import render_options
-from .collect import TeacherForcingAgent, TeacherSpec
-from .encoders import _note, load_weights
-from .policies import VLNPolicy, VLNPolicyParams, register_policy
-from .vocab import PAD_ID, Vocabulary
-from .waypoints.data import PanoramaRenderer
-from .waypoints.grid import ObservationSetup, to_world  # noqa: F401  (ObservationSetup: re-exported)
-from .waypoints.model import WaypointPredictor, load_predictor
+from ...core.body import as_body
+from ...core.errors import ConfigError
+from ...core.geometry import wrap_angle
+from ...core.params import param
+from ...sim.types import DiscreteAction, WaypointAction
+from ...tasks.base import render_options
+from ..collect import TeacherForcingAgent, TeacherSpec
+from ..encoders import _note, load_weights
+from ..policies import VLNPolicy, VLNPolicyParams, register_policy
+from ..vocab import PAD_ID, Vocabulary
+from ..waypoints.data import PanoramaRenderer
+from ..waypoints.grid import ObservationSetup, to_world  # noqa: F401  (ObservationSetup: re-exported)
+from ..waypoints.model import WaypointPredictor, load_predictor
 
 
 # -------------------------------------------------------------------------------------------- text
@@ -151,7 +151,7 @@ class Perception:
     RELAX = 0.7
 
     def __init__(self, predictor: WaypointPredictor, observation: ObservationSetup | None = None, rgb: bool = False):
-        from .waypoints.grid import PANORAMA_HFOV_DEG
+        from ..waypoints.grid import PANORAMA_HFOV_DEG
 
         p = predictor.params
         self.predictor = predictor
@@ -254,7 +254,7 @@ TURN_PLACE = 0.1
 def ordered_subgoals(episode: Any, planner: Any) -> list[tuple[np.ndarray, Any]]:
     """(point, geodesic distance field) of each sub-goal before the last of an episode whose goals
     count in order (``tasks.scoring.has_ordered_goals``: long-horizon), else none."""
-    from ..tasks.scoring import has_ordered_goals
+    from ...tasks.scoring import has_ordered_goals
 
     goals = [np.asarray(g.position[:2], dtype=float) for g in episode.goals]
     if not (has_ordered_goals(episode) and len(goals) > 1):
@@ -360,8 +360,8 @@ class VLNBertTeacherAgent(TeacherForcingAgent):
         target (``point``, else the episode's goal nearest by geodesic distance, the last of
         ordered goals): towards its dense point ``PATH_AHEAD`` m ahead (or its end); None when
         there is no path or no goal."""
-        from ..core.errors import NoNavigableSpaceError
-        from ..tasks.scoring import has_ordered_goals
+        from ...core.errors import NoNavigableSpaceError
+        from ...tasks.scoring import has_ordered_goals
 
         planner = self.context.planner
         if point is None:
