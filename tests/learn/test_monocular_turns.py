@@ -28,7 +28,8 @@ def _cands(moves, turns=True):
 
 
 def _agent(corridor, observation=MONO):
-    from vlnverse.learn.vlnbert import ObservationSetup, VLNBertTeacher, VLNBertTeacherAgent
+    from vlnverse.learn.vlnbert import VLNBertTeacher, VLNBertTeacherAgent
+    from vlnverse.learn.waypoints.grid import ObservationSetup
 
     agent = VLNBertTeacherAgent.__new__(VLNBertTeacherAgent)
     agent.spec = VLNBertTeacher("unused.pt", observation=ObservationSetup.parse(observation))
@@ -155,7 +156,8 @@ def test_the_monocular_teacher_turns_round_and_succeeds(corridor, predictor_file
     from learn_helpers import make_episodes
     from vlnverse.run.rollout import run_scene
     from vlnverse.run.episodes import run_settings
-    from vlnverse.learn.vlnbert import ObservationSetup, VLNBertTeacher
+    from vlnverse.learn.vlnbert import VLNBertTeacher
+    from vlnverse.learn.waypoints.grid import ObservationSetup
 
     pairs = [((3.5, 1.5), 0.0, (0.8, 1.5), "turn round"), ((8.0, 1.5), 0.0, (6.0, 0.8), "turn round")]
     settings = run_settings("fine_grained", body="r2r_ce", max_steps=25, success_distance=1.5)

@@ -25,7 +25,7 @@ def _wrap(a):
 
 def test_observation_setup_views_and_errors():
     from vlnverse.core.errors import ConfigError
-    from vlnverse.learn.vlnbert import ObservationSetup
+    from vlnverse.learn.waypoints.grid import ObservationSetup
 
     mono = ObservationSetup.parse(MONO)
     assert mono.visible(12, 90).tolist() == [True] + [False] * 11

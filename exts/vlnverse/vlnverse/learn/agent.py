@@ -49,7 +49,7 @@ class PolicyAgentParams:
     #: made the policy's forward pass ~30x slower (measured under load 6 on 2 cores).
     threads: int | None = 1
     #: what a waypoint policy (vlnbert, hnr, gama) sees: ``{view: panoramic|monocular, hfov_deg}``
-    #: (``vlnbert.ObservationSetup``; None: the panorama)
+    #: (``waypoints.grid.ObservationSetup``; None: the panorama)
     observation: dict[str, Any] | None = None
 
     def validate(self) -> None:
@@ -84,7 +84,7 @@ class PolicyAgent(Agent):
             raise ConfigError("give exactly one of checkpoint / policy", field="agent.params.checkpoint",
                               expected="a checkpoint path")
         self.device = resolve_device(device)
-        from .vlnbert import ObservationSetup
+        from .waypoints.grid import ObservationSetup
 
         #: what a waypoint policy sees (``ObservationSetup``)
         self.observation = ObservationSetup.parse(observation, "agent.params.observation")

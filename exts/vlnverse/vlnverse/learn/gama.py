@@ -102,7 +102,7 @@ from ..core.params import param  # noqa: E402
 from .hnr import HNRParams, HNRPolicy  # noqa: E402
 from .policies import register_policy  # noqa: E402
 from .topomap import TopoMap, hop_action  # noqa: E402
-from .vlnbert import candidate_action  # noqa: E402
+from .vlnbert.perception import candidate_action  # noqa: E402
 
 
 @dataclass

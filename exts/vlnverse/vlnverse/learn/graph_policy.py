@@ -48,7 +48,7 @@ from ..sim.types import DiscreteAction
 from ..tasks.actions import Decision
 from . import seed_torch
 from .policies import POLICIES, check_policy_params
-from .vlnbert import TextEncoder
+from .vlnbert.text import TextEncoder
 from .vocab import PAD_ID, Vocabulary, tokenize
 
 #: words per category name, object tokens per viewpoint, categories per candidate direction

@@ -96,7 +96,7 @@ class TopoMap:
         """Add the valid candidates (K, 3) seen at ``pose`` at decision ``step`` to the frontier."""
         self.step = int(step)
         k = len(cands)
-        from .vlnbert import is_turn  # a turn in place (distance 0) is no place to go
+        from .vlnbert.perception import is_turn  # a turn in place (distance 0) is no place to go
 
         c = np.asarray(cands)
         valid = c[:, 2] > 0.5

@@ -15,7 +15,8 @@ from ...core.params import param
 from ...sim.types import DiscreteAction, WaypointAction
 from ...tasks.base import render_options
 from ..policies import register_policy
-from ..vlnbert import VLNBertParams, VLNBertPolicy, candidate_action, candidate_loss, relax_after
+from ..vlnbert.perception import candidate_action, relax_after
+from ..vlnbert.policy import VLNBertParams, VLNBertPolicy, candidate_loss
 from ..vocab import PAD_ID
 from .blocks import GraphLayer, graph_distances, topological_edges
 from .cloud import FeatureCloud, VolumeRenderer

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from ..topomap import TopoMap, candidate_xy, hop_action
-from ..vlnbert import Perception, VLNBertTeacher, VLNBertTeacherAgent, candidate_action
+from ..vlnbert.perception import Perception, candidate_action
+from ..vlnbert.teacher import VLNBertTeacher, VLNBertTeacherAgent
 from .cloud import UNSEEN
 from .geometry import cell_depths, view_depths
 from .grid_encoders import make_grid_encoder

@@ -170,7 +170,7 @@ class WaypointTeacherAgent(TeacherForcingAgent):
         """New episode: the planner and goal come from the scene context and the episode; an
         episode whose goals count in order (long-horizon) gives the route of its sub-goals before
         the last (``vlnbert.ordered_subgoals``)."""
-        from ..vlnbert import ordered_subgoals
+        from ..vlnbert.teacher import ordered_subgoals
 
         super().reset(episode, context)
         self.planner = context.planner
