@@ -263,7 +263,7 @@ def test_checkpoint_info_shows_the_render_a_policy_was_trained_with():
 def test_the_auto_encoders_identity_carries_a_non_default_render(tmp_path, monkeypatch):
     """``path: auto`` pretrains on the run's render: another render, another cached encoder; the
     defaults keep the folder of before."""
-    import vlnverse.learn.encoder as E
+    import vlnverse.learn.encoder.pretraining as E
 
     homes = []
     for i in range(3):

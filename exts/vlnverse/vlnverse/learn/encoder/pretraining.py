@@ -44,10 +44,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..core.cache_key import sha256_file
-from ..core.errors import ConfigError
-from ..core.io import atomic_path, to_jsonable, write_json_atomic
-from . import seed_torch
+from ...core.cache_key import sha256_file
+from ...core.errors import ConfigError
+from ...core.io import atomic_path, to_jsonable, write_json_atomic
+from .. import seed_torch
 
 FORMAT = "vlnverse-visual-encoder"
 FORMAT_VERSION = 1
@@ -57,14 +57,14 @@ GRID = 4
 
 
 def _semantic_classes() -> tuple[str, ...]:
-    from ..scenes.catalog import CATEGORIES
+    from ...scenes.catalog import CATEGORIES
 
     structure = ("wall", "floor", "ceiling", "door_frame", "window", "skirting", "rug", "painting", "ceiling_light")
     return ("background", *structure, *sorted(set(CATEGORIES) - set(structure)), "other")
 
 
 def _room_classes() -> tuple[str, ...]:
-    from ..scenes.catalog import ROOM_TYPES
+    from ...scenes.catalog import ROOM_TYPES
 
     return (*ROOM_TYPES, "other", "none")
 
@@ -158,7 +158,7 @@ def check_rig(meta: dict[str, Any], key: str, sensor: dict[str, Any], *, file: A
 def pretrained_trunk(path: str | Path, key: str, in_channels: int, sensor: dict[str, Any] | None, *, field: str,
                      frozen: bool = True, max_depth: float | None = None, notes: list[str] | None = None) -> nn.Module:
     """The ``key`` trunk (a ``CNNEncoder``) of an encoder file, checked against ``sensor``."""
-    from .encoders import CNNEncoder
+    from ..encoders import CNNEncoder
 
     state, meta = read_encoder(path, f"{field}.path")
     file = _paths(path)[0]
@@ -233,7 +233,7 @@ class FrameRenderer:
 
     def __init__(self, size: int = 64, hfov_deg: float = 90.0, max_depth: float = 10.0,
                  options: dict[str, str] | None = None):
-        from ..sim.sensors import CameraSpec
+        from ...sim.sensors import CameraSpec
 
         self.specs = [CameraSpec(name=k, kind=k, width=size, height=size, hfov_deg=hfov_deg, max_depth=max_depth)
                       for k in ("rgb", "depth", "semantic")]
@@ -244,8 +244,8 @@ class FrameRenderer:
 
     def render(self, desc: Any, body: Any, pose: tuple[float, float, float]) -> dict[str, np.ndarray]:
         """``rgb`` uint8, ``depth`` float32 metres, ``semantic`` (H, W) ids into ``SEMANTIC_CLASSES``."""
-        from ..sim import make_simulator
-        from ..sim.types import AgentPose
+        from ...sim import make_simulator
+        from ...sim.types import AgentPose
 
         if self._desc is not desc:
             self.close()
@@ -464,7 +464,7 @@ class EncoderTrainConfig:
 
     def validate(self) -> None:
         """Known objectives, positive sizes, render settings (normalised to a ``RenderConfig``)."""
-        from ..run.setup import RenderConfig
+        from ...run.setup import RenderConfig
 
         self.render = RenderConfig.parse(self.render, "render")
         bad = [o for o in self.objectives if o not in OBJECTIVES]
@@ -483,7 +483,7 @@ class EncoderTrainConfig:
 
 def expand_scenes(spec: Any, field: str) -> list:
     """Scene paths of a split name, ids, paths or folders of ``.usd*`` files (generated homes)."""
-    from ..scenes.splits import resolve_scenes
+    from ...scenes.splits import resolve_scenes
 
     items = [spec] if isinstance(spec, (str, Path)) else list(spec)
     items = [part.strip() for item in items for part in str(item).split(",") if part.strip()]
@@ -502,7 +502,7 @@ def expand_scenes(spec: Any, field: str) -> list:
 
 
 def _trunks(cfg: EncoderTrainConfig) -> dict[str, nn.Module]:
-    from .encoders import CNNEncoder
+    from ..encoders import CNNEncoder
 
     return {"rgb": CNNEncoder(3, cfg.out_dim, cfg.channels), "depth": CNNEncoder(1, cfg.out_dim, cfg.channels)}
 
@@ -524,8 +524,8 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
                     context_loader: Callable[[Any], Any] | None = None) -> dict[str, Any]:
     """Render, pretrain, probe; writes ``out/encoder.safetensors`` + ``encoder.json``,
     ``metrics.json`` and ``loss.png``; returns the metrics."""
-    from . import code_version
-    from ..tasks.base import load_scene_context
+    from .. import code_version
+    from ...tasks.base import load_scene_context
 
     cfg.validate()
     out = Path(out)
@@ -598,7 +598,7 @@ def run_pretraining(cfg: EncoderTrainConfig, out: str | Path, *, progress: bool 
 def _config_dict(cfg: EncoderTrainConfig) -> dict[str, Any]:
     """``asdict(cfg)``; ``render`` only when not the defaults (the files and cache keys of default
     renders are the ones from before render settings existed)."""
-    from ..run.setup import RenderConfig
+    from ...run.setup import RenderConfig
 
     data = asdict(cfg)
     render = RenderConfig.parse(cfg.render, "render")
@@ -623,9 +623,9 @@ def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, 
     ``out``, or cached under ``<cache>/encoders/<content key>`` (the homes' bytes, the rig, the
     recipe, the seed, the code version and the ``render`` settings when not the defaults) and
     reused. Returns the file and its figures."""
-    from . import code_version
-    from ..core.cache_key import content_digest
-    from .cache import keyed_folder
+    from .. import code_version
+    from ...core.cache_key import content_digest
+    from ..cache import keyed_folder
 
     paths = sorted({str(s) for s in scenes})
     if len(paths) < 2:
