@@ -213,7 +213,7 @@ def test_waypoint_perception_renders_with_the_scene_contexts_options(corridor):
 def test_encoder_and_waypoint_configs_validate_render_and_keep_default_keys():
     from vlnverse.core.errors import ConfigError
     from vlnverse.run.setup import RenderConfig
-    from vlnverse.learn.encoder import EncoderTrainConfig, _config_dict
+    from vlnverse.learn.encoder.pretraining import EncoderTrainConfig, _config_dict
     from vlnverse.learn.waypoints import WaypointTrainConfig
 
     enc = EncoderTrainConfig()

@@ -244,9 +244,9 @@ def test_il_with_init_warm_starts_from_the_checkpoint_and_refuses_another_policy
     another policy is refused as in DAgger."""
     import torch
 
+    from vlnverse.core.cache_key import sha256_file
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import read_checkpoint
-    from vlnverse.learn.encoder import sha256_file
 
     init = Path(il_run[0].out) / "best.pt"
     start = read_checkpoint(init)

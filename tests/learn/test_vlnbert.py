@@ -125,7 +125,7 @@ def test_waypoint_predictor_auto_trains_the_recipe_predictor_once_and_embeds_it(
     ``auto`` and the checkpoint embeds the predictor, so eval needs only the checkpoint."""
     from dataclasses import replace
 
-    from vlnverse.learn.encoder import sha256_file
+    from vlnverse.core.cache_key import sha256_file
     from vlnverse.learn.waypoints import WaypointTrainConfig
     from vlnverse.learn.waypoints import train as waypoint_train
 
@@ -265,9 +265,9 @@ def test_swap_predictor_keeps_the_navigator_and_loads_as_a_dagger_init(corridor,
     parameters and the source's navigator; a DAgger config naming the new predictor accepts it as init.
     A checkpoint without a predictor, or a predictor whose features do not fit, is refused in one line."""
     from vlnverse.cli import main
+    from vlnverse.core.cache_key import sha256_file
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.checkpoint import shipped_checkpoints, swap_predictor
-    from vlnverse.learn.encoder import sha256_file
     from vlnverse.learn.waypoints.model import WaypointPredictor, load_predictor, save_predictor
 
     cfg = _cfg(tmp_path / "il", episodes_file, predictor_file, il__epochs=1)

@@ -94,7 +94,7 @@ def run(args) -> dict:
     save_episodes(work / "val_seen.jsonl", val_seen)
     encoder = None
     if getattr(args, "encoder", "pretrained") == "pretrained":  # the recipe's, cached by its key and reused
-        from vlnverse.learn.encoder import pretrain_on_homes
+        from vlnverse.learn.encoder.pretraining import pretrain_on_homes
 
         encoder = pretrain_on_homes([e.scene_path for e in train], image_size=RESOLUTION, seed=args.seed,
                                     cache_dir=work / "cache")

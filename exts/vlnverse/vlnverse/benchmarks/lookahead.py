@@ -86,6 +86,7 @@ def teacher_store(checkpoint: Path, episodes_path: Path, *, limit: int | None = 
     """(policy, store, cache stats, episodes): the checkpoint's ``hnr`` / ``gama`` policy and the
     HNR teacher store of the episodes (module docstring); a non-HNR checkpoint or an episodes file
     without the checkpoint's task is a one-line ``ConfigError``."""
+    from vlnverse.core.cache_key import sha256_file
     from vlnverse.core.config import from_dict
     from vlnverse.core.errors import ConfigError
     from vlnverse.run.setup import EpisodeSource
@@ -93,7 +94,6 @@ def teacher_store(checkpoint: Path, episodes_path: Path, *, limit: int | None = 
     from vlnverse.learn.cache import keyed_folder, teacher_cache
     from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
     from vlnverse.learn.config import TrainConfig
-    from vlnverse.learn.encoder import sha256_file
     from vlnverse.learn.hnr import HNRPolicy, checkpoint_teacher
     from vlnverse.learn.splits import resolve_split
     from vlnverse.learn.trainer import Trainer

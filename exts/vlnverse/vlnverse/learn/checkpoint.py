@@ -60,7 +60,7 @@ def portable_paths(value: Any, run: str | Path, files: dict[str, str], *, relati
         path = Path(os.path.abspath(value))
         relative = Path(os.path.relpath(path, os.path.abspath(run))).as_posix()
         if path.is_file():
-            from .encoder import sha256_file
+            from ..core.cache_key import sha256_file
 
             files[relative] = sha256_file(path)
         return relative

@@ -283,7 +283,7 @@ def _pretrain_encoder(args: argparse.Namespace) -> int:
     from .agent import require_torch
 
     require_torch("vlnverse pretrain-encoder", field=None)
-    from .encoder import EncoderTrainConfig, run_pretraining
+    from .encoder.pretraining import EncoderTrainConfig, run_pretraining
 
     cfg = EncoderTrainConfig(scenes=args.scenes, val_scenes=args.val_scenes, poses_per_scene=args.poses_per_scene,
                              val_poses_per_scene=args.val_poses_per_scene, image_size=args.image_size,

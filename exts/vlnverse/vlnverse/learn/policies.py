@@ -69,7 +69,7 @@ def make_visual_encoder(spec: dict[str, Any] | None, in_channels: int, field: st
     if unknown:
         raise ConfigError(f"unknown key(s) {sorted(unknown)}", field=field, expected=f"keys among {sorted(allowed[kind])}")
     if kind == "pretrained":
-        from .encoder import pretrained_trunk
+        from .encoder.files import pretrained_trunk
 
         if not spec.get("path"):
             raise ConfigError("missing", field=f"{field}.path", expected="the encoder file of vlnverse pretrain-encoder")
@@ -359,7 +359,7 @@ class VLNPolicy(nn.Module):
         params = dict(params)
         for enc, prefix in (("rgb_encoder", "rgb"), ("depth_encoder", "depth")):
             if isinstance(params.get(enc), dict) and params[enc].get("type") == "pretrained":
-                from .encoder import arch_of
+                from .encoder.files import arch_of
 
                 params[enc] = {"type": "cnn", "frozen": bool(params[enc].get("frozen", True)),
                                **arch_of(data["state_dict"], prefix)}

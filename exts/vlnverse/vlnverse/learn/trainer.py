@@ -344,7 +344,8 @@ class Trainer(ImitationPhase, DaggerPhase, Validation):
         if init is not None:
             self.policy = policy_from_checkpoint(init, path=cfg.init, device=self.device)
         else:
-            from .encoder import check_encoders, resolve_auto_encoders
+            from .encoder.files import check_encoders
+            from .encoder.pretraining import resolve_auto_encoders
 
             # {type: pretrained, path: auto}: the config (and so every checkpoint's) keeps 'auto'; the
             # policy is built from the resolved file, whose trunks its weights then hold

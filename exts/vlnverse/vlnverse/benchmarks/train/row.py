@@ -31,7 +31,7 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r
 def pretrain_encoder(work: Path, train_episodes: list, seed: int) -> dict:
     """The rows' shared visual encoder: the recipe's (``learn.encoder.pretrain_on_homes``),
     pretrained on renders of the training homes at the rows' resolution into ``work/encoder``."""
-    from vlnverse.learn.encoder import pretrain_on_homes
+    from vlnverse.learn.encoder.pretraining import pretrain_on_homes
 
     return pretrain_on_homes([e.scene_path for e in train_episodes], image_size=R.RESOLUTION, seed=seed,
                              out=work / "encoder")

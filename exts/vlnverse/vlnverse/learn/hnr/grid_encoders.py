@@ -119,7 +119,7 @@ class PretrainedGridEncoder(GridEncoder):
     def __init__(self, trunk: str, image_size: int, max_depth: float, *, path: str | None = None,
                  arch: dict[str, int] | None = None, notes: list[str] | None = None):
         super().__init__()
-        from ..encoder import pretrained_trunk
+        from ..encoder.files import pretrained_trunk
         from ..encoders import CNNEncoder
         from ..waypoints.grid import PANORAMA_HFOV_DEG
 

@@ -147,7 +147,7 @@ class HNRPolicy(VLNBertPolicy):
                          "background": bool(saved.get("background")) if isinstance(saved, dict) else False}
         enc = cloud_encoder_spec(out.get("cloud_encoder"))
         if enc["type"] == "pretrained":  # rebuilt without the file: weights in the state dict
-            from ..encoder import arch_of
+            from ..encoder.files import arch_of
 
             out["cloud_encoder"] = {"type": "pretrained", "trunk": enc["trunk"],
                                     "arch": arch_of(data["state_dict"], "cloud_encoder.trunk")}

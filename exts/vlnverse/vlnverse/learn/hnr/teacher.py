@@ -87,7 +87,8 @@ class HNRTeacher(VLNBertTeacher):
         if self.encoder_path:
             from pathlib import Path
 
-            from ..encoder import _paths, sha256_file
+            from ...core.cache_key import sha256_file
+            from ..encoder.files import _paths
 
             if self.encoder_type == "pretrained":  # the key of caches written before the other types
                 enc, file = {"trunk": self.encoder_trunk}, _paths(self.encoder_path)[0]
