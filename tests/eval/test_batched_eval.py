@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vlnverse.eval.runner import EPISODES_FILE, INPUT_FILE, run_eval
+from vlnverse.eval.folder import EPISODES_FILE, INPUT_FILE
+from vlnverse.eval.runner import run_eval
 
 ROOT = Path(__file__).resolve().parents[2]
 SENSORS = "[{name: rgb, kind: rgb, width: 64, height: 64}, {name: depth, kind: depth, width: 64, height: 64}]"

@@ -17,7 +17,8 @@ from mllm_server import message_text, openai_server  # noqa: E402
 from vlnverse.core.errors import ConfigError  # noqa: E402
 from vlnverse.eval.config import load_eval_config  # noqa: E402
 from vlnverse.eval.mllm.cache import build_scene_cache  # noqa: E402
-from vlnverse.eval.runner import EPISODES_FILE, run_eval  # noqa: E402
+from vlnverse.eval.folder import EPISODES_FILE  # noqa: E402
+from vlnverse.eval.runner import run_eval  # noqa: E402
 from vlnverse.sim.body import load_body  # noqa: E402
 from vlnverse.tasks.episode import Episode, Goal, Instruction, save_episodes  # noqa: E402
 

@@ -13,7 +13,8 @@ from eval_scenes import corridor_episodes, corridor_loader
 from vlnverse.core.errors import ConfigError
 from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
 from vlnverse.eval.config import EvalConfig, ReportConfig
-from vlnverse.eval.runner import EPISODES_FILE, run_eval
+from vlnverse.eval.folder import EPISODES_FILE
+from vlnverse.eval.runner import run_eval
 from vlnverse.tasks.episode import save_episodes
 
 STARTS = [((1.3, 1.5), 0.0, (9.0, 1.5)), ((9.0, 0.6), math.pi, (1.0, 0.6)), ((2.0, 2.5), 0.0, (8.0, 0.5))]

@@ -309,7 +309,7 @@ def test_prior_video_is_found_in_the_run_dataset_folder(home14, tmp_path, monkey
     from vlnverse.run.agents import make_agent
     from vlnverse.eval.config import load_eval_config
     from vlnverse.run.models import make_model
-    from vlnverse.eval.runner import make_run_agent
+    from vlnverse.eval.scene_job import make_run_agent
 
     cfg_path = tmp_path / "pix.yaml"
     cfg_path.write_text(yaml.safe_dump({

@@ -114,7 +114,7 @@ def test_an_eval_runs_generated_reference_images_are_drawn_with_its_render(tmp_p
     """Episodes an eval config generates (``episodes: generate``) render their assets (visual-reference
     images, prior videos) with the run's ``render``: an MLLM's reference image looks like its views."""
     import vlnverse.tasks.dataset as dataset
-    from vlnverse.eval.runner import resolve_episodes
+    from vlnverse.eval.folder import resolve_episodes
     from vlnverse.run.episodes import resolve_settings
     from vlnverse.sim.body import as_body
     from vlnverse.tasks.base import context_from_description

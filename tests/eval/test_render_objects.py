@@ -182,6 +182,7 @@ def test_quickstart_objects_flag_overrides_the_configs_render(tmp_path, monkeypa
 def test_quickstart_config_render_objects_reaches_every_run(tmp_path, monkeypatch):
     """``render.objects`` of the quickstart YAML and ``--objects`` both land in each eval run's config."""
     import vlnverse.eval.quickstart as quickstart
+    import vlnverse.eval.folder as folder
     import vlnverse.eval.runner as runner
 
     cfgs = []
@@ -191,7 +192,7 @@ def test_quickstart_config_render_objects_reaches_every_run(tmp_path, monkeypatc
         raise StopIteration  # enough: the run's config is what is checked
 
     monkeypatch.setattr(runner, "run_eval", fake_run_eval)
-    monkeypatch.setattr(runner, "generate_episodes", lambda *a, **k: None)
+    monkeypatch.setattr(folder, "generate_episodes", lambda *a, **k: None)
     qs = tmp_path / "qs.yaml"
     qs.write_text("agents: [{name: random}]\ntasks: [fine_grained]\ncollision_modes: [strict]\n"
                   "render: {quality: fast, objects: meshes}\n")

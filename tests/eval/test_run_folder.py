@@ -14,7 +14,8 @@ from test_runner import _config, _episodes, corridor  # noqa: F401 - the corrido
 from vlnverse.core.errors import ConfigError, VLNVerseError
 from vlnverse.core.io import folder_lock
 from vlnverse.eval.config import ReportConfig
-from vlnverse.eval.runner import CONFIG_FILE, EPISODES_FILE, run_eval
+from vlnverse.eval.folder import CONFIG_FILE, EPISODES_FILE
+from vlnverse.eval.runner import run_eval
 from vlnverse.tasks.episode import save_episodes
 
 PKG = str(Path(__file__).resolve().parents[2] / "exts" / "vlnverse")

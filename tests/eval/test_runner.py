@@ -15,7 +15,8 @@ from vlnverse.run.agents import Agent, make_agent
 from vlnverse.eval.config import EvalConfig, ReportConfig
 from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
 from vlnverse.run.modes import make_mode
-from vlnverse.eval.runner import EPISODES_FILE, run_eval
+from vlnverse.eval.folder import EPISODES_FILE
+from vlnverse.eval.runner import run_eval
 from vlnverse.run.episodes import RunSettings
 from vlnverse.run.rollout import run_episode
 from vlnverse.sim import make_simulator

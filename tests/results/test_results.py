@@ -13,7 +13,8 @@ from vlnverse.cli import main
 from vlnverse.core.stats import clustered_bootstrap_ci, paired_difference
 from vlnverse.run.setup import EpisodeSource, NamedSpec, SensorConfig
 from vlnverse.eval.config import EvalConfig, ReportConfig
-from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE, run_eval
+from vlnverse.eval.folder import EPISODES_FILE, SUMMARY_FILE
+from vlnverse.eval.runner import run_eval
 from vlnverse.tasks.episode import save_episodes
 
 # per home: an episode the forward agent also solves (straight, no wall between) and one it fails

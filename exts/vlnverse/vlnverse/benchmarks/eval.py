@@ -163,7 +163,8 @@ def learned_policy(args) -> dict:
 
     from vlnverse.benchmarks.scale import _fresh_process_state
     from vlnverse.eval.config import load_eval_config
-    from vlnverse.eval.runner import EPISODES_FILE, run_eval
+    from vlnverse.eval.folder import EPISODES_FILE
+    from vlnverse.eval.runner import run_eval
     from vlnverse.learn.agent import PolicyAgent
     from vlnverse.paths import tasks_dir
 

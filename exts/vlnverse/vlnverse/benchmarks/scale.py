@@ -87,7 +87,7 @@ def _eval_config(episodes: Path, out: Path, seed: int):
 def _worker_modules() -> list[str]:
     """What a worker of either job imports: preloaded into the fork server and the Ray actors."""
     from vlnverse.run.rollout import WORKER_PRELOAD as EVAL_PRELOAD
-    from vlnverse.eval.runner import eval_scene_job
+    from vlnverse.eval.scene_job import eval_scene_job
     from vlnverse.sim.api import backend_module
     from vlnverse.tasks.base import WORKER_PRELOAD
     from vlnverse.tasks.dataset import generate_scene_job
@@ -176,7 +176,8 @@ def paired_speedups(serial: list[float], parallel: list[float]) -> list[float]:
 
 def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
-    from vlnverse.eval.runner import EPISODES_FILE, run_eval
+    from vlnverse.eval.folder import EPISODES_FILE
+    from vlnverse.eval.runner import run_eval
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths
     from vlnverse.tasks.episode import load_episodes, save_episodes
     from tqdm import tqdm

@@ -150,7 +150,7 @@ def _missing_requirement(agent: NamedSpec) -> str | None:
 
 
 def _load_records(run_dir: Path) -> list[dict]:
-    from .runner import EPISODES_FILE
+    from .folder import EPISODES_FILE
     from ..run.records import read_finished
 
     return read_finished(run_dir / EPISODES_FILE)

@@ -15,216 +15,38 @@ Output folder (``cfg.out``):
   verbatim to ``episodes.rejected.jsonl``;
 - ``summary.json`` — aggregated metrics per task/mode; ``report.html`` — the human view;
 - ``maps/`` and ``frames/`` — per-episode top-down maps and first-person frames.
+
+The run's modules: ``folder`` (files, episodes, resumable log), ``scene_job`` (one scene's
+evaluation job and the run's agent), ``visuals`` (maps and frames for the report) and this one
+(``run_eval``: the run itself, its protocol and closing lines).
 """
 from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from ..core.errors import ConfigError
-from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_bytes_atomic, write_json_atomic
+from ..core.io import claim_output_dir, folder_lock, redact_secrets, to_jsonable, write_json_atomic
 from ..core.jobs import JobFailure, ParallelConfig, RunReport, run_jobs
-from ..run.agents import Agent, agent_rig, join_run, make_agent
-from ..run.episodes import RunSettings, check_all_episode_bounds, generate_episodes, resolve_settings
+from ..run.agents import Agent, agent_rig
+from ..run.episodes import RunSettings, check_all_episode_bounds, resolve_settings
 from ..run.evaluation import run_batched_forked
 from ..run.generation import model_identity
-from ..run.records import _parse_record, append_record, is_evaluated, read_finished
-from ..run.rollout import WORKER_PRELOAD, run_scene
+from ..run.records import append_record, read_finished
+from ..run.rollout import WORKER_PRELOAD
 from ..run.summary import design_line, print_table, summarize
 from ..tasks.scene_jobs import scene_jobs
 from .config import EvalConfig
+from .folder import (CONFIG_FILE, EPISODES_FILE, SUMMARY_FILE, benchmark_record, commit_config_record, drop_not_evaluated,
+                     episode_scene_roots, resolve_episodes, stage_config_record)
+from .scene_job import MODEL_REQUESTS, EvalJob, _batched_kwargs, eval_scene_job, make_run_agent, model_concurrency
 
 log = logging.getLogger(__name__)
-
-EPISODES_FILE = "episodes.jsonl"
-INPUT_FILE = "input_episodes.jsonl"
-SUMMARY_FILE = "summary.json"
-CONFIG_FILE = "config.json"
-
-
-# --------------------------------------------------------------------------------------------
-# episodes
-
-
-def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progress: bool = True) -> list:
-    """The run's episodes: reloaded from ``out/input_episodes.jsonl`` when resuming, else loaded
-    from ``episodes.path`` or generated into ``out/dataset``, filtered to the config's task (and
-    ``split``), and saved."""
-    from ..tasks.episode import load_episodes, save_episodes
-
-    saved = out / INPUT_FILE
-    resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
-    if resuming:
-        episodes = load_episodes(saved)
-    elif cfg.benchmark is not None:  # its split, made and checked on first use; scene paths kept portable
-        episodes = cfg.check_benchmark().episodes(cfg.split, progress=progress, resolve=False)
-    elif cfg.episodes.path is not None:
-        path = Path(cfg.episodes.path)
-        if not path.exists():
-            raise ConfigError("episode file or folder not found", field="episodes.path", expected="an existing JSONL file/folder",
-                              file=path)
-        episodes = load_episodes(path)
-    else:
-        gen = cfg.episodes.generate
-        episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
-                                     out / "dataset", body=cfg.body, max_scenes=gen.max_scenes, progress=progress,
-                                     render=cfg.render.options())
-    if cfg.split is not None:
-        episodes = [e for e in episodes if e.split == cfg.split]
-    matching = [e for e in episodes if e.task_type == settings.task_type]
-    if episodes and not matching:
-        raise ConfigError(f"no '{settings.task_type}' episodes in the episode source", field="task",
-                          expected=f"one of {sorted({e.task_type for e in episodes})}")
-    episodes = matching
-    if not episodes:
-        raise ConfigError("no episodes to evaluate", field="episodes", expected="at least one episode")
-    if not resuming:
-        save_episodes(saved, episodes)  # all of them (portable scene paths): ``limit`` may change between resumes
-    return episodes[:cfg.limit] if cfg.limit is not None else episodes
-
-
-def benchmark_record(cfg: EvalConfig) -> dict[str, Any] | None:
-    """``{name, version, split}`` of the run's benchmark (None without one): what ``config.json``
-    and ``summary.json`` record."""
-    return None if cfg.benchmark is None else cfg.check_benchmark().identity(cfg.split)
-
-
-def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
-    """Where the run's episode scenes are looked up: ``scene_root``, the dataset's folder, the shipped scenes."""
-    from ..tasks.scene_roots import scene_roots
-
-    explicit = [cfg.scene_root] if isinstance(cfg.scene_root, str) else list(cfg.scene_root or [])
-    if cfg.benchmark is not None:  # the benchmark's episodes name their homes relative to its scenes folder
-        explicit.append(cfg.check_benchmark().scenes_folder(cfg.split))
-    return scene_roots(explicit, dataset_folder(cfg, out))
-
-
-def dataset_folder(cfg: EvalConfig, out: Path) -> Path:
-    """The folder of the run's dataset: ``episodes.path`` (its folder), the benchmark split's
-    episodes folder, or ``out/dataset`` where ``episodes: generate`` writes the episodes and their
-    assets (prior videos, reference images)."""
-    if cfg.benchmark is not None:
-        return cfg.check_benchmark().cache_folder(cfg.split) / "episodes"
-    if cfg.episodes.path is not None:
-        source = Path(cfg.episodes.path)
-        return source if source.is_dir() else source.parent
-    return out / "dataset"
-
-
-# --------------------------------------------------------------------------------------------
-# resumable episode log
-
-
-def drop_not_evaluated(path: Path, records: list[dict]) -> list[dict]:
-    """Remove the not-evaluated records from the episode log (atomically) so a resumed run
-    evaluates those episodes again; returns the records kept."""
-    ids = {r["episode_id"] for r in records if not is_evaluated(r)}
-    if not ids:
-        return records
-    lines = [line for line in path.read_bytes().splitlines(keepends=True)
-             if line.strip() and (_parse_record(line) or {}).get("episode_id") not in ids]
-    write_bytes_atomic(path, b"".join(lines))
-    log.info("%s: %d episode(s) not evaluated before are run again", path, len(ids))
-    return [r for r in records if r["episode_id"] not in ids]
-
-
-#: The config record of a run that has not written an episode yet (see ``stage_config_record``).
-PENDING_CONFIG_FILE = ".config.pending.json"
-
-
-def stage_config_record(out: Path, record: dict) -> None:
-    """Stage the run's config record; it becomes ``config.json`` with the first episode record
-    (``commit_config_record``), so a config that fails at run time (a bad ``mode_params`` value,
-    a scene that does not load) leaves no record behind and the corrected config is not refused."""
-    if (out / CONFIG_FILE).is_file():
-        return
-    write_json_atomic(out / PENDING_CONFIG_FILE, record)
-
-
-def commit_config_record(out: Path) -> None:
-    """Promote the staged config record to ``config.json`` (no-op when there is none)."""
-    pending = out / PENDING_CONFIG_FILE
-    if pending.is_file() and not (out / CONFIG_FILE).is_file():
-        os.replace(pending, out / CONFIG_FILE)
-
-
-# --------------------------------------------------------------------------------------------
-# one episode
-
-
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)[:120]
-
-
-# --------------------------------------------------------------------------------------------
-# report artefacts made while the simulator is alive
-
-
-def save_episode_visuals(record: dict, ctx: Any, sim: Any, out: Path, *, rgb_sensor: Any, frames: bool) -> None:
-    """Top-down map (occupancy, reference, agent path, collisions) and first-person RGB frames at
-    key steps (start, middle, end, collisions); file paths are stored in ``record``."""
-    from PIL import Image
-
-    from ..sim.types import AgentPose
-
-    stem = _safe_name(record["episode_id"])
-    try:
-        from ..scenes.render_map import render_map_png
-
-        traj = np.asarray(record["trajectory"], dtype=float)
-        markers = [{"xy": traj[0, :2], "color": "tab:green", "label": "start", "size": 50},
-                   {"xy": np.asarray(record["goals"]), "color": "tab:red", "marker": "*", "label": "goal", "size": 90}]
-        if record["collisions"]:
-            markers.append({"xy": np.array([c["position"] for c in record["collisions"]]), "color": "black",
-                            "marker": "x", "label": "collision", "size": 45})
-        error = record.get("first_error")
-        if error:
-            markers.append({"xy": np.asarray(error["position"]), "color": "tab:purple", "marker": "X",
-                            "label": f"first error: {error['category']} (step {error['step']})", "size": 110})
-        map_path = out / "maps" / f"{stem}.png"
-        render_map_png(ctx.desc, ctx.maps, map_path,
-                       paths=[{"xy": np.asarray(record["reference_path"])[:, :2], "color": "tab:blue", "label": "reference"},
-                              {"xy": traj[:, :2], "color": "tab:orange", "label": "agent"}],
-                       markers=markers, title=f"{record['episode_id']} ({record['termination']})", dpi=90)
-        record["map"] = str(map_path.relative_to(out))
-    except ImportError:
-        log.warning("vlnverse.scenes.render_map is unavailable: no top-down map in the report")
-    except Exception as exc:  # noqa: BLE001 - a failed picture must not lose the episode
-        log.warning("map for %s failed: %s", record["episode_id"], exc)
-    if not frames or rgb_sensor is None:
-        return
-    traj = record["trajectory"]
-    last = len(traj) - 1
-    keys = {0: "start", last // 2: "middle", last: "end"}
-    for c in record["collisions"][:3]:
-        idx = min(last, 1 + sum(1 for a in record["actions"][:c["step"]] if a not in (None, "STOP")))
-        keys.setdefault(idx, "collision")
-    saved = []
-    for idx in sorted(keys):
-        x, y, yaw = traj[idx]
-        try:
-            image = sim.render_at(AgentPose(x, y, yaw), rgb_sensor)
-        except Exception as exc:  # noqa: BLE001
-            log.warning("frame %d of %s failed: %s", idx, record["episode_id"], exc)
-            continue
-        rgb = image.get(rgb_sensor.name, next(iter(image.values())))
-        path = out / "frames" / stem / f"{idx:04d}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(np.asarray(rgb, dtype=np.uint8)).save(path)
-        saved.append({"index": idx, "label": keys[idx], "file": str(path.relative_to(out))})
-    record["frames"] = saved
-
-
-# --------------------------------------------------------------------------------------------
-# summary
 
 
 def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
@@ -246,118 +68,6 @@ def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
             "slide_on_collision": bool(slide), "backend": cfg.backend,
             "body": {"name": body.name, "radius": body.radius, "height": body.height,
                      "step_height": body.step_height, "holonomic": body.holonomic, "friction": body.friction}}
-
-
-# --------------------------------------------------------------------------------------------
-# the run
-
-
-def make_run_agent(cfg: EvalConfig, agent_factory: Callable[[], Agent] | None = None, out: Path | None = None) -> Agent:
-    """The run's agent: ``agent_factory()``, else the registry's ``cfg.agent`` with its model;
-    with the run folder ``out``, the run's dataset folder is its first asset root (prior videos;
-    ``Agent.add_asset_root``)."""
-    from ..run.models import make_model
-
-    if agent_factory is not None:
-        agent = agent_factory()
-    else:
-        model = make_model(cfg.model.name, cfg.model.params) if cfg.model is not None else None
-        agent = make_agent(cfg.agent.name, cfg.agent.params, seed=cfg.seed, model=model)
-    if out is not None:
-        agent.add_asset_root(dataset_folder(cfg, Path(out)))
-    return agent
-
-
-#: name of the run-wide limit on model requests in flight (``model.concurrency``; ``core.jobs.SharedLimit``)
-MODEL_REQUESTS = "model_requests"
-
-
-def model_concurrency(cfg: EvalConfig) -> int:
-    """``model.concurrency`` of ``cfg`` (1 when there is no model or it is unset)."""
-    return int(getattr(cfg.model, "concurrency", None) or 1) if cfg.model is not None else 1
-
-
-@dataclass(frozen=True)
-class EvalJob:
-    """The payload of one scene's evaluation job (``eval_scene_job``; picklable for worker
-    processes unless ``agent`` -- the inline run's own agent -- is set)."""
-
-    cfg: EvalConfig
-    settings: RunSettings
-    out: Path
-    sensors: list
-    rgb_sensor: Any
-    with_visuals: set
-    scene_loader: Callable[..., Any] | None
-    agent: Agent | None
-    agent_factory: Callable[[], Agent] | None
-    scene_path: str = ""
-    episodes: list = field(default_factory=list)
-    #: episodes of the scene run at once in the worker (``run.batched``; 1: one at a time)
-    envs: int = 1
-
-
-def eval_scene_job(payload: EvalJob, items: tuple, state: dict, emit: Callable[[str, Any], None]) -> None:
-    """Parallel job (``vlnverse.core.jobs``): evaluate the episodes ``items`` of one scene and
-    ``emit(episode_id, record)`` as each finishes. The agent is built once per worker (``state``)
-    and the scene's simulator once per job. With ``model.concurrency`` N, every model request
-    takes the run-wide limit ``state["shared"]["model_requests"]`` and a simulator-free backend
-    runs up to N episodes at once in threads (an agent per thread), records in episode order. The
-    agents' chat models (``Agent.chat_models``) take that limit and share one breaker per role."""
-    cfg, settings, out = payload.cfg, payload.settings, payload.out
-    limit = state.get("shared", {}).get(MODEL_REQUESTS)  # ``model.concurrency``: one limit for the whole run
-
-    def new_agent() -> Agent:
-        made = make_run_agent(cfg, payload.agent_factory, out)
-        join_run(made, limit, peer=agent)  # the episode threads of a scene open one circuit breaker per role
-        return made
-
-    agent = payload.agent
-    if agent is None:
-        key = ("agent", json.dumps(to_jsonable(cfg.run_key()), sort_keys=True))
-        if key not in state:
-            from ..core.plugins import load_plugins
-            from ..tasks.base import load_task_types
-
-            load_plugins(cfg.plugins)
-            load_task_types()
-            state[key] = new_agent()
-        agent = state[key]
-    join_run(agent, limit)
-    wanted = set(items)
-    episodes = [ep for ep in payload.episodes if ep.episode_id in wanted]
-
-    if payload.envs > 1 and agent.acts_in_batches():  # a worker process cannot start processes: envs in this one
-        from ..run.batched import run_batched
-
-        run_batched(episodes, settings, agent, envs=payload.envs, asynchronous=False, **_batched_kwargs(payload),
-                    on_record=lambda record: emit(record["episode_id"], record))
-        return
-
-    def visuals(record: dict, ctx: Any, sim: Any) -> None:
-        if record["episode_id"] in payload.with_visuals:
-            save_episode_visuals(record, ctx, sim, out, rgb_sensor=payload.rgb_sensor, frames=cfg.report.frames)
-
-    run_scene(payload.scene_path, episodes, settings, agent, collision_mode=cfg.collision_mode,
-              mode_params=cfg.mode_params.get(cfg.collision_mode, {}), sensors=payload.sensors,
-              backend=cfg.backend, quality=cfg.render.quality, objects=cfg.render.objects,
-              scene_loader=payload.scene_loader,
-              extra={"agent": cfg.agent.name, "collision_mode": cfg.collision_mode}, visuals=visuals,
-              on_record=lambda record: emit(record["episode_id"], record),
-              threads=model_concurrency(cfg), agent_factory=new_agent)
-
-
-def _batched_kwargs(payload: EvalJob) -> dict[str, Any]:
-    """``run_batched``'s keyword arguments for the run ``payload`` describes (not the episodes)."""
-    from ..run.batched import Visuals
-
-    cfg = payload.cfg
-    return {"collision_mode": cfg.collision_mode, "mode_params": cfg.mode_params.get(cfg.collision_mode, {}),
-            "sensors": payload.sensors, "backend": cfg.backend, "scene_loader": payload.scene_loader,
-            "quality": cfg.render.quality, "objects": cfg.render.objects,
-            "extra": {"agent": cfg.agent.name, "collision_mode": cfg.collision_mode},
-            "visuals": Visuals(payload.out, frozenset(payload.with_visuals), payload.rgb_sensor, cfg.report.frames,
-                               save_episode_visuals) if payload.with_visuals else None}
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -553,4 +263,3 @@ def assistant_line(summary: dict) -> str | None:
 
     down = ((summary.get("overall", {}).get("not_evaluated") or {}).get("by_component") or {}).get("assistant")
     return component_reasons({"assistant": down}) if down else None
-

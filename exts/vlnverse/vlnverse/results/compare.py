@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from ..eval.runner import EPISODES_FILE, SUMMARY_FILE
+from ..eval.folder import EPISODES_FILE, SUMMARY_FILE
 from ..run.summary import INTERVAL_METRICS, RESULTS_FORMAT, home_of
 from ..run.records import is_evaluated, read_finished
 

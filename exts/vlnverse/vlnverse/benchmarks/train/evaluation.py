@@ -37,7 +37,7 @@ def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
     """Per-episode SR / SPL / nDTW (None counts 0) from an eval run folder's episode records."""
     import json
 
-    from vlnverse.eval.runner import EPISODES_FILE
+    from vlnverse.eval.folder import EPISODES_FILE
 
     out: dict[str, list[float]] = {m: [] for m in R.METRICS}
     with open(eval_dir / EPISODES_FILE, encoding="utf-8") as fh:
@@ -62,7 +62,7 @@ def row_design(eval_dir: Path) -> dict:
     id as ``results.compare`` orders runs."""
     import json
 
-    from vlnverse.eval.runner import EPISODES_FILE, SUMMARY_FILE
+    from vlnverse.eval.folder import EPISODES_FILE, SUMMARY_FILE
     from vlnverse.results.compare import first_error_category
     from vlnverse.run.records import is_evaluated
     from vlnverse.run.summary import home_of
@@ -90,7 +90,7 @@ def evaluate_multitask(trained: dict, tasks: list[dict], results: dict, table: l
     the experts fired per task and decision step, ``expert_usage.json`` and ``.png``)."""
     import json
 
-    from vlnverse.eval.runner import EPISODES_FILE
+    from vlnverse.eval.folder import EPISODES_FILE
     from vlnverse.learn.checkpoint import policy_from_checkpoint, read_checkpoint
     from vlnverse.run.setup import NamedSpec
 
