@@ -25,11 +25,71 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from .train.options import check_counts, check_int_flags
+from .train.recipe import EPISODES_PER_HOME, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES, select_rows
 
 IL_HOMES = 4            # generated training homes (--train-homes)
 IL_BENCH_EPOCHS = 2     # IL epochs per run (--epochs)
 PATHS = ("padded", "bucketed")
+
+
+@dataclass(frozen=True)
+class ILBenchOptions:
+    """The checked settings of a ``bench il`` run: the ``rows`` of ``--policies`` (default cma);
+    ``homes`` generated homes of ``per_home`` episodes, ``val_seen_cap`` of their held-out ones;
+    ``epochs`` per run, ``repeats`` runs per path; ``every``: validate every N epochs on
+    ``validation_episodes`` val_seen episodes (None: no validation); ``encoder`` (``pretrained``:
+    the recipe's, frozen); ``workers``; ``seed``; ``out`` (its stem: the work folder)."""
+
+    rows: tuple = ()
+    homes: int = IL_HOMES
+    per_home: int = EPISODES_PER_HOME
+    val_seen_cap: int = VAL_SEEN_HOMES_EPISODES
+    epochs: int = IL_BENCH_EPOCHS
+    repeats: int = 1
+    every: int | None = None
+    validation_episodes: int = VALIDATION_EPISODES
+    encoder: str | None = "pretrained"
+    workers: int = 1
+    seed: int = 0
+    out: str | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> "ILBenchOptions":
+        """The options of ``args`` (an ``argparse.Namespace`` of ``vlnverse bench il``; a flag it
+        lacks takes its default), checked in the order the command line's errors name them: a bad
+        value is a one-line ``ConfigError`` naming the flag."""
+        from vlnverse.core.errors import ConfigError
+
+        given = vars(args)
+
+        def flag(name: str, default: Any = None) -> Any:
+            value = given.get(name)
+            return default if value is None else value
+
+        rows = tuple(select_rows(given.get("policies") or "cma"))
+        homes, per_home = flag("train_homes", IL_HOMES), flag("episodes_per_home", EPISODES_PER_HOME)
+        epochs, repeats, every = flag("epochs", IL_BENCH_EPOCHS), flag("repeat", 1), given.get("validation_every")
+        check_int_flags((("--train-homes", homes, 1), ("--epochs", epochs, 1), ("--repeat", repeats, 1),
+                         ("--validation-every", every, 1), ("--validation-episodes", given.get("validation_episodes"), 1)))
+        workers = int(given.get("workers") or 1)
+        check_counts(homes, workers, None, per_home)
+        if any(r.get("waypoint_predictor") or r.get("multitask") for r in rows):
+            raise ConfigError(f"got {[r['name'] for r in rows]}", field="--policies",
+                              expected="rows without a waypoint predictor: seq2seq, cma, rdp")
+        return cls(rows=rows, homes=int(homes), per_home=int(per_home),
+                   val_seen_cap=int(given.get("val_seen_episodes") or VAL_SEEN_HOMES_EPISODES), epochs=int(epochs),
+                   repeats=repeats, every=every, validation_episodes=given.get("validation_episodes") or VALIDATION_EPISODES,
+                   encoder=given.get("encoder", "pretrained"), workers=workers, seed=given.get("seed", 0),
+                   out=given.get("out"))
+
+    def work_dir(self) -> Path:
+        """The work folder: ``--out`` without its suffix, else a new temporary folder."""
+        return Path(self.out).with_suffix("") if self.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-il-"))
 
 
 def unroll(lengths, batch_size: int, batching: str, seed: int) -> dict[str, int]:
@@ -53,59 +113,39 @@ def run(args) -> dict:
     import json
     import shutil
 
-    from vlnverse.core.errors import ConfigError
     from vlnverse.learn.agent import require_torch
     from vlnverse.learn.checkpoint import device_info, resolve_device
     from vlnverse.tasks.episode import save_episodes
 
     from vlnverse.benchmarks.train.data import homes_data
-    from vlnverse.benchmarks.train.options import check_counts, check_int_flags
-    from vlnverse.benchmarks.train.recipe import (EPISODES_PER_HOME, RESOLUTION, VAL_SEEN_HOMES_EPISODES,
-                                                  VALIDATION_EPISODES, row_config, select_rows)
+    from vlnverse.benchmarks.train.recipe import RESOLUTION, row_config
     from vlnverse.benchmarks.train.row import _train, training_curve
 
     require_torch("vlnverse bench il", field=None)
-    if not getattr(args, "policies", None):
-        args.policies = "cma"
-    rows = select_rows(args.policies)
-    homes = getattr(args, "train_homes", None)
-    homes = IL_HOMES if homes is None else homes
-    per_home = getattr(args, "episodes_per_home", None)
-    per_home = EPISODES_PER_HOME if per_home is None else per_home
-    epochs = getattr(args, "epochs", None)
-    epochs = IL_BENCH_EPOCHS if epochs is None else epochs
-    repeats = getattr(args, "repeat", None)
-    repeats = 1 if repeats is None else repeats
-    every = getattr(args, "validation_every", None)
-    check_int_flags((("--train-homes", homes, 1), ("--epochs", epochs, 1), ("--repeat", repeats, 1),
-                     ("--validation-every", every, 1), ("--validation-episodes", getattr(args, "validation_episodes", None), 1)))
-    check_counts(homes, int(getattr(args, "workers", None) or 1), None, per_home)
-    if any(r.get("waypoint_predictor") or r.get("multitask") for r in rows):
-        raise ConfigError(f"got {[r['name'] for r in rows]}", field="--policies",
-                          expected="rows without a waypoint predictor: seq2seq, cma, rdp")
-    work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-il-"))
-    workers = int(getattr(args, "workers", None) or 1)
+    options = ILBenchOptions.from_args(args)
+    rows, epochs, repeats, every, workers = options.rows, options.epochs, options.repeats, options.every, options.workers
+    work = options.work_dir()
     load_start = os.getloadavg()
     t0 = time.perf_counter()
     shutil.rmtree(work / "il", ignore_errors=True)
-    train, val_seen, homes_figures = homes_data(work, int(homes), int(per_home), args.seed, workers,
-                                                int(getattr(args, "val_seen_episodes", None) or VAL_SEEN_HOMES_EPISODES))
+    train, val_seen, homes_figures = homes_data(work, options.homes, options.per_home, options.seed, workers,
+                                                options.val_seen_cap)
     save_episodes(work / "train.jsonl", train)
     save_episodes(work / "val_seen.jsonl", val_seen)
     encoder = None
-    if getattr(args, "encoder", "pretrained") == "pretrained":  # the recipe's, cached by its key and reused
+    if options.encoder == "pretrained":  # the recipe's, cached by its key and reused
         from vlnverse.learn.encoder.pretraining import pretrain_on_homes
 
-        encoder = pretrain_on_homes([e.scene_path for e in train], image_size=RESOLUTION, seed=args.seed,
+        encoder = pretrain_on_homes([e.scene_path for e in train], image_size=RESOLUTION, seed=options.seed,
                                     cache_dir=work / "cache")
     t_data = time.perf_counter()
-    validation_episodes = getattr(args, "validation_episodes", None) or VALIDATION_EPISODES
+    validation_episodes = options.validation_episodes
     figures: dict = {"rows": {}}
     for row in rows:
         params = dict(row["params"])
         if encoder is not None:
             params["rgb_encoder"] = params["depth_encoder"] = {"type": "pretrained", "path": encoder["path"], "frozen": True}
-        base = row_config(row, work, None, args.seed, "auto", workers, params, int(epochs), validation_episodes)
+        base = row_config(row, work, None, options.seed, "auto", workers, params, epochs, validation_episodes)
         _prepare_caches({**base, "out": str(work / "il" / row["name"] / "prepare")})
         runs: dict = {p: [] for p in PATHS}
         curves: dict = {}
@@ -127,14 +167,14 @@ def run(args) -> dict:
         lengths = _item_lengths(summary["cache"]["path"], train)
         best = {p: max(runs[p], key=lambda x: x["samples_per_s"] or 0) for p in PATHS}
         got = {p: {**best[p], "repeats": [x["samples_per_s"] for x in runs[p]],
-                   "unroll_per_epoch": unroll(lengths, row["batch_size"], p, args.seed)} for p in PATHS}
+                   "unroll_per_epoch": unroll(lengths, row["batch_size"], p, options.seed)} for p in PATHS}
         figures["rows"][row["name"]] = {
             "paths": got, "items": len(lengths), "steps_per_epoch": int(sum(lengths)), "batch_size": row["batch_size"],
             "ratio_samples_per_s": round(got["bucketed"]["samples_per_s"] / got["padded"]["samples_per_s"], 2),
             "ratio_seconds": round(got["padded"]["seconds"] / got["bucketed"]["seconds"], 2),
             **({"validation_curves": curves} if curves else {})}
     figures.update({
-        "epochs": int(epochs), "repeat": repeats, "validation_every": every, "train_homes": homes_figures,
+        "epochs": epochs, "repeat": repeats, "validation_every": every, "train_homes": homes_figures,
         "encoder": encoder["path"] if encoder else "cnn from scratch", "torch_threads": 1,
         "device": device_info(resolve_device("auto")), "seconds_data": round(t_data - t0, 1),
         "seconds_total": round(time.perf_counter() - t0, 1), "cpu_count": os.cpu_count(),
