@@ -37,24 +37,24 @@ def _args(**kw):
                                            ({"body": "r2r_ce", "source_render": "fast", "target_render": "fast:primitives"},
                                             "--body")])
 def test_bad_flags_are_one_line_errors_naming_the_flag(tmp_path, change, field):
-    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.benchmarks.transfer import TransferOptions
     from vlnverse.core.errors import ConfigError
 
     args = _args(work=str(_work(tmp_path)))
     vars(args).update(change)
     with pytest.raises(ConfigError) as err:
-        check_args(args)
+        TransferOptions.from_args(args)
     assert field in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_work_folder_without_the_bench_files_is_refused(tmp_path):
-    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.benchmarks.transfer import TransferOptions
     from vlnverse.core.errors import ConfigError
 
     work = _work(tmp_path)
     (work / "waypoints" / "predictor.pt").unlink()
     with pytest.raises(ConfigError, match=r"--work.*predictor\.pt"):
-        check_args(_args(work=str(work)))
+        TransferOptions.from_args(_args(work=str(work)))
 
 
 def test_stages_follow_the_protocol_and_the_figures_compute_the_lift(tmp_path, monkeypatch):
@@ -193,18 +193,21 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
 
 
 def test_the_source_body_is_allowed_only_with_a_render_shift(tmp_path):
-    from vlnverse.benchmarks.transfer import check_args
+    from vlnverse.benchmarks.transfer import TransferOptions
     from vlnverse.core.errors import ConfigError
     from vlnverse.run.setup import RenderConfig
 
     work = str(_work(tmp_path))
-    got = check_args(_args(work=work, body="r2r_ce", target_render="default:meshes"))
-    assert got[1] == "r2r_ce" and got[-2:] == (RenderConfig(), RenderConfig("default", "meshes"))
+    got = TransferOptions.from_args(_args(work=work, body="r2r_ce", target_render="default:meshes"))
+    assert got.body == "r2r_ce" and (got.source_render, got.target_render) == (RenderConfig(), RenderConfig("default", "meshes"))
     with pytest.raises(ConfigError, match=r"^--body.*--target-render other than --source-render"):
-        check_args(_args(work=work, body="r2r_ce", source_render="high:meshes", target_render="high:meshes"))
+        TransferOptions.from_args(_args(work=work, body="r2r_ce", source_render="high:meshes", target_render="high:meshes"))
     with pytest.raises(ConfigError, match=r"^--target-render: got 'ultra'.*QUALITY:OBJECTS, QUALITY one of fast, default, high"):
-        check_args(_args(work=work, target_render="ultra"))
-    assert check_args(_args(work=work))[-2:] == (RenderConfig(), RenderConfig())  # the defaults: no shift
+        TransferOptions.from_args(_args(work=work, target_render="ultra"))
+    got = TransferOptions.from_args(_args(work=work))
+    assert (got.source_render, got.target_render) == (RenderConfig(), RenderConfig())  # the defaults: no shift
+    assert (got.body, got.epochs, got.rounds, got.round_epochs, got.stop_weight, got.validation_episodes,
+            got.adapt, got.workers) == ("low_base", 10, 3, 4, 1.0, 6, False, 1)  # each flag's documented default
 
 
 def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_with_the_target_one(tmp_path, monkeypatch):

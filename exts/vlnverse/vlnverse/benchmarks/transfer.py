@@ -44,7 +44,9 @@ from __future__ import annotations
 import copy
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .train.data import _dataset
 from .train.evaluation import evaluate
@@ -83,42 +85,67 @@ def render_flag(value, flag: str):
                                    f"OBJECTS one of {', '.join(OBJECT_STYLES)} (default {DEFAULT_RENDER})") from None
 
 
-def check_args(args) -> tuple:
-    """(work folder, target body, source epochs, rounds, round epochs, STOP weight, adapt the
-    predictor, val_seen episodes per validation, source render, target render); one-line
-    ``ConfigError`` naming the flag."""
-    from vlnverse.core.body import load_body
-    from vlnverse.core.errors import ConfigError, VLNVerseError
+@dataclass(frozen=True)
+class TransferOptions:
+    """The checked settings of a ``bench transfer`` run: the ``work`` folder of ``bench train``, the
+    target ``body``, the source's IL ``epochs``, ``rounds`` online rounds of ``round_epochs`` epochs
+    with STOP steps weighing ``stop_weight``, ``adapt`` (``--adapt-predictor``),
+    ``validation_episodes`` val_seen episodes per round, the ``source_render`` / ``target_render``
+    (``RenderConfig``), ``seed``, ``workers`` and ``out`` (also its PNG)."""
 
-    if not getattr(args, "work", None):
-        raise ConfigError("missing", field="--work", expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
-    work = Path(args.work)
-    missing = [f for f in WORK_FILES if not (work / f).is_file()]
-    if missing:
-        raise ConfigError(f"{work} lacks {missing}", field="--work",
-                          expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
-    body = getattr(args, "body", None) or TARGET_BODY
-    try:
-        target = load_body(body)
-    except VLNVerseError as exc:
-        raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
-    source_render = render_flag(getattr(args, "source_render", None), "--source-render")
-    target_render = render_flag(getattr(args, "target_render", None), "--target-render")
-    if (body == SOURCE_BODY or target == load_body(SOURCE_BODY)) and source_render == target_render:
-        raise ConfigError(f"got {body!r}, the source body, and one render ({source_render.label()}) for both domains",
-                          field="--body", expected=f"a body other than {SOURCE_BODY}, or a --target-render other "
-                                                   f"than --source-render (a visual shift)")
-    given = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS), "--round-epochs": ("round_epochs", ROUND_EPOCHS),
-             "--validation-episodes": ("validation_episodes", VALIDATION_EPISODES)}
-    counts = {flag: default if getattr(args, attr, None) is None else getattr(args, attr)
-              for flag, (attr, default) in given.items()}
-    check_int_flags((flag, value, 1) for flag, value in counts.items())
-    stop_weight = 1.0 if getattr(args, "stop_weight", None) is None else args.stop_weight
-    if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
-        raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
-    adapt = bool(getattr(args, "adapt_predictor", False))
-    return (work, body, counts["--epochs"], counts["--rounds"], counts["--round-epochs"], float(stop_weight), adapt,
-            counts["--validation-episodes"], source_render, target_render)
+    work: Path
+    body: str = TARGET_BODY
+    epochs: int = SOURCE_EPOCHS
+    rounds: int = ROUNDS
+    round_epochs: int = ROUND_EPOCHS
+    stop_weight: float = 1.0
+    adapt: bool = False
+    validation_episodes: int = VALIDATION_EPISODES
+    source_render: Any = None
+    target_render: Any = None
+    seed: int = 0
+    workers: int = 1
+    out: str | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> "TransferOptions":
+        """The options of ``args`` (an ``argparse.Namespace`` of ``vlnverse bench transfer``; a flag
+        it lacks takes its default); a bad value is a one-line ``ConfigError`` naming the flag."""
+        from vlnverse.core.body import load_body
+        from vlnverse.core.errors import ConfigError, VLNVerseError
+
+        given = vars(args)
+        if not given.get("work"):
+            raise ConfigError("missing", field="--work", expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
+        work = Path(given["work"])
+        missing = [f for f in WORK_FILES if not (work / f).is_file()]
+        if missing:
+            raise ConfigError(f"{work} lacks {missing}", field="--work",
+                              expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
+        body = given.get("body") or TARGET_BODY
+        try:
+            target = load_body(body)
+        except VLNVerseError as exc:
+            raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
+        source_render = render_flag(given.get("source_render"), "--source-render")
+        target_render = render_flag(given.get("target_render"), "--target-render")
+        if (body == SOURCE_BODY or target == load_body(SOURCE_BODY)) and source_render == target_render:
+            raise ConfigError(f"got {body!r}, the source body, and one render ({source_render.label()}) for both domains",
+                              field="--body", expected=f"a body other than {SOURCE_BODY}, or a --target-render other "
+                                                       f"than --source-render (a visual shift)")
+        defaults = {"--epochs": ("epochs", SOURCE_EPOCHS), "--rounds": ("rounds", ROUNDS),
+                    "--round-epochs": ("round_epochs", ROUND_EPOCHS),
+                    "--validation-episodes": ("validation_episodes", VALIDATION_EPISODES)}
+        counts = {flag: default if given.get(attr) is None else given[attr] for flag, (attr, default) in defaults.items()}
+        check_int_flags((flag, value, 1) for flag, value in counts.items())
+        stop_weight = 1.0 if given.get("stop_weight") is None else given["stop_weight"]
+        if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
+            raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
+        return cls(work=work, body=body, epochs=counts["--epochs"], rounds=counts["--rounds"],
+                   round_epochs=counts["--round-epochs"], stop_weight=float(stop_weight),
+                   adapt=bool(given.get("adapt_predictor", False)), validation_episodes=counts["--validation-episodes"],
+                   source_render=source_render, target_render=target_render, seed=int(given.get("seed", 0) or 0),
+                   workers=int(given.get("workers") or 1), out=given.get("out"))
 
 
 def source_config(work: Path, seed: int, workers: int, epochs: int, render=None) -> dict:
@@ -175,9 +202,9 @@ def run(args) -> dict:
     require_torch("vlnverse bench transfer", field=None)
     from vlnverse.learn.checkpoint import swap_predictor
 
-    (work, body, epochs, rounds, round_epochs, stop_weight, adapt, validation_episodes, source_render,
-     target_render) = check_args(args)
-    seed, workers = int(getattr(args, "seed", 0) or 0), int(getattr(args, "workers", None) or 1)
+    o = TransferOptions.from_args(args)
+    work, body, epochs, rounds, seed, workers = o.work, o.body, o.epochs, o.rounds, o.seed, o.workers
+    source_render, target_render = o.source_render, o.target_render
     # a fresh run: the generated episodes are reused, the models and their evaluations are not
     for stale in [work / "transfer", *(work / "eval").glob("transfer_*")]:
         shutil.rmtree(stale, ignore_errors=True)
@@ -185,7 +212,8 @@ def run(args) -> dict:
     source = source_config(work, seed, workers, epochs, render=source_render)
     src = _train(source, float("inf"), 1.0)
     t_source = time.perf_counter()
-    online = online_config(source, work, body, rounds, round_epochs, stop_weight, validation_episodes, render=target_render)
+    online = online_config(source, work, body, rounds, o.round_epochs, o.stop_weight, o.validation_episodes,
+                           render=target_render)
     table: list[dict] = []
 
     def stage(name: str, checkpoint: str) -> None:  # the target domain: its body and its render
@@ -197,7 +225,7 @@ def run(args) -> dict:
     source_checkpoint = online["init"]
     stage("zero_shot", source_checkpoint)
     predictor = None
-    if adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
+    if o.adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
         folder = f"waypoints_{Path(body).stem}" + ("" if target_render.is_default() else
                                                    f"_{target_render.quality}_{target_render.objects}")
         predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=folder, render=target_render)
@@ -214,7 +242,7 @@ def run(args) -> dict:
     if rounds > 1:
         stage(f"online_round_{rounds}", str(out / "last.pt"))
     before, after = table[0]["SR"]["mean"], table[-1]["SR"]["mean"]
-    adapted_before = table[1]["SR"]["mean"] if adapt else None
+    adapted_before = table[1]["SR"]["mean"] if o.adapt else None
     selected_round = _selected_round(got) or rounds  # no validation: best.pt holds the last weights
     if selected_round in (1, rounds):  # already evaluated: the same weights
         selected = next(r for r in table if r["agent"] == f"online_round_{selected_round}")
@@ -229,15 +257,15 @@ def run(args) -> dict:
         "target": {"body": body, "render": target_render.label(), "train": online["train"], "teacher_SR": (got.get("cache") or {}).get("teacher_SR"),
                    "teacher_frames": (got.get("cache") or {}).get("frames"),
                    "adapted_predictor": predictor and {k: predictor[k] for k in ("path", "held_out", "seconds")}},
-        "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": round_epochs, "lr": ONLINE_LR,
-                   "include_teacher_data": True, "stop_weight": stop_weight, "max_steps": ONLINE_MAX_STEPS,
+        "online": {"rounds": rounds, "p": DAGGER_P, "epochs_per_round": o.round_epochs, "lr": ONLINE_LR,
+                   "include_teacher_data": True, "stop_weight": o.stop_weight, "max_steps": ONLINE_MAX_STEPS,
                    "per_round": [{k: r.get(k) for k in ("round", "beta", "collected_episodes", "collected_steps",
                                                         "collection_SR", "train_accuracy", "env_steps_per_s")}
                                  for r in got.get("dagger", [])]},
         "table": table, "table_text": table_lines(table),
         "SR_after_over_before": round(after / before, 2) if before else None,
         "SR_after_over_adapted_zero_shot": round(after / adapted_before, 2) if adapted_before else None,
-        "selected": {"round": selected_round, "validation_episodes": validation_episodes, "metric": "nDTW",
+        "selected": {"round": selected_round, "validation_episodes": o.validation_episodes, "metric": "nDTW",
                      "agent": selected["agent"], "SR": selected["SR"]},
         "SR_selected_over_before": round(selected["SR"]["mean"] / before, 2) if before else None,
         "SR_selected_over_adapted_zero_shot": (round(selected["SR"]["mean"] / adapted_before, 2)
@@ -248,8 +276,8 @@ def run(args) -> dict:
         "device": str(resolve_device("auto")), "torch_threads": 1, "cpu_count": os.cpu_count(), "workers": workers,
         "work_dir": str(work),
     }
-    if getattr(args, "out", None):
-        figures["plot"] = str(Path(args.out).with_suffix(".png"))
+    if o.out:
+        figures["plot"] = str(Path(o.out).with_suffix(".png"))
         plot_stages(figures, Path(figures["plot"]))
     return figures
 
