@@ -28,7 +28,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from vlnverse.core.stats import bootstrap_ci
 
@@ -41,30 +43,49 @@ EMPTY_OPACITY = 0.1
 MOVE_BUCKETS = (("move_0", 0, 0), ("move_1", 1, 1), ("moves_2_3", 2, 3), ("moves_4_on", 4, 1 << 30))
 
 
-def check_args(args) -> tuple[Path, Path, int | None, str | None, int]:
-    """(checkpoint, episodes file, limit, body, workers); a one-line ``ConfigError`` naming the flag."""
-    from vlnverse.core.body import load_body
-    from vlnverse.core.errors import ConfigError, VLNVerseError
+@dataclass(frozen=True)
+class LookaheadOptions:
+    """The checked settings of a ``bench lookahead`` run: the ``checkpoint`` (hnr or gama), the
+    ``episodes`` file, at most ``limit`` episodes (None: all), the ``body`` (None: the
+    checkpoint's), ``workers`` rendering the teacher store, ``seed`` (the bootstrap's) and
+    ``out`` (also its PNG)."""
 
-    if not getattr(args, "checkpoint", None):
-        raise ConfigError("missing", field="--checkpoint", expected=CHECKPOINT_HELP)
-    checkpoint = Path(args.checkpoint)
-    if not checkpoint.is_file():
-        raise ConfigError("no such file", file=checkpoint, field="--checkpoint", expected=CHECKPOINT_HELP)
-    if not getattr(args, "episodes", None):
-        raise ConfigError("missing", field="--episodes", expected="an episodes JSONL file (held-out homes)")
-    episodes = Path(args.episodes)
-    if not episodes.is_file():
-        raise ConfigError("no such file", file=episodes, field="--episodes", expected="an episodes JSONL file")
-    limit, workers = getattr(args, "limit", None), getattr(args, "workers", None)
-    check_int_flags((("--limit", limit, 1), ("--workers", workers, 1)))
-    body = getattr(args, "body", None)
-    if body is not None:
-        try:
-            load_body(body)
-        except VLNVerseError as exc:
-            raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
-    return checkpoint, episodes, limit, body, workers or 1
+    checkpoint: Path
+    episodes: Path
+    limit: int | None = None
+    body: str | None = None
+    workers: int = 1
+    seed: int = 0
+    out: str | None = None
+
+    @classmethod
+    def from_args(cls, args: Any) -> "LookaheadOptions":
+        """The options of ``args`` (an ``argparse.Namespace`` of ``vlnverse bench lookahead``; a flag
+        it lacks takes its default); a bad value is a one-line ``ConfigError`` naming the flag."""
+        from vlnverse.core.body import load_body
+        from vlnverse.core.errors import ConfigError, VLNVerseError
+
+        given = vars(args)
+        if not given.get("checkpoint"):
+            raise ConfigError("missing", field="--checkpoint", expected=CHECKPOINT_HELP)
+        checkpoint = Path(given["checkpoint"])
+        if not checkpoint.is_file():
+            raise ConfigError("no such file", file=checkpoint, field="--checkpoint", expected=CHECKPOINT_HELP)
+        if not given.get("episodes"):
+            raise ConfigError("missing", field="--episodes", expected="an episodes JSONL file (held-out homes)")
+        episodes = Path(given["episodes"])
+        if not episodes.is_file():
+            raise ConfigError("no such file", file=episodes, field="--episodes", expected="an episodes JSONL file")
+        limit, workers = given.get("limit"), given.get("workers")
+        check_int_flags((("--limit", limit, 1), ("--workers", workers, 1)))
+        body = given.get("body")
+        if body is not None:
+            try:
+                load_body(body)
+            except VLNVerseError as exc:
+                raise ConfigError(str(exc), field="--body", expected="a body preset name or a body YAML path") from None
+        return cls(checkpoint=checkpoint, episodes=episodes, limit=limit, body=body, workers=workers or 1,
+                   seed=int(given.get("seed", 0) or 0), out=given.get("out"))
 
 
 def round_robin(episodes: list, limit: int | None) -> list:
@@ -189,8 +210,9 @@ def run(args, *, scene_loader=None, cache_dir: str | Path | None = None) -> dict
     from vlnverse.learn.hnr import lookahead_cosines
 
     require_torch("vlnverse bench lookahead", field=None)
-    checkpoint, episodes_path, limit, body, workers = check_args(args)
-    seed = int(getattr(args, "seed", 0) or 0)
+    options = LookaheadOptions.from_args(args)
+    checkpoint, episodes_path, limit, body, workers = (options.checkpoint, options.episodes, options.limit, options.body,
+                                                       options.workers)
     load_start, t0 = os.getloadavg(), time.perf_counter()
     policy, store, stats, episodes = teacher_store(checkpoint, episodes_path, limit=limit, body=body, workers=workers,
                                                    cache_dir=cache_dir, scene_loader=scene_loader,
@@ -201,14 +223,14 @@ def run(args, *, scene_loader=None, cache_dir: str | Path | None = None) -> dict
         "checkpoint": str(checkpoint), "policy": policy.name, "episodes_file": str(episodes_path), "limit": limit,
         "episodes": len(store), "scenes": sorted({e.scene_id for e in episodes}),
         "body": stats["body"], "collision_mode": stats["collision_mode"],
-        **figures_of(cos, seed),
+        **figures_of(cos, options.seed),
         "cache": {k: stats.get(k) for k in ("status", "path", "frames", "frames_per_s", "teacher_SR")},
         "seconds": {"store": round(t_store - t0, 1), "render": round(time.perf_counter() - t_store, 1)},
         "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)},
         "torch_threads": 1, "cpu_count": os.cpu_count(), "workers": workers,
     }
-    if getattr(args, "out", None):
-        figures["plot"] = str(Path(args.out).with_suffix(".png"))
+    if options.out:
+        figures["plot"] = str(Path(options.out).with_suffix(".png"))
         plot_cosines(figures, cos, Path(figures["plot"]))
     return figures
 
