@@ -246,6 +246,49 @@ def test_without_attributes_a_relation_tells_the_armchair_from_the_one_in_view()
     assert out.references == () and synth.dropped["ambiguous_landmark"] == 1
 
 
+# A lamp on the only nightstand of the living room, another lamp on a desk, and a second nightstand
+# in the bedroom in view through the doorway from where the path (y = 1) passes the first lamp.
+NIGHTSTANDS = [_obj(1, "lamp", [2.1, 3.1, 0.6], [2.4, 3.4, 1.0], 0), _obj(2, "nightstand", [2, 3, 0], [2.5, 3.5, 0.6], 0),
+               _obj(3, "lamp", [3.5, 0.2, 0.8], [3.8, 0.5, 1.2], 0), _obj(4, "desk", [3.3, 0.1, 0], [4.2, 0.6, 0.8], 0),
+               _obj(5, "nightstand", [7, 2.2, 0], [7.5, 2.7, 0.6], 1)]
+NIGHTSTAND_EDGES = [("obj:1", "obj:2", "on"), ("obj:3", "obj:4", "on")]
+
+
+def test_a_relation_anchor_must_itself_be_unique_from_where_it_is_said():
+    """"The lamp on the nightstand" said at (2.25, 1) is ambiguous: the bedroom's nightstand is in
+    view there. The lamp is then counted along the path instead; the lamp on the desk (the only
+    desk in view) keeps its relation. Without sightlines the room alone is the scope."""
+    graph, sight = _sight_scene(NIGHTSTANDS)
+    graph = _graph(NIGHTSTANDS, NIGHTSTAND_EDGES, rooms=((0, "living_room"), (1, "bedroom")), adjacent=((0, 1),))
+    path = PathFrame(SIGHT_PATH)
+    assert Referrer(graph).refer(1, path=path).relation.anchor.instance_id == 2      # room alone: fine
+    ref = Referrer(graph, sight)
+    assert ref.scope_objects(0, "nightstand", (2.25, 1.0)) == [2, 5]
+    r = ref.refer(1, path=path)
+    assert (r.needs, r.relation, r.ordinal, r.viewpoint) == ("ordinal", None, (1, "left"), (2.25, 1.0))
+    desk = ref.refer(3, path=path)
+    assert (desk.needs, desk.relation.relation, desk.relation.anchor.instance_id) == ("relation", "on", 4)
+    # The Verifier: the anchor mention is checked from the same viewpoint (two nightstands), and
+    # the relation resolves by the anchor's category in that scope.
+    verifier = RouteVerifier(graph, referrer=ref)
+    text = "Walk past the lamp on the nightstand."
+    lamp = Mention("object", (10, 18), category="lamp", instance_id=1, scope=0, viewpoint=(2.25, 1.0))
+    stand = Mention("object", (22, 36), category="nightstand", instance_id=2, scope=0, viewpoint=(2.25, 1.0))
+    on = Mention("relation", (19, 36), relation="on", subject="obj:1", target="obj:2")
+    assert ref.resolve_object("lamp", 0, relation=("on", 2), viewpoint=(2.25, 1.0)) == [1]
+    assert [r for r, _ in verifier.reasons(_instruction(text, [lamp, stand, on]))] == ["ambiguous_reference"]
+    # What the synthesizer says of the first lamp always verifies, and never leans on the nightstand.
+    synth = RouteSynthesizerV2(ref)
+    view = ref.view
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=4.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 2.25, landmark=view.object_ref(1)),
+        RouteEvent("stop", 4.8, room=view.room_ref(0))))
+    for seed in range(8):
+        out = synth.route(facts, SIGHT_PATH, np.random.default_rng(seed))
+        assert [x["needs"] for x in out.references] == ["ordinal"], out.text
+        assert "nightstand" not in out.text and verifier.reasons(out, SIGHT_PATH) == [], out.text
+
+
 def _instruction(text, mentions=(), actions=()):
     return GroundedInstruction(text, list(mentions), actions=tuple(actions))
 

@@ -239,10 +239,8 @@ class RouteSynthesizerV2:
             phrase = Phrase(head.text, [mention])
         if ref.relation is not None:
             words = RELATION_WORDS_V2.get(ref.relation.relation, (ref.relation.relation.replace("_", " "),))
-            anchor_ref = self.referrer.refer(ref.relation.anchor.instance_id)
             anchor = object_phrase(ref.relation.anchor, lex, variant=int(rng.integers(4)))
-            anchor = Phrase(anchor.text, [replace(anchor.mentions[0], scope=anchor_ref.scope_room if anchor_ref
-                                                  else None)])
+            anchor = Phrase(anchor.text, [replace(anchor.mentions[0], scope=ref.scope_room, viewpoint=ref.viewpoint)])
             rel = Phrase(_pick(rng, words) + " ") + anchor
             rel.mentions.append(Mention("relation", (0, len(rel.text)), relation=ref.relation.relation,
                                         subject=ref.obj.node_id, target=ref.relation.anchor.node_id))
