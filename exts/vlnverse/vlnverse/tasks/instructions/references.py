@@ -25,7 +25,8 @@ apart, in this order, by
 A doorway is named by an ordinal along the path from the room it leaves ("the second doorway on
 your left"): the doors of that room (the graph's ``adjacent`` edges and their ``door_center``)
 within ``DOOR_VISIBLE`` metres of the path, on the side the path turns to through the doorway,
-counted in the order the path reaches them (``doorways_along``).
+counted in the order the path reaches them (``doorways_along``); ``doors_between`` counts a room's
+doors (into one room), which tells whether "the doorway into the kitchen" is one.
 
 A room whose type is not unique in scope is named by its contents ("the bedroom with the desk"):
 a category present in it and absent from every same-type room in scope. What cannot be made
@@ -405,6 +406,11 @@ class Referrer:
             if side is not None:
                 out.append((s, side, to_room, through))
         return sorted(out)
+
+    def doors_between(self, room_a: int | None, room_b: int | None = None) -> int:
+        """How many doors (the ``adjacent`` edges' ``door_center``) room ``room_a`` has, into room
+        ``room_b`` only when given; 0 when the graph records none."""
+        return sum(1 for to_room, _ in self._doors.get(room_a, []) if room_b is None or to_room == room_b)
 
     def doorway_ordinal(self, from_room: int | None, to_room: int, path: PathFrame) -> tuple[int, str] | None:
         """``(n, side)``: the doorway the path takes from ``from_room`` into ``to_room`` is the n-th
