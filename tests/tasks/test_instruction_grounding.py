@@ -289,6 +289,30 @@ def test_a_relation_anchor_must_itself_be_unique_from_where_it_is_said():
         assert "nightstand" not in out.text and verifier.reasons(out, SIGHT_PATH) == [], out.text
 
 
+def test_bad_input_without_attributes_an_ambiguous_anchor_is_dropped_and_counted():
+    """A third-party stage: NIGHTSTANDS has no attributes. Walking straight at the first lamp
+    (ending at (2.25, 3.05), 0.2 m from its centre: no side to count on) from where the bedroom's
+    nightstand is in view, neither its relation nor an ordinal makes it unique: every attempt of
+    the pipeline leaves it out and counts it, and what is said verifies."""
+    from vlnverse.tasks.instructions.route_v2 import RouteLanguageV2
+
+    _, sight = _sight_scene(NIGHTSTANDS)
+    graph = _graph(NIGHTSTANDS, NIGHTSTAND_EDGES, rooms=((0, "living_room"), (1, "bedroom")), adjacent=((0, 1),))
+    language = RouteLanguageV2(graph, occupancy=sight.occupancy)
+    ahead = np.column_stack([np.full(29, 2.25), np.linspace(0.25, 3.05, 29)])
+    assert language.referrer.refer(1, path=PathFrame(ahead)) is None
+    view = language.referrer.view
+    facts = RouteFacts(rooms=(view.room_ref(0),), landmarks=(), length=2.8, events=(
+        RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("pass", 1.5, landmark=view.object_ref(1)),
+        RouteEvent("stop", 2.8, room=view.room_ref(0))))
+    chosen, info = language.instructions(facts, ahead, np.random.default_rng(0), 3)
+    attempts = info["verifier"]["accepted"] + sum(info["verifier"]["rejected"].values())
+    assert chosen and info["verifier"]["rejected"] == {}
+    assert info["dropped"] == {"ambiguous_landmark": attempts}
+    for g in chosen:
+        assert g.references == () and "lamp" not in g.text and "nightstand" not in g.text, g.text
+
+
 def _instruction(text, mentions=(), actions=()):
     return GroundedInstruction(text, list(mentions), actions=tuple(actions))
 
