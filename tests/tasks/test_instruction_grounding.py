@@ -248,7 +248,8 @@ def test_without_attributes_a_relation_tells_the_armchair_from_the_one_in_view()
 
 # A lamp on the only nightstand of the living room, another lamp on a desk, and a second nightstand
 # in the bedroom in view through the doorway from where the path (y = 1) passes the first lamp.
-NIGHTSTANDS = [_obj(1, "lamp", [2.1, 3.1, 0.6], [2.4, 3.4, 1.0], 0), _obj(2, "nightstand", [2, 3, 0], [2.5, 3.5, 0.6], 0),
+NIGHTSTANDS = [_obj(1, "lamp", [2.1, 3.1, 0.6], [2.4, 3.4, 1.0], 0),
+               _obj(2, "nightstand", [2, 3, 0], [2.5, 3.5, 0.6], 0),
                _obj(3, "lamp", [3.5, 0.2, 0.8], [3.8, 0.5, 1.2], 0), _obj(4, "desk", [3.3, 0.1, 0], [4.2, 0.6, 0.8], 0),
                _obj(5, "nightstand", [7, 2.2, 0], [7.5, 2.7, 0.6], 1)]
 NIGHTSTAND_EDGES = [("obj:1", "obj:2", "on"), ("obj:3", "obj:4", "on")]
@@ -437,7 +438,8 @@ def test_a_doorway_is_counted_wherever_more_than_one_leads_into_the_room():
             g.add_edge(f"room:{a}", f"room:{b}", relation="adjacent", door_id=door, door_center=centre)
     graph = SceneGraph(g)
     ref = Referrer(graph)
-    assert (ref.doors_between(1), ref.doors_between(1, 2), ref.doors_between(2, 1), ref.doors_between(3)) == (3, 2, 2, 1)
+    counts = (ref.doors_between(1), ref.doors_between(1, 2), ref.doors_between(2, 1), ref.doors_between(3))
+    assert counts == (3, 2, 2, 1)
     dense = np.concatenate([np.column_stack([np.linspace(0, 4, 41), np.zeros(41)]),
                             np.column_stack([np.full(20, 4.0), np.linspace(0.1, 2.0, 20)])])
     assert ref.doorway_ordinal(1, 2, PathFrame(dense)) == (2, "left")
@@ -460,7 +462,8 @@ def test_a_doorway_is_counted_wherever_more_than_one_leads_into_the_room():
     alone = Referrer(SceneGraph(single))
     assert alone.doors_between(1, 2) == 1 and alone.doorway_ordinal(1, 2, PathFrame(dense)) == (1, "left")
     synth = RouteSynthesizerV2(alone)
-    needs = {r["needs"] for seed in range(12) for r in synth.route(facts, dense, np.random.default_rng(seed)).references}
+    needs = {r["needs"] for seed in range(12)
+             for r in synth.route(facts, dense, np.random.default_rng(seed)).references}
     assert needs <= {"category"}
 
 
