@@ -13,9 +13,9 @@ apart, in this order, by
 1. its category alone ("the sofa") when no other object of that category is in scope;
 2. attributes (colour, material, size: the fewest that exclude every rival, "the red armchair");
    a rival lacking an attribute is *not* excluded by it (it might have that colour);
-3. a scene-graph relation to an anchor that is itself unique by category in its room ("the lamp
-   on the nightstand", "the chair next to the desk"); rivals without that edge to that very anchor
-   are excluded;
+3. a scene-graph relation to an anchor that is itself unique by category in the same scope, i.e.
+   from where the reference is said ("the lamp on the nightstand" only when no other nightstand is
+   in the room or in view from there); rivals without that edge to that anchor are excluded;
 4. an object resting on it, said with an indefinite article ("the desk with a laptop on it"):
    rivals without an object of that category on them are excluded;
 5. an ordinal along the path ("the second armchair on your left"): the rivals on the same side of
@@ -25,7 +25,8 @@ apart, in this order, by
 A doorway is named by an ordinal along the path from the room it leaves ("the second doorway on
 your left"): the doors of that room (the graph's ``adjacent`` edges and their ``door_center``)
 within ``DOOR_VISIBLE`` metres of the path, on the side the path turns to through the doorway,
-counted in the order the path reaches them (``doorways_along``).
+counted in the order the path reaches them (``doorways_along``); ``doors_between`` counts a room's
+doors (into one room), which tells whether "the doorway into the kitchen" is one.
 
 A room whose type is not unique in scope is named by its contents ("the bedroom with the desk"):
 a category present in it and absent from every same-type room in scope. What cannot be made
@@ -277,7 +278,8 @@ class Referrer:
                 return Reference(obj, scope_room, "category", **made)
             keys = [k for k in ATTRIBUTE_KEYS if k in obj.attribute_dict]
             extra = (keys[int(rng.integers(len(keys)))],) if keys and rng.random() < decorate else ()
-            fact = self._distinguishing_relation(instance_id, []) if rng.random() < decorate else None
+            fact = self._distinguishing_relation(instance_id, [], scope_room, viewpoint) \
+                if rng.random() < decorate else None
             carried = self._carried(instance_id, []) if fact is None and rng.random() < decorate else None
             return Reference(obj, scope_room, "category", attributes=extra, relation=fact, carries=carried, **made)
         mine = obj.attribute_dict
@@ -286,7 +288,7 @@ class Referrer:
             for keys in combinations(keys_avail, n):
                 if all(_excluded_by_attributes(view, instance_id, r, keys) for r in rivals):
                     return Reference(obj, scope_room, "attribute", attributes=keys, **made)
-        fact = self._distinguishing_relation(instance_id, rivals)
+        fact = self._distinguishing_relation(instance_id, rivals, scope_room, viewpoint)
         if fact is not None:
             return Reference(obj, scope_room, "relation", relation=fact, **made)
         carried = self._carried(instance_id, rivals)
@@ -301,7 +303,10 @@ class Referrer:
     def _has_edge(self, iid: int, relation: str, anchor: int) -> bool:
         return self.view.has_relation(iid, relation, f"obj:{anchor}", symmetric=relation in SYMMETRIC_RELATIONS)
 
-    def _distinguishing_relation(self, instance_id: int, rivals: list[int]) -> RelationFact | None:
+    def _distinguishing_relation(self, instance_id: int, rivals: list[int], scope_room: int | None,
+                                 viewpoint: tuple[float, float] | None) -> RelationFact | None:
+        """A relation to an anchor that is the only one of its category in the scope (``scope_room``
+        and what is in view from ``viewpoint``) and that no rival has (lowest relation, anchor id)."""
         view = self.view
         category = view.objects[instance_id]["category"]
         best = None
@@ -312,7 +317,7 @@ class Referrer:
             a = view.objects.get(anchor)
             if a is None or a["category"] == category or a["category"] in STRUCTURE:
                 continue
-            if view.count_in_room(a["category"], view.room_of(anchor)) != 1:
+            if self.scope_objects(scope_room, a["category"], viewpoint) != [anchor]:
                 continue
             if any(self._has_edge(r, rel, anchor) for r in rivals):
                 continue
@@ -402,6 +407,11 @@ class Referrer:
                 out.append((s, side, to_room, through))
         return sorted(out)
 
+    def doors_between(self, room_a: int | None, room_b: int | None = None) -> int:
+        """How many doors (the ``adjacent`` edges' ``door_center``) room ``room_a`` has, into room
+        ``room_b`` only when given; 0 when the graph records none."""
+        return sum(1 for to_room, _ in self._doors.get(room_a, []) if room_b is None or to_room == room_b)
+
     def doorway_ordinal(self, from_room: int | None, to_room: int, path: PathFrame) -> tuple[int, str] | None:
         """``(n, side)``: the doorway the path takes from ``from_room`` into ``to_room`` is the n-th
         on that side; ``None`` when it is straight ahead, not found, tied with another or beyond
@@ -436,14 +446,20 @@ class Referrer:
                        path: PathFrame | None = None, carries: str | None = None,
                        viewpoint: tuple[float, float] | None = None) -> list[int]:
         """Every object in scope (``scope_objects``) the words could denote (conservatively: an
-        object without a claimed attribute might have it)."""
+        object without a claimed attribute might have it). ``relation`` is ``(relation, anchor id)``;
+        the words name only the anchor's category, so an object related to any object of that
+        category in the same scope matches (the anchor's own uniqueness is its own mention's check)."""
         view = self.view
         out = []
+        anchors = []
+        if relation is not None:
+            anchor = view.objects.get(relation[1])
+            anchors = self.scope_objects(scope_room, anchor["category"], viewpoint) if anchor is not None else []
         for iid in self.scope_objects(scope_room, category, viewpoint):
             have = _attrs(view, iid)
             if any(k in have and have[k] != v for k, v in (attributes or {}).items()):
                 continue
-            if relation is not None and not self._has_edge(iid, relation[0], relation[1]):
+            if relation is not None and not any(self._has_edge(iid, relation[0], a) for a in anchors):
                 continue
             if carries is not None and not any(view.objects[o]["category"] == carries for o in self._on_top(iid)):
                 continue

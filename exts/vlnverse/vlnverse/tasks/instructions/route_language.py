@@ -16,6 +16,8 @@ No template literal may name an object or room word (the Verifier would flag it 
 """
 from __future__ import annotations
 
+import re
+
 from .template_sets import Template, TemplateSet
 
 PARTS: dict[str, list[str]] = {
@@ -371,6 +373,10 @@ MANNERS = ("slowly", "carefully", "steadily", "calmly", "at an easy pace", "with
            "quietly", "gently", "at a steady pace", "cautiously", "unhurriedly", "smoothly", "confidently",
            "at a relaxed pace", "with care", "leisurely", "attentively", "deliberately", "purposefully",
            "with purpose", "nice and easy")
+#: Template wording that claims a single doorway ("through the doorway of {room}", "its doorway",
+#: "the opening into {room}"): said only where that doorway is the only one (see ``RouteSynthesizerV2``).
+ONE_DOORWAY = re.compile(r"\b(the|its) (doorway|opening|exit|entrance|threshold|archway|passage)\b")
+
 MOVING_PARTS = frozenset({"begin", "pass", "straight", "enter", "exit"})
 OPENERS = ("", "", "", "please ", "okay, ", "alright, ", "first, ", "to begin, ", "now then, ", "so, ",
            "from where you stand, ", "from your starting spot, ", "to start with, ", "here is the route: ",
@@ -432,5 +438,5 @@ def template_set(families: tuple[int, ...] = (0, 1)) -> TemplateSet:
     return TemplateSet("fine_grained_v2", [t for t in templates if family(t.template_id) in families])
 
 
-__all__ = ["CLOSINGS", "DISTANCE_HEDGES", "EXTRA_OBJECT_FORMS", "EXTRA_ROOM_FORMS", "LAST_LINKS", "LEADS", "MANNERS", "MOVING_PARTS", "OPENERS", "PAIR_LINKS",
+__all__ = ["CLOSINGS", "DISTANCE_HEDGES", "EXTRA_OBJECT_FORMS", "EXTRA_ROOM_FORMS", "LAST_LINKS", "LEADS", "MANNERS", "MOVING_PARTS", "ONE_DOORWAY", "OPENERS", "PAIR_LINKS",
            "PARTS", "family", "template_set"]

@@ -9,7 +9,10 @@
 * ``RouteSynthesizerV2``: each landmark is named by ``references.Referrer`` from the room the agent
   is in and what is in view where the path passes it (category, attribute, relation or ordinal,
   see there; ``RouteLanguageV2`` gives the referrer the occupancy grid's sightlines), rooms by
-  type or by contents when their type is not unique next door; distances are given for long
+  type or by contents when their type is not unique next door; a doorway by an ordinal ("the
+  second doorway on your left") when the room cannot be named or several doors lead into it, and
+  wording that claims a single doorway ("through the doorway of the hallway") only where that
+  room has one door (into that room); distances are given for long
   stretches; clauses come from ``route_language`` (more verbs, connectives and clause orders).
   It records the route claims
   (``actions``) and one record per reference (``references``: ``seen_rivals`` when rivals of
@@ -29,7 +32,7 @@ from .lexicon import Lexicon
 from .phrases import Phrase, object_phrase, render
 from .references import STRUCTURE, PathFrame, Reference, Referrer, RoomReference
 from .route_language import (CLOSINGS, DISTANCE_HEDGES, LAST_LINKS, LAST_LINKS_AFTER_LEAD, LEADS, MANNERS,
-                             MOVING_PARTS, OPENERS, PAIR_LINKS, PAIR_LINKS_AFTER_LEAD, family, template_set)
+                             MOVING_PARTS, ONE_DOORWAY, OPENERS, PAIR_LINKS, PAIR_LINKS_AFTER_LEAD, family, template_set)
 from .types import GroundedInstruction, Mention, RouteEvent, RouteFacts
 
 #: Ways to say a relation in a reference, by scene-graph relation.
@@ -239,10 +242,8 @@ class RouteSynthesizerV2:
             phrase = Phrase(head.text, [mention])
         if ref.relation is not None:
             words = RELATION_WORDS_V2.get(ref.relation.relation, (ref.relation.relation.replace("_", " "),))
-            anchor_ref = self.referrer.refer(ref.relation.anchor.instance_id)
             anchor = object_phrase(ref.relation.anchor, lex, variant=int(rng.integers(4)))
-            anchor = Phrase(anchor.text, [replace(anchor.mentions[0], scope=anchor_ref.scope_room if anchor_ref
-                                                  else None)])
+            anchor = Phrase(anchor.text, [replace(anchor.mentions[0], scope=ref.scope_room, viewpoint=ref.viewpoint)])
             rel = Phrase(_pick(rng, words) + " ") + anchor
             rel.mentions.append(Mention("relation", (0, len(rel.text)), relation=ref.relation.relation,
                                         subject=ref.obj.node_id, target=ref.relation.anchor.node_id))
@@ -295,8 +296,10 @@ class RouteSynthesizerV2:
         actions: list[tuple[str, int]] = []
         references: list[dict] = []
 
-        def clause(part: str, slots: dict) -> None:
+        def clause(part: str, slots: dict, one_door: bool = False) -> None:
+            """A clause of ``part``; wording that claims a single doorway only when ``one_door``."""
             choices = self.templates.select(part, None, set(slots))
+            choices = [t for t in choices if one_door or not ONE_DOORWAY.search(t.text)] or choices
             fresh = [t for t in choices if t.template_id not in used] or choices
             if used:   # no two clauses in a row opening with the same word
                 last_first = self._by_id[used[-1]].text.split(" ", 1)[0]
@@ -319,10 +322,12 @@ class RouteSynthesizerV2:
 
         def doorway(room_ref, from_room, into: Phrase | None) -> Phrase | None:
             """"the second doorway on your left into the kitchen": always when the room cannot be
-            named, else sometimes (``decorate``); a room mention with the ordinal spans it all."""
+            named or more than one door leads into it from ``from_room``, else sometimes
+            (``decorate``); a room mention with the ordinal spans it all."""
             door = referrer.doorway_ordinal(from_room, room_ref.room_id, path)
-            if door is None or (into is not None and (rng.random() >= self.decorate
-                                                      or into.text.startswith("the room "))):
+            needed = into is None or referrer.doors_between(from_room, room_ref.room_id) > 1
+            if door is None or (not needed and (rng.random() >= self.decorate
+                                                or into.text.startswith("the room "))):
                 return None
             n, side = door
             target = into if into is not None else self.room_phrase(RoomReference(room_ref, None), rng)
@@ -331,7 +336,7 @@ class RouteSynthesizerV2:
             phrase.mentions.insert(0, Mention("room", (0, len(phrase.text)), category=room_ref.room_type,
                                               room_id=room_ref.room_id, scope=from_room, ordinal=door))
             references.append({"instance_id": None, "room_id": room_ref.room_id, "kind": "doorway",
-                               "needs": "ordinal" if into is None else "category", "span": [0, len(phrase.text)]})
+                               "needs": "ordinal" if needed else "category", "span": [0, len(phrase.text)]})
             phrase.mentions.append(Mention("object", (0, len(phrase.text)), category="__reference__",
                                            instance_id=len(references) - 1))
             return phrase
@@ -393,12 +398,14 @@ class RouteSynthesizerV2:
                     return None
                 into, door = got
                 out = left_room() if pending_exit is not None else None
+                one_in = referrer.doors_between(current, ev.room.room_id) == 1
                 if out is not None and door is None and rng.random() < 0.3:
-                    clause("cross", {"room_a": out, "room_b": into})
+                    clause("cross", {"room_a": out, "room_b": into}, one_door=one_in)
                 else:
                     if out is not None:
-                        clause("exit", {"room": out})
-                    clause("enter_door", {"doorway": door}) if door is not None else clause("enter", {"room": into})
+                        clause("exit", {"room": out}, one_door=referrer.doors_between(pending_exit) == 1)
+                    clause("enter_door", {"doorway": door}) if door is not None else \
+                        clause("enter", {"room": into}, one_door=one_in)
                 if pending_exit is not None:
                     actions.append(("exit", pending_exit))
                     pending_exit = None
@@ -408,7 +415,7 @@ class RouteSynthesizerV2:
                 if pending_exit is not None and nxt is not None and nxt.kind == "enter":
                     out = left_room()
                     if out is not None:
-                        clause("exit", {"room": out})
+                        clause("exit", {"room": out}, one_door=referrer.doors_between(pending_exit) == 1)
                         actions.append(("exit", pending_exit))
                         pending_exit = None
                 if ev.direction == "around":
@@ -422,7 +429,8 @@ class RouteSynthesizerV2:
                     if door is not None:
                         clause("enter_door", {"doorway": door})
                     else:
-                        clause("turn_into", {"dir": ev.direction, "room": into})
+                        clause("turn_into", {"dir": ev.direction, "room": into},
+                               one_door=referrer.doors_between(current, nxt.room.room_id) == 1)
                     actions.append(("enter", nxt.room.room_id))
                     current = nxt.room.room_id
                     last_s = nxt.s

@@ -8,7 +8,9 @@ claims that do not repeat or contradict themselves.
 * ``ambiguous_reference``: a mention with a ``scope`` does not denote exactly one object (room) of
   its scope (for an object with a ``viewpoint``, what is in view from there counts too): its
   category, claimed attributes, relation to the anchor, ordinal along the path or contents
-  (``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none;
+  (``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none. The anchor
+  of a relation is a mention of its own, said from the same place: "the lamp on the nightstand"
+  needs one nightstand in scope, not merely one lamp on a nightstand;
 * ``enter_current_room``: entering the room the agent is in;
 * ``exit_enter_same_room``: leaving a room and entering it again next;
 * ``repeated_room_entry``: entering a room already entered (or started in) earlier;
@@ -30,6 +32,19 @@ from .verifier import Verifier, placeholder_problems
 #: Every reason ``RouteVerifier.reasons`` can give.
 REASONS = ("placeholder", "unsupported", "ungrounded_word", "ambiguous_reference", "enter_current_room",
            "exit_enter_same_room", "repeated_room_entry", "exit_other_room", "stop_elsewhere", "repeated_clause")
+
+
+#: The most characters between an object's words and a relation that qualifies it (" topped with ").
+QUALIFIER_GAP = 13
+
+
+def _qualifies(mention: Mention, relation: Mention, text: str) -> bool:
+    """Whether ``relation`` is said of ``mention``: its words follow the mention's within the same
+    clause ("the lamp| on the nightstand", "the desk with |a laptop on it"). The anchor of "the lamp
+    on the nightstand" is not thereby "a nightstand with a lamp on it": that relation starts before
+    the anchor's words end, so the anchor must be unique by its own words."""
+    gap = text[mention.span[1]:relation.span[0]]
+    return relation.span[0] >= mention.span[1] and len(gap) <= QUALIFIER_GAP and not re.search(r"[.,;!?]", gap)
 
 
 class RouteVerifier(Verifier):
@@ -80,12 +95,12 @@ class RouteVerifier(Verifier):
                 continue
             where = f"'{text[m.span[0]:m.span[1]]}' at {m.span[0]}"
             if m.kind == "object" and m.instance_id is not None:
-                rel = next((r for r in instruction.mentions if r.kind == "relation" and r.subject == f"obj:{m.instance_id}"
-                            and r.target and r.target.startswith("obj:")),
-                           None)
+                node = f"obj:{m.instance_id}"
+                rel = next((r for r in instruction.mentions if r.kind == "relation" and r.subject == node
+                            and r.target and r.target.startswith("obj:") and _qualifies(m, r, text)), None)
                 relation = (rel.relation, int(rel.target[4:])) if rel is not None else None
                 carried = next((c for c in instruction.mentions if c.kind == "relation" and c.relation == "on"
-                                and c.target == f"obj:{m.instance_id}" and c.subject), None)
+                                and c.target == node and c.subject and _qualifies(m, c, text)), None)
                 carries = None
                 if carried is not None:
                     carries = self.view.objects.get(int(carried.subject[4:]), {}).get("category")
