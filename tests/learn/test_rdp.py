@@ -298,3 +298,38 @@ def test_rdp_overfits_four_episodes_through_the_runner(corridor, episodes_file, 
     starts = [r["agent_outputs"][0]["progress"] for r in records]
     ends = [r["agent_outputs"][-1]["progress"] for r in records if r["termination"] == "stop"]
     assert np.mean(starts) < 0.25 and ends and min(ends) > 0.85
+
+
+def test_look_before_hop_turns_onto_a_bearing_out_of_view_and_keeps_the_rest():
+    from vlnverse.learn.rdp import look_before_hop
+    from vlnverse.sim.types import WaypointAction
+
+    sideways = WaypointAction(0.0, -0.5, -1.2)  # 0.5 m to the right: bearing -90 deg
+    assert look_before_hop(sideways, 45.0) == WaypointAction(0.0, 0.0, -math.pi / 2)
+    ahead = WaypointAction(0.4, 0.3, 0.6)  # bearing atan2(0.3, 0.4) = 36.9 deg: in a 90 deg view
+    assert look_before_hop(ahead, 45.0) is ahead
+    assert look_before_hop(ahead, 30.0) == WaypointAction(0.0, 0.0, math.atan2(0.3, 0.4))
+    turn = WaypointAction(0.03, -0.03, 2.0)  # 0.042 m: a turn, not a hop
+    assert look_before_hop(turn, 45.0) is turn
+
+
+def test_hop_view_deg_makes_act_step_turn_where_the_sampled_hop_leaves_the_view():
+    """The same condition and noise: without ``hop_view_deg`` the first action; with it, that
+    action or the turn onto its bearing, as ``look_before_hop`` gives."""
+    from vlnverse.learn.rdp import look_before_hop
+
+    policy = _policy(hop_view_deg=45.0, stop_threshold=0.999)
+    policy.eval()
+    instruction = policy.instruction(torch.tensor([[1, 2, 3]]))
+    visual = policy.encode_frames({"rgb": torch.rand(1, 16, 16, 3), "depth": torch.rand(1, 16, 16)})
+    hidden, prev = policy.initial_state(1, None), policy.start_motion(1)
+    turned = 0
+    for seed in range(8):
+        policy.hop_view_deg = None
+        plain, _, _ = policy.act_step(instruction, visual, prev, hidden, generator=torch.Generator().manual_seed(seed))
+        policy.hop_view_deg = 45.0
+        looked, _, info = policy.act_step(instruction, visual, prev, hidden, generator=torch.Generator().manual_seed(seed))
+        assert looked == look_before_hop(plain, 45.0)
+        assert info.get("looked", False) == (looked != plain)
+        turned += looked != plain
+    assert 0 < turned < 8  # both branches ran (the frames and weights are seeded)

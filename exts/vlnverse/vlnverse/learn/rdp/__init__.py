@@ -18,7 +18,10 @@ success distance when r is half of it on paths up to ~15 m; 0.9 stopped short of
 circle on the tests' 8 m corridor paths). Otherwise it executes the first action of the sampled chunk
 (the medoid of ``action_samples`` samples when more than one)
 as a ``WaypointAction`` — through the waypoint controller under physics (Strict) or by teleport
-(Tel-Hop) — and re-plans at the next step (receding horizon).
+(Tel-Hop) — and re-plans at the next step (receding horizon). With ``hop_view_deg: A`` (inference
+only) a first action that moves the agent to a bearing more than A degrees off its heading — out of
+the camera's view when A is half its field of view — is executed as a turn in place onto that
+bearing (``look_before_hop``): the agent looks where it would go and re-plans from that view.
 
 Teacher (``WaypointTeacher``): at every visited pose, the geodesic shortest path to the goal
 (the scene planner's A* path from the current pose) that keeps ``teacher_clearance`` metres (default
@@ -53,6 +56,6 @@ from __future__ import annotations
 
 from .diagnostics import condition_check, heading_error_deg  # noqa: F401
 from .diffusion import LATENT_DIM, PREDICTIONS, Denoiser, cosine_betas, medoid, timestep_embedding  # noqa: F401
-from .policy import RDPParams, RDPPolicy  # noqa: F401
+from .policy import MIN_HOP, RDPParams, RDPPolicy, look_before_hop  # noqa: F401
 from .teacher import (ACTION_DIM, WaypointTeacher, WaypointTeacherAgent, geodesic, margin_planners,  # noqa: F401
                       motion_vector, path_length, relative_chunk, resample_by_length, teacher_path)

@@ -2,6 +2,7 @@
 training loss, sampling and acting), registered in ``POLICIES``."""
 from __future__ import annotations
 
+import math
 import zlib
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,20 @@ from ..policies import VLNPolicy, VLNPolicyParams, register_policy
 from ..vocab import Vocabulary
 from .diffusion import LATENT_DIM, PREDICTIONS, Denoiser, cosine_betas, medoid
 from .teacher import ACTION_DIM, WaypointTeacher, motion_vector
+
+#: moves shorter than this (m) are turns: ``look_before_hop`` leaves them alone
+MIN_HOP = 0.05
+
+
+def look_before_hop(action: WaypointAction, view_deg: float) -> WaypointAction:
+    """``action``, or a turn in place onto its bearing when it moves the agent (more than
+    ``MIN_HOP``) to a bearing more than ``view_deg`` degrees off the heading."""
+    if math.hypot(action.dx, action.dy) <= MIN_HOP:
+        return action
+    bearing = math.atan2(action.dy, action.dx)
+    if abs(bearing) <= math.radians(view_deg):
+        return action
+    return WaypointAction(0.0, 0.0, bearing, action.timeout)
 
 
 @dataclass
@@ -42,6 +57,7 @@ class RDPParams(VLNPolicyParams):
     noise_samples: int = param(4, low=1, high=10_000)
     action_samples: int = param(1, low=1, high=10_000)
     prediction: str = "epsilon"
+    hop_view_deg: float | None = param(None, low=0.0, high=180.0)
 
     def validate(self) -> None:
         """The sampler's name, DDIM steps within the diffusion's, the threshold in (0, 1), and
@@ -76,13 +92,14 @@ class RDPPolicy(VLNPolicy):
                  sampler: str = "ddim", ddim_steps: int = 10, attention_heads: int = 4, denoiser_size: int = 128,
                  denoiser_layers: int = 2, progress_weight: float = 1.0, stop_threshold: float = 0.95,
                  clip_sample: float = 3.0, noise_samples: int = 4, action_samples: int = 1, prediction: str = "epsilon",
-                 **params: Any):
+                 hop_view_deg: float | None = None, **params: Any):
         super().__init__(vocab, sensors, **params)
         if self.rgb is None:
             raise ConfigError("RDP needs an RGB camera", field="sensors", expected="a sensor with kind: rgb")
         self.horizon, self.spacing, self.stop_radius = int(horizon), float(waypoint_spacing), stop_radius
         self.diffusion_steps, self.sampler, self.ddim_steps = int(diffusion_steps), sampler, int(ddim_steps)
         self.noise_samples, self.action_samples, self.prediction = int(noise_samples), int(action_samples), prediction
+        self.hop_view_deg = None if hop_view_deg is None else float(hop_view_deg)
         self.progress_weight, self.stop_threshold, self.clip_sample = float(progress_weight), float(stop_threshold), float(clip_sample)
         h, text = self.hidden_size, self.instruction.out_dim
         self.text_proj = nn.Linear(text, h)
@@ -248,7 +265,13 @@ class RDPPolicy(VLNPolicy):
             return DiscreteAction.STOP, hidden, info
         first = chunk[0, 0].cpu().double().numpy()
         info["chunk"] = np.round(chunk[0].cpu().numpy(), 3).tolist()
-        return WaypointAction(float(first[0]), float(first[1]), float(first[2])), hidden, info
+        action = WaypointAction(float(first[0]), float(first[1]), float(first[2]))
+        if self.hop_view_deg is not None:
+            looked = look_before_hop(action, self.hop_view_deg)
+            if looked is not action:
+                info["looked"] = True
+            action = looked
+        return action, hidden, info
 
     def generator_for(self, seed: int, episode_id: str, device: Any) -> torch.Generator:
         """A sampling generator seeded by (seed, episode id)."""
