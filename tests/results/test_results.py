@@ -256,3 +256,25 @@ def test_a_claims_outcomes_count_episodes_and_first_errors():
     b.failures = None
     [judged] = judge_claims([claim], [a, b])
     assert judged["outcomes"]["first_errors"] is None and outcome_lines([judged])[2].endswith("| - | - |")
+
+
+def test_a_partial_tables_rows_are_paired_on_the_episodes_both_have():
+    """A ``bench train --seeds`` file with pending jobs: a row missing a seed (its last 10 of 30
+    episodes) is compared with a full row on the 20 episodes both have (A 0.8, B 0.2 in each of 4
+    homes: +0.6), and outcomes count those 20; the same rows in a finished table are refused."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.results.claims import judge_claims
+
+    better = [1.0, 1.0, 1.0, 1.0, 0.0] * 4
+    worse = [1.0, 0.0, 0.0, 0.0, 0.0] * 4
+    full = _claim_run("gama_il", "test", better + [0.0] * 10)
+    short = _claim_run("hnr_il", "test", worse)
+    claim = {"id": "y", "claim": "GAMA beats HNR", "paper": "p", "a": "gama_il", "b": "hnr_il", "task": "fine_grained",
+             "mode": "telhop", "splits": ["test"]}
+    with pytest.raises(ConfigError, match="10 episode id"):
+        judge_claims([claim], [full, short])
+    full.extra["pending"] = short.extra["pending"] = ["hnr-s2"]
+    [judged] = judge_claims([claim], [full, short])
+    assert judged["verdict"] == "reproduced" and judged["SR"]["mean"] == pytest.approx(0.6)
+    assert judged["outcomes"]["only_a"] + judged["outcomes"]["both"] + judged["outcomes"]["neither"] == 20
+    assert len(full.ids) == 30   # the row itself is left whole

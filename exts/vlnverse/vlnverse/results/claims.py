@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .compare import Run, compare_pair
+from .compare import Run, check_comparable, common_episodes, compare_pair
 
 VERDICTS = ("reproduced", "refuted", "not separated", "not run")
 
@@ -45,7 +45,8 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
             if missing:
                 entry["verdict"] = "not run"
             else:
-                a, b = found[claim["a"]], found[claim["b"]]
+                check_comparable(found[claim["a"]], found[claim["b"]])
+                a, b = common_episodes(found[claim["a"]], found[claim["b"]])
                 pair = compare_pair(claim["a"], {"homes": a.homes, **a.values}, claim["b"], {"homes": b.homes, **b.values},
                                     seed=seed)
                 entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),

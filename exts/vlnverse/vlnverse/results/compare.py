@@ -9,7 +9,7 @@ file and field (``ConfigError``). Statistics: ``core.stats`` (docs/statistics.md
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,7 @@ def _eval_run(path: Path) -> Run:
 def _bench_runs(path: Path, data: dict) -> list[Run]:
     """The rows of a ``bench train`` JSON's table."""
     _check_format(data, path)
+    pending = sorted(str(j) for j in ((data.get("partial") or {}).get("pending") or []))
     out = []
     for i, row in enumerate(data["table"]):
         where = f"table[{i}]."
@@ -113,7 +114,7 @@ def _bench_runs(path: Path, data: dict) -> list[Run]:
                        homes=[str(h) for h in per["homes"]], values={m: list(per[m]) for m in INTERVAL_METRICS},
                        intervals={m: {"episode": row[m], "clustered": clustered[m]} for m in INTERVAL_METRICS},
                        per_home=_require(row, "per_home", path, where), design=_require(row, "design", path, where),
-                       seeds=row.get("seeds"), bench=True, extra={"seeds_ci": row.get("seeds_ci")},
+                       seeds=row.get("seeds"), bench=True, extra={"seeds_ci": row.get("seeds_ci"), "pending": pending},
                        failures=list(per["first_error"]) if "first_error" in per else None))
     return out
 
@@ -188,6 +189,9 @@ def check_comparable(a: Run, b: Run) -> None:
             got = [g.get(k) if isinstance(g, dict) else None for g in got]
         raise ConfigError(f"{b.label} has {got[1]!r}, {a.label} ({a.source}) has {got[0]!r}", file=b.source,
                           field=where, expected="runs under the same protocol")
+    partial = bool(a.extra.get("pending") or b.extra.get("pending"))
+    if partial and set(a.ids) & set(b.ids):
+        a, b = common_episodes(a, b)
     if a.ids != b.ids:
         missing = sorted(set(a.ids) ^ set(b.ids))
         detail = (f"{len(missing)} episode id(s) in only one of them, e.g. {missing[0]!r}" if missing
@@ -197,6 +201,23 @@ def check_comparable(a: Run, b: Run) -> None:
     if a.homes != b.homes:
         raise ConfigError(f"{b.label} places episodes in other homes than {a.label} ({a.source})", file=b.source,
                           field="episodes.scene_id", expected="the same home per episode")
+
+
+def _restricted(run: Run, keep: set) -> Run:
+    index = [i for i, e in enumerate(run.ids) if e in keep]
+    return replace(run, ids=[run.ids[i] for i in index], homes=[run.homes[i] for i in index],
+                   values={m: [v[i] for i in index] for m, v in run.values.items()},
+                   failures=None if run.failures is None else [run.failures[i] for i in index])
+
+
+def common_episodes(a: Run, b: Run) -> tuple[Run, Run]:
+    """``a`` and ``b`` on the episodes both have, in id order (themselves when they have the same):
+    how the rows of a partial table (a ``bench train --seeds`` file with pending jobs, its rows over
+    different seeds) are paired. ``check_comparable`` allows this only for a partial table."""
+    if a.ids == b.ids:
+        return a, b
+    shared = set(a.ids) & set(b.ids)
+    return _restricted(a, shared), _restricted(b, shared)
 
 
 def group_runs(runs: list[Run], *, strict: bool) -> dict[tuple, list[Run]]:
@@ -272,8 +293,8 @@ def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0) -> dict:
     groups = group_runs(runs, strict=strict)
     out = []
     for (task, split, mode, _), members in groups.items():
-        pairs = [compare_pair(a.label, _columns(a), b.label, _columns(b), seed=seed)
-                 for i, a in enumerate(members) for b in members[i + 1:]]
+        pairs = [compare_pair(a.label, _columns(x), b.label, _columns(y), seed=seed)
+                 for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
         out.append({"task": task, "split": split, "mode": mode, "body": body_name(members[0]),
                     "runs": [r.label for r in members],
                     "design": {"homes": len(set(members[0].homes)), "episodes": len(members[0].ids),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines
-from .compare import (COMPARED_METRICS, Run, body_name, compare_pair, group_mde, group_runs, load_runs,
+from .compare import (COMPARED_METRICS, Run, body_name, common_episodes, compare_pair, group_mde, group_runs, load_runs,
                       plot_comparisons, run_entry)
 
 PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
@@ -135,6 +135,12 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
           "(docs/statistics.md). A paired difference A - B is on the same episodes; \"A > B\" only when its home "
           "interval excludes 0. Paper figures are the VLNVerse paper's (percent, its own scenes and training), "
           "shown beside ours for orientation, not as a paired comparison.", ""]
+    pending = sorted({j for r in runs for j in (r.extra or {}).get("pending") or []})
+    if pending:
+        md += [f"**A partial table:** job(s) {', '.join(pending)} had not finished, so some rows cover fewer training "
+               "seeds (the *seeds* column); a pair of rows is compared on the episodes both have (the pair's "
+               "*episodes*).", ""]
+        data["pending"] = pending
     with replace_output_dir(out, command="results page") as tmp:
         for gi, ((task, split, mode, _), members) in enumerate(groups.items()):
             mde_sr = group_mde(members)
@@ -174,14 +180,15 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
             png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
             plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")
             md += ["", f"![SR per home]({png})", ""]
-            pairs = [compare_pair(a.label, {"homes": a.homes, **a.values}, b.label, {"homes": b.homes, **b.values},
-                                  seed=seed) for i, a in enumerate(members) for b in members[i + 1:]]
+            pairs = [compare_pair(a.label, {"homes": x.homes, **x.values}, b.label, {"homes": y.homes, **y.values},
+                                  seed=seed) | {"episodes": len(x.ids)}
+                     for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
             if pairs:
                 md += ["### Paired comparisons", "",
-                       "| A - B | " + " | ".join(f"{m} difference | {m} home CI | P(A > B) {m}" for m in COMPARED_METRICS)
-                       + " | verdict (SR) |", "|---|" + "---|---|---|" * len(COMPARED_METRICS) + "---|"]
+                       "| A - B | episodes | " + " | ".join(f"{m} difference | {m} home CI | P(A > B) {m}" for m in COMPARED_METRICS)
+                       + " | verdict (SR) |", "|---|---|" + "---|---|---|" * len(COMPARED_METRICS) + "---|"]
                 for c in pairs:
-                    md.append(f"| {c['a']} - {c['b']} | " + " | ".join(
+                    md.append(f"| {c['a']} - {c['b']} | {c['episodes']} | " + " | ".join(
                         f"{c[m]['mean']:+.3f} | {_ci(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
                         + f" | {c['verdict']} |")
                 md.append("")
