@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .compare import Run, check_comparable, common_episodes, compare_pair
+from .compare import Run, check_comparable, columns, common_episodes, compare_pair
 
 VERDICTS = ("reproduced", "refuted", "not separated", "not run")
 
@@ -47,7 +47,7 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
             else:
                 check_comparable(found[claim["a"]], found[claim["b"]])
                 a, b = common_episodes(found[claim["a"]], found[claim["b"]])
-                pair = compare_pair(claim["a"], {"homes": a.homes, **a.values}, claim["b"], {"homes": b.homes, **b.values},
+                pair = compare_pair(claim["a"], columns(a), claim["b"], columns(b),
                                     seed=seed)
                 entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
                              verdict="not separated" if pair["verdict"] == "not separated"

@@ -277,7 +277,8 @@ def body_name(run: Run) -> str | None:
     return (run.protocol.get("body") or {}).get("name")
 
 
-def _columns(run: Run) -> dict:
+def columns(run: Run) -> dict:
+    """A run's per-episode homes and metrics: what ``compare_pair`` takes for one side."""
     return {"homes": run.homes, **run.values}
 
 
@@ -293,7 +294,7 @@ def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0) -> dict:
     groups = group_runs(runs, strict=strict)
     out = []
     for (task, split, mode, _), members in groups.items():
-        pairs = [compare_pair(a.label, _columns(x), b.label, _columns(y), seed=seed)
+        pairs = [compare_pair(a.label, columns(x), b.label, columns(y), seed=seed)
                  for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
         out.append({"task": task, "split": split, "mode": mode, "body": body_name(members[0]),
                     "runs": [r.label for r in members],

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines
-from .compare import (COMPARED_METRICS, Run, body_name, common_episodes, compare_pair, group_mde, group_runs, load_runs,
+from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs, load_runs,
                       plot_comparisons, run_entry)
 
 PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
@@ -180,7 +180,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
             png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
             plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")
             md += ["", f"![SR per home]({png})", ""]
-            pairs = [compare_pair(a.label, {"homes": x.homes, **x.values}, b.label, {"homes": y.homes, **y.values},
+            pairs = [compare_pair(a.label, columns(x), b.label, columns(y),
                                   seed=seed) | {"episodes": len(x.ids)}
                      for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
             if pairs:
