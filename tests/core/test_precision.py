@@ -44,3 +44,13 @@ def test_json_jsonl_and_npz_writers_round(tmp_path):
     with np.load(tmp_path / "a.npz") as f:
         assert f["xy"].tolist() == [[0.3, 0.0]] and f["grid"].dtype == np.uint8
     assert round_array(np.array([1, 2])).dtype.kind == "i"
+
+
+def test_a_timed_rate_is_the_count_over_the_seconds_as_written():
+    from vlnverse.core.precision import timed_rate
+
+    # 45 steps in 1.33151 s: the seconds kept to the ms (1.332), the rate 45 / 1.332 = 33.7838 -> 33.78,
+    # not 45 / 1.33151 = 33.796 -> 33.80, which a reader dividing the written figures could not recover
+    assert timed_rate(45, 1.33151) == (1.332, 33.78)
+    assert timed_rate(7, 2.0, digits=1, seconds_digits=6) == (2.0, 3.5)
+    assert timed_rate(3, 0.0004) == (0.0, None)  # no time kept: no rate

@@ -91,7 +91,7 @@ def test_cache_is_reused_rebuilt_when_stale_and_labels_are_the_teachers(corridor
               scene_loader=lambda *a: corridor, progress=False, report=said.append, chunk_frames=32)
     store, stats = teacher_cache(episodes, **kw)
     assert stats["status"] == "built" and stats["frames"] == store.num_steps > 20 and stats["teacher_SR"] == 1.0
-    assert stats["frames_per_s"] == pytest.approx(stats["frames"] / stats["seconds"], rel=0.01)
+    assert stats["frames_per_s"] == round(stats["frames"] / stats["seconds"], 2)
     # bytes on disk: per frame RGB 16x16x3 uint8, depth 16x16 float16, label and executed int8, pose
     # 3 float32; each chunk file a 128-byte .npy header; plus the manifest and the episode index
     root = Path(stats["path"])

@@ -89,7 +89,7 @@ def test_dagger_collection_with_a_learner_aggregates_the_same_steps_with_two_wor
     done = np.concatenate([np.load(p) for p in sorted((stores[1].root / "chunks").glob("*.executed.npy"))])
     assert (labels != done).any()  # β = 0.5: the learner's (untrained) actions were executed too
     for run in (serial, parallel):  # the rate is of the steps collected over the seconds (kept to the ms) reported
-        assert run["steps_per_s"] == pytest.approx(run["steps"] / run["seconds"], rel=0.0006 / run["seconds"], abs=0.01)
+        assert run["steps_per_s"] == round(run["steps"] / run["seconds"], 2)
 
 
 def test_bad_worker_count_is_a_config_error(setup, tmp_path):

@@ -146,7 +146,7 @@ def test_gallery_command_writes_a_contact_sheet_and_figures(home, tmp_path, gl_c
     assert set(summary["presets"]) == {"fast", "default"} and len(summary["views"]) == 2
     for v in summary["presets"].values():  # the rate is of the frames drawn: one per view, over the seconds timed
         assert v["frames"] == len(summary["views"]) == len(v["views"])
-        assert v["fps"] == pytest.approx(v["frames"] / v["seconds"], rel=1e-3, abs=0.05)
+        assert v["fps"] == round(v["frames"] / v["seconds"], 1)
     sheet = Image.open(out / "gallery.png")
     assert sheet.width >= 2 * 64 and sheet.height >= 2 * 48
     for f, d in zip(summary["presets"]["fast"]["views"], summary["presets"]["default"]["views"]):

@@ -58,6 +58,15 @@ def round_float(value: float, decimals: int = DEFAULT_DECIMALS) -> float:
     return round(value, places) + 0.0
 
 
+def timed_rate(count: float, seconds: float, *, digits: int = 2,
+               seconds_digits: int = 3) -> tuple[float, float | None]:
+    """``(seconds, count / seconds)`` as written: the seconds rounded to ``seconds_digits`` and
+    the rate computed from those rounded seconds, so a reader who divides the written figures
+    gets the written rate to the last digit (rate None where no time was kept)."""
+    kept = round(float(seconds), seconds_digits)
+    return kept, (round(count / kept, digits) if kept > 0 else None)
+
+
 def round_length(value: float) -> float:
     """A length or coordinate in metres, rounded to ``LENGTH_DECIMALS``."""
     return round(float(value), LENGTH_DECIMALS) + 0.0

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.precision import timed_rate
 from ..run.agents import Agent, AgentState, OracleAgent
 from ..sim.types import DiscreteAction
 
@@ -306,6 +307,6 @@ def collect(episodes: list, *, settings: Any, sensors: list, collision_mode: str
         bar.close()
     if report.failures:
         raise VLNVerseError(f"collect: {report.failure_summary()}")
-    seconds = time.perf_counter() - t0
-    return {"episodes": len(records), "steps": steps, "seconds": round(seconds, 3),
-            "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": records}
+    seconds, steps_per_s = timed_rate(steps, time.perf_counter() - t0)
+    return {"episodes": len(records), "steps": steps, "seconds": seconds, "steps_per_s": steps_per_s,
+            "records": records}

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ConfigError
+from ..core.precision import timed_rate
 from ..core.io import to_jsonable
 from .batching import EpisodeBatches, inflection_coefficient
 from .checkpoint import content_key, read_checkpoint
@@ -130,6 +131,7 @@ class DaggerPhase:
 def merge_collected(parts: list[dict[str, Any]]) -> dict[str, Any]:
     """One ``collect`` result of several (a DAgger round over several tasks): summed steps and
     episodes, records in order, steps/s over the summed seconds."""
-    steps, seconds = sum(p["steps"] for p in parts), sum(p["seconds"] for p in parts)
-    return {"episodes": sum(p["episodes"] for p in parts), "steps": steps, "seconds": round(seconds, 3),
-            "steps_per_s": round(steps / seconds, 2) if seconds > 0 else None, "records": [r for p in parts for r in p["records"]]}
+    steps = sum(p["steps"] for p in parts)
+    seconds, steps_per_s = timed_rate(steps, sum(p["seconds"] for p in parts))
+    return {"episodes": sum(p["episodes"] for p in parts), "steps": steps, "seconds": seconds,
+            "steps_per_s": steps_per_s, "records": [r for p in parts for r in p["records"]]}

@@ -21,6 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from ..core.precision import timed_rate
 from ..core.cache_key import content_key
 from .cache import CACHE_VERSION
 from .store import StepStore
@@ -113,9 +114,9 @@ def feature_store(obs: StepStore, policy: Any, *, base_dir: str | Path | None = 
         store = StepStore.create(root, key=key, sensors=[], chunk_frames=chunk_frames)
     store.close()
     policy.train(was_training)
-    seconds = time.perf_counter() - t0
+    seconds, steps_per_s = timed_rate(steps_done, time.perf_counter() - t0, digits=1)
     stats = {"status": status, "path": str(root), "steps": store.num_steps, "bytes": store.size_bytes(),
-             "seconds": round(seconds, 3), "steps_per_s": round(steps_done / max(seconds, 1e-9), 1),
+             "seconds": seconds, "steps_per_s": steps_per_s,
              "pixel_bytes": obs.size_bytes()}
     report(f"feature cache: {status} {root}: {stats['steps']} steps, {stats['bytes'] / 1e6:.1f} MB "
            f"(pixels {stats['pixel_bytes'] / 1e6:.1f} MB), {stats['steps_per_s']} steps/s")

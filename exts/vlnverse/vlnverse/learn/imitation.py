@@ -9,6 +9,7 @@ from typing import Any, Callable
 
 import torch
 
+from ..core.precision import timed_rate
 from .batching import EpisodeBatches, batch_objective, il_batching, inflection_coefficient
 from .errors import BudgetTooSmallError, TrainingError
 from .vocab import Vocabulary
@@ -105,9 +106,9 @@ class ImitationPhase:
                 self._validate_and_keep(f"epoch_{epoch + 1:03d}", last.get("accuracy") or 0.0,
                                         position=(position or self._il_position)(epoch + 1, 0))
                 unvalidated = 0
-        return {"samples": samples, "seconds": round(seconds, 3), "stopped_by_budget": out_of_time,
-                "loss": None, "accuracy": None,
-                "samples_per_s": round(samples / seconds, 2) if seconds else None, "unvalidated_batches": unvalidated,
+        seconds, samples_per_s = timed_rate(samples, seconds)
+        return {"samples": samples, "seconds": seconds, "stopped_by_budget": out_of_time,
+                "loss": None, "accuracy": None, "samples_per_s": samples_per_s, "unvalidated_batches": unvalidated,
                 **last}
 
     def _il_position(self, epoch: int, batch: int) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..core.precision import timed_rate
 from ..core.io import atomic_path, write_json_atomic
 from .types import RENDER_QUALITIES, AgentPose
 
@@ -125,8 +126,9 @@ def render_gallery(scenes: Sequence[str | Path], out: str | Path, *, rooms: int 
         bar.update(1)
     bar.close()
     for q in qualities:
-        summary["presets"][q] = {"fps": round(count[q] / max(seconds[q], 1e-9), 1), "frames": count[q],
-                                 "seconds": round(seconds[q], 6), "views": [image_stats(f) for f in rows[q]]}
+        kept, fps = timed_rate(count[q], seconds[q], digits=1, seconds_digits=6)
+        summary["presets"][q] = {"fps": fps, "frames": count[q], "seconds": kept,
+                                 "views": [image_stats(f) for f in rows[q]]}
     out = Path(out)
     sheet = _contact_sheet(rows, summary, columns)
     with atomic_path(out / "gallery.png") as tmp:
