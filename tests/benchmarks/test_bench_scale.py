@@ -4,7 +4,6 @@ runs before and after each parallel run."""
 from __future__ import annotations
 
 import statistics
-from types import SimpleNamespace
 
 import pytest
 
@@ -17,7 +16,7 @@ def test_bench_scale_reports_paired_speedups_and_identical_results(monkeypatch):
     monkeypatch.setattr(scale, "GENERATE_EPISODES_PER_SCENE", 2)
     monkeypatch.setattr(scale, "EPISODES_PER_SCENE", 1)
     monkeypatch.setattr(scale, "_configs", lambda: [("serial", 1, "local"), ("local_2", 2, "local")])
-    out = scale.run(SimpleNamespace(seed=0, repeat=2, progress=False))
+    out = scale.run(scale.ScaleOptions(seed=0, repeat=2, progress=False))
 
     assert out["scenes"] == 2 and out["repeat"] == 2 and out["fork_server_start_s"] >= 0
     assert "ray_init_s" not in out and out["warm_up_s"] > 0

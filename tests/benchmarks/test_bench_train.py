@@ -456,8 +456,16 @@ def test_render_only_compares_every_render_path_on_the_same_frames(corridor, tmp
 
 
 def test_bench_train_nproc_needs_two_ranks_or_more():
-    from vlnverse.benchmarks.train_ddp import run
+    from vlnverse.benchmarks.train_ddp import TrainDdpOptions, run
     from vlnverse.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="--nproc: got 1"):
-        run(SimpleNamespace(nproc=1, budget=None, out=None, seed=0))
+        run(TrainDdpOptions(nproc=1))
+    with pytest.raises(ConfigError, match="--budget: got 0"):
+        run(TrainDdpOptions(nproc=2, budget=0))
+    # the command line's flags: --budget unset is the default budget
+    from vlnverse.benchmarks.train.options import options_from_args
+    from vlnverse.benchmarks.train_ddp import DEFAULT_BUDGET
+
+    got = options_from_args(TrainDdpOptions, SimpleNamespace(nproc=3, budget=None, seed=4, out=None, repeat=3))
+    assert got == TrainDdpOptions(nproc=3, budget=DEFAULT_BUDGET, seed=4, out=None) and DEFAULT_BUDGET == 60.0

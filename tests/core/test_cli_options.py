@@ -8,7 +8,8 @@ from vlnverse.core.errors import ConfigError
 
 
 def _args(*overrides):
-    return argparse.Namespace(overrides=list(overrides), workers=None, envs=None, benchmark=None, split=None)
+    return argparse.Namespace(overrides=list(overrides), workers=None, envs=None, benchmark=None, split=None,
+                              scene_root=[])
 
 
 def test_trailing_options_move_onto_the_arguments():

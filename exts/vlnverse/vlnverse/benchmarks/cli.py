@@ -115,7 +115,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..core.io import write_json_atomic
 
     name = args.name
-    if name == "train" and getattr(args, "nproc", None) is not None:  # data-parallel throughput (train_ddp)
+    if name == "train" and args.nproc is not None:  # data-parallel throughput (train_ddp)
         name = "train_ddp"
     module = importlib.import_module(f"vlnverse.benchmarks.{name}")
     figures = module.run(args)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +47,8 @@ def _context(seed: int, body):
 
 
 def run(args) -> dict:
-    """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
+    """Measure the figures listed in the module docstring (``args``: ``EvalBenchOptions`` or its
+    flags); returns a JSON-ready dict."""
     from tqdm import tqdm
 
     from vlnverse.run.agents import make_agent
@@ -58,11 +60,12 @@ def run(args) -> dict:
     from vlnverse.sim.sensors import CameraSpec
     from vlnverse.tasks.base import TASKS, load_task_config, load_task_types
 
+    options = EvalBenchOptions.from_args(args)
     load_task_types()
     task_cfg = load_task_config("fine_grained")
     body = load_body(task_cfg.body)
-    ctx, scene = _context(args.seed, body)
-    episodes = TASKS.get("fine_grained")(task_cfg).generate(ctx, np.random.default_rng(args.seed), EPISODES, "bench")
+    ctx, scene = _context(options.seed, body)
+    episodes = TASKS.get("fine_grained")(task_cfg).generate(ctx, np.random.default_rng(options.seed), EPISODES, "bench")
     sensors = [CameraSpec("rgb", "rgb", 224, 224, 90.0), CameraSpec("depth", "depth", 224, 224, 90.0)]
     sim = make_simulator(ctx.desc, body, sensors=sensors)
     settings = RunSettings(task_cfg.max_steps, task_cfg.success_distance, body, task_cfg.map_resolution, "fine_grained")
@@ -76,7 +79,7 @@ def run(args) -> dict:
                 params["navgraph"] = ctx.navgraph.graph
             mode = make_mode(name, sim, **params)
             best = None
-            for _ in range(max(1, args.repeat)):
+            for _ in range(max(1, options.repeat)):
                 t0 = time.perf_counter()
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", RuntimeWarning)
@@ -91,7 +94,7 @@ def run(args) -> dict:
             out["SR"][name] = round(float(np.mean([r["metrics"]["SR"] for r in records])), 3)
     finally:
         sim.close()
-    out["learned_policy"] = {"step_profile": step_profile(ctx, body, episodes, settings), **learned_policy(args)}
+    out["learned_policy"] = {"step_profile": step_profile(ctx, body, episodes, settings), **learned_policy(options)}
     return out
 
 
@@ -153,7 +156,27 @@ LEARNED_SENSORS = ("[{name: rgb, kind: rgb, width: 64, height: 64}, "
                    "{name: depth, kind: depth, width: 64, height: 64}]")
 
 
-def learned_policy(args) -> dict:
+@dataclass(frozen=True)
+class EvalBenchOptions:
+    """The settings of a ``bench eval`` run: ``repeat`` repetitions per figure (the best is kept),
+    ``seed`` (episodes), ``envs`` environments of the batched learned-policy run."""
+
+    repeat: int = 3
+    seed: int = 0
+    envs: int = LEARNED_ENVS
+
+    @classmethod
+    def from_args(cls, args) -> "EvalBenchOptions":
+        """The options of ``args`` (``vlnverse bench eval``'s flags); a bad ``--envs`` is a one-line
+        ``ConfigError`` naming it."""
+        from vlnverse.benchmarks.train.options import check_int_flags, options_from_args
+
+        options = options_from_args(cls, args)
+        check_int_flags((("--envs", options.envs, 1),))
+        return options
+
+
+def learned_policy(options: EvalBenchOptions) -> dict:
     """Batched vs serial evaluation of the shipped CMA checkpoint (see the module docstring)."""
     import json
     import os
@@ -169,7 +192,7 @@ def learned_policy(args) -> dict:
     from vlnverse.paths import tasks_dir
 
     episodes = LEARNED_EPISODES
-    envs = int(getattr(args, "envs", None) or LEARNED_ENVS)
+    envs = options.envs
     base = tasks_dir() / "eval" / "oracle_fine_grained_telhop.yaml"
     per_scene = max(1, -(-episodes // 2))
     work = Path(tempfile.mkdtemp(prefix="vlnverse-bench-eval-"))
@@ -181,7 +204,7 @@ def learned_policy(args) -> dict:
         _fresh_process_state()  # the serial run loads its scenes as the environments' processes do
         cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
                                       f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
-                                      f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={args.seed}",
+                                      f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={options.seed}",
                                       f"out={out}"])
         forward = [0.0, 0.0]  # wall, this thread's CPU
 
@@ -207,13 +230,13 @@ def learned_policy(args) -> dict:
         from vlnverse.run.episodes import generate_episodes
         from vlnverse.tasks.episode import save_episodes
 
-        eps = generate_episodes("fine_grained", "val_unseen", per_scene, args.seed, work / "dataset", max_scenes=2,
+        eps = generate_episodes("fine_grained", "val_unseen", per_scene, options.seed, work / "dataset", max_scenes=2,
                                 progress=False)
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
         records, forward = {}, [0.0, 0.0]
-        for _ in range(max(1, args.repeat)):
+        for _ in range(max(1, options.repeat)):
             for name, n in (("serial", 1), ("batched", envs)):
                 elapsed, records[name], spent = run(n, work / name)
                 if best[name] is None or elapsed < best[name]:

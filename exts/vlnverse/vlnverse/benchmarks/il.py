@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .train.options import check_counts, check_int_flags
+from .train.options import check_counts, check_int_flags, flag_reader
 from .train.recipe import EPISODES_PER_HOME, VAL_SEEN_HOMES_EPISODES, VALIDATION_EPISODES, select_rows
 
 IL_HOMES = 4            # generated training homes (--train-homes)
@@ -65,12 +65,7 @@ class ILBenchOptions:
         value is a one-line ``ConfigError`` naming the flag."""
         from vlnverse.core.errors import ConfigError
 
-        given = vars(args)
-
-        def flag(name: str, default: Any = None) -> Any:
-            value = given.get(name)
-            return default if value is None else value
-
+        given, flag = vars(args), flag_reader(args)
         rows = tuple(select_rows(given.get("policies") or "cma"))
         homes, per_home = flag("train_homes", IL_HOMES), flag("episodes_per_home", EPISODES_PER_HOME)
         epochs, repeats, every = flag("epochs", IL_BENCH_EPOCHS), flag("repeat", 1), given.get("validation_every")

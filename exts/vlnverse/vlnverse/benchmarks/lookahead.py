@@ -34,7 +34,7 @@ from typing import Any
 
 from vlnverse.core.stats import bootstrap_ci
 
-from .train.options import check_int_flags
+from .train.options import check_int_flags, required_path
 
 CHECKPOINT_HELP = "an hnr or gama checkpoint written by vlnverse train"
 #: a rendered view with less opacity than this counts as (nearly) empty in the figures
@@ -66,14 +66,10 @@ class LookaheadOptions:
         from vlnverse.core.errors import ConfigError, VLNVerseError
 
         given = vars(args)
-        if not given.get("checkpoint"):
-            raise ConfigError("missing", field="--checkpoint", expected=CHECKPOINT_HELP)
-        checkpoint = Path(given["checkpoint"])
+        checkpoint = required_path(given.get("checkpoint"), "--checkpoint", CHECKPOINT_HELP)
         if not checkpoint.is_file():
             raise ConfigError("no such file", file=checkpoint, field="--checkpoint", expected=CHECKPOINT_HELP)
-        if not given.get("episodes"):
-            raise ConfigError("missing", field="--episodes", expected="an episodes JSONL file (held-out homes)")
-        episodes = Path(given["episodes"])
+        episodes = required_path(given.get("episodes"), "--episodes", "an episodes JSONL file (held-out homes)")
         if not episodes.is_file():
             raise ConfigError("no such file", file=episodes, field="--episodes", expected="an episodes JSONL file")
         limit, workers = given.get("limit"), given.get("workers")

@@ -51,14 +51,16 @@ def _home_like_map(size: int = 400, seed: int = 0):
 
 
 def run(args: Any) -> dict[str, Any]:
-    """Measure the figures above; ``args.repeat`` repetitions (best kept), ``args.seed`` for scenes/pairs."""
+    """Measure the figures above; ``args`` (``TimingOptions`` or its flags): ``repeat`` repetitions
+    (best kept), ``seed`` for scenes/pairs."""
+    from .train.options import TimingOptions, options_from_args
     from ..scenes.procgen import generate_home
     from ..tasks.base import TASKS, context_from_description, load_task_config, load_task_types
     from ..tasks.dataset import simulator_renderer_factory
     from ..tasks.pathing import PathPlanner
 
-    repeat = int(getattr(args, "repeat", 3))
-    seed = int(getattr(args, "seed", 0))
+    options = options_from_args(TimingOptions, args)
+    repeat, seed = options.repeat, options.seed
     figures: dict[str, Any] = {}
 
     # Paths on a generated home.

@@ -34,6 +34,7 @@ import os
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 SCENES = 10  # all shipped homes
@@ -174,18 +175,30 @@ def paired_speedups(serial: list[float], parallel: list[float]) -> list[float]:
     return [(serial[i] + serial[i + 1]) / 2 / t for i, t in enumerate(parallel)]
 
 
+@dataclass(frozen=True)
+class ScaleOptions:
+    """The settings of a ``bench scale`` run: ``repeat`` back-to-back repetitions (the median paired
+    speed-up is reported), ``seed`` (episodes) and ``progress`` (tqdm bars on stderr)."""
+
+    repeat: int = 1
+    seed: int = 0
+    progress: bool = True
+
+
 def run(args) -> dict:
-    """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
+    """Measure the figures listed in the module docstring (``args``: ``ScaleOptions`` or its flags);
+    returns a JSON-ready dict."""
+    from vlnverse.benchmarks.train.options import options_from_args
     from vlnverse.eval.folder import EPISODES_FILE
     from vlnverse.eval.runner import run_eval
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths
     from vlnverse.tasks.episode import load_episodes, save_episodes
     from tqdm import tqdm
 
-    progress = bool(getattr(args, "progress", True))
+    options = options_from_args(ScaleOptions, args)
+    progress = options.progress
     scenes = [str(p) for p in resolve_scene_paths("all")[:SCENES]]
-    seed = int(getattr(args, "seed", 0))
-    repeat = max(1, int(getattr(args, "repeat", 1) or 1))
+    seed, repeat = options.seed, max(1, options.repeat)
     out: dict = {"cpu_count": os.cpu_count(), "load_average_1m_before": round(os.getloadavg()[0], 2),
                  "scenes": len(scenes), "generated_episodes_per_scene": GENERATE_EPISODES_PER_SCENE,
                  "episodes_per_scene": EPISODES_PER_SCENE, "target_speedup": TARGET_SPEEDUP, "repeat": repeat,

@@ -33,8 +33,10 @@ def run(args) -> dict:
     from ..scenes.scene_graph import build_scene_graph
     from ..scenes.usd_io import load_scene, write_usd
     from ..core.body import DEFAULT_BODY, load_body
+    from .train.options import TimingOptions, options_from_args
 
-    repeat, seed = int(getattr(args, "repeat", 3)), int(getattr(args, "seed", 0))
+    options = options_from_args(TimingOptions, args)
+    repeat, seed = options.repeat, options.seed
     body = load_body(DEFAULT_BODY)
     figures: dict[str, Any] = {"seed": seed, "repeat": repeat, "body": body.name, "resolution_m": 0.05}
     steps = tqdm(total=7, desc="bench scenes", unit="stage")

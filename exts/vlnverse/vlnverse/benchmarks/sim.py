@@ -84,11 +84,13 @@ def run(args) -> dict:
     """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
     from tqdm import tqdm
 
+    from vlnverse.benchmarks.train.options import TimingOptions, options_from_args
     from vlnverse.sim import AgentPose, DiscreteAction, VelocityAction, make_sensor, make_simulator
     from vlnverse.sim.gym_env import VLNVerseNavEnv
 
     core = _pin_to_one_core()
-    repeat, seed = int(getattr(args, "repeat", 3)), int(getattr(args, "seed", 0))
+    options = options_from_args(TimingOptions, args)
+    repeat, seed = options.repeat, options.seed
     scene, source = _scene(seed)
     env = VLNVerseNavEnv(scene, DEFAULT_BODY, sensors=[make_sensor("rgb"), make_sensor("depth")])
     env.reset(seed=seed)

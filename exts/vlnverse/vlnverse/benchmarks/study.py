@@ -14,7 +14,7 @@ its wall time (both from the episode's first row: ``t`` is measured, so it stays
 ``contact_rows`` — the share of rows with contact. ``viewer_step_ms``: ``vlnverse view`` on the
 circle phase's study folder, the time to make a step's view and map (p50 / max of 10 new steps,
 and the episode's first picture). The process (server, simulators and clients)
-is pinned to one CPU core when the OS allows it (``cores``). Episodes: ``fine_grained``
+is pinned to one CPU core when the OS allows it (``cores``: the cores it ran on). Episodes: ``fine_grained``
 on the first shipped ``test`` scene (``--seed`` seeds them).
 """
 from __future__ import annotations
@@ -203,8 +203,7 @@ def run(args) -> dict:
 
     cores = None
     if hasattr(os, "sched_setaffinity"):
-        wanted = max(1, int(getattr(args, "cores", None) or 1))
-        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:wanted]))
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:1]))
         cores = len(os.sched_getaffinity(0))
     load_task_types()
     cfg = load_task_config("fine_grained")

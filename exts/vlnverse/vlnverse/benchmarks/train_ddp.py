@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 DDP_SCENE = "home_0001"
@@ -28,18 +29,32 @@ DDP_BATCH = 8
 DEFAULT_BUDGET = 60.0
 
 
+@dataclass(frozen=True)
+class TrainDdpOptions:
+    """The settings of a ``bench train --nproc`` run: ``nproc`` ranks (besides 1), ``budget``
+    seconds per row, ``seed`` (episodes) and ``out`` (its stem: the work folder; None: a temp one)."""
+
+    nproc: int = 2
+    budget: float = DEFAULT_BUDGET
+    seed: int = 0
+    out: str | None = None
+
+
 def run(args) -> dict:
-    """Measure the figures listed in the module docstring; returns a JSON-ready dict."""
+    """Measure the figures listed in the module docstring (``args``: ``TrainDdpOptions`` or its
+    flags); returns a JSON-ready dict."""
     import yaml
 
     from vlnverse.core.errors import ConfigError
+    from vlnverse.benchmarks.train.options import options_from_args
     from vlnverse.learn.agent import require_torch
 
     require_torch("vlnverse bench train --nproc", field=None)
-    nproc = int(args.nproc)
+    options = options_from_args(TrainDdpOptions, args)
+    nproc = options.nproc
     if nproc < 2:
         raise ConfigError(f"got {nproc}", field="--nproc", expected="an integer >= 2 (1 rank is always measured)")
-    budget = float(getattr(args, "budget", None) or DEFAULT_BUDGET)
+    budget = float(options.budget)
     if budget <= 0:
         raise ConfigError(f"got {budget:g}", field="--budget", expected="a positive number of seconds")
     from vlnverse.benchmarks.train.data import _dataset
@@ -47,13 +62,13 @@ def run(args) -> dict:
     from vlnverse.learn.distributed import launch
     from vlnverse.tasks.episode import save_episodes
 
-    work = Path(args.out).with_suffix("") if args.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-ddp-"))
+    work = Path(options.out).with_suffix("") if options.out else Path(tempfile.mkdtemp(prefix="vlnverse-bench-ddp-"))
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    episodes = [e for e in _dataset("fine_grained", DDP_SCENE, DDP_EPISODES, args.seed, work / "data_ddp", 0.0)]
+    episodes = [e for e in _dataset("fine_grained", DDP_SCENE, DDP_EPISODES, options.seed, work / "data_ddp", 0.0)]
     save_episodes(work / "train.jsonl", episodes)
     cfg = {"policy": {"name": "cma", "params": policy_row("cma")["params"]}, "task": "fine_grained", "train": str(work / "train.jsonl"),
-           "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "device": "auto", "seed": args.seed,
+           "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "device": "auto", "seed": options.seed,
            "il": {"epochs": 100000, "batch_size": DDP_BATCH, "lr": 0.002, "max_seconds": budget, "checkpoint_every": 10 ** 6},
            "validation": {"every": 10 ** 6}, "cache": {"dir": str(work / "cache")}, "out": str(work / "runs" / "prepare")}
     cache = _prepare_cache(cfg)  # built once, before the launches (its log line on stderr: stdout is the JSON)

@@ -50,7 +50,7 @@ from typing import Any
 
 from .train.data import _dataset
 from .train.evaluation import evaluate
-from .train.options import check_int_flags
+from .train.options import check_int_flags, required_path
 from .train.recipe import (SENSORS, TABLE7_VALIDATION_EPISODES, TRAIN_SCENE_EPISODES, VAL_SEEN_FRACTION,
                            VALIDATION_EPISODES, policy_row, row_config)
 from .train.report import table_lines
@@ -115,13 +115,11 @@ class TransferOptions:
         from vlnverse.core.errors import ConfigError, VLNVerseError
 
         given = vars(args)
-        if not given.get("work"):
-            raise ConfigError("missing", field="--work", expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
-        work = Path(given["work"])
+        expected = "the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)"
+        work = required_path(given.get("work"), "--work", expected)
         missing = [f for f in WORK_FILES if not (work / f).is_file()]
         if missing:
-            raise ConfigError(f"{work} lacks {missing}", field="--work",
-                              expected="the work folder of 'vlnverse bench train --policies vlnbert --out FILE.json' (FILE)")
+            raise ConfigError(f"{work} lacks {missing}", field="--work", expected=expected)
         body = given.get("body") or TARGET_BODY
         try:
             target = load_body(body)

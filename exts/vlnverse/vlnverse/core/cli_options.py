@@ -51,7 +51,7 @@ def split_trailing_options(args: argparse.Namespace, extra: tuple[str, ...] = ()
                     raise ConfigError(f"'{name}' needs a value", field=name)
                 value = items.pop(0)
             if name == "--scene-root":
-                args.scene_root = [*(getattr(args, "scene_root", None) or []), value]
+                args.scene_root = [*args.scene_root, value]
                 continue
             attr, kind, expected = known[name]
             try:

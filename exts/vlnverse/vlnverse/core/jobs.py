@@ -129,7 +129,7 @@ class ParallelConfig:
     @classmethod
     def from_args(cls, args: Any) -> "ParallelConfig":
         """The settings of options added by ``add_parallel_options`` (unset ones keep their defaults)."""
-        given = {name: getattr(args, name, None) for name in CLI_FIELDS}
+        given = {name: getattr(args, name) for name in CLI_FIELDS}
         return cls(**{k: v for k, v in given.items() if v is not None})
 
     def validate(self, fields: dict = CLI_FIELDS) -> "ParallelConfig":

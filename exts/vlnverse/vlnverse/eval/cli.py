@@ -118,12 +118,12 @@ def _eval(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     parallel = ParallelConfig.from_args(args).checked()
-    envs = getattr(args, "envs", None)
+    envs = args.envs
     if envs is not None and (isinstance(envs, bool) or not isinstance(envs, int) or not 1 <= envs <= MAX_ENVS):
         raise ConfigError(f"got {envs!r}", field="--envs", expected=f"an integer in 1..{MAX_ENVS}")
     path = resolve_config_path(args.config)
     cfg = load_eval_config(path, overrides + ([f"envs={envs}"] if envs is not None else []))
-    cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
+    cfg.scene_root = with_scene_roots(cfg.scene_root, args.scene_root)
     try:
         summary = run_eval(cfg, progress=not args.no_progress, **parallel.kwargs())
     except ConfigError as exc:  # found at run time (mode_params, agent.params, ...): name the config file

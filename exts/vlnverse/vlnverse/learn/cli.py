@@ -177,13 +177,13 @@ def _train(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             overrides.append(f"{name}={getattr(args, name)}")
     cfg = load_train_config(resolve_train_config_path(args.config), overrides)
-    cfg.scene_root = with_scene_roots(cfg.scene_root, getattr(args, "scene_root", None))
+    cfg.scene_root = with_scene_roots(cfg.scene_root, args.scene_root)
     require_torch("vlnverse train", field=None)
     from .distributed import CollectiveError, launch, rank_from_env
 
     if args.nproc is not None:  # the same command on N ranks, through torch.distributed.run
         command = ["-m", "vlnverse", "train", str(resolve_train_config_path(args.config)), *overrides,
-                   *[f"--scene-root={r}" for r in (getattr(args, "scene_root", None) or [])],
+                   *[f"--scene-root={r}" for r in args.scene_root],
                    *(["--no-progress"] if args.no_progress else [])]
         launch(args.nproc, command, max_restarts=args.max_restarts)
         return 0

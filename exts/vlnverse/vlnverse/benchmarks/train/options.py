@@ -3,12 +3,53 @@
 flag and the value it expects), and passed to every step of the run instead of the namespace."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import vlnverse.benchmarks.train.recipe as R
 from vlnverse.tasks.episode import LANGUAGE_SPLIT
+
+
+def flag_reader(args: Any):
+    """``flag(name, default=None)``: the value of ``args``' flag ``name`` (an argparse dest), or
+    ``default`` where ``args`` lacks it or leaves it None."""
+    given = vars(args)
+
+    def flag(name: str, default: Any = None) -> Any:
+        value = given.get(name)
+        return default if value is None else value
+
+    return flag
+
+
+def options_from_args(cls: type, args: Any) -> Any:
+    """``args`` when it already is a ``cls`` (a frozen options dataclass whose fields all have
+    defaults); otherwise a ``cls`` of ``args``' flags by field name, a field's default where
+    ``args`` lacks its flag or leaves it None."""
+    if isinstance(args, cls):
+        return args
+    flag = flag_reader(args)
+    return cls(**{f.name: flag(f.name, f.default) for f in fields(cls) if f.default is not MISSING})
+
+
+def required_path(value: Any, field: str, expected: str) -> Path:
+    """``value`` (a required path flag) as a ``Path``; a one-line ``ConfigError`` naming ``field``
+    when it is missing."""
+    from vlnverse.core.errors import ConfigError
+
+    if not value:
+        raise ConfigError("missing", field=field, expected=expected)
+    return Path(value)
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """The settings of a timing bench (``bench paths``, ``sim``, ``scenes``): ``repeat``
+    repetitions per figure (the best is kept) on the scene of ``seed``."""
+
+    repeat: int = 3
+    seed: int = 0
 
 
 def check_int_flags(flags) -> None:
@@ -211,12 +252,7 @@ class TrainBenchOptions:
         it lacks takes its default), checked in the order the command line's errors name them."""
         from vlnverse.core.errors import ConfigError
 
-        given = vars(args)
-
-        def flag(name: str, default: Any = None) -> Any:
-            value = given.get(name)
-            return default if value is None else value
-
+        given, flag = vars(args), flag_reader(args)
         common = {"seed": flag("seed", 0), "out": flag("out")}
         if flag("render_only", False):
             source, limit = flag("episodes"), flag("limit")
