@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,8 @@ MAX_HOMES = 100_000
 MAX_EPISODES_PER_HOME = 10_000
 #: Namespace and version of the cache key of a built split (bump when what is stored changes).
 CACHE_NAMESPACE, CACHE_VERSION = "benchmark", 1
+#: Version of how a held-out split is re-instructed in another language (bump when it changes).
+LANGUAGE_VERSION = 1
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -203,18 +205,78 @@ class Benchmark:
         return [folder / "scenes" / f"{s}.usd" for s in self.scene_ids(split)]
 
     def episodes(self, split: str, *, cache_dir: str | Path | None = None, workers: int = 1,
-                 progress: bool = True, resolve: bool = True) -> list:
+                 progress: bool = True, resolve: bool = True, language: dict | None = None) -> list:
         """A held-out split's episodes (made and checked on first use). ``resolve``: each
-        ``scene_path`` is the home's file; else as stored, relative to ``scenes_folder(split)``."""
+        ``scene_path`` is the home's file; else as stored, relative to ``scenes_folder(split)``.
+        ``language``: the task's ``params`` overrides of another instruction language (e.g.
+        ``{"params.instruction_version": 2}``): the same episodes re-instructed in it
+        (``language_file``), with ``params.language_split`` and val_unseen followed by the
+        ``val_unseen_language`` twins."""
         from .episode import load_episodes
 
         folder = self.build(split, cache_dir=cache_dir, workers=workers, progress=progress)
-        episodes = load_episodes(folder / "episodes" / f"{split}.jsonl")
+        episodes = load_episodes(self.language_file(split, language, cache_dir=cache_dir, progress=progress)
+                                 if language else folder / "episodes" / f"{split}.jsonl")
         if not resolve:
             return episodes
-        from dataclasses import replace
-
         return [replace(ep, scene_path=str(folder / "scenes" / ep.scene_path)) for ep in episodes]
+
+    def language_key(self, split: str, language: dict) -> dict[str, Any]:
+        """What a held-out split re-instructed in ``language`` depends on (its cache folder's key)."""
+        return {"split": self.split_key(split), "language": dict(sorted(language.items())),
+                "language_version": LANGUAGE_VERSION}
+
+    def language_file(self, split: str, language: dict, *, cache_dir: str | Path | None = None,
+                      progress: bool = True) -> Path:
+        """The episodes file of ``split`` re-instructed in ``language`` (task ``params`` overrides),
+        made once into ``<cache>/<name>-v<version>/<split>-language-<key>/``: every episode keeps its
+        id, home, start, goals and reference path (the definition's, checked by ``build``); only its
+        instructions are made again by the task's ``reworded`` with a generator seeded by
+        ``episode_seed`` and the episode's line, so the bytes are the same on every build. An
+        episode whose path gets no verified wording is left out, its id listed in ``done.json``'s
+        ``unworded``. The version-1 files are not touched."""
+        import numpy as np
+
+        from ..core.cache_key import content_key
+        from ..core.io import atomic_dir, write_json_atomic
+        from .base import TASKS, load_scene_context, load_task_config, load_task_types
+        from .episode import load_episodes, save_episodes
+
+        key = self.language_key(split, language)
+        name = f"{split}-language-{content_key(CACHE_NAMESPACE, LANGUAGE_VERSION, key, length=12)}"
+        folder = self.cache_folder(split, cache_dir).parent / name
+        out = folder / "episodes.jsonl"
+        try:
+            if json.loads((folder / "done.json").read_text(encoding="utf-8")).get("key") == key and out.is_file():
+                return out
+        except (OSError, ValueError, AttributeError):
+            pass
+        source = self.build(split, cache_dir=cache_dir, progress=progress)
+        load_task_types()
+        config = load_task_config(self.task, language)
+        generator = TASKS.get(self.task)(config)
+        if not hasattr(generator, "reworded"):
+            raise ConfigError(f"task '{self.task}' cannot re-instruct episodes", file=self.path, field="task.type",
+                              expected="fine_grained (the task with another instruction language)")
+        from ..core.body import as_body
+
+        body = as_body(self.body or config.body)
+        from tqdm import tqdm
+
+        made, unworded = [], []
+        original = load_episodes(source / "episodes" / f"{split}.jsonl")
+        for line, episode in enumerate(tqdm(original, desc=f"{self.name} {split} language", unit="episode",
+                                            disable=not progress)):
+            ctx = load_scene_context(source / "scenes" / episode.scene_path, body, resolution=config.map_resolution)
+            got = generator.reworded(ctx, episode, np.random.default_rng([self.episode_seed, line]))
+            made += got
+            if not got:
+                unworded.append(episode.episode_id)
+        with atomic_dir(folder) as tmp:
+            save_episodes(tmp / "episodes.jsonl", made)
+            write_json_atomic(tmp / "done.json", {"key": key, "episodes": len(made), "unworded": unworded,
+                                                  "episodes_sha256": sha256_file(tmp / "episodes.jsonl")})
+        return out
 
     def scenes_folder(self, split: str, cache_dir: str | Path | None = None) -> Path:
         """The folder of a held-out split's homes (the scene root of its episodes)."""

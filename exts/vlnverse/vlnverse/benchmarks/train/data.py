@@ -35,7 +35,8 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
     """``({train, val_seen, val_unseen, test: episodes}, homes figures)`` of a run with the
     ``options`` (``TrainBenchOptions``) and ``seed``: generated training homes (``homes_data``, the
     val_seen subset drawn with ``seed``) or the shipped train scenes; the held-out episodes of the
-    benchmark (``Benchmark.episodes``, made once into its cache), else of the shipped val_unseen
+    benchmark (``Benchmark.episodes``, made once into its cache; in another language its frozen
+    paths re-instructed), else of the shipped val_unseen
     and test scenes (seeds ``seed + 1`` / ``seed + 2``). Every split in ``options.task_overrides``'s
     language (``--language``); with ``v2-split`` also ``val_unseen_language``: each val_unseen
     episode's path in the held-out template families, id ``<val_unseen id>-language``. Generated
@@ -53,7 +54,7 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
                         work / "data_train", R.VAL_SEEN_FRACTION, overrides)
         train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
     if benchmark is not None:
-        unseen, test = (benchmark.episodes(s, workers=workers) for s in ("val_unseen", "test"))
+        unseen, test = (benchmark.episodes(s, workers=workers, language=overrides or None) for s in ("val_unseen", "test"))
     else:
         unseen = _dataset("fine_grained", "val_unseen", options.per_held_out, seed + 1, work / "data_val_unseen", 0.0,
                           overrides)

@@ -29,8 +29,24 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
     cfg.validate()
     run_eval(cfg, progress=True, print_summary=False, workers=workers, envs=R.EVAL_ENVS if envs is None else envs)
     per = episode_metrics(out)
+    design = row_design(out)
+    language = instruction_language(Path(cfg.episodes.path))
+    if language:  # rows on other wordings of the same paths are not comparable (``results.compare``)
+        design["protocol"] = {**design["protocol"], "instruction_language": language}
     return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in R.METRICS}, "seeds": 1,
-            **row_design(out)}
+            **design}
+
+
+def instruction_language(episodes_file: Path) -> list | None:
+    """The distinct instruction languages (each episode's ``info.language``, e.g. ``{"version": 2,
+    "families": [0]}``) of an episodes file, sorted; None when none has one (the version-1 language)."""
+    import json
+
+    from vlnverse.tasks.episode import load_episodes
+
+    found = {json.dumps(e.info["language"], sort_keys=True) for e in load_episodes(episodes_file)
+             if isinstance(e.info.get("language"), dict)}
+    return [json.loads(t) for t in sorted(found)] or None
 
 
 def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:

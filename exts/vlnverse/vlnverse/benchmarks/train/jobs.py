@@ -423,7 +423,7 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
                    benchmark=options.benchmark, overrides=options.task_overrides)
     if options.benchmark is not None:
         for split in ("val_unseen", "test"):
-            options.benchmark.episodes(split, workers=options.workers)
+            options.benchmark.episodes(split, workers=options.workers, language=options.task_overrides or None)
     t_data = time.perf_counter()
     carried = {name: getattr(R, name) for name in R.CARRIED}
     base = {"work": str(work), "options": options, "carried": carried}

@@ -105,8 +105,8 @@ LANGUAGES = {"v2": {"params.instruction_version": 2},
              "v2-split": {"params.instruction_version": 2, "params.language_split": True}}
 
 def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
-    """``--language``: one of ``LANGUAGES`` (``v1`` or none: None), refused with ``--benchmark`` (its
-    held-out episodes are made in the version-1 language), the multi-task row (its other tasks keep
+    """``--language``: one of ``LANGUAGES`` (``v1`` or none: None; with ``--benchmark`` its held-out
+    episodes' paths are re-instructed, ``Benchmark.episodes``), refused with the multi-task row (its other tasks keep
     theirs) and the VLN-BERT row's Table 7 stage (its source model is trained on the version-1
     language) in one-line ``ConfigError``s."""
     from vlnverse.core.errors import ConfigError
@@ -115,9 +115,6 @@ def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
         return None
     if value not in LANGUAGES:
         raise ConfigError(f"got {value!r}", field="--language", expected="v1, " + " or ".join(LANGUAGES))
-    if given.get("benchmark"):
-        raise ConfigError(f"{value} with --benchmark {given['benchmark']}", field="--language",
-                          expected="no --language with --benchmark (its held-out episodes use the version-1 language)")
     refuse_multitask(rows, f"--language {value}", "the multi-task row's other tasks keep the version-1 language")
     if any(r["name"] == "vlnbert" for r in rows) and not (given.get("no_transfer") or given.get("no_dagger")):
         raise ConfigError(f"the vlnbert row's Table 7 stage with --language {value}", field="--language",

@@ -13,7 +13,7 @@ also written, with family-1 wording, to ``val_unseen_language``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -140,3 +140,38 @@ class FineGrained(TaskGenerator):
                 twin.episode_id += LANGUAGE_TWIN_SUFFIX   # the same path as its val_unseen twin, other wording
                 shifted.append(twin)
         return (episodes if len(episodes) == n else self.partial(ctx, episodes, n, NO_ROUTE)) + shifted
+
+    def reworded(self, ctx: SceneContext, episode: Episode, rng: np.random.Generator) -> list[Episode]:
+        """``episode`` (made on ``ctx``'s scene) with its frozen path, start and goals re-instructed in
+        the version-2 language (``params.instruction_version`` 2, families as ``_generate_v2``'s),
+        followed, with ``language_split`` and a val_unseen episode, by its ``val_unseen_language``
+        twin in family 1; ``[]`` when the path has nothing to describe or no verified wording."""
+        from ...instructions.route_v2 import RouteLanguageV2
+        from ...path_geometry import resample_polyline
+
+        params = self.params
+        require(params.instruction_version == 2, "instruction_version", f"got {params.instruction_version}",
+                "2 (re-instructing a path in the version-2 language)")
+        language = RouteLanguageV2.from_context(ctx, landmark_radius=params.landmark_radius)
+        waypoints = np.asarray(episode.reference_path, dtype=float)[:, :2]
+        dense = resample_polyline(waypoints, 0.1)  # as ``PathPlanner.shortest_path`` resamples
+        facts = language.describe(dense, waypoints, episode.start_yaw)
+        if not (facts.rooms or facts.landmarks):
+            return []
+        shift = params.language_split
+        grounded, info = language.instructions(facts, dense, rng, params.instructions_per_episode,
+                                               (0,) if shift else (0, 1))
+        if not grounded:
+            return []
+        info.update(route_info(facts, grounded))
+        out = [replace(episode, instructions=[g.to_instruction() for g in grounded], info=info)]
+        if shift and episode.split == "val_unseen":
+            texts, other = language.instructions(facts, dense, rng, params.instructions_per_episode, (1,))
+            if not texts:
+                return []
+            other.update({k: info[k] for k in ("rooms", "room_types", "landmarks")},
+                         template_ids=[list(g.template_ids) for g in texts])
+            out.append(replace(episode, episode_id=episode.episode_id + LANGUAGE_TWIN_SUFFIX,
+                                           split=LANGUAGE_SPLIT, instructions=[g.to_instruction() for g in texts],
+                                           info=other))
+        return out
