@@ -14,7 +14,6 @@ from test_bench_train_jobs import tiny, tiny_args  # noqa: E402,F401 (tiny: a fi
 @pytest.mark.parametrize("flags, field, match", [
     (dict(language="v3"), "--language", "got 'v3'.*v1, v2 or v2-split"),
     (dict(language="V2"), "--language", "got 'V2'"),
-    (dict(language="v2-split", benchmark="proc-v1", eval_episodes=None), "--language", "with --benchmark proc-v1"),
     (dict(language="v2", policies="vlnbert", no_dagger=False, no_transfer=False), "--language", "--no-transfer"),
     (dict(language="v2-split", seeds=None, policies="gama_multitask"), "--policies", "gama_multitask with --language"),
 ])
@@ -25,6 +24,18 @@ def test_language_flag_bad_values_are_one_line(flags, field, match, tmp_path):
     with pytest.raises(ConfigError, match=match) as err:
         TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **flags))
     assert str(err.value).startswith(field) and "\n" not in str(err.value)
+
+
+def test_language_with_a_benchmark_rewords_its_held_out_episodes(tmp_path):
+    """``--benchmark proc-v1 --language v2-split`` is accepted: the benchmark's held-out paths are
+    re-instructed (``Benchmark.episodes(..., language=)``, tests/tasks/test_benchmark_language.py)."""
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+
+    options = TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", language="v2-split", benchmark="proc-v1",
+                                                    eval_episodes=None))
+    assert options.benchmark.name == "proc-v1" and options.language == "v2-split"
+    assert options.task_overrides == {"params.instruction_version": 2, "params.language_split": True}
+    assert options.eval_splits == ("val_seen", "val_unseen", "val_unseen_language", "test")
 
 
 def test_language_joins_the_work_identity_only_when_given(tmp_path):
@@ -98,6 +109,9 @@ def test_language_split_trains_on_one_family_and_reports_the_paired_drop(seeds, 
     rows = {(r["agent"], r["split"]): r for r in fig["table"] if r["mode"] == "telhop"}
     agents = {"random", "forward", "seq2seq_il"}
     assert {a for a, s in rows if s == "val_unseen_language"} == agents
+    for (agent, split), r in rows.items():  # the wording each row was evaluated on, in its protocol
+        families = [1] if split == "val_unseen_language" else [0]
+        assert r["protocol"]["instruction_language"] == [{"version": 2, "families": families}], (agent, split)
     drops = {d["agent"]: d for d in fig["language_drop"]}
     assert set(drops) == agents and len(fig["language_drop_text"]) == len(agents) + 1
     for agent in agents:

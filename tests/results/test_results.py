@@ -107,6 +107,42 @@ def test_compare_refuses_different_collision_modes(runs, capsys):
     assert "\n" not in err and "protocol.collision_mode" in err and "random_strict/summary.json" in err
 
 
+def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_language(runs, tmp_path, capsys):
+    """Two bench tables on the same episodes and homes, one row's episodes file in the version-2
+    language: its protocol records it and the pair is refused in one line naming the field; the
+    same language on both sides is compared."""
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.results.compare import check_comparable, group_runs, load_runs
+    from vlnverse.tasks.episode import load_episodes
+
+    folder = runs["folder"]
+    v1_file, v2_file = folder / "episodes.jsonl", tmp_path / "episodes_v2.jsonl"
+    save_episodes(v2_file, [replace(e, info={**e.info, "language": {"version": 2, "families": [0]}})
+                            for e in load_episodes(v1_file)])
+    assert "instruction_language" not in row_design(runs["forward"], v1_file)["protocol"]
+    files = {}
+    for name, episodes in (("v1", v1_file), ("v2", v2_file), ("v2b", v2_file)):
+        row = {"agent": "forward", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+               **{m: {"mean": 0.0} for m in ("SR", "SPL", "nDTW")}, **row_design(runs["forward"], episodes)}
+        files[name] = tmp_path / f"{name}.json"
+        files[name].write_text(json.dumps({"format": 2, "table": [row]}))
+    protocol = json.loads(files["v2"].read_text())["table"][0]["protocol"]
+    assert protocol["instruction_language"] == [{"version": 2, "families": [0]}]
+    v1, v2, v2b = (r for name in ("v1", "v2", "v2b") for r in load_runs([files[name]]))
+    refused = r"v2\.json: protocol\.instruction_language: forward has \[\{'families': \[0\], 'version': 2\}\], .* has None"
+    with pytest.raises(ConfigError, match=refused):
+        check_comparable(v1, v2)
+    check_comparable(v2, v2b)
+    assert len(group_runs([v1, v2, v2b], strict=False)) == 2  # never paired in a page or comparison
+    assert main(["results", "compare", str(files["v1"]), str(files["v2"])]) == 2  # nothing comparable
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "no two on the same task, split and mode" in err, err
+    assert main(["results", "compare", str(files["v2"]), str(files["v2b"])]) == 0
+
+
 def test_compare_refuses_a_results_file_of_an_older_format(runs, tmp_path, capsys):
     old = tmp_path / "old_run"
     shutil.copytree(runs["forward"], old)
