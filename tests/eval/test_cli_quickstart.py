@@ -83,7 +83,7 @@ report: {{max_episodes: 1, frame_width: 32}}
 
 
 def test_quickstart_runs_the_shipped_learned_agent_where_only_allows(tmp_path, capsys, val_scene):
-    """The shipped CMA checkpoint (``tasks/train/cma_fine_grained.pt``, named by its recipe) runs
+    """The shipped GAMA checkpoint (``tasks/train/gama_fine_grained.pt``, named by its recipe) runs
     beside the oracle through the runner (which adds the policy's 64 px cameras), restricted by
     ``only`` to its training task; ``only`` naming an unknown agent is a one-line error."""
     pytest.importorskip("torch")
@@ -92,7 +92,7 @@ scenes: [{val_scene}]
 max_scenes: 1
 tasks: [fine_grained, coarse_grained]
 episodes_per_scene: 1
-agents: [{{name: oracle}}, {{name: policy, params: {{checkpoint: cma_fine_grained}}}}]
+agents: [{{name: oracle}}, {{name: policy, params: {{checkpoint: gama_fine_grained}}}}]
 collision_modes: [telhop]
 max_steps: 12
 sensors: [{{name: rgb, kind: rgb, width: 32, height: 32}}, {{name: depth, kind: depth, width: 32, height: 32}}]

@@ -64,11 +64,12 @@ def test_the_learning_recipe_is_pinned_to_primitives():
         assert yaml.safe_load(path.read_text())["render"] == {"quality": "default", "objects": "primitives"}, path
         render = load_train_config(path).render
         assert render == PRIMITIVES and render.key() is None and render.options() == {}
-    ckpt = read_checkpoint(tasks_dir() / "train" / "cma_fine_grained.pt")
-    assert ckpt["config"].get("render") in (None, {"quality": "default", "objects": "primitives"})
+    for name in ("cma_fine_grained", "gama_fine_grained"):
+        ckpt = read_checkpoint(tasks_dir() / "train" / f"{name}.pt")
+        assert ckpt["config"].get("render") in (None, {"quality": "default", "objects": "primitives"}), name
     qs = load_config(QuickstartConfig, tasks_dir() / "eval" / "quickstart.yaml")
     assert qs.render == PRIMITIVES
-    assert {"name": "policy", "params": {"checkpoint": "cma_fine_grained"}} in [
+    assert {"name": "policy", "params": {"checkpoint": "gama_fine_grained"}} in [
         {"name": a.name, "params": a.params} for a in qs.agents]
 
 

@@ -258,18 +258,51 @@ def test_export_drops_the_resume_state_and_keeps_what_evaluation_needs(saved, tm
     assert not (tmp_path / "x.pt").exists()
 
 
-def test_the_shipped_checkpoint_is_the_model_of_its_recipe():
-    """``tasks/train/cma_fine_grained.pt`` has the policy, parameters, rig and instruction length of
-    ``tasks/train/cma_fine_grained.yaml`` (so ``mode=dagger init=`` accepts it), by name too."""
+@pytest.mark.parametrize("name,policy", [("cma_fine_grained", "cma"), ("gama_fine_grained", "gama")])
+def test_the_shipped_checkpoint_is_the_model_of_its_recipe(name, policy):
+    """``tasks/train/<name>.pt`` has the policy, parameters, rig and instruction length of
+    ``tasks/train/<name>.yaml`` (so ``mode=dagger init=`` accepts it), by name too."""
     from vlnverse.core.io import to_jsonable
     from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint, shipped_checkpoints
     from vlnverse.learn.config import load_train_config, resolve_train_config_path
 
-    assert "cma_fine_grained" in shipped_checkpoints()
-    data = read_checkpoint(resolve_checkpoint("cma_fine_grained"), expected_policy="cma")
-    recipe = to_jsonable(load_train_config(resolve_train_config_path("cma_fine_grained")).model_key())
+    assert name in shipped_checkpoints()
+    data = read_checkpoint(resolve_checkpoint(name), expected_policy=policy)
+    recipe = to_jsonable(load_train_config(resolve_train_config_path(name)).model_key())
     assert {k: data["config"].get(k) for k in recipe} == recipe
     assert not {"optimizer", "position"} & set(data)  # exported: nothing only resuming needs
+
+
+def test_export_as_recipe_names_files_as_the_recipe_and_refuses_another_model(tmp_path, capsys):
+    """``checkpoint export --recipe``: a waypoint predictor the run resolved to a cache path is
+    written as the recipe's ``auto`` (the path kept in provenance, the weights unchanged); a
+    parameter the recipe does not have is a one-line error naming the field, and nothing is written."""
+    from vlnverse.cli import main
+    from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint, write_checkpoint_dict
+
+    data = read_checkpoint(resolve_checkpoint("gama_fine_grained"))
+    trained = {**data, "config": {**data["config"], "policy": {"name": "gama", "params": {
+        **data["config"]["policy"]["params"], "waypoint_predictor": "seeds/s1/waypoints/predictor.pt"}}}}
+    write_checkpoint_dict(tmp_path / "trained.pt", trained)
+    assert main(["checkpoint", "export", str(tmp_path / "trained.pt"), str(tmp_path / "out.pt"),
+                 "--recipe", "gama_fine_grained"]) == 0
+    out = read_checkpoint(tmp_path / "out.pt")
+    assert out["config"]["policy"]["params"]["waypoint_predictor"] == "auto"
+    assert out["policy_params"]["waypoint_predictor"] == "auto"
+    assert out["provenance"]["exported_from"]["recipe"] == {
+        "name": "gama_fine_grained", "replaced": {"policy.params.waypoint_predictor": "seeds/s1/waypoints/predictor.pt"}}
+    assert out["tensors_sha256"] == data["tensors_sha256"]
+    wider = {**data, "config": {**data["config"], "policy": {"name": "gama", "params": {
+        **data["config"]["policy"]["params"], "hidden_size": 32}}}}
+    write_checkpoint_dict(tmp_path / "wider.pt", wider)
+    capsys.readouterr()
+    assert main(["checkpoint", "export", str(tmp_path / "wider.pt"), str(tmp_path / "w.pt"),
+                 "--recipe", "gama_fine_grained"]) == 2
+    err = capsys.readouterr().err
+    assert "policy.params.hidden_size" in err and "expected 64" in err and not (tmp_path / "w.pt").exists()
+    assert main(["checkpoint", "export", str(tmp_path / "trained.pt"), str(tmp_path / "h.pt"),
+                 "--recipe", "hnr_fine_grained"]) == 2
+    assert "policy.name is 'gama' there" in capsys.readouterr().err and not (tmp_path / "h.pt").exists()
 
 
 def _strings(value):
@@ -295,7 +328,7 @@ def test_no_shipped_checkpoint_names_a_folder_of_the_machine_it_was_trained_on()
     for name, path in shipped_checkpoints().items():
         data = read_checkpoint(path)
         meta = {k: v for k, v in data.items() if k not in NOT_PATHS}
-        words = [w for s in _strings(meta) for w in re.split(r"[\\s\"'(),;=]+", s)]
+        words = [w for s in _strings(meta) for w in re.split(r"[\s\"'(),;=]+", s)]
         assert not [w for w in words if w.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", w)], name
         assert meta["config"]["out"] == "."
     assert read_checkpoint(shipped_checkpoints()["cma_fine_grained"])["tensors_sha256"] == (

@@ -180,17 +180,57 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
 RESUME_ONLY = ("optimizer", "position", "global_step", "best", "raw_state")
 
 
-def export_checkpoint(src: str | Path, dst: str | Path) -> dict[str, Any]:
+def export_checkpoint(src: str | Path, dst: str | Path, *, recipe: str | Path | None = None) -> dict[str, Any]:
     """Write ``src`` without its resume-only entries (``RESUME_ONLY``: the optimizer state is
     about as large as the weights): the file a user evaluates or ships. Checked by loading the
-    policy; returns the sizes."""
+    policy; returns the sizes. With ``recipe`` (a training config, path or name) the checkpoint
+    must be that recipe's model (``as_recipe``); its config then names files as the recipe does."""
     data = read_checkpoint(src)
     policy_from_checkpoint(data, path=src)  # the weights fit their policy
     slim = {k: v for k, v in data.items() if k not in RESUME_ONLY}
-    slim["provenance"] = {**(data.get("provenance") or {}), "exported_from": {
-        "tensors_sha256": data.get("tensors_sha256"), **{k: data[k] for k in ("best", "position") if k in data}}}
+    exported = {"tensors_sha256": data.get("tensors_sha256"), **{k: data[k] for k in ("best", "position") if k in data}}
+    if recipe is not None:
+        slim, exported["recipe"] = as_recipe(slim, recipe, path=src)
+    slim["provenance"] = {**(data.get("provenance") or {}), "exported_from": exported}
     write_checkpoint_dict(dst, slim)
+    policy_from_checkpoint(read_checkpoint(dst), path=dst)  # the written file loads as it is
     return {"src": str(src), "dst": str(dst), "src_bytes": Path(src).stat().st_size, "dst_bytes": Path(dst).stat().st_size}
+
+
+#: values a recipe gives for a file made or found at training time (the weights hold what it gave)
+RECIPE_FILE_VALUES = ("auto",)
+
+
+def as_recipe(data: dict[str, Any], recipe: str | Path, *, path: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``data`` (a checkpoint dict) with the model part of its config (``TrainConfig.model_key``:
+    policy, sensor rig, instruction length) replaced by that of training config ``recipe``, and
+    what was replaced: ``{"name", "replaced": {field: value as trained}}``. They may differ only
+    where the recipe names a file made at training time (``RECIPE_FILE_VALUES``, e.g. a waypoint
+    predictor ``auto`` that the run resolved to a cache path); any other difference is a
+    ``ConfigError`` naming the field, the recipe's value and the checkpoint's."""
+    from ..core.io import to_jsonable
+    from .config import load_train_config, resolve_train_config_path
+
+    recipe_path = resolve_train_config_path(str(recipe))
+    want = to_jsonable(load_train_config(recipe_path).model_key())
+    have = {k: (data.get("config") or {}).get(k) for k in want}
+    replaced: dict[str, Any] = {}
+
+    def walk(a: Any, b: Any, field: str) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for key in sorted(set(a) | set(b)):
+                walk(a.get(key), b.get(key), f"{field}.{key}" if field else key)
+        elif a != b:
+            if a in RECIPE_FILE_VALUES and isinstance(b, str):
+                replaced[field] = b
+            else:
+                raise ConfigError(f"the checkpoint is not the model of recipe {recipe_path}: {field} is {b!r} "
+                                  f"there", file=path, field=field, expected=repr(a))
+    walk(want, have, "")
+    out = {**data, "config": {**data["config"], **want}}
+    if "policy" in want:
+        out["policy_params"] = dict(want["policy"].get("params") or {})
+    return out, {"name": Path(recipe_path).stem, "replaced": replaced}
 
 
 def swap_predictor(src: str | Path, predictor: str | Path, dst: str | Path) -> dict[str, Any]:

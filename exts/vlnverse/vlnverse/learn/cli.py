@@ -97,6 +97,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                                        "without the optimizer state and resume position")
     x.add_argument("src", help="a policy checkpoint (e.g. runs/train/X/best.pt)")
     x.add_argument("dst", help="the file to write")
+    x.add_argument("--recipe", default=None, metavar="CONFIG",
+                   help="the training config (path or tasks/train name) whose model SRC must be; the written "
+                        "config then names files as the recipe does (e.g. waypoint_predictor: auto)")
     x.set_defaults(func=_checkpoint_export)
     w = csub.add_parser("swap-predictor", help="a waypoint policy's checkpoint (vlnbert, hnr, gama) with another "
                                                "waypoint predictor, e.g. one trained on another body's panoramas")
@@ -142,7 +145,7 @@ def _checkpoint_export(args: argparse.Namespace) -> int:
     require_torch("vlnverse checkpoint export", field=None)
     from .checkpoint import export_checkpoint
 
-    print(json.dumps(export_checkpoint(args.src, args.dst)))
+    print(json.dumps(export_checkpoint(args.src, args.dst, recipe=args.recipe)))
     return 0
 
 

@@ -1,4 +1,5 @@
-"""``vlnverse results compare RUN_A RUN_B [...]`` and ``vlnverse results page RUN... --out DIR``."""
+"""``vlnverse results compare RUN_A RUN_B [...]``, ``vlnverse results page RUN... --out DIR`` and
+``vlnverse results best RESULTS...``."""
 from __future__ import annotations
 
 import argparse
@@ -8,7 +9,7 @@ RUN_HELP = ("eval run folders (or their summary.json / episodes.jsonl) and bench
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``results compare`` and ``results page``."""
+    """Register ``results compare``, ``results page`` and ``results best``."""
     p = sub.add_parser("results", help="compare runs pairwise and generate results pages from results files")
     rsub = p.add_subparsers(dest="results_command", metavar="ACTION")
     rsub.required = True
@@ -25,6 +26,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--name", default=None, help="the page's title (default: the folder's name)")
     g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     g.set_defaults(func=_page)
+    b = rsub.add_parser("best", help="the row and seed a held-out split picks from bench train results files (best "
+                                     "mean over seeds, then the best seed), with the checkpoint to ship")
+    b.add_argument("runs", nargs="+", metavar="RESULTS", help="bench train --seeds JSON files")
+    b.add_argument("--split", default="val_unseen", help="the split that selects (default val_unseen)")
+    b.add_argument("--mode", default="telhop", help="collision mode (default telhop)")
+    b.add_argument("--metric", default="SR", help="the selecting metric (default SR; ties: SPL, then nDTW)")
+    b.add_argument("--work", default=None, help="the bench work folder, where it is not the files' work_dir")
+    b.add_argument("--out", default=None, help="write the choice as JSON here")
+    b.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    b.set_defaults(func=_best)
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -57,4 +68,18 @@ def _page(args: argparse.Namespace) -> int:
     out = Path(args.out)
     data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed)
     print(f"wrote {out / 'index.md'} ({len(data['groups'])} group(s)) and its PNGs")
+    return 0
+
+
+def _best(args: argparse.Namespace) -> int:
+    from .best import best_checkpoint, best_lines
+
+    result = best_checkpoint(args.runs, split=args.split, mode=args.mode, metric=args.metric, work=args.work,
+                             seed=args.seed)
+    print("\n".join(best_lines(result)))
+    if args.out:
+        from ..core.io import write_json_atomic
+
+        write_json_atomic(args.out, result)
+        print(f"wrote {args.out}")
     return 0
