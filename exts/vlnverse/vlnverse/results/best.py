@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from .compare import _check_format, _read_json, _require, compare_pair
+from .compare import _check_format, _read_json, _require, aligned, compare_pair
 
 #: the tie-breaks after the selection metric, in order
 TIE_BREAKS = ("SPL", "nDTW")
@@ -85,8 +85,6 @@ def best_checkpoint(paths: list[str | Path], *, split: str = "val_unseen", mode:
 
 def _paired(a_label: str, a: dict, b_label: str, b: dict, seed: int) -> dict:
     """A - B on the same pooled episodes of the seeds (``compare_pair``), or why not."""
-    from ..benchmarks.train.report import aligned
-
     if (sorted(map(str, a["per_episode"]["ids"])) != sorted(map(str, b["per_episode"]["ids"]))
             or a.get("protocol") != b.get("protocol")):
         return {"a": a_label, "b": b_label, "verdict": "not paired: other episodes or protocol"}

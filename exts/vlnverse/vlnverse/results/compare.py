@@ -237,6 +237,14 @@ def group_runs(runs: list[Run], *, strict: bool) -> dict[tuple, list[Run]]:
     return groups
 
 
+def aligned(per_episode: dict, ids: list) -> dict:
+    """``per_episode`` (ids, homes and per-metric lists) reordered to ``ids`` (the same episodes in
+    another order: eval logs are in finish order, which batched runs make differ between agents)."""
+    index = {str(i): k for k, i in enumerate(per_episode["ids"])}
+    order = [index[str(i)] for i in ids]
+    return {key: [values[k] for k in order] for key, values in per_episode.items()}
+
+
 def compare_pair(a_label: str, a: dict, b_label: str, b: dict, *, seed: int = 0) -> dict:
     """A - B on the same episodes (``a``, ``b``: per-episode ``COMPARED_METRICS`` lists and
     ``homes``): per metric ``core.stats.paired_difference``, and the verdict "A > B" (or "B > A")

@@ -13,7 +13,7 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
     order: A before B; B's episodes aligned to A's by id): the paired SR and SPL differences A - B with clustered intervals and the
     probability of improvement, and the verdict "A > B" (or "B > A") only when the SR interval
     excludes 0, else "not separated" (``results.compare.compare_pair``)."""
-    from vlnverse.results.compare import compare_pair
+    from vlnverse.results.compare import aligned, compare_pair
 
     groups: dict[tuple, list[dict]] = {}
     for row in table:
@@ -35,7 +35,7 @@ def language_drops(table: list[dict], seed: int = 0) -> list[dict]:
     ``s<seed>/`` prefixes kept) and clustered by home (``results.compare.compare_pair``: SR and SPL differences, their
     intervals, the probability of improvement, "val_unseen > val_unseen_language" only when the SR
     interval excludes 0), with each split's mean SR."""
-    from vlnverse.results.compare import compare_pair
+    from vlnverse.results.compare import aligned, compare_pair
 
     from vlnverse.tasks.episode import LANGUAGE_SPLIT, LANGUAGE_TWIN_SUFFIX as suffix
 
@@ -75,14 +75,6 @@ def language_drop_lines(drops: list[dict]) -> list[str]:
         lines.append(f"{d['agent']:<{width}} {d['mode']:<7} {d['episodes']:>4} {d['homes']:>5}  "
                      f"{d['SR_val_unseen']:>9.3f} {d['SR_val_unseen_language']:>8.3f}  {cell(d['SR']):<38}  {d['verdict']}")
     return lines
-
-
-def aligned(per_episode: dict, ids: list) -> dict:
-    """``per_episode`` (ids, homes and per-metric lists) reordered to ``ids`` (the same episodes in
-    another order: eval logs are in finish order, which batched runs make differ between agents)."""
-    index = {str(i): k for k, i in enumerate(per_episode["ids"])}
-    order = [index[str(i)] for i in ids]
-    return {key: [values[k] for k in order] for key, values in per_episode.items()}
 
 
 def split_design(table: list[dict]) -> dict:
