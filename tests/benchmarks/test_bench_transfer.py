@@ -268,7 +268,7 @@ def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_
     renders, predictor = [], []
     monkeypatch.setattr(R, "run_eval", lambda cfg, **kw: renders.append(cfg.render))
     monkeypatch.setattr(B, "episode_metrics", lambda out: {m: [1.0, 0.0] for m in METRICS})
-    monkeypatch.setattr(B, "row_design", lambda out: {})
+    monkeypatch.setattr(B, "row_design", lambda out, episodes=None: {})
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "x", render=RenderConfig("high", "meshes"))
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "y")
     assert renders == [RenderConfig("high", "meshes"), RenderConfig()]
