@@ -314,3 +314,29 @@ def test_a_partial_tables_rows_are_paired_on_the_episodes_both_have():
     assert judged["verdict"] == "reproduced" and judged["SR"]["mean"] == pytest.approx(0.6)
     assert judged["outcomes"]["only_a"] + judged["outcomes"]["both"] + judged["outcomes"]["neither"] == 20
     assert len(full.ids) == 30   # the row itself is left whole
+
+
+def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
+    """``results page`` of a ``bench train --language v2-split`` file shows its ``language_drop``:
+    on 4 paths in 2 homes SR 0.5 held out (paths 0, 1 solved) and 0.25 in the other wording
+    (path 0 only): a drop of +0.250."""
+    from vlnverse.benchmarks.train.report import language_drops
+    from vlnverse.results.page import language_shift_lines
+
+    def row(split: str, ids: list[str], sr: list[float]) -> dict:
+        return {"agent": "cma_il", "split": split, "mode": "telhop", "episodes": 4, "SR": {"mean": sum(sr) / 4},
+                "per_episode": {"ids": ids, "homes": ["h0", "h0", "h1", "h1"], "SR": sr, "SPL": sr}}
+
+    ids = ["e0", "e1", "e2", "e3"]
+    table = [row("val_unseen", ids, [1.0, 1.0, 0.0, 0.0]),
+             row("val_unseen_language", [f"{i}-language" for i in ids], [1.0, 0.0, 0.0, 0.0])]
+    drops = language_drops(table)
+    assert len(drops) == 1 and drops[0]["SR"]["mean"] == pytest.approx(0.25)
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"language_drop": drops}))
+    lines, got = language_shift_lines([str(path)])
+    assert got == drops and lines[0] == "## The language shift"
+    assert any(line.startswith("| cma_il | telhop | 4 | 2 | 0.500 | 0.250 | +0.250 |") for line in lines)
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"table": []}))
+    assert language_shift_lines([str(plain)]) == ([], [])

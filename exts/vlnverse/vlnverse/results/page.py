@@ -103,6 +103,31 @@ def _protocol_lines(runs: list[Run]) -> list[str]:
     return lines + [""]
 
 
+def language_shift_lines(paths: list[str]) -> tuple[list[str], list[dict]]:
+    """The section of the ``bench train --language v2-split`` drops (``language_drop`` of each
+    results file among ``paths``): per agent and mode SR on val_unseen and on the same paths in the
+    held-out wording, the paired drop with its home interval and verdict; no lines when none."""
+    drops = []
+    for given in paths:
+        path = Path(given)
+        if path.suffix == ".json" and path.is_file():
+            drops += json.loads(path.read_text(encoding="utf-8")).get("language_drop") or []
+    if not drops:
+        return [], []
+    lines = ["## The language shift", "",
+             "Trained on one part of the instruction templates; val_unseen_language holds val_unseen's paths worded "
+             "in the other part. The drop is val_unseen - val_unseen_language on the same paths, paired by episode "
+             "and clustered by home (`bench train --language v2-split`).", "",
+             "| agent | mode | episodes | homes | SR val_unseen | SR val_unseen_language | SR drop | home CI | "
+             "P(drop > 0) | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for d in drops:
+        sr = d["SR"]
+        lines.append(f"| {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | {d['SR_val_unseen']:.3f} | "
+                     f"{d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {_ci(sr)} | "
+                     f"{sr['prob_improvement']:.2f} | {d['verdict']} |")
+    return lines + [""], drops
+
+
 def write_job_ledgers(paths: list[str], folder: Path) -> list[str]:
     """For each source that is a ``bench train --seeds`` results file (it has ``work`` and ``jobs``),
     ``<stem>.jobs.json`` in ``folder``: its work identity and finished jobs, compact and sorted
@@ -212,6 +237,10 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                    "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
                    "goal, `wrong_direction` / `missed_landmark` left the route, `loop`, `walked_away`, "
                    "`collision`).", ""] + outcome_lines(judged) + [""]
+        shift, drops = language_shift_lines(paths)
+        if drops:
+            data["language_drop"] = drops
+            md += shift
         md += _protocol_lines(runs)
         ledgers = write_job_ledgers(paths, tmp)
         if ledgers:
