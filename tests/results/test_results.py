@@ -321,7 +321,7 @@ def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
     on 4 paths in 2 homes SR 0.5 held out (paths 0, 1 solved) and 0.25 in the other wording
     (path 0 only): a drop of +0.250."""
     from vlnverse.benchmarks.train.report import language_drops
-    from vlnverse.results.page import language_shift_lines
+    from vlnverse.results.page import json_sources, language_shift_lines
 
     def row(split: str, ids: list[str], sr: list[float]) -> dict:
         return {"agent": "cma_il", "split": split, "mode": "telhop", "episodes": 4, "SR": {"mean": sum(sr) / 4},
@@ -334,9 +334,9 @@ def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
     assert len(drops) == 1 and drops[0]["SR"]["mean"] == pytest.approx(0.25)
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"language_drop": drops}))
-    lines, got = language_shift_lines([str(path)])
+    lines, got = language_shift_lines(json_sources([str(path)]))
     assert got == drops and lines[0] == "## The language shift"
     assert any(line.startswith("| cma_il | telhop | 4 | 2 | 0.500 | 0.250 | +0.250 |") for line in lines)
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"table": []}))
-    assert language_shift_lines([str(plain)]) == ([], [])
+    assert language_shift_lines(json_sources([str(plain)])) == ([], [])

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import ConfigError
-from .compare import _check_format, _read_json, _require, aligned, compare_pair
+from .compare import _check_format, _read_json, _require, aligned, compare_pair, rows_pair
 
 #: the tie-breaks after the selection metric, in order
 TIE_BREAKS = ("SPL", "nDTW")
@@ -85,11 +85,9 @@ def best_checkpoint(paths: list[str | Path], *, split: str = "val_unseen", mode:
 
 def _paired(a_label: str, a: dict, b_label: str, b: dict, seed: int) -> dict:
     """A - B on the same pooled episodes of the seeds (``compare_pair``), or why not."""
-    if (sorted(map(str, a["per_episode"]["ids"])) != sorted(map(str, b["per_episode"]["ids"]))
-            or a.get("protocol") != b.get("protocol")):
+    if not rows_pair(a, b):
         return {"a": a_label, "b": b_label, "verdict": "not paired: other episodes or protocol"}
     return compare_pair(a_label, a["per_episode"], b_label, aligned(b["per_episode"], a["per_episode"]["ids"]), seed=seed)
-    return out
 
 
 def best_lines(result: dict) -> list[str]:

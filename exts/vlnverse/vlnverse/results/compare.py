@@ -245,6 +245,13 @@ def aligned(per_episode: dict, ids: list) -> dict:
     return {key: [values[k] for k in order] for key, values in per_episode.items()}
 
 
+def rows_pair(a: dict, b: dict) -> bool:
+    """Whether two table rows (``per_episode`` ids, ``protocol``) are on the same episodes, in any
+    order, under the same protocol: what a paired comparison of them needs."""
+    return (sorted(map(str, a["per_episode"]["ids"])) == sorted(map(str, b["per_episode"]["ids"]))
+            and a.get("protocol") == b.get("protocol"))
+
+
 def compare_pair(a_label: str, a: dict, b_label: str, b: dict, *, seed: int = 0) -> dict:
     """A - B on the same episodes (``a``, ``b``: per-episode ``COMPARED_METRICS`` lists and
     ``homes``): per metric ``core.stats.paired_difference``, and the verdict "A > B" (or "B > A")

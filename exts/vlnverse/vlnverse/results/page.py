@@ -103,15 +103,19 @@ def _protocol_lines(runs: list[Run]) -> list[str]:
     return lines + [""]
 
 
-def language_shift_lines(paths: list[str]) -> tuple[list[str], list[dict]]:
+def json_sources(paths: list[str]) -> list[tuple[Path, dict]]:
+    """``(path, data)`` of each source among ``paths`` that is a JSON file (a ``bench train``
+    results file), read once for the page's sections that need more than its rows."""
+    return [(Path(p), json.loads(Path(p).read_text(encoding="utf-8"))) for p in paths
+            if Path(p).suffix == ".json" and Path(p).is_file()]
+
+
+def language_shift_lines(sources: list[tuple[Path, dict]]) -> tuple[list[str], list[dict]]:
     """The section of the ``bench train --language v2-split`` drops (``language_drop`` of each
-    results file among ``paths``): per agent and mode SR on val_unseen and on the same paths in the
-    held-out wording, the paired drop with its home interval and verdict; no lines when none."""
-    drops = []
-    for given in paths:
-        path = Path(given)
-        if path.suffix == ".json" and path.is_file():
-            drops += json.loads(path.read_text(encoding="utf-8")).get("language_drop") or []
+    results file of ``sources``, ``json_sources``): per agent and mode SR on val_unseen and on the
+    same paths in the held-out wording, the paired drop with its home interval and verdict; no
+    lines when none."""
+    drops = [d for _, data in sources for d in data.get("language_drop") or []]
     if not drops:
         return [], []
     lines = ["## The language shift", "",
@@ -128,16 +132,13 @@ def language_shift_lines(paths: list[str]) -> tuple[list[str], list[dict]]:
     return lines + [""], drops
 
 
-def write_job_ledgers(paths: list[str], folder: Path) -> list[str]:
-    """For each source that is a ``bench train --seeds`` results file (it has ``work`` and ``jobs``),
-    ``<stem>.jobs.json`` in ``folder``: its work identity and finished jobs, compact and sorted
-    (what ``bench train --jobs-from`` reads, without the table it recomputes). Returns the names."""
+def write_job_ledgers(sources: list[tuple[Path, dict]], folder: Path) -> list[str]:
+    """For each of ``sources`` (``json_sources``) that is a ``bench train --seeds`` results file (it
+    has ``work`` and ``jobs``), ``<stem>.jobs.json`` in ``folder``: its work identity and finished
+    jobs, compact and sorted (what ``bench train --jobs-from`` reads, without the table it
+    recomputes). Returns the names."""
     names = []
-    for given in paths:
-        path = Path(given)
-        if path.is_dir() or path.suffix != ".json":
-            continue
-        data = json.loads(path.read_text(encoding="utf-8"))
+    for path, data in sources:
         if isinstance(data.get("work"), dict) and isinstance(data.get("jobs"), dict):
             name = f"{path.stem}.jobs.json"
             write_text_atomic(folder / name, json.dumps({"work": data["work"], "jobs": data["jobs"]}, sort_keys=True,
@@ -237,12 +238,13 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0) -> dict
                    "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
                    "goal, `wrong_direction` / `missed_landmark` left the route, `loop`, `walked_away`, "
                    "`collision`).", ""] + outcome_lines(judged) + [""]
-        shift, drops = language_shift_lines(paths)
+        sources_read = json_sources(paths)
+        shift, drops = language_shift_lines(sources_read)
         if drops:
             data["language_drop"] = drops
             md += shift
         md += _protocol_lines(runs)
-        ledgers = write_job_ledgers(paths, tmp)
+        ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
             data["job_ledgers"] = ledgers
             md += ["", "## Continuing this table", "",

@@ -13,7 +13,7 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
     order: A before B; B's episodes aligned to A's by id): the paired SR and SPL differences A - B with clustered intervals and the
     probability of improvement, and the verdict "A > B" (or "B > A") only when the SR interval
     excludes 0, else "not separated" (``results.compare.compare_pair``)."""
-    from vlnverse.results.compare import aligned, compare_pair
+    from vlnverse.results.compare import aligned, compare_pair, rows_pair
 
     groups: dict[tuple, list[dict]] = {}
     for row in table:
@@ -24,8 +24,7 @@ def pairwise_comparisons(table: list[dict], seed: int = 0) -> list[dict]:
                             seed=seed)}
             for (task, split, mode), rows in groups.items()
             for i, a in enumerate(rows) for b in rows[i + 1:]
-            if sorted(map(str, a["per_episode"]["ids"])) == sorted(map(str, b["per_episode"]["ids"]))  # same episodes
-            and a.get("protocol") == b.get("protocol")]  # and the same protocol (body, success radius ...)
+            if rows_pair(a, b)]  # same episodes and protocol (body, success radius ...)
 
 
 def language_drops(table: list[dict], seed: int = 0) -> list[dict]:
