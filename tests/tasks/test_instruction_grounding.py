@@ -399,6 +399,68 @@ def test_rooms_of_the_same_type_are_named_by_their_contents():
         assert [r for r, _ in verifier.reasons(_instruction(text, mentions))] == expected
 
 
+def test_rooms_alike_in_furniture_are_named_by_what_their_furniture_looks_like():
+    """Two bedrooms off the hallway, each with one bed and one wardrobe: no category tells them
+    apart, the wardrobes' colours do (room 2's oak, room 3's white); the beds differ only in size."""
+    objects = [_obj(6, "wardrobe", [10, 1, 0], [11, 1.6, 2], 2, color="oak", material="wood"),
+               _obj(7, "wardrobe", [14, 1, 0], [15, 1.6, 2], 3, color="white", material="wood"),
+               _obj(8, "bed", [10, 3, 0], [12, 5, 0.5], 2, color="white", material="wood", size="large"),
+               _obj(9, "bed", [14, 3, 0], [15.5, 5, 0.5], 3, color="white", material="wood", size="small")]
+    graph = _graph(objects, [], rooms=((1, "hallway"), (2, "bedroom"), (3, "bedroom")), adjacent=((1, 2), (1, 3)))
+    ref = Referrer(graph)
+    for room, wardrobe, colour in ((2, 6, "oak"), (3, 7, "white")):
+        r = ref.refer_room(room, 1)
+        assert (r.contents.instance_id, r.contents_attributes) == (wardrobe, ("color",))
+        assert ref.resolve_room("bedroom", 1, "wardrobe", {"color": colour}) == [room]
+    assert ref.resolve_room("bedroom", 1, "wardrobe") == [2, 3]
+    assert ref.resolve_room("bedroom", 1, "bed", {"size": "small"}) == [3]
+    # Identical furniture in both: nothing names either room, so the route is dropped.
+    twins = [_obj(6, "wardrobe", [10, 1, 0], [11, 1.6, 2], 2, color="oak"),
+             _obj(7, "wardrobe", [14, 1, 0], [15, 1.6, 2], 3, color="oak")]
+    same = Referrer(_graph(twins, [], rooms=((1, "hallway"), (2, "bedroom"), (3, "bedroom")),
+                           adjacent=((1, 2), (1, 3))))
+    assert same.refer_room(2, 1) is None
+    # The Verifier reads the colour off the contents' own mention.
+    verifier = RouteVerifier(graph)
+    for text, attributes, expected in (("Enter the bedroom with the oak wardrobe.", (("color", "oak"),), []),
+                                       ("Enter the bedroom with the wardrobe.", (), ["ambiguous_reference"])):
+        start, obj_start = text.index("the bedroom"), text.index("the ", text.index("with"))
+        mentions = [Mention("room", (start, len(text) - 1), category="bedroom", room_id=2, scope=1,
+                            contents="wardrobe"),
+                    Mention("object", (obj_start, len(text) - 1), category="wardrobe", instance_id=6, scope=2,
+                            attributes=attributes),
+                    Mention("relation", (obj_start, len(text) - 1), relation="in", subject="obj:6",
+                            target="room:2")]
+        assert [r for r, _ in verifier.reasons(_instruction(text, mentions))] == expected
+    # The synthesizer says it: entering room 2 from the hallway.
+    facts = RouteFacts(rooms=(ref.view.room_ref(1), ref.view.room_ref(2)), landmarks=(), length=4.0, events=(
+        RouteEvent("start", 0.0, room=ref.view.room_ref(1)), RouteEvent("enter", 2.0, room=ref.view.room_ref(2)),
+        RouteEvent("stop", 4.0, room=ref.view.room_ref(2))))
+    synth = RouteSynthesizerV2(ref, RouteVerifier(graph, referrer=ref).lexicon)
+    dense = np.array([[9.0, 0.0], [10.5, 2.0], [11.0, 2.5]])
+    texts = [g.text for g in (synth.route(facts, dense, np.random.default_rng(k)) for k in range(10)) if g]
+    assert texts and all(re.search(r"(oak|white) (wardrobe|armoire|clothes press)", t) for t in texts), texts
+    assert not synth.dropped["ambiguous_room"]
+
+
+def test_a_short_stay_is_kept_when_the_rooms_around_it_are_not_neighbours():
+    """kitchen (0) -> 0.6 m of bedroom (1) -> bathroom (2): the kitchen and the bathroom share no
+    door, so the bedroom stays in the route; with a door between them it is left unsaid."""
+    from vlnverse.tasks.instructions.route_v2 import RouteDescriberV2
+
+    rooms = ((0, "kitchen"), (1, "bedroom"), (2, "bathroom"))
+    for adjacent, expected in ((((0, 1), (1, 2)), [0, 1, 2]), (((0, 1), (1, 2), (0, 2)), [0, 2])):
+        graph = _graph([], [], rooms=rooms, adjacent=adjacent)
+        ref = Referrer(graph)
+        view = ref.view
+        facts = RouteFacts(rooms=tuple(view.room_ref(r) for r in (0, 1, 2)), landmarks=(), length=5.0, events=(
+            RouteEvent("start", 0.0, room=view.room_ref(0)), RouteEvent("enter", 2.0, room=view.room_ref(1)),
+            RouteEvent("enter", 2.6, room=view.room_ref(2)), RouteEvent("stop", 5.0, room=view.room_ref(2))))
+        cleaned = RouteDescriberV2(graph, referrer=ref).clean_rooms(facts)
+        assert [r.room_id for r in cleaned.rooms] == expected
+        assert [e.room.room_id for e in cleaned.events if e.kind == "enter"] == expected[1:]
+
+
 def test_the_third_doorway_on_the_left_is_counted_along_the_path():
     """A hallway along y = 0 with doors on its left at x = 2, 4, 6 into rooms 2, 3, 4; the path
     walks to x = 6 and turns left through the third."""

@@ -95,12 +95,15 @@ class Reference:
 @dataclass(frozen=True)
 class RoomReference:
     """A room as named from ``scope_room``: by type, by type and a category it contains ("the
-    bedroom with the desk"), or, ``generic``, by contents alone ("the room with the piano")."""
+    bedroom with the desk"), by type and a piece of furniture told apart by what it looks like
+    (``contents_attributes``: "the bedroom with the oak wardrobe"), or, ``generic``, by contents
+    alone ("the room with the piano")."""
 
     room: RoomRef
     scope_room: int | None
     contents: ObjectRef | None = None
     generic: bool = False
+    contents_attributes: tuple[str, ...] = ()
 
 
 class PathFrame:
@@ -246,6 +249,13 @@ class Referrer:
                 and self.sightlines.sees(viewpoint, o)]
         return sorted(here + seen)
 
+    def adjacent(self, room_a: int, room_b: int) -> bool | None:
+        """Whether rooms ``room_a`` and ``room_b`` are neighbours (scene-graph ``adjacent``); ``None``
+        when the graph records no adjacency at all."""
+        if not self._adjacent:
+            return None
+        return room_b in self._adjacent.get(room_a, set())
+
     def room_scope(self, room_id: int | None) -> list[int]:
         """Rooms a listener in ``room_id`` can mean: it and its neighbours (every room without
         adjacency data or outside any room)."""
@@ -365,9 +375,11 @@ class Referrer:
                    generic: bool = False) -> RoomReference | None:
         """The room ``room_id`` named from ``scope_room``: by type when no other room of its type is
         in scope, else by a piece of furniture it holds that no same-type room in scope holds (the
-        category found in fewest rooms of the scene first). ``by_contents``: by contents even when
-        the type would do; ``generic`` (with ``by_contents``): "the room with …" when no room at
-        all in scope holds that category."""
+        category found in fewest rooms of the scene first), else by a piece of furniture told apart
+        by its attributes from every one of its category in those rooms ("the bedroom with the oak
+        wardrobe", ``contents_attributes``; the fewest attributes first). ``by_contents``: by
+        contents even when the type would do; ``generic`` (with ``by_contents``): "the room with …"
+        when no room at all in scope holds that category."""
         view = self.view
         room = view.room_ref(room_id)
         if room is None:
@@ -376,12 +388,7 @@ class Referrer:
         same = [r for r in scope if r != room_id and view.rooms[r]["room_type"] == room.room_type]
         if not same and not by_contents:
             return RoomReference(room, scope_room)
-        here = {}
-        for iid, o in sorted(view.objects.items()):
-            lo, hi = o.get("bounds_min", o["position"]), o.get("bounds_max", o["position"])
-            extent = max(abs(float(hi[0]) - float(lo[0])), abs(float(hi[1]) - float(lo[1])))
-            if view.room_of(iid) == room_id and o["category"] not in STRUCTURE and extent >= CONTENTS_MIN_EXTENT:
-                here.setdefault(o["category"], []).append(iid)
+        here = self._furniture(room_id)
         spread = {c: sum(1 for r in view.rooms if view.count_in_room(c, r)) for c in here}
         others = [r for r in scope if r != room_id]
         for category, ids in sorted(here.items(), key=lambda kv: (len(kv[1]) != 1, spread[kv[0]], kv[0])):
@@ -389,7 +396,42 @@ class Referrer:
                 continue
             alone = generic and by_contents and not any(view.count_in_room(category, r) for r in others)
             return RoomReference(room, scope_room, contents=view.object_ref(ids[0]), generic=alone)
-        return None if same else RoomReference(room, scope_room)
+        if not same:
+            return RoomReference(room, scope_room)
+        return self._room_by_attributes(room, scope_room, here, same)
+
+    def _furniture(self, room_id: int) -> dict[str, list[int]]:
+        """{category: instance ids} of the pieces of furniture (``CONTENTS_MIN_EXTENT``) in a room."""
+        view = self.view
+        here: dict[str, list[int]] = {}
+        for iid, o in sorted(view.objects.items()):
+            lo, hi = o.get("bounds_min", o["position"]), o.get("bounds_max", o["position"])
+            extent = max(abs(float(hi[0]) - float(lo[0])), abs(float(hi[1]) - float(lo[1])))
+            if view.room_of(iid) == room_id and o["category"] not in STRUCTURE and extent >= CONTENTS_MIN_EXTENT:
+                here.setdefault(o["category"], []).append(iid)
+        return here
+
+    def _room_by_attributes(self, room: RoomRef, scope_room: int | None, here: dict[str, list[int]],
+                            same: list[int]) -> RoomReference | None:
+        """``room`` named by one of its pieces of furniture and the fewest attributes that tell it
+        from every other object of its category in the room and in the same-type rooms ``same``."""
+        view = self.view
+        candidates = []
+        for category, ids in here.items():
+            rivals_elsewhere = [i for r in same for i in self.objects_in(r, category)]
+            for iid in ids:
+                rivals = [i for i in ids if i != iid] + rivals_elsewhere
+                mine = [k for k in ATTRIBUTE_KEYS if k in _attrs(view, iid)]
+                for n in range(1, len(mine) + 1):
+                    keys = next((keys for keys in combinations(mine, n)
+                                 if all(_excluded_by_attributes(view, iid, r, keys) for r in rivals)), None)
+                    if keys is not None:
+                        candidates.append((n, ATTRIBUTE_KEYS.index(keys[0]), category, iid, keys))
+                        break
+        if not candidates:
+            return None
+        _, _, _, iid, keys = min(candidates)
+        return RoomReference(room, scope_room, contents=view.object_ref(iid), contents_attributes=keys)
 
     # ------------------------------------------------------------------ doorways
     def doorways_along(self, from_room: int, path: PathFrame) -> list[tuple[float, str, int, bool]]:
@@ -480,12 +522,22 @@ class Referrer:
             return [pick] + [-1] * len(ties)     # a tie makes the count ambiguous
         return out
 
-    def resolve_room(self, room_type: str | None, scope_room: int | None, contents: str | None = None) -> list[int]:
-        """Every room in scope of type ``room_type`` (any type: ``None``) containing ``contents``
-        when given."""
+    def resolve_room(self, room_type: str | None, scope_room: int | None, contents: str | None = None,
+                     contents_attributes: dict | None = None) -> list[int]:
+        """Every room in scope of type ``room_type`` (any type: ``None``) containing an object of
+        category ``contents`` when given, with the claimed ``contents_attributes`` (conservatively:
+        an object without a claimed attribute might have it)."""
         view = self.view
+        claimed = dict(contents_attributes or {})
+
+        def holds(room_id: int) -> bool:
+            if not claimed:
+                return view.count_in_room(contents, room_id) > 0
+            return any(not any(k in _attrs(view, i) and _attrs(view, i)[k] != v for k, v in claimed.items())
+                       for i in self.objects_in(room_id, contents))
+
         return [r for r in self.room_scope(scope_room) if room_type in (None, view.rooms[r]["room_type"])
-                and (contents is None or view.count_in_room(contents, r) > 0)]
+                and (contents is None or holds(r))]
 
 
 __all__ = ["ATTRIBUTE_KEYS", "DOOR_THROUGH", "DOOR_VISIBLE", "MAX_ORDINAL", "ORDINAL_GAP", "PathFrame", "Reference",

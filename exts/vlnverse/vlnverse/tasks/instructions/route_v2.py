@@ -159,9 +159,18 @@ class RouteDescriberV2(Describer):
         body = sorted((e for e in events if e.kind != "stop"), key=lambda e: (e.s, order.index(e.kind)))
         return replace(facts, events=tuple(body + [e for e in events if e.kind == "stop"]))
 
+    def _may_skip(self, before, after) -> bool:
+        """Whether a stay between rooms ``before`` and ``after`` may be left unsaid: they are one
+        room or neighbours (or nothing says otherwise)."""
+        if self.referrer is None or before.room_id == after.room_id:
+            return True
+        return self.referrer.adjacent(before.room_id, after.room_id) is not False
+
     def clean_rooms(self, facts: RouteFacts) -> RouteFacts:
         """Drop room stays shorter than ``min_room_stay`` (not the first or last) and merge the
-        neighbours they separated; the ``enter`` events and ``rooms`` follow."""
+        neighbours they separated; the ``enter`` events and ``rooms`` follow. A stay is kept when
+        the referrer's scene graph says the rooms on either side are not neighbours (going from one
+        to the other then passes through it, short or not)."""
         enters = [e for e in facts.events if e.kind == "enter"]
         start = next((e for e in facts.events if e.kind == "start"), None)
         if start is None or start.room is None or not enters:
@@ -173,7 +182,7 @@ class RouteDescriberV2(Describer):
         while changed:
             changed = False
             for k in range(1, len(segs) - 1):
-                if segs[k][2] - segs[k][1] < self.min_room_stay:
+                if segs[k][2] - segs[k][1] < self.min_room_stay and self._may_skip(segs[k - 1][0], segs[k + 1][0]):
                     segs[k - 1][2] = segs[k][2]
                     del segs[k]
                     changed = True
@@ -271,7 +280,8 @@ class RouteSynthesizerV2:
         text = f"the {noun}"
         mentions = []
         if rref.contents is not None:
-            obj = object_phrase(rref.contents, lex, variant=int(rng.integers(4)))
+            obj = object_phrase(rref.contents, lex, attribute_keys=rref.contents_attributes,
+                                variant=int(rng.integers(4)))
             text += _pick(rng, [" with ", " that has ", " containing "])
             start = len(text)
             text += obj.text

@@ -8,7 +8,8 @@ claims that do not repeat or contradict themselves.
 * ``ambiguous_reference``: a mention with a ``scope`` does not denote exactly one object (room) of
   its scope (for an object with a ``viewpoint``, what is in view from there counts too): its
   category, claimed attributes, relation to the anchor, ordinal along the path or contents
-  (``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none. The anchor
+  (with the attributes the contents' own mention claims: "the bedroom with the oak wardrobe";
+  ``references.Referrer.resolve_object`` / ``resolve_room``) leave several or none. The anchor
   of a relation is a mention of its own, said from the same place: "the lamp on the nightstand"
   needs one nightstand in scope, not merely one lamp on a nightstand;
 * ``enter_current_room``: entering the room the agent is in;
@@ -120,7 +121,10 @@ class RouteVerifier(Verifier):
             elif m.kind == "room" and m.room_id is not None:
                 said_type = any(h.kind == "room" and m.category in h.names
                                 for h in self.lexicon.find(text[m.span[0]:m.span[1]]))
-                found = self.referrer.resolve_room(m.category if said_type else None, m.scope, m.contents)
+                said = next((o for o in instruction.mentions if o.kind == "object" and o.category == m.contents
+                             and m.span[0] <= o.span[0] and o.span[1] <= m.span[1]), None)
+                found = self.referrer.resolve_room(m.category if said_type else None, m.scope, m.contents,
+                                                   dict(said.attributes) if said is not None else None)
                 if found != [m.room_id]:
                     problems.append(f"{where}: denotes {len(found)} rooms seen from room {m.scope}, not exactly one")
         return problems
