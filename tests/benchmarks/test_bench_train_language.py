@@ -12,7 +12,7 @@ from test_bench_train_jobs import tiny, tiny_args  # noqa: E402,F401 (tiny: a fi
 
 
 @pytest.mark.parametrize("flags, field, match", [
-    (dict(language="v3"), "--language", "got 'v3'.*v1, v2 or v2-split"),
+    (dict(language="v3"), "--language", "got 'v3'.*v1 or v2 or v2-split"),
     (dict(language="V2"), "--language", "got 'V2'"),
     (dict(language="v2", policies="vlnbert", no_dagger=False, no_transfer=False), "--language", "--no-transfer"),
     (dict(language="v2-split", seeds=None, policies="gama_multitask"), "--policies", "gama_multitask with --language"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -101,6 +102,36 @@ def test_homes_source_in_a_train_config(tmp_path, episodes_file):
         small_config(tmp_path / "x", episodes_file, train={"homes": 2, "val_seen_episodes": 4})
     with pytest.raises(ConfigError, match=r"val\.val_seen\.val_seen_episodes.*positive integer"):
         small_config(tmp_path / "x", episodes_file, val={"val_seen": {"homes": 2, "val_seen_episodes": 0}})
+
+
+def test_a_train_configs_language_reaches_what_it_generates(tmp_path, episodes_file, corridor, monkeypatch):
+    """``language: v2`` generates the homes (and ``generate`` blocks) in the version-2 language;
+    an episode file is read as it is."""
+    import vlnverse.learn.homes as homes
+    from vlnverse.learn.trainer import Trainer
+    from vlnverse.tasks.episode import load_episodes
+    from learn_helpers import small_config
+
+    asked = []
+
+    def fake_homes(spec, **kw):   # the homes as the generator words them
+        asked.append(kw.get("overrides"))
+        info = {"language": {"version": 2, "families": [0, 1]}} if kw.get("overrides") else {}
+        return [replace(e, split="train", info={**e.info, **info}) for e in load_episodes(episodes_file)], \
+            Path("unused"), {}
+
+    monkeypatch.setattr(homes, "homes_dataset", fake_homes)
+    for language, expected in (("v2", {"params.instruction_version": 2}), ("v1", {})):
+        cfg = small_config(tmp_path / language, episodes_file, train={"homes": 1}, language=language)
+        Trainer(cfg, progress=False, scene_loader=lambda *a: corridor)._episodes()
+        assert asked.pop() == expected
+        assert cfg.run_key().get("language") == (None if language == "v1" else language)  # v1: folders of before resume
+    # An episode file in version 1 under a version-2 config is refused before anything renders.
+    from vlnverse.core.errors import ConfigError
+
+    cfg = small_config(tmp_path / "file", episodes_file, language="v2")
+    with pytest.raises(ConfigError, match="worded in v1, the config says 'v2'"):
+        Trainer(cfg, progress=False, scene_loader=lambda *a: corridor)._episodes()
 
 
 @pytest.mark.parametrize("seed", [0, 1])

@@ -126,7 +126,8 @@ def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_lan
     files = {}
     for name, episodes in (("v1", v1_file), ("v2", v2_file), ("v2b", v2_file)):
         row = {"agent": "forward", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
-               **{m: {"mean": 0.0} for m in ("SR", "SPL", "nDTW")}, **row_design(runs["forward"], episodes)}
+               **{m: {"mean": 0.0, "lo": 0.0, "hi": 0.0} for m in ("SR", "SPL", "nDTW")},
+               **row_design(runs["forward"], episodes)}
         files[name] = tmp_path / f"{name}.json"
         files[name].write_text(json.dumps({"format": 2, "table": [row]}))
     protocol = json.loads(files["v2"].read_text())["table"][0]["protocol"]
@@ -140,6 +141,22 @@ def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_lan
     assert main(["results", "compare", str(files["v1"]), str(files["v2"])]) == 2  # nothing comparable
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "no two on the same task, split and mode" in err, err
+    # Asked for: the pair is across the language (the condition compared), on the same episodes.
+    check_comparable(v1, v2, ("instruction_language",))
+    assert len(group_runs([v1, v2, v2b], strict=False, across=("instruction_language",))) == 1
+    out = tmp_path / "across"
+    assert main(["results", "compare", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
+                 "--out", str(out)]) == 0
+    result = json.loads((out / "compare.json").read_text())
+    assert result["across"] == ["instruction_language"]
+    (pair,) = result["groups"][0]["comparisons"]
+    assert pair["SR"]["mean"] == 0.0 and pair["verdict"] == "not separated"   # the same forward agent twice
+    page = tmp_path / "page"
+    assert main(["results", "page", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
+                 "--out", str(page)]) == 0
+    assert "Paired across `instruction_language`" in (page / "index.md").read_text()
+    assert main(["results", "compare", str(files["v1"]), str(files["v2"]), "--across", ","]) == 2
+    assert "--across" in capsys.readouterr().err
     assert main(["results", "compare", str(files["v2"]), str(files["v2b"])]) == 0
 
 

@@ -118,8 +118,10 @@ class EvalConfig(EpisodeSetup):
 
     def check_benchmark(self) -> Any:
         """The ``benchmark``, loaded (its file validated), with ``split`` one of its held-out
-        splits and ``task`` its task (``ConfigError`` otherwise); returns the ``Benchmark``."""
+        splits (or, with ``language: v2-split``, ``val_unseen_language``: val_unseen's paths in the
+        held-out wording) and ``task`` its task (``ConfigError`` otherwise); returns the ``Benchmark``."""
         from ..tasks.benchmark import HELD_OUT, load_benchmark
+        from ..tasks.episode import LANGUAGE_SPLIT
 
         require(isinstance(self.benchmark, str) and bool(self.benchmark.strip()), "benchmark",
                 f"got {self.benchmark!r}", "a benchmark name (vlnverse benchmark list) or definition file")
@@ -128,14 +130,17 @@ class EvalConfig(EpisodeSetup):
         except UnknownNameError as exc:
             raise ConfigError(str(exc), field="benchmark", expected="a shipped benchmark or a definition file (.json)") \
                 from None
-        require(self.split in HELD_OUT, "split", f"got {self.split!r}",
-                f"{' or '.join(HELD_OUT)}: a held-out split of benchmark '{bench.name}'")
+        shifted = self.language == "v2-split" and self.split == LANGUAGE_SPLIT
+        require(self.split in HELD_OUT or shifted, "split", f"got {self.split!r}",
+                f"{' or '.join(HELD_OUT)}: a held-out split of benchmark '{bench.name}' (or {LANGUAGE_SPLIT} "
+                "with language v2-split)")
         require(self.task == bench.task, "task", f"got {self.task!r}; benchmark '{bench.name}' is of task '{bench.task}'",
                 f"'{bench.task}'")
         return bench
 
     def _validate_rest(self) -> None:
         require(bool(self.task.strip()), "task", "empty", "a task name (tasks/types/<task>/config.yaml)")
+        self.language_overrides()
         from ..run.modes import MODES, check_mode_params
 
         require(self.collision_mode in MODES, "collision_mode", f"got {self.collision_mode!r}",

@@ -27,16 +27,18 @@ CONFIG_FILE = "config.json"
 
 def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progress: bool = True) -> list:
     """The run's episodes: reloaded from ``out/input_episodes.jsonl`` when resuming, else loaded
-    from ``episodes.path`` or generated into ``out/dataset``, filtered to the config's task (and
-    ``split``), and saved."""
-    from ..tasks.episode import load_episodes, save_episodes
+    from ``episodes.path``, a benchmark's split or generated into ``out/dataset`` (the generated
+    ones in the config's ``language``), filtered to the config's task (and ``split``), and saved."""
+    from ..tasks.episode import LANGUAGE_SPLIT, load_episodes, save_episodes
 
     saved = out / INPUT_FILE
     resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
     if resuming:
         episodes = load_episodes(saved)
     elif cfg.benchmark is not None:  # its split, made and checked on first use; scene paths kept portable
-        episodes = cfg.check_benchmark().episodes(cfg.split, progress=progress, resolve=False)
+        split = "val_unseen" if cfg.split == LANGUAGE_SPLIT else cfg.split   # its twins come with val_unseen
+        episodes = cfg.check_benchmark().episodes(split, progress=progress, resolve=False,
+                                                  language=cfg.language_overrides() or None)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
         if not path.exists():
@@ -47,7 +49,7 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
         gen = cfg.episodes.generate
         episodes = generate_episodes(gen.task or cfg.task, gen.scenes, gen.episodes_per_scene, gen.seed,
                                      out / "dataset", body=cfg.body, max_scenes=gen.max_scenes, progress=progress,
-                                     render=cfg.render.options())
+                                     render=cfg.render.options(), overrides=cfg.language_overrides())
     if cfg.split is not None:
         episodes = [e for e in episodes if e.split == cfg.split]
     matching = [e for e in episodes if e.task_type == settings.task_type]

@@ -49,15 +49,17 @@ from .scene_job import MODEL_REQUESTS, EvalJob, _batched_kwargs, eval_scene_job,
 log = logging.getLogger(__name__)
 
 
-def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
+def run_protocol(cfg: EvalConfig, settings: RunSettings, episodes: list | None = None) -> dict[str, Any]:
     """What a run's numbers depend on besides the agent: task, collision mode and its parameters,
     success radius, step budget, the body and whether a blocked move slides along the obstacle
     (``slide_on_collision``: Strict runs physics and the agent geom slides unless the body declares
-    a ``friction``; Tel-Hop lands a blocked hop on the nearest free pose; graph hops do not slide)."""
+    a ``friction``; Tel-Hop lands a blocked hop on the nearest free pose; graph hops do not slide),
+    and ``instruction_language`` when ``episodes`` are not in the version-1 language."""
     from dataclasses import asdict
 
     from ..core.params import parse_params
     from ..run.modes import MODES
+    from ..tasks.episode import instruction_languages
 
     body = settings.body
     mode = cfg.collision_mode
@@ -67,7 +69,8 @@ def run_protocol(cfg: EvalConfig, settings: RunSettings) -> dict[str, Any]:
             "success_distance": settings.success_distance, "max_steps": settings.max_steps,
             "slide_on_collision": bool(slide), "backend": cfg.backend,
             "body": {"name": body.name, "radius": body.radius, "height": body.height,
-                     "step_height": body.step_height, "holonomic": body.holonomic, "friction": body.friction}}
+                     "step_height": body.step_height, "holonomic": body.holonomic, "friction": body.friction},
+            **({"instruction_language": language} if (language := instruction_languages(episodes or [])) else {})}
 
 
 def run_eval(cfg: EvalConfig, **kwargs: Any) -> dict[str, Any]:
@@ -221,7 +224,7 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
            "max_steps": settings.max_steps, "success_distance": settings.success_distance,
            "body": settings.body.name, **({"benchmark": benchmark} if benchmark else {})}
     summary = to_jsonable(summarize(finished, run=run))  # the figures summary.json holds
-    summary["protocol"] = run_protocol(cfg, settings)
+    summary["protocol"] = run_protocol(cfg, settings, episodes)
     summary["model"] = to_jsonable(model_identity(agent, cfg.agent.name, finished))
     summary["timing"] = {"episodes_run_now": len(todo), "seconds": round(elapsed, 2),
                          "episodes_per_min": round(60.0 * len(todo) / elapsed, 2) if todo and elapsed > 0 else None,

@@ -126,23 +126,26 @@ def teacher_cache(episodes: list, *, sensors: list, settings: Any, collision_mod
 
 
 def generated_episodes(gen: Any, *, task: str, body: str | None = None, cache_dir: Any = None,
-                       progress: bool = True) -> list:
-    """The episodes of a ``GenerateSpec`` (``task`` when it names none), kept in the cache
+                       progress: bool = True, overrides: dict | None = None) -> list:
+    """The episodes of a ``GenerateSpec`` (``task`` when it names none; ``overrides``: the task's
+    config overrides, e.g. a language's, part of the key only when given), kept in the cache
     (``<cache dir>/datasets/<key hash>``) and reused."""
     import shutil
 
     from ..core.io import write_json_atomic
     from ..run.episodes import generate_episodes
     from ..tasks.episode import load_episodes
+    from ..tasks.instructions.languages import wording_key
 
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
-           "max_scenes": gen.max_scenes, "body": body}
+           "max_scenes": gen.max_scenes, "body": body,
+           **({"overrides": dict(overrides), **wording_key(overrides)} if overrides else {})}
     folder = keyed_folder(cache_dir, "datasets", key)
     if (folder / "done.json").is_file():
         return load_episodes(folder)
     if folder.exists():
         shutil.rmtree(folder)
     episodes = generate_episodes(key["task"], gen.scenes, gen.episodes_per_scene, gen.seed, folder, body=body,
-                                 max_scenes=gen.max_scenes, progress=progress)
+                                 max_scenes=gen.max_scenes, progress=progress, overrides=overrides)
     write_json_atomic(folder / "done.json", key)
     return episodes

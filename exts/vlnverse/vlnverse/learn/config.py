@@ -314,6 +314,9 @@ class TrainConfig(EpisodeSetup):
 
         require(self.policy.name in POLICIES, "policy.name", f"got {self.policy.name!r}",
                 f"one of {POLICIES.names()}, or a policy of a module in 'plugins'")
+        self.language_overrides()
+        require(not (self.tasks and self.language != "v1"), "language", f"got {self.language!r} with 'tasks'",
+                "v1 (the task mix's other tasks have no other language)")
         if self.tasks:
             self._validate_tasks()
         else:
@@ -406,6 +409,8 @@ class TrainConfig(EpisodeSetup):
                 task.pop("observation", None)
         if self.render.is_default():  # runs from before render settings resume
             data.pop("render", None)
+        if data.get("language") == "v1":  # runs from before the language field resume
+            data.pop("language")
         dist = {k: v for k, v in data.pop("distributed", {}).items() if k in ("batch", "lr_scaling")}
         if dist != {"batch": "global", "lr_scaling": "none"}:  # the default trains what one process does
             data["distributed"] = dist

@@ -408,7 +408,8 @@ def labelled_episodes(cfg: Any, source: Any, field: str, split: str | None, sigh
     settings = run_settings(cfg.task, body=cfg.body)
     episodes = resolve_split(source, split=split, task_type=settings.task_type,
                              task=cfg.task, body=cfg.body, cache_dir=cfg.cache.dir, field=field, progress=False,
-                             resolve_scenes=scene_loader is None, scene_root=cfg.scene_root)
+                             resolve_scenes=scene_loader is None, scene_root=cfg.scene_root,
+                             overrides=cfg.language_overrides())
     contexts: dict[str, Any] = {}
     observers: dict[str, GraphObserver] = {}
     out = []

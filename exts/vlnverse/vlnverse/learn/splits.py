@@ -11,20 +11,22 @@ from ..core.errors import ConfigError
 def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, body: str | None, cache_dir: Any,
                   field: str, progress: bool, resolve_scenes: bool = True, scene_root: Any = None,
                   workers: int = 1, report: Callable[[str], None] = print, info: dict | None = None,
-                  seed: int = 0) -> list:
+                  seed: int = 0, overrides: dict | None = None) -> list:
     """Episodes of ``source`` (path, generate block or ``HomesSource``) of the task type, filtered
     to ``split`` when any episode carries that split; none left is a ``ConfigError`` naming
     ``field``. With ``resolve_scenes`` each episode's portable ``scene_path`` becomes its USD file
     (looked up in ``scene_root``, the dataset's folder, then the shipped scenes), as the eval runner
     does. Generated homes (made with ``workers``) put their figures into ``info``; their
-    ``val_seen_episodes`` keeps a subset of the val_seen episodes drawn with ``seed``."""
+    ``val_seen_episodes`` keeps a subset of the val_seen episodes drawn with ``seed``. ``overrides``
+    (the task's config overrides, e.g. the config's instruction language) apply to what is
+    generated; an episode file is read as it is."""
     from ..tasks.episode import load_episodes
     from ..tasks.scene_roots import resolve_episode_scenes, scene_roots
     from .homes import HomesSource, homes_dataset, seeded_subset
 
     if isinstance(source, HomesSource):
         episodes, folder, figures = homes_dataset(source, task=task, body=body, cache_dir=cache_dir, progress=progress,
-                                                  workers=workers, report=report)
+                                                  workers=workers, report=report, overrides=overrides)
         if info is not None:
             info.update(figures, folder=str(folder))
         dataset_dir = folder / "episodes"
@@ -37,7 +39,8 @@ def resolve_split(source: Any, *, split: str | None, task_type: str, task: str, 
     else:
         from .cache import generated_episodes
 
-        episodes = generated_episodes(source.generate, task=task, body=body, cache_dir=cache_dir, progress=progress)
+        episodes = generated_episodes(source.generate, task=task, body=body, cache_dir=cache_dir, progress=progress,
+                                      overrides=overrides)
         dataset_dir = None
     episodes = [e for e in episodes if e.task_type == task_type]
     if split is not None and any(e.split == split for e in episodes):

@@ -7,6 +7,9 @@ import argparse
 RUN_HELP = ("eval run folders (or their summary.json / episodes.jsonl) and bench train JSON files, "
             "of results format 2")
 
+ACROSS_HELP = ("pair runs whose protocols differ in this top-level protocol field: the condition compared, e.g. "
+               "instruction_language (the same paths in two wordings); repeat or comma-separate for several")
+
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
     """Register ``results compare``, ``results page`` and ``results best``."""
@@ -18,6 +21,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("runs", nargs="+", metavar="RUN", help=RUN_HELP)
     c.add_argument("--out", default=None, help="folder for compare.json and compare.png")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    c.add_argument("--across", action="append", default=[], metavar="FIELD", help=ACROSS_HELP)
     c.set_defaults(func=_compare)
     g = rsub.add_parser("page", help="a results page (index.md + PNGs) generated from results files, with the "
                                      "paper's numbers beside ours")
@@ -25,6 +29,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--out", required=True, help="the page's folder, e.g. docs/results/NAME/")
     g.add_argument("--name", default=None, help="the page's title (default: the folder's name)")
     g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    g.add_argument("--across", action="append", default=[], metavar="FIELD", help=ACROSS_HELP)
     g.set_defaults(func=_page)
     b = rsub.add_parser("best", help="the row and seed a held-out split picks from bench train results files (best "
                                      "mean over seeds, then the best seed), with the checkpoint to ship")
@@ -38,6 +43,16 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_best)
 
 
+def across_fields(args: argparse.Namespace) -> tuple[str, ...]:
+    """``--across`` as a tuple of protocol field names (repeated or comma-separated; none: ``()``)."""
+    from ..core.errors import ConfigError
+
+    fields = tuple(f.strip() for given in args.across for f in given.split(","))
+    if any(not f for f in fields):
+        raise ConfigError(f"got {args.across!r}", field="--across", expected="protocol field names, e.g. instruction_language")
+    return fields
+
+
 def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -47,7 +62,7 @@ def _compare(args: argparse.Namespace) -> int:
     runs = load_runs(args.runs)
     if len(runs) < 2:
         raise ConfigError(f"got {len(runs)} run(s)", field="RUN", expected="at least two runs to compare")
-    result = compare_runs(runs, strict=not any(r.bench for r in runs), seed=args.seed)
+    result = compare_runs(runs, strict=not any(r.bench for r in runs), seed=args.seed, across=across_fields(args))
     print(compare_text(result), end="")
     if args.out:
         from ..core.io import replace_output_dir, write_json_atomic
@@ -66,7 +81,7 @@ def _page(args: argparse.Namespace) -> int:
     from .page import build_page
 
     out = Path(args.out)
-    data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed)
+    data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed, across=across_fields(args))
     print(f"wrote {out / 'index.md'} ({len(data['groups'])} group(s)) and its PNGs")
     return 0
 

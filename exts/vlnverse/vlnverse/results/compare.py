@@ -46,7 +46,17 @@ class Run:
     @property
     def key(self) -> tuple:
         """What runs must share to be compared: task, split, collision mode and the whole protocol."""
-        return (self.task, self.split or "-", self.mode, json.dumps(self.protocol, sort_keys=True))
+        return self.key_across(())
+
+    def key_across(self, across: tuple[str, ...]) -> tuple:
+        """``key`` without the protocol fields ``across`` (the condition a comparison is across)."""
+        return (self.task, self.split or "-", self.mode, json.dumps(protocol_without(self.protocol, across),
+                                                                    sort_keys=True))
+
+
+def protocol_without(protocol: dict, across: tuple[str, ...]) -> dict:
+    """``protocol`` less its top-level fields ``across``."""
+    return {k: v for k, v in protocol.items() if k not in across}
 
 
 def _read_json(path: Path) -> dict:
@@ -174,17 +184,19 @@ def _first_difference(a: Any, b: Any, prefix: str) -> str | None:
     return None if a == b else prefix
 
 
-def check_comparable(a: Run, b: Run) -> None:
+def check_comparable(a: Run, b: Run, across: tuple[str, ...] = ()) -> None:
     """Refuse (one line naming ``b``'s file and the field) runs that are not on the same task,
-    collision mode, protocol and episodes as ``a``."""
+    collision mode, protocol (but for its fields ``across``: the condition compared, e.g.
+    ``instruction_language``) and episodes as ``a``."""
     for name, x, y in (("protocol.task", a.task, b.task), ("protocol.collision_mode", a.mode, b.mode)):
         if x != y:
             raise ConfigError(f"{b.label} has {y!r}, {a.label} ({a.source}) has {x!r}", file=b.source, field=name,
                               expected="runs on the same task and collision mode")
-    where = _first_difference(a.protocol, b.protocol, "protocol")
+    protocols = [protocol_without(a.protocol, across), protocol_without(b.protocol, across)]
+    where = _first_difference(*protocols, "protocol")
     if where:
         keys = where.split(".")[1:]
-        got = [a.protocol, b.protocol]
+        got = list(protocols)
         for k in keys:
             got = [g.get(k) if isinstance(g, dict) else None for g in got]
         raise ConfigError(f"{b.label} has {got[1]!r}, {a.label} ({a.source}) has {got[0]!r}", file=b.source,
@@ -220,20 +232,20 @@ def common_episodes(a: Run, b: Run) -> tuple[Run, Run]:
     return _restricted(a, shared), _restricted(b, shared)
 
 
-def group_runs(runs: list[Run], *, strict: bool) -> dict[tuple, list[Run]]:
-    """Runs by task, split, collision mode and protocol (``Run.key``), each group checked with
-    ``check_comparable`` (the same episodes). ``strict`` (no bench file given): every run must be
-    comparable with the first, one group."""
+def group_runs(runs: list[Run], *, strict: bool, across: tuple[str, ...] = ()) -> dict[tuple, list[Run]]:
+    """Runs by task, split, collision mode and protocol (``Run.key``; without the protocol fields
+    ``across``), each group checked with ``check_comparable`` (the same episodes). ``strict`` (no
+    bench file given): every run must be comparable with the first, one group."""
     if strict:
         for r in runs[1:]:
-            check_comparable(runs[0], r)
-        return {runs[0].key: list(runs)} if runs else {}
+            check_comparable(runs[0], r, across)
+        return {runs[0].key_across(across): list(runs)} if runs else {}
     groups: dict[tuple, list[Run]] = {}
     for r in runs:
-        groups.setdefault(r.key, []).append(r)
+        groups.setdefault(r.key_across(across), []).append(r)
     for members in groups.values():
         for r in members[1:]:
-            check_comparable(members[0], r)
+            check_comparable(members[0], r, across)
     return groups
 
 
@@ -304,9 +316,10 @@ def group_mde(runs: list[Run]) -> float | None:
     return max(got) if got else None
 
 
-def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0) -> dict:
-    """Groups of comparable runs with every pair's paired differences (``compare_pair``)."""
-    groups = group_runs(runs, strict=strict)
+def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0, across: tuple[str, ...] = ()) -> dict:
+    """Groups of comparable runs with every pair's paired differences (``compare_pair``); runs whose
+    protocols differ only in the fields ``across`` are paired (``check_comparable``)."""
+    groups = group_runs(runs, strict=strict, across=across)
     out = []
     for (task, split, mode, _), members in groups.items():
         pairs = [compare_pair(a.label, columns(x), b.label, columns(y), seed=seed)
@@ -319,7 +332,8 @@ def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0) -> dict:
     if not any(g["comparisons"] for g in out):
         raise ConfigError(f"{len(runs)} run(s) in {len(out)} group(s): no two on the same task, split and mode",
                           field="RUN", expected="at least two runs on the same episodes")
-    return {"format": RESULTS_FORMAT, "seed": seed, "runs": [run_entry(r) for r in runs], "groups": out}
+    return {"format": RESULTS_FORMAT, "seed": seed, **({"across": list(across)} if across else {}),
+            "runs": [run_entry(r) for r in runs], "groups": out}
 
 
 def run_entry(run: Run) -> dict:

@@ -52,13 +52,14 @@ def resolve_settings(setup: Any) -> RunSettings:
 
 def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int, out_dir: str | Path, *,
                       body: str | None = None, max_scenes: int | None = None, progress: bool = True,
-                      render: dict[str, str] | None = None) -> list:
+                      render: dict[str, str] | None = None, overrides: dict | None = None) -> list:
     """Generate a dataset of ``task`` into ``out_dir`` with the task layer's generator
     (``vlnverse.tasks.dataset.generate_dataset``: per-scene seeding, splits from
     ``splits.json``, assets such as reference images or prior videos rendered with the
     simulator's camera, drawn with the run's ``render`` options: an agent's reference image
     looks like its views) on ``scenes`` (a split name, ``all``, ids or paths; the first
-    ``max_scenes``), and return its episodes."""
+    ``max_scenes``; ``overrides``: the task's config overrides, e.g. an instruction language's),
+    and return its episodes."""
     from ..tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
     from ..tasks.episode import load_episodes
 
@@ -66,7 +67,7 @@ def generate_episodes(task: str, scenes: Any, episodes_per_scene: int, seed: int
     if max_scenes is not None:
         paths = paths[:max_scenes]
     generate_dataset(task, paths, episodes_per_scene, seed, out_dir, body=body, progress=progress,
-                     renderer_factory=simulator_renderer_factory(options=render))
+                     renderer_factory=simulator_renderer_factory(options=render), overrides=overrides or None)
     return load_episodes(out_dir)
 
 

@@ -183,6 +183,10 @@ class EpisodeSetup:
     backend: str = "auto"
     #: how every simulator of the run draws (``quality`` fast | default | high, ``objects`` primitives | meshes)
     render: RenderConfig = field(default_factory=RenderConfig)
+    #: the instruction language of the episodes the run generates (``generate`` blocks, generated
+    #: homes, a benchmark's held-out split re-instructed): ``v1`` (the shipped data's), ``v2`` or
+    #: ``v2-split`` (``tasks.instructions.languages``); episode files are read as they are
+    language: str = "v1"
 
     @classmethod
     def of(cls, config: "EpisodeSetup", **changes: Any) -> "EpisodeSetup":
@@ -192,6 +196,13 @@ class EpisodeSetup:
 
         values = {f.name: copy.deepcopy(getattr(config, f.name)) for f in fields(cls)}
         return cls(**{**values, **changes})
+
+    def language_overrides(self) -> dict[str, Any]:
+        """The task ``params`` overrides that generate ``language`` (``{}`` for ``v1``); an unknown
+        name is a ``ConfigError`` naming the field."""
+        from ..tasks.instructions.languages import language_overrides
+
+        return language_overrides(self.language, field="language")
 
     def sensor_specs(self) -> list[CameraSpec]:
         """The simulator's ``CameraSpec`` list."""

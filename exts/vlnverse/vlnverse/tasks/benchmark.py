@@ -46,8 +46,8 @@ MAX_EPISODES_PER_HOME = 10_000
 #: Namespace and version of the cache key of a built split (bump when what is stored changes).
 CACHE_NAMESPACE, CACHE_VERSION = "benchmark", 1
 #: Version of how a held-out split is re-instructed in another language (bump when it changes;
-#: 2: rooms named by what their furniture looks like, short stays between non-neighbours said).
-LANGUAGE_VERSION = 2
+#: the wording's own revision is part of the key: ``instructions.languages.wording_key``).
+LANGUAGE_VERSION = 1
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -224,8 +224,10 @@ class Benchmark:
 
     def language_key(self, split: str, language: dict) -> dict[str, Any]:
         """What a held-out split re-instructed in ``language`` depends on (its cache folder's key)."""
+        from .instructions.languages import wording_key
+
         return {"split": self.split_key(split), "language": dict(sorted(language.items())),
-                "language_version": LANGUAGE_VERSION}
+                "language_version": LANGUAGE_VERSION, **wording_key(language)}
 
     def language_file(self, split: str, language: dict, *, cache_dir: str | Path | None = None,
                       progress: bool = True) -> Path:

@@ -246,6 +246,16 @@ def _parse_episode(data: Any, *, file: Any, line: int | None) -> Episode:
 # Files
 
 
+def instruction_languages(episodes) -> list | None:
+    """The distinct instruction languages of ``episodes`` (each one's ``info.language``, e.g.
+    ``{"version": 2, "families": [0]}``), sorted; None when none has one (the version-1 language).
+    A run's protocol records them: runs on other wordings of the same paths are not paired."""
+    import json
+
+    found = {json.dumps(e.info["language"], sort_keys=True) for e in episodes if isinstance(e.info.get("language"), dict)}
+    return [json.loads(t) for t in sorted(found)] or None
+
+
 def save_episodes(path: str | Path, episodes: list[Episode]) -> Path:
     """Write ``episodes`` as JSONL (one sorted-key record per line) atomically; returns the path."""
     return write_jsonl_atomic(path, [e.to_dict() for e in episodes])

@@ -16,7 +16,7 @@ Steps:
    ``test`` scene (``--seed`` + 2). The split guard refuses training homes shared with them.
    ``--language v2`` generates every split with the version-2 instructions; ``v2-split`` also
    partitions their template families: all splits in family 0, and ``val_unseen_language``: the
-   val_unseen paths in family-1 wording (``options.LANGUAGES``).
+   val_unseen paths in family-1 wording (``tasks.instructions.languages.LANGUAGES``).
 2. Render paths (``render``): the teacher cache of the first ``RENDER_COMPARE_EPISODES`` training
    episodes built in one run by physics (the rollout renders every sensor), teleport
    (``learn.collect``) with the reference full depth pass and as shipped, and teleport on

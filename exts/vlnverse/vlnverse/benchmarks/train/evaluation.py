@@ -34,15 +34,10 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
 
 
 def instruction_language(episodes_file: Path) -> list | None:
-    """The distinct instruction languages (each episode's ``info.language``, e.g. ``{"version": 2,
-    "families": [0]}``) of an episodes file, sorted; None when none has one (the version-1 language)."""
-    import json
+    """The distinct instruction languages of an episodes file (``tasks.episode.instruction_languages``)."""
+    from vlnverse.tasks.episode import instruction_languages, load_episodes
 
-    from vlnverse.tasks.episode import load_episodes
-
-    found = {json.dumps(e.info["language"], sort_keys=True) for e in load_episodes(episodes_file)
-             if isinstance(e.info.get("language"), dict)}
-    return [json.loads(t) for t in sorted(found)] or None
+    return instruction_languages(load_episodes(episodes_file))
 
 
 def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:

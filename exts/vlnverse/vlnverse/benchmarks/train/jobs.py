@@ -257,7 +257,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
         row = next(r for r in options.rows if r["name"] == row_name)
         trained = seed_run.train_row(row, folder, options.budget, seed, options.scale, "auto", 1, options.dagger,
                                      (shared.get("encoder") or {}).get("path"), options.epochs, shared.get("predictor"),
-                                     None, options.validation_episodes)
+                                     None, options.validation_episodes, options.language or "v1")
         out.update(figures=trained["figures"], curve=trained["curve"],
                    checkpoints={a: os.path.relpath(p, work) for a, p in trained["checkpoints"].items()})
         agents = {a: (NamedSpec("policy", {"checkpoint": p, "device": "auto"}), R.SENSORS)

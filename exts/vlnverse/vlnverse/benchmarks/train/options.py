@@ -9,6 +9,7 @@ from typing import Any
 
 import vlnverse.benchmarks.train.recipe as R
 from vlnverse.tasks.episode import LANGUAGE_SPLIT
+from vlnverse.tasks.instructions.languages import language_overrides
 
 
 def flag_reader(args: Any):
@@ -99,13 +100,8 @@ def check_task_flags(task_episodes: Any, task_eval_episodes: Any, selected: list
                           expected="--policies including " + ",".join(r.name for r in R.ROWS if r.multitask))
 
 
-#: ``--language``: the fine-grained task's ``params`` each value generates every split with
-#: (``tasks/types/fine_grained``); none given: the version-1 language (the shipped data's)
-LANGUAGES = {"v2": {"params.instruction_version": 2},
-             "v2-split": {"params.instruction_version": 2, "params.language_split": True}}
-
 def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
-    """``--language``: one of ``LANGUAGES`` (``v1`` or none: None; with ``--benchmark`` its held-out
+    """``--language``: one of ``tasks.instructions.languages.LANGUAGES`` (``v1`` or none: None; with ``--benchmark`` its held-out
     episodes' paths are re-instructed, ``Benchmark.episodes``), refused with the multi-task row (its other tasks keep
     theirs) and the VLN-BERT row's Table 7 stage (its source model is trained on the version-1
     language) in one-line ``ConfigError``s."""
@@ -113,8 +109,7 @@ def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
 
     if value is None or value == "v1":
         return None
-    if value not in LANGUAGES:
-        raise ConfigError(f"got {value!r}", field="--language", expected="v1, " + " or ".join(LANGUAGES))
+    language_overrides(value, field="--language")
     refuse_multitask(rows, f"--language {value}", "the multi-task row's other tasks keep the version-1 language")
     if any(r["name"] == "vlnbert" for r in rows) and not (given.get("no_transfer") or given.get("no_dagger")):
         raise ConfigError(f"the vlnbert row's Table 7 stage with --language {value}", field="--language",
@@ -146,7 +141,7 @@ class TrainBenchOptions:
     ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
     engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
     engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``;
-    ``language``: a ``LANGUAGES`` key (None: the version-1 language)."""
+    ``language``: a ``tasks.instructions.languages.LANGUAGES`` key (None: the version-1 language)."""
 
     rows: tuple = ()
     seed: int = 0
@@ -187,7 +182,7 @@ class TrainBenchOptions:
     @property
     def task_overrides(self) -> dict:
         """The fine-grained task's ``params`` every split is generated with (``--language``)."""
-        return dict(LANGUAGES[self.language]) if self.language else {}
+        return language_overrides(self.language) if self.language else {}
 
     @property
     def eval_splits(self) -> tuple[str, ...]:

@@ -177,10 +177,12 @@ def table7_stage():
 
 
 def row_config(row: dict, work: Path, budget: float | None, seed: int, device: str, workers: int, params: dict,
-               epochs: int = IL_EPOCHS, validation_episodes: int = VALIDATION_EPISODES) -> dict:
+               epochs: int = IL_EPOCHS, validation_episodes: int = VALIDATION_EPISODES, language: str = "v1") -> dict:
     """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, epochs, budget share and selection for every
-    row (``validation_episodes`` val_seen episodes every ``VALIDATION_EVERY`` epochs)."""
+    row (``validation_episodes`` val_seen episodes every ``VALIDATION_EVERY`` epochs); ``language``: the
+    wording of its episode files (``--language``), which its checkpoints record."""
     return {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
+            **({"language": language} if language != "v1" else {}),   # v1: the job configs of before
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,
             "il": {"epochs": epochs, "batch_size": row["batch_size"], "lr": row["lr"], "inflection_weight": "auto",

@@ -74,7 +74,7 @@ def run(options: TrainBenchOptions) -> dict:
     predictor = train_waypoint_predictor(work, scale, seed) if any(r.get("waypoint_predictor") for r in selected) else None
     rows = {row["name"]: train_row(row, work, budget, seed, scale, device, workers, dagger, encoder_path, epochs,
                                    predictor, R.multitask_entries(work, tasks) if row.get("multitask") else None,
-                                   validation_episodes)
+                                   validation_episodes, options.language or "v1")
             for row in selected}
     t_trained = time.perf_counter()
 

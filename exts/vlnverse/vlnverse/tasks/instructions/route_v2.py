@@ -35,6 +35,11 @@ from .route_language import (CLOSINGS, DISTANCE_HEDGES, LAST_LINKS, LAST_LINKS_A
                              MOVING_PARTS, ONE_DOORWAY, OPENERS, PAIR_LINKS, PAIR_LINKS_AFTER_LEAD, family, template_set)
 from .types import GroundedInstruction, Mention, RouteEvent, RouteFacts
 
+#: Revision of the version-2 wording: bump when the same path, seed and families give other words
+#: (caches of version-2 episodes are keyed by it: ``languages.wording_key``). 2: rooms named by what
+#: their furniture looks like; short stays between rooms that share no door said.
+WORDING_REVISION = 2
+
 #: Ways to say a relation in a reference, by scene-graph relation.
 RELATION_WORDS_V2: dict[str, tuple[str, ...]] = {
     "on": ("on", "on top of", "sitting on", "resting on", "that sits on", "placed on"),
@@ -599,4 +604,4 @@ class RouteLanguageV2:
         return chosen, info
 
 
-__all__ = ["RELATION_WORDS_V2", "RouteDescriberV2", "RouteLanguageV2", "RouteSynthesizerV2", "family"]
+__all__ = ["WORDING_REVISION", "RELATION_WORDS_V2", "RouteDescriberV2", "RouteLanguageV2", "RouteSynthesizerV2", "family"]
