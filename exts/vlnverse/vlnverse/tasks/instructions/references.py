@@ -414,13 +414,14 @@ class Referrer:
     def _room_by_attributes(self, room: RoomRef, scope_room: int | None, here: dict[str, list[int]],
                             same: list[int]) -> RoomReference | None:
         """``room`` named by one of its pieces of furniture and the fewest attributes that tell it
-        from every other object of its category in the room and in the same-type rooms ``same``."""
+        from every other object of its category (of any size) in the room and in the same-type
+        rooms ``same``."""
         view = self.view
         candidates = []
         for category, ids in here.items():
             rivals_elsewhere = [i for r in same for i in self.objects_in(r, category)]
             for iid in ids:
-                rivals = [i for i in ids if i != iid] + rivals_elsewhere
+                rivals = [i for i in self.objects_in(room.room_id, category) if i != iid] + rivals_elsewhere
                 mine = [k for k in ATTRIBUTE_KEYS if k in _attrs(view, iid)]
                 for n in range(1, len(mine) + 1):
                     keys = next((keys for keys in combinations(mine, n)
