@@ -13,7 +13,7 @@ from vlnverse.paths import repo_root
 from vlnverse.run.setup import EpisodeSetup
 
 SETUP_FIELDS = ["task", "collision_mode", "mode_params", "sensors", "body", "max_steps", "success_distance", "backend",
-                "render"]
+                "render", "language"]
 
 
 def test_eval_and_train_configs_are_episode_setups_with_their_own_defaults():
