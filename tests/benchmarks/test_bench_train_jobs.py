@@ -567,6 +567,16 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
     assert again["table"] == first["table"] and again["comparisons"] == first["comparisons"]
     assert json.loads((tmp_path / "b" / "jobs" / "seq2seq-s0" / "done.json").read_text())["imported"] is True
 
+    # Two sources sharing a job: each line counts what that source added.
+    from vlnverse.benchmarks.train.jobs import import_jobs
+
+    lines = []
+    (tmp_path / "a2.json").write_text(json.dumps({**first, "jobs": {k: first["jobs"][k] for k in ["seq2seq-s0"]}}))
+    got = import_jobs(tmp_path / "fresh", first["work"], (str(tmp_path / "a2.json"), str(tmp_path / "a.json")),
+                      lines.append)
+    assert got == ["seq2seq-s0", "baselines-s0"]
+    assert [line.split(" carried from ")[0] for line in lines] == ["bench train: 1 finished job(s)"] * 2
+    assert lines[1].endswith(": baselines-s0")
     with pytest.raises(ConfigError, match=r"a\.json: work\.config: made with config .* \(epochs: 2 there, 3 here\)"):
         tiny.run(tiny_args(tmp_path / "c.json", epochs=3, jobs_from=[str(tmp_path / "a.json")]))
     (tmp_path / "junk.json").write_text('{"jobs": []}')

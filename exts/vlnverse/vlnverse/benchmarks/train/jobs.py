@@ -153,8 +153,9 @@ def import_jobs(work: Path, identity: dict, sources: tuple[str, ...], report: Ca
     from vlnverse.core.errors import ConfigError
     from vlnverse.core.io import write_json_atomic
 
-    carried = []
+    carried: list[str] = []
     for source in sources:
+        from_here: list[str] = []
         try:
             got = json.loads(Path(source).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
@@ -176,9 +177,10 @@ def import_jobs(work: Path, identity: dict, sources: tuple[str, ...], report: Ca
                 continue
             done.parent.mkdir(parents=True, exist_ok=True)
             write_json_atomic(done, {**job, "imported": True})
-            carried.append(key)
-        report(f"bench train: {len(carried)} finished job(s) carried from {source}"
-               + (f": {', '.join(carried)}" if carried else ""))
+            from_here.append(key)
+        report(f"bench train: {len(from_here)} finished job(s) carried from {source}"
+               + (f": {', '.join(from_here)}" if from_here else ""))
+        carried += from_here
     return carried
 
 
