@@ -155,6 +155,14 @@ def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_lan
     assert main(["results", "page", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
                  "--out", str(page)]) == 0
     assert "Paired across `instruction_language`" in (page / "index.md").read_text()
+    shown = tmp_path / "shown"     # --split keeps the runs of the splits named, and says so
+    assert main(["results", "page", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
+                 "--split", "test", "--out", str(shown)]) == 0
+    data = json.loads((shown / "page.json").read_text())
+    assert data["splits"] == ["test"] and [g["split"] for g in data["groups"]] == ["test"]
+    assert "Splits shown: test" in (shown / "index.md").read_text()
+    assert main(["results", "compare", str(files["v1"]), str(files["v2"]), "--split", "val_seen"]) == 2
+    assert "--split: got 'val_seen'" in capsys.readouterr().err
     assert main(["results", "compare", str(files["v1"]), str(files["v2"]), "--across", ","]) == 2
     assert "--across" in capsys.readouterr().err
     assert main(["results", "compare", str(files["v2"]), str(files["v2b"])]) == 0

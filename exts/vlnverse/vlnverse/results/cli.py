@@ -7,6 +7,7 @@ import argparse
 RUN_HELP = ("eval run folders (or their summary.json / episodes.jsonl) and bench train JSON files, "
             "of results format 2")
 
+SPLIT_HELP = "only the runs of this split (repeat for several; default: every split)"
 ACROSS_HELP = ("pair runs whose protocols differ in this top-level protocol field: the condition compared, e.g. "
                "instruction_language (the same paths in two wordings); repeat or comma-separate for several")
 
@@ -22,6 +23,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--out", default=None, help="folder for compare.json and compare.png")
     c.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     c.add_argument("--across", action="append", default=[], metavar="FIELD", help=ACROSS_HELP)
+    c.add_argument("--split", action="append", default=[], metavar="SPLIT", help=SPLIT_HELP)
     c.set_defaults(func=_compare)
     g = rsub.add_parser("page", help="a results page (index.md + PNGs) generated from results files, with the "
                                      "paper's numbers beside ours")
@@ -30,6 +32,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--name", default=None, help="the page's title (default: the folder's name)")
     g.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     g.add_argument("--across", action="append", default=[], metavar="FIELD", help=ACROSS_HELP)
+    g.add_argument("--split", action="append", default=[], metavar="SPLIT", help=SPLIT_HELP)
     g.set_defaults(func=_page)
     b = rsub.add_parser("best", help="the row and seed a held-out split picks from bench train results files (best "
                                      "mean over seeds, then the best seed), with the checkpoint to ship")
@@ -57,9 +60,9 @@ def _compare(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..core.errors import ConfigError
-    from .compare import compare_runs, compare_text, load_runs
+    from .compare import compare_runs, compare_text, load_runs, of_splits
 
-    runs = load_runs(args.runs)
+    runs = of_splits(load_runs(args.runs), tuple(args.split))
     if len(runs) < 2:
         raise ConfigError(f"got {len(runs)} run(s)", field="RUN", expected="at least two runs to compare")
     result = compare_runs(runs, strict=not any(r.bench for r in runs), seed=args.seed, across=across_fields(args))
@@ -81,7 +84,8 @@ def _page(args: argparse.Namespace) -> int:
     from .page import build_page
 
     out = Path(args.out)
-    data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed, across=across_fields(args))
+    data = build_page(args.runs, args.name or out.resolve().name, out, seed=args.seed, across=across_fields(args),
+                      splits=tuple(args.split))
     print(f"wrote {out / 'index.md'} ({len(data['groups'])} group(s)) and its PNGs")
     return 0
 

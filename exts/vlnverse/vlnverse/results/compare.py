@@ -173,6 +173,16 @@ def load_runs(paths: list[str | Path]) -> list[Run]:
     return [in_episode_order(r) for r in runs]
 
 
+def of_splits(runs: list[Run], splits: tuple[str, ...]) -> list[Run]:
+    """The runs of ``splits`` (all of them when empty); a split no run has is a one-line
+    ``ConfigError`` naming ``--split`` and the splits there are."""
+    have = sorted({r.split or "-" for r in runs})
+    missing = [s for s in splits if s not in have]
+    if missing:
+        raise ConfigError(f"got {missing[0]!r}", field="--split", expected=f"one of the runs' splits {have}")
+    return [r for r in runs if not splits or (r.split or "-") in splits]
+
+
 def _first_difference(a: Any, b: Any, prefix: str) -> str | None:
     """The dotted name of the first field where ``a`` and ``b`` differ (None when equal)."""
     if isinstance(a, dict) and isinstance(b, dict):
