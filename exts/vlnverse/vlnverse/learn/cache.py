@@ -135,11 +135,11 @@ def generated_episodes(gen: Any, *, task: str, body: str | None = None, cache_di
     from ..core.io import write_json_atomic
     from ..run.episodes import generate_episodes
     from ..tasks.episode import load_episodes
-    from ..tasks.instructions.languages import wording_key
+    from ..tasks.instructions.languages import generation_key
 
     key = {"task": gen.task or task, "scenes": gen.scenes, "n": gen.episodes_per_scene, "seed": gen.seed,
            "max_scenes": gen.max_scenes, "body": body,
-           **({"overrides": dict(overrides), **wording_key(overrides)} if overrides else {})}
+           **generation_key(overrides)}
     folder = keyed_folder(cache_dir, "datasets", key)
     if (folder / "done.json").is_file():
         return load_episodes(folder)

@@ -215,13 +215,11 @@ def homes_dataset(spec: HomesSource, *, task: str, body: str | None, cache_dir: 
     from ..core.io import write_json_atomic
     from ..tasks.dataset import generate_dataset, simulator_renderer_factory
     from ..tasks.episode import load_episodes
-    from ..tasks.instructions.languages import wording_key
+    from ..tasks.instructions.languages import generation_key
     from .cache import keyed_folder
 
     key = spec.key(task, body)
-    if overrides:
-        key["overrides"] = dict(overrides)
-        key.update(wording_key(overrides))
+    key.update(generation_key(overrides))
     folder = keyed_folder(cache_dir, "homes", key)
     done = folder / "done.json"
     if done.is_file():

@@ -134,7 +134,6 @@ class Trainer(ImitationPhase, DaggerPhase, Validation):
         """(train episodes, {split: episodes}) of one task with that task's settings; the train
         episodes must be worded in the config's ``language``."""
         from ..tasks.instructions.languages import check_training_language
-        from .homes import HomesSource
 
         cfg = self.cfg
         common = dict(task_type=self.task_settings[name].task_type, task=task, body=cfg.body, cache_dir=cfg.cache.dir,
@@ -143,8 +142,7 @@ class Trainer(ImitationPhase, DaggerPhase, Validation):
         homes: dict = {}
         train = resolve_split(source, split=cfg.train_split, field=f"{field}train", workers=cfg.workers, report=self.report,
                               info=homes, **common)
-        check_training_language(train, cfg.language, field="language",
-                                file=getattr(source, "path", None) if not isinstance(source, HomesSource) else None)
+        check_training_language(train, cfg.language, field="language", file=getattr(source, "path", None))
         if homes:  # a multi-task run: per task
             self.summary.setdefault("homes", {}).update({name: homes} if cfg.tasks else homes)
         held_out = {split: resolve_split(src, split=split, field=f"{field}val.{split}", **common) for split, src in val.items()}

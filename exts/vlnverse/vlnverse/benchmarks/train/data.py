@@ -16,12 +16,12 @@ def _dataset(task: str, scenes: str | list, per_scene: int, seed: int, out: Path
     from vlnverse.core.io import write_json_atomic
     from vlnverse.tasks.dataset import generate_dataset, resolve_scene_paths, simulator_renderer_factory
     from vlnverse.tasks.episode import load_episodes
-    from vlnverse.tasks.instructions.languages import wording_key
+    from vlnverse.tasks.instructions.languages import generation_key
 
     if not isinstance(scenes, str):
         scenes = [str(p) for p in scenes]
     key = {"task": task, "scenes": scenes, "n": per_scene, "seed": seed, "val_seen_fraction": val_seen_fraction,
-           **({"overrides": overrides, **wording_key(overrides)} if overrides else {})}
+           **generation_key(overrides)}
     marker = out / "done.json"
     if marker.is_file() and __import__("json").loads(marker.read_text()) == key:
         return load_episodes(out / "episodes")

@@ -8,7 +8,6 @@ episodes adds to its key so that a change of the version-2 wording is never serv
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +21,11 @@ LANGUAGES: dict[str, dict[str, Any]] = {
 }
 
 
-def language_overrides(name: Any, *, field: str = "language", file: str | Path | None = None,
-                       allowed: tuple[str, ...] = tuple(LANGUAGES)) -> dict[str, Any]:
-    """The task ``params`` overrides of language ``name`` (``{}`` for ``v1``); anything not in
-    ``allowed`` is a one-line ``ConfigError`` naming ``field`` (and ``file``)."""
-    if name not in allowed:
-        raise ConfigError(f"got {name!r}", field=field, file=file, expected=" or ".join(allowed))
+def language_overrides(name: Any, *, field: str = "language", file: str | Path | None = None) -> dict[str, Any]:
+    """The task ``params`` overrides of language ``name`` (``{}`` for ``v1``); an unknown name is a
+    one-line ``ConfigError`` naming ``field`` (and ``file``)."""
+    if name not in LANGUAGES:
+        raise ConfigError(f"got {name!r}", field=field, file=file, expected=" or ".join(LANGUAGES))
     return dict(LANGUAGES[name])
 
 
@@ -35,13 +33,14 @@ def language_of(episodes) -> str | None:
     """The ``LANGUAGES`` name training ``episodes`` are worded in, from their ``info.language``
     (``{"version": 2, "families": [0, 1]}``: ``v2``; families ``[0]``: ``v2-split``; none recorded:
     ``v1``); None when they mix languages or record another."""
-    found = {json.dumps(e.info["language"], sort_keys=True) if isinstance(e.info.get("language"), dict) else ""
-             for e in episodes}
-    if found <= {""}:
+    from ..episode import instruction_languages
+
+    found = instruction_languages(episodes)
+    if found is None:
         return "v1"
-    if len(found) != 1:
-        return None
-    recorded = json.loads(found.pop())
+    if len(found) != 1 or any(not isinstance(e.info.get("language"), dict) for e in episodes):
+        return None   # several wordings, or some episodes in version 1
+    recorded = found[0]
     families = {(0, 1): "v2", (0,): "v2-split"}
     return families.get(tuple(recorded.get("families") or ())) if recorded.get("version") == 2 else None
 
@@ -63,4 +62,11 @@ def wording_key(overrides: dict | None) -> dict[str, int]:
     return {"wording": WORDING_REVISION} if (overrides or {}).get("params.instruction_version") == 2 else {}
 
 
-__all__ = ["LANGUAGES", "check_training_language", "language_of", "language_overrides", "wording_key"]
+def generation_key(overrides: dict | None) -> dict[str, Any]:
+    """What task ``overrides`` add to the cache key of generated episodes: nothing without them, else
+    the overrides and, for the version-2 language, ``wording_key``'s revision."""
+    return {"overrides": dict(overrides), **wording_key(overrides)} if overrides else {}
+
+
+__all__ = ["LANGUAGES", "check_training_language", "generation_key", "language_of", "language_overrides",
+           "wording_key"]
