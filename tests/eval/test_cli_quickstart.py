@@ -82,6 +82,42 @@ report: {{max_episodes: 1, frame_width: 32}}
     assert json.loads((out / "summary.json").read_text()) == combined
 
 
+def test_quickstart_generates_in_its_language_and_refuses_a_folder_of_another(tmp_path, capsys, val_scene):
+    """``language: v2`` words every task's episodes in version 2 (fine-grained episodes record it);
+    resuming the folder with another language or episode count is a one-line error naming the
+    setting, and nothing is evaluated again."""
+    body = f"""
+scenes: [{val_scene}]
+max_scenes: 1
+tasks: [fine_grained]
+episodes_per_scene: 1
+agents: [{{name: oracle}}]
+collision_modes: [telhop]
+sensors: [{{name: rgb, kind: rgb, width: 32, height: 32}}]
+report: {{enabled: false}}
+"""
+    out = tmp_path / "qs"
+    cfg = _write(tmp_path / "qs.yaml", body + "language: v2\n")
+    assert main(["quickstart", "--out", str(out), "--config", str(cfg), "--no-progress"]) == 0
+    from vlnverse.tasks.episode import load_episodes
+    from vlnverse.tasks.instructions.languages import language_of
+
+    assert language_of(load_episodes(out / "episodes" / "fine_grained")) == "v2"
+    assert json.loads((out / "episodes" / "generation.json").read_text())["language"] == "v2"
+    before = (out / "summary.json").read_text()
+    capsys.readouterr()
+    for extra, field in (("language: v1\n", "language"), ("language: v2\nepisodes_per_scene: 2\n", "episodes_per_scene")):
+        other = _write(tmp_path / "other.yaml", body.replace("episodes_per_scene: 1\n", "") + extra
+                       + ("" if "episodes_per_scene" in extra else "episodes_per_scene: 1\n"))
+        assert main(["quickstart", "--out", str(out), "--config", str(other), "--no-progress"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert field in err and "new --out" in err and "\n" not in err
+    assert (out / "summary.json").read_text() == before
+    bad = _write(tmp_path / "bad.yaml", body + "language: v3\n")
+    assert main(["quickstart", "--out", str(tmp_path / "b"), "--config", str(bad), "--no-progress"]) == 2
+    assert "language" in capsys.readouterr().err
+
+
 def test_quickstart_runs_the_shipped_learned_agent_where_only_allows(tmp_path, capsys, val_scene):
     """The shipped GAMA checkpoint (``tasks/train/gama_fine_grained.pt``, named by its recipe) runs
     beside the oracle through the runner (which adds the policy's 64 px cameras), restricted by

@@ -102,3 +102,26 @@ def test_training_episodes_must_be_worded_in_the_configs_language():
     with pytest.raises(ConfigError, match=r"worded in several languages"):
         check_training_language([v1, v2], "v2", field="language")
     check_training_language([_worded("coarse_grained", None)], "v2", field="language")   # records no wording
+
+
+@pytest.mark.parametrize("language", ["v1", "v2"])
+def test_a_policy_evaluated_on_another_language_than_its_training_says_so_once(tmp_path, caplog, language):
+    """The shipped checkpoint records its training language; an eval on fine-grained episodes
+    worded otherwise warns once, naming both and the setting that fixes it; in its own language
+    it says nothing."""
+    pytest.importorskip("torch")
+    import logging
+
+    from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint
+
+    trained = read_checkpoint(resolve_checkpoint("gama_fine_grained"))["config"].get("language", "v1")
+    cfg = _eval_config(tmp_path, f"language={language}", "agent.name=policy", "agent.params={checkpoint: gama_fine_grained}",
+                       "max_steps=2")
+    with caplog.at_level(logging.WARNING, logger="vlnverse.eval.runner"):
+        run_eval(cfg, progress=False, print_summary=False)
+    notes = [r.getMessage() for r in caplog.records if "instruction language" in r.getMessage()]
+    if language == trained:
+        assert notes == []
+    else:
+        assert len(notes) == 1 and f"trained on instruction language {trained}" in notes[0]
+        assert f"worded in {language}" in notes[0] and f"language: {trained}" in notes[0]

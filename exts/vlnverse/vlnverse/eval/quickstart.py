@@ -41,9 +41,16 @@ class QuickstartConfig:
     render: RenderConfig = field(default_factory=RenderConfig)
     #: agent name → ``{tasks: [...], collision_modes: [...]}``: the combinations it runs (default all)
     only: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    #: the instruction language every task's episodes are generated in (``tasks.instructions.languages``;
+    #: the shipped checkpoints are trained on ``v2``)
+    language: str = "v1"
 
     def validate(self) -> None:
-        """Non-empty lists and positive counts; ``only`` names configured agents, tasks and modes."""
+        """Non-empty lists and positive counts; a known ``language``; ``only`` names configured agents,
+        tasks and modes."""
+        from ..tasks.instructions.languages import language_overrides
+
+        language_overrides(self.language, field="language")
         require(self.max_scenes > 0, "max_scenes", f"got {self.max_scenes}", "a positive integer")
         require(self.episodes_per_scene > 0, "episodes_per_scene", f"got {self.episodes_per_scene}", "a positive integer")
         for name in ("tasks", "agents", "collision_modes", "sensors"):
@@ -87,6 +94,7 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
     from .report import write_report
     from ..run.episodes import generate_episodes
     from ..run.summary import print_table
+    from ..tasks.instructions.languages import language_overrides
     from .runner import run_eval
 
     path = Path(config) if config else default_config_path()
@@ -98,12 +106,13 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
         qs.render = RenderConfig(quality or qs.render.quality, objects or qs.render.objects)
         qs.render.validate()
     # 1. episodes per task, generated once and shared by every run (kept for resume)
+    _check_generation(out, qs)
     episode_dirs = {}
     for task in qs.tasks:
         folder = out / "episodes" / task
         if not (folder / "summary.json").is_file():
             generate_episodes(task, qs.scenes, qs.episodes_per_scene, qs.seed, folder, max_scenes=qs.max_scenes,
-                              progress=progress)
+                              progress=progress, overrides=language_overrides(qs.language))
         episode_dirs[task] = folder
     # 2. every combination as one resumable eval run
     runs, rows = [], []
@@ -138,6 +147,30 @@ def run_quickstart_locked(out: Path, *, episodes_per_scene: int | None = None, c
         print_table(rows, title="vlnverse quickstart")
         print(f"wrote {out / 'summary.json'} and {out / 'report.html'}")
     return combined
+
+
+def _check_generation(out: Path, qs: QuickstartConfig) -> None:
+    """Record what ``out/episodes`` is generated from (``generation.json``: scenes, counts, seed,
+    language); a resumed folder whose episodes were generated otherwise is a one-line
+    ``ConfigError`` naming the setting (its runs would mix episodes)."""
+    import json
+
+    from ..core.errors import ConfigError
+
+    made = {"scenes": qs.scenes, "max_scenes": qs.max_scenes, "episodes_per_scene": qs.episodes_per_scene,
+            "seed": qs.seed, "language": qs.language}
+    record = out / "episodes" / "generation.json"
+    if record.is_file():
+        before = json.loads(record.read_text(encoding="utf-8"))
+        changed = [k for k in made if before.get(k, "v1" if k == "language" else None) != made[k]]
+        if changed:
+            raise ConfigError(f"{out} holds episodes generated with {changed[0]} {before.get(changed[0])!r}, "
+                              f"this run asks for {made[changed[0]]!r}", field=changed[0],
+                              expected="the same setting, or a new --out")
+    elif (out / "episodes").is_dir() and qs.language != "v1":
+        raise ConfigError(f"{out} holds episodes generated before the language was recorded (version 1)",
+                          field="language", expected="v1 for this folder, or a new --out")
+    write_json_atomic(record, made)
 
 
 def _missing_requirement(agent: NamedSpec) -> str | None:

@@ -148,6 +148,8 @@ def run_eval_locked(cfg: EvalConfig, *, progress: bool = True, print_summary: bo
         roots = episode_scene_roots(cfg, out)
         episodes = resolve_episode_scenes(episodes, roots)
     check_all_episode_bounds(episodes, settings, scene_loader)  # before anything is recorded or run
+    if note := agent.episodes_note(episodes):
+        log.warning("agent '%s': %s", cfg.agent.name, note)
     # the scene roots (absolute) let ``vlnverse view`` find the run's scenes from anywhere
     benchmark = benchmark_record(cfg)
     stage_config_record(out, {"run_key": key, "config": redact_secrets(to_jsonable(cfg.to_dict())),

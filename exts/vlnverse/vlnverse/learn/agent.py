@@ -95,6 +95,8 @@ class PolicyAgent(Agent):
             data = read_checkpoint(checkpoint)
             policy = policy_from_checkpoint(data, path=checkpoint, device=self.device)
             self.train_sensors = list((data.get("config") or {}).get("sensors") or [])
+        #: the instruction language of the checkpoint's training episodes (None: not known)
+        self.train_language: str | None = (data.get("config") or {}).get("language", "v1") if checkpoint else None
         self.policy = policy
         self.checkpoint = checkpoint
         self.sample = bool(sample)
@@ -119,6 +121,19 @@ class PolicyAgent(Agent):
 
         self.__dict__.update(state)
         self._torch = torch
+
+    def episodes_note(self, episodes: list) -> str | None:
+        """A note when the fine-grained ``episodes`` are worded in another language than the
+        checkpoint's training episodes (``tasks.instructions.languages.language_of``)."""
+        from ..tasks.instructions.languages import language_of
+
+        fine = [e for e in episodes if e.task_type == "fine_grained"]
+        got = language_of(fine) if fine and self.train_language else self.train_language
+        if got == self.train_language:
+            return None
+        return (f"the policy of {self.checkpoint} was trained on instruction language {self.train_language}, "
+                f"the episodes are worded in {got or 'several languages'} (set language: {self.train_language} "
+                "to generate them in its own)")
 
     #: prefix of the cameras the agent adds when the rig has one of the checkpoint's names at another size
     ALIAS_PREFIX = "policy_"

@@ -183,6 +183,12 @@ class Agent:
         ``required_sensors`` added): raise ``ConfigError`` when this agent cannot act on it
         (default: any rig is fine)."""
 
+    def episodes_note(self, episodes: list) -> str | None:
+        """What the run should tell its user about ``episodes`` this agent was not made for (e.g.
+        worded in another instruction language than a learned policy's training data), said once
+        before the run; default None."""
+        return None
+
     def reset(self, episode: Any, context: Any) -> None:
         """Start a new episode."""
         self.outputs = []
