@@ -544,8 +544,8 @@ def test_jobs_run_on_a_local_ray_instance_and_a_lost_worker_is_retried(tiny, tmp
 
 
 def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refused(tiny, tmp_path, monkeypatch):
-    """``--jobs-from`` the results file of a finished run: a fresh work folder trains nothing and
-    aggregates the same table (checkpoints named relative to the work folder); a results file of
+    """``--jobs-from`` the results file of a finished run: a fresh work folder trains and prepares
+    nothing (no homes, no seeds) and aggregates the same table (checkpoints named relative to the work folder); a results file of
     other settings, one that is not a results file, and the flag without ``--seeds`` are one line each."""
     from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.errors import ConfigError
@@ -561,9 +561,16 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
     def no_training(*a, **kw):
         raise AssertionError("a carried job was trained again")
 
+    def no_preparation(*a, **kw):
+        raise AssertionError("homes were made for a table whose jobs are all finished")
+
+    from vlnverse.benchmarks.train import jobs as jobs_module
+
     monkeypatch.setattr(tiny.row, "train_row", no_training)
+    monkeypatch.setattr(jobs_module, "homes_data", no_preparation)
     again = tiny.run(tiny_args(tmp_path / "b.json", jobs_from=[str(tmp_path / "a.json")]))
     assert sorted(again["jobs_skipped"]) == ["baselines-s0", "seq2seq-s0"] and again["failed_jobs"] == []
+    assert again["seeds_prepared"] == {}  # no seed prepared either
     assert again["table"] == first["table"] and again["comparisons"] == first["comparisons"]
     assert json.loads((tmp_path / "b" / "jobs" / "seq2seq-s0" / "done.json").read_text())["imported"] is True
 

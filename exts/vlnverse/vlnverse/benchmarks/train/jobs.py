@@ -419,11 +419,15 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     import_jobs(work, identity, options.jobs_from, report)
     t_start, load_start = time.perf_counter(), os.getloadavg()
     options = dataclasses.replace(options, homes_cache=str(work / "cache"))
+    names = [BASELINES] + [r["name"] for r in selected]
+    finished_already = all((work / "jobs" / job_key(name, s) / DONE_FILE).is_file() for s in seeds for name in names)
+    if finished_already:  # finished or carried: the table needs no homes, splits or seed preparation
+        report(f"bench train: every (row, seed) job is finished in {work}; nothing is prepared")
     # shared by every seed, made once here: the training homes and the benchmark's held-out splits
-    if options.homes:
+    if options.homes and not finished_already:
         homes_data(work, int(options.homes), options.per_home, seeds[0], options.workers, options.val_seen_cap,
                    benchmark=options.benchmark, overrides=options.task_overrides)
-    if options.benchmark is not None:
+    if options.benchmark is not None and not finished_already:
         for split in ("val_unseen", "test"):
             options.benchmark.episodes(split, workers=options.workers, language=options.task_overrides or None)
     t_data = time.perf_counter()
@@ -433,9 +437,8 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     predictor = any(r.get("waypoint_predictor") for r in selected)
     prep = [Job(f"seed-{s}", (f"seed-{s}",), {**base, "kind": "seed", "seed": s, "encoder": encoder,
                                               "predictor": predictor}) for s in seeds]
-    shared, failures, retries = _run(prep, parallel, report)
+    shared, failures, retries = ({}, [], 0) if finished_already else _run(prep, parallel, report)
     t_prep = time.perf_counter()
-    names = [BASELINES] + [r["name"] for r in selected]
     results, skipped, todo = {}, [], []
     for s in seeds:
         for name in names:
