@@ -125,3 +125,22 @@ def test_a_policy_evaluated_on_another_language_than_its_training_says_so_once(t
     else:
         assert len(notes) == 1 and f"trained on instruction language {trained}" in notes[0]
         assert f"worded in {language}" in notes[0] and f"language: {trained}" in notes[0]
+
+
+def test_the_shipped_configs_evaluate_each_shipped_checkpoint_in_its_training_language():
+    """``tasks/eval/<name>.yaml`` and the quickstart word their episodes as the shipped checkpoint
+    they run was trained (its recorded ``language``, the recipe's)."""
+    pytest.importorskip("torch")
+    from vlnverse.core.config import load_config
+    from vlnverse.eval.quickstart import QuickstartConfig
+    from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint
+
+    def trained(name):
+        return read_checkpoint(resolve_checkpoint(name))["config"].get("language", "v1")
+
+    for name in ("cma_fine_grained", "gama_fine_grained"):
+        cfg = load_eval_config(tasks_dir() / "eval" / f"{name}.yaml")
+        assert cfg.agent.params["checkpoint"] == name and cfg.language == trained(name), name
+    qs = load_config(QuickstartConfig, tasks_dir() / "eval" / "quickstart.yaml")
+    shipped = [a.params["checkpoint"] for a in qs.agents if a.name == "policy"]
+    assert shipped and all(qs.language == trained(name) for name in shipped)

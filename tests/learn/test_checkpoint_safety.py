@@ -270,18 +270,20 @@ def test_the_shipped_checkpoint_is_the_model_of_its_recipe(name, policy):
     data = read_checkpoint(resolve_checkpoint(name), expected_policy=policy)
     recipe = to_jsonable(load_train_config(resolve_train_config_path(name)).model_key())
     assert {k: data["config"].get(k) for k in recipe} == recipe
+    assert data["config"].get("language", "v1") == load_train_config(resolve_train_config_path(name)).language
     assert not {"optimizer", "position"} & set(data)  # exported: nothing only resuming needs
 
 
 def test_export_as_recipe_names_files_as_the_recipe_and_refuses_another_model(tmp_path, capsys):
     """``checkpoint export --recipe``: a waypoint predictor the run resolved to a cache path is
     written as the recipe's ``auto`` (the path kept in provenance, the weights unchanged); a
-    parameter the recipe does not have is a one-line error naming the field, and nothing is written."""
+    parameter the recipe does not have, or another instruction language than the recipe's, is a
+    one-line error naming the field, and nothing is written."""
     from vlnverse.cli import main
     from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint, write_checkpoint_dict
 
     data = read_checkpoint(resolve_checkpoint("gama_fine_grained"))
-    trained = {**data, "config": {**data["config"], "policy": {"name": "gama", "params": {
+    trained = {**data, "config": {**data["config"], "language": "v2", "policy": {"name": "gama", "params": {
         **data["config"]["policy"]["params"], "waypoint_predictor": "seeds/s1/waypoints/predictor.pt"}}}}
     write_checkpoint_dict(tmp_path / "trained.pt", trained)
     assert main(["checkpoint", "export", str(tmp_path / "trained.pt"), str(tmp_path / "out.pt"),
@@ -303,6 +305,12 @@ def test_export_as_recipe_names_files_as_the_recipe_and_refuses_another_model(tm
     assert main(["checkpoint", "export", str(tmp_path / "trained.pt"), str(tmp_path / "h.pt"),
                  "--recipe", "hnr_fine_grained"]) == 2
     assert "policy.name is 'gama' there" in capsys.readouterr().err and not (tmp_path / "h.pt").exists()
+    other_language = {**trained, "config": {**trained["config"], "language": "v1"}}
+    write_checkpoint_dict(tmp_path / "v1.pt", other_language)
+    assert main(["checkpoint", "export", str(tmp_path / "v1.pt"), str(tmp_path / "l.pt"),
+                 "--recipe", "gama_fine_grained"]) == 2
+    err = capsys.readouterr().err
+    assert "instruction language 'v1'" in err and "expected 'v2'" in err and not (tmp_path / "l.pt").exists()
 
 
 def _strings(value):
@@ -331,8 +339,9 @@ def test_no_shipped_checkpoint_names_a_folder_of_the_machine_it_was_trained_on()
         words = [w for s in _strings(meta) for w in re.split(r"[\s\"'(),;=]+", s)]
         assert not [w for w in words if w.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", w)], name
         assert meta["config"]["out"] == "."
-    assert read_checkpoint(shipped_checkpoints()["cma_fine_grained"])["tensors_sha256"] == (
-        "ef7449031c8b1f405b070c9df687cc9b2146982b814122ba94ee1a9989225406")
+    assert {name: read_checkpoint(path)["tensors_sha256"] for name, path in shipped_checkpoints().items()} == {
+        "cma_fine_grained": "262f1a115a454d5e914a1daaa1ffd72f03460e7ca2448fc045063679c2d84d83",
+        "gama_fine_grained": "cf250dfbd42d5c836999638ce40997791e55f1e13d03189e06b6b4ce5b5739e0"}
 
 
 def test_checkpoints_name_paths_relative_to_the_run_with_their_files_hashes(saved, tmp_path):

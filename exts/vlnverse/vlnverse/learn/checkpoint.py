@@ -207,12 +207,14 @@ def as_recipe(data: dict[str, Any], recipe: str | Path, *, path: Any = None) -> 
     what was replaced: ``{"name", "replaced": {field: value as trained}}``. They may differ only
     where the recipe names a file made at training time (``RECIPE_FILE_VALUES``, e.g. a waypoint
     predictor ``auto`` that the run resolved to a cache path); any other difference is a
-    ``ConfigError`` naming the field, the recipe's value and the checkpoint's."""
+    ``ConfigError`` naming the field, the recipe's value and the checkpoint's; so is a checkpoint
+    trained on another instruction language than the recipe's (``language``, default v1)."""
     from ..core.io import to_jsonable
     from .config import load_train_config, resolve_train_config_path
 
     recipe_path = resolve_train_config_path(str(recipe))
-    want = to_jsonable(load_train_config(recipe_path).model_key())
+    recipe_config = load_train_config(recipe_path)
+    want = to_jsonable(recipe_config.model_key())
     have = {k: (data.get("config") or {}).get(k) for k in want}
     replaced: dict[str, Any] = {}
 
@@ -227,6 +229,11 @@ def as_recipe(data: dict[str, Any], recipe: str | Path, *, path: Any = None) -> 
                 raise ConfigError(f"the checkpoint is not the model of recipe {recipe_path}: {field} is {b!r} "
                                   f"there", file=path, field=field, expected=repr(a))
     walk(want, have, "")
+    trained_in = (data.get("config") or {}).get("language", "v1")
+    if trained_in != recipe_config.language:
+        raise ConfigError(f"the checkpoint was trained on instruction language {trained_in!r}, recipe {recipe_path} "
+                          f"words its episodes in {recipe_config.language!r}", file=path, field="language",
+                          expected=repr(recipe_config.language))
     out = {**data, "config": {**data["config"], **want}}
     if "policy" in want:
         out["policy_params"] = dict(want["policy"].get("params") or {})
