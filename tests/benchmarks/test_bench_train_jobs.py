@@ -545,7 +545,8 @@ def test_jobs_run_on_a_local_ray_instance_and_a_lost_worker_is_retried(tiny, tmp
 
 def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refused(tiny, tmp_path, monkeypatch):
     """``--jobs-from`` the results file of a finished run: a fresh work folder trains and prepares
-    nothing (no homes, no seeds) and aggregates the same table (checkpoints named relative to the work folder); a results file of
+    nothing (no homes, no seeds) and aggregates the same table (checkpoints named relative to the
+    work folder); a results file of
     other settings, one that is not a results file, and the flag without ``--seeds`` are one line each."""
     from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.errors import ConfigError

@@ -78,7 +78,8 @@ class PolicyAgent(Agent):
         if threads is not None:
             torch.set_num_threads(threads)
 
-        from .checkpoint import policy_from_checkpoint, read_checkpoint, resolve_checkpoint, resolve_device
+        from .checkpoint import (policy_from_checkpoint, read_checkpoint, resolve_checkpoint, resolve_device,
+                                 training_language)
 
         if (checkpoint is None) == (policy is None):
             raise ConfigError("give exactly one of checkpoint / policy", field="agent.params.checkpoint",
@@ -96,7 +97,7 @@ class PolicyAgent(Agent):
             policy = policy_from_checkpoint(data, path=checkpoint, device=self.device)
             self.train_sensors = list((data.get("config") or {}).get("sensors") or [])
         #: the instruction language of the checkpoint's training episodes (None: not known)
-        self.train_language: str | None = (data.get("config") or {}).get("language", "v1") if checkpoint else None
+        self.train_language: str | None = training_language(data) if checkpoint else None
         self.policy = policy
         self.checkpoint = checkpoint
         self.sample = bool(sample)

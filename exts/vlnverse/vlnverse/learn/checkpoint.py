@@ -180,6 +180,12 @@ def policy_from_checkpoint(data: dict[str, Any], *, path: Any = None, device: An
 RESUME_ONLY = ("optimizer", "position", "global_step", "best", "raw_state")
 
 
+def training_language(data: dict[str, Any]) -> str:
+    """The instruction language of a checkpoint's training episodes (its config's ``language``;
+    checkpoints from before the field were trained on ``v1``)."""
+    return (data.get("config") or {}).get("language", "v1")
+
+
 def export_checkpoint(src: str | Path, dst: str | Path, *, recipe: str | Path | None = None) -> dict[str, Any]:
     """Write ``src`` without its resume-only entries (``RESUME_ONLY``: the optimizer state is
     about as large as the weights): the file a user evaluates or ships. Checked by loading the
@@ -229,7 +235,7 @@ def as_recipe(data: dict[str, Any], recipe: str | Path, *, path: Any = None) -> 
                 raise ConfigError(f"the checkpoint is not the model of recipe {recipe_path}: {field} is {b!r} "
                                   f"there", file=path, field=field, expected=repr(a))
     walk(want, have, "")
-    trained_in = (data.get("config") or {}).get("language", "v1")
+    trained_in = training_language(data)
     if trained_in != recipe_config.language:
         raise ConfigError(f"the checkpoint was trained on instruction language {trained_in!r}, recipe {recipe_path} "
                           f"words its episodes in {recipe_config.language!r}", file=path, field="language",
