@@ -594,6 +594,31 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
         TrainBenchOptions.from_args(tiny_args(tmp_path / "e.json", seeds=None, jobs_from=[str(tmp_path / "a.json")]))
 
 
+def test_work_names_the_folder_so_a_finished_table_is_written_to_another_out(tiny, tmp_path, monkeypatch):
+    """``--work DIR``: the results of a finished folder go to a new ``--out`` without a new work
+    folder (nothing trained or prepared); ``--work`` naming a file or the ``--out`` file is one line."""
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.errors import ConfigError
+
+    first = tiny.run(tiny_args(tmp_path / "a.json"))
+
+    def no_training(*a, **kw):
+        raise AssertionError("a finished job was trained again")
+
+    from vlnverse.benchmarks.train import jobs as jobs_module
+
+    monkeypatch.setattr(tiny.row, "train_row", no_training)
+    monkeypatch.setattr(jobs_module, "homes_data", no_training)
+    again = tiny.run(tiny_args(tmp_path / "elsewhere" / "b.json", work=str(tmp_path / "a")))
+    assert again["work_dir"] == str(tmp_path / "a") and not (tmp_path / "elsewhere" / "b").exists()
+    assert sorted(again["jobs_skipped"]) == ["baselines-s0", "seq2seq-s0"] and again["seeds_prepared"] == {}
+    assert again["table"] == first["table"]
+    (tmp_path / "f.json").write_text("{}")
+    for work in (str(tmp_path / "f.json"), str(tmp_path / "g.json")):
+        with pytest.raises(ConfigError, match=r"--work: got .* \(expected a folder .*not the --out file\)"):
+            TrainBenchOptions.from_args(tiny_args(tmp_path / "g.json", work=work))
+
+
 def test_rows_pair_on_the_same_episodes_in_any_log_order(tmp_path):
     """Batched evaluation logs episodes in finish order, which differs between agents: rows still
     pair, episode by episode (SR differences 1, 0, -1 and 1 over two homes: mean 0.25), and

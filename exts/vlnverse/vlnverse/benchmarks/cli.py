@@ -55,7 +55,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--render-only", action="store_true",
                    help="train: only the teacher cache's render-path figure, on the training episodes of --episodes "
                         "FILE (the first --limit), with --workers")
-    p.add_argument("--work", default=None, help="transfer: the work folder of 'bench train --policies vlnbert --out FILE.json' (FILE)")
+    p.add_argument("--work", default=None, help="train: the work folder (default --out without its suffix, else a new "
+                                                "temporary one), e.g. to write a table carried with --jobs-from into "
+                                                "another --out without preparing a new folder; transfer: the work "
+                                                "folder of 'bench train --policies vlnbert --out FILE.json' (FILE)")
     p.add_argument("--body", default=None, help="transfer: the target body, a preset name or YAML path (default low_base); "
                                                   "lookahead: the body (default the checkpoint's)")
     p.add_argument("--checkpoint", default=None, help="lookahead: an hnr or gama checkpoint (vlnverse train)")

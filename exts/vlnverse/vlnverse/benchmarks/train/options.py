@@ -141,7 +141,8 @@ class TrainBenchOptions:
     ``task_eval_episodes``, ``workers`` (processes of a single run), ``seeds`` with the parallel
     engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
     engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``;
-    ``language``: a ``tasks.instructions.languages.LANGUAGES`` key (None: the version-1 language)."""
+    ``language``: a ``tasks.instructions.languages.LANGUAGES`` key (None: the version-1 language);
+    ``work``: the work folder given by ``--work`` (None: ``work_dir``'s default)."""
 
     rows: tuple = ()
     seed: int = 0
@@ -173,6 +174,7 @@ class TrainBenchOptions:
     episodes: str | None = None
     limit: int | None = None
     language: str | None = None
+    work: str | None = None
 
     @property
     def scale(self) -> float:
@@ -199,9 +201,12 @@ class TrainBenchOptions:
         return [r for r in self.rows if r.get("multitask")]
 
     def work_dir(self, prefix: str) -> Path:
-        """The work folder: ``--out`` without its suffix, else a new temporary folder named ``prefix``."""
+        """The work folder: ``--work``, else ``--out`` without its suffix, else a new temporary
+        folder named ``prefix``."""
         import tempfile
 
+        if self.work:
+            return Path(self.work)
         return Path(self.out).with_suffix("") if self.out else Path(tempfile.mkdtemp(prefix=prefix))
 
     def settings_key(self) -> dict:
@@ -245,7 +250,7 @@ class TrainBenchOptions:
         from vlnverse.core.errors import ConfigError
 
         given, flag = vars(args), flag_reader(args)
-        common = {"seed": flag("seed", 0), "out": flag("out")}
+        common = {"seed": flag("seed", 0), "out": flag("out"), "work": _work_folder(flag("work"), flag("out"))}
         if flag("render_only", False):
             source, limit = flag("episodes"), flag("limit")
             if not source or not Path(source).is_file():
@@ -291,6 +296,19 @@ class TrainBenchOptions:
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
                    parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
                    jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language)
+
+
+def _work_folder(work: str | None, out: str | None) -> str | None:
+    """``--work DIR`` as given (None: ``work_dir``'s default); refused when it is the ``--out``
+    file itself or an existing file (one-line ``ConfigError``)."""
+    from vlnverse.core.errors import ConfigError
+
+    if work is None:
+        return None
+    if not str(work).strip() or Path(work).is_file() or (out and Path(work).resolve() == Path(out).resolve()):
+        raise ConfigError(f"got {work!r}", field="--work",
+                          expected="a folder (new or a work folder), not a file and not the --out file")
+    return str(work)
 
 
 def _jobs_from(files: Any, seeds: tuple | None) -> tuple[str, ...]:

@@ -173,6 +173,7 @@ def save_figure(fig: Any, path: Path, title: str = "") -> None:
     if title:
         fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp.png")
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
