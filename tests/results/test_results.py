@@ -155,6 +155,21 @@ def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_lan
     assert main(["results", "page", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
                  "--out", str(page)]) == 0
     assert "Paired across `instruction_language`" in (page / "index.md").read_text()
+    # Pairs across the condition: each bench row against itself in the other language, apart and first.
+    two = json.loads(files["v1"].read_text())
+    two["table"].append({**two["table"][0], "agent": "random"})
+    files["v1two"] = tmp_path / "v1two.json"
+    files["v1two"].write_text(json.dumps(two))
+    page2 = tmp_path / "page2"
+    assert main(["results", "page", str(files["v1two"]), str(files["v2"]), "--across", "instruction_language",
+                 "--out", str(page2)]) == 0
+    pairs = json.loads((page2 / "page.json").read_text())["groups"][0]["comparisons"]
+    assert sorted((c["a"], c["b"], c["across"]) for c in pairs) == [
+        ("v1two:forward", "v1two:random", False), ("v1two:forward", "v2:forward", True),
+        ("v1two:random", "v2:forward", False)]
+    text = (page2 / "index.md").read_text()
+    assert text.index("### Paired across `instruction_language`") < text.index("| v1two:forward - v2:forward |") \
+        < text.index("### Other paired comparisons") < text.index("| v1two:forward - v1two:random |")
     shown = tmp_path / "shown"     # --split keeps the runs of the splits named, and says so
     assert main(["results", "page", str(files["v1"]), str(files["v2"]), "--across", "instruction_language",
                  "--split", "test", "--out", str(shown)]) == 0

@@ -124,7 +124,8 @@ def _bench_runs(path: Path, data: dict) -> list[Run]:
                        homes=[str(h) for h in per["homes"]], values={m: list(per[m]) for m in INTERVAL_METRICS},
                        intervals={m: {"episode": row[m], "clustered": clustered[m]} for m in INTERVAL_METRICS},
                        per_home=_require(row, "per_home", path, where), design=_require(row, "design", path, where),
-                       seeds=row.get("seeds"), bench=True, extra={"seeds_ci": row.get("seeds_ci"), "pending": pending},
+                       seeds=row.get("seeds"), bench=True,
+                       extra={"agent": str(row["agent"]), "seeds_ci": row.get("seeds_ci"), "pending": pending},
                        failures=list(per["first_error"]) if "first_error" in per else None))
     return out
 
@@ -257,6 +258,14 @@ def group_runs(runs: list[Run], *, strict: bool, across: tuple[str, ...] = ()) -
         for r in members[1:]:
             check_comparable(members[0], r, across)
     return groups
+
+
+def pair_is_across(a: Run, b: Run, across: tuple[str, ...]) -> bool:
+    """Whether ``a`` - ``b`` is a pair across the condition: their protocols differ in a field of
+    ``across`` and, both being bench rows, they are the same row (agent) in each condition."""
+    if not any(a.protocol.get(f) != b.protocol.get(f) for f in across):
+        return False
+    return not (a.bench and b.bench) or a.extra.get("agent") == b.extra.get("agent")
 
 
 def aligned(per_episode: dict, ids: list) -> dict:

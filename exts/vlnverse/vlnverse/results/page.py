@@ -3,7 +3,8 @@
 Per task / split / collision mode: the design (homes, episodes, smallest detectable SR
 difference), a table of every run with episode and clustered (home) 95% intervals and its
 training seeds, the paper's numbers beside ours where the paper has them (``paper_tables.json``),
-a per-home SR plot and the pairwise paired comparisons; then the protocols. The same inputs give
+a per-home SR plot and the pairwise paired comparisons (with ``across``: the pairs across the
+condition first, each bench row against itself, and only those in the plot); then the protocols. The same inputs give
 the same bytes (``page.json``, ``index.md`` and the PNGs).
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
-                      load_runs, of_splits, plot_comparisons, run_entry)
+                      load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
 
 PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
 METRICS = ("SR", "SPL", "nDTW")
@@ -147,6 +148,17 @@ def write_job_ledgers(sources: list[tuple[Path, dict]], folder: Path) -> list[st
     return names
 
 
+def _pair_table(pairs: list[dict]) -> list[str]:
+    """Markdown rows of paired comparisons: difference, home CI and P(A > B) per compared metric."""
+    lines = ["| A - B | episodes | " + " | ".join(f"{m} difference | {m} home CI | P(A > B) {m}" for m in COMPARED_METRICS)
+             + " | verdict (SR) |", "|---|---|" + "---|---|---|" * len(COMPARED_METRICS) + "---|"]
+    for c in pairs:
+        lines.append(f"| {c['a']} - {c['b']} | {c['episodes']} | " + " | ".join(
+            f"{c[m]['mean']:+.3f} | {_ci(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
+            + f" | {c['verdict']} |")
+    return lines
+
+
 def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across: tuple[str, ...] = (),
                splits: tuple[str, ...] = ()) -> dict:
     """Write ``out/index.md``, ``out/page.json`` and the PNGs from the results files ``paths``
@@ -215,23 +227,28 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
             png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
             plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")
             md += ["", f"![SR per home]({png})", ""]
-            pairs = [compare_pair(a.label, columns(x), b.label, columns(y),
-                                  seed=seed) | {"episodes": len(x.ids)}
+            pairs = [compare_pair(a.label, columns(x), b.label, columns(y), seed=seed)
+                     | {"episodes": len(x.ids), **({"across": pair_is_across(a, b, across)} if across else {})}
                      for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
-            if pairs:
-                md += ["### Paired comparisons", "",
-                       "| A - B | episodes | " + " | ".join(f"{m} difference | {m} home CI | P(A > B) {m}" for m in COMPARED_METRICS)
-                       + " | verdict (SR) |", "|---|---|" + "---|---|---|" * len(COMPARED_METRICS) + "---|"]
-                for c in pairs:
-                    md.append(f"| {c['a']} - {c['b']} | {c['episodes']} | " + " | ".join(
-                        f"{c[m]['mean']:+.3f} | {_ci(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
-                        + f" | {c['verdict']} |")
+            crossing = [c for c in pairs if c.get("across")]
+            if crossing:
+                md += [f"### Paired across {', '.join(f'`{f}`' for f in across)}", "",
+                       "Each row against itself in the other condition (two eval runs: any pair whose conditions "
+                       "differ).", ""] + _pair_table(crossing) + [""]
+            rest = [c for c in pairs if not c.get("across")]
+            if rest:
+                md += ["### Other paired comparisons" if crossing else "### Paired comparisons", ""] + _pair_table(rest)
                 md.append("")
             data["groups"].append({"task": task, "split": split, "mode": mode, "body": body, "homes": homes,
                                    "episodes": len(members[0].ids), "mde_SR": mde_sr,
                                    "runs": [{**run_entry(r), "source": shown_source(r.source)} for r in members],
                                    "comparisons": pairs, "plot": png})
-        if any(g["comparisons"] for g in data["groups"]):
+        crossing = [{**g, "comparisons": [c for c in g["comparisons"] if c.get("across")]} for g in data["groups"]]
+        if any(g["comparisons"] for g in crossing):  # with --across, the plot shows the pairs across the condition
+            plot_comparisons({"groups": crossing}, tmp / "comparisons.png")
+            md += [f"## Paired across {', '.join(f'`{f}`' for f in across)}", "",
+                   "![paired differences](comparisons.png)", ""]
+        elif any(g["comparisons"] for g in data["groups"]):
             plot_comparisons({"groups": data["groups"]}, tmp / "comparisons.png")
             md += ["## All paired comparisons", "", "![paired differences](comparisons.png)", ""]
         judged = judge_claims(paper_tables()["claims"], runs, seed=seed)
