@@ -380,3 +380,42 @@ def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"table": []}))
     assert language_shift_lines(json_sources([str(plain)])) == ([], [])
+
+
+def test_a_page_of_one_row_trained_on_more_homes_draws_the_scale_curve(runs, tmp_path):
+    """Three ``bench train --seeds`` files that differ only in ``--train-homes`` (30, 100, 300): the
+    page's scale curve has the row's SR per size (forward 0.5 at 30 homes, oracle 1.0 at 100 and
+    300) and each step paired on the same 6 episodes (+0.500, then +0.000, not separated); sources
+    that also differ in another setting get a line saying why there is no curve."""
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.core.stats import bootstrap_ci
+
+    def bench_file(name: str, homes: int, run: Path, **settings) -> Path:
+        per = {m: [float(r["metrics"].get(m) or 0) for r in _records(run)] for m in ("SR", "SPL", "nDTW")}
+        row = {"agent": "gama_il", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+               **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(run)}
+        work = {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0", "config": f"c{homes}",
+                "settings": {"homes": homes, "epochs": 15, **settings}}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"format": 2, "table": [row], "work": work, "jobs": {}}))
+        return path
+
+    files = [bench_file("h30", 30, runs["forward"]), bench_file("h100", 100, runs["oracle"]),
+             bench_file("h300", 300, runs["oracle"])]
+    out = tmp_path / "page"
+    assert main(["results", "page", *map(str, files), "--out", str(out)]) == 0
+    (curve,) = json.loads((out / "page.json").read_text())["scale_curves"]
+    assert (curve["agent"], curve["split"], curve["mode"]) == ("gama_il", "test", "telhop")
+    assert [(p["homes"], p["SR"]) for p in curve["points"]] == [(30, 0.5), (100, 1.0), (300, 1.0)]
+    first, second = curve["steps"]
+    assert (first["from"], first["to"], first["episodes"]) == (30, 100, 6)
+    assert first["SR"]["mean"] == pytest.approx(0.5) and second["SR"]["mean"] == 0.0
+    assert second["verdict"] == "not separated"
+    md = (out / "index.md").read_text()
+    assert "## Training homes (scale curve)" in md and "| gama_il | test | telhop | 30 → 100 | 6 | +0.500 |" in md
+    assert (out / "scale_curve.png").stat().st_size > 0
+    mixed = tmp_path / "mixed"
+    other = bench_file("h100e5", 100, runs["oracle"], epochs=5)
+    assert main(["results", "page", str(files[0]), str(other), "--out", str(mixed)]) == 0
+    assert "scale_curves" not in json.loads((mixed / "page.json").read_text())
+    assert "No training-scale curve: the sources differ in settings.epochs" in (mixed / "index.md").read_text()

@@ -4,7 +4,9 @@ Per task / split / collision mode: the design (homes, episodes, smallest detecta
 difference), a table of every run with episode and clustered (home) 95% intervals and its
 training seeds, the paper's numbers beside ours where the paper has them (``paper_tables.json``),
 a per-home SR plot and the pairwise paired comparisons (with ``across``: the pairs across the
-condition first, each bench row against itself, and only those in the plot); then the protocols. The same inputs give
+condition first, each bench row against itself, and only those in the plot); the training-scale
+curve when the sources are one table trained on several numbers of homes (``scale_curve``); then
+the protocols. The same inputs give
 the same bytes (``page.json``, ``index.md`` and the PNGs).
 """
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
                       load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
+from .scale_curve import scale_section
 
 PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
 METRICS = ("SR", "SPL", "nDTW")
@@ -269,6 +272,10 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
         if drops:
             data["language_drop"] = drops
             md += shift
+        scale, curves = scale_section(sources_read, runs, tmp, seed=seed)
+        if curves:
+            data["scale_curves"] = curves
+        md += scale
         md += _protocol_lines(runs)
         ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
