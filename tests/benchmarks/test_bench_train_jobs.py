@@ -546,7 +546,7 @@ def test_jobs_run_on_a_local_ray_instance_and_a_lost_worker_is_retried(tiny, tmp
 def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refused(tiny, tmp_path, monkeypatch):
     """``--jobs-from`` the results file of a finished run: a fresh work folder trains and prepares
     nothing (no homes, no seeds) and aggregates the same table (checkpoints named relative to the
-    work folder); a results file of
+    work folder), and so does ``--work`` naming the finished folder with another ``--out``; a results file of
     other settings, one that is not a results file, and the flag without ``--seeds`` are one line each."""
     from vlnverse.benchmarks.train.options import TrainBenchOptions
     from vlnverse.core.errors import ConfigError
@@ -574,6 +574,11 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
     assert again["seeds_prepared"] == {}  # no seed prepared either
     assert again["table"] == first["table"] and again["comparisons"] == first["comparisons"]
     assert json.loads((tmp_path / "b" / "jobs" / "seq2seq-s0" / "done.json").read_text())["imported"] is True
+    # --work names the folder: the finished table goes to another --out, nothing made or trained.
+    elsewhere = tiny.run(tiny_args(tmp_path / "elsewhere" / "b.json", work=str(tmp_path / "a")))
+    assert elsewhere["work_dir"] == str(tmp_path / "a") and not (tmp_path / "elsewhere" / "b").exists()
+    assert sorted(elsewhere["jobs_skipped"]) == ["baselines-s0", "seq2seq-s0"] and elsewhere["seeds_prepared"] == {}
+    assert elsewhere["table"] == first["table"] and (tmp_path / "elsewhere" / "b.png").is_file()
 
     # Two sources sharing a job: each line counts what that source added.
     from vlnverse.benchmarks.train.jobs import import_jobs
@@ -592,29 +597,7 @@ def test_finished_jobs_carry_to_a_fresh_work_folder_and_another_identity_is_refu
         tiny.run(tiny_args(tmp_path / "d.json", jobs_from=[str(tmp_path / "junk.json")]))
     with pytest.raises(ConfigError, match=r"--jobs-from: got .* without --seeds"):
         TrainBenchOptions.from_args(tiny_args(tmp_path / "e.json", seeds=None, jobs_from=[str(tmp_path / "a.json")]))
-
-
-def test_work_names_the_folder_so_a_finished_table_is_written_to_another_out(tiny, tmp_path, monkeypatch):
-    """``--work DIR``: the results of a finished folder go to a new ``--out`` without a new work
-    folder (nothing trained or prepared); ``--work`` naming a file or the ``--out`` file is one line."""
-    from vlnverse.benchmarks.train.options import TrainBenchOptions
-    from vlnverse.core.errors import ConfigError
-
-    first = tiny.run(tiny_args(tmp_path / "a.json"))
-
-    def no_training(*a, **kw):
-        raise AssertionError("a finished job was trained again")
-
-    from vlnverse.benchmarks.train import jobs as jobs_module
-
-    monkeypatch.setattr(tiny.row, "train_row", no_training)
-    monkeypatch.setattr(jobs_module, "homes_data", no_training)
-    again = tiny.run(tiny_args(tmp_path / "elsewhere" / "b.json", work=str(tmp_path / "a")))
-    assert again["work_dir"] == str(tmp_path / "a") and not (tmp_path / "elsewhere" / "b").exists()
-    assert sorted(again["jobs_skipped"]) == ["baselines-s0", "seq2seq-s0"] and again["seeds_prepared"] == {}
-    assert again["table"] == first["table"]
-    (tmp_path / "f.json").write_text("{}")
-    for work in (str(tmp_path / "f.json"), str(tmp_path / "g.json")):
+    for work in (str(tmp_path / "a.json"), str(tmp_path / "g.json")):   # a file, or the --out file itself
         with pytest.raises(ConfigError, match=r"--work: got .* \(expected a folder .*not the --out file\)"):
             TrainBenchOptions.from_args(tiny_args(tmp_path / "g.json", work=work))
 
