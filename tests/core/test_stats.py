@@ -139,3 +139,17 @@ def test_mismatched_lengths_are_refused():
         clustered_bootstrap_ci([1.0, 0.0], ["a"])
     with pytest.raises(ValueError, match="same episodes"):
         paired_difference([1.0, 0.0], [1.0], ["a", "b"])
+
+
+def test_paired_power_from_the_differences_variance_components_by_hand():
+    """Differences [1, 0] in home h0 and [1, 1] in h1: the ANOVA gives no variance between homes
+    and 0.25 within, deff 1, so Var(mean) = 0.25 / 4 and the design detects (1.96 + 0.8416) * 0.25
+    = 0.7004; a gap of 0.35 needs ceil(2 * (0.7004 / 0.35)^2) = 9 homes."""
+    from vlnverse.core.stats import paired_power
+
+    got = paired_power([1, 0, 1, 1], [0, 0, 0, 0], ["h0", "h0", "h1", "h1"], gap=0.35)
+    assert got["detectable"] == pytest.approx(0.7004, abs=1e-4)
+    assert (got["homes"], got["episodes"], got["homes_needed"]) == (2, 4, 9)
+    assert paired_power([1, 0, 1, 1], [0, 0, 0, 0], ["h0", "h0", "h1", "h1"])["homes_needed"] is None
+    assert paired_power([1, 0], [0, 0], ["h0", "h0"]) is None   # one home: the spread between homes is unknown
+

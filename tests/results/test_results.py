@@ -306,8 +306,14 @@ def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
     assert judged[0]["SR"]["mean"] == pytest.approx(0.6) and judged[0]["SR"]["lo"] > 0
     assert judged[2]["SR"]["mean"] == pytest.approx(-0.6) and judged[2]["SR"]["hi"] < 0
     assert judged[3]["SR"]["mean"] == 0.0 and judged[1]["missing"] == ["rdp_il", "cma_il"]
+    # The design's power, by hand: per home the differences are [0, 1, 1, 1, 0] (no spread between
+    # homes, 0.3 within), so it detects 2.8016 * sqrt(0.3 / 20) = 0.3431; the paper's RDP - CMA test
+    # gap, 7.55 points, needs ceil(4 * (0.3431 / 0.0755)^2) = 83 homes.
+    assert judged[0]["power"]["detectable"] == pytest.approx(0.3431, abs=1e-4)
+    assert (judged[0]["power"]["gap"], judged[0]["power"]["homes_needed"]) == (0.0755, 83)
     lines = claim_lines(judged)
     assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il | test | +0.600 |") and lines[2].endswith("**reproduced** |")
+    assert "| 0.343 | +7.55 points: 83 homes |" in lines[2]
     assert lines[3].endswith("**not run (rdp_il, cma_il missing)** |")
 
 
@@ -419,3 +425,13 @@ def test_a_page_of_one_row_trained_on_more_homes_draws_the_scale_curve(runs, tmp
     assert main(["results", "page", str(files[0]), str(other), "--out", str(mixed)]) == 0
     assert "scale_curves" not in json.loads((mixed / "page.json").read_text())
     assert "No training-scale curve: the sources differ in settings.epochs" in (mixed / "index.md").read_text()
+
+
+def test_the_papers_gap_is_its_sr_difference_between_two_of_its_rows():
+    """GAMA - HNR on Table 3's fine-grained test split: 37.72 - 32.24 = 5.48 points; a row against
+    itself (the DAgger claims) or a row the paper does not print has none."""
+    from vlnverse.results.claims import paper_gap
+
+    assert paper_gap("gama_il", "hnr_il", "fine_grained", "test") == 0.0548
+    assert paper_gap("gama_il_dagger", "gama_il", "fine_grained", "test") is None
+    assert paper_gap("vlnbert_t7_online_round_3", "vlnbert_t7_zero_shot", "fine_grained", "val_unseen") is None

@@ -16,6 +16,8 @@ and rounds what it returns to ``DECIMALS`` places. The methods and their formula
   per-episode differences and rliable's probability of improvement over homes.
 - ``minimum_detectable_difference``: the smallest difference between two agents the design
   detects, from the observed variance between and within homes (design effect).
+- ``paired_power``: the same for a paired difference on the same episodes, and the homes a
+  design needs to detect a given difference (e.g. a paper's).
 """
 from __future__ import annotations
 
@@ -201,6 +203,13 @@ def variance_components(values: Sequence[float], clusters: Sequence[Any]) -> dic
             "homes": k, "episodes": n}
 
 
+def _detectable(comp: dict, samples: int, level: float, power: float) -> float:
+    """(z_(1+level)/2 + z_power) * sqrt(samples * σ² * deff / n) of ``variance_components``' ``comp``."""
+    z = NormalDist().inv_cdf((1 + level) / 2) + NormalDist().inv_cdf(power)
+    variance = (comp["between"] + comp["within"]) * comp["deff"] / comp["episodes"]
+    return float(z * np.sqrt(samples * variance))
+
+
 def minimum_detectable_difference(values: Sequence[float], clusters: Sequence[Any], *, level: float = 0.95,
                                   power: float = 0.8) -> float | None:
     """The smallest true difference between two agents' means, each evaluated on a design like
@@ -209,8 +218,24 @@ def minimum_detectable_difference(values: Sequence[float], clusters: Sequence[An
     between- plus within-home variance, deff the design effect (``variance_components``) and n
     the episodes. None with fewer than two homes (the spread between homes is unknown)."""
     comp = variance_components(values, clusters)
+    return None if comp is None else _round(_detectable(comp, 2, level, power))
+
+
+def paired_power(a: Sequence[float], b: Sequence[float], clusters: Sequence[Any], *, gap: float | None = None,
+                 level: float = 0.95, power: float = 0.8) -> dict | None:
+    """How much this design can tell about A - B on the same episodes: ``detectable``, the smallest
+    true mean difference a two-sided test at ``level`` detects with probability ``power``,
+    (z_(1+level)/2 + z_power) * sqrt(σ_d² * deff_d / n) from the variance components of the
+    per-episode differences; with ``gap`` (a true difference to test, e.g. a paper's) the
+    ``homes_needed`` to detect it at this design's episodes per home: ceil(k * (detectable /
+    gap)²), k the homes here. None with fewer than two homes."""
+    x, y = _same_episodes(a, b, clusters)
+    comp = variance_components(x - y, clusters)
     if comp is None:
         return None
-    z = NormalDist().inv_cdf((1 + level) / 2) + NormalDist().inv_cdf(power)
-    variance = (comp["between"] + comp["within"]) * comp["deff"] / comp["episodes"]
-    return _round(z * np.sqrt(2 * variance))
+    detectable = _detectable(comp, 1, level, power)
+    out = {"detectable": _round(detectable), "homes": comp["homes"], "episodes": comp["episodes"],
+           "level": level, "power": power, "gap": gap, "homes_needed": None}
+    if gap:
+        out["homes_needed"] = int(np.ceil(comp["homes"] * (detectable / abs(gap)) ** 2 - 1e-9))
+    return out

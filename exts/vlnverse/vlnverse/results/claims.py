@@ -12,16 +12,48 @@ A - B with its interval clustered by home (``compare.compare_pair``, ``core.stat
 
 Beside each verdict, what it is made of (``outcomes``): the episodes only A solved, only B, both
 and neither, and each row's failed episodes by their first error (``run.diagnostics``: stopped
-short, never stopped, left the route ...), so a refuted or unseparated claim says how the rows fail.
+short, never stopped, left the route ...), so a refuted or unseparated claim says how the rows fail;
+and what the design can tell (``power``, ``core.stats.paired_power``): the smallest difference it
+detects, and the held-out homes it would need to detect the paper's own gap (``paper_gap``), so
+"not separated" reads as "too small a design for the paper's gap" or "smaller than the paper's".
 """
 from __future__ import annotations
 
+import json
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from ..core.stats import paired_power
 from .compare import Run, check_comparable, columns, common_episodes, compare_pair
 
 VERDICTS = ("reproduced", "refuted", "not separated", "not run")
+PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
+
+
+def paper_tables() -> dict:
+    """The paper's published figures this toolkit compares against (``paper_tables.json``)."""
+    return json.loads(PAPER_TABLES.read_text(encoding="utf-8"))
+
+
+def paper_row(label: str, task: str, split: str | None) -> tuple[str, dict] | None:
+    """(citation, the paper's metrics) for a run whose label starts with a policy the paper reports
+    (``cma_il_dagger`` → CMA) on ``task`` and ``split``; None when the paper has no such figure."""
+    policy = label.split(":")[-1].split("_")[0].lower()
+    for table in paper_tables()["tables"]:
+        row = table["rows"].get(policy)
+        if table["task"] == task and row is not None and split in row:
+            return f"{table['table']}: {row['name']}", row[split]
+    return None
+
+
+def paper_gap(a: str, b: str, task: str, split: str) -> float | None:
+    """The paper's SR difference A - B as a fraction (its tables print percent) when it reports both
+    rows' policies, different ones, on ``task`` and ``split``; None otherwise."""
+    found = [paper_row(label, task, split) for label in (a, b)]
+    if any(f is None or "SR" not in f[1] for f in found) or found[0][0] == found[1][0]:
+        return None
+    return round((found[0][1]["SR"] - found[1][1]["SR"]) / 100.0, 4)
 
 
 def _label(run: Run) -> str:
@@ -49,7 +81,9 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
                 a, b = common_episodes(found[claim["a"]], found[claim["b"]])
                 pair = compare_pair(claim["a"], columns(a), claim["b"], columns(b),
                                     seed=seed)
+                gap = paper_gap(claim["a"], claim["b"], claim["task"], split)
                 entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
+                             power=paired_power(a.values["SR"], b.values["SR"], a.homes, gap=gap),
                              verdict="not separated" if pair["verdict"] == "not separated"
                              else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
             out.append(entry)
@@ -95,12 +129,19 @@ def claim_lines(judged: list[dict]) -> list[str]:
     def ci(d: dict) -> str:
         return "undefined (1 home)" if d["lo"] is None else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
 
-    lines = ["| claim | paper | A - B | split | SR difference | home CI | P(A > B) | verdict |",
-             "|---|---|---|---|---|---|---|---|"]
+    def power(p: dict | None) -> list[str]:
+        if not p:
+            return ["-", "-"]
+        needed = "-" if p["homes_needed"] is None else f"{100 * p['gap']:+.2f} points: {p['homes_needed']} homes"
+        return [f"{p['detectable']:.3f}", needed]
+
+    lines = ["| claim | paper | A - B | split | SR difference | home CI | P(A > B) | detectable (80% power) | "
+             "paper's gap: held-out homes to detect it | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in judged:
         sr = c["SR"]
         cells = ([f"{sr['mean']:+.3f}", ci(sr), f"{sr['prob_improvement']:.2f}"] if sr
-                 else ["-", "-", "-"])
+                 else ["-", "-", "-"]) + power(c.get("power"))
         verdict = c["verdict"] + (f" ({', '.join(c['missing'])} missing)" if c["missing"] else "")
         lines.append(f"| {c['claim']} | {c['paper']} | {c['a']} - {c['b']} | {c['split']} | " + " | ".join(cells)
                      + f" | **{verdict}** |")

@@ -16,29 +16,12 @@ import re
 from pathlib import Path
 
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
-from .claims import claim_lines, judge_claims, outcome_lines
+from .claims import claim_lines, judge_claims, outcome_lines, paper_row, paper_tables
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
                       load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
 from .scale_curve import scale_section
 
-PAPER_TABLES = Path(__file__).with_name("paper_tables.json")
 METRICS = ("SR", "SPL", "nDTW")
-
-
-def paper_tables() -> dict:
-    """The paper's published figures this toolkit compares against (``paper_tables.json``)."""
-    return json.loads(PAPER_TABLES.read_text(encoding="utf-8"))
-
-
-def paper_row(label: str, task: str, split: str | None) -> tuple[str, dict] | None:
-    """(citation, the paper's metrics) for a run whose label starts with a policy the paper reports
-    (``cma_il_dagger`` → CMA) on ``task`` and ``split``; None when the paper has no such figure."""
-    policy = label.split(":")[-1].split("_")[0].lower()
-    for table in paper_tables()["tables"]:
-        row = table["rows"].get(policy)
-        if table["task"] == task and row is not None and split in row:
-            return f"{table['table']}: {row['name']}", row[split]
-    return None
 
 
 def shown_source(path: str | Path) -> str:
@@ -261,7 +244,11 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
                    "Each claim is the paired SR difference of two rows on the same episodes (over the training "
                    "seeds when the rows have several), with its interval clustered by home: *reproduced* when the "
                    "interval lies above 0, *refuted* when below, else *not separated* (`results.claims`; the "
-                   "claims are listed in `results/paper_tables.json`).", ""] + claim_lines(judged) + [""]
+                   "claims are listed in `results/paper_tables.json`). *Detectable*: the smallest true difference "
+                   "this design (its homes, episodes per home and the pair's spread between and within homes) "
+                   "detects with 80% power at 5% two-sided; *held-out homes to detect it*: the homes the design "
+                   "would need, at its episodes per home, to detect the paper's own SR gap (`core.stats.paired_power`)."
+                   "", ""] + claim_lines(judged) + [""]
             md += ["What each verdict is made of, episode by episode (episodes pooled over seeds): the episodes only "
                    "A or only B solved, and each row's failed episodes by their first error (`run.diagnostics`: "
                    "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
