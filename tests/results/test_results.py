@@ -313,7 +313,7 @@ def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
     assert (judged[0]["power"]["gap"], judged[0]["power"]["homes_needed"]) == (0.0755, 83)
     lines = claim_lines(judged)
     assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il | test | +0.600 |") and lines[2].endswith("**reproduced** |")
-    assert "| 0.343 | +7.55 points: 83 homes |" in lines[2]
+    assert "| 0.343 | +7.55 points: 83 homes, outside the CI |" in lines[2]   # +0.6's interval lies above 0.0755
     assert lines[3].endswith("**not run (rdp_il, cma_il missing)** |")
 
 

@@ -83,11 +83,20 @@ def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[
                                     seed=seed)
                 gap = paper_gap(claim["a"], claim["b"], claim["task"], split)
                 entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
-                             power=paired_power(a.values["SR"], b.values["SR"], a.homes, gap=gap),
+                             power=_power(a, b, gap, pair["SR"]),
                              verdict="not separated" if pair["verdict"] == "not separated"
                              else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
             out.append(entry)
     return out
+
+
+def _power(a: Run, b: Run, gap: float | None, sr: dict) -> dict | None:
+    """``paired_power`` of A - B's SR, with ``gap_excluded``: the paper's gap lies outside the
+    pair's home interval (the data rule out a difference that large, or that small)."""
+    power = paired_power(a.values["SR"], b.values["SR"], a.homes, gap=gap)
+    if power is not None and gap is not None and sr.get("lo") is not None:
+        power["gap_excluded"] = not sr["lo"] <= gap <= sr["hi"]
+    return power
 
 
 def outcomes(a: Run, b: Run) -> dict:
@@ -133,6 +142,8 @@ def claim_lines(judged: list[dict]) -> list[str]:
         if not p:
             return ["-", "-"]
         needed = "-" if p["homes_needed"] is None else f"{100 * p['gap']:+.2f} points: {p['homes_needed']} homes"
+        if p.get("gap_excluded"):
+            needed += ", outside the CI"
         return [f"{p['detectable']:.3f}", needed]
 
     lines = ["| claim | paper | A - B | split | SR difference | home CI | P(A > B) | detectable (80% power) | "

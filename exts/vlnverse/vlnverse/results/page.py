@@ -123,12 +123,13 @@ def write_job_ledgers(sources: list[tuple[Path, dict]], folder: Path) -> list[st
     """For each of ``sources`` (``json_sources``) that is a ``bench train --seeds`` results file (it
     has ``work`` and ``jobs``), ``<stem>.jobs.json`` in ``folder``: its work identity and finished
     jobs, compact and sorted (what ``bench train --jobs-from`` reads, without the table it
-    recomputes). Returns the names."""
+    recomputes, nor whether a job was carried into the folder it was read from). Returns the names."""
     names = []
     for path, data in sources:
         if isinstance(data.get("work"), dict) and isinstance(data.get("jobs"), dict):
             name = f"{path.stem}.jobs.json"
-            write_text_atomic(folder / name, json.dumps({"work": data["work"], "jobs": data["jobs"]}, sort_keys=True,
+            jobs = {key: {k: v for k, v in job.items() if k != "imported"} for key, job in data["jobs"].items()}
+            write_text_atomic(folder / name, json.dumps({"work": data["work"], "jobs": jobs}, sort_keys=True,
                                                         separators=(",", ":")) + "\n")
             names.append(name)
     return names
@@ -247,8 +248,8 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
                    "claims are listed in `results/paper_tables.json`). *Detectable*: the smallest true difference "
                    "this design (its homes, episodes per home and the pair's spread between and within homes) "
                    "detects with 80% power at 5% two-sided; *held-out homes to detect it*: the homes the design "
-                   "would need, at its episodes per home, to detect the paper's own SR gap (`core.stats.paired_power`)."
-                   "", ""] + claim_lines(judged) + [""]
+                   "would need, at its episodes per home, to detect the paper's own SR gap (`core.stats.paired_power`); "
+                   "*outside the CI*: the pair's home interval excludes the paper's gap.", ""] + claim_lines(judged) + [""]
             md += ["What each verdict is made of, episode by episode (episodes pooled over seeds): the episodes only "
                    "A or only B solved, and each row's failed episodes by their first error (`run.diagnostics`: "
                    "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
