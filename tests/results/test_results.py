@@ -435,3 +435,33 @@ def test_the_papers_gap_is_its_sr_difference_between_two_of_its_rows():
     assert paper_gap("gama_il", "hnr_il", "fine_grained", "test") == 0.0548
     assert paper_gap("gama_il_dagger", "gama_il", "fine_grained", "test") is None
     assert paper_gap("vlnbert_t7_online_round_3", "vlnbert_t7_zero_shot", "fine_grained", "val_unseen") is None
+
+
+def test_one_training_seed_of_a_seeds_file_pairs_with_an_eval_run_of_that_checkpoint(runs, tmp_path, capsys):
+    """``FILE.json:s1``: the rows of seed 1's jobs, with the episode ids an eval run has, so the
+    eval run of that seed's checkpoint (here the same oracle run) pairs with its row: difference 0
+    on all 6 episodes. A seed the file lacks, and a file without jobs, are one line each."""
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.core.stats import bootstrap_ci
+
+    per = {m: [float(r["metrics"].get(m) or 0) for r in _records(runs["oracle"])] for m in ("SR", "SPL", "nDTW")}
+    row = {"agent": "cma_il", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+           **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(runs["oracle"])}
+    pooled = json.loads(json.dumps(row))
+    pooled["per_episode"]["ids"] = [f"s1/{i}" for i in row["per_episode"]["ids"]]   # the table over seeds' ids
+    bench = tmp_path / "bench.json"
+    bench.write_text(json.dumps({"format": 2, "table": [pooled],
+                                 "jobs": {"cma-s1": {"key": "cma-s1", "row": "cma", "seed": 1, "table": [row]}}}))
+    out = tmp_path / "cmp"
+    assert main(["results", "compare", str(runs["oracle"]), f"{bench}:s1", "--out", str(out)]) == 0
+    (group,) = json.loads((out / "compare.json").read_text())["groups"]
+    (pair,) = group["comparisons"]
+    assert (pair["a"], pair["b"]) == ("oracle_telhop", "bench:cma_il@s1")
+    assert pair["SR"]["mean"] == 0.0 and pair["SR"]["n"] == 6 and pair["verdict"] == "not separated"
+    assert main(["results", "compare", str(runs["oracle"]), f"{bench}:s4"]) == 2
+    err = capsys.readouterr().err
+    assert "bench.json: jobs: no job of seed 4 (expected a seed among [1])" in err
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"format": 2, "table": [pooled]}))
+    assert main(["results", "compare", str(runs["oracle"]), f"{plain}:s1"]) == 2
+    assert "plain.json: jobs: missing" in capsys.readouterr().err

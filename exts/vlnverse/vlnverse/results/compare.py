@@ -9,6 +9,7 @@ file and field (``ConfigError``). Statistics: ``core.stats`` (docs/statistics.md
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -148,25 +149,54 @@ def in_episode_order(run: Run) -> Run:
     return run
 
 
+#: ``FILE.json:sN``: the rows of training seed N of a ``bench train --seeds`` results file
+ONE_SEED = re.compile(r"^(?P<path>.+\.json):s(?P<seed>\d+)$")
+
+
+def _seed_runs(path: Path, data: dict, seed: int) -> list[Run]:
+    """The rows of the jobs of training ``seed`` in a ``--seeds`` results file (episode ids as an
+    eval run has them, not ``s<seed>/...``), labelled ``<agent>@s<seed>``."""
+    _check_format(data, path)
+    jobs = data.get("jobs")
+    if not isinstance(jobs, dict):
+        raise ConfigError("missing", file=path, field="jobs",
+                          expected="a 'bench train --seeds' results file (its jobs' rows) for ':s<seed>'")
+    rows = [row for job in jobs.values() if isinstance(job, dict) and job.get("seed") == seed
+            for row in job.get("table") or []]
+    if not rows:
+        seeds = sorted({job.get("seed") for job in jobs.values() if isinstance(job, dict)}, key=str)
+        raise ConfigError(f"no job of seed {seed}", file=path, field="jobs", expected=f"a seed among {seeds}")
+    runs = _bench_runs(path, {"format": data["format"], "table": rows})
+    for run in runs:
+        run.label = f"{run.label}@s{seed}"
+    return runs
+
+
 def load_runs(paths: list[str | Path]) -> list[Run]:
     """Every run of ``paths`` (eval run folders, their ``summary.json`` / ``episodes.jsonl``, bench
-    train JSONs), labelled uniquely: an eval run by its folder name, a bench row by its agent
-    (prefixed by the file's stem when several files are read)."""
+    train JSONs, ``FILE.json:sN`` for one training seed's rows of a ``--seeds`` file), labelled
+    uniquely: an eval run by its folder name, a bench row by its agent (``@sN`` for one seed's;
+    prefixed by the file's stem when several files are read)."""
     runs: list[Run] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir() or path.name in (SUMMARY_FILE, EPISODES_FILE) or path.suffix == ".jsonl":
+        one_seed = None if path.exists() else ONE_SEED.match(str(given))
+        if one_seed:
+            path = Path(one_seed["path"])
+            rows = _seed_runs(path, _read_json(path), int(one_seed["seed"]))
+        elif path.is_dir() or path.name in (SUMMARY_FILE, EPISODES_FILE) or path.suffix == ".jsonl":
             runs.append(_eval_run(path))
             continue
-        data = _read_json(path)
-        if "table" in data:
-            rows = _bench_runs(path, data)
-            if len(paths) > 1:
-                for r in rows:
-                    r.label = f"{path.stem}:{r.label}"
-            runs += rows
         else:
-            runs.append(_eval_run(path))
+            data = _read_json(path)
+            if "table" not in data:
+                runs.append(_eval_run(path))
+                continue
+            rows = _bench_runs(path, data)
+        if len(paths) > 1:
+            for r in rows:
+                r.label = f"{path.stem}:{r.label}"
+        runs += rows
     labels = [r.label for r in runs]
     for r in runs:  # eval folders of the same name in different places
         if labels.count(r.label) > 1 and not r.bench:
