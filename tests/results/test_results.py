@@ -285,14 +285,19 @@ def _claim_run(label: str, split: str, sr: list[float]) -> "object":
 
 def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
     """A claim (A beats B) is reproduced when A - B's home interval lies above 0, refuted when below,
-    not separated when it holds 0, and "not run" names a missing row."""
+    not separated when it holds 0, and "not run" names a missing row. Rows under two protocols
+    (``other``: another instruction language) are judged under each (here reproduced under one,
+    refuted under the other), never one row of each; two files under one protocol pair."""
     from vlnverse.results.claims import claim_lines, judge_claims
 
     better = [1.0, 1.0, 1.0, 1.0, 0.0] * 4   # 0.8 in each of 4 homes
     worse = [1.0, 0.0, 0.0, 0.0, 0.0] * 4    # 0.2
     runs = [_claim_run("bench:rdp_il", "test", better), _claim_run("bench:cma_il", "test", worse),
-            _claim_run("hnr_il", "test", better), _claim_run("gama_il", "test", worse),
-            _claim_run("seq2seq_il", "test", better)]
+            _claim_run("bench:hnr_il", "test", better), _claim_run("bench:gama_il", "test", worse),
+            _claim_run("bench:seq2seq_il", "test", better),
+            _claim_run("other:rdp_il", "test", worse), _claim_run("other:cma_il", "test", better)]
+    for run in runs[-2:]:
+        run.protocol = {"instruction_language": [{"version": 2}]}
     claims = [{"id": "x", "claim": "RDP beats CMA", "paper": "p", "a": "rdp_il", "b": "cma_il", "task": "fine_grained",
                "mode": "telhop", "splits": ["test", "val_unseen"]},
               {"id": "y", "claim": "GAMA beats HNR", "paper": "p", "a": "gama_il", "b": "hnr_il", "task": "fine_grained",
@@ -300,21 +305,29 @@ def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
               {"id": "z", "claim": "RDP beats Seq2Seq", "paper": "p", "a": "rdp_il", "b": "seq2seq_il",
                "task": "fine_grained", "mode": "telhop", "splits": ["test"]}]
     judged = judge_claims(claims, runs)
-    assert [(c["id"], c["split"], c["verdict"]) for c in judged] == [
-        ("x", "test", "reproduced"), ("x", "val_unseen", "not run"), ("y", "test", "refuted"),
-        ("z", "test", "not separated")]
+    assert [(c["id"], c["split"], c["source"], c["verdict"]) for c in judged] == [
+        ("x", "test", "bench", "reproduced"), ("x", "test", "other", "refuted"), ("x", "val_unseen", "", "not run"),
+        ("y", "test", "", "refuted"), ("z", "test", "bench", "not separated"),
+        ("z", "test", "other", "not run")]
     assert judged[0]["SR"]["mean"] == pytest.approx(0.6) and judged[0]["SR"]["lo"] > 0
-    assert judged[2]["SR"]["mean"] == pytest.approx(-0.6) and judged[2]["SR"]["hi"] < 0
-    assert judged[3]["SR"]["mean"] == 0.0 and judged[1]["missing"] == ["rdp_il", "cma_il"]
+    assert judged[1]["SR"]["mean"] == pytest.approx(-0.6)
+    assert judged[3]["SR"]["mean"] == pytest.approx(-0.6) and judged[3]["SR"]["hi"] < 0
+    assert judged[4]["SR"]["mean"] == 0.0 and judged[2]["missing"] == ["rdp_il", "cma_il"]
+    assert judged[5]["missing"] == ["seq2seq_il"]   # other has RDP only: not paired with bench's Seq2Seq
     # The design's power, by hand: per home the differences are [0, 1, 1, 1, 0] (no spread between
     # homes, 0.3 within), so it detects 2.8016 * sqrt(0.3 / 20) = 0.3431; the paper's RDP - CMA test
     # gap, 7.55 points, needs ceil(4 * (0.3431 / 0.0755)^2) = 83 homes.
     assert judged[0]["power"]["detectable"] == pytest.approx(0.3431, abs=1e-4)
     assert (judged[0]["power"]["gap"], judged[0]["power"]["homes_needed"]) == (0.0755, 83)
     lines = claim_lines(judged)
-    assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il | test | +0.600 |") and lines[2].endswith("**reproduced** |")
+    assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il (bench) | test | +0.600 |")
+    assert lines[2].endswith("**reproduced** |")
     assert "| 0.343 | +7.55 points: 83 homes, outside the CI |" in lines[2]   # +0.6's interval lies above 0.0755
-    assert lines[3].endswith("**not run (rdp_il, cma_il missing)** |")
+    assert lines[4].endswith("**not run (rdp_il, cma_il missing)** |")
+    # One protocol over two files (a table run in two parts): the claim pairs across them, unnamed.
+    split_table = [_claim_run("part1:rdp_il", "test", better), _claim_run("part2:seq2seq_il", "test", worse)]
+    (one,) = judge_claims(claims[2:], split_table)
+    assert (one["source"], one["verdict"]) == ("", "reproduced")
 
 
 def test_a_claims_outcomes_count_episodes_and_first_errors():

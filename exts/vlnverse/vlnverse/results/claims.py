@@ -61,33 +61,48 @@ def _label(run: Run) -> str:
     return run.label.split(":")[-1]
 
 
+def _source(run: Run) -> str:
+    """The file prefix of a run's label (``stem`` of ``stem:row``), "" when it has none."""
+    return run.label.rsplit(":", 1)[0] if ":" in run.label else ""
+
+
 def judge_claims(claims: list[dict], runs: list[Run], *, seed: int = 0) -> list[dict]:
-    """Every claim on each of its splits: ``{claim fields..., "split", "verdict", "SR": paired
-    difference or None, "missing": [row names not found]}``, in the claims' order."""
+    """Every claim on each of its splits: ``{claim fields..., "split", "source", "verdict", "SR":
+    paired difference or None, "missing": [row names not found]}``, in the claims' order. A claim
+    pairs rows under the same protocol only: with runs under several (e.g. files of two instruction
+    languages, ``results page --across``) it is judged under each, ``source`` naming the files of
+    its rows there ("" when there is one)."""
     out = []
     for claim in claims:
         for split in claim["splits"]:
-            found: dict[str, Run] = {}
+            by_protocol: dict[str, dict[str, Run]] = {}
             for run in runs:
                 if (run.task, run.split, run.mode) == (claim["task"], split, claim["mode"]) and _label(run) in (claim["a"], claim["b"]):
-                    found.setdefault(_label(run), run)
-            missing = [name for name in (claim["a"], claim["b"]) if name not in found]
-            entry: dict[str, Any] = {**{k: claim[k] for k in ("id", "claim", "paper", "a", "b")}, "split": split,
-                                     "missing": missing, "SR": None, "SPL": None}
-            if missing:
-                entry["verdict"] = "not run"
-            else:
-                check_comparable(found[claim["a"]], found[claim["b"]])
-                a, b = common_episodes(found[claim["a"]], found[claim["b"]])
-                pair = compare_pair(claim["a"], columns(a), claim["b"], columns(b),
-                                    seed=seed)
-                gap = paper_gap(claim["a"], claim["b"], claim["task"], split)
-                entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
-                             power=_power(a, b, gap, pair["SR"]),
-                             verdict="not separated" if pair["verdict"] == "not separated"
-                             else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
-            out.append(entry)
+                    by_protocol.setdefault(json.dumps(run.protocol, sort_keys=True), {}).setdefault(_label(run), run)
+            groups = list(by_protocol.values()) or [{}]
+            for found in groups:
+                source = ", ".join(dict.fromkeys(_source(r) for r in found.values() if _source(r))) if len(groups) > 1 else ""
+                out.append(_judged(claim, split, source, found, seed))
     return out
+
+
+def _judged(claim: dict, split: str, source: str, found: dict[str, Run], seed: int) -> dict:
+    """One claim on one split under one protocol: ``found`` its rows there by name."""
+    missing = [name for name in (claim["a"], claim["b"]) if name not in found]
+    entry: dict[str, Any] = {**{k: claim[k] for k in ("id", "claim", "paper", "a", "b")}, "split": split,
+                             "source": source, "missing": missing, "SR": None, "SPL": None}
+    if missing:
+        entry["verdict"] = "not run"
+        return entry
+    check_comparable(found[claim["a"]], found[claim["b"]])
+    a, b = common_episodes(found[claim["a"]], found[claim["b"]])
+    pair = compare_pair(claim["a"], columns(a), claim["b"], columns(b), seed=seed)
+    gap = paper_gap(claim["a"], claim["b"], claim["task"], split)
+    entry.update(SR=pair["SR"], SPL=pair["SPL"], seeds={"a": a.seeds, "b": b.seeds}, outcomes=outcomes(a, b),
+                 power=_power(a, b, gap, pair["SR"]),
+                 verdict="not separated" if pair["verdict"] == "not separated"
+                 else "reproduced" if pair["SR"]["mean"] > 0 else "refuted")
+    return entry
 
 
 def _power(a: Run, b: Run, gap: float | None, sr: dict) -> dict | None:
@@ -128,9 +143,14 @@ def outcome_lines(judged: list[dict]) -> list[str]:
         if not o:
             continue
         fe = o["first_errors"]
-        lines.append(f"| {c['a']} - {c['b']} | {c['split']} | {o['only_a']} | {o['only_b']} | {o['both']} | "
+        lines.append(f"| {_pair_name(c)} | {c['split']} | {o['only_a']} | {o['only_b']} | {o['both']} | "
                      f"{o['neither']} | {errors(fe['a']) if fe else '-'} | {errors(fe['b']) if fe else '-'} |")
     return lines
+
+
+def _pair_name(c: dict) -> str:
+    """"A - B" of a judged claim, with its source file's stem when the page read several."""
+    return f"{c['a']} - {c['b']}" + (f" ({c['source']})" if c.get("source") else "")
 
 
 def claim_lines(judged: list[dict]) -> list[str]:
@@ -154,6 +174,6 @@ def claim_lines(judged: list[dict]) -> list[str]:
         cells = ([f"{sr['mean']:+.3f}", ci(sr), f"{sr['prob_improvement']:.2f}"] if sr
                  else ["-", "-", "-"]) + power(c.get("power"))
         verdict = c["verdict"] + (f" ({', '.join(c['missing'])} missing)" if c["missing"] else "")
-        lines.append(f"| {c['claim']} | {c['paper']} | {c['a']} - {c['b']} | {c['split']} | " + " | ".join(cells)
+        lines.append(f"| {c['claim']} | {c['paper']} | {_pair_name(c)} | {c['split']} | " + " | ".join(cells)
                      + f" | **{verdict}** |")
     return lines

@@ -243,7 +243,9 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
             data["claims"] = judged
             md += ["## The paper's claims", "",
                    "Each claim is the paired SR difference of two rows on the same episodes (over the training "
-                   "seeds when the rows have several), with its interval clustered by home: *reproduced* when the "
+                   "seeds when the rows have several; rows under different protocols, e.g. two instruction languages, "
+                   "are never paired: the claim is judged under each, its files named after A - B), "
+                   "with its interval clustered by home: *reproduced* when the "
                    "interval lies above 0, *refuted* when below, else *not separated* (`results.claims`; the "
                    "claims are listed in `results/paper_tables.json`). *Detectable*: the smallest true difference "
                    "this design (its homes, episodes per home and the pair's spread between and within homes) "
