@@ -108,9 +108,9 @@ def test_compare_refuses_different_collision_modes(runs, capsys):
 
 
 def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_language(runs, tmp_path, capsys):
-    """Two bench tables on the same episodes and homes, one row's episodes file in the version-2
-    language: its protocol records it and the pair is refused in one line naming the field; the
-    same language on both sides is compared."""
+    """Two bench tables on the same episodes and homes, one row evaluated on its episodes worded in
+    the version-2 language: its protocol records it (the eval run's) and the pair is refused in one
+    line naming the field; the same language on both sides is compared."""
     from dataclasses import replace
 
     from vlnverse.benchmarks.train.evaluation import row_design
@@ -118,16 +118,15 @@ def test_compare_refuses_bench_rows_on_the_same_paths_in_another_instruction_lan
     from vlnverse.results.compare import check_comparable, group_runs, load_runs
     from vlnverse.tasks.episode import load_episodes
 
-    folder = runs["folder"]
-    v1_file, v2_file = folder / "episodes.jsonl", tmp_path / "episodes_v2.jsonl"
+    v2_file = tmp_path / "episodes_v2.jsonl"
     save_episodes(v2_file, [replace(e, info={**e.info, "language": {"version": 2, "families": [0]}})
-                            for e in load_episodes(v1_file)])
-    assert "instruction_language" not in row_design(runs["forward"], v1_file)["protocol"]
+                            for e in load_episodes(runs["folder"] / "episodes.jsonl")])
+    forward_v2 = _run(tmp_path, v2_file, "forward")
+    assert "instruction_language" not in row_design(runs["forward"])["protocol"]
     files = {}
-    for name, episodes in (("v1", v1_file), ("v2", v2_file), ("v2b", v2_file)):
+    for name, run in (("v1", runs["forward"]), ("v2", forward_v2), ("v2b", forward_v2)):
         row = {"agent": "forward", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
-               **{m: {"mean": 0.0, "lo": 0.0, "hi": 0.0} for m in ("SR", "SPL", "nDTW")},
-               **row_design(runs["forward"], episodes)}
+               **{m: {"mean": 0.0, "lo": 0.0, "hi": 0.0} for m in ("SR", "SPL", "nDTW")}, **row_design(run)}
         files[name] = tmp_path / f"{name}.json"
         files[name].write_text(json.dumps({"format": 2, "table": [row]}))
     protocol = json.loads(files["v2"].read_text())["table"][0]["protocol"]

@@ -30,14 +30,7 @@ def evaluate(spec, split: str, mode: str, work: Path, seed: int, workers: int, s
     run_eval(cfg, progress=True, print_summary=False, workers=workers, envs=R.EVAL_ENVS if envs is None else envs)
     per = episode_metrics(out)
     return {"episodes": len(per["SR"]), **{m: bootstrap_ci(per[m], seed=seed) for m in R.METRICS}, "seeds": 1,
-            **row_design(out, Path(cfg.episodes.path))}
-
-
-def instruction_language(episodes_file: Path) -> list | None:
-    """The distinct instruction languages of an episodes file (``tasks.episode.instruction_languages``)."""
-    from vlnverse.tasks.episode import instruction_languages, load_episodes
-
-    return instruction_languages(load_episodes(episodes_file))
+            **row_design(out)}
 
 
 def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
@@ -60,11 +53,11 @@ def episode_metrics(eval_dir: Path) -> dict[str, list[float]]:
 ROW_HOME_METRICS = ("episodes", "SR", "SPL", "nDTW", "NE", "TL", "OSR")
 
 
-def row_design(eval_dir: Path, episodes_file: Path | None = None) -> dict:
+def row_design(eval_dir: Path) -> dict:
     """What a table row carries beyond its episode CIs, from the eval run in ``eval_dir``: the
     clustered (by home) intervals, per-home results, the design (homes, episodes, MDE of SR) and
-    protocol of its ``summary.json`` (plus ``instruction_language`` when the run's ``episodes_file``
-    is not in the version-1 language: rows on other wordings of the same paths are never paired), and the per-episode ids, homes and metrics (None counts 0)
+    protocol of its ``summary.json`` (with ``instruction_language`` when its episodes are not in
+    the version-1 language: rows on other wordings of the same paths are never paired), and the per-episode ids, homes and metrics (None counts 0)
     that paired comparisons need (``pairwise_comparisons``, ``vlnverse results compare``) with each
     episode's first error (``first_error``: its category, None for a success), ordered by episode
     id as ``results.compare`` orders runs."""
@@ -80,12 +73,10 @@ def row_design(eval_dir: Path, episodes_file: Path | None = None) -> dict:
     with open(eval_dir / EPISODES_FILE, encoding="utf-8") as fh:
         records = [r for r in (json.loads(line) for line in fh if line.strip()) if is_evaluated(r)]
     records.sort(key=lambda r: str(r["episode_id"]))  # the log is in finish order: batched runs differ per agent
-    language = instruction_language(episodes_file) if episodes_file is not None else None
-    protocol = {**summary["protocol"], "instruction_language": language} if language else summary["protocol"]
     return {"clustered": {m: overall["intervals"][m]["clustered"] for m in R.METRICS},
             "per_home": {h: {k: v for k, v in cells.items() if k in ROW_HOME_METRICS}
                          for h, cells in overall["per_home"].items()},
-            "design": overall["design"], "protocol": protocol,
+            "design": overall["design"], "protocol": summary["protocol"],
             "per_episode": {"ids": [r["episode_id"] for r in records], "homes": [home_of(r) for r in records],
                             **{m: [float(r["metrics"].get(m) or 0.0) for r in records] for m in R.METRICS},
                             "first_error": [first_error_category(r) for r in records]}}
