@@ -392,6 +392,14 @@ def run_entry(run: Run) -> dict:
             "intervals": run.intervals, "per_home": run.per_home, "protocol": run.protocol}
 
 
+def interval_cell(c: dict | None) -> str:
+    """A page's cell for an interval ``{mean, lo, hi}``: "[lo, hi]", "undefined (1 home)" without
+    bounds, "-" without a mean."""
+    if not c or c.get("mean") is None:
+        return "-"
+    return "undefined (1 home)" if c["lo"] is None else f"[{c['lo']:.3f}, {c['hi']:.3f}]"
+
+
 def _ci(c: dict | None) -> str:
     if not c or c.get("mean") is None:
         return "-"

@@ -18,7 +18,8 @@ from pathlib import Path
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines, paper_row, paper_tables
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
-                      load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
+                      interval_cell, load_runs, of_splits, pair_is_across, plot_comparisons,
+                      run_entry)
 from .scale_curve import scale_section
 
 METRICS = ("SR", "SPL", "nDTW")
@@ -32,12 +33,6 @@ def shown_source(path: str | Path) -> str:
         return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
     except ValueError:
         return Path(*path.resolve().parts[-2:]).as_posix()
-
-
-def _ci(c: dict | None) -> str:
-    if not c or c.get("mean") is None:
-        return "-"
-    return "undefined (1 home)" if c["lo"] is None else f"[{c['lo']:.3f}, {c['hi']:.3f}]"
 
 
 def _slug(*parts: str | None) -> str:
@@ -114,7 +109,7 @@ def language_shift_lines(sources: list[tuple[Path, dict]]) -> tuple[list[str], l
     for d in drops:
         sr = d["SR"]
         lines.append(f"| {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | {d['SR_val_unseen']:.3f} | "
-                     f"{d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {_ci(sr)} | "
+                     f"{d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {interval_cell(sr)} | "
                      f"{sr['prob_improvement']:.2f} | {d['verdict']} |")
     return lines + [""], drops
 
@@ -141,7 +136,7 @@ def _pair_table(pairs: list[dict]) -> list[str]:
              + " | verdict (SR) |", "|---|---|" + "---|---|---|" * len(COMPARED_METRICS) + "---|"]
     for c in pairs:
         lines.append(f"| {c['a']} - {c['b']} | {c['episodes']} | " + " | ".join(
-            f"{c[m]['mean']:+.3f} | {_ci(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
+            f"{c[m]['mean']:+.3f} | {interval_cell(c[m])} | {c[m]['prob_improvement']:.2f}" for m in COMPARED_METRICS)
             + f" | {c['verdict']} |")
     return lines
 
@@ -193,7 +188,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
                 for m in METRICS:
                     iv = run.intervals[m]
                     cells += ["-" if iv["clustered"]["mean"] is None else f"{iv['clustered']['mean']:.3f}",
-                              _ci(iv["episode"]), _ci(iv["clustered"])]
+                              interval_cell(iv["episode"]), interval_cell(iv["clustered"])]
                 paper = paper_row(run.label, task, split)
                 ref = [f"{paper[1].get('SR', '-')}", f"{paper[1].get('SPL', '-')}", paper[0]] if paper else ["-"] * 3
                 md.append(f"| {run.label} | {run.seeds or '-'} | {len(run.ids)} | {len(set(run.homes))} | "
@@ -209,7 +204,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
                     for m in METRICS:
                         c = run.extra["seeds_ci"].get(m) or {}
                         sd = "-" if c.get("sd") is None else f"{c['sd']:.3f}"
-                        cells += ["-" if c.get("mean") is None else f"{c['mean']:.3f} ± {sd}", _ci(c)]
+                        cells += ["-" if c.get("mean") is None else f"{c['mean']:.3f} ± {sd}", interval_cell(c)]
                     md.append(f"| {run.label} | {run.seeds} | " + " | ".join(cells) + " |")
             png = f"sr_per_home_{gi}_{_slug(task, split, mode, body)}.png"
             plot_per_home(members, tmp / png, f"SR per home: {task} / {split or '-'} / {mode} / body {body}")

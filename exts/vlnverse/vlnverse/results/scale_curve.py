@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .compare import Run, columns, common_episodes, compare_pair
+from .compare import Run, columns, common_episodes, compare_pair, interval_cell
 
 #: work identity fields that may differ between the sources of one curve
 VARYING = ("config",)
@@ -68,10 +68,6 @@ def scale_curves(runs: list[Run], homes_of: dict[Path, int], *, seed: int = 0) -
     return curves
 
 
-def _ci(lo, hi) -> str:
-    return "-" if lo is None or hi is None else f"[{lo:.3f}, {hi:.3f}]"
-
-
 def scale_lines(curves: list[dict], plot: str | None) -> list[str]:
     """The page section: each curve's SR by size, then its steps as paired differences."""
     lines = ["## Training homes (scale curve)", "",
@@ -83,14 +79,14 @@ def scale_lines(curves: list[dict], plot: str | None) -> list[str]:
         for p in c["points"]:
             sr = "-" if p["SR"] is None else f"{p['SR']:.3f}"
             lines.append(f"| {c['agent']} | {c['split']} | {c['mode']} | {p['homes']} | {p['seeds'] or '-'} | "
-                         f"{p['episodes']} | {sr} | {_ci(p['lo'], p['hi'])} |")
+                         f"{p['episodes']} | {sr} | {interval_cell({'mean': p['SR'], 'lo': p['lo'], 'hi': p['hi']})} |")
     lines += ["", "| row | split | mode | step | episodes | SR difference | home CI | P(more > fewer) | verdict |",
               "|---|---|---|---|---|---|---|---|---|"]
     for c in curves:
         for s in c["steps"]:
             sr = s["SR"]
             lines.append(f"| {c['agent']} | {c['split']} | {c['mode']} | {s['from']} → {s['to']} | {s['episodes']} | "
-                         f"{sr['mean']:+.3f} | {_ci(sr['lo'], sr['hi'])} | {sr['prob_improvement']:.2f} | "
+                         f"{sr['mean']:+.3f} | {interval_cell(sr)} | {sr['prob_improvement']:.2f} | "
                          f"{s['verdict']} |")
     if plot:
         lines += ["", f"![SR by training homes]({plot})"]
