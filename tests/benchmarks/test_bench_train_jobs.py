@@ -377,8 +377,17 @@ def test_the_results_file_holds_the_table_so_far_after_each_job(tiny, tmp_path, 
         seen.append(json.loads(out.read_text()) if out.is_file() else None)
         return row_job(work, options, row_name, seed, shared)
 
+    def saying(line, **_):  # each job's "done" line comes once --out holds that job
+        if " done (" in line:
+            seen_at_line[line.split()[2]] = sorted(json.loads(out.read_text())["jobs"])
+
+    seen_at_line = {}
     monkeypatch.setattr(jobs, "row_job", watching)
+    monkeypatch.setattr(jobs, "print", saying, raising=False)
     fig = tiny.run(tiny_args(out, seeds="0,1", policies="seq2seq"))
+    assert seen_at_line == {"baselines-s0": ["baselines-s0"], "seq2seq-s0": ["baselines-s0", "seq2seq-s0"],
+                            "baselines-s1": ["baselines-s0", "baselines-s1", "seq2seq-s0"],
+                            "seq2seq-s1": ["baselines-s0", "baselines-s1", "seq2seq-s0", "seq2seq-s1"]}
     # one worker: the jobs in turn, seed by seed, baselines first
     assert [sorted(s["jobs"]) if s else None for s in seen] == [
         None, ["baselines-s0"], ["baselines-s0", "seq2seq-s0"], ["baselines-s0", "baselines-s1", "seq2seq-s0"]]

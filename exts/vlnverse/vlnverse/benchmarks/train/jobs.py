@@ -332,7 +332,7 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
 def _run(jobs: list, parallel: Any, report: Callable[[str], None],
          on_done: Callable[[str, dict], None] | None = None) -> tuple[dict, list, int]:
     """Run ``jobs`` (``core.jobs.Job``) with ``parallel``; returns ``({key: result}, failures, retries)``;
-    ``on_done(key, result)`` after each job. Workers=1 on the local engine runs them here, one
+    ``on_done(key, result)`` after each job, before its line. Workers=1 on the local engine runs them here, one
     after the other, with the same retry."""
     from vlnverse.core.errors import ConfigError, UnknownNameError
     from vlnverse.core.jobs import JobFailure, run_jobs
@@ -341,9 +341,9 @@ def _run(jobs: list, parallel: Any, report: Callable[[str], None],
 
     def done(key: str, result: Any) -> None:
         results[key] = result
-        report(f"bench train: {key} done ({len(results)} of {len(jobs)})")
-        if on_done is not None:
+        if on_done is not None:  # the results file first: the line below says it holds the job
             on_done(key, result)
+        report(f"bench train: {key} done ({len(results)} of {len(jobs)})")
 
     if not parallel.inline:
         got = run_jobs(run_job, jobs, on_result=done, parallel=parallel, max_attempts=MAX_ATTEMPTS)
