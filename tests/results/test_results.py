@@ -477,3 +477,23 @@ def test_one_training_seed_of_a_seeds_file_pairs_with_an_eval_run_of_that_checkp
     plain.write_text(json.dumps({"format": 2, "table": [pooled]}))
     assert main(["results", "compare", str(runs["oracle"]), f"{plain}:s1"]) == 2
     assert "plain.json: jobs: missing" in capsys.readouterr().err
+
+
+def test_compare_text_shows_each_splits_own_rows_for_a_label_in_every_split():
+    """A bench table names its rows alike in every split: each group's run lines are that split's
+    (val_unseen SR 0.6 / 0.2, test 0.4 / 0.0), not the last split's under every heading."""
+    from vlnverse.results.compare import compare_runs, compare_text
+
+    def run(label: str, split: str, sr: list[float]) -> "object":
+        r = _claim_run(label, split, sr)
+        r.intervals = {m: {"clustered": {"mean": sum(sr) / len(sr), "lo": 0.0, "hi": 1.0}} for m in ("SR", "SPL", "nDTW")}
+        r.values["nDTW"] = list(sr)
+        return r
+
+    runs = [run("a", "val_unseen", [1.0, 1.0, 1.0, 0.0, 0.0] * 2), run("b", "val_unseen", [1.0, 0.0, 0.0, 0.0, 0.0] * 2),
+            run("a", "test", [1.0, 1.0, 0.0, 0.0, 0.0] * 2), run("b", "test", [0.0] * 10)]
+    text = compare_text(compare_runs(runs, strict=False))
+    val_unseen, test = text.split("fine_grained / test")
+    rows = lambda part: [line.split()[4] for line in part.splitlines() if line.split()[:1] in (["a"], ["b"]) and line.split()[1].isdigit()]  # noqa: E731
+    assert rows(val_unseen) == ["0.600", "0.200"] and rows(test) == ["0.400", "0.000"]
+    assert "+0.400" in val_unseen and "+0.400" in test   # a - b in each split

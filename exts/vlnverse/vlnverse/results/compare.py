@@ -369,12 +369,13 @@ def compare_runs(runs: list[Run], *, strict: bool, seed: int = 0, across: tuple[
     """Groups of comparable runs with every pair's paired differences (``compare_pair``); runs whose
     protocols differ only in the fields ``across`` are paired (``check_comparable``)."""
     groups = group_runs(runs, strict=strict, across=across)
+    index = {id(r): i for i, r in enumerate(runs)}
     out = []
     for (task, split, mode, _), members in groups.items():
         pairs = [compare_pair(a.label, columns(x), b.label, columns(y), seed=seed)
                  for i, a in enumerate(members) for b in members[i + 1:] for x, y in [common_episodes(a, b)]]
         out.append({"task": task, "split": split, "mode": mode, "body": body_name(members[0]),
-                    "runs": [r.label for r in members],
+                    "runs": [r.label for r in members], "run_indices": [index[id(r)] for r in members],
                     "design": {"homes": len(set(members[0].homes)), "episodes": len(members[0].ids),
                                "mde_SR": group_mde(members)},
                     "comparisons": pairs})
@@ -420,7 +421,6 @@ def run_lines(entries: list[dict]) -> list[str]:
 def compare_text(result: dict) -> str:
     """The stdout table of ``vlnverse results compare``."""
     lines = []
-    entries = {e["label"]: e for e in result["runs"]}
     for g in result["groups"]:
         if not g["comparisons"]:
             continue
@@ -429,7 +429,7 @@ def compare_text(result: dict) -> str:
         lines += [f"{g['task']} / {g['split']} / {g['mode']} / body {g['body']}: {d['homes']} homes, "
                   f"{d['episodes']} episodes, "
                   f"smallest detectable SR difference {mde}"]
-        lines += run_lines([entries[label] for label in g["runs"]])
+        lines += run_lines([result["runs"][i] for i in g["run_indices"]])  # a label names a row in every split
         lines += [""] + comparison_lines(g["comparisons"]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
