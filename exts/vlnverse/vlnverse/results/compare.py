@@ -402,9 +402,8 @@ def interval_cell(c: dict | None) -> str:
 
 
 def _ci(c: dict | None) -> str:
-    if not c or c.get("mean") is None:
-        return "-"
-    return f"{c['mean']:.3f} " + ("[undefined]" if c["lo"] is None else f"[{c['lo']:.3f}, {c['hi']:.3f}]")
+    """A text table's cell: the mean and ``interval_cell``, "-" without a mean."""
+    return "-" if not c or c.get("mean") is None else f"{c['mean']:.3f} {interval_cell(c)}"
 
 
 def run_lines(entries: list[dict]) -> list[str]:

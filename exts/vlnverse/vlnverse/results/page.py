@@ -18,8 +18,7 @@ from pathlib import Path
 from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines, paper_row, paper_tables
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
-                      interval_cell, load_runs, of_splits, pair_is_across, plot_comparisons,
-                      run_entry)
+                      interval_cell, load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
 from .scale_curve import scale_section
 
 METRICS = ("SR", "SPL", "nDTW")
