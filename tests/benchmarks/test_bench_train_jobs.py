@@ -237,7 +237,8 @@ def test_the_vlnbert_job_runs_its_table7_stage_on_its_own_folder(tmp_path, monke
     (seed_dir / "predictor.pt").write_bytes(b"weights")
     monkeypatch.setattr(row, "train_row", lambda row, folder, *a: {
         "checkpoints": {"vlnbert_il": "il.pt", "vlnbert_il_dagger": "dagger.pt"}, "figures": {"device": "cpu"}, "curve": {}})
-    monkeypatch.setattr(evaluation, "evaluate", lambda spec, split, mode, folder, seed, workers, sensors, agent: {
+    monkeypatch.setattr(evaluation, "evaluate", lambda spec, split, mode, folder, seed, workers, sensors, agent,
+                        task="fine_grained": {
         "episodes": 1, "SR": {"mean": 0.5 if agent.endswith("dagger") else 0.25}})
     seen = {}
 

@@ -16,6 +16,9 @@ from test_bench_train_jobs import tiny, tiny_args  # noqa: E402,F401 (tiny: a fi
     (dict(language="V2"), "--language", "got 'V2'"),
     (dict(language="v2", policies="vlnbert", no_dagger=False, no_transfer=False), "--language", "--no-transfer"),
     (dict(language="v2-split", seeds=None, policies="gama_multitask"), "--policies", "gama_multitask with --language"),
+    (dict(task="coarse"), "--task", "got 'coarse'.*fine_grained or coarse_grained"),
+    (dict(task="coarse_grained", seeds=None, policies="gama_multitask"), "--policies", "gama_multitask with --task"),
+    (dict(task="coarse_grained", policies="vlnbert", no_dagger=False, no_transfer=False), "--task", "--no-transfer"),
 ])
 def test_language_flag_bad_values_are_one_line(flags, field, match, tmp_path):
     from vlnverse.benchmarks.train.options import TrainBenchOptions
@@ -36,6 +39,9 @@ def test_language_with_a_benchmark_rewords_its_held_out_episodes(tmp_path):
     assert options.benchmark.name == "proc-v1" and options.language == "v2-split"
     assert options.task_overrides == {"params.instruction_version": 2, "params.language_split": True}
     assert options.eval_splits == ("val_seen", "val_unseen", "val_unseen_language", "test")
+    coarse = TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", language="v2-split", benchmark="proc-v1",
+                                                   eval_episodes=None, task="coarse_grained"))
+    assert coarse.task == "coarse_grained" and coarse.benchmark.task == "fine_grained"  # generated on its homes
 
 
 def test_language_joins_the_work_identity_only_when_given(tmp_path):
@@ -121,3 +127,46 @@ def test_language_split_trains_on_one_family_and_reports_the_paired_drop(seeds, 
         assert drops[agent]["SR"]["mean"] == pytest.approx(sum(by_hand) / len(by_hand))
         assert drops[agent]["SR"]["n"] == len(unseen) and drops[agent]["homes"] == len({e.scene_id for e in unseen})
     json.dumps(fig)  # JSON-ready
+
+
+def test_task_joins_the_work_identity_only_when_not_fine_grained(tmp_path):
+    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+
+    plain, fine, coarse = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", **kw))
+                           for kw in ({}, {"task": "fine_grained"}, {"task": "coarse_grained", "language": "v2-split"}))
+    assert plain.task == fine.task == "fine_grained" and work_identity(fine) == work_identity(plain)
+    assert coarse.settings_key() == {**plain.settings_key(), "language": "v2-split", "task": "coarse_grained"}
+    assert coarse.eval_splits == ("val_seen", "val_unseen", "val_unseen_language", "test")
+
+
+def test_coarse_grained_trains_on_formal_and_reports_the_drop_on_natural_and_casual(tiny, tmp_path):
+    """``--task coarse_grained --language v2-split`` (the tiniest ``--seeds 0`` run): every split's
+    episodes are coarse-grained and formal, val_unseen_language holds each val_unseen episode (same
+    path and target) in the natural and casual styles only, the rows train on coarse-grained
+    episodes, and each agent's drop is the paired difference of its per-episode SR."""
+    from vlnverse.tasks.episode import load_episodes
+
+    fig = tiny.run(tiny_args(tmp_path / "bt.json", language="v2-split", task="coarse_grained"))
+    assert fig["task"] == "coarse_grained" and fig["work"]["settings"]["task"] == "coarse_grained"
+    seed = Path(fig["work_dir"]) / "seeds" / "s0"
+    for split in ("train", "val_seen", "val_unseen", "test"):
+        for e in load_episodes(seed / f"{split}.jsonl"):
+            assert [i.style for i in e.instructions] == ["formal"] and "target" in e.info, (split, e.episode_id)
+    unseen, shifted = (load_episodes(seed / f"{s}.jsonl") for s in ("val_unseen", "val_unseen_language"))
+    assert len(unseen) == len(shifted) >= 2
+    twins = {e.episode_id: e for e in unseen}
+    for b in shifted:
+        a = twins[b.episode_id.removesuffix("-language")]
+        assert a.reference_path == b.reference_path and a.info["target"] == b.info["target"]
+        assert sorted(i.style for i in b.instructions) == ["casual", "natural"]
+    config = json.loads((Path(fig["work_dir"]) / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "config.json").read_text())
+    assert config["config"]["task"] == "coarse_grained"
+    rows = {(r["agent"], r["split"]): r for r in fig["table"] if r["mode"] == "telhop"}
+    drops = {d["agent"]: d for d in fig["language_drop"]}
+    assert set(drops) == {"random", "forward", "seq2seq_il"}
+    for agent, drop in drops.items():
+        a, b = rows[(agent, "val_unseen")]["per_episode"], rows[(agent, "val_unseen_language")]["per_episode"]
+        shifted_sr = dict(zip(b["ids"], b["SR"]))
+        by_hand = [sr - shifted_sr[f"{i}-language"] for i, sr in zip(a["ids"], a["SR"])]
+        assert drop["SR"]["mean"] == pytest.approx(sum(by_hand) / len(by_hand)) and drop["SR"]["n"] == len(unseen)

@@ -392,9 +392,13 @@ def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
     assert len(drops) == 1 and drops[0]["SR"]["mean"] == pytest.approx(0.25)
     path = tmp_path / "bench.json"
     path.write_text(json.dumps({"language_drop": drops}))
-    lines, got = language_shift_lines(json_sources([str(path)]))
-    assert got == drops and lines[0] == "## The language shift"
-    assert any(line.startswith("| cma_il | telhop | 4 | 2 | 0.500 | 0.250 | +0.250 |") for line in lines)
+    coarse = tmp_path / "coarse.json"
+    coarse.write_text(json.dumps({"language_drop": drops, "task": "coarse_grained"}))
+    lines, got = language_shift_lines(json_sources([str(path), str(coarse)]))
+    assert got == [{**drops[0], "task": "fine_grained"}, {**drops[0], "task": "coarse_grained"}]
+    assert lines[0] == "## The language shift"
+    for task in ("fine_grained", "coarse_grained"):
+        assert any(line.startswith(f"| {task} | cma_il | telhop | 4 | 2 | 0.500 | 0.250 | +0.250 |") for line in lines)
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"table": []}))
     assert language_shift_lines(json_sources([str(plain)])) == ([], [])

@@ -71,3 +71,34 @@ def test_a_reworded_split_has_the_same_bytes_on_every_build_and_is_reused(tiny, 
     assert a.stat().st_mtime_ns == mtime  # reused
     other = bench.language_file("val_unseen", V2, cache_dir=tmp_path / "a", progress=False)
     assert other.parent != a.parent and other.read_bytes() != a.read_bytes()  # keyed by language
+
+
+def test_another_task_is_generated_on_the_held_out_homes_the_same_on_every_build(tiny, tmp_path):
+    """``episodes(..., task="coarse_grained", language=SPLIT)``: coarse-grained episodes on the
+    benchmark's held-out homes (its episode seed and episodes per home), formal only, each val_unseen
+    episode followed by its natural/casual twin; the same bytes from two caches, reused, the
+    definition's own files untouched."""
+    bench = load_benchmark(_write(tmp_path, tiny))
+    got = {c: bench.episodes("val_unseen", cache_dir=tmp_path / c, progress=False, task="coarse_grained",
+                             language=SPLIT) for c in ("a", "b")}
+    held = [e for e in got["a"] if e.split == "val_unseen"]
+    twins = {e.episode_id: e for e in got["a"] if e.split == "val_unseen_language"}
+    assert len(held) == 2 * 2 and sorted(twins) == sorted(e.episode_id + "-language" for e in held)  # 2 homes x 2
+    assert {e.scene_id for e in held} == set(bench.scene_ids("val_unseen"))
+    assert all([i.style for i in e.instructions] == ["formal"] and "target" in e.info for e in held)
+    for e in held:
+        twin = twins[e.episode_id + "-language"]
+        assert twin.reference_path == e.reference_path and twin.info["target"] == e.info["target"]
+        assert sorted(i.style for i in twin.instructions) == ["casual", "natural"]
+    assert all(e.scene_path == str(bench.scenes_folder("val_unseen", tmp_path / "a") / f"{e.scene_id}.usd")
+               for e in held)
+    folders = {c: bench.task_folder("val_unseen", "coarse_grained", SPLIT, cache_dir=tmp_path / c) for c in ("a", "b")}
+    for name in ("val_unseen.jsonl", "val_unseen_language.jsonl"):
+        assert (folders["a"] / name).read_bytes() == (folders["b"] / name).read_bytes()
+    mtime = (folders["a"] / "val_unseen.jsonl").stat().st_mtime_ns
+    assert bench.task_folder("val_unseen", "coarse_grained", SPLIT, cache_dir=tmp_path / "a") == folders["a"]
+    assert (folders["a"] / "val_unseen.jsonl").stat().st_mtime_ns == mtime  # reused
+    own = bench.cache_folder("val_unseen", tmp_path / "a") / "episodes" / "val_unseen.jsonl"
+    assert sha256_file(own) == bench.episodes_sha256["val_unseen"]
+    test = bench.episodes("test", cache_dir=tmp_path / "a", progress=False, task="coarse_grained", language=SPLIT)
+    assert {e.split for e in test} == {"test"} and {e.scene_id for e in test} == set(bench.scene_ids("test"))

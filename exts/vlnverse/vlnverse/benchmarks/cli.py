@@ -43,10 +43,14 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: the rows' visual encoder: one pretrained on renders of the training homes, frozen "
                         "(default), or small CNNs trained from scratch by each row")
     p.add_argument("--language", default=None, metavar="v1|v2|v2-split",
-                   help="train: the fine-grained instructions' language (default v1, the shipped data's); v2: version 2 "
+                   help="train: the instructions' language (default v1, the shipped data's); v2: version 2 "
                         "(instruction_version 2); v2-split: version 2 with its template families partitioned, training "
                         "on one and evaluating also on val_unseen_language (the val_unseen paths in the other), "
                         "reporting each agent's paired SR drop")
+    p.add_argument("--task", default=None, metavar="fine_grained|coarse_grained",
+                   help="train: the rows' task (default fine_grained); coarse_grained with --language v2-split trains "
+                        "on formal descriptions of the target and reports the drop on natural/casual ones (on a "
+                        "benchmark its episodes are generated on the same held-out homes)")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--no-transfer", action="store_true",

@@ -96,18 +96,20 @@ def language_shift_lines(sources: list[tuple[Path, dict]]) -> tuple[list[str], l
     results file of ``sources``, ``json_sources``): per agent and mode SR on val_unseen and on the
     same paths in the held-out wording, the paired drop with its home interval and verdict; no
     lines when none."""
-    drops = [d for _, data in sources for d in data.get("language_drop") or []]
+    drops = [{**d, "task": data.get("task", "fine_grained")} for _, data in sources for d in data.get("language_drop") or []]
     if not drops:
         return [], []
     lines = ["## The language shift", "",
-             "Trained on one part of the instruction templates; val_unseen_language holds val_unseen's paths worded "
-             "in the other part. The drop is val_unseen - val_unseen_language on the same paths, paired by episode "
-             "and clustered by home (`bench train --language v2-split`).", "",
-             "| agent | mode | episodes | homes | SR val_unseen | SR val_unseen_language | SR drop | home CI | "
-             "P(drop > 0) | verdict |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "Trained on one part of the instruction templates; val_unseen_language holds val_unseen's episodes worded "
+             "in the other part (fine_grained: the held-out template families; coarse_grained: trained on formal "
+             "descriptions, held out in the natural and casual styles). The drop is val_unseen - val_unseen_language on "
+             "the same episodes, paired by episode and clustered by home (`bench train --language v2-split [--task "
+             "coarse_grained]`).", "",
+             "| task | agent | mode | episodes | homes | SR val_unseen | SR val_unseen_language | SR drop | home CI | "
+             "P(drop > 0) | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in drops:
         sr = d["SR"]
-        lines.append(f"| {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | {d['SR_val_unseen']:.3f} | "
+        lines.append(f"| {d['task']} | {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | {d['SR_val_unseen']:.3f} | "
                      f"{d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {interval_cell(sr)} | "
                      f"{sr['prob_improvement']:.2f} | {d['verdict']} |")
     return lines + [""], drops

@@ -206,18 +206,25 @@ class Benchmark:
         return [folder / "scenes" / f"{s}.usd" for s in self.scene_ids(split)]
 
     def episodes(self, split: str, *, cache_dir: str | Path | None = None, workers: int = 1,
-                 progress: bool = True, resolve: bool = True, language: dict | None = None) -> list:
+                 progress: bool = True, resolve: bool = True, language: dict | None = None,
+                 task: str | None = None) -> list:
         """A held-out split's episodes (made and checked on first use). ``resolve``: each
         ``scene_path`` is the home's file; else as stored, relative to ``scenes_folder(split)``.
         ``language``: the task's ``params`` overrides of another instruction language (e.g.
         ``{"params.instruction_version": 2}``): the same episodes re-instructed in it
         (``language_file``), with ``params.language_split`` and val_unseen followed by the
-        ``val_unseen_language`` twins."""
-        from .episode import load_episodes
+        ``val_unseen_language`` twins. ``task``: another task than the definition's, its episodes
+        generated on the same homes (``task_folder``; ``language`` as that task's overrides)."""
+        from .episode import LANGUAGE_SPLIT, load_episodes
 
         folder = self.build(split, cache_dir=cache_dir, workers=workers, progress=progress)
-        episodes = load_episodes(self.language_file(split, language, cache_dir=cache_dir, progress=progress)
-                                 if language else folder / "episodes" / f"{split}.jsonl")
+        if task not in (None, self.task):
+            made = self.task_folder(split, task, language, cache_dir=cache_dir, workers=workers, progress=progress)
+            files = [made / f"{s}.jsonl" for s in (split, LANGUAGE_SPLIT if split == "val_unseen" else None) if s]
+            episodes = [e for f in files if f.is_file() for e in load_episodes(f)]
+        else:
+            episodes = load_episodes(self.language_file(split, language, cache_dir=cache_dir, progress=progress)
+                                     if language else folder / "episodes" / f"{split}.jsonl")
         if not resolve:
             return episodes
         return [replace(ep, scene_path=str(folder / "scenes" / ep.scene_path)) for ep in episodes]
@@ -280,6 +287,38 @@ class Benchmark:
             write_json_atomic(tmp / "done.json", {"key": key, "episodes": len(made), "unworded": unworded,
                                                   "episodes_sha256": sha256_file(tmp / "episodes.jsonl")})
         return out
+
+    def task_folder(self, split: str, task: str, overrides: dict | None = None, *,
+                    cache_dir: str | Path | None = None, workers: int = 1, progress: bool = True) -> Path:
+        """The episodes folder (``<split>.jsonl``, with val_unseen and ``params.language_split`` also
+        ``val_unseen_language.jsonl``) of ``task``, another task than the definition's, on
+        ``split``'s homes: generated once with the definition's body, episode seed and episodes per
+        home (``overrides``: the task's config overrides) into
+        ``<cache>/<name>-v<version>/<split>-<task>-<key>/``; the same bytes on every build. The
+        definition's own episodes are not touched."""
+        from ..core.cache_key import content_key
+        from ..core.io import atomic_dir, write_json_atomic
+        from .dataset import generate_dataset, simulator_renderer_factory
+        from .instructions.languages import generation_key
+
+        key = {"split": self.split_key(split), "task": task, **generation_key(overrides)}
+        name = f"{split}-{task}-{content_key(CACHE_NAMESPACE, LANGUAGE_VERSION, key, length=12)}"
+        folder = self.cache_folder(split, cache_dir).parent / name
+        try:
+            if json.loads((folder / "done.json").read_text(encoding="utf-8")).get("key") == key:
+                return folder / "episodes"
+        except (OSError, ValueError, AttributeError):
+            pass
+        source = self.build(split, cache_dir=cache_dir, workers=workers, progress=progress)
+        scenes = [source / "scenes" / f"{s}.usd" for s in self.scene_ids(split)]
+        with atomic_dir(folder) as tmp:
+            summary = generate_dataset(task, scenes, self.episodes_per_home[split], self.episode_seed, tmp / "episodes",
+                                       body=self.body, overrides=overrides or None, val_seen_fraction=0.0,
+                                       default_split=split, progress=progress,
+                                       renderer_factory=simulator_renderer_factory(), scene_root=source / "scenes",
+                                       workers=workers)
+            write_json_atomic(tmp / "done.json", {"key": key, "episodes": summary.get("counts")})
+        return folder / "episodes"
 
     def scenes_folder(self, split: str, cache_dir: str | Path | None = None) -> Path:
         """The folder of a held-out split's homes (the scene root of its episodes)."""

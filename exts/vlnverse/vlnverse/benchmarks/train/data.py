@@ -37,29 +37,33 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
     ``options`` (``TrainBenchOptions``) and ``seed``: generated training homes (``homes_data``, the
     val_seen subset drawn with ``seed``) or the shipped train scenes; the held-out episodes of the
     benchmark (``Benchmark.episodes``, made once into its cache; in another language its frozen
-    paths re-instructed), else of the shipped val_unseen
-    and test scenes (seeds ``seed + 1`` / ``seed + 2``). Every split in ``options.task_overrides``'s
-    language (``--language``); with ``v2-split`` also ``val_unseen_language``: each val_unseen
-    episode's path in the held-out template families, id ``<val_unseen id>-language``. Generated
+    paths re-instructed; in another task than its own, that task's episodes on its held-out homes,
+    ``Benchmark.task_folder``), else of the shipped val_unseen
+    and test scenes (seeds ``seed + 1`` / ``seed + 2``). Every split of ``options.task`` in
+    ``options.task_overrides``'s language (``--language``); with ``v2-split`` also
+    ``val_unseen_language``: each val_unseen episode in the held-out template families (coarse-grained:
+    in the natural and casual styles, trained on formal), id ``<val_unseen id>-language``. Generated
     once into ``work`` (the homes into ``options.homes_cache`` when given) and reused."""
     from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
     homes, workers, benchmark, overrides = options.homes, options.workers, options.benchmark, options.task_overrides
+    task = options.task
     homes_figures = None
     if homes:
         train, val_seen, homes_figures = homes_data(work, int(homes), options.per_home, seed, workers, options.val_seen_cap,
                                                     benchmark=benchmark, cache_dir=options.homes_cache,
-                                                    overrides=overrides)
+                                                    overrides=overrides, task=task)
     else:
-        seen = _dataset("fine_grained", "train", max(8, round(R.TRAIN_SCENE_EPISODES * options.scale)), seed,
+        seen = _dataset(task, "train", max(8, round(R.TRAIN_SCENE_EPISODES * options.scale)), seed,
                         work / "data_train", R.VAL_SEEN_FRACTION, overrides)
         train, val_seen = [e for e in seen if e.split == "train"], [e for e in seen if e.split == "val_seen"]
     if benchmark is not None:
-        unseen, test = (benchmark.episodes(s, workers=workers, language=overrides or None) for s in ("val_unseen", "test"))
+        unseen, test = (benchmark.episodes(s, workers=workers, language=overrides or None, task=task)
+                        for s in ("val_unseen", "test"))
     else:
-        unseen = _dataset("fine_grained", "val_unseen", options.per_held_out, seed + 1, work / "data_val_unseen", 0.0,
+        unseen = _dataset(task, "val_unseen", options.per_held_out, seed + 1, work / "data_val_unseen", 0.0,
                           overrides)
-        test = _dataset("fine_grained", "test", options.per_test, seed + 2, work / "data_test", 0.0, overrides)
+        test = _dataset(task, "test", options.per_test, seed + 2, work / "data_test", 0.0, overrides)
     assert not {e.episode_id for e in train} & {e.episode_id for e in val_seen}, "val_seen must be disjoint from train"
     out = {"train": train, "val_seen": val_seen, "val_unseen": [e for e in unseen if e.split == "val_unseen"],
            "test": [e for e in test if e.split == "test"]}
@@ -70,11 +74,12 @@ def split_data(work: Path, options: Any, seed: int) -> tuple[dict[str, list], di
 
 def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
                val_seen_cap: int = R.VAL_SEEN_HOMES_EPISODES, benchmark: Any = None,
-               cache_dir: str | Path | None = None, overrides: dict | None = None) -> tuple[list, list, dict]:
+               cache_dir: str | Path | None = None, overrides: dict | None = None,
+               task: str = "fine_grained") -> tuple[list, list, dict]:
     """(train, val_seen, figures) on ``homes`` generated homes (``learn.homes``, the recipe of
     ``tasks/train/*.yaml``; with ``benchmark``, the first ``homes`` of its train pool and its room
     range; generated into ``cache_dir``, default ``work/cache``; ``overrides``: the task's config
-    overrides, e.g. ``--language``'s): the dataset's train episodes, and
+    overrides, e.g. ``--language``'s; ``task``: its task, ``--task``): the dataset's train episodes, and
     at most ``VAL_SEEN_HOMES_EPISODES`` of its val_seen episodes (a seeded subset: same homes,
     disjoint episodes)."""
     from vlnverse.learn.homes import HomesSource, hold_out_seen, homes_dataset
@@ -84,7 +89,7 @@ def homes_data(work: Path, homes: int, per_home: int, seed: int, workers: int,
                                          "max_rooms": benchmark.rooms[1]}
     spec = HomesSource(homes=homes, episodes_per_home=per_home, **pool)
     spec.validate()
-    episodes, folder, info = homes_dataset(spec, task="fine_grained", body=None, cache_dir=cache_dir or work / "cache",
+    episodes, folder, info = homes_dataset(spec, task=task, body=None, cache_dir=cache_dir or work / "cache",
                                            workers=workers, overrides=overrides)
     if benchmark is not None:  # the training homes are the pool's: refused, naming the home, if made differently here
         from vlnverse.scenes.home_jobs import home_file_fingerprint

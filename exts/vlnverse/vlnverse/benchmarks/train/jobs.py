@@ -259,7 +259,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
         row = next(r for r in options.rows if r["name"] == row_name)
         trained = seed_run.train_row(row, folder, options.budget, seed, options.scale, "auto", 1, options.dagger,
                                      (shared.get("encoder") or {}).get("path"), options.epochs, shared.get("predictor"),
-                                     None, options.validation_episodes, options.language or "v1")
+                                     None, options.validation_episodes, options.language or "v1", options.task)
         out.update(figures=trained["figures"], curve=trained["curve"],
                    checkpoints={a: os.path.relpath(p, work) for a, p in trained["checkpoints"].items()})
         agents = {a: (NamedSpec("policy", {"checkpoint": p, "device": "auto"}), R.SENSORS)
@@ -268,7 +268,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
     table = []
     for split in options.eval_splits:
         for agent, (spec, sensors) in agents.items():
-            got = evaluation.evaluate(spec, split, "telhop", folder, seed, 1, sensors, agent)
+            got = evaluation.evaluate(spec, split, "telhop", folder, seed, 1, sensors, agent, task=options.task)
             table.append({"agent": agent, "split": split, "mode": "telhop", **got})
     if row_name == "vlnbert" and options.table7:  # its Table 7 stage on this job's folder, as the single run's
         _copy_predictor(Path(shared["predictor"]["path"]), folder / "waypoints" / "predictor.pt")
@@ -283,9 +283,9 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
     return out
 
 
-def strict_job(work: Path, seed: int, agents: dict) -> dict:
+def strict_job(work: Path, seed: int, agents: dict, task: str = "fine_grained") -> dict:
     """A seed's Strict evaluations in ``jobs/strict-s<seed>/``: ``agents`` (``{name: checkpoint}``,
-    None for random and forward-only) on val_unseen and test. Returns (and keeps in ``done.json``)
+    None for random and forward-only) on val_unseen and test of ``task``. Returns (and keeps in ``done.json``)
     its table rows and the learned agent it was run for (``best``)."""
     from vlnverse.core.io import to_jsonable, write_json_atomic
     from vlnverse.run.setup import NamedSpec
@@ -297,7 +297,7 @@ def strict_job(work: Path, seed: int, agents: dict) -> dict:
         for agent, checkpoint in agents.items():
             spec, sensors = ((NamedSpec(agent), []) if checkpoint is None
                              else (NamedSpec("policy", {"checkpoint": checkpoint, "device": "auto"}), R.SENSORS))
-            got = evaluation.evaluate(spec, split, "strict", folder, seed, 1, sensors, agent)
+            got = evaluation.evaluate(spec, split, "strict", folder, seed, 1, sensors, agent, task=task)
             table.append({"agent": agent, "split": split, "mode": "strict", **got})
     out = to_jsonable({"key": job_key(STRICT, seed), "row": STRICT, "seed": seed,
                        "best": next(a for a, c in agents.items() if c is not None), "table": table})
@@ -323,7 +323,7 @@ def run_job(payload: dict, items: tuple, state: dict, emit: Callable[[str, Any],
     if payload["kind"] == "seed":
         got = prepare_seed(work, options, payload["seed"], encoder=payload["encoder"], predictor=payload["predictor"])
     elif payload["kind"] == "strict":
-        got = strict_job(work, payload["seed"], payload["agents"])
+        got = strict_job(work, payload["seed"], payload["agents"], options.task)
     else:
         got = row_job(work, options, payload["row"], payload["seed"], payload["shared"])
     emit(items[0], got)
@@ -384,6 +384,8 @@ def figures_of(results: dict, skipped: list, failures: list, retries: int, best:
     language = {}
     if options.language:
         language["language"] = options.language
+    if options.task != "fine_grained":
+        language["task"] = options.task
     if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
         drops = language_drops(rows)
         language.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
@@ -426,10 +428,11 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
     # shared by every seed, made once here: the training homes and the benchmark's held-out splits
     if options.homes and not finished_already:
         homes_data(work, int(options.homes), options.per_home, seeds[0], options.workers, options.val_seen_cap,
-                   benchmark=options.benchmark, overrides=options.task_overrides)
+                   benchmark=options.benchmark, overrides=options.task_overrides, task=options.task)
     if options.benchmark is not None and not finished_already:
         for split in ("val_unseen", "test"):
-            options.benchmark.episodes(split, workers=options.workers, language=options.task_overrides or None)
+            options.benchmark.episodes(split, workers=options.workers, language=options.task_overrides or None,
+                                       task=options.task)
     t_data = time.perf_counter()
     carried = {name: getattr(R, name) for name in R.CARRIED}
     base = {"work": str(work), "options": options, "carried": carried}

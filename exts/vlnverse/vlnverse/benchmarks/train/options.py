@@ -117,6 +117,23 @@ def check_language(value: Any, given: dict, rows: list[dict]) -> str | None:
     return value
 
 
+def check_task(value: Any, given: dict, rows: list[dict]) -> str:
+    """``--task``: one of ``recipe.TASKS`` (none: fine_grained); another task than fine_grained is
+    refused with the multi-task row (it trains on its own task mix) and the VLN-BERT row's Table 7
+    stage (its source model is trained on fine-grained episodes), in one-line ``ConfigError``s."""
+    from vlnverse.core.errors import ConfigError
+
+    task = "fine_grained" if value is None else str(value)
+    if task not in R.TASKS:
+        raise ConfigError(f"got {value!r}", field="--task", expected=" or ".join(R.TASKS))
+    if task != "fine_grained":
+        refuse_multitask(rows, f"--task {task}", "the multi-task row trains on its own task mix")
+        if any(r["name"] == "vlnbert" for r in rows) and not (given.get("no_transfer") or given.get("no_dagger")):
+            raise ConfigError(f"the vlnbert row's Table 7 stage with --task {task}", field="--task",
+                              expected="--no-transfer (the stage's source model is trained on fine-grained episodes)")
+    return task
+
+
 def refuse_multitask(rows: list, flag: str, why: str) -> None:
     """A one-line ``ConfigError`` (field ``--policies``) when ``rows`` hold a multi-task row, which ``flag`` excludes."""
     from vlnverse.core.errors import ConfigError
@@ -142,6 +159,8 @@ class TrainBenchOptions:
     engine's ``engine`` / ``address`` / ``parallel_workers`` (``--workers`` as given: None is the
     engine's default), ``rebuild`` and ``jobs_from`` (results files whose finished jobs are carried); ``render_only`` with ``episodes`` and ``limit``;
     ``language``: a ``tasks.instructions.languages.LANGUAGES`` key (None: the version-1 language);
+    ``task``: the rows' task (``recipe.TASKS``; on a benchmark, another task than its own is
+    generated on the same held-out homes, ``Benchmark.task_folder``);
     ``work``: the work folder given by ``--work`` (None: ``work_dir``'s default)."""
 
     rows: tuple = ()
@@ -174,6 +193,7 @@ class TrainBenchOptions:
     episodes: str | None = None
     limit: int | None = None
     language: str | None = None
+    task: str = "fine_grained"
     work: str | None = None
 
     @property
@@ -183,7 +203,7 @@ class TrainBenchOptions:
 
     @property
     def task_overrides(self) -> dict:
-        """The fine-grained task's ``params`` every split is generated with (``--language``)."""
+        """The task's ``params`` every split is generated with (``--language``)."""
         return language_overrides(self.language) if self.language else {}
 
     @property
@@ -220,6 +240,8 @@ class TrainBenchOptions:
             out.update(per_held_out=self.per_held_out, per_test=self.per_test, scale=self.scale)
         if self.language:
             out["language"] = self.language
+        if self.task != "fine_grained":  # a folder made before the flag keeps its identity
+            out["task"] = self.task
         return out
 
     def parallel_config(self) -> Any:
@@ -284,6 +306,7 @@ class TrainBenchOptions:
             if per_home is None:
                 per_home = benchmark.episodes_per_home.get("train")
         language = check_language(given.get("language"), given, list(rows))
+        task = check_task(given.get("task"), given, list(rows))
         no_dagger = bool(flag("no_dagger", False))
         return cls(**common, rows=rows, budget=budget, epochs=epochs,
                    validation_episodes=R.VALIDATION_EPISODES if validation_episodes is None else validation_episodes,
@@ -295,7 +318,7 @@ class TrainBenchOptions:
                    task_episodes=task_episodes, task_eval_episodes=task_eval_episodes, benchmark=benchmark,
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
                    parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
-                   jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language)
+                   jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language, task=task)
 
 
 def _work_folder(work: str | None, out: str | None) -> str | None:

@@ -43,6 +43,8 @@ BOOTSTRAP_SAMPLES = 2000
 #: episodes stepped in lockstep in every evaluation (``vlnverse eval --envs``; same records as 1)
 EVAL_ENVS = 4
 METRICS = ("SR", "SPL", "nDTW")
+#: the tasks the rows can be trained and evaluated on (``--task``; the first is the default)
+TASKS = ("fine_grained", "coarse_grained")
 #: the splits every agent is evaluated on (Tel-Hop; the best row also under Strict on the held-out two)
 SPLITS = ("val_seen", "val_unseen", "test")
 #: the from-scratch encoders of ``--encoder cnn``: they stand for a row config's ``{type:
@@ -177,11 +179,12 @@ def table7_stage():
 
 
 def row_config(row: dict, work: Path, budget: float | None, seed: int, device: str, workers: int, params: dict,
-               epochs: int = IL_EPOCHS, validation_episodes: int = VALIDATION_EPISODES, language: str = "v1") -> dict:
+               epochs: int = IL_EPOCHS, validation_episodes: int = VALIDATION_EPISODES, language: str = "v1",
+               task: str = "fine_grained") -> dict:
     """The IL ``TrainConfig`` (as a dict) of a row: the same data, rig, epochs, budget share and selection for every
     row (``validation_episodes`` val_seen episodes every ``VALIDATION_EVERY`` epochs); ``language``: the
-    wording of its episode files (``--language``), which its checkpoints record."""
-    return {"policy": {"name": row["policy"], "params": params}, "task": "fine_grained",
+    wording of its episode files (``--language``), which its checkpoints record; ``task``: theirs (``--task``)."""
+    return {"policy": {"name": row["policy"], "params": params}, "task": task,
             **({"language": language} if language != "v1" else {}),   # v1: the job configs of before
             "train": str(work / "train.jsonl"), "val": {"val_seen": str(work / "val_seen.jsonl")},
             "collision_mode": "telhop", "sensors": SENSORS, "threads": 1, "workers": workers, "max_steps": MAX_STEPS,

@@ -59,13 +59,14 @@ def _train(cfg: dict, budget: float, share: float) -> dict:
 def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: float = 1.0, device: str = "auto",
               workers: int = 1, dagger: bool = True, encoder: str | None = None, epochs: int = R.IL_EPOCHS,
               predictor: dict | None = None, tasks: list[dict] | None = None,
-              validation_episodes: int = R.VALIDATION_EPISODES, language: str = "v1") -> dict:
+              validation_episodes: int = R.VALIDATION_EPISODES, language: str = "v1", task: str = "fine_grained") -> dict:
     """IL then (``dagger``) one DAgger round of one row (``recipe.policy_rows``), each selected on
     ``validation_episodes`` val_seen episodes; returns its checkpoints and figures. ``encoder``: a
     pretrained encoder file replacing the rows' RGB and depth encoders (frozen); ``predictor``: the waypoint rows' shared predictor (``train_waypoint_predictor``;
     trained here when not given); ``tasks``: a multi-task run's ``TrainConfig.tasks`` entries in
     place of the rows' fine-grained ``train`` / ``val`` (``recipe.multitask_entries``); ``language``: the
-    wording of the work folder's episodes (``--language``; the multi-task row keeps ``v1``)."""
+    wording of the work folder's episodes (``--language``; the multi-task row keeps ``v1``); ``task``: their
+    task (``--task``)."""
     name = row["name"]
     params = dict(row["params"])
     if encoder is not None and "rgb_encoder" in params:
@@ -78,7 +79,7 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         params["waypoint_predictor"] = predictor["path"]
     t0 = time.perf_counter()
     base = R.row_config(row, work, budget, seed, device, workers, params, epochs, validation_episodes,
-                        "v1" if tasks else language)
+                        "v1" if tasks else language, task)
     if tasks:
         for key in ("task", "train", "val"):
             base.pop(key)

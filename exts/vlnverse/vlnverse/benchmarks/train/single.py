@@ -51,7 +51,7 @@ def run(options: TrainBenchOptions) -> dict:
 
     def resolved(name: str, task: dict | None = None) -> list:
         path = work / (f"{name}.jsonl" if task is None else f"tasks/{task['name']}/{name}.jsonl")
-        kind = "fine_grained" if task is None else task["task"]
+        kind = options.task if task is None else task["task"]
         return resolve_split(EpisodeSource(path=str(path)), split=name, task_type=kind, task=kind, body=None,
                              cache_dir=work / "cache", field=name, progress=False)
 
@@ -74,7 +74,7 @@ def run(options: TrainBenchOptions) -> dict:
     predictor = train_waypoint_predictor(work, scale, seed) if any(r.get("waypoint_predictor") for r in selected) else None
     rows = {row["name"]: train_row(row, work, budget, seed, scale, device, workers, dagger, encoder_path, epochs,
                                    predictor, R.multitask_entries(work, tasks) if row.get("multitask") else None,
-                                   validation_episodes, options.language or "v1")
+                                   validation_episodes, options.language or "v1", options.task)
             for row in selected}
     t_trained = time.perf_counter()
 
@@ -88,7 +88,7 @@ def run(options: TrainBenchOptions) -> dict:
 
     def run_one(agent: str, split: str, mode: str) -> dict:
         spec, sensors = agents[agent]
-        got = evaluate(spec, split, mode, work, seed, workers, sensors, agent)
+        got = evaluate(spec, split, mode, work, seed, workers, sensors, agent, task=options.task)
         table.append({"agent": agent, "split": split, "mode": mode, **got})
         results.setdefault(mode, {}).setdefault(split, {})[agent] = got
         return got
@@ -156,6 +156,8 @@ def run(options: TrainBenchOptions) -> dict:
     }
     if options.language:
         figures["language"] = options.language
+    if options.task != "fine_grained":
+        figures["task"] = options.task
     if LANGUAGE_SPLIT in options.eval_splits:  # --language v2-split
         drops = language_drops(table, seed)
         figures.update(language_drop=drops, language_drop_text=language_drop_lines(drops))
