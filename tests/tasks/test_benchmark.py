@@ -200,7 +200,35 @@ def test_eval_on_a_benchmark_split_records_it(tiny, tmp_path, monkeypatch):
     assert '"scene_path":"gen_90200.usd"' in saved and str(tmp_path) not in saved  # portable scene names
 
 
-def test_eval_config_refuses_a_split_or_task_the_benchmark_lacks(tiny, tmp_path):
+@pytest.mark.parametrize("task", ["coarse_grained", "fine_grained"])
+def test_eval_of_the_language_split_on_a_benchmark_runs_on_its_held_out_homes(task, tiny, tmp_path, monkeypatch):
+    """``language: v2-split``, ``split: val_unseen_language`` on a fine-grained benchmark: its paths
+    re-instructed (fine_grained: the oracle reaches every goal), or the coarse-grained twins
+    generated on its val_unseen homes (2 homes x 2 episodes, natural/casual only)."""
+    from vlnverse.eval.config import load_eval_config
+    from vlnverse.eval.runner import run_eval
+    from vlnverse.paths import tasks_dir
+    from vlnverse.tasks.episode import load_episodes
+
+    monkeypatch.setenv("VLNVERSE_CACHE", str(tmp_path / "cache"))
+    definition = _write(tmp_path, tiny)
+    cfg = load_eval_config(tasks_dir() / "eval" / "oracle_fine_grained_telhop.yaml",
+                           [f"benchmark={definition}", "split=val_unseen_language", f"task={task}",
+                            "language=v2-split", "sensors=[]", "report.enabled=false", f"out={tmp_path / 'run'}"])
+    summary = run_eval(cfg, progress=False, print_summary=False)
+    episodes = load_episodes(tmp_path / "run" / "input_episodes.jsonl")
+    assert summary["overall"]["episodes"] == len(episodes) and summary["run"]["benchmark"]["name"] == "tiny"
+    assert {e.task_type for e in episodes} == {task} and {e.split for e in episodes} == {"val_unseen_language"}
+    assert {e.scene_id for e in episodes} <= {"gen_90100", "gen_90101"}
+    if task == "coarse_grained":
+        assert len(episodes) == 4 and {e.scene_id for e in episodes} == {"gen_90100", "gen_90101"}
+        assert all(sorted(i.style for i in e.instructions) == ["casual", "natural"] for e in episodes)
+    else:  # the paths the version-2 language words (tests/tasks/test_benchmark_language.py), the oracle on them
+        assert len(episodes) >= 2 and all(e.info["language"]["families"] == [1] for e in episodes)
+        assert summary["overall"]["means"]["SR"] == 1.0
+
+
+def test_eval_config_refuses_a_split_the_benchmark_lacks(tiny, tmp_path):
     from vlnverse.eval.config import load_eval_config
 
     definition = _write(tmp_path, tiny)
@@ -208,8 +236,6 @@ def test_eval_config_refuses_a_split_or_task_the_benchmark_lacks(tiny, tmp_path)
     config.write_text(f"agent: {{name: oracle}}\ntask: fine_grained\nbenchmark: {definition}\nsplit: train\n")
     with pytest.raises(ConfigError, match=rf"{config}: split: got 'train' \(expected val_unseen or test"):
         load_eval_config(config)
-    with pytest.raises(ConfigError, match=r"task: got 'coarse_grained'; benchmark 'tiny' is of task 'fine_grained'"):
-        load_eval_config(config, ["split=val_unseen", "task=coarse_grained"])
     with pytest.raises(ConfigError, match=r"benchmark: unknown benchmark 'nope'"):
         load_eval_config(config, ["split=test", "benchmark=nope"])
     without = tmp_path / "plain.yaml"

@@ -14,7 +14,8 @@ Example (``tasks/eval/oracle_fine_grained_strict.yaml``)::
 
 ``episodes`` is either a JSONL file/folder path or a ``generate:`` block; with ``benchmark: NAME``
 and ``split: val_unseen | test`` the episodes are instead that held-out split of the benchmark
-(``vlnverse.tasks.benchmark``, made and checked on first use) and ``episodes`` is ignored. Unset
+(``vlnverse.tasks.benchmark``, made and checked on first use; another task than the benchmark's:
+that task's episodes generated on its held-out homes) and ``episodes`` is ignored. Unset
 ``body``, ``max_steps`` and ``success_distance`` come from the task config (``tasks/types/<task>/config.yaml``).
 """
 from __future__ import annotations
@@ -116,10 +117,18 @@ class EvalConfig(EpisodeSetup):
                 "a JSONL path or a mapping with 'path' or 'generate', or a benchmark")
         self._validate_rest()
 
+    def benchmark_split(self) -> str:
+        """The benchmark's held-out split the episodes come from (``val_unseen_language``'s twins
+        come with val_unseen)."""
+        from ..tasks.episode import LANGUAGE_SPLIT
+
+        return "val_unseen" if self.split == LANGUAGE_SPLIT else self.split
+
     def check_benchmark(self) -> Any:
         """The ``benchmark``, loaded (its file validated), with ``split`` one of its held-out
         splits (or, with ``language: v2-split``, ``val_unseen_language``: val_unseen's paths in the
-        held-out wording) and ``task`` its task (``ConfigError`` otherwise); returns the ``Benchmark``."""
+        held-out wording; ``ConfigError`` otherwise); returns the ``Benchmark``. A ``task`` other
+        than the benchmark's is generated on its held-out homes (``Benchmark.task_folder``)."""
         from ..tasks.benchmark import HELD_OUT, load_benchmark
         from ..tasks.episode import LANGUAGE_SPLIT
 
@@ -134,8 +143,6 @@ class EvalConfig(EpisodeSetup):
         require(self.split in HELD_OUT or shifted, "split", f"got {self.split!r}",
                 f"{' or '.join(HELD_OUT)}: a held-out split of benchmark '{bench.name}' (or {LANGUAGE_SPLIT} "
                 "with language v2-split)")
-        require(self.task == bench.task, "task", f"got {self.task!r}; benchmark '{bench.name}' is of task '{bench.task}'",
-                f"'{bench.task}'")
         return bench
 
     def _validate_rest(self) -> None:

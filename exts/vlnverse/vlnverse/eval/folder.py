@@ -29,16 +29,15 @@ def resolve_episodes(cfg: EvalConfig, settings: RunSettings, out: Path, *, progr
     """The run's episodes: reloaded from ``out/input_episodes.jsonl`` when resuming, else loaded
     from ``episodes.path``, a benchmark's split or generated into ``out/dataset`` (the generated
     ones in the config's ``language``), filtered to the config's task (and ``split``), and saved."""
-    from ..tasks.episode import LANGUAGE_SPLIT, load_episodes, save_episodes
+    from ..tasks.episode import load_episodes, save_episodes
 
     saved = out / INPUT_FILE
     resuming = saved.is_file() and (out / CONFIG_FILE).is_file()  # without a config record: a failed start
     if resuming:
         episodes = load_episodes(saved)
     elif cfg.benchmark is not None:  # its split, made and checked on first use; scene paths kept portable
-        split = "val_unseen" if cfg.split == LANGUAGE_SPLIT else cfg.split   # its twins come with val_unseen
-        episodes = cfg.check_benchmark().episodes(split, progress=progress, resolve=False,
-                                                  language=cfg.language_overrides() or None)
+        episodes = cfg.check_benchmark().episodes(cfg.benchmark_split(), progress=progress, resolve=False,
+                                                  language=cfg.language_overrides() or None, task=cfg.task)
     elif cfg.episodes.path is not None:
         path = Path(cfg.episodes.path)
         if not path.exists():
@@ -76,16 +75,19 @@ def episode_scene_roots(cfg: EvalConfig, out: Path) -> list[Path]:
 
     explicit = [cfg.scene_root] if isinstance(cfg.scene_root, str) else list(cfg.scene_root or [])
     if cfg.benchmark is not None:  # the benchmark's episodes name their homes relative to its scenes folder
-        explicit.append(cfg.check_benchmark().scenes_folder(cfg.split))
+        explicit.append(cfg.check_benchmark().scenes_folder(cfg.benchmark_split()))
     return scene_roots(explicit, dataset_folder(cfg, out))
 
 
 def dataset_folder(cfg: EvalConfig, out: Path) -> Path:
     """The folder of the run's dataset: ``episodes.path`` (its folder), the benchmark split's
-    episodes folder, or ``out/dataset`` where ``episodes: generate`` writes the episodes and their
-    assets (prior videos, reference images)."""
+    episodes folder (of another task than the benchmark's: its ``task_folder``), or ``out/dataset``
+    where ``episodes: generate`` writes the episodes and their assets (prior videos, reference images)."""
     if cfg.benchmark is not None:
-        return cfg.check_benchmark().cache_folder(cfg.split) / "episodes"
+        bench, split = cfg.check_benchmark(), cfg.benchmark_split()
+        if cfg.task != bench.task:
+            return bench.task_folder(split, cfg.task, cfg.language_overrides() or None, progress=False)
+        return bench.cache_folder(split) / "episodes"
     if cfg.episodes.path is not None:
         source = Path(cfg.episodes.path)
         return source if source.is_dir() else source.parent
