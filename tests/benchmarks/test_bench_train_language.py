@@ -140,16 +140,20 @@ def test_task_joins_the_work_identity_only_when_not_fine_grained(tmp_path):
     assert coarse.eval_splits == ("val_seen", "val_unseen", "val_unseen_language", "test")
 
 
-def test_coarse_grained_trains_on_formal_and_reports_the_drop_on_natural_and_casual(tiny, tmp_path):
-    """``--task coarse_grained --language v2-split`` (the tiniest ``--seeds 0`` run): every split's
+@pytest.mark.parametrize("seeds", ["0", None], ids=["jobs", "single"])
+def test_coarse_grained_trains_on_formal_and_reports_the_drop_on_natural_and_casual(seeds, tiny, tmp_path):
+    """``--task coarse_grained --language v2-split`` (the tiniest run, ``--seeds 0`` and single): every split's
     episodes are coarse-grained and formal, val_unseen_language holds each val_unseen episode (same
     path and target) in the natural and casual styles only, the rows train on coarse-grained
     episodes, and each agent's drop is the paired difference of its per-episode SR."""
     from vlnverse.tasks.episode import load_episodes
 
-    fig = tiny.run(tiny_args(tmp_path / "bt.json", language="v2-split", task="coarse_grained"))
-    assert fig["task"] == "coarse_grained" and fig["work"]["settings"]["task"] == "coarse_grained"
-    seed = Path(fig["work_dir"]) / "seeds" / "s0"
+    fig = tiny.run(tiny_args(tmp_path / "bt.json", language="v2-split", task="coarse_grained", seeds=seeds))
+    assert fig["task"] == "coarse_grained"
+    seed, il = Path(fig["work_dir"]), Path(fig["work_dir"]) / "il" / "seq2seq"
+    if seeds is not None:
+        assert fig["work"]["settings"]["task"] == "coarse_grained"
+        seed, il = seed / "seeds" / "s0", seed / "jobs" / "seq2seq-s0" / "il" / "seq2seq"
     for split in ("train", "val_seen", "val_unseen", "test"):
         for e in load_episodes(seed / f"{split}.jsonl"):
             assert [i.style for i in e.instructions] == ["formal"] and "target" in e.info, (split, e.episode_id)
@@ -160,7 +164,7 @@ def test_coarse_grained_trains_on_formal_and_reports_the_drop_on_natural_and_cas
         a = twins[b.episode_id.removesuffix("-language")]
         assert a.reference_path == b.reference_path and a.info["target"] == b.info["target"]
         assert sorted(i.style for i in b.instructions) == ["casual", "natural"]
-    config = json.loads((Path(fig["work_dir"]) / "jobs" / "seq2seq-s0" / "il" / "seq2seq" / "config.json").read_text())
+    config = json.loads((il / "config.json").read_text())
     assert config["config"]["task"] == "coarse_grained"
     rows = {(r["agent"], r["split"]): r for r in fig["table"] if r["mode"] == "telhop"}
     drops = {d["agent"]: d for d in fig["language_drop"]}
