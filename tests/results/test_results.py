@@ -374,6 +374,26 @@ def test_a_partial_tables_rows_are_paired_on_the_episodes_both_have():
     assert len(full.ids) == 30   # the row itself is left whole
 
 
+def test_rows_pooled_over_other_training_seeds_are_refused_naming_the_seeds():
+    """Two ``bench train --seeds`` rows on the same held-out episodes, one pooled over seeds 0-2 and
+    one over seed 0 (ids ``s<seed>/...``): refused in one line naming both seed lists and the field;
+    the same seed on both sides pairs."""
+    from dataclasses import replace
+
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.results.compare import check_comparable, training_seeds
+
+    one = _claim_run("homes-100:gama_il", "test", [1.0, 0.0] * 5)
+    one = replace(one, ids=[f"s0/{i}" for i in one.ids])
+    three = replace(one, label="homes-30:gama_il", ids=[f"s{s}/{i}" for s in range(3) for i in one.ids[:4]][:10])
+    assert training_seeds(three.ids) == [0, 1, 2] and training_seeds(one.ids) == [0] and training_seeds(["e1"]) == []
+    with pytest.raises(ConfigError, match=r"seeds: homes-100:gama_il pools training seeds \[0\], homes-30:gama_il "
+                                          r"\(bench.json\) seeds \[0, 1, 2\] .*--jobs-from") as err:
+        check_comparable(three, one)
+    assert "\n" not in str(err.value)
+    check_comparable(one, replace(one, label="homes-30:gama_il"))
+
+
 def test_a_pages_language_shift_section_has_the_paired_drop(tmp_path):
     """``results page`` of a ``bench train --language v2-split`` file shows its ``language_drop``:
     on 4 paths in 2 homes SR 0.5 held out (paths 0, 1 solved) and 0.25 in the other wording

@@ -225,6 +225,15 @@ def _first_difference(a: Any, b: Any, prefix: str) -> str | None:
     return None if a == b else prefix
 
 
+def training_seeds(ids: list[str]) -> list[int]:
+    """The training seeds a ``bench train --seeds`` row pools (its episode ids ``s<seed>/...``),
+    ascending; ``[]`` when an id has no such prefix."""
+    import re
+
+    found = [re.match(r"s(\d+)/", i) for i in ids]
+    return sorted({int(m.group(1)) for m in found}) if found and all(found) else []
+
+
 def check_comparable(a: Run, b: Run, across: tuple[str, ...] = ()) -> None:
     """Refuse (one line naming ``b``'s file and the field) runs that are not on the same task,
     collision mode, protocol (but for its fields ``across``: the condition compared, e.g.
@@ -246,6 +255,12 @@ def check_comparable(a: Run, b: Run, across: tuple[str, ...] = ()) -> None:
     if partial and set(a.ids) & set(b.ids):
         a, b = common_episodes(a, b)
     if a.ids != b.ids:
+        seeds = [training_seeds(r.ids) for r in (a, b)]
+        if seeds[0] != seeds[1] and all(seeds):
+            raise ConfigError(f"{b.label} pools training seeds {seeds[1]}, {a.label} ({a.source}) seeds {seeds[0]}",
+                              file=b.source, field="seeds",
+                              expected="bench train files of the same seeds (one seed of a finished file: "
+                                       "bench train --seeds S --jobs-from FILE)")
         missing = sorted(set(a.ids) ^ set(b.ids))
         detail = (f"{len(missing)} episode id(s) in only one of them, e.g. {missing[0]!r}" if missing
                   else "an episode id repeated a different number of times")
