@@ -102,3 +102,19 @@ def test_another_task_is_generated_on_the_held_out_homes_the_same_on_every_build
     assert sha256_file(own) == bench.episodes_sha256["val_unseen"]
     test = bench.episodes("test", cache_dir=tmp_path / "a", progress=False, task="coarse_grained", language=SPLIT)
     assert {e.split for e in test} == {"test"} and {e.scene_id for e in test} == set(bench.scene_ids("test"))
+
+
+def test_another_task_with_no_episodes_is_an_error_and_leaves_no_folder(tiny, tmp_path, monkeypatch):
+    """A task whose generation writes no episodes for the split: one-line error naming the
+    benchmark, task and split, and no task folder left behind (the next call generates again)."""
+    import vlnverse.tasks.dataset as dataset
+    from vlnverse.core.errors import VLNVerseError
+
+    bench = load_benchmark(_write(tmp_path, tiny))
+    bench.build("val_unseen", cache_dir=tmp_path / "c", progress=False)
+    monkeypatch.setattr(dataset, "generate_dataset", lambda *a, **k: {"counts": {}})
+    with pytest.raises(VLNVerseError, match="benchmark 'tiny': no coarse_grained episodes were generated on its "
+                                            "val_unseen homes"):
+        bench.task_folder("val_unseen", "coarse_grained", SPLIT, cache_dir=tmp_path / "c", progress=False)
+    root = bench.cache_folder("val_unseen", tmp_path / "c").parent
+    assert sorted(p.name for p in root.iterdir() if "coarse" in p.name) == []

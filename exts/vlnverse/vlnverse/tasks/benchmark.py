@@ -317,6 +317,10 @@ class Benchmark:
                                        default_split=split, progress=progress,
                                        renderer_factory=simulator_renderer_factory(), scene_root=source / "scenes",
                                        workers=workers)
+            if not (tmp / "episodes" / f"{split}.jsonl").is_file():
+                from ..core.errors import VLNVerseError
+
+                raise VLNVerseError(f"benchmark '{self.name}': no {task} episodes were generated on its {split} homes")
             write_json_atomic(tmp / "done.json", {"key": key, "episodes": summary.get("counts")})
         return folder / "episodes"
 
