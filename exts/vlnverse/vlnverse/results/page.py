@@ -96,7 +96,8 @@ def language_shift_lines(sources: list[tuple[Path, dict]]) -> tuple[list[str], l
     results file of ``sources``, ``json_sources``): per agent and mode SR on val_unseen and on the
     same paths in the held-out wording, the paired drop with its home interval and verdict; no
     lines when none."""
-    drops = [{**d, "task": data.get("task", "fine_grained")} for _, data in sources for d in data.get("language_drop") or []]
+    drops = [{**d, "task": data.get("task", "fine_grained")}
+             for _, data in sources for d in data.get("language_drop") or []]
     if not drops:
         return [], []
     lines = ["## The language shift", "",
@@ -109,8 +110,8 @@ def language_shift_lines(sources: list[tuple[Path, dict]]) -> tuple[list[str], l
              "P(drop > 0) | verdict |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for d in drops:
         sr = d["SR"]
-        lines.append(f"| {d['task']} | {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | {d['SR_val_unseen']:.3f} | "
-                     f"{d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {interval_cell(sr)} | "
+        lines.append(f"| {d['task']} | {d['agent']} | {d['mode']} | {d['episodes']} | {d['homes']} | "
+                     f"{d['SR_val_unseen']:.3f} | {d['SR_val_unseen_language']:.3f} | {sr['mean']:+.3f} | {interval_cell(sr)} | "
                      f"{sr['prob_improvement']:.2f} | {d['verdict']} |")
     return lines + [""], drops
 

@@ -247,20 +247,15 @@ class Benchmark:
         ``unworded``. The version-1 files are not touched."""
         import numpy as np
 
-        from ..core.cache_key import content_key
         from ..core.io import atomic_dir, write_json_atomic
         from .base import TASKS, load_scene_context, load_task_config, load_task_types
         from .episode import load_episodes, save_episodes
 
         key = self.language_key(split, language)
-        name = f"{split}-language-{content_key(CACHE_NAMESPACE, LANGUAGE_VERSION, key, length=12)}"
-        folder = self.cache_folder(split, cache_dir).parent / name
+        folder, made = self._derived_folder(split, "language", key, cache_dir)
         out = folder / "episodes.jsonl"
-        try:
-            if json.loads((folder / "done.json").read_text(encoding="utf-8")).get("key") == key and out.is_file():
-                return out
-        except (OSError, ValueError, AttributeError):
-            pass
+        if made and out.is_file():
+            return out
         source = self.build(split, cache_dir=cache_dir, progress=progress)
         load_task_types()
         config = load_task_config(self.task, language)
@@ -296,19 +291,14 @@ class Benchmark:
         home (``overrides``: the task's config overrides) into
         ``<cache>/<name>-v<version>/<split>-<task>-<key>/``; the same bytes on every build. The
         definition's own episodes are not touched."""
-        from ..core.cache_key import content_key
         from ..core.io import atomic_dir, write_json_atomic
         from .dataset import generate_dataset, simulator_renderer_factory
         from .instructions.languages import generation_key
 
         key = {"split": self.split_key(split), "task": task, **generation_key(overrides)}
-        name = f"{split}-{task}-{content_key(CACHE_NAMESPACE, LANGUAGE_VERSION, key, length=12)}"
-        folder = self.cache_folder(split, cache_dir).parent / name
-        try:
-            if json.loads((folder / "done.json").read_text(encoding="utf-8")).get("key") == key:
-                return folder / "episodes"
-        except (OSError, ValueError, AttributeError):
-            pass
+        folder, made = self._derived_folder(split, task, key, cache_dir)
+        if made:
+            return folder / "episodes"
         source = self.build(split, cache_dir=cache_dir, workers=workers, progress=progress)
         scenes = [source / "scenes" / f"{s}.usd" for s in self.scene_ids(split)]
         with atomic_dir(folder) as tmp:
@@ -317,12 +307,23 @@ class Benchmark:
                                        default_split=split, progress=progress,
                                        renderer_factory=simulator_renderer_factory(), scene_root=source / "scenes",
                                        workers=workers)
-            if not (tmp / "episodes" / f"{split}.jsonl").is_file():
-                from ..core.errors import VLNVerseError
-
-                raise VLNVerseError(f"benchmark '{self.name}': no {task} episodes were generated on its {split} homes")
+            require_episodes(self, tmp / "episodes" / f"{split}.jsonl", f"{task} episodes", split)
             write_json_atomic(tmp / "done.json", {"key": key, "episodes": summary.get("counts")})
         return folder / "episodes"
+
+    def _derived_folder(self, split: str, label: str, key: dict, cache_dir: str | Path | None) -> tuple[Path, bool]:
+        """``(folder, made)``: where files derived from ``split`` (re-instructed, another task) and
+        keyed by ``key`` live, ``<cache>/<name>-v<version>/<split>-<label>-<hash of key>/``, and
+        whether its ``done.json`` records that key (a finished build)."""
+        from ..core.cache_key import content_key
+
+        name = f"{split}-{label}-{content_key(CACHE_NAMESPACE, LANGUAGE_VERSION, key, length=12)}"
+        folder = self.cache_folder(split, cache_dir).parent / name
+        try:
+            made = json.loads((folder / "done.json").read_text(encoding="utf-8")).get("key") == key
+        except (OSError, ValueError, AttributeError):
+            made = False
+        return folder, made
 
     def scenes_folder(self, split: str, cache_dir: str | Path | None = None) -> Path:
         """The folder of a held-out split's homes (the scene root of its episodes)."""
@@ -603,6 +604,14 @@ def _shipped_dir() -> Path | None:
 # making a split (and a definition)
 
 
+def require_episodes(bench: Benchmark, episodes_file: Path, what: str, split: str) -> None:
+    """A one-line ``VLNVerseError`` when generation on ``split``'s homes wrote no ``episodes_file``."""
+    if not episodes_file.is_file():
+        from ..core.errors import VLNVerseError
+
+        raise VLNVerseError(f"benchmark '{bench.name}': no {what} were generated on its {split} homes")
+
+
 def make_split(bench: Benchmark, split: str, folder: Path, *, workers: int = 1, progress: bool = True,
                check: bool = True) -> dict[str, Any]:
     """Generate ``split``'s homes into ``folder/scenes`` and its episodes into ``folder/episodes``;
@@ -624,10 +633,7 @@ def make_split(bench: Benchmark, split: str, folder: Path, *, workers: int = 1, 
                      body=bench.body, val_seen_fraction=0.0, default_split=split, progress=progress,
                      renderer_factory=simulator_renderer_factory(), scene_root=folder / "scenes", workers=workers)
     episodes_file = folder / "episodes" / f"{split}.jsonl"
-    if not episodes_file.is_file():
-        from ..core.errors import VLNVerseError
-
-        raise VLNVerseError(f"benchmark '{bench.name}': no {split} episodes were generated on its homes")
+    require_episodes(bench, episodes_file, "episodes", split)
     if check:
         bench.check_episodes(split, episodes_file)
     sizes = {f"scenes/{p.name}": p.stat().st_size for p in paths}
