@@ -174,3 +174,27 @@ def test_coarse_grained_trains_on_formal_and_reports_the_drop_on_natural_and_cas
         shifted_sr = dict(zip(b["ids"], b["SR"]))
         by_hand = [sr - shifted_sr[f"{i}-language"] for i, sr in zip(a["ids"], a["SR"])]
         assert drop["SR"]["mean"] == pytest.approx(sum(by_hand) / len(by_hand)) and drop["SR"]["n"] == len(unseen)
+
+
+def test_il_batching_reaches_every_selected_row_and_joins_the_work_identity_only_when_given(tmp_path):
+    """``--il-batching padded`` (the padded vs bucketed A/B): each selected row's IL config forms padded
+    batches, the work identity differs from the recipe's, and a bad value is a one-line error."""
+    from vlnverse.benchmarks.train import recipe as R
+    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.config import from_dict
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.config import TrainConfig
+
+    plain, padded = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", policies="seq2seq,cma", **kw))
+                     for kw in ({}, {"il_batching": "padded"}))
+    assert padded.settings_key() == {**plain.settings_key(), "il_batching": "padded"}
+    assert "il_batching" not in plain.settings_key() and work_identity(padded)["config"] != work_identity(plain)["config"]
+    for options, want in ((plain, "bucketed"), (padded, "padded")):
+        assert [r["name"] for r in options.rows] == ["seq2seq", "cma"]
+        for row in options.rows:
+            cfg = R.row_config(row, tmp_path, None, 0, "cpu", 1, dict(row["params"]))
+            assert from_dict(TrainConfig, cfg).il.batching == want, row["name"]
+    with pytest.raises(ConfigError, match="got 'packed'.*bucketed or padded") as err:
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", il_batching="packed"))
+    assert str(err.value).startswith("--il-batching") and "\n" not in str(err.value)

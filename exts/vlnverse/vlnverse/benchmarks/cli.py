@@ -51,6 +51,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: the rows' task (default fine_grained); coarse_grained with --language v2-split trains "
                         "on formal descriptions of the target and reports the drop on natural/casual ones (on a "
                         "benchmark its episodes are generated on the same held-out homes)")
+    p.add_argument("--il-batching", choices=("bucketed", "padded"), default=None,
+                   help="train: how IL batches of the rows that read episode lengths (CMA, Seq2Seq) are formed: "
+                        "bucketed by length, unrolled packed (default, the recipe's) or padded to the longest "
+                        "(an A/B of the two; the others always get plain permutations)")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--no-transfer", action="store_true",

@@ -134,6 +134,20 @@ def check_task(value: Any, given: dict, rows: list[dict]) -> str:
     return task
 
 
+def with_il_batching(rows: tuple, value: Any) -> tuple:
+    """``--il-batching``: the rows with their IL batches formed ``value`` (``learn.batching.BATCHINGS``;
+    None: the recipe's); a policy whose loss reads no episode lengths keeps plain permutations
+    (``learn.batching.il_batching``). A bad value is a one-line ``ConfigError``."""
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.batching import BATCHINGS
+
+    if value is None:
+        return rows
+    if value not in BATCHINGS:
+        raise ConfigError(f"got {value!r}", field="--il-batching", expected=" or ".join(BATCHINGS))
+    return tuple({**r, "il": {**r.get("il", {}), "batching": value}} for r in rows)
+
+
 def refuse_multitask(rows: list, flag: str, why: str) -> None:
     """A one-line ``ConfigError`` (field ``--policies``) when ``rows`` hold a multi-task row, which ``flag`` excludes."""
     from vlnverse.core.errors import ConfigError
@@ -161,7 +175,8 @@ class TrainBenchOptions:
     ``language``: a ``tasks.instructions.languages.LANGUAGES`` key (None: the version-1 language);
     ``task``: the rows' task (``recipe.TASKS``; on a benchmark, another task than its own is
     generated on the same held-out homes, ``Benchmark.task_folder``);
-    ``work``: the work folder given by ``--work`` (None: ``work_dir``'s default)."""
+    ``work``: the work folder given by ``--work`` (None: ``work_dir``'s default); ``il_batching``:
+    how the rows' IL batches are formed (``--il-batching``; None: the recipe's, already in ``rows``)."""
 
     rows: tuple = ()
     seed: int = 0
@@ -195,6 +210,7 @@ class TrainBenchOptions:
     language: str | None = None
     task: str = "fine_grained"
     work: str | None = None
+    il_batching: str | None = None
 
     @property
     def scale(self) -> float:
@@ -242,6 +258,8 @@ class TrainBenchOptions:
             out["language"] = self.language
         if self.task != "fine_grained":  # a folder made before the flag keeps its identity
             out["task"] = self.task
+        if self.il_batching:
+            out["il_batching"] = self.il_batching
         return out
 
     def parallel_config(self) -> Any:
@@ -281,6 +299,8 @@ class TrainBenchOptions:
                 raise ConfigError(f"got {limit}", field="--limit", expected="an integer >= 1")
             return cls(**common, render_only=True, episodes=str(source), limit=limit, workers=int(flag("workers") or 1))
         rows = tuple(R.select_rows(given.get("policies")))  # a bad --policies fails before any work
+        il_batching = flag("il_batching")
+        rows = with_il_batching(rows, il_batching)
         seeds = None
         if given.get("seeds") is not None:
             seeds = tuple(parse_seeds(given["seeds"]))
@@ -318,7 +338,8 @@ class TrainBenchOptions:
                    task_episodes=task_episodes, task_eval_episodes=task_eval_episodes, benchmark=benchmark,
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
                    parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
-                   jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language, task=task)
+                   jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language, task=task,
+                   il_batching=il_batching)
 
 
 def _work_folder(work: str | None, out: str | None) -> str | None:
