@@ -367,10 +367,12 @@ def test_a_failing_job_is_retried_then_reported_and_the_others_finish(tiny, tmp_
 
 def test_the_results_file_holds_the_table_so_far_after_each_job(tiny, tmp_path, monkeypatch):
     """While the jobs run, ``--out`` is rewritten after each finished job: the jobs done so far,
-    their table, and the jobs still pending (``partial``); the last write is the whole run's."""
+    their table, and the jobs still pending (``partial``); the last write is the whole run's. ``--out``
+    is relative (the jobs' episodes name their homes by absolute paths, found from the job folders)."""
     import vlnverse.benchmarks.train.jobs as jobs
 
-    out = tmp_path / "bt.json"
+    monkeypatch.chdir(tmp_path)
+    out = Path("bt.json")
     seen = []
     row_job = jobs.row_job
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -63,7 +65,7 @@ def test_missing_scene_names_the_id_and_the_roots(world, tmp_path, capsys):
     assert _eval(tmp_path / "fixed", moved / "ds", f"scene_root={world / 'homes'}")["episodes"] == 2
 
 
-def test_scene_root_and_legacy_absolute_paths(world, tmp_path):
+def test_scene_root_and_legacy_absolute_paths(world, tmp_path, monkeypatch):
     homes = world / "homes"
     custom = homes / "home_777.usda"
     assert portable_scene_path(custom, tmp_path / "ds", [homes]) == "home_777.usda"
@@ -72,6 +74,12 @@ def test_scene_root_and_legacy_absolute_paths(world, tmp_path):
     ep = next(e for e in episodes if e.scene_id == "home_777")
     ep.scene_path = "home_777.usda"  # relative to an explicit root
     assert resolve_episode_scene(ep, scene_roots([homes])) == homes / "home_777.usda"
+    rel = Path(os.path.relpath(homes, tmp_path))  # a relative root: the resolved path holds from any directory
+    monkeypatch.chdir(tmp_path)
+    found = resolve_episode_scene(ep, scene_roots([rel]))
+    assert found.is_absolute() and found == (tmp_path / rel / "home_777.usda").absolute()
+    monkeypatch.chdir(homes)
+    assert found.is_file()
     ep.scene_path = str(custom.resolve())  # an old file: absolute path that exists
     assert resolve_episode_scene(ep, scene_roots()) == custom.resolve()
     ep.scene_path = "/gone/elsewhere/home_777.usda"  # absolute path from another machine: found by name

@@ -163,7 +163,9 @@ def portable_scene_path(scene_file: str | Path, dataset_dir: str | Path,
 
 
 def resolve_episode_scene(episode, roots: Sequence[Path]) -> Path:
-    """The USD file of ``episode``'s scene, searched in ``roots`` (see the module docstring)."""
+    """The USD file of ``episode``'s scene, searched in ``roots`` (see the module docstring), as an
+    absolute path: an episode saved again elsewhere (a job's own folder) or read from another
+    working directory still finds it."""
     from ..scenes.splits import scene_file
 
     ref = Path(episode.scene_path) if episode.scene_path else None
@@ -171,12 +173,12 @@ def resolve_episode_scene(episode, roots: Sequence[Path]) -> Path:
         return ref
     for root in roots:
         if ref is not None and not ref.is_absolute() and (root / ref).is_file():
-            return root / ref
+            return (root / ref).absolute()
         if ref is not None and ref.is_absolute() and (root / ref.name).is_file():
-            return root / ref.name
+            return (root / ref.name).absolute()
         found = scene_file(episode.scene_id, root) if root.is_dir() else None
         if found is not None:
-            return found
+            return found.absolute()
     searched = ", ".join(str(r) for r in roots) or "(none)"
     raise SceneError(f"episode {episode.episode_id}: scene '{episode.scene_id}' (scene_path "
                      f"'{episode.scene_path}') not found; searched scene roots: {searched} "
