@@ -110,6 +110,42 @@ def test_atomic_dir_replaces_only_on_success(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["data"]
 
 
+def test_atomic_dir_keeps_a_folder_another_process_finished_meanwhile(tmp_path: Path, monkeypatch) -> None:
+    """With ``keep``, a complete folder that appeared while the block ran stays (a reader of it keeps
+    its files) and the block's copy is dropped; an incomplete one is replaced; a folder moved into
+    place between the check and the rename (``os.replace`` refuses a non-empty target) is kept."""
+    import os
+
+    out = tmp_path / "data"
+    complete = lambda p: (p / "done.json").is_file()  # noqa: E731
+    with atomic_dir(out, keep=complete) as tmp:
+        (tmp / "mine.txt").write_text("mine")
+        out.mkdir()
+        (out / "theirs.txt").write_text("theirs")
+        (out / "done.json").write_text("{}")
+    assert sorted(p.name for p in out.iterdir()) == ["done.json", "theirs.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]
+    with atomic_dir(out, keep=lambda p: (p / "mine.txt").is_file()) as tmp:  # theirs is not what this block makes
+        (tmp / "mine.txt").write_text("mine")
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+    real_replace = os.replace
+
+    def raced(src, dst):  # another process renames its complete folder into place first
+        Path(dst).mkdir()
+        (Path(dst) / "done.json").write_text("{}")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", raced)
+    late = tmp_path / "late"
+    with atomic_dir(late, keep=complete) as tmp:
+        (tmp / "mine.txt").write_text("mine")
+    assert sorted(p.name for p in late.iterdir()) == ["done.json"]
+    with pytest.raises(OSError):
+        with atomic_dir(tmp_path / "nokeep") as tmp:
+            (tmp / "mine.txt").write_text("mine")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "late", "nokeep"]
+
+
 def test_body_presets_load_and_validate(tmp_path: Path) -> None:
     assert {"r2r_ce", "stretch", "turtlebot4"} <= set(list_bodies())
     r2r = load_body("r2r_ce")

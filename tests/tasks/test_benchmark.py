@@ -75,6 +75,29 @@ def test_split_is_built_once_with_the_same_bytes_on_every_build(tiny, tmp_path):
     assert bench.verify("test", cache_dir=a, progress=False)["homes"] == 2
 
 
+def test_a_split_another_run_finished_meanwhile_is_kept_not_replaced(tiny, tmp_path, monkeypatch):
+    """Two runs sharing a cache build the same split at once: the one finishing second keeps the
+    first one's folder (a run reading it loses no file) and drops its own copy."""
+    from vlnverse.tasks.benchmark import Benchmark
+
+    bench = load_benchmark(_write(tmp_path, tiny))
+    cache = tmp_path / "cache"
+    folder = bench.build("test", cache_dir=cache, progress=False)
+    first = (folder.stat().st_ino, (folder / "episodes" / "test.jsonl").stat().st_ino)
+    checks = []
+    real_cached = Benchmark.cached
+
+    def started_before_the_other_finished(self, split, cache_dir=None):
+        checks.append(split)
+        return len(checks) > 1 and real_cached(self, split, cache_dir)
+
+    monkeypatch.setattr(Benchmark, "cached", started_before_the_other_finished)
+    assert bench.build("test", cache_dir=cache, progress=False) == folder
+    assert len(checks) == 2  # made again (first check), then kept (the check at the end)
+    assert (folder.stat().st_ino, (folder / "episodes" / "test.jsonl").stat().st_ino) == first
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["test"]  # no temporary copy left
+
+
 def test_a_home_this_machine_makes_differently_is_refused_and_nothing_is_left(tiny, tmp_path):
     data = json.loads(json.dumps(tiny))
     data["splits"]["test"]["homes"]["gen_90201"] = "0" * 64

@@ -279,17 +279,26 @@ def _clean_stale_files(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_dir(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary directory beside ``path``; it replaces ``path`` only if the block succeeds."""
+def atomic_dir(path: str | Path, keep: Callable[[Path], bool] | None = None) -> Iterator[Path]:
+    """Yield a temporary directory beside ``path``; it replaces ``path`` only if the block succeeds.
+    ``keep(path)``: whether a folder found at ``path`` when the block ends is already what the block
+    made (another process built the same content meanwhile, e.g. a shared cache); such a folder
+    stays, so a process reading it is not pulled from under, and the temporary one is dropped."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_umask())
+        if keep is not None and path.exists() and keep(path):
+            return
         if path.exists():
             shutil.rmtree(path)
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError:  # another process moved its own folder into place after the check
+            if keep is None or not (path.exists() and keep(path)):
+                raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)

@@ -194,7 +194,7 @@ class Benchmark:
         folder = self.cache_folder(split, cache_dir)
         if self.cached(split, cache_dir):
             return folder
-        with atomic_dir(folder) as tmp:
+        with atomic_dir(folder, keep=lambda _: self.cached(split, cache_dir)) as tmp:  # runs sharing the cache
             done = make_split(self, split, tmp, workers=workers, progress=progress, check=True)
             write_json_atomic(tmp / "done.json", {**done, "key": self.split_key(split)})
         return folder
@@ -277,7 +277,7 @@ class Benchmark:
             made += got
             if not got:
                 unworded.append(episode.episode_id)
-        with atomic_dir(folder) as tmp:
+        with atomic_dir(folder, keep=lambda _: self._derived_folder(split, "language", key, cache_dir)[1]) as tmp:
             save_episodes(tmp / "episodes.jsonl", made)
             write_json_atomic(tmp / "done.json", {"key": key, "episodes": len(made), "unworded": unworded,
                                                   "episodes_sha256": sha256_file(tmp / "episodes.jsonl")})
@@ -301,7 +301,7 @@ class Benchmark:
             return folder / "episodes"
         source = self.build(split, cache_dir=cache_dir, workers=workers, progress=progress)
         scenes = [source / "scenes" / f"{s}.usd" for s in self.scene_ids(split)]
-        with atomic_dir(folder) as tmp:
+        with atomic_dir(folder, keep=lambda _: self._derived_folder(split, task, key, cache_dir)[1]) as tmp:
             summary = generate_dataset(task, scenes, self.episodes_per_home[split], self.episode_seed, tmp / "episodes",
                                        body=self.body, overrides=overrides or None, val_seen_fraction=0.0,
                                        default_split=split, progress=progress,
