@@ -6,11 +6,15 @@ import argparse
 import pytest
 
 
-def test_learned_policy_block_times_batched_and_serial_and_checks_the_records(monkeypatch):
+def test_learned_policy_block_times_batched_and_serial_and_checks_the_records(monkeypatch, caplog):
+    """... on episodes worded in the language the shipped CMA was trained on (version 2): no run
+    notes a wording the policy never learned."""
     from vlnverse.benchmarks import eval as bench
 
+    assert bench.checkpoint_language(bench.LEARNED_CHECKPOINT) == {"params.instruction_version": 2}
     monkeypatch.setattr(bench, "LEARNED_EPISODES", 4)
     out = bench.learned_policy(bench.EvalBenchOptions(seed=0, repeat=1, envs=2))
+    assert not [r for r in caplog.records if "trained on instruction language" in r.getMessage()]
     assert out["records_identical"] is True
     assert out["episodes"] == 4 and out["envs"] == 2 and out["steps"] > 0
     assert set(out["episodes_per_s"]) == {"serial", "batched"}

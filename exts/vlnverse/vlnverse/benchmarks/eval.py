@@ -11,7 +11,9 @@ too, as a sanity check that the timed runs are real navigation.
 Tel-Hop) spent rendering, teleporting, in the policy and in the rest (``step_profile``).
 ``learned_policy``: batched evaluation (``vlnverse eval --envs N``) against the serial runner in
 one run: the shipped CMA checkpoint at 64×64 RGB-D under Tel-Hop on the same 24 episodes (the
-first two ``val_unseen`` scenes; every timed run starts with empty scene caches, as a new process), through ``run_eval`` with
+first two ``val_unseen`` scenes, worded in the instruction language the checkpoint was trained on, as
+are the step profile's and the oracle's; every timed run starts with empty scene caches, as a new
+process), through ``run_eval`` with
 ``envs=1`` and ``envs=--envs`` (default 4), alternating ``--repeat`` times, best of each:
 ``episodes_per_s`` of both, ``speedup`` (batched / serial), ``records_identical`` (every
 episode's record equal apart from ``duration_s``), ``policy_forward`` (of the best batched run:
@@ -30,6 +32,17 @@ import numpy as np
 
 EPISODES = 6
 MODES = ("strict", "telhop", "graph")
+#: the learned policy measured (a shipped checkpoint's name)
+LEARNED_CHECKPOINT = "cma_fine_grained"
+
+
+def checkpoint_language(name: str) -> dict:
+    """The task overrides that word episodes in the instruction language checkpoint ``name`` was
+    trained on (``{}``: version 1), so the policy reads the wording it learned."""
+    from vlnverse.learn.checkpoint import read_checkpoint, resolve_checkpoint, training_language
+    from vlnverse.tasks.instructions.languages import language_overrides
+
+    return language_overrides(training_language(read_checkpoint(resolve_checkpoint(name))))
 
 
 def _context(seed: int, body):
@@ -62,7 +75,7 @@ def run(args) -> dict:
 
     options = EvalBenchOptions.from_args(args)
     load_task_types()
-    task_cfg = load_task_config("fine_grained")
+    task_cfg = load_task_config("fine_grained", checkpoint_language(LEARNED_CHECKPOINT))
     body = load_body(task_cfg.body)
     ctx, scene = _context(options.seed, body)
     episodes = TASKS.get("fine_grained")(task_cfg).generate(ctx, np.random.default_rng(options.seed), EPISODES, "bench")
@@ -126,7 +139,7 @@ def step_profile(ctx, body, episodes, settings) -> dict:
 
     sim.get_observations = timed("render", sim.get_observations)
     sim.teleport = timed("physics_teleport", sim.teleport)
-    agent = make_agent("policy", {"checkpoint": "cma_fine_grained"})
+    agent = make_agent("policy", {"checkpoint": LEARNED_CHECKPOINT})
     act = timed("policy", agent.act)
     mode = scene_mode("telhop", sim, ctx)
     steps = 0
@@ -202,7 +215,7 @@ def learned_policy(options: EvalBenchOptions) -> dict:
         """Evaluate with ``n`` slots; (wall seconds, records, [wall, CPU] seconds in the batched forward)."""
         shutil.rmtree(out, ignore_errors=True)
         _fresh_process_state()  # the serial run loads its scenes as the environments' processes do
-        cfg = load_eval_config(base, ["agent.name=policy", "agent.params={checkpoint: cma_fine_grained}",
+        cfg = load_eval_config(base, ["agent.name=policy", f"agent.params={{checkpoint: {LEARNED_CHECKPOINT}}}",
                                       f"episodes={work / 'episodes.jsonl'}", f"limit={episodes}",
                                       f"sensors={LEARNED_SENSORS}", "report.enabled=false", f"seed={options.seed}",
                                       f"out={out}"])
@@ -231,7 +244,7 @@ def learned_policy(options: EvalBenchOptions) -> dict:
         from vlnverse.tasks.episode import save_episodes
 
         eps = generate_episodes("fine_grained", "val_unseen", per_scene, options.seed, work / "dataset", max_scenes=2,
-                                progress=False)
+                                progress=False, overrides=checkpoint_language(LEARNED_CHECKPOINT))
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
@@ -245,7 +258,7 @@ def learned_policy(options: EvalBenchOptions) -> dict:
         n_eps = len(records["serial"])
         steps = sum(r["steps"] for r in records["serial"].values())
         rate = {name: round(n_eps / best[name], 3) for name in best}
-        return {"checkpoint": "cma_fine_grained", "sensors": "rgb 64x64 + depth 64x64", "collision_mode": "telhop",
+        return {"checkpoint": LEARNED_CHECKPOINT, "sensors": "rgb 64x64 + depth 64x64", "collision_mode": "telhop",
                 "episodes": n_eps, "envs": envs, "episodes_per_s": rate,
                 "speedup": round(rate["batched"] / rate["serial"], 2),
                 "records_identical": records["serial"] == records["batched"], "steps": steps,
