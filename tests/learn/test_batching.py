@@ -2,6 +2,8 @@
 outputs and loss as the padded unroll), threads and the recorded device."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -133,6 +135,13 @@ def test_two_bucketed_runs_with_one_seed_train_identical_weights(corridor, episo
     a, b = runs
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert summary["device_info"]["device"] == "cpu" and summary["device_info"]["cuda"] is None
+    # the CPU and the kernels torch dispatches to: runs on other CPUs are other draws of the recipe
+    assert summary["device_info"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    cpuinfo = Path("/proc/cpuinfo")
+    models = [line.split(":", 1)[1].strip() for line in (cpuinfo.read_text().splitlines() if cpuinfo.is_file() else [])
+              if line.lower().startswith("model name")]
+    assert summary["device_info"]["cpu"] == summary["device_info"]["name"] == (models[0] if models else
+                                                                                summary["device_info"]["cpu"])
     assert summary["torch_threads"]["requested"] == "auto" and summary["torch_threads"]["threads"] >= 1
 
 

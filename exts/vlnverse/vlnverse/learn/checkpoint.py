@@ -290,14 +290,29 @@ def resolve_device(name: str) -> "torch.device":
 
 def device_info(device: Any) -> dict[str, Any]:
     """What a run's results record of the device it ran on: ``device`` (cpu / cuda:N), ``name``
-    (the GPU's, or the CPU's), the torch and CUDA versions (CUDA None without a GPU) and torch's CPU threads."""
-    import platform
-
+    (the GPU's, or the CPU's), the torch and CUDA versions (CUDA None without a GPU), torch's CPU
+    threads, and ``cpu`` (model name) with ``cpu_capability`` (the vector kernels torch dispatches
+    to, e.g. AVX2 or AVX512): CPU training is exact on one machine, not across these."""
     device = torch.device(device)
     cuda = device.type == "cuda"
-    name = torch.cuda.get_device_name(device) if cuda else (platform.processor() or platform.machine() or "cpu")
-    return {"device": str(device), "name": name, "torch": torch.__version__,
-            "cuda": torch.version.cuda if cuda else None, "torch_threads": torch.get_num_threads()}
+    cpu = cpu_name()
+    return {"device": str(device), "name": torch.cuda.get_device_name(device) if cuda else cpu,
+            "torch": torch.__version__, "cuda": torch.version.cuda if cuda else None,
+            "torch_threads": torch.get_num_threads(), "cpu": cpu,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability()}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo`` on Linux), else the platform's processor or machine."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.lower().startswith("model name") and ":" in line:
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
 
 
 def convert_legacy(old: str | Path, new: str | Path, *, trust: bool, warn: Any = print) -> dict[str, Any]:
