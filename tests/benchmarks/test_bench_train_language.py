@@ -186,9 +186,10 @@ def test_il_batching_reaches_every_selected_row_and_joins_the_work_identity_only
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.config import TrainConfig
 
-    plain, padded = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", policies="seq2seq,cma", **kw))
-                     for kw in ({}, {"il_batching": "padded"}))
+    plain, padded, bucketed = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", policies="seq2seq,cma", **kw))
+                               for kw in ({}, {"il_batching": "padded"}, {"il_batching": "bucketed"}))
     assert padded.settings_key() == {**plain.settings_key(), "il_batching": "padded"}
+    assert work_identity(bucketed) == work_identity(plain) and bucketed.rows == plain.rows  # the recipe's own
     assert "il_batching" not in plain.settings_key() and work_identity(padded)["config"] != work_identity(plain)["config"]
     for options, want in ((plain, "bucketed"), (padded, "padded")):
         assert [r["name"] for r in options.rows] == ["seq2seq", "cma"]

@@ -134,18 +134,21 @@ def check_task(value: Any, given: dict, rows: list[dict]) -> str:
     return task
 
 
-def with_il_batching(rows: tuple, value: Any) -> tuple:
-    """``--il-batching``: the rows with their IL batches formed ``value`` (``learn.batching.BATCHINGS``;
-    None: the recipe's); a policy whose loss reads no episode lengths keeps plain permutations
-    (``learn.batching.il_batching``). A bad value is a one-line ``ConfigError``."""
+def with_il_batching(rows: tuple, value: Any) -> tuple[tuple, str | None]:
+    """``--il-batching``: ``(rows, value)``, the rows with their IL batches formed ``value``
+    (``learn.batching.BATCHINGS``) and the value, or the rows as they are and None for no value or
+    the recipe's own (``ILConfig.batching``, so it keeps the recipe's work identity); a policy whose
+    loss reads no episode lengths keeps plain permutations (``learn.batching.il_batching``). A bad
+    value is a one-line ``ConfigError``."""
     from vlnverse.core.errors import ConfigError
     from vlnverse.learn.batching import BATCHINGS
+    from vlnverse.learn.config import ILConfig
 
-    if value is None:
-        return rows
+    if value is None or (value == ILConfig.batching and not any("batching" in r.get("il", {}) for r in rows)):
+        return rows, None
     if value not in BATCHINGS:
         raise ConfigError(f"got {value!r}", field="--il-batching", expected=" or ".join(BATCHINGS))
-    return tuple({**r, "il": {**r.get("il", {}), "batching": value}} for r in rows)
+    return tuple({**r, "il": {**r.get("il", {}), "batching": value}} for r in rows), value
 
 
 def refuse_multitask(rows: list, flag: str, why: str) -> None:
@@ -299,8 +302,7 @@ class TrainBenchOptions:
                 raise ConfigError(f"got {limit}", field="--limit", expected="an integer >= 1")
             return cls(**common, render_only=True, episodes=str(source), limit=limit, workers=int(flag("workers") or 1))
         rows = tuple(R.select_rows(given.get("policies")))  # a bad --policies fails before any work
-        il_batching = flag("il_batching")
-        rows = with_il_batching(rows, il_batching)
+        rows, il_batching = with_il_batching(rows, flag("il_batching"))
         seeds = None
         if given.get("seeds") is not None:
             seeds = tuple(parse_seeds(given["seeds"]))
