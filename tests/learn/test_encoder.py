@@ -272,6 +272,49 @@ def test_il_trains_from_cached_features_when_the_trunks_are_frozen(corridor, epi
                                                report=lambda s: None)
 
 
+def test_the_dagger_round_trains_from_cached_features_as_il_does(corridor, episodes_file, tmp_path):
+    """Frozen trunks: the round reuses IL's teacher features and builds the aggregate's in its own
+    folder, one feature step per collected step; its loss is the pixel path's within float16
+    rounding; ``dagger.features=false`` trains from pixels."""
+    import torch
+
+    from vlnverse.learn.checkpoint import read_checkpoint
+    from vlnverse.learn.dagger import AGGREGATE_FEATURES
+    from vlnverse.learn.store import StepStore
+    from vlnverse.learn.trainer import run_training
+
+    path = _encoder_file(tmp_path / "enc", size=16)
+    sensors = [{"name": "rgb", "kind": "rgb", "width": 16, "height": 16},
+               {"name": "depth", "kind": "depth", "width": 16, "height": 16}]
+    params = {"hidden_size": 32, "rgb_encoder": {"type": "pretrained", "path": str(path)},
+              "depth_encoder": {"type": "pretrained", "path": str(path)}}
+    common = {"policy": "cma", "policy__params": params, "sensors": sensors, "max_steps": 40,
+              "validation__every": 100, "cache__dir": str(tmp_path / "cache")}
+    il = small_config(tmp_path / "il", episodes_file, il__epochs=2, **common)
+    run_training(il, scene_loader=lambda *a: corridor, progress=False, report=lambda s: None)
+    init = str(Path(il.out) / "last.pt")
+
+    def dagger(name, features):
+        lines = []
+        cfg = small_config(tmp_path / name, episodes_file, mode="dagger", init=init, val={},
+                           dagger={"rounds": 1, "p": 0.5, "epochs": 1, "features": features}, **common)
+        return run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lines.append), lines
+
+    (fea, lines), (pix, _) = dagger("fea", True), dagger("pix", False)
+    (round_f,), (round_p,) = fea["dagger"], pix["dagger"]
+    assert any("feature cache: reusing" in line for line in lines)  # IL's teacher features
+    assert round_f["feature_cache"]["status"] == "built" and "feature_cache" not in round_p
+    assert round_f["feature_cache"]["steps"] == round_f["collected_steps"] == round_p["collected_steps"]
+    assert StepStore(next((tmp_path / "fea" / AGGREGATE_FEATURES / "features").iterdir())).num_steps == \
+        round_f["collected_steps"]
+    assert not (tmp_path / "pix" / AGGREGATE_FEATURES).exists()
+    assert round_f["train_loss"] == pytest.approx(round_p["train_loss"], rel=1e-4)
+    a = read_checkpoint(tmp_path / "fea" / "last.pt")["state_dict"]
+    b = read_checkpoint(tmp_path / "pix" / "last.pt")["state_dict"]
+    assert any(not torch.equal(a[k], b[k]) for k in a)  # float16 features: close, not the same bits
+    assert all(torch.allclose(a[k].float(), b[k].float(), atol=5e-3) for k in a)
+
+
 def test_auto_encoder_paths_are_resolved_only_when_asked_and_need_one_square_rig(tmp_path):
     """``{type: pretrained, path: auto}`` (the recipes' encoder, pretrained on the training homes):
     params without it are left alone; cameras of two sizes, or a single training home, are one-line errors."""

@@ -148,7 +148,9 @@ class DaggerConfig:
     join the on-disk aggregate, then the policy trains ``epochs`` epochs on the aggregate (plus the
     offline teacher cache when ``include_teacher_data``). ``episodes``: per round (null: all).
     ``max_steps``: a collected episode ends after this many steps (null: the task's limit), so a
-    learner that loops cannot fill the aggregate with near-copies of one state."""
+    learner that loops cannot fill the aggregate with near-copies of one state. ``features``: where
+    IL trains from cached features (``cache.features``, frozen trunks), the round does too (the
+    aggregate's are made after each collection); false: from pixels."""
 
     rounds: int = 1
     p: float = 0.75
@@ -156,6 +158,7 @@ class DaggerConfig:
     episodes: int | None = None
     include_teacher_data: bool = True
     max_steps: int | None = None
+    features: bool = True
 
     def validate(self) -> None:
         """Positive counts, p in [0, 1]."""

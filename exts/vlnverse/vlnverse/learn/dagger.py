@@ -1,6 +1,6 @@
 """The DAgger phase of ``Trainer`` (``mode: dagger``): rounds of rollouts by the learner mixed with
 the teacher (β = ``dagger.p`` ** round), aggregated into ``dagger_aggregate/`` and trained on, each
-round resumable."""
+round resumable; from the frozen trunks' cached features, as IL, when ``dagger.features``."""
 from __future__ import annotations
 
 import json
@@ -15,6 +15,10 @@ from ..core.io import to_jsonable
 from .batching import EpisodeBatches, inflection_coefficient
 from .checkpoint import content_key, read_checkpoint
 from .store import StepStore, truncate_store
+
+
+#: the run folder's feature store of the aggregate (rebuilt each round)
+AGGREGATE_FEATURES = "dagger_features"
 
 
 class DaggerPhase:
@@ -46,6 +50,10 @@ class DaggerPhase:
         cfg = self.cfg
         data = self._build_or_resume(None, init)
         stores = self._teacher_stores(train) if cfg.dagger.include_teacher_data else []
+        from_features = cfg.dagger.features and self.trains_from_features
+        train_stores, layout = stores, self.layout
+        if from_features and stores:  # the teacher stores' features: IL's, in the same cache
+            train_stores, layout, _ = self.feature_stores(stores, [cfg.cache.dir] * len(stores))
         agg_root = self.out / "dagger_aggregate"
         start_round = 1
         if data is not None and (data.get("position") or {}).get("phase") == "dagger":
@@ -107,7 +115,13 @@ class DaggerPhase:
             aggregate = aggregate if self.ranks.is_main else StepStore(agg_root)
             all_stores = stores + [aggregate]
             coef = inflection_coefficient(all_stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
-            batches = EpisodeBatches(all_stores, self.policy.vocab, cfg.max_instruction_length, self.layout,
+            data_stores = train_stores + [aggregate]
+            if from_features:  # this round's aggregate through the frozen trunks, in the run's own folder
+                got, layout, built = self.feature_stores([aggregate], [self.out / AGGREGATE_FEATURES], fresh=True)
+                data_stores = train_stores + got
+                info["feature_cache"] = {k: built[0][k] for k in ("status", "steps", "seconds", "steps_per_s")
+                                         if k in built[0]}
+            batches = EpisodeBatches(data_stores, self.policy.vocab, cfg.max_instruction_length, layout,
                                      batching=self.batching)
 
             def position(epoch: int, batch: int, r: int = r) -> dict:  # mid-round: the round restarts on resume

@@ -136,15 +136,9 @@ class ImitationPhase:
             start = (int(pos.get("epoch", 0)), int(pos.get("batch", 0)))
         coef = inflection_coefficient(stores) if cfg.il.inflection_weight == "auto" else float(cfg.il.inflection_weight)
         data_stores, layout = stores, self.layout
-        from .features import feature_store, frozen_trunks
-
-        if cfg.cache.features and frozen_trunks(self.policy):  # frozen trunks: train from their cached features
-            built = [self.ranks.main_first(lambda store=store: feature_store(
-                store, self.policy, base_dir=cfg.cache.dir, device=self.device, chunk_frames=cfg.cache.chunk_frames,
-                report=self.report, build=self.ranks.is_main)) for store in stores]
-            data_stores = [b[0] for b in built]
-            self.summary["feature_cache"] = built[0][1] if len(built) == 1 else [b[1] for b in built]
-            layout = data_stores[0].manifest["sensors"]
+        if self.trains_from_features:
+            data_stores, layout, built = self.feature_stores(stores, [cfg.cache.dir] * len(stores))
+            self.summary["feature_cache"] = built[0] if len(built) == 1 else built
         batches = EpisodeBatches(data_stores, self.policy.vocab, cfg.max_instruction_length, layout,
                                  texts if cfg.il.all_instructions else None, batching=self.batching)
         weighted = self.policy.uses_step_weights
@@ -161,6 +155,31 @@ class ImitationPhase:
             self._validate_and_keep("final", stats.get("accuracy") or 0.0, position=self._il_position(cfg.il.epochs, 0))
         return {"il": {**stats, "inflection_weight": coef if weighted else None, "episodes": len(batches),
                        "steps": steps, "batching": self.batching}}
+
+    @property
+    def trains_from_features(self) -> bool:
+        """Whether IL trains from the frozen visual trunks' cached features (``cache.features``)."""
+        from .features import frozen_trunks
+
+        return bool(self.cfg.cache.features) and frozen_trunks(self.policy)
+
+    def feature_stores(self, stores: list, base_dirs: list, fresh: bool = False) -> tuple[list, list, list[dict]]:
+        """The feature store of each of ``stores`` (built by rank 0 in the matching ``base_dirs``
+        entry, the others open it); ``fresh``: rank 0 deletes that folder first. Returns the stores,
+        their sensor layout and each one's stats."""
+        import shutil
+
+        from .features import feature_store
+
+        def build(store: Any, base_dir: Any) -> tuple:
+            if fresh and self.ranks.is_main and base_dir is not None:
+                shutil.rmtree(base_dir, ignore_errors=True)
+            return feature_store(store, self.policy, base_dir=base_dir, device=self.device,
+                                 chunk_frames=self.cfg.cache.chunk_frames, report=self.report, build=self.ranks.is_main)
+
+        built = [self.ranks.main_first(lambda store=store, base=base: build(store, base))
+                 for store, base in zip(stores, base_dirs)]
+        return [b[0] for b in built], built[0][0].manifest["sensors"], [b[1] for b in built]
 
     @property
     def batching(self) -> str:
