@@ -20,8 +20,7 @@ DEFAULT_BUDGET = 1200.0        # seconds per row that the dataset sizes are scal
 IL_EPOCHS = 15                 # IL epochs per row (--epochs): the budget, the same for every row
 IL_EMA = 0.98                  # every row's weight averaging (il.ema): validated, selected and evaluated weights
 DAGGER_EPOCH_SHARE = 0.2       # the DAgger round retrains for this share of --epochs
-# every row's DAgger round (VLN-BERT's online fine-tuning): beta = p; trained from cached features as IL
-DAGGER_ROUND = {"rounds": 1, "p": 0.5, "features": True}
+DAGGER_ROUND = {"rounds": 1, "p": 0.5}  # every row's DAgger round (VLN-BERT's online fine-tuning): beta = p
 DAGGER_LR = 0.0005             # its learning rate (il.lr of the round)
 DAGGER_EPISODE_SHARE = 4       # it collects 1 / this of the IL episodes
 RESOLUTION = 64
