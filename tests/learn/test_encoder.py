@@ -301,6 +301,9 @@ def test_the_dagger_round_trains_from_cached_features_as_il_does(corridor, episo
         return run_training(cfg, scene_loader=lambda *a: corridor, progress=False, report=lines.append), lines
 
     (fea, lines), (pix, _) = dagger("fea", True), dagger("pix", False)
+    # a folder of either resumes with the other (as cache.features): the same recipe
+    assert json.loads((tmp_path / "fea" / "config.json").read_text())["run_key"] == \
+        json.loads((tmp_path / "pix" / "config.json").read_text())["run_key"]
     (round_f,), (round_p,) = fea["dagger"], pix["dagger"]
     assert any("feature cache: reusing" in line for line in lines)  # IL's teacher features
     assert round_f["feature_cache"]["status"] == "built" and "feature_cache" not in round_p

@@ -405,6 +405,7 @@ class TrainConfig(EpisodeSetup):
                     "job_timeout", "scene_root", "plugins"):
             data.pop(key, None)
         data["il"].pop("checkpoint_every", None)
+        data["dagger"].pop("features", None)  # how the round reads its frames (as ``cache``), not what it trains
         if data["il"].get("batching") == "padded":  # runs from before il.batching resume with it
             data["il"].pop("batching")
         for task in data.get("tasks") or []:  # runs from before per-task observation setups resume
