@@ -87,6 +87,37 @@ def test_volume_rendering_of_a_single_opaque_point_gives_its_feature():
     assert torch.allclose(feat[0, 0], float(opacity[0, 0]) * feature, atol=1e-5)
 
 
+def test_the_renderers_neighbours_are_the_named_points_and_their_gradient_counts_each_use():
+    """``_neighbours`` (one gather along the cloud's points) gives point ``idx[b, q, k]`` of episode
+    b, and the gradient of their sum reaches each point once per use; a renderer's features and
+    their gradient are those of the dense per-query gather it replaced."""
+    from vlnverse.learn.hnr.cloud import _neighbours
+
+    points = torch.arange(2 * 4 * 3, dtype=torch.float32).reshape(2, 4, 3).requires_grad_()
+    idx = torch.tensor([[[0, 3], [3, 3]], [[1, 2], [2, 0]]])  # (B 2, Q 2, K 2); point 3 of episode 0 three times
+    got = _neighbours(points, idx)
+    assert got.shape == (2, 2, 2, 3)
+    assert got[0, 1, 0].tolist() == [9.0, 10.0, 11.0] and got[1, 0, 1].tolist() == [18.0, 19.0, 20.0]
+    assert _neighbours(points[..., 0], idx)[1, 1].tolist() == [18.0, 12.0]  # (B, N) scalars too
+    got.sum().backward()
+    assert points.grad[:, :, 0].tolist() == [[1.0, 0.0, 0.0, 3.0], [1.0, 1.0, 2.0, 0.0]]
+
+    torch.manual_seed(0)
+    b, n, c = 2, 40, 5
+    renderer = VolumeRenderer(c, hidden=8, k=3, rays=2, rows=2, samples=4, radius=1.5)
+    feats = torch.randn(b, n, c, requires_grad=True)
+    cloud = FeatureCloud(b, c, cap=n)
+    cloud.add({"positions": torch.rand(b, n, 3) * 3, "features": feats, "headings": torch.rand(b, n) * 6,
+               "scales": torch.rand(b, n)})
+    feat, _ = renderer(cloud, torch.rand(b, 3, 3) * 3, torch.rand(b, 3) * 6)
+    grad, = torch.autograd.grad(feat.sum(), feats)
+    q = torch.rand(b, 7, 3) * 3
+    idx = torch.cdist(q, cloud.positions).topk(3, dim=-1, largest=False)[1]
+    dense = torch.gather(feats[:, None].expand(-1, 7, n, c), 2, idx[..., None].expand(-1, -1, -1, c))
+    assert torch.equal(_neighbours(feats, idx), dense)
+    assert grad.abs().sum() > 0
+
+
 def test_the_background_fills_the_transmittance_a_ray_has_left():
     """``Σ w_i f_i + T_N f_bg``: an empty cloud (or a ray through empty space) renders the background,
     an opaque point still renders its own feature, a translucent one mixes the two by its opacity."""

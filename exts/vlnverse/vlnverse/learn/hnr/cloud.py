@@ -58,6 +58,15 @@ def integrate(density: torch.Tensor, latent: torch.Tensor, deltas: torch.Tensor)
     return (weights.unsqueeze(-1) * latent).sum(-2), weights.sum(-1)
 
 
+def _neighbours(points: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    """The rows of ``points`` (B, N, ...) that ``idx`` (B, Q, K) names → (B, Q, K, ...). One gather
+    along N: its gradient is a scatter into (B, N, ...), not a dense (B, Q, N, ...) one."""
+    b, q, k = idx.shape
+    flat = idx.reshape(b, q * k)
+    index = flat.reshape(b, q * k, *([1] * (points.dim() - 2))).expand(b, q * k, *points.shape[2:])
+    return torch.gather(points, 1, index).reshape(b, q, k, *points.shape[2:])
+
+
 class VolumeRenderer(nn.Module):
     """Renders region features of lookahead views from a ``FeatureCloud`` (see the module docstring)."""
 
@@ -102,9 +111,8 @@ class VolumeRenderer(nn.Module):
         k = min(self.k, n)
         dist = torch.cdist(q, cloud.positions)  # (B, Q, N)
         near_d, idx = dist.topk(k, dim=-1, largest=False)
-        gather = lambda t: torch.gather(t[:, None].expand(-1, q.shape[1], *t.shape[1:]), 2,  # noqa: E731
-                                        idx.reshape(*idx.shape, *([1] * (t.dim() - 2))).expand(*idx.shape, *t.shape[2:]))
-        p_k, f_k, h_k, s_k = (gather(cloud.positions), gather(cloud.features), gather(cloud.headings), gather(cloud.scales))
+        p_k, f_k, h_k, s_k = (_neighbours(t, idx) for t in (cloud.positions, cloud.features, cloud.headings,
+                                                             cloud.scales))
         yaw_q = ray_yaw[..., None].expand(b, m, r, s).reshape(b, -1)[..., None]  # (B, Q, 1)
         off = p_k - q[:, :, None]
         cos, sin = torch.cos(yaw_q), torch.sin(yaw_q)
