@@ -69,6 +69,25 @@ def test_policies_naming_nothing_is_one_line(text, match, tmp_path):
     assert not (tmp_path / "bt").exists()
 
 
+def test_workers_default_to_the_usable_cores_of_a_single_run_and_to_one_per_job(tmp_path, monkeypatch):
+    """``--workers`` not given: a single-seed run takes the cores it may use, shared among
+    ``$VLNVERSE_JOBS``; ``--seeds`` jobs take 1 each; a given value is kept."""
+    import os
+
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5}, raising=False)
+    monkeypatch.delenv("VLNVERSE_JOBS", raising=False)
+    single = tiny_args(tmp_path / "bt.json", seeds=None, workers=None)
+    assert TrainBenchOptions.from_args(single).workers == 6
+    monkeypatch.setenv("VLNVERSE_JOBS", "4")
+    assert TrainBenchOptions.from_args(single).workers == 1  # 6 cores // 4 runs
+    monkeypatch.setenv("VLNVERSE_JOBS", "2")
+    assert TrainBenchOptions.from_args(single).workers == 3
+    assert TrainBenchOptions.from_args(tiny_args(tmp_path / "bt.json", seeds="0,1", workers=None)).workers == 1
+    assert TrainBenchOptions.from_args(tiny_args(tmp_path / "bt.json", seeds=None, workers=2)).workers == 2
+
+
 def test_parse_seeds_keeps_the_order_given():
     from vlnverse.benchmarks.train.options import parse_seeds
 

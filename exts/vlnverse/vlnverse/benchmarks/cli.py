@@ -101,8 +101,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--envs", type=int, default=None,
                    help="eval: environments of the batched learned-policy run (default 4)")
     p.add_argument("--workers", type=int, default=None,
-                   help="train: processes for generating homes, rendering caches and evaluating (with --seeds: jobs "
-                        "run at once); lookahead: processes rendering its teacher store (default 1)")
+                   help="train: processes for generating homes, rendering caches, collecting DAgger rollouts and "
+                        "evaluating (default: the usable cores, shared among $VLNVERSE_JOBS; with --seeds: jobs run "
+                        "at once, each with 1); lookahead: processes rendering its teacher store (default 1)")
     p.add_argument("--seeds", default=None, metavar="S,S,...",
                    help="train: one (row, seed) job per policy row and training seed on the parallel engine, resumable "
                         "in the work folder, aggregated over seeds (instead of the single run of --seed)")

@@ -63,6 +63,16 @@ def check_int_flags(flags) -> None:
             raise ConfigError(f"got {value!r}", field=flag, expected=f"an integer >= {low}")
 
 
+def default_workers() -> int:
+    """``--workers`` of a single-seed run when not given: the cores this process may use, shared
+    among ``$VLNVERSE_JOBS`` runs side by side (``learn.auto_threads``). The records do not depend
+    on it, only the seconds; ``--seeds`` jobs take 1 each (the engine runs them side by side)."""
+    from vlnverse.learn import auto_threads
+    from vlnverse.learn.trainer import declared_jobs
+
+    return auto_threads(declared_jobs())
+
+
 def check_counts(homes, workers, per_held_out, per_home) -> None:
     """``--train-homes``, ``--workers``, ``--eval-episodes`` and ``--episodes-per-home`` (``check_int_flags``)."""
     check_int_flags((("--train-homes", homes, 0), ("--workers", workers, 1), ("--eval-episodes", per_held_out, 1),
@@ -314,7 +324,7 @@ class TrainBenchOptions:
         validation_episodes = flag("validation_episodes")
         check_int_flags((("--validation-episodes", validation_episodes, 1),))
         homes = flag("train_homes", R.TRAIN_HOMES)
-        workers = int(flag("workers") or 1)
+        workers = int(flag("workers") or (1 if seeds is not None else default_workers()))
         per_held_out = int(flag("eval_episodes") or R.EVAL_EPISODES)
         per_test = int(flag("test_episodes") or per_held_out)
         per_home = flag("episodes_per_home")
