@@ -75,7 +75,8 @@ def run(args) -> dict:
 
     options = EvalBenchOptions.from_args(args)
     load_task_types()
-    task_cfg = load_task_config("fine_grained", checkpoint_language(LEARNED_CHECKPOINT))
+    language = checkpoint_language(LEARNED_CHECKPOINT)  # read once: the task config and the learned block
+    task_cfg = load_task_config("fine_grained", language)
     body = load_body(task_cfg.body)
     ctx, scene = _context(options.seed, body)
     episodes = TASKS.get("fine_grained")(task_cfg).generate(ctx, np.random.default_rng(options.seed), EPISODES, "bench")
@@ -107,7 +108,7 @@ def run(args) -> dict:
             out["SR"][name] = round(float(np.mean([r["metrics"]["SR"] for r in records])), 3)
     finally:
         sim.close()
-    out["learned_policy"] = {"step_profile": step_profile(ctx, body, episodes, settings), **learned_policy(options)}
+    out["learned_policy"] = {"step_profile": step_profile(ctx, body, episodes, settings), **learned_policy(options, language)}
     return out
 
 
@@ -189,8 +190,9 @@ class EvalBenchOptions:
         return options
 
 
-def learned_policy(options: EvalBenchOptions) -> dict:
-    """Batched vs serial evaluation of the shipped CMA checkpoint (see the module docstring)."""
+def learned_policy(options: EvalBenchOptions, language: dict | None = None) -> dict:
+    """Batched vs serial evaluation of the shipped CMA checkpoint (see the module docstring);
+    ``language``: its ``checkpoint_language`` when the caller has it."""
     import json
     import os
     import shutil
@@ -244,7 +246,7 @@ def learned_policy(options: EvalBenchOptions) -> dict:
         from vlnverse.tasks.episode import save_episodes
 
         eps = generate_episodes("fine_grained", "val_unseen", per_scene, options.seed, work / "dataset", max_scenes=2,
-                                progress=False, overrides=checkpoint_language(LEARNED_CHECKPOINT))
+                                progress=False, overrides=checkpoint_language(LEARNED_CHECKPOINT) if language is None else language)
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
