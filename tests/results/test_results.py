@@ -262,6 +262,49 @@ def test_page_puts_the_papers_number_beside_a_bench_row(runs, tmp_path):
     assert main(["results", "page", str(bench), "--out", str(tmp_path / "p2")]) == 2
 
 
+def test_a_page_says_which_rows_trained_on_a_cuda_gpu(runs, tmp_path):
+    """Req 6 of issue 53: a ``--seeds`` file whose GAMA job trained on a CUDA GPU and its CMA job on
+    CPU: the page's first lines name the GPU, its section lists each job under its device (the
+    baselines job trains nothing, so it is not listed), and page.json carries the same; a file of
+    CPU rows only says so; eval run folders record no device and add nothing."""
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.core.stats import bootstrap_ci
+
+    per = {m: [float(r["metrics"].get(m) or 0) for r in _records(runs["oracle"])] for m in ("SR", "SPL", "nDTW")}
+    row = {"agent": "gama_il", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+           **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(runs["oracle"])}
+    gpu = {"device": "cuda:0", "name": "NVIDIA H100 80GB HBM3", "torch": "2.13.0+cu128", "cuda": "12.8",
+           "torch_threads": 1, "cpu": "AMD EPYC", "cpu_capability": "AVX512"}
+    cpu = {"device": "cpu", "name": "AMD EPYC", "torch": "2.13.0+cpu", "cuda": None, "cpu_capability": "AVX2"}
+    jobs = {"gama-s0": {"key": "gama-s0", "row": "gama", "seed": 0, "code": "0123456789abcdef",
+                        "figures": {"device": "cuda:0", "device_info": gpu}},
+            "cma-s0": {"key": "cma-s0", "row": "cma", "seed": 0, "figures": {"device": "cpu", "device_info": cpu}},
+            "cma-s1": {"key": "cma-s1", "row": "cma", "seed": 1, "figures": {"device": "cpu"}},  # an older job
+            "baselines-s0": {"key": "baselines-s0", "row": "baselines", "seed": 0}}
+    work = {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0", "config": "abc", "settings": {}}
+    bench = tmp_path / "mixed.json"
+    bench.write_text(json.dumps({"format": 2, "table": [row], "work": work, "jobs": jobs}))
+    out = tmp_path / "page"
+    assert main(["results", "page", str(bench), "--out", str(out)]) == 0
+    md = (out / "index.md").read_text()
+    head = md.split("## ", 1)[0]
+    assert "**Rows trained on a CUDA GPU** (NVIDIA H100 80GB HBM3), others on CPU" in head
+    section = md.split("## Where the rows were trained", 1)[1]
+    assert "| mixed | cuda:0 | NVIDIA H100 80GB HBM3 | 2.13.0+cu128 | 12.8 | AVX512 | 0123456789ab | gama-s0 |" in section
+    assert "| mixed | cpu | AMD EPYC | 2.13.0+cpu | - | AVX2 | - | cma-s0 |" in section
+    assert "| mixed | cpu | - | - | - | - | - | cma-s1 |" in section and "baselines-s0" not in section
+    listed = json.loads((out / "page.json").read_text())["machines"]
+    assert [(m["device"], m["jobs"]) for m in listed] == [("cpu", ["cma-s0"]), ("cpu", ["cma-s1"]), ("cuda:0", ["gama-s0"])]
+    del jobs["gama-s0"]
+    bench.write_text(json.dumps({"format": 2, "table": [row], "work": work, "jobs": jobs}))
+    assert main(["results", "page", str(bench), "--out", str(out)]) == 0
+    md = (out / "index.md").read_text()
+    assert "Every row trained on CPU (no GPU)" in md.split("## ", 1)[0] and "CUDA GPU**" not in md
+    assert main(["results", "page", str(runs["oracle"]), "--out", str(tmp_path / "evals")]) == 0
+    md = (tmp_path / "evals" / "index.md").read_text()
+    assert "trained on" not in md and "machines" not in json.loads((tmp_path / "evals" / "page.json").read_text())
+
+
 def test_bad_results_files_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "old_bench.json").write_text(json.dumps({"table": [{"agent": "cma_il", "split": "test"}]}))

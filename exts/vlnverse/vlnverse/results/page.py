@@ -6,7 +6,8 @@ training seeds, the paper's numbers beside ours where the paper has them (``pape
 a per-home SR plot and the pairwise paired comparisons (with ``across``: the pairs across the
 condition first, each bench row against itself, and only those in the plot); the training-scale
 curve when the sources are one table trained on several numbers of homes (``scale_curve``); then
-the protocols. The same inputs give
+the protocols, and where ``bench train`` rows trained (``machines``: labelled in the first lines
+when any trained on a CUDA GPU). The same inputs give
 the same bytes (``page.json``, ``index.md`` and the PNGs).
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines, paper_row, paper_tables
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
                       interval_cell, load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
+from .machines import device_label, machine_lines, machines
 from .scale_curve import scale_section
 
 METRICS = ("SR", "SPL", "nDTW")
@@ -160,6 +162,12 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
           "(docs/statistics.md). A paired difference A - B is on the same episodes; \"A > B\" only when its home "
           "interval excludes 0. Paper figures are the VLNVerse paper's (percent, its own scenes and training), "
           "shown beside ours for orientation, not as a paired comparison.", ""]
+    sources_read = json_sources(paths)
+    trained_on = machines(sources_read)
+    label = device_label(trained_on)
+    if label:
+        md += [label, ""]
+        data["machines"] = trained_on
     if splits:
         md += [f"Splits shown: {', '.join(splits)} (the sources' other splits are left out).", ""]
     if across:
@@ -254,7 +262,6 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
                    "`premature_stop` stopped short, `out_of_steps` never stopped, `overshoot` stopped past the "
                    "goal, `wrong_direction` / `missed_landmark` left the route, `loop`, `walked_away`, "
                    "`collision`).", ""] + outcome_lines(judged) + [""]
-        sources_read = json_sources(paths)
         shift, drops = language_shift_lines(sources_read)
         if drops:
             data["language_drop"] = drops
@@ -264,6 +271,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
             data["scale_curves"] = curves
         md += scale
         md += _protocol_lines(runs)
+        md += ["", *machine_lines(trained_on)] if trained_on else []
         ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
             data["job_ledgers"] = ledgers
