@@ -271,7 +271,7 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
             data["scale_curves"] = curves
         md += scale
         md += _protocol_lines(runs)
-        md += ["", *machine_lines(trained_on)] if trained_on else []
+        md += machine_lines(trained_on)
         ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
             data["job_ledgers"] = ledgers
