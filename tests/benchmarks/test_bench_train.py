@@ -362,7 +362,7 @@ def test_multitask_row_runs_end_to_end_and_reports_each_task(predictor_file, tmp
     from vlnverse.benchmarks.train import recipe, single
 
     predictor = {"path": str(predictor_file), "held_out": {}, "train_poses": 0, "seconds": 0.0}
-    monkeypatch.setattr(single, "train_waypoint_predictor", lambda work, scale, seed: predictor)
+    monkeypatch.setattr(single, "train_waypoint_predictor", lambda work, scale, seed, epochs=None: predictor)
     monkeypatch.setattr(recipe, "RENDER_COMPARE_EPISODES", 1)
     monkeypatch.setattr(recipe, "MAX_STEPS", 10)
     args = SimpleNamespace(out=str(tmp_path / "bench.json"), seed=0, policies="gama_multitask", train_homes=2,

@@ -199,3 +199,34 @@ def test_il_batching_reaches_every_selected_row_and_joins_the_work_identity_only
     with pytest.raises(ConfigError, match="got 'packed'.*bucketed or padded") as err:
         TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", il_batching="packed"))
     assert str(err.value).startswith("--il-batching") and "\n" not in str(err.value)
+
+
+def test_waypoint_epochs_reach_each_seeds_predictor_and_join_the_work_identity_only_when_given(tmp_path, monkeypatch):
+    """``--waypoint-epochs 60`` (the predictor's 15 vs 60 A/B, docs/results/log.md): a seed's prepared
+    predictor is trained for 60 epochs, the work identity differs from the recipe's (so a ledger of
+    15-epoch jobs is not carried into it), the flag is handed to Table 7's stage, and 0 is a
+    one-line error."""
+    from vlnverse.benchmarks.train import jobs
+    from vlnverse.benchmarks.train import recipe as R
+    from vlnverse.benchmarks.train.jobs import work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.errors import ConfigError
+
+    plain, longer = (TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", policies="gama", **kw))
+                     for kw in ({}, {"waypoint_epochs": 60}))
+    assert (plain.waypoint_epochs, longer.waypoint_epochs) == (None, 60)
+    assert longer.settings_key() == {**plain.settings_key(), "waypoint_epochs": 60}
+    assert "waypoint_epochs" not in plain.settings_key() and work_identity(longer)["config"] != work_identity(plain)["config"]
+    asked = []
+    import vlnverse.learn.homes as homes
+
+    monkeypatch.setattr(jobs, "split_data", lambda folder, options, seed: ({s: [] for s in R.SPLITS + ("train",)}, {}))
+    monkeypatch.setattr(homes, "check_disjoint_homes", lambda *a, **k: None)
+    monkeypatch.setattr(jobs.seed_run, "train_waypoint_predictor",
+                        lambda folder, scale, seed, epochs=None: asked.append((seed, epochs)) or {"path": "p.pt"})
+    for options in (plain, longer):
+        jobs.prepare_seed(tmp_path / f"w{options.waypoint_epochs}", options, 1, encoder=False, predictor=True)
+    assert asked == [(1, None), (1, 60)]
+    with pytest.raises(ConfigError, match="got 0.*an integer >= 1") as err:
+        TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json", waypoint_epochs=0))
+    assert str(err.value).startswith("--waypoint-epochs") and "\n" not in str(err.value)

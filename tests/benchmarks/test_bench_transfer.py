@@ -31,6 +31,7 @@ def _args(**kw):
                                            ({"round_epochs": -1}, "--round-epochs"), ({"epochs": 0}, "--epochs"),
                                            ({"stop_weight": 0.0}, "--stop-weight"),
                                            ({"validation_episodes": 0}, "--validation-episodes"),
+                                           ({"waypoint_epochs": 0}, "--waypoint-epochs"),
                                            ({"target_render": "ultra:meshes"}, "--target-render"),
                                            ({"source_render": "fast:boxes"}, "--source-render"),
                                            ({"target_render": "fast:meshes:x"}, "--target-render"),
@@ -163,7 +164,7 @@ def test_adapt_predictor_adds_a_stage_and_the_rounds_start_from_the_swapped_chec
         {"dagger": [{"round": 1}], "cache": {"teacher_SR": 1.0, "frames": 714}} if cfg.get("mode") == "dagger"
         else {"il": {"episodes": 2, "accuracy": 0.7, "seconds": 1.0}}))
 
-    def fake_predictor(work_, scale, seed, body, folder, render=None):
+    def fake_predictor(work_, scale, seed, body, folder, render=None, epochs=None):
         predictors.append((work_, body, folder))
         return {"path": str(work_ / folder / "predictor.pt"), "held_out": {"next_waypoint_hit": 0.9}, "seconds": 1.0}
 
@@ -231,8 +232,8 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
         ci = {"mean": 0.1, "lo": 0.0, "hi": 1.0, "n": 100}
         return {"episodes": 100, "SR": ci, "SPL": ci, "nDTW": ci}
 
-    def fake_predictor(work_, scale, seed, body, folder, render=None):
-        predictors.append((body, folder, render))
+    def fake_predictor(work_, scale, seed, body, folder, render=None, epochs=None):
+        predictors.append((body, folder, render, epochs))
         return {"path": str(work_ / folder / "predictor.pt"), "held_out": {}, "seconds": 1.0}
 
     monkeypatch.setattr(T, "evaluate", fake_evaluate)
@@ -240,7 +241,7 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
     monkeypatch.setattr(C, "swap_predictor", lambda *a: None)
     figures = T.run(_args(work=str(work), body="r2r_ce", rounds=2, adapt_predictor=True,
                           source_render="default:primitives", target_render="fast:meshes",
-                          out=str(tmp_path / "shift.json")))
+                          out=str(tmp_path / "shift.json"), waypoint_epochs=60))
     target = RenderConfig("fast", "meshes")
     source, online = trained
     assert source["render"] == {"quality": "default", "objects": "primitives"} and source.get("body") is None
@@ -248,7 +249,7 @@ def test_a_render_shift_draws_the_source_with_its_render_and_every_target_stage_
     assert online["mode"] == "dagger" and online["policy"]["params"]["waypoint_predictor"].endswith(
         "waypoints_r2r_ce_fast_meshes/predictor.pt")
     assert source["policy"]["params"]["waypoint_predictor"] == str(work / "waypoints" / "predictor.pt")
-    assert predictors == [("r2r_ce", "waypoints_r2r_ce_fast_meshes", target)]
+    assert predictors == [("r2r_ce", "waypoints_r2r_ce_fast_meshes", target, 60)]  # --waypoint-epochs reaches it
     assert [e[0] for e in evaluated] == ["transfer_zero_shot", "transfer_zero_shot_adapted_predictor",
                                          "transfer_online_round_1", "transfer_online_round_2"]
     assert all(b == "r2r_ce" and r == target for _, b, r in evaluated)
@@ -272,10 +273,13 @@ def test_the_bench_helpers_hand_the_render_to_the_eval_runner_and_the_predictor_
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "x", render=RenderConfig("high", "meshes"))
     B.evaluate(NamedSpec("random"), "val_unseen", "telhop", tmp_path, 0, 1, SENSORS, "y")
     assert renders == [RenderConfig("high", "meshes"), RenderConfig()]
-    monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append((cfg.render, cfg.model)) or
-                        {"held_out": {"predicted": {}}, "train_poses": 1})
-    train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
-    assert predictor == [(RenderConfig("fast", "meshes"), {"rgb": True})]  # the waypoint rows see RGB-D through it
+    monkeypatch.setattr(W, "run_waypoint_training", lambda cfg, out: predictor.append((cfg.render, cfg.model, cfg.epochs))
+                        or {"held_out": {"predicted": {}}, "train_poses": 1})
+    got = train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", render=RenderConfig("fast", "meshes"))
+    longer = train_waypoint_predictor(tmp_path, 0.1, 0, body="low_base", folder="wp", epochs=60)
+    # the waypoint rows see RGB-D through it; the recipe's 15 epochs unless --waypoint-epochs says otherwise
+    assert predictor == [(RenderConfig("fast", "meshes"), {"rgb": True}, 15), (None, {"rgb": True}, 60)]
+    assert (got["epochs"], longer["epochs"]) == (15, 60)
 
 
 def test_bench_train_measures_the_vlnbert_rows_online_lift_as_table7_on_its_own_work_folder(tmp_path, monkeypatch):

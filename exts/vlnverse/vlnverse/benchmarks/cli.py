@@ -55,6 +55,10 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help="train: how IL batches of the rows that read episode lengths (CMA, Seq2Seq) are formed: "
                         "bucketed by length, unrolled packed (default, the recipe's) or padded to the longest "
                         "(an A/B of the two; the others always get plain permutations)")
+    p.add_argument("--waypoint-epochs", type=int, default=None, metavar="N",
+                   help="train, transfer: training epochs of the waypoint rows' predictor (VLN-BERT, HNR, GAMA) and of "
+                        "Table 7's target-body predictor (default the recipe's 15; given, it joins the work identity: "
+                        "docs/results/log.md measures 15 against 60)")
     p.add_argument("--no-strict", action="store_true", help="train: skip the Strict evaluation of the best row")
     p.add_argument("--no-dagger", action="store_true", help="train: IL only (no DAgger / online fine-tuning round)")
     p.add_argument("--no-transfer", action="store_true",

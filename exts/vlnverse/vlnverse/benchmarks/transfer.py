@@ -91,7 +91,8 @@ class TransferOptions:
     target ``body``, the source's IL ``epochs``, ``rounds`` online rounds of ``round_epochs`` epochs
     with STOP steps weighing ``stop_weight``, ``adapt`` (``--adapt-predictor``),
     ``validation_episodes`` val_seen episodes per round, the ``source_render`` / ``target_render``
-    (``RenderConfig``), ``seed``, ``workers`` and ``out`` (also its PNG)."""
+    (``RenderConfig``), ``seed``, ``workers``, ``out`` (also its PNG) and ``waypoint_epochs``: the
+    target body predictor's training epochs (None: the recipe's)."""
 
     work: Path
     body: str = TARGET_BODY
@@ -106,6 +107,7 @@ class TransferOptions:
     seed: int = 0
     workers: int = 1
     out: str | None = None
+    waypoint_epochs: int | None = None
 
     @classmethod
     def from_args(cls, args: Any) -> "TransferOptions":
@@ -135,7 +137,8 @@ class TransferOptions:
                     "--round-epochs": ("round_epochs", ROUND_EPOCHS),
                     "--validation-episodes": ("validation_episodes", VALIDATION_EPISODES)}
         counts = {flag: default if given.get(attr) is None else given[attr] for flag, (attr, default) in defaults.items()}
-        check_int_flags((flag, value, 1) for flag, value in counts.items())
+        check_int_flags([*((flag, value, 1) for flag, value in counts.items()),
+                         ("--waypoint-epochs", given.get("waypoint_epochs"), 1)])
         stop_weight = 1.0 if given.get("stop_weight") is None else given["stop_weight"]
         if not isinstance(stop_weight, (int, float)) or not stop_weight > 0 or stop_weight == float("inf"):
             raise ConfigError(f"got {stop_weight!r}", field="--stop-weight", expected="a positive number (1: STOP weighs as any step)")
@@ -143,7 +146,8 @@ class TransferOptions:
                    round_epochs=counts["--round-epochs"], stop_weight=float(stop_weight),
                    adapt=bool(given.get("adapt_predictor", False)), validation_episodes=counts["--validation-episodes"],
                    source_render=source_render, target_render=target_render, seed=int(given.get("seed", 0) or 0),
-                   workers=int(given.get("workers") or 1), out=given.get("out"))
+                   workers=int(given.get("workers") or 1), out=given.get("out"),
+                   waypoint_epochs=given.get("waypoint_epochs"))
 
 
 def source_config(work: Path, seed: int, workers: int, epochs: int, render=None) -> dict:
@@ -226,7 +230,8 @@ def run(args) -> dict:
     if o.adapt:  # the target body's own predictor swapped in; the rounds start from it, its oracle teaches
         folder = f"waypoints_{Path(body).stem}" + ("" if target_render.is_default() else
                                                    f"_{target_render.quality}_{target_render.objects}")
-        predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=folder, render=target_render)
+        predictor = train_waypoint_predictor(work / "transfer", 1.0, seed, body=body, folder=folder, render=target_render,
+                                             epochs=o.waypoint_epochs)
         adapted = str(work / "transfer" / "source_adapted_predictor.pt")
         swap_predictor(online["init"], predictor["path"], adapted)
         online["init"] = adapted
@@ -294,7 +299,7 @@ def table7_stage(args, work: Path, workers: int, results: dict, table: list) -> 
     stage_args = argparse.Namespace(work=str(work), body=None, epochs=None, rounds=None, round_epochs=None,
                                     stop_weight=None, seed=args.seed, workers=workers, adapt_predictor=True,
                                     validation_episodes=TABLE7_VALIDATION_EPISODES, source_render=None,
-                                    target_render=None,
+                                    target_render=None, waypoint_epochs=getattr(args, "waypoint_epochs", None),
                                     out=str(Path(args.out).with_name(Path(args.out).stem + "_table7.json"))
                                     if args.out else None)
     got = run(stage_args)

@@ -226,7 +226,8 @@ def prepare_seed(work: Path, options: TrainBenchOptions, seed: int, *, encoder: 
             folder, load_episodes(folder / "train.jsonl"), seed))
     if predictor:
         out["predictor"] = _marked(folder / "predictor.json",
-                                   lambda: seed_run.train_waypoint_predictor(folder, options.scale, seed))
+                                   lambda: seed_run.train_waypoint_predictor(folder, options.scale, seed,
+                                                                             epochs=options.waypoint_epochs))
     return out
 
 

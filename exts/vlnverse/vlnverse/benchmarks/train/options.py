@@ -189,7 +189,9 @@ class TrainBenchOptions:
     ``task``: the rows' task (``recipe.TASKS``; on a benchmark, another task than its own is
     generated on the same held-out homes, ``Benchmark.task_folder``);
     ``work``: the work folder given by ``--work`` (None: ``work_dir``'s default); ``il_batching``:
-    how the rows' IL batches are formed (``--il-batching``; None: the recipe's, already in ``rows``)."""
+    how the rows' IL batches are formed (``--il-batching``; None: the recipe's, already in ``rows``);
+    ``waypoint_epochs``: the training epochs of the waypoint rows' predictor, and of Table 7's target
+    body predictor (``--waypoint-epochs``; None: the recipe's 15)."""
 
     rows: tuple = ()
     seed: int = 0
@@ -224,6 +226,7 @@ class TrainBenchOptions:
     task: str = "fine_grained"
     work: str | None = None
     il_batching: str | None = None
+    waypoint_epochs: int | None = None
 
     @property
     def scale(self) -> float:
@@ -273,6 +276,8 @@ class TrainBenchOptions:
             out["task"] = self.task
         if self.il_batching:
             out["il_batching"] = self.il_batching
+        if self.waypoint_epochs is not None:
+            out["waypoint_epochs"] = self.waypoint_epochs
         return out
 
     def parallel_config(self) -> Any:
@@ -322,7 +327,8 @@ class TrainBenchOptions:
         if epochs < 1:
             raise ConfigError(f"got {epochs}", field="--epochs", expected="an integer >= 1")
         validation_episodes = flag("validation_episodes")
-        check_int_flags((("--validation-episodes", validation_episodes, 1),))
+        waypoint_epochs = flag("waypoint_epochs")
+        check_int_flags((("--validation-episodes", validation_episodes, 1), ("--waypoint-epochs", waypoint_epochs, 1)))
         homes = flag("train_homes", R.TRAIN_HOMES)
         workers = int(flag("workers") or (1 if seeds is not None else default_workers()))
         per_held_out = int(flag("eval_episodes") or R.EVAL_EPISODES)
@@ -351,7 +357,7 @@ class TrainBenchOptions:
                    seeds=seeds, engine=flag("engine", "local"), address=flag("address"),
                    parallel_workers=given.get("workers"), rebuild=bool(flag("rebuild", False)),
                    jobs_from=_jobs_from(given.get("jobs_from"), seeds), language=language, task=task,
-                   il_batching=il_batching)
+                   il_batching=il_batching, waypoint_epochs=waypoint_epochs)
 
 
 def _work_folder(work: str | None, out: str | None) -> str | None:

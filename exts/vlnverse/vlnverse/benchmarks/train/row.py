@@ -11,11 +11,11 @@ from typing import Any
 import vlnverse.benchmarks.train.recipe as R
 
 def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r2r_ce", folder: str = "waypoints",
-                             render: Any = None) -> dict:
+                             render: Any = None, epochs: int | None = None) -> dict:
     """The candidate waypoint predictor trained afresh on ``body``'s RGB-D panoramas of the train
     scenes (``learn.waypoints.train.recipe_config``: 150 poses per scene at the default budget,
-    drawn with ``render``: a ``RenderConfig``, None the defaults) into ``work/folder``; returns its
-    file, held-out metrics and seconds. The waypoint rows' navigators read its view features, so
+    drawn with ``render``: a ``RenderConfig``, None the defaults; ``epochs``: None for the recipe's)
+    into ``work/folder``; returns its file, training epochs, held-out metrics and seconds. The waypoint rows' navigators read its view features, so
     they see RGB-D through it."""
     import shutil
 
@@ -23,8 +23,9 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r
 
     shutil.rmtree(work / folder, ignore_errors=True)  # a fresh run (it would resume)
     t0 = time.perf_counter()
-    wp = run_waypoint_training(recipe_config(seed, scale=scale, body=body, render=render), work / folder)
-    return {"path": str(work / folder / "predictor.pt"), "held_out": wp["held_out"]["predicted"],
+    cfg = recipe_config(seed, scale=scale, body=body, render=render, epochs=epochs)
+    wp = run_waypoint_training(cfg, work / folder)
+    return {"path": str(work / folder / "predictor.pt"), "epochs": cfg.epochs, "held_out": wp["held_out"]["predicted"],
             "train_poses": wp["train_poses"], "seconds": round(time.perf_counter() - t0, 1)}
 
 
@@ -119,7 +120,8 @@ def train_row(row: dict, work: Path, budget: float | None, seed: int, scale: flo
         figures["tasks_train_episodes"] = il.get("tasks_train_episodes")
         figures["cache_frames_per_s"] = {n: c.get("frames_per_s") for n, c in per_task.items()}
     if predictor is not None:
-        figures["waypoint_predictor"] = {k: predictor[k] for k in ("held_out", "train_poses", "seconds")}
+        figures["waypoint_predictor"] = {k: predictor[k] for k in ("epochs", "held_out", "train_poses", "seconds")
+                                         if k in predictor}
         figures["cache_teacher_SR"] = cache.get("teacher_SR")
     checkpoints = {f"{name}_il": ckpt}
     if dagger:

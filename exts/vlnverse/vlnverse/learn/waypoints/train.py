@@ -186,11 +186,14 @@ def run_waypoint_training(cfg: WaypointTrainConfig, out: str | Path, *, progress
 RECIPE_MODEL = {"rgb": True}
 
 
-def recipe_config(seed: int, *, scale: float = 1.0, body: str | None = None, render: Any = None) -> WaypointTrainConfig:
+def recipe_config(seed: int, *, scale: float = 1.0, body: str | None = None, render: Any = None,
+                  epochs: int | None = None) -> WaypointTrainConfig:
     """The recipe predictor's settings: ``vlnverse waypoints train --rgb`` at its defaults (150
-    training and 60 held-out poses per scene at ``scale`` 1, at least 30 and 10) for ``body``."""
+    training and 60 held-out poses per scene at ``scale`` 1, at least 30 and 10) for ``body``;
+    ``epochs``: None for the default's 15 (``bench train --waypoint-epochs``)."""
     return WaypointTrainConfig(poses_per_scene=max(30, round(150 * scale)), val_poses_per_scene=max(10, round(60 * scale)),
-                               seed=seed, body=body or WaypointTrainConfig.body, render=render, model=dict(RECIPE_MODEL))
+                               seed=seed, body=body or WaypointTrainConfig.body, render=render, model=dict(RECIPE_MODEL),
+                               **({} if epochs is None else {"epochs": int(epochs)}))
 
 
 def recipe_predictor(*, seed: int, cache_dir: Any = None, body: str | None = None, render: Any = None,
