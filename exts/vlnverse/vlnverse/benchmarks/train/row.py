@@ -15,8 +15,8 @@ def train_waypoint_predictor(work: Path, scale: float, seed: int, body: str = "r
     """The candidate waypoint predictor trained afresh on ``body``'s RGB-D panoramas of the train
     scenes (``learn.waypoints.train.recipe_config``: 150 poses per scene at the default budget,
     drawn with ``render``: a ``RenderConfig``, None the defaults; ``epochs``: None for the recipe's)
-    into ``work/folder``; returns its file, training epochs, held-out metrics and seconds. The waypoint rows' navigators read its view features, so
-    they see RGB-D through it."""
+    into ``work/folder``; returns its file, training epochs, held-out metrics and seconds. The
+    waypoint rows' navigators read its view features, so they see RGB-D through it."""
     import shutil
 
     from vlnverse.learn.waypoints.train import recipe_config, run_waypoint_training

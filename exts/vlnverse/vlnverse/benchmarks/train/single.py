@@ -71,7 +71,8 @@ def run(options: TrainBenchOptions) -> dict:
     dagger = options.dagger
     encoder_path = encoder_figures["path"] if encoder_figures else None
     # one waypoint predictor shared by the waypoint rows (VLN-BERT, HNR, GAMA), outside their budgets
-    predictor = train_waypoint_predictor(work, scale, seed, epochs=options.waypoint_epochs) if any(r.get("waypoint_predictor") for r in selected) else None
+    predictor = (train_waypoint_predictor(work, scale, seed, epochs=options.waypoint_epochs)
+                 if any(r.get("waypoint_predictor") for r in selected) else None)
     rows = {row["name"]: train_row(row, work, budget, seed, scale, device, workers, dagger, encoder_path, epochs,
                                    predictor, R.multitask_entries(work, tasks) if row.get("multitask") else None,
                                    validation_episodes, options.language or "v1", options.task)
