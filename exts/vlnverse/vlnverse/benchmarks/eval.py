@@ -206,6 +206,7 @@ def learned_policy(options: EvalBenchOptions, language: dict | None = None) -> d
     from vlnverse.learn.agent import PolicyAgent
     from vlnverse.paths import tasks_dir
 
+    language = checkpoint_language(LEARNED_CHECKPOINT) if language is None else language
     episodes = LEARNED_EPISODES
     envs = options.envs
     base = tasks_dir() / "eval" / "oracle_fine_grained_telhop.yaml"
@@ -246,7 +247,7 @@ def learned_policy(options: EvalBenchOptions, language: dict | None = None) -> d
         from vlnverse.tasks.episode import save_episodes
 
         eps = generate_episodes("fine_grained", "val_unseen", per_scene, options.seed, work / "dataset", max_scenes=2,
-                                progress=False, overrides=checkpoint_language(LEARNED_CHECKPOINT) if language is None else language)
+                                progress=False, overrides=language)
         save_episodes(work / "episodes.jsonl", eps[:episodes])
         run(envs, work / "warm")  # the fork server and each scene's maps, once, outside the timed runs
         best = {"serial": None, "batched": None}
