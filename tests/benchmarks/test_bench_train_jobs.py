@@ -191,6 +191,40 @@ def test_a_work_folder_made_before_the_split_resumes_its_identity_and_job_config
         assert (digest(il), digest(dagger)) == ROW_CONFIGS[row["name"]], row["name"]
 
 
+def test_a_change_to_the_shared_encoder_or_predictor_recipe_refuses_an_old_work_folder(tmp_path, monkeypatch):
+    """The recipes of the encoder and the waypoint predictor a seed's rows share are part of the
+    work identity: today's recipes keep the pinned identity (the ledgers made before they joined
+    it carry), and a folder made before one of them changes is refused, the line saying so."""
+    from dataclasses import replace
+
+    from vlnverse.benchmarks.train import recipe as R
+    from vlnverse.benchmarks.train.jobs import check_work, work_identity
+    from vlnverse.benchmarks.train.options import TrainBenchOptions
+    from vlnverse.core.errors import ConfigError
+    from vlnverse.learn.encoder import pretraining
+    from vlnverse.learn.waypoints import train as waypoints
+
+    assert R.component_recipes() == R.COMPONENTS_AT_START
+    assert R.component_recipes()["encoder"]["epochs"] == 15 and R.component_recipes()["predictor"]["model"] == {"rgb": True}
+    opts = TrainBenchOptions.from_args(tiny_args(tmp_path / "x.json"))
+    made = work_identity(opts)
+    check_work(tmp_path / "bt", made, False, print)
+    monkeypatch.setitem(pretraining.RECIPE_PRETRAINING, "epochs", 30)
+    longer = work_identity(opts)
+    assert longer["config"] != made["config"] and longer["settings"] == made["settings"]
+    assert R.component_recipes()["encoder"]["epochs"] == 30
+    with pytest.raises(ConfigError, match=r"work.json config.*the shared encoder's or waypoint predictor's"):
+        check_work(tmp_path / "bt", longer, False, print)
+    monkeypatch.setitem(pretraining.RECIPE_PRETRAINING, "epochs", 15)
+    assert work_identity(opts) == made  # back to the recipe: the folder carries again
+    monkeypatch.setattr(waypoints, "RECIPE_MODEL", {"rgb": False})
+    assert R.component_recipes()["predictor"]["model"] == {"rgb": False}
+    assert work_identity(opts)["config"] not in (made["config"], longer["config"])
+    monkeypatch.setattr(waypoints, "RECIPE_MODEL", {"rgb": True})
+    # --waypoint-epochs is a run setting (settings_key), not a recipe change
+    assert work_identity(replace(opts, waypoint_epochs=60))["settings"]["waypoint_epochs"] == 60
+
+
 def test_multitask_row_needs_the_single_seed_run(tmp_path):
     from vlnverse.benchmarks.train import run
     from vlnverse.core.errors import ConfigError

@@ -85,7 +85,8 @@ def work_identity(options: TrainBenchOptions) -> dict:
     """What a work folder's results depend on: the benchmark (name, version), the code version
     (the package's) and ``config``: a hash of the run settings (``TrainBenchOptions.settings_key``)
     and of the rows' recipe (``recipe.recipe_identity``: every row as its train config gives it,
-    rig, EMA, DAgger round, step budget), with the settings themselves for messages."""
+    rig, EMA, DAgger round, step budget, the shared encoder's and predictor's recipes), with the
+    settings themselves for messages."""
     import vlnverse
     from vlnverse.core.io import to_jsonable
 
@@ -107,7 +108,7 @@ def identity_difference(made: dict, identity: dict) -> tuple[str, str] | None:
                 theirs, mine = made.get("settings") or {}, identity["settings"]
                 diff = sorted(k for k in set(theirs) | set(mine) if theirs.get(k) != mine.get(k))
                 detail = (f" ({diff[0]}: {theirs.get(diff[0])!r} there, {mine.get(diff[0])!r} here)" if diff
-                          else " (the rows' recipe changed)")
+                          else " (the recipe changed: a row's, or the shared encoder's or waypoint predictor's)")
             return field, f"made with {field} {made.get(field)!r}, this run has {identity[field]!r}{detail}"
     return None
 

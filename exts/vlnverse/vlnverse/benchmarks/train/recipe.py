@@ -162,14 +162,36 @@ def select_rows(policies: str | None, configs: Path | None = None) -> list[dict]
     return [row_recipe(r, configs) for r in ROWS if r.name in names]
 
 
+#: the shared components' recipes (``component_recipes``) when they joined the work identity: folders
+#: made before then trained with these, so the components change the identity only when they differ
+COMPONENTS_AT_START = {
+    "encoder": {"channels": 32, "out_dim": 128, "objectives": ["semantic", "depth", "room"], "epochs": 15,
+                "batch_size": 32, "lr": 0.001, "body": "r2r_ce", "threads": 1, "frames": 1500, "held_out_frames": 120},
+    "predictor": {"scenes": "train", "val_scenes": "val_unseen", "poses_per_scene": 150, "val_poses_per_scene": 60,
+                  "epochs": 15, "batch_size": 32, "lr": 0.001, "body": "r2r_ce", "model": {"rgb": True},
+                  "hit_radius": 1.0, "threads": 1}}
+
+
+def component_recipes() -> dict:
+    """The recipes of what a seed's rows share: the visual encoder's pretraining
+    (``learn.encoder.pretraining.recipe_identity``) and the waypoint predictor's training
+    (``learn.waypoints.train.recipe_identity``; ``--waypoint-epochs`` is a run setting)."""
+    from vlnverse.learn.encoder.pretraining import recipe_identity as encoder_recipe
+    from vlnverse.learn.waypoints.train import recipe_identity as predictor_recipe
+
+    return {"encoder": encoder_recipe(), "predictor": predictor_recipe()}
+
+
 def recipe_identity(rows: list[dict] | None = None) -> dict:
     """What the rows' results depend on besides the run's settings (hashed into a ``bench train
     --seeds`` work folder's identity): every row's recipe, the rig, weight averaging, DAgger
-    round, validation interval and step budget."""
+    round, validation interval, step budget and, when they differ from ``COMPONENTS_AT_START``,
+    the shared encoder's and waypoint predictor's recipes."""
+    components = component_recipes()
     return {"rows": policy_rows() if rows is None else rows, "sensors": SENSORS, "il_ema": IL_EMA,
             "dagger": DAGGER_ROUND, "dagger_lr": DAGGER_LR, "dagger_epoch_share": DAGGER_EPOCH_SHARE,
             "dagger_episode_share": DAGGER_EPISODE_SHARE, "validation_every": VALIDATION_EVERY,
-            "max_steps": MAX_STEPS}
+            "max_steps": MAX_STEPS, **({} if components == COMPONENTS_AT_START else {"components": components})}
 
 
 def table7_stage():

@@ -196,6 +196,16 @@ def _config_dict(cfg: EncoderTrainConfig) -> dict[str, Any]:
 RECIPE_PRETRAINING = {"channels": 32, "out_dim": 128, "frames": 1500, "held_out_frames": 120, "epochs": 15}
 
 
+def recipe_identity() -> dict[str, Any]:
+    """What the recipe's encoder depends on besides its homes, rig and seed: ``RECIPE_PRETRAINING``
+    and the training settings it leaves at their defaults (``bench train --seeds`` hashes it into
+    its work identity). The probe is left out: it does not change the encoder."""
+    per_run = ("scenes", "val_scenes", "image_size", "hfov_deg", "max_depth", "poses_per_scene",
+               "val_poses_per_scene", "seed", "render", "probe_epochs")
+    base = {k: v for k, v in asdict(EncoderTrainConfig()).items() if k not in per_run}
+    return to_jsonable({**base, **RECIPE_PRETRAINING})
+
+
 def pretrain_on_homes(scenes: list, *, image_size: int, hfov_deg: float = 90.0, max_depth: float = 10.0,
                       seed: int = 0, out: str | Path | None = None, cache_dir: Any = None, progress: bool = True,
                       report: Callable[[str], None] = print, render: Any = None) -> dict[str, Any]:

@@ -196,6 +196,14 @@ def recipe_config(seed: int, *, scale: float = 1.0, body: str | None = None, ren
                                **({} if epochs is None else {"epochs": int(epochs)}))
 
 
+def recipe_identity() -> dict[str, Any]:
+    """What the recipe predictor depends on besides its seed: ``recipe_config``'s settings at the
+    default body and scale (``bench train --seeds`` hashes it into its work identity)."""
+    cfg = recipe_config(0)
+    cfg.validate()
+    return to_jsonable({k: v for k, v in _config_dict(cfg).items() if k != "seed"})
+
+
 def recipe_predictor(*, seed: int, cache_dir: Any = None, body: str | None = None, render: Any = None,
                      progress: bool = True, report: Callable[[str], None] = print,
                      context_loader: Callable[[Any], Any] | None = None) -> dict[str, Any]:
