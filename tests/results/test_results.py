@@ -305,6 +305,59 @@ def test_a_page_says_which_rows_trained_on_a_cuda_gpu(runs, tmp_path):
     assert "trained on" not in md and "machines" not in json.loads((tmp_path / "evals" / "page.json").read_text())
 
 
+def test_a_page_says_when_a_seeds_rows_acted_on_different_predictor_or_encoder_draws(runs, tmp_path):
+    """Two ``--seeds`` files of one seed, as a scale curve's points: 30 homes (GAMA and HNR on one
+    predictor) and 100 homes (GAMA on a predictor trained elsewhere: other held-out figures, and
+    another encoder file). The page lists seed 0's two predictor draws and two encoder draws with
+    their jobs; seed 1, whose jobs agree, and jobs recording neither are not listed."""
+    from vlnverse.benchmarks.train.evaluation import row_design
+    from vlnverse.benchmarks.train.jobs import shared_digests
+    from vlnverse.core.stats import bootstrap_ci
+    from vlnverse.results.machines import draw_lines, shared_draws
+
+    per = {m: [float(r["metrics"].get(m) or 0) for r in _records(runs["oracle"])] for m in ("SR", "SPL", "nDTW")}
+    row = {"agent": "gama_il", "split": "test", "mode": "telhop", "episodes": 6, "seeds": 1,
+           **{m: bootstrap_ci(v) for m, v in per.items()}, **row_design(runs["oracle"])}
+    here = {"poses": 120, "next_waypoint_hit": 0.7983, "mean_candidates": 4.504}
+    there = {"poses": 120, "next_waypoint_hit": 0.8403, "mean_candidates": 5.1}
+
+    def job(key, seed, held, encoder=None):
+        return {"key": key, "row": key.split("-")[0], "seed": seed, "figures": {
+            "device": "cpu", "waypoint_predictor": {"held_out": held, "epochs": 15}},
+            **({"shared": {"encoder": encoder}} if encoder else {})}
+
+    work = {"benchmark": "proc-v1", "benchmark_version": 1, "code_version": "0.1.0", "config": "abc", "settings": {}}
+    small = {"gama-s0": job("gama-s0", 0, there, "aaaa000011112222"), "hnr-s0": job("hnr-s0", 0, there, "aaaa000011112222"),
+             "gama-s1": job("gama-s1", 1, here), "baselines-s0": {"key": "baselines-s0", "row": "baselines", "seed": 0},
+             "cma-s0": {"key": "cma-s0", "row": "cma", "seed": 0, "figures": {"device": "cpu"}}}
+    large = {"gama-s0": job("gama-s0", 0, here, "bbbb000011112222"), "gama-s1": job("gama-s1", 1, here)}
+    for name, jobs in (("homes-30", small), ("homes-100", large)):
+        (tmp_path / f"{name}.json").write_text(json.dumps({"format": 2, "table": [row], "work": work, "jobs": jobs}))
+    draws = shared_draws([("homes-30", {"jobs": small}), ("homes-100", {"jobs": large})])
+    assert draws == [
+        {"seed": 0, "artefact": "encoder", "draws": [
+            {"label": "sha256 aaaa00001111", "jobs": ["homes-30:gama-s0", "homes-30:hnr-s0"]},
+            {"label": "sha256 bbbb00001111", "jobs": ["homes-100:gama-s0"]}]},
+        {"seed": 0, "artefact": "waypoint predictor", "draws": [
+            {"label": "15 epochs, held-out hit 0.8403", "jobs": ["homes-30:gama-s0", "homes-30:hnr-s0"]},
+            {"label": "15 epochs, held-out hit 0.7983", "jobs": ["homes-100:gama-s0"]}]}]
+    assert shared_draws([("homes-30", {"jobs": small})]) == []  # within one folder the seed's rows agree
+    out = tmp_path / "page"
+    assert main(["results", "page", str(tmp_path / "homes-30.json"), str(tmp_path / "homes-100.json"),
+                 "--out", str(out)]) == 0
+    md = (out / "index.md").read_text()
+    section = md.split("## Where the rows were trained", 1)[1]
+    assert "**A seed's rows acted on different draws" in section
+    assert ("- seed 0's jobs acted on 2 draws of the waypoint predictor: 15 epochs, held-out hit 0.8403 "
+            "(homes-30:gama-s0, homes-30:hnr-s0); 15 epochs, held-out hit 0.7983 (homes-100:gama-s0)") in section
+    assert "seed 1's" not in section and draw_lines(draws)[0].startswith("seed 0's jobs acted on 2 draws of the encoder")
+    assert json.loads((out / "page.json").read_text())["shared_draws"] == draws
+    # a job records the digests of the seed's files it acted on (sha256, 16 hex)
+    (tmp_path / "predictor.pt").write_bytes(b"weights")
+    assert shared_digests({"predictor": {"path": str(tmp_path / "predictor.pt")}, "encoder": None}) == {
+        "predictor": "9a129038d9a00aed"}  # sha256(b"weights")
+
+
 def test_bad_results_files_are_one_line_errors(tmp_path, capsys):
     (tmp_path / "broken.json").write_text("{not json")
     (tmp_path / "old_bench.json").write_text(json.dumps({"table": [{"agent": "cma_il", "split": "test"}]}))

@@ -1,10 +1,13 @@
 """Where a results page's rows were trained: the device each ``bench train`` row recorded
 (``device_info``: cpu or cuda:N, the GPU's or CPU's name, torch and CUDA versions, the CPU's
 vector kernels), so a page with rows from a CUDA machine says so in its first lines and in a
-section listing each source's jobs by device. Eval run folders record no training device and
-are left out."""
+section listing each source's jobs by device; and which draws of the artefacts a seed's rows share
+(the waypoint predictor, the pretrained encoder) its jobs acted on, since a seed's jobs trained on
+different machines act on different draws (``shared_draws``). Eval run folders record no training
+device and are left out."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 #: the fields of ``device_info`` a page shows, in its column order
@@ -84,3 +87,48 @@ def machine_lines(entries: list[dict]) -> list[str]:
                  ", ".join(c[:12] for c in e["code"]) or "-", ", ".join(e["jobs"])]
         lines.append("| " + " | ".join(cells) + " |")
     return lines + [""]
+
+
+def _draws(job: dict) -> dict[str, tuple[str, str]]:
+    """``{artefact: (key, label)}`` of the shared artefacts one row job acted on: the waypoint
+    predictor by its recorded training epochs and held-out figures (every waypoint row records
+    them), the encoder by its file's digest (``shared``, recorded by jobs since it existed)."""
+    out: dict[str, tuple[str, str]] = {}
+    figures = job.get("figures") if isinstance(job.get("figures"), dict) else {}
+    predictor = figures.get("waypoint_predictor")
+    held = predictor.get("held_out") if isinstance(predictor, dict) else None
+    if isinstance(held, dict):
+        epochs = predictor.get("epochs")
+        out["waypoint predictor"] = (json.dumps([epochs, held], sort_keys=True),
+                                     (f"{epochs} epochs, " if epochs else "") + f"held-out hit {held.get('next_waypoint_hit')}")
+    digest = (job.get("shared") or {}).get("encoder") if isinstance(job.get("shared"), dict) else None
+    if digest:
+        out["encoder"] = (str(digest), f"sha256 {str(digest)[:12]}")
+    return out
+
+
+def shared_draws(sources: list[tuple[str, dict]]) -> list[dict]:
+    """Per training seed and shared artefact that the seed's row jobs (over every ``(name, bench
+    train --seeds results)`` source) acted on in more than one draw: ``{"seed", "artefact",
+    "draws": [{"label", "jobs": ["source:job", ...]}]}``. A seed's rows share one predictor and one
+    encoder when they ran in one work folder on one machine; jobs carried from another machine, or
+    runs of another predictor recipe (``--waypoint-epochs``), act on others."""
+    found: dict[tuple, dict[str, dict]] = {}
+    for name, data in sources:
+        jobs = data.get("jobs")
+        if not isinstance(jobs, dict):
+            continue
+        for key in sorted(jobs):
+            job = jobs[key] if isinstance(jobs[key], dict) else {}
+            for artefact, (draw, label) in _draws(job).items():
+                seen = found.setdefault((job.get("seed"), artefact), {})
+                seen.setdefault(draw, {"label": label, "jobs": []})["jobs"].append(f"{name}:{key}" if name else key)
+    return [{"seed": seed, "artefact": artefact, "draws": list(draws.values())}
+            for (seed, artefact), draws in sorted(found.items(), key=lambda kv: (str(kv[0][0]), kv[0][1]))
+            if len(draws) > 1]
+
+
+def draw_lines(draws: list[dict]) -> list[str]:
+    """One line per seed and artefact of ``shared_draws``."""
+    return [f"seed {d['seed']}'s jobs acted on {len(d['draws'])} draws of the {d['artefact']}: "
+            + "; ".join(f"{x['label']} ({', '.join(x['jobs'])})" for x in d["draws"]) for d in draws]

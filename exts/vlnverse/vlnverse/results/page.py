@@ -20,7 +20,7 @@ from ..core.io import replace_output_dir, write_json_atomic, write_text_atomic
 from .claims import claim_lines, judge_claims, outcome_lines, paper_row, paper_tables
 from .compare import (COMPARED_METRICS, Run, body_name, columns, common_episodes, compare_pair, group_mde, group_runs,
                       interval_cell, load_runs, of_splits, pair_is_across, plot_comparisons, run_entry)
-from .machines import device_label, machine_lines, machines
+from .machines import device_label, draw_lines, machine_lines, machines, shared_draws
 from .scale_curve import scale_section
 
 METRICS = ("SR", "SPL", "nDTW")
@@ -272,6 +272,14 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
         md += scale
         md += _protocol_lines(runs)
         md += machine_lines(trained_on)
+        draws = shared_draws([(p.stem, d) for p, d in sources_read])
+        if draws:
+            data["shared_draws"] = draws
+            md += ["**A seed's rows acted on different draws of what a seed's rows share** (the waypoint predictor, "
+                   "the pretrained encoder: made once per seed and work folder; CPU training is exact on one machine "
+                   "only, so jobs from another machine, or of another predictor recipe, act on other draws). Per-seed "
+                   "pairs between such jobs mix that draw with the condition compared; the seed-level intervals "
+                   "count it as part of the seed's draw.", ""] + [f"- {line}" for line in draw_lines(draws)] + [""]
         ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
             data["job_ledgers"] = ledgers

@@ -243,6 +243,15 @@ def _copy_splits(source: Path, folder: Path, splits: tuple[str, ...] = R.SPLITS)
             write_bytes_atomic(target, (source / f"{name}.jsonl").read_bytes())
 
 
+def shared_digests(shared: dict) -> dict[str, str]:
+    """sha256 (16 hex) of each file of a seed's shared artefacts (``prepare_seed``: ``encoder``,
+    ``predictor``) a row job acts on: which draw of them it used (``results.machines.shared_draws``)."""
+    from vlnverse.core.cache_key import sha256_file
+
+    return {name: sha256_file(got["path"])[:16] for name, got in sorted(shared.items())
+            if isinstance(got, dict) and got.get("path") and Path(got["path"]).is_file()}
+
+
 def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, shared: dict) -> dict:
     """One (row, seed) job in ``jobs/<row>-s<seed>/`` (resumes what a killed try left): the row
     trained (``row.train_row``) and its agents evaluated under Tel-Hop on every split; the
@@ -262,7 +271,7 @@ def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, sh
         trained = seed_run.train_row(row, folder, options.budget, seed, options.scale, "auto", 1, options.dagger,
                                      (shared.get("encoder") or {}).get("path"), options.epochs, shared.get("predictor"),
                                      None, options.validation_episodes, options.language or "v1", options.task)
-        out.update(figures=trained["figures"], curve=trained["curve"],
+        out.update(figures=trained["figures"], curve=trained["curve"], shared=shared_digests(shared),
                    checkpoints={a: os.path.relpath(p, work) for a, p in trained["checkpoints"].items()})
         agents = {a: (NamedSpec("policy", {"checkpoint": p, "device": "auto"}), R.SENSORS)
                   for a, p in trained["checkpoints"].items()}
@@ -508,6 +517,13 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
                "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),
                            "jobs": round(time.perf_counter() - t_prep, 1)},
                "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)}}
+    from vlnverse.results.machines import draw_lines, shared_draws
+
+    draws = shared_draws([("", {"jobs": results})])
+    if draws:
+        figures["shared_draws"] = draws
+        for line in draw_lines(draws):
+            report(f"bench train: {line}; pairs across them mix that draw (jobs from another machine or recipe)")
     if len(figures["code_revisions"]) > 1:
         report("bench train: the jobs ran with different code: " + "; ".join(
             f"{rev[:12]}: {', '.join(keys)}" for rev, keys in figures["code_revisions"].items()))
