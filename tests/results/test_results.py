@@ -347,7 +347,7 @@ def test_a_page_says_when_a_seeds_rows_acted_on_different_predictor_or_encoder_d
                  "--out", str(out)]) == 0
     md = (out / "index.md").read_text()
     section = md.split("## Where the rows were trained", 1)[1]
-    assert "**A seed's rows acted on different draws" in section
+    assert "**Some seeds' jobs acted on different draws" in section
     assert ("- seed 0's jobs acted on 2 draws of the waypoint predictor: 15 epochs, held-out hit 0.8403 "
             "(homes-30:gama-s0, homes-30:hnr-s0); 15 epochs, held-out hit 0.7983 (homes-100:gama-s0)") in section
     assert "seed 1's" not in section and draw_lines(draws)[0].startswith("seed 0's jobs acted on 2 draws of the encoder")

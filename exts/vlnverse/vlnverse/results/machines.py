@@ -92,7 +92,7 @@ def machine_lines(entries: list[dict]) -> list[str]:
 def _draws(job: dict) -> dict[str, tuple[str, str]]:
     """``{artefact: (key, label)}`` of the shared artefacts one row job acted on: the waypoint
     predictor by its recorded training epochs and held-out figures (every waypoint row records
-    them), the encoder by its file's digest (``shared``, recorded by jobs since it existed)."""
+    them), the encoder by its file's digest (``shared``; older jobs record none)."""
     out: dict[str, tuple[str, str]] = {}
     figures = job.get("figures") if isinstance(job.get("figures"), dict) else {}
     predictor = figures.get("waypoint_predictor")

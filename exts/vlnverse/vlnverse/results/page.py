@@ -275,11 +275,12 @@ def build_page(paths: list[str], name: str, out: Path, *, seed: int = 0, across:
         draws = shared_draws([(p.stem, d) for p, d in sources_read])
         if draws:
             data["shared_draws"] = draws
-            md += ["**A seed's rows acted on different draws of what a seed's rows share** (the waypoint predictor, "
-                   "the pretrained encoder: made once per seed and work folder; CPU training is exact on one machine "
-                   "only, so jobs from another machine, or of another predictor recipe, act on other draws). Per-seed "
-                   "pairs between such jobs mix that draw with the condition compared; the seed-level intervals "
-                   "count it as part of the seed's draw.", ""] + [f"- {line}" for line in draw_lines(draws)] + [""]
+            md += ["**Some seeds' jobs acted on different draws of what a seed's rows share** (the waypoint "
+                   "predictor, the pretrained encoder: made once per seed and work folder; CPU training is exact on "
+                   "one machine only, so jobs from another machine, or of another predictor recipe, act on other "
+                   "draws). Like the seed, such a draw is chance, not a bias, but a pair between these jobs no longer "
+                   "holds it fixed: the pair's difference mixes it with the condition compared.", ""] \
+                + [f"- {line}" for line in draw_lines(draws)] + [""]
         ledgers = write_job_ledgers(sources_read, tmp)
         if ledgers:
             data["job_ledgers"] = ledgers
