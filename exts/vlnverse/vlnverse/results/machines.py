@@ -89,6 +89,11 @@ def machine_lines(entries: list[dict]) -> list[str]:
     return lines + [""]
 
 
+#: the waypoint predictor's training epochs in jobs that do not record them: every predictor trained the
+#: recipe's 15 before ``--waypoint-epochs`` existed
+PREDICTOR_EPOCHS_UNRECORDED = 15
+
+
 def _draws(job: dict) -> dict[str, tuple[str, str]]:
     """``{artefact: (key, label)}`` of the shared artefacts one row job acted on: the waypoint
     predictor by its recorded training epochs and held-out figures (every waypoint row records
@@ -98,9 +103,9 @@ def _draws(job: dict) -> dict[str, tuple[str, str]]:
     predictor = figures.get("waypoint_predictor")
     held = predictor.get("held_out") if isinstance(predictor, dict) else None
     if isinstance(held, dict):
-        epochs = predictor.get("epochs")
+        epochs = predictor.get("epochs") or PREDICTOR_EPOCHS_UNRECORDED
         out["waypoint predictor"] = (json.dumps([epochs, held], sort_keys=True),
-                                     (f"{epochs} epochs, " if epochs else "") + f"held-out hit {held.get('next_waypoint_hit')}")
+                                     f"{epochs} epochs, held-out hit {held.get('next_waypoint_hit')}")
     digest = (job.get("shared") or {}).get("encoder") if isinstance(job.get("shared"), dict) else None
     if digest:
         out["encoder"] = (str(digest), f"sha256 {str(digest)[:12]}")
