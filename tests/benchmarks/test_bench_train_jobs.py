@@ -225,6 +225,30 @@ def test_a_change_to_the_shared_encoder_or_predictor_recipe_refuses_an_old_work_
     assert work_identity(replace(opts, waypoint_epochs=60))["settings"]["waypoint_epochs"] == 60
 
 
+def test_carried_jobs_of_another_predictor_draw_are_named_before_the_new_jobs_train(tmp_path):
+    """Seed 1's GAMA job carried from another machine acted on a predictor of held-out hit 0.8403;
+    this run's seed 1 predictor reads 0.7983 (and an encoder file of its own): the seed is named
+    with both draws before its new jobs train. Seed 0, whose carried job and prepared predictor
+    agree, and a carried job without predictor figures are not."""
+    from vlnverse.benchmarks.train.jobs import draws_before_training
+
+    there = {"poses": 119, "next_waypoint_hit": 0.8403}
+    here = {"poses": 119, "next_waypoint_hit": 0.7983}
+    same = {"poses": 120, "next_waypoint_hit": 0.9}
+    (tmp_path / "encoder.safetensors").write_bytes(b"trunks")
+    carried = {"gama-s1": {"seed": 1, "figures": {"waypoint_predictor": {"held_out": there}}},
+               "gama-s0": {"seed": 0, "figures": {"waypoint_predictor": {"held_out": same}}},
+               "cma-s1": {"seed": 1, "figures": {"device": "cpu"}}}
+    shared = {"seed-1": {"seed": 1, "predictor": {"held_out": here, "epochs": 15},
+                         "encoder": {"path": str(tmp_path / "encoder.safetensors")}},
+              "seed-0": {"seed": 0, "predictor": {"held_out": same, "epochs": 15}}}
+    draws = draws_before_training(carried, shared)
+    assert draws == [{"seed": 1, "artefact": "waypoint predictor", "draws": [
+        {"label": "15 epochs, held-out hit 0.8403", "jobs": ["gama-s1"]},
+        {"label": "15 epochs, held-out hit 0.7983", "jobs": ["seed-1"]}]}]
+    assert draws_before_training({}, shared) == []  # a fresh folder: one draw per seed
+
+
 def test_multitask_row_needs_the_single_seed_run(tmp_path):
     from vlnverse.benchmarks.train import run
     from vlnverse.core.errors import ConfigError

@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlnverse.core.provenance import code_revision, revisions_of
+from vlnverse.results.machines import draw_lines, shared_draws
 from vlnverse.tasks.episode import LANGUAGE_SPLIT
 
 import vlnverse.benchmarks.train.evaluation as evaluation
@@ -250,6 +251,19 @@ def shared_digests(shared: dict) -> dict[str, str]:
 
     return {name: sha256_file(got["path"])[:16] for name, got in sorted(shared.items())
             if isinstance(got, dict) and got.get("path") and Path(got["path"]).is_file()}
+
+
+def draws_before_training(carried: dict, shared: dict) -> list[dict]:
+    """``results.machines.shared_draws`` of the finished jobs ``carried`` (``{key: result}``) and the
+    seeds' artefacts this run prepared (``shared``: ``{"seed-S": prepare_seed's result}``), each
+    prepared seed as a job ``seed-S``: the seeds whose jobs still to run will act on another draw of
+    the predictor or encoder than their carried jobs did (jobs carried from another machine)."""
+    prepared = {}
+    for key, got in shared.items():
+        predictor = got.get("predictor")
+        prepared[key] = {"seed": got.get("seed"), "figures": {"waypoint_predictor": predictor} if predictor else {},
+                         "shared": shared_digests({k: got[k] for k in ("encoder", "predictor") if got.get(k)})}
+    return shared_draws([("", {"jobs": {**carried, **prepared}})])
 
 
 def row_job(work: Path, options: TrainBenchOptions, row_name: str, seed: int, shared: dict) -> dict:
@@ -468,6 +482,10 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
                                 cost=0.1 if name == BASELINES else 1.0))
     if skipped:
         report(f"bench train: {len(skipped)} job(s) already done in {work}: {', '.join(skipped)}")
+    if todo:
+        for line in draw_lines(draws_before_training(results, shared)):
+            report(f"bench train: {line}: the jobs still to run act on this run's (seed-S), so pairs between them and "
+                   "the finished ones mix that draw (jobs from another machine)")
     report(f"bench train: {len(todo)} job(s) on {parallel.workers} {parallel.engine} worker(s)")
     context = {"seeds": seeds, "selected": selected, "parallel": parallel, "identity": identity, "options": options,
                "shared": shared, "work": work}
@@ -517,8 +535,6 @@ def run(options: TrainBenchOptions, report: Callable[[str], None] = _say) -> dic
                "seconds": {"data": round(t_data - t_start, 1), "seeds": round(t_prep - t_data, 1),
                            "jobs": round(time.perf_counter() - t_prep, 1)},
                "load_average_1m": {"start": round(load_start[0], 2), "end": round(os.getloadavg()[0], 2)}}
-    from vlnverse.results.machines import draw_lines, shared_draws
-
     draws = shared_draws([("", {"jobs": results})])
     if draws:
         figures["shared_draws"] = draws
