@@ -419,7 +419,10 @@ def test_claims_are_judged_by_the_paired_difference_clustered_by_home(tmp_path):
     assert lines[2].startswith("| RDP beats CMA | p | rdp_il - cma_il (bench) | test | +0.600 |")
     assert lines[2].endswith("**reproduced** |")
     assert "| 0.343 | +7.55 points: 83 homes, outside the CI |" in lines[2]   # +0.6's interval lies above 0.0755
-    assert lines[4].endswith("**not run (rdp_il, cma_il missing)** |")
+    # Claims not run here leave the table for one line after it, their splits gathered per claim.
+    assert len(lines) == 2 + 4 + 2 and lines[6] == "" and not any("not run" in line for line in lines[:6])
+    assert lines[-1] == ("**Not run here** (a row missing from these sources): RDP beats CMA on val_unseen "
+                         "(rdp_il, cma_il missing); RDP beats Seq2Seq (other) on test (seq2seq_il missing).")
     # One protocol over two files (a table run in two parts): the claim pairs across them, unnamed.
     split_table = [_claim_run("part1:rdp_il", "test", better), _claim_run("part2:seq2seq_il", "test", worse)]
     (one,) = judge_claims(claims[2:], split_table)

@@ -154,7 +154,8 @@ def _pair_name(c: dict) -> str:
 
 
 def claim_lines(judged: list[dict]) -> list[str]:
-    """The page's markdown table of judged claims."""
+    """The page's markdown table of the judged claims, then one line naming the claims not run here
+    (a row missing from the sources), each with its splits and missing rows."""
     def ci(d: dict) -> str:
         return "undefined (1 home)" if d["lo"] is None else f"[{d['lo']:+.3f}, {d['hi']:+.3f}]"
 
@@ -169,11 +170,17 @@ def claim_lines(judged: list[dict]) -> list[str]:
     lines = ["| claim | paper | A - B | split | SR difference | home CI | P(A > B) | detectable (80% power) | "
              "paper's gap: held-out homes to detect it | verdict |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    not_run: dict[tuple, list[str]] = {}
     for c in judged:
+        if c["verdict"] == "not run":
+            not_run.setdefault((c["claim"], c.get("source") or "", tuple(c["missing"])), []).append(c["split"])
+            continue
         sr = c["SR"]
-        cells = ([f"{sr['mean']:+.3f}", ci(sr), f"{sr['prob_improvement']:.2f}"] if sr
-                 else ["-", "-", "-"]) + power(c.get("power"))
-        verdict = c["verdict"] + (f" ({', '.join(c['missing'])} missing)" if c["missing"] else "")
+        cells = [f"{sr['mean']:+.3f}", ci(sr), f"{sr['prob_improvement']:.2f}"] + power(c.get("power"))
         lines.append(f"| {c['claim']} | {c['paper']} | {_pair_name(c)} | {c['split']} | " + " | ".join(cells)
-                     + f" | **{verdict}** |")
+                     + f" | **{c['verdict']}** |")
+    if not_run:
+        lines += ["", "**Not run here** (a row missing from these sources): " + "; ".join(
+            f"{claim}{f' ({source})' if source else ''} on {', '.join(splits)} ({', '.join(missing)} missing)"
+            for (claim, source, missing), splits in not_run.items()) + "."]
     return lines
